@@ -1,0 +1,68 @@
+/**
+ * `npm start`: the whole API on this machine — DynamoDB Local, the table, and the same Lambda
+ * handlers as in AWS behind a local stand-in for API Gateway.
+ *
+ * Env: PORT (4000), AGENTSTATE_DATA (`.agentstate/data`; `memory` keeps nothing),
+ * AGENTSTATE_API_KEYS (`local:dev-key`), AGENTSTATE_TABLE (`agentstate`).
+ */
+import { resolve } from 'node:path';
+import { DEFAULT_LOCAL_KEYS, parseKeyPairs } from '../functions/http/auth.js';
+import { JavaMissingError } from '../functions/local/dynamodb-local.js';
+import { PortInUseError, startLocalServer, type LocalServer } from '../functions/local/server.js';
+
+// The SDK warns on every start that its 2027 releases will need Node 22; here that is noise.
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+
+const fail = (message: string): never => {
+  console.error(message);
+  process.exit(1);
+};
+
+// `||`, not `??`: an empty variable (PORT= npm start) means the default, not port 0 or the cwd.
+const port = Number(process.env.PORT || 4000);
+if (!Number.isInteger(port) || port < 0 || port > 65_535) fail(`agentstate: PORT must be a port number, not "${process.env.PORT}"`);
+const data = process.env.AGENTSTATE_DATA || '.agentstate/data';
+const dataDir = data === 'memory' ? 'memory' : resolve(data);
+const apiKeys = process.env.AGENTSTATE_API_KEYS || DEFAULT_LOCAL_KEYS;
+let devKey = '';
+try {
+  // Checked here so that a typo is reported before java starts, not on the first request.
+  devKey = parseKeyPairs(apiKeys)[0]?.key ?? fail('agentstate: AGENTSTATE_API_KEYS holds no tenant:key pair');
+} catch (error) {
+  fail(`agentstate: ${(error as Error).message}`);
+}
+
+let server: LocalServer | undefined;
+let stopping = false;
+async function shutdown(): Promise<void> {
+  // A second Ctrl+C means "now": exiting still kills java (dynamodb-local's exit hook).
+  if (stopping) process.exit(1);
+  stopping = true;
+  // While starting up there is nothing to close gracefully; the exit hook stops java.
+  await server?.stop();
+  process.exit(0);
+}
+// SIGHUP too: a closed terminal would otherwise end node without running any exit hook.
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => void shutdown());
+
+try {
+  server = await startLocalServer({ port, dataDir, apiKeys });
+} catch (error) {
+  if (error instanceof PortInUseError || error instanceof JavaMissingError) fail(error.message);
+  console.error('agentstate: could not start:', error);
+  process.exit(1);
+}
+
+const { url, tableName, tableCreated, dynamoDb } = server;
+process.stdout.write(
+  [
+    `agentstate listening on ${url}`,
+    `  data: ${dataDir === 'memory' ? 'in memory (gone when stopped)' : dataDir}`,
+    `  table ${tableName} ${tableCreated ? 'created' : 'found'}`,
+    `  DynamoDB Local: ${dynamoDb.endpoint} (java pid ${dynamoDb.pid})`,
+    `  dev key: ${devKey}`,
+    `  try: curl -s ${url}/v1/sessions -H 'Authorization: Bearer ${devKey}'`,
+    'Ctrl+C stops.',
+    '',
+  ].join('\n'),
+);

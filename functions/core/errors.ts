@@ -1,0 +1,118 @@
+/**
+ * The one error type of agentstate. Every failure a client can see carries one of the API's
+ * error codes (API.md section 10); the HTTP status comes from the table below, in one place.
+ */
+export const errorStatus = {
+  invalid_json: 400,
+  invalid_request: 400,
+  invalid_id: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  field_forbidden: 403,
+  not_found: 404,
+  session_not_found: 404,
+  node_not_found: 404,
+  version_not_found: 404,
+  agent_not_found: 404,
+  session_exists: 409,
+  node_exists: 409,
+  decision_in_progress: 409,
+  exclusive_conflict: 409,
+  conflict: 409,
+  version_mismatch: 412,
+  state_too_large: 413,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  validation_failed: 422,
+  unknown_field: 422,
+  idempotency_key_reused: 422,
+  throttled: 429,
+  internal: 500,
+  worker_failed: 502,
+  unavailable: 503,
+  worker_timeout: 504,
+} as const;
+
+export type ErrorCode = keyof typeof errorStatus;
+
+const titles: Record<ErrorCode, string> = {
+  invalid_json: 'Invalid JSON',
+  invalid_request: 'Invalid request',
+  invalid_id: 'Invalid identifier',
+  unauthorized: 'Unauthorized',
+  forbidden: 'Forbidden',
+  field_forbidden: 'Field forbidden',
+  not_found: 'Not found',
+  session_not_found: 'Session not found',
+  node_not_found: 'Node not found',
+  version_not_found: 'Version not found',
+  agent_not_found: 'Agent not found',
+  session_exists: 'Session exists',
+  node_exists: 'Node exists',
+  decision_in_progress: 'Decision in progress',
+  exclusive_conflict: 'Exclusive conflict',
+  conflict: 'Conflict',
+  version_mismatch: 'Version mismatch',
+  state_too_large: 'State too large',
+  payload_too_large: 'Payload too large',
+  unsupported_media_type: 'Unsupported media type',
+  validation_failed: 'Validation failed',
+  unknown_field: 'Unknown field',
+  idempotency_key_reused: 'Idempotency key reused',
+  throttled: 'Throttled',
+  internal: 'Internal error',
+  worker_failed: 'Worker failed',
+  unavailable: 'Service unavailable',
+  worker_timeout: 'Worker timeout',
+};
+
+/** Extra members of a problem document, e.g. `currentVersion` or `limitBytes`. */
+export type ProblemExtras = Record<string, unknown>;
+
+export class AgentStateError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly extras: ProblemExtras;
+  /** Whether `message` may be shown to the client; 5xx details never are. */
+  readonly expose: boolean;
+
+  constructor(code: ErrorCode, detail: string, extras: ProblemExtras = {}, options?: { cause?: unknown }) {
+    super(detail, options);
+    this.name = 'AgentStateError';
+    this.code = code;
+    this.status = errorStatus[code];
+    this.extras = extras;
+    this.expose = this.status < 500 || code === 'worker_failed' || code === 'worker_timeout';
+  }
+
+  get title(): string {
+    return titles[this.code];
+  }
+
+  /** True for an AgentStateError whose code starts with `prefix` (all of them by default). */
+  static match(error: unknown, prefix = ''): error is AgentStateError {
+    return error instanceof AgentStateError && error.code.startsWith(prefix);
+  }
+}
+
+/** An RFC 9457 problem document. */
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  code: ErrorCode;
+  detail: string;
+  [extra: string]: unknown;
+}
+
+export function toProblem(error: AgentStateError): Problem {
+  const detail = error.expose ? error.message : titles[error.code];
+  return {
+    ...error.extras,
+    type: `https://agentstate.dev/problems/${error.code.replaceAll('_', '-')}`,
+    title: error.title,
+    status: error.status,
+    code: error.code,
+    detail,
+  };
+}

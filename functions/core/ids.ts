@@ -1,0 +1,37 @@
+import { uuidv7 } from 'uuidv7';
+import { AgentStateError } from './errors.js';
+
+/** Identifiers are 1–128 characters of `A-Z a-z 0-9 . _ : ~ @ -` (API.md section 1). */
+const idPattern = /^[A-Za-z0-9._:~@-]{1,128}$/;
+
+export const ROOT_NODE = 'root';
+
+export function isValidId(value: unknown): value is string {
+  return typeof value === 'string' && idPattern.test(value);
+}
+
+/** Returns `value` when it is a valid identifier, else throws `400 invalid_id` naming `what`. */
+export function requireId(value: unknown, what: string): string {
+  if (!isValidId(value)) {
+    throw new AgentStateError(
+      'invalid_id',
+      `${what} must be 1–128 characters of A-Z a-z 0-9 . _ : ~ @ -`,
+      { field: what },
+    );
+  }
+  return value;
+}
+
+/** A message node id supplied by a client: a valid id that is not the reserved `root`. */
+export function requireNodeId(value: unknown, what: string): string {
+  const id = requireId(value, what);
+  if (id === ROOT_NODE) {
+    throw new AgentStateError('invalid_id', `${what} must not be the reserved id "root"`, { field: what });
+  }
+  return id;
+}
+
+/** A new time-ordered identifier (UUIDv7), used for generated session and message ids. */
+export function newId(): string {
+  return uuidv7();
+}

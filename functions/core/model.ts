@@ -1,0 +1,88 @@
+import type { Json, JsonObject } from './json.js';
+
+/** Which session a request addresses; the tenant always comes from the API key. */
+export interface SessionScope {
+  readonly tenant: string;
+  readonly sessionId: string;
+}
+
+export interface SessionMeta {
+  sessionId: string;
+  agentId: string | null;
+  userId: string | null;
+  metadata: JsonObject | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/**
+ * A message node as stored. `stateVersion` is authoritative for every node except the
+ * current head, whose pointer lives on the session tip (see `Tip`).
+ */
+export interface NodeRecord {
+  id: string;
+  parentId: string | null;
+  depth: number;
+  role: string | null;
+  /** The message exactly as the client sent it, with `id` and `parentId` filled in. */
+  message: JsonObject | null;
+  stateVersion: number;
+  /** Nearest ancestors first (parent, grandparent, …), at most `ANCESTOR_WINDOW` of them. */
+  ancestors: string[];
+  createdAt: string;
+}
+
+export const VERSION_CAUSES = ['patch', 'replace', 'decide', 'commit'] as const;
+export type VersionCause = (typeof VERSION_CAUSES)[number];
+
+export interface VersionRecord {
+  version: number;
+  node: string;
+  prevVersion: number;
+  cause: VersionCause;
+  author: string | null;
+  decisionId: string | null;
+  createdAt: string;
+  state: Json;
+  agent: Json;
+  /** The versions before this one in its node lineage, nearest first, at most `LINEAGE_WINDOW`. */
+  lineage: number[];
+}
+
+/**
+ * The session tip: the item in the highest version slot. Every change of versions or of the
+ * head claims that slot with a conditional write, so the tip is also the session's lock.
+ *
+ * A slot holds either a recorded version or, after the head moved, a head marker that the
+ * next version overwrites. Both carry where the head is and which version it points at, so
+ * the state at the head is one read away.
+ */
+export interface Tip {
+  /** The slot holding the tip item; 0 for a session with no tip yet. */
+  slot: number;
+  /** True when the tip item is a head marker rather than a recorded version. */
+  marker: boolean;
+  /** Counts head moves within one marker slot; the compare-and-set token for markers. */
+  markerSeq: number;
+  /** The latest recorded version of the session (0: nothing written). */
+  version: number;
+  head: string;
+  headVersion: number;
+  headDepth: number;
+  /** When the session item's `updatedAt` was last moved forward. */
+  touchedAt: string | null;
+  /** The recorded version in the tip slot, when the read asked for it. */
+  latest: VersionRecord | null;
+}
+
+export const ANCESTOR_WINDOW = 32;
+export const LINEAGE_WINDOW = 32;
+
+/** The state limit of API.md section 4: 256 KiB of UTF-8 JSON. */
+export const STATE_LIMIT_BYTES = 256 * 1024;
+
+export interface Page<T> {
+  items: T[];
+  /** Opaque cursor for the next page; absent on the last page. */
+  next?: string;
+}

@@ -1,0 +1,94 @@
+import type { NodeRecord, Page, SessionMeta, SessionScope, Tip, VersionRecord } from './model.js';
+
+/**
+ * One change of a session, applied atomically and only if the tip is still the one read.
+ * The store writes the next tip item (a version, or a head marker when `version` is absent)
+ * and, in the same step, the other items listed here.
+ */
+export interface TipChange {
+  /** The tip the change was computed from; the write is conditional on it. */
+  readonly basedOn: Tip;
+  /** A version to record in the next slot; absent for a head move alone. */
+  readonly version?: VersionRecord;
+  /** Where the head is after the change and what it points at. */
+  readonly head: { readonly id: string; readonly version: number; readonly depth: number };
+  /** Nodes whose stored pointer must change (a node the head leaves, a node written off-head). */
+  readonly nodePointers: ReadonlyArray<{ readonly id: string; readonly version: number }>;
+  /** New message nodes; each must not exist yet. */
+  readonly newNodes: ReadonlyArray<NodeRecord>;
+  /**
+   * Create the session item when missing and move its `updatedAt` to this time. When the
+   * change is otherwise a single item, the store may do this after it, best effort.
+   */
+  readonly touchSessionAt?: string;
+  /** Whether the session may not exist yet: then the session item is written with the change. */
+  readonly mayCreateSession: boolean;
+}
+
+export interface IdempotencyRecord {
+  fingerprint: string;
+  status: 'pending' | 'done';
+  response?: StoredResponse;
+  /** Epoch ms after which a pending record is abandoned (its holder died). */
+  lockedUntil: number;
+}
+
+export interface StoredResponse {
+  statusCode: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/**
+ * The persistence port of the session core. The DynamoDB adapter is the only implementation
+ * the service ships with; it alone knows keys, conditions and exceptions.
+ */
+export interface SessionStore {
+  /** The tip of a session; with `withState`, the latest version's state and agent too. */
+  readTip(scope: SessionScope, options: { withState: boolean }): Promise<Tip>;
+  getMeta(scope: SessionScope): Promise<SessionMeta | null>;
+  createSession(scope: SessionScope, meta: SessionMeta): Promise<void>;
+  listSessions(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<SessionMeta>>;
+  /** Erases every item of the session; false when it had none. */
+  deleteSession(scope: SessionScope): Promise<boolean>;
+
+  getNode(scope: SessionScope, nodeId: string): Promise<NodeRecord | null>;
+  /** The nodes that exist among `nodeIds`, with their messages. */
+  getNodes(scope: SessionScope, nodeIds: readonly string[]): Promise<Map<string, NodeRecord>>;
+  /** Every node of the session, without message bodies. */
+  listNodes(scope: SessionScope): Promise<NodeRecord[]>;
+
+  getVersion(scope: SessionScope, version: number): Promise<VersionRecord | null>;
+  getVersions(scope: SessionScope, versions: readonly number[]): Promise<Map<number, VersionRecord>>;
+  /** Recorded versions, newest first. A page may hold fewer than `limit` items. */
+  listVersions(scope: SessionScope, options: { limit: number; cursor?: string }): Promise<Page<VersionRecord>>;
+
+  /** Applies the change atomically; throws `StaleTipError` when the tip moved meanwhile. */
+  commit(scope: SessionScope, change: TipChange): Promise<void>;
+}
+
+export interface IdempotencyStore {
+  /**
+   * Claims `key` for a request with `fingerprint`. Returns null when the claim was taken,
+   * else the record that holds the key.
+   */
+  claim(tenant: string, key: string, fingerprint: string, lockMs: number): Promise<IdempotencyRecord | null>;
+  complete(tenant: string, key: string, fingerprint: string, response: StoredResponse): Promise<void>;
+  release(tenant: string, key: string, fingerprint: string): Promise<void>;
+}
+
+/** The tip changed between the read and the write: re-read and try again. */
+export class StaleTipError extends Error {
+  constructor(message = 'the session changed since it was read') {
+    super(message);
+    this.name = 'StaleTipError';
+  }
+}
+
+/** A new node's id already exists (a race with another append). */
+export class NodeTakenError extends Error {
+  constructor(readonly nodeId: string) {
+    super(`node ${nodeId} already exists`);
+    this.name = 'NodeTakenError';
+  }
+}

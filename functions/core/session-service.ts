@@ -1,0 +1,604 @@
+import { AgentStateError } from './errors.js';
+import { newId, ROOT_NODE } from './ids.js';
+import { encodedSize, jsonEqual, type Json, type JsonObject } from './json.js';
+import {
+  STATE_LIMIT_BYTES,
+  type NodeRecord,
+  type Page,
+  type SessionMeta,
+  type SessionScope,
+  type Tip,
+  type VersionCause,
+  type VersionRecord,
+} from './model.js';
+import { NodeTakenError, type SessionStore } from './ports.js';
+import { retryOnStaleTip, type RetryPolicy } from './retry.js';
+import { childAncestors, nextLineage, pointerOf, rootNode } from './tree.js';
+
+export interface SessionView {
+  sessionId: string;
+  agentId: string | null;
+  userId: string | null;
+  head: string;
+  version: number;
+  createdAt: string;
+  updatedAt: string;
+  metadata: JsonObject | null;
+}
+
+export interface StateView {
+  sessionId: string;
+  node: string;
+  version: number;
+  state: Json;
+  agent: Json;
+  /** When the version read was recorded; null for version 0. */
+  updatedAt: string | null;
+}
+
+export interface WriteResult {
+  sessionId: string;
+  node: string;
+  version: number;
+  prevVersion: number;
+  state: Json;
+  changed: boolean;
+}
+
+export interface NodeView {
+  id: string;
+  parentId: string | null;
+  depth: number;
+  role: string | null;
+  stateVersion: number;
+  createdAt: string;
+}
+
+export interface VersionView {
+  version: number;
+  node: string;
+  prevVersion: number;
+  cause: VersionCause;
+  author: string | null;
+  decisionId?: string;
+  createdAt: string;
+  state: Json;
+  agent: Json;
+}
+
+/** A message as a client appends it: any object with a string `role`, maybe an `id`. */
+export type IncomingMessage = JsonObject & { role: string; id?: string };
+
+export interface StateWrite {
+  /** Target node; the head when absent. */
+  node?: string;
+  /** The version the caller expects the target to be at (`If-Match`). */
+  ifMatch?: number;
+  cause: VersionCause;
+  author: string | null;
+  decisionId?: string | null;
+  /** Computes the new state from the current one; may run more than once under contention. */
+  next: (current: Json) => Json;
+}
+
+export interface ServiceOptions {
+  now?: () => Date;
+  retry?: Partial<RetryPolicy>;
+  /** How stale the session list's `updatedAt` may get before a write moves it forward. */
+  touchIntervalMs?: number;
+}
+
+interface Target {
+  tip: Tip;
+  nodeId: string;
+  depth: number;
+  pointer: number;
+  current: VersionRecord | null;
+}
+
+/**
+ * Sessions, the message tree, state and its versions (API.md sections 2–5), on top of a
+ * `SessionStore`. Pure orchestration: every decision is made here, every byte is stored there.
+ */
+export class SessionService {
+  private readonly now: () => Date;
+  private readonly retry: Partial<RetryPolicy>;
+  private readonly touchIntervalMs: number;
+
+  constructor(
+    private readonly store: SessionStore,
+    options: ServiceOptions = {},
+  ) {
+    this.now = options.now ?? (() => new Date());
+    this.retry = options.retry ?? {};
+    this.touchIntervalMs = options.touchIntervalMs ?? 1000;
+  }
+
+  // ---- sessions -------------------------------------------------------------------------
+
+  async createSession(
+    tenant: string,
+    input: { sessionId?: string; agentId?: string | null; userId?: string | null; metadata?: JsonObject | null },
+  ): Promise<SessionView> {
+    const at = this.now().toISOString();
+    const meta: SessionMeta = {
+      sessionId: input.sessionId ?? newId(),
+      agentId: input.agentId ?? null,
+      userId: input.userId ?? null,
+      metadata: input.metadata ?? null,
+      createdAt: at,
+      updatedAt: at,
+    };
+    await this.store.createSession({ tenant, sessionId: meta.sessionId }, meta);
+    return { ...meta, head: ROOT_NODE, version: 0 };
+  }
+
+  async getSession(scope: SessionScope): Promise<SessionView> {
+    const [meta, tip] = await Promise.all([this.store.getMeta(scope), this.store.readTip(scope, { withState: false })]);
+    if (!meta) throw sessionNotFound(scope);
+    return { ...meta, head: tip.head, version: tip.version };
+  }
+
+  listSessions(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<SessionMeta>> {
+    return this.store.listSessions(tenant, options);
+  }
+
+  async deleteSession(scope: SessionScope): Promise<void> {
+    if (!(await this.store.deleteSession(scope))) throw sessionNotFound(scope);
+  }
+
+  // ---- state ----------------------------------------------------------------------------
+
+  async readState(scope: SessionScope, at: { node?: string; version?: number }): Promise<StateView> {
+    if (at.version !== undefined) {
+      const record = at.version === 0 ? null : await this.store.getVersion(scope, at.version);
+      if (!record) {
+        if (!(await this.sessionExists(scope))) return emptyState(scope, at.node ?? ROOT_NODE);
+        if (at.version === 0) return emptyState(scope, ROOT_NODE);
+        throw new AgentStateError('version_not_found', `version ${at.version} does not exist`, { version: at.version });
+      }
+      return stateView(scope, record.node, record);
+    }
+    const target = await this.resolveTarget(scope, at.node, { forRead: true });
+    if (!target) return emptyState(scope, at.node ?? ROOT_NODE);
+    return stateView(scope, target.nodeId, target.current);
+  }
+
+  /**
+   * Records a new version at the target node unless the result equals the current state.
+   * A lost race re-reads and recomputes, so no update is ever lost; with `ifMatch`, a moved
+   * target answers `412 version_mismatch` instead.
+   */
+  async writeState(scope: SessionScope, write: StateWrite): Promise<WriteResult> {
+    return retryOnStaleTip(this.retry, async () => {
+      const target = await this.resolveTarget(scope, write.node, { forRead: false });
+      if (!target) throw nodeNotFound(write.node ?? ROOT_NODE);
+      const { tip, nodeId, pointer, current } = target;
+      if (write.ifMatch !== undefined && write.ifMatch !== pointer) {
+        throw new AgentStateError(
+          'version_mismatch',
+          `the state at node ${nodeId} is at version ${pointer}, not ${write.ifMatch}`,
+          { currentVersion: pointer },
+        );
+      }
+      const currentState = current?.state ?? null;
+      const nextState = write.next(currentState);
+      assertStateSize(nextState);
+      if (jsonEqual(nextState, currentState)) {
+        return { sessionId: scope.sessionId, node: nodeId, version: pointer, prevVersion: pointer, state: currentState, changed: false };
+      }
+      const at = this.now();
+      const version: VersionRecord = {
+        version: tip.version + 1,
+        node: nodeId,
+        prevVersion: pointer,
+        cause: write.cause,
+        author: write.author,
+        decisionId: write.decisionId ?? null,
+        createdAt: at.toISOString(),
+        state: nextState,
+        agent: current?.agent ?? null,
+        lineage: nextLineage(current),
+      };
+      const atHead = nodeId === tip.head;
+      await this.store.commit(scope, {
+        basedOn: tip,
+        version,
+        head: { id: tip.head, version: atHead ? version.version : tip.headVersion, depth: tip.headDepth },
+        nodePointers: atHead ? [] : [{ id: nodeId, version: version.version }],
+        newNodes: [],
+        touchSessionAt: this.shouldTouch(tip, at) ? version.createdAt : undefined,
+        mayCreateSession: tip.slot === 0,
+      });
+      return {
+        sessionId: scope.sessionId,
+        node: nodeId,
+        version: version.version,
+        prevVersion: pointer,
+        state: nextState,
+        changed: true,
+      };
+    });
+  }
+
+  // ---- message tree ---------------------------------------------------------------------
+
+  /**
+   * Appends `messages` as a chain under `parentId` (the head by default) and moves the head
+   * to the last one. Leading messages that already exist under the same parent are taken as
+   * already there, so a client can resend a conversation prefix safely.
+   */
+  async appendMessages(
+    scope: SessionScope,
+    input: { messages: IncomingMessage[]; parentId?: string },
+  ): Promise<{ nodes: NodeView[]; head: string }> {
+    const suppliedIds = input.messages.flatMap((message) => (message.id === undefined ? [] : [message.id]));
+    const lookups = [...new Set([...suppliedIds, ...(input.parentId ? [input.parentId] : [])])];
+
+    return retryOnStaleTip(this.retry, async () => {
+      const [tip, known] = await Promise.all([
+        this.store.readTip(scope, { withState: false }),
+        this.store.getNodes(scope, lookups),
+      ]);
+      const parent = await this.loadParent(scope, tip, known, input.parentId);
+
+      const at = this.now().toISOString();
+      const chain: NodeRecord[] = [];
+      const created: NodeRecord[] = [];
+      const claimed = new Set<string>();
+      let cursor = parent;
+      for (const message of input.messages) {
+        const existing = message.id === undefined ? undefined : known.get(message.id);
+        if (existing) {
+          if (created.length > 0 || existing.parentId !== cursor.id) {
+            throw new AgentStateError(
+              'node_exists',
+              `node ${existing.id} already exists under ${existing.parentId ?? 'no parent'}, not under ${cursor.id}`,
+              { nodeId: existing.id, parentId: existing.parentId },
+            );
+          }
+          chain.push(existing);
+          cursor = existing;
+          continue;
+        }
+        const id = message.id ?? newId();
+        if (claimed.has(id)) {
+          throw new AgentStateError('node_exists', `node ${id} appears twice in one append`, { nodeId: id });
+        }
+        claimed.add(id);
+        const node: NodeRecord = {
+          id,
+          parentId: cursor.id,
+          depth: cursor.depth + 1,
+          role: message.role,
+          message: { ...message, id, parentId: cursor.id },
+          // A new node starts at its parent's version as it is right now (API.md section 4).
+          stateVersion: created.length === 0 ? pointerOf(cursor, tip) : cursor.stateVersion,
+          ancestors: childAncestors(cursor),
+          createdAt: at,
+        };
+        chain.push(node);
+        created.push(node);
+        cursor = node;
+      }
+
+      const last = cursor;
+      if (created.length > 0 || last.id !== tip.head) {
+        await this.store.commit(scope, {
+          basedOn: tip,
+          head: { id: last.id, version: pointerOf(last, tip), depth: last.depth },
+          nodePointers: last.id === tip.head ? [] : [{ id: tip.head, version: tip.headVersion }],
+          newNodes: created,
+          touchSessionAt: at,
+          mayCreateSession: tip.slot === 0,
+        });
+      }
+      // Pointers as of the tip read: a reused node that was the head has its pointer there.
+      return { nodes: chain.map((node) => nodeView(node, tip)), head: last.id };
+    }, (error) => error instanceof NodeTakenError);
+  }
+
+  /** Moves the head to an existing node: the way a client switches branch. */
+  async switchHead(scope: SessionScope, nodeId: string): Promise<{ head: string }> {
+    return retryOnStaleTip(this.retry, async () => {
+      const [tip, node] = await Promise.all([
+        this.store.readTip(scope, { withState: false }),
+        this.store.getNode(scope, nodeId),
+      ]);
+      if (tip.slot === 0 && !(await this.store.getMeta(scope))) throw sessionNotFound(scope);
+      const target = node ?? (nodeId === ROOT_NODE ? rootNode('') : null);
+      if (!target) throw nodeNotFound(nodeId);
+      if (target.id === tip.head) return { head: tip.head };
+      await this.store.commit(scope, {
+        basedOn: tip,
+        head: { id: target.id, version: target.stateVersion, depth: target.depth },
+        nodePointers: [{ id: tip.head, version: tip.headVersion }],
+        newNodes: [],
+        touchSessionAt: this.now().toISOString(),
+        mayCreateSession: false,
+      });
+      return { head: target.id };
+    });
+  }
+
+  async getNode(scope: SessionScope, nodeId: string): Promise<NodeView> {
+    const isRoot = nodeId === ROOT_NODE;
+    const [tip, node, meta] = await Promise.all([
+      this.store.readTip(scope, { withState: false }),
+      this.store.getNode(scope, nodeId),
+      // The root is as old as its session; its item, if any, only holds its pointer.
+      isRoot ? this.store.getMeta(scope) : Promise.resolve(null),
+    ]);
+    if (isRoot) {
+      if (!meta && !node && tip.slot === 0) throw sessionNotFound(scope);
+      return nodeView({ ...(node ?? rootNode('')), createdAt: meta?.createdAt ?? '' }, tip);
+    }
+    if (node) return nodeView(node, tip);
+    if (tip.slot === 0 && !(await this.store.getMeta(scope))) throw sessionNotFound(scope);
+    throw nodeNotFound(nodeId);
+  }
+
+  async getTree(scope: SessionScope): Promise<{ head: string; nodes: Array<Omit<NodeView, 'createdAt'>> }> {
+    const [tip, nodes, meta] = await Promise.all([
+      this.store.readTip(scope, { withState: false }),
+      this.store.listNodes(scope),
+      this.store.getMeta(scope),
+    ]);
+    if (!meta && nodes.length === 0 && tip.slot === 0) throw sessionNotFound(scope);
+    const all = nodes.some((node) => node.id === ROOT_NODE) ? nodes : [rootNode(meta?.createdAt ?? ''), ...nodes];
+    all.sort((a, b) => a.depth - b.depth || a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
+    return {
+      head: tip.head,
+      nodes: all.map(({ id, parentId, depth, role, stateVersion }) => ({
+        id,
+        parentId,
+        depth,
+        role,
+        stateVersion: pointerOf({ id, stateVersion }, tip),
+      })),
+    };
+  }
+
+  /**
+   * The path root→node (the head by default), oldest first. Each node keeps a window of its
+   * nearest ancestors, so a path of depth d takes 1 + d/ANCESTOR_WINDOW batched reads.
+   */
+  async getPath(scope: SessionScope, nodeId?: string): Promise<{ messages: JsonObject[]; ancestry: string[] }> {
+    const tip = await this.store.readTip(scope, { withState: false });
+    const targetId = nodeId ?? tip.head;
+    if (targetId === ROOT_NODE) {
+      if (tip.slot === 0 && !(await this.store.getMeta(scope))) throw sessionNotFound(scope);
+      return { messages: [], ancestry: [ROOT_NODE] };
+    }
+    const target = await this.store.getNode(scope, targetId);
+    if (!target) {
+      if (tip.slot === 0 && !(await this.store.getMeta(scope))) throw sessionNotFound(scope);
+      throw nodeNotFound(targetId);
+    }
+    const newestFirst: NodeRecord[] = [target];
+    let oldest = target;
+    while (oldest.parentId !== null && oldest.parentId !== ROOT_NODE) {
+      const ids = oldest.ancestors.filter((id) => id !== ROOT_NODE);
+      if (ids.length === 0) throw new AgentStateError('internal', `node ${oldest.id} has no ancestor window`);
+      const found = await this.store.getNodes(scope, ids);
+      for (const id of ids) {
+        const node = found.get(id);
+        if (!node) throw new AgentStateError('internal', `ancestor ${id} of ${oldest.id} is missing`);
+        newestFirst.push(node);
+        oldest = node;
+      }
+    }
+    const path = newestFirst.reverse();
+    return {
+      messages: path.map((node) => node.message ?? {}),
+      ancestry: [ROOT_NODE, ...path.map((node) => node.id)],
+    };
+  }
+
+  // ---- versions -------------------------------------------------------------------------
+
+  async getVersion(scope: SessionScope, version: number): Promise<VersionView> {
+    const record = await this.store.getVersion(scope, version);
+    if (record) return versionView(record);
+    if (!(await this.sessionExists(scope))) throw sessionNotFound(scope);
+    throw new AgentStateError('version_not_found', `version ${version} does not exist`, { version });
+  }
+
+  /**
+   * History, newest first. With `node`, only the lineage of that node's current state: its
+   * version, that version's `prevVersion`, and so on back to the first.
+   */
+  async listVersions(
+    scope: SessionScope,
+    options: { node?: string; limit: number; cursor?: string },
+  ): Promise<Page<VersionView>> {
+    if (options.node === undefined) {
+      const page = await this.store.listVersions(scope, { limit: options.limit, cursor: options.cursor });
+      if (page.items.length === 0 && !options.cursor && !(await this.sessionExists(scope))) {
+        throw sessionNotFound(scope);
+      }
+      return { items: page.items.map(versionView), ...(page.next ? { next: page.next } : {}) };
+    }
+
+    let start: number;
+    if (options.cursor !== undefined) {
+      start = decodeLineageCursor(options.cursor, scope, options.node);
+    } else {
+      const target = await this.resolveTarget(scope, options.node, { forRead: false, withState: false });
+      if (!target || (target.tip.slot === 0 && !(await this.store.getMeta(scope)))) throw sessionNotFound(scope);
+      start = target.pointer;
+    }
+    const records: VersionRecord[] = [];
+    if (start > 0) {
+      const first = await this.store.getVersion(scope, start);
+      if (!first) throw new AgentStateError('invalid_request', 'cursor does not name a version of this session');
+      records.push(first);
+    }
+    while (records.length > 0 && records.length < options.limit) {
+      const last = records[records.length - 1] as VersionRecord;
+      const wanted = last.lineage.slice(0, options.limit - records.length);
+      if (wanted.length === 0) break;
+      const found = await this.store.getVersions(scope, wanted);
+      for (const number of wanted) {
+        const record = found.get(number);
+        if (!record) throw new AgentStateError('internal', `version ${number} of a lineage is missing`);
+        records.push(record);
+      }
+    }
+    const last = records[records.length - 1];
+    const next = last && last.prevVersion > 0 ? encodeLineageCursor(last.prevVersion, scope, options.node) : undefined;
+    return { items: records.map(versionView), ...(next ? { next } : {}) };
+  }
+
+  // ---- internals ------------------------------------------------------------------------
+
+  /**
+   * Finds the node a request addresses and the version it points at: at most two rounds of
+   * reads (the tip, with the node when one is named; then that version if the tip is not it).
+   * Returns null for a session that does not exist, when a read may answer "empty".
+   */
+  private async resolveTarget(
+    scope: SessionScope,
+    nodeId: string | undefined,
+    options: { forRead: boolean; withState?: boolean },
+  ): Promise<Target | null> {
+    const withState = options.withState ?? true;
+    const [tip, node] = await Promise.all([
+      this.store.readTip(scope, { withState }),
+      nodeId === undefined ? Promise.resolve(null) : this.store.getNode(scope, nodeId),
+    ]);
+    let resolved: { id: string; depth: number; pointer: number };
+    if (nodeId === undefined || nodeId === tip.head) {
+      resolved = { id: tip.head, depth: tip.headDepth, pointer: tip.headVersion };
+    } else if (node) {
+      resolved = { id: node.id, depth: node.depth, pointer: node.stateVersion };
+    } else if (nodeId === ROOT_NODE) {
+      resolved = { id: ROOT_NODE, depth: 0, pointer: 0 };
+    } else {
+      if (tip.slot === 0 && !(await this.store.getMeta(scope))) {
+        if (options.forRead) return null;
+        throw nodeNotFound(nodeId);
+      }
+      throw nodeNotFound(nodeId);
+    }
+    let current: VersionRecord | null = null;
+    if (resolved.pointer > 0 && withState) {
+      current =
+        tip.latest && tip.latest.version === resolved.pointer
+          ? tip.latest
+          : await this.store.getVersion(scope, resolved.pointer);
+      if (!current) throw new AgentStateError('internal', `version ${resolved.pointer} is missing`);
+    }
+    return { tip, nodeId: resolved.id, depth: resolved.depth, pointer: resolved.pointer, current };
+  }
+
+  private async loadParent(
+    scope: SessionScope,
+    tip: Tip,
+    known: Map<string, NodeRecord>,
+    requested: string | undefined,
+  ): Promise<NodeRecord> {
+    const parentId = requested ?? tip.head;
+    const parent = known.get(parentId) ?? (await this.store.getNode(scope, parentId));
+    if (parent) return parent;
+    if (parentId === ROOT_NODE) return rootNode('');
+    throw nodeNotFound(parentId);
+  }
+
+  private async sessionExists(scope: SessionScope): Promise<boolean> {
+    const [tip, meta] = await Promise.all([this.store.readTip(scope, { withState: false }), this.store.getMeta(scope)]);
+    return tip.slot > 0 || meta !== null;
+  }
+
+  private shouldTouch(tip: Tip, at: Date): boolean {
+    if (!tip.touchedAt) return true;
+    return at.getTime() - Date.parse(tip.touchedAt) >= this.touchIntervalMs;
+  }
+}
+
+// ---- helpers ----------------------------------------------------------------------------
+
+function assertStateSize(state: Json): void {
+  const bytes = encodedSize(state);
+  if (bytes > STATE_LIMIT_BYTES) {
+    throw new AgentStateError(
+      'state_too_large',
+      `the state would be ${bytes} bytes of JSON; the limit is ${STATE_LIMIT_BYTES}`,
+      { limitBytes: STATE_LIMIT_BYTES, sizeBytes: bytes },
+    );
+  }
+}
+
+function emptyState(scope: SessionScope, node: string): StateView {
+  return { sessionId: scope.sessionId, node, version: 0, state: null, agent: null, updatedAt: null };
+}
+
+function stateView(scope: SessionScope, node: string, record: VersionRecord | null): StateView {
+  return {
+    sessionId: scope.sessionId,
+    node,
+    version: record?.version ?? 0,
+    state: record?.state ?? null,
+    agent: record?.agent ?? null,
+    updatedAt: record?.createdAt ?? null,
+  };
+}
+
+function nodeView(node: NodeRecord, tip: Pick<Tip, 'head' | 'headVersion'>): NodeView {
+  return {
+    id: node.id,
+    parentId: node.parentId,
+    depth: node.depth,
+    role: node.role,
+    stateVersion: node.id === tip.head ? tip.headVersion : node.stateVersion,
+    createdAt: node.createdAt,
+  };
+}
+
+export function versionView(record: VersionRecord): VersionView {
+  return {
+    version: record.version,
+    node: record.node,
+    prevVersion: record.prevVersion,
+    cause: record.cause,
+    author: record.author,
+    ...(record.decisionId ? { decisionId: record.decisionId } : {}),
+    createdAt: record.createdAt,
+    state: record.state,
+    agent: record.agent,
+  };
+}
+
+function sessionNotFound(scope: SessionScope): AgentStateError {
+  return new AgentStateError('session_not_found', `session ${scope.sessionId} does not exist`, {
+    sessionId: scope.sessionId,
+  });
+}
+
+function nodeNotFound(nodeId: string): AgentStateError {
+  return new AgentStateError('node_not_found', `node ${nodeId} does not exist`, { nodeId });
+}
+
+/** A lineage cursor names the next version and the list it belongs to (session and node). */
+function encodeLineageCursor(version: number, scope: SessionScope, node: string): string {
+  return Buffer.from(JSON.stringify({ l: version, s: scope.sessionId, n: node })).toString('base64url');
+}
+
+function decodeLineageCursor(cursor: string, scope: SessionScope, node: string): number {
+  try {
+    const parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { l?: unknown; s?: unknown; n?: unknown };
+    const version = parsed.l;
+    if (
+      typeof version === 'number' &&
+      Number.isSafeInteger(version) &&
+      version > 0 &&
+      parsed.s === scope.sessionId &&
+      parsed.n === node
+    ) {
+      return version;
+    }
+  } catch {
+    // fall through to the error below
+  }
+  throw new AgentStateError('invalid_request', 'cursor is not valid for this list', { field: 'cursor' });
+}

@@ -1,0 +1,50 @@
+import { ROOT_NODE } from './ids.js';
+import { ANCESTOR_WINDOW, LINEAGE_WINDOW, type NodeRecord, type Tip, type VersionRecord } from './model.js';
+
+/**
+ * The resolution rule of API.md section 4, in one place: the head's pointer lives on the
+ * tip, every other node's on the node itself. Nothing walks the tree.
+ */
+export function pointerOf(node: Pick<NodeRecord, 'id' | 'stateVersion'>, tip: Tip): number {
+  return node.id === tip.head ? tip.headVersion : node.stateVersion;
+}
+
+/** The implicit root, for a session whose root item was never written. */
+export function rootNode(createdAt: string): NodeRecord {
+  return {
+    id: ROOT_NODE,
+    parentId: null,
+    depth: 0,
+    role: null,
+    message: null,
+    stateVersion: 0,
+    ancestors: [],
+    createdAt,
+  };
+}
+
+/** The ancestor window a child of `parent` stores: its parent first, then the parent's own. */
+export function childAncestors(parent: Pick<NodeRecord, 'id' | 'ancestors'>): string[] {
+  return [parent.id, ...parent.ancestors].slice(0, ANCESTOR_WINDOW);
+}
+
+/** The lineage window of a version recorded on top of `previous` (absent for version 0). */
+export function nextLineage(previous: Pick<VersionRecord, 'version' | 'lineage'> | null): number[] {
+  if (!previous) return [];
+  return [previous.version, ...previous.lineage].slice(0, LINEAGE_WINDOW);
+}
+
+/** The tip of a session that has no tip item yet. */
+export function emptyTip(): Tip {
+  return {
+    slot: 0,
+    marker: false,
+    markerSeq: 0,
+    version: 0,
+    head: ROOT_NODE,
+    headVersion: 0,
+    headDepth: 0,
+    touchedAt: null,
+    latest: null,
+  };
+}

@@ -1,0 +1,203 @@
+import { createHash } from 'node:crypto';
+import type { MiddlewareObj, Request } from '@middy/core';
+import httpJsonBodyParser from '@middy/http-json-body-parser';
+import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
+import { AgentStateError, toProblem } from '../core/errors.js';
+import { canonicalJson } from '../core/json.js';
+import type { IdempotencyStore, StoredResponse } from '../core/ports.js';
+import { bearerToken, unauthorized, type KeyResolver } from './auth.js';
+
+/** The event after our middlewares ran: the caller's tenant is known, the body parsed. */
+export type ApiEvent = Omit<APIGatewayProxyEventV2, 'body'> & { body?: unknown; tenant?: string };
+export type ApiRequest = Request<ApiEvent, APIGatewayProxyStructuredResultV2, Error, Context>;
+type Middleware = MiddlewareObj<ApiEvent, APIGatewayProxyStructuredResultV2, Error, Context>;
+
+export function problemResponse(error: AgentStateError): APIGatewayProxyStructuredResultV2 {
+  return {
+    statusCode: error.status,
+    headers: { 'content-type': 'application/problem+json' },
+    body: JSON.stringify(toProblem(error)),
+  };
+}
+
+/**
+ * Turns every error into an RFC 9457 problem document. Domain errors keep their code; the
+ * JSON body parser's errors become `invalid_json` / `unsupported_media_type`; anything else
+ * is a `500 internal` whose details go to the log, never to the client.
+ */
+export function problemErrors(): Middleware {
+  return {
+    onError: async (request) => {
+      if (request.response !== undefined && request.error === undefined) return;
+      const error = asAgentStateError(request.error);
+      if (error.status >= 500) console.error('agentstate: request failed', request.error);
+      request.response = problemResponse(error);
+    },
+  };
+}
+
+function asAgentStateError(error: unknown): AgentStateError {
+  if (error instanceof AgentStateError) return error;
+  const cause = (error as { cause?: { package?: string } } | undefined)?.cause;
+  if (cause?.package === '@middy/http-json-body-parser') {
+    return (error as Error).message === 'Unsupported Media Type'
+      ? new AgentStateError(
+          'unsupported_media_type',
+          'send the body as application/json (or application/merge-patch+json for a merge patch)',
+        )
+      : new AgentStateError('invalid_json', 'the body is not valid JSON');
+  }
+  return new AgentStateError('internal', 'internal error', {}, { cause: error });
+}
+
+/**
+ * Resolves `Authorization: Bearer <key>` to a tenant. Behind API Gateway's Lambda authorizer
+ * the tenant arrives in the authorizer context; locally the key map resolves it.
+ */
+export function authenticate(resolveKey: () => KeyResolver): Middleware {
+  return {
+    before: async (request) => {
+      const fromAuthorizer = (request.event.requestContext as { authorizer?: { lambda?: { tenant?: unknown } } })
+        .authorizer?.lambda?.tenant;
+      if (typeof fromAuthorizer === 'string') {
+        request.event.tenant = fromAuthorizer;
+        return;
+      }
+      const token = bearerToken(request.event.headers?.authorization);
+      const tenant = token ? await resolveKey()(token) : null;
+      if (!tenant) throw unauthorized();
+      request.event.tenant = tenant;
+    },
+  };
+}
+
+const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH']);
+
+/**
+ * Parses JSON bodies of writes, refusing oversize ones before parsing. A write without a body
+ * reaches the handler with `body` undefined, so each route decides whether it needs one.
+ */
+export function jsonBody(options: {
+  limitBytes: number;
+  tooLarge?: 'payload_too_large' | 'state_too_large';
+  /** The limit to name in the problem, when it is not the body limit itself (the state limit). */
+  reportedLimitBytes?: number;
+}): Middleware {
+  const parser = httpJsonBodyParser();
+  return {
+    before: async (request) => {
+      const { event } = request;
+      if (!WRITE_METHODS.has(event.requestContext.http.method)) return;
+      const raw = event.body;
+      if (raw === undefined || raw === null || raw === '') {
+        event.body = undefined;
+        return;
+      }
+      const bytes = event.isBase64Encoded
+        ? Buffer.byteLength(String(raw), 'base64')
+        : Buffer.byteLength(String(raw), 'utf8');
+      if (bytes > options.limitBytes) {
+        const code = options.tooLarge ?? 'payload_too_large';
+        const limitBytes = options.reportedLimitBytes ?? options.limitBytes;
+        const what = code === 'state_too_large' ? 'state' : 'body';
+        throw new AgentStateError(code, `the body is ${bytes} bytes; the ${what} limit is ${limitBytes} bytes`, { limitBytes });
+      }
+      await parser.before?.(request as never);
+    },
+  };
+}
+
+const IDEMPOTENCY_LOCK_MS = 60_000;
+const idempotencyKeyPattern = /^[\x21-\x7e]{1,255}$/;
+
+/**
+ * `Idempotency-Key` on POST, PUT and PATCH (API.md section 1): the first request under a key
+ * runs and its answer is kept for 24 hours; a retry gets that answer back and writes nothing;
+ * the same key with a different request is `422 idempotency_key_reused`. A request that fails
+ * is not remembered, so its retry runs again.
+ */
+export function idempotency(store: () => IdempotencyStore): Middleware {
+  const claims = new WeakMap<object, { key: string; fingerprint: string }>();
+  return {
+    before: async (request) => {
+      const { event } = request;
+      const key = event.headers?.['idempotency-key'];
+      if (key === undefined || !WRITE_METHODS.has(event.requestContext.http.method)) return;
+      if (!idempotencyKeyPattern.test(key)) {
+        throw new AgentStateError('invalid_request', 'Idempotency-Key must be 1–255 visible ASCII characters', {
+          field: 'Idempotency-Key',
+        });
+      }
+      const tenant = event.tenant as string;
+      const fingerprint = fingerprintOf(event);
+      const holder = await store().claim(tenant, key, fingerprint, IDEMPOTENCY_LOCK_MS);
+      if (holder === null) {
+        claims.set(request, { key, fingerprint });
+        return;
+      }
+      if (holder.fingerprint !== fingerprint) {
+        throw new AgentStateError(
+          'idempotency_key_reused',
+          'this Idempotency-Key was used with a different request in the last 24 hours',
+        );
+      }
+      if (holder.status === 'done' && holder.response) {
+        const { statusCode, headers, body } = holder.response;
+        return { statusCode, headers: { ...headers, 'idempotency-replayed': 'true' }, body };
+      }
+      throw new AgentStateError('conflict', 'a request with this Idempotency-Key is still in progress; retry later');
+    },
+    after: async (request) => {
+      const claim = claims.get(request);
+      const response = request.response;
+      if (!claim || !response) return;
+      const tenant = request.event.tenant as string;
+      const statusCode = response.statusCode ?? 200;
+      if (statusCode >= 500) {
+        await store().release(tenant, claim.key, claim.fingerprint);
+        return;
+      }
+      const stored: StoredResponse = {
+        statusCode,
+        headers: Object.fromEntries(Object.entries(response.headers ?? {}).map(([name, value]) => [name, String(value)])),
+        body: response.body ?? '',
+      };
+      try {
+        await store().complete(tenant, claim.key, claim.fingerprint, stored);
+      } catch (error) {
+        // The write is done: answer it. The key stays claimed until its lock lapses, so a
+        // retry in the meantime is told to wait rather than running the write twice.
+        console.warn('agentstate: could not store an idempotent response', error);
+      }
+    },
+    onError: async (request) => {
+      const claim = claims.get(request);
+      if (!claim) return;
+      try {
+        await store().release(request.event.tenant as string, claim.key, claim.fingerprint);
+      } catch (error) {
+        // The lock then expires by itself; the original error is what the client must see.
+        console.warn('agentstate: could not release an idempotency key', error);
+      }
+    },
+  };
+}
+
+/** What makes two requests "the same": method, path, query, acting agent, If-Match and the body's JSON meaning. */
+function fingerprintOf(event: ApiEvent): string {
+  const query = new URLSearchParams(event.rawQueryString ?? '');
+  query.sort();
+  return createHash('sha256')
+    .update(event.requestContext.http.method)
+    .update('\n')
+    .update(event.rawPath)
+    .update('\n')
+    .update(query.toString())
+    .update('\n')
+    .update(event.headers?.['x-agent-id'] ?? '')
+    .update('\n')
+    .update(event.headers?.['if-match'] ?? '')
+    .update('\n')
+    .update(event.body === undefined ? '' : canonicalJson(event.body))
+    .digest('hex');
+}

@@ -1,0 +1,37 @@
+/**
+ * Every route of the HTTP API and the handler group that serves it. API Gateway (lib/) and
+ * the local server (bin/start.ts) are both built from this list, so they cannot drift apart.
+ */
+export const routeGroups = ['health', 'sessions', 'tree', 'state'] as const;
+export type RouteGroup = (typeof routeGroups)[number];
+
+export interface Route {
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  /** API Gateway path syntax: `{name}` marks a path parameter. */
+  path: string;
+  group: RouteGroup;
+}
+
+export const routes: readonly Route[] = [
+  { method: 'GET', path: '/health', group: 'health' },
+
+  { method: 'POST', path: '/v1/sessions', group: 'sessions' },
+  { method: 'GET', path: '/v1/sessions', group: 'sessions' },
+  { method: 'GET', path: '/v1/sessions/{sid}', group: 'sessions' },
+  { method: 'DELETE', path: '/v1/sessions/{sid}', group: 'sessions' },
+
+  { method: 'POST', path: '/v1/sessions/{sid}/messages', group: 'tree' },
+  { method: 'GET', path: '/v1/sessions/{sid}/messages', group: 'tree' },
+  { method: 'GET', path: '/v1/sessions/{sid}/nodes/{nid}', group: 'tree' },
+  { method: 'GET', path: '/v1/sessions/{sid}/tree', group: 'tree' },
+  { method: 'PUT', path: '/v1/sessions/{sid}/head', group: 'tree' },
+
+  { method: 'GET', path: '/v1/sessions/{sid}/state', group: 'state' },
+  { method: 'PATCH', path: '/v1/sessions/{sid}/state', group: 'state' },
+  { method: 'PUT', path: '/v1/sessions/{sid}/state', group: 'state' },
+  { method: 'GET', path: '/v1/sessions/{sid}/versions', group: 'state' },
+  { method: 'GET', path: '/v1/sessions/{sid}/versions/{v}', group: 'state' },
+];
+
+/** The API Gateway route key of a route, e.g. `PATCH /v1/sessions/{sid}/state`. */
+export const routeKey = (route: Pick<Route, 'method' | 'path'>) => `${route.method} ${route.path}`;

@@ -1,0 +1,49 @@
+import { z } from 'zod';
+import { AgentStateError } from '../core/errors.js';
+import { encodedSize, type JsonObject } from '../core/json.js';
+import { createHttpHandler, idSchema, json, noContent, pagination, parseBody, requireIds, sessionScope } from './api.js';
+
+const METADATA_LIMIT_BYTES = 16 * 1024;
+
+const createSessionBody = z
+  .object({
+    sessionId: idSchema.optional(),
+    agentId: idSchema.nullable().optional(),
+    userId: idSchema.nullable().optional(),
+    metadata: z.record(z.string(), z.json()).nullable().optional(),
+  })
+  .strict();
+
+/** Sessions: create, read, list by recent activity, delete (API.md section 2). */
+export const handler = createHttpHandler({
+  'POST /v1/sessions': async (input) => {
+    const body = input.body ?? {};
+    requireIds(body, ['sessionId', 'agentId', 'userId']);
+    const request = parseBody(createSessionBody, body);
+    const metadata = (request.metadata ?? null) as JsonObject | null;
+    if (metadata && encodedSize(metadata) > METADATA_LIMIT_BYTES) {
+      throw new AgentStateError('invalid_request', `metadata may be at most ${METADATA_LIMIT_BYTES} bytes of JSON`, {
+        field: 'metadata',
+      });
+    }
+    const session = await input.deps.sessions.createSession(input.tenant, {
+      sessionId: request.sessionId,
+      agentId: request.agentId ?? null,
+      userId: request.userId ?? null,
+      metadata,
+    });
+    return json(201, session, { location: `/v1/sessions/${encodeURIComponent(session.sessionId)}` });
+  },
+
+  'GET /v1/sessions': async (input) => {
+    const page = await input.deps.sessions.listSessions(input.tenant, pagination(input));
+    return json(200, { sessions: page.items, ...(page.next ? { next: page.next } : {}) });
+  },
+
+  'GET /v1/sessions/{sid}': async (input) => json(200, await input.deps.sessions.getSession(sessionScope(input))),
+
+  'DELETE /v1/sessions/{sid}': async (input) => {
+    await input.deps.sessions.deleteSession(sessionScope(input));
+    return noContent();
+  },
+});

@@ -1,0 +1,90 @@
+import { AgentStateError } from '../core/errors.js';
+import { requireId } from '../core/ids.js';
+import type { Json } from '../core/json.js';
+import { mergePatch } from '../core/merge-patch.js';
+import { STATE_LIMIT_BYTES, type VersionCause } from '../core/model.js';
+import type { WriteResult } from '../core/session-service.js';
+import { createHttpHandler, json, pagination, sessionScope, versionNumber, type RouteInput } from './api.js';
+
+const etag = (version: number) => `"${version}"`;
+
+/** `If-Match: "7"` (also unquoted or weak) → 7; absent → undefined. */
+function ifMatch(input: RouteInput): number | undefined {
+  const raw = input.header('if-match');
+  if (raw === undefined) return undefined;
+  const match = /^\s*(?:W\/)?"?(\d{1,15})"?\s*$/.exec(raw);
+  if (!match) {
+    throw new AgentStateError('invalid_request', 'If-Match must be a version ETag such as "7"', { field: 'If-Match' });
+  }
+  return Number(match[1]);
+}
+
+function queryNode(input: RouteInput): string | undefined {
+  const node = input.query('node');
+  return node === undefined ? undefined : requireId(node, 'node');
+}
+
+/** The acting agent, recorded as a version's author. */
+function author(input: RouteInput): string | null {
+  // Validated for every route in createHttpHandler.
+  return input.header('x-agent-id') ?? null;
+}
+
+async function write(input: RouteInput, cause: VersionCause, next: (current: Json, body: Json) => Json) {
+  const scope = sessionScope(input);
+  if (input.body === undefined) {
+    throw new AgentStateError('invalid_json', 'the body must be a JSON value (send {} to clear the state)');
+  }
+  const body = input.body as Json;
+  const node = queryNode(input);
+  const expected = ifMatch(input);
+  const result: WriteResult = await input.deps.sessions.writeState(scope, {
+    ...(node === undefined ? {} : { node }),
+    ...(expected === undefined ? {} : { ifMatch: expected }),
+    cause,
+    author: author(input),
+    next: (current) => next(current, body),
+  });
+  return json(200, result, { etag: etag(result.version) });
+}
+
+/** State at a node, its writes, and its history (API.md sections 4 and 5). */
+export const handler = createHttpHandler(
+  {
+    'GET /v1/sessions/{sid}/state': async (input) => {
+      const scope = sessionScope(input);
+      const node = queryNode(input);
+      const rawVersion = input.query('version');
+      if (node !== undefined && rawVersion !== undefined) {
+        throw new AgentStateError('invalid_request', 'ask for a node or a version, not both', { field: 'version' });
+      }
+      const view = await input.deps.sessions.readState(scope, {
+        ...(node === undefined ? {} : { node }),
+        ...(rawVersion === undefined ? {} : { version: versionNumber(rawVersion, 'version') }),
+      });
+      return json(200, view, { etag: etag(view.version) });
+    },
+
+    'PATCH /v1/sessions/{sid}/state': (input) => write(input, 'patch', (current, patch) => mergePatch(current, patch)),
+
+    'PUT /v1/sessions/{sid}/state': (input) => write(input, 'replace', (_current, replacement) => replacement),
+
+    'GET /v1/sessions/{sid}/versions': async (input) => {
+      const scope = sessionScope(input);
+      const node = queryNode(input);
+      const page = await input.deps.sessions.listVersions(scope, {
+        ...pagination(input),
+        ...(node === undefined ? {} : { node }),
+      });
+      return json(200, { versions: page.items, ...(page.next ? { next: page.next } : {}) });
+    },
+
+    'GET /v1/sessions/{sid}/versions/{v}': async (input) => {
+      const scope = sessionScope(input);
+      return json(200, await input.deps.sessions.getVersion(scope, versionNumber(input.path('v'), 'version')));
+    },
+  },
+  // A state body beyond the limit can only be refused, so say which limit it broke. The JSON
+  // text of a body may exceed the state it encodes (whitespace), hence some headroom.
+  { bodyLimitBytes: 4 * STATE_LIMIT_BYTES, tooLarge: 'state_too_large', reportedLimitBytes: STATE_LIMIT_BYTES },
+);

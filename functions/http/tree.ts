@@ -1,0 +1,73 @@
+import { z } from 'zod';
+import { AgentStateError } from '../core/errors.js';
+import { requireId, requireNodeId } from '../core/ids.js';
+import { encodedSize } from '../core/json.js';
+import type { IncomingMessage } from '../core/session-service.js';
+import { createHttpHandler, json, parseBody, requireIds, sessionScope, type RouteInput } from './api.js';
+
+/** One append is one atomic write; 50 messages keep it well inside a DynamoDB transaction. */
+const MAX_MESSAGES_PER_APPEND = 50;
+/** A message is one item (at most 400 KB in DynamoDB, with its node's bookkeeping). */
+const MESSAGE_LIMIT_BYTES = 256 * 1024;
+
+const messageSchema = z.looseObject({ role: z.string().min(1, 'role must be a non-empty string'), id: z.string().optional() });
+
+const appendBody = z
+  .object({
+    messages: z.array(messageSchema).min(1).max(MAX_MESSAGES_PER_APPEND),
+    parentId: z.string().optional(),
+  })
+  .strict();
+
+const headBody = z.object({ nodeId: z.string() }).strict();
+
+function queryNode(input: RouteInput): string | undefined {
+  const node = input.query('node');
+  return node === undefined ? undefined : requireId(node, 'node');
+}
+
+/** The message tree: append, path, node, tree, head (API.md section 3). */
+export const handler = createHttpHandler({
+  'POST /v1/sessions/{sid}/messages': async (input) => {
+    const scope = sessionScope(input);
+    if (input.body === undefined) throw new AgentStateError('invalid_request', 'send {"messages": [...]}');
+    requireIds(input.body, ['parentId']);
+    const request = parseBody(appendBody, input.body);
+    // Validated above; stored as sent (zod's output would reorder the keys).
+    const messages = (input.body as { messages: IncomingMessage[] }).messages;
+    messages.forEach((message, index) => {
+      if (message.id !== undefined) requireNodeId(message.id, `messages.${index}.id`);
+      const bytes = encodedSize(message);
+      if (bytes > MESSAGE_LIMIT_BYTES) {
+        throw new AgentStateError(
+          'payload_too_large',
+          `messages.${index} is ${bytes} bytes of JSON; a message may be at most ${MESSAGE_LIMIT_BYTES}`,
+          { limitBytes: MESSAGE_LIMIT_BYTES },
+        );
+      }
+    });
+    const result = await input.deps.sessions.appendMessages(scope, {
+      messages,
+      ...(request.parentId === undefined ? {} : { parentId: request.parentId }),
+    });
+    return json(201, result);
+  },
+
+  'GET /v1/sessions/{sid}/messages': async (input) =>
+    json(200, await input.deps.sessions.getPath(sessionScope(input), queryNode(input))),
+
+  'GET /v1/sessions/{sid}/nodes/{nid}': async (input) => {
+    const scope = sessionScope(input);
+    return json(200, await input.deps.sessions.getNode(scope, requireId(input.path('nid'), 'nodeId')));
+  },
+
+  'GET /v1/sessions/{sid}/tree': async (input) => json(200, await input.deps.sessions.getTree(sessionScope(input))),
+
+  'PUT /v1/sessions/{sid}/head': async (input) => {
+    const scope = sessionScope(input);
+    if (input.body === undefined) throw new AgentStateError('invalid_request', 'send {"nodeId": "..."}');
+    requireIds(input.body, ['nodeId']);
+    const { nodeId } = parseBody(headBody, input.body);
+    return json(200, await input.deps.sessions.switchHead(scope, nodeId));
+  },
+});

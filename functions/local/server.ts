@@ -1,0 +1,134 @@
+import { createServer, type RequestListener, type Server } from 'node:http';
+import { resolve } from 'node:path';
+import { AgentStateError, toProblem } from '../core/errors.js';
+import type { RouteGroup } from '../http/routes.js';
+import type { HttpHandler } from '../http/types.js';
+import { defaultTableName, ensureTable } from '../store/table.js';
+import { localDynamoDbClient, startDynamoDbLocal, type DynamoDbLocal } from './dynamodb-local.js';
+import { createRequestListener } from './http-adapter.js';
+
+/** Thrown when the HTTP port is taken; nothing else (no java) has been started by then. */
+export class PortInUseError extends Error {
+  constructor(readonly port: number) {
+    super(
+      `agentstate: port ${port} is already in use. ` +
+        `Stop whatever uses it or start on another port: PORT=${port + 1} npm start`,
+    );
+    this.name = 'PortInUseError';
+  }
+}
+
+export interface LocalServerOptions {
+  /** HTTP port; 0 picks a free one. */
+  port: number;
+  /** Folder for the DynamoDB Local database file, or `'memory'`. */
+  dataDir: string | 'memory';
+  /** `tenant:key` pairs, comma-separated; sets `AGENTSTATE_API_KEYS` when given. */
+  apiKeys?: string;
+  /** @default `AGENTSTATE_TABLE`, else `agentstate` */
+  tableName?: string;
+  /** For tests that serve their own handlers; by default the real ones are imported. */
+  loadHandlers?: () => Promise<Record<RouteGroup, HttpHandler>>;
+}
+
+export interface LocalServer {
+  /** e.g. `http://localhost:4000` */
+  url: string;
+  port: number;
+  /** Absolute folder of the database file, or `'memory'`. */
+  dataDir: string | 'memory';
+  tableName: string;
+  /** False when the table was already there (a persistent data folder from an earlier run). */
+  tableCreated: boolean;
+  dynamoDb: Pick<DynamoDbLocal, 'endpoint' | 'pid'>;
+  /** Closes the HTTP server, then stops DynamoDB Local. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Everything `npm start` runs, in-process: DynamoDB Local, the table, and the HTTP API served
+ * by the same handlers as in AWS.
+ *
+ * It configures the handlers through `process.env` (`AGENTSTATE_TABLE`,
+ * `AGENTSTATE_DYNAMODB_ENDPOINT`, …), as Lambda does, and the handlers build their DynamoDB
+ * client once: so run one local server per process.
+ */
+export async function startLocalServer(options: LocalServerOptions): Promise<LocalServer> {
+  // The port first: a clash must be reported before anything slow (java) has started.
+  // Until the handlers are ready, the bound port answers 503 instead of refusing connections.
+  let listener: RequestListener = startingUp;
+  const server = createServer((req, res) => listener(req, res));
+  const port = await listen(server, options.port);
+
+  const dataDir = options.dataDir === 'memory' ? 'memory' : resolve(options.dataDir);
+  const tableName = options.tableName ?? process.env.AGENTSTATE_TABLE ?? defaultTableName;
+  let dynamoDb: DynamoDbLocal | undefined;
+  try {
+    dynamoDb = await startDynamoDbLocal({ dataDir });
+    const client = localDynamoDbClient(dynamoDb.endpoint);
+    const tableCreated = await ensureTable(client, tableName).finally(() => client.destroy());
+
+    process.env.AGENTSTATE_TABLE = tableName;
+    process.env.AGENTSTATE_DYNAMODB_ENDPOINT = dynamoDb.endpoint;
+    if (options.apiKeys !== undefined) process.env.AGENTSTATE_API_KEYS = options.apiKeys;
+    // DynamoDB Local takes any credentials, but the SDK wants some, and a region.
+    process.env.AWS_REGION ??= 'us-east-1';
+    process.env.AWS_ACCESS_KEY_ID ??= 'local';
+    process.env.AWS_SECRET_ACCESS_KEY ??= 'local';
+
+    // Imported only now, so that nothing in them can read the environment before it is set.
+    const handlers = await (options.loadHandlers ?? importHandlers)();
+    listener = createRequestListener(handlers);
+
+    const running = dynamoDb;
+    return {
+      url: `http://localhost:${port}`,
+      port,
+      dataDir,
+      tableName,
+      tableCreated,
+      dynamoDb: { endpoint: running.endpoint, pid: running.pid },
+      stop: async () => {
+        await close(server);
+        await running.stop();
+      },
+    };
+  } catch (error) {
+    await close(server);
+    await dynamoDb?.stop();
+    throw error;
+  }
+}
+
+async function importHandlers(): Promise<Record<RouteGroup, HttpHandler>> {
+  return (await import('../http/index.js')).handlers;
+}
+
+const startingUp: RequestListener = (_req, res) => {
+  const problem = toProblem(new AgentStateError('unavailable', 'agentstate is starting'));
+  res.writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': '1' });
+  res.end(JSON.stringify({ ...problem, detail: 'agentstate is starting; retry in a moment' }));
+};
+
+function listen(server: Server, port: number): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    server.once('error', (error: NodeJS.ErrnoException) =>
+      reject(error.code === 'EADDRINUSE' ? new PortInUseError(port) : error),
+    );
+    server.listen(port, () => {
+      const address = server.address();
+      resolvePort(typeof address === 'object' && address ? address.port : port);
+    });
+  });
+}
+
+function close(server: Server): Promise<void> {
+  if (!server.listening) return Promise.resolve();
+  return new Promise((resolveClose) => {
+    server.close(() => resolveClose());
+    // Keep-alive connections would hold close() open until the client hangs up, and a
+    // request still running gets a moment to finish, not forever.
+    server.closeIdleConnections();
+    setTimeout(() => server.closeAllConnections(), 3_000).unref();
+  });
+}

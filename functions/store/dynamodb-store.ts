@@ -1,0 +1,678 @@
+import type { AttributeValue, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
+import {
+  BatchGetCommand,
+  BatchWriteCommand,
+  DeleteCommand,
+  DynamoDBDocumentClient,
+  GetCommand,
+  PutCommand,
+  QueryCommand,
+  TransactWriteCommand,
+  UpdateCommand,
+  type TransactWriteCommandInput,
+} from '@aws-sdk/lib-dynamodb';
+import { AgentStateError } from '../core/errors.js';
+import { ROOT_NODE } from '../core/ids.js';
+import type { Json, JsonObject } from '../core/json.js';
+import type { NodeRecord, Page, SessionMeta, SessionScope, Tip, VersionCause, VersionRecord } from '../core/model.js';
+import {
+  NodeTakenError,
+  StaleTipError,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  type SessionStore,
+  type StoredResponse,
+  type TipChange,
+} from '../core/ports.js';
+import { emptyTip } from '../core/tree.js';
+import { keys, slotOf } from './keys.js';
+import { tableKeys } from './table.js';
+
+type Item = Record<string, unknown>;
+type TransactItem = NonNullable<TransactWriteCommandInput['TransactItems']>[number];
+
+/** Condition fragments, named so that every write says what it guards against. */
+const conditions = {
+  slotIsFree: 'attribute_not_exists(pk)',
+  slotHoldsMarker: '#kind = :marker AND #seq = :seq',
+  itemIsNew: 'attribute_not_exists(pk)',
+  itemExists: 'attribute_exists(pk)',
+} as const;
+
+const TIP_SUMMARY = 'pk, sk, #kind, #seq, version, head, headVersion, headDepth, touchedAt';
+const NODE_SUMMARY = 'sk, #id, parentId, #depth, #role, stateVersion, createdAt';
+const NODE_SUMMARY_NAMES = { '#id': 'id', '#depth': 'depth', '#role': 'role' };
+const BATCH_GET_LIMIT = 100;
+const BATCH_WRITE_LIMIT = 25;
+const IDEMPOTENCY_TTL_SECONDS = 24 * 60 * 60;
+
+/**
+ * The DynamoDB adapter: the only code that knows key shapes, conditions and DynamoDB's
+ * exceptions. See keys.ts for the item layout.
+ */
+export class DynamoDbStore implements SessionStore, IdempotencyStore {
+  private readonly doc: DynamoDBDocumentClient;
+
+  constructor(
+    client: DynamoDBClient,
+    private readonly tableName: string,
+  ) {
+    this.doc = DynamoDBDocumentClient.from(client, {
+      marshallOptions: { removeUndefinedValues: true, convertClassInstanceToMap: false },
+    });
+  }
+
+  // ---- sessions -------------------------------------------------------------------------
+
+  async readTip(scope: SessionScope, options: { withState: boolean }): Promise<Tip> {
+    const { Items } = await this.send(
+      new QueryCommand({
+        TableName: this.tableName,
+        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+        ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.slotPrefix },
+        ...(options.withState
+          ? {}
+          : { ProjectionExpression: TIP_SUMMARY, ExpressionAttributeNames: { '#kind': 'kind', '#seq': 'seq' } }),
+        ScanIndexForward: false,
+        Limit: 1,
+        ConsistentRead: true,
+      }),
+    );
+    const item = Items?.[0];
+    if (!item) return emptyTip();
+    const slot = slotOf(String(item.sk));
+    const marker = item.kind === 'm';
+    return {
+      slot,
+      marker,
+      markerSeq: marker ? Number(item.seq) : 0,
+      version: marker ? slot - 1 : slot,
+      head: String(item.head),
+      headVersion: Number(item.headVersion),
+      headDepth: Number(item.headDepth),
+      touchedAt: typeof item.touchedAt === 'string' ? item.touchedAt : null,
+      latest: !marker && options.withState ? toVersion(item) : null,
+    };
+  }
+
+  async getMeta(scope: SessionScope): Promise<SessionMeta | null> {
+    const { Item } = await this.send(
+      new GetCommand({
+        TableName: this.tableName,
+        Key: { pk: keys.session(scope), sk: keys.sessionSort },
+        ConsistentRead: true,
+      }),
+    );
+    return Item ? toMeta(Item) : null;
+  }
+
+  async createSession(scope: SessionScope, meta: SessionMeta): Promise<void> {
+    try {
+      await this.send(
+        new PutCommand({
+          TableName: this.tableName,
+          Item: this.metaItem(scope, meta),
+          ConditionExpression: conditions.itemIsNew,
+        }),
+      );
+    } catch (error) {
+      if (isConditionFailure(error)) {
+        throw new AgentStateError('session_exists', `session ${scope.sessionId} already exists`, {
+          sessionId: scope.sessionId,
+        });
+      }
+      throw error;
+    }
+  }
+
+  async listSessions(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<SessionMeta>> {
+    const index = tableKeys.sessionsIndex;
+    const partition = keys.tenantSessions(tenant);
+    const start =
+      options.cursor === undefined
+        ? undefined
+        : decodeCursor(options.cursor, ['pk', 'sk', index.partitionKey, index.sortKey]);
+    if (start && (start[index.partitionKey] !== partition || start.sk !== keys.sessionSort)) throw invalidCursor();
+    const { Items, LastEvaluatedKey } = await this.send(
+      new QueryCommand({
+        TableName: this.tableName,
+        IndexName: index.name,
+        KeyConditionExpression: `${index.partitionKey} = :tenant`,
+        ExpressionAttributeValues: { ':tenant': partition },
+        ScanIndexForward: false,
+        Limit: options.limit,
+        ExclusiveStartKey: start,
+      }),
+    );
+    return page((Items ?? []).map(toMeta), LastEvaluatedKey);
+  }
+
+  async deleteSession(scope: SessionScope): Promise<boolean> {
+    let found = false;
+    let start: Item | undefined;
+    do {
+      const { Items, LastEvaluatedKey } = await this.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          KeyConditionExpression: 'pk = :pk',
+          ExpressionAttributeValues: { ':pk': keys.session(scope) },
+          ProjectionExpression: 'pk, sk',
+          ExclusiveStartKey: start,
+          ConsistentRead: true,
+        }),
+      );
+      const itemKeys = (Items ?? []).map((item) => ({ pk: item.pk, sk: item.sk }));
+      found ||= itemKeys.length > 0;
+      for (let offset = 0; offset < itemKeys.length; offset += BATCH_WRITE_LIMIT) {
+        await this.deleteBatch(itemKeys.slice(offset, offset + BATCH_WRITE_LIMIT));
+      }
+      start = LastEvaluatedKey;
+    } while (start);
+    return found;
+  }
+
+  // ---- nodes ----------------------------------------------------------------------------
+
+  async getNode(scope: SessionScope, nodeId: string): Promise<NodeRecord | null> {
+    const { Item } = await this.send(
+      new GetCommand({
+        TableName: this.tableName,
+        Key: { pk: keys.session(scope), sk: keys.node(nodeId) },
+        ConsistentRead: true,
+      }),
+    );
+    return Item ? toNode(Item) : null;
+  }
+
+  async getNodes(scope: SessionScope, nodeIds: readonly string[]): Promise<Map<string, NodeRecord>> {
+    const items = await this.batchGet(scope, nodeIds.map(keys.node));
+    return new Map(items.map((item) => [nodeIdOf(item), toNode(item)]));
+  }
+
+  async listNodes(scope: SessionScope): Promise<NodeRecord[]> {
+    const nodes: NodeRecord[] = [];
+    let start: Item | undefined;
+    do {
+      const { Items, LastEvaluatedKey } = await this.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+          ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.nodePrefix },
+          ProjectionExpression: NODE_SUMMARY,
+          ExpressionAttributeNames: NODE_SUMMARY_NAMES,
+          ExclusiveStartKey: start,
+          ConsistentRead: true,
+        }),
+      );
+      for (const item of Items ?? []) nodes.push(toNode(item));
+      start = LastEvaluatedKey;
+    } while (start);
+    return nodes;
+  }
+
+  // ---- versions -------------------------------------------------------------------------
+
+  async getVersion(scope: SessionScope, version: number): Promise<VersionRecord | null> {
+    const { Item } = await this.send(
+      new GetCommand({
+        TableName: this.tableName,
+        Key: { pk: keys.session(scope), sk: keys.slot(version) },
+        ConsistentRead: true,
+      }),
+    );
+    return Item && Item.kind === 'v' ? toVersion(Item) : null;
+  }
+
+  async getVersions(scope: SessionScope, versions: readonly number[]): Promise<Map<number, VersionRecord>> {
+    const items = await this.batchGet(scope, versions.map(keys.slot));
+    const found = items.filter((item) => item.kind === 'v').map(toVersion);
+    return new Map(found.map((record) => [record.version, record]));
+  }
+
+  async listVersions(
+    scope: SessionScope,
+    options: { limit: number; cursor?: string },
+  ): Promise<Page<VersionRecord>> {
+    const partition = keys.session(scope);
+    const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk']);
+    if (start && (start.pk !== partition || !String(start.sk).startsWith(keys.slotPrefix))) throw invalidCursor();
+    const { Items, LastEvaluatedKey } = await this.send(
+      new QueryCommand({
+        TableName: this.tableName,
+        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+        // The top slot may hold a head marker, which is not a version.
+        FilterExpression: '#kind = :version',
+        ExpressionAttributeNames: { '#kind': 'kind' },
+        ExpressionAttributeValues: { ':pk': partition, ':prefix': keys.slotPrefix, ':version': 'v' },
+        ScanIndexForward: false,
+        Limit: options.limit,
+        ExclusiveStartKey: start,
+        ConsistentRead: true,
+      }),
+    );
+    return page((Items ?? []).map(toVersion), LastEvaluatedKey);
+  }
+
+  // ---- the one way anything about versions or the head changes ---------------------------
+
+  /**
+   * Writes the next tip item, conditional on the tip read, together with whatever else the
+   * change needs. A change that is only the tip item is a single PutItem, the common case of
+   * a state write at the head; anything more is one transaction.
+   *
+   *   writer A reads tip V#41 ──┐            ┌── writer B reads tip V#41
+   *   A puts V#42 if absent  ✓  │            │   B puts V#42 if absent ✗ → re-read, V#43
+   */
+  async commit(scope: SessionScope, change: TipChange): Promise<void> {
+    const { basedOn } = change;
+    const slot = basedOn.marker ? basedOn.slot : basedOn.slot + 1;
+    const at = change.touchSessionAt;
+    const tipItem: Item = {
+      pk: keys.session(scope),
+      sk: keys.slot(slot),
+      head: change.head.id,
+      headVersion: change.head.version,
+      headDepth: change.head.depth,
+      touchedAt: at ?? basedOn.touchedAt ?? undefined,
+      ...(change.version
+        ? versionAttributes(change.version)
+        : { kind: 'm', seq: basedOn.marker ? basedOn.markerSeq + 1 : 1 }),
+    };
+    const tipCondition = basedOn.marker
+      ? {
+          ConditionExpression: conditions.slotHoldsMarker,
+          ExpressionAttributeNames: { '#kind': 'kind', '#seq': 'seq' },
+          ExpressionAttributeValues: { ':marker': 'm', ':seq': basedOn.markerSeq },
+        }
+      : { ConditionExpression: conditions.slotIsFree };
+
+    const others: TransactItem[] = [
+      ...change.newNodes.map(
+        (node): TransactItem => ({
+          Put: { TableName: this.tableName, Item: this.nodeItem(scope, node), ConditionExpression: conditions.itemIsNew },
+        }),
+      ),
+      ...change.nodePointers.map(
+        (pointer): TransactItem => ({
+          Update: {
+            TableName: this.tableName,
+            Key: { pk: keys.session(scope), sk: keys.node(pointer.id) },
+            // The root has no item until the head first leaves it; then this creates it.
+            UpdateExpression: 'SET stateVersion = :version',
+            ...(pointer.id === ROOT_NODE ? {} : { ConditionExpression: conditions.itemExists }),
+            ExpressionAttributeValues: { ':version': pointer.version },
+          },
+        }),
+      ),
+    ];
+
+    if (others.length === 0 && !change.mayCreateSession) {
+      try {
+        await this.send(new PutCommand({ TableName: this.tableName, Item: tipItem, ...tipCondition }));
+      } catch (error) {
+        if (isConditionFailure(error)) throw new StaleTipError();
+        throw error;
+      }
+      if (at) await this.touchSession(scope, at);
+      return;
+    }
+
+    const transactItems: TransactItem[] = [
+      { Put: { TableName: this.tableName, Item: tipItem, ...tipCondition } },
+      ...others,
+    ];
+    if (at) transactItems.push({ Update: this.sessionUpsert(scope, at) });
+    try {
+      await this.send(new TransactWriteCommand({ TransactItems: transactItems }));
+    } catch (error) {
+      throw translateCancellation(error, change);
+    }
+  }
+
+  // ---- idempotency ----------------------------------------------------------------------
+
+  async claim(tenant: string, key: string, fingerprint: string, lockMs: number): Promise<IdempotencyRecord | null> {
+    const now = Date.now();
+    try {
+      await this.send(
+        new PutCommand({
+          TableName: this.tableName,
+          Item: {
+            pk: keys.idempotency(tenant, key),
+            sk: keys.idempotencySort,
+            fingerprint,
+            status: 'pending',
+            lockedUntil: now + lockMs,
+            [tableKeys.timeToLive]: Math.floor(now / 1000) + IDEMPOTENCY_TTL_SECONDS,
+          },
+          // Free, expired (TTL deletes lazily), or abandoned by a holder that died.
+          ConditionExpression:
+            'attribute_not_exists(pk) OR #ttl < :nowSeconds OR (#status = :pending AND lockedUntil < :now)',
+          ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive, '#status': 'status' },
+          ExpressionAttributeValues: { ':nowSeconds': Math.floor(now / 1000), ':pending': 'pending', ':now': now },
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return null;
+    } catch (error) {
+      if (isConditionFailure(error) && error.Item) {
+        // The SDK hands back the old item in wire format, even through the document client.
+        const old = unmarshall(error.Item as Record<string, AttributeValue>);
+        return {
+          fingerprint: String(old.fingerprint),
+          status: old.status === 'done' ? 'done' : 'pending',
+          lockedUntil: Number(old.lockedUntil),
+          ...(typeof old.response === 'string' ? { response: JSON.parse(old.response) as StoredResponse } : {}),
+        };
+      }
+      throw error;
+    }
+  }
+
+  async complete(tenant: string, key: string, fingerprint: string, response: StoredResponse): Promise<void> {
+    await this.send(
+      new UpdateCommand({
+        TableName: this.tableName,
+        Key: { pk: keys.idempotency(tenant, key), sk: keys.idempotencySort },
+        UpdateExpression: 'SET #status = :done, #response = :response',
+        ConditionExpression: 'fingerprint = :fingerprint',
+        ExpressionAttributeNames: { '#status': 'status', '#response': 'response' },
+        ExpressionAttributeValues: { ':done': 'done', ':response': JSON.stringify(response), ':fingerprint': fingerprint },
+      }),
+    );
+  }
+
+  async release(tenant: string, key: string, fingerprint: string): Promise<void> {
+    try {
+      await this.send(
+        new DeleteCommand({
+          TableName: this.tableName,
+          Key: { pk: keys.idempotency(tenant, key), sk: keys.idempotencySort },
+          ConditionExpression: 'fingerprint = :fingerprint AND #status = :pending',
+          ExpressionAttributeNames: { '#status': 'status' },
+          ExpressionAttributeValues: { ':fingerprint': fingerprint, ':pending': 'pending' },
+        }),
+      );
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
+    }
+  }
+
+  // ---- internals ------------------------------------------------------------------------
+
+  /**
+   * Moves the session's `updatedAt` forward after a single-item write. Best effort by design:
+   * the activity order may trail (API.md section 2), and failing here must not fail a write
+   * that already happened.
+   */
+  private async touchSession(scope: SessionScope, at: string): Promise<void> {
+    try {
+      await this.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: { pk: keys.session(scope), sk: keys.sessionSort },
+          UpdateExpression: 'SET updatedAt = :at, #activity = :activity',
+          ConditionExpression: `${conditions.itemExists} AND updatedAt < :at`,
+          ExpressionAttributeNames: { '#activity': tableKeys.sessionsIndex.sortKey },
+          ExpressionAttributeValues: { ':at': at, ':activity': keys.activity(at, scope.sessionId) },
+        }),
+      );
+    } catch (error) {
+      if (!isConditionFailure(error)) console.warn('agentstate: could not move session activity forward', error);
+    }
+  }
+
+  /** Creates the session item when missing (a first write) and moves its activity time. */
+  private sessionUpsert(scope: SessionScope, at: string): NonNullable<TransactItem['Update']> {
+    const index = tableKeys.sessionsIndex;
+    return {
+      TableName: this.tableName,
+      Key: { pk: keys.session(scope), sk: keys.sessionSort },
+      UpdateExpression: [
+        'SET sessionId = :sessionId, updatedAt = :at, #gpk = :tenant, #gsk = :activity',
+        'createdAt = if_not_exists(createdAt, :at)',
+        'agentId = if_not_exists(agentId, :null)',
+        'userId = if_not_exists(userId, :null)',
+        'metadata = if_not_exists(metadata, :null)',
+      ].join(', '),
+      ExpressionAttributeNames: { '#gpk': index.partitionKey, '#gsk': index.sortKey },
+      ExpressionAttributeValues: {
+        ':sessionId': scope.sessionId,
+        ':at': at,
+        ':tenant': keys.tenantSessions(scope.tenant),
+        ':activity': keys.activity(at, scope.sessionId),
+        ':null': null,
+      },
+    };
+  }
+
+  private metaItem(scope: SessionScope, meta: SessionMeta): Item {
+    return {
+      pk: keys.session(scope),
+      sk: keys.sessionSort,
+      [tableKeys.sessionsIndex.partitionKey]: keys.tenantSessions(scope.tenant),
+      [tableKeys.sessionsIndex.sortKey]: keys.activity(meta.updatedAt, meta.sessionId),
+      sessionId: meta.sessionId,
+      agentId: meta.agentId,
+      userId: meta.userId,
+      metadata: meta.metadata === null ? null : JSON.stringify(meta.metadata),
+      createdAt: meta.createdAt,
+      updatedAt: meta.updatedAt,
+    };
+  }
+
+  private nodeItem(scope: SessionScope, node: NodeRecord): Item {
+    return {
+      pk: keys.session(scope),
+      sk: keys.node(node.id),
+      id: node.id,
+      parentId: node.parentId,
+      depth: node.depth,
+      role: node.role,
+      message: node.message === null ? undefined : JSON.stringify(node.message),
+      stateVersion: node.stateVersion,
+      ancestors: node.ancestors,
+      createdAt: node.createdAt,
+    };
+  }
+
+  private async batchGet(scope: SessionScope, sortKeys: readonly string[]): Promise<Item[]> {
+    const unique = [...new Set(sortKeys)];
+    const found: Item[] = [];
+    const chunks: string[][] = [];
+    for (let offset = 0; offset < unique.length; offset += BATCH_GET_LIMIT) {
+      chunks.push(unique.slice(offset, offset + BATCH_GET_LIMIT));
+    }
+    await Promise.all(
+      chunks.map(async (chunk) => {
+        let pending: Item[] = chunk.map((sk) => ({ pk: keys.session(scope), sk }));
+        for (let attempt = 0; pending.length > 0; attempt++) {
+          if (attempt > 0) await backoff(attempt);
+          const { Responses, UnprocessedKeys } = await this.send(
+            new BatchGetCommand({
+              RequestItems: { [this.tableName]: { Keys: pending, ConsistentRead: true } },
+            }),
+          );
+          found.push(...(Responses?.[this.tableName] ?? []));
+          pending = (UnprocessedKeys?.[this.tableName]?.Keys as Item[] | undefined) ?? [];
+        }
+      }),
+    );
+    return found;
+  }
+
+  private async deleteBatch(itemKeys: Item[]): Promise<void> {
+    let pending = itemKeys.map((Key) => ({ DeleteRequest: { Key } }));
+    for (let attempt = 0; pending.length > 0; attempt++) {
+      if (attempt > 0) await backoff(attempt);
+      const { UnprocessedItems } = await this.send(
+        new BatchWriteCommand({ RequestItems: { [this.tableName]: pending } }),
+      );
+      pending = (UnprocessedItems?.[this.tableName] as typeof pending | undefined) ?? [];
+    }
+  }
+
+  /** Sends a command, turning DynamoDB's capacity and availability failures into API errors. */
+  private readonly send = (async (command: Parameters<DynamoDBDocumentClient['send']>[0]) => {
+    try {
+      return await this.doc.send(command);
+    } catch (error) {
+      throw translateServiceError(error);
+    }
+  }) as DynamoDBDocumentClient['send'];
+}
+
+// ---- item ↔ record ----------------------------------------------------------------------
+
+function versionAttributes(record: VersionRecord): Item {
+  return {
+    kind: 'v',
+    version: record.version,
+    node: record.node,
+    prevVersion: record.prevVersion,
+    cause: record.cause,
+    author: record.author,
+    decisionId: record.decisionId,
+    createdAt: record.createdAt,
+    // Stored as JSON text: verbatim, whatever the keys or number sizes, and one attribute.
+    state: JSON.stringify(record.state),
+    agent: JSON.stringify(record.agent),
+    lineage: record.lineage,
+  };
+}
+
+function toVersion(item: Item): VersionRecord {
+  return {
+    version: Number(item.version),
+    node: String(item.node),
+    prevVersion: Number(item.prevVersion),
+    cause: item.cause as VersionCause,
+    author: (item.author as string | null | undefined) ?? null,
+    decisionId: (item.decisionId as string | null | undefined) ?? null,
+    createdAt: String(item.createdAt),
+    state: JSON.parse(String(item.state)) as Json,
+    agent: item.agent === undefined ? null : (JSON.parse(String(item.agent)) as Json),
+    lineage: ((item.lineage as number[] | undefined) ?? []).map(Number),
+  };
+}
+
+function nodeIdOf(item: Item): string {
+  return String(item.sk).slice(keys.nodePrefix.length);
+}
+
+function toNode(item: Item): NodeRecord {
+  const id = nodeIdOf(item);
+  const isRoot = id === ROOT_NODE;
+  return {
+    id,
+    parentId: isRoot ? null : ((item.parentId as string | undefined) ?? null),
+    depth: isRoot ? 0 : Number(item.depth),
+    role: (item.role as string | null | undefined) ?? null,
+    message: typeof item.message === 'string' ? (JSON.parse(item.message) as JsonObject) : null,
+    stateVersion: Number(item.stateVersion ?? 0),
+    ancestors: (item.ancestors as string[] | undefined) ?? [],
+    createdAt: String(item.createdAt ?? ''),
+  };
+}
+
+function toMeta(item: Item): SessionMeta {
+  return {
+    sessionId: String(item.sessionId),
+    agentId: (item.agentId as string | null | undefined) ?? null,
+    userId: (item.userId as string | null | undefined) ?? null,
+    metadata: typeof item.metadata === 'string' ? (JSON.parse(item.metadata) as JsonObject) : null,
+    createdAt: String(item.createdAt),
+    updatedAt: String(item.updatedAt),
+  };
+}
+
+// ---- cursors ----------------------------------------------------------------------------
+
+function page<T>(items: T[], lastKey: Item | undefined): Page<T> {
+  return lastKey ? { items, next: Buffer.from(JSON.stringify(lastKey)).toString('base64url') } : { items };
+}
+
+/** A cursor is the key DynamoDB stopped at; it must have exactly the attributes of its list. */
+function decodeCursor(cursor: string, attributes: readonly string[]): Item {
+  try {
+    const parsed: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
+      const entries = Object.entries(parsed);
+      const shaped =
+        entries.length === attributes.length &&
+        entries.every(([name, value]) => attributes.includes(name) && typeof value === 'string');
+      if (shaped) return parsed as Item;
+    }
+  } catch {
+    // reported below
+  }
+  throw invalidCursor();
+}
+
+function invalidCursor(): AgentStateError {
+  return new AgentStateError('invalid_request', 'cursor is not valid for this list', { field: 'cursor' });
+}
+
+// ---- errors -----------------------------------------------------------------------------
+
+function isConditionFailure(error: unknown): error is Error & { Item?: Record<string, unknown> } {
+  return error instanceof Error && error.name === 'ConditionalCheckFailedException';
+}
+
+const throttlingErrors = new Set([
+  'ProvisionedThroughputExceededException',
+  'ThrottlingException',
+  'RequestLimitExceeded',
+]);
+const unavailableErrors = new Set(['InternalServerError', 'ServiceUnavailable', 'ServiceUnavailableException']);
+
+/**
+ * The SDK has already retried what is safe to retry. What is left is told to the client
+ * plainly: too much load is `429 throttled`, an unreachable or failing DynamoDB `503`.
+ */
+function translateServiceError(error: unknown): unknown {
+  if (!(error instanceof Error)) return error;
+  if (throttlingErrors.has(error.name)) {
+    return new AgentStateError('throttled', 'the table is over its request rate; retry with backoff', {}, { cause: error });
+  }
+  const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+  const networkCodes = ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'TimeoutError'];
+  const code = (error as { code?: string }).code;
+  if (
+    unavailableErrors.has(error.name) ||
+    (status !== undefined && status >= 500) ||
+    networkCodes.includes(code ?? '') ||
+    networkCodes.includes(error.name)
+  ) {
+    return new AgentStateError('unavailable', 'the database is unavailable; retry shortly', {}, { cause: error });
+  }
+  return error;
+}
+
+/**
+ * A cancelled transaction names the failing item by position: the tip (0) means the session
+ * moved on; a new node means its id was taken meanwhile. Conflicts with another transaction
+ * are a moved tip too: nothing was written, so the whole change may run again.
+ */
+function translateCancellation(error: unknown, change: TipChange): unknown {
+  if (!(error instanceof Error)) return error;
+  if (error.name === 'TransactionConflictException') return new StaleTipError();
+  if (error.name !== 'TransactionCanceledException') return error;
+  const reasons = (error as { CancellationReasons?: Array<{ Code?: string }> }).CancellationReasons ?? [];
+  const codes = reasons.map((reason) => reason.Code ?? 'None');
+  if (codes.includes('TransactionConflict') || codes[0] === 'ConditionalCheckFailed') return new StaleTipError();
+  const takenIndex = codes.findIndex((code, index) => index > 0 && code === 'ConditionalCheckFailed');
+  if (takenIndex > 0 && takenIndex <= change.newNodes.length) {
+    return new NodeTakenError((change.newNodes[takenIndex - 1] as NodeRecord).id);
+  }
+  if (takenIndex > change.newNodes.length) return new StaleTipError();
+  if (codes.some((code) => throttlingErrors.has(code) || code === 'ThrottlingError')) {
+    return new AgentStateError('throttled', 'the table is over its request rate; retry with backoff', {}, { cause: error });
+  }
+  return error;
+}
+
+function backoff(attempt: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(200, 10 * 2 ** attempt)));
+}

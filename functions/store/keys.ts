@@ -1,0 +1,31 @@
+import type { SessionScope } from '../core/model.js';
+
+/**
+ * Key shapes of the single table. Identifiers never contain `#` (API.md section 1), so `#`
+ * separates key parts unambiguously, and the tenant prefix in every partition key keeps
+ * tenants apart by construction.
+ *
+ *   pk                          sk               item
+ *   S#<tenant>#<session>        S                the session (also in the activity index)
+ *   S#<tenant>#<session>        N#<node>         a message node
+ *   S#<tenant>#<session>        V#<000000000042> version 42, or a head marker in the top slot
+ *   I#<tenant>#<key>            I                an Idempotency-Key record
+ *   (index) T#<tenant>          <updatedAt>#<session>
+ */
+export const keys = {
+  session: (scope: SessionScope) => `S#${scope.tenant}#${scope.sessionId}`,
+  sessionSort: 'S',
+  node: (nodeId: string) => `N#${nodeId}`,
+  nodePrefix: 'N#',
+  slot: (slot: number) => `V#${String(slot).padStart(12, '0')}`,
+  slotPrefix: 'V#',
+  idempotency: (tenant: string, key: string) => `I#${tenant}#${key}`,
+  idempotencySort: 'I',
+  tenantSessions: (tenant: string) => `T#${tenant}`,
+  activity: (updatedAt: string, sessionId: string) => `${updatedAt}#${sessionId}`,
+} as const;
+
+/** The slot number in a `V#…` sort key. */
+export function slotOf(sortKey: string): number {
+  return Number(sortKey.slice(keys.slotPrefix.length));
+}

@@ -1,0 +1,242 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uniqueId, type ApiClient } from '../helpers/api-client.js';
+import { startApi, type RunningApi } from '../helpers/e2e.js';
+
+let api: RunningApi;
+let http: ApiClient;
+
+beforeAll(async () => {
+  api = await startApi();
+  http = api.client;
+});
+afterAll(async () => {
+  await api?.stop();
+});
+
+function expectProblem(response: { status: number; headers: Headers; body: any; text: string }, status: number, code: string) {
+  expect(response.status).toBe(status);
+  expect(response.headers.get('content-type')).toContain('application/problem+json');
+  expect(response.body).toMatchObject({ status, code });
+  expect(typeof response.body.type).toBe('string');
+  expect(typeof response.body.title).toBe('string');
+  expect(typeof response.body.detail).toBe('string');
+  expect(response.text).not.toMatch(/at .*\.ts:\d+|node_modules|Exception/);
+}
+
+describe('sessions', () => {
+  it('creates, reads and refuses a duplicate', async () => {
+    const sid = uniqueId('create');
+
+    const created = await http.post('/v1/sessions', { sessionId: sid, userId: 'user-1', agentId: 'helper', metadata: { plan: 'pro' } });
+    const read = await http.get(`/v1/sessions/${sid}`);
+    const duplicate = await http.post('/v1/sessions', { sessionId: sid });
+
+    expect(created.status).toBe(201);
+    expect(created.headers.get('location')).toBe(`/v1/sessions/${sid}`);
+    expect(created.body).toMatchObject({ sessionId: sid, userId: 'user-1', agentId: 'helper', head: 'root', version: 0, metadata: { plan: 'pro' } });
+    expect(read.body).toEqual(created.body);
+    expectProblem(duplicate, 409, 'session_exists');
+  });
+
+  it('generates a session id when none is given', async () => {
+    const created = await http.post('/v1/sessions', {});
+    const bare = await http.request('POST', '/v1/sessions');
+
+    expect(created.status).toBe(201);
+    expect(created.body.sessionId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(bare.status).toBe(201);
+    expect(bare.body.sessionId).not.toBe(created.body.sessionId);
+  });
+
+  it('creates a session implicitly on its first write and keeps explicit fields', async () => {
+    const implicit = uniqueId('implicit');
+    const explicit = uniqueId('explicit');
+    await http.post('/v1/sessions', { sessionId: explicit, userId: 'u-9' });
+
+    expectProblem(await http.get(`/v1/sessions/${implicit}`), 404, 'session_not_found');
+    await http.patch(`/v1/sessions/${implicit}/state`, { a: 1 });
+    await http.patch(`/v1/sessions/${explicit}/state`, { a: 1 });
+
+    expect((await http.get(`/v1/sessions/${implicit}`)).body).toMatchObject({ sessionId: implicit, version: 1, head: 'root', userId: null });
+    expect((await http.get(`/v1/sessions/${explicit}`)).body).toMatchObject({ sessionId: explicit, version: 1, userId: 'u-9' });
+  });
+
+  it('lists sessions most recently active first, in pages', async () => {
+    // A tenant of its own, so that other tests' sessions do not interleave.
+    const own = { key: 'list-key' };
+    const ids = [uniqueId('l1'), uniqueId('l2'), uniqueId('l3')];
+    for (const sid of ids) await http.post('/v1/sessions', { sessionId: sid }, own);
+    // Touch the first one last: it becomes the most recent. Activity may trail a write by up
+    // to a second (API.md section 2), so wait past that before writing.
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    await http.patch(`/v1/sessions/${ids[0]}/state`, { touched: true }, own);
+
+    const page1 = await http.get('/v1/sessions?limit=2', own);
+    const page2 = await http.get(`/v1/sessions?limit=2&cursor=${page1.body.next}`, own);
+
+    const order = [...page1.body.sessions, ...page2.body.sessions].map((session: { sessionId: string }) => session.sessionId);
+    expect(order).toEqual([ids[0], ids[2], ids[1]]);
+    expect(page2.body.next).toBeUndefined();
+    expectProblem(await http.get(`/v1/sessions?cursor=${page1.body.next}`), 400, 'invalid_request');
+  });
+
+  it('deletes every item of a session', async () => {
+    const sid = uniqueId('delete');
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'm', role: 'user' }] });
+    await http.put(`/v1/sessions/${sid}/state`, { doomed: true });
+
+    const deleted = await http.delete(`/v1/sessions/${sid}`);
+
+    expect(deleted.status).toBe(204);
+    expectProblem(await http.get(`/v1/sessions/${sid}`), 404, 'session_not_found');
+    expect((await http.get(`/v1/sessions/${sid}/state`)).body).toMatchObject({ version: 0, state: null });
+    expectProblem(await http.get(`/v1/sessions/${sid}/tree`), 404, 'session_not_found');
+    expectProblem(await http.get(`/v1/sessions/${sid}/versions`), 404, 'session_not_found');
+    expectProblem(await http.delete(`/v1/sessions/${sid}`), 404, 'session_not_found');
+    // The id is free again: a new session starts from scratch.
+    const reborn = await http.put(`/v1/sessions/${sid}/state`, { fresh: true });
+    expect(reborn.body).toMatchObject({ version: 1, prevVersion: 0 });
+  });
+});
+
+describe('tenants', () => {
+  it('keeps tenants apart: another tenant\'s session does not exist for you', async () => {
+    const sid = uniqueId('tenant');
+    await http.put(`/v1/sessions/${sid}/state`, { owner: 'local' });
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'private', role: 'user' }] });
+
+    const other = { key: 'other-key' };
+    expectProblem(await http.get(`/v1/sessions/${sid}`, other), 404, 'session_not_found');
+    expect((await http.get(`/v1/sessions/${sid}/state`, other)).body).toMatchObject({ version: 0, state: null });
+    expectProblem(await http.get(`/v1/sessions/${sid}/nodes/private`, other), 404, 'session_not_found');
+    expectProblem(await http.delete(`/v1/sessions/${sid}`, other), 404, 'session_not_found');
+    const list = await http.get('/v1/sessions?limit=500', other);
+    expect(list.body.sessions.map((session: { sessionId: string }) => session.sessionId)).not.toContain(sid);
+
+    // The same id in the other tenant is another session altogether.
+    await http.put(`/v1/sessions/${sid}/state`, { owner: 'other' }, other);
+    expect((await http.get(`/v1/sessions/${sid}/state`)).body.state).toEqual({ owner: 'local' });
+    expect((await http.get(`/v1/sessions/${sid}/state`, other)).body.state).toEqual({ owner: 'other' });
+  });
+});
+
+describe('errors', () => {
+  it('answers 401 unauthorized without a valid key', async () => {
+    expectProblem(await http.get('/v1/sessions', { key: null }), 401, 'unauthorized');
+    expectProblem(await http.get('/v1/sessions', { key: 'wrong' }), 401, 'unauthorized');
+    expectProblem(await http.get('/v1/sessions', { key: null, headers: { authorization: 'Basic abc' } }), 401, 'unauthorized');
+    const health = await http.get('/health', { key: null });
+    expect(health.status).toBe(200);
+    expect(health.body).toEqual({ ok: true });
+  });
+
+  it('answers 400 invalid_json for malformed JSON and writes nothing', async () => {
+    const sid = uniqueId('badjson');
+    await http.put(`/v1/sessions/${sid}/state`, { ok: true });
+
+    expectProblem(await http.request('PATCH', `/v1/sessions/${sid}/state`, { raw: '{"a": ' }), 400, 'invalid_json');
+    expectProblem(await http.request('PUT', `/v1/sessions/${sid}/state`, { raw: '' , contentType: 'application/json' }), 400, 'invalid_json');
+    expectProblem(await http.request('POST', `/v1/sessions/${sid}/messages`, { raw: '[1,' }), 400, 'invalid_json');
+    expect((await http.get(`/v1/sessions/${sid}/state`)).body.version).toBe(1);
+  });
+
+  it('answers 415 unsupported_media_type for a body that is not JSON', async () => {
+    const sid = uniqueId('media');
+    const response = await http.request('PUT', `/v1/sessions/${sid}/state`, { raw: 'a=1', contentType: 'application/x-www-form-urlencoded' });
+
+    expectProblem(response, 415, 'unsupported_media_type');
+    expectProblem(await http.get(`/v1/sessions/${sid}`), 404, 'session_not_found');
+  });
+
+  it('answers 400 invalid_id for bad identifiers anywhere', async () => {
+    const tooLong = 'x'.repeat(129);
+    expectProblem(await http.get(`/v1/sessions/${tooLong}/state`), 400, 'invalid_id');
+    expectProblem(await http.get('/v1/sessions/bad%20id/state'), 400, 'invalid_id');
+    expectProblem(await http.put('/v1/sessions/a%23b/state', {}), 400, 'invalid_id');
+    expectProblem(await http.get('/v1/sessions/ok/state?node=no%2Fslash'), 400, 'invalid_id');
+    expectProblem(await http.post('/v1/sessions', { sessionId: 'has space' }), 400, 'invalid_id');
+    expectProblem(await http.post('/v1/sessions/ok/messages', { messages: [{ id: 'root', role: 'user' }] }), 400, 'invalid_id');
+    expectProblem(await http.post('/v1/sessions/ok/messages', { messages: [{ id: 'é', role: 'user' }] }), 400, 'invalid_id');
+    expectProblem(await http.put('/v1/sessions/ok/head', { nodeId: '../x' }), 400, 'invalid_id');
+    expectProblem(await http.get('/v1/sessions/ok/state', { headers: { 'x-agent-id': 'bad agent' } }), 400, 'invalid_id');
+    expectProblem(await http.patch('/v1/sessions/ok/state', { a: 1 }, { headers: { 'x-agent-id': 'bad agent' } }), 400, 'invalid_id');
+    expectProblem(await http.get('/v1/sessions/ok'), 404, 'session_not_found');
+  });
+
+  it('answers 400 invalid_request for bodies and queries of the wrong shape', async () => {
+    const sid = uniqueId('shape');
+    expectProblem(await http.post(`/v1/sessions/${sid}/messages`, { messages: [] }), 400, 'invalid_request');
+    expectProblem(await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ content: 'no role' }] }), 400, 'invalid_request');
+    expectProblem(await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ role: 7 }] }), 400, 'invalid_request');
+    expectProblem(await http.post(`/v1/sessions/${sid}/messages`, [{ role: 'user' }]), 400, 'invalid_request');
+    expectProblem(
+      await http.post(`/v1/sessions/${sid}/messages`, { messages: Array.from({ length: 51 }, () => ({ role: 'user' })) }),
+      400,
+      'invalid_request',
+    );
+    expectProblem(await http.post('/v1/sessions', { sessionId: sid, surprise: 1 }), 400, 'invalid_request');
+    expectProblem(await http.post('/v1/sessions', { metadata: 'not an object' }), 400, 'invalid_request');
+    expectProblem(await http.put(`/v1/sessions/${sid}/head`, { node: 'x' }), 400, 'invalid_request');
+    expectProblem(await http.get('/v1/sessions?limit=0'), 400, 'invalid_request');
+    expectProblem(await http.get('/v1/sessions?limit=501'), 400, 'invalid_request');
+    expectProblem(await http.get('/v1/sessions?limit=abc'), 400, 'invalid_request');
+    expectProblem(await http.get('/v1/sessions?cursor=%%%'), 400, 'invalid_request');
+    expectProblem(await http.get(`/v1/sessions/${sid}/state?version=-1`), 400, 'invalid_request');
+    expectProblem(await http.get(`/v1/sessions/${sid}/state?version=1&node=root`), 400, 'invalid_request');
+    expectProblem(await http.get(`/v1/sessions/${sid}/versions/abc`), 400, 'invalid_request');
+    expectProblem(await http.patch(`/v1/sessions/${sid}/state`, { a: 1 }, { headers: { 'if-match': 'soon' } }), 400, 'invalid_request');
+    expectProblem(await http.put(`/v1/sessions/${sid}/state`, { a: 1 }, { headers: { 'idempotency-key': 'has space' } }), 400, 'invalid_request');
+    // None of it created the session.
+    expectProblem(await http.get(`/v1/sessions/${sid}`), 404, 'session_not_found');
+  });
+
+  it('answers 404 for unknown sessions, versions and routes', async () => {
+    const sid = uniqueId('nothing');
+    expectProblem(await http.get(`/v1/sessions/${sid}`), 404, 'session_not_found');
+    expectProblem(await http.get(`/v1/sessions/${sid}/versions/1`), 404, 'session_not_found');
+    expectProblem(await http.get(`/v1/sessions/${sid}/tree`), 404, 'session_not_found');
+    expectProblem(await http.get(`/v1/sessions/${sid}/versions`), 404, 'session_not_found');
+    expectProblem(await http.get(`/v1/sessions/${sid}/versions?node=root`), 404, 'session_not_found');
+    expectProblem(await http.get(`/v1/sessions/${sid}/messages`), 404, 'session_not_found');
+    expectProblem(await http.get(`/v1/sessions/${sid}/nodes/root`), 404, 'session_not_found');
+    expectProblem(await http.put(`/v1/sessions/${sid}/head`, { nodeId: 'root' }), 404, 'session_not_found');
+    expectProblem(await http.get('/v1/nothing-here'), 404, 'not_found');
+    expectProblem(await http.request('DELETE', `/v1/sessions/${sid}/state`), 404, 'not_found');
+  });
+
+  it('answers 413 payload_too_large for a message larger than one item may hold', async () => {
+    const sid = uniqueId('bigmessage');
+    const response = await http.post(`/v1/sessions/${sid}/messages`, {
+      messages: [{ role: 'user', content: 'x'.repeat(300 * 1024) }],
+    });
+
+    expectProblem(response, 413, 'payload_too_large');
+    expect(response.body.limitBytes).toBe(262144);
+    expectProblem(await http.get(`/v1/sessions/${sid}`), 404, 'session_not_found');
+  });
+
+  it('refuses a cursor from another list', async () => {
+    const sid = uniqueId('cursor');
+    for (let n = 0; n < 3; n++) await http.put(`/v1/sessions/${sid}/state`, { n });
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'm', role: 'user' }] });
+    await http.post('/v1/sessions', { sessionId: `${sid}-2` });
+    const sessions = await http.get('/v1/sessions?limit=1');
+    const versions = await http.get(`/v1/sessions/${sid}/versions?limit=1`);
+    const lineage = await http.get(`/v1/sessions/${sid}/versions?node=m&limit=1`);
+
+    expectProblem(await http.get(`/v1/sessions/${sid}/versions?cursor=${sessions.body.next}`), 400, 'invalid_request');
+    expectProblem(await http.get(`/v1/sessions?cursor=${versions.body.next}`), 400, 'invalid_request');
+    expectProblem(await http.get(`/v1/sessions/${sid}/versions?node=root&cursor=${lineage.body.next}`), 400, 'invalid_request');
+    expectProblem(await http.get(`/v1/sessions/${sid}-2/versions?node=m&cursor=${lineage.body.next}`), 400, 'invalid_request');
+    expect((await http.get(`/v1/sessions/${sid}/versions?node=m&limit=1&cursor=${lineage.body.next}`)).status).toBe(200);
+  });
+
+  it('answers 413 payload_too_large for an oversize body', async () => {
+    const response = await http.request('POST', '/v1/sessions/big/messages', {
+      raw: JSON.stringify({ messages: [{ role: 'user', content: 'x'.repeat(2 * 1024 * 1024) }] }),
+    });
+
+    expectProblem(response, 413, 'payload_too_large');
+    expect(typeof response.body.limitBytes).toBe('number');
+  });
+});

@@ -1,0 +1,176 @@
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawnServerProcess, startServerProcess, type ServerProcess } from '../helpers/server.js';
+
+// `npm start` as a user runs it: a real child process, real java, real HTTP.
+
+const auth = { authorization: 'Bearer dev-key' };
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return false;
+    throw error;
+  }
+}
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolveListen) => {
+    const probe = createServer();
+    probe.once('error', () => resolveListen(false));
+    probe.listen(port, () => probe.close(() => resolveListen(true)));
+  });
+}
+
+// Each test starts real servers (tsx, then a JVM): give them room on a small, busy CI box.
+describe('npm start', { timeout: 60_000 }, () => {
+  describe('while running', () => {
+    let server: ServerProcess;
+    beforeAll(async () => {
+      server = await startServerProcess({ env: { AGENTSTATE_API_KEYS: undefined } });
+    });
+    afterAll(async () => {
+      await server?.stop();
+    });
+
+    it('prints its URL and the dev key, and answers /health', async () => {
+      // Act
+      const response = await fetch(`${server.url}/health`);
+
+      // Assess
+      expect(server.output()).toContain(`agentstate listening on http://localhost:${server.port}`);
+      expect(server.output()).toContain('dev key: dev-key');
+      expect(server.output()).toContain(`curl -s http://localhost:${server.port}/v1/sessions -H 'Authorization: Bearer dev-key'`);
+      expect(response.status).toBe(200);
+      expect(await response.json()).toEqual({ ok: true });
+    });
+
+    it('serves the API with the printed dev key', async () => {
+      const response = await fetch(`${server.url}/v1/sessions`, { headers: auth });
+
+      expect(response.status).toBe(200);
+    });
+
+    it('refuses a second start on the same port, saying what to do', async () => {
+      // Act
+      const second = await spawnServerProcess({ port: server.port });
+      const code = await second.exited;
+
+      // Assess
+      expect(code).not.toBe(0);
+      expect(second.output()).toContain(
+        `agentstate: port ${server.port} is already in use. Stop whatever uses it or start on another port: PORT=${server.port + 1} npm start`,
+      );
+      // The port is checked before java starts, so a clash costs no JVM start-up.
+      expect(second.output()).not.toContain('java pid');
+      expect((await fetch(`${server.url}/health`)).status).toBe(200);
+    });
+
+    it('exits 0 on SIGINT and leaves no java behind', async () => {
+      // Prepare
+      const javaPid = server.javaPid();
+      expect(javaPid).toBeDefined();
+      expect(isRunning(javaPid as number)).toBe(true);
+
+      // Act
+      const code = await server.stop('SIGINT');
+
+      // Assess
+      expect(code).toBe(0);
+      expect(isRunning(javaPid as number)).toBe(false);
+      expect(await canListen(server.port)).toBe(true);
+    });
+  });
+
+  it('exits 0 on SIGTERM (what process managers send) and leaves no java behind', async () => {
+    // Prepare
+    const server = await startServerProcess();
+    const javaPid = server.javaPid();
+    expect(isRunning(javaPid)).toBe(true);
+
+    // Act
+    const code = await server.stop('SIGTERM');
+
+    // Assess
+    expect(code).toBe(0);
+    expect(isRunning(javaPid)).toBe(false);
+    expect(await canListen(server.port)).toBe(true);
+  });
+
+  it('prints the key of the first configured pair', async () => {
+    const server = await startServerProcess({ env: { AGENTSTATE_API_KEYS: 'acme:acme-key-1,local:dev-key' } });
+    try {
+      const response = await fetch(`${server.url}/v1/sessions`, { headers: { authorization: 'Bearer acme-key-1' } });
+
+      expect(server.output()).toContain('dev key: acme-key-1');
+      expect(response.status).toBe(200);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  describe('with AGENTSTATE_DATA set to a folder', () => {
+    let dataDir: string;
+    beforeAll(async () => {
+      dataDir = await mkdtemp(join(tmpdir(), 'agentstate-data-'));
+    });
+    afterAll(async () => {
+      await rm(dataDir, { recursive: true, force: true });
+    });
+
+    it('keeps the table and its data across a restart', async () => {
+      // Prepare: a first run creates the table and writes state.
+      const first = await startServerProcess({ env: { AGENTSTATE_DATA: dataDir } });
+      const write = await fetch(`${first.url}/v1/sessions/s1/state`, {
+        method: 'PUT',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ plan: 'kept across restarts' }),
+      });
+      expect(write.status).toBe(200);
+      expect(first.output()).toContain('table agentstate created');
+      expect(first.output()).toContain(`data: ${dataDir}`);
+      expect(await first.stop()).toBe(0);
+      expect(existsSync(join(dataDir, 'shared-local-instance.db'))).toBe(true);
+
+      // Act
+      const second = await startServerProcess({ env: { AGENTSTATE_DATA: dataDir } });
+      try {
+        const read = await fetch(`${second.url}/v1/sessions/s1/state`, { headers: auth });
+
+        // Assess
+        expect(second.output()).toContain('table agentstate found');
+        expect(read.status).toBe(200);
+        expect(read.headers.get('etag')).toBe('"1"');
+        expect(await read.json()).toMatchObject({ version: 1, state: { plan: 'kept across restarts' } });
+      } finally {
+        await second.stop();
+      }
+    });
+  });
+
+  it('explains how to install Java when there is none', async () => {
+    // Prepare: a PATH with no java on it (node is not needed there: the helper runs tsx's cli
+    // with this test's own node binary).
+    const emptyDir = await mkdtemp(join(tmpdir(), 'agentstate-no-java-'));
+    try {
+      // Act
+      const server = await spawnServerProcess({ env: { PATH: emptyDir, JAVA_HOME: undefined } });
+      const code = await server.exited;
+
+      // Assess
+      expect(code).toBe(1);
+      expect(server.output()).toContain('needs Java 17 or newer');
+      expect(server.output()).toContain('sudo apt-get install -y openjdk-17-jre-headless');
+      expect(server.output()).toContain('brew install openjdk@17');
+      expect(await canListen(server.port)).toBe(true);
+    } finally {
+      await rm(emptyDir, { recursive: true, force: true });
+    }
+  });
+});

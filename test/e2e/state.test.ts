@@ -1,0 +1,261 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uniqueId, type ApiClient } from '../helpers/api-client.js';
+import { startApi, type RunningApi } from '../helpers/e2e.js';
+
+let api: RunningApi;
+let http: ApiClient;
+
+beforeAll(async () => {
+  api = await startApi();
+  http = api.client;
+});
+afterAll(async () => {
+  await api?.stop();
+});
+
+const statePath = (sid: string, query = '') => `/v1/sessions/${sid}/state${query}`;
+
+describe('state reads and writes', () => {
+  it('reads an unknown session as null at version 0', async () => {
+    const response = await http.get(statePath(uniqueId('empty')));
+
+    expect(response.status).toBe(200);
+    expect(response.body).toMatchObject({ node: 'root', version: 0, state: null, agent: null });
+    expect(response.headers.get('etag')).toBe('"0"');
+  });
+
+  it('applies PATCH as an RFC 7396 merge patch and PUT as a replacement', async () => {
+    // Prepare
+    const sid = uniqueId('patch');
+
+    // Act
+    const first = await http.patch(statePath(sid), { a: 1, b: { c: 2, d: [1, 2] } });
+    const second = await http.request('PATCH', statePath(sid), {
+      json: { b: { c: null, e: 'x' }, f: null },
+      contentType: 'application/merge-patch+json',
+    });
+    const replaced = await http.put(statePath(sid), { only: true });
+    const read = await http.get(statePath(sid));
+
+    // Assess
+    expect(first.body).toMatchObject({ version: 1, prevVersion: 0, changed: true, state: { a: 1, b: { c: 2, d: [1, 2] } } });
+    expect(second.status).toBe(200);
+    expect(second.body).toMatchObject({ version: 2, prevVersion: 1, changed: true, state: { a: 1, b: { d: [1, 2], e: 'x' } } });
+    expect(replaced.body).toMatchObject({ version: 3, state: { only: true } });
+    expect(read.body).toMatchObject({ version: 3, state: { only: true }, node: 'root' });
+    expect(read.headers.get('etag')).toBe('"3"');
+  });
+
+  it('records no version for a write equal to the current state', async () => {
+    const sid = uniqueId('noop');
+    await http.put(statePath(sid), { b: 1, a: [1, { x: null }] });
+
+    // Same value, keys in another order: JSON equality ignores key order.
+    const same = await http.put(statePath(sid), { a: [1, { x: null }], b: 1 });
+    const samePatch = await http.patch(statePath(sid), { b: 1 });
+    const missingKeyIsNotNull = await http.put(statePath(sid), { a: [1, {}], b: 1 });
+
+    expect(same.body).toMatchObject({ version: 1, prevVersion: 1, changed: false });
+    expect(samePatch.body).toMatchObject({ version: 1, changed: false });
+    expect(missingKeyIsNotNull.body).toMatchObject({ version: 2, changed: true });
+    const history = await http.get(`/v1/sessions/${sid}/versions`);
+    expect(history.body.versions.map((v: { version: number }) => v.version)).toEqual([2, 1]);
+  });
+
+  it('clears with {} and replaces the whole value with a non-object patch', async () => {
+    const sid = uniqueId('clear');
+    await http.put(statePath(sid), { a: 1 });
+
+    const cleared = await http.put(statePath(sid), {});
+    const scalar = await http.patch(statePath(sid), 42);
+    const nulled = await http.patch(statePath(sid), null);
+
+    expect(cleared.body.state).toEqual({});
+    expect(scalar.body.state).toBe(42);
+    expect(nulled.body).toMatchObject({ state: null, version: 4, changed: true });
+  });
+
+  it('answers 412 version_mismatch under a stale If-Match and writes nothing', async () => {
+    const sid = uniqueId('ifmatch');
+    const first = await http.put(statePath(sid), { n: 1 });
+    const etag = first.headers.get('etag') as string;
+    await http.patch(statePath(sid), { n: 2 });
+
+    const stale = await http.patch(statePath(sid), { n: 3 }, { headers: { 'if-match': etag } });
+    const fresh = await http.patch(statePath(sid), { n: 3 }, { headers: { 'if-match': '"2"' } });
+
+    expect(stale.status).toBe(412);
+    expect(stale.headers.get('content-type')).toContain('application/problem+json');
+    expect(stale.body).toMatchObject({ code: 'version_mismatch', status: 412, currentVersion: 2 });
+    expect(fresh.status).toBe(200);
+    expect(fresh.body).toMatchObject({ version: 3, state: { n: 3 } });
+    expect((await http.get(statePath(sid))).body.version).toBe(3);
+  });
+
+  it('refuses state over 256 KiB with 413 state_too_large and writes nothing', async () => {
+    const sid = uniqueId('large');
+    await http.put(statePath(sid), { small: true });
+
+    const big = await http.put(statePath(sid), { blob: 'x'.repeat(256 * 1024) });
+    const grownByPatch = await http.patch(statePath(sid), { blob: 'y'.repeat(200 * 1024), more: 'z'.repeat(60 * 1024) });
+    const huge = await http.put(statePath(sid), { blob: 'x'.repeat(2 * 1024 * 1024) });
+
+    for (const response of [big, grownByPatch, huge]) {
+      expect(response.status).toBe(413);
+      expect(response.body).toMatchObject({ code: 'state_too_large', limitBytes: 262144 });
+    }
+    expect((await http.get(statePath(sid))).body).toMatchObject({ version: 1, state: { small: true } });
+  });
+
+  it('accepts state of exactly the limit', async () => {
+    const sid = uniqueId('limit');
+    // {"s":"…"} is 8 bytes of JSON around the string.
+    const state = { s: 'x'.repeat(256 * 1024 - 8) };
+
+    const response = await http.put(statePath(sid), state);
+
+    expect(response.status).toBe(200);
+    expect((await http.get(statePath(sid))).body.state.s.length).toBe(256 * 1024 - 8);
+  });
+
+  it('keeps state verbatim: unicode, big numbers and prototype-looking keys', async () => {
+    const sid = uniqueId('verbatim');
+    const raw = '{"__proto__":{"polluted":true},"constructor":{"prototype":1},"emoji":"😀 é ∑","n":1e300,"deep":[[[{"a":[]}]]]}';
+
+    const response = await http.request('PUT', statePath(sid), { raw });
+    const read = await http.get(statePath(sid));
+
+    expect(response.status).toBe(200);
+    expect(read.text).toContain('"__proto__":{"polluted":true}');
+    expect(read.body.state.emoji).toBe('😀 é ∑');
+    expect(read.body.state.n).toBe(1e300);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+});
+
+describe('versions and time travel', () => {
+  it('lists history newest first, paginates, and reads any version', async () => {
+    const sid = uniqueId('history');
+    for (let n = 1; n <= 5; n++) await http.patch(statePath(sid), { n });
+
+    const page1 = await http.get(`/v1/sessions/${sid}/versions?limit=2`);
+    const page2 = await http.get(`/v1/sessions/${sid}/versions?limit=2&cursor=${page1.body.next}`);
+    const page3 = await http.get(`/v1/sessions/${sid}/versions?limit=2&cursor=${page2.body.next}`);
+    const one = await http.get(`/v1/sessions/${sid}/versions/2`);
+    const travelled = await http.get(statePath(sid, '?version=3'));
+    const missing = await http.get(`/v1/sessions/${sid}/versions/99`);
+    const missingTravel = await http.get(statePath(sid, '?version=99'));
+
+    const numbers = [...page1.body.versions, ...page2.body.versions, ...page3.body.versions].map((v) => v.version);
+    expect(numbers).toEqual([5, 4, 3, 2, 1]);
+    expect(page3.body.next).toBeUndefined();
+    expect(one.body).toMatchObject({ version: 2, node: 'root', prevVersion: 1, cause: 'patch', author: null, state: { n: 2 } });
+    expect(travelled.body).toMatchObject({ version: 3, state: { n: 3 } });
+    expect(travelled.headers.get('etag')).toBe('"3"');
+    expect(missing.status).toBe(404);
+    expect(missing.body.code).toBe('version_not_found');
+    expect(missingTravel.body.code).toBe('version_not_found');
+  });
+
+  it('records cause and author', async () => {
+    const sid = uniqueId('author');
+    await http.patch(statePath(sid), { a: 1 }, { headers: { 'x-agent-id': 'planner' } });
+    await http.put(statePath(sid), { a: 2 });
+
+    const versions = (await http.get(`/v1/sessions/${sid}/versions`)).body.versions;
+
+    expect(versions[0]).toMatchObject({ version: 2, cause: 'replace', author: null });
+    expect(versions[1]).toMatchObject({ version: 1, cause: 'patch', author: 'planner' });
+  });
+});
+
+describe('Idempotency-Key', () => {
+  it('replays the first answer to a retry and writes once', async () => {
+    const sid = uniqueId('idem');
+    const key = uniqueId('key');
+
+    const first = await http.patch(statePath(sid), { count: 1 }, { headers: { 'idempotency-key': key } });
+    const retry = await http.patch(statePath(sid), { count: 1 }, { headers: { 'idempotency-key': key } });
+    const reused = await http.patch(statePath(sid), { count: 2 }, { headers: { 'idempotency-key': key } });
+
+    expect(first.status).toBe(200);
+    expect(retry.status).toBe(200);
+    expect(retry.body).toEqual(first.body);
+    expect(retry.headers.get('etag')).toBe(first.headers.get('etag'));
+    expect(reused.status).toBe(422);
+    expect(reused.body.code).toBe('idempotency_key_reused');
+    const otherPrecondition = await http.patch(statePath(sid), { count: 1 }, { headers: { 'idempotency-key': key, 'if-match': '"1"' } });
+    expect(otherPrecondition.body.code).toBe('idempotency_key_reused');
+    const history = await http.get(`/v1/sessions/${sid}/versions`);
+    expect(history.body.versions).toHaveLength(1);
+  });
+
+  it('does not remember a failed request, so its retry runs', async () => {
+    const sid = uniqueId('idem-fail');
+    const key = uniqueId('key');
+    await http.put(statePath(sid), { v: 1 });
+
+    const failed = await http.put(statePath(sid), { v: 2 }, { headers: { 'idempotency-key': key, 'if-match': '"0"' } });
+    const retried = await http.put(statePath(sid), { v: 2 }, { headers: { 'idempotency-key': key, 'if-match': '"1"' } });
+
+    expect(failed.status).toBe(412);
+    // Different If-Match is the same request body and path: the key is free again after a failure.
+    expect(retried.status).toBe(200);
+    expect(retried.body.version).toBe(2);
+  });
+
+  it('keeps keys per tenant', async () => {
+    const key = uniqueId('key');
+    const sid = uniqueId('idem-tenant');
+
+    const mine = await http.put(statePath(sid), { t: 'a' }, { headers: { 'idempotency-key': key } });
+    const theirs = await http.put(statePath(sid), { t: 'b' }, { key: 'other-key', headers: { 'idempotency-key': key } });
+
+    expect(mine.status).toBe(200);
+    expect(theirs.status).toBe(200);
+    expect(theirs.body.state).toEqual({ t: 'b' });
+  });
+});
+
+describe('concurrency', () => {
+  it('loses no update among 25 concurrent writers and keeps versions contiguous', async () => {
+    // Prepare
+    const sid = uniqueId('race');
+    const writers = 25;
+
+    // Act
+    const responses = await Promise.all(
+      Array.from({ length: writers }, (_, index) => http.patch(statePath(sid), { [`writer${index}`]: index })),
+    );
+
+    // Assess
+    expect(responses.map((response) => response.status)).toEqual(Array(writers).fill(200));
+    const final = await http.get(statePath(sid));
+    expect(Object.keys(final.body.state)).toHaveLength(writers);
+    expect(final.body.version).toBe(writers);
+    const versions = responses.map((response) => response.body.version).sort((a, b) => a - b);
+    expect(versions).toEqual(Array.from({ length: writers }, (_, index) => index + 1));
+    const history = await http.get(`/v1/sessions/${sid}/versions?limit=100`);
+    expect(history.body.versions.map((v: { version: number }) => v.version)).toEqual(
+      Array.from({ length: writers }, (_, index) => writers - index),
+    );
+    // Each version builds on the one before it: a chain with no gaps.
+    for (const version of history.body.versions) expect(version.prevVersion).toBe(version.version - 1);
+  });
+
+  it('lets exactly one of several If-Match writers on the same version win', async () => {
+    const sid = uniqueId('race-ifmatch');
+    await http.put(statePath(sid), { winner: null });
+
+    const responses = await Promise.all(
+      Array.from({ length: 8 }, (_, index) =>
+        http.put(statePath(sid), { winner: index }, { headers: { 'if-match': '"1"' } }),
+      ),
+    );
+
+    const statuses = responses.map((response) => response.status).sort();
+    expect(statuses.filter((status) => status === 200)).toHaveLength(1);
+    expect(statuses.filter((status) => status === 412)).toHaveLength(7);
+    expect((await http.get(statePath(sid))).body.version).toBe(2);
+  });
+});

@@ -1,0 +1,249 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uniqueId, type ApiClient } from '../helpers/api-client.js';
+import { startApi, type RunningApi } from '../helpers/e2e.js';
+
+let api: RunningApi;
+let http: ApiClient;
+
+beforeAll(async () => {
+  api = await startApi();
+  http = api.client;
+});
+afterAll(async () => {
+  await api?.stop();
+});
+
+const uuidv7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+describe('message tree', () => {
+  it('appends a chain under the head and moves the head to its end', async () => {
+    const sid = uniqueId('chain');
+
+    const first = await http.post(`/v1/sessions/${sid}/messages`, {
+      messages: [
+        { role: 'user', content: 'hi' },
+        { role: 'assistant', content: 'hello', model: 'x' },
+      ],
+    });
+    const second = await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'u2', role: 'user', content: 'more' }] });
+    const path = await http.get(`/v1/sessions/${sid}/messages`);
+
+    expect(first.status).toBe(201);
+    const [user, assistant] = first.body.nodes;
+    expect(user).toMatchObject({ parentId: 'root', depth: 1, role: 'user', stateVersion: 0 });
+    expect(assistant).toMatchObject({ parentId: user.id, depth: 2, role: 'assistant' });
+    expect(user.id).toMatch(uuidv7);
+    expect(first.body.head).toBe(assistant.id);
+    expect(second.body).toMatchObject({ head: 'u2', nodes: [{ id: 'u2', parentId: assistant.id, depth: 3 }] });
+    expect(path.body.ancestry).toEqual(['root', user.id, assistant.id, 'u2']);
+    expect(path.body.messages).toEqual([
+      { role: 'user', content: 'hi', id: user.id, parentId: 'root' },
+      { role: 'assistant', content: 'hello', model: 'x', id: assistant.id, parentId: user.id },
+      { id: 'u2', role: 'user', content: 'more', parentId: assistant.id },
+    ]);
+    expect((await http.get(`/v1/sessions/${sid}`)).body).toMatchObject({ head: 'u2', version: 0 });
+  });
+
+  it('continues from leading messages that already exist under the same parent', async () => {
+    const sid = uniqueId('resend');
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'm1', role: 'user' }, { id: 'm2', role: 'assistant' }] });
+
+    const resent = await http.post(`/v1/sessions/${sid}/messages`, {
+      parentId: 'root',
+      messages: [{ id: 'm1', role: 'user' }, { id: 'm2', role: 'assistant' }, { id: 'm3', role: 'user' }],
+    });
+    const tree = await http.get(`/v1/sessions/${sid}/tree`);
+
+    expect(resent.status).toBe(201);
+    expect(resent.body.head).toBe('m3');
+    expect(resent.body.nodes.map((node: { parentId: string }) => node.parentId)).toEqual(['root', 'm1', 'm2']);
+    expect(resent.body.nodes.map((node: { id: string }) => node.id)).toEqual(['m1', 'm2', 'm3']);
+    expect(tree.body.nodes.map((node: { id: string }) => node.id)).toEqual(['root', 'm1', 'm2', 'm3']);
+  });
+
+  it('reports the current state version of a resent node that was the head', async () => {
+    const sid = uniqueId('resend-head');
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'h', role: 'user' }] });
+    await http.put(`/v1/sessions/${sid}/state`, { at: 'h' });
+
+    const resent = await http.post(`/v1/sessions/${sid}/messages`, {
+      parentId: 'root',
+      messages: [{ id: 'h', role: 'user' }, { id: 'next', role: 'assistant' }],
+    });
+
+    expect(resent.body.nodes).toMatchObject([
+      { id: 'h', stateVersion: 1 },
+      { id: 'next', stateVersion: 1 },
+    ]);
+    expect((await http.get(`/v1/sessions/${sid}/nodes/h`)).body.stateVersion).toBe(1);
+  });
+
+  it('stores each message exactly as sent, key order included', async () => {
+    const sid = uniqueId('verbatim-message');
+    await http.request('POST', `/v1/sessions/${sid}/messages`, {
+      raw: '{"messages":[{"content":"c","meta":{"z":1,"a":2},"role":"user","id":"v1"}]}',
+    });
+
+    const path = await http.get(`/v1/sessions/${sid}/messages`);
+
+    expect(path.text).toContain('{"content":"c","meta":{"z":1,"a":2},"role":"user","id":"v1","parentId":"root"}');
+  });
+
+  it('refuses an id that exists under a different parent with 409 node_exists', async () => {
+    const sid = uniqueId('exists');
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'a', role: 'user' }, { id: 'b', role: 'assistant' }] });
+
+    const elsewhere = await http.post(`/v1/sessions/${sid}/messages`, { parentId: 'root', messages: [{ id: 'b', role: 'user' }] });
+    const afterNew = await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'c', role: 'user' }, { id: 'a', role: 'user' }] });
+    const twice = await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'd', role: 'user' }, { id: 'd', role: 'user' }] });
+
+    expect(elsewhere.status).toBe(409);
+    expect(elsewhere.body).toMatchObject({ code: 'node_exists', nodeId: 'b' });
+    expect(afterNew.body.code).toBe('node_exists');
+    expect(twice.body.code).toBe('node_exists');
+    // Nothing of the refused appends was written.
+    const tree = await http.get(`/v1/sessions/${sid}/tree`);
+    expect(tree.body.nodes.map((node: { id: string }) => node.id).sort()).toEqual(['a', 'b', 'root']);
+    expect(tree.body.head).toBe('b');
+  });
+
+  it('answers 404 node_not_found for an unknown parent, node or head target', async () => {
+    const sid = uniqueId('unknown');
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'a', role: 'user' }] });
+
+    const parent = await http.post(`/v1/sessions/${sid}/messages`, { parentId: 'nope', messages: [{ role: 'user' }] });
+    const node = await http.get(`/v1/sessions/${sid}/nodes/nope`);
+    const head = await http.put(`/v1/sessions/${sid}/head`, { nodeId: 'nope' });
+    const state = await http.get(`/v1/sessions/${sid}/state?node=nope`);
+    const path = await http.get(`/v1/sessions/${sid}/messages?node=nope`);
+
+    for (const response of [parent, node, head, state, path]) {
+      expect(response.status).toBe(404);
+      expect(response.body.code).toBe('node_not_found');
+    }
+  });
+
+  it('reads nodes and the tree with each node\'s state version', async () => {
+    const sid = uniqueId('nodes');
+    await http.put(`/v1/sessions/${sid}/state`, { v: 1 });
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'q', role: 'user', content: 'x' }] });
+    await http.patch(`/v1/sessions/${sid}/state`, { v: 2 });
+
+    const root = await http.get(`/v1/sessions/${sid}/nodes/root`);
+    const q = await http.get(`/v1/sessions/${sid}/nodes/q`);
+    const tree = await http.get(`/v1/sessions/${sid}/tree`);
+
+    expect(root.body).toMatchObject({ id: 'root', parentId: null, depth: 0, role: null, stateVersion: 1 });
+    expect(typeof root.body.createdAt).toBe('string');
+    expect(q.body).toMatchObject({ id: 'q', parentId: 'root', depth: 1, role: 'user', stateVersion: 2 });
+    expect(tree.body).toEqual({
+      head: 'q',
+      nodes: [
+        { id: 'root', parentId: null, depth: 0, role: null, stateVersion: 1 },
+        { id: 'q', parentId: 'root', depth: 1, role: 'user', stateVersion: 2 },
+      ],
+    });
+  });
+
+  it('reads the path of a deep branch past the ancestor window', async () => {
+    const sid = uniqueId('deep');
+    const depth = 75;
+    for (let start = 0; start < depth; start += 25) {
+      const messages = Array.from({ length: 25 }, (_, index) => ({ id: `n${start + index}`, role: 'user', i: start + index }));
+      expect((await http.post(`/v1/sessions/${sid}/messages`, { messages })).status).toBe(201);
+    }
+
+    const path = await http.get(`/v1/sessions/${sid}/messages`);
+    const middle = await http.get(`/v1/sessions/${sid}/messages?node=n40`);
+
+    expect(path.body.messages.map((message: { i: number }) => message.i)).toEqual(Array.from({ length: depth }, (_, i) => i));
+    expect(path.body.ancestry).toHaveLength(depth + 1);
+    expect(middle.body.ancestry.at(-1)).toBe('n40');
+    expect(middle.body.messages).toHaveLength(41);
+  });
+});
+
+describe('state follows the tree', () => {
+  it('gives a branch the state current at its fork point, and keeps branches apart', async () => {
+    // Prepare: root ── u1 ── a1, with state written at a1.
+    const sid = uniqueId('fork');
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'u1', role: 'user' }] });
+    await http.put(`/v1/sessions/${sid}/state`, { step: 'asked' });
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'a1', role: 'assistant' }] });
+    await http.patch(`/v1/sessions/${sid}/state`, { step: 'answered', tokens: 10 });
+
+    // Act: regenerate the reply: a new branch under u1.
+    const regenerated = await http.post(`/v1/sessions/${sid}/messages`, { parentId: 'u1', messages: [{ id: 'a2', role: 'assistant' }] });
+    const onBranch = await http.get(`/v1/sessions/${sid}/state`);
+    const write = await http.patch(`/v1/sessions/${sid}/state`, { step: 'regenerated' });
+    const atA1 = await http.get(`/v1/sessions/${sid}/state?node=a1`);
+    const atU1 = await http.get(`/v1/sessions/${sid}/state?node=u1`);
+    const atA2 = await http.get(`/v1/sessions/${sid}/state?node=a2`);
+
+    // Assess
+    expect(regenerated.body.nodes[0]).toMatchObject({ id: 'a2', parentId: 'u1', stateVersion: 1 });
+    expect(onBranch.body).toMatchObject({ node: 'a2', version: 1, state: { step: 'asked' } });
+    expect(write.body).toMatchObject({ node: 'a2', version: 3, prevVersion: 1, state: { step: 'regenerated' } });
+    expect(atA1.body).toMatchObject({ version: 2, state: { step: 'answered', tokens: 10 } });
+    expect(atU1.body).toMatchObject({ version: 1, state: { step: 'asked' } });
+    expect(atA2.body).toMatchObject({ version: 3 });
+  });
+
+  it('never lets a later write elsewhere leak into a branch made earlier', async () => {
+    const sid = uniqueId('no-leak');
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'w', role: 'user' }] });
+    await http.put(`/v1/sessions/${sid}/state`, { at: 'w' });
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'x', role: 'assistant' }] });
+
+    // Branch from w, then write at w itself (off the head).
+    await http.post(`/v1/sessions/${sid}/messages`, { parentId: 'w', messages: [{ id: 'y', role: 'assistant' }] });
+    const offHead = await http.patch(`/v1/sessions/${sid}/state?node=w`, { later: true });
+
+    expect(offHead.body).toMatchObject({ node: 'w', version: 2, prevVersion: 1 });
+    expect((await http.get(`/v1/sessions/${sid}/state?node=x`)).body).toMatchObject({ version: 1, state: { at: 'w' } });
+    expect((await http.get(`/v1/sessions/${sid}/state?node=y`)).body).toMatchObject({ version: 1, state: { at: 'w' } });
+    expect((await http.get(`/v1/sessions/${sid}/state`)).body).toMatchObject({ node: 'y', version: 1 });
+    expect((await http.get(`/v1/sessions/${sid}/state?node=w`)).body).toMatchObject({ version: 2, state: { at: 'w', later: true } });
+    // A branch made now from w sees the later write.
+    const fresh = await http.post(`/v1/sessions/${sid}/messages`, { parentId: 'w', messages: [{ id: 'z', role: 'assistant' }] });
+    expect(fresh.body.nodes[0].stateVersion).toBe(2);
+  });
+
+  it('switches the head between branches and reads each branch\'s state', async () => {
+    const sid = uniqueId('switch');
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'b1', role: 'user' }] });
+    await http.put(`/v1/sessions/${sid}/state`, { branch: 1 });
+    await http.post(`/v1/sessions/${sid}/messages`, { parentId: 'root', messages: [{ id: 'b2', role: 'user' }] });
+    await http.put(`/v1/sessions/${sid}/state`, { branch: 2 });
+
+    const toB1 = await http.put(`/v1/sessions/${sid}/head`, { nodeId: 'b1' });
+    const readB1 = await http.get(`/v1/sessions/${sid}/state`);
+    const writeB1 = await http.patch(`/v1/sessions/${sid}/state`, { more: true });
+    const toB2 = await http.put(`/v1/sessions/${sid}/head`, { nodeId: 'b2' });
+    const readB2 = await http.get(`/v1/sessions/${sid}/state`);
+
+    expect(toB1.body).toEqual({ head: 'b1' });
+    expect(readB1.body).toMatchObject({ node: 'b1', version: 1, state: { branch: 1 } });
+    expect(writeB1.body).toMatchObject({ node: 'b1', version: 3, prevVersion: 1 });
+    expect(toB2.body).toEqual({ head: 'b2' });
+    expect(readB2.body).toMatchObject({ node: 'b2', version: 2, state: { branch: 2 } });
+    const lineage = await http.get(`/v1/sessions/${sid}/versions?node=b1`);
+    expect(lineage.body.versions.map((v: { version: number }) => v.version)).toEqual([3, 1]);
+    const session = await http.get(`/v1/sessions/${sid}`);
+    expect(session.body).toMatchObject({ head: 'b2', version: 3 });
+  });
+
+  it('lists a node\'s lineage in pages', async () => {
+    const sid = uniqueId('lineage');
+    for (let n = 1; n <= 40; n++) await http.put(`/v1/sessions/${sid}/state`, { n });
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'side', role: 'user' }] });
+    await http.put(`/v1/sessions/${sid}/state`, { side: true });
+
+    const first = await http.get(`/v1/sessions/${sid}/versions?node=side&limit=35`);
+    const rest = await http.get(`/v1/sessions/${sid}/versions?node=side&limit=35&cursor=${first.body.next}`);
+
+    const numbers = [...first.body.versions, ...rest.body.versions].map((v: { version: number }) => v.version);
+    expect(numbers).toEqual(Array.from({ length: 41 }, (_, index) => 41 - index));
+    expect(rest.body.next).toBeUndefined();
+  });
+});

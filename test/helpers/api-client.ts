@@ -1,0 +1,52 @@
+/** A minimal HTTP client for the tests: real fetch against a real server, nothing mocked. */
+export interface ApiResponse<T = any> {
+  status: number;
+  headers: Headers;
+  body: T;
+  text: string;
+}
+
+export interface RequestOptions {
+  key?: string | null;
+  headers?: Record<string, string>;
+  /** A raw body string sent as is (for malformed JSON); otherwise `json` is serialized. */
+  raw?: string;
+  json?: unknown;
+  contentType?: string;
+}
+
+export function apiClient(baseUrl: string, defaultKey = 'dev-key') {
+  async function request<T = any>(method: string, path: string, options: RequestOptions = {}): Promise<ApiResponse<T>> {
+    const headers: Record<string, string> = { ...options.headers };
+    const key = options.key === undefined ? defaultKey : options.key;
+    if (key !== null) headers.authorization = `Bearer ${key}`;
+    let body: string | undefined;
+    if (options.raw !== undefined) body = options.raw;
+    else if (options.json !== undefined) body = JSON.stringify(options.json);
+    if (body !== undefined) headers['content-type'] = options.contentType ?? 'application/json';
+    const response = await fetch(`${baseUrl}${path}`, { method, headers, body });
+    const text = await response.text();
+    let parsed: unknown = undefined;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = text;
+    }
+    return { status: response.status, headers: response.headers, body: parsed as T, text };
+  }
+  return {
+    request,
+    get: <T = any>(path: string, options?: RequestOptions) => request<T>('GET', path, options),
+    post: <T = any>(path: string, json?: unknown, options?: RequestOptions) => request<T>('POST', path, { ...options, json }),
+    put: <T = any>(path: string, json?: unknown, options?: RequestOptions) => request<T>('PUT', path, { ...options, json }),
+    patch: <T = any>(path: string, json?: unknown, options?: RequestOptions) => request<T>('PATCH', path, { ...options, json }),
+    delete: <T = any>(path: string, options?: RequestOptions) => request<T>('DELETE', path, options),
+  };
+}
+
+export type ApiClient = ReturnType<typeof apiClient>;
+
+/** A session id no other test uses. */
+export function uniqueId(prefix: string): string {
+  return `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+}

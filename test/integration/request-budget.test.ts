@@ -1,0 +1,115 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { SessionService } from '../../functions/core/session-service.js';
+import { mergePatch } from '../../functions/core/merge-patch.js';
+import type { Json } from '../../functions/core/json.js';
+import { DynamoDbStore } from '../../functions/store/dynamodb-store.js';
+import { dynamoDbClient } from '../../functions/http/dependencies.js';
+import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
+
+/**
+ * DESIGN.md section 4 budgets, counted on the wire: every DynamoDB request the service makes
+ * passes through a middleware that records its command name. Counts, not timings.
+ */
+let service: SessionService;
+let store: DynamoDbStore;
+let sent: string[] = [];
+
+beforeAll(async () => {
+  const tableName = await createTestTable('budget');
+  const client = dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamoEndpoint() });
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      sent.push(String(context.commandName).replace(/Command$/, ''));
+      return next(args);
+    },
+    { step: 'initialize', name: 'countRequests' },
+  );
+  // A long touch interval keeps the best-effort activity update out of the counts; it is
+  // measured on its own below.
+  store = new DynamoDbStore(client, tableName);
+  service = new SessionService(store, { touchIntervalMs: 60_000 });
+});
+
+async function count<T>(operation: () => Promise<T>): Promise<string[]> {
+  sent = [];
+  await operation();
+  return sent;
+}
+
+const patch = (value: Json) => ({ cause: 'patch' as const, author: null, next: (current: Json) => mergePatch(current, value) });
+const writes = (requests: string[]) => requests.filter((name) => /Put|Update|Transact|Delete|BatchWrite/.test(name));
+const reads = (requests: string[]) => requests.filter((name) => /Get|Query/.test(name));
+
+describe('requests per operation', () => {
+  const scope = { tenant: 'budget', sessionId: 'small' };
+
+  it('writes state at the head with one read and one PutItem', async () => {
+    await service.writeState(scope, patch({ warm: true }));
+
+    const requests = await count(() => service.writeState(scope, patch({ n: 1 })));
+
+    expect(requests).toEqual(['Query', 'PutItem']);
+  });
+
+  it('reads state at the head with one Query', async () => {
+    expect(await count(() => service.readState(scope, {}))).toEqual(['Query']);
+  });
+
+  it('reads state at another node, or after the head moved, in at most three requests', async () => {
+    await service.appendMessages(scope, { messages: [{ id: 'q1', role: 'user' }] });
+    await service.writeState(scope, patch({ at: 'q1' }));
+    await service.appendMessages(scope, { messages: [{ id: 'a1', role: 'assistant' }] });
+
+    const atHeadAfterMove = await count(() => service.readState(scope, {}));
+    const atOtherNode = await count(() => service.readState(scope, { node: 'q1' }));
+    const atVersion = await count(() => service.readState(scope, { version: 1 }));
+
+    expect(atHeadAfterMove.length).toBeLessThanOrEqual(2);
+    expect(atOtherNode.length).toBeLessThanOrEqual(3);
+    expect(atVersion).toEqual(['GetItem']);
+  });
+
+  it('appends 25 messages with at most three reads and one transaction', async () => {
+    const messages = Array.from({ length: 25 }, (_, index) => ({ role: 'user', text: `m${index}` }));
+
+    const requests = await count(() => service.appendMessages(scope, { messages }));
+
+    expect(reads(requests).length).toBeLessThanOrEqual(3);
+    expect(writes(requests)).toEqual(['TransactWriteItems']);
+  });
+
+  it('moves session activity with one extra small update at most once per interval', async () => {
+    const touching = new SessionService(store, { touchIntervalMs: 0 });
+    const requests = await count(() => touching.writeState(scope, patch({ touched: Date.now() })));
+
+    expect(writes(requests)).toEqual(['PutItem', 'UpdateItem']);
+  });
+});
+
+describe('cost stays flat with depth and history', () => {
+  it('costs the same at depth 300 and 3000 versions as on a fresh session', async () => {
+    // Prepare: a deep chain with a long history.
+    const deep = { tenant: 'budget', sessionId: 'deep' };
+    for (let batch = 0; batch < 12; batch++) {
+      const messages = Array.from({ length: 25 }, (_, index) => ({ id: `d${batch * 25 + index}`, role: 'user' }));
+      await service.appendMessages(deep, { messages });
+      for (let write = 0; write < 25; write++) await service.writeState(deep, patch({ batch, write }));
+    }
+    const fresh = { tenant: 'budget', sessionId: 'fresh' };
+    await service.appendMessages(fresh, { messages: [{ id: 'd0', role: 'user' }, { id: 'd1', role: 'user' }] });
+    await service.writeState(fresh, patch({ a: 1 }));
+
+    // Act
+    const deepHead = await count(() => service.readState(deep, {}));
+    const freshHead = await count(() => service.readState(fresh, {}));
+    const deepNode = await count(() => service.readState(deep, { node: 'd1' }));
+    const freshNode = await count(() => service.readState(fresh, { node: 'd0' }));
+    const deepWrite = await count(() => service.writeState(deep, patch({ last: true })));
+    const freshWrite = await count(() => service.writeState(fresh, patch({ last: true })));
+
+    // Assess
+    expect(deepHead).toEqual(freshHead);
+    expect(deepNode).toEqual(freshNode);
+    expect(deepWrite).toEqual(freshWrite);
+  }, 120_000);
+});
