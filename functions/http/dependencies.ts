@@ -1,7 +1,8 @@
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SessionService } from '../core/session-service.js';
 import type { IdempotencyStore } from '../core/ports.js';
 import { DynamoDbStore } from '../store/dynamodb-store.js';
+import { ApiKeyStore } from '../store/api-keys.js';
+import { dynamoDbClient } from '../store/client.js';
 import { defaultTableName } from '../store/table.js';
 import { keysFromEnv, type KeyResolver } from './auth.js';
 
@@ -29,26 +30,24 @@ export function useDependencies(replacement: Dependencies | undefined): void {
   current = replacement;
 }
 
-export function dynamoDbClient(env: NodeJS.ProcessEnv): DynamoDBClient {
-  const endpoint = env.AGENTSTATE_DYNAMODB_ENDPOINT;
-  return new DynamoDBClient({
-    ...(endpoint
-      ? {
-          endpoint,
-          region: env.AWS_REGION ?? 'us-east-1',
-          // DynamoDB Local accepts any credentials, but the SDK insists on having some.
-          ...(env.AWS_ACCESS_KEY_ID ? {} : { credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }),
-        }
-      : {}),
-    maxAttempts: 4,
-  });
-}
-
 export function dependenciesFromEnv(env: NodeJS.ProcessEnv): Dependencies {
-  const store = new DynamoDbStore(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName);
+  const client = dynamoDbClient(env);
+  const tableName = env.AGENTSTATE_TABLE ?? defaultTableName;
+  const store = new DynamoDbStore(client, tableName);
   return {
     sessions: new SessionService(store),
     idempotency: store,
-    resolveKey: keysFromEnv(env.AGENTSTATE_API_KEYS),
+    resolveKey: keyResolver(env, new ApiKeyStore(client, tableName)),
   };
+}
+
+/**
+ * Behind API Gateway (`AGENTSTATE_AUTH=authorizer`) only the Lambda authorizer's verdict
+ * counts, so nothing here resolves a key. Locally, keys come from `AGENTSTATE_API_KEYS` and
+ * from the table, where `agentstate keys create --endpoint …` puts them.
+ */
+function keyResolver(env: NodeJS.ProcessEnv, keyStore: ApiKeyStore): KeyResolver {
+  if (env.AGENTSTATE_AUTH === 'authorizer') return async () => null;
+  const fromEnv = keysFromEnv(env.AGENTSTATE_API_KEYS);
+  return async (apiKey) => (await fromEnv(apiKey)) ?? (await keyStore.resolve(apiKey))?.tenant ?? null;
 }

@@ -10,7 +10,9 @@ import type { SessionScope } from '../core/model.js';
  *   S#<tenant>#<session>        N#<node>         a message node
  *   S#<tenant>#<session>        V#<000000000042> version 42, or a head marker in the top slot
  *   I#<tenant>#<key>            I                an Idempotency-Key record
+ *   K#<sha256 of an API key>    K                an API key (see api-keys.ts)
  *   (index) T#<tenant>          <updatedAt>#<session>
+ *   (index) KEYS                <createdAt>#<keyId>   every API key, for the admin CLI
  */
 export const keys = {
   session: (scope: SessionScope) => `S#${scope.tenant}#${scope.sessionId}`,

@@ -3,7 +3,7 @@ import { SessionService } from '../../functions/core/session-service.js';
 import { mergePatch } from '../../functions/core/merge-patch.js';
 import type { Json } from '../../functions/core/json.js';
 import { DynamoDbStore } from '../../functions/store/dynamodb-store.js';
-import { dynamoDbClient } from '../../functions/http/dependencies.js';
+import { dynamoDbClient } from '../../functions/store/client.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**

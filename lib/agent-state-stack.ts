@@ -1,0 +1,34 @@
+import { CfnOutput, Stack, type StackProps } from 'aws-cdk-lib';
+import type { Construct } from 'constructs';
+import { AgentState, type AgentStateProps } from './agent-state.js';
+
+export interface AgentStateStackProps extends StackProps {
+  /**
+   * Settings of the AgentState construct.
+   * @default - the construct's defaults (retained, deletion-protected table; see AgentStateProps)
+   */
+  readonly agentState?: AgentStateProps;
+}
+
+/** The deployable stack: the AgentState construct and the outputs the CLI and docs rely on. */
+export class AgentStateStack extends Stack {
+  readonly agentState: AgentState;
+
+  constructor(scope: Construct, id: string, props: AgentStateStackProps = {}) {
+    super(scope, id, {
+      description: 'agentstate: durable, versioned, branch-aware memory for AI-agent workers',
+      ...props,
+    });
+    this.agentState = new AgentState(this, 'AgentState', props.agentState);
+
+    // Output keys are a contract: docs/deploy.md and `agentstate keys --stack` read them.
+    new CfnOutput(this, 'ApiUrl', {
+      value: this.agentState.apiUrl,
+      description: 'Base URL of the HTTP API (API.md), e.g. <ApiUrl>/health',
+    });
+    new CfnOutput(this, 'TableName', {
+      value: this.agentState.table.tableName,
+      description: 'The DynamoDB table (agentstate keys --table <TableName>)',
+    });
+  }
+}

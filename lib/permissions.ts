@@ -1,0 +1,90 @@
+import type { RouteGroup } from '../functions/http/routes.js';
+
+/**
+ * The DynamoDB actions a function may be granted. `TransactWriteItems` is not an IAM action:
+ * a transaction needs the action of each of its items (Put → PutItem, Update → UpdateItem,
+ * Delete → DeleteItem, ConditionCheck → ConditionCheckItem). `Scan` is deliberately absent:
+ * no Lambda ever scans the table (only the admin CLI lists keys, with the caller's own
+ * credentials, and it queries the index rather than scanning).
+ */
+export type TableAction =
+  | 'dynamodb:GetItem'
+  | 'dynamodb:BatchGetItem'
+  | 'dynamodb:Query'
+  | 'dynamodb:PutItem'
+  | 'dynamodb:UpdateItem'
+  | 'dynamodb:DeleteItem'
+  | 'dynamodb:BatchWriteItem'
+  | 'dynamodb:ConditionCheckItem';
+
+/** What one function may do to the table and its `bySessionActivity` index. */
+export interface TableAccess {
+  /** Actions on the table itself (resource: the table ARN). */
+  readonly table: readonly TableAction[];
+  /** Actions on the sessions index (resource: that one index's ARN, never `index/*`). */
+  readonly sessionsIndex: readonly TableAction[];
+}
+
+/**
+ * Every route group runs the same middleware stack (functions/http/api.ts), and every group
+ * but `health` records Idempotency-Key claims: PutItem (claim), UpdateItem (complete),
+ * DeleteItem (release) on `I#…` items.
+ */
+const idempotency: readonly TableAction[] = ['dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'];
+
+/**
+ * Least privilege, reviewable in one place: route group → the DynamoDB actions its handler
+ * uses, read off functions/core/session-service.ts and functions/store/dynamodb-store.ts.
+ *
+ * Typed as a record over every `RouteGroup`, so adding a group to functions/http/routes.ts
+ * fails type checking until its access is declared here — on purpose: a new group's
+ * permissions are a review decision, never a default.
+ *
+ * | group    | reads                          | writes                                         |
+ * |----------|--------------------------------|------------------------------------------------|
+ * | health   | —                              | —                                              |
+ * | sessions | Get (meta), Query (tip, items, | Put (create), BatchWrite (delete the session's |
+ * |          | index: list by activity)       | items), idempotency                            |
+ * | tree     | Get, BatchGet (nodes), Query   | Put (tip), Transact Put+Update (nodes, pointers, |
+ * |          | (tip, node list)               | session upsert), Update (touch), idempotency   |
+ * | state    | Get, BatchGet (versions),      | Put (tip), Transact Put+Update, Update (touch), |
+ * |          | Query (tip, version list)      | idempotency                                    |
+ */
+export const routeGroupAccess = {
+  health: { table: [], sessionsIndex: [] },
+  sessions: {
+    table: ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:BatchWriteItem', ...idempotency],
+    sessionsIndex: ['dynamodb:Query'],
+  },
+  tree: {
+    table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', ...idempotency],
+    sessionsIndex: [],
+  },
+  state: {
+    table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', ...idempotency],
+    sessionsIndex: [],
+  },
+} as const satisfies Record<RouteGroup, TableAccess>;
+
+/** The API key authorizer reads one `K#<sha256>` item per uncached request, nothing else. */
+export const authorizerAccess: TableAccess = { table: ['dynamodb:GetItem'], sessionsIndex: [] };
+
+/**
+ * Route groups that call agents' workers. A worker registered as `lambda:<function arn>`
+ * (API.md section 6) is invoked by the function of these groups only, and only if its ARN is
+ * listed in the construct's `allowedWorkerFunctionArns`. The `decide` group does not exist
+ * yet; when it is added to `routeGroups`, it picks this up with no change to the construct.
+ */
+export const workerCallingGroups: readonly string[] = ['decide'];
+
+/** Route groups served without an API key (API.md section 1: only `GET /health`). */
+export const publicGroups: readonly string[] = ['health'];
+
+/** The access a route group was declared with; throws for a group missing from the table. */
+export function accessOf(group: string): TableAccess {
+  const access = (routeGroupAccess as Record<string, TableAccess>)[group];
+  if (!access) {
+    throw new Error(`route group "${group}" has no table access declared in lib/permissions.ts (routeGroupAccess)`);
+  }
+  return access;
+}

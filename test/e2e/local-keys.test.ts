@@ -1,0 +1,47 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main } from '../../bin/agentstate.js';
+import { apiClient } from '../helpers/api-client.js';
+import { startServerProcess, type ServerProcess } from '../helpers/server.js';
+
+let server: ServerProcess;
+let endpoint: string;
+
+beforeAll(async () => {
+  server = await startServerProcess();
+  const match = /DynamoDB Local: (\S+)/.exec(server.output());
+  if (!match) throw new Error(`no DynamoDB Local endpoint in the banner:\n${server.output()}`);
+  endpoint = match[1] as string;
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+async function cli(...args: string[]): Promise<string> {
+  const out: string[] = [];
+  const code = await main([...args, '--endpoint', endpoint], { out: (line) => out.push(line), err: () => {}, env: {} });
+  expect(code).toBe(0);
+  return out.join('\n');
+}
+
+describe('keys made by the admin CLI against the local table', () => {
+  it('are accepted by npm start until revoked', async () => {
+    // Prepare: a key for a tenant of its own, issued the way the deploy guide shows.
+    const { apiKey, keyId } = JSON.parse(await cli('keys', 'create', '--tenant', 'cli-local', '--json')) as {
+      apiKey: string;
+      keyId: string;
+    };
+    const asCli = apiClient(server.url, apiKey);
+
+    // Act
+    const written = await asCli.put('/v1/sessions/from-cli/state', { issuedBy: 'cli' });
+    const seenByDevKey = await apiClient(server.url).get('/v1/sessions/from-cli');
+    await cli('keys', 'revoke', keyId);
+    const afterRevoke = await asCli.get('/v1/sessions/from-cli/state');
+
+    // Assess
+    expect(written.status).toBe(200);
+    expect(seenByDevKey.status).toBe(404);
+    expect(afterRevoke.status).toBe(401);
+    expect(afterRevoke.body.code).toBe('unauthorized');
+  });
+});

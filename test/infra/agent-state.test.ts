@@ -1,0 +1,352 @@
+import { readFileSync } from 'node:fs';
+import { Duration, RemovalPolicy, Stack, Validations, type CfnElement } from 'aws-cdk-lib';
+import { Annotations, Match } from 'aws-cdk-lib/assertions';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import type { IConstruct } from 'constructs';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { routeGroups, routeKey, routes } from '../../functions/http/routes.js';
+import { tableKeys } from '../../functions/store/table.js';
+import type { AgentStateStack } from '../../lib/agent-state-stack.js';
+import { authorizerAccess, publicGroups, routeGroupAccess, workerCallingGroups } from '../../lib/permissions.js';
+import { synthesize, TemplateReader } from './support.js';
+
+let stack: AgentStateStack;
+let reader: TemplateReader;
+
+/** The logical id of a construct's CloudFormation resource. */
+const logicalId = (construct: IConstruct) => Stack.of(construct).getLogicalId(construct.node.defaultChild as CfnElement);
+
+beforeAll(() => {
+  const synthesized = synthesize();
+  stack = synthesized.stack;
+  reader = new TemplateReader(synthesized.template);
+});
+
+describe('routes', () => {
+  it('has exactly the routes of functions/http/routes.ts', () => {
+    const deployed = reader.ofType('AWS::ApiGatewayV2::Route').map(([, route]) => route.Properties?.RouteKey);
+    expect(deployed.sort()).toEqual(routes.map(routeKey).sort());
+  });
+
+  it.each(routes.map((route) => [routeKey(route), route.group] as const))('%s goes to the %s function', (key, group) => {
+    // Prepare
+    const functionId = logicalId(stack.agentState.functions[group] as IConstruct);
+    const [, route] = reader.ofType('AWS::ApiGatewayV2::Route').find(([, r]) => r.Properties?.RouteKey === key) ?? [];
+
+    // Act
+    const target = JSON.stringify(route?.Properties?.Target);
+    const integrationId = /"Ref":"([^"]+)"/.exec(target)?.[1] as string;
+    const integration = reader.get(integrationId).Properties;
+
+    // Assess
+    expect(integration).toMatchObject({
+      IntegrationType: 'AWS_PROXY',
+      PayloadFormatVersion: '2.0',
+      IntegrationUri: { 'Fn::GetAtt': [functionId, 'Arn'] },
+    });
+  });
+
+  it('asks for an API key on every route but GET /health', () => {
+    const authorizerId = reader.ofType('AWS::ApiGatewayV2::Authorizer')[0]?.[0];
+    for (const [, route] of reader.ofType('AWS::ApiGatewayV2::Route')) {
+      const key = route.Properties?.RouteKey as string;
+      const group = routes.find((r) => routeKey(r) === key)?.group as string;
+      if (publicGroups.includes(group)) {
+        expect(route.Properties, key).toMatchObject({ AuthorizationType: 'NONE' });
+        expect(route.Properties?.AuthorizerId, key).toBeUndefined();
+      } else {
+        expect(route.Properties, key).toMatchObject({ AuthorizationType: 'CUSTOM', AuthorizerId: { Ref: authorizerId } });
+      }
+    }
+    expect(publicGroups).toEqual(['health']);
+  });
+
+  it('authorizes with the API key authorizer: simple responses, Authorization header, 5 minute cache', () => {
+    reader.template.resourceCountIs('AWS::ApiGatewayV2::Authorizer', 1);
+    reader.template.hasResourceProperties('AWS::ApiGatewayV2::Authorizer', {
+      AuthorizerType: 'REQUEST',
+      AuthorizerPayloadFormatVersion: '2.0',
+      EnableSimpleResponses: true,
+      IdentitySource: ['$request.header.Authorization'],
+      AuthorizerResultTtlInSeconds: 300,
+      AuthorizerUri: Match.objectLike({
+        'Fn::Join': Match.arrayWith([Match.arrayWith([{ 'Fn::GetAtt': [logicalId(stack.agentState.authorizerFunction), 'Arn'] }])]),
+      }),
+    });
+  });
+
+  it('throttles the $default stage and writes JSON access logs', () => {
+    reader.template.hasResourceProperties('AWS::ApiGatewayV2::Stage', {
+      StageName: '$default',
+      AutoDeploy: true,
+      DefaultRouteSettings: { ThrottlingRateLimit: 100, ThrottlingBurstLimit: 200 },
+      AccessLogSettings: { DestinationArn: { 'Fn::GetAtt': [logicalId(stack.agentState.accessLogs), 'Arn'] }, Format: Match.anyValue() },
+    });
+    const [, stage] = reader.ofType('AWS::ApiGatewayV2::Stage')[0] ?? [];
+    const format = JSON.parse((stage?.Properties?.AccessLogSettings as { Format: string }).Format) as Record<string, string>;
+    expect(format).toMatchObject({ requestId: '$context.requestId', status: '$context.status', tenant: '$context.authorizer.tenant' });
+  });
+});
+
+describe('functions', () => {
+  it('has one function per route group and the authorizer', () => {
+    expect(Object.keys(stack.agentState.functions).sort()).toEqual([...routeGroups].sort());
+    reader.template.resourceCountIs('AWS::Lambda::Function', routeGroups.length + 1);
+  });
+
+  it('runs every function on nodejs22.x, arm64, within API Gateway’s 30 s, logging JSON to its own log group', () => {
+    for (const [id, fn] of reader.ofType('AWS::Lambda::Function')) {
+      expect(fn.Properties, id).toMatchObject({
+        Runtime: 'nodejs22.x',
+        Architectures: ['arm64'],
+        MemorySize: 512,
+        LoggingConfig: { LogFormat: 'JSON', LogGroup: { Ref: expect.any(String) } },
+      });
+      expect(fn.Properties?.Timeout as number, id).toBeLessThanOrEqual(20);
+    }
+  });
+
+  it.each([...routeGroups])('gives the %s function the table name, source maps, and authorizer-only auth', (group) => {
+    const fn = reader.get(logicalId(stack.agentState.functions[group] as IConstruct));
+    expect(fn.Properties?.Environment).toEqual({
+      Variables: {
+        AGENTSTATE_TABLE: { Ref: logicalId(stack.agentState.table) },
+        NODE_OPTIONS: '--enable-source-maps',
+        AGENTSTATE_AUTH: 'authorizer',
+      },
+    });
+  });
+
+  it('keeps logs for a month', () => {
+    for (const [id, logGroup] of reader.ofType('AWS::Logs::LogGroup')) {
+      expect(logGroup.Properties?.RetentionInDays, id).toBe(30);
+    }
+  });
+});
+
+describe('least privilege', () => {
+  const tableArn = () => ({ 'Fn::GetAtt': [logicalId(stack.agentState.table), 'Arn'] });
+
+  it.each([...routeGroups])('grants the %s function exactly the DynamoDB actions of lib/permissions.ts', (group) => {
+    const access = routeGroupAccess[group];
+    const functionId = logicalId(stack.agentState.functions[group] as IConstruct);
+    const expected = [...new Set([...access.table, ...access.sessionsIndex])].sort();
+    expect(reader.actionsOf(functionId, 'dynamodb')).toEqual(expected);
+  });
+
+  it('gives the health function no DynamoDB access at all', () => {
+    const functionId = logicalId(stack.agentState.functions.health as IConstruct);
+    expect(reader.actionsOf(functionId, 'dynamodb')).toEqual([]);
+    expect(reader.actionsOf(functionId)).toEqual(['logs:CreateLogStream', 'logs:PutLogEvents']);
+  });
+
+  it('lets the authorizer read key items only (GetItem)', () => {
+    expect(reader.actionsOf(logicalId(stack.agentState.authorizerFunction), 'dynamodb')).toEqual(authorizerAccess.table);
+  });
+
+  it('scopes table actions to the table, and index actions to the one index', () => {
+    const indexArn = { 'Fn::Join': ['', [tableArn(), `/index/${tableKeys.sessionsIndex.name}`]] };
+    for (const [id] of reader.ofType('AWS::IAM::Role')) {
+      for (const statement of reader.statementsOf(id)) {
+        const actions = [statement.Action].flat();
+        if (!actions.some((action) => action.startsWith('dynamodb:'))) continue;
+        expect([tableArn(), indexArn], id).toContainEqual(statement.Resource);
+      }
+    }
+  });
+
+  it('never grants dynamodb:*, Scan, or any wildcard action', () => {
+    const actions = reader
+      .ofType('AWS::IAM::Policy')
+      .flatMap(([, policy]) => (policy.Properties?.PolicyDocument as { Statement: Array<{ Action: string | string[] }> }).Statement)
+      .flatMap((statement) => [statement.Action].flat());
+    expect(actions.filter((action) => action.includes('*'))).toEqual([]);
+    expect(actions).not.toContain('dynamodb:Scan');
+  });
+
+  it('uses no AWS managed policies', () => {
+    for (const [id, role] of reader.ofType('AWS::IAM::Role')) {
+      expect(role.Properties?.ManagedPolicyArns, id).toBeUndefined();
+    }
+  });
+
+  it('grants every DynamoDB action the store sends to some function (tripwire for new store calls)', () => {
+    // Prepare: what functions/store/dynamodb-store.ts sends, read off its source.
+    const source = readFileSync(new URL('../../functions/store/dynamodb-store.ts', import.meta.url), 'utf8');
+    const commandActions: Record<string, string[]> = {
+      Get: ['dynamodb:GetItem'],
+      BatchGet: ['dynamodb:BatchGetItem'],
+      Query: ['dynamodb:Query'],
+      Scan: ['dynamodb:Scan'],
+      Put: ['dynamodb:PutItem'],
+      Update: ['dynamodb:UpdateItem'],
+      Delete: ['dynamodb:DeleteItem'],
+      BatchWrite: ['dynamodb:BatchWriteItem'],
+      TransactGet: ['dynamodb:GetItem'],
+      TransactWrite: [], // its items are counted below
+    };
+    const transactItemActions: Record<string, string> = {
+      Put: 'dynamodb:PutItem',
+      Update: 'dynamodb:UpdateItem',
+      Delete: 'dynamodb:DeleteItem',
+      ConditionCheck: 'dynamodb:ConditionCheckItem',
+    };
+    const used = new Set<string>();
+    for (const [, command] of source.matchAll(/new (\w+?)(?:Item)?Command\(/g)) {
+      const actions = commandActions[command as string];
+      if (!actions) throw new Error(`the store sends ${command}Command: map it to IAM actions in this test`);
+      actions.forEach((action) => used.add(action));
+    }
+    for (const [, kind] of source.matchAll(/\b(Put|Update|Delete|ConditionCheck)\s*:/g)) {
+      used.add(transactItemActions[kind as string] as string);
+    }
+
+    // Act
+    const granted = new Set<string>(Object.values(routeGroupAccess).flatMap((access) => [...access.table]));
+
+    // Assess
+    const missing = [...used].filter((action) => !granted.has(action));
+    expect(missing, 'grant these in lib/permissions.ts to the groups that need them').toEqual([]);
+  });
+});
+
+describe('workers (decide)', () => {
+  it('declares decide as the group that calls workers', () => {
+    expect(workerCallingGroups).toEqual(['decide']);
+  });
+
+  it('grants no lambda:InvokeFunction while no route group calls workers, and says so', () => {
+    // Prepare
+    const { stack: withWorkers, template } = synthesize({
+      allowedWorkerFunctionArns: ['arn:aws:lambda:us-east-1:123456789012:function:worker'],
+    });
+    const reader = new TemplateReader(template);
+
+    // Act
+    const actions = reader.ofType('AWS::Lambda::Function').flatMap(([id]) => reader.actionsOf(id, 'lambda'));
+
+    // Assess
+    expect(routeGroups.some((group) => workerCallingGroups.includes(group))).toBe(false);
+    expect(actions).toEqual([]);
+    Annotations.fromStack(withWorkers).hasWarning('*', Match.stringLikeRegexp('no route group calls workers'));
+  });
+});
+
+describe('table', () => {
+  it('is on-demand, with point-in-time recovery, a NEW_AND_OLD_IMAGES stream, TTL and deletion protection', () => {
+    reader.template.hasResource('AWS::DynamoDB::GlobalTable', {
+      DeletionPolicy: 'Retain',
+      UpdateReplacePolicy: 'Retain',
+      Properties: Match.objectLike({
+        BillingMode: 'PAY_PER_REQUEST',
+        StreamSpecification: { StreamViewType: 'NEW_AND_OLD_IMAGES' },
+        TimeToLiveSpecification: { AttributeName: tableKeys.timeToLive, Enabled: true },
+        Replicas: [
+          Match.objectLike({
+            DeletionProtectionEnabled: true,
+            PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+          }),
+        ],
+      }),
+    });
+  });
+
+  it('has the keys and index of functions/store/table.ts', () => {
+    const { partitionKey, sortKey, sessionsIndex } = tableKeys;
+    reader.template.hasResourceProperties('AWS::DynamoDB::GlobalTable', {
+      KeySchema: [
+        { AttributeName: partitionKey, KeyType: 'HASH' },
+        { AttributeName: sortKey, KeyType: 'RANGE' },
+      ],
+      GlobalSecondaryIndexes: [
+        {
+          IndexName: sessionsIndex.name,
+          KeySchema: [
+            { AttributeName: sessionsIndex.partitionKey, KeyType: 'HASH' },
+            { AttributeName: sessionsIndex.sortKey, KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'ALL' },
+        },
+      ],
+    });
+  });
+
+  it('takes the safety settings from props when asked (e.g. a throwaway dev stack)', () => {
+    const { template } = synthesize({
+      removalPolicy: RemovalPolicy.DESTROY,
+      deletionProtection: false,
+      authorizerCacheTtl: Duration.seconds(0),
+      throttle: { rateLimit: 10, burstLimit: 20 },
+    });
+    template.hasResource('AWS::DynamoDB::GlobalTable', {
+      DeletionPolicy: 'Delete',
+      Properties: Match.objectLike({ Replicas: [Match.objectLike({ DeletionProtectionEnabled: false })] }),
+    });
+    template.hasResourceProperties('AWS::ApiGatewayV2::Authorizer', { AuthorizerResultTtlInSeconds: 0 });
+    template.hasResourceProperties('AWS::ApiGatewayV2::Stage', {
+      DefaultRouteSettings: { ThrottlingRateLimit: 10, ThrottlingBurstLimit: 20 },
+    });
+  });
+});
+
+describe('operations', () => {
+  it.each([...routeGroups, 'authorizer'])('alarms on errors and throttles of the %s function', (name) => {
+    const fn = name === 'authorizer' ? stack.agentState.authorizerFunction : (stack.agentState.functions[name] as IConstruct);
+    for (const metricName of ['Errors', 'Throttles']) {
+      reader.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+        Namespace: 'AWS/Lambda',
+        MetricName: metricName,
+        Dimensions: [{ Name: 'FunctionName', Value: { Ref: logicalId(fn) } }],
+        Threshold: 1,
+        ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+        TreatMissingData: 'notBreaching',
+      });
+    }
+  });
+
+  it('alarms on table system errors and throttles, and API 5xx', () => {
+    const alarms = reader.ofType('AWS::CloudWatch::Alarm').map(([, alarm]) => JSON.stringify(alarm.Properties));
+    expect(alarms.filter((alarm) => alarm.includes('"MetricName":"SystemErrors"'))).toHaveLength(1);
+    expect(alarms.filter((alarm) => alarm.includes('"MetricName":"ThrottledRequests"'))).toHaveLength(1);
+    reader.template.hasResourceProperties('AWS::CloudWatch::Alarm', { Namespace: 'AWS/ApiGateway', MetricName: '5xx' });
+    expect(stack.agentState.monitoring.alarms).toHaveLength(2 * (routeGroups.length + 1) + 3);
+  });
+
+  it('has a dashboard', () => {
+    reader.template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
+  });
+
+  it('outputs ApiUrl and TableName', () => {
+    reader.template.hasOutput('ApiUrl', { Value: { 'Fn::GetAtt': [logicalId(stack.agentState.api), 'ApiEndpoint'] } });
+    reader.template.hasOutput('TableName', { Value: { Ref: logicalId(stack.agentState.table) } });
+  });
+});
+
+describe('cdk-nag AwsSolutions', () => {
+  it('finds nothing that is not acknowledged', () => {
+    // Act
+    const report = new AwsSolutionsChecks().validateScope(stack);
+
+    // Assess
+    const findings = report.violations.map(
+      (v) => `${v.severity} ${v.ruleName} ${v.violatingResources.map((r) => r.constructPath).join(', ')}: ${v.description}`,
+    );
+    expect(findings).toEqual([]);
+  });
+
+  it('gives every acknowledgement a written reason', () => {
+    const acknowledgements = stack.node
+      .findAll()
+      .flatMap((construct) => construct.node.metadata)
+      .filter((entry) => entry.type === Validations.ACKNOWLEDGED_RULES_METADATA_KEY)
+      .flatMap((entry) => Object.entries(entry.data as Record<string, string>));
+    expect(acknowledgements.length).toBeGreaterThan(0);
+    for (const [rule, reason] of acknowledgements) {
+      expect(reason.length, rule).toBeGreaterThan(40);
+    }
+  });
+
+  it('reports no error annotations at synth', () => {
+    expect(Annotations.fromStack(stack).findError('*', Match.anyValue())).toEqual([]);
+  });
+});
