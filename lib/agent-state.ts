@@ -24,7 +24,7 @@ import { Construct } from 'constructs';
 import { routeGroups, routes, type Route } from '../functions/http/routes.js';
 import { tableKeys } from '../functions/store/table.js';
 import { AgentStateMonitoring } from './monitoring.js';
-import { accessOf, authorizerAccess, publicGroups, workerCallingGroups, type TableAccess } from './permissions.js';
+import { accessOf, authorizerAccess, publicGroups, workerCallingGroups, workerCheckingGroups, type TableAccess } from './permissions.js';
 
 /** The repository root: Lambda entries and the lock file are found from here. */
 const projectRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -182,12 +182,17 @@ export class AgentState extends Construct {
       // The hook for `decide`: a group that calls workers may invoke exactly the allowed ARNs,
       // and is told which they are, so it can refuse any other with a clear error.
       const callsWorkers = workerCallingGroups.includes(group);
+      // The registry checks a worker where it is registered, so it knows the allowed ARNs too.
+      const knowsWorkers = callsWorkers || workerCheckingGroups.includes(group);
       functions[group] = this.createFunction(pascal(group), {
         entry: join('functions', 'http', `${group}.ts`),
         description: `agentstate: the ${group} routes`,
         access: accessOf(group),
-        environment: callsWorkers ? { ...environment, AGENTSTATE_ALLOWED_WORKER_ARNS: workers.join(',') } : environment,
+        environment: knowsWorkers ? { ...environment, AGENTSTATE_ALLOWED_WORKER_ARNS: workers.join(',') } : environment,
         invokes: callsWorkers ? workers : [],
+        // A worker may take up to 25 s (API.md section 6); the decision's reads and commit
+        // need the rest, still under API Gateway's 30 s.
+        ...(callsWorkers ? { timeout: Duration.seconds(29) } : {}),
         memorySize: props.memorySize,
         reservedConcurrency: props.reservedConcurrency,
       });

@@ -49,6 +49,11 @@ const idempotency: readonly TableAction[] = ['dynamodb:PutItem', 'dynamodb:Updat
  * |          | (tip, node list)               | session upsert), Update (touch), idempotency   |
  * | state    | Get, BatchGet (versions),      | Put (tip), Transact Put+Update, Update (touch), |
  * |          | Query (tip, version list)      | idempotency                                    |
+ * | agents   | Get (agent, parents), Query    | Put (agent), idempotency                       |
+ * |          | (list)                         |                                                |
+ * | decide   | Get (decision, session, agent, | Put (lease), Delete (lease), Update (failed    |
+ * |          | versions), BatchGet, Query     | attempt, touch), Transact Put+Update+Delete    |
+ * |          |                                | (tip, nodes, decision record, lease)           |
  */
 export const routeGroupAccess = {
   health: { table: [], sessionsIndex: [] },
@@ -64,6 +69,14 @@ export const routeGroupAccess = {
     table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', ...idempotency],
     sessionsIndex: [],
   },
+  agents: {
+    table: ['dynamodb:GetItem', 'dynamodb:Query', ...idempotency],
+    sessionsIndex: [],
+  },
+  decide: {
+    table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', ...idempotency],
+    sessionsIndex: [],
+  },
 } as const satisfies Record<RouteGroup, TableAccess>;
 
 /** The API key authorizer reads one `K#<sha256>` item per uncached request, nothing else. */
@@ -76,6 +89,9 @@ export const authorizerAccess: TableAccess = { table: ['dynamodb:GetItem'], sess
  * yet; when it is added to `routeGroups`, it picks this up with no change to the construct.
  */
 export const workerCallingGroups: readonly string[] = ['decide'];
+
+/** Route groups that check worker URLs where agents are registered (no invoke permission). */
+export const workerCheckingGroups: readonly string[] = ['agents'];
 
 /** Route groups served without an API key (API.md section 1: only `GET /health`). */
 export const publicGroups: readonly string[] = ['health'];

@@ -86,3 +86,39 @@ export interface Page<T> {
   /** Opaque cursor for the next page; absent on the last page. */
   next?: string;
 }
+
+/** How an agent's worker is reached (API.md section 7). The secret never leaves the service. */
+export interface WorkerRecord {
+  url: string;
+  secret: string | null;
+  timeoutMs: number | null;
+}
+
+export interface AgentRecord {
+  agentId: string;
+  parentId: string | null;
+  worker: WorkerRecord | null;
+  /** The config a session starts with, until a version records another. */
+  config: Json;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** What `decide` remembers of a decision id: failed attempts, or the answer to replay. */
+export interface DecisionRecord {
+  decisionId: string;
+  status: 'failed' | 'done';
+  attempts: number;
+  /** For a done decision: the response body, less state and agent when those are in a version. */
+  outcome?: DecisionOutcome;
+}
+
+export interface DecisionOutcome {
+  decision: JsonObject;
+  version: number;
+  changed: boolean;
+  head: string;
+  /** State and agent of the answer when no version holds them (version 0). */
+  state?: Json;
+  agent?: Json;
+}

@@ -1,4 +1,13 @@
-import type { NodeRecord, Page, SessionMeta, SessionScope, Tip, VersionRecord } from './model.js';
+import type {
+  AgentRecord,
+  DecisionRecord,
+  NodeRecord,
+  Page,
+  SessionMeta,
+  SessionScope,
+  Tip,
+  VersionRecord,
+} from './model.js';
 
 /**
  * One change of a session, applied atomically and only if the tip is still the one read.
@@ -23,6 +32,14 @@ export interface TipChange {
   readonly touchSessionAt?: string;
   /** Whether the session may not exist yet: then the session item is written with the change. */
   readonly mayCreateSession: boolean;
+  /** A decision completed by this change: its record is written and its lease released with it. */
+  readonly decision?: DecisionCompletion;
+}
+
+export interface DecisionCompletion {
+  readonly record: DecisionRecord;
+  /** The lease the decision holds; the change fails if the lease was lost meanwhile. */
+  readonly leaseToken: string;
 }
 
 export interface IdempotencyRecord {
@@ -90,5 +107,30 @@ export class NodeTakenError extends Error {
   constructor(readonly nodeId: string) {
     super(`node ${nodeId} already exists`);
     this.name = 'NodeTakenError';
+  }
+}
+
+export interface AgentStore {
+  /** Creates or replaces an agent; true when it was created. */
+  putAgent(tenant: string, agent: AgentRecord): Promise<boolean>;
+  getAgent(tenant: string, agentId: string): Promise<AgentRecord | null>;
+  listAgents(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<AgentRecord>>;
+}
+
+export interface DecisionStore {
+  getDecision(scope: SessionScope, decisionId: string): Promise<DecisionRecord | null>;
+  /** Takes the session's decision lease until `untilMs` unless a live holder has it. */
+  acquireLease(scope: SessionScope, token: string, untilMs: number): Promise<boolean>;
+  releaseLease(scope: SessionScope, token: string): Promise<void>;
+  recordFailedAttempt(scope: SessionScope, decisionId: string): Promise<void>;
+  /** Records a decision that changed nothing in the session and releases its lease. */
+  completeDecision(scope: SessionScope, completion: DecisionCompletion): Promise<void>;
+}
+
+/** The decision lease was lost (it expired and another decision took it). */
+export class LeaseLostError extends Error {
+  constructor() {
+    super('the decision lease expired before the decision was recorded');
+    this.name = 'LeaseLostError';
   }
 }

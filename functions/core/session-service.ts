@@ -1,3 +1,4 @@
+import { planChain, suppliedIds, type IncomingMessage } from './chain.js';
 import { AgentStateError } from './errors.js';
 import { newId, ROOT_NODE } from './ids.js';
 import { encodedSize, jsonEqual, type Json, type JsonObject } from './json.js';
@@ -13,7 +14,7 @@ import {
 } from './model.js';
 import { NodeTakenError, type SessionStore } from './ports.js';
 import { retryOnStaleTip, type RetryPolicy } from './retry.js';
-import { childAncestors, nextLineage, pointerOf, rootNode } from './tree.js';
+import { nextLineage, pointerOf, rootNode } from './tree.js';
 
 export interface SessionView {
   sessionId: string;
@@ -66,8 +67,7 @@ export interface VersionView {
   agent: Json;
 }
 
-/** A message as a client appends it: any object with a string `role`, maybe an `id`. */
-export type IncomingMessage = JsonObject & { role: string; id?: string };
+export type { IncomingMessage } from './chain.js';
 
 export interface StateWrite {
   /** Target node; the head when absent. */
@@ -232,8 +232,7 @@ export class SessionService {
     scope: SessionScope,
     input: { messages: IncomingMessage[]; parentId?: string },
   ): Promise<{ nodes: NodeView[]; head: string }> {
-    const suppliedIds = input.messages.flatMap((message) => (message.id === undefined ? [] : [message.id]));
-    const lookups = [...new Set([...suppliedIds, ...(input.parentId ? [input.parentId] : [])])];
+    const lookups = [...new Set([...suppliedIds(input.messages), ...(input.parentId ? [input.parentId] : [])])];
 
     return retryOnStaleTip(this.retry, async () => {
       const [tip, known] = await Promise.all([
@@ -243,46 +242,8 @@ export class SessionService {
       const parent = await this.loadParent(scope, tip, known, input.parentId);
 
       const at = this.now().toISOString();
-      const chain: NodeRecord[] = [];
-      const created: NodeRecord[] = [];
-      const claimed = new Set<string>();
-      let cursor = parent;
-      for (const message of input.messages) {
-        const existing = message.id === undefined ? undefined : known.get(message.id);
-        if (existing) {
-          if (created.length > 0 || existing.parentId !== cursor.id) {
-            throw new AgentStateError(
-              'node_exists',
-              `node ${existing.id} already exists under ${existing.parentId ?? 'no parent'}, not under ${cursor.id}`,
-              { nodeId: existing.id, parentId: existing.parentId },
-            );
-          }
-          chain.push(existing);
-          cursor = existing;
-          continue;
-        }
-        const id = message.id ?? newId();
-        if (claimed.has(id)) {
-          throw new AgentStateError('node_exists', `node ${id} appears twice in one append`, { nodeId: id });
-        }
-        claimed.add(id);
-        const node: NodeRecord = {
-          id,
-          parentId: cursor.id,
-          depth: cursor.depth + 1,
-          role: message.role,
-          message: { ...message, id, parentId: cursor.id },
-          // A new node starts at its parent's version as it is right now (API.md section 4).
-          stateVersion: created.length === 0 ? pointerOf(cursor, tip) : cursor.stateVersion,
-          ancestors: childAncestors(cursor),
-          createdAt: at,
-        };
-        chain.push(node);
-        created.push(node);
-        cursor = node;
-      }
+      const { chain, created, last } = planChain({ parent, messages: input.messages, known, tip, at });
 
-      const last = cursor;
       if (created.length > 0 || last.id !== tip.head) {
         await this.store.commit(scope, {
           basedOn: tip,

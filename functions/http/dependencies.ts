@@ -1,14 +1,20 @@
-import { SessionService } from '../core/session-service.js';
+import { AgentStateError } from '../core/errors.js';
+import { AgentService, type WorkerUrlPolicy } from '../core/agent-service.js';
+import { DecideService, type WorkerInvoker } from '../core/decide-service.js';
 import type { IdempotencyStore } from '../core/ports.js';
-import { DynamoDbStore } from '../store/dynamodb-store.js';
+import { SessionService } from '../core/session-service.js';
 import { ApiKeyStore } from '../store/api-keys.js';
 import { dynamoDbClient } from '../store/client.js';
+import { DynamoDbStore } from '../store/dynamodb-store.js';
 import { defaultTableName } from '../store/table.js';
+import { callWorker, validateWorkerUrl } from '../workers/call-worker.js';
 import { keysFromEnv, type KeyResolver } from './auth.js';
 
 /** What the handlers need, built once per Lambda container (or local process). */
 export interface Dependencies {
   sessions: SessionService;
+  agents: AgentService;
+  decide: DecideService;
   idempotency: IdempotencyStore;
   resolveKey: KeyResolver;
 }
@@ -33,11 +39,27 @@ export function useDependencies(replacement: Dependencies | undefined): void {
 export function dependenciesFromEnv(env: NodeJS.ProcessEnv): Dependencies {
   const client = dynamoDbClient(env);
   const tableName = env.AGENTSTATE_TABLE ?? defaultTableName;
-  const store = new DynamoDbStore(client, tableName);
-  return {
-    sessions: new SessionService(store),
-    idempotency: store,
+  return dependenciesFor(new DynamoDbStore(client, tableName), {
+    env,
     resolveKey: keyResolver(env, new ApiKeyStore(client, tableName)),
+  });
+}
+
+/** Every service over one store: what the benchmark and in-process tests wire themselves. */
+export function dependenciesFor(
+  store: DynamoDbStore,
+  options: { env?: NodeJS.ProcessEnv; resolveKey?: KeyResolver; invokeWorker?: WorkerInvoker } = {},
+): Dependencies {
+  const env = options.env ?? process.env;
+  const workers = workerRules(env);
+  const sessions = new SessionService(store);
+  const agents = new AgentService(store, workers.checkUrl);
+  return {
+    sessions,
+    agents,
+    decide: new DecideService(store, sessions, agents, options.invokeWorker ?? workers.invoke),
+    idempotency: store,
+    resolveKey: options.resolveKey ?? keysFromEnv(env.AGENTSTATE_API_KEYS),
   };
 }
 
@@ -50,4 +72,35 @@ function keyResolver(env: NodeJS.ProcessEnv, keyStore: ApiKeyStore): KeyResolver
   if (env.AGENTSTATE_AUTH === 'authorizer') return async () => null;
   const fromEnv = keysFromEnv(env.AGENTSTATE_API_KEYS);
   return async (apiKey) => (await fromEnv(apiKey)) ?? (await keyStore.resolve(apiKey))?.tenant ?? null;
+}
+
+/**
+ * Where workers may be. In a Lambda (AWS mode) only https to public addresses and the
+ * `lambda:` functions the stack allows (`AGENTSTATE_ALLOWED_WORKER_ARNS`); locally also
+ * http to loopback and `module:` files, and `lambda:` through `AGENTSTATE_LAMBDA_ENDPOINT`.
+ */
+function workerRules(env: NodeJS.ProcessEnv): { checkUrl: WorkerUrlPolicy; invoke: WorkerInvoker } {
+  const inAws = Boolean(env.AWS_LAMBDA_FUNCTION_NAME);
+  const allowedArns = new Set((env.AGENTSTATE_ALLOWED_WORKER_ARNS ?? '').split(',').filter(Boolean));
+  const checkUrl: WorkerUrlPolicy = (url) => {
+    validateWorkerUrl(url, { allowLoopbackHttp: !inAws });
+    if (inAws && url.startsWith('lambda:') && !allowedArns.has(url.slice('lambda:'.length))) {
+      throw new AgentStateError(
+        'invalid_request',
+        'this lambda: worker is not allowed by the stack; add its ARN to allowedWorkerFunctionArns',
+        { field: 'worker.url' },
+      );
+    }
+  };
+  const invoke: WorkerInvoker = async (worker, body, timeoutMs) => {
+    if (inAws && worker.url.startsWith('lambda:') && !allowedArns.has(worker.url.slice('lambda:'.length))) {
+      throw new AgentStateError('worker_failed', 'the agent\'s lambda: worker is no longer allowed by the stack');
+    }
+    return callWorker(
+      { url: worker.url, timeoutMs, ...(worker.secret ? { secret: worker.secret } : {}) },
+      body,
+      { allowLoopbackHttp: !inAws, ...(env.AGENTSTATE_LAMBDA_ENDPOINT ? { lambdaEndpoint: env.AGENTSTATE_LAMBDA_ENDPOINT } : {}) },
+    );
+  };
+  return { checkUrl, invoke };
 }

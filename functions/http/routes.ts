@@ -2,7 +2,7 @@
  * Every route of the HTTP API and the handler group that serves it. API Gateway (lib/) and
  * the local server (bin/start.ts) are both built from this list, so they cannot drift apart.
  */
-export const routeGroups = ['health', 'sessions', 'tree', 'state'] as const;
+export const routeGroups = ['health', 'sessions', 'tree', 'state', 'agents', 'decide'] as const;
 export type RouteGroup = (typeof routeGroups)[number];
 
 export interface Route {
@@ -31,6 +31,12 @@ export const routes: readonly Route[] = [
   { method: 'PUT', path: '/v1/sessions/{sid}/state', group: 'state' },
   { method: 'GET', path: '/v1/sessions/{sid}/versions', group: 'state' },
   { method: 'GET', path: '/v1/sessions/{sid}/versions/{v}', group: 'state' },
+
+  { method: 'PUT', path: '/v1/agents/{agentId}', group: 'agents' },
+  { method: 'GET', path: '/v1/agents/{agentId}', group: 'agents' },
+  { method: 'GET', path: '/v1/agents', group: 'agents' },
+
+  { method: 'POST', path: '/v1/sessions/{sid}/decide', group: 'decide' },
 ];
 
 /** The API Gateway route key of a route, e.g. `PATCH /v1/sessions/{sid}/state`. */

@@ -1,16 +1,10 @@
 import { z } from 'zod';
 import { AgentStateError } from '../core/errors.js';
-import { requireId, requireNodeId } from '../core/ids.js';
-import { encodedSize } from '../core/json.js';
+import { requireId } from '../core/ids.js';
 import type { IncomingMessage } from '../core/session-service.js';
 import { createHttpHandler, json, parseBody, requireIds, sessionScope, type RouteInput } from './api.js';
+import { MAX_MESSAGES_PER_APPEND, checkMessages, messageSchema } from './messages.js';
 
-/** One append is one atomic write; 50 messages keep it well inside a DynamoDB transaction. */
-const MAX_MESSAGES_PER_APPEND = 50;
-/** A message is one item (at most 400 KB in DynamoDB, with its node's bookkeeping). */
-const MESSAGE_LIMIT_BYTES = 256 * 1024;
-
-const messageSchema = z.looseObject({ role: z.string().min(1, 'role must be a non-empty string'), id: z.string().optional() });
 
 const appendBody = z
   .object({
@@ -35,17 +29,7 @@ export const handler = createHttpHandler({
     const request = parseBody(appendBody, input.body);
     // Validated above; stored as sent (zod's output would reorder the keys).
     const messages = (input.body as { messages: IncomingMessage[] }).messages;
-    messages.forEach((message, index) => {
-      if (message.id !== undefined) requireNodeId(message.id, `messages.${index}.id`);
-      const bytes = encodedSize(message);
-      if (bytes > MESSAGE_LIMIT_BYTES) {
-        throw new AgentStateError(
-          'payload_too_large',
-          `messages.${index} is ${bytes} bytes of JSON; a message may be at most ${MESSAGE_LIMIT_BYTES}`,
-          { limitBytes: MESSAGE_LIMIT_BYTES },
-        );
-      }
-    });
+    checkMessages(messages, 'messages');
     const result = await input.deps.sessions.appendMessages(scope, {
       messages,
       ...(request.parentId === undefined ? {} : { parentId: request.parentId }),

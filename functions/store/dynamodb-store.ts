@@ -15,10 +15,25 @@ import {
 import { AgentStateError } from '../core/errors.js';
 import { ROOT_NODE } from '../core/ids.js';
 import type { Json, JsonObject } from '../core/json.js';
-import type { NodeRecord, Page, SessionMeta, SessionScope, Tip, VersionCause, VersionRecord } from '../core/model.js';
+import type {
+  AgentRecord,
+  DecisionOutcome,
+  DecisionRecord,
+  NodeRecord,
+  Page,
+  SessionMeta,
+  SessionScope,
+  Tip,
+  VersionCause,
+  VersionRecord,
+} from '../core/model.js';
 import {
+  LeaseLostError,
   NodeTakenError,
   StaleTipError,
+  type AgentStore,
+  type DecisionCompletion,
+  type DecisionStore,
   type IdempotencyRecord,
   type IdempotencyStore,
   type SessionStore,
@@ -31,6 +46,12 @@ import { tableKeys } from './table.js';
 
 type Item = Record<string, unknown>;
 type TransactItem = NonNullable<TransactWriteCommandInput['TransactItems']>[number];
+/** A transaction item and what it is, so that a cancellation reason can be explained. */
+interface TaggedItem {
+  role: 'tip' | 'node' | 'pointer' | 'decision' | 'lease' | 'session';
+  nodeId?: string;
+  item: TransactItem;
+}
 
 /** Condition fragments, named so that every write says what it guards against. */
 const conditions = {
@@ -51,7 +72,7 @@ const IDEMPOTENCY_TTL_SECONDS = 24 * 60 * 60;
  * The DynamoDB adapter: the only code that knows key shapes, conditions and DynamoDB's
  * exceptions. See keys.ts for the item layout.
  */
-export class DynamoDbStore implements SessionStore, IdempotencyStore {
+export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore, DecisionStore {
   private readonly doc: DynamoDBDocumentClient;
 
   constructor(
@@ -287,27 +308,41 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore {
         }
       : { ConditionExpression: conditions.slotIsFree };
 
-    const others: TransactItem[] = [
+    // Each item of a transaction is tagged with what it is, so a cancellation can say why.
+    const items: TaggedItem[] = [
+      { role: 'tip', item: { Put: { TableName: this.tableName, Item: tipItem, ...tipCondition } } },
       ...change.newNodes.map(
-        (node): TransactItem => ({
-          Put: { TableName: this.tableName, Item: this.nodeItem(scope, node), ConditionExpression: conditions.itemIsNew },
-        }),
-      ),
-      ...change.nodePointers.map(
-        (pointer): TransactItem => ({
-          Update: {
-            TableName: this.tableName,
-            Key: { pk: keys.session(scope), sk: keys.node(pointer.id) },
-            // The root has no item until the head first leaves it; then this creates it.
-            UpdateExpression: 'SET stateVersion = :version',
-            ...(pointer.id === ROOT_NODE ? {} : { ConditionExpression: conditions.itemExists }),
-            ExpressionAttributeValues: { ':version': pointer.version },
+        (node): TaggedItem => ({
+          role: 'node',
+          nodeId: node.id,
+          item: {
+            Put: {
+              TableName: this.tableName,
+              Item: this.nodeItem(scope, node),
+              ConditionExpression: conditions.itemIsNew,
+            },
           },
         }),
       ),
+      ...change.nodePointers.map(
+        (pointer): TaggedItem => ({
+          role: 'pointer',
+          item: {
+            Update: {
+              TableName: this.tableName,
+              Key: { pk: keys.session(scope), sk: keys.node(pointer.id) },
+              // The root has no item until the head first leaves it; then this creates it.
+              UpdateExpression: 'SET stateVersion = :version',
+              ...(pointer.id === ROOT_NODE ? {} : { ConditionExpression: conditions.itemExists }),
+              ExpressionAttributeValues: { ':version': pointer.version },
+            },
+          },
+        }),
+      ),
+      ...(change.decision ? this.decisionItems(scope, change.decision) : []),
     ];
 
-    if (others.length === 0 && !change.mayCreateSession) {
+    if (items.length === 1 && !change.mayCreateSession) {
       try {
         await this.send(new PutCommand({ TableName: this.tableName, Item: tipItem, ...tipCondition }));
       } catch (error) {
@@ -318,15 +353,179 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore {
       return;
     }
 
-    const transactItems: TransactItem[] = [
-      { Put: { TableName: this.tableName, Item: tipItem, ...tipCondition } },
-      ...others,
-    ];
-    if (at) transactItems.push({ Update: this.sessionUpsert(scope, at) });
+    if (at) items.push({ role: 'session', item: { Update: this.sessionUpsert(scope, at) } });
+    await this.transact(items);
+  }
+
+  // ---- agents ---------------------------------------------------------------------------
+
+  async putAgent(tenant: string, agent: AgentRecord): Promise<boolean> {
+    const { Attributes } = await this.send(
+      new PutCommand({
+        TableName: this.tableName,
+        Item: {
+          pk: keys.agents(tenant),
+          sk: keys.agent(agent.agentId),
+          agentId: agent.agentId,
+          parentId: agent.parentId,
+          worker: agent.worker ?? undefined,
+          config: JSON.stringify(agent.config),
+          createdAt: agent.createdAt,
+          updatedAt: agent.updatedAt,
+        },
+        ReturnValues: 'ALL_OLD',
+      }),
+    );
+    return Attributes === undefined;
+  }
+
+  async getAgent(tenant: string, agentId: string): Promise<AgentRecord | null> {
+    const { Item } = await this.send(
+      new GetCommand({ TableName: this.tableName, Key: { pk: keys.agents(tenant), sk: keys.agent(agentId) }, ConsistentRead: true }),
+    );
+    return Item ? toAgent(Item) : null;
+  }
+
+  async listAgents(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<AgentRecord>> {
+    const partition = keys.agents(tenant);
+    const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk']);
+    if (start && (start.pk !== partition || !String(start.sk).startsWith(keys.agentPrefix))) throw invalidCursor();
+    const { Items, LastEvaluatedKey } = await this.send(
+      new QueryCommand({
+        TableName: this.tableName,
+        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+        ExpressionAttributeValues: { ':pk': partition, ':prefix': keys.agentPrefix },
+        Limit: options.limit,
+        ExclusiveStartKey: start,
+      }),
+    );
+    return page((Items ?? []).map(toAgent), LastEvaluatedKey);
+  }
+
+  // ---- decisions ------------------------------------------------------------------------
+
+  async getDecision(scope: SessionScope, decisionId: string): Promise<DecisionRecord | null> {
+    const { Item } = await this.send(
+      new GetCommand({
+        TableName: this.tableName,
+        Key: { pk: keys.session(scope), sk: keys.decision(decisionId) },
+        ConsistentRead: true,
+      }),
+    );
+    if (!Item) return null;
+    return {
+      decisionId,
+      status: Item.status === 'done' ? 'done' : 'failed',
+      attempts: Number(Item.attempts ?? 0),
+      ...(typeof Item.outcome === 'string' ? { outcome: JSON.parse(Item.outcome) as DecisionOutcome } : {}),
+    };
+  }
+
+  async acquireLease(scope: SessionScope, token: string, untilMs: number): Promise<boolean> {
     try {
-      await this.send(new TransactWriteCommand({ TransactItems: transactItems }));
+      await this.send(
+        new PutCommand({
+          TableName: this.tableName,
+          Item: {
+            pk: keys.session(scope),
+            sk: keys.lease,
+            holder: token,
+            leaseUntil: untilMs,
+            [tableKeys.timeToLive]: Math.ceil(untilMs / 1000) + 60,
+          },
+          // Free, or held by a decision that died without releasing it.
+          ConditionExpression: `${conditions.itemIsNew} OR leaseUntil < :now`,
+          ExpressionAttributeValues: { ':now': Date.now() },
+        }),
+      );
+      return true;
     } catch (error) {
-      throw translateCancellation(error, change);
+      if (isConditionFailure(error)) return false;
+      throw error;
+    }
+  }
+
+  async releaseLease(scope: SessionScope, token: string): Promise<void> {
+    try {
+      await this.send(
+        new DeleteCommand({
+          TableName: this.tableName,
+          Key: { pk: keys.session(scope), sk: keys.lease },
+          ConditionExpression: 'holder = :token',
+          ExpressionAttributeValues: { ':token': token },
+        }),
+      );
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
+    }
+  }
+
+  async recordFailedAttempt(scope: SessionScope, decisionId: string): Promise<void> {
+    try {
+      await this.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: { pk: keys.session(scope), sk: keys.decision(decisionId) },
+          UpdateExpression: 'SET #status = :failed, #ttl = :ttl ADD attempts :one',
+          // Never downgrade a decision that is done.
+          ConditionExpression: `${conditions.itemIsNew} OR #status = :failed`,
+          ExpressionAttributeNames: { '#status': 'status', '#ttl': tableKeys.timeToLive },
+          ExpressionAttributeValues: { ':failed': 'failed', ':one': 1, ':ttl': decisionExpiry() },
+        }),
+      );
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
+    }
+  }
+
+  async completeDecision(scope: SessionScope, completion: DecisionCompletion): Promise<void> {
+    await this.transact(this.decisionItems(scope, completion));
+  }
+
+  private decisionItems(scope: SessionScope, completion: DecisionCompletion): TaggedItem[] {
+    const { record, leaseToken } = completion;
+    return [
+      {
+        role: 'decision',
+        item: {
+          Put: {
+            TableName: this.tableName,
+            Item: {
+              pk: keys.session(scope),
+              sk: keys.decision(record.decisionId),
+              status: record.status,
+              attempts: record.attempts,
+              outcome: record.outcome ? JSON.stringify(record.outcome) : undefined,
+              [tableKeys.timeToLive]: decisionExpiry(),
+            },
+          },
+        },
+      },
+      {
+        role: 'lease',
+        item: {
+          Delete: {
+            TableName: this.tableName,
+            Key: { pk: keys.session(scope), sk: keys.lease },
+            ConditionExpression: 'holder = :token',
+            ExpressionAttributeValues: { ':token': leaseToken },
+          },
+        },
+      },
+    ];
+  }
+
+  /**
+   * Runs a transaction and explains a cancellation by the role of the item that failed: the
+   * tip means the session moved on (re-read and retry); a new node, that its id was taken
+   * meanwhile; the lease, that the decision outlived it. A conflict with another transaction
+   * wrote nothing either, so it is a moved tip too.
+   */
+  private async transact(items: TaggedItem[]): Promise<void> {
+    try {
+      await this.send(new TransactWriteCommand({ TransactItems: items.map((tagged) => tagged.item) }));
+    } catch (error) {
+      throw translateCancellation(error, items);
     }
   }
 
@@ -650,27 +849,41 @@ function translateServiceError(error: unknown): unknown {
   return error;
 }
 
-/**
- * A cancelled transaction names the failing item by position: the tip (0) means the session
- * moved on; a new node means its id was taken meanwhile. Conflicts with another transaction
- * are a moved tip too: nothing was written, so the whole change may run again.
- */
-function translateCancellation(error: unknown, change: TipChange): unknown {
+function translateCancellation(error: unknown, items: readonly TaggedItem[]): unknown {
   if (!(error instanceof Error)) return error;
   if (error.name === 'TransactionConflictException') return new StaleTipError();
   if (error.name !== 'TransactionCanceledException') return error;
   const reasons = (error as { CancellationReasons?: Array<{ Code?: string }> }).CancellationReasons ?? [];
   const codes = reasons.map((reason) => reason.Code ?? 'None');
-  if (codes.includes('TransactionConflict') || codes[0] === 'ConditionalCheckFailed') return new StaleTipError();
-  const takenIndex = codes.findIndex((code, index) => index > 0 && code === 'ConditionalCheckFailed');
-  if (takenIndex > 0 && takenIndex <= change.newNodes.length) {
-    return new NodeTakenError((change.newNodes[takenIndex - 1] as NodeRecord).id);
-  }
-  if (takenIndex > change.newNodes.length) return new StaleTipError();
+  if (codes.includes('TransactionConflict')) return new StaleTipError();
+  const failed = codes.findIndex((code) => code === 'ConditionalCheckFailed');
+  const tagged = failed >= 0 ? items[failed] : undefined;
+  if (tagged?.role === 'node') return new NodeTakenError(tagged.nodeId as string);
+  if (tagged?.role === 'lease') return new LeaseLostError();
+  if (tagged) return new StaleTipError();
   if (codes.some((code) => throttlingErrors.has(code) || code === 'ThrottlingError')) {
     return new AgentStateError('throttled', 'the table is over its request rate; retry with backoff', {}, { cause: error });
   }
   return error;
+}
+
+/** Decision records are kept a week: long enough for any retry of a decision id. */
+function decisionExpiry(): number {
+  return Math.floor(Date.now() / 1000) + 7 * 24 * 60 * 60;
+}
+
+function toAgent(item: Item): AgentRecord {
+  const worker = item.worker as { url?: string; secret?: string | null; timeoutMs?: number | null } | undefined;
+  return {
+    agentId: String(item.agentId),
+    parentId: (item.parentId as string | null | undefined) ?? null,
+    worker: worker?.url
+      ? { url: worker.url, secret: worker.secret ?? null, timeoutMs: worker.timeoutMs == null ? null : Number(worker.timeoutMs) }
+      : null,
+    config: typeof item.config === 'string' ? (JSON.parse(item.config) as Json) : null,
+    createdAt: String(item.createdAt),
+    updatedAt: String(item.updatedAt),
+  };
 }
 
 function backoff(attempt: number): Promise<void> {

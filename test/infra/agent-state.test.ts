@@ -7,7 +7,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { routeGroups, routeKey, routes } from '../../functions/http/routes.js';
 import { tableKeys } from '../../functions/store/table.js';
 import type { AgentStateStack } from '../../lib/agent-state-stack.js';
-import { authorizerAccess, publicGroups, routeGroupAccess, workerCallingGroups } from '../../lib/permissions.js';
+import { authorizerAccess, publicGroups, routeGroupAccess, workerCallingGroups, workerCheckingGroups } from '../../lib/permissions.js';
 import { synthesize, TemplateReader } from './support.js';
 
 let stack: AgentStateStack;
@@ -102,17 +102,26 @@ describe('functions', () => {
         MemorySize: 512,
         LoggingConfig: { LogFormat: 'JSON', LogGroup: { Ref: expect.any(String) } },
       });
-      expect(fn.Properties?.Timeout as number, id).toBeLessThanOrEqual(20);
+      expect(fn.Properties?.Timeout as number, id).toBeLessThan(30);
+    }
+  });
+
+  it('gives decide 29 s, time for a worker\'s 25 s, and every other route function 20 s', () => {
+    for (const group of routeGroups) {
+      const fn = reader.get(logicalId(stack.agentState.functions[group] as IConstruct));
+      expect(fn.Properties?.Timeout, group).toBe(workerCallingGroups.includes(group) ? 29 : 20);
     }
   });
 
   it.each([...routeGroups])('gives the %s function the table name, source maps, and authorizer-only auth', (group) => {
     const fn = reader.get(logicalId(stack.agentState.functions[group] as IConstruct));
+    const knowsWorkers = workerCallingGroups.includes(group) || workerCheckingGroups.includes(group);
     expect(fn.Properties?.Environment).toEqual({
       Variables: {
         AGENTSTATE_TABLE: { Ref: logicalId(stack.agentState.table) },
         NODE_OPTIONS: '--enable-source-maps',
         AGENTSTATE_AUTH: 'authorizer',
+        ...(knowsWorkers ? { AGENTSTATE_ALLOWED_WORKER_ARNS: '' } : {}),
       },
     });
   });
@@ -215,20 +224,27 @@ describe('workers (decide)', () => {
     expect(workerCallingGroups).toEqual(['decide']);
   });
 
-  it('grants no lambda:InvokeFunction while no route group calls workers, and says so', () => {
+  it('lets decide, and only decide, invoke exactly the allowed worker functions', () => {
     // Prepare
-    const { stack: withWorkers, template } = synthesize({
-      allowedWorkerFunctionArns: ['arn:aws:lambda:us-east-1:123456789012:function:worker'],
-    });
+    const workerArn = 'arn:aws:lambda:us-east-1:123456789012:function:worker';
+    const { stack: withWorkers, template } = synthesize({ allowedWorkerFunctionArns: [workerArn] });
     const reader = new TemplateReader(template);
+    const decideId = logicalId(withWorkers.agentState.functions.decide as IConstruct);
 
     // Act
-    const actions = reader.ofType('AWS::Lambda::Function').flatMap(([id]) => reader.actionsOf(id, 'lambda'));
+    const byFunction = reader
+      .ofType('AWS::Lambda::Function')
+      .map(([id]) => [id, reader.actionsOf(id, 'lambda')] as const)
+      .filter(([, actions]) => actions.length > 0);
 
     // Assess
-    expect(routeGroups.some((group) => workerCallingGroups.includes(group))).toBe(false);
-    expect(actions).toEqual([]);
-    Annotations.fromStack(withWorkers).hasWarning('*', Match.stringLikeRegexp('no route group calls workers'));
+    expect(byFunction).toEqual([[decideId, ['lambda:InvokeFunction']]]);
+    const allowedArnsOf = (id: string) =>
+      (reader.get(id).Properties?.Environment as { Variables?: Record<string, unknown> } | undefined)?.Variables
+        ?.AGENTSTATE_ALLOWED_WORKER_ARNS;
+    expect(allowedArnsOf(decideId)).toBe(workerArn);
+    expect(allowedArnsOf(logicalId(withWorkers.agentState.functions.agents as IConstruct))).toBe(workerArn);
+    expect(JSON.stringify(template.toJSON())).toContain(workerArn);
   });
 });
 

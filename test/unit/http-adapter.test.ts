@@ -2,7 +2,7 @@ import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { RouteGroup } from '../../functions/http/routes.js';
+import { routeGroups, type RouteGroup } from '../../functions/http/routes.js';
 import type { HttpHandler } from '../../functions/http/types.js';
 import { createRequestListener, MAX_BODY_BYTES } from '../../functions/local/http-adapter.js';
 
@@ -29,7 +29,7 @@ const fake: HttpHandler = async (event): Promise<APIGatewayProxyStructuredResult
       return { statusCode: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(event) };
   }
 };
-const handlers: Record<RouteGroup, HttpHandler> = { health: fake, sessions: fake, tree: fake, state: fake };
+const handlers = Object.fromEntries(routeGroups.map((group) => [group, fake])) as Record<RouteGroup, HttpHandler>;
 const logError = vi.fn();
 
 let server: Server;
