@@ -1,12 +1,15 @@
 import { AgentStateError } from './errors.js';
 import { encodedSize, type Json } from './json.js';
+import { buildSchema, checkDeclarations, typeProblem, type Schema, type StateFields } from './fields.js';
 import type { AgentRecord, Page, WorkerRecord } from './model.js';
-import type { AgentStore } from './ports.js';
+import type { AgentStore, SessionStore } from './ports.js';
 
 /** An agent config is copied into every version, so it stays small. */
 export const AGENT_CONFIG_LIMIT_BYTES = 64 * 1024;
 /** Agents form a hierarchy through `parentId`; deeper than this is a mistake, not a design. */
 const MAX_HIERARCHY_DEPTH = 32;
+/** A type change is checked against the head state of at most this many sessions. */
+const TYPE_CHANGE_CHECK_LIMIT = 1000;
 
 /** An agent as clients see it: the worker's secret is never returned, only whether one is set. */
 export interface AgentView {
@@ -14,6 +17,7 @@ export interface AgentView {
   parentId: string | null;
   worker: { url: string; timeoutMs: number | null; hasSecret: boolean } | null;
   config: Json;
+  stateFields: StateFields | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -22,6 +26,7 @@ export interface AgentInput {
   parentId?: string | null;
   worker?: { url: string; secret?: string | null; timeoutMs?: number | null } | null;
   config?: Json;
+  stateFields?: StateFields | null;
 }
 
 /** Checks a worker URL where it is registered (scheme, loopback-only http, allowed Lambdas). */
@@ -30,7 +35,7 @@ export type WorkerUrlPolicy = (url: string) => void;
 /** The agent registry of API.md section 7 (typed fields come later). */
 export class AgentService {
   constructor(
-    private readonly store: AgentStore,
+    private readonly store: AgentStore & Pick<SessionStore, 'listSessions' | 'readTip'>,
     private readonly checkWorkerUrl: WorkerUrlPolicy,
     private readonly now: () => Date = () => new Date(),
   ) {}
@@ -51,6 +56,11 @@ export class AgentService {
       this.store.getAgent(tenant, agentId),
       parentId === null ? Promise.resolve() : this.assertNoCycle(tenant, agentId, parentId),
     ]);
+    const stateFields = input.stateFields ?? null;
+    if (stateFields) {
+      checkDeclarations(stateFields);
+      await this.checkFieldChanges(tenant, agentId, parentId, existing, stateFields);
+    }
     const at = this.now().toISOString();
     const worker: WorkerRecord | null = input.worker
       ? { url: input.worker.url, secret: input.worker.secret ?? null, timeoutMs: input.worker.timeoutMs ?? null }
@@ -60,6 +70,7 @@ export class AgentService {
       parentId,
       worker,
       config,
+      stateFields,
       createdAt: existing?.createdAt ?? at,
       updatedAt: at,
     };
@@ -81,6 +92,104 @@ export class AgentService {
   async listAgents(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<AgentView>> {
     const page = await this.store.listAgents(tenant, options);
     return { items: page.items.map(agentView), ...(page.next ? { next: page.next } : {}) };
+  }
+
+  /**
+   * The typed fields of a session whose agent is `agentId`: what its hierarchy declares.
+   * One query of the tenant's agents (a tenant has few); null when nothing is declared.
+   */
+  async schemaFor(tenant: string, agentId: string | null): Promise<Schema | null> {
+    if (agentId === null) return null;
+    return buildSchema(agentId, await this.allAgents(tenant));
+  }
+
+  private async allAgents(tenant: string): Promise<AgentRecord[]> {
+    const agents: AgentRecord[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await this.store.listAgents(tenant, { limit: 500, ...(cursor ? { cursor } : {}) });
+      agents.push(...page.items);
+      cursor = page.next;
+    } while (cursor);
+    return agents;
+  }
+
+  /**
+   * A field name belongs to one agent of a tree; a type may change only when the values stored
+   * under it still fit, or when the declaration says how to migrate (`migrate: "clear"`).
+   */
+  private async checkFieldChanges(
+    tenant: string,
+    agentId: string,
+    parentId: string | null,
+    existing: AgentRecord | null,
+    stateFields: StateFields,
+  ): Promise<void> {
+    const agents = (await this.allAgents(tenant)).filter((agent) => agent.agentId !== agentId);
+    const self = { agentId, parentId, stateFields } as AgentRecord;
+    const all = [...agents, self];
+    const rootOf = (id: string): string => {
+      let current = all.find((agent) => agent.agentId === id);
+      for (let depth = 0; current?.parentId && depth < MAX_HIERARCHY_DEPTH; depth++) {
+        const parent = current.parentId;
+        current = all.find((agent) => agent.agentId === parent) ?? current;
+        if (current.agentId !== parent) break;
+      }
+      return current?.agentId ?? id;
+    };
+    const tree = new Set(treeMembers(rootOf(agentId), all));
+    for (const other of agents) {
+      if (!tree.has(other.agentId) || !other.stateFields) continue;
+      const clash = Object.keys(stateFields).find((name) => name in (other.stateFields as StateFields));
+      if (clash) {
+        throw new AgentStateError('invalid_request', `field ${clash} is already declared by agent ${other.agentId} of the same hierarchy`, {
+          field: `stateFields.${clash}`,
+        });
+      }
+    }
+    const retyped = Object.entries(stateFields).filter(([name, declaration]) => {
+      const before = existing?.stateFields?.[name];
+      return before !== undefined && before.type !== declaration.type && declaration.migrate !== 'clear';
+    });
+    if (retyped.length === 0) return;
+    const misfits = await this.sessionsNotFitting(tenant, tree, retyped.map(([name, declaration]) => [name, declaration.type]));
+    if (misfits.length > 0) {
+      throw new AgentStateError(
+        'conflict',
+        `stored values of ${retyped.map(([name]) => name).join(', ')} do not fit the new type; declare migrate: "clear" to read them as cleared`,
+        { sessions: misfits.slice(0, 20) },
+      );
+    }
+  }
+
+  /** Sessions of the tree whose latest state holds a value that does not fit its new type. */
+  private async sessionsNotFitting(
+    tenant: string,
+    tree: Set<string>,
+    retyped: Array<[string, StateFields[string]['type']]>,
+  ): Promise<string[]> {
+    const misfits: string[] = [];
+    let checked = 0;
+    let cursor: string | undefined;
+    do {
+      const page = await this.store.listSessions(tenant, { limit: 100, ...(cursor ? { cursor } : {}) });
+      for (const session of page.items) {
+        if (!session.agentId || !tree.has(session.agentId)) continue;
+        if (++checked > TYPE_CHANGE_CHECK_LIMIT) {
+          throw new AgentStateError(
+            'conflict',
+            `too many sessions to check a type change; declare migrate: "clear" to read old values as cleared`,
+          );
+        }
+        const tip = await this.store.readTip({ tenant, sessionId: session.sessionId }, { withState: true });
+        const state = tip.latest?.state;
+        if (!state || typeof state !== 'object' || Array.isArray(state)) continue;
+        const misfit = retyped.some(([name, type]) => name in state && typeProblem(type, (state as Record<string, Json>)[name] as Json) !== null);
+        if (misfit) misfits.push(session.sessionId);
+      }
+      cursor = page.next;
+    } while (cursor);
+    return misfits;
   }
 
   /** The parent must exist, and the new edge must not close a loop in the hierarchy. */
@@ -117,7 +226,16 @@ export function agentView(agent: AgentRecord): AgentView {
       ? { url: agent.worker.url, timeoutMs: agent.worker.timeoutMs, hasSecret: agent.worker.secret !== null }
       : null,
     config: agent.config,
+    stateFields: agent.stateFields,
     createdAt: agent.createdAt,
     updatedAt: agent.updatedAt,
   };
+}
+
+function treeMembers(root: string, agents: readonly AgentRecord[]): string[] {
+  const members = [root];
+  for (let index = 0; index < members.length; index++) {
+    for (const agent of agents) if (agent.parentId === members[index]) members.push(agent.agentId);
+  }
+  return members;
 }

@@ -2,7 +2,8 @@ import type { AgentService } from './agent-service.js';
 import { planChain, suppliedIds, type IncomingMessage } from './chain.js';
 import { AgentStateError } from './errors.js';
 import { isValidId, newId, ROOT_NODE } from './ids.js';
-import { encodedSize, isJsonObject, jsonEqual, type Json, type JsonObject } from './json.js';
+import { applyTypedWrite, checkOverlay, viewOf, type Schema } from './fields.js';
+import { encodedSize, isJsonObject, jsonEqual, setOwn, type Json, type JsonObject } from './json.js';
 import {
   STATE_LIMIT_BYTES,
   type AgentRecord,
@@ -42,6 +43,8 @@ export interface DecideRequest {
   turnId?: string;
   parentId?: string;
   proposed?: JsonObject;
+  /** Typed fields seeded into the state the worker sees, for this request only. */
+  stateOverlay?: JsonObject;
 }
 
 export interface DecideResult {
@@ -77,6 +80,11 @@ export type WorkerInvoker = (worker: WorkerRecord, body: string, timeoutMs: numb
 /** Everything a decision read before asking its worker. */
 interface Prepared {
   tip: Tip;
+  /** The session's typed fields; null when untyped. */
+  schema: Schema | null;
+  sessionAgentId: string | null;
+  /** The stored state at the decision's node (all fields). */
+  stored: Json;
   /** The trigger's messages appended under the parent: the decision happens at `plan.last`. */
   plan: ReturnType<typeof planChain>;
   pointer: number;
@@ -149,8 +157,9 @@ export class DecideService {
   ): Promise<DecideResult> {
     // Ids are fixed once, so that a commit retried on fresh reads creates the same nodes.
     const triggerMessages = withIds(triggerMessagesOf(request.trigger));
-    const prepared = await this.prepare(scope, request.parentId, triggerMessages, agent);
+    const prepared = await this.prepare(scope, request.parentId, triggerMessages, agent, agentId);
     const path = await this.pathTo(scope, prepared.plan);
+    const shown = withOverlay(prepared, agentId, request.stateOverlay);
 
     const decisionRequest: DecisionRequest = {
       session_id: scope.sessionId,
@@ -159,7 +168,7 @@ export class DecideService {
       turn_id: request.turnId ?? null,
       trigger: request.trigger,
       proposed: request.proposed ?? {},
-      state: prepared.state,
+      state: shown,
       agent: prepared.agent,
       messages: path.messages,
       ancestry: path.ancestry,
@@ -184,7 +193,7 @@ export class DecideService {
         if (!(error instanceof StaleTipError || error instanceof NodeTakenError) || attempt >= COMMIT_ATTEMPTS) throw error;
         // The session moved (a write elsewhere, an append). The answer still applies if what the
         // worker saw — the state at the decision's node — is unchanged; otherwise it does not.
-        const fresh = await this.prepare(scope, request.parentId, triggerMessages, agent);
+        const fresh = await this.prepare(scope, request.parentId, triggerMessages, agent, agentId);
         if (fresh.pointer !== prepared.pointer || fresh.plan.last.id !== prepared.plan.last.id) {
           throw new AgentStateError(
             'conflict',
@@ -203,6 +212,7 @@ export class DecideService {
     parentId: string | undefined,
     messages: IncomingMessage[],
     agent: AgentRecord | null,
+    agentId: string | null,
   ): Promise<Prepared> {
     const lookups = [...new Set([...suppliedIds(messages), ...(parentId ? [parentId] : [])])];
     const [tip, known] = await Promise.all([
@@ -217,12 +227,19 @@ export class DecideService {
       current = tip.latest?.version === pointer ? tip.latest : await this.store.getVersion(scope, pointer);
       if (!current) throw new AgentStateError('internal', `version ${pointer} is missing`);
     }
+    const sessionAgentId = await this.sessions.sessionAgentOf(scope, tip);
+    const schema = await this.sessions.schemaOf(scope.tenant, sessionAgentId);
+    const stored = current?.state ?? null;
     return {
       tip,
+      schema,
+      sessionAgentId,
+      stored,
       plan,
       pointer,
       current,
-      state: current?.state ?? null,
+      // The worker sees only what its agent may read.
+      state: schema ? viewOf(schema, agentId, stored) : stored,
       // A session starts with its agent's registered config until a version records another.
       agent: current?.agent ?? agent?.config ?? null,
     };
@@ -245,9 +262,11 @@ export class DecideService {
     const head = reply.last;
 
     // A value overwrites, {} clears; omitted or null keeps. The same for the agent config.
-    const nextState = decision.state === undefined || decision.state === null ? state : decision.state;
+    // With typed fields the answer is the agent's view: what it cannot see is kept as stored.
+    const meant = decision.state === undefined || decision.state === null ? state : decision.state;
+    const nextState = prepared.schema ? typedAnswer(prepared.schema, agentId, prepared.stored, state, meant) : meant;
     const nextAgent = decision.agent === undefined || decision.agent === null ? agent : decision.agent;
-    const changed = !jsonEqual(nextState, state) || !jsonEqual(nextAgent, agent);
+    const changed = !jsonEqual(nextState, prepared.stored) || !jsonEqual(nextAgent, agent);
     const before = pointerOf(head, tip);
     const version: VersionRecord | undefined = changed
       ? {
@@ -270,7 +289,7 @@ export class DecideService {
       changed,
       head: head.id,
       agent: nextAgent,
-      ...(resultVersion === 0 ? { state: nextState } : {}),
+      ...(resultVersion === 0 ? { state: prepared.schema ? viewOf(prepared.schema, agentId, nextState) : nextState } : {}),
     };
     const record: DecisionRecord = { decisionId, status: 'done', attempts, outcome };
     const newNodes: NodeRecord[] = [...plan.created, ...reply.created];
@@ -285,13 +304,15 @@ export class DecideService {
         newNodes,
         touchSessionAt: at,
         mayCreateSession: tip.slot === 0,
+        sessionAgentId: prepared.sessionAgentId,
         decision: { record, leaseToken },
       };
       await this.store.commit(scope, change);
     } else {
       await this.store.completeDecision(scope, { record, leaseToken });
     }
-    return { decisionId, decision: decision.raw, state: nextState, agent: nextAgent, version: resultVersion, changed, head: head.id };
+    const visible = prepared.schema ? viewOf(prepared.schema, agentId, nextState) : nextState;
+    return { decisionId, decision: decision.raw, state: visible, agent: nextAgent, version: resultVersion, changed, head: head.id };
   }
 
   /** The answer of a decision that already happened, as it was first given. */
@@ -300,7 +321,9 @@ export class DecideService {
     let state = outcome.state ?? null;
     if (outcome.state === undefined && outcome.version > 0) {
       const version = await this.store.getVersion(scope, outcome.version);
+      const schema = await this.sessions.schemaOf(scope.tenant, version?.sessionAgentId ?? null);
       state = version?.state ?? null;
+      if (schema) state = viewOf(schema, version?.author ?? null, state);
     }
     return {
       decisionId: record.decisionId,
@@ -376,6 +399,32 @@ export function validateDecisionResponse(answer: unknown): ValidDecision {
     });
   }
   return decision;
+}
+
+/** The state the worker is shown: its view, with the request's `stateOverlay` on top. */
+function withOverlay(prepared: Prepared, agentId: string | null, overlay: JsonObject | undefined): Json {
+  if (!overlay) return prepared.state;
+  if (prepared.schema) checkOverlay(prepared.schema, agentId, overlay);
+  const base = isJsonObject(prepared.state) ? prepared.state : {};
+  const shown: JsonObject = { ...base };
+  for (const [name, value] of Object.entries(overlay)) {
+    if (value === null) delete shown[name];
+    else setOwn(shown, name, value);
+  }
+  return shown;
+}
+
+/** A worker's state, checked against its agent's write scope; its faults are the worker's. */
+function typedAnswer(schema: Schema, agentId: string | null, stored: Json, seen: Json, meant: Json): Json {
+  try {
+    return applyTypedWrite(schema, agentId, stored, seen, meant);
+  } catch (error) {
+    if (!(error instanceof AgentStateError)) throw error;
+    throw new AgentStateError('worker_failed', `the worker's state breaks the typed fields: ${error.message}`, {
+      ...error.extras,
+      fieldError: error.code,
+    });
+  }
 }
 
 function triggerMessagesOf(trigger: DecideRequest['trigger']): IncomingMessage[] {

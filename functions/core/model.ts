@@ -1,3 +1,4 @@
+import type { StateFields } from './fields.js';
 import type { Json, JsonObject } from './json.js';
 
 /** Which session a request addresses; the tenant always comes from the API key. */
@@ -47,6 +48,8 @@ export interface VersionRecord {
   agent: Json;
   /** The versions before this one in its node lineage, nearest first, at most `LINEAGE_WINDOW`. */
   lineage: number[];
+  /** The session's agent when this version was recorded (carried on every tip item). */
+  sessionAgentId?: string | null;
 }
 
 /**
@@ -71,6 +74,8 @@ export interface Tip {
   headDepth: number;
   /** When the session item's `updatedAt` was last moved forward. */
   touchedAt: string | null;
+  /** The session's agent (whose hierarchy may declare typed fields), carried on every tip. */
+  agentId: string | null;
   /** The recorded version in the tip slot, when the read asked for it. */
   latest: VersionRecord | null;
 }
@@ -98,6 +103,8 @@ export interface AgentRecord {
   agentId: string;
   parentId: string | null;
   worker: WorkerRecord | null;
+  /** Typed fields this agent declares; null when none. */
+  stateFields: StateFields | null;
   /** The config a session starts with, until a version records another. */
   config: Json;
   createdAt: string;

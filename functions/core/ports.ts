@@ -32,6 +32,8 @@ export interface TipChange {
   readonly touchSessionAt?: string;
   /** Whether the session may not exist yet: then the session item is written with the change. */
   readonly mayCreateSession: boolean;
+  /** The session's agent, to carry on the tip; the tip read's when absent. */
+  readonly sessionAgentId?: string | null;
   /** A decision completed by this change: its record is written and its lease released with it. */
   readonly decision?: DecisionCompletion;
 }

@@ -1,5 +1,6 @@
 import { planChain, suppliedIds, type IncomingMessage } from './chain.js';
 import { AgentStateError } from './errors.js';
+import { applyTypedWrite, viewOf, type Caller, type Schema } from './fields.js';
 import { newId, ROOT_NODE } from './ids.js';
 import { encodedSize, jsonEqual, type Json, type JsonObject } from './json.js';
 import {
@@ -77,15 +78,22 @@ export interface StateWrite {
   cause: VersionCause;
   author: string | null;
   decisionId?: string | null;
+  /** The acting agent for typed fields (`X-Agent-Id`); null or absent: the whole state. */
+  caller?: Caller;
   /** Computes the new state from the current one; may run more than once under contention. */
   next: (current: Json) => Json;
 }
+
+/** The typed fields of a session whose agent is `agentId` (null when none are declared). */
+export type SchemaSource = (tenant: string, agentId: string | null) => Promise<Schema | null>;
 
 export interface ServiceOptions {
   now?: () => Date;
   retry?: Partial<RetryPolicy>;
   /** How stale the session list's `updatedAt` may get before a write moves it forward. */
   touchIntervalMs?: number;
+  /** Where typed fields come from; without it every state is untyped. */
+  schemas?: SchemaSource;
 }
 
 interface Target {
@@ -104,6 +112,7 @@ export class SessionService {
   private readonly now: () => Date;
   private readonly retry: Partial<RetryPolicy>;
   private readonly touchIntervalMs: number;
+  private readonly schemas: SchemaSource;
 
   constructor(
     private readonly store: SessionStore,
@@ -112,6 +121,7 @@ export class SessionService {
     this.now = options.now ?? (() => new Date());
     this.retry = options.retry ?? {};
     this.touchIntervalMs = options.touchIntervalMs ?? 1000;
+    this.schemas = options.schemas ?? (async () => null);
   }
 
   // ---- sessions -------------------------------------------------------------------------
@@ -149,7 +159,7 @@ export class SessionService {
 
   // ---- state ----------------------------------------------------------------------------
 
-  async readState(scope: SessionScope, at: { node?: string; version?: number }): Promise<StateView> {
+  async readState(scope: SessionScope, at: { node?: string; version?: number }, caller: Caller = null): Promise<StateView> {
     if (at.version !== undefined) {
       const record = at.version === 0 ? null : await this.store.getVersion(scope, at.version);
       if (!record) {
@@ -157,23 +167,30 @@ export class SessionService {
         if (at.version === 0) return emptyState(scope, ROOT_NODE);
         throw new AgentStateError('version_not_found', `version ${at.version} does not exist`, { version: at.version });
       }
-      return stateView(scope, record.node, record);
+      // Every version carries the session's agent, so time travel needs no other read.
+      const schema = await this.schemas(scope.tenant, record.sessionAgentId ?? null);
+      return stateView(scope, record.node, record, schema, caller);
     }
     const target = await this.resolveTarget(scope, at.node, { forRead: true });
     if (!target) return emptyState(scope, at.node ?? ROOT_NODE);
-    return stateView(scope, target.nodeId, target.current);
+    const schema = await this.schemas(scope.tenant, target.tip.agentId);
+    return stateView(scope, target.nodeId, target.current, schema, caller);
   }
 
   /**
    * Records a new version at the target node unless the result equals the current state.
    * A lost race re-reads and recomputes, so no update is ever lost; with `ifMatch`, a moved
-   * target answers `412 version_mismatch` instead.
+   * target answers `412 version_mismatch` instead. With typed fields, the write is computed on
+   * the caller's view and merged back, so fields outside that view are never touched.
    */
   async writeState(scope: SessionScope, write: StateWrite): Promise<WriteResult> {
+    const caller = write.caller ?? null;
     return retryOnStaleTip(this.retry, async () => {
       const target = await this.resolveTarget(scope, write.node, { forRead: false });
       if (!target) throw nodeNotFound(write.node ?? ROOT_NODE);
       const { tip, nodeId, pointer, current } = target;
+      const sessionAgentId = await this.sessionAgentOf(scope, tip);
+      const schema = await this.schemas(scope.tenant, sessionAgentId);
       if (write.ifMatch !== undefined && write.ifMatch !== pointer) {
         throw new AgentStateError(
           'version_mismatch',
@@ -181,11 +198,14 @@ export class SessionService {
           { currentVersion: pointer },
         );
       }
-      const currentState = current?.state ?? null;
-      const nextState = write.next(currentState);
+      const stored = current?.state ?? null;
+      const seen = schema ? viewOf(schema, caller, stored) : stored;
+      const meant = write.next(seen);
+      const nextState = schema ? applyTypedWrite(schema, caller, stored, seen, meant) : meant;
       assertStateSize(nextState);
-      if (jsonEqual(nextState, currentState)) {
-        return { sessionId: scope.sessionId, node: nodeId, version: pointer, prevVersion: pointer, state: currentState, changed: false };
+      const answer = (state: Json) => (schema ? viewOf(schema, caller, state) : state);
+      if (jsonEqual(nextState, stored)) {
+        return { sessionId: scope.sessionId, node: nodeId, version: pointer, prevVersion: pointer, state: answer(stored), changed: false };
       }
       const at = this.now();
       const version: VersionRecord = {
@@ -209,16 +229,31 @@ export class SessionService {
         newNodes: [],
         touchSessionAt: this.shouldTouch(tip, at) ? version.createdAt : undefined,
         mayCreateSession: tip.slot === 0,
+        sessionAgentId,
       });
       return {
         sessionId: scope.sessionId,
         node: nodeId,
         version: version.version,
         prevVersion: pointer,
-        state: nextState,
+        state: answer(nextState),
         changed: true,
       };
     });
+  }
+
+  /**
+   * The session's agent: carried on every tip item; read from the session item before the
+   * first write (one extra read, once per session).
+   */
+  async sessionAgentOf(scope: SessionScope, tip: Tip): Promise<string | null> {
+    if (tip.slot > 0) return tip.agentId;
+    return (await this.store.getMeta(scope))?.agentId ?? null;
+  }
+
+  /** The typed fields of a session (null when its hierarchy declares none). */
+  schemaOf(tenant: string, agentId: string | null): Promise<Schema | null> {
+    return this.schemas(tenant, agentId);
   }
 
   // ---- message tree ---------------------------------------------------------------------
@@ -243,6 +278,7 @@ export class SessionService {
 
       const at = this.now().toISOString();
       const { chain, created, last } = planChain({ parent, messages: input.messages, known, tip, at });
+      const sessionAgentId = await this.sessionAgentOf(scope, tip);
 
       if (created.length > 0 || last.id !== tip.head) {
         await this.store.commit(scope, {
@@ -252,6 +288,7 @@ export class SessionService {
           newNodes: created,
           touchSessionAt: at,
           mayCreateSession: tip.slot === 0,
+          sessionAgentId,
         });
       }
       // Pointers as of the tip read: a reused node that was the head has its pointer there.
@@ -358,9 +395,9 @@ export class SessionService {
 
   // ---- versions -------------------------------------------------------------------------
 
-  async getVersion(scope: SessionScope, version: number): Promise<VersionView> {
+  async getVersion(scope: SessionScope, version: number, caller: Caller = null): Promise<VersionView> {
     const record = await this.store.getVersion(scope, version);
-    if (record) return versionView(record);
+    if (record) return versionView(record, await this.schemas(scope.tenant, record.sessionAgentId ?? null), caller);
     if (!(await this.sessionExists(scope))) throw sessionNotFound(scope);
     throw new AgentStateError('version_not_found', `version ${version} does not exist`, { version });
   }
@@ -372,13 +409,17 @@ export class SessionService {
   async listVersions(
     scope: SessionScope,
     options: { node?: string; limit: number; cursor?: string },
+    caller: Caller = null,
   ): Promise<Page<VersionView>> {
+    // Every version carries the session's agent: the schema is known from the records read.
+    const schemaOf = (records: VersionRecord[]) => this.schemas(scope.tenant, records[0]?.sessionAgentId ?? null);
     if (options.node === undefined) {
       const page = await this.store.listVersions(scope, { limit: options.limit, cursor: options.cursor });
       if (page.items.length === 0 && !options.cursor && !(await this.sessionExists(scope))) {
         throw sessionNotFound(scope);
       }
-      return { items: page.items.map(versionView), ...(page.next ? { next: page.next } : {}) };
+      const schema = await schemaOf(page.items);
+      return { items: page.items.map((record) => versionView(record, schema, caller)), ...(page.next ? { next: page.next } : {}) };
     }
 
     let start: number;
@@ -408,7 +449,8 @@ export class SessionService {
     }
     const last = records[records.length - 1];
     const next = last && last.prevVersion > 0 ? encodeLineageCursor(last.prevVersion, scope, options.node) : undefined;
-    return { items: records.map(versionView), ...(next ? { next } : {}) };
+    const schema = await schemaOf(records);
+    return { items: records.map((record) => versionView(record, schema, caller)), ...(next ? { next } : {}) };
   }
 
   // ---- internals ------------------------------------------------------------------------
@@ -494,12 +536,19 @@ function emptyState(scope: SessionScope, node: string): StateView {
   return { sessionId: scope.sessionId, node, version: 0, state: null, agent: null, updatedAt: null };
 }
 
-function stateView(scope: SessionScope, node: string, record: VersionRecord | null): StateView {
+function stateView(
+  scope: SessionScope,
+  node: string,
+  record: VersionRecord | null,
+  schema: Schema | null,
+  caller: Caller,
+): StateView {
+  const state = record?.state ?? null;
   return {
     sessionId: scope.sessionId,
     node,
     version: record?.version ?? 0,
-    state: record?.state ?? null,
+    state: schema ? viewOf(schema, caller, state) : state,
     agent: record?.agent ?? null,
     updatedAt: record?.createdAt ?? null,
   };
@@ -516,7 +565,8 @@ function nodeView(node: NodeRecord, tip: Pick<Tip, 'head' | 'headVersion'>): Nod
   };
 }
 
-export function versionView(record: VersionRecord): VersionView {
+/** A version as the caller may see it: with typed fields, only the fields it may read. */
+export function versionView(record: VersionRecord, schema: Schema | null = null, caller: Caller = null): VersionView {
   return {
     version: record.version,
     node: record.node,
@@ -525,7 +575,7 @@ export function versionView(record: VersionRecord): VersionView {
     author: record.author,
     ...(record.decisionId ? { decisionId: record.decisionId } : {}),
     createdAt: record.createdAt,
-    state: record.state,
+    state: schema ? viewOf(schema, caller, record.state) : record.state,
     agent: record.agent,
   };
 }

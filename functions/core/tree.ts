@@ -45,6 +45,7 @@ export function emptyTip(): Tip {
     headVersion: 0,
     headDepth: 0,
     touchedAt: null,
+    agentId: null,
     latest: null,
   };
 }

@@ -3,7 +3,26 @@ import { AgentStateError } from '../core/errors.js';
 import { requireId } from '../core/ids.js';
 import type { Json } from '../core/json.js';
 import { MAX_WORKER_TIMEOUT_MS } from '../core/decide-service.js';
-import { createHttpHandler, json, pagination, parseBody, requireIds, type RouteInput } from './api.js';
+import { FIELD_TYPES, type StateFields } from '../core/fields.js';
+import { createHttpHandler, idSchema, json, pagination, parseBody, requireIds, type RouteInput } from './api.js';
+
+const scope = z.union([z.literal('private'), z.literal('public'), z.object({ agents: z.array(idSchema).max(100) }).strict()]);
+
+const fieldDeclaration = z
+  .object({
+    type: z.enum(FIELD_TYPES),
+    description: z.string().max(2000).optional(),
+    updateRules: z.string().max(2000).optional(),
+    read: scope.default('private'),
+    write: scope.default('private'),
+    migrate: z.literal('clear').optional(),
+  })
+  .strict();
+
+/** Field names are the top-level keys of the state: ids' characters, no more than 128. */
+const stateFields = z.record(idSchema, fieldDeclaration).refine((fields) => Object.keys(fields).length <= 200, {
+  message: 'at most 200 fields',
+});
 
 const agentBody = z
   .object({
@@ -18,26 +37,24 @@ const agentBody = z
       .nullable()
       .optional(),
     config: z.json().optional(),
-    stateFields: z.unknown().optional(),
+    stateFields: stateFields.nullable().optional(),
   })
   .strict();
 
 const agentId = (input: RouteInput) => requireId(input.path('agentId'), 'agentId');
 
-/** The agent registry (API.md section 7): workers, initial config, hierarchy. */
+/** The agent registry (API.md section 7): workers, initial config, hierarchy, typed fields. */
 export const handler = createHttpHandler({
   'PUT /v1/agents/{agentId}': async (input) => {
     const id = agentId(input);
     if (input.body === undefined) throw new AgentStateError('invalid_request', 'send the agent as JSON, e.g. {"config": {}}');
     requireIds(input.body, ['parentId']);
     const request = parseBody(agentBody, input.body);
-    if (request.stateFields !== undefined) {
-      throw new AgentStateError('invalid_request', 'stateFields (typed fields) are not supported yet', { field: 'stateFields' });
-    }
     const { agent, created } = await input.deps.agents.putAgent(input.tenant, id, {
       parentId: request.parentId ?? null,
       worker: request.worker ?? null,
       config: (request.config ?? null) as Json,
+      stateFields: (request.stateFields ?? null) as StateFields | null,
     });
     return json(created ? 201 : 200, agent, created ? { location: `/v1/agents/${encodeURIComponent(id)}` } : {});
   },

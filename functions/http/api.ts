@@ -18,6 +18,8 @@ export interface RouteInput {
   path: (name: string) => string;
   query: (name: string) => string | undefined;
   header: (name: string) => string | undefined;
+  /** The agent the caller acts as (`X-Agent-Id`, checked against the key); null for none. */
+  caller: string | null;
 }
 
 export type RouteFunction = (input: RouteInput) => Promise<APIGatewayProxyStructuredResultV2>;
@@ -47,6 +49,17 @@ export function createHttpHandler(routeFunctions: Record<string, RouteFunction>,
     if (!route) throw new AgentStateError('not_found', `no route for ${event.requestContext.http.method} ${event.rawPath}`);
     const agentId = event.headers?.['x-agent-id'];
     if (agentId !== undefined) requireId(agentId, 'X-Agent-Id');
+    // A key limited to some agents must say which of them it acts as (API.md section 7).
+    const allowed = event.allowedAgents;
+    if (allowed && (agentId === undefined || !allowed.includes(agentId))) {
+      throw new AgentStateError(
+        'forbidden',
+        agentId === undefined
+          ? 'this key acts as an agent: send X-Agent-Id with one of its agents'
+          : `this key may not act as agent ${agentId}`,
+        { agents: allowed },
+      );
+    }
     return route({
       event,
       tenant: event.tenant ?? '',
@@ -55,6 +68,7 @@ export function createHttpHandler(routeFunctions: Record<string, RouteFunction>,
       path: (name) => safeDecode(event.pathParameters?.[name] ?? ''),
       query: (name) => event.queryStringParameters?.[name],
       header: (name) => event.headers?.[name.toLowerCase()],
+      caller: agentId ?? null,
     });
   };
 

@@ -2,8 +2,14 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { AgentStateError } from '../core/errors.js';
 import { isValidId } from '../core/ids.js';
 
-/** Resolves an API key to its tenant, or null for a key nobody issued. */
-export type KeyResolver = (apiKey: string) => Promise<string | null>;
+/** What a key grants: its tenant and, when the key is limited to some agents, those agents. */
+export interface Grant {
+  tenant: string;
+  agents: string[] | null;
+}
+
+/** Resolves an API key to what it grants, or null for a key nobody issued. */
+export type KeyResolver = (apiKey: string) => Promise<Grant | null>;
 
 export const DEFAULT_LOCAL_KEYS = 'local:dev-key';
 
@@ -21,7 +27,7 @@ export function keysFromEnv(value: string | undefined): KeyResolver {
     for (const pair of pairs) {
       if (timingSafeEqual(pair.digest, presented)) tenant = pair.tenant;
     }
-    return tenant;
+    return tenant === null ? null : { tenant, agents: null };
   };
 }
 

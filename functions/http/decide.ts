@@ -14,6 +14,7 @@ const decideBody = z
     turnId: z.string().optional(),
     parentId: z.string().optional(),
     proposed: z.record(z.string(), z.json()).optional(),
+    stateOverlay: z.record(z.string(), z.json()).optional(),
   })
   .strict();
 
@@ -33,6 +34,13 @@ export const handler = createHttpHandler({
       checkMessages(body.trigger.messages as JsonObject[], 'trigger.messages');
     }
     if (body.parentId !== undefined) requireNodeId(body.parentId, 'parentId');
-    return json(200, await input.deps.decide.decide(scope, body));
+    // The deciding agent: named in the body, else the one the caller acts as (X-Agent-Id).
+    const agentId = body.agentId ?? input.caller ?? undefined;
+    if (body.agentId !== undefined && input.event.allowedAgents && !input.event.allowedAgents.includes(body.agentId)) {
+      throw new AgentStateError('forbidden', `this key may not act as agent ${body.agentId}`, {
+        agents: input.event.allowedAgents,
+      });
+    }
+    return json(200, await input.deps.decide.decide(scope, { ...body, ...(agentId ? { agentId } : {}) }));
   },
 });

@@ -52,8 +52,8 @@ export function dependenciesFor(
 ): Dependencies {
   const env = options.env ?? process.env;
   const workers = workerRules(env);
-  const sessions = new SessionService(store);
   const agents = new AgentService(store, workers.checkUrl);
+  const sessions = new SessionService(store, { schemas: (tenant, agentId) => agents.schemaFor(tenant, agentId) });
   return {
     sessions,
     agents,
@@ -71,7 +71,7 @@ export function dependenciesFor(
 function keyResolver(env: NodeJS.ProcessEnv, keyStore: ApiKeyStore): KeyResolver {
   if (env.AGENTSTATE_AUTH === 'authorizer') return async () => null;
   const fromEnv = keysFromEnv(env.AGENTSTATE_API_KEYS);
-  return async (apiKey) => (await fromEnv(apiKey)) ?? (await keyStore.resolve(apiKey))?.tenant ?? null;
+  return async (apiKey) => (await fromEnv(apiKey)) ?? (await keyStore.resolve(apiKey));
 }
 
 /**

@@ -8,7 +8,12 @@ import type { IdempotencyStore, StoredResponse } from '../core/ports.js';
 import { bearerToken, unauthorized, type KeyResolver } from './auth.js';
 
 /** The event after our middlewares ran: the caller's tenant is known, the body parsed. */
-export type ApiEvent = Omit<APIGatewayProxyEventV2, 'body'> & { body?: unknown; tenant?: string };
+export type ApiEvent = Omit<APIGatewayProxyEventV2, 'body'> & {
+  body?: unknown;
+  tenant?: string;
+  /** The agents the key may act as; null when it may act as any (or as none). */
+  allowedAgents?: string[] | null;
+};
 export type ApiRequest = Request<ApiEvent, APIGatewayProxyStructuredResultV2, Error, Context>;
 type Middleware = MiddlewareObj<ApiEvent, APIGatewayProxyStructuredResultV2, Error, Context>;
 
@@ -57,16 +62,19 @@ function asAgentStateError(error: unknown): AgentStateError {
 export function authenticate(resolveKey: () => KeyResolver): Middleware {
   return {
     before: async (request) => {
-      const fromAuthorizer = (request.event.requestContext as { authorizer?: { lambda?: { tenant?: unknown } } })
-        .authorizer?.lambda?.tenant;
-      if (typeof fromAuthorizer === 'string') {
-        request.event.tenant = fromAuthorizer;
+      const context = (request.event.requestContext as { authorizer?: { lambda?: { tenant?: unknown; agents?: unknown } } })
+        .authorizer?.lambda;
+      if (typeof context?.tenant === 'string') {
+        request.event.tenant = context.tenant;
+        // The authorizer passes agents as a comma-separated string (ids have no commas).
+        request.event.allowedAgents = typeof context.agents === 'string' && context.agents ? context.agents.split(',') : null;
         return;
       }
       const token = bearerToken(request.event.headers?.authorization);
-      const tenant = token ? await resolveKey()(token) : null;
-      if (!tenant) throw unauthorized();
-      request.event.tenant = tenant;
+      const grant = token ? await resolveKey()(token) : null;
+      if (!grant) throw unauthorized();
+      request.event.tenant = grant.tenant;
+      request.event.allowedAgents = grant.agents;
     },
   };
 }

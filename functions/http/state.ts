@@ -43,6 +43,7 @@ async function write(input: RouteInput, cause: VersionCause, next: (current: Jso
     ...(expected === undefined ? {} : { ifMatch: expected }),
     cause,
     author: author(input),
+    caller: input.caller,
     next: (current) => next(current, body),
   });
   return json(200, result, { etag: etag(result.version) });
@@ -58,10 +59,14 @@ export const handler = createHttpHandler(
       if (node !== undefined && rawVersion !== undefined) {
         throw new AgentStateError('invalid_request', 'ask for a node or a version, not both', { field: 'version' });
       }
-      const view = await input.deps.sessions.readState(scope, {
-        ...(node === undefined ? {} : { node }),
-        ...(rawVersion === undefined ? {} : { version: versionNumber(rawVersion, 'version') }),
-      });
+      const view = await input.deps.sessions.readState(
+        scope,
+        {
+          ...(node === undefined ? {} : { node }),
+          ...(rawVersion === undefined ? {} : { version: versionNumber(rawVersion, 'version') }),
+        },
+        input.caller,
+      );
       return json(200, view, { etag: etag(view.version) });
     },
 
@@ -72,16 +77,17 @@ export const handler = createHttpHandler(
     'GET /v1/sessions/{sid}/versions': async (input) => {
       const scope = sessionScope(input);
       const node = queryNode(input);
-      const page = await input.deps.sessions.listVersions(scope, {
-        ...pagination(input),
-        ...(node === undefined ? {} : { node }),
-      });
+      const page = await input.deps.sessions.listVersions(
+        scope,
+        { ...pagination(input), ...(node === undefined ? {} : { node }) },
+        input.caller,
+      );
       return json(200, { versions: page.items, ...(page.next ? { next: page.next } : {}) });
     },
 
     'GET /v1/sessions/{sid}/versions/{v}': async (input) => {
       const scope = sessionScope(input);
-      return json(200, await input.deps.sessions.getVersion(scope, versionNumber(input.path('v'), 'version')));
+      return json(200, await input.deps.sessions.getVersion(scope, versionNumber(input.path('v'), 'version'), input.caller));
     },
   },
   // A state body beyond the limit can only be refused, so say which limit it broke. The JSON

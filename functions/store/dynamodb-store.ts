@@ -40,6 +40,7 @@ import {
   type StoredResponse,
   type TipChange,
 } from '../core/ports.js';
+import type { StateFields } from '../core/fields.js';
 import { emptyTip } from '../core/tree.js';
 import { keys, slotOf } from './keys.js';
 import { tableKeys } from './table.js';
@@ -61,7 +62,7 @@ const conditions = {
   itemExists: 'attribute_exists(pk)',
 } as const;
 
-const TIP_SUMMARY = 'pk, sk, #kind, #seq, version, head, headVersion, headDepth, touchedAt';
+const TIP_SUMMARY = 'pk, sk, #kind, #seq, version, head, headVersion, headDepth, touchedAt, agentId';
 const NODE_SUMMARY = 'sk, #id, parentId, #depth, #role, stateVersion, createdAt';
 const NODE_SUMMARY_NAMES = { '#id': 'id', '#depth': 'depth', '#role': 'role' };
 const BATCH_GET_LIMIT = 100;
@@ -113,6 +114,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
       headVersion: Number(item.headVersion),
       headDepth: Number(item.headDepth),
       touchedAt: typeof item.touchedAt === 'string' ? item.touchedAt : null,
+      agentId: typeof item.agentId === 'string' ? item.agentId : null,
       latest: !marker && options.withState ? toVersion(item) : null,
     };
   }
@@ -296,6 +298,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
       headVersion: change.head.version,
       headDepth: change.head.depth,
       touchedAt: at ?? basedOn.touchedAt ?? undefined,
+      agentId: (change.sessionAgentId === undefined ? basedOn.agentId : change.sessionAgentId) ?? undefined,
       ...(change.version
         ? versionAttributes(change.version)
         : { kind: 'm', seq: basedOn.marker ? basedOn.markerSeq + 1 : 1 }),
@@ -370,6 +373,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
           parentId: agent.parentId,
           worker: agent.worker ?? undefined,
           config: JSON.stringify(agent.config),
+          stateFields: agent.stateFields ? JSON.stringify(agent.stateFields) : undefined,
           createdAt: agent.createdAt,
           updatedAt: agent.updatedAt,
         },
@@ -753,6 +757,7 @@ function toVersion(item: Item): VersionRecord {
     state: JSON.parse(String(item.state)) as Json,
     agent: item.agent === undefined ? null : (JSON.parse(String(item.agent)) as Json),
     lineage: ((item.lineage as number[] | undefined) ?? []).map(Number),
+    sessionAgentId: typeof item.agentId === 'string' ? item.agentId : null,
   };
 }
 
@@ -881,6 +886,7 @@ function toAgent(item: Item): AgentRecord {
       ? { url: worker.url, secret: worker.secret ?? null, timeoutMs: worker.timeoutMs == null ? null : Number(worker.timeoutMs) }
       : null,
     config: typeof item.config === 'string' ? (JSON.parse(item.config) as Json) : null,
+    stateFields: typeof item.stateFields === 'string' ? (JSON.parse(item.stateFields) as StateFields) : null,
     createdAt: String(item.createdAt),
     updatedAt: String(item.updatedAt),
   };

@@ -90,7 +90,7 @@ describe('agent registry', () => {
     expect((await http.get(`/v1/agents/${child}`)).body).toMatchObject({ parentId: parent, worker: null });
   });
 
-  it('refuses unknown parents, cycles, bad workers and typed fields (for now)', async () => {
+  it('refuses unknown parents, cycles and bad workers', async () => {
     const a = uniqueId('a');
     const b = uniqueId('b');
     await http.put(`/v1/agents/${a}`, {});
@@ -102,7 +102,7 @@ describe('agent registry', () => {
     expect((await http.put(`/v1/agents/${a}`, { worker: { url: 'ftp://example.com' } })).body.code).toBe('invalid_request');
     expect((await http.put(`/v1/agents/${a}`, { worker: { url: 'http://example.com/decide' } })).body.code).toBe('invalid_request');
     expect((await http.put(`/v1/agents/${a}`, { worker: { url: workerUrl, timeoutMs: 26_000 } })).body.code).toBe('invalid_request');
-    expect((await http.put(`/v1/agents/${a}`, { stateFields: {} })).body.code).toBe('invalid_request');
+    expect((await http.put(`/v1/agents/${a}`, { stateFields: { f: { type: 'nope' } } })).body.code).toBe('invalid_request');
     expect((await http.get('/v1/agents/nobody')).status).toBe(404);
     expect((await http.get('/v1/agents/nobody')).body.code).toBe('agent_not_found');
     expect((await http.get(`/v1/agents/${a}`, { key: 'other-key' })).body.code).toBe('agent_not_found');

@@ -178,6 +178,7 @@ describe('emptyTip and rootNode', () => {
       headVersion: 0,
       headDepth: 0,
       touchedAt: null,
+      agentId: null,
       latest: null,
     });
   });

@@ -1,0 +1,339 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main as agentstateCli } from '../../bin/agentstate.js';
+import { apiClient, uniqueId, type ApiClient } from '../helpers/api-client.js';
+import { startApi, type RunningApi } from '../helpers/e2e.js';
+
+/**
+ * A three-agent hierarchy: a root agent, a billing sub-agent with a custom-scoped token
+ * field, and a general sub-agent. Every request below goes over HTTP to `npm start`.
+ */
+let api: RunningApi;
+let http: ApiClient;
+let worker: Server;
+let workerUrl: string;
+let seenByWorker: any[] = [];
+let workerAnswer: (request: any) => unknown = () => ({});
+
+const ids = { root: '', billing: '', general: '' };
+
+beforeAll(async () => {
+  worker = createServer(async (req, res) => {
+    let raw = '';
+    for await (const chunk of req) raw += chunk;
+    const body = JSON.parse(raw);
+    seenByWorker.push(body);
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(workerAnswer(body)));
+  });
+  await new Promise<void>((resolve) => worker.listen(0, '127.0.0.1', resolve));
+  workerUrl = `http://127.0.0.1:${(worker.address() as AddressInfo).port}/decide`;
+  api = await startApi();
+  http = api.client;
+
+  ids.root = uniqueId('root');
+  ids.billing = uniqueId('billing');
+  ids.general = uniqueId('general');
+  const root = await http.put(`/v1/agents/${ids.root}`, {
+    stateFields: {
+      plan: { type: 'string', description: 'the plan every agent follows', read: 'public', write: 'private' },
+      notes: { type: 'json', read: 'public', write: 'public' },
+      internal: { type: 'number' },
+    },
+  });
+  const billing = await http.put(`/v1/agents/${ids.billing}`, {
+    parentId: ids.root,
+    worker: { url: workerUrl },
+    stateFields: {
+      cardToken: { type: 'string', read: { agents: [ids.root] }, write: 'private' },
+      invoiceDate: { type: 'date', read: 'public', write: { agents: [ids.root] } },
+    },
+  });
+  const general = await http.put(`/v1/agents/${ids.general}`, {
+    parentId: ids.root,
+    stateFields: { topic: { type: 'string', read: 'public', write: 'public' } },
+  });
+  for (const response of [root, billing, general]) expect(response.status).toBe(201);
+});
+afterAll(async () => {
+  await api?.stop();
+  await new Promise((resolve) => worker?.close(resolve));
+});
+
+const as = (agent: string) => ({ headers: { 'x-agent-id': agent } });
+
+/** A session of the hierarchy with every field set (written with the tenant key: full access). */
+async function seededSession() {
+  const sid = uniqueId('typed');
+  await http.post('/v1/sessions', { sessionId: sid, agentId: ids.root });
+  const seeded = await http.put(`/v1/sessions/${sid}/state`, {
+    plan: 'ship it',
+    notes: { todo: ['a'] },
+    internal: 7,
+    cardToken: 'tok_1',
+    invoiceDate: '2026-12-01',
+    topic: 'billing',
+  });
+  expect(seeded.status).toBe(200);
+  return sid;
+}
+
+describe('reads: each agent sees only what it may read', () => {
+  it('filters state, history and single versions per agent', async () => {
+    const sid = await seededSession();
+
+    const full = await http.get(`/v1/sessions/${sid}/state`);
+    const root = await http.get(`/v1/sessions/${sid}/state`, as(ids.root));
+    const billing = await http.get(`/v1/sessions/${sid}/state`, as(ids.billing));
+    const general = await http.get(`/v1/sessions/${sid}/state`, as(ids.general));
+    const generalHistory = await http.get(`/v1/sessions/${sid}/versions`, as(ids.general));
+    const generalVersion = await http.get(`/v1/sessions/${sid}/versions/1`, as(ids.general));
+    const generalTravel = await http.get(`/v1/sessions/${sid}/state?version=1`, as(ids.general));
+
+    expect(Object.keys(full.body.state).sort()).toEqual(['cardToken', 'internal', 'invoiceDate', 'notes', 'plan', 'topic']);
+    expect(Object.keys(root.body.state).sort()).toEqual(['cardToken', 'internal', 'invoiceDate', 'notes', 'plan', 'topic']);
+    expect(Object.keys(billing.body.state).sort()).toEqual(['cardToken', 'invoiceDate', 'notes', 'plan', 'topic']);
+    expect(Object.keys(general.body.state).sort()).toEqual(['invoiceDate', 'notes', 'plan', 'topic']);
+    for (const response of [generalHistory, generalVersion, generalTravel]) {
+      expect(response.status).toBe(200);
+      expect(response.text).not.toContain('tok_1');
+      expect(response.text).not.toContain('internal');
+    }
+  });
+});
+
+describe('writes: scopes, types, unknown fields', () => {
+  it('lets each agent write exactly the fields its scopes allow', async () => {
+    const sid = await seededSession();
+    const patch = (agent: string, body: unknown) => http.patch(`/v1/sessions/${sid}/state`, body, as(agent));
+
+    const cases: Array<[string, string, Record<string, unknown>, number]> = [
+      ['general', ids.general, { notes: { todo: ['b'] } }, 200],
+      ['general', ids.general, { topic: 'refunds' }, 200],
+      ['general', ids.general, { plan: 'mine now' }, 403],
+      ['general', ids.general, { invoiceDate: '2027-01-01' }, 403],
+      ['billing', ids.billing, { cardToken: 'tok_2' }, 200],
+      ['billing', ids.billing, { plan: 'x' }, 403],
+      // The declaring agent always has access to its own fields.
+      ['billing', ids.billing, { invoiceDate: '2027-01-01' }, 200],
+      ['root', ids.root, { invoiceDate: '2027-02-01' }, 200],
+      ['root', ids.root, { plan: 'new plan' }, 200],
+      ['root', ids.root, { cardToken: 'tok_root' }, 403],
+      ['root', ids.root, { internal: 8 }, 200],
+    ];
+    for (const [name, agent, body, status] of cases) {
+      const response = await patch(agent, body);
+      expect(response.status, `${name} ${JSON.stringify(body)}`).toBe(status);
+      if (status === 403) {
+        expect(response.body.code).toBe('field_forbidden');
+        expect(response.body.fields).toEqual(Object.keys(body));
+      }
+    }
+
+    const final = await http.get(`/v1/sessions/${sid}/state`);
+    expect(final.body.state).toEqual({
+      plan: 'new plan',
+      notes: { todo: ['b'] },
+      internal: 8,
+      cardToken: 'tok_2',
+      invoiceDate: '2027-02-01',
+      topic: 'refunds',
+    });
+    expect(final.body.version).toBe(8);
+  });
+
+  it('refuses wrong types (naming each field), undeclared fields, and writes nothing', async () => {
+    const sid = await seededSession();
+
+    const wrongTypes = await http.patch(`/v1/sessions/${sid}/state`, { plan: 5, invoiceDate: 'yesterday', internal: 'x' });
+    const unknown = await http.patch(`/v1/sessions/${sid}/state`, { surprise: 1, plan: 'ok' });
+    const notAnObject = await http.put(`/v1/sessions/${sid}/state`, ['a']);
+
+    expect(wrongTypes.status).toBe(422);
+    expect(wrongTypes.body.code).toBe('validation_failed');
+    expect(wrongTypes.body.fields.map((field: { field: string }) => field.field).sort()).toEqual(['internal', 'invoiceDate', 'plan']);
+    expect(unknown.status).toBe(422);
+    expect(unknown.body).toMatchObject({ code: 'unknown_field', fields: ['surprise'] });
+    expect(notAnObject.body.code).toBe('validation_failed');
+    expect((await http.get(`/v1/sessions/${sid}/state`)).body.version).toBe(1);
+  });
+
+  it('clears a field with null', async () => {
+    const sid = await seededSession();
+
+    const cleared = await http.patch(`/v1/sessions/${sid}/state`, { cardToken: null }, as(ids.billing));
+    const putNull = await http.put(
+      `/v1/sessions/${sid}/state`,
+      { plan: 'ship it', notes: { todo: ['a'] }, invoiceDate: '2026-12-01', topic: null },
+      as(ids.general),
+    );
+
+    expect(cleared.status).toBe(200);
+    expect(cleared.body.state).not.toHaveProperty('cardToken');
+    expect(putNull.status).toBe(200);
+    const full = (await http.get(`/v1/sessions/${sid}/state`)).body.state;
+    expect(full).not.toHaveProperty('cardToken');
+    expect(full).not.toHaveProperty('topic');
+  });
+
+  it('never lets a sub-agent erase what it cannot see', async () => {
+    const sid = await seededSession();
+
+    // general replaces its whole view: the fields it cannot see are not part of that view.
+    const replaced = await http.put(
+      `/v1/sessions/${sid}/state`,
+      { plan: 'ship it', notes: 'rewritten', invoiceDate: '2026-12-01' },
+      as(ids.general),
+    );
+    const emptied = await http.put(`/v1/sessions/${sid}/state`, {}, as(ids.general));
+
+    expect(replaced.status).toBe(200);
+    expect(replaced.body.state).toEqual({ plan: 'ship it', notes: 'rewritten', invoiceDate: '2026-12-01' });
+    // Clearing its view would remove plan and invoiceDate, which it may read but not write.
+    expect(emptied.status).toBe(403);
+    expect(emptied.body.fields.sort()).toEqual(['invoiceDate', 'plan']);
+    const full = (await http.get(`/v1/sessions/${sid}/state`)).body.state;
+    expect(full).toMatchObject({ internal: 7, cardToken: 'tok_1', notes: 'rewritten' });
+  });
+});
+
+describe('decide with a sub-agent worker', () => {
+  it('shows the worker only its readable fields and keeps the rest through its answer', async () => {
+    const sid = await seededSession();
+    workerAnswer = (request) => ({ state: { ...request.state, cardToken: 'tok_from_worker' } });
+
+    const decided = await http.post(`/v1/sessions/${sid}/decide`, { agentId: ids.billing, trigger: { type: 'charge' } });
+
+    expect(decided.status).toBe(200);
+    const request = seenByWorker.at(-1);
+    expect(Object.keys(request.state).sort()).toEqual(['cardToken', 'invoiceDate', 'notes', 'plan', 'topic']);
+    expect(decided.body.state).not.toHaveProperty('internal');
+    const full = (await http.get(`/v1/sessions/${sid}/state`)).body.state;
+    expect(full).toMatchObject({ internal: 7, cardToken: 'tok_from_worker', plan: 'ship it' });
+  });
+
+  it('refuses an answer that writes outside the agent\'s write scope, writing nothing', async () => {
+    const sid = await seededSession();
+    workerAnswer = (request) => ({ state: { ...request.state, plan: 'hijacked' } });
+
+    const decided = await http.post(`/v1/sessions/${sid}/decide`, { agentId: ids.billing, trigger: { type: 'charge' } });
+
+    expect(decided.status).toBe(502);
+    expect(decided.body).toMatchObject({ code: 'worker_failed', fieldError: 'field_forbidden', fields: ['plan'] });
+    expect((await http.get(`/v1/sessions/${sid}/state`)).body.version).toBe(1);
+  });
+
+  it('seeds fields for one request with stateOverlay, persisted only if the worker writes them back', async () => {
+    const sid = await seededSession();
+    workerAnswer = () => ({});
+
+    const decided = await http.post(`/v1/sessions/${sid}/decide`, {
+      agentId: ids.billing,
+      trigger: { type: 'preview' },
+      stateOverlay: { topic: 'overlay only' },
+    });
+    const badOverlay = await http.post(`/v1/sessions/${sid}/decide`, {
+      agentId: ids.billing,
+      trigger: { type: 'preview' },
+      stateOverlay: { internal: 1 },
+    });
+
+    expect(decided.status).toBe(200);
+    expect(seenByWorker.at(-1).state.topic).toBe('overlay only');
+    expect((await http.get(`/v1/sessions/${sid}/state`)).body.state.topic).toBe('billing');
+    expect(badOverlay.status).toBe(403);
+    expect(badOverlay.body.code).toBe('field_forbidden');
+  });
+});
+
+describe('declarations and schema changes', () => {
+  it('refuses write access without read access, and a name another agent of the tree declared', async () => {
+    const broken = await http.put(`/v1/agents/${uniqueId('broken')}`, {
+      stateFields: { x: { type: 'string', read: 'private', write: 'public' } },
+    });
+    const listed = await http.put(`/v1/agents/${uniqueId('listed')}`, {
+      stateFields: { x: { type: 'string', read: { agents: ['a'] }, write: { agents: ['a', 'b'] } } },
+    });
+    const clash = await http.put(`/v1/agents/${uniqueId('clash')}`, {
+      parentId: ids.general,
+      stateFields: { plan: { type: 'string' } },
+    });
+    const badType = await http.put(`/v1/agents/${uniqueId('bad-type')}`, { stateFields: { x: { type: 'uuid' } } });
+
+    expect(broken.status).toBe(400);
+    expect(listed.status).toBe(400);
+    expect(clash.status).toBe(400);
+    expect(clash.body.detail).toContain('plan');
+    expect(badType.status).toBe(400);
+  });
+
+  it('adds fields freely, refuses a type change stored values do not fit, unless told to clear them', async () => {
+    const owner = uniqueId('owner');
+    await http.put(`/v1/agents/${owner}`, { stateFields: { count: { type: 'number', read: 'public', write: 'public' } } });
+    const sid = uniqueId('retype');
+    await http.post('/v1/sessions', { sessionId: sid, agentId: owner });
+    await http.put(`/v1/sessions/${sid}/state`, { count: 3 });
+
+    const added = await http.put(`/v1/agents/${owner}`, {
+      stateFields: { count: { type: 'number', read: 'public', write: 'public' }, label: { type: 'string', read: 'public', write: 'public' } },
+    });
+    const retyped = await http.put(`/v1/agents/${owner}`, { stateFields: { count: { type: 'string', read: 'public', write: 'public' } } });
+    const migrated = await http.put(`/v1/agents/${owner}`, {
+      stateFields: { count: { type: 'string', read: 'public', write: 'public', migrate: 'clear' } },
+    });
+    const read = await http.get(`/v1/sessions/${sid}/state`);
+
+    expect(added.status).toBe(200);
+    expect(retyped.status).toBe(409);
+    expect(retyped.body.sessions).toEqual([sid]);
+    expect(migrated.status).toBe(200);
+    expect(read.body.state).toEqual({});
+  });
+
+  it('fails a read closed when stored data does not match its declared type', async () => {
+    const owner = uniqueId('strict');
+    await http.put(`/v1/agents/${owner}`, { stateFields: { when: { type: 'json', read: 'public', write: 'public' } } });
+    const sid = uniqueId('mismatch');
+    await http.post('/v1/sessions', { sessionId: sid, agentId: owner });
+    await http.put(`/v1/sessions/${sid}/state`, { when: 'not a date' });
+    // json → date is refused while the stored value does not fit, unless the check is skipped
+    // because no session of the tree was found; simulate drift by retyping with migrate, then
+    // dropping migrate (a later deploy forgetting it).
+    await http.put(`/v1/agents/${owner}`, { stateFields: { when: { type: 'date', read: 'public', write: 'public', migrate: 'clear' } } });
+    const redeclared = await http.put(`/v1/agents/${owner}`, { stateFields: { when: { type: 'date', read: 'public', write: 'public' } } });
+
+    const read = await http.get(`/v1/sessions/${sid}/state`);
+
+    expect(redeclared.status).toBe(200);
+    expect(read.status).toBe(409);
+    expect(read.body).toMatchObject({ code: 'conflict', fields: [{ field: 'when' }] });
+  });
+});
+
+describe('keys limited to some agents', () => {
+  it('must act as one of their agents', async () => {
+    const endpoint = /DynamoDB Local: (\S+)/.exec(api.output())?.[1] as string;
+    const out: string[] = [];
+    await agentstateCli(['keys', 'create', '--tenant', 'local', '--agents', ids.general, '--json', '--endpoint', endpoint], {
+      out: (line) => out.push(line),
+      err: () => {},
+      env: {},
+    });
+    const { apiKey } = JSON.parse(out.join('\n')) as { apiKey: string };
+    const limited = apiClient(api.url, apiKey);
+    const sid = await seededSession();
+
+    const noHeader = await limited.get(`/v1/sessions/${sid}/state`);
+    const otherAgent = await limited.get(`/v1/sessions/${sid}/state`, as(ids.billing));
+    const ownAgent = await limited.get(`/v1/sessions/${sid}/state`, as(ids.general));
+    const decideAsOther = await limited.post(`/v1/sessions/${sid}/decide`, { agentId: ids.billing, trigger: { type: 'x' } }, as(ids.general));
+
+    expect(noHeader.status).toBe(403);
+    expect(noHeader.body.code).toBe('forbidden');
+    expect(otherAgent.status).toBe(403);
+    expect(ownAgent.status).toBe(200);
+    expect(Object.keys(ownAgent.body.state).sort()).toEqual(['invoiceDate', 'notes', 'plan', 'topic']);
+    expect(decideAsOther.status).toBe(403);
+  });
+});
