@@ -53,7 +53,7 @@ try {
   process.exit(1);
 }
 
-const { url, tableName, tableCreated, dynamoDb } = server;
+const { url, webSocketUrl, tableName, tableCreated, dynamoDb } = server;
 process.stdout.write(
   [
     `agentstate listening on ${url}`,
@@ -61,6 +61,7 @@ process.stdout.write(
     `  table ${tableName} ${tableCreated ? 'created' : 'found'}`,
     `  DynamoDB Local: ${dynamoDb.endpoint} (java pid ${dynamoDb.pid})`,
     `  dev key: ${devKey}`,
+    `  change events: webhooks (POST ${url}/v1/webhooks), live: ${webSocketUrl}?token=<key>`,
     `  try: curl -s ${url}/v1/sessions -H 'Authorization: Bearer ${devKey}'`,
     'Ctrl+C stops.',
     '',

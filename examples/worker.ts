@@ -50,6 +50,10 @@ export interface DecisionRequest {
   version: number;
   /** The head node's id. */
   head: string;
+  /** The profile document of the session's user (commits' `profile` scope); null when none. */
+  profile: Json;
+  /** The tenant's shared document (commits' `shared` scope); null when none. */
+  shared: Json;
 }
 
 /**

@@ -30,5 +30,13 @@ export class AgentStateStack extends Stack {
       value: this.agentState.table.tableName,
       description: 'The DynamoDB table (agentstate keys --table <TableName>)',
     });
+    new CfnOutput(this, 'WebSocketUrl', {
+      value: this.agentState.webSocketUrl,
+      description: 'Live sync (API.md section 9): <WebSocketUrl>?token=<api-key>, then {"action":"subscribe","sessionId":"…"}',
+    });
+    new CfnOutput(this, 'EventBusName', {
+      value: this.agentState.eventBus.eventBusName,
+      description: 'The EventBridge bus of change events (source agentstate, detail-type state.changed)',
+    });
   }
 }

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Annotations, Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
+import { Annotations, ArnFormat, Duration, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
 import {
   HttpApi,
   HttpMethod,
@@ -9,22 +9,37 @@ import {
   HttpStage,
   LogGroupLogDestination,
   PayloadFormatVersion,
+  WebSocketApi,
+  WebSocketStage,
   type ThrottleSettings,
 } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpLambdaAuthorizer, HttpLambdaResponseType } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
-import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
+import { HttpLambdaIntegration, WebSocketLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
 import type * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as events from 'aws-cdk-lib/aws-events';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { DynamoEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { routeGroups, routes, type Route } from '../functions/http/routes.js';
+import { versionRecordFilters } from '../functions/store/stream-images.js';
 import { tableKeys } from '../functions/store/table.js';
 import { AgentStateMonitoring } from './monitoring.js';
-import { accessOf, authorizerAccess, publicGroups, workerCallingGroups, workerCheckingGroups, type TableAccess } from './permissions.js';
+import {
+  accessOf,
+  authorizerAccess,
+  changeHookAccess,
+  publicGroups,
+  webSocketAccess,
+  workerCallingGroups,
+  workerCheckingGroups,
+  type TableAccess,
+} from './permissions.js';
 
 /** The repository root: Lambda entries and the lock file are found from here. */
 const projectRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -112,6 +127,21 @@ export interface AgentStateProps {
    * @default true
    */
   readonly dashboard?: boolean;
+
+  /**
+   * Request rate limits of the WebSocket API's stage (connects and messages together).
+   * @default { rateLimit: 50, burstLimit: 100 }
+   */
+  readonly webSocketThrottle?: ThrottleSettings;
+
+  /**
+   * JSON access logs for the WebSocket API stage. API Gateway writes WebSocket logs only when
+   * the account's API Gateway settings name a CloudWatch Logs role (one per account and
+   * region, shared by every API there), which this construct does not own; a deploy without
+   * it fails. Turn this on where that role is set.
+   * @default false
+   */
+  readonly webSocketAccessLogs?: boolean;
 }
 
 /** Function settings shared by every route function and the authorizer. */
@@ -135,6 +165,12 @@ const FUNCTION_DEFAULTS = {
  *                      │  least-privilege actions per group (lib/permissions.ts)
  *                      ▼
  *          DynamoDB table (on-demand, PITR, stream NEW_AND_OLD_IMAGES, TTL)
+ *                      │ stream, filtered to version records only
+ *                      ▼
+ *          change hook (functions/streams/change-hook.ts): one state.changed event per version
+ *            ├─> webhooks (dead letters in the table)   on failure: SQS queue
+ *            ├─> EventBridge bus (source agentstate)
+ *            └─> WebSocket API (wss://…/v1): clients following a session
  * ```
  */
 export class AgentState extends Construct {
@@ -154,11 +190,24 @@ export class AgentState extends Construct {
   readonly accessLogs: logs.LogGroup;
   /** Alarms and dashboard. */
   readonly monitoring: AgentStateMonitoring;
-
-  // Change events arrive next (DESIGN.md section 1): a change-hook function on the table's
-  // stream, with bisectBatchOnError, bounded retries, partial batch responses and an SQS
-  // on-failure queue. It will be built here, exposed as `changeHook` and `deadLetterQueue`,
-  // and handed to AgentStateMonitoring for the DLQ-depth and iterator-age alarms.
+  /** The change hook: the table's stream → webhooks, the event bus, WebSocket clients. */
+  readonly changeHook: NodejsFunction;
+  /**
+   * Where the stream's records go that the change hook could not process after its retries
+   * (the event source mapping's on-failure destination). Webhook deliveries that fail are not
+   * here: they are dead letters in the table, per webhook (docs/api.md).
+   */
+  readonly deadLetterQueue: sqs.Queue;
+  /** The bus every change event is put on (source `agentstate`, detail-type `state.changed`). */
+  readonly eventBus: events.EventBus;
+  /** The WebSocket API for live sync. */
+  readonly webSocketApi: WebSocketApi;
+  /** Its stage, `v1`. */
+  readonly webSocketStage: WebSocketStage;
+  /** `wss://…/v1`: connect with `?token=<api-key>`. */
+  readonly webSocketUrl: string;
+  /** The WebSocket API's function ($connect, $disconnect, subscribe, unsubscribe). */
+  readonly webSocketFunction: NodejsFunction;
 
   private readonly logRetention: logs.RetentionDays;
 
@@ -221,13 +270,162 @@ export class AgentState extends Construct {
     this.accessLogs = accessLogs;
     this.apiUrl = api.apiEndpoint;
 
+    const live = this.createWebSocketApi(props);
+    this.webSocketApi = live.api;
+    this.webSocketStage = live.stage;
+    this.webSocketFunction = live.fn;
+    this.webSocketUrl = live.stage.url;
+
+    const changeEvents = this.createChangeHook();
+    this.changeHook = changeEvents.fn;
+    this.deadLetterQueue = changeEvents.queue;
+    this.eventBus = changeEvents.bus;
+
     this.monitoring = new AgentStateMonitoring(this, 'Monitoring', {
       api,
       table: this.table,
-      functions: { ...functions, authorizer: this.authorizerFunction },
+      functions: { ...functions, authorizer: this.authorizerFunction, webSocket: this.webSocketFunction, changeHook: this.changeHook },
+      changeEvents: { changeHook: this.changeHook, deadLetterQueue: this.deadLetterQueue },
       alarmActions: props.alarmActions ?? [],
       dashboard: props.dashboard ?? true,
     });
+  }
+
+  /**
+   * The WebSocket API (API.md section 9, live sync): every route goes to one function, which
+   * authenticates `$connect` itself (`?token=<api-key>`, resolved like the authorizer does) and
+   * answers subscribe and unsubscribe on the same connection (two-way routes).
+   */
+  private createWebSocketApi(props: AgentStateProps) {
+    const fn = this.createFunction('WebSocket', {
+      entry: join('functions', 'ws', 'handler.ts'),
+      description: 'agentstate: the WebSocket API ($connect with ?token=<key>, subscribe, unsubscribe, $disconnect)',
+      access: webSocketAccess,
+      environment: {
+        AGENTSTATE_TABLE: this.table.tableName,
+        NODE_OPTIONS: '--enable-source-maps',
+        // Keys from the table only: never the local AGENTSTATE_API_KEYS default.
+        AGENTSTATE_AUTH: 'table',
+      },
+      invokes: [],
+      timeout: Duration.seconds(10),
+    });
+    const integration = (name: string) => new WebSocketLambdaIntegration(`WebSocket${name}Integration`, fn);
+    const api = new WebSocketApi(this, 'WebSocketApi', {
+      description: 'agentstate live sync (API.md section 9): subscribe to a session, receive its change events',
+      routeSelectionExpression: '$request.body.action',
+      connectRouteOptions: { integration: integration('Connect') },
+      disconnectRouteOptions: { integration: integration('Disconnect') },
+      defaultRouteOptions: { integration: integration('Default'), returnResponse: true },
+    });
+    api.addRoute('subscribe', { integration: integration('Subscribe'), returnResponse: true });
+    api.addRoute('unsubscribe', { integration: integration('Unsubscribe'), returnResponse: true });
+
+    const accessLogs = props.webSocketAccessLogs
+      ? new logs.LogGroup(this, 'WebSocketAccessLogs', { retention: this.logRetention })
+      : undefined;
+    const stage = new WebSocketStage(this, 'WebSocketStage', {
+      webSocketApi: api,
+      stageName: 'v1',
+      autoDeploy: true,
+      throttle: props.webSocketThrottle ?? { rateLimit: 50, burstLimit: 100 },
+      ...(accessLogs
+        ? {
+            accessLogSettings: {
+              destination: new LogGroupLogDestination(accessLogs),
+              format: AccessLogFormat.custom(JSON.stringify(webSocketAccessLogFields)),
+            },
+          }
+        : {}),
+    });
+    if (!accessLogs) {
+      Validations.of(stage).acknowledge({
+        id: 'AwsSolutions-APIG1',
+        reason:
+          'WebSocket access logs need the account-wide API Gateway CloudWatch Logs role, which a reusable construct must not ' +
+          'create or replace (it is shared by every API in the account); prop webSocketAccessLogs turns them on where it exists. ' +
+          'The WebSocket function logs every refused connection and failure itself',
+      });
+    }
+    // For every route of this API: $connect, $disconnect, $default, subscribe, unsubscribe.
+    Validations.of(api).acknowledge({
+      id: 'AwsSolutions-APIG4',
+      reason:
+        'WebSocket routes other than $connect cannot have an authorizer, and $connect is authenticated by its handler: it ' +
+        'resolves ?token=<api-key> against the same hashed key items as the HTTP authorizer and refuses unknown or revoked ' +
+        'keys with 401; every later message acts only within the tenant stored with the connection',
+    });
+    return { api, stage, fn };
+  }
+
+  /**
+   * The change hook on the table's stream. Only version records reach it (filter criteria),
+   * in batches with partial failure reporting; a failing batch is bisected and retried a
+   * bounded number of times, and what still fails goes to the on-failure queue. Records older
+   * than `maxRecordAge` (the hook fell far behind) go there too rather than block the shard.
+   */
+  private createChangeHook() {
+    const bus = new events.EventBus(this, 'EventBus', {
+      description: 'agentstate change events: source agentstate, detail-type state.changed',
+    });
+    const queue = new sqs.Queue(this, 'ChangeHookFailures', {
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      retentionPeriod: Duration.days(14),
+    });
+    Validations.of(queue).acknowledge({
+      id: 'AwsSolutions-SQS3',
+      reason:
+        'this queue is itself the dead-letter destination (the change hook event source mapping\'s on-failure queue); ' +
+        'its messages locate stream records that failed, for an operator to inspect, and are not consumed by anyone',
+    });
+
+    const fn = this.createFunction('ChangeHook', {
+      entry: join('functions', 'streams', 'change-hook.ts'),
+      description: 'agentstate: change hook (table stream to webhooks, EventBridge and WebSocket clients)',
+      access: changeHookAccess,
+      environment: {
+        AGENTSTATE_TABLE: this.table.tableName,
+        NODE_OPTIONS: '--enable-source-maps',
+        AGENTSTATE_EVENT_BUS: bus.eventBusName,
+        AGENTSTATE_WEBSOCKET_ENDPOINT: this.webSocketStage.callbackUrl,
+      },
+      invokes: [],
+      // Not behind API Gateway: room for a batch whose slowest webhook times out 3 × 5 s.
+      timeout: Duration.seconds(60),
+    });
+    bus.grantPutEventsTo(fn);
+    // PostToConnection only (the stage's grantManagementApiAccess would add GET and DELETE).
+    const stack = Stack.of(this);
+    const connections = stack.formatArn({
+      service: 'execute-api',
+      resource: this.webSocketApi.apiId,
+      resourceName: `${this.webSocketStage.stageName}/POST/@connections/*`,
+      arnFormat: ArnFormat.SLASH_RESOURCE_NAME,
+    });
+    fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['execute-api:ManageConnections'], resources: [connections] }));
+    Validations.of(fn.role as iam.Role).acknowledge({
+      // This one finding exactly, so that any other wildcard on the role is still reported.
+      id: `AwsSolutions-IAM5[Resource::${nagReference(stack.resolve(connections))}]`,
+      reason:
+        'PostToConnection addresses a connection by its id, known only at run time; the grant is limited to POST on ' +
+        'this stack\'s one WebSocket stage, so the change hook can message that stage\'s clients and nothing else',
+    });
+    fn.addEventSource(
+      new DynamoEventSource(this.table, {
+        // From the oldest record still on the stream: a new or replaced mapping delivers
+        // everything it can (at least once; receivers deduplicate by event id).
+        startingPosition: lambda.StartingPosition.TRIM_HORIZON,
+        batchSize: 100,
+        bisectBatchOnError: true,
+        retryAttempts: 5,
+        maxRecordAge: Duration.hours(6),
+        reportBatchItemFailures: true,
+        onFailure: new SqsDlq(queue),
+        filters: versionRecordFilters.map((pattern) => lambda.FilterCriteria.filter(pattern)),
+      }),
+    );
+    return { fn, queue, bus };
   }
 
   private createTable(props: AgentStateProps): dynamodb.TableV2 {
@@ -410,6 +608,33 @@ const accessLogFields = {
   authorizerError: '$context.authorizer.error',
   tenant: '$context.authorizer.tenant',
   userAgent: '$context.identity.userAgent',
+};
+
+/**
+ * A resolved CloudFormation value as cdk-nag names it in a finding (`<Logical.Attr>` for
+ * GetAtt, `<Logical>` for Ref, joins concatenated), so an acknowledgement can name exactly
+ * one finding, whether or not the stack's region and account are known at synth.
+ */
+function nagReference(value: unknown): string {
+  if (typeof value === 'string') return value;
+  const node = value as { 'Fn::Join'?: [string, unknown[]]; Ref?: string; 'Fn::GetAtt'?: [string, string] };
+  if (node['Fn::Join']) return node['Fn::Join'][1].map(nagReference).join(node['Fn::Join'][0]);
+  if (node.Ref !== undefined) return `<${node.Ref}>`;
+  if (node['Fn::GetAtt']) return `<${node['Fn::GetAtt'][0]}.${node['Fn::GetAtt'][1]}>`;
+  return JSON.stringify(value);
+}
+
+/** The WebSocket stage's access log format (when turned on): WebSocket context variables. */
+const webSocketAccessLogFields = {
+  requestId: '$context.requestId',
+  time: '$context.requestTime',
+  ip: '$context.identity.sourceIp',
+  eventType: '$context.eventType',
+  routeKey: '$context.routeKey',
+  connectionId: '$context.connectionId',
+  status: '$context.status',
+  integrationError: '$context.integrationErrorMessage',
+  error: '$context.error.message',
 };
 
 function httpMethod(route: Route): HttpMethod {

@@ -3,6 +3,7 @@ import type { HttpApi } from 'aws-cdk-lib/aws-apigatewayv2';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
+import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 
 export interface AgentStateMonitoringProps {
@@ -12,6 +13,12 @@ export interface AgentStateMonitoringProps {
   readonly table: dynamodb.TableV2;
   /** Every function, by a short name used in alarm and widget titles. */
   readonly functions: Readonly<Record<string, lambda.IFunction>>;
+  /**
+   * The change hook on the table's stream and its on-failure queue: alarms on how far behind
+   * the stream it is (iterator age) and on records it gave up on (queue depth).
+   * @default - no change-event alarms
+   */
+  readonly changeEvents?: { readonly changeHook: lambda.IFunction; readonly deadLetterQueue: sqs.IQueue };
   /**
    * Actions of every alarm (on alarm and on OK).
    * @default [] - none
@@ -37,6 +44,8 @@ const TABLE_OPERATIONS = [
 ];
 
 const PERIOD = Duration.minutes(5);
+/** Change events later than this are late enough to look at. */
+const ITERATOR_AGE_LIMIT = Duration.minutes(1);
 
 /**
  * Alarms and a dashboard. A handler answers its own failures with a `500 problem+json`, so
@@ -49,6 +58,8 @@ const PERIOD = Duration.minutes(5);
  * | `Api5xx`              | at least 5 responses were 5xx (including 502/504 from workers) |
  * | `TableSystemErrors`   | DynamoDB answered 500 at least once                      |
  * | `TableThrottles`      | DynamoDB throttled at least one request                  |
+ * | `ChangeHookIteratorAge` | change events run more than a minute behind the writes  |
+ * | `ChangeHookDeadLetters` | a stream record the change hook could not process is in its on-failure queue |
  */
 export class AgentStateMonitoring extends Construct {
   /** Every alarm, for adding actions or composite alarms. */
@@ -92,6 +103,22 @@ export class AgentStateMonitoring extends Construct {
       alarmDescription: 'agentstate: DynamoDB throttled requests (a hot partition, or traffic above twice the previous peak)',
     });
 
+    if (props.changeEvents) {
+      const { changeHook, deadLetterQueue } = props.changeEvents;
+      this.addAlarm('ChangeHookIteratorAge', {
+        metric: changeHook.metric('IteratorAge', { period: PERIOD, statistic: 'Maximum' }),
+        threshold: ITERATOR_AGE_LIMIT.toMilliseconds(),
+        alarmDescription:
+          'agentstate: change events run more than a minute behind the writes (a slow or failing change hook, or webhooks timing out)',
+      });
+      this.addAlarm('ChangeHookDeadLetters', {
+        metric: deadLetterQueue.metricApproximateNumberOfMessagesVisible({ period: PERIOD, statistic: 'Maximum' }),
+        threshold: 1,
+        alarmDescription:
+          'agentstate: the change hook gave up on stream records (see the queue messages and the change hook log); their events were not sent',
+      });
+    }
+
     if (props.dashboard ?? true) {
       this.dashboard = this.createDashboard(props);
     }
@@ -113,7 +140,7 @@ export class AgentStateMonitoring extends Construct {
     return alarm;
   }
 
-  private createDashboard({ api, table, functions }: AgentStateMonitoringProps): cloudwatch.Dashboard {
+  private createDashboard({ api, table, functions, changeEvents }: AgentStateMonitoringProps): cloudwatch.Dashboard {
     const dashboard = new cloudwatch.Dashboard(this, 'Dashboard', { defaultInterval: Duration.hours(3) });
     const fns = Object.entries(functions);
     const perFunction = (metric: (fn: lambda.IFunction, label: string) => cloudwatch.IMetric) =>
@@ -191,6 +218,20 @@ export class AgentStateMonitoring extends Construct {
         width: 12,
       }),
     );
+    if (changeEvents) {
+      dashboard.addWidgets(
+        new cloudwatch.GraphWidget({
+          title: 'Change events: iterator age, max (ms)',
+          left: [changeEvents.changeHook.metric('IteratorAge', { statistic: 'Maximum', label: 'iterator age' })],
+          width: 12,
+        }),
+        new cloudwatch.GraphWidget({
+          title: 'Change hook: records given up (on-failure queue)',
+          left: [changeEvents.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', label: 'messages' })],
+          width: 12,
+        }),
+      );
+    }
     return dashboard;
   }
 }

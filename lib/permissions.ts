@@ -54,6 +54,10 @@ const idempotency: readonly TableAction[] = ['dynamodb:PutItem', 'dynamodb:Updat
  * | decide   | Get (decision, session, agent, | Put (lease), Delete (lease), Update (failed    |
  * |          | versions), BatchGet, Query     | attempt, touch), Transact Put+Update+Delete    |
  * |          |                                | (tip, nodes, decision record, lease)           |
+ * | commits  | Get (session, documents,       | Transact Put+Update+ConditionCheck (tip,       |
+ * |          | versions), Query (tip, agents) | run/profile/shared documents), idempotency     |
+ * | webhooks | Get (webhook), Query (webhooks,| Put (webhook), Delete (webhook, a replayed     |
+ * |          | dead letters)                  | dead letter), Update (a failed replay), idem.  |
  */
 export const routeGroupAccess = {
   health: { table: [], sessionsIndex: [] },
@@ -77,7 +81,36 @@ export const routeGroupAccess = {
     table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', ...idempotency],
     sessionsIndex: [],
   },
+  commits: {
+    table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', 'dynamodb:ConditionCheckItem', ...idempotency],
+    sessionsIndex: [],
+  },
+  webhooks: {
+    table: ['dynamodb:GetItem', 'dynamodb:Query', ...idempotency],
+    sessionsIndex: [],
+  },
 } as const satisfies Record<RouteGroup, TableAccess>;
+
+/**
+ * The change hook (functions/streams/change-hook.ts): Get (a version's state, for `prev`),
+ * Query (a tenant's webhooks, a session's WebSocket followers), Update (dead letters), Delete
+ * (the records of a WebSocket connection that is gone). Reading the stream itself is granted
+ * on the stream's ARN by the event source mapping, not here.
+ */
+export const changeHookAccess: TableAccess = {
+  table: ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'],
+  sessionsIndex: [],
+};
+
+/**
+ * The WebSocket API's function (functions/ws/handler.ts): Get (the API key at `$connect`, a
+ * connection), Put (a connection, a follower), Update (a connection's sessions), Delete
+ * (`$disconnect`, unsubscribe).
+ */
+export const webSocketAccess: TableAccess = {
+  table: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'],
+  sessionsIndex: [],
+};
 
 /** The API key authorizer reads one `K#<sha256>` item per uncached request, nothing else. */
 export const authorizerAccess: TableAccess = { table: ['dynamodb:GetItem'], sessionsIndex: [] };

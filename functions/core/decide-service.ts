@@ -9,6 +9,7 @@ import {
   type AgentRecord,
   type DecisionOutcome,
   type DecisionRecord,
+  type DocumentRecord,
   type NodeRecord,
   type SessionScope,
   type Tip,
@@ -72,6 +73,10 @@ export interface DecisionRequest {
   attempts: number;
   version: number;
   head: string;
+  /** The profile document of the session's user (commits' `profile` scope); null when none. */
+  profile: Json;
+  /** The tenant's shared document (commits' `shared` scope); null when none. */
+  shared: Json;
 }
 
 /** Calls a worker with a serialized DecisionRequest; answers its parsed JSON or throws 502/504. */
@@ -158,7 +163,11 @@ export class DecideService {
     // Ids are fixed once, so that a commit retried on fresh reads creates the same nodes.
     const triggerMessages = withIds(triggerMessagesOf(request.trigger));
     const prepared = await this.prepare(scope, request.parentId, triggerMessages, agent, agentId);
-    const path = await this.pathTo(scope, prepared.plan);
+    const [path, profile, shared] = await Promise.all([
+      this.pathTo(scope, prepared.plan),
+      this.profileOf(scope),
+      this.store.getDocument(scope.tenant, 'shared', 'shared'),
+    ]);
     const shown = withOverlay(prepared, agentId, request.stateOverlay);
 
     const decisionRequest: DecisionRequest = {
@@ -175,6 +184,8 @@ export class DecideService {
       attempts,
       version: prepared.pointer,
       head: prepared.plan.last.id,
+      profile: profile?.state ?? null,
+      shared: shared?.state ?? null,
     };
     const answer = agent?.worker
       ? await this.invokeWorker(agent.worker, JSON.stringify(decisionRequest), timeoutMs)
@@ -313,6 +324,11 @@ export class DecideService {
     }
     const visible = prepared.schema ? viewOf(prepared.schema, agentId, nextState) : nextState;
     return { decisionId, decision: decision.raw, state: visible, agent: nextAgent, version: resultVersion, changed, head: head.id };
+  }
+
+  private async profileOf(scope: SessionScope): Promise<DocumentRecord | null> {
+    const userId = (await this.store.getMeta(scope))?.userId;
+    return userId ? this.store.getDocument(scope.tenant, 'profile', userId) : null;
   }
 
   /** The answer of a decision that already happened, as it was first given. */

@@ -46,3 +46,23 @@ export function canonicalJson(value: unknown): string {
 export function encodedSize(value: Json): number {
   return Buffer.byteLength(JSON.stringify(value), 'utf8');
 }
+
+/** Deepest nesting a stored JSON value may have; deeper would overflow recursive code. */
+export const MAX_JSON_DEPTH = 2000;
+
+/**
+ * Why a parsed body cannot be stored as it was sent, or null when it can: nesting deeper
+ * than `MAX_JSON_DEPTH`, or a number JSON.parse turned into ±Infinity (beyond a double's
+ * range), which JSON.stringify would silently write as null. Iterative, so any depth is safe.
+ */
+export function unstorableJson(value: unknown): string | null {
+  const stack: Array<{ value: unknown; depth: number }> = [{ value, depth: 0 }];
+  while (stack.length > 0) {
+    const { value: current, depth } = stack.pop() as { value: unknown; depth: number };
+    if (typeof current === 'number' && !Number.isFinite(current)) return 'a number is beyond the range of a double';
+    if (typeof current !== 'object' || current === null) continue;
+    if (depth >= MAX_JSON_DEPTH) return `nesting deeper than ${MAX_JSON_DEPTH} levels`;
+    for (const child of Object.values(current)) stack.push({ value: child, depth: depth + 1 });
+  }
+  return null;
+}

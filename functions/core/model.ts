@@ -50,6 +50,21 @@ export interface VersionRecord {
   lineage: number[];
   /** The session's agent when this version was recorded (carried on every tip item). */
   sessionAgentId?: string | null;
+  /** For `cause: "commit"`: the batch of commands that made this version. */
+  commands?: Json[] | null;
+}
+
+/** Documents of the non-thread commit scopes (API.md section 8). */
+export type DocumentKind = 'run' | 'profile' | 'shared';
+
+/** A run, profile or shared document: its latest state and its own version counter. */
+export interface DocumentRecord {
+  kind: DocumentKind;
+  /** The run id, the user id, or `shared`. */
+  id: string;
+  version: number;
+  state: Json;
+  updatedAt: string | null;
 }
 
 /**

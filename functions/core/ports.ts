@@ -1,6 +1,8 @@
 import type {
   AgentRecord,
   DecisionRecord,
+  DocumentKind,
+  DocumentRecord,
   NodeRecord,
   Page,
   SessionMeta,
@@ -36,6 +38,16 @@ export interface TipChange {
   readonly sessionAgentId?: string | null;
   /** A decision completed by this change: its record is written and its lease released with it. */
   readonly decision?: DecisionCompletion;
+  /** Run, profile and shared documents written in the same step (commits). */
+  readonly documents?: ReadonlyArray<DocumentWrite>;
+}
+
+/** A document write, conditional on the version it was computed from (0: not there yet). */
+export interface DocumentWrite {
+  readonly record: DocumentRecord;
+  readonly basedOnVersion: number;
+  /** Runs expire this long after their last write. */
+  readonly ttlSeconds?: number;
 }
 
 export interface DecisionCompletion {
@@ -84,6 +96,20 @@ export interface SessionStore {
 
   /** Applies the change atomically; throws `StaleTipError` when the tip moved meanwhile. */
   commit(scope: SessionScope, change: TipChange): Promise<void>;
+
+  /** A run (`scope` given), profile or shared document. */
+  getDocument(tenant: string, kind: DocumentKind, id: string, scope?: SessionScope): Promise<DocumentRecord | null>;
+  /**
+   * Writes documents atomically, each conditional on its version; with `guard`, also only if
+   * the session's tip is still that one. Throws `StaleTipError` when anything moved.
+   */
+  commitDocuments(
+    scope: SessionScope,
+    documents: ReadonlyArray<DocumentWrite>,
+    guard: Tip | null,
+    /** Create the session item when missing (a first write) and move its activity to this time. */
+    touchSessionAt?: string,
+  ): Promise<void>;
 }
 
 export interface IdempotencyStore {

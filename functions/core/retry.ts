@@ -11,7 +11,12 @@ export interface RetryPolicy {
   maxDelayMs: number;
 }
 
-const defaults: RetryPolicy = { maxAttempts: 60, maxElapsedMs: 8000, baseDelayMs: 2, maxDelayMs: 100 };
+/**
+ * Under heavy contention each round lets one writer through, so a writer may lose many rounds
+ * in a row; the time budget, not the count, is the real bound. 15 s stays inside the handlers'
+ * 20 s Lambda timeout, so a loser still gets a clear 409 rather than a timeout.
+ */
+const defaults: RetryPolicy = { maxAttempts: 250, maxElapsedMs: 15_000, baseDelayMs: 2, maxDelayMs: 100 };
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -96,7 +96,7 @@ export interface ServiceOptions {
   schemas?: SchemaSource;
 }
 
-interface Target {
+export interface Target {
   tip: Tip;
   nodeId: string;
   depth: number;
@@ -240,6 +240,13 @@ export class SessionService {
         changed: true,
       };
     });
+  }
+
+  /** The node a write addresses and the version it points at (`404 node_not_found` if none). */
+  async resolveForWrite(scope: SessionScope, nodeId: string | undefined): Promise<Target> {
+    const target = await this.resolveTarget(scope, nodeId, { forRead: false });
+    if (!target) throw nodeNotFound(nodeId ?? ROOT_NODE);
+    return target;
   }
 
   /**

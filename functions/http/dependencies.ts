@@ -1,5 +1,6 @@
 import { AgentStateError } from '../core/errors.js';
 import { AgentService, type WorkerUrlPolicy } from '../core/agent-service.js';
+import { CommitService, DEFAULT_RUN_TTL_SECONDS } from '../core/commit-service.js';
 import { DecideService, type WorkerInvoker } from '../core/decide-service.js';
 import type { IdempotencyStore } from '../core/ports.js';
 import { SessionService } from '../core/session-service.js';
@@ -15,6 +16,7 @@ export interface Dependencies {
   sessions: SessionService;
   agents: AgentService;
   decide: DecideService;
+  commits: CommitService;
   idempotency: IdempotencyStore;
   resolveKey: KeyResolver;
 }
@@ -58,9 +60,16 @@ export function dependenciesFor(
     sessions,
     agents,
     decide: new DecideService(store, sessions, agents, options.invokeWorker ?? workers.invoke),
+    commits: new CommitService(store, sessions, { runTtlSeconds: runTtlSeconds(env) }),
     idempotency: store,
     resolveKey: options.resolveKey ?? keysFromEnv(env.AGENTSTATE_API_KEYS),
   };
+}
+
+/** `AGENTSTATE_RUN_TTL_SECONDS`: how long a run document outlives its last write. */
+function runTtlSeconds(env: NodeJS.ProcessEnv): number {
+  const value = Number(env.AGENTSTATE_RUN_TTL_SECONDS);
+  return Number.isSafeInteger(value) && value > 0 ? value : DEFAULT_RUN_TTL_SECONDS;
 }
 
 /**

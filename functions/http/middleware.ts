@@ -3,7 +3,7 @@ import type { MiddlewareObj, Request } from '@middy/core';
 import httpJsonBodyParser from '@middy/http-json-body-parser';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
 import { AgentStateError, toProblem } from '../core/errors.js';
-import { canonicalJson } from '../core/json.js';
+import { canonicalJson, unstorableJson } from '../core/json.js';
 import type { IdempotencyStore, StoredResponse } from '../core/ports.js';
 import { bearerToken, unauthorized, type KeyResolver } from './auth.js';
 
@@ -111,6 +111,8 @@ export function jsonBody(options: {
         throw new AgentStateError(code, `the body is ${bytes} bytes; the ${what} limit is ${limitBytes} bytes`, { limitBytes });
       }
       await parser.before?.(request as never);
+      const problem = unstorableJson(event.body);
+      if (problem) throw new AgentStateError('invalid_json', `the body cannot be stored as sent: ${problem}`);
     },
   };
 }

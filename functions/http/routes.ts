@@ -2,7 +2,7 @@
  * Every route of the HTTP API and the handler group that serves it. API Gateway (lib/) and
  * the local server (bin/start.ts) are both built from this list, so they cannot drift apart.
  */
-export const routeGroups = ['health', 'sessions', 'tree', 'state', 'agents', 'decide'] as const;
+export const routeGroups = ['health', 'sessions', 'tree', 'state', 'agents', 'decide', 'commits', 'webhooks'] as const;
 export type RouteGroup = (typeof routeGroups)[number];
 
 export interface Route {
@@ -37,6 +37,18 @@ export const routes: readonly Route[] = [
   { method: 'GET', path: '/v1/agents', group: 'agents' },
 
   { method: 'POST', path: '/v1/sessions/{sid}/decide', group: 'decide' },
+
+  { method: 'POST', path: '/v1/sessions/{sid}/commits', group: 'commits' },
+  { method: 'GET', path: '/v1/sessions/{sid}/runs/{runId}/state', group: 'commits' },
+  { method: 'GET', path: '/v1/profiles/{userId}/state', group: 'commits' },
+  { method: 'GET', path: '/v1/shared/state', group: 'commits' },
+
+  { method: 'POST', path: '/v1/webhooks', group: 'webhooks' },
+  { method: 'GET', path: '/v1/webhooks', group: 'webhooks' },
+  { method: 'GET', path: '/v1/webhooks/{webhookId}', group: 'webhooks' },
+  { method: 'DELETE', path: '/v1/webhooks/{webhookId}', group: 'webhooks' },
+  { method: 'GET', path: '/v1/webhooks/{webhookId}/dead-letters', group: 'webhooks' },
+  { method: 'POST', path: '/v1/webhooks/{webhookId}/dead-letters/replay', group: 'webhooks' },
 ];
 
 /** The API Gateway route key of a route, e.g. `PATCH /v1/sessions/{sid}/state`. */

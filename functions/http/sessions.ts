@@ -20,7 +20,8 @@ export const handler = createHttpHandler({
     const body = input.body ?? {};
     requireIds(body, ['sessionId', 'agentId', 'userId']);
     const request = parseBody(createSessionBody, body);
-    const metadata = (request.metadata ?? null) as JsonObject | null;
+    // Validated above; kept as sent (zod's copy would turn a "__proto__" key into a prototype).
+    const metadata = ((body as { metadata?: JsonObject | null }).metadata ?? null) as JsonObject | null;
     if (metadata && encodedSize(metadata) > METADATA_LIMIT_BYTES) {
       throw new AgentStateError('invalid_request', `metadata may be at most ${METADATA_LIMIT_BYTES} bytes of JSON`, {
         field: 'metadata',

@@ -1,11 +1,17 @@
 import { createServer, type RequestListener, type Server } from 'node:http';
 import { resolve } from 'node:path';
+import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
+import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { AgentStateError, toProblem } from '../core/errors.js';
 import type { RouteGroup } from '../http/routes.js';
 import type { HttpHandler } from '../http/types.js';
+import { versionRecordFilters } from '../store/stream-images.js';
 import { defaultTableName, ensureTable } from '../store/table.js';
+import { useLocalConnectionGateway } from '../ws/connections.js';
 import { localDynamoDbClient, startDynamoDbLocal, type DynamoDbLocal } from './dynamodb-local.js';
 import { createRequestListener } from './http-adapter.js';
+import { StreamPoller } from './stream-poller.js';
+import { attachWebSocketApi, WEBSOCKET_PATH } from './ws-server.js';
 
 /** Thrown when the HTTP port is taken; nothing else (no java) has been started by then. */
 export class PortInUseError extends Error {
@@ -34,6 +40,8 @@ export interface LocalServerOptions {
 export interface LocalServer {
   /** e.g. `http://localhost:4000` */
   url: string;
+  /** Live sync, e.g. `ws://localhost:4000/v1/ws` (API.md section 9). */
+  webSocketUrl: string;
   port: number;
   /** Absolute folder of the database file, or `'memory'`. */
   dataDir: string | 'memory';
@@ -41,13 +49,16 @@ export interface LocalServer {
   /** False when the table was already there (a persistent data folder from an earlier run). */
   tableCreated: boolean;
   dynamoDb: Pick<DynamoDbLocal, 'endpoint' | 'pid'>;
-  /** Closes the HTTP server, then stops DynamoDB Local. */
+  /** Stops reading the stream, closes WebSockets and the HTTP server, then stops DynamoDB Local. */
   stop(): Promise<void>;
 }
 
 /**
- * Everything `npm start` runs, in-process: DynamoDB Local, the table, and the HTTP API served
- * by the same handlers as in AWS.
+ * Everything `npm start` runs, in-process: DynamoDB Local, the table, the HTTP API served by
+ * the same handlers as in AWS, the WebSocket API on the same port, and the table's stream fed
+ * to the same change hook (functions/streams/change-hook.ts) as Lambda's event source mapping
+ * would (stream-poller.ts: from LATEST at start, so changes made while no server ran send no
+ * events).
  *
  * It configures the handlers through `process.env` (`AGENTSTATE_TABLE`,
  * `AGENTSTATE_DYNAMODB_ENDPOINT`, …), as Lambda does, and the handlers build their DynamoDB
@@ -58,15 +69,23 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
   // Until the handlers are ready, the bound port answers 503 instead of refusing connections.
   let listener: RequestListener = startingUp;
   const server = createServer((req, res) => listener(req, res));
+  // Upgrades to /v1/ws answer 503 until the handlers are ready, like plain requests.
+  const webSocket = attachWebSocketApi(server);
   const port = await listen(server, options.port);
 
   const dataDir = options.dataDir === 'memory' ? 'memory' : resolve(options.dataDir);
   const tableName = options.tableName ?? process.env.AGENTSTATE_TABLE ?? defaultTableName;
   let dynamoDb: DynamoDbLocal | undefined;
+  let poller: StreamPoller | undefined;
+  let streams: DynamoDBStreamsClient | undefined;
   try {
     dynamoDb = await startDynamoDbLocal({ dataDir });
     const client = localDynamoDbClient(dynamoDb.endpoint);
-    const tableCreated = await ensureTable(client, tableName).finally(() => client.destroy());
+    const { tableCreated, streamArn } = await (async () => {
+      const created = await ensureTable(client, tableName);
+      const { Table } = await client.send(new DescribeTableCommand({ TableName: tableName }));
+      return { tableCreated: created, streamArn: Table?.LatestStreamArn };
+    })().finally(() => client.destroy());
 
     process.env.AGENTSTATE_TABLE = tableName;
     process.env.AGENTSTATE_DYNAMODB_ENDPOINT = dynamoDb.endpoint;
@@ -78,23 +97,63 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
 
     // Imported only now, so that nothing in them can read the environment before it is set.
     const handlers = await (options.loadHandlers ?? importHandlers)();
+    const { handler: webSocketHandler } = await import('../ws/handler.js');
+    const { handler: changeHook } = await import('../streams/change-hook.js');
+
+    // Change events: the change hook posts to live clients through this server's WebSockets.
+    useLocalConnectionGateway(webSocket.gateway);
+    if (streamArn) {
+      streams = new DynamoDBStreamsClient({
+        endpoint: dynamoDb.endpoint,
+        region: 'us-east-1',
+        credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+      });
+      // The Lambda context the change hook gets in AWS, with the stack's 60 s timeout.
+      const timeoutMs = 60_000;
+      poller = new StreamPoller({
+        client: streams,
+        streamArn,
+        filters: versionRecordFilters,
+        handler: (event) => {
+          const deadline = Date.now() + timeoutMs;
+          return changeHook(event, { getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()) });
+        },
+        startingPosition: 'LATEST',
+        intervalMs: 100,
+      });
+      await poller.start();
+    } else {
+      console.warn(`agentstate: table ${tableName} has no stream; change events are off (recreate the table to get them)`);
+    }
+
     listener = createRequestListener(handlers);
+    webSocket.serve(webSocketHandler);
 
     const running = dynamoDb;
+    const runningPoller = poller;
+    const runningStreams = streams;
     return {
       url: `http://localhost:${port}`,
+      webSocketUrl: `ws://localhost:${port}${WEBSOCKET_PATH}`,
       port,
       dataDir,
       tableName,
       tableCreated,
       dynamoDb: { endpoint: running.endpoint, pid: running.pid },
       stop: async () => {
-        await close(server);
+        // Requests and sockets first; then what the last writes put on the stream is still
+        // handed to the change hook (webhooks), and only then does DynamoDB Local stop.
+        await close(server, webSocket.close);
+        await runningPoller?.stop({ drain: true });
+        runningStreams?.destroy();
+        useLocalConnectionGateway(undefined);
         await running.stop();
       },
     };
   } catch (error) {
-    await close(server);
+    await poller?.stop();
+    streams?.destroy();
+    await close(server, webSocket.close);
     await dynamoDb?.stop();
     throw error;
   }
@@ -122,13 +181,15 @@ function listen(server: Server, port: number): Promise<number> {
   });
 }
 
-function close(server: Server): Promise<void> {
-  if (!server.listening) return Promise.resolve();
-  return new Promise((resolveClose) => {
+async function close(server: Server, closeWebSockets: () => Promise<void>): Promise<void> {
+  if (!server.listening) return;
+  // WebSocket connections are upgraded sockets that server.close() does not end.
+  const closed = new Promise<void>((resolveClose) => {
     server.close(() => resolveClose());
     // Keep-alive connections would hold close() open until the client hangs up, and a
     // request still running gets a moment to finish, not forever.
     server.closeIdleConnections();
     setTimeout(() => server.closeAllConnections(), 3_000).unref();
   });
+  await Promise.all([closed, closeWebSockets()]);
 }

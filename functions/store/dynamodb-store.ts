@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { AttributeValue, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import {
@@ -19,6 +20,8 @@ import type {
   AgentRecord,
   DecisionOutcome,
   DecisionRecord,
+  DocumentKind,
+  DocumentRecord,
   NodeRecord,
   Page,
   SessionMeta,
@@ -34,6 +37,7 @@ import {
   type AgentStore,
   type DecisionCompletion,
   type DecisionStore,
+  type DocumentWrite,
   type IdempotencyRecord,
   type IdempotencyStore,
   type SessionStore,
@@ -49,7 +53,7 @@ type Item = Record<string, unknown>;
 type TransactItem = NonNullable<TransactWriteCommandInput['TransactItems']>[number];
 /** A transaction item and what it is, so that a cancellation reason can be explained. */
 interface TaggedItem {
-  role: 'tip' | 'node' | 'pointer' | 'decision' | 'lease' | 'session';
+  role: 'tip' | 'node' | 'pointer' | 'decision' | 'lease' | 'session' | 'document';
   nodeId?: string;
   item: TransactItem;
 }
@@ -343,14 +347,25 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
         }),
       ),
       ...(change.decision ? this.decisionItems(scope, change.decision) : []),
+      ...(change.documents ?? []).map((write) => this.documentItem(scope, write)),
     ];
 
     if (items.length === 1 && !change.mayCreateSession) {
+      const writeId = randomUUID();
       try {
-        await this.send(new PutCommand({ TableName: this.tableName, Item: tipItem, ...tipCondition }));
+        await this.send(
+          new PutCommand({
+            TableName: this.tableName,
+            Item: { ...tipItem, writeId },
+            ...tipCondition,
+            ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+          }),
+        );
       } catch (error) {
-        if (isConditionFailure(error)) throw new StaleTipError();
-        throw error;
+        if (!isConditionFailure(error)) throw error;
+        // The SDK retries a request whose answer was lost; if the first attempt landed, the
+        // slot now holds our own item and the retry fails its condition. That is success.
+        if (!isOwnWrite(error.Item, writeId)) throw new StaleTipError();
       }
       if (at) await this.touchSession(scope, at);
       return;
@@ -358,6 +373,83 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
 
     if (at) items.push({ role: 'session', item: { Update: this.sessionUpsert(scope, at) } });
     await this.transact(items);
+  }
+
+  // ---- documents (commit scopes) ---------------------------------------------------------
+
+  async getDocument(tenant: string, kind: DocumentKind, id: string, scope?: SessionScope): Promise<DocumentRecord | null> {
+    const { Item } = await this.send(
+      new GetCommand({ TableName: this.tableName, Key: documentKey(tenant, kind, id, scope), ConsistentRead: true }),
+    );
+    if (!Item) return null;
+    // TTL deletes lazily: an expired run reads as gone, as it soon will be.
+    const expiresAt = Item[tableKeys.timeToLive];
+    if (typeof expiresAt === 'number' && expiresAt * 1000 < Date.now()) return null;
+    return {
+      kind,
+      id,
+      version: Number(Item.version),
+      state: JSON.parse(String(Item.state)) as Json,
+      updatedAt: typeof Item.updatedAt === 'string' ? Item.updatedAt : null,
+    };
+  }
+
+  async commitDocuments(
+    scope: SessionScope,
+    documents: ReadonlyArray<DocumentWrite>,
+    guard: Tip | null,
+    touchSessionAt?: string,
+  ): Promise<void> {
+    const items = documents.map((write) => this.documentItem(scope, write));
+    if (touchSessionAt) items.push({ role: 'session', item: { Update: this.sessionUpsert(scope, touchSessionAt) } });
+    if (guard) {
+      // The tip slot the guard read must still be free (or hold the same marker).
+      const slot = guard.marker ? guard.slot : guard.slot + 1;
+      items.unshift({
+        role: 'tip',
+        item: {
+          ConditionCheck: {
+            TableName: this.tableName,
+            Key: { pk: keys.session(scope), sk: keys.slot(slot) },
+            ...(guard.marker
+              ? {
+                  ConditionExpression: conditions.slotHoldsMarker,
+                  ExpressionAttributeNames: { '#kind': 'kind', '#seq': 'seq' },
+                  ExpressionAttributeValues: { ':marker': 'm', ':seq': guard.markerSeq },
+                }
+              : { ConditionExpression: conditions.slotIsFree }),
+          },
+        },
+      });
+    }
+    if (items.length === 0) return;
+    await this.transact(items);
+  }
+
+  private documentItem(scope: SessionScope, write: DocumentWrite): TaggedItem {
+    const { record } = write;
+    return {
+      role: 'document',
+      item: {
+        Put: {
+          TableName: this.tableName,
+          Item: {
+            ...documentKey(scope.tenant, record.kind, record.id, scope),
+            kind: `doc:${record.kind}`,
+            version: record.version,
+            state: JSON.stringify(record.state),
+            updatedAt: record.updatedAt,
+            ...(write.ttlSeconds ? { [tableKeys.timeToLive]: Math.floor(Date.now() / 1000) + write.ttlSeconds } : {}),
+          },
+          ...(write.basedOnVersion === 0
+            ? { ConditionExpression: `${conditions.itemIsNew} OR #ttl < :now`, ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive }, ExpressionAttributeValues: { ':now': Math.floor(Date.now() / 1000) } }
+            : {
+                ConditionExpression: 'version = :basedOn',
+                ExpressionAttributeValues: { ':basedOn': write.basedOnVersion },
+              }),
+        },
+      },
+    };
   }
 
   // ---- agents ---------------------------------------------------------------------------
@@ -526,9 +618,19 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
    * wrote nothing either, so it is a moved tip too.
    */
   private async transact(items: TaggedItem[]): Promise<void> {
+    // Conditional puts carry this transaction's id and return the old item when they fail, so
+    // a retry of a transaction that had in fact landed (its answer lost) is recognised.
+    const writeId = randomUUID();
+    const transactItems = items.map(({ role, item }) =>
+      (role === 'tip' || role === 'document') && item.Put
+        ? { Put: { ...item.Put, Item: { ...item.Put.Item, writeId }, ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const } }
+        : item,
+    );
     try {
-      await this.send(new TransactWriteCommand({ TransactItems: items.map((tagged) => tagged.item) }));
+      await this.send(new TransactWriteCommand({ TransactItems: transactItems }));
     } catch (error) {
+      const reasons = (error as { CancellationReasons?: Array<{ Item?: Record<string, unknown> }> }).CancellationReasons ?? [];
+      if (reasons.some((reason) => isOwnWrite(reason.Item, writeId))) return;
       throw translateCancellation(error, items);
     }
   }
@@ -742,6 +844,7 @@ function versionAttributes(record: VersionRecord): Item {
     state: JSON.stringify(record.state),
     agent: JSON.stringify(record.agent),
     lineage: record.lineage,
+    commands: record.commands ? JSON.stringify(record.commands) : undefined,
   };
 }
 
@@ -758,6 +861,7 @@ function toVersion(item: Item): VersionRecord {
     agent: item.agent === undefined ? null : (JSON.parse(String(item.agent)) as Json),
     lineage: ((item.lineage as number[] | undefined) ?? []).map(Number),
     sessionAgentId: typeof item.agentId === 'string' ? item.agentId : null,
+    commands: typeof item.commands === 'string' ? (JSON.parse(item.commands) as Json[]) : null,
   };
 }
 
@@ -820,6 +924,14 @@ function invalidCursor(): AgentStateError {
 
 // ---- errors -----------------------------------------------------------------------------
 
+/** Whether an item returned with a failed condition is the one this very write put there. */
+function isOwnWrite(item: Record<string, unknown> | undefined, writeId: string): boolean {
+  if (!item) return false;
+  // Returned items come in wire format ({S: …}), or unmarshalled through the document client.
+  const value = item.writeId as { S?: string } | string | undefined;
+  return (typeof value === 'string' ? value : value?.S) === writeId;
+}
+
 function isConditionFailure(error: unknown): error is Error & { Item?: Record<string, unknown> } {
   return error instanceof Error && error.name === 'ConditionalCheckFailedException';
 }
@@ -870,6 +982,18 @@ function translateCancellation(error: unknown, items: readonly TaggedItem[]): un
     return new AgentStateError('throttled', 'the table is over its request rate; retry with backoff', {}, { cause: error });
   }
   return error;
+}
+
+function documentKey(tenant: string, kind: DocumentKind, id: string, scope?: SessionScope): Item {
+  switch (kind) {
+    case 'run':
+      if (!scope) throw new Error('a run document belongs to a session');
+      return { pk: keys.session(scope), sk: keys.run(id) };
+    case 'profile':
+      return { pk: keys.profile(tenant, id), sk: keys.profileSort };
+    case 'shared':
+      return { pk: keys.shared(tenant), sk: keys.sharedSort };
+  }
 }
 
 /** Decision records are kept a week: long enough for any retry of a decision id. */

@@ -11,8 +11,17 @@ import type { SessionScope } from '../core/model.js';
  *   S#<tenant>#<session>        V#<000000000042> version 42, or a head marker in the top slot
  *   S#<tenant>#<session>        D#<decision>     a decision's outcome (replayed for its id)
  *   S#<tenant>#<session>        L                the session's decision lease
+ *   S#<tenant>#<session>        R#<run>          a run document (commits; TTL after its last write)
+ *   P#<tenant>#<user>           P                a user's profile document, shared by their sessions
+ *   G#<tenant>                  G                the tenant's shared document
  *   A#<tenant>                  A#<agent>        an agent of the registry
  *   I#<tenant>#<key>            I                an Idempotency-Key record
+ *   H#<tenant>                  H#<webhook>      a webhook (change events, webhook-store.ts)
+ *   X#<tenant>#<webhook>        D#<session>#<000000000042>  a dead letter: an event the
+ *                                                webhook did not take (TTL 14 days)
+ *   C#<connection>              C                a WebSocket connection: its tenant and the
+ *                                                sessions it follows (TTL, live-store.ts)
+ *   W#<tenant>#<session>        C#<connection>   a connection following the session (TTL)
  *   K#<sha256 of an API key>    K                an API key (see api-keys.ts)
  *   (index) T#<tenant>          <updatedAt>#<session>
  *   (index) KEYS                <createdAt>#<keyId>   every API key, for the admin CLI
@@ -25,6 +34,11 @@ export const keys = {
   slot: (slot: number) => `V#${String(slot).padStart(12, '0')}`,
   slotPrefix: 'V#',
   decision: (decisionId: string) => `D#${decisionId}`,
+  run: (runId: string) => `R#${runId}`,
+  profile: (tenant: string, userId: string) => `P#${tenant}#${userId}`,
+  profileSort: 'P',
+  shared: (tenant: string) => `G#${tenant}`,
+  sharedSort: 'G',
   lease: 'L',
   agents: (tenant: string) => `A#${tenant}`,
   agent: (agentId: string) => `A#${agentId}`,
@@ -32,6 +46,19 @@ export const keys = {
   idempotency: (tenant: string, key: string) => `I#${tenant}#${key}`,
   idempotencySort: 'I',
   tenantSessions: (tenant: string) => `T#${tenant}`,
+  webhooks: (tenant: string) => `H#${tenant}`,
+  webhook: (webhookId: string) => `H#${webhookId}`,
+  webhookPrefix: 'H#',
+  deadLetters: (tenant: string, webhookId: string) => `X#${tenant}#${webhookId}`,
+  // Session, then version: the order a replay delivers them in, and a redelivered event
+  // lands on its own earlier dead letter instead of adding a second one.
+  deadLetter: (sessionId: string, version: number) => `D#${sessionId}#${String(version).padStart(12, '0')}`,
+  deadLetterPrefix: 'D#',
+  connection: (connectionId: string) => `C#${connectionId}`,
+  connectionSort: 'C',
+  subscribers: (scope: SessionScope) => `W#${scope.tenant}#${scope.sessionId}`,
+  subscriber: (connectionId: string) => `C#${connectionId}`,
+  subscriberPrefix: 'C#',
   activity: (updatedAt: string, sessionId: string) => `${updatedAt}#${sessionId}`,
 } as const;
 

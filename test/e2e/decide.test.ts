@@ -143,6 +143,8 @@ describe('decide', () => {
       attempts: 1,
       version: 1,
       head: 'u1',
+      profile: null,
+      shared: null,
     });
   });
 

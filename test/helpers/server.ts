@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freeTcpPort } from '../../functions/local/dynamodb-local.js';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
-// tsx's cli run by this very node, not `node_modules/.bin/tsx` (whose `#!/usr/bin/env node`
-// needs node on PATH): tests may run the server with a PATH that holds neither node nor java.
-const tsxCli = join(repoRoot, 'node_modules', 'tsx', 'dist', 'cli.mjs');
+// Exactly what `npm start` runs (`node --import tsx bin/start.ts`), by this very node rather
+// than the one on PATH: tests may run the server with a PATH that holds neither node nor java.
+// One process, so a signal reaches the server itself (the tsx CLI would relay it through a
+// second process that it kills if the server takes over 30 ms to acknowledge).
 
 /** A TCP port that was free a moment ago. */
 export const freePort = freeTcpPort;
@@ -48,7 +48,11 @@ export async function spawnServerProcess(options: ServerProcessOptions = {}): Pr
     if (value === undefined) delete env[name];
     else env[name] = value;
   }
-  const child = spawn(process.execPath, [tsxCli, 'bin/start.ts'], { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'bin/start.ts'], {
+    cwd: repoRoot,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
 
   let text = '';
   child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));

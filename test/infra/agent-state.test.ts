@@ -7,7 +7,15 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { routeGroups, routeKey, routes } from '../../functions/http/routes.js';
 import { tableKeys } from '../../functions/store/table.js';
 import type { AgentStateStack } from '../../lib/agent-state-stack.js';
-import { authorizerAccess, publicGroups, routeGroupAccess, workerCallingGroups, workerCheckingGroups } from '../../lib/permissions.js';
+import {
+  authorizerAccess,
+  changeHookAccess,
+  publicGroups,
+  routeGroupAccess,
+  webSocketAccess,
+  workerCallingGroups,
+  workerCheckingGroups,
+} from '../../lib/permissions.js';
 import { synthesize, TemplateReader } from './support.js';
 
 let stack: AgentStateStack;
@@ -22,9 +30,13 @@ beforeAll(() => {
   reader = new TemplateReader(synthesized.template);
 });
 
+/** The routes of the HTTP API (the WebSocket API has routes of its own). */
+const httpRoutes = () =>
+  reader.ofType('AWS::ApiGatewayV2::Route').filter(([, route]) => (route.Properties?.ApiId as { Ref: string }).Ref === logicalId(stack.agentState.api));
+
 describe('routes', () => {
   it('has exactly the routes of functions/http/routes.ts', () => {
-    const deployed = reader.ofType('AWS::ApiGatewayV2::Route').map(([, route]) => route.Properties?.RouteKey);
+    const deployed = httpRoutes().map(([, route]) => route.Properties?.RouteKey);
     expect(deployed.sort()).toEqual(routes.map(routeKey).sort());
   });
 
@@ -48,7 +60,7 @@ describe('routes', () => {
 
   it('asks for an API key on every route but GET /health', () => {
     const authorizerId = reader.ofType('AWS::ApiGatewayV2::Authorizer')[0]?.[0];
-    for (const [, route] of reader.ofType('AWS::ApiGatewayV2::Route')) {
+    for (const [, route] of httpRoutes()) {
       const key = route.Properties?.RouteKey as string;
       const group = routes.find((r) => routeKey(r) === key)?.group as string;
       if (publicGroups.includes(group)) {
@@ -82,19 +94,20 @@ describe('routes', () => {
       DefaultRouteSettings: { ThrottlingRateLimit: 100, ThrottlingBurstLimit: 200 },
       AccessLogSettings: { DestinationArn: { 'Fn::GetAtt': [logicalId(stack.agentState.accessLogs), 'Arn'] }, Format: Match.anyValue() },
     });
-    const [, stage] = reader.ofType('AWS::ApiGatewayV2::Stage')[0] ?? [];
+    const [, stage] = reader.ofType('AWS::ApiGatewayV2::Stage').find(([, st]) => st.Properties?.StageName === '$default') ?? [];
     const format = JSON.parse((stage?.Properties?.AccessLogSettings as { Format: string }).Format) as Record<string, string>;
     expect(format).toMatchObject({ requestId: '$context.requestId', status: '$context.status', tenant: '$context.authorizer.tenant' });
   });
 });
 
 describe('functions', () => {
-  it('has one function per route group and the authorizer', () => {
+  it('has one function per route group, the authorizer, the WebSocket function and the change hook', () => {
     expect(Object.keys(stack.agentState.functions).sort()).toEqual([...routeGroups].sort());
-    reader.template.resourceCountIs('AWS::Lambda::Function', routeGroups.length + 1);
+    reader.template.resourceCountIs('AWS::Lambda::Function', routeGroups.length + 3);
   });
 
-  it('runs every function on nodejs22.x, arm64, within API Gateway’s 30 s, logging JSON to its own log group', () => {
+  it('runs every function on nodejs22.x, arm64, logging JSON to its own log group; API functions within API Gateway’s 30 s', () => {
+    const changeHookId = logicalId(stack.agentState.changeHook);
     for (const [id, fn] of reader.ofType('AWS::Lambda::Function')) {
       expect(fn.Properties, id).toMatchObject({
         Runtime: 'nodejs22.x',
@@ -102,7 +115,9 @@ describe('functions', () => {
         MemorySize: 512,
         LoggingConfig: { LogFormat: 'JSON', LogGroup: { Ref: expect.any(String) } },
       });
-      expect(fn.Properties?.Timeout as number, id).toBeLessThan(30);
+      // The change hook is no API's integration: it has a batch's webhook timeouts to wait out.
+      if (id === changeHookId) expect(fn.Properties?.Timeout, id).toBe(60);
+      else expect(fn.Properties?.Timeout as number, id).toBeLessThan(30);
     }
   });
 
@@ -153,15 +168,32 @@ describe('least privilege', () => {
     expect(reader.actionsOf(logicalId(stack.agentState.authorizerFunction), 'dynamodb')).toEqual(authorizerAccess.table);
   });
 
-  it('scopes table actions to the table, and index actions to the one index', () => {
+  it('scopes table actions to the table, index actions to the one index, and stream actions to the stream', () => {
     const indexArn = { 'Fn::Join': ['', [tableArn(), `/index/${tableKeys.sessionsIndex.name}`]] };
+    const streamArn = { 'Fn::GetAtt': [logicalId(stack.agentState.table), 'StreamArn'] };
+    const streamActions = ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams'];
     for (const [id] of reader.ofType('AWS::IAM::Role')) {
       for (const statement of reader.statementsOf(id)) {
         const actions = [statement.Action].flat();
         if (!actions.some((action) => action.startsWith('dynamodb:'))) continue;
-        expect([tableArn(), indexArn], id).toContainEqual(statement.Resource);
+        if (actions.every((action) => streamActions.includes(action))) expect(statement.Resource, id).toEqual(streamArn);
+        else expect([tableArn(), indexArn], id).toContainEqual(statement.Resource);
       }
     }
+  });
+
+  it('lets only the change hook read the stream', () => {
+    const readers = reader
+      .ofType('AWS::Lambda::Function')
+      .map(([id]) => id)
+      .filter((id) => reader.actionsOf(id, 'dynamodb').includes('dynamodb:GetRecords'));
+    expect(readers).toEqual([logicalId(stack.agentState.changeHook)]);
+  });
+
+  it('grants the change hook and the WebSocket function exactly their DynamoDB actions of lib/permissions.ts', () => {
+    const streamRead = ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams'];
+    expect(reader.actionsOf(logicalId(stack.agentState.changeHook), 'dynamodb')).toEqual([...changeHookAccess.table, ...streamRead].sort());
+    expect(reader.actionsOf(logicalId(stack.agentState.webSocketFunction), 'dynamodb')).toEqual([...webSocketAccess.table].sort());
   });
 
   it('never grants dynamodb:*, Scan, or any wildcard action', () => {
@@ -325,7 +357,9 @@ describe('operations', () => {
     expect(alarms.filter((alarm) => alarm.includes('"MetricName":"SystemErrors"'))).toHaveLength(1);
     expect(alarms.filter((alarm) => alarm.includes('"MetricName":"ThrottledRequests"'))).toHaveLength(1);
     reader.template.hasResourceProperties('AWS::CloudWatch::Alarm', { Namespace: 'AWS/ApiGateway', MetricName: '5xx' });
-    expect(stack.agentState.monitoring.alarms).toHaveLength(2 * (routeGroups.length + 1) + 3);
+    // Errors and throttles of every function (route groups, authorizer, WebSocket, change hook),
+    // the three above, and the change hook's iterator age and on-failure queue.
+    expect(stack.agentState.monitoring.alarms).toHaveLength(2 * (routeGroups.length + 3) + 3 + 2);
   });
 
   it('has a dashboard', () => {

@@ -59,6 +59,15 @@ describe('cdk synth', () => {
     expect(readFileSync(bundle, 'utf8')).toMatch(/export\s*\{[^}]*\bhandler\b/);
   });
 
+  it.each([
+    ['the change hook', /change hook/],
+    ['the WebSocket function', /the WebSocket API/],
+  ])('bundles %s', (_name, description) => {
+    const bundle = bundleOf(description);
+    expect(readFileSync(bundle, 'utf8')).toMatch(/export\s*\{[^}]*\bhandler\b/);
+    expect(statSync(bundle).size).toBeLessThan(5 * 1024 * 1024);
+  });
+
   it('writes a validation report with no findings (cdk-nag and CloudFormation rules ran at synth)', () => {
     const report = JSON.parse(readFileSync(join(outdir, 'validation-report.json'), 'utf8')) as {
       pluginReports: Array<{ violations: unknown[] }>;

@@ -1,0 +1,265 @@
+import { buildStateChangedEvent, type RecordedVersion, type StateChangedEvent } from './events.js';
+import type { Json } from './json.js';
+import type { SessionScope } from './model.js';
+import {
+  DEFAULT_DELIVERY_POLICY,
+  deliverWithRetries,
+  type DeliveryPolicy,
+  type Sleep,
+  type WebhookRecord,
+  type WebhookSender,
+  type WebhookStore,
+} from './webhooks.js';
+
+/**
+ * The change hook's work for one batch of recorded versions (DynamoDB stream records, in
+ * stream order): build each version's event, then hand it to webhooks, live clients and the
+ * event bus.
+ *
+ * Ordering: a session's records are in version order within a batch (DynamoDB orders a
+ * partition key's records within a shard). Each (webhook, session) pair and each (WebSocket
+ * connection, session) pair gets the session's events one after the other; different
+ * sessions, webhooks and connections proceed in parallel, so a slow or failing endpoint only
+ * ever waits for itself.
+ *
+ *   session s1: v7 ─ v8 ─ v9      webhook A (healthy):  v7 → v8 → v9        ✓
+ *                                 webhook B (failing):  v7 ✗✗✗ → dead letter
+ *                                                       v8, v9 → dead letters, not tried
+ *   session s2: v3 ─ v4           webhook A:            v3 → v4  (never waits for B)
+ *
+ * A webhook whose delivery failed in this batch gets no further attempts in the batch: its
+ * later events go straight to dead letters in order, so a replay delivers them in order and a
+ * dead endpoint delays the batch (and the shard behind it) once, not once per event.
+ *
+ * Failures that lose nothing are absorbed here (dead letters, live clients that are gone). What
+ * would lose an event is reported instead: the first record of a session whose event could not
+ * be built, dead-lettered or published. The stream handler reports those as batch item
+ * failures, so the stream retries from there (at least once; receivers deduplicate by id).
+ */
+
+/** Reads the state of a version: one GetItem; null when that version no longer exists. */
+export type VersionStateReader = (scope: SessionScope, version: number) => Promise<{ state: Json } | null>;
+
+/** Puts events on the event bus; resolves with the indexes of the entries that failed. */
+export type EventPublisher = (events: ReadonlyArray<{ tenant: string; event: StateChangedEvent }>) => Promise<number[]>;
+
+/** Sends a session's events, in order, to the live clients that follow it. Best effort. */
+export type LiveBroadcaster = (scope: SessionScope, events: readonly StateChangedEvent[]) => Promise<void>;
+
+export interface ChangeFanoutPorts {
+  readState: VersionStateReader;
+  webhooks: Pick<WebhookStore, 'allWebhooks' | 'recordDeadLetter'>;
+  send: WebhookSender;
+  publish?: EventPublisher;
+  broadcast?: LiveBroadcaster;
+  sleep?: Sleep;
+  now?: () => Date;
+  log?: (message: string, detail: Record<string, unknown>) => void;
+}
+
+export interface ChangeInput {
+  /** What identifies the record to its source (the stream sequence number). */
+  key: string;
+  change: RecordedVersion;
+}
+
+/** A webhook that dead-lettered recently gets one attempt per delivery until one succeeds. */
+const PROBATION_MS = 60_000;
+
+export class ChangeFanout {
+  /** Per process: webhooks that failed recently, until when (epoch ms). */
+  private readonly probation = new Map<string, number>();
+  private readonly now: () => Date;
+  private readonly log: NonNullable<ChangeFanoutPorts['log']>;
+
+  constructor(
+    private readonly ports: ChangeFanoutPorts,
+    private readonly policy: DeliveryPolicy = DEFAULT_DELIVERY_POLICY,
+  ) {
+    this.now = ports.now ?? (() => new Date());
+    this.log = ports.log ?? ((message, detail) => console.warn(`agentstate: ${message}`, JSON.stringify(detail)));
+  }
+
+  /**
+   * Processes one batch. `deadline` (epoch ms) is when the invocation must be done: deliveries
+   * not tried by then become dead letters. Resolves with the keys of the records to retry.
+   */
+  async process(inputs: readonly ChangeInput[], options: { deadline?: number } = {}): Promise<{ failed: string[] }> {
+    const sessions = groupBySession(inputs);
+    const webhooksOf = memo((tenant: string) => this.ports.webhooks.allWebhooks(tenant));
+    const tripped = new Set<string>();
+
+    await Promise.all(sessions.map((session) => this.buildEvents(session)));
+    await Promise.all([
+      ...sessions.map((session) => this.deliver(session, webhooksOf, tripped, options.deadline)),
+      ...sessions.map((session) => this.broadcast(session)),
+      this.publish(sessions),
+    ]);
+
+    const failed: string[] = [];
+    for (const session of sessions) {
+      if (session.failedAt !== undefined) failed.push((session.inputs[session.failedAt] as ChangeInput).key);
+    }
+    return { failed };
+  }
+
+  /** Builds the session's events in order; `prev` comes from the batch when it can, else one read. */
+  private async buildEvents(session: SessionBatch): Promise<void> {
+    const states = new Map<number, Json>();
+    for (const [index, { change }] of session.inputs.entries()) {
+      const { prevVersion } = change.version;
+      try {
+        let prev: Json = null;
+        if (prevVersion > 0) {
+          prev = states.has(prevVersion)
+            ? (states.get(prevVersion) as Json)
+            : ((await this.ports.readState(session.scope, prevVersion))?.state ?? null);
+        }
+        session.events.push(buildStateChangedEvent(change, prev));
+        states.set(change.version.version, change.version.state);
+      } catch (error) {
+        this.log('could not build a change event; the stream will retry it', { ...session.scope, version: change.version.version, error: String(error) });
+        session.fail(index);
+        return;
+      }
+    }
+  }
+
+  private async deliver(
+    session: SessionBatch,
+    webhooksOf: (tenant: string) => Promise<WebhookRecord[]>,
+    tripped: Set<string>,
+    deadline: number | undefined,
+  ): Promise<void> {
+    if (session.events.length === 0) return;
+    let webhooks: WebhookRecord[];
+    try {
+      webhooks = (await webhooksOf(session.scope.tenant)).filter(
+        (webhook) => webhook.sessionId === null || webhook.sessionId === session.scope.sessionId,
+      );
+    } catch (error) {
+      this.log('could not read webhooks; the stream will retry', { tenant: session.scope.tenant, error: String(error) });
+      session.fail(0);
+      return;
+    }
+    await Promise.all(webhooks.map((webhook) => this.deliverInOrder(session, webhook, tripped, deadline)));
+  }
+
+  /** One webhook, one session: each event after the previous one, never out of order. */
+  private async deliverInOrder(session: SessionBatch, webhook: WebhookRecord, tripped: Set<string>, deadline: number | undefined): Promise<void> {
+    for (const [index, event] of session.events.entries()) {
+      const body = JSON.stringify(event);
+      let failure: { attempts: number; error: string } | null = null;
+      if (tripped.has(webhook.id)) {
+        failure = { attempts: 0, error: 'not attempted: an earlier delivery to this webhook failed in the same batch' };
+      } else if (deadline !== undefined && Date.now() >= deadline) {
+        failure = { attempts: 0, error: 'not attempted: the change hook ran out of time' };
+      } else {
+        const onProbation = (this.probation.get(webhook.id) ?? 0) > Date.now();
+        const result = await deliverWithRetries(this.ports.send, webhook, body, event.id, {
+          attempts: onProbation ? 1 : this.policy.attempts,
+          backoffMs: this.policy.backoffMs,
+          ...(this.ports.sleep ? { sleep: this.ports.sleep } : {}),
+          ...(deadline !== undefined ? { deadline } : {}),
+        });
+        if (result.ok) {
+          this.probation.delete(webhook.id);
+          continue;
+        }
+        failure = result;
+        tripped.add(webhook.id);
+        this.probation.set(webhook.id, Date.now() + PROBATION_MS);
+      }
+      try {
+        await this.ports.webhooks.recordDeadLetter(
+          session.scope.tenant,
+          webhook.id,
+          { id: event.id, sessionId: event.sessionId, version: event.version, body },
+          { attempts: failure.attempts, error: failure.error, at: this.now().toISOString() },
+        );
+        this.log('webhook delivery dead-lettered', {
+          tenant: session.scope.tenant,
+          webhookId: webhook.id,
+          eventId: event.id,
+          attempts: failure.attempts,
+          error: failure.error,
+        });
+      } catch (error) {
+        // Without its dead letter the event would be lost to this webhook: retry the record.
+        this.log('could not record a dead letter; the stream will retry', { webhookId: webhook.id, eventId: event.id, error: String(error) });
+        session.fail(index);
+        return;
+      }
+    }
+  }
+
+  private async broadcast(session: SessionBatch): Promise<void> {
+    if (!this.ports.broadcast || session.events.length === 0) return;
+    try {
+      await this.ports.broadcast(session.scope, session.events);
+    } catch (error) {
+      // Live clients are a view, not a log: a client that missed an event reads the state.
+      this.log('could not send change events to live clients', { ...session.scope, error: String(error) });
+    }
+  }
+
+  private async publish(sessions: readonly SessionBatch[]): Promise<void> {
+    if (!this.ports.publish) return;
+    const entries = sessions.flatMap((session) =>
+      session.events.map((event, index) => ({ session, index, tenant: session.scope.tenant, event })),
+    );
+    if (entries.length === 0) return;
+    let failed: number[];
+    try {
+      failed = await this.ports.publish(entries);
+    } catch (error) {
+      this.log('could not publish change events; the stream will retry', { error: String(error) });
+      failed = entries.map((_, index) => index);
+    }
+    for (const position of failed) {
+      const entry = entries[position];
+      entry?.session.fail(entry.index);
+    }
+  }
+}
+
+/** One session's part of a batch. */
+class SessionBatch {
+  readonly inputs: ChangeInput[] = [];
+  readonly events: StateChangedEvent[] = [];
+  /** The first record that must be retried, if any. */
+  failedAt: number | undefined;
+
+  constructor(readonly scope: SessionScope) {}
+
+  fail(index: number): void {
+    if (this.failedAt === undefined || index < this.failedAt) this.failedAt = index;
+  }
+}
+
+function groupBySession(inputs: readonly ChangeInput[]): SessionBatch[] {
+  const sessions = new Map<string, SessionBatch>();
+  for (const input of inputs) {
+    const { tenant, sessionId } = input.change;
+    const id = `${tenant}#${sessionId}`;
+    let session = sessions.get(id);
+    if (!session) {
+      session = new SessionBatch({ tenant, sessionId });
+      sessions.set(id, session);
+    }
+    session.inputs.push(input);
+  }
+  return [...sessions.values()];
+}
+
+function memo<T>(load: (key: string) => Promise<T>): (key: string) => Promise<T> {
+  const cache = new Map<string, Promise<T>>();
+  return (key) => {
+    let value = cache.get(key);
+    if (!value) {
+      value = load(key);
+      cache.set(key, value);
+    }
+    return value;
+  };
+}

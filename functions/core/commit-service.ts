@@ -1,0 +1,179 @@
+import { applySlots, foldCommands, type Command, type CommandScope } from './commands.js';
+import { AgentStateError } from './errors.js';
+import { applyTypedWrite, viewOf, type Caller } from './fields.js';
+import { encodedSize, jsonEqual, type Json } from './json.js';
+import { STATE_LIMIT_BYTES, type DocumentKind, type DocumentRecord, type SessionScope, type VersionRecord } from './model.js';
+import type { DocumentWrite, SessionStore } from './ports.js';
+import { retryOnStaleTip, type RetryPolicy } from './retry.js';
+import type { SessionService } from './session-service.js';
+import { nextLineage } from './tree.js';
+
+export interface CommitRequest {
+  commands: Command[];
+  runId?: string;
+  /** Guards the thread scope: the state at the node must still be at this version. */
+  expectedVersion?: number;
+  node?: string;
+  caller?: Caller;
+}
+
+export interface DocumentView {
+  version: number;
+  state: Json;
+  updatedAt: string | null;
+}
+
+export interface CommitResult {
+  sessionId: string;
+  node: string;
+  /** The thread's version after the commit (unchanged when no thread key changed). */
+  version: number;
+  state: Json;
+  changed: boolean;
+  run?: DocumentView & { runId: string };
+  profile?: DocumentView & { userId: string };
+  shared?: DocumentView;
+}
+
+/** Run documents expire this long after their last write unless configured otherwise. */
+export const DEFAULT_RUN_TTL_SECONDS = 7 * 24 * 60 * 60;
+
+/**
+ * `POST /v1/sessions/{sid}/commits` (API.md section 8): a batch of keyed commands over the
+ * thread, run, profile and shared scopes, applied all together or not at all. Without
+ * `expectedVersion` a batch that lost a race is folded again onto fresh state: the policies
+ * are deterministic, so the result is as if batches ran one after another.
+ */
+export class CommitService {
+  constructor(
+    private readonly store: SessionStore,
+    private readonly sessions: SessionService,
+    private readonly options: { runTtlSeconds?: number; retry?: Partial<RetryPolicy>; now?: () => Date } = {},
+  ) {}
+
+  async commit(scope: SessionScope, request: CommitRequest): Promise<CommitResult> {
+    const slots = foldCommands(request.commands);
+    const touches = (kind: CommandScope) => slots.has(kind);
+    if (touches('run') && !request.runId) {
+      throw new AgentStateError('invalid_request', 'run commands need a runId', { field: 'runId' });
+    }
+    const caller = request.caller ?? null;
+    const now = this.options.now ?? (() => new Date());
+
+    return retryOnStaleTip(this.options.retry ?? {}, async () => {
+      const at = now().toISOString();
+      const [target, meta, run, shared] = await Promise.all([
+        this.sessions.resolveForWrite(scope, request.node),
+        touches('profile') ? this.store.getMeta(scope) : Promise.resolve(null),
+        touches('run') ? this.store.getDocument(scope.tenant, 'run', request.runId as string, scope) : Promise.resolve(null),
+        touches('shared') ? this.store.getDocument(scope.tenant, 'shared', 'shared') : Promise.resolve(null),
+      ]);
+      const { tip, nodeId, pointer, current } = target;
+      if (request.expectedVersion !== undefined && request.expectedVersion !== pointer) {
+        throw new AgentStateError(
+          'version_mismatch',
+          `the state at node ${nodeId} is at version ${pointer}, not ${request.expectedVersion}`,
+          { currentVersion: pointer },
+        );
+      }
+      let userId: string | null = null;
+      if (touches('profile')) {
+        userId = meta?.userId ?? null;
+        if (!userId) {
+          throw new AgentStateError('invalid_request', 'profile commands need a session with a userId', { field: 'commands' });
+        }
+      }
+      const profile = userId ? await this.store.getDocument(scope.tenant, 'profile', userId) : null;
+
+      // The thread: top-level keys of the state at the node, typed fields applied as for a write.
+      const sessionAgentId = await this.sessions.sessionAgentOf(scope, tip);
+      const schema = await this.sessions.schemaOf(scope.tenant, sessionAgentId);
+      const stored = current?.state ?? null;
+      let thread = stored;
+      if (touches('thread')) {
+        const seen = schema ? viewOf(schema, caller, stored) : stored;
+        const meant = applySlots(seen, slots.get('thread') as Map<string, never>, 'thread');
+        thread = schema ? applyTypedWrite(schema, caller, stored, seen, meant) : meant;
+        assertSize(thread, 'thread');
+      }
+      const threadChanged = !jsonEqual(thread, stored);
+
+      const documents: DocumentWrite[] = [];
+      const result: CommitResult = {
+        sessionId: scope.sessionId,
+        node: nodeId,
+        version: pointer,
+        state: schema ? viewOf(schema, caller, thread) : thread,
+        changed: threadChanged,
+      };
+      const documentChange = (kind: DocumentKind, id: string, before: DocumentRecord | null) => {
+        const next = applySlots(before?.state ?? null, slots.get(kind) as Map<string, never>, kind);
+        assertSize(next, kind);
+        const unchanged = before !== null && jsonEqual(next, before.state);
+        const record: DocumentRecord = unchanged
+          ? before
+          : { kind, id, version: (before?.version ?? 0) + 1, state: next, updatedAt: at };
+        if (!unchanged) {
+          documents.push({
+            record,
+            basedOnVersion: before?.version ?? 0,
+            ...(kind === 'run' ? { ttlSeconds: this.options.runTtlSeconds ?? DEFAULT_RUN_TTL_SECONDS } : {}),
+          });
+        }
+        return { version: record.version, state: record.state, updatedAt: record.updatedAt };
+      };
+      if (touches('run')) result.run = { runId: request.runId as string, ...documentChange('run', request.runId as string, run) };
+      if (touches('profile')) result.profile = { userId: userId as string, ...documentChange('profile', userId as string, profile) };
+      if (touches('shared')) result.shared = documentChange('shared', 'shared', shared);
+
+      if (threadChanged) {
+        const version: VersionRecord = {
+          version: tip.version + 1,
+          node: nodeId,
+          prevVersion: pointer,
+          cause: 'commit',
+          author: caller,
+          decisionId: null,
+          createdAt: at,
+          state: thread,
+          agent: current?.agent ?? null,
+          lineage: nextLineage(current),
+          commands: request.commands as unknown as Json[],
+        };
+        const atHead = nodeId === tip.head;
+        await this.store.commit(scope, {
+          basedOn: tip,
+          version,
+          head: { id: tip.head, version: atHead ? version.version : tip.headVersion, depth: tip.headDepth },
+          nodePointers: atHead ? [] : [{ id: nodeId, version: version.version }],
+          newNodes: [],
+          touchSessionAt: at,
+          mayCreateSession: tip.slot === 0,
+          sessionAgentId,
+          documents,
+        });
+        result.version = version.version;
+      } else if (documents.length > 0) {
+        // No thread change: the documents alone, still guarded by the thread's version if asked.
+        await this.store.commitDocuments(scope, documents, request.expectedVersion !== undefined ? tip : null, at);
+      }
+      return result;
+    });
+  }
+
+  /** A run, profile or shared document as a client reads it (version 0 and null when none). */
+  async readDocument(tenant: string, kind: DocumentKind, id: string, scope?: SessionScope): Promise<DocumentView> {
+    const record = await this.store.getDocument(tenant, kind, id, scope);
+    return { version: record?.version ?? 0, state: record?.state ?? null, updatedAt: record?.updatedAt ?? null };
+  }
+}
+
+function assertSize(state: Json, scope: string): void {
+  const bytes = encodedSize(state);
+  if (bytes > STATE_LIMIT_BYTES) {
+    throw new AgentStateError('state_too_large', `the ${scope} state would be ${bytes} bytes; the limit is ${STATE_LIMIT_BYTES}`, {
+      limitBytes: STATE_LIMIT_BYTES,
+      scope,
+    });
+  }
+}

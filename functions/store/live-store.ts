@@ -1,0 +1,153 @@
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DeleteCommand, DynamoDBDocumentClient, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { MAX_SUBSCRIPTIONS, type LiveConnection, type LiveStore } from '../core/live.js';
+import type { SessionScope } from '../core/model.js';
+import { keys } from './keys.js';
+import { sendWithServiceErrors } from './service-errors.js';
+import { tableKeys } from './table.js';
+
+type Item = Record<string, unknown>;
+
+/**
+ * WebSocket connections and what they follow (keys.ts), both with TTL:
+ *
+ *   C#<connection>          C                tenant, sessions (string set), connectedAt
+ *   W#<tenant>#<session>    C#<connection>   one follower of a session
+ *
+ * The change hook finds a session's followers with one Query of `W#<tenant>#<session>`; the
+ * tenant in that key is the connection's own, so a follower never sees another tenant's
+ * session. `$disconnect` finds what to remove in the connection's `sessions` set.
+ */
+export class DynamoDbLiveStore implements LiveStore {
+  private readonly send: DynamoDBDocumentClient['send'];
+
+  constructor(
+    client: DynamoDBClient,
+    private readonly tableName: string,
+    private readonly nowSeconds: () => number = () => Math.floor(Date.now() / 1000),
+  ) {
+    this.send = sendWithServiceErrors(DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } }));
+  }
+
+  async putConnection(connectionId: string, tenant: string, expiresAt: number): Promise<void> {
+    await this.send(
+      new PutCommand({
+        TableName: this.tableName,
+        Item: {
+          pk: keys.connection(connectionId),
+          sk: keys.connectionSort,
+          tenant,
+          connectedAt: new Date().toISOString(),
+          [tableKeys.timeToLive]: expiresAt,
+        },
+      }),
+    );
+  }
+
+  async getConnection(connectionId: string): Promise<LiveConnection | null> {
+    const { Item } = await this.send(
+      new GetCommand({ TableName: this.tableName, Key: { pk: keys.connection(connectionId), sk: keys.connectionSort }, ConsistentRead: true }),
+    );
+    if (!Item || typeof Item.tenant !== 'string' || this.expired(Item)) return null;
+    return { tenant: Item.tenant, sessions: sessionsOf(Item) };
+  }
+
+  async subscribe(connectionId: string, scope: SessionScope, expiresAt: number): Promise<boolean> {
+    try {
+      // The connection first: whatever it lists, $disconnect removes, so no follower item
+      // outlives its connection (beyond a race with $disconnect, which TTL and the change
+      // hook's cleanup of gone connections settle).
+      await this.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
+          UpdateExpression: 'ADD sessions :session SET #ttl = :ttl',
+          ConditionExpression: 'attribute_exists(pk) AND (attribute_not_exists(sessions) OR size(sessions) < :max OR contains(sessions, :id))',
+          ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive },
+          ExpressionAttributeValues: { ':session': new Set([scope.sessionId]), ':id': scope.sessionId, ':max': MAX_SUBSCRIPTIONS, ':ttl': expiresAt },
+        }),
+      );
+    } catch (error) {
+      if (error instanceof Error && error.name === 'ConditionalCheckFailedException') return false;
+      throw error;
+    }
+    await this.send(
+      new PutCommand({
+        TableName: this.tableName,
+        Item: { pk: keys.subscribers(scope), sk: keys.subscriber(connectionId), connectionId, [tableKeys.timeToLive]: expiresAt },
+      }),
+    );
+    return true;
+  }
+
+  async unsubscribe(connectionId: string, scope: SessionScope): Promise<void> {
+    await this.send(new DeleteCommand({ TableName: this.tableName, Key: { pk: keys.subscribers(scope), sk: keys.subscriber(connectionId) } }));
+    await this.send(
+      new UpdateCommand({
+        TableName: this.tableName,
+        Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
+        UpdateExpression: 'DELETE sessions :session',
+        ConditionExpression: 'attribute_exists(pk)',
+        ExpressionAttributeValues: { ':session': new Set([scope.sessionId]) },
+      }),
+    ).catch((error: unknown) => {
+      if (!(error instanceof Error && error.name === 'ConditionalCheckFailedException')) throw error;
+    });
+  }
+
+  async deleteConnection(connectionId: string): Promise<void> {
+    const { Attributes } = await this.send(
+      new DeleteCommand({
+        TableName: this.tableName,
+        Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
+        ReturnValues: 'ALL_OLD',
+      }),
+    );
+    if (!Attributes || typeof Attributes.tenant !== 'string') return;
+    const tenant = Attributes.tenant;
+    await Promise.all(
+      sessionsOf(Attributes).map((sessionId) =>
+        this.send(
+          new DeleteCommand({
+            TableName: this.tableName,
+            Key: { pk: keys.subscribers({ tenant, sessionId }), sk: keys.subscriber(connectionId) },
+          }),
+        ),
+      ),
+    );
+  }
+
+  async subscribers(scope: SessionScope): Promise<string[]> {
+    const connections: string[] = [];
+    let start: Item | undefined;
+    do {
+      const { Items, LastEvaluatedKey } = await this.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+          ExpressionAttributeValues: { ':pk': keys.subscribers(scope), ':prefix': keys.subscriberPrefix },
+          // A client that subscribed just before a write must get that write's event.
+          ConsistentRead: true,
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const item of Items ?? []) {
+        if (!this.expired(item)) connections.push(String(item.connectionId));
+      }
+      start = LastEvaluatedKey;
+    } while (start);
+    return connections;
+  }
+
+  /** TTL deletes lazily (up to days later); an expired record is already gone to us. */
+  private expired(item: Item): boolean {
+    const expiresAt = item[tableKeys.timeToLive];
+    return typeof expiresAt === 'number' && expiresAt < this.nowSeconds();
+  }
+}
+
+function sessionsOf(item: Item): string[] {
+  const sessions = item.sessions;
+  if (sessions instanceof Set) return [...sessions].map(String);
+  return Array.isArray(sessions) ? sessions.map(String) : [];
+}

@@ -1,0 +1,113 @@
+import type { AttributeValue, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
+import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
+import type { DynamoDBRecord } from 'aws-lambda';
+import type { VersionStateReader } from '../core/change-fanout.js';
+import type { RecordedVersion } from '../core/events.js';
+import type { Json } from '../core/json.js';
+import { VERSION_CAUSES, type VersionCause } from '../core/model.js';
+import { keys } from './keys.js';
+
+/**
+ * The table's change stream, read as recorded versions. Only this file (with keys.ts and the
+ * store) knows what a version item looks like:
+ *
+ *   pk S#<tenant>#<session>   sk V#<000000000042>   kind 'v'   version, node, prevVersion,
+ *   cause, author, decisionId, createdAt, state (JSON text), agent (JSON text), …
+ *
+ * A version arrives as an INSERT, or as a MODIFY of its slot when a head marker (kind 'm')
+ * held the slot before. Nothing ever modifies a recorded version, so a MODIFY whose old image
+ * is a version is not a new version; and REMOVE (session deletes, TTL) never is.
+ */
+
+/**
+ * Lambda event filter patterns (OR'ed) that let through exactly the records that record a
+ * version, so no other write to the table invokes the change hook. lib/ puts them on the event
+ * source mapping; the local stream poller applies the same patterns with `matchesFilter`.
+ */
+export const versionRecordFilters: ReadonlyArray<Record<string, unknown>> = [
+  { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: ['v'] } } } },
+  { eventName: ['MODIFY'], dynamodb: { NewImage: { kind: { S: ['v'] } }, OldImage: { kind: { S: ['m'] } } } },
+];
+
+/**
+ * Whether a record matches an event filter pattern of the kind above: every leaf is a list of
+ * allowed strings, and every key of the pattern must be present in the record. (The subset of
+ * Lambda's filter syntax that `versionRecordFilters` uses.)
+ */
+export function matchesFilter(pattern: unknown, value: unknown): boolean {
+  if (Array.isArray(pattern)) return pattern.some((allowed) => allowed === value);
+  if (pattern === null || typeof pattern !== 'object') return false;
+  if (value === null || typeof value !== 'object') return false;
+  return Object.entries(pattern).every(([key, inner]) => matchesFilter(inner, (value as Record<string, unknown>)[key]));
+}
+
+type LambdaImage = NonNullable<NonNullable<DynamoDBRecord['dynamodb']>['NewImage']>;
+
+/** The recorded version a stream record carries, or null when it carries none. */
+export function recordedVersionOf(record: DynamoDBRecord): RecordedVersion | null {
+  const newImage = record.dynamodb?.NewImage;
+  const oldImage = record.dynamodb?.OldImage;
+  if (!newImage || newImage.kind?.S !== 'v') return null;
+  if (record.eventName === 'MODIFY' ? oldImage?.kind?.S !== 'm' : record.eventName !== 'INSERT') return null;
+
+  const item = unmarshall(toSdkImage(newImage));
+  const pk = String(item.pk ?? '');
+  const sk = String(item.sk ?? '');
+  const partition = /^S#([^#]+)#([^#]+)$/.exec(pk);
+  if (!partition || !sk.startsWith(keys.slotPrefix)) return null;
+  const cause = String(item.cause);
+  return {
+    tenant: partition[1] as string,
+    sessionId: partition[2] as string,
+    version: {
+      version: Number(item.version),
+      node: String(item.node),
+      prevVersion: Number(item.prevVersion ?? 0),
+      cause: (VERSION_CAUSES as readonly string[]).includes(cause) ? (cause as VersionCause) : 'patch',
+      author: typeof item.author === 'string' ? item.author : null,
+      decisionId: typeof item.decisionId === 'string' ? item.decisionId : null,
+      createdAt: String(item.createdAt),
+      state: parseJsonText(item.state),
+      agent: parseJsonText(item.agent),
+    },
+  };
+}
+
+/** The state of one version: one strongly consistent GetItem of its slot. */
+export function versionStateReader(client: DynamoDBClient, tableName: string): VersionStateReader {
+  const doc = DynamoDBDocumentClient.from(client);
+  return async (scope, version) => {
+    const { Item } = await doc.send(
+      new GetCommand({
+        TableName: tableName,
+        Key: { pk: keys.session(scope), sk: keys.slot(version) },
+        ProjectionExpression: '#kind, #state',
+        ExpressionAttributeNames: { '#kind': 'kind', '#state': 'state' },
+        // The previous version may have been written milliseconds before this one.
+        ConsistentRead: true,
+      }),
+    );
+    return Item && Item.kind === 'v' ? { state: parseJsonText(Item.state) } : null;
+  };
+}
+
+function parseJsonText(value: unknown): Json {
+  return typeof value === 'string' ? (JSON.parse(value) as Json) : null;
+}
+
+/**
+ * Lambda hands images over as JSON, with binary values in base64; the SDK's `unmarshall`
+ * wants bytes. (Version items hold no binary values today; this keeps the parse total.)
+ */
+function toSdkImage(image: LambdaImage): Record<string, AttributeValue> {
+  return Object.fromEntries(Object.entries(image).map(([name, value]) => [name, toSdkValue(value)]));
+}
+
+function toSdkValue(value: LambdaImage[string]): AttributeValue {
+  if (value.B !== undefined) return { B: Buffer.from(value.B, 'base64') };
+  if (value.BS !== undefined) return { BS: value.BS.map((item) => Buffer.from(item, 'base64')) };
+  if (value.M !== undefined) return { M: toSdkImage(value.M) };
+  if (value.L !== undefined) return { L: value.L.map(toSdkValue) };
+  return value as AttributeValue;
+}

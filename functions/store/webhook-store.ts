@@ -1,0 +1,216 @@
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DeleteCommand, DynamoDBDocumentClient, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { AgentStateError } from '../core/errors.js';
+import type { Page } from '../core/model.js';
+import type { DeadLetter, DeliveryFailure, WebhookRecord, WebhookStore } from '../core/webhooks.js';
+import { keys } from './keys.js';
+import { sendWithServiceErrors } from './service-errors.js';
+import { tableKeys } from './table.js';
+
+type Item = Record<string, unknown>;
+
+/** Dead letters are kept as long as SQS keeps a message at most: two weeks to replay them. */
+const DEAD_LETTER_TTL_SECONDS = 14 * 24 * 60 * 60;
+
+/**
+ * Webhooks and their dead letters (keys.ts):
+ *
+ *   H#<tenant>             H#<webhook id>                 url, secret, sessionId, createdAt
+ *   X#<tenant>#<webhook>   D#<session>#<000000000042>     body (the event's JSON text),
+ *                                                         attempts, lastError, times, TTL
+ *
+ * A tenant's webhooks are one partition: delivery reads them with one Query per tenant and
+ * batch. A webhook's dead letters are one partition too, in replay order (session, version).
+ * Webhook ids are UUIDv7, so the webhook list reads newest first by key alone.
+ */
+export class DynamoDbWebhookStore implements WebhookStore {
+  private readonly send: DynamoDBDocumentClient['send'];
+
+  constructor(
+    client: DynamoDBClient,
+    private readonly tableName: string,
+  ) {
+    this.send = sendWithServiceErrors(DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } }));
+  }
+
+  async putWebhook(tenant: string, webhook: WebhookRecord): Promise<void> {
+    await this.send(
+      new PutCommand({
+        TableName: this.tableName,
+        Item: {
+          pk: keys.webhooks(tenant),
+          sk: keys.webhook(webhook.id),
+          id: webhook.id,
+          url: webhook.url,
+          secret: webhook.secret ?? undefined,
+          sessionId: webhook.sessionId,
+          createdAt: webhook.createdAt,
+        },
+        // Ids are fresh UUIDv7s; the condition only makes a collision an error, not an overwrite.
+        ConditionExpression: 'attribute_not_exists(pk)',
+      }),
+    );
+  }
+
+  async getWebhook(tenant: string, webhookId: string): Promise<WebhookRecord | null> {
+    const { Item } = await this.send(
+      new GetCommand({ TableName: this.tableName, Key: { pk: keys.webhooks(tenant), sk: keys.webhook(webhookId) }, ConsistentRead: true }),
+    );
+    return Item ? toWebhook(Item) : null;
+  }
+
+  async listWebhooks(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<WebhookRecord>> {
+    const partition = keys.webhooks(tenant);
+    const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor);
+    if (start && (start.pk !== partition || !String(start.sk).startsWith(keys.webhookPrefix))) throw invalidCursor();
+    const { Items, LastEvaluatedKey } = await this.send(
+      new QueryCommand({
+        TableName: this.tableName,
+        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+        ExpressionAttributeValues: { ':pk': partition, ':prefix': keys.webhookPrefix },
+        ScanIndexForward: false,
+        Limit: options.limit,
+        ExclusiveStartKey: start,
+      }),
+    );
+    return page((Items ?? []).map(toWebhook), LastEvaluatedKey);
+  }
+
+  async allWebhooks(tenant: string): Promise<WebhookRecord[]> {
+    const webhooks: WebhookRecord[] = [];
+    let start: Item | undefined;
+    do {
+      const { Items, LastEvaluatedKey } = await this.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+          ExpressionAttributeValues: { ':pk': keys.webhooks(tenant), ':prefix': keys.webhookPrefix },
+          // A webhook registered just before a write must see that write's event.
+          ConsistentRead: true,
+          ExclusiveStartKey: start,
+        }),
+      );
+      webhooks.push(...(Items ?? []).map(toWebhook));
+      start = LastEvaluatedKey;
+    } while (start);
+    return webhooks;
+  }
+
+  async deleteWebhook(tenant: string, webhookId: string): Promise<boolean> {
+    const { Attributes } = await this.send(
+      new DeleteCommand({
+        TableName: this.tableName,
+        Key: { pk: keys.webhooks(tenant), sk: keys.webhook(webhookId) },
+        ReturnValues: 'ALL_OLD',
+      }),
+    );
+    return Attributes !== undefined;
+  }
+
+  async recordDeadLetter(
+    tenant: string,
+    webhookId: string,
+    event: { id: string; sessionId: string; version: number; body: string },
+    failure: DeliveryFailure,
+  ): Promise<void> {
+    await this.send(
+      new UpdateCommand({
+        TableName: this.tableName,
+        Key: { pk: keys.deadLetters(tenant, webhookId), sk: keys.deadLetter(event.sessionId, event.version) },
+        // One item per event: a redelivered event (or a failed replay) updates its dead letter.
+        UpdateExpression:
+          'SET eventId = :eventId, sessionId = :sessionId, version = :version, body = :body, lastError = :error, ' +
+          'lastFailedAt = :at, firstFailedAt = if_not_exists(firstFailedAt, :at), #ttl = :ttl ADD attempts :attempts',
+        ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive },
+        ExpressionAttributeValues: {
+          ':eventId': event.id,
+          ':sessionId': event.sessionId,
+          ':version': event.version,
+          ':body': event.body,
+          ':error': failure.error.slice(0, 500),
+          ':at': failure.at,
+          ':ttl': Math.floor(Date.parse(failure.at) / 1000) + DEAD_LETTER_TTL_SECONDS,
+          ':attempts': failure.attempts,
+        },
+      }),
+    );
+  }
+
+  async listDeadLetters(tenant: string, webhookId: string, options: { limit: number; cursor?: string }): Promise<Page<DeadLetter>> {
+    const partition = keys.deadLetters(tenant, webhookId);
+    const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor);
+    if (start && (start.pk !== partition || !String(start.sk).startsWith(keys.deadLetterPrefix))) throw invalidCursor();
+    const { Items, LastEvaluatedKey } = await this.send(
+      new QueryCommand({
+        TableName: this.tableName,
+        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+        ExpressionAttributeValues: { ':pk': partition, ':prefix': keys.deadLetterPrefix },
+        Limit: options.limit,
+        ExclusiveStartKey: start,
+        ConsistentRead: true,
+      }),
+    );
+    return page(
+      (Items ?? []).map((item) => toDeadLetter(webhookId, item)),
+      LastEvaluatedKey,
+    );
+  }
+
+  async deleteDeadLetter(tenant: string, webhookId: string, sessionId: string, version: number): Promise<void> {
+    await this.send(
+      new DeleteCommand({
+        TableName: this.tableName,
+        Key: { pk: keys.deadLetters(tenant, webhookId), sk: keys.deadLetter(sessionId, version) },
+      }),
+    );
+  }
+}
+
+function toWebhook(item: Item): WebhookRecord {
+  return {
+    id: String(item.id),
+    url: String(item.url),
+    secret: typeof item.secret === 'string' ? item.secret : null,
+    sessionId: typeof item.sessionId === 'string' ? item.sessionId : null,
+    createdAt: String(item.createdAt),
+  };
+}
+
+function toDeadLetter(webhookId: string, item: Item): DeadLetter {
+  return {
+    webhookId,
+    eventId: String(item.eventId),
+    sessionId: String(item.sessionId),
+    version: Number(item.version),
+    body: String(item.body),
+    attempts: Number(item.attempts ?? 0),
+    lastError: String(item.lastError ?? ''),
+    firstFailedAt: String(item.firstFailedAt),
+    lastFailedAt: String(item.lastFailedAt),
+  };
+}
+
+// ---- cursors (the same opaque form as the other lists: the key DynamoDB stopped at) -------
+
+function page<T>(items: T[], lastKey: Item | undefined): Page<T> {
+  return lastKey ? { items, next: Buffer.from(JSON.stringify(lastKey)).toString('base64url') } : { items };
+}
+
+function decodeCursor(cursor: string): Item {
+  try {
+    const parsed: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
+      const entries = Object.entries(parsed);
+      if (entries.length === 2 && entries.every(([name, value]) => (name === 'pk' || name === 'sk') && typeof value === 'string')) {
+        return parsed as Item;
+      }
+    }
+  } catch {
+    // reported below
+  }
+  throw invalidCursor();
+}
+
+function invalidCursor(): AgentStateError {
+  return new AgentStateError('invalid_request', 'cursor is not valid for this list', { field: 'cursor' });
+}

@@ -1,0 +1,86 @@
+import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
+import type { Context, DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
+import { ChangeFanout, type ChangeInput } from '../core/change-fanout.js';
+import { dynamoDbClient } from '../store/client.js';
+import { DynamoDbLiveStore } from '../store/live-store.js';
+import { recordedVersionOf, versionStateReader } from '../store/stream-images.js';
+import { defaultTableName } from '../store/table.js';
+import { DynamoDbWebhookStore } from '../store/webhook-store.js';
+import { webhookSender } from '../workers/webhook-delivery.js';
+import { liveBroadcaster } from '../ws/broadcast.js';
+import { connectionGatewayFromEnv } from '../ws/connections.js';
+import { eventBridgePublisher } from './event-bus.js';
+
+/**
+ * The change hook: the table's stream → one `state.changed` event per recorded version →
+ * webhooks, live WebSocket clients and (in AWS) the EventBridge bus. In AWS it is the target
+ * of the stream's event source mapping, which lets through only version records
+ * (store/stream-images.ts `versionRecordFilters`); locally functions/local/stream-poller.ts
+ * calls it with the same event shape and filter.
+ *
+ * It answers with partial batch failures: a record whose event could not be built, published
+ * or dead-lettered is reported (the first such record of its session), and the stream retries
+ * from there. Webhook endpoints that fail do not fail the batch: their deliveries become dead
+ * letters (core/change-fanout.ts).
+ *
+ * Env: AGENTSTATE_TABLE, AGENTSTATE_EVENT_BUS (EventBridge bus name; unset: no bus),
+ * AGENTSTATE_WEBSOCKET_ENDPOINT (the WebSocket stage's callback URL; unset: the local shim).
+ */
+
+/** Deliveries stop being started this long before the invocation's deadline. */
+const DEADLINE_MARGIN_MS = 5_000;
+
+let fanout: ChangeFanout | undefined;
+
+function changeFanout(): ChangeFanout {
+  fanout ??= fanoutFromEnv(process.env);
+  return fanout;
+}
+
+function fanoutFromEnv(env: NodeJS.ProcessEnv): ChangeFanout {
+  const client = dynamoDbClient(env);
+  const tableName = env.AGENTSTATE_TABLE ?? defaultTableName;
+  const gateway = connectionGatewayFromEnv(env);
+  const bus = env.AGENTSTATE_EVENT_BUS;
+  return new ChangeFanout({
+    readState: versionStateReader(client, tableName),
+    webhooks: new DynamoDbWebhookStore(client, tableName),
+    // Same address rules as workers: in a Lambda only public https endpoints.
+    send: webhookSender({ allowLoopbackHttp: !env.AWS_LAMBDA_FUNCTION_NAME }),
+    ...(gateway ? { broadcast: liveBroadcaster(new DynamoDbLiveStore(client, tableName), gateway) } : {}),
+    ...(bus ? { publish: eventBridgePublisher(new EventBridgeClient({}), bus) } : {}),
+  });
+}
+
+/** Replaces the fan-out (tests); undefined rebuilds it from the environment on next use. */
+export function useChangeFanout(replacement: ChangeFanout | undefined): void {
+  fanout = replacement;
+}
+
+export async function handler(event: DynamoDBStreamEvent, context?: Pick<Context, 'getRemainingTimeInMillis'>): Promise<DynamoDBBatchResponse> {
+  const inputs: ChangeInput[] = [];
+  let unreadable: string | undefined;
+  for (const record of event.Records) {
+    const key = record.dynamodb?.SequenceNumber ?? '';
+    try {
+      // Everything else (markers, sessions, dead letters, TTL deletes) is not an event; the
+      // event source filter keeps it away, and this check keeps a misconfigured filter harmless.
+      const change = recordedVersionOf(record);
+      if (change) inputs.push({ key, change });
+    } catch (error) {
+      // A record that cannot be read fails with everything after it (their order matters);
+      // retries, bisection and finally the on-failure queue take it from there.
+      console.error('agentstate: unreadable stream record', key, error);
+      unreadable = key;
+      break;
+    }
+  }
+  let failed: string[] = [];
+  if (inputs.length > 0) {
+    const remaining = context?.getRemainingTimeInMillis?.();
+    const deadline = remaining === undefined ? undefined : Date.now() + remaining - DEADLINE_MARGIN_MS;
+    failed = (await changeFanout().process(inputs, deadline === undefined ? {} : { deadline })).failed;
+  }
+  if (unreadable !== undefined) failed.push(unreadable);
+  return { batchItemFailures: failed.map((itemIdentifier) => ({ itemIdentifier })) };
+}

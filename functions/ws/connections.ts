@@ -1,0 +1,44 @@
+import { ApiGatewayManagementApiClient, GoneException, PostToConnectionCommand } from '@aws-sdk/client-apigatewaymanagementapi';
+
+/**
+ * Sends a message to one WebSocket connection: in AWS through the API Gateway Management API
+ * (PostToConnection), locally through the local server's shim (functions/local/ws-server.ts).
+ * `'gone'` means the client has disconnected, and its records may be removed.
+ */
+export interface ConnectionGateway {
+  post(connectionId: string, data: string): Promise<'sent' | 'gone'>;
+}
+
+/** The gateway of a deployed WebSocket API stage (its callback URL, `https://…/<stage>`). */
+export function managementApiGateway(client: ApiGatewayManagementApiClient): ConnectionGateway {
+  return {
+    async post(connectionId, data) {
+      try {
+        await client.send(new PostToConnectionCommand({ ConnectionId: connectionId, Data: new TextEncoder().encode(data) }));
+        return 'sent';
+      } catch (error) {
+        const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+        if (error instanceof GoneException || (error as Error).name === 'GoneException' || status === 410) return 'gone';
+        throw error;
+      }
+    },
+  };
+}
+
+let local: ConnectionGateway | undefined;
+
+/** The local server registers its shim here, before it feeds the stream to the change hook. */
+export function useLocalConnectionGateway(gateway: ConnectionGateway | undefined): void {
+  local = gateway;
+}
+
+/**
+ * The gateway for this process: the stage's Management API when
+ * `AGENTSTATE_WEBSOCKET_ENDPOINT` is set (AWS), else the local shim, if the local server
+ * registered one; undefined when there is no WebSocket API at all.
+ */
+export function connectionGatewayFromEnv(env: NodeJS.ProcessEnv): ConnectionGateway | undefined {
+  const endpoint = env.AGENTSTATE_WEBSOCKET_ENDPOINT;
+  if (endpoint) return managementApiGateway(new ApiGatewayManagementApiClient({ endpoint }));
+  return local ? { post: (connectionId, data) => (local as ConnectionGateway).post(connectionId, data) } : undefined;
+}

@@ -1,0 +1,117 @@
+import { AgentStateError, toProblem } from '../core/errors.js';
+import { isJsonObject } from '../core/json.js';
+import { LiveService } from '../core/live.js';
+import { keysFromEnv } from '../http/auth.js';
+import { ApiKeyStore } from '../store/api-keys.js';
+import { dynamoDbClient } from '../store/client.js';
+import { DynamoDbLiveStore } from '../store/live-store.js';
+import { defaultTableName } from '../store/table.js';
+
+/**
+ * The WebSocket API's one handler (API Gateway WebSocket API in AWS, functions/local/ws-server.ts
+ * locally), dispatched by route:
+ *
+ * - `$connect` with `?token=<api-key>`: the key's tenant is stored with the connection; an
+ *   unknown key refuses the connection (401). Browsers cannot send an Authorization header on
+ *   a WebSocket, hence the query string.
+ * - `{"action":"subscribe","sessionId":"s1"}` → `{"type":"subscribed","sessionId":"s1"}`, then
+ *   every change event of the tenant's session s1; `unsubscribe` likewise.
+ * - `$disconnect`: the connection's records go.
+ *
+ * Errors answer `{"type":"error","status","code","detail"}` and leave the connection open.
+ */
+
+/** A WebSocket proxy event, with the query string `$connect` carries. */
+export interface WebSocketEvent {
+  requestContext: { routeKey: string; connectionId: string; eventType?: string; requestId?: string };
+  queryStringParameters?: Record<string, string | undefined> | null;
+  body?: string | null;
+  isBase64Encoded?: boolean;
+}
+
+export interface WebSocketResult {
+  statusCode: number;
+  body?: string;
+}
+
+interface WebSocketDependencies {
+  live: LiveService;
+  /** The tenant of an API key, or null. */
+  resolveTenant: (apiKey: string) => Promise<string | null>;
+}
+
+let current: WebSocketDependencies | undefined;
+
+function dependencies(): WebSocketDependencies {
+  current ??= dependenciesFromEnv(process.env);
+  return current;
+}
+
+function dependenciesFromEnv(env: NodeJS.ProcessEnv): WebSocketDependencies {
+  const client = dynamoDbClient(env);
+  const tableName = env.AGENTSTATE_TABLE ?? defaultTableName;
+  const keyStore = new ApiKeyStore(client, tableName);
+  // As functions/http/dependencies.ts: locally keys come from AGENTSTATE_API_KEYS and the
+  // table. In AWS only the table counts, so the local default key (`dev-key`) never opens a
+  // connection there.
+  const inAws = env.AGENTSTATE_AUTH === 'table' || Boolean(env.AWS_LAMBDA_FUNCTION_NAME);
+  const fromEnv = inAws ? null : keysFromEnv(env.AGENTSTATE_API_KEYS);
+  return {
+    live: new LiveService(new DynamoDbLiveStore(client, tableName)),
+    resolveTenant: async (apiKey) => (await fromEnv?.(apiKey))?.tenant ?? (await keyStore.resolve(apiKey))?.tenant ?? null,
+  };
+}
+
+export async function handler(event: WebSocketEvent): Promise<WebSocketResult> {
+  const { routeKey, connectionId } = event.requestContext;
+  try {
+    if (routeKey === '$connect') {
+      const token = event.queryStringParameters?.token;
+      const tenant = token ? await dependencies().resolveTenant(token) : null;
+      if (!tenant) return reply(new AgentStateError('unauthorized', 'connect with ?token=<api-key>'));
+      await dependencies().live.connect(connectionId, tenant);
+      return { statusCode: 200 };
+    }
+    if (routeKey === '$disconnect') {
+      await dependencies().live.disconnect(connectionId);
+      return { statusCode: 200 };
+    }
+    const message = parseMessage(event);
+    switch (message.action) {
+      case 'subscribe':
+        return ok(await dependencies().live.subscribe(connectionId, message.sessionId));
+      case 'unsubscribe':
+        return ok(await dependencies().live.unsubscribe(connectionId, message.sessionId));
+      default:
+        throw new AgentStateError('invalid_request', 'send {"action":"subscribe","sessionId":"…"} or {"action":"unsubscribe","sessionId":"…"}', {
+          field: 'action',
+        });
+    }
+  } catch (error) {
+    const known = error instanceof AgentStateError ? error : new AgentStateError('internal', 'internal error', {}, { cause: error });
+    if (known.status >= 500) console.error('agentstate: WebSocket request failed', routeKey, error);
+    return reply(known);
+  }
+}
+
+function parseMessage(event: WebSocketEvent): Record<string, unknown> {
+  const text = event.isBase64Encoded && event.body ? Buffer.from(event.body, 'base64').toString('utf8') : (event.body ?? '');
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new AgentStateError('invalid_json', 'messages are JSON objects, e.g. {"action":"subscribe","sessionId":"s1"}');
+  }
+  if (!isJsonObject(parsed)) throw new AgentStateError('invalid_request', 'a message is a JSON object with an "action"');
+  return parsed;
+}
+
+function ok(body: unknown): WebSocketResult {
+  return { statusCode: 200, body: JSON.stringify(body) };
+}
+
+function reply(error: AgentStateError): WebSocketResult {
+  // The problem document's members, under a message `type` of its own.
+  const { type: _problemType, title: _title, status, code, detail, ...extras } = toProblem(error);
+  return { statusCode: status, body: JSON.stringify({ ...extras, type: 'error', status, code, detail }) };
+}

@@ -1,0 +1,110 @@
+import { createHmac } from 'node:crypto';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { WebSocket } from 'ws';
+
+/** Polls `check` until it returns something truthy, or fails after `timeoutMs` saying `what`. */
+export async function waitFor<T>(what: string, check: () => T | Promise<T>, timeoutMs = 10_000, everyMs = 25): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, everyMs));
+  }
+}
+
+export interface Delivery {
+  headers: IncomingHttpHeaders;
+  /** The body exactly as received, for signature checks. */
+  raw: string;
+  body: any;
+  /** The status the receiver answered. */
+  status: number;
+  at: number;
+}
+
+export interface Receiver {
+  /** `http://127.0.0.1:<port>/hook` */
+  url: string;
+  /** Every request, answered or not. */
+  deliveries: Delivery[];
+  /** Bodies of the requests that were answered 2xx. */
+  accepted(): any[];
+  /** The status the next requests get. */
+  answer(status: number): void;
+  close(): Promise<void>;
+}
+
+/** A webhook endpoint on loopback that records what it is sent. */
+export async function startReceiver(status = 200): Promise<Receiver> {
+  let answer = status;
+  const deliveries: Delivery[] = [];
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const raw = Buffer.concat(chunks).toString('utf8');
+      deliveries.push({ headers: req.headers, raw, body: JSON.parse(raw), status: answer, at: Date.now() });
+      res.writeHead(answer).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/hook`,
+    deliveries,
+    accepted: () => deliveries.filter((delivery) => delivery.status < 300).map((delivery) => delivery.body),
+    answer: (next) => {
+      answer = next;
+    },
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** `sha256=<hex HMAC-SHA256(secret, body)>`, computed the way a receiver verifies it. */
+export function expectedSignature(secret: string, raw: string): string {
+  return `sha256=${createHmac('sha256', secret).update(raw, 'utf8').digest('hex')}`;
+}
+
+export interface LiveClient {
+  socket: WebSocket;
+  /** Every message received, parsed. */
+  messages: any[];
+  /** The `state.changed` events received. */
+  events(): any[];
+  send(message: unknown): void;
+  close(): Promise<void>;
+}
+
+/** Connects to the WebSocket API; rejects with the HTTP status when the upgrade is refused. */
+export function connectLive(url: string): Promise<LiveClient> {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(url);
+    const messages: any[] = [];
+    socket.on('message', (data) => messages.push(JSON.parse(data.toString())));
+    socket.once('unexpected-response', (_request, response) => {
+      reject(Object.assign(new Error(`upgrade refused: ${response.statusCode}`), { status: response.statusCode }));
+      socket.terminate();
+    });
+    socket.once('error', reject);
+    socket.once('open', () =>
+      resolve({
+        socket,
+        messages,
+        events: () => messages.filter((message) => message.type === 'state.changed'),
+        send: (message) => socket.send(JSON.stringify(message)),
+        close: () =>
+          new Promise((done) => {
+            if (socket.readyState === WebSocket.CLOSED) return done();
+            socket.once('close', () => done());
+            socket.close();
+          }),
+      }),
+    );
+  });
+}

@@ -1,0 +1,202 @@
+import { readFileSync } from 'node:fs';
+import { Stack, type CfnElement } from 'aws-cdk-lib';
+import { Match } from 'aws-cdk-lib/assertions';
+import type { IConstruct } from 'constructs';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { versionRecordFilters } from '../../functions/store/stream-images.js';
+import type { AgentStateStack } from '../../lib/agent-state-stack.js';
+import { changeHookAccess, routeGroupAccess, webSocketAccess } from '../../lib/permissions.js';
+import { synthesize, TemplateReader } from './support.js';
+
+let stack: AgentStateStack;
+let reader: TemplateReader;
+
+const logicalId = (construct: IConstruct) => Stack.of(construct).getLogicalId(construct.node.defaultChild as CfnElement);
+
+beforeAll(() => {
+  const synthesized = synthesize();
+  stack = synthesized.stack;
+  reader = new TemplateReader(synthesized.template);
+});
+
+describe('change hook on the table stream', () => {
+  it('lets only version records through, with partial batch failures, bisection, bounded retries and an on-failure queue', () => {
+    // Prepare
+    const mappings = reader.ofType('AWS::Lambda::EventSourceMapping');
+
+    // Assess
+    expect(mappings).toHaveLength(1);
+    expect(mappings[0]?.[1].Properties).toEqual({
+      EventSourceArn: { 'Fn::GetAtt': [logicalId(stack.agentState.table), 'StreamArn'] },
+      FunctionName: { Ref: logicalId(stack.agentState.changeHook) },
+      StartingPosition: 'TRIM_HORIZON',
+      BatchSize: 100,
+      BisectBatchOnFunctionError: true,
+      MaximumRetryAttempts: 5,
+      MaximumRecordAgeInSeconds: 6 * 60 * 60,
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+      DestinationConfig: { OnFailure: { Destination: { 'Fn::GetAtt': [logicalId(stack.agentState.deadLetterQueue), 'Arn'] } } },
+      FilterCriteria: { Filters: versionRecordFilters.map((pattern) => ({ Pattern: JSON.stringify(pattern) })) },
+    });
+  });
+
+  it('filters on INSERTs of version items, and on head markers overwritten by a version', () => {
+    expect(versionRecordFilters).toEqual([
+      { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: ['v'] } } } },
+      { eventName: ['MODIFY'], dynamodb: { NewImage: { kind: { S: ['v'] } }, OldImage: { kind: { S: ['m'] } } } },
+    ]);
+  });
+
+  it('keeps failed records in an encrypted, TLS-only queue for 14 days', () => {
+    const queueId = logicalId(stack.agentState.deadLetterQueue);
+    reader.template.hasResourceProperties('AWS::SQS::Queue', { SqsManagedSseEnabled: true, MessageRetentionPeriod: 14 * 24 * 60 * 60 });
+    reader.template.hasResourceProperties('AWS::SQS::QueuePolicy', {
+      Queues: [{ Ref: queueId }],
+      PolicyDocument: {
+        Statement: Match.arrayWith([
+          Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } }),
+        ]),
+      },
+    });
+  });
+
+  it('tells the change hook its bus and WebSocket endpoint, and lets it put events on that bus only', () => {
+    const fn = reader.get(logicalId(stack.agentState.changeHook));
+    const busId = logicalId(stack.agentState.eventBus);
+    expect(fn.Properties?.Environment).toEqual({
+      Variables: {
+        AGENTSTATE_TABLE: { Ref: logicalId(stack.agentState.table) },
+        NODE_OPTIONS: '--enable-source-maps',
+        AGENTSTATE_EVENT_BUS: { Ref: busId },
+        AGENTSTATE_WEBSOCKET_ENDPOINT: expect.objectContaining({ 'Fn::Join': expect.anything() }),
+      },
+    });
+    const statements = reader.statementsOf(reader.roleOf(logicalId(stack.agentState.changeHook)));
+    expect(statements).toContainEqual(expect.objectContaining({ Action: 'events:PutEvents', Resource: { 'Fn::GetAtt': [busId, 'Arn'] } }));
+  });
+
+  it('lets the change hook post to connections of its own WebSocket stage, and nothing else of the API', () => {
+    const statements = reader.statementsOf(reader.roleOf(logicalId(stack.agentState.changeHook)));
+    const manage = statements.filter((statement) => [statement.Action].flat().includes('execute-api:ManageConnections'));
+    expect(manage).toHaveLength(1);
+    const resource = JSON.stringify(manage[0]?.Resource);
+    expect(resource).toContain(`{"Ref":"${logicalId(stack.agentState.webSocketApi)}"}`);
+    expect(resource).toContain('/v1/POST/@connections/*');
+  });
+
+  it('grants every DynamoDB action the event stores send (tripwire for new store calls)', () => {
+    // Prepare: each store file and the functions that use it.
+    const users: Record<string, readonly string[]> = {
+      'webhook-store.ts': [...routeGroupAccess.webhooks.table, ...changeHookAccess.table],
+      'live-store.ts': [...webSocketAccess.table, ...changeHookAccess.table],
+      'stream-images.ts': [...changeHookAccess.table],
+    };
+    const commandActions: Record<string, string> = {
+      Get: 'dynamodb:GetItem',
+      Query: 'dynamodb:Query',
+      Put: 'dynamodb:PutItem',
+      Update: 'dynamodb:UpdateItem',
+      Delete: 'dynamodb:DeleteItem',
+    };
+
+    for (const [file, granted] of Object.entries(users)) {
+      // Act
+      const source = readFileSync(new URL(`../../functions/store/${file}`, import.meta.url), 'utf8');
+      const used = [...source.matchAll(/new (\w+?)(?:Item)?Command\(/g)].map(([, command]) => {
+        const action = commandActions[command as string];
+        if (!action) throw new Error(`${file} sends ${command}Command: map it to an IAM action in this test`);
+        return action;
+      });
+
+      // Assess
+      expect(used.filter((action) => !granted.includes(action)), file).toEqual([]);
+    }
+  });
+});
+
+describe('EventBridge', () => {
+  it('has the bus and outputs its name', () => {
+    reader.template.resourceCountIs('AWS::Events::EventBus', 1);
+    reader.template.hasOutput('EventBusName', { Value: { Ref: logicalId(stack.agentState.eventBus) } });
+  });
+});
+
+describe('WebSocket API', () => {
+  const webSocketRoutes = () =>
+    reader
+      .ofType('AWS::ApiGatewayV2::Route')
+      .filter(([, route]) => (route.Properties?.ApiId as { Ref: string }).Ref === logicalId(stack.agentState.webSocketApi));
+
+  it('selects routes by the message action', () => {
+    reader.template.hasResourceProperties('AWS::ApiGatewayV2::Api', {
+      ProtocolType: 'WEBSOCKET',
+      RouteSelectionExpression: '$request.body.action',
+    });
+  });
+
+  it('has $connect, $disconnect, $default, subscribe and unsubscribe, all served by the WebSocket function', () => {
+    // Prepare
+    const fnId = logicalId(stack.agentState.webSocketFunction);
+
+    // Act
+    const routes = webSocketRoutes();
+
+    // Assess
+    expect(routes.map(([, route]) => route.Properties?.RouteKey).sort()).toEqual(['$connect', '$default', '$disconnect', 'subscribe', 'unsubscribe']);
+    for (const [id, route] of routes) {
+      const integrationId = /"Ref":"([^"]+)"/.exec(JSON.stringify(route.Properties?.Target))?.[1] as string;
+      expect(JSON.stringify(reader.get(integrationId).Properties?.IntegrationUri), id).toContain(fnId);
+    }
+  });
+
+  it('answers subscribe, unsubscribe and $default on the connection (two-way routes)', () => {
+    const responses = reader.ofType('AWS::ApiGatewayV2::RouteResponse').map(([, response]) => response.Properties?.RouteId as { Ref: string });
+    const keyOf = (ref: { Ref: string }) => reader.get(ref.Ref).Properties?.RouteKey;
+    expect(responses.map(keyOf).sort()).toEqual(['$default', 'subscribe', 'unsubscribe']);
+  });
+
+  it('deploys stage v1 with throttling and outputs its wss:// URL', () => {
+    reader.template.hasResourceProperties('AWS::ApiGatewayV2::Stage', {
+      ApiId: { Ref: logicalId(stack.agentState.webSocketApi) },
+      StageName: 'v1',
+      AutoDeploy: true,
+      DefaultRouteSettings: { ThrottlingRateLimit: 50, ThrottlingBurstLimit: 100 },
+    });
+    const url = JSON.stringify(reader.template.toJSON().Outputs.WebSocketUrl.Value);
+    expect(url).toContain('wss://');
+    expect(url).toContain('/v1');
+  });
+
+  it('resolves keys from the table only, never from a local key list', () => {
+    const fn = reader.get(logicalId(stack.agentState.webSocketFunction));
+    expect(fn.Properties?.Environment).toEqual({
+      Variables: { AGENTSTATE_TABLE: { Ref: logicalId(stack.agentState.table) }, NODE_OPTIONS: '--enable-source-maps', AGENTSTATE_AUTH: 'table' },
+    });
+  });
+
+  it('writes WebSocket access logs when asked to', () => {
+    const { template } = synthesize({ webSocketAccessLogs: true });
+    template.hasResourceProperties('AWS::ApiGatewayV2::Stage', {
+      StageName: 'v1',
+      AccessLogSettings: { DestinationArn: Match.anyValue(), Format: Match.stringLikeRegexp('connectionId') },
+    });
+  });
+});
+
+describe('alarms', () => {
+  it('alarms when change events run a minute behind, and on any record in the on-failure queue', () => {
+    reader.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      Namespace: 'AWS/Lambda',
+      MetricName: 'IteratorAge',
+      Dimensions: [{ Name: 'FunctionName', Value: { Ref: logicalId(stack.agentState.changeHook) } }],
+      Statistic: 'Maximum',
+      Threshold: 60_000,
+    });
+    reader.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      Namespace: 'AWS/SQS',
+      MetricName: 'ApproximateNumberOfMessagesVisible',
+      Dimensions: [{ Name: 'QueueName', Value: { 'Fn::GetAtt': [logicalId(stack.agentState.deadLetterQueue), 'QueueName'] } }],
+      Threshold: 1,
+    });
+  });
+});

@@ -1,0 +1,215 @@
+import { DescribeTableCommand, PutItemCommand, UpdateItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
+import type { DynamoDBStreamEvent } from 'aws-lambda';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { StreamPoller } from '../../functions/local/stream-poller.js';
+import { DynamoDbLiveStore } from '../../functions/store/live-store.js';
+import { recordedVersionOf, versionRecordFilters, versionStateReader } from '../../functions/store/stream-images.js';
+import { DynamoDbWebhookStore } from '../../functions/store/webhook-store.js';
+import { ApiKeyStore } from '../../functions/store/api-keys.js';
+import { handler as webSocketHandler, type WebSocketEvent } from '../../functions/ws/handler.js';
+import { createTestTable, dynamoEndpoint, testDynamoDbClient } from '../helpers/dynamodb.js';
+import { waitFor } from '../helpers/events.js';
+
+/** The event stores, the WebSocket handler and the stream poller against a real DynamoDB Local. */
+let tableName: string;
+let client: DynamoDBClient;
+
+beforeAll(async () => {
+  tableName = await createTestTable('events');
+  client = testDynamoDbClient();
+  // The WebSocket handler builds its dependencies from the environment on first use.
+  process.env.AGENTSTATE_TABLE = tableName;
+  process.env.AGENTSTATE_DYNAMODB_ENDPOINT = dynamoEndpoint();
+  process.env.AGENTSTATE_API_KEYS = 'acme:acme-key';
+});
+afterAll(() => client.destroy());
+
+describe('webhook store', () => {
+  it('lists a tenant’s webhooks newest first, page by page, and nobody else’s', async () => {
+    // Prepare
+    const store = new DynamoDbWebhookStore(client, tableName);
+    const hook = (id: string) => ({ id, url: `https://${id}.example`, secret: id === 'w2' ? 's' : null, sessionId: null, createdAt: '2025-06-01T00:00:00.000Z' });
+    for (const id of ['w1', 'w2', 'w3']) await store.putWebhook('list-tenant', hook(id));
+    await store.putWebhook('someone-else', hook('w9'));
+
+    // Act
+    const first = await store.listWebhooks('list-tenant', { limit: 2 });
+    const second = await store.listWebhooks('list-tenant', { limit: 2, cursor: first.next as string });
+
+    // Assess
+    expect(first.items.map((webhook) => webhook.id)).toEqual(['w3', 'w2']);
+    expect(first.items[1]?.secret).toBe('s');
+    expect(second.items.map((webhook) => webhook.id)).toEqual(['w1']);
+    expect((await store.allWebhooks('list-tenant')).map((webhook) => webhook.id)).toEqual(['w1', 'w2', 'w3']);
+    await expect(store.listWebhooks('someone-else', { limit: 2, cursor: first.next as string })).rejects.toMatchObject({ code: 'invalid_request' });
+  });
+
+  it('keeps one dead letter per event: a second failure adds attempts and keeps the first failure time', async () => {
+    // Prepare
+    const store = new DynamoDbWebhookStore(client, tableName);
+    const event = (sessionId: string, version: number) => ({ id: `${sessionId}:${version}`, sessionId, version, body: `{"v":${version}}` });
+
+    // Act
+    await store.recordDeadLetter('dl', 'w', event('s2', 1), { attempts: 3, error: 'HTTP 500', at: '2025-06-01T10:00:00.000Z' });
+    await store.recordDeadLetter('dl', 'w', event('s1', 10), { attempts: 3, error: 'HTTP 500', at: '2025-06-01T10:00:01.000Z' });
+    await store.recordDeadLetter('dl', 'w', event('s1', 9), { attempts: 0, error: 'not attempted', at: '2025-06-01T10:00:01.000Z' });
+    await store.recordDeadLetter('dl', 'w', event('s2', 1), { attempts: 1, error: 'HTTP 502', at: '2025-06-01T11:00:00.000Z' });
+    const page = await store.listDeadLetters('dl', 'w', { limit: 10 });
+
+    // Assess: in replay order (session, then version), one item for the redelivered event.
+    expect(page.items.map((letter) => letter.eventId)).toEqual(['s1:9', 's1:10', 's2:1']);
+    expect(page.items[2]).toEqual({
+      webhookId: 'w',
+      eventId: 's2:1',
+      sessionId: 's2',
+      version: 1,
+      body: '{"v":1}',
+      attempts: 4,
+      lastError: 'HTTP 502',
+      firstFailedAt: '2025-06-01T10:00:00.000Z',
+      lastFailedAt: '2025-06-01T11:00:00.000Z',
+    });
+    await store.deleteDeadLetter('dl', 'w', 's1', 9);
+    expect((await store.listDeadLetters('dl', 'w', { limit: 10 })).items.map((letter) => letter.eventId)).toEqual(['s1:10', 's2:1']);
+  });
+});
+
+describe('WebSocket handler and live store', () => {
+  const message = (connectionId: string, body: unknown): WebSocketEvent => ({
+    requestContext: { routeKey: '$default', connectionId },
+    body: JSON.stringify(body),
+  });
+
+  it('connects with a key from AGENTSTATE_API_KEYS or the table, and refuses others', async () => {
+    const { apiKey } = await new ApiKeyStore(client, tableName).create({ tenant: 'from-table' });
+    const connect = (connectionId: string, token?: string) =>
+      webSocketHandler({ requestContext: { routeKey: '$connect', connectionId }, queryStringParameters: token ? { token } : null });
+
+    expect(await connect('c-env', 'acme-key')).toEqual({ statusCode: 200 });
+    expect(await connect('c-table', apiKey)).toEqual({ statusCode: 200 });
+    const refused = await connect('c-bad', 'nope');
+    expect(refused.statusCode).toBe(401);
+    expect(JSON.parse(refused.body as string)).toMatchObject({ type: 'error', code: 'unauthorized' });
+    expect((await connect('c-none')).statusCode).toBe(401);
+    const live = new DynamoDbLiveStore(client, tableName);
+    expect(await live.getConnection('c-table')).toEqual({ tenant: 'from-table', sessions: [] });
+    expect(await live.getConnection('c-bad')).toBeNull();
+  });
+
+  it('subscribes within the connection’s tenant, and $disconnect removes every trace', async () => {
+    // Prepare
+    const live = new DynamoDbLiveStore(client, tableName);
+    await webSocketHandler({ requestContext: { routeKey: '$connect', connectionId: 'c1' }, queryStringParameters: { token: 'acme-key' } });
+
+    // Act
+    const ack = await webSocketHandler(message('c1', { action: 'subscribe', sessionId: 's1' }));
+    await webSocketHandler(message('c1', { action: 'subscribe', sessionId: 's2' }));
+    const followers = await live.subscribers({ tenant: 'acme', sessionId: 's1' });
+    const otherTenant = await live.subscribers({ tenant: 'other', sessionId: 's1' });
+    await webSocketHandler({ requestContext: { routeKey: '$disconnect', connectionId: 'c1' } });
+
+    // Assess
+    expect(JSON.parse(ack.body as string)).toEqual({ type: 'subscribed', sessionId: 's1' });
+    expect(followers).toEqual(['c1']);
+    expect(otherTenant).toEqual([]);
+    expect(await live.subscribers({ tenant: 'acme', sessionId: 's1' })).toEqual([]);
+    expect(await live.subscribers({ tenant: 'acme', sessionId: 's2' })).toEqual([]);
+    expect(await live.getConnection('c1')).toBeNull();
+  });
+
+  it('answers messages on an unknown connection, bad JSON and bad ids with errors', async () => {
+    const unknown = await webSocketHandler(message('never-connected', { action: 'subscribe', sessionId: 's1' }));
+    const badJson = await webSocketHandler({ requestContext: { routeKey: '$default', connectionId: 'x' }, body: '{nope' });
+    expect(JSON.parse(unknown.body as string)).toMatchObject({ type: 'error', status: 401, code: 'unauthorized' });
+    expect(JSON.parse(badJson.body as string)).toMatchObject({ type: 'error', status: 400, code: 'invalid_json' });
+  });
+
+  it('caps the sessions one connection follows', async () => {
+    const live = new DynamoDbLiveStore(client, tableName);
+    await live.putConnection('many', 'acme', Math.floor(Date.now() / 1000) + 60);
+    for (let index = 0; index < 100; index++) {
+      expect(await live.subscribe('many', { tenant: 'acme', sessionId: `s${index}` }, Math.floor(Date.now() / 1000) + 60)).toBe(true);
+    }
+    // Following one it already follows is fine; a 101st is not.
+    expect(await live.subscribe('many', { tenant: 'acme', sessionId: 's5' }, Math.floor(Date.now() / 1000) + 60)).toBe(true);
+    expect(await live.subscribe('many', { tenant: 'acme', sessionId: 'one-more' }, Math.floor(Date.now() / 1000) + 60)).toBe(false);
+  });
+
+  it('treats expired records as gone before TTL removes them', async () => {
+    const live = new DynamoDbLiveStore(client, tableName);
+    const past = Math.floor(Date.now() / 1000) - 10;
+    await live.putConnection('old', 'acme', past);
+    await live.putConnection('old2', 'acme', Math.floor(Date.now() / 1000) + 60);
+    await live.subscribe('old2', { tenant: 'acme', sessionId: 'expiring' }, past);
+    expect(await live.getConnection('old')).toBeNull();
+    expect(await live.subscribers({ tenant: 'acme', sessionId: 'expiring' })).toEqual([]);
+  });
+});
+
+describe('the stream poller on DynamoDB Local', () => {
+  let poller: StreamPoller | undefined;
+  let streams: DynamoDBStreamsClient | undefined;
+  afterAll(async () => {
+    await poller?.stop();
+    streams?.destroy();
+  });
+
+  it('hands version records over as Lambda would, filtered, with prev one read away', async () => {
+    // Prepare
+    const { Table } = await client.send(new DescribeTableCommand({ TableName: tableName }));
+    streams = new DynamoDBStreamsClient({ endpoint: dynamoEndpoint(), region: 'us-east-1', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } });
+    const events: DynamoDBStreamEvent[] = [];
+    const pk = { S: 'S#poll#s1' };
+    const version = (n: number, prev: number) => ({
+      pk,
+      sk: { S: `V#${String(n).padStart(12, '0')}` },
+      kind: { S: 'v' },
+      version: { N: String(n) },
+      node: { S: 'root' },
+      prevVersion: { N: String(prev) },
+      cause: { S: 'patch' },
+      createdAt: { S: new Date().toISOString() },
+      state: { S: JSON.stringify({ n }) },
+      agent: { S: 'null' },
+    });
+    // Written before the poller starts: not an event (it starts from LATEST).
+    await client.send(new PutItemCommand({ TableName: tableName, Item: version(1, 0) }));
+    poller = new StreamPoller({
+      client: streams,
+      streamArn: Table?.LatestStreamArn as string,
+      filters: versionRecordFilters,
+      intervalMs: 50,
+      handler: async (event) => {
+        events.push(event);
+      },
+    });
+    await poller.start();
+
+    // Act: a head marker in slot 2, overwritten by version 2; a message node; version 3.
+    await client.send(new PutItemCommand({ TableName: tableName, Item: { pk, sk: { S: 'V#000000000002' }, kind: { S: 'm' }, seq: { N: '1' } } }));
+    await client.send(new PutItemCommand({ TableName: tableName, Item: { pk, sk: { S: 'N#u1' }, id: { S: 'u1' } } }));
+    await client.send(new PutItemCommand({ TableName: tableName, Item: version(2, 1) }));
+    await client.send(new UpdateItemCommand({ TableName: tableName, Key: { pk, sk: { S: 'S' } }, UpdateExpression: 'SET updatedAt = :now', ExpressionAttributeValues: { ':now': { S: 'x' } } }));
+    await client.send(new PutItemCommand({ TableName: tableName, Item: version(3, 2) }));
+    const records = await waitFor('two version records', () => {
+      const all = events.flatMap((event) => event.Records);
+      return all.length >= 2 ? all : null;
+    });
+
+    // Assess
+    expect(records.map((record) => [record.eventName, record.dynamodb?.NewImage?.version?.N])).toEqual([
+      ['MODIFY', '2'],
+      ['INSERT', '3'],
+    ]);
+    expect(records[0]?.dynamodb?.OldImage?.kind).toEqual({ S: 'm' });
+    expect(typeof records[0]?.dynamodb?.ApproximateCreationDateTime).toBe('number');
+    const recorded = records.map((record) => recordedVersionOf(record));
+    expect(recorded.map((change) => [change?.tenant, change?.sessionId, change?.version.version, change?.version.state])).toEqual([
+      ['poll', 's1', 2, { n: 2 }],
+      ['poll', 's1', 3, { n: 3 }],
+    ]);
+    expect(await versionStateReader(client, tableName)({ tenant: 'poll', sessionId: 's1' }, 1)).toEqual({ state: { n: 1 } });
+    expect(await versionStateReader(client, tableName)({ tenant: 'poll', sessionId: 's1' }, 7)).toBeNull();
+  });
+});

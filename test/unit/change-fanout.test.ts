@@ -1,0 +1,295 @@
+import { describe, expect, it, vi } from 'vitest';
+import { ChangeFanout, type ChangeFanoutPorts, type ChangeInput } from '../../functions/core/change-fanout.js';
+import type { RecordedVersion, StateChangedEvent } from '../../functions/core/events.js';
+import type { Json } from '../../functions/core/json.js';
+import type { DeliveryResult, WebhookRecord } from '../../functions/core/webhooks.js';
+
+/** A recorded version of `sessionId` (tenant t1 unless said), keyed by a made-up sequence number. */
+function change(sessionId: string, version: number, prevVersion: number, state: Json, tenant = 't1'): ChangeInput {
+  const recorded: RecordedVersion = {
+    tenant,
+    sessionId,
+    version: { version, node: 'root', prevVersion, cause: 'patch', author: null, decisionId: null, createdAt: '2025-06-01T10:00:00.000Z', state, agent: null },
+  };
+  return { key: `${tenant}/${sessionId}/${version}`, change: recorded };
+}
+
+const webhook = (id: string, sessionId: string | null = null, url = `https://${id}.example`): WebhookRecord => ({
+  id,
+  url,
+  secret: null,
+  sessionId,
+  createdAt: '2025-06-01T00:00:00.000Z',
+});
+
+interface Harness {
+  ports: ChangeFanoutPorts;
+  sent: Array<{ url: string; id: string; attempt: number }>;
+  deadLetters: Array<{ webhookId: string; id: string; attempts: number; error: string }>;
+  reads: Array<{ sessionId: string; version: number }>;
+  broadcasts: Array<{ sessionId: string; ids: string[] }>;
+}
+
+/** Fakes of every port; `answer` decides each delivery. */
+function harness(options: {
+  webhooks?: Record<string, WebhookRecord[]>;
+  answer?: (url: string, event: StateChangedEvent, attempt: number) => DeliveryResult | Promise<DeliveryResult>;
+  states?: Record<string, Json>;
+}): Harness {
+  const h: Harness = { sent: [], deadLetters: [], reads: [], broadcasts: [], ports: undefined as never };
+  h.ports = {
+    readState: async (scope, version) => {
+      h.reads.push({ sessionId: scope.sessionId, version });
+      const key = `${scope.sessionId}:${version}`;
+      return options.states && key in options.states ? { state: options.states[key] as Json } : null;
+    },
+    webhooks: {
+      allWebhooks: async (tenant) => options.webhooks?.[tenant] ?? [],
+      recordDeadLetter: async (_tenant, webhookId, event, failure) => {
+        h.deadLetters.push({ webhookId, id: event.id, attempts: failure.attempts, error: failure.error });
+      },
+    },
+    send: async (target, body, details) => {
+      h.sent.push({ url: target.url, id: details.eventId, attempt: details.attempt });
+      return options.answer ? options.answer(target.url, JSON.parse(body) as StateChangedEvent, details.attempt) : { ok: true, status: 204 };
+    },
+    broadcast: async (scope, events) => {
+      h.broadcasts.push({ sessionId: scope.sessionId, ids: events.map((event) => event.id) });
+    },
+    sleep: async () => {},
+    log: () => {},
+  };
+  return h;
+}
+
+describe('building events', () => {
+  it('takes prev from the batch when it can, and reads it (once per event) when it cannot', async () => {
+    // Prepare
+    const h = harness({ states: { 's1:3': { n: 3 } } });
+    let events: StateChangedEvent[] = [];
+    h.ports.broadcast = async (_scope, built) => {
+      events = [...built];
+    };
+
+    // Act
+    const result = await new ChangeFanout(h.ports).process([change('s1', 4, 3, { n: 4 }), change('s1', 5, 4, { n: 5 }), change('s1', 6, 3, { n: 6 })]);
+
+    // Assess
+    expect(result.failed).toEqual([]);
+    expect(h.reads).toEqual([
+      { sessionId: 's1', version: 3 },
+      { sessionId: 's1', version: 3 },
+    ]);
+    expect(events.map((event) => [event.id, event.prev, event.next])).toEqual([
+      ['s1:4', { n: 3 }, { n: 4 }],
+      ['s1:5', { n: 4 }, { n: 5 }],
+      ['s1:6', { n: 3 }, { n: 6 }],
+    ]);
+  });
+
+  it('reads nothing for prevVersion 0, and gives prev null when that version is gone', async () => {
+    const h = harness({});
+    let events: StateChangedEvent[] = [];
+    h.ports.broadcast = async (_scope, built) => {
+      events = [...built];
+    };
+
+    await new ChangeFanout(h.ports).process([change('s1', 1, 0, { a: 1 }), change('s1', 9, 8, { a: 9 })]);
+
+    expect(h.reads).toEqual([{ sessionId: 's1', version: 8 }]);
+    expect(events.map((event) => event.prev)).toEqual([null, null]);
+  });
+
+  it('reports the first record of a session whose event cannot be built, and delivers nothing after it', async () => {
+    // Prepare
+    const h = harness({ webhooks: { t1: [webhook('w')] } });
+    h.ports.readState = async (scope) => {
+      if (scope.sessionId === 'broken') throw new Error('DynamoDB unavailable');
+      return null;
+    };
+
+    // Act
+    const result = await new ChangeFanout(h.ports).process([
+      change('broken', 1, 0, 1),
+      change('fine', 3, 2, 3),
+      // Its prev (version 7, on another branch) is not in the batch: it must be read.
+      change('broken', 8, 7, 8),
+      change('broken', 9, 8, 9),
+    ]);
+
+    // Assess: version 8 of "broken" failed, so 8 and 9 wait for the stream's retry.
+    expect(result.failed).toEqual(['t1/broken/8']);
+    expect(h.sent.map((delivery) => delivery.id)).toEqual(['broken:1', 'fine:3']);
+  });
+});
+
+describe('webhooks', () => {
+  it('delivers to the tenant’s webhooks of that session (or of every session) only', async () => {
+    const h = harness({ webhooks: { t1: [webhook('all'), webhook('s1', 's1'), webhook('s2', 's2')], t2: [webhook('theirs')] } });
+
+    await new ChangeFanout(h.ports).process([change('s1', 1, 0, 'x')]);
+
+    expect(h.sent.map((delivery) => delivery.url).sort()).toEqual(['https://all.example', 'https://s1.example']);
+  });
+
+  it('delivers a session’s events to each webhook in version order', async () => {
+    // Prepare: the first delivery is slow, so a parallel second one would overtake it.
+    const order: string[] = [];
+    const h = harness({
+      webhooks: { t1: [webhook('w')] },
+      answer: async (_url, event) => {
+        if (event.version === 1) await new Promise((resolve) => setTimeout(resolve, 30));
+        order.push(event.id);
+        return { ok: true, status: 200 };
+      },
+    });
+
+    // Act
+    await new ChangeFanout(h.ports).process([change('s1', 1, 0, 1), change('s1', 2, 1, 2), change('s1', 3, 2, 3)]);
+
+    // Assess
+    expect(order).toEqual(['s1:1', 's1:2', 's1:3']);
+  });
+
+  it('retries a failing endpoint 3 times, dead-letters the event, and sends the rest of the batch straight to dead letters', async () => {
+    // Prepare
+    const h = harness({
+      webhooks: { t1: [webhook('bad'), webhook('good')] },
+      answer: (url) => (url.includes('bad') ? { ok: false, error: 'HTTP 503' } : { ok: true, status: 200 }),
+    });
+
+    // Act
+    const result = await new ChangeFanout(h.ports).process([change('s1', 1, 0, 1), change('s1', 2, 1, 2), change('s2', 1, 0, 1)]);
+
+    // Assess: s1 and s2 are tried in parallel; s1's later event is not tried after s1:1 failed.
+    expect(result.failed).toEqual([]);
+    const attempts = (id: string) => h.sent.filter((delivery) => delivery.url.includes('bad') && delivery.id === id).map((delivery) => delivery.attempt);
+    expect([attempts('s1:1'), attempts('s1:2'), attempts('s2:1')]).toEqual([[1, 2, 3], [], [1, 2, 3]]);
+    expect(h.deadLetters.sort((a, b) => a.id.localeCompare(b.id))).toEqual([
+      { webhookId: 'bad', id: 's1:1', attempts: 3, error: 'HTTP 503' },
+      { webhookId: 'bad', id: 's1:2', attempts: 0, error: 'not attempted: an earlier delivery to this webhook failed in the same batch' },
+      { webhookId: 'bad', id: 's2:1', attempts: 3, error: 'HTTP 503' },
+    ]);
+    expect(h.sent.filter((delivery) => delivery.url.includes('good')).map((delivery) => delivery.id).sort()).toEqual(['s1:1', 's1:2', 's2:1']);
+  });
+
+  it('never lets a failing endpoint hold up another session or webhook in the batch', async () => {
+    // Prepare: the failing endpoint's answer is held until the healthy deliveries are done.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const healthy: string[] = [];
+    const h = harness({
+      webhooks: { t1: [webhook('slow', 's1')], t2: [webhook('fast', 's2')] },
+      answer: async (url, event) => {
+        if (url.includes('slow')) {
+          await held;
+          return { ok: false, error: 'no answer within 5000 ms' };
+        }
+        healthy.push(event.id);
+        if (healthy.length === 2) release();
+        return { ok: true, status: 200 };
+      },
+    });
+
+    // Act: would never finish if the healthy deliveries waited for the failing one.
+    const result = await new ChangeFanout(h.ports).process([change('s1', 1, 0, 1), change('s2', 1, 0, 1, 't2'), change('s2', 2, 1, 2, 't2')]);
+
+    // Assess
+    expect(healthy).toEqual(['s2:1', 's2:2']);
+    expect(result.failed).toEqual([]);
+    expect(h.deadLetters.map((letter) => letter.id)).toEqual(['s1:1']);
+  });
+
+  it('gives a webhook that failed recently one attempt per event, until it succeeds again', async () => {
+    // Prepare
+    let healthy = false;
+    const h = harness({ webhooks: { t1: [webhook('w')] }, answer: () => (healthy ? { ok: true, status: 200 } : { ok: false, error: 'HTTP 500' }) });
+    const fanout = new ChangeFanout(h.ports);
+
+    // Act
+    await fanout.process([change('s1', 1, 0, 1)]);
+    await fanout.process([change('s1', 2, 1, 2)]);
+    healthy = true;
+    await fanout.process([change('s1', 3, 2, 3)]);
+    healthy = false;
+    await fanout.process([change('s1', 4, 3, 4)]);
+
+    // Assess
+    expect(h.sent.map((delivery) => `${delivery.id}#${delivery.attempt}`)).toEqual(['s1:1#1', 's1:1#2', 's1:1#3', 's1:2#1', 's1:3#1', 's1:4#1', 's1:4#2', 's1:4#3']);
+  });
+
+  it('dead-letters without trying once the invocation is out of time', async () => {
+    const h = harness({ webhooks: { t1: [webhook('w')] } });
+
+    await new ChangeFanout(h.ports).process([change('s1', 1, 0, 1)], { deadline: Date.now() - 1 });
+
+    expect(h.sent).toEqual([]);
+    expect(h.deadLetters).toEqual([{ webhookId: 'w', id: 's1:1', attempts: 0, error: 'not attempted: the change hook ran out of time' }]);
+  });
+
+  it('reports the record whose dead letter could not be written, so the stream retries it', async () => {
+    const h = harness({ webhooks: { t1: [webhook('w')] }, answer: () => ({ ok: false, error: 'HTTP 500' }) });
+    h.ports.webhooks.recordDeadLetter = async () => {
+      throw new Error('throttled');
+    };
+
+    const result = await new ChangeFanout(h.ports).process([change('s1', 1, 0, 1), change('s1', 2, 1, 2)]);
+
+    expect(result.failed).toEqual(['t1/s1/1']);
+  });
+
+  it('reports a session’s first record when its tenant’s webhooks cannot be read', async () => {
+    const h = harness({});
+    h.ports.webhooks.allWebhooks = async (tenant) => {
+      if (tenant === 't2') throw new Error('unavailable');
+      return [];
+    };
+
+    const result = await new ChangeFanout(h.ports).process([change('a', 1, 0, 1), change('b', 5, 4, 5, 't2'), change('b', 6, 5, 6, 't2')]);
+
+    expect(result.failed).toEqual(['t2/b/5']);
+  });
+});
+
+describe('live clients and the event bus', () => {
+  it('broadcasts each session’s events, in order, once per batch', async () => {
+    const h = harness({});
+
+    await new ChangeFanout(h.ports).process([change('s1', 1, 0, 1), change('s2', 1, 0, 1), change('s1', 2, 1, 2)]);
+
+    expect(h.broadcasts).toEqual([
+      { sessionId: 's1', ids: ['s1:1', 's1:2'] },
+      { sessionId: 's2', ids: ['s2:1'] },
+    ]);
+  });
+
+  it('does not fail the batch when live clients cannot be reached', async () => {
+    const h = harness({});
+    h.ports.broadcast = vi.fn(async () => {
+      throw new Error('gone away');
+    });
+
+    expect((await new ChangeFanout(h.ports).process([change('s1', 1, 0, 1)])).failed).toEqual([]);
+  });
+
+  it('publishes every event with its tenant, and reports the records of events that could not be put', async () => {
+    // Prepare
+    const published: Array<{ tenant: string; id: string }> = [];
+    const h = harness({});
+    h.ports.publish = async (entries) => {
+      published.push(...entries.map(({ tenant, event }) => ({ tenant, id: event.id })));
+      return entries.flatMap((entry, index) => (entry.event.id === 's2:2' ? [index] : []));
+    };
+
+    // Act
+    const result = await new ChangeFanout(h.ports).process([change('s1', 1, 0, 1), change('s2', 1, 0, 1, 't2'), change('s2', 2, 1, 2, 't2')]);
+
+    // Assess
+    expect(published).toEqual([
+      { tenant: 't1', id: 's1:1' },
+      { tenant: 't2', id: 's2:1' },
+      { tenant: 't2', id: 's2:2' },
+    ]);
+    expect(result.failed).toEqual(['t2/s2/2']);
+  });
+});

@@ -1,0 +1,96 @@
+import type { DynamoDBRecord } from 'aws-lambda';
+import { describe, expect, it } from 'vitest';
+import { matchesFilter, recordedVersionOf, versionRecordFilters } from '../../functions/store/stream-images.js';
+
+/** A version item's image, as Lambda delivers it. */
+const versionImage = (overrides: Record<string, unknown> = {}) => ({
+  pk: { S: 'S#acme#s1' },
+  sk: { S: 'V#000000000003' },
+  kind: { S: 'v' },
+  version: { N: '3' },
+  node: { S: 'a1' },
+  prevVersion: { N: '1' },
+  cause: { S: 'decide' },
+  author: { S: 'planner' },
+  decisionId: { S: 'd-9' },
+  createdAt: { S: '2025-06-01T10:00:00.000Z' },
+  state: { S: '{"turns":2}' },
+  agent: { S: '{"model":"fast"}' },
+  lineage: { L: [{ N: '1' }] },
+  head: { S: 'a1' },
+  ...overrides,
+});
+
+const record = (eventName: string, images: { NewImage?: object; OldImage?: object }): DynamoDBRecord =>
+  ({ eventName, eventSource: 'aws:dynamodb', dynamodb: { SequenceNumber: '100', ...images } }) as DynamoDBRecord;
+
+const passes = (r: DynamoDBRecord) => versionRecordFilters.some((pattern) => matchesFilter(pattern, r));
+
+describe('recordedVersionOf and the event filter', () => {
+  it('reads a new version item (INSERT)', () => {
+    const r = record('INSERT', { NewImage: versionImage() });
+
+    expect(passes(r)).toBe(true);
+    expect(recordedVersionOf(r)).toEqual({
+      tenant: 'acme',
+      sessionId: 's1',
+      version: {
+        version: 3,
+        node: 'a1',
+        prevVersion: 1,
+        cause: 'decide',
+        author: 'planner',
+        decisionId: 'd-9',
+        createdAt: '2025-06-01T10:00:00.000Z',
+        state: { turns: 2 },
+        agent: { model: 'fast' },
+      },
+    });
+  });
+
+  it('reads a version that overwrote a head marker (MODIFY from kind m)', () => {
+    const r = record('MODIFY', { OldImage: { pk: { S: 'S#acme#s1' }, sk: { S: 'V#000000000003' }, kind: { S: 'm' } }, NewImage: versionImage() });
+
+    expect(passes(r)).toBe(true);
+    expect(recordedVersionOf(r)?.version.version).toBe(3);
+  });
+
+  it.each([
+    ['a head marker', record('INSERT', { NewImage: versionImage({ kind: { S: 'm' } }) })],
+    ['a head marker moving', record('MODIFY', { OldImage: versionImage({ kind: { S: 'm' } }), NewImage: versionImage({ kind: { S: 'm' } }) })],
+    ['a version rewritten (never happens; not a new version)', record('MODIFY', { OldImage: versionImage(), NewImage: versionImage() })],
+    ['a session delete', record('REMOVE', { OldImage: versionImage() })],
+    ['a TTL delete in DynamoDB Local', record('UNKNOWN_TO_SDK_VERSION', { OldImage: versionImage() })],
+    ['a message node', record('INSERT', { NewImage: { pk: { S: 'S#acme#s1' }, sk: { S: 'N#u1' }, id: { S: 'u1' } } })],
+    ['a dead letter', record('INSERT', { NewImage: { pk: { S: 'X#acme#w1' }, sk: { S: 'D#s1#000000000001' }, body: { S: '{}' } } })],
+  ])('ignores %s', (_what, r) => {
+    expect(passes(r)).toBe(false);
+    expect(recordedVersionOf(r)).toBeNull();
+  });
+
+  it('reads absent author, decision and agent as null, and prevVersion 0 when missing', () => {
+    const image = versionImage({ author: { NULL: true }, decisionId: { NULL: true } });
+    delete (image as Record<string, unknown>).agent;
+    delete (image as Record<string, unknown>).prevVersion;
+
+    const version = recordedVersionOf(record('INSERT', { NewImage: image }))?.version;
+
+    expect(version).toMatchObject({ author: null, decisionId: null, agent: null, prevVersion: 0 });
+  });
+
+  it('takes binary attributes in Lambda’s base64 form', () => {
+    const r = record('INSERT', { NewImage: versionImage({ extra: { B: Buffer.from('hi').toString('base64') }, more: { M: { b: { BS: ['aGk='] } } } }) });
+
+    expect(recordedVersionOf(r)?.sessionId).toBe('s1');
+  });
+});
+
+describe('matchesFilter', () => {
+  it('needs every key of the pattern, each leaf one of the listed values', () => {
+    const pattern = { a: ['x', 'y'], b: { c: ['z'] } };
+    expect(matchesFilter(pattern, { a: 'y', b: { c: 'z', d: 1 }, e: 2 })).toBe(true);
+    expect(matchesFilter(pattern, { a: 'y', b: { c: 'q' } })).toBe(false);
+    expect(matchesFilter(pattern, { a: 'y' })).toBe(false);
+    expect(matchesFilter(pattern, { b: { c: 'z' } })).toBe(false);
+  });
+});
