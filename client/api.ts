@@ -1,0 +1,256 @@
+import { AgentStateError } from './errors.js';
+import { path, type CallOptions, type HttpRequest, type HttpResponse, type HttpTransport } from './http.js';
+import type {
+  Agent,
+  AgentList,
+  AppendMessagesRequest,
+  AppendMessagesResult,
+  CommitRequest,
+  CommitResult,
+  CreateSessionRequest,
+  CreateWebhookRequest,
+  DeadLetter,
+  DeadLetterList,
+  DecideRequest,
+  DecideResult,
+  DocumentView,
+  HeadResult,
+  Health,
+  Json,
+  MessageNode,
+  MessagePath,
+  PageQuery,
+  ProfileDocument,
+  PutAgentRequest,
+  ReplayResult,
+  RunDocument,
+  Session,
+  SessionList,
+  SessionSummary,
+  StateQuery,
+  StateView,
+  Tree,
+  Version,
+  VersionList,
+  VersionsQuery,
+  Webhook,
+  WebhookList,
+  WriteResult,
+} from './types.js';
+
+/** Options of a state write: the node to write at and the version it must still be at. */
+export interface WriteOptions extends CallOptions {
+  /** The node to write at; default: the head. */
+  node?: string;
+  /** `If-Match`: write only if the node is still at this version, else `412 version_mismatch`. */
+  ifMatch?: number;
+}
+
+/** `PUT /v1/agents/{id}` answers the agent and whether it was new (`201`). */
+export interface PutAgentResult {
+  agent: Agent;
+  created: boolean;
+}
+
+/** Follows `next` from page to page, yielding every item. */
+async function* pages<T, P extends { next?: string }>(
+  fetchPage: (cursor: string | undefined) => Promise<P>,
+  items: (page: P) => T[],
+): AsyncGenerator<T, void, undefined> {
+  let cursor: string | undefined;
+  do {
+    const page = await fetchPage(cursor);
+    yield* items(page);
+    cursor = page.next;
+  } while (cursor !== undefined);
+}
+
+/**
+ * Every route of the HTTP API (docs/api.md), typed, over the transport. Bodies are raw JSON
+ * here; the codec applies on session handles and typed keys (client.ts, keys.ts).
+ */
+export class AgentStateApi {
+  constructor(protected readonly http: HttpTransport) {}
+
+  /**
+   * Any request, with the client's key, retries, idempotency and errors; answers status,
+   * headers and parsed body. For routes this version of the client does not wrap.
+   */
+  async request<T = unknown>(request: HttpRequest, options?: CallOptions): Promise<HttpResponse<T>> {
+    return this.http.request<T>(request, options);
+  }
+
+  /** `GET /health` (no key needed, but sent anyway). */
+  async health(options?: CallOptions): Promise<Health> {
+    return (await this.http.request<Health>({ method: 'GET', path: '/health' }, options)).body;
+  }
+
+  /** Sessions (docs/api.md §2). */
+  readonly sessions = {
+    /** `POST /v1/sessions` → 201. `409 session_exists` when the id is taken. */
+    create: async (request: CreateSessionRequest = {}, options?: CallOptions): Promise<Session> =>
+      (await this.http.request<Session>({ method: 'POST', path: '/v1/sessions', body: request }, options)).body,
+    /** `GET /v1/sessions`: one page, most recently active first. */
+    list: async (query: PageQuery = {}, options?: CallOptions): Promise<SessionList> =>
+      (await this.http.request<SessionList>({ method: 'GET', path: '/v1/sessions', query: { ...query } }, options)).body,
+    /** Every session, following `next`. */
+    iterate: (query: Omit<PageQuery, 'cursor'> = {}, options?: CallOptions): AsyncGenerator<SessionSummary, void, undefined> =>
+      pages((cursor) => this.sessions.list({ ...query, ...(cursor ? { cursor } : {}) }, options), (page) => page.sessions),
+    /** `GET /v1/sessions/{sid}`. `404 session_not_found`. */
+    get: async (sessionId: string, options?: CallOptions): Promise<Session> =>
+      (await this.http.request<Session>({ method: 'GET', path: path`/v1/sessions/${sessionId}` }, options)).body,
+    /** `DELETE /v1/sessions/{sid}` → 204: erases nodes, messages, versions. */
+    delete: async (sessionId: string, options?: CallOptions): Promise<void> => {
+      await this.http.request<undefined>({ method: 'DELETE', path: path`/v1/sessions/${sessionId}` }, options);
+    },
+  };
+
+  /** Messages (docs/api.md §3). */
+  readonly messages = {
+    /** `POST /v1/sessions/{sid}/messages` → 201: appends a chain and moves the head to its end. */
+    append: async (sessionId: string, request: AppendMessagesRequest, options?: CallOptions): Promise<AppendMessagesResult> =>
+      (await this.http.request<AppendMessagesResult>({ method: 'POST', path: path`/v1/sessions/${sessionId}/messages`, body: request }, options)).body,
+    /** `GET /v1/sessions/{sid}/messages?node=`: the path root → node (default: the head). */
+    path: async (sessionId: string, query: { node?: string } = {}, options?: CallOptions): Promise<MessagePath> =>
+      (await this.http.request<MessagePath>({ method: 'GET', path: path`/v1/sessions/${sessionId}/messages`, query: { ...query } }, options)).body,
+  };
+
+  /** The message tree (docs/api.md §3). */
+  readonly tree = {
+    /** `GET /v1/sessions/{sid}/tree`: the head and every node. */
+    get: async (sessionId: string, options?: CallOptions): Promise<Tree> =>
+      (await this.http.request<Tree>({ method: 'GET', path: path`/v1/sessions/${sessionId}/tree` }, options)).body,
+    /** `GET /v1/sessions/{sid}/nodes/{nid}` */
+    node: async (sessionId: string, nodeId: string, options?: CallOptions): Promise<MessageNode> =>
+      (await this.http.request<MessageNode>({ method: 'GET', path: path`/v1/sessions/${sessionId}/nodes/${nodeId}` }, options)).body,
+    /** `PUT /v1/sessions/{sid}/head`: switch branch. */
+    setHead: async (sessionId: string, nodeId: string, options?: CallOptions): Promise<HeadResult> =>
+      (await this.http.request<HeadResult>({ method: 'PUT', path: path`/v1/sessions/${sessionId}/head`, body: { nodeId } }, options)).body,
+  };
+
+  /** State (docs/api.md §4); raw JSON, see `session()` for the codec. */
+  readonly state = {
+    /** `GET /v1/sessions/{sid}/state?node=|version=`. An unknown session reads `null` at version 0. */
+    get: async <S = Json>(sessionId: string, query: StateQuery = {}, options?: CallOptions): Promise<StateView<S>> =>
+      (await this.http.request<StateView<S>>({ method: 'GET', path: path`/v1/sessions/${sessionId}/state`, query: { ...query } }, options)).body,
+    /** `PATCH /v1/sessions/{sid}/state`: an RFC 7396 merge patch. */
+    patch: async <S = Json>(sessionId: string, patch: Json, options: WriteOptions = {}): Promise<WriteResult<S>> =>
+      (
+        await this.http.request<WriteResult<S>>(
+          {
+            method: 'PATCH',
+            path: path`/v1/sessions/${sessionId}/state`,
+            query: { node: options.node },
+            body: patch,
+            contentType: 'application/merge-patch+json',
+            ifMatch: options.ifMatch,
+          },
+          options,
+        )
+      ).body,
+    /** `PUT /v1/sessions/{sid}/state`: the whole new state (`{}` clears). */
+    replace: async <S = Json>(sessionId: string, state: Json, options: WriteOptions = {}): Promise<WriteResult<S>> =>
+      (
+        await this.http.request<WriteResult<S>>(
+          { method: 'PUT', path: path`/v1/sessions/${sessionId}/state`, query: { node: options.node }, body: state, ifMatch: options.ifMatch },
+          options,
+        )
+      ).body,
+  };
+
+  /** History (docs/api.md §5). */
+  readonly versions = {
+    /** `GET /v1/sessions/{sid}/versions?node=`: one page, newest first. */
+    list: async <S = Json>(sessionId: string, query: VersionsQuery = {}, options?: CallOptions): Promise<VersionList<S>> =>
+      (await this.http.request<VersionList<S>>({ method: 'GET', path: path`/v1/sessions/${sessionId}/versions`, query: { ...query } }, options)).body,
+    /** Every version, newest first, following `next`. */
+    iterate: <S = Json>(sessionId: string, query: Omit<VersionsQuery, 'cursor'> = {}, options?: CallOptions): AsyncGenerator<Version<S>, void, undefined> =>
+      pages((cursor) => this.versions.list<S>(sessionId, { ...query, ...(cursor ? { cursor } : {}) }, options), (page) => page.versions),
+    /** `GET /v1/sessions/{sid}/versions/{v}`. `404 version_not_found`. */
+    get: async <S = Json>(sessionId: string, version: number, options?: CallOptions): Promise<Version<S>> =>
+      (await this.http.request<Version<S>>({ method: 'GET', path: path`/v1/sessions/${sessionId}/versions/${version}` }, options)).body,
+  };
+
+  /** The agent registry (docs/api.md §6). */
+  readonly agents = {
+    /** `PUT /v1/agents/{agentId}`: register or replace (201 when new). */
+    put: async (agentId: string, request: PutAgentRequest, options?: CallOptions): Promise<PutAgentResult> => {
+      const response = await this.http.request<Agent>({ method: 'PUT', path: path`/v1/agents/${agentId}`, body: request }, options);
+      return { agent: response.body, created: response.status === 201 };
+    },
+    /** `GET /v1/agents/{agentId}`. `404 agent_not_found`. */
+    get: async (agentId: string, options?: CallOptions): Promise<Agent> =>
+      (await this.http.request<Agent>({ method: 'GET', path: path`/v1/agents/${agentId}` }, options)).body,
+    /** `GET /v1/agents`: one page, ordered by id. */
+    list: async (query: PageQuery = {}, options?: CallOptions): Promise<AgentList> =>
+      (await this.http.request<AgentList>({ method: 'GET', path: '/v1/agents', query: { ...query } }, options)).body,
+    /** Every agent, following `next`. */
+    iterate: (query: Omit<PageQuery, 'cursor'> = {}, options?: CallOptions): AsyncGenerator<Agent, void, undefined> =>
+      pages((cursor) => this.agents.list({ ...query, ...(cursor ? { cursor } : {}) }, options), (page) => page.agents),
+  };
+
+  /**
+   * `POST /v1/sessions/{sid}/decide` (docs/api.md §7): runs one decision through the agent's
+   * worker. `409 decision_in_progress` while another decision of the session runs.
+   */
+  async decide<S = Json>(sessionId: string, request: DecideRequest, options?: CallOptions): Promise<DecideResult<S>> {
+    return (await this.http.request<DecideResult<S>>({ method: 'POST', path: path`/v1/sessions/${sessionId}/decide`, body: request }, options)).body;
+  }
+
+  /** Commits and their documents (docs/api.md §7a). */
+  readonly commits = {
+    /** `POST /v1/sessions/{sid}/commits?node=`: a batch of keyed commands, atomically. */
+    commit: async <S = Json>(sessionId: string, request: CommitRequest, options: CallOptions & { node?: string } = {}): Promise<CommitResult<S>> =>
+      (
+        await this.http.request<CommitResult<S>>(
+          { method: 'POST', path: path`/v1/sessions/${sessionId}/commits`, query: { node: options.node }, body: request },
+          options,
+        )
+      ).body,
+    /** `GET /v1/sessions/{sid}/runs/{runId}/state` */
+    run: async (sessionId: string, runId: string, options?: CallOptions): Promise<RunDocument> =>
+      (await this.http.request<RunDocument>({ method: 'GET', path: path`/v1/sessions/${sessionId}/runs/${runId}/state` }, options)).body,
+    /** `GET /v1/profiles/{userId}/state` */
+    profile: async (userId: string, options?: CallOptions): Promise<ProfileDocument> =>
+      (await this.http.request<ProfileDocument>({ method: 'GET', path: path`/v1/profiles/${userId}/state` }, options)).body,
+    /** `GET /v1/shared/state` */
+    shared: async (options?: CallOptions): Promise<DocumentView> =>
+      (await this.http.request<DocumentView>({ method: 'GET', path: '/v1/shared/state' }, options)).body,
+  };
+
+  /** Webhooks of change events (API.md §9). */
+  readonly webhooks = {
+    /** `POST /v1/webhooks` → 201. */
+    create: async (request: CreateWebhookRequest, options?: CallOptions): Promise<Webhook> =>
+      (await this.http.request<Webhook>({ method: 'POST', path: '/v1/webhooks', body: request }, options)).body,
+    /** `GET /v1/webhooks`: one page, newest first. */
+    list: async (query: PageQuery = {}, options?: CallOptions): Promise<WebhookList> =>
+      (await this.http.request<WebhookList>({ method: 'GET', path: '/v1/webhooks', query: { ...query } }, options)).body,
+    /** `GET /v1/webhooks/{id}` */
+    get: async (webhookId: string, options?: CallOptions): Promise<Webhook> =>
+      (await this.http.request<Webhook>({ method: 'GET', path: path`/v1/webhooks/${webhookId}` }, options)).body,
+    /** `DELETE /v1/webhooks/{id}` → 204. */
+    delete: async (webhookId: string, options?: CallOptions): Promise<void> => {
+      await this.http.request<undefined>({ method: 'DELETE', path: path`/v1/webhooks/${webhookId}` }, options);
+    },
+    /** `GET /v1/webhooks/{id}/dead-letters`: one page. */
+    deadLetters: async (webhookId: string, query: PageQuery = {}, options?: CallOptions): Promise<DeadLetterList> =>
+      (await this.http.request<DeadLetterList>({ method: 'GET', path: path`/v1/webhooks/${webhookId}/dead-letters`, query: { ...query } }, options)).body,
+    /** Every dead letter, following `next`. */
+    iterateDeadLetters: (webhookId: string, query: Omit<PageQuery, 'cursor'> = {}, options?: CallOptions): AsyncGenerator<DeadLetter, void, undefined> =>
+      pages((cursor) => this.webhooks.deadLetters(webhookId, { ...query, ...(cursor ? { cursor } : {}) }, options), (page) => page.deadLetters),
+    /** `POST /v1/webhooks/{id}/dead-letters/replay` */
+    replay: async (webhookId: string, request: { limit?: number } = {}, options?: CallOptions): Promise<ReplayResult> =>
+      (await this.http.request<ReplayResult>({ method: 'POST', path: path`/v1/webhooks/${webhookId}/dead-letters/replay`, body: request }, options)).body,
+  };
+
+  /** The latest version of a session, or 0 when it does not exist (yet). */
+  async latestVersion(sessionId: string, options?: CallOptions): Promise<number> {
+    try {
+      return (await this.sessions.get(sessionId, options)).version;
+    } catch (error) {
+      if (AgentStateError.is(error, 'session_not_found')) return 0;
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,511 @@
+/**
+ * The wire types of the agentstate HTTP API v1 (docs/api.md), written out so that the client
+ * needs nothing from the server's code. Every request and response of every route is here.
+ */
+
+/** A JSON value, as it travels on the wire. */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+/** A JSON object. */
+export type JsonObject = { [key: string]: Json };
+
+/* ------------------------------------------------------------------ lists */
+
+/** Query of a paginated list (`limit` 1–500, default 50; `cursor` from the previous `next`). */
+export interface PageQuery {
+  limit?: number;
+  cursor?: string;
+}
+
+/* ------------------------------------------------------------------ health */
+
+/** `GET /health` */
+export interface Health {
+  ok: boolean;
+}
+
+/* ------------------------------------------------------------------ sessions */
+
+/** `POST /v1/sessions` body; every member optional. */
+export interface CreateSessionRequest {
+  /** Generated (UUIDv7) when absent. */
+  sessionId?: string;
+  agentId?: string | null;
+  userId?: string | null;
+  /** Free-form JSON object, at most 16 KiB. */
+  metadata?: JsonObject | null;
+}
+
+/** `GET /v1/sessions/{sid}`, `POST /v1/sessions` (201). */
+export interface Session {
+  sessionId: string;
+  agentId: string | null;
+  userId: string | null;
+  metadata: JsonObject | null;
+  createdAt: string;
+  /** Last activity; may trail the latest write by about a second. */
+  updatedAt: string;
+  /** The current head node (`root` for a new session). */
+  head: string;
+  /** The latest recorded version (0: none); always exact. */
+  version: number;
+}
+
+/** An entry of `GET /v1/sessions`: no `head` or `version` (read the session for those). */
+export type SessionSummary = Omit<Session, 'head' | 'version'>;
+
+/** `GET /v1/sessions` */
+export interface SessionList {
+  sessions: SessionSummary[];
+  /** Present while there may be more; pass back as `cursor`. */
+  next?: string;
+}
+
+/* ------------------------------------------------------------------ message tree */
+
+/** A message: any JSON object with a non-empty string `role`; `id` optional (generated). */
+export interface Message {
+  role: string;
+  id?: string;
+  content?: Json;
+  [member: string]: Json | undefined;
+}
+
+/** A message as stored: `id` and `parentId` set by the service. */
+export interface StoredMessage extends Message {
+  id: string;
+  parentId: string;
+}
+
+/** `POST /v1/sessions/{sid}/messages` body. */
+export interface AppendMessagesRequest {
+  /** 1–50 messages, appended in order as one chain. */
+  messages: Message[];
+  /** The node to append under; default: the head. */
+  parentId?: string;
+}
+
+/** A node of the message tree (the API's node object). */
+export interface MessageNode {
+  id: string;
+  /** Null only for `root`. */
+  parentId: string | null;
+  depth: number;
+  /** The message's `role`; null for `root`. */
+  role: string | null;
+  /** The version the node points at. */
+  stateVersion: number;
+  createdAt: string;
+}
+
+/** `POST /v1/sessions/{sid}/messages` (201). */
+export interface AppendMessagesResult {
+  /** Every message of the request, existing ones included, in order. */
+  nodes: MessageNode[];
+  head: string;
+}
+
+/** `GET /v1/sessions/{sid}/messages?node=` */
+export interface MessagePath {
+  /** Root → node, oldest first, root excluded. */
+  messages: StoredMessage[];
+  /** Node ids from `root` to the node, both included. */
+  ancestry: string[];
+}
+
+/** A node of `GET /v1/sessions/{sid}/tree` (no `createdAt`, no message body). */
+export type TreeNode = Omit<MessageNode, 'createdAt'>;
+
+/** `GET /v1/sessions/{sid}/tree` */
+export interface Tree {
+  head: string;
+  /** Ordered by depth, then creation time, then id (`root` first). */
+  nodes: TreeNode[];
+}
+
+/** `PUT /v1/sessions/{sid}/head` (200). */
+export interface HeadResult {
+  head: string;
+}
+
+/* ------------------------------------------------------------------ state and versions */
+
+/** `GET /v1/sessions/{sid}/state` query: at most one of the two. */
+export interface StateQuery {
+  /** Read at this node; default: the head. */
+  node?: string;
+  /** Read this historical version (time travel). */
+  version?: number;
+}
+
+/** `GET /v1/sessions/{sid}/state` (`ETag: "<version>"`). */
+export interface StateView<S = Json> {
+  sessionId: string;
+  /** The node read; with `version`, the node that version is anchored at. */
+  node: string;
+  /** 0 when nothing was written there. */
+  version: number;
+  /** `null` at version 0. */
+  state: S | null;
+  agent: Json;
+  /** When that version was recorded; null for version 0. */
+  updatedAt: string | null;
+}
+
+/** `PATCH` / `PUT /v1/sessions/{sid}/state` (200, `ETag`). */
+export interface WriteResult<S = Json> {
+  sessionId: string;
+  /** The node written at. */
+  node: string;
+  /** The new version; when unchanged, the version the node points at. */
+  version: number;
+  /** The version the node pointed at before; equal to `version` when unchanged. */
+  prevVersion: number;
+  /** The full state after the write. */
+  state: S;
+  /** False when the write changed nothing (no version recorded). */
+  changed: boolean;
+}
+
+export type VersionCause = 'patch' | 'replace' | 'decide' | 'commit';
+
+/** One recorded version: `GET /v1/sessions/{sid}/versions/{v}`. */
+export interface Version<S = Json> {
+  version: number;
+  /** The node the write was made at. */
+  node: string;
+  /** The version that node pointed at before (0: none). */
+  prevVersion: number;
+  cause: VersionCause;
+  /** The request's `X-Agent-Id`, or null. */
+  author: string | null;
+  /** Present only for versions recorded by a decision. */
+  decisionId?: string;
+  createdAt: string;
+  /** The full state of this version. */
+  state: S;
+  agent: Json;
+}
+
+/** `GET /v1/sessions/{sid}/versions` query. */
+export interface VersionsQuery extends PageQuery {
+  /** Only the lineage of this node's current state. */
+  node?: string;
+}
+
+/** `GET /v1/sessions/{sid}/versions`, newest first. */
+export interface VersionList<S = Json> {
+  versions: Version<S>[];
+  next?: string;
+}
+
+/* ------------------------------------------------------------------ agents */
+
+/** `private` (the declaring agent only), `public` (the whole hierarchy), or a list. */
+export type FieldScope = 'private' | 'public' | { agents: string[] };
+
+/** A typed state field (docs/api.md section 6). */
+export interface FieldDeclaration {
+  type: 'string' | 'number' | 'boolean' | 'date' | 'json';
+  description?: string;
+  updateRules?: string;
+  /** @default 'private' */
+  read?: FieldScope;
+  /** @default 'private' */
+  write?: FieldScope;
+  /** Stored values that no longer fit a changed type read as absent. */
+  migrate?: 'clear';
+}
+
+/** `PUT /v1/agents/{agentId}` body; the whole agent is replaced. */
+export interface PutAgentRequest {
+  /** The agent above this one; must exist. */
+  parentId?: string | null;
+  worker?: {
+    /** `https://…`; locally also `http://` to loopback and `module:<path>`; `lambda:<arn>`. */
+    url: string;
+    /** Signs every request to the worker (`X-AgentState-Signature`). */
+    secret?: string | null;
+    /** 1–25000, default 10000. */
+    timeoutMs?: number | null;
+  } | null;
+  /** The config a session of this agent starts with (≤ 64 KiB). */
+  config?: Json;
+  stateFields?: Record<string, FieldDeclaration> | null;
+}
+
+/** An agent as the API returns it: never the secret, only whether one is set. */
+export interface Agent {
+  agentId: string;
+  parentId: string | null;
+  worker: { url: string; timeoutMs: number | null; hasSecret: boolean } | null;
+  config: Json;
+  /** As declared, with `read` and `write` filled in. */
+  stateFields: Record<string, FieldDeclaration> | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** `GET /v1/agents`, ordered by id. */
+export interface AgentList {
+  agents: Agent[];
+  next?: string;
+}
+
+/* ------------------------------------------------------------------ decide */
+
+/** The trigger of a decision: passed to the worker verbatim. */
+export interface Trigger {
+  type: string;
+  /** For `type: "client.messages"`: appended to the tree first (1–50). */
+  messages?: Message[];
+  [member: string]: unknown;
+}
+
+/** `POST /v1/sessions/{sid}/decide` body. */
+export interface DecideRequest {
+  trigger: Trigger;
+  /** Makes the decision idempotent; generated when absent. */
+  decisionId?: string;
+  /** Default: the session's agent. */
+  agentId?: string;
+  turnId?: string;
+  /** Where the trigger's messages go (a fork); default: the head. */
+  parentId?: string;
+  /** Passed to the worker; the decision itself when the agent has no worker. */
+  proposed?: JsonObject;
+  /** Typed fields seeded into the state the worker sees, this request only. */
+  stateOverlay?: JsonObject;
+}
+
+/** `POST /v1/sessions/{sid}/decide` (200). */
+export interface DecideResult<S = Json> {
+  decisionId: string;
+  /** The worker's answer as it gave it. */
+  decision: JsonObject;
+  state: S;
+  agent: Json;
+  version: number;
+  changed: boolean;
+  head: string;
+}
+
+/** What agentstate sends a worker for one decision (snake_case). */
+export interface DecisionRequest<S = Json> {
+  session_id: string;
+  decision_id: string;
+  agent_id: string | null;
+  turn_id: string | null;
+  trigger: Trigger;
+  proposed: JsonObject;
+  /** The state at the decision's node (only the fields the agent may read). */
+  state: S;
+  /** The agent config at the decision's node. */
+  agent: Json;
+  /** The path root → node. */
+  messages: StoredMessage[];
+  ancestry: string[];
+  /** Tries of this decision id so far, this one included. */
+  attempts: number;
+  /** The version the state was read at. */
+  version: number;
+  head: string;
+  /** The session user's profile document; null when none. */
+  profile: Json;
+  /** The tenant's shared document; null when none. */
+  shared: Json;
+}
+
+/**
+ * What a worker answers; every member optional. `state`: a value overwrites (`{}` clears),
+ * omitted or null keeps. `agent`: replaces the config. `messages`: appended under the node.
+ */
+export interface DecisionResponse<S = Json> {
+  state?: S | null;
+  agent?: Json;
+  messages?: Message[];
+  [member: string]: unknown;
+}
+
+/* ------------------------------------------------------------------ commits */
+
+export type CommandScope = 'thread' | 'run' | 'profile' | 'shared';
+export type MergePolicy = 'disjoint' | 'commutative' | 'exclusive';
+
+/** One keyed command of a commit: a `set` or a `remove`. */
+export type Command =
+  | { key: string; scope: CommandScope; merge: MergePolicy; set: Json; remove?: never }
+  | { key: string; scope: CommandScope; merge: MergePolicy; remove: true; set?: never };
+
+/** `POST /v1/sessions/{sid}/commits` body. */
+export interface CommitRequest {
+  /** 1–100 commands, applied atomically. */
+  commands: Command[];
+  /** Required when a command has `scope: "run"`. */
+  runId?: string;
+  /** The thread state at the node must be at this version, else `412 version_mismatch`. */
+  expectedVersion?: number;
+}
+
+/** A run, profile or shared document. */
+export interface DocumentView {
+  /** The document's own version; 0 when never written. */
+  version: number;
+  state: Json;
+  updatedAt: string | null;
+}
+
+/** `POST /v1/sessions/{sid}/commits` (200, `ETag` = the thread version). */
+export interface CommitResult<S = Json> {
+  sessionId: string;
+  node: string;
+  /** The thread's version after the commit (unchanged when no thread key changed). */
+  version: number;
+  state: S;
+  changed: boolean;
+  run?: DocumentView & { runId: string };
+  profile?: DocumentView & { userId: string };
+  shared?: DocumentView;
+}
+
+/** `GET /v1/sessions/{sid}/runs/{runId}/state` */
+export interface RunDocument extends DocumentView {
+  sessionId: string;
+  runId: string;
+}
+
+/** `GET /v1/profiles/{userId}/state` */
+export interface ProfileDocument extends DocumentView {
+  userId: string;
+}
+
+/* ------------------------------------------------------------------ change events */
+
+/** A change event (API.md section 9): one per recorded version, same `id` on redelivery. */
+export interface StateChangedEvent<S = Json> {
+  /** `<sessionId>:<version>` */
+  id: string;
+  type: 'state.changed';
+  sessionId: string;
+  node: string;
+  version: number;
+  prevVersion: number;
+  cause: VersionCause;
+  author: string | null;
+  decisionId: string | null;
+  /** The state recorded by this version (null when `truncated`). */
+  next: S | null;
+  /** The state of `prevVersion`; null for prevVersion 0 (or when `truncated`). */
+  prev: S | null;
+  agent: Json;
+  occurredAt: string;
+  /** Set by the server when the event was too large for the channel; states are then null. */
+  truncated?: true;
+}
+
+/** `POST /v1/webhooks` body. */
+export interface CreateWebhookRequest {
+  /** `https://…` (locally also `http://` to loopback). */
+  url: string;
+  /** Signs deliveries (`X-AgentState-Signature`). */
+  secret?: string | null;
+  /** Only this session's events; default every session of the tenant. */
+  sessionId?: string | null;
+}
+
+/** A webhook; never the secret. */
+export interface Webhook {
+  id: string;
+  url: string;
+  sessionId: string | null;
+  hasSecret: boolean;
+  createdAt: string;
+}
+
+/** `GET /v1/webhooks` */
+export interface WebhookList {
+  webhooks: Webhook[];
+  next?: string;
+}
+
+/** An event a webhook did not take, kept until replayed. */
+export interface DeadLetter {
+  eventId: string;
+  sessionId: string;
+  version: number;
+  attempts: number;
+  lastError: string;
+  firstFailedAt: string;
+  lastFailedAt: string;
+  event: StateChangedEvent;
+}
+
+/** `GET /v1/webhooks/{id}/dead-letters` */
+export interface DeadLetterList {
+  deadLetters: DeadLetter[];
+  next?: string;
+}
+
+/** `POST /v1/webhooks/{id}/dead-letters/replay` (200). */
+export interface ReplayResult {
+  delivered: number;
+  failed: { eventId: string; error: string } | null;
+  remaining: boolean;
+}
+
+/* ------------------------------------------------------------------ errors */
+
+/** Every error code the API answers (docs/api.md section 9, API.md section 10). */
+export type ErrorCode =
+  | 'invalid_json'
+  | 'invalid_request'
+  | 'invalid_id'
+  | 'unauthorized'
+  | 'forbidden'
+  | 'field_forbidden'
+  | 'not_found'
+  | 'session_not_found'
+  | 'node_not_found'
+  | 'version_not_found'
+  | 'agent_not_found'
+  | 'session_exists'
+  | 'node_exists'
+  | 'decision_in_progress'
+  | 'exclusive_conflict'
+  | 'conflict'
+  | 'version_mismatch'
+  | 'state_too_large'
+  | 'payload_too_large'
+  | 'unsupported_media_type'
+  | 'validation_failed'
+  | 'unknown_field'
+  | 'idempotency_key_reused'
+  | 'throttled'
+  | 'internal'
+  | 'worker_failed'
+  | 'unavailable'
+  | 'worker_timeout';
+
+/** Codes the client itself raises, when no (usable) answer came from the server. */
+export type ClientErrorCode =
+  /** The request could not be sent or its answer not read (after retries). */
+  | 'network_error'
+  /** No answer within the request's `timeoutMs` (after retries). */
+  | 'timeout'
+  /** A value cannot be encoded or decoded by the codec (`CodecError`). */
+  | 'codec_error'
+  /** A typed key's stored or given value does not match its schema (`SchemaMismatchError`). */
+  | 'schema_mismatch'
+  /** The live connection failed for good (e.g. its key was refused). */
+  | 'live_error'
+  /** An error answer that is not a problem document (e.g. from a proxy). */
+  | 'http_error';
+
+/** An RFC 9457 problem document as the API answers it. */
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  code: ErrorCode | (string & {});
+  detail: string;
+  [member: string]: unknown;
+}

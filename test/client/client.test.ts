@@ -1,0 +1,384 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AgentStateError, createClient, createWorker, toNodeHandler, type AgentStateClient, type DecisionRequest } from '../../client/index.js';
+import { startApi, type RunningApi } from '../helpers/e2e.js';
+import { eventually, startFaultyProxy, uniqueId, type FaultyProxy } from './support.js';
+
+/**
+ * The client against the server as `npm start` runs it: every route, its errors, and the
+ * transport (idempotency keys, retries, timeouts, abort) through a proxy that misbehaves.
+ */
+
+let api: RunningApi;
+let client: AgentStateClient;
+let proxy: FaultyProxy;
+const servers: Server[] = [];
+
+beforeAll(async () => {
+  api = await startApi();
+  client = createClient({ baseUrl: api.url, apiKey: 'dev-key' });
+  proxy = await startFaultyProxy(api.url);
+});
+afterAll(async () => {
+  client?.close();
+  await proxy?.close();
+  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
+  await api?.stop();
+});
+
+/** A client that talks through the proxy, with quick retries. */
+function viaProxy(options: Parameters<typeof createClient>[0] extends infer O ? Partial<O> : never = {}): AgentStateClient {
+  return createClient({ baseUrl: proxy.url, apiKey: 'dev-key', retry: { attempts: 4, baseDelayMs: 10, maxDelayMs: 50 }, ...options });
+}
+
+describe('every route', () => {
+  it('health', async () => {
+    expect(await client.health()).toEqual({ ok: true });
+  });
+
+  it('sessions: create, read, list, iterate, delete', async () => {
+    // Prepare
+    const sid = uniqueId('sessions');
+
+    // Act
+    const created = await client.sessions.create({ sessionId: sid, userId: 'u-1', metadata: { channel: 'web' } });
+    const read = await client.sessions.get(sid);
+    const page = await client.sessions.list({ limit: 500 });
+    // The list may take a moment to show a new session (docs/api.md §2).
+    const all = await eventually('the session in the list', async () => {
+      const ids: string[] = [];
+      for await (const session of client.sessions.iterate({ limit: 2 })) ids.push(session.sessionId);
+      return ids.includes(sid) && ids;
+    });
+    const taken = await client.sessions.create({ sessionId: sid }).catch((error: unknown) => error);
+    await client.sessions.delete(sid);
+    const gone = await client.sessions.get(sid).catch((error: unknown) => error);
+
+    // Assess
+    expect(created).toMatchObject({ sessionId: sid, agentId: null, userId: 'u-1', metadata: { channel: 'web' }, head: 'root', version: 0 });
+    expect(read).toEqual(created);
+    expect(Array.isArray(page.sessions)).toBe(true);
+    expect(all).toContain(sid);
+    expect(taken).toMatchObject({ name: 'AgentStateError', code: 'session_exists', status: 409, sessionId: sid });
+    expect(gone).toMatchObject({ code: 'session_not_found', status: 404 });
+  });
+
+  it('messages, nodes, tree and head', async () => {
+    const sid = uniqueId('tree');
+
+    const appended = await client.messages.append(sid, {
+      messages: [
+        { id: 'u1', role: 'user', content: 'Plan a trip' },
+        { id: 'a1', role: 'assistant', content: 'Where to?' },
+      ],
+    });
+    const branch = await client.messages.append(sid, { parentId: 'u1', messages: [{ id: 'a2', role: 'assistant', content: 'Which city?' }] });
+    const path = await client.messages.path(sid, { node: 'a1' });
+    const node = await client.tree.node(sid, 'a1');
+    const tree = await client.tree.get(sid);
+    const head = await client.tree.setHead(sid, 'a1');
+
+    expect(appended).toEqual({ nodes: [expect.objectContaining({ id: 'u1', parentId: 'root', depth: 1 }), expect.objectContaining({ id: 'a1', parentId: 'u1' })], head: 'a1' });
+    expect(branch.head).toBe('a2');
+    expect(path).toEqual({
+      messages: [
+        { id: 'u1', role: 'user', content: 'Plan a trip', parentId: 'root' },
+        { id: 'a1', role: 'assistant', content: 'Where to?', parentId: 'u1' },
+      ],
+      ancestry: ['root', 'u1', 'a1'],
+    });
+    expect(node).toEqual({ id: 'a1', parentId: 'u1', depth: 2, role: 'assistant', stateVersion: 0, createdAt: expect.any(String) });
+    expect(tree.head).toBe('a2');
+    expect(tree.nodes.map((each) => each.id)).toEqual(['root', 'u1', 'a1', 'a2']);
+    expect(head).toEqual({ head: 'a1' });
+  });
+
+  it('state and versions: patch, replace, If-Match, time travel, history', async () => {
+    const sid = uniqueId('state');
+
+    const first = await client.state.patch(sid, { model: 'fast', turns: 0 });
+    const second = await client.state.replace(sid, { turns: 1 }, { ifMatch: 1, agentId: 'planner' });
+    const stale = await client.state.patch(sid, { turns: 9 }, { ifMatch: 1 }).catch((error: unknown) => error);
+    const unchanged = await client.state.patch(sid, { turns: 1 });
+    const now = await client.state.get(sid);
+    const then = await client.state.get(sid, { version: 1 });
+    const ghost = await client.state.get(uniqueId('ghost'));
+    const history = await client.versions.list(sid);
+    const everyVersion: number[] = [];
+    for await (const version of client.versions.iterate(sid, { limit: 1 })) everyVersion.push(version.version);
+    const one = await client.versions.get(sid, 2);
+
+    expect(first).toEqual({ sessionId: sid, node: 'root', version: 1, prevVersion: 0, state: { model: 'fast', turns: 0 }, changed: true });
+    expect(second).toMatchObject({ version: 2, prevVersion: 1, state: { turns: 1 }, changed: true });
+    expect(stale).toBeInstanceOf(AgentStateError);
+    expect(stale).toMatchObject({ code: 'version_mismatch', status: 412, currentVersion: 2 });
+    expect(unchanged).toMatchObject({ version: 2, changed: false });
+    expect(now).toEqual({ sessionId: sid, node: 'root', version: 2, state: { turns: 1 }, agent: null, updatedAt: expect.any(String) });
+    expect(then.state).toEqual({ model: 'fast', turns: 0 });
+    expect(ghost).toMatchObject({ version: 0, state: null, updatedAt: null });
+    expect(history.versions.map((version) => [version.version, version.cause, version.author])).toEqual([
+      [2, 'replace', 'planner'],
+      [1, 'patch', null],
+    ]);
+    expect(everyVersion).toEqual([2, 1]);
+    expect(one).toMatchObject({ version: 2, node: 'root', prevVersion: 1, cause: 'replace', author: 'planner', state: { turns: 1 } });
+  });
+
+  it('agents and decide with a module worker', async () => {
+    const agentId = uniqueId('counter');
+    const sid = uniqueId('decide');
+
+    const created = await client.agents.put(agentId, { worker: { url: 'module:examples/worker.ts' }, config: { model: 'small-fast' } });
+    const replaced = await client.agents.put(agentId, { worker: { url: 'module:examples/worker.ts', secret: 'never-shown' }, config: { model: 'small-fast' } });
+    const read = await client.agents.get(agentId);
+    const listed: string[] = [];
+    for await (const agent of client.agents.iterate({ limit: 1 })) listed.push(agent.agentId);
+    await client.sessions.create({ sessionId: sid, agentId });
+    const start = await client.decide(sid, { trigger: { type: 'session.start' } });
+    const turn = await client.decide(sid, { decisionId: `${sid}-d2`, trigger: { type: 'client.messages', messages: [{ id: 'q1', role: 'user', content: 'hi' }] } });
+    const again = await client.decide(sid, { decisionId: `${sid}-d2`, trigger: { type: 'client.messages', messages: [{ id: 'q1', role: 'user', content: 'hi' }] } });
+    const missing = await client.agents.get(uniqueId('nobody')).catch((error: unknown) => error);
+
+    expect(created).toMatchObject({ created: true, agent: { agentId, worker: { url: 'module:examples/worker.ts', hasSecret: false }, config: { model: 'small-fast' } } });
+    expect(replaced).toMatchObject({ created: false, agent: { worker: { hasSecret: true } } });
+    expect(JSON.stringify(read)).not.toContain('never-shown');
+    expect(listed).toContain(agentId);
+    expect(start).toMatchObject({ decision: { state: { turns: 0 } }, state: { turns: 0 }, version: 1, changed: true });
+    expect(turn).toMatchObject({ decisionId: `${sid}-d2`, state: { turns: 1 }, version: 2, changed: true });
+    expect(again).toEqual(turn);
+    expect(missing).toMatchObject({ code: 'agent_not_found', status: 404 });
+  });
+
+  it('commits, runs, profiles and the shared document', async () => {
+    const sid = uniqueId('commits');
+    await client.sessions.create({ sessionId: sid, userId: 'commit-user' });
+
+    const result = await client.commits.commit(sid, {
+      runId: 'run-7',
+      commands: [
+        { key: 'plan', scope: 'thread', merge: 'disjoint', set: { step: 2 } },
+        { key: 'votes', scope: 'run', merge: 'commutative', set: { 'tool-a': 1 } },
+        { key: 'lang', scope: 'profile', merge: 'exclusive', set: 'fr' },
+      ],
+    });
+    const exclusive = await client.commits
+      .commit(sid, { commands: [{ key: 'x', scope: 'thread', merge: 'exclusive', set: 1 }, { key: 'x', scope: 'thread', merge: 'exclusive', set: 2 }] })
+      .catch((error: unknown) => error);
+    const run = await client.commits.run(sid, 'run-7');
+    const profile = await client.commits.profile('commit-user');
+    const shared = await client.commits.shared();
+
+    expect(result).toMatchObject({ sessionId: sid, version: 1, changed: true, state: { plan: { step: 2 } }, run: { runId: 'run-7', version: 1 }, profile: { userId: 'commit-user', version: 1 } });
+    expect(exclusive).toMatchObject({ code: 'exclusive_conflict', status: 409, key: 'x', scope: 'thread' });
+    expect(run).toMatchObject({ sessionId: sid, runId: 'run-7', version: 1, state: { votes: { 'tool-a': 1 } } });
+    expect(profile).toMatchObject({ userId: 'commit-user', state: { lang: 'fr' } });
+    expect(shared).toHaveProperty('version');
+  });
+
+  it('webhooks: create, list, read, dead letters, replay, delete', async () => {
+    const hook = await client.webhooks.create({ url: 'http://127.0.0.1:9/hook', secret: 'never-shown', sessionId: uniqueId('quiet') });
+    const page = await client.webhooks.list({ limit: 500 });
+    const read = await client.webhooks.get(hook.id);
+    const letters = await client.webhooks.deadLetters(hook.id);
+    const replayed = await client.webhooks.replay(hook.id, { limit: 5 });
+    await client.webhooks.delete(hook.id);
+    const gone = await client.webhooks.get(hook.id).catch((error: unknown) => error);
+
+    expect(hook).toMatchObject({ id: expect.any(String), hasSecret: true });
+    expect(page.webhooks.map((each) => each.id)).toContain(hook.id);
+    expect(read).toEqual(hook);
+    expect(letters).toEqual({ deadLetters: [] });
+    expect(replayed).toEqual({ delivered: 0, failed: null, remaining: false });
+    expect(gone).toMatchObject({ code: 'not_found', status: 404 });
+  });
+});
+
+describe('errors', () => {
+  it('are AgentStateErrors with the problem document: code, status, detail and its extra members', async () => {
+    const sid = uniqueId('errors');
+    await client.messages.append(sid, { messages: [{ id: 'm1', role: 'user' }] });
+
+    const error = await client.tree.node(sid, 'a9').catch((thrown: unknown) => thrown);
+
+    expect(error).toBeInstanceOf(AgentStateError);
+    expect(error).toBeInstanceOf(Error);
+    expect(error).toMatchObject({ code: 'node_not_found', status: 404, detail: 'node a9 does not exist', nodeId: 'a9' });
+    expect((error as AgentStateError).problem).toMatchObject({ type: expect.stringContaining('node-not-found'), title: 'Node not found' });
+    expect(AgentStateError.is(error, 'node_not_found')).toBe(true);
+    expect(AgentStateError.is(error, 'node_')).toBe(true);
+  });
+
+  it('refuse a bad key (401) and hide other tenants (404)', async () => {
+    const sid = uniqueId('tenant');
+    await client.state.patch(sid, { mine: true });
+
+    const unauthorized = await createClient({ baseUrl: api.url, apiKey: 'wrong' }).sessions.get(sid).catch((error: unknown) => error);
+    const hidden = await createClient({ baseUrl: api.url, apiKey: 'other-key' }).sessions.get(sid).catch((error: unknown) => error);
+
+    expect(unauthorized).toMatchObject({ code: 'unauthorized', status: 401 });
+    expect(hidden).toMatchObject({ code: 'session_not_found', status: 404 });
+  });
+
+  it('carry validation details', async () => {
+    const error = await client.sessions.create({ sessionId: 'not an id' }).catch((thrown: unknown) => thrown);
+    expect(error).toMatchObject({ code: 'invalid_id', status: 400, field: 'sessionId' });
+  });
+});
+
+describe('the transport', () => {
+  it('sends a fresh Idempotency-Key per write, and replays instead of writing twice when an answer is lost', async () => {
+    // Prepare: the server does the first PATCH but its answer never arrives.
+    const through = viaProxy();
+    const sid = uniqueId('lost');
+    proxy.seen.length = 0;
+    proxy.plan('lose-answer');
+
+    // Act
+    const result = await through.state.patch(sid, { n: 1 });
+    const other = await through.state.patch(sid, { m: 2 });
+    const history = await client.versions.list(sid);
+
+    // Assess: two attempts of the first write under one key, a different key for the second.
+    const keys = proxy.seen.map((request) => request.headers['idempotency-key']);
+    expect(keys).toHaveLength(3);
+    expect(keys[0]).toMatch(/^[0-9a-f-]{36}$/);
+    expect(keys[1]).toBe(keys[0]);
+    expect(keys[2]).not.toBe(keys[0]);
+    expect(result).toMatchObject({ version: 1, state: { n: 1 } });
+    expect(other).toMatchObject({ version: 2 });
+    expect(history.versions.map((version) => version.version)).toEqual([2, 1]);
+  });
+
+  it('uses a given Idempotency-Key, so a repeat across clients writes once', async () => {
+    const sid = uniqueId('own-key');
+    const first = await client.messages.append(sid, { messages: [{ role: 'user', content: 'hi' }] }, { idempotencyKey: `${sid}-turn-1` });
+    const repeat = await createClient({ baseUrl: api.url, apiKey: 'dev-key' }).messages.append(sid, { messages: [{ role: 'user', content: 'hi' }] }, { idempotencyKey: `${sid}-turn-1` });
+    const reused = await client.messages.append(sid, { messages: [{ role: 'user', content: 'other' }] }, { idempotencyKey: `${sid}-turn-1` }).catch((error: unknown) => error);
+
+    expect(repeat).toEqual(first);
+    expect(reused).toMatchObject({ code: 'idempotency_key_reused', status: 422 });
+    expect((await client.tree.get(sid)).nodes).toHaveLength(2);
+  });
+
+  it('exposes raw requests, with the status, headers and whether the answer is a replay', async () => {
+    const sid = uniqueId('raw');
+    const send = () => client.request<{ version: number }>({ method: 'PUT', path: `/v1/sessions/${sid}/state`, body: { a: 1 } }, { idempotencyKey: `${sid}-put` });
+
+    const first = await send();
+    const second = await send();
+
+    expect(first).toMatchObject({ status: 200, replayed: false, body: { version: 1 } });
+    expect(first.headers.get('etag')).toBe('"1"');
+    expect(second).toMatchObject({ status: 200, replayed: true, body: { version: 1 } });
+  });
+
+  it('retries 503 and 429 (honouring Retry-After) with the same key, then succeeds', async () => {
+    const through = viaProxy();
+    const sid = uniqueId('retry');
+    proxy.seen.length = 0;
+    proxy.plan({ status: 503, code: 'unavailable' }, { status: 429, code: 'throttled', retryAfter: '0' });
+
+    const result = await through.state.replace(sid, { ok: true });
+
+    expect(result).toMatchObject({ version: 1, state: { ok: true } });
+    expect(proxy.seen).toHaveLength(3);
+    expect(new Set(proxy.seen.map((request) => request.headers['idempotency-key'])).size).toBe(1);
+  });
+
+  it('retries network errors of reads', async () => {
+    const through = viaProxy();
+    proxy.plan('reset', 'reset');
+    expect(await through.health()).toEqual({ ok: true });
+  });
+
+  it('gives up after its attempts with the last error', async () => {
+    const through = viaProxy({ retry: { attempts: 2, baseDelayMs: 1, maxDelayMs: 1 } });
+    proxy.plan({ status: 503, code: 'unavailable' }, { status: 503, code: 'unavailable' });
+    await expect(through.health()).rejects.toMatchObject({ code: 'unavailable', status: 503 });
+  });
+
+  it('does not retry what a retry cannot fix', async () => {
+    const through = viaProxy();
+    proxy.seen.length = 0;
+    await expect(through.state.patch(uniqueId('bad'), { a: 1 }, { node: 'no such node' })).rejects.toMatchObject({ code: 'invalid_id' });
+    expect(proxy.seen).toHaveLength(1);
+  });
+
+  it('does not resend a write without an Idempotency-Key after a lost answer', async () => {
+    const through = viaProxy();
+    const sid = uniqueId('unkeyed');
+    proxy.seen.length = 0;
+    proxy.plan('lose-answer');
+
+    await expect(through.state.patch(sid, { a: 1 }, { idempotencyKey: false })).rejects.toMatchObject({ code: 'network_error', status: 0 });
+    expect(proxy.seen).toHaveLength(1);
+    expect(proxy.seen[0]?.headers['idempotency-key']).toBeUndefined();
+  });
+
+  it('times out each attempt', async () => {
+    const through = viaProxy({ timeoutMs: 150, retry: false });
+    proxy.plan('hang');
+    await expect(through.health()).rejects.toMatchObject({ name: 'AgentStateError', code: 'timeout', status: 0 });
+  });
+
+  it('stops at an AbortSignal, also while backing off', async () => {
+    const through = viaProxy({ retry: { attempts: 5, baseDelayMs: 5_000, maxDelayMs: 5_000 } });
+    proxy.plan('hang');
+    const inFlight = new AbortController();
+    const pending = through.health({ signal: inFlight.signal });
+    setTimeout(() => inFlight.abort(), 50);
+    await expect(pending).rejects.toMatchObject({ name: 'AbortError' });
+
+    proxy.plan({ status: 503, code: 'unavailable' });
+    const backingOff = AbortSignal.timeout(100);
+    const started = Date.now();
+    await expect(through.health({ signal: backingOff })).rejects.toMatchObject({ name: 'TimeoutError' });
+    expect(Date.now() - started).toBeLessThan(2_000);
+    proxy.plan();
+  });
+});
+
+describe('the worker helper, called by agentstate', () => {
+  async function serveWorker(secret: string): Promise<{ url: string; requests: DecisionRequest[] }> {
+    const requests: DecisionRequest[] = [];
+    const worker = createWorker(
+      (request) => {
+        requests.push(request);
+        const turns = (request.state as { turns?: number } | null)?.turns ?? 0;
+        return { state: { turns: turns + 1 }, messages: [{ role: 'assistant', content: `turn ${turns + 1}` }] };
+      },
+      { secret },
+    );
+    const server = createServer(toNodeHandler(worker));
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/decide`, requests };
+  }
+
+  it('verifies the real signature and answers the decision', async () => {
+    const worker = await serveWorker('worker-secret');
+    const agentId = uniqueId('signed');
+    await client.agents.put(agentId, { worker: { url: worker.url, secret: 'worker-secret' } });
+
+    const decided = await client.decide(uniqueId('signed'), { agentId, trigger: { type: 'client.messages', messages: [{ role: 'user', content: 'hi' }] } });
+
+    expect(decided).toMatchObject({ state: { turns: 1 }, version: 1, changed: true });
+    expect(worker.requests).toHaveLength(1);
+    expect(worker.requests[0]).toMatchObject({ agent_id: agentId, trigger: { type: 'client.messages' }, messages: [{ role: 'user', content: 'hi' }] });
+  });
+
+  it('refuses a request signed with another secret (401), so the decision fails and writes nothing', async () => {
+    const worker = await serveWorker('worker-secret');
+    const agentId = uniqueId('mis-signed');
+    const sid = uniqueId('mis-signed');
+    await client.agents.put(agentId, { worker: { url: worker.url, secret: 'not-the-secret' } });
+
+    const failed = await client.decide(sid, { agentId, trigger: { type: 'session.start' } }).catch((error: unknown) => error);
+
+    expect(failed).toMatchObject({ code: 'worker_failed', status: 502 });
+    expect(failed instanceof AgentStateError && failed.detail).toContain('401');
+    expect(worker.requests).toHaveLength(0);
+    expect((await client.state.get(sid)).version).toBe(0);
+  });
+});

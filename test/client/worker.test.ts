@@ -1,0 +1,161 @@
+import { createHmac } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createWorker, toLambdaHandler, toNodeHandler, type DecisionRequest } from '../../client/index.js';
+
+/**
+ * The worker helper: signature checks over the raw body, parsing, and the Node and Lambda
+ * adapters. (test/client/client.test.ts has agentstate itself calling such a worker.)
+ */
+
+const SECRET = 'worker-secret';
+
+const decisionRequest: DecisionRequest = {
+  session_id: 's1',
+  decision_id: 'd1',
+  agent_id: 'counter',
+  turn_id: null,
+  trigger: { type: 'client.messages', messages: [{ role: 'user', content: 'hi' }] },
+  proposed: {},
+  state: { turns: 1 },
+  agent: null,
+  messages: [{ id: 'u1', role: 'user', content: 'hi', parentId: 'root' }],
+  ancestry: ['root', 'u1'],
+  attempts: 1,
+  version: 1,
+  head: 'u1',
+  profile: null,
+  shared: null,
+};
+
+/** `sha256=<hex HMAC-SHA256(secret, body)>`, as agentstate signs. */
+const sign = (body: string, secret = SECRET) => `sha256=${createHmac('sha256', secret).update(body, 'utf8').digest('hex')}`;
+
+const errors: unknown[] = [];
+const worker = createWorker<{ turns: number }>(
+  (request) => {
+    if (request.trigger.type === 'explode') throw new Error('secret internals');
+    return { state: { turns: request.state.turns + 1 } };
+  },
+  { secret: SECRET, onError: (error) => errors.push(error) },
+);
+
+let server: Server;
+let url: string;
+
+beforeAll(async () => {
+  server = createServer(toNodeHandler(worker));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/decide`;
+});
+afterAll(() => new Promise((resolve) => server.close(resolve)));
+
+/** POSTs exactly `body` with the given signature header. */
+async function post(body: string, signature: string | undefined, method = 'POST') {
+  const response = await fetch(url, {
+    method,
+    headers: { 'content-type': 'application/json', ...(signature ? { 'x-agentstate-signature': signature } : {}) },
+    ...(method === 'POST' ? { body } : {}),
+  });
+  return { status: response.status, body: await response.json() };
+}
+
+describe('toNodeHandler(createWorker(decide, {secret}))', () => {
+  it('accepts a good signature and answers the DecisionResponse', async () => {
+    const body = JSON.stringify(decisionRequest);
+    expect(await post(body, sign(body))).toEqual({ status: 200, body: { state: { turns: 2 } } });
+  });
+
+  it('checks the signature over the raw bytes: the same JSON spaced differently fails', async () => {
+    const signed = JSON.stringify(decisionRequest);
+    const respaced = JSON.stringify(decisionRequest, null, 2);
+    expect(await post(respaced, sign(signed))).toEqual({ status: 401, body: { error: 'bad signature' } });
+  });
+
+  it.each([
+    ['no signature', undefined],
+    ['another secret', sign(JSON.stringify(decisionRequest), 'other')],
+    ['a truncated signature', sign(JSON.stringify(decisionRequest)).slice(0, -2)],
+    ['another scheme', sign(JSON.stringify(decisionRequest)).replace('sha256=', 'sha1=')],
+    ['not hex', `sha256=${'zz'.repeat(32)}`],
+  ])('refuses %s with 401', async (_name, signature) => {
+    expect((await post(JSON.stringify(decisionRequest), signature)).status).toBe(401);
+  });
+
+  it('refuses a signed body that is not a DecisionRequest (400) or not JSON (400)', async () => {
+    const notRequest = JSON.stringify({ hello: 'world' });
+    expect(await post(notRequest, sign(notRequest))).toEqual({ status: 400, body: { error: 'session_id must be a string' } });
+    expect((await post('{oops', sign('{oops'))).status).toBe(400);
+  });
+
+  it('answers 500 without details when decide throws, and reports the error', async () => {
+    const body = JSON.stringify({ ...decisionRequest, trigger: { type: 'explode' } });
+    expect(await post(body, sign(body))).toEqual({ status: 500, body: { error: 'decide failed' } });
+    expect(String(errors.at(-1))).toContain('secret internals');
+  });
+
+  it('answers 405 to anything but POST', async () => {
+    expect((await post('', undefined, 'GET')).status).toBe(405);
+  });
+});
+
+describe('createWorker options', () => {
+  it('needs a secret unless unsigned requests are allowed on purpose', async () => {
+    expect(() => createWorker(() => ({}), { secret: undefined })).toThrow(/needs the agent secret/);
+    expect(() => createWorker(() => ({}), { secret: '' })).toThrow(/needs the agent secret/);
+    const open = createWorker(() => ({ state: 1 }), { secret: undefined, allowUnsigned: true });
+    expect((await open.handle({ body: JSON.stringify(decisionRequest), headers: {} })).status).toBe(200);
+  });
+
+  it('accepts any of several secrets while one is rotated', async () => {
+    const rotating = createWorker(() => ({}), { secret: ['new-secret', 'old-secret'] });
+    const body = JSON.stringify(decisionRequest);
+    expect((await rotating.handle({ body, headers: { 'X-AgentState-Signature': sign(body, 'old-secret') } })).status).toBe(200);
+    expect((await rotating.handle({ body, headers: { 'X-AgentState-Signature': sign(body, 'new-secret') } })).status).toBe(200);
+    expect((await rotating.handle({ body, headers: { 'X-AgentState-Signature': sign(body, 'older') } })).status).toBe(401);
+  });
+
+  it('answers 500 when decide returns something that is not a DecisionResponse', async () => {
+    const reported: unknown[] = [];
+    const sloppy = createWorker(() => 'yes' as never, { secret: SECRET, onError: (error) => reported.push(error) });
+    const body = JSON.stringify(decisionRequest);
+    expect((await sloppy.handle({ body, headers: { 'x-agentstate-signature': sign(body) } })).status).toBe(500);
+    expect(String(reported[0])).toContain('must return a DecisionResponse object');
+  });
+
+  it('refuses bodies over maxBodyBytes', async () => {
+    const small = createWorker(() => ({}), { secret: SECRET, maxBodyBytes: 10 });
+    const body = JSON.stringify(decisionRequest);
+    expect((await small.handle({ body, headers: { 'x-agentstate-signature': sign(body) } })).status).toBe(413);
+  });
+});
+
+describe('toLambdaHandler', () => {
+  const handler = toLambdaHandler(worker);
+  const body = JSON.stringify(decisionRequest);
+
+  it('serves a function URL / HTTP API (v2) event, base64 body included', async () => {
+    const result = await handler({
+      version: '2.0',
+      requestContext: { http: { method: 'POST' } },
+      headers: { 'x-agentstate-signature': sign(body) },
+      body: Buffer.from(body).toString('base64'),
+      isBase64Encoded: true,
+    });
+    expect(result).toEqual({ statusCode: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ state: { turns: 2 } }) });
+  });
+
+  it('serves a REST API (v1) event and refuses a bad signature', async () => {
+    const ok = await handler({ httpMethod: 'POST', headers: { 'X-AgentState-Signature': sign(body) }, body, isBase64Encoded: false });
+    const bad = await handler({ httpMethod: 'POST', headers: { 'X-AgentState-Signature': sign(body, 'nope') }, body, isBase64Encoded: false });
+    expect(ok).toMatchObject({ statusCode: 200 });
+    expect(bad).toMatchObject({ statusCode: 401 });
+  });
+
+  it('answers a direct invocation (lambda:<arn> workers) with the DecisionResponse itself', async () => {
+    expect(await handler(decisionRequest)).toEqual({ state: { turns: 2 } });
+    await expect(handler({ nope: true, headers: undefined })).resolves.toMatchObject({ statusCode: 401 });
+    await expect(handler('not an event')).rejects.toThrow(/not a DecisionRequest/);
+  });
+});
