@@ -93,7 +93,8 @@ export const routeGroupAccess = {
 
 /**
  * The change hook (functions/streams/change-hook.ts): Get (a version's state, for `prev`),
- * Query (a tenant's webhooks, a session's WebSocket followers), Update (dead letters), Delete
+ * Query (a tenant's webhooks, a session's WebSocket followers, a tenant's agents for the typed
+ * fields of events sent as an agent), Update (dead letters), Delete
  * (the records of a WebSocket connection that is gone). Reading the stream itself is granted
  * on the stream's ARN by the event source mapping, not here.
  */

@@ -103,15 +103,8 @@ export class AgentService {
     return buildSchema(agentId, await this.allAgents(tenant));
   }
 
-  private async allAgents(tenant: string): Promise<AgentRecord[]> {
-    const agents: AgentRecord[] = [];
-    let cursor: string | undefined;
-    do {
-      const page = await this.store.listAgents(tenant, { limit: 500, ...(cursor ? { cursor } : {}) });
-      agents.push(...page.items);
-      cursor = page.next;
-    } while (cursor);
-    return agents;
+  private allAgents(tenant: string): Promise<AgentRecord[]> {
+    return allAgentsOf(this.store, tenant);
   }
 
   /**
@@ -216,6 +209,29 @@ export class AgentService {
       current = ancestor.parentId;
     }
   }
+}
+
+/** Every agent of a tenant (a tenant has few): one query per 500. */
+async function allAgentsOf(store: Pick<AgentStore, 'listAgents'>, tenant: string): Promise<AgentRecord[]> {
+  const agents: AgentRecord[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await store.listAgents(tenant, { limit: 500, ...(cursor ? { cursor } : {}) });
+    agents.push(...page.items);
+    cursor = page.next;
+  } while (cursor);
+  return agents;
+}
+
+/** The typed fields of a session whose agent is `agentId`; null when its hierarchy declares none. */
+export type SchemaReader = (tenant: string, agentId: string) => Promise<Schema | null>;
+
+/**
+ * `AgentService.schemaFor` without the rest of the service, for the change hook: the tenant's
+ * agents (the store's `listAgents`), then `buildSchema`. Not cached here; callers memoize.
+ */
+export function schemaReader(store: Pick<AgentStore, 'listAgents'>): SchemaReader {
+  return async (tenant, agentId) => buildSchema(agentId, await allAgentsOf(store, tenant));
 }
 
 export function agentView(agent: AgentRecord): AgentView {

@@ -1,4 +1,6 @@
-import { buildStateChangedEvent, type RecordedVersion, type StateChangedEvent } from './events.js';
+import type { SchemaReader } from './agent-service.js';
+import { buildStateChangedEvent, eventForAgent, type RecordedVersion, type StateChangedEvent } from './events.js';
+import type { Schema } from './fields.js';
 import type { Json } from './json.js';
 import type { SessionScope } from './model.js';
 import {
@@ -31,6 +33,12 @@ import {
  * later events go straight to dead letters in order, so a replay delivers them in order and a
  * dead endpoint delays the batch (and the shard behind it) once, not once per event.
  *
+ * Typed fields (API.md section 7): a webhook registered with an `agentId`, and a WebSocket
+ * subscription that names one, get each event as that agent may see it (`eventForAgent`):
+ * `next` and `prev` cut to its readable fields of the session's hierarchy. The hierarchy's
+ * fields are read once per (tenant, session agent) and batch, and only when such a receiver
+ * follows the session. Everyone else, and the event bus, gets the whole event.
+ *
  * Failures that lose nothing are absorbed here (dead letters, live clients that are gone). What
  * would lose an event is reported instead: the first record of a session whose event could not
  * be built, dead-lettered or published. The stream handler reports those as batch item
@@ -43,8 +51,19 @@ export type VersionStateReader = (scope: SessionScope, version: number) => Promi
 /** Puts events on the event bus; resolves with the indexes of the entries that failed. */
 export type EventPublisher = (events: ReadonlyArray<{ tenant: string; event: StateChangedEvent }>) => Promise<number[]>;
 
-/** Sends a session's events, in order, to the live clients that follow it. Best effort. */
-export type LiveBroadcaster = (scope: SessionScope, events: readonly StateChangedEvent[]) => Promise<void>;
+/**
+ * The session's events as an agent may see them (`null`: no agent, the whole events), in the
+ * same order as the whole events. Rejects when the typed fields cannot be read: then nothing
+ * may be sent to that agent's followers (never the whole events instead).
+ */
+export type AgentEvents = (agentId: string | null) => Promise<readonly StateChangedEvent[]>;
+
+/**
+ * Sends a session's events, in order, to the live clients that follow it. Best effort. A
+ * follower that subscribed as an agent is sent `eventsFor(agentId)`; without `eventsFor`, only
+ * followers without an agent are sent anything.
+ */
+export type LiveBroadcaster = (scope: SessionScope, events: readonly StateChangedEvent[], eventsFor?: AgentEvents) => Promise<void>;
 
 export interface ChangeFanoutPorts {
   readState: VersionStateReader;
@@ -52,6 +71,12 @@ export interface ChangeFanoutPorts {
   send: WebhookSender;
   publish?: EventPublisher;
   broadcast?: LiveBroadcaster;
+  /**
+   * The typed fields of a session's hierarchy, for webhooks and subscriptions with an
+   * `agentId`. Without it such receivers get nothing for sessions that have an agent (their
+   * deliveries are retried as failures), never the whole state.
+   */
+  schemaFor?: SchemaReader;
   sleep?: Sleep;
   now?: () => Date;
   log?: (message: string, detail: Record<string, unknown>) => void;
@@ -87,12 +112,18 @@ export class ChangeFanout {
   async process(inputs: readonly ChangeInput[], options: { deadline?: number } = {}): Promise<{ failed: string[] }> {
     const sessions = groupBySession(inputs);
     const webhooksOf = memo((tenant: string) => this.ports.webhooks.allWebhooks(tenant));
+    const schemas = memo((key: string) => {
+      const [tenant, agentId] = JSON.parse(key) as [string, string];
+      if (!this.ports.schemaFor) return Promise.reject(new Error('no schema reader (ports.schemaFor): typed fields are unknown'));
+      return this.ports.schemaFor(tenant, agentId);
+    });
+    const schemaOf: SchemaOf = (tenant, agentId) => schemas(JSON.stringify([tenant, agentId]));
     const tripped = new Set<string>();
 
     await Promise.all(sessions.map((session) => this.buildEvents(session)));
     await Promise.all([
-      ...sessions.map((session) => this.deliver(session, webhooksOf, tripped, options.deadline)),
-      ...sessions.map((session) => this.broadcast(session)),
+      ...sessions.map((session) => this.deliver(session, webhooksOf, schemaOf, tripped, options.deadline)),
+      ...sessions.map((session) => this.broadcast(session, schemaOf)),
       this.publish(sessions),
     ]);
 
@@ -125,9 +156,30 @@ export class ChangeFanout {
     }
   }
 
+  /**
+   * The session's events as `agentId` may see them, made once per batch and agent. Each
+   * version is cut by the fields of the session's agent when it was recorded.
+   */
+  private eventsFor(session: SessionBatch, agentId: string | null, schemaOf: SchemaOf): Promise<readonly StateChangedEvent[]> {
+    if (agentId === null) return Promise.resolve(session.events);
+    let views = session.views.get(agentId);
+    if (!views) {
+      views = Promise.all(
+        session.events.map(async (event, index) => {
+          const sessionAgent = session.inputs[index]?.change.version.sessionAgentId ?? null;
+          const schema = sessionAgent === null ? null : await schemaOf(session.scope.tenant, sessionAgent);
+          return eventForAgent(event, schema, agentId);
+        }),
+      );
+      session.views.set(agentId, views);
+    }
+    return views;
+  }
+
   private async deliver(
     session: SessionBatch,
     webhooksOf: (tenant: string) => Promise<WebhookRecord[]>,
+    schemaOf: SchemaOf,
     tripped: Set<string>,
     deadline: number | undefined,
   ): Promise<void> {
@@ -142,12 +194,35 @@ export class ChangeFanout {
       session.fail(0);
       return;
     }
-    await Promise.all(webhooks.map((webhook) => this.deliverInOrder(session, webhook, tripped, deadline)));
+    await Promise.all(
+      webhooks.map(async (webhook) => {
+        let events: readonly StateChangedEvent[];
+        try {
+          events = await this.eventsFor(session, webhook.agentId ?? null, schemaOf);
+        } catch (error) {
+          // Never the whole events instead: retry the session until its fields can be read.
+          this.log('could not read the typed fields of a session; the stream will retry', {
+            ...session.scope,
+            webhookId: webhook.id,
+            error: String(error),
+          });
+          session.fail(0);
+          return;
+        }
+        await this.deliverInOrder(session, webhook, events, tripped, deadline);
+      }),
+    );
   }
 
   /** One webhook, one session: each event after the previous one, never out of order. */
-  private async deliverInOrder(session: SessionBatch, webhook: WebhookRecord, tripped: Set<string>, deadline: number | undefined): Promise<void> {
-    for (const [index, event] of session.events.entries()) {
+  private async deliverInOrder(
+    session: SessionBatch,
+    webhook: WebhookRecord,
+    events: readonly StateChangedEvent[],
+    tripped: Set<string>,
+    deadline: number | undefined,
+  ): Promise<void> {
+    for (const [index, event] of events.entries()) {
       const body = JSON.stringify(event);
       let failure: { attempts: number; error: string } | null = null;
       if (tripped.has(webhook.id)) {
@@ -193,10 +268,10 @@ export class ChangeFanout {
     }
   }
 
-  private async broadcast(session: SessionBatch): Promise<void> {
+  private async broadcast(session: SessionBatch, schemaOf: SchemaOf): Promise<void> {
     if (!this.ports.broadcast || session.events.length === 0) return;
     try {
-      await this.ports.broadcast(session.scope, session.events);
+      await this.ports.broadcast(session.scope, session.events, (agentId) => this.eventsFor(session, agentId, schemaOf));
     } catch (error) {
       // Live clients are a view, not a log: a client that missed an event reads the state.
       this.log('could not send change events to live clients', { ...session.scope, error: String(error) });
@@ -227,6 +302,8 @@ export class ChangeFanout {
 class SessionBatch {
   readonly inputs: ChangeInput[] = [];
   readonly events: StateChangedEvent[] = [];
+  /** `events` as each agent that receives them may see them. */
+  readonly views = new Map<string, Promise<readonly StateChangedEvent[]>>();
   /** The first record that must be retried, if any. */
   failedAt: number | undefined;
 
@@ -236,6 +313,9 @@ class SessionBatch {
     if (this.failedAt === undefined || index < this.failedAt) this.failedAt = index;
   }
 }
+
+/** The typed fields of a (tenant, session agent), memoized per batch. */
+type SchemaOf = (tenant: string, agentId: string) => Promise<Schema | null>;
 
 function groupBySession(inputs: readonly ChangeInput[]): SessionBatch[] {
   const sessions = new Map<string, SessionBatch>();

@@ -2,11 +2,11 @@ import { applySlots, foldCommands, type Command, type CommandScope } from './com
 import { AgentStateError } from './errors.js';
 import { applyTypedWrite, viewOf, type Caller } from './fields.js';
 import { encodedSize, jsonEqual, type Json } from './json.js';
-import { STATE_LIMIT_BYTES, type DocumentKind, type DocumentRecord, type SessionScope, type VersionRecord } from './model.js';
+import { STATE_LIMIT_BYTES, type DocumentKind, type DocumentRecord, type SessionScope } from './model.js';
 import type { DocumentWrite, SessionStore } from './ports.js';
 import { retryOnStaleTip, type RetryPolicy } from './retry.js';
 import type { SessionService } from './session-service.js';
-import { nextLineage } from './tree.js';
+import { versionAt } from './tree.js';
 
 export interface CommitRequest {
   commands: Command[];
@@ -127,26 +127,19 @@ export class CommitService {
       if (touches('shared')) result.shared = documentChange('shared', 'shared', shared);
 
       if (threadChanged) {
-        const version: VersionRecord = {
-          version: tip.version + 1,
-          node: nodeId,
-          prevVersion: pointer,
+        const { version, change } = versionAt({
+          tip,
+          nodeId,
+          current,
+          pointer,
+          state: thread,
+          at,
           cause: 'commit',
           author: caller,
-          decisionId: null,
-          createdAt: at,
-          state: thread,
-          agent: current?.agent ?? null,
-          lineage: nextLineage(current),
           commands: request.commands as unknown as Json[],
-        };
-        const atHead = nodeId === tip.head;
+        });
         await this.store.commit(scope, {
-          basedOn: tip,
-          version,
-          head: { id: tip.head, version: atHead ? version.version : tip.headVersion, depth: tip.headDepth },
-          nodePointers: atHead ? [] : [{ id: nodeId, version: version.version }],
-          newNodes: [],
+          ...change,
           touchSessionAt: at,
           mayCreateSession: tip.slot === 0,
           sessionAgentId,

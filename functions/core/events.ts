@@ -1,3 +1,5 @@
+import { AgentStateError } from './errors.js';
+import { viewOf, type Schema } from './fields.js';
 import type { Json } from './json.js';
 import type { VersionRecord } from './model.js';
 
@@ -33,9 +35,27 @@ export interface StateChangedEvent {
    * one `GET /v1/sessions/{sid}/versions/{version}` away.
    */
   truncated?: true;
+  /**
+   * Present only on an event filtered for an agent (a webhook or WebSocket subscription with
+   * `agentId`) when a stored value no longer fits its declared type: `next` and `prev` are
+   * then null, and `viewError` says why, as a read of that state would (`409 conflict`).
+   */
+  viewError?: ViewError;
 }
 
-/** A recorded version of a session, as the change stream reports it. */
+/** Why an agent's view of an event's states could not be made. */
+export interface ViewError {
+  /** The error code a read of that state answers with (`conflict`). */
+  code: string;
+  /** The fields that do not fit, `[{field, problem}]`; empty when the state is not an object of fields. */
+  fields: unknown[];
+}
+
+/**
+ * A recorded version of a session, as the change stream reports it. `version.sessionAgentId`
+ * is the session's agent when the version was recorded (absent or null: none), which decides
+ * the typed fields an agent-filtered event is cut to.
+ */
 export interface RecordedVersion {
   tenant: string;
   sessionId: string;
@@ -64,6 +84,26 @@ export function buildStateChangedEvent(recorded: RecordedVersion, prev: Json): S
     agent: v.agent,
     occurredAt: v.createdAt,
   };
+}
+
+/**
+ * The event as `agentId` may see it (API.md section 7: an agent's view of events shows only
+ * its fields). `schema` is that of the session's hierarchy when the version was recorded:
+ * with one, `next` and `prev` are cut to the fields `agentId` may read (`viewOf`); without one
+ * (no typed fields), or without an agent, the event is whole. `agent` (the config) is never cut.
+ * A state that no longer fits its declared types cannot be cut; the event still goes out,
+ * with `next` and `prev` null and `viewError` saying why, rather than being dropped or sent
+ * whole.
+ */
+export function eventForAgent(event: StateChangedEvent, schema: Schema | null, agentId: string | null): StateChangedEvent {
+  if (agentId === null || schema === null) return event;
+  try {
+    return { ...event, next: viewOf(schema, agentId, event.next), prev: viewOf(schema, agentId, event.prev) };
+  } catch (error) {
+    if (!(error instanceof AgentStateError)) throw error;
+    const fields = error.extras.fields;
+    return { ...event, next: null, prev: null, viewError: { code: error.code, fields: Array.isArray(fields) ? fields : [] } };
+  }
 }
 
 /**

@@ -7,6 +7,10 @@ import type { SessionScope } from './model.js';
  * events. A connection belongs to the tenant of the key it connected with, and everything it
  * follows is in that tenant: a session id names the caller's own session, never another
  * tenant's, so another tenant's events cannot reach it.
+ *
+ * A subscription may name an agent (typed fields, API.md section 7): its events then carry
+ * `next` and `prev` as that agent may see them (core/change-fanout.ts). A connection made with
+ * a key limited to some agents must name one of them on every subscription.
  */
 
 /** API Gateway ends every WebSocket connection after 2 hours; records outlive that a little. */
@@ -18,24 +22,40 @@ export interface LiveConnection {
   tenant: string;
   /** The sessions it follows. */
   sessions: string[];
+  /** Present when its key is limited to these agents: every subscription names one of them. */
+  agents?: string[];
+}
+
+/** A connection following a session, and the agent it follows it as (null: none, whole events). */
+export interface LiveFollower {
+  connectionId: string;
+  agentId: string | null;
 }
 
 export interface LiveStore {
-  putConnection(connectionId: string, tenant: string, expiresAt: number): Promise<void>;
+  /** `agents`: those of a key limited to some agents; null or absent for any. */
+  putConnection(connectionId: string, tenant: string, expiresAt: number, agents?: string[] | null): Promise<void>;
   getConnection(connectionId: string): Promise<LiveConnection | null>;
-  /** False when the connection is gone, or already follows `MAX_SUBSCRIPTIONS` other sessions. */
-  subscribe(connectionId: string, scope: SessionScope, expiresAt: number): Promise<boolean>;
+  /**
+   * False when the connection is gone, or already follows `MAX_SUBSCRIPTIONS` other sessions.
+   * Subscribing again to a session it follows replaces the agent it follows it as.
+   */
+  subscribe(connectionId: string, scope: SessionScope, expiresAt: number, agentId?: string | null): Promise<boolean>;
   unsubscribe(connectionId: string, scope: SessionScope): Promise<void>;
   /** Removes the connection and everything it follows. */
   deleteConnection(connectionId: string): Promise<void>;
   /** The connections following a session. */
   subscribers(scope: SessionScope): Promise<string[]>;
+  /** The connections following a session, each with the agent it follows it as. */
+  followers(scope: SessionScope): Promise<LiveFollower[]>;
 }
 
 /** What the client is told after a subscribe or unsubscribe. */
 export interface LiveAck {
   type: 'subscribed' | 'unsubscribed';
   sessionId: string;
+  /** On `subscribed`, when the subscription names an agent. */
+  agentId?: string;
 }
 
 export class LiveService {
@@ -44,20 +64,33 @@ export class LiveService {
     private readonly now: () => Date = () => new Date(),
   ) {}
 
-  async connect(connectionId: string, tenant: string): Promise<void> {
-    await this.store.putConnection(connectionId, tenant, this.expiry());
+  /** `agents`: those of a key limited to some agents (null or absent: any, or none). */
+  async connect(connectionId: string, tenant: string, agents: string[] | null = null): Promise<void> {
+    await this.store.putConnection(connectionId, tenant, this.expiry(), agents && agents.length > 0 ? agents : null);
   }
 
-  async subscribe(connectionId: string, sessionId: unknown): Promise<LiveAck> {
+  /** `agentId` (optional): receive the session's events as this agent may see them. */
+  async subscribe(connectionId: string, sessionId: unknown, agentId?: unknown): Promise<LiveAck> {
     const id = requireId(sessionId, 'sessionId');
+    const agent = agentId === undefined || agentId === null ? null : requireId(agentId, 'agentId');
     const connection = await this.requireConnection(connectionId);
+    const allowed = connection.agents;
+    if (allowed && (agent === null || !allowed.includes(agent))) {
+      throw new AgentStateError(
+        'forbidden',
+        agent === null
+          ? 'this connection\'s key acts as an agent: subscribe with "agentId", one of its agents'
+          : `this connection's key may not receive events as agent ${agent}`,
+        { agents: allowed },
+      );
+    }
     const scope = { tenant: connection.tenant, sessionId: id };
-    if (!(await this.store.subscribe(connectionId, scope, this.expiry()))) {
+    if (!(await this.store.subscribe(connectionId, scope, this.expiry(), agent))) {
       throw new AgentStateError('invalid_request', `a connection may follow at most ${MAX_SUBSCRIPTIONS} sessions; unsubscribe first`, {
         limit: MAX_SUBSCRIPTIONS,
       });
     }
-    return { type: 'subscribed', sessionId: id };
+    return { type: 'subscribed', sessionId: id, ...(agent === null ? {} : { agentId: agent }) };
   }
 
   async unsubscribe(connectionId: string, sessionId: unknown): Promise<LiveAck> {

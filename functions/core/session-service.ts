@@ -15,7 +15,7 @@ import {
 } from './model.js';
 import { NodeTakenError, type SessionStore } from './ports.js';
 import { retryOnStaleTip, type RetryPolicy } from './retry.js';
-import { nextLineage, pointerOf, rootNode } from './tree.js';
+import { nextLineage, pointerOf, rootNode, versionAt } from './tree.js';
 
 export interface SessionView {
   sessionId: string;
@@ -208,25 +208,19 @@ export class SessionService {
         return { sessionId: scope.sessionId, node: nodeId, version: pointer, prevVersion: pointer, state: answer(stored), changed: false };
       }
       const at = this.now();
-      const version: VersionRecord = {
-        version: tip.version + 1,
-        node: nodeId,
-        prevVersion: pointer,
+      const { version, change } = versionAt({
+        tip,
+        nodeId,
+        current,
+        pointer,
+        state: nextState,
+        at: at.toISOString(),
         cause: write.cause,
         author: write.author,
         decisionId: write.decisionId ?? null,
-        createdAt: at.toISOString(),
-        state: nextState,
-        agent: current?.agent ?? null,
-        lineage: nextLineage(current),
-      };
-      const atHead = nodeId === tip.head;
+      });
       await this.store.commit(scope, {
-        basedOn: tip,
-        version,
-        head: { id: tip.head, version: atHead ? version.version : tip.headVersion, depth: tip.headDepth },
-        nodePointers: atHead ? [] : [{ id: nodeId, version: version.version }],
-        newNodes: [],
+        ...change,
         touchSessionAt: this.shouldTouch(tip, at) ? version.createdAt : undefined,
         mayCreateSession: tip.slot === 0,
         sessionAgentId,

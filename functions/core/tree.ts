@@ -1,5 +1,7 @@
 import { ROOT_NODE } from './ids.js';
+import type { Json } from './json.js';
 import { ANCESTOR_WINDOW, LINEAGE_WINDOW, type NodeRecord, type Tip, type VersionRecord } from './model.js';
+import type { TipChange } from './ports.js';
 
 /**
  * The resolution rule of API.md section 4, in one place: the head's pointer lives on the
@@ -47,5 +49,49 @@ export function emptyTip(): Tip {
     touchedAt: null,
     agentId: null,
     latest: null,
+  };
+}
+
+/**
+ * The change that records `state` as a new version at `nodeId`, which pointed at `current`:
+ * the next version number, and the pointer move the resolution rule asks for (the head's on
+ * the tip, any other node's on its item). Writes and commits both record versions this way.
+ */
+export function versionAt(input: {
+  tip: Tip;
+  nodeId: string;
+  current: VersionRecord | null;
+  pointer: number;
+  state: Json;
+  at: string;
+  cause: VersionRecord['cause'];
+  author: string | null;
+  decisionId?: string | null;
+  commands?: Json[];
+}): { version: VersionRecord; change: Pick<TipChange, 'basedOn' | 'version' | 'head' | 'nodePointers' | 'newNodes'> } {
+  const { tip, nodeId, current } = input;
+  const version: VersionRecord = {
+    version: tip.version + 1,
+    node: nodeId,
+    prevVersion: input.pointer,
+    cause: input.cause,
+    author: input.author,
+    decisionId: input.decisionId ?? null,
+    createdAt: input.at,
+    state: input.state,
+    agent: current?.agent ?? null,
+    lineage: nextLineage(current),
+    ...(input.commands ? { commands: input.commands } : {}),
+  };
+  const atHead = nodeId === tip.head;
+  return {
+    version,
+    change: {
+      basedOn: tip,
+      version,
+      head: { id: tip.head, version: atHead ? version.version : tip.headVersion, depth: tip.headDepth },
+      nodePointers: atHead ? [] : [{ id: nodeId, version: version.version }],
+      newNodes: [],
+    },
   };
 }

@@ -17,6 +17,11 @@ export interface WebhookRecord {
   secret: string | null;
   /** Only this session's events; null for every session of the tenant. */
   sessionId: string | null;
+  /**
+   * Events as this agent may see them (typed fields, API.md section 7): `next` and `prev`
+   * only with the fields it may read. Absent or null: whole events.
+   */
+  agentId?: string | null;
   createdAt: string;
 }
 
@@ -25,6 +30,8 @@ export interface WebhookView {
   id: string;
   url: string;
   sessionId: string | null;
+  /** Present only for a webhook registered with an agent. */
+  agentId?: string;
   hasSecret: boolean;
   createdAt: string;
 }
@@ -159,7 +166,10 @@ export class WebhookService {
     private readonly now: () => Date = () => new Date(),
   ) {}
 
-  async create(tenant: string, input: { url: string; secret?: string | null; sessionId?: string | null }): Promise<WebhookView> {
+  async create(
+    tenant: string,
+    input: { url: string; secret?: string | null; sessionId?: string | null; agentId?: string | null },
+  ): Promise<WebhookView> {
     this.checkUrl(input.url);
     const existing = await this.store.allWebhooks(tenant);
     // Best effort under concurrent creates; the limit is about fan-out cost, not security.
@@ -173,6 +183,7 @@ export class WebhookService {
       url: input.url,
       secret: input.secret ?? null,
       sessionId: input.sessionId ?? null,
+      agentId: input.agentId ?? null,
       createdAt: this.now().toISOString(),
     };
     await this.store.putWebhook(tenant, record);
@@ -251,6 +262,7 @@ export function webhookView(webhook: WebhookRecord): WebhookView {
     id: webhook.id,
     url: webhook.url,
     sessionId: webhook.sessionId,
+    ...(webhook.agentId ? { agentId: webhook.agentId } : {}),
     hasSecret: webhook.secret !== null,
     createdAt: webhook.createdAt,
   };

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AgentStateError } from '../core/errors.js';
 import { requireId } from '../core/ids.js';
 import { WebhookService } from '../core/webhooks.js';
 import { dynamoDbClient } from '../store/client.js';
@@ -12,6 +13,7 @@ const createWebhookBody = z
     url: z.string().min(1).max(2048),
     secret: z.string().min(1).max(1024).nullable().optional(),
     sessionId: idSchema.nullable().optional(),
+    agentId: idSchema.nullable().optional(),
   })
   .strict();
 
@@ -43,35 +45,62 @@ export function useWebhookService(replacement: WebhookService | undefined): void
 
 const webhookId = (input: RouteInput) => requireId(input.path('webhookId'), 'webhookId');
 
+/**
+ * A key limited to some agents sees only the webhooks registered as one of them: the others
+ * (and their dead letters, which hold whole events) do not exist for it.
+ */
+const visibleTo = (input: RouteInput) => (webhook: { agentId?: string | null }) =>
+  !input.event.allowedAgents || (webhook.agentId != null && input.event.allowedAgents.includes(webhook.agentId));
+
+/** The webhook the path names, as the caller may see it (`404 not_found` otherwise). */
+async function visibleWebhook(input: RouteInput): Promise<string> {
+  const id = webhookId(input);
+  const webhook = await webhooks().get(input.tenant, id);
+  if (!visibleTo(input)(webhook)) throw new AgentStateError('not_found', `webhook ${id} does not exist`, { webhookId: id });
+  return id;
+}
+
 /** Webhooks and their dead letters (API.md section 9, docs/api.md "Change events"). */
 export const handler = createHttpHandler({
   'POST /v1/webhooks': async (input) => {
-    requireIds(input.body, ['sessionId']);
+    requireIds(input.body, ['sessionId', 'agentId']);
     const request = parseBody(createWebhookBody, input.body ?? {});
+    // A key limited to some agents sees events only as one of them (API.md section 7).
+    const allowed = input.event.allowedAgents;
+    if (allowed && (!request.agentId || !allowed.includes(request.agentId))) {
+      throw new AgentStateError(
+        'forbidden',
+        request.agentId
+          ? `this key may not receive events as agent ${request.agentId}`
+          : 'this key acts as an agent: register the webhook with agentId, one of its agents',
+        { agents: allowed },
+      );
+    }
     const webhook = await webhooks().create(input.tenant, request);
     return json(201, webhook, { location: `/v1/webhooks/${encodeURIComponent(webhook.id)}` });
   },
 
   'GET /v1/webhooks': async (input) => {
     const page = await webhooks().list(input.tenant, pagination(input));
-    return json(200, { webhooks: page.items, ...(page.next ? { next: page.next } : {}) });
+    return json(200, { webhooks: page.items.filter(visibleTo(input)), ...(page.next ? { next: page.next } : {}) });
   },
 
-  'GET /v1/webhooks/{webhookId}': async (input) => json(200, await webhooks().get(input.tenant, webhookId(input))),
+  'GET /v1/webhooks/{webhookId}': async (input) =>
+    json(200, await webhooks().get(input.tenant, await visibleWebhook(input))),
 
   'DELETE /v1/webhooks/{webhookId}': async (input) => {
-    await webhooks().delete(input.tenant, webhookId(input));
+    await webhooks().delete(input.tenant, await visibleWebhook(input));
     return noContent();
   },
 
   'GET /v1/webhooks/{webhookId}/dead-letters': async (input) => {
-    const id = webhookId(input);
+    const id = await visibleWebhook(input);
     const page = await webhooks().listDeadLetters(input.tenant, id, pagination(input));
     return json(200, { deadLetters: page.items, ...(page.next ? { next: page.next } : {}) });
   },
 
   'POST /v1/webhooks/{webhookId}/dead-letters/replay': async (input) => {
-    const id = webhookId(input);
+    const id = await visibleWebhook(input);
     const request = parseBody(replayBody, input.body ?? {});
     return json(200, await webhooks().replay(input.tenant, id, request.limit === undefined ? {} : { limit: request.limit }));
   },

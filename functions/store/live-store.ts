@@ -1,6 +1,6 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DeleteCommand, DynamoDBDocumentClient, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { MAX_SUBSCRIPTIONS, type LiveConnection, type LiveStore } from '../core/live.js';
+import { MAX_SUBSCRIPTIONS, type LiveConnection, type LiveFollower, type LiveStore } from '../core/live.js';
 import type { SessionScope } from '../core/model.js';
 import { keys } from './keys.js';
 import { sendWithServiceErrors } from './service-errors.js';
@@ -11,8 +11,10 @@ type Item = Record<string, unknown>;
 /**
  * WebSocket connections and what they follow (keys.ts), both with TTL:
  *
- *   C#<connection>          C                tenant, sessions (string set), connectedAt
- *   W#<tenant>#<session>    C#<connection>   one follower of a session
+ *   C#<connection>          C                tenant, sessions (string set), agents? (a
+ *                                            limited key's), connectedAt
+ *   W#<tenant>#<session>    C#<connection>   one follower of a session, agentId? (the agent
+ *                                            it follows the session as)
  *
  * The change hook finds a session's followers with one Query of `W#<tenant>#<session>`; the
  * tenant in that key is the connection's own, so a follower never sees another tenant's
@@ -29,7 +31,7 @@ export class DynamoDbLiveStore implements LiveStore {
     this.send = sendWithServiceErrors(DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } }));
   }
 
-  async putConnection(connectionId: string, tenant: string, expiresAt: number): Promise<void> {
+  async putConnection(connectionId: string, tenant: string, expiresAt: number, agents: string[] | null = null): Promise<void> {
     await this.send(
       new PutCommand({
         TableName: this.tableName,
@@ -37,6 +39,7 @@ export class DynamoDbLiveStore implements LiveStore {
           pk: keys.connection(connectionId),
           sk: keys.connectionSort,
           tenant,
+          agents: agents && agents.length > 0 ? agents : undefined,
           connectedAt: new Date().toISOString(),
           [tableKeys.timeToLive]: expiresAt,
         },
@@ -49,10 +52,11 @@ export class DynamoDbLiveStore implements LiveStore {
       new GetCommand({ TableName: this.tableName, Key: { pk: keys.connection(connectionId), sk: keys.connectionSort }, ConsistentRead: true }),
     );
     if (!Item || typeof Item.tenant !== 'string' || this.expired(Item)) return null;
-    return { tenant: Item.tenant, sessions: sessionsOf(Item) };
+    const agents = agentsOf(Item);
+    return { tenant: Item.tenant, sessions: sessionsOf(Item), ...(agents ? { agents } : {}) };
   }
 
-  async subscribe(connectionId: string, scope: SessionScope, expiresAt: number): Promise<boolean> {
+  async subscribe(connectionId: string, scope: SessionScope, expiresAt: number, agentId: string | null = null): Promise<boolean> {
     try {
       // The connection first: whatever it lists, $disconnect removes, so no follower item
       // outlives its connection (beyond a race with $disconnect, which TTL and the change
@@ -74,7 +78,14 @@ export class DynamoDbLiveStore implements LiveStore {
     await this.send(
       new PutCommand({
         TableName: this.tableName,
-        Item: { pk: keys.subscribers(scope), sk: keys.subscriber(connectionId), connectionId, [tableKeys.timeToLive]: expiresAt },
+        // Replaces an earlier subscription of this connection to the session, agent and all.
+        Item: {
+          pk: keys.subscribers(scope),
+          sk: keys.subscriber(connectionId),
+          connectionId,
+          agentId: agentId ?? undefined,
+          [tableKeys.timeToLive]: expiresAt,
+        },
       }),
     );
     return true;
@@ -118,7 +129,11 @@ export class DynamoDbLiveStore implements LiveStore {
   }
 
   async subscribers(scope: SessionScope): Promise<string[]> {
-    const connections: string[] = [];
+    return (await this.followers(scope)).map((follower) => follower.connectionId);
+  }
+
+  async followers(scope: SessionScope): Promise<LiveFollower[]> {
+    const followers: LiveFollower[] = [];
     let start: Item | undefined;
     do {
       const { Items, LastEvaluatedKey } = await this.send(
@@ -132,11 +147,13 @@ export class DynamoDbLiveStore implements LiveStore {
         }),
       );
       for (const item of Items ?? []) {
-        if (!this.expired(item)) connections.push(String(item.connectionId));
+        if (!this.expired(item)) {
+          followers.push({ connectionId: String(item.connectionId), agentId: typeof item.agentId === 'string' ? item.agentId : null });
+        }
       }
       start = LastEvaluatedKey;
     } while (start);
-    return connections;
+    return followers;
   }
 
   /** TTL deletes lazily (up to days later); an expired record is already gone to us. */
@@ -144,6 +161,12 @@ export class DynamoDbLiveStore implements LiveStore {
     const expiresAt = item[tableKeys.timeToLive];
     return typeof expiresAt === 'number' && expiresAt < this.nowSeconds();
   }
+}
+
+function agentsOf(item: Item): string[] | null {
+  const agents = item.agents;
+  const list = agents instanceof Set ? [...agents] : Array.isArray(agents) ? agents : [];
+  return list.length > 0 ? list.map(String) : null;
 }
 
 function sessionsOf(item: Item): string[] {

@@ -13,7 +13,8 @@ import { keys } from './keys.js';
  * store) knows what a version item looks like:
  *
  *   pk S#<tenant>#<session>   sk V#<000000000042>   kind 'v'   version, node, prevVersion,
- *   cause, author, decisionId, createdAt, state (JSON text), agent (JSON text), …
+ *   cause, author, decisionId, createdAt, state (JSON text), agent (JSON text),
+ *   agentId (the session's agent, when it has one), …
  *
  * A version arrives as an INSERT, or as a MODIFY of its slot when a head marker (kind 'm')
  * held the slot before. Nothing ever modifies a recorded version, so a MODIFY whose old image
@@ -70,6 +71,8 @@ export function recordedVersionOf(record: DynamoDBRecord): RecordedVersion | nul
       createdAt: String(item.createdAt),
       state: parseJsonText(item.state),
       agent: parseJsonText(item.agent),
+      // Whose typed fields the state holds: agent-filtered events are cut by them.
+      ...(typeof item.agentId === 'string' ? { sessionAgentId: item.agentId } : {}),
     },
   };
 }

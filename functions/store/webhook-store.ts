@@ -15,7 +15,7 @@ const DEAD_LETTER_TTL_SECONDS = 14 * 24 * 60 * 60;
 /**
  * Webhooks and their dead letters (keys.ts):
  *
- *   H#<tenant>             H#<webhook id>                 url, secret, sessionId, createdAt
+ *   H#<tenant>             H#<webhook id>                 url, secret, sessionId, agentId, createdAt
  *   X#<tenant>#<webhook>   D#<session>#<000000000042>     body (the event's JSON text),
  *                                                         attempts, lastError, times, TTL
  *
@@ -44,6 +44,7 @@ export class DynamoDbWebhookStore implements WebhookStore {
           url: webhook.url,
           secret: webhook.secret ?? undefined,
           sessionId: webhook.sessionId,
+          agentId: webhook.agentId ?? undefined,
           createdAt: webhook.createdAt,
         },
         // Ids are fresh UUIDv7s; the condition only makes a collision an error, not an overwrite.
@@ -172,6 +173,7 @@ function toWebhook(item: Item): WebhookRecord {
     url: String(item.url),
     secret: typeof item.secret === 'string' ? item.secret : null,
     sessionId: typeof item.sessionId === 'string' ? item.sessionId : null,
+    agentId: typeof item.agentId === 'string' ? item.agentId : null,
     createdAt: String(item.createdAt),
   };
 }

@@ -1,7 +1,9 @@
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import type { Context, DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
+import { schemaReader } from '../core/agent-service.js';
 import { ChangeFanout, type ChangeInput } from '../core/change-fanout.js';
 import { dynamoDbClient } from '../store/client.js';
+import { DynamoDbStore } from '../store/dynamodb-store.js';
 import { DynamoDbLiveStore } from '../store/live-store.js';
 import { recordedVersionOf, versionStateReader } from '../store/stream-images.js';
 import { defaultTableName } from '../store/table.js';
@@ -22,6 +24,11 @@ import { eventBridgePublisher } from './event-bus.js';
  * or dead-lettered is reported (the first such record of its session), and the stream retries
  * from there. Webhook endpoints that fail do not fail the batch: their deliveries become dead
  * letters (core/change-fanout.ts).
+ *
+ * Webhooks and WebSocket subscriptions with an `agentId` get events cut to that agent's typed
+ * fields: for those, the hook reads the tenant's agents (one Query of `A#<tenant>` per session
+ * agent and batch) to know the fields of the session's hierarchy. The event bus gets whole
+ * events: it is the operator's own infrastructure.
  *
  * Env: AGENTSTATE_TABLE, AGENTSTATE_EVENT_BUS (EventBridge bus name; unset: no bus),
  * AGENTSTATE_WEBSOCKET_ENDPOINT (the WebSocket stage's callback URL; unset: the local shim).
@@ -47,6 +54,7 @@ function fanoutFromEnv(env: NodeJS.ProcessEnv): ChangeFanout {
     webhooks: new DynamoDbWebhookStore(client, tableName),
     // Same address rules as workers: in a Lambda only public https endpoints.
     send: webhookSender({ allowLoopbackHttp: !env.AWS_LAMBDA_FUNCTION_NAME }),
+    schemaFor: schemaReader(new DynamoDbStore(client, tableName)),
     ...(gateway ? { broadcast: liveBroadcaster(new DynamoDbLiveStore(client, tableName), gateway) } : {}),
     ...(bus ? { publish: eventBridgePublisher(new EventBridgeClient({}), bus) } : {}),
   });

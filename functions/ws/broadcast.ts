@@ -1,24 +1,45 @@
 import type { LiveBroadcaster } from '../core/change-fanout.js';
-import { serializeWithin } from '../core/events.js';
-import type { LiveStore } from '../core/live.js';
+import { serializeWithin, type StateChangedEvent } from '../core/events.js';
+import type { LiveFollower, LiveStore } from '../core/live.js';
 import type { ConnectionGateway } from './connections.js';
 
 /** API Gateway's WebSocket message limit is 128 KB; larger events go out without their states. */
 export const WEBSOCKET_MESSAGE_LIMIT_BYTES = 128 * 1000;
 
 /**
- * Sends a session's events to its followers: one Query for the followers, then each
- * connection gets the events in order, connections in parallel. A connection that is gone
- * (410) is removed with everything it followed.
+ * Where the broadcaster finds a session's followers: with the agent each follows it as
+ * (`followers`, every LiveStore), or only their connection ids (`subscribers`: followers
+ * without agents, whole events).
  */
-export function liveBroadcaster(store: Pick<LiveStore, 'subscribers' | 'deleteConnection'>, gateway: ConnectionGateway): LiveBroadcaster {
-  return async (scope, events) => {
-    const connections = await store.subscribers(scope);
-    if (connections.length === 0) return;
-    const messages = events.map((event) => serializeWithin(event, WEBSOCKET_MESSAGE_LIMIT_BYTES));
+export type FollowerSource = Pick<LiveStore, 'deleteConnection'> & (Pick<LiveStore, 'followers'> | Pick<LiveStore, 'subscribers'>);
+
+/**
+ * Sends a session's events to its followers: one Query for the followers, then each
+ * connection gets the events in order, connections in parallel. A follower that subscribed as
+ * an agent gets the events as that agent may see them (`eventsFor`); when those cannot be
+ * made, it gets nothing (and the failure is reported), never the whole events. A connection
+ * that is gone (410) is removed with everything it followed.
+ */
+export function liveBroadcaster(store: FollowerSource, gateway: ConnectionGateway): LiveBroadcaster {
+  return async (scope, events, eventsFor) => {
+    const followers: LiveFollower[] =
+      'followers' in store
+        ? await store.followers(scope)
+        : (await store.subscribers(scope)).map((connectionId) => ({ connectionId, agentId: null }));
+    if (followers.length === 0) return;
+    const serialize = (list: readonly StateChangedEvent[]) => list.map((event) => serializeWithin(event, WEBSOCKET_MESSAGE_LIMIT_BYTES));
+    const messages = new Map<string | null, Promise<string[]>>([[null, Promise.resolve(serialize(events))]]);
+    const messagesFor = (agentId: string | null): Promise<string[]> => {
+      let found = messages.get(agentId);
+      if (!found) {
+        found = eventsFor ? eventsFor(agentId).then(serialize) : Promise.reject(new Error(`no view of the events for agent ${agentId}`));
+        messages.set(agentId, found);
+      }
+      return found;
+    };
     const results = await Promise.allSettled(
-      connections.map(async (connectionId) => {
-        for (const message of messages) {
+      followers.map(async ({ connectionId, agentId }) => {
+        for (const message of await messagesFor(agentId)) {
           if ((await gateway.post(connectionId, message)) === 'gone') {
             await store.deleteConnection(connectionId);
             return;
@@ -28,7 +49,7 @@ export function liveBroadcaster(store: Pick<LiveStore, 'subscribers' | 'deleteCo
     );
     const failures = results.filter((result): result is PromiseRejectedResult => result.status === 'rejected');
     if (failures.length > 0) {
-      throw new Error(`${failures.length} of ${connections.length} live connections failed: ${String(failures[0]?.reason)}`);
+      throw new Error(`${failures.length} of ${followers.length} live connections failed: ${String(failures[0]?.reason)}`);
     }
   };
 }

@@ -1,7 +1,7 @@
 import { AgentStateError, toProblem } from '../core/errors.js';
 import { isJsonObject } from '../core/json.js';
 import { LiveService } from '../core/live.js';
-import { keysFromEnv } from '../http/auth.js';
+import { keysFromEnv, type Grant } from '../http/auth.js';
 import { ApiKeyStore } from '../store/api-keys.js';
 import { dynamoDbClient } from '../store/client.js';
 import { DynamoDbLiveStore } from '../store/live-store.js';
@@ -11,11 +11,13 @@ import { defaultTableName } from '../store/table.js';
  * The WebSocket API's one handler (API Gateway WebSocket API in AWS, functions/local/ws-server.ts
  * locally), dispatched by route:
  *
- * - `$connect` with `?token=<api-key>`: the key's tenant is stored with the connection; an
- *   unknown key refuses the connection (401). Browsers cannot send an Authorization header on
- *   a WebSocket, hence the query string.
+ * - `$connect` with `?token=<api-key>`: the key's tenant (and, for a key limited to some
+ *   agents, those agents) is stored with the connection; an unknown key refuses the connection
+ *   (401). Browsers cannot send an Authorization header on a WebSocket, hence the query string.
  * - `{"action":"subscribe","sessionId":"s1"}` → `{"type":"subscribed","sessionId":"s1"}`, then
- *   every change event of the tenant's session s1; `unsubscribe` likewise.
+ *   every change event of the tenant's session s1; `unsubscribe` likewise. With `"agentId"`,
+ *   the events come as that agent may see them (typed fields); a limited key's connection must
+ *   name one of its agents (`403 forbidden` otherwise).
  * - `$disconnect`: the connection's records go.
  *
  * Errors answer `{"type":"error","status","code","detail"}` and leave the connection open.
@@ -36,8 +38,8 @@ export interface WebSocketResult {
 
 interface WebSocketDependencies {
   live: LiveService;
-  /** The tenant of an API key, or null. */
-  resolveTenant: (apiKey: string) => Promise<string | null>;
+  /** What an API key grants (its tenant, and its agents when limited), or null. */
+  resolveKey: (apiKey: string) => Promise<Grant | null>;
 }
 
 let current: WebSocketDependencies | undefined;
@@ -58,7 +60,7 @@ function dependenciesFromEnv(env: NodeJS.ProcessEnv): WebSocketDependencies {
   const fromEnv = inAws ? null : keysFromEnv(env.AGENTSTATE_API_KEYS);
   return {
     live: new LiveService(new DynamoDbLiveStore(client, tableName)),
-    resolveTenant: async (apiKey) => (await fromEnv?.(apiKey))?.tenant ?? (await keyStore.resolve(apiKey))?.tenant ?? null,
+    resolveKey: async (apiKey) => (await fromEnv?.(apiKey)) ?? (await keyStore.resolve(apiKey)) ?? null,
   };
 }
 
@@ -67,9 +69,9 @@ export async function handler(event: WebSocketEvent): Promise<WebSocketResult> {
   try {
     if (routeKey === '$connect') {
       const token = event.queryStringParameters?.token;
-      const tenant = token ? await dependencies().resolveTenant(token) : null;
-      if (!tenant) return reply(new AgentStateError('unauthorized', 'connect with ?token=<api-key>'));
-      await dependencies().live.connect(connectionId, tenant);
+      const grant = token ? await dependencies().resolveKey(token) : null;
+      if (!grant) return reply(new AgentStateError('unauthorized', 'connect with ?token=<api-key>'));
+      await dependencies().live.connect(connectionId, grant.tenant, grant.agents);
       return { statusCode: 200 };
     }
     if (routeKey === '$disconnect') {
@@ -79,7 +81,7 @@ export async function handler(event: WebSocketEvent): Promise<WebSocketResult> {
     const message = parseMessage(event);
     switch (message.action) {
       case 'subscribe':
-        return ok(await dependencies().live.subscribe(connectionId, message.sessionId));
+        return ok(await dependencies().live.subscribe(connectionId, message.sessionId, message.agentId));
       case 'unsubscribe':
         return ok(await dependencies().live.unsubscribe(connectionId, message.sessionId));
       default:

@@ -1,0 +1,262 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main as agentstateCli } from '../../bin/agentstate.js';
+import { apiClient, uniqueId, type ApiClient } from '../helpers/api-client.js';
+import { startApi, type RunningApi } from '../helpers/e2e.js';
+import { connectLive, startReceiver, waitFor, type LiveClient, type Receiver } from '../helpers/events.js';
+
+/**
+ * Change events under typed fields, end to end (API.md section 7: an agent's view of events
+ * shows only its fields): the three-agent hierarchy of typed-fields.test.ts, webhooks and
+ * WebSocket subscriptions with and without `agentId`, and a key limited to one agent.
+ */
+
+let api: RunningApi;
+let http: ApiClient;
+const receivers: Receiver[] = [];
+const clients: LiveClient[] = [];
+const ids = { root: '', billing: '', general: '' };
+
+const everything = ['cardToken', 'internal', 'invoiceDate', 'notes', 'plan', 'topic'];
+/** What general may read: the public fields (not billing's cardToken, not root's private internal). */
+const generalReads = ['invoiceDate', 'notes', 'plan', 'topic'];
+/** What billing may read: the public fields and its own cardToken. */
+const billingReads = ['cardToken', 'invoiceDate', 'notes', 'plan', 'topic'];
+
+beforeAll(async () => {
+  api = await startApi();
+  http = api.client;
+  ids.root = uniqueId('root');
+  ids.billing = uniqueId('billing');
+  ids.general = uniqueId('general');
+  const declared = [
+    await http.put(`/v1/agents/${ids.root}`, {
+      stateFields: {
+        plan: { type: 'string', read: 'public', write: 'private' },
+        notes: { type: 'json', read: 'public', write: 'public' },
+        internal: { type: 'number' },
+      },
+    }),
+    await http.put(`/v1/agents/${ids.billing}`, {
+      parentId: ids.root,
+      stateFields: {
+        cardToken: { type: 'string', read: { agents: [ids.root] }, write: 'private' },
+        invoiceDate: { type: 'date', read: 'public', write: { agents: [ids.root] } },
+      },
+    }),
+    await http.put(`/v1/agents/${ids.general}`, {
+      parentId: ids.root,
+      stateFields: { topic: { type: 'string', read: 'public', write: 'public' } },
+    }),
+  ];
+  for (const response of declared) expect(response.status, response.text).toBe(201);
+});
+afterAll(async () => {
+  await Promise.all(clients.map((client) => client.close()));
+  await Promise.all(receivers.map((receiver) => receiver.close()));
+  await api?.stop();
+});
+
+const as = (agent: string) => ({ headers: { 'x-agent-id': agent } });
+const keysOf = (state: unknown) => Object.keys(state as object).sort();
+
+async function receiver(): Promise<Receiver> {
+  const started = await startReceiver();
+  receivers.push(started);
+  return started;
+}
+
+async function live(token: string): Promise<LiveClient> {
+  const client = await connectLive(`${api.url.replace('http://', 'ws://')}/v1/ws?token=${token}`);
+  clients.push(client);
+  return client;
+}
+
+/** Sends a subscribe and waits for its answer (the ack, or an error). */
+async function subscribe(client: LiveClient, message: Record<string, unknown>): Promise<any> {
+  const before = client.messages.length;
+  client.send({ action: 'subscribe', ...message });
+  return waitFor(`the answer to ${JSON.stringify(message)}`, () =>
+    client.messages.slice(before).find((answer) => answer.type === 'subscribed' || answer.type === 'error'),
+  );
+}
+
+/** A session of the hierarchy; the writes below record versions 1 (every field) and 2 (topic). */
+async function typedSession(): Promise<string> {
+  const sid = uniqueId('scoped');
+  const created = await http.post('/v1/sessions', { sessionId: sid, agentId: ids.root });
+  expect(created.status, created.text).toBe(201);
+  return sid;
+}
+
+async function writeBoth(sid: string): Promise<void> {
+  const seeded = await http.put(`/v1/sessions/${sid}/state`, {
+    plan: 'ship it',
+    notes: { todo: ['a'] },
+    internal: 7,
+    cardToken: 'tok_1',
+    invoiceDate: '2026-12-01',
+    topic: 'billing',
+  });
+  expect(seeded.status, seeded.text).toBe(200);
+  const patched = await http.patch(`/v1/sessions/${sid}/state`, { topic: 'refunds' }, as(ids.general));
+  expect(patched.status, patched.text).toBe(200);
+}
+
+async function createKey(agents: string[]): Promise<string> {
+  const endpoint = /DynamoDB Local: (\S+)/.exec(api.output())?.[1] as string;
+  const out: string[] = [];
+  await agentstateCli(['keys', 'create', '--tenant', 'local', '--agents', agents.join(','), '--json', '--endpoint', endpoint], {
+    out: (line) => out.push(line),
+    err: () => {},
+    env: {},
+  });
+  return (JSON.parse(out.join('\n')) as { apiKey: string }).apiKey;
+}
+
+describe('webhooks with agentId', () => {
+  it('sends a sub-agent’s webhook only the fields it may read, and a webhook without agentId everything', async () => {
+    // Prepare
+    const sid = await typedSession();
+    const [whole, general, billing] = [await receiver(), await receiver(), await receiver()];
+    const created = await http.post('/v1/webhooks', { url: general.url, sessionId: sid, agentId: ids.general });
+    const hooks = [
+      created.body.id as string,
+      (await http.post('/v1/webhooks', { url: whole.url, sessionId: sid })).body.id as string,
+      (await http.post('/v1/webhooks', { url: billing.url, sessionId: sid, agentId: ids.billing })).body.id as string,
+    ];
+
+    // Act
+    await writeBoth(sid);
+    await waitFor('two events at every receiver', () => [whole, general, billing].every((target) => target.accepted().length >= 2));
+    const read = await http.get(`/v1/webhooks/${created.body.id}`);
+    const listed = await http.get('/v1/webhooks?limit=100');
+    for (const id of hooks) await http.delete(`/v1/webhooks/${id}`);
+
+    // Assess: the webhook shows its agent; one without shows none.
+    expect(created.status, created.text).toBe(201);
+    expect(created.body).toEqual({ id: expect.any(String), url: general.url, sessionId: sid, agentId: ids.general, hasSecret: false, createdAt: expect.any(String) });
+    expect(read.body.agentId).toBe(ids.general);
+    expect(listed.body.webhooks.find((webhook: { id: string }) => webhook.id === hooks[1])).not.toHaveProperty('agentId');
+    // The same events (ids, versions, config) to each; only next and prev differ.
+    for (const target of [whole, general, billing]) {
+      expect(target.accepted().map((event) => event.id)).toEqual([`${sid}:1`, `${sid}:2`]);
+    }
+    const [wholeFirst, wholeSecond] = whole.accepted();
+    expect(keysOf(wholeFirst.next)).toEqual(everything);
+    expect(wholeSecond).toMatchObject({ prev: { cardToken: 'tok_1', internal: 7, topic: 'billing' }, next: { cardToken: 'tok_1', internal: 7, topic: 'refunds' } });
+
+    const [generalFirst, generalSecond] = general.accepted();
+    expect(generalFirst.prev).toBeNull();
+    expect(keysOf(generalFirst.next)).toEqual(generalReads);
+    expect(keysOf(generalSecond.prev)).toEqual(generalReads);
+    expect(generalSecond.next).toEqual({ plan: 'ship it', notes: { todo: ['a'] }, invoiceDate: '2026-12-01', topic: 'refunds' });
+    expect(generalSecond).toMatchObject({ version: 2, prevVersion: 1, author: ids.general, agent: wholeSecond.agent });
+    expect(generalSecond).not.toHaveProperty('viewError');
+    for (const delivery of general.deliveries) {
+      expect(delivery.raw).not.toContain('tok_1');
+      expect(delivery.raw).not.toContain('internal');
+    }
+
+    expect(keysOf(billing.accepted()[1].next)).toEqual(billingReads);
+    expect(billing.deliveries.map((delivery) => delivery.raw).join('')).not.toContain('internal');
+  });
+
+  it('refuses a bad agentId', async () => {
+    const answer = await http.post('/v1/webhooks', { url: 'https://example.com/hook', agentId: 'not valid!' });
+    expect(answer.body).toMatchObject({ status: 400, code: 'invalid_id', field: 'agentId' });
+  });
+});
+
+describe('WebSocket subscriptions with agentId', () => {
+  it('sends a subscriber with agentId only the fields its agent may read, and one without everything', async () => {
+    // Prepare
+    const sid = await typedSession();
+    const scoped = await live('dev-key');
+    const whole = await live('dev-key');
+    const ack = await subscribe(scoped, { sessionId: sid, agentId: ids.general });
+    await subscribe(whole, { sessionId: sid });
+
+    // Act
+    await writeBoth(sid);
+    await waitFor('two events at each subscriber', () => scoped.events().length >= 2 && whole.events().length >= 2);
+
+    // Assess
+    expect(ack).toEqual({ type: 'subscribed', sessionId: sid, agentId: ids.general });
+    expect(scoped.events().map((event) => event.id)).toEqual([`${sid}:1`, `${sid}:2`]);
+    expect(keysOf(scoped.events()[0].next)).toEqual(generalReads);
+    expect(scoped.events()[1]).toMatchObject({ prev: { topic: 'billing' }, next: { topic: 'refunds' } });
+    expect(keysOf(scoped.events()[1].prev)).toEqual(generalReads);
+    expect(JSON.stringify(scoped.events())).not.toContain('tok_1');
+    expect(keysOf(whole.events()[1].next)).toEqual(everything);
+  });
+
+  it('refuses a bad agentId', async () => {
+    const client = await live('dev-key');
+    expect(await subscribe(client, { sessionId: 's1', agentId: 'not valid!' })).toMatchObject({ type: 'error', status: 400, code: 'invalid_id', field: 'agentId' });
+  });
+});
+
+describe('keys limited to some agents', () => {
+  it('must register webhooks and subscribe as one of their agents, and then get that agent’s view', async () => {
+    // Prepare
+    const apiKey = await createKey([ids.general]);
+    const limited = apiClient(api.url, apiKey);
+    const sid = await typedSession();
+    const target = await receiver();
+
+    // Act: webhooks.
+    const noAgent = await limited.post('/v1/webhooks', { url: target.url, sessionId: sid }, as(ids.general));
+    const nullAgent = await limited.post('/v1/webhooks', { url: target.url, sessionId: sid, agentId: null }, as(ids.general));
+    const otherAgent = await limited.post('/v1/webhooks', { url: target.url, sessionId: sid, agentId: ids.billing }, as(ids.general));
+    const ownAgent = await limited.post('/v1/webhooks', { url: target.url, sessionId: sid, agentId: ids.general }, as(ids.general));
+    // Act: subscriptions.
+    const client = await live(apiKey);
+    const subscribeNoAgent = await subscribe(client, { sessionId: sid });
+    const subscribeOtherAgent = await subscribe(client, { sessionId: sid, agentId: ids.root });
+    const subscribeOwnAgent = await subscribe(client, { sessionId: sid, agentId: ids.general });
+    await writeBoth(sid);
+    await waitFor('two events at the webhook and the subscriber', () => target.accepted().length >= 2 && client.events().length >= 2);
+    await http.delete(`/v1/webhooks/${ownAgent.body.id}`);
+
+    // Assess
+    for (const refused of [noAgent, nullAgent, otherAgent]) {
+      expect(refused.status, refused.text).toBe(403);
+      expect(refused.body).toMatchObject({ code: 'forbidden', agents: [ids.general] });
+    }
+    expect(ownAgent.status, ownAgent.text).toBe(201);
+    expect(ownAgent.body.agentId).toBe(ids.general);
+    for (const refused of [subscribeNoAgent, subscribeOtherAgent]) {
+      expect(refused).toMatchObject({ type: 'error', status: 403, code: 'forbidden', agents: [ids.general] });
+    }
+    expect(subscribeOwnAgent).toEqual({ type: 'subscribed', sessionId: sid, agentId: ids.general });
+    for (const events of [target.accepted(), client.events()]) {
+      expect(events.map((event) => event.version)).toEqual([1, 2]);
+      expect(keysOf(events[0].next)).toEqual(generalReads);
+      expect(keysOf(events[1].next)).toEqual(generalReads);
+    }
+    expect(target.deliveries.map((delivery) => delivery.raw).join('')).not.toContain('tok_1');
+  });
+
+  it('sees only the webhooks registered as one of its agents', async () => {
+    const apiKey = await createKey([ids.general]);
+    const limited = apiClient(api.url, apiKey);
+    const target = await receiver();
+    const tenantWide = await http.post('/v1/webhooks', { url: target.url });
+    const own = await limited.post('/v1/webhooks', { url: target.url, agentId: ids.general }, as(ids.general));
+
+    const list = await limited.get('/v1/webhooks?limit=500', as(ids.general));
+    const readOther = await limited.get(`/v1/webhooks/${tenantWide.body.id}`, as(ids.general));
+    const lettersOther = await limited.get(`/v1/webhooks/${tenantWide.body.id}/dead-letters`, as(ids.general));
+    const replayOther = await limited.post(`/v1/webhooks/${tenantWide.body.id}/dead-letters/replay`, {}, as(ids.general));
+    const deleteOther = await limited.delete(`/v1/webhooks/${tenantWide.body.id}`, as(ids.general));
+    const readOwn = await limited.get(`/v1/webhooks/${own.body.id}`, as(ids.general));
+    await http.delete(`/v1/webhooks/${tenantWide.body.id}`);
+    await http.delete(`/v1/webhooks/${own.body.id}`);
+
+    const listed = list.body.webhooks.map((webhook: { id: string }) => webhook.id);
+    expect(listed).toContain(own.body.id);
+    expect(listed).not.toContain(tenantWide.body.id);
+    for (const hidden of [readOther, lettersOther, replayOther, deleteOther]) expect(hidden.status, hidden.text).toBe(404);
+    expect(readOwn.status).toBe(200);
+  });
+});
