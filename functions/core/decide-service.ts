@@ -11,6 +11,7 @@ import {
   type DecisionRecord,
   type DocumentRecord,
   type NodeRecord,
+  type SessionMeta,
   type SessionScope,
   type Tip,
   type VersionRecord,
@@ -138,7 +139,7 @@ export class DecideService {
       if (settled?.status === 'done') return await this.replay(scope, settled);
       const attempts = (settled?.attempts ?? 0) + 1;
 
-      const result = await this.run(scope, { ...request, decisionId }, agentId, agent, timeoutMs, attempts, leaseToken);
+      const result = await this.run(scope, { ...request, decisionId }, agentId, agent, timeoutMs, attempts, leaseToken, meta);
       leaseHeld = false; // released by the commit itself
       return result;
     } catch (error) {
@@ -159,13 +160,14 @@ export class DecideService {
     timeoutMs: number,
     attempts: number,
     leaseToken: string,
+    meta: SessionMeta | null,
   ): Promise<DecideResult> {
     // Ids are fixed once, so that a commit retried on fresh reads creates the same nodes.
     const triggerMessages = withIds(triggerMessagesOf(request.trigger));
     const prepared = await this.prepare(scope, request.parentId, triggerMessages, agent, agentId);
     const [path, profile, shared] = await Promise.all([
       this.pathTo(scope, prepared.plan),
-      this.profileOf(scope),
+      this.profileOf(scope, meta),
       this.store.getDocument(scope.tenant, 'shared', 'shared'),
     ]);
     const shown = withOverlay(prepared, agentId, request.stateOverlay);
@@ -326,8 +328,9 @@ export class DecideService {
     return { decisionId, decision: decision.raw, state: visible, agent: nextAgent, version: resultVersion, changed, head: head.id };
   }
 
-  private async profileOf(scope: SessionScope): Promise<DocumentRecord | null> {
-    const userId = (await this.store.getMeta(scope))?.userId;
+  /** The profile of the session's user; the session item is read only if not read already. */
+  private async profileOf(scope: SessionScope, meta: SessionMeta | null): Promise<DocumentRecord | null> {
+    const userId = (meta ?? (await this.store.getMeta(scope)))?.userId;
     return userId ? this.store.getDocument(scope.tenant, 'profile', userId) : null;
   }
 

@@ -135,15 +135,19 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
   }
 
   async createSession(scope: SessionScope, meta: SessionMeta): Promise<void> {
+    const writeId = randomUUID();
     try {
       await this.send(
         new PutCommand({
           TableName: this.tableName,
-          Item: this.metaItem(scope, meta),
+          Item: { ...this.metaItem(scope, meta), writeId },
           ConditionExpression: conditions.itemIsNew,
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         }),
       );
     } catch (error) {
+      // A retried put whose first attempt landed finds its own item: that is the session we made.
+      if (isConditionFailure(error) && isOwnWrite(error.Item, writeId)) return;
       if (isConditionFailure(error)) {
         throw new AgentStateError('session_exists', `session ${scope.sessionId} already exists`, {
           sessionId: scope.sessionId,
@@ -639,6 +643,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
 
   async claim(tenant: string, key: string, fingerprint: string, lockMs: number): Promise<IdempotencyRecord | null> {
     const now = Date.now();
+    const writeId = randomUUID();
     try {
       await this.send(
         new PutCommand({
@@ -649,6 +654,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
             fingerprint,
             status: 'pending',
             lockedUntil: now + lockMs,
+            writeId,
             [tableKeys.timeToLive]: Math.floor(now / 1000) + IDEMPOTENCY_TTL_SECONDS,
           },
           // Free, expired (TTL deletes lazily), or abandoned by a holder that died.
@@ -662,6 +668,8 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
       return null;
     } catch (error) {
       if (isConditionFailure(error) && error.Item) {
+        // A retried claim whose first attempt landed finds its own claim: it holds the key.
+        if (isOwnWrite(error.Item, writeId)) return null;
         // The SDK hands back the old item in wire format, even through the document client.
         const old = unmarshall(error.Item as Record<string, AttributeValue>);
         return {
