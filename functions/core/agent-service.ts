@@ -103,6 +103,22 @@ export class AgentService {
     return buildSchema(agentId, await this.allAgents(tenant));
   }
 
+  /**
+   * The tenant's agents from one query: an agent by id (secret included, for decide) and the
+   * typed fields of any session agent, without a read each.
+   */
+  async snapshot(tenant: string): Promise<{ agent(agentId: string): AgentRecord; schemaFor(agentId: string | null): Schema | null }> {
+    const agents = await this.allAgents(tenant);
+    return {
+      agent: (agentId) => {
+        const found = agents.find((candidate) => candidate.agentId === agentId);
+        if (!found) throw new AgentStateError('agent_not_found', `agent ${agentId} does not exist`, { agentId });
+        return found;
+      },
+      schemaFor: (agentId) => (agentId === null ? null : buildSchema(agentId, agents)),
+    };
+  }
+
   private allAgents(tenant: string): Promise<AgentRecord[]> {
     return allAgentsOf(this.store, tenant);
   }

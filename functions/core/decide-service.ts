@@ -86,6 +86,8 @@ export type WorkerInvoker = (worker: WorkerRecord, body: string, timeoutMs: numb
 /** Everything a decision read before asking its worker. */
 interface Prepared {
   tip: Tip;
+  /** The node the trigger's messages go under (or the decision's node when there are none). */
+  parent: NodeRecord;
   /** The session's typed fields; null when untyped. */
   schema: Schema | null;
   sessionAgentId: string | null;
@@ -122,7 +124,9 @@ export class DecideService {
     if (previous?.status === 'done') return this.replay(scope, previous);
 
     const agentId = request.agentId ?? meta?.agentId ?? null;
-    const agent = agentId ? await this.agents.requireAgent(scope.tenant, agentId) : null;
+    // One query of the tenant's agents gives the deciding agent and the session's typed fields.
+    const agents = agentId ? await this.agents.snapshot(scope.tenant) : null;
+    const agent = agentId && agents ? agents.agent(agentId) : null;
     const timeoutMs = Math.min(agent?.worker?.timeoutMs ?? DEFAULT_WORKER_TIMEOUT_MS, MAX_WORKER_TIMEOUT_MS);
 
     const leaseToken = newId();
@@ -139,7 +143,7 @@ export class DecideService {
       if (settled?.status === 'done') return await this.replay(scope, settled);
       const attempts = (settled?.attempts ?? 0) + 1;
 
-      const result = await this.run(scope, { ...request, decisionId }, agentId, agent, timeoutMs, attempts, leaseToken, meta);
+      const result = await this.run(scope, { ...request, decisionId }, agentId, agent, timeoutMs, attempts, leaseToken, meta, agents);
       leaseHeld = false; // released by the commit itself
       return result;
     } catch (error) {
@@ -161,12 +165,15 @@ export class DecideService {
     attempts: number,
     leaseToken: string,
     meta: SessionMeta | null,
+    agents: Awaited<ReturnType<AgentService['snapshot']>> | null,
   ): Promise<DecideResult> {
+    const schemaOf = async (sessionAgentId: string | null) =>
+      agents ? agents.schemaFor(sessionAgentId) : this.sessions.schemaOf(scope.tenant, sessionAgentId);
     // Ids are fixed once, so that a commit retried on fresh reads creates the same nodes.
     const triggerMessages = withIds(triggerMessagesOf(request.trigger));
-    const prepared = await this.prepare(scope, request.parentId, triggerMessages, agent, agentId);
+    const prepared = await this.prepare(scope, request.parentId, triggerMessages, agent, agentId, schemaOf);
     const [path, profile, shared] = await Promise.all([
-      this.pathTo(scope, prepared.plan),
+      this.pathTo(scope, prepared.plan, prepared.parent),
       this.profileOf(scope, meta),
       this.store.getDocument(scope.tenant, 'shared', 'shared'),
     ]);
@@ -206,7 +213,7 @@ export class DecideService {
         if (!(error instanceof StaleTipError || error instanceof NodeTakenError) || attempt >= COMMIT_ATTEMPTS) throw error;
         // The session moved (a write elsewhere, an append). The answer still applies if what the
         // worker saw — the state at the decision's node — is unchanged; otherwise it does not.
-        const fresh = await this.prepare(scope, request.parentId, triggerMessages, agent, agentId);
+        const fresh = await this.prepare(scope, request.parentId, triggerMessages, agent, agentId, schemaOf);
         if (fresh.pointer !== prepared.pointer || fresh.plan.last.id !== prepared.plan.last.id) {
           throw new AgentStateError(
             'conflict',
@@ -226,6 +233,7 @@ export class DecideService {
     messages: IncomingMessage[],
     agent: AgentRecord | null,
     agentId: string | null,
+    schemaOf: (sessionAgentId: string | null) => Promise<Schema | null>,
   ): Promise<Prepared> {
     const lookups = [...new Set([...suppliedIds(messages), ...(parentId ? [parentId] : [])])];
     const [tip, known] = await Promise.all([
@@ -241,10 +249,11 @@ export class DecideService {
       if (!current) throw new AgentStateError('internal', `version ${pointer} is missing`);
     }
     const sessionAgentId = await this.sessions.sessionAgentOf(scope, tip);
-    const schema = await this.sessions.schemaOf(scope.tenant, sessionAgentId);
+    const schema = await schemaOf(sessionAgentId);
     const stored = current?.state ?? null;
     return {
       tip,
+      parent,
       schema,
       sessionAgentId,
       stored,
@@ -359,10 +368,9 @@ export class DecideService {
   private async pathTo(
     scope: SessionScope,
     plan: ReturnType<typeof planChain>,
+    parent: NodeRecord,
   ): Promise<{ messages: JsonObject[]; ancestry: string[] }> {
-    const parentId = plan.chain.length > 0 ? (plan.chain[0] as NodeRecord).parentId ?? ROOT_NODE : plan.last.id;
-    const base =
-      parentId === ROOT_NODE ? { messages: [], ancestry: [ROOT_NODE] } : await this.sessions.getPath(scope, parentId);
+    const base = await this.sessions.pathFrom(scope, parent);
     return {
       messages: [...base.messages, ...plan.chain.map((node) => node.message ?? {})],
       ancestry: [...base.ancestry, ...plan.chain.map((node) => node.id)],
@@ -370,6 +378,8 @@ export class DecideService {
   }
 
   private async loadNode(scope: SessionScope, tip: Tip, known: Map<string, NodeRecord>, nodeId: string): Promise<NodeRecord> {
+    // The root as head needs no read: its pointer is on the tip and it has no ancestors.
+    if (nodeId === ROOT_NODE && tip.head === ROOT_NODE && !known.has(ROOT_NODE)) return rootNode('');
     const node = known.get(nodeId) ?? (await this.store.getNode(scope, nodeId));
     if (node) return node;
     if (nodeId === ROOT_NODE || (nodeId === tip.head && tip.head === ROOT_NODE)) return rootNode('');

@@ -374,6 +374,12 @@ export class SessionService {
       if (tip.slot === 0 && !(await this.store.getMeta(scope))) throw sessionNotFound(scope);
       throw nodeNotFound(targetId);
     }
+    return this.pathFrom(scope, target);
+  }
+
+  /** The path root→`target` for a node already read (decide has it in hand). */
+  async pathFrom(scope: SessionScope, target: NodeRecord): Promise<{ messages: JsonObject[]; ancestry: string[] }> {
+    if (target.id === ROOT_NODE) return { messages: [], ancestry: [ROOT_NODE] };
     const newestFirst: NodeRecord[] = [target];
     let oldest = target;
     while (oldest.parentId !== null && oldest.parentId !== ROOT_NODE) {

@@ -324,13 +324,15 @@ describe('the transport', () => {
 
   it('stops at an AbortSignal, also while backing off', async () => {
     const through = viaProxy({ retry: { attempts: 5, baseDelayMs: 5_000, maxDelayMs: 5_000 } });
-    proxy.plan('hang');
+    // Several faults queued: a late request of an earlier test must not use up the only one.
+    proxy.plan('hang', 'hang', 'hang');
     const inFlight = new AbortController();
     const pending = through.health({ signal: inFlight.signal });
     setTimeout(() => inFlight.abort(), 50);
     await expect(pending).rejects.toMatchObject({ name: 'AbortError' });
 
-    proxy.plan({ status: 503, code: 'unavailable' });
+    const unavailable = { status: 503, code: 'unavailable' } as const;
+    proxy.plan(unavailable, unavailable, unavailable);
     const backingOff = AbortSignal.timeout(100);
     const started = Date.now();
     await expect(through.health({ signal: backingOff })).rejects.toMatchObject({ name: 'TimeoutError' });

@@ -113,3 +113,27 @@ describe('cost stays flat with depth and history', () => {
     expect(deepWrite).toEqual(freshWrite);
   }, 120_000);
 });
+
+describe('decide', () => {
+  it('stays within its budget: at most 6 requests besides the worker call', async () => {
+    // Prepare: an agent with an in-process worker, and a session of it with some history.
+    const { dependenciesFor } = await import('../../functions/http/dependencies.js');
+    const deps = dependenciesFor(store, {
+      invokeWorker: async (_worker, body) => {
+        const request = JSON.parse(body) as { state: { turns?: number } | null };
+        return { state: { turns: (request.state?.turns ?? 0) + 1 } };
+      },
+    });
+    const decided = { tenant: 'budget', sessionId: 'decided' };
+    await deps.agents.putAgent('budget', 'counter', { worker: { url: 'module:examples/worker.ts' }, config: { model: 'm' } });
+    await deps.sessions.createSession('budget', { sessionId: decided.sessionId, agentId: 'counter' });
+    await deps.decide.decide(decided, { trigger: { type: 'warm-up' } });
+
+    // Act
+    const requests = await count(() => deps.decide.decide(decided, { trigger: { type: 'tick' } }));
+
+    // Assess: the session item, the agents, the lease, the tip, the shared document, one commit.
+    expect(requests.length, requests.join(', ')).toBeLessThanOrEqual(6);
+    expect(writes(requests)).toEqual(['PutItem', 'TransactWriteItems']);
+  });
+});
