@@ -47,9 +47,9 @@ import {
 import type { StateFields } from '../core/fields.js';
 import { emptyTip } from '../core/tree.js';
 import { keys, slotOf } from './keys.js';
+import { decodeCursor, invalidCursor, pageOf, queryAll, type Item } from './paging.js';
 import { tableKeys } from './table.js';
 
-type Item = Record<string, unknown>;
 type TransactItem = NonNullable<TransactWriteCommandInput['TransactItems']>[number];
 /** A transaction item and what it is, so that a cancellation reason can be explained. */
 interface TaggedItem {
@@ -176,7 +176,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
         ExclusiveStartKey: start,
       }),
     );
-    return page((Items ?? []).map(toMeta), LastEvaluatedKey);
+    return pageOf((Items ?? []).map(toMeta), LastEvaluatedKey);
   }
 
   async deleteSession(scope: SessionScope): Promise<boolean> {
@@ -223,22 +223,21 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
 
   async listNodes(scope: SessionScope): Promise<NodeRecord[]> {
     const nodes: NodeRecord[] = [];
-    let start: Item | undefined;
-    do {
-      const { Items, LastEvaluatedKey } = await this.send(
-        new QueryCommand({
-          TableName: this.tableName,
-          KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
-          ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.nodePrefix },
-          ProjectionExpression: NODE_SUMMARY,
-          ExpressionAttributeNames: NODE_SUMMARY_NAMES,
-          ExclusiveStartKey: start,
-          ConsistentRead: true,
-        }),
-      );
-      for (const item of Items ?? []) nodes.push(toNode(item));
-      start = LastEvaluatedKey;
-    } while (start);
+    await queryAll(
+      (start) =>
+        this.send(
+          new QueryCommand({
+            TableName: this.tableName,
+            KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+            ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.nodePrefix },
+            ProjectionExpression: NODE_SUMMARY,
+            ExpressionAttributeNames: NODE_SUMMARY_NAMES,
+            ExclusiveStartKey: start,
+            ConsistentRead: true,
+          }),
+        ),
+      (item) => nodes.push(toNode(item)),
+    );
     return nodes;
   }
 
@@ -282,7 +281,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
         ConsistentRead: true,
       }),
     );
-    return page((Items ?? []).map(toVersion), LastEvaluatedKey);
+    return pageOf((Items ?? []).map(toVersion), LastEvaluatedKey);
   }
 
   // ---- the one way anything about versions or the head changes ---------------------------
@@ -499,7 +498,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
         ExclusiveStartKey: start,
       }),
     );
-    return page((Items ?? []).map(toAgent), LastEvaluatedKey);
+    return pageOf((Items ?? []).map(toAgent), LastEvaluatedKey);
   }
 
   // ---- decisions ------------------------------------------------------------------------
@@ -901,33 +900,6 @@ function toMeta(item: Item): SessionMeta {
     createdAt: String(item.createdAt),
     updatedAt: String(item.updatedAt),
   };
-}
-
-// ---- cursors ----------------------------------------------------------------------------
-
-function page<T>(items: T[], lastKey: Item | undefined): Page<T> {
-  return lastKey ? { items, next: Buffer.from(JSON.stringify(lastKey)).toString('base64url') } : { items };
-}
-
-/** A cursor is the key DynamoDB stopped at; it must have exactly the attributes of its list. */
-function decodeCursor(cursor: string, attributes: readonly string[]): Item {
-  try {
-    const parsed: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
-      const entries = Object.entries(parsed);
-      const shaped =
-        entries.length === attributes.length &&
-        entries.every(([name, value]) => attributes.includes(name) && typeof value === 'string');
-      if (shaped) return parsed as Item;
-    }
-  } catch {
-    // reported below
-  }
-  throw invalidCursor();
-}
-
-function invalidCursor(): AgentStateError {
-  return new AgentStateError('invalid_request', 'cursor is not valid for this list', { field: 'cursor' });
 }
 
 // ---- errors -----------------------------------------------------------------------------

@@ -3,6 +3,7 @@ import { DeleteCommand, DynamoDBDocumentClient, GetCommand, PutCommand, QueryCom
 import { MAX_SUBSCRIPTIONS, type LiveConnection, type LiveFollower, type LiveStore } from '../core/live.js';
 import type { SessionScope } from '../core/model.js';
 import { keys } from './keys.js';
+import { queryAll } from './paging.js';
 import { sendWithServiceErrors } from './service-errors.js';
 import { tableKeys } from './table.js';
 
@@ -134,25 +135,23 @@ export class DynamoDbLiveStore implements LiveStore {
 
   async followers(scope: SessionScope): Promise<LiveFollower[]> {
     const followers: LiveFollower[] = [];
-    let start: Item | undefined;
-    do {
-      const { Items, LastEvaluatedKey } = await this.send(
-        new QueryCommand({
-          TableName: this.tableName,
-          KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
-          ExpressionAttributeValues: { ':pk': keys.subscribers(scope), ':prefix': keys.subscriberPrefix },
-          // A client that subscribed just before a write must get that write's event.
-          ConsistentRead: true,
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const item of Items ?? []) {
-        if (!this.expired(item)) {
-          followers.push({ connectionId: String(item.connectionId), agentId: typeof item.agentId === 'string' ? item.agentId : null });
-        }
-      }
-      start = LastEvaluatedKey;
-    } while (start);
+    await queryAll(
+      (start) =>
+        this.send(
+          new QueryCommand({
+            TableName: this.tableName,
+            KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+            ExpressionAttributeValues: { ':pk': keys.subscribers(scope), ':prefix': keys.subscriberPrefix },
+            // A client that subscribed just before a write must get that write's event.
+            ConsistentRead: true,
+            ExclusiveStartKey: start,
+          }),
+        ),
+      (item) => {
+        if (this.expired(item)) return;
+        followers.push({ connectionId: String(item.connectionId), agentId: typeof item.agentId === 'string' ? item.agentId : null });
+      },
+    );
     return followers;
   }
 

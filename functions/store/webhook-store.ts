@@ -1,13 +1,12 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DeleteCommand, DynamoDBDocumentClient, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { AgentStateError } from '../core/errors.js';
 import type { Page } from '../core/model.js';
 import type { DeadLetter, DeliveryFailure, WebhookRecord, WebhookStore } from '../core/webhooks.js';
 import { keys } from './keys.js';
+import { decodeCursor, invalidCursor, pageOf, queryAll, type Item } from './paging.js';
 import { sendWithServiceErrors } from './service-errors.js';
 import { tableKeys } from './table.js';
 
-type Item = Record<string, unknown>;
 
 /** Dead letters are kept as long as SQS keeps a message at most: two weeks to replay them. */
 const DEAD_LETTER_TTL_SECONDS = 14 * 24 * 60 * 60;
@@ -62,7 +61,7 @@ export class DynamoDbWebhookStore implements WebhookStore {
 
   async listWebhooks(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<WebhookRecord>> {
     const partition = keys.webhooks(tenant);
-    const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor);
+    const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk']);
     if (start && (start.pk !== partition || !String(start.sk).startsWith(keys.webhookPrefix))) throw invalidCursor();
     const { Items, LastEvaluatedKey } = await this.send(
       new QueryCommand({
@@ -74,26 +73,25 @@ export class DynamoDbWebhookStore implements WebhookStore {
         ExclusiveStartKey: start,
       }),
     );
-    return page((Items ?? []).map(toWebhook), LastEvaluatedKey);
+    return pageOf((Items ?? []).map(toWebhook), LastEvaluatedKey);
   }
 
   async allWebhooks(tenant: string): Promise<WebhookRecord[]> {
     const webhooks: WebhookRecord[] = [];
-    let start: Item | undefined;
-    do {
-      const { Items, LastEvaluatedKey } = await this.send(
-        new QueryCommand({
-          TableName: this.tableName,
-          KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
-          ExpressionAttributeValues: { ':pk': keys.webhooks(tenant), ':prefix': keys.webhookPrefix },
-          // A webhook registered just before a write must see that write's event.
-          ConsistentRead: true,
-          ExclusiveStartKey: start,
-        }),
-      );
-      webhooks.push(...(Items ?? []).map(toWebhook));
-      start = LastEvaluatedKey;
-    } while (start);
+    await queryAll(
+      (start) =>
+        this.send(
+          new QueryCommand({
+            TableName: this.tableName,
+            KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+            ExpressionAttributeValues: { ':pk': keys.webhooks(tenant), ':prefix': keys.webhookPrefix },
+            // A webhook registered just before a write must see that write's event.
+            ConsistentRead: true,
+            ExclusiveStartKey: start,
+          }),
+        ),
+      (item) => webhooks.push(toWebhook(item)),
+    );
     return webhooks;
   }
 
@@ -139,7 +137,7 @@ export class DynamoDbWebhookStore implements WebhookStore {
 
   async listDeadLetters(tenant: string, webhookId: string, options: { limit: number; cursor?: string }): Promise<Page<DeadLetter>> {
     const partition = keys.deadLetters(tenant, webhookId);
-    const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor);
+    const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk']);
     if (start && (start.pk !== partition || !String(start.sk).startsWith(keys.deadLetterPrefix))) throw invalidCursor();
     const { Items, LastEvaluatedKey } = await this.send(
       new QueryCommand({
@@ -151,7 +149,7 @@ export class DynamoDbWebhookStore implements WebhookStore {
         ConsistentRead: true,
       }),
     );
-    return page(
+    return pageOf(
       (Items ?? []).map((item) => toDeadLetter(webhookId, item)),
       LastEvaluatedKey,
     );
@@ -190,29 +188,4 @@ function toDeadLetter(webhookId: string, item: Item): DeadLetter {
     firstFailedAt: String(item.firstFailedAt),
     lastFailedAt: String(item.lastFailedAt),
   };
-}
-
-// ---- cursors (the same opaque form as the other lists: the key DynamoDB stopped at) -------
-
-function page<T>(items: T[], lastKey: Item | undefined): Page<T> {
-  return lastKey ? { items, next: Buffer.from(JSON.stringify(lastKey)).toString('base64url') } : { items };
-}
-
-function decodeCursor(cursor: string): Item {
-  try {
-    const parsed: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
-      const entries = Object.entries(parsed);
-      if (entries.length === 2 && entries.every(([name, value]) => (name === 'pk' || name === 'sk') && typeof value === 'string')) {
-        return parsed as Item;
-      }
-    }
-  } catch {
-    // reported below
-  }
-  throw invalidCursor();
-}
-
-function invalidCursor(): AgentStateError {
-  return new AgentStateError('invalid_request', 'cursor is not valid for this list', { field: 'cursor' });
 }

@@ -1,0 +1,47 @@
+import type { Page } from '../core/model.js';
+import { AgentStateError } from '../core/errors.js';
+
+/** An item as the document client returns it. */
+export type Item = Record<string, unknown>;
+
+/** One page of a Query: what came back and the key DynamoDB stopped at. */
+export type QueryPage = { Items?: Item[]; LastEvaluatedKey?: Item };
+
+/**
+ * Runs a Query to its end, page by page (`ExclusiveStartKey` is the previous page's last key),
+ * and hands every item to `each` in order.
+ */
+export async function queryAll(query: (start: Item | undefined) => Promise<QueryPage>, each: (item: Item) => void): Promise<void> {
+  let start: Item | undefined;
+  do {
+    const { Items, LastEvaluatedKey } = await query(start);
+    for (const item of Items ?? []) each(item);
+    start = LastEvaluatedKey;
+  } while (start);
+}
+
+/** A page of a list; `next` is the key DynamoDB stopped at, opaque to clients. */
+export function pageOf<T>(items: T[], lastKey: Item | undefined): Page<T> {
+  return lastKey ? { items, next: Buffer.from(JSON.stringify(lastKey)).toString('base64url') } : { items };
+}
+
+/** A cursor is the key DynamoDB stopped at; it must have exactly the attributes of its list. */
+export function decodeCursor(cursor: string, attributes: readonly string[]): Item {
+  try {
+    const parsed: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
+      const entries = Object.entries(parsed);
+      const shaped =
+        entries.length === attributes.length &&
+        entries.every(([name, value]) => attributes.includes(name) && typeof value === 'string');
+      if (shaped) return parsed as Item;
+    }
+  } catch {
+    // reported below
+  }
+  throw invalidCursor();
+}
+
+export function invalidCursor(): AgentStateError {
+  return new AgentStateError('invalid_request', 'cursor is not valid for this list', { field: 'cursor' });
+}
