@@ -27,7 +27,7 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { routeGroups, routes, type Route } from '../functions/http/routes.js';
-import { versionRecordFilters } from '../functions/store/stream-images.js';
+import { changeRecordFilters } from '../functions/store/stream-images.js';
 import { tableKeys } from '../functions/store/table.js';
 import { AgentStateMonitoring } from './monitoring.js';
 import {
@@ -422,7 +422,7 @@ export class AgentState extends Construct {
         maxRecordAge: Duration.hours(6),
         reportBatchItemFailures: true,
         onFailure: new SqsDlq(queue),
-        filters: versionRecordFilters.map((pattern) => lambda.FilterCriteria.filter(pattern)),
+        filters: changeRecordFilters.map((pattern) => lambda.FilterCriteria.filter(pattern)),
       }),
     );
     return { fn, queue, bus };

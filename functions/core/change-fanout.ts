@@ -1,5 +1,13 @@
 import type { SchemaReader } from './agent-service.js';
-import { buildStateChangedEvent, eventForAgent, type RecordedVersion, type StateChangedEvent } from './events.js';
+import {
+  buildDocumentChangedEvent,
+  buildStateChangedEvent,
+  eventForAgent,
+  isRecordedDocument,
+  STATE_CHANGED,
+  type ChangeEvent,
+  type RecordedChange,
+} from './events.js';
 import type { Schema } from './fields.js';
 import type { Json } from './json.js';
 import type { SessionScope } from './model.js';
@@ -16,7 +24,9 @@ import {
 /**
  * The change hook's work for one batch of recorded versions (DynamoDB stream records, in
  * stream order): build each version's event, then hand it to webhooks, live clients and the
- * event bus.
+ * event bus. A commit's run, profile and shared documents have versions of their own; each is
+ * handled like a session of its own (a "stream" below), and its events go where the events of
+ * the session that made the commit go.
  *
  * Ordering: a session's records are in version order within a batch (DynamoDB orders a
  * partition key's records within a shard). Each (webhook, session) pair and each (WebSocket
@@ -49,21 +59,21 @@ import {
 export type VersionStateReader = (scope: SessionScope, version: number) => Promise<{ state: Json } | null>;
 
 /** Puts events on the event bus; resolves with the indexes of the entries that failed. */
-export type EventPublisher = (events: ReadonlyArray<{ tenant: string; event: StateChangedEvent }>) => Promise<number[]>;
+export type EventPublisher = (events: ReadonlyArray<{ tenant: string; event: ChangeEvent }>) => Promise<number[]>;
 
 /**
  * The session's events as an agent may see them (`null`: no agent, the whole events), in the
  * same order as the whole events. Rejects when the typed fields cannot be read: then nothing
  * may be sent to that agent's followers (never the whole events instead).
  */
-export type AgentEvents = (agentId: string | null) => Promise<readonly StateChangedEvent[]>;
+export type AgentEvents = (agentId: string | null) => Promise<readonly ChangeEvent[]>;
 
 /**
  * Sends a session's events, in order, to the live clients that follow it. Best effort. A
  * follower that subscribed as an agent is sent `eventsFor(agentId)`; without `eventsFor`, only
  * followers without an agent are sent anything.
  */
-export type LiveBroadcaster = (scope: SessionScope, events: readonly StateChangedEvent[], eventsFor?: AgentEvents) => Promise<void>;
+export type LiveBroadcaster = (scope: SessionScope, events: readonly ChangeEvent[], eventsFor?: AgentEvents) => Promise<void>;
 
 export interface ChangeFanoutPorts {
   readState: VersionStateReader;
@@ -85,7 +95,7 @@ export interface ChangeFanoutPorts {
 export interface ChangeInput {
   /** What identifies the record to its source (the stream sequence number). */
   key: string;
-  change: RecordedVersion;
+  change: RecordedChange;
 }
 
 /** A webhook that dead-lettered recently gets one attempt per delivery until one succeeds. */
@@ -110,7 +120,7 @@ export class ChangeFanout {
    * not tried by then become dead letters. Resolves with the keys of the records to retry.
    */
   async process(inputs: readonly ChangeInput[], options: { deadline?: number } = {}): Promise<{ failed: string[] }> {
-    const sessions = groupBySession(inputs);
+    const sessions = groupByStream(inputs);
     const webhooksOf = memo((tenant: string) => this.ports.webhooks.allWebhooks(tenant));
     const schemas = memo((key: string) => {
       const [tenant, agentId] = JSON.parse(key) as [string, string];
@@ -134,22 +144,30 @@ export class ChangeFanout {
     return { failed };
   }
 
-  /** Builds the session's events in order; `prev` comes from the batch when it can, else one read. */
-  private async buildEvents(session: SessionBatch): Promise<void> {
+  /**
+   * Builds the stream's events in order. A thread version's `prev` comes from the batch when
+   * it can, else one read; a document version carries its `prev` (the stream's old image).
+   */
+  private async buildEvents(session: StreamBatch): Promise<void> {
     const states = new Map<number, Json>();
     for (const [index, { change }] of session.inputs.entries()) {
+      if (isRecordedDocument(change)) {
+        session.events.push(buildDocumentChangedEvent(change));
+        continue;
+      }
       const { prevVersion } = change.version;
+      const thread = session.thread as SessionScope;
       try {
         let prev: Json = null;
         if (prevVersion > 0) {
           prev = states.has(prevVersion)
             ? (states.get(prevVersion) as Json)
-            : ((await this.ports.readState(session.scope, prevVersion))?.state ?? null);
+            : ((await this.ports.readState(thread, prevVersion))?.state ?? null);
         }
         session.events.push(buildStateChangedEvent(change, prev));
         states.set(change.version.version, change.version.state);
       } catch (error) {
-        this.log('could not build a change event; the stream will retry it', { ...session.scope, version: change.version.version, error: String(error) });
+        this.log('could not build a change event; the stream will retry it', { ...thread, version: change.version.version, error: String(error) });
         session.fail(index);
         return;
       }
@@ -157,18 +175,20 @@ export class ChangeFanout {
   }
 
   /**
-   * The session's events as `agentId` may see them, made once per batch and agent. Each
-   * version is cut by the fields of the session's agent when it was recorded.
+   * The stream's events as `agentId` may see them, made once per batch and agent. Each thread
+   * version is cut by the fields of the session's agent when it was recorded; documents have
+   * no typed fields, and every agent of the tenant may read them whole.
    */
-  private eventsFor(session: SessionBatch, agentId: string | null, schemaOf: SchemaOf): Promise<readonly StateChangedEvent[]> {
-    if (agentId === null) return Promise.resolve(session.events);
+  private eventsFor(session: StreamBatch, agentId: string | null, schemaOf: SchemaOf): Promise<readonly ChangeEvent[]> {
+    if (agentId === null || session.thread === null) return Promise.resolve(session.events);
     let views = session.views.get(agentId);
     if (!views) {
       views = Promise.all(
         session.events.map(async (event, index) => {
-          const sessionAgent = session.inputs[index]?.change.version.sessionAgentId ?? null;
-          const schema = sessionAgent === null ? null : await schemaOf(session.scope.tenant, sessionAgent);
-          return eventForAgent(event, schema, agentId);
+          const change = session.inputs[index]?.change;
+          const sessionAgent = change && !isRecordedDocument(change) ? (change.version.sessionAgentId ?? null) : null;
+          const schema = sessionAgent === null ? null : await schemaOf(session.tenant, sessionAgent);
+          return event.type === STATE_CHANGED ? eventForAgent(event, schema, agentId) : event;
         }),
       );
       session.views.set(agentId, views);
@@ -177,52 +197,56 @@ export class ChangeFanout {
   }
 
   private async deliver(
-    session: SessionBatch,
+    session: StreamBatch,
     webhooksOf: (tenant: string) => Promise<WebhookRecord[]>,
     schemaOf: SchemaOf,
     tripped: Set<string>,
     deadline: number | undefined,
   ): Promise<void> {
     if (session.events.length === 0) return;
+    // A webhook registered for a session gets the events that session's writes made.
+    const follows = (webhook: WebhookRecord, event: ChangeEvent) => webhook.sessionId === null || webhook.sessionId === event.sessionId;
     let webhooks: WebhookRecord[];
     try {
-      webhooks = (await webhooksOf(session.scope.tenant)).filter(
-        (webhook) => webhook.sessionId === null || webhook.sessionId === session.scope.sessionId,
-      );
+      webhooks = (await webhooksOf(session.tenant)).filter((webhook) => session.events.some((event) => follows(webhook, event)));
     } catch (error) {
-      this.log('could not read webhooks; the stream will retry', { tenant: session.scope.tenant, error: String(error) });
+      this.log('could not read webhooks; the stream will retry', { tenant: session.tenant, error: String(error) });
       session.fail(0);
       return;
     }
     await Promise.all(
       webhooks.map(async (webhook) => {
-        let events: readonly StateChangedEvent[];
+        let events: readonly ChangeEvent[];
         try {
           events = await this.eventsFor(session, webhook.agentId ?? null, schemaOf);
         } catch (error) {
           // Never the whole events instead: retry the session until its fields can be read.
           this.log('could not read the typed fields of a session; the stream will retry', {
-            ...session.scope,
+            ...session.thread,
             webhookId: webhook.id,
             error: String(error),
           });
           session.fail(0);
           return;
         }
-        await this.deliverInOrder(session, webhook, events, tripped, deadline);
+        const followed = [...events.entries()].filter(([, event]) => follows(webhook, event));
+        await this.deliverInOrder(session, webhook, followed, tripped, deadline);
       }),
     );
   }
 
-  /** One webhook, one session: each event after the previous one, never out of order. */
+  /**
+   * One webhook, one stream: each event after the previous one, never out of order. `events`
+   * are the stream's events the webhook follows, each with its index in the stream.
+   */
   private async deliverInOrder(
-    session: SessionBatch,
+    session: StreamBatch,
     webhook: WebhookRecord,
-    events: readonly StateChangedEvent[],
+    events: ReadonlyArray<readonly [number, ChangeEvent]>,
     tripped: Set<string>,
     deadline: number | undefined,
   ): Promise<void> {
-    for (const [index, event] of events.entries()) {
+    for (const [index, event] of events) {
       const body = JSON.stringify(event);
       let failure: { attempts: number; error: string } | null = null;
       if (tripped.has(webhook.id)) {
@@ -247,13 +271,13 @@ export class ChangeFanout {
       }
       try {
         await this.ports.webhooks.recordDeadLetter(
-          session.scope.tenant,
+          session.tenant,
           webhook.id,
-          { id: event.id, sessionId: event.sessionId, version: event.version, body },
+          { id: event.id, sessionId: event.sessionId, version: event.version, body, ...deadLetterDocument(event) },
           { attempts: failure.attempts, error: failure.error, at: this.now().toISOString() },
         );
         this.log('webhook delivery dead-lettered', {
-          tenant: session.scope.tenant,
+          tenant: session.tenant,
           webhookId: webhook.id,
           eventId: event.id,
           attempts: failure.attempts,
@@ -268,20 +292,30 @@ export class ChangeFanout {
     }
   }
 
-  private async broadcast(session: SessionBatch, schemaOf: SchemaOf): Promise<void> {
-    if (!this.ports.broadcast || session.events.length === 0) return;
-    try {
-      await this.ports.broadcast(session.scope, session.events, (agentId) => this.eventsFor(session, agentId, schemaOf));
-    } catch (error) {
-      // Live clients are a view, not a log: a client that missed an event reads the state.
-      this.log('could not send change events to live clients', { ...session.scope, error: String(error) });
-    }
+  private async broadcast(session: StreamBatch, schemaOf: SchemaOf): Promise<void> {
+    const broadcast = this.ports.broadcast;
+    if (!broadcast || session.events.length === 0) return;
+    // A thread's events go to its followers; a document's to the followers of each session
+    // whose commits changed it (in order within each).
+    const bySession = new Map<string, ChangeEvent[]>();
+    for (const event of session.events) bySession.set(event.sessionId, [...(bySession.get(event.sessionId) ?? []), event]);
+    await Promise.all(
+      [...bySession].map(async ([sessionId, events]) => {
+        const scope = { tenant: session.tenant, sessionId };
+        try {
+          await broadcast(scope, events, session.thread ? (agentId) => this.eventsFor(session, agentId, schemaOf) : () => Promise.resolve(events));
+        } catch (error) {
+          // Live clients are a view, not a log: a client that missed an event reads the state.
+          this.log('could not send change events to live clients', { ...scope, error: String(error) });
+        }
+      }),
+    );
   }
 
-  private async publish(sessions: readonly SessionBatch[]): Promise<void> {
+  private async publish(sessions: readonly StreamBatch[]): Promise<void> {
     if (!this.ports.publish) return;
     const entries = sessions.flatMap((session) =>
-      session.events.map((event, index) => ({ session, index, tenant: session.scope.tenant, event })),
+      session.events.map((event, index) => ({ session, index, tenant: session.tenant, event })),
     );
     if (entries.length === 0) return;
     let failed: number[];
@@ -298,16 +332,24 @@ export class ChangeFanout {
   }
 }
 
-/** One session's part of a batch. */
-class SessionBatch {
+/**
+ * One stream's part of a batch: a session's thread versions, or one document's versions (a
+ * run of a session, a user's profile, the tenant's shared document). The stream orders each
+ * item's records, so each stream's records come in version order.
+ */
+class StreamBatch {
   readonly inputs: ChangeInput[] = [];
-  readonly events: StateChangedEvent[] = [];
+  readonly events: ChangeEvent[] = [];
   /** `events` as each agent that receives them may see them. */
-  readonly views = new Map<string, Promise<readonly StateChangedEvent[]>>();
+  readonly views = new Map<string, Promise<readonly ChangeEvent[]>>();
   /** The first record that must be retried, if any. */
   failedAt: number | undefined;
 
-  constructor(readonly scope: SessionScope) {}
+  /** `thread`: the session of a thread stream; null for a document stream. */
+  constructor(
+    readonly tenant: string,
+    readonly thread: SessionScope | null,
+  ) {}
 
   fail(index: number): void {
     if (this.failedAt === undefined || index < this.failedAt) this.failedAt = index;
@@ -317,19 +359,30 @@ class SessionBatch {
 /** The typed fields of a (tenant, session agent), memoized per batch. */
 type SchemaOf = (tenant: string, agentId: string) => Promise<Schema | null>;
 
-function groupBySession(inputs: readonly ChangeInput[]): SessionBatch[] {
-  const sessions = new Map<string, SessionBatch>();
+function groupByStream(inputs: readonly ChangeInput[]): StreamBatch[] {
+  const streams = new Map<string, StreamBatch>();
   for (const input of inputs) {
-    const { tenant, sessionId } = input.change;
-    const id = `${tenant}#${sessionId}`;
-    let session = sessions.get(id);
-    if (!session) {
-      session = new SessionBatch({ tenant, sessionId });
-      sessions.set(id, session);
+    const { change } = input;
+    // JSON arrays as keys: identifiers may hold any character but `#` and `/`, tenants too.
+    const id = isRecordedDocument(change)
+      ? JSON.stringify([change.tenant, change.document.kind, change.document.kind === 'run' ? change.document.sessionId : '', change.document.id])
+      : JSON.stringify([change.tenant, 'thread', change.sessionId]);
+    let stream = streams.get(id);
+    if (!stream) {
+      stream = new StreamBatch(change.tenant, isRecordedDocument(change) ? null : { tenant: change.tenant, sessionId: change.sessionId });
+      streams.set(id, stream);
     }
-    session.inputs.push(input);
+    stream.inputs.push(input);
   }
-  return [...sessions.values()];
+  return [...streams.values()];
+}
+
+/** Where a document event's dead letter is kept apart from the session's thread events. */
+function deadLetterDocument(event: ChangeEvent): { document?: string } {
+  if (event.type === STATE_CHANGED) return {};
+  if (event.scope === 'run') return { document: `run#${event.runId}` };
+  if (event.scope === 'profile') return { document: `profile#${event.userId}` };
+  return { document: 'shared' };
 }
 
 function memo<T>(load: (key: string) => Promise<T>): (key: string) => Promise<T> {

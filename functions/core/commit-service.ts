@@ -117,6 +117,7 @@ export class CommitService {
           documents.push({
             record,
             basedOnVersion: before?.version ?? 0,
+            author: caller,
             ...(kind === 'run' ? { ttlSeconds: this.options.runTtlSeconds ?? DEFAULT_RUN_TTL_SECONDS } : {}),
           });
         }

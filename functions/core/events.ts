@@ -1,12 +1,13 @@
 import { AgentStateError } from './errors.js';
 import { viewOf, type Schema } from './fields.js';
 import type { Json } from './json.js';
-import type { VersionRecord } from './model.js';
+import type { DocumentKind, VersionRecord } from './model.js';
 
 /**
  * Change events (API.md section 9): every recorded version produces one `state.changed`
  * event. The event is built from the version as it was recorded, so it is the same on every
- * redelivery, and its `id` is what receivers deduplicate by.
+ * redelivery, and its `id` is what receivers deduplicate by. Commits' documents add their own
+ * events (`DocumentChangedEvent`, below).
  */
 
 export const STATE_CHANGED = 'state.changed';
@@ -66,6 +67,110 @@ export function eventId(sessionId: string, version: number): string {
   return `${sessionId}:${version}`;
 }
 
+/**
+ * The run, profile and shared documents of commits (API.md section 8) have versions of their
+ * own, and each recorded one produces one event of its scope's type. They are not thread
+ * versions, so they are not `state.changed`: a receiver that folds a session's versions can
+ * tell them apart by `type` alone.
+ */
+export const DOCUMENT_CHANGED = {
+  run: 'run.changed',
+  profile: 'profile.changed',
+  shared: 'shared.changed',
+} as const satisfies Record<DocumentKind, string>;
+
+export interface DocumentChangedEvent {
+  /**
+   * `run/<sessionId>/<runId>/<version>`, `profile/<userId>/<version>` or `shared/<version>`:
+   * stable across redeliveries, and never equal to a thread event's `<sessionId>:<version>`
+   * (identifiers cannot contain `/`).
+   */
+  id: string;
+  type: (typeof DOCUMENT_CHANGED)[DocumentKind];
+  scope: DocumentKind;
+  /**
+   * The session whose commit made the change. A profile or shared event goes where that
+   * session's events go (webhooks registered for it, its WebSocket followers), and to every
+   * webhook of the tenant registered without a session.
+   */
+  sessionId: string;
+  /** The run (`run` scope). */
+  runId?: string;
+  /** The user whose profile changed (`profile` scope). */
+  userId?: string;
+  /** The document's own version: 1, 2, 3, … (a run that expired starts again at 1). */
+  version: number;
+  /** `version - 1`; 0 for a document's first version. */
+  prevVersion: number;
+  cause: 'commit';
+  /** The agent the commit acted as, or null. */
+  author: string | null;
+  next: Json;
+  /** The document before this version; null for its first. */
+  prev: Json;
+  occurredAt: string;
+  /** As on `state.changed`: set where a size limit dropped `next` and `prev`. */
+  truncated?: true;
+}
+
+/** Every event the change hook sends. */
+export type ChangeEvent = StateChangedEvent | DocumentChangedEvent;
+
+/** A recorded version of a run, profile or shared document, as the change stream reports it. */
+export interface RecordedDocument {
+  tenant: string;
+  document: {
+    kind: DocumentKind;
+    /** The run id, the user id, or `shared`. */
+    id: string;
+    /** The session whose commit wrote it. */
+    sessionId: string;
+    version: number;
+    state: Json;
+    /** The state of `version - 1` (the stream's old image); null for version 1. */
+    prevState: Json;
+    author: string | null;
+    createdAt: string;
+  };
+}
+
+/** What the change stream reports: a thread version or a document version. */
+export type RecordedChange = RecordedVersion | RecordedDocument;
+
+export function isRecordedDocument(change: RecordedChange): change is RecordedDocument {
+  return 'document' in change;
+}
+
+export function documentEventId(kind: DocumentKind, id: string, sessionId: string, version: number): string {
+  switch (kind) {
+    case 'run':
+      return `run/${sessionId}/${id}/${version}`;
+    case 'profile':
+      return `profile/${id}/${version}`;
+    case 'shared':
+      return `shared/${version}`;
+  }
+}
+
+export function buildDocumentChangedEvent(recorded: RecordedDocument): DocumentChangedEvent {
+  const { kind, id, sessionId, version, state, prevState, author, createdAt } = recorded.document;
+  return {
+    id: documentEventId(kind, id, sessionId, version),
+    type: DOCUMENT_CHANGED[kind],
+    scope: kind,
+    sessionId,
+    ...(kind === 'run' ? { runId: id } : {}),
+    ...(kind === 'profile' ? { userId: id } : {}),
+    version,
+    prevVersion: version - 1,
+    cause: 'commit',
+    author,
+    next: state,
+    prev: version === 1 ? null : prevState,
+    occurredAt: createdAt,
+  };
+}
+
 /** The event of one recorded version; `prev` is the state of its `prevVersion`. */
 export function buildStateChangedEvent(recorded: RecordedVersion, prev: Json): StateChangedEvent {
   const { sessionId, version: v } = recorded;
@@ -111,8 +216,12 @@ export function eventForAgent(event: StateChangedEvent, schema: Schema | null, a
  * states (`truncated: true`). States may be 256 KiB each, beyond what EventBridge (256 KB
  * an entry) or an API Gateway WebSocket message (128 KB) carries.
  */
-export function serializeWithin(event: StateChangedEvent, limitBytes: number): string {
+export function serializeWithin(event: ChangeEvent, limitBytes: number): string {
   const whole = JSON.stringify(event);
   if (Buffer.byteLength(whole, 'utf8') <= limitBytes) return whole;
-  return JSON.stringify({ ...event, next: null, prev: null, agent: null, truncated: true });
+  return JSON.stringify(
+    event.type === STATE_CHANGED
+      ? { ...event, next: null, prev: null, agent: null, truncated: true }
+      : { ...event, next: null, prev: null, truncated: true },
+  );
 }

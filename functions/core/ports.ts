@@ -46,6 +46,8 @@ export interface TipChange {
 export interface DocumentWrite {
   readonly record: DocumentRecord;
   readonly basedOnVersion: number;
+  /** The agent the commit acted as (its change event's `author`), or null. */
+  readonly author: string | null;
   /** Runs expire this long after their last write. */
   readonly ttlSeconds?: number;
 }

@@ -1,6 +1,6 @@
 import { AgentStateError } from './errors.js';
 import { newId } from './ids.js';
-import type { StateChangedEvent } from './events.js';
+import type { ChangeEvent } from './events.js';
 import type { Page } from './model.js';
 
 /**
@@ -42,6 +42,8 @@ export interface DeadLetter {
   eventId: string;
   sessionId: string;
   version: number;
+  /** For a document event, which document (`run#<runId>`, `profile#<userId>`, `shared`). */
+  document?: string;
   /** The exact body that was (and will again be) delivered. */
   body: string;
   /** Delivery attempts so far, over every try and replay. */
@@ -59,7 +61,20 @@ export interface DeadLetterView {
   lastError: string;
   firstFailedAt: string;
   lastFailedAt: string;
-  event: StateChangedEvent;
+  event: ChangeEvent;
+}
+
+/**
+ * An event as its dead letter keeps it: a session's thread events and each of its documents'
+ * events are kept apart (`document`), each in version order.
+ */
+export interface DeadLetterEvent {
+  id: string;
+  sessionId: string;
+  version: number;
+  /** Absent for a thread event (`state.changed`); see `DeadLetter.document`. */
+  document?: string;
+  body: string;
 }
 
 export interface DeliveryFailure {
@@ -79,10 +94,10 @@ export interface WebhookStore {
   /** False when there was none. */
   deleteWebhook(tenant: string, webhookId: string): Promise<boolean>;
   /** Records (or updates, for a redelivered event) the dead letter of one event. */
-  recordDeadLetter(tenant: string, webhookId: string, event: { id: string; sessionId: string; version: number; body: string }, failure: DeliveryFailure): Promise<void>;
+  recordDeadLetter(tenant: string, webhookId: string, event: DeadLetterEvent, failure: DeliveryFailure): Promise<void>;
   /** In replay order: by session, then version. */
   listDeadLetters(tenant: string, webhookId: string, options: { limit: number; cursor?: string }): Promise<Page<DeadLetter>>;
-  deleteDeadLetter(tenant: string, webhookId: string, sessionId: string, version: number): Promise<void>;
+  deleteDeadLetter(tenant: string, webhookId: string, event: Omit<DeadLetterEvent, 'id' | 'body'>): Promise<void>;
 }
 
 /** What one HTTP delivery came to. */
@@ -235,7 +250,7 @@ export class WebhookService {
         });
         return { delivered, failed: { eventId: letter.eventId, error: result.error }, remaining: true };
       }
-      await this.store.deleteDeadLetter(tenant, webhookId, letter.sessionId, letter.version);
+      await this.store.deleteDeadLetter(tenant, webhookId, deadLetterEvent(letter));
       delivered++;
     }
     const remaining = next !== undefined && (await this.store.listDeadLetters(tenant, webhookId, { limit: 1 })).items.length > 0;
@@ -253,8 +268,14 @@ function notFound(webhookId: string): AgentStateError {
   return new AgentStateError('not_found', `webhook ${webhookId} does not exist`, { webhookId });
 }
 
-function deadLetterEvent(letter: DeadLetter) {
-  return { id: letter.eventId, sessionId: letter.sessionId, version: letter.version, body: letter.body };
+function deadLetterEvent(letter: DeadLetter): DeadLetterEvent {
+  return {
+    id: letter.eventId,
+    sessionId: letter.sessionId,
+    version: letter.version,
+    body: letter.body,
+    ...(letter.document === undefined ? {} : { document: letter.document }),
+  };
 }
 
 export function webhookView(webhook: WebhookRecord): WebhookView {
@@ -277,6 +298,6 @@ function deadLetterView(letter: DeadLetter): DeadLetterView {
     lastError: letter.lastError,
     firstFailedAt: letter.firstFailedAt,
     lastFailedAt: letter.lastFailedAt,
-    event: JSON.parse(letter.body) as StateChangedEvent,
+    event: JSON.parse(letter.body) as ChangeEvent,
   };
 }

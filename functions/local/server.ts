@@ -5,7 +5,7 @@ import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { AgentStateError, toProblem } from '../core/errors.js';
 import type { RouteGroup } from '../http/routes.js';
 import type { HttpHandler } from '../http/types.js';
-import { versionRecordFilters } from '../store/stream-images.js';
+import { changeRecordFilters } from '../store/stream-images.js';
 import { defaultTableName, ensureTable } from '../store/table.js';
 import { useLocalConnectionGateway } from '../ws/connections.js';
 import { localDynamoDbClient, startDynamoDbLocal, type DynamoDbLocal } from './dynamodb-local.js';
@@ -113,7 +113,7 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
       poller = new StreamPoller({
         client: streams,
         streamArn,
-        filters: versionRecordFilters,
+        filters: changeRecordFilters,
         handler: (event) => {
           const deadline = Date.now() + timeoutMs;
           return changeHook(event, { getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()) });

@@ -442,6 +442,9 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
             version: record.version,
             state: JSON.stringify(record.state),
             updatedAt: record.updatedAt,
+            // For the change event: whose commit this was (stream-images.ts reads them back).
+            sessionId: scope.sessionId,
+            author: write.author,
             ...(write.ttlSeconds ? { [tableKeys.timeToLive]: Math.floor(Date.now() / 1000) + write.ttlSeconds } : {}),
           },
           ...(write.basedOnVersion === 0

@@ -18,7 +18,8 @@ import type { SessionScope } from '../core/model.js';
  *   I#<tenant>#<key>            I                an Idempotency-Key record
  *   H#<tenant>                  H#<webhook>      a webhook (change events, webhook-store.ts)
  *   X#<tenant>#<webhook>        D#<session>#<000000000042>  a dead letter: an event the
- *                                                webhook did not take (TTL 14 days)
+ *                                                webhook did not take (TTL 14 days); a
+ *                                                document event's is D#<session>#<document>#<0…42>
  *   C#<connection>              C                a WebSocket connection: its tenant and the
  *                                                sessions it follows (TTL, live-store.ts)
  *   W#<tenant>#<session>        C#<connection>   a connection following the session (TTL)
@@ -52,7 +53,9 @@ export const keys = {
   deadLetters: (tenant: string, webhookId: string) => `X#${tenant}#${webhookId}`,
   // Session, then version: the order a replay delivers them in, and a redelivered event
   // lands on its own earlier dead letter instead of adding a second one.
-  deadLetter: (sessionId: string, version: number) => `D#${sessionId}#${String(version).padStart(12, '0')}`,
+  // A document event's (`document`: run#<run>, profile#<user>, shared) sorts after the thread's.
+  deadLetter: (sessionId: string, version: number, document?: string) =>
+    `D#${sessionId}#${document === undefined ? '' : `${document}#`}${String(version).padStart(12, '0')}`,
   deadLetterPrefix: 'D#',
   connection: (connectionId: string) => `C#${connectionId}`,
   connectionSort: 'C',

@@ -3,9 +3,9 @@ import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
 import type { VersionStateReader } from '../core/change-fanout.js';
-import type { RecordedVersion } from '../core/events.js';
+import type { RecordedChange, RecordedDocument, RecordedVersion } from '../core/events.js';
 import type { Json } from '../core/json.js';
-import { VERSION_CAUSES, type VersionCause } from '../core/model.js';
+import { VERSION_CAUSES, type DocumentKind, type VersionCause } from '../core/model.js';
 import { keys } from './keys.js';
 
 /**
@@ -19,22 +19,36 @@ import { keys } from './keys.js';
  * A version arrives as an INSERT, or as a MODIFY of its slot when a head marker (kind 'm')
  * held the slot before. Nothing ever modifies a recorded version, so a MODIFY whose old image
  * is a version is not a new version; and REMOVE (session deletes, TTL) never is.
+ *
+ * And what a commit's document item looks like (kind 'doc:run' | 'doc:profile' | 'doc:shared'):
+ *
+ *   pk S#<tenant>#<session>  sk R#<run>     (run)
+ *   pk P#<tenant>#<user>     sk P           (profile)
+ *   pk G#<tenant>            sk G           (shared)
+ *   version, state (JSON text), updatedAt, sessionId (whose commit wrote it), author, ttl (runs)
+ *
+ * A document is written whole, and only when its state changed, so every INSERT or MODIFY of
+ * one is a new version; the old image holds the version before it.
  */
+
+const DOCUMENT_ITEM_KINDS: Record<string, DocumentKind> = { 'doc:run': 'run', 'doc:profile': 'profile', 'doc:shared': 'shared' };
 
 /**
  * Lambda event filter patterns (OR'ed) that let through exactly the records that record a
- * version, so no other write to the table invokes the change hook. lib/ puts them on the event
- * source mapping; the local stream poller applies the same patterns with `matchesFilter`.
+ * version (of a thread or of a document), so no other write to the table invokes the change
+ * hook. lib/ puts them on the event source mapping; the local stream poller applies the same
+ * patterns with `matchesFilter`.
  */
-export const versionRecordFilters: ReadonlyArray<Record<string, unknown>> = [
+export const changeRecordFilters: ReadonlyArray<Record<string, unknown>> = [
   { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: ['v'] } } } },
   { eventName: ['MODIFY'], dynamodb: { NewImage: { kind: { S: ['v'] } }, OldImage: { kind: { S: ['m'] } } } },
+  { eventName: ['INSERT', 'MODIFY'], dynamodb: { NewImage: { kind: { S: Object.keys(DOCUMENT_ITEM_KINDS) } } } },
 ];
 
 /**
  * Whether a record matches an event filter pattern of the kind above: every leaf is a list of
  * allowed strings, and every key of the pattern must be present in the record. (The subset of
- * Lambda's filter syntax that `versionRecordFilters` uses.)
+ * Lambda's filter syntax that `changeRecordFilters` uses.)
  */
 export function matchesFilter(pattern: unknown, value: unknown): boolean {
   if (Array.isArray(pattern)) return pattern.some((allowed) => allowed === value);
@@ -44,6 +58,61 @@ export function matchesFilter(pattern: unknown, value: unknown): boolean {
 }
 
 type LambdaImage = NonNullable<NonNullable<DynamoDBRecord['dynamodb']>['NewImage']>;
+
+/** The thread or document version a stream record carries, or null when it carries none. */
+export function recordedChangeOf(record: DynamoDBRecord): RecordedChange | null {
+  return recordedVersionOf(record) ?? recordedDocumentOf(record);
+}
+
+/** The document version a stream record carries, or null when it carries none. */
+export function recordedDocumentOf(record: DynamoDBRecord): RecordedDocument | null {
+  const newImage = record.dynamodb?.NewImage;
+  if (record.eventName !== 'INSERT' && record.eventName !== 'MODIFY') return null;
+  const kind = newImage?.kind?.S === undefined ? undefined : DOCUMENT_ITEM_KINDS[newImage.kind.S];
+  if (!newImage || !kind) return null;
+
+  const item = unmarshall(toSdkImage(newImage));
+  const old = record.dynamodb?.OldImage ? unmarshall(toSdkImage(record.dynamodb.OldImage)) : null;
+  const pk = String(item.pk ?? '');
+  const sk = String(item.sk ?? '');
+  const owner = documentOwner(kind, pk, sk);
+  if (!owner) return null;
+  const version = Number(item.version);
+  // Documents written before they recorded their session carry none; a run's is in its key.
+  const sessionId = typeof item.sessionId === 'string' ? item.sessionId : (owner.sessionId ?? '');
+  return {
+    tenant: owner.tenant,
+    document: {
+      kind,
+      id: owner.id,
+      sessionId,
+      version,
+      state: parseJsonText(item.state),
+      // An expired run overwritten by a new one starts again at 1: its old image is not its past.
+      prevState: old && Number(old.version) === version - 1 ? parseJsonText(old.state) : null,
+      author: typeof item.author === 'string' ? item.author : null,
+      createdAt: String(item.updatedAt),
+    },
+  };
+}
+
+function documentOwner(kind: DocumentKind, pk: string, sk: string): { tenant: string; id: string; sessionId?: string } | null {
+  switch (kind) {
+    case 'run': {
+      const partition = /^S#([^#]+)#([^#]+)$/.exec(pk);
+      const id = sk.startsWith(keys.run('')) ? sk.slice(keys.run('').length) : '';
+      return partition && id ? { tenant: partition[1] as string, sessionId: partition[2] as string, id } : null;
+    }
+    case 'profile': {
+      const partition = /^P#([^#]+)#([^#]+)$/.exec(pk);
+      return partition && sk === keys.profileSort ? { tenant: partition[1] as string, id: partition[2] as string } : null;
+    }
+    case 'shared': {
+      const partition = /^G#([^#]+)$/.exec(pk);
+      return partition && sk === keys.sharedSort ? { tenant: partition[1] as string, id: 'shared' } : null;
+    }
+  }
+}
 
 /** The recorded version a stream record carries, or null when it carries none. */
 export function recordedVersionOf(record: DynamoDBRecord): RecordedVersion | null {

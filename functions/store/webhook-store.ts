@@ -1,7 +1,7 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DeleteCommand, DynamoDBDocumentClient, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { Page } from '../core/model.js';
-import type { DeadLetter, DeliveryFailure, WebhookRecord, WebhookStore } from '../core/webhooks.js';
+import type { DeadLetter, DeadLetterEvent, DeliveryFailure, WebhookRecord, WebhookStore } from '../core/webhooks.js';
 import { keys } from './keys.js';
 import { decodeCursor, invalidCursor, pageOf, queryAll, type Item } from './paging.js';
 import { sendWithServiceErrors } from './service-errors.js';
@@ -109,19 +109,21 @@ export class DynamoDbWebhookStore implements WebhookStore {
   async recordDeadLetter(
     tenant: string,
     webhookId: string,
-    event: { id: string; sessionId: string; version: number; body: string },
+    event: DeadLetterEvent,
     failure: DeliveryFailure,
   ): Promise<void> {
     await this.send(
       new UpdateCommand({
         TableName: this.tableName,
-        Key: { pk: keys.deadLetters(tenant, webhookId), sk: keys.deadLetter(event.sessionId, event.version) },
+        Key: { pk: keys.deadLetters(tenant, webhookId), sk: keys.deadLetter(event.sessionId, event.version, event.document) },
         // One item per event: a redelivered event (or a failed replay) updates its dead letter.
         UpdateExpression:
-          'SET eventId = :eventId, sessionId = :sessionId, version = :version, body = :body, lastError = :error, ' +
+          `SET eventId = :eventId, sessionId = :sessionId, version = :version, ${event.document === undefined ? '' : '#document = :document, '}` +
+          'body = :body, lastError = :error, ' +
           'lastFailedAt = :at, firstFailedAt = if_not_exists(firstFailedAt, :at), #ttl = :ttl ADD attempts :attempts',
-        ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive },
+        ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive, ...(event.document === undefined ? {} : { '#document': 'document' }) },
         ExpressionAttributeValues: {
+          ...(event.document === undefined ? {} : { ':document': event.document }),
           ':eventId': event.id,
           ':sessionId': event.sessionId,
           ':version': event.version,
@@ -155,11 +157,11 @@ export class DynamoDbWebhookStore implements WebhookStore {
     );
   }
 
-  async deleteDeadLetter(tenant: string, webhookId: string, sessionId: string, version: number): Promise<void> {
+  async deleteDeadLetter(tenant: string, webhookId: string, event: Omit<DeadLetterEvent, 'id' | 'body'>): Promise<void> {
     await this.send(
       new DeleteCommand({
         TableName: this.tableName,
-        Key: { pk: keys.deadLetters(tenant, webhookId), sk: keys.deadLetter(sessionId, version) },
+        Key: { pk: keys.deadLetters(tenant, webhookId), sk: keys.deadLetter(event.sessionId, event.version, event.document) },
       }),
     );
   }
@@ -182,6 +184,7 @@ function toDeadLetter(webhookId: string, item: Item): DeadLetter {
     eventId: String(item.eventId),
     sessionId: String(item.sessionId),
     version: Number(item.version),
+    ...(typeof item.document === 'string' ? { document: item.document } : {}),
     body: String(item.body),
     attempts: Number(item.attempts ?? 0),
     lastError: String(item.lastError ?? ''),

@@ -5,7 +5,7 @@ import { ChangeFanout, type ChangeInput } from '../core/change-fanout.js';
 import { dynamoDbClient } from '../store/client.js';
 import { DynamoDbStore } from '../store/dynamodb-store.js';
 import { DynamoDbLiveStore } from '../store/live-store.js';
-import { recordedVersionOf, versionStateReader } from '../store/stream-images.js';
+import { recordedChangeOf, versionStateReader } from '../store/stream-images.js';
 import { defaultTableName } from '../store/table.js';
 import { DynamoDbWebhookStore } from '../store/webhook-store.js';
 import { webhookSender } from '../workers/webhook-delivery.js';
@@ -14,10 +14,11 @@ import { connectionGatewayFromEnv } from '../ws/connections.js';
 import { eventBridgePublisher } from './event-bus.js';
 
 /**
- * The change hook: the table's stream → one `state.changed` event per recorded version →
- * webhooks, live WebSocket clients and (in AWS) the EventBridge bus. In AWS it is the target
+ * The change hook: the table's stream → one `state.changed` event per recorded version (and
+ * one `run.changed`, `profile.changed` or `shared.changed` per document version a commit
+ * recorded) → webhooks, live WebSocket clients and (in AWS) the EventBridge bus. In AWS it is the target
  * of the stream's event source mapping, which lets through only version records
- * (store/stream-images.ts `versionRecordFilters`); locally functions/local/stream-poller.ts
+ * (store/stream-images.ts `changeRecordFilters`); locally functions/local/stream-poller.ts
  * calls it with the same event shape and filter.
  *
  * It answers with partial batch failures: a record whose event could not be built, published
@@ -71,9 +72,9 @@ export async function handler(event: DynamoDBStreamEvent, context?: Pick<Context
   for (const record of event.Records) {
     const key = record.dynamodb?.SequenceNumber ?? '';
     try {
-      // Everything else (markers, sessions, dead letters, TTL deletes) is not an event; the
+      // Everything else (markers, sessions, dead letters, deletes) is not an event; the
       // event source filter keeps it away, and this check keeps a misconfigured filter harmless.
-      const change = recordedVersionOf(record);
+      const change = recordedChangeOf(record);
       if (change) inputs.push({ key, change });
     } catch (error) {
       // A record that cannot be read fails with everything after it (their order matters);

@@ -1,6 +1,6 @@
 import { PutEventsCommand, type EventBridgeClient, type PutEventsRequestEntry } from '@aws-sdk/client-eventbridge';
 import type { EventPublisher } from '../core/change-fanout.js';
-import { serializeWithin, STATE_CHANGED } from '../core/events.js';
+import { serializeWithin } from '../core/events.js';
 import { sleep, type Sleep } from '../core/webhooks.js';
 
 export const EVENT_SOURCE = 'agentstate';
@@ -12,8 +12,8 @@ const ENTRY_OVERHEAD_BYTES = 128;
 const ATTEMPTS = 3;
 
 /**
- * Puts change events on the stack's EventBridge bus: source `agentstate`, detail-type
- * `state.changed`, detail = the event plus its `tenant` (the bus is the operator's, shared by
+ * Puts change events on the stack's EventBridge bus: source `agentstate`, detail-type the
+ * event's type (`state.changed`, `run.changed`, `profile.changed`, `shared.changed`), detail = the event plus its `tenant` (the bus is the operator's, shared by
  * every tenant, so rules need the tenant to route on). An event too large for an entry goes
  * without its states (`truncated: true`). Entries that fail are retried twice; the indexes of
  * those that still fail are returned for the stream to retry.
@@ -21,9 +21,9 @@ const ATTEMPTS = 3;
 export function eventBridgePublisher(client: EventBridgeClient, busName: string, wait: Sleep = sleep): EventPublisher {
   return async (events) => {
     const entries = events.map(({ tenant, event }): { entry: PutEventsRequestEntry; bytes: number } => {
-      const detail = serializeWithin({ ...event, tenant } as typeof event, MAX_REQUEST_BYTES - ENTRY_OVERHEAD_BYTES);
+      const detail = serializeWithin(Object.assign({}, event, { tenant }), MAX_REQUEST_BYTES - ENTRY_OVERHEAD_BYTES);
       return {
-        entry: { EventBusName: busName, Source: EVENT_SOURCE, DetailType: STATE_CHANGED, Detail: detail, Time: new Date(event.occurredAt) },
+        entry: { EventBusName: busName, Source: EVENT_SOURCE, DetailType: event.type, Detail: detail, Time: new Date(event.occurredAt) },
         bytes: Buffer.byteLength(detail, 'utf8') + ENTRY_OVERHEAD_BYTES,
       };
     });

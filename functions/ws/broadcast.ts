@@ -1,5 +1,5 @@
 import type { LiveBroadcaster } from '../core/change-fanout.js';
-import { serializeWithin, type StateChangedEvent } from '../core/events.js';
+import { serializeWithin, type ChangeEvent } from '../core/events.js';
 import type { LiveFollower, LiveStore } from '../core/live.js';
 import type { ConnectionGateway } from './connections.js';
 
@@ -27,7 +27,7 @@ export function liveBroadcaster(store: FollowerSource, gateway: ConnectionGatewa
         ? await store.followers(scope)
         : (await store.subscribers(scope)).map((connectionId) => ({ connectionId, agentId: null }));
     if (followers.length === 0) return;
-    const serialize = (list: readonly StateChangedEvent[]) => list.map((event) => serializeWithin(event, WEBSOCKET_MESSAGE_LIMIT_BYTES));
+    const serialize = (list: readonly ChangeEvent[]) => list.map((event) => serializeWithin(event, WEBSOCKET_MESSAGE_LIMIT_BYTES));
     const messages = new Map<string | null, Promise<string[]>>([[null, Promise.resolve(serialize(events))]]);
     const messagesFor = (agentId: string | null): Promise<string[]> => {
       let found = messages.get(agentId);

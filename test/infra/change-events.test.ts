@@ -3,7 +3,7 @@ import { Stack, type CfnElement } from 'aws-cdk-lib';
 import { Match } from 'aws-cdk-lib/assertions';
 import type { IConstruct } from 'constructs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { versionRecordFilters } from '../../functions/store/stream-images.js';
+import { changeRecordFilters } from '../../functions/store/stream-images.js';
 import type { AgentStateStack } from '../../lib/agent-state-stack.js';
 import { changeHookAccess, routeGroupAccess, webSocketAccess } from '../../lib/permissions.js';
 import { synthesize, TemplateReader } from './support.js';
@@ -36,14 +36,15 @@ describe('change hook on the table stream', () => {
       MaximumRecordAgeInSeconds: 6 * 60 * 60,
       FunctionResponseTypes: ['ReportBatchItemFailures'],
       DestinationConfig: { OnFailure: { Destination: { 'Fn::GetAtt': [logicalId(stack.agentState.deadLetterQueue), 'Arn'] } } },
-      FilterCriteria: { Filters: versionRecordFilters.map((pattern) => ({ Pattern: JSON.stringify(pattern) })) },
+      FilterCriteria: { Filters: changeRecordFilters.map((pattern) => ({ Pattern: JSON.stringify(pattern) })) },
     });
   });
 
-  it('filters on INSERTs of version items, and on head markers overwritten by a version', () => {
-    expect(versionRecordFilters).toEqual([
+  it('filters on INSERTs of version items, head markers overwritten by a version, and document writes', () => {
+    expect(changeRecordFilters).toEqual([
       { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: ['v'] } } } },
       { eventName: ['MODIFY'], dynamodb: { NewImage: { kind: { S: ['v'] } }, OldImage: { kind: { S: ['m'] } } } },
+      { eventName: ['INSERT', 'MODIFY'], dynamodb: { NewImage: { kind: { S: ['doc:run', 'doc:profile', 'doc:shared'] } } } },
     ]);
   });
 

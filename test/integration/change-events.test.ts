@@ -4,7 +4,7 @@ import type { DynamoDBStreamEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StreamPoller } from '../../functions/local/stream-poller.js';
 import { DynamoDbLiveStore } from '../../functions/store/live-store.js';
-import { recordedVersionOf, versionRecordFilters, versionStateReader } from '../../functions/store/stream-images.js';
+import { recordedVersionOf, changeRecordFilters, versionStateReader } from '../../functions/store/stream-images.js';
 import { DynamoDbWebhookStore } from '../../functions/store/webhook-store.js';
 import { ApiKeyStore } from '../../functions/store/api-keys.js';
 import { handler as webSocketHandler, type WebSocketEvent } from '../../functions/ws/handler.js';
@@ -70,8 +70,35 @@ describe('webhook store', () => {
       firstFailedAt: '2025-06-01T10:00:00.000Z',
       lastFailedAt: '2025-06-01T11:00:00.000Z',
     });
-    await store.deleteDeadLetter('dl', 'w', 's1', 9);
+    await store.deleteDeadLetter('dl', 'w', { sessionId: 's1', version: 9 });
     expect((await store.listDeadLetters('dl', 'w', { limit: 10 })).items.map((letter) => letter.eventId)).toEqual(['s1:10', 's2:1']);
+  });
+
+  it("keeps a document event's dead letter apart from the thread event of the same session and version", async () => {
+    // Prepare
+    const store = new DynamoDbWebhookStore(client, tableName);
+    const failure = { attempts: 3, error: 'HTTP 500', at: '2025-06-01T10:00:00.000Z' };
+
+    // Act
+    await store.recordDeadLetter('dl-docs', 'w', { id: 'profile/u1/2', sessionId: 's1', version: 2, document: 'profile#u1', body: '{"p":2}' }, failure);
+    await store.recordDeadLetter('dl-docs', 'w', { id: 'run/s1/r1/2', sessionId: 's1', version: 2, document: 'run#r1', body: '{"r":2}' }, failure);
+    await store.recordDeadLetter('dl-docs', 'w', { id: 's1:2', sessionId: 's1', version: 2, body: '{"t":2}' }, failure);
+    await store.recordDeadLetter('dl-docs', 'w', { id: 'run/s1/r1/1', sessionId: 's1', version: 1, document: 'run#r1', body: '{"r":1}' }, failure);
+
+    // Assess: the thread's events first, then each document's in version order.
+    const letters = (await store.listDeadLetters('dl-docs', 'w', { limit: 10 })).items;
+    expect(letters.map((letter) => [letter.eventId, letter.document])).toEqual([
+      ['s1:2', undefined],
+      ['profile/u1/2', 'profile#u1'],
+      ['run/s1/r1/1', 'run#r1'],
+      ['run/s1/r1/2', 'run#r1'],
+    ]);
+    await store.deleteDeadLetter('dl-docs', 'w', { sessionId: 's1', version: 2, document: 'run#r1' });
+    expect((await store.listDeadLetters('dl-docs', 'w', { limit: 10 })).items.map((letter) => letter.eventId)).toEqual([
+      's1:2',
+      'profile/u1/2',
+      'run/s1/r1/1',
+    ]);
   });
 });
 
@@ -178,7 +205,7 @@ describe('the stream poller on DynamoDB Local', () => {
     poller = new StreamPoller({
       client: streams,
       streamArn: Table?.LatestStreamArn as string,
-      filters: versionRecordFilters,
+      filters: changeRecordFilters,
       intervalMs: 50,
       handler: async (event) => {
         events.push(event);

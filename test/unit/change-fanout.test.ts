@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import { ChangeFanout, type ChangeFanoutPorts, type ChangeInput } from '../../functions/core/change-fanout.js';
-import type { RecordedVersion, StateChangedEvent } from '../../functions/core/events.js';
+import type { ChangeEvent, RecordedVersion, StateChangedEvent } from '../../functions/core/events.js';
 import type { Json } from '../../functions/core/json.js';
 import type { DeliveryResult, WebhookRecord } from '../../functions/core/webhooks.js';
 
@@ -66,7 +66,7 @@ describe('building events', () => {
   it('takes prev from the batch when it can, and reads it (once per event) when it cannot', async () => {
     // Prepare
     const h = harness({ states: { 's1:3': { n: 3 } } });
-    let events: StateChangedEvent[] = [];
+    let events: ChangeEvent[] = [];
     h.ports.broadcast = async (_scope, built) => {
       events = [...built];
     };
@@ -89,7 +89,7 @@ describe('building events', () => {
 
   it('reads nothing for prevVersion 0, and gives prev null when that version is gone', async () => {
     const h = harness({});
-    let events: StateChangedEvent[] = [];
+    let events: ChangeEvent[] = [];
     h.ports.broadcast = async (_scope, built) => {
       events = [...built];
     };
@@ -291,5 +291,100 @@ describe('live clients and the event bus', () => {
       { tenant: 't2', id: 's2:2' },
     ]);
     expect(result.failed).toEqual(['t2/s2/2']);
+  });
+});
+
+describe('document events', () => {
+  /** A recorded document version, made by a commit of `sessionId`. */
+  function documentChange(kind: 'run' | 'profile' | 'shared', id: string, sessionId: string, version: number, state: Json, prevState: Json = null): ChangeInput {
+    return {
+      key: `${kind}/${id}/${version}`,
+      change: { tenant: 't1', document: { kind, id, sessionId, version, state, prevState, author: 'planner', createdAt: '2025-06-01T10:00:00.000Z' } },
+    };
+  }
+
+  it('builds them from the record alone, and sends each to the webhooks and followers of the session that wrote it', async () => {
+    // Prepare
+    const h = harness({ webhooks: { t1: [webhook('all'), webhook('only-s1', 's1'), webhook('only-s2', 's2')] } });
+    const events: ChangeEvent[] = [];
+    h.ports.send = async (target, body) => {
+      const event = JSON.parse(body) as ChangeEvent;
+      h.sent.push({ url: target.url, id: event.id, attempt: 1 });
+      events.push(event);
+      return { ok: true, status: 204 };
+    };
+
+    // Act
+    const result = await new ChangeFanout(h.ports).process([
+      documentChange('profile', 'u1', 's1', 1, { lang: 'en' }),
+      change('s1', 3, 2, { n: 3 }),
+      documentChange('profile', 'u1', 's2', 2, { lang: 'fr' }, { lang: 'en' }),
+      documentChange('run', 'r1', 's1', 4, { step: 4 }, { step: 3 }),
+    ]);
+
+    // Assess
+    expect(result.failed).toEqual([]);
+    expect(h.reads).toEqual([{ sessionId: 's1', version: 2 }]);
+    const to = (host: string) => h.sent.filter((sent) => sent.url === `https://${host}.example`).map((sent) => sent.id);
+    expect(to('all').sort()).toEqual(['profile/u1/1', 'profile/u1/2', 'run/s1/r1/4', 's1:3']);
+    expect(to('only-s1').sort()).toEqual(['profile/u1/1', 'run/s1/r1/4', 's1:3']);
+    expect(to('only-s2')).toEqual(['profile/u1/2']);
+    // The profile stream keeps its order at the webhook that gets both of its events.
+    expect(to('all').filter((id) => id.startsWith('profile/'))).toEqual(['profile/u1/1', 'profile/u1/2']);
+    expect(events.find((event) => event.id === 'profile/u1/2')).toEqual({
+      id: 'profile/u1/2',
+      type: 'profile.changed',
+      scope: 'profile',
+      sessionId: 's2',
+      userId: 'u1',
+      version: 2,
+      prevVersion: 1,
+      cause: 'commit',
+      author: 'planner',
+      next: { lang: 'fr' },
+      prev: { lang: 'en' },
+      occurredAt: '2025-06-01T10:00:00.000Z',
+    });
+    expect(h.broadcasts.map((broadcast) => `${broadcast.sessionId}: ${broadcast.ids.join(' ')}`).sort()).toEqual([
+      's1: profile/u1/1',
+      's1: run/s1/r1/4',
+      's1: s1:3',
+      's2: profile/u1/2',
+    ]);
+  });
+
+  it('dead-letters an undelivered document event under its document, and retries nothing', async () => {
+    // Prepare
+    const h = harness({ webhooks: { t1: [webhook('failing')] }, answer: () => ({ ok: false, error: 'HTTP 500' }) });
+    const recorded: unknown[] = [];
+    h.ports.webhooks.recordDeadLetter = async (_tenant, _webhookId, event) => {
+      recorded.push({ id: event.id, sessionId: event.sessionId, version: event.version, document: event.document });
+    };
+
+    // Act
+    const result = await new ChangeFanout(h.ports).process([documentChange('shared', 'shared', 's9', 3, { x: 1 }, { x: 0 }), documentChange('run', 'r2', 's9', 1, {})]);
+
+    // Assess
+    expect(result.failed).toEqual([]);
+    expect(recorded.sort((a: any, b: any) => a.id.localeCompare(b.id))).toEqual([
+      { id: 'run/s9/r2/1', sessionId: 's9', version: 1, document: 'run#r2' },
+      { id: 'shared/3', sessionId: 's9', version: 3, document: 'shared' },
+    ]);
+  });
+
+  it('sends document events whole to a webhook registered with an agent', async () => {
+    const h = harness({ webhooks: { t1: [{ ...webhook('scoped'), agentId: 'writer' }] } });
+    const bodies: ChangeEvent[] = [];
+    h.ports.send = async (_target, body) => {
+      bodies.push(JSON.parse(body) as ChangeEvent);
+      return { ok: true, status: 204 };
+    };
+    // No schema reader: a thread event of a typed session could not be cut, a document needs none.
+    delete h.ports.schemaFor;
+
+    const result = await new ChangeFanout(h.ports).process([documentChange('profile', 'u1', 's1', 1, { private: 'kept' })]);
+
+    expect(result.failed).toEqual([]);
+    expect(bodies.map((body) => body.next)).toEqual([{ private: 'kept' }]);
   });
 });

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { schemaReader } from '../../functions/core/agent-service.js';
 import { ChangeFanout, type ChangeFanoutPorts, type ChangeInput } from '../../functions/core/change-fanout.js';
 import { AgentStateError } from '../../functions/core/errors.js';
-import { eventForAgent, type StateChangedEvent } from '../../functions/core/events.js';
+import { eventForAgent, type ChangeEvent, type StateChangedEvent } from '../../functions/core/events.js';
 import { buildSchema, type AgentFields, type Schema } from '../../functions/core/fields.js';
 import type { Json } from '../../functions/core/json.js';
 import { LiveService, type LiveConnection, type LiveFollower, type LiveStore } from '../../functions/core/live.js';
@@ -171,7 +171,7 @@ function harness(webhooks: WebhookRecord[]) {
   const sent: Array<{ webhook: string; event: StateChangedEvent }> = [];
   const deadLetters: Array<{ webhook: string; body: string }> = [];
   const schemaReads: Array<[string, string]> = [];
-  const broadcasts: Array<{ whole: readonly StateChangedEvent[]; cut: readonly StateChangedEvent[] | Error }> = [];
+  const broadcasts: Array<{ whole: readonly ChangeEvent[]; cut: readonly ChangeEvent[] | Error }> = [];
   const ports: ChangeFanoutPorts = {
     readState: async () => ({ state: { plan: 'draft' } }),
     webhooks: {

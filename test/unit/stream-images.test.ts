@@ -1,6 +1,6 @@
 import type { DynamoDBRecord } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
-import { matchesFilter, recordedVersionOf, versionRecordFilters } from '../../functions/store/stream-images.js';
+import { changeRecordFilters, matchesFilter, recordedChangeOf, recordedDocumentOf, recordedVersionOf } from '../../functions/store/stream-images.js';
 
 /** A version item's image, as Lambda delivers it. */
 const versionImage = (overrides: Record<string, unknown> = {}) => ({
@@ -24,7 +24,7 @@ const versionImage = (overrides: Record<string, unknown> = {}) => ({
 const record = (eventName: string, images: { NewImage?: object; OldImage?: object }): DynamoDBRecord =>
   ({ eventName, eventSource: 'aws:dynamodb', dynamodb: { SequenceNumber: '100', ...images } }) as DynamoDBRecord;
 
-const passes = (r: DynamoDBRecord) => versionRecordFilters.some((pattern) => matchesFilter(pattern, r));
+const passes = (r: DynamoDBRecord) => changeRecordFilters.some((pattern) => matchesFilter(pattern, r));
 
 describe('recordedVersionOf and the event filter', () => {
   it('reads a new version item (INSERT)', () => {
@@ -92,5 +92,74 @@ describe('matchesFilter', () => {
     expect(matchesFilter(pattern, { a: 'y', b: { c: 'q' } })).toBe(false);
     expect(matchesFilter(pattern, { a: 'y' })).toBe(false);
     expect(matchesFilter(pattern, { b: { c: 'z' } })).toBe(false);
+  });
+});
+
+describe('recordedDocumentOf and the event filter', () => {
+  const documentImage = (kind: string, pk: string, sk: string, version: number, state: unknown, extra: Record<string, unknown> = {}) => ({
+    pk: { S: pk },
+    sk: { S: sk },
+    kind: { S: kind },
+    version: { N: String(version) },
+    state: { S: JSON.stringify(state) },
+    updatedAt: { S: '2025-06-01T10:00:00.000Z' },
+    ...extra,
+  });
+
+  it('reads a run, a profile and a shared document version, with the state before it from the old image', () => {
+    // Prepare
+    const run = record('MODIFY', {
+      NewImage: documentImage('doc:run', 'S#acme#s1', 'R#r1', 2, { step: 2 }, { sessionId: { S: 's1' }, author: { S: 'planner' } }),
+      OldImage: documentImage('doc:run', 'S#acme#s1', 'R#r1', 1, { step: 1 }),
+    });
+    const profile = record('INSERT', { NewImage: documentImage('doc:profile', 'P#acme#u1', 'P', 1, { lang: 'en' }, { sessionId: { S: 's2' }, author: { NULL: true } }) });
+    const shared = record('MODIFY', {
+      NewImage: documentImage('doc:shared', 'G#acme', 'G', 5, { mode: 'b' }, { sessionId: { S: 's3' } }),
+      OldImage: documentImage('doc:shared', 'G#acme', 'G', 4, { mode: 'a' }),
+    });
+
+    // Act
+    const changes = [run, profile, shared].map((r) => recordedChangeOf(r));
+
+    // Assess
+    expect([run, profile, shared].every(passes)).toBe(true);
+    expect(changes).toEqual([
+      {
+        tenant: 'acme',
+        document: { kind: 'run', id: 'r1', sessionId: 's1', version: 2, state: { step: 2 }, prevState: { step: 1 }, author: 'planner', createdAt: '2025-06-01T10:00:00.000Z' },
+      },
+      {
+        tenant: 'acme',
+        document: { kind: 'profile', id: 'u1', sessionId: 's2', version: 1, state: { lang: 'en' }, prevState: null, author: null, createdAt: '2025-06-01T10:00:00.000Z' },
+      },
+      {
+        tenant: 'acme',
+        document: { kind: 'shared', id: 'shared', sessionId: 's3', version: 5, state: { mode: 'b' }, prevState: { mode: 'a' }, author: null, createdAt: '2025-06-01T10:00:00.000Z' },
+      },
+    ]);
+  });
+
+  it('gives no prev for a run that expired and started again at version 1', () => {
+    const restarted = record('MODIFY', {
+      NewImage: documentImage('doc:run', 'S#acme#s1', 'R#r1', 1, { fresh: true }),
+      OldImage: documentImage('doc:run', 'S#acme#s1', 'R#r1', 7, { stale: true }),
+    });
+
+    const change = recordedDocumentOf(restarted);
+
+    // A run written before documents recorded their session still names its own.
+    expect(change?.document).toMatchObject({ version: 1, prevState: null, sessionId: 's1' });
+  });
+
+  it('lets no delete, and nothing that is not a document version, through', () => {
+    const removed = record('REMOVE', { OldImage: documentImage('doc:run', 'S#acme#s1', 'R#r1', 3, {}) });
+    const session = record('MODIFY', { NewImage: { pk: { S: 'S#acme#s1' }, sk: { S: 'S' }, kind: { S: 'session' } } });
+    const misplaced = record('INSERT', { NewImage: documentImage('doc:profile', 'S#acme#s1', 'R#r1', 1, {}) });
+
+    expect(passes(removed)).toBe(false);
+    expect(recordedChangeOf(removed)).toBeNull();
+    expect(passes(session)).toBe(false);
+    expect(recordedChangeOf(session)).toBeNull();
+    expect(recordedDocumentOf(misplaced)).toBeNull();
   });
 });
