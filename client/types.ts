@@ -402,6 +402,34 @@ export interface StateChangedEvent<S = Json> {
   truncated?: true;
 }
 
+/**
+ * The event of a commit's run, profile or shared document version (`run.changed`,
+ * `profile.changed`, `shared.changed`). It goes where the events of the session that made
+ * the commit go.
+ */
+export interface DocumentChangedEvent<S = Json> {
+  /** `run/<sessionId>/<runId>/<version>`, `profile/<userId>/<version>` or `shared/<version>` */
+  id: string;
+  type: 'run.changed' | 'profile.changed' | 'shared.changed';
+  scope: 'run' | 'profile' | 'shared';
+  /** The session whose commit made the change. */
+  sessionId: string;
+  runId?: string;
+  userId?: string;
+  /** The document's own version. */
+  version: number;
+  prevVersion: number;
+  cause: 'commit';
+  author: string | null;
+  next: S | null;
+  prev: S | null;
+  occurredAt: string;
+  truncated?: true;
+}
+
+/** Every event a webhook, the WebSocket or the event bus carries. */
+export type ChangeEvent = StateChangedEvent | DocumentChangedEvent;
+
 /** `POST /v1/webhooks` body. */
 export interface CreateWebhookRequest {
   /** `https://…` (locally also `http://` to loopback). */
