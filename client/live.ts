@@ -251,8 +251,8 @@ export class LiveSync {
         this.settle('unsubscribe', String(message.sessionId));
         return;
       case 'error': {
-        // Error answers do not name the session (yet): take the one they name, else the oldest
-        // request still waiting — locally, answers come in the order the requests were sent.
+        // Error answers name the session when the request held a well-formed id: take that
+        // one, else the oldest request still waiting (answers come in request order).
         const request =
           typeof message.sessionId === 'string'
             ? this.settle('subscribe', message.sessionId) ?? this.settle('unsubscribe', message.sessionId)

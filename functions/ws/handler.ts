@@ -1,4 +1,5 @@
 import { AgentStateError, toProblem } from '../core/errors.js';
+import { isValidId } from '../core/ids.js';
 import { isJsonObject } from '../core/json.js';
 import { LiveService } from '../core/live.js';
 import { keysFromEnv, type Grant } from '../http/auth.js';
@@ -21,6 +22,8 @@ import { defaultTableName } from '../store/table.js';
  * - `$disconnect`: the connection's records go.
  *
  * Errors answer `{"type":"error","status","code","detail"}` and leave the connection open.
+ * An error answering a message that named an action and a (well-formed) session carries them
+ * too, so a client with several requests in flight can tell which one failed.
  */
 
 /** A WebSocket proxy event, with the query string `$connect` carries. */
@@ -66,6 +69,7 @@ function dependenciesFromEnv(env: NodeJS.ProcessEnv): WebSocketDependencies {
 
 export async function handler(event: WebSocketEvent): Promise<WebSocketResult> {
   const { routeKey, connectionId } = event.requestContext;
+  let message: Record<string, unknown> | undefined;
   try {
     if (routeKey === '$connect') {
       const token = event.queryStringParameters?.token;
@@ -78,7 +82,7 @@ export async function handler(event: WebSocketEvent): Promise<WebSocketResult> {
       await dependencies().live.disconnect(connectionId);
       return { statusCode: 200 };
     }
-    const message = parseMessage(event);
+    message = parseMessage(event);
     switch (message.action) {
       case 'subscribe':
         return ok(await dependencies().live.subscribe(connectionId, message.sessionId, message.agentId));
@@ -92,7 +96,7 @@ export async function handler(event: WebSocketEvent): Promise<WebSocketResult> {
   } catch (error) {
     const known = error instanceof AgentStateError ? error : new AgentStateError('internal', 'internal error', {}, { cause: error });
     if (known.status >= 500) console.error('agentstate: WebSocket request failed', routeKey, error);
-    return reply(known);
+    return reply(known, message);
   }
 }
 
@@ -112,8 +116,13 @@ function ok(body: unknown): WebSocketResult {
   return { statusCode: 200, body: JSON.stringify(body) };
 }
 
-function reply(error: AgentStateError): WebSocketResult {
+function reply(error: AgentStateError, message?: Record<string, unknown>): WebSocketResult {
   // The problem document's members, under a message `type` of its own.
   const { type: _problemType, title: _title, status, code, detail, ...extras } = toProblem(error);
-  return { statusCode: status, body: JSON.stringify({ ...extras, type: 'error', status, code, detail }) };
+  const request = {
+    ...(message?.action === 'subscribe' || message?.action === 'unsubscribe' ? { action: message.action } : {}),
+    // Echoed only when it is an id: the answer never repeats arbitrary input.
+    ...(isValidId(message?.sessionId) ? { sessionId: message.sessionId } : {}),
+  };
+  return { statusCode: status, body: JSON.stringify({ ...extras, ...request, type: 'error', status, code, detail }) };
 }

@@ -148,8 +148,27 @@ describe('WebSocket handler and live store', () => {
   it('answers messages on an unknown connection, bad JSON and bad ids with errors', async () => {
     const unknown = await webSocketHandler(message('never-connected', { action: 'subscribe', sessionId: 's1' }));
     const badJson = await webSocketHandler({ requestContext: { routeKey: '$default', connectionId: 'x' }, body: '{nope' });
-    expect(JSON.parse(unknown.body as string)).toMatchObject({ type: 'error', status: 401, code: 'unauthorized' });
+    expect(JSON.parse(unknown.body as string)).toMatchObject({ type: 'error', status: 401, code: 'unauthorized', action: 'subscribe', sessionId: 's1' });
     expect(JSON.parse(badJson.body as string)).toMatchObject({ type: 'error', status: 400, code: 'invalid_json' });
+    expect(JSON.parse(badJson.body as string)).not.toHaveProperty('sessionId');
+  });
+
+  it('names the action and session an error answers, never echoing a malformed id', async () => {
+    await webSocketHandler({ requestContext: { routeKey: '$connect', connectionId: 'c-errors' }, queryStringParameters: { token: 'acme-key' } });
+
+    const badId = await webSocketHandler(message('c-errors', { action: 'subscribe', sessionId: 'not valid!' }));
+    const badAction = await webSocketHandler(message('c-errors', { action: 'follow', sessionId: 's1' }));
+
+    expect(JSON.parse(badId.body as string)).toEqual({
+      type: 'error',
+      status: 400,
+      code: 'invalid_id',
+      detail: expect.any(String),
+      field: 'sessionId',
+      action: 'subscribe',
+    });
+    expect(JSON.parse(badAction.body as string)).toMatchObject({ type: 'error', status: 400, code: 'invalid_request', sessionId: 's1' });
+    expect(JSON.parse(badAction.body as string)).not.toHaveProperty('action');
   });
 
   it('caps the sessions one connection follows', async () => {
