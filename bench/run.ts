@@ -853,7 +853,7 @@ function pairTable(results: PairResult[]): string {
   for (const { pair, small, large } of results) {
     const a = requestsText(small.cost, small.samples.length);
     const b = requestsText(large.cost, large.samples.length);
-    // The activity update is a fraction per write that depends on timing, not on the data.
+    // Rounded per request, so that a fraction of a request cannot make a pair look different.
     const shape = (measured: Measured) =>
       JSON.stringify(Object.entries(measured.cost.requests).map(([name, count]) => [name, Math.round(count / measured.samples.length)]).filter(([, count]) => count !== 0).sort());
     const flat = shape(small) === shape(large) ? 'yes' : pair.grows ? `grows: ${pair.grows}` : '**no**';
@@ -962,11 +962,11 @@ unit is DynamoDB Local's own report (index writes included).
   version), and the HTTP layer adds about ${ms(overheadWrite)} ms over the service alone. The rest of the
   gap to the floor is the Query (${ms(queryRow.median)} ms against ${ms(rawGetMedian)} ms for the GetItem), a version item
   over 1 KB (the state plus its lineage window and metadata: ${patchRow.wcu} WCU per patch against 1 for
-  the raw item), and the activity update described below, awaited after the write. On DynamoDB,
-  where a request costs a few ms rather than one, the fixed in-process overhead weighs less and
-  the ratio tends to the request count: about 2× a PutItem for a patch, about 1× a GetItem for a read.
-  About once a second per session a write also moves the session's activity time (one small
-  \`UpdateItem\` after the write, best effort), which is the fractional UpdateItem in the table.
+  the raw item). On DynamoDB, where a request costs a few ms rather than one, the fixed
+  in-process overhead weighs less and the ratio tends to the request count: about 2× a PutItem
+  for a patch, about 1× a GetItem for a read. The write is the one conditional PutItem and
+  nothing else: the session's activity time (the list order) is moved by the change hook,
+  off the request's path.
 - **PUT state** has the same shape as PATCH (${putRow.ratio.toFixed(2)}×): the current version is
   needed to number the next one and to answer \`changed: false\` for an equal state.
 - **Appends** are one \`TransactWriteItems\` (new nodes, the head marker, the departing head's

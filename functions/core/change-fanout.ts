@@ -87,6 +87,12 @@ export interface ChangeFanoutPorts {
    * deliveries are retried as failures), never the whole state.
    */
   schemaFor?: SchemaReader;
+  /**
+   * Moves a session's activity (its `updatedAt` and place in the session list) forward to
+   * `at`, never back. Best effort: the list may trail a write (API.md section 2), so a
+   * failure is the port's to log, not a reason to retry the batch.
+   */
+  moveActivity?: (scope: SessionScope, at: string) => Promise<void>;
   sleep?: Sleep;
   now?: () => Date;
   log?: (message: string, detail: Record<string, unknown>) => void;
@@ -134,6 +140,7 @@ export class ChangeFanout {
     await Promise.all([
       ...sessions.map((session) => this.deliver(session, webhooksOf, schemaOf, tripped, options.deadline)),
       ...sessions.map((session) => this.broadcast(session, schemaOf)),
+      ...sessions.map((session) => this.moveActivity(session)),
       this.publish(sessions),
     ]);
 
@@ -310,6 +317,25 @@ export class ChangeFanout {
         }
       }),
     );
+  }
+
+  /**
+   * A state write is one PutItem; the session's activity follows here, once per session and
+   * batch, to the newest version whose write did not move it itself.
+   */
+  private async moveActivity(session: StreamBatch): Promise<void> {
+    if (!this.ports.moveActivity || !session.thread) return;
+    let newest: string | undefined;
+    for (const { change } of session.inputs) {
+      if (isRecordedDocument(change) || change.activityMoved) continue;
+      if (newest === undefined || change.version.createdAt > newest) newest = change.version.createdAt;
+    }
+    if (newest === undefined) return;
+    try {
+      await this.ports.moveActivity(session.thread, newest);
+    } catch (error) {
+      this.log('could not move session activity forward', { ...session.thread, error: String(error) });
+    }
   }
 
   private async publish(sessions: readonly StreamBatch[]): Promise<void> {

@@ -61,6 +61,11 @@ export interface RecordedVersion {
   tenant: string;
   sessionId: string;
   version: Omit<VersionRecord, 'lineage'>;
+  /**
+   * True when the write that recorded the version also moved the session's activity
+   * (`updatedAt`, the list order); otherwise the change hook moves it.
+   */
+  activityMoved?: boolean;
 }
 
 export function eventId(sessionId: string, version: number): string {

@@ -87,7 +87,10 @@ export interface Tip {
   head: string;
   headVersion: number;
   headDepth: number;
-  /** When the session item's `updatedAt` was last moved forward. */
+  /**
+   * When a write last moved the session item's `updatedAt` forward itself (a first write, a
+   * transaction); the change hook moves it after the other writes.
+   */
   touchedAt: string | null;
   /** The session's agent (whose hierarchy may declare typed fields), carried on every tip. */
   agentId: string | null;

@@ -90,8 +90,6 @@ export type SchemaSource = (tenant: string, agentId: string | null) => Promise<S
 export interface ServiceOptions {
   now?: () => Date;
   retry?: Partial<RetryPolicy>;
-  /** How stale the session list's `updatedAt` may get before a write moves it forward. */
-  touchIntervalMs?: number;
   /** Where typed fields come from; without it every state is untyped. */
   schemas?: SchemaSource;
 }
@@ -111,7 +109,6 @@ export interface Target {
 export class SessionService {
   private readonly now: () => Date;
   private readonly retry: Partial<RetryPolicy>;
-  private readonly touchIntervalMs: number;
   private readonly schemas: SchemaSource;
 
   constructor(
@@ -120,7 +117,6 @@ export class SessionService {
   ) {
     this.now = options.now ?? (() => new Date());
     this.retry = options.retry ?? {};
-    this.touchIntervalMs = options.touchIntervalMs ?? 1000;
     this.schemas = options.schemas ?? (async () => null);
   }
 
@@ -221,7 +217,11 @@ export class SessionService {
       });
       await this.store.commit(scope, {
         ...change,
-        touchSessionAt: this.shouldTouch(tip, at) ? version.createdAt : undefined,
+        // A first write creates the session item in the same transaction. After that a state
+        // write is one conditional PutItem: the session's activity (`updatedAt`, the list
+        // order) is moved by the change hook, off the request's path (API.md section 2 lets
+        // it trail the write by a moment).
+        touchSessionAt: tip.slot === 0 ? version.createdAt : undefined,
         mayCreateSession: tip.slot === 0,
         sessionAgentId,
       });
@@ -520,10 +520,6 @@ export class SessionService {
     return tip.slot > 0 || meta !== null;
   }
 
-  private shouldTouch(tip: Tip, at: Date): boolean {
-    if (!tip.touchedAt) return true;
-    return at.getTime() - Date.parse(tip.touchedAt) >= this.touchIntervalMs;
-  }
 }
 
 // ---- helpers ----------------------------------------------------------------------------

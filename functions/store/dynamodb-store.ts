@@ -370,7 +370,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
         // slot now holds our own item and the retry fails its condition. That is success.
         if (!isOwnWrite(error.Item, writeId)) throw new StaleTipError();
       }
-      if (at) await this.touchSession(scope, at);
+      if (at) await this.moveActivity(scope, at);
       return;
     }
 
@@ -717,11 +717,13 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
   // ---- internals ------------------------------------------------------------------------
 
   /**
-   * Moves the session's `updatedAt` forward after a single-item write. Best effort by design:
-   * the activity order may trail (API.md section 2), and failing here must not fail a write
-   * that already happened.
+   * Moves the session's `updatedAt` (and its place in the activity index) forward to `at`,
+   * never back, and never creates a session. The change hook calls it after state writes,
+   * which are single PutItems; a head move calls it itself. Best effort by design: the
+   * activity order may trail (API.md section 2), and failing here must not fail a write that
+   * already happened.
    */
-  private async touchSession(scope: SessionScope, at: string): Promise<void> {
+  async moveActivity(scope: SessionScope, at: string): Promise<void> {
     try {
       await this.send(
         new UpdateCommand({

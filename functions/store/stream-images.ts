@@ -14,7 +14,8 @@ import { keys } from './keys.js';
  *
  *   pk S#<tenant>#<session>   sk V#<000000000042>   kind 'v'   version, node, prevVersion,
  *   cause, author, decisionId, createdAt, state (JSON text), agent (JSON text),
- *   agentId (the session's agent, when it has one), …
+ *   agentId (the session's agent, when it has one), touchedAt (equal to createdAt when the
+ *   write moved the session's activity itself), …
  *
  * A version arrives as an INSERT, or as a MODIFY of its slot when a head marker (kind 'm')
  * held the slot before. Nothing ever modifies a recorded version, so a MODIFY whose old image
@@ -143,6 +144,8 @@ export function recordedVersionOf(record: DynamoDBRecord): RecordedVersion | nul
       // Whose typed fields the state holds: agent-filtered events are cut by them.
       ...(typeof item.agentId === 'string' ? { sessionAgentId: item.agentId } : {}),
     },
+    // A write that moved the session's activity itself stamped its tip with the same time.
+    activityMoved: typeof item.touchedAt === 'string' && item.touchedAt === item.createdAt,
   };
 }
 

@@ -26,6 +26,9 @@ import { eventBridgePublisher } from './event-bus.js';
  * from there. Webhook endpoints that fail do not fail the batch: their deliveries become dead
  * letters (core/change-fanout.ts).
  *
+ * It also moves each written session's activity (`updatedAt`, the session list's order) to
+ * its newest version, once per session and batch: a state write is then one PutItem.
+ *
  * Webhooks and WebSocket subscriptions with an `agentId` get events cut to that agent's typed
  * fields: for those, the hook reads the tenant's agents (one Query of `A#<tenant>` per session
  * agent and batch) to know the fields of the session's hierarchy. The event bus gets whole
@@ -50,12 +53,14 @@ function fanoutFromEnv(env: NodeJS.ProcessEnv): ChangeFanout {
   const tableName = env.AGENTSTATE_TABLE ?? defaultTableName;
   const gateway = connectionGatewayFromEnv(env);
   const bus = env.AGENTSTATE_EVENT_BUS;
+  const store = new DynamoDbStore(client, tableName);
   return new ChangeFanout({
     readState: versionStateReader(client, tableName),
     webhooks: new DynamoDbWebhookStore(client, tableName),
     // Same address rules as workers: in a Lambda only public https endpoints.
     send: webhookSender({ allowLoopbackHttp: !env.AWS_LAMBDA_FUNCTION_NAME }),
-    schemaFor: schemaReader(new DynamoDbStore(client, tableName)),
+    schemaFor: schemaReader(store),
+    moveActivity: (scope, at) => store.moveActivity(scope, at),
     ...(gateway ? { broadcast: liveBroadcaster(new DynamoDbLiveStore(client, tableName), gateway) } : {}),
     ...(bus ? { publish: eventBridgePublisher(new EventBridgeClient({}), bus) } : {}),
   });

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueId, type ApiClient } from '../helpers/api-client.js';
 import { startApi, type RunningApi } from '../helpers/e2e.js';
+import { waitFor } from '../helpers/events.js';
 
 let api: RunningApi;
 let http: ApiClient;
@@ -65,17 +66,24 @@ describe('sessions', () => {
     // A tenant of its own, so that other tests' sessions do not interleave.
     const own = { key: 'list-key' };
     const ids = [uniqueId('l1'), uniqueId('l2'), uniqueId('l3')];
-    for (const sid of ids) await http.post('/v1/sessions', { sessionId: sid }, own);
-    // Touch the first one last: it becomes the most recent. Activity may trail a write by up
-    // to a second (API.md section 2), so wait past that before writing.
-    await new Promise((resolve) => setTimeout(resolve, 1100));
-    await http.patch(`/v1/sessions/${ids[0]}/state`, { touched: true }, own);
+    for (const sid of ids) await http.put(`/v1/sessions/${sid}/state`, { created: true }, own);
+    // Write to the first one again: it becomes the most recent. A first write moves the
+    // session's activity itself; after that the change hook does, so the list may trail a
+    // state write by a moment.
+    const written = await http.patch(`/v1/sessions/${ids[0]}/state`, { touched: true }, own);
+    const version = await http.get(`/v1/sessions/${ids[0]}/versions/2`, own);
+    const firstPage = await waitFor('the written session at the top of the list', async () => {
+      const page = await http.get('/v1/sessions?limit=2', own);
+      return page.body.sessions[0]?.sessionId === ids[0] ? page : null;
+    });
 
-    const page1 = await http.get('/v1/sessions?limit=2', own);
-    const page2 = await http.get(`/v1/sessions?limit=2&cursor=${page1.body.next}`, own);
+    const page2 = await http.get(`/v1/sessions?limit=2&cursor=${firstPage.body.next}`, own);
+    const page1 = firstPage;
 
     const order = [...page1.body.sessions, ...page2.body.sessions].map((session: { sessionId: string }) => session.sessionId);
+    expect(written.status).toBe(200);
     expect(order).toEqual([ids[0], ids[2], ids[1]]);
+    expect(page1.body.sessions[0].updatedAt).toBe(version.body.createdAt);
     expect(page2.body.next).toBeUndefined();
     expectProblem(await http.get(`/v1/sessions?cursor=${page1.body.next}`), 400, 'invalid_request');
   });

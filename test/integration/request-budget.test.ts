@@ -24,10 +24,8 @@ beforeAll(async () => {
     },
     { step: 'initialize', name: 'countRequests' },
   );
-  // A long touch interval keeps the best-effort activity update out of the counts; it is
-  // measured on its own below.
   store = new DynamoDbStore(client, tableName);
-  service = new SessionService(store, { touchIntervalMs: 60_000 });
+  service = new SessionService(store);
 });
 
 async function count<T>(operation: () => Promise<T>): Promise<string[]> {
@@ -78,11 +76,23 @@ describe('requests per operation', () => {
     expect(writes(requests)).toEqual(['TransactWriteItems']);
   });
 
-  it('moves session activity with one extra small update at most once per interval', async () => {
-    const touching = new SessionService(store, { touchIntervalMs: 0 });
-    const requests = await count(() => touching.writeState(scope, patch({ touched: Date.now() })));
+  it('writes state with one PutItem however long ago the last write was: activity is the change hook’s', async () => {
+    // Prepare: a clock an hour ahead of the last write.
+    const idle = { tenant: 'budget', sessionId: 'idle' };
+    await service.writeState(idle, patch({ first: true }));
+    const later = new SessionService(store, { now: () => new Date(Date.now() + 60 * 60 * 1000) });
 
-    expect(writes(requests)).toEqual(['PutItem', 'UpdateItem']);
+    // Act
+    const requests = await count(() => later.writeState(idle, patch({ anHourLater: true })));
+
+    // Assess
+    expect(requests).toEqual(['Query', 'PutItem']);
+  });
+
+  it('creates the session with its first write, in one transaction', async () => {
+    const requests = await count(() => service.writeState({ tenant: 'budget', sessionId: 'first-write' }, patch({ first: true })));
+
+    expect(writes(requests)).toEqual(['TransactWriteItems']);
   });
 });
 

@@ -388,3 +388,43 @@ describe('document events', () => {
     expect(bodies.map((body) => body.next)).toEqual([{ private: 'kept' }]);
   });
 });
+
+describe('session activity', () => {
+  const at = (input: ChangeInput, createdAt: string, activityMoved = false): ChangeInput => {
+    const recorded = input.change as RecordedVersion;
+    return { ...input, change: { ...recorded, version: { ...recorded.version, createdAt }, activityMoved } };
+  };
+
+  it('moves each written session to its newest version once per batch, unless the write moved it already', async () => {
+    // Prepare
+    const moved: Array<[string, string]> = [];
+    const h = harness({});
+    h.ports.moveActivity = async (scope, when) => {
+      moved.push([scope.sessionId, when]);
+    };
+
+    // Act
+    const result = await new ChangeFanout(h.ports).process([
+      at(change('s1', 1, 0, { a: 1 }), '2025-06-01T10:00:01.000Z'),
+      at(change('s2', 1, 0, { b: 1 }), '2025-06-01T10:00:02.000Z', true),
+      at(change('s1', 2, 1, { a: 2 }), '2025-06-01T10:00:03.000Z'),
+      at(change('s1', 3, 2, { a: 3 }), '2025-06-01T10:00:04.000Z', true),
+    ]);
+
+    // Assess: s1 to its newest version the hook must move it for; s2 moved itself.
+    expect(result.failed).toEqual([]);
+    expect(moved).toEqual([['s1', '2025-06-01T10:00:03.000Z']]);
+  });
+
+  it('delivers the events even when activity cannot be moved', async () => {
+    const h = harness({ webhooks: { t1: [webhook('ok')] } });
+    h.ports.moveActivity = async () => {
+      throw new Error('throttled');
+    };
+
+    const result = await new ChangeFanout(h.ports).process([change('s1', 1, 0, { a: 1 })]);
+
+    expect(result.failed).toEqual([]);
+    expect(h.sent.map((sent) => sent.id)).toEqual(['s1:1']);
+  });
+});

@@ -45,7 +45,16 @@ describe('recordedVersionOf and the event filter', () => {
         state: { turns: 2 },
         agent: { model: 'fast' },
       },
+      activityMoved: false,
     });
+  });
+
+  it('tells whether the write moved the session activity itself (touchedAt equals createdAt)', () => {
+    const moved = record('INSERT', { NewImage: versionImage({ touchedAt: { S: '2025-06-01T10:00:00.000Z' } }) });
+    const earlier = record('INSERT', { NewImage: versionImage({ touchedAt: { S: '2025-06-01T09:59:00.000Z' } }) });
+
+    expect(recordedVersionOf(moved)?.activityMoved).toBe(true);
+    expect(recordedVersionOf(earlier)?.activityMoved).toBe(false);
   });
 
   it('reads a version that overwrote a head marker (MODIFY from kind m)', () => {
