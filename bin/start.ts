@@ -8,6 +8,7 @@
 import { resolve } from 'node:path';
 import { DEFAULT_LOCAL_KEYS, parseKeyPairs } from '../functions/http/auth.js';
 import { JavaMissingError } from '../functions/local/dynamodb-local.js';
+import { ensureInspectorBuilt } from '../functions/local/inspector-build.js';
 import { PortInUseError, startLocalServer, type LocalServer } from '../functions/local/server.js';
 
 // The SDK warns on every start that its 2027 releases will need Node 22; here that is noise.
@@ -45,8 +46,16 @@ async function shutdown(): Promise<void> {
 // SIGHUP too: a closed terminal would otherwise end node without running any exit hook.
 for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => void shutdown());
 
+// The inspector page is built while DynamoDB Local starts, only when missing or older than
+// its sources (a fresh clone, an edit): see functions/local/inspector-build.ts. Until then `/`
+// answers 503; a failed build leaves the API running.
+const inspector = ensureInspectorBuilt().catch((error: unknown) => {
+  console.warn('agentstate: the inspector page could not be built:', error);
+  return 'unavailable' as const;
+});
 try {
   server = await startLocalServer({ port, dataDir, apiKeys });
+  await inspector;
 } catch (error) {
   if (error instanceof PortInUseError || error instanceof JavaMissingError) fail(error.message);
   console.error('agentstate: could not start:', error);
@@ -60,6 +69,7 @@ process.stdout.write(
     `  data: ${dataDir === 'memory' ? 'in memory (gone when stopped)' : dataDir}`,
     `  table ${tableName} ${tableCreated ? 'created' : 'found'}`,
     `  DynamoDB Local: ${dynamoDb.endpoint} (java pid ${dynamoDb.pid})`,
+    `  inspector: ${url}/ (sign in with the dev key)`,
     `  dev key: ${devKey}`,
     `  change events: webhooks (POST ${url}/v1/webhooks), live: ${webSocketUrl}?token=<key>`,
     `  try: curl -s ${url}/v1/sessions -H 'Authorization: Bearer ${devKey}'`,

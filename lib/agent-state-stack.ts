@@ -26,6 +26,10 @@ export class AgentStateStack extends Stack {
       value: this.agentState.apiUrl,
       description: 'Base URL of the HTTP API (API.md), e.g. <ApiUrl>/health',
     });
+    new CfnOutput(this, 'InspectorUrl', {
+      value: this.agentState.inspectorUrl,
+      description: 'The inspector page (docs/inspector.md): open it in a browser and sign in with an API key',
+    });
     new CfnOutput(this, 'TableName', {
       value: this.agentState.table.tableName,
       description: 'The DynamoDB table (agentstate keys --table <TableName>)',

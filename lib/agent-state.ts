@@ -144,6 +144,23 @@ export interface AgentStateProps {
   readonly webSocketAccessLogs?: boolean;
 }
 
+/** The route group that serves the inspector page (functions/http/inspector.ts). */
+const INSPECTOR_GROUP = 'inspector';
+/** Where the page's files are inside that function: the bundle folder is /var/task. */
+const INSPECTOR_DIR_IN_LAMBDA = '/var/task/inspector';
+
+/**
+ * Builds the inspector page (vite, inspector/vite.config.ts) into the inspector function's
+ * bundle folder, so the page ships with the function that serves it: one asset, built from
+ * the same sources as `npm start` serves, and its hash changes when the page does.
+ */
+function buildInspectorInto(outputDir: string): string[] {
+  const vite = join(projectRoot, 'node_modules', '.bin', 'vite');
+  const config = join(projectRoot, 'inspector', 'vite.config.ts');
+  const quote = (path: string) => `'${path.replace(/'/g, `'\\''`)}'`;
+  return [`${quote(vite)} build --config ${quote(config)} --outDir ${quote(join(outputDir, 'inspector'))} --emptyOutDir --logLevel warn`];
+}
+
 /** Function settings shared by every route function and the authorizer. */
 const FUNCTION_DEFAULTS = {
   runtime: lambda.Runtime.NODEJS_22_X,
@@ -182,6 +199,8 @@ export class AgentState extends Construct {
   readonly stage: HttpStage;
   /** The API's base URL, without a trailing slash: `${apiUrl}/health`. */
   readonly apiUrl: string;
+  /** The inspector page (docs/inspector.md): `${apiUrl}/`, served by the `inspector` route group. */
+  readonly inspectorUrl: string;
   /** The function of each route group, by group name. */
   readonly functions: Readonly<Record<string, NodejsFunction>>;
   /** The API key authorizer's function. */
@@ -233,11 +252,17 @@ export class AgentState extends Construct {
       const callsWorkers = workerCallingGroups.includes(group);
       // The registry checks a worker where it is registered, so it knows the allowed ARNs too.
       const knowsWorkers = callsWorkers || workerCheckingGroups.includes(group);
+      const servesInspector = group === INSPECTOR_GROUP;
       functions[group] = this.createFunction(pascal(group), {
         entry: join('functions', 'http', `${group}.ts`),
         description: `agentstate: the ${group} routes`,
         access: accessOf(group),
-        environment: knowsWorkers ? { ...environment, AGENTSTATE_ALLOWED_WORKER_ARNS: workers.join(',') } : environment,
+        environment: knowsWorkers
+          ? { ...environment, AGENTSTATE_ALLOWED_WORKER_ARNS: workers.join(',') }
+          : servesInspector
+            ? { ...environment, AGENTSTATE_INSPECTOR_DIR: INSPECTOR_DIR_IN_LAMBDA }
+            : environment,
+        ...(servesInspector ? { afterBundling: buildInspectorInto } : {}),
         invokes: callsWorkers ? workers : [],
         // A worker may take up to 25 s (API.md section 6); the decision's reads and commit
         // need the rest, still under API Gateway's 30 s.
@@ -275,6 +300,9 @@ export class AgentState extends Construct {
     this.webSocketStage = live.stage;
     this.webSocketFunction = live.fn;
     this.webSocketUrl = live.stage.url;
+    // The page reads where live sync is from /inspector/config.json.
+    functions[INSPECTOR_GROUP]?.addEnvironment('AGENTSTATE_WEBSOCKET_URL', this.webSocketUrl);
+    this.inspectorUrl = `${this.apiUrl}/`;
 
     const changeEvents = this.createChangeHook();
     this.changeHook = changeEvents.fn;
@@ -463,6 +491,8 @@ export class AgentState extends Construct {
       memorySize?: number | undefined;
       reservedConcurrency?: number | undefined;
       timeout?: Duration;
+      /** Shell commands run after esbuild, to add files to the bundle folder. */
+      afterBundling?: (outputDir: string) => string[];
     },
   ): NodejsFunction {
     const entry = join(projectRoot, options.entry);
@@ -523,6 +553,15 @@ export class AgentState extends Construct {
         banner: "import { createRequire } from 'module'; const require = createRequire(import.meta.url);",
         // Ship the SDK version we test against rather than whatever the runtime has.
         bundleAwsSDK: true,
+        ...(options.afterBundling
+          ? {
+              commandHooks: {
+                beforeBundling: () => [],
+                beforeInstall: () => [],
+                afterBundling: (_inputDir: string, outputDir: string) => options.afterBundling?.(outputDir) ?? [],
+              },
+            }
+          : {}),
       },
     });
     Validations.of(fn).acknowledge({
@@ -583,7 +622,10 @@ export class AgentState extends Construct {
       if (isPublic && httpRoute) {
         Validations.of(httpRoute).acknowledge({
           id: 'AwsSolutions-APIG4',
-          reason: `${route.method} ${route.path} is public by contract (API.md section 1): a health check for load balancers and uptime probes; it reads nothing`,
+          reason:
+            route.group === INSPECTOR_GROUP
+              ? `${route.method} ${route.path} serves the inspector page's static files, which hold no data; the page asks for an API key and sends it to the authorized routes`
+              : `${route.method} ${route.path} is public by contract (API.md section 1): a health check for load balancers and uptime probes; it reads nothing`,
         });
       }
     }

@@ -58,6 +58,7 @@ const idempotency: readonly TableAction[] = ['dynamodb:PutItem', 'dynamodb:Updat
  * |          | versions), Query (tip, agents) | run/profile/shared documents), idempotency     |
  * | webhooks | Get (webhook), Query (webhooks,| Put (webhook), Delete (webhook, a replayed     |
  * |          | dead letters)                  | dead letter), Update (a failed replay), idem.  |
+ * | inspector| —                              | —                                              |
  */
 export const routeGroupAccess = {
   health: { table: [], sessionsIndex: [] },
@@ -89,6 +90,8 @@ export const routeGroupAccess = {
     table: ['dynamodb:GetItem', 'dynamodb:Query', ...idempotency],
     sessionsIndex: [],
   },
+  // Static files bundled with the function; the page reads data through the other routes.
+  inspector: { table: [], sessionsIndex: [] },
 } as const satisfies Record<RouteGroup, TableAccess>;
 
 /**
@@ -127,8 +130,11 @@ export const workerCallingGroups: readonly string[] = ['decide'];
 /** Route groups that check worker URLs where agents are registered (no invoke permission). */
 export const workerCheckingGroups: readonly string[] = ['agents'];
 
-/** Route groups served without an API key (API.md section 1: only `GET /health`). */
-export const publicGroups: readonly string[] = ['health'];
+/**
+ * Route groups served without an API key: `GET /health` (API.md section 1) and the inspector
+ * page's static files, which hold no data (the page sends the key the user signs in with).
+ */
+export const publicGroups: readonly string[] = ['health', 'inspector'];
 
 /** The access a route group was declared with; throws for a group missing from the table. */
 export function accessOf(group: string): TableAccess {

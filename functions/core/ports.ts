@@ -72,6 +72,14 @@ export interface StoredResponse {
   body: string;
 }
 
+/** A page of a tenant's sessions, most recently active first. */
+export interface SessionListOptions {
+  limit: number;
+  cursor?: string;
+  /** Only sessions whose id starts with this; the page may then hold fewer than `limit`. */
+  prefix?: string;
+}
+
 /**
  * The persistence port of the session core. The DynamoDB adapter is the only implementation
  * the service ships with; it alone knows keys, conditions and exceptions.
@@ -81,15 +89,15 @@ export interface SessionStore {
   readTip(scope: SessionScope, options: { withState: boolean }): Promise<Tip>;
   getMeta(scope: SessionScope): Promise<SessionMeta | null>;
   createSession(scope: SessionScope, meta: SessionMeta): Promise<void>;
-  listSessions(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<SessionMeta>>;
+  listSessions(tenant: string, options: SessionListOptions): Promise<Page<SessionMeta>>;
   /** Erases every item of the session; false when it had none. */
   deleteSession(scope: SessionScope): Promise<boolean>;
 
   getNode(scope: SessionScope, nodeId: string): Promise<NodeRecord | null>;
   /** The nodes that exist among `nodeIds`, with their messages. */
   getNodes(scope: SessionScope, nodeIds: readonly string[]): Promise<Map<string, NodeRecord>>;
-  /** Every node of the session, without message bodies. */
-  listNodes(scope: SessionScope): Promise<NodeRecord[]>;
+  /** Every node of the session; without message bodies unless `withMessages`. */
+  listNodes(scope: SessionScope, options?: { withMessages?: boolean }): Promise<NodeRecord[]>;
 
   getVersion(scope: SessionScope, version: number): Promise<VersionRecord | null>;
   getVersions(scope: SessionScope, versions: readonly number[]): Promise<Map<number, VersionRecord>>;

@@ -13,7 +13,8 @@ import {
   type VersionCause,
   type VersionRecord,
 } from './model.js';
-import { NodeTakenError, type SessionStore } from './ports.js';
+import { NodeTakenError, type SessionListOptions, type SessionStore } from './ports.js';
+import { messagePreview } from './preview.js';
 import { retryOnStaleTip, type RetryPolicy } from './retry.js';
 import { nextLineage, pointerOf, rootNode, versionAt } from './tree.js';
 
@@ -55,6 +56,9 @@ export interface NodeView {
   stateVersion: number;
   createdAt: string;
 }
+
+/** A node as the tree lists it: no `createdAt`; `preview` only when asked for. */
+export type TreeNodeView = Omit<NodeView, 'createdAt'> & { preview?: string | null };
 
 export interface VersionView {
   version: number;
@@ -145,7 +149,8 @@ export class SessionService {
     return { ...meta, head: tip.head, version: tip.version };
   }
 
-  listSessions(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<SessionMeta>> {
+  /** Most recently active first; with `prefix`, only ids that start with it (pages may be sparse). */
+  listSessions(tenant: string, options: SessionListOptions): Promise<Page<SessionMeta>> {
     return this.store.listSessions(tenant, options);
   }
 
@@ -337,10 +342,16 @@ export class SessionService {
     throw nodeNotFound(nodeId);
   }
 
-  async getTree(scope: SessionScope): Promise<{ head: string; nodes: Array<Omit<NodeView, 'createdAt'>> }> {
+  /**
+   * The head and every node, without bodies. With `preview`, each node also carries a short
+   * snippet of its message (`messagePreview`): the same requests, but they read whole
+   * messages, so only views that show text ask for it.
+   */
+  async getTree(scope: SessionScope, options: { preview?: boolean } = {}): Promise<{ head: string; nodes: TreeNodeView[] }> {
+    const preview = options.preview ?? false;
     const [tip, nodes, meta] = await Promise.all([
       this.store.readTip(scope, { withState: false }),
-      this.store.listNodes(scope),
+      this.store.listNodes(scope, { withMessages: preview }),
       this.store.getMeta(scope),
     ]);
     if (!meta && nodes.length === 0 && tip.slot === 0) throw sessionNotFound(scope);
@@ -348,12 +359,13 @@ export class SessionService {
     all.sort((a, b) => a.depth - b.depth || a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
     return {
       head: tip.head,
-      nodes: all.map(({ id, parentId, depth, role, stateVersion }) => ({
+      nodes: all.map(({ id, parentId, depth, role, stateVersion, message }) => ({
         id,
         parentId,
         depth,
         role,
         stateVersion: pointerOf({ id, stateVersion }, tip),
+        ...(preview ? { preview: messagePreview(message) } : {}),
       })),
     };
   }

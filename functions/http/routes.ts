@@ -2,7 +2,7 @@
  * Every route of the HTTP API and the handler group that serves it. API Gateway (lib/) and
  * the local server (bin/start.ts) are both built from this list, so they cannot drift apart.
  */
-export const routeGroups = ['health', 'sessions', 'tree', 'state', 'agents', 'decide', 'commits', 'webhooks'] as const;
+export const routeGroups = ['health', 'sessions', 'tree', 'state', 'agents', 'decide', 'commits', 'webhooks', 'inspector'] as const;
 export type RouteGroup = (typeof routeGroups)[number];
 
 export interface Route {
@@ -49,6 +49,11 @@ export const routes: readonly Route[] = [
   { method: 'DELETE', path: '/v1/webhooks/{webhookId}', group: 'webhooks' },
   { method: 'GET', path: '/v1/webhooks/{webhookId}/dead-letters', group: 'webhooks' },
   { method: 'POST', path: '/v1/webhooks/{webhookId}/dead-letters/replay', group: 'webhooks' },
+
+  // The inspector page (docs/inspector.md): static files, no key; the page asks for one and
+  // calls the routes above with it. Its files are flat under /inspector/ (no nested paths).
+  { method: 'GET', path: '/', group: 'inspector' },
+  { method: 'GET', path: '/inspector/{file}', group: 'inspector' },
 ];
 
 /** The API Gateway route key of a route, e.g. `PATCH /v1/sessions/{sid}/state`. */

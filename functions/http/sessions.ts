@@ -14,6 +14,19 @@ const createSessionBody = z
   })
   .strict();
 
+/**
+ * `prefix` of `GET /v1/sessions`: the start of a session id, so the same characters as an id
+ * (an empty prefix would match everything and is refused as a likely mistake).
+ */
+function sessionIdPrefix(raw: string): string {
+  if (!/^[A-Za-z0-9._:~@-]{1,128}$/.test(raw)) {
+    throw new AgentStateError('invalid_request', 'prefix must be 1–128 characters of A-Z a-z 0-9 . _ : ~ @ -', {
+      field: 'prefix',
+    });
+  }
+  return raw;
+}
+
 /** Sessions: create, read, list by recent activity, delete (API.md section 2). */
 export const handler = createHttpHandler({
   'POST /v1/sessions': async (input) => {
@@ -37,7 +50,11 @@ export const handler = createHttpHandler({
   },
 
   'GET /v1/sessions': async (input) => {
-    const page = await input.deps.sessions.listSessions(input.tenant, pagination(input));
+    const prefix = input.query('prefix');
+    const page = await input.deps.sessions.listSessions(input.tenant, {
+      ...pagination(input),
+      ...(prefix === undefined ? {} : { prefix: sessionIdPrefix(prefix) }),
+    });
     return json(200, { sessions: page.items, ...(page.next ? { next: page.next } : {}) });
   },
 

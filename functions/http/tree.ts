@@ -20,6 +20,14 @@ function queryNode(input: RouteInput): string | undefined {
   return node === undefined ? undefined : requireId(node, 'node');
 }
 
+/** `?preview=1` (or `true`) adds message snippets to the tree; `0`, `false` or absent leaves them out. */
+function previewFlag(input: RouteInput): boolean {
+  const raw = input.query('preview');
+  if (raw === undefined || raw === '0' || raw === 'false') return false;
+  if (raw === '1' || raw === 'true') return true;
+  throw new AgentStateError('invalid_request', 'preview must be 1, true, 0 or false', { field: 'preview' });
+}
+
 /** The message tree: append, path, node, tree, head (API.md section 3). */
 export const handler = createHttpHandler({
   'POST /v1/sessions/{sid}/messages': async (input) => {
@@ -45,7 +53,8 @@ export const handler = createHttpHandler({
     return json(200, await input.deps.sessions.getNode(scope, requireId(input.path('nid'), 'nodeId')));
   },
 
-  'GET /v1/sessions/{sid}/tree': async (input) => json(200, await input.deps.sessions.getTree(sessionScope(input))),
+  'GET /v1/sessions/{sid}/tree': async (input) =>
+    json(200, await input.deps.sessions.getTree(sessionScope(input), { preview: previewFlag(input) })),
 
   'PUT /v1/sessions/{sid}/head': async (input) => {
     const scope = sessionScope(input);

@@ -40,6 +40,7 @@ import {
   type DocumentWrite,
   type IdempotencyRecord,
   type IdempotencyStore,
+  type SessionListOptions,
   type SessionStore,
   type StoredResponse,
   type TipChange,
@@ -157,7 +158,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
     }
   }
 
-  async listSessions(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<SessionMeta>> {
+  async listSessions(tenant: string, options: SessionListOptions): Promise<Page<SessionMeta>> {
     const index = tableKeys.sessionsIndex;
     const partition = keys.tenantSessions(tenant);
     const start =
@@ -170,7 +171,14 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
         TableName: this.tableName,
         IndexName: index.name,
         KeyConditionExpression: `${index.partitionKey} = :tenant`,
-        ExpressionAttributeValues: { ':tenant': partition },
+        // The index is ordered by activity, not by id, so a prefix can only filter: `Limit`
+        // counts the entries read before the filter, and a page may come back sparse.
+        ...(options.prefix === undefined
+          ? { ExpressionAttributeValues: { ':tenant': partition } }
+          : {
+              FilterExpression: 'begins_with(sessionId, :prefix)',
+              ExpressionAttributeValues: { ':tenant': partition, ':prefix': options.prefix },
+            }),
         ScanIndexForward: false,
         Limit: options.limit,
         ExclusiveStartKey: start,
@@ -221,7 +229,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
     return new Map(items.map((item) => [nodeIdOf(item), toNode(item)]));
   }
 
-  async listNodes(scope: SessionScope): Promise<NodeRecord[]> {
+  async listNodes(scope: SessionScope, options: { withMessages?: boolean } = {}): Promise<NodeRecord[]> {
     const nodes: NodeRecord[] = [];
     await queryAll(
       (start) =>
@@ -230,7 +238,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
             TableName: this.tableName,
             KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
             ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.nodePrefix },
-            ProjectionExpression: NODE_SUMMARY,
+            ProjectionExpression: options.withMessages ? `${NODE_SUMMARY}, message` : NODE_SUMMARY,
             ExpressionAttributeNames: NODE_SUMMARY_NAMES,
             ExclusiveStartKey: start,
             ConsistentRead: true,

@@ -88,6 +88,26 @@ describe('sessions', () => {
     expectProblem(await http.get(`/v1/sessions?cursor=${page1.body.next}`), 400, 'invalid_request');
   });
 
+  it('finds sessions by the start of their id (prefix), still most recently active first', async () => {
+    // Prepare
+    const own = { key: 'list-key' };
+    const stem = uniqueId('find');
+    const ids = [`${stem}-a`, `${stem}-b`, `other-${stem}`];
+    for (const sid of ids) await http.post('/v1/sessions', { sessionId: sid }, own);
+
+    // Act
+    const found = await http.get(`/v1/sessions?limit=500&prefix=${stem}`, own);
+    const none = await http.get(`/v1/sessions?limit=500&prefix=${stem}-zzz`, own);
+
+    // Assess: a prefix, not a substring; another tenant's sessions never match.
+    expect(found.status).toBe(200);
+    expect(found.body.sessions.map((session: { sessionId: string }) => session.sessionId)).toEqual([`${stem}-b`, `${stem}-a`]);
+    expect(none.body.sessions).toEqual([]);
+    expect((await http.get(`/v1/sessions?limit=500&prefix=${stem}`)).body.sessions).toEqual([]);
+    expectProblem(await http.get('/v1/sessions?prefix='), 400, 'invalid_request');
+    expectProblem(await http.get('/v1/sessions?prefix=a%2Fb'), 400, 'invalid_request');
+  });
+
   it('deletes every item of a session', async () => {
     const sid = uniqueId('delete');
     await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'm', role: 'user' }] });

@@ -246,4 +246,31 @@ describe('state follows the tree', () => {
     expect(numbers).toEqual(Array.from({ length: 41 }, (_, index) => 41 - index));
     expect(rest.body.next).toBeUndefined();
   });
+
+  it('adds message snippets to the tree on request (?preview=1)', async () => {
+    // Prepare
+    const sid = uniqueId('preview');
+    await http.post(`/v1/sessions/${sid}/messages`, {
+      messages: [
+        { id: 'u1', role: 'user', content: 'Plan a\n trip to Porto' },
+        { id: 'a1', role: 'assistant', content: [{ type: 'text', text: 'Sure.' }] },
+        { id: 't1', role: 'tool', name: 'search' },
+      ],
+    });
+
+    // Act
+    const plain = await http.get(`/v1/sessions/${sid}/tree`);
+    const withPreview = await http.get(`/v1/sessions/${sid}/tree?preview=1`);
+
+    // Assess
+    expect(plain.body.nodes.every((node: object) => !('preview' in node))).toBe(true);
+    expect(withPreview.body.nodes.map((node: { id: string; preview: string | null }) => [node.id, node.preview])).toEqual([
+      ['root', null],
+      ['u1', 'Plan a trip to Porto'],
+      ['a1', 'Sure.'],
+      ['t1', '{"name":"search"}'],
+    ]);
+    expect(withPreview.body.nodes[1]).toEqual({ ...plain.body.nodes[1], preview: 'Plan a trip to Porto' });
+    expect((await http.get(`/v1/sessions/${sid}/tree?preview=yes`)).status).toBe(400);
+  });
 });

@@ -58,7 +58,7 @@ describe('routes', () => {
     });
   });
 
-  it('asks for an API key on every route but GET /health', () => {
+  it('asks for an API key on every route but GET /health and the inspector page', () => {
     const authorizerId = reader.ofType('AWS::ApiGatewayV2::Authorizer')[0]?.[0];
     for (const [, route] of httpRoutes()) {
       const key = route.Properties?.RouteKey as string;
@@ -70,7 +70,9 @@ describe('routes', () => {
         expect(route.Properties, key).toMatchObject({ AuthorizationType: 'CUSTOM', AuthorizerId: { Ref: authorizerId } });
       }
     }
-    expect(publicGroups).toEqual(['health']);
+    expect(publicGroups).toEqual(['health', 'inspector']);
+    const inspectorRoutes = routes.filter((route) => route.group === 'inspector').map(routeKey);
+    expect(inspectorRoutes).toEqual(['GET /', 'GET /inspector/{file}']);
   });
 
   it('authorizes with the API key authorizer: simple responses, Authorization header, 5 minute cache', () => {
@@ -137,6 +139,9 @@ describe('functions', () => {
         NODE_OPTIONS: '--enable-source-maps',
         AGENTSTATE_AUTH: 'authorizer',
         ...(knowsWorkers ? { AGENTSTATE_ALLOWED_WORKER_ARNS: '' } : {}),
+        ...(group === 'inspector'
+          ? { AGENTSTATE_INSPECTOR_DIR: '/var/task/inspector', AGENTSTATE_WEBSOCKET_URL: stack.resolve(stack.agentState.webSocketUrl) }
+          : {}),
       },
     });
   });
@@ -158,8 +163,8 @@ describe('least privilege', () => {
     expect(reader.actionsOf(functionId, 'dynamodb')).toEqual(expected);
   });
 
-  it('gives the health function no DynamoDB access at all', () => {
-    const functionId = logicalId(stack.agentState.functions.health as IConstruct);
+  it.each(['health', 'inspector'])('gives the %s function no DynamoDB access at all', (group) => {
+    const functionId = logicalId(stack.agentState.functions[group] as IConstruct);
     expect(reader.actionsOf(functionId, 'dynamodb')).toEqual([]);
     expect(reader.actionsOf(functionId)).toEqual(['logs:CreateLogStream', 'logs:PutLogEvents']);
   });
@@ -366,8 +371,10 @@ describe('operations', () => {
     reader.template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
   });
 
-  it('outputs ApiUrl and TableName', () => {
-    reader.template.hasOutput('ApiUrl', { Value: { 'Fn::GetAtt': [logicalId(stack.agentState.api), 'ApiEndpoint'] } });
+  it('outputs ApiUrl, InspectorUrl and TableName', () => {
+    const apiEndpoint = { 'Fn::GetAtt': [logicalId(stack.agentState.api), 'ApiEndpoint'] };
+    reader.template.hasOutput('ApiUrl', { Value: apiEndpoint });
+    reader.template.hasOutput('InspectorUrl', { Value: { 'Fn::Join': ['', [apiEndpoint, '/']] } });
     reader.template.hasOutput('TableName', { Value: { Ref: logicalId(stack.agentState.table) } });
   });
 });

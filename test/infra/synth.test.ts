@@ -68,6 +68,15 @@ describe('cdk synth', () => {
     expect(statSync(bundle).size).toBeLessThan(5 * 1024 * 1024);
   });
 
+  it('ships the built inspector page with the inspector function', () => {
+    // Assess: vite ran after esbuild and put the page next to the handler (/var/task/inspector).
+    const folder = join(bundleOf(/the inspector routes$/), '..', 'inspector');
+    const page = readFileSync(join(folder, 'index.html'), 'utf8');
+    const script = /src="\/inspector\/([\w.-]+\.js)"/.exec(page)?.[1];
+    expect(script).toBeDefined();
+    expect(existsSync(join(folder, script as string))).toBe(true);
+  });
+
   it('writes a validation report with no findings (cdk-nag and CloudFormation rules ran at synth)', () => {
     const report = JSON.parse(readFileSync(join(outdir, 'validation-report.json'), 'utf8')) as {
       pluginReports: Array<{ violations: unknown[] }>;

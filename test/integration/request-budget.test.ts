@@ -67,6 +67,14 @@ describe('requests per operation', () => {
     expect(atVersion).toEqual(['GetItem']);
   });
 
+  it('reads the tree in the same requests with or without message previews', async () => {
+    const plain = await count(() => service.getTree(scope));
+    const withPreview = await count(() => service.getTree(scope, { preview: true }));
+
+    expect(withPreview).toEqual(plain);
+    expect(plain.length).toBeLessThanOrEqual(3);
+  });
+
   it('appends 25 messages with at most three reads and one transaction', async () => {
     const messages = Array.from({ length: 25 }, (_, index) => ({ role: 'user', text: `m${index}` }));
 

@@ -1,0 +1,151 @@
+import type { Json } from './json-diff.js';
+
+/** The API as the inspector uses it: same origin as the page, `Authorization: Bearer <key>`. */
+
+export interface SessionSummary {
+  sessionId: string;
+  agentId: string | null;
+  userId: string | null;
+  metadata: Record<string, Json> | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface Session extends SessionSummary {
+  head: string;
+  version: number;
+}
+
+export interface TreeNode {
+  id: string;
+  parentId: string | null;
+  depth: number;
+  role: string | null;
+  stateVersion: number;
+  preview?: string | null;
+}
+
+export interface StateView {
+  sessionId: string;
+  node: string;
+  version: number;
+  state: Json;
+  agent: Json;
+  updatedAt: string | null;
+}
+
+export interface Version {
+  version: number;
+  node: string;
+  prevVersion: number;
+  cause: string;
+  author: string | null;
+  decisionId?: string | null;
+  createdAt: string;
+  state: Json;
+  agent: Json;
+}
+
+export interface StateChangedEvent {
+  id: string;
+  type: 'state.changed';
+  sessionId: string;
+  node: string;
+  version: number;
+  prevVersion: number;
+  cause: string;
+  author: string | null;
+  occurredAt: string;
+}
+
+/** A problem+json answer (or a network failure, status 0). */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+}
+
+export interface Page<T> {
+  items: T[];
+  next?: string;
+}
+
+export class Api {
+  constructor(private readonly apiKey: string) {}
+
+  async request<T>(method: string, path: string, options: { query?: Record<string, string | number | undefined>; body?: unknown; signal?: AbortSignal } = {}): Promise<T> {
+    const url = new URL(path, location.origin);
+    for (const [name, value] of Object.entries(options.query ?? {})) {
+      if (value !== undefined) url.searchParams.set(name, String(value));
+    }
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        method,
+        headers: {
+          authorization: `Bearer ${this.apiKey}`,
+          ...(options.body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
+    } catch (error) {
+      if ((error as Error).name === 'AbortError') throw error;
+      throw new ApiError(0, 'network', 'The API could not be reached.');
+    }
+    const text = await response.text();
+    const body: unknown = text === '' ? undefined : JSON.parse(text);
+    if (!response.ok) {
+      const problem = (body ?? {}) as { code?: string; detail?: string; title?: string };
+      throw new ApiError(response.status, problem.code ?? 'error', problem.detail ?? problem.title ?? response.statusText);
+    }
+    return body as T;
+  }
+
+  async listSessions(query: { limit?: number; cursor?: string; prefix?: string }, signal?: AbortSignal): Promise<Page<SessionSummary>> {
+    const page = await this.request<{ sessions: SessionSummary[]; next?: string }>('GET', '/v1/sessions', { query, ...(signal ? { signal } : {}) });
+    return { items: page.sessions, ...(page.next ? { next: page.next } : {}) };
+  }
+
+  getSession(sessionId: string, signal?: AbortSignal): Promise<Session> {
+    return this.request('GET', `/v1/sessions/${encodeURIComponent(sessionId)}`, signal ? { signal } : {});
+  }
+
+  getTree(sessionId: string, signal?: AbortSignal): Promise<{ head: string; nodes: TreeNode[] }> {
+    return this.request('GET', `/v1/sessions/${encodeURIComponent(sessionId)}/tree`, { query: { preview: 1 }, ...(signal ? { signal } : {}) });
+  }
+
+  getState(sessionId: string, node: string, signal?: AbortSignal): Promise<StateView> {
+    return this.request('GET', `/v1/sessions/${encodeURIComponent(sessionId)}/state`, { query: { node }, ...(signal ? { signal } : {}) });
+  }
+
+  async listLineage(sessionId: string, node: string, query: { limit: number; cursor?: string }, signal?: AbortSignal): Promise<Page<Version>> {
+    const page = await this.request<{ versions: Version[]; next?: string }>('GET', `/v1/sessions/${encodeURIComponent(sessionId)}/versions`, {
+      query: { node, ...query },
+      ...(signal ? { signal } : {}),
+    });
+    return { items: page.versions, ...(page.next ? { next: page.next } : {}) };
+  }
+
+  /** Version 0 is the empty state: it is not stored, so it is made here. */
+  async getVersion(sessionId: string, version: number, signal?: AbortSignal): Promise<Pick<Version, 'version' | 'state' | 'agent'>> {
+    if (version === 0) return { version: 0, state: null, agent: null };
+    return this.request('GET', `/v1/sessions/${encodeURIComponent(sessionId)}/versions/${version}`, signal ? { signal } : {});
+  }
+
+  setHead(sessionId: string, nodeId: string): Promise<{ head: string }> {
+    return this.request('PUT', `/v1/sessions/${encodeURIComponent(sessionId)}/head`, { body: { nodeId } });
+  }
+
+  /** Where the WebSocket API is (functions/http/inspector.ts). */
+  static async config(): Promise<{ webSocketUrl: string }> {
+    const response = await fetch(new URL('/inspector/config.json', location.origin));
+    if (!response.ok) throw new ApiError(response.status, 'config', 'The inspector configuration could not be read.');
+    return (await response.json()) as { webSocketUrl: string };
+  }
+}

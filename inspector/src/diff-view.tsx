@@ -1,0 +1,109 @@
+import { useEffect, useState } from 'preact/hooks';
+import type { Api } from './api.js';
+import { type Change, diffJson, formatPath } from './json-diff.js';
+import { pretty } from './format.js';
+
+interface DiffViewProps {
+  api: Api;
+  sessionId: string;
+  from: number;
+  to: number;
+  latestVersion: number;
+  onChange: (pair: { from: number; to: number }) => void;
+  onError: (error: unknown) => void;
+}
+
+/** Any two versions of the session, compared: state and agent config, path by path. */
+export function DiffView({ api, sessionId, from, to, latestVersion, onChange, onError }: DiffViewProps) {
+  const [draft, setDraft] = useState({ from: String(from), to: String(to) });
+  const [changes, setChanges] = useState<Change[] | null>(null);
+  const [invalid, setInvalid] = useState<string | null>(null);
+
+  useEffect(() => setDraft({ from: String(from), to: String(to) }), [from, to]);
+
+  useEffect(() => {
+    const controller = new AbortController();
+    setChanges(null);
+    Promise.all([api.getVersion(sessionId, from, controller.signal), api.getVersion(sessionId, to, controller.signal)])
+      .then(([before, after]) => setChanges(diffJson({ state: before.state, agent: before.agent }, { state: after.state, agent: after.agent })))
+      .catch(onError);
+    return () => controller.abort();
+  }, [api, sessionId, from, to]);
+
+  const submit = (event: Event) => {
+    event.preventDefault();
+    const next = { from: Number(draft.from), to: Number(draft.to) };
+    const valid = (value: number) => Number.isInteger(value) && value >= 0 && value <= latestVersion;
+    if (!valid(next.from) || !valid(next.to)) return setInvalid(`Versions go from 0 to ${latestVersion}.`);
+    setInvalid(null);
+    onChange(next);
+  };
+
+  const counts = changes && {
+    added: changes.filter((change) => change.kind === 'added').length,
+    removed: changes.filter((change) => change.kind === 'removed').length,
+    changed: changes.filter((change) => change.kind === 'changed').length,
+  };
+
+  return (
+    <div class="diff">
+      <form class="diff-form" onSubmit={submit}>
+        <label>
+          From version
+          <input type="number" min={0} max={latestVersion} value={draft.from} onInput={(event) => setDraft({ ...draft, from: (event.target as HTMLInputElement).value })} />
+        </label>
+        <label>
+          To version
+          <input type="number" min={0} max={latestVersion} value={draft.to} onInput={(event) => setDraft({ ...draft, to: (event.target as HTMLInputElement).value })} />
+        </label>
+        <button type="submit" class="button">
+          Compare
+        </button>
+      </form>
+      {invalid && (
+        <p class="error" role="alert">
+          {invalid}
+        </p>
+      )}
+      <div aria-live="polite" aria-busy={changes === null}>
+        {changes === null ? (
+          <p class="muted">Comparing…</p>
+        ) : changes.length === 0 ? (
+          <p class="diff-summary">
+            v{from} and v{to} are identical.
+          </p>
+        ) : (
+          <>
+            <p class="diff-summary">
+              v{from} → v{to}: {changes.length} difference{changes.length === 1 ? '' : 's'}
+              <span class="muted">
+                {' '}
+                ({counts?.added} added, {counts?.removed} removed, {counts?.changed} changed)
+              </span>
+            </p>
+            <ul class="changes">
+              {changes.map((change) => (
+                <li key={`${change.kind}:${formatPath(change.path)}`} class={`change change-${change.kind}`}>
+                  <div class="change-head">
+                    <span class={`change-kind kind-${change.kind}`}>{change.kind}</span>
+                    <code class="change-path">{formatPath(change.path)}</code>
+                  </div>
+                  {change.kind !== 'added' && (
+                    <pre class="change-value before" aria-label="before">
+                      {pretty(change.before)}
+                    </pre>
+                  )}
+                  {change.kind !== 'removed' && (
+                    <pre class="change-value after" aria-label="after">
+                      {pretty(change.after)}
+                    </pre>
+                  )}
+                </li>
+              ))}
+            </ul>
+          </>
+        )}
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,52 @@
+import type { JSX } from 'preact';
+import { pretty } from './format.js';
+
+/** Values larger than this are shown as plain text: colouring megabytes of JSON is not worth a frozen tab. */
+const HIGHLIGHT_LIMIT = 200_000;
+const TOKEN = /("(?:[^"\\]|\\.)*")(\s*:)?|\b(true|false|null)\b|(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)/g;
+
+/** Pretty-printed JSON with keys, strings, numbers and literals told apart by colour. */
+export function JsonView({ value, label }: { value: unknown; label: string }) {
+  const text = pretty(value);
+  return (
+    <pre class="json" tabIndex={0} aria-label={label}>
+      <code>{text.length > HIGHLIGHT_LIMIT ? text : highlight(text)}</code>
+    </pre>
+  );
+}
+
+function highlight(text: string): Array<string | JSX.Element> {
+  const parts: Array<string | JSX.Element> = [];
+  let last = 0;
+  let key = 0;
+  for (const match of text.matchAll(TOKEN)) {
+    const index = match.index ?? 0;
+    if (index > last) parts.push(text.slice(last, index));
+    const [whole, string, colon, literal, number] = match;
+    if (string !== undefined) {
+      parts.push(
+        <span key={key++} class={colon ? 'j-key' : 'j-str'}>
+          {string}
+        </span>,
+      );
+      if (colon) parts.push(colon);
+    } else if (literal !== undefined) {
+      parts.push(
+        <span key={key++} class="j-lit">
+          {literal}
+        </span>,
+      );
+    } else if (number !== undefined) {
+      parts.push(
+        <span key={key++} class="j-num">
+          {number}
+        </span>,
+      );
+    } else {
+      parts.push(whole);
+    }
+    last = index + whole.length;
+  }
+  if (last < text.length) parts.push(text.slice(last));
+  return parts;
+}

@@ -1,0 +1,169 @@
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uniqueId } from '../helpers/api-client.js';
+import { startApi, type RunningApi } from '../helpers/e2e.js';
+import { launchChromium, seedLargeSession, seedTripSession, type TripSession } from './support.js';
+
+/**
+ * The inspector page in a real Chromium against a real local server (`npm start`: the page,
+ * the API and the WebSocket on one port, DynamoDB Local underneath). Nothing is mocked.
+ */
+describe('inspector page', () => {
+  let api: RunningApi;
+  let browser: Browser;
+  let page: Page;
+  let trip: TripSession;
+
+  beforeAll(async () => {
+    [api, browser] = await Promise.all([startApi(), launchChromium()]);
+    trip = await seedTripSession(api.client, uniqueId('trip'));
+    page = await browser.newPage({ viewport: { width: 1360, height: 860 } });
+    page.setDefaultTimeout(10_000);
+  }, 90_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await api?.stop();
+  });
+
+  const row = (nodeId: string) => page.locator(`[role="treeitem"][data-node-id="${nodeId}"]`);
+  const tab = (name: string) => page.getByRole('tab', { name });
+
+  it('signs in with an API key and lists the sessions, searchable by id', async () => {
+    // Prepare
+    await page.goto(api.url);
+
+    // Act
+    await page.getByLabel('API key').fill('not-a-key');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toContain('not accepted');
+    await page.getByLabel('API key').fill('dev-key');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+
+    // Assess
+    await page.getByRole('link', { name: trip.sessionId }).waitFor();
+    expect(await page.evaluate("sessionStorage.getItem('agentstate.inspector.apiKey')")).toBe('dev-key');
+    expect(await page.evaluate('localStorage.length')).toBe(0);
+
+    await page.getByLabel('Search by session id').fill('no-such-prefix');
+    await page.getByText('No session id starts with').waitFor();
+    await page.getByLabel('Search by session id').fill(trip.sessionId.slice(0, 10));
+    await page.getByRole('link', { name: trip.sessionId }).waitFor();
+  });
+
+  it('opens a session: the tree with its head and fork marked, each node with role and snippet', async () => {
+    // Act
+    await page.getByRole('link', { name: trip.sessionId }).click();
+
+    // Assess
+    await row(trip.head).waitFor();
+    expect(await page.locator('[role="treeitem"]').count()).toBe(7);
+    await expect.poll(() => row(trip.head).getAttribute('aria-label')).toMatch(/^assistant a2b, head,/);
+    expect(await row(trip.forkNode).getAttribute('aria-label')).toContain('fork with 2 branches');
+    expect(await row(trip.forkNode).textContent()).toContain('When are you travelling');
+    // The second message's content is a list of parts; its snippet is their text.
+    expect(await row('a2').textContent()).toContain('Day 1: Alfama');
+    expect(await row('u1').locator('.role').textContent()).toBe('user');
+    // The head is selected first.
+    expect(await page.locator('#node-title').textContent()).toBe(trip.head);
+  });
+
+  it('shows the state at the fork point, its agent config and its lineage', async () => {
+    // Act
+    await row(trip.forkNode).click();
+
+    // Assess: the fork point still reads version 1, whatever its branches wrote later.
+    await expect.poll(() => page.locator('#node-title').textContent()).toBe(trip.forkNode);
+    const state = page.getByLabel(`State at node ${trip.forkNode}`);
+    await expect.poll(() => state.textContent()).toContain('"destination": "Lisbon"');
+    expect(await state.textContent()).not.toContain('Porto');
+    expect(await page.getByText('The state this node reads: version 1').count()).toBe(1);
+
+    await tab('Lineage').click();
+    await expect.poll(() => page.locator('.lineage-item').count()).toBe(1);
+    expect(await page.locator('.lineage-item').first().textContent()).toContain('patch at a1');
+  });
+
+  it('moves through the tree with the keyboard', async () => {
+    // Act: from the fork point, down to its first child, then to its parent and back.
+    await page.getByRole('tree').focus();
+    await page.keyboard.press('ArrowRight');
+    await expect.poll(() => page.locator('#node-title').textContent()).toBe('u2');
+    await page.keyboard.press('ArrowLeft');
+    await expect.poll(() => page.locator('#node-title').textContent()).toBe(trip.forkNode);
+    await page.keyboard.press('End');
+
+    // Assess
+    await expect.poll(() => page.locator('#node-title').textContent()).toBe(trip.head);
+    expect(await page.getByRole('tree').getAttribute('aria-activedescendant')).toBe(await row(trip.head).getAttribute('id'));
+  });
+
+  it('diffs two versions', async () => {
+    // Act: the head's version (3) against the one it was made from (1), the default pair.
+    await tab('Diff').click();
+
+    // Assess
+    const summary = page.locator('.diff-summary');
+    await expect.poll(() => summary.textContent()).toContain('v1 → v3');
+    const changes = await page.locator('.change').allTextContents();
+    expect(changes.find((change) => change.includes('state.destination'))).toMatch(/changed.*"Lisbon".*"Porto"/s);
+    expect(changes.some((change) => change.includes('state.plan[0]'))).toBe(true);
+
+    // Any two versions: 1 → 2 (the first branch's write).
+    await page.getByLabel('From version').fill('1');
+    await page.getByLabel('To version').fill('2');
+    await page.getByRole('button', { name: 'Compare' }).click();
+    await expect.poll(() => summary.textContent()).toContain('v1 → v2');
+    expect(await page.locator('.change').allTextContents()).toContainEqual(expect.stringMatching(/added\s*state\.month/));
+  });
+
+  it('shows a change the moment it happens, over the WebSocket', async () => {
+    // Prepare: the fork point is open, the page is following the session.
+    await row(trip.forkNode).click();
+    await tab('State').click();
+    await page.getByText('Live', { exact: true }).waitFor();
+
+    // Act: another client writes at the fork point.
+    const write = await api.client.patch(`/v1/sessions/${trip.sessionId}/state?node=${trip.forkNode}`, { days: 4 });
+    expect(write.status).toBe(200);
+
+    // Assess: the event arrives in the feed, and the state shown is reread, without a reload.
+    const feed = page.locator('.feed-item');
+    await expect.poll(() => feed.first().textContent(), { timeout: 10_000 }).toMatch(new RegExp(`v${write.body.version}\\s*patch at\\s*${trip.forkNode}`));
+    await expect.poll(() => page.getByLabel(`State at node ${trip.forkNode}`).textContent()).toContain('"days": 4');
+    // The session header is reread on its own request, which may finish a moment later.
+    await expect.poll(() => page.getByTestId('session-version').textContent()).toBe(String(write.body.version));
+  });
+
+  it('switches the head from the page', async () => {
+    // Act
+    await row(trip.firstBranchEnd).click();
+    await page.getByRole('button', { name: 'Make head' }).click();
+
+    // Assess: the API agrees, and the tree marks the new head.
+    await expect.poll(async () => (await api.client.get(`/v1/sessions/${trip.sessionId}`)).body.head).toBe(trip.firstBranchEnd);
+    await expect.poll(() => row(trip.firstBranchEnd).getAttribute('aria-label')).toContain(', head,');
+    expect(await row(trip.head).getAttribute('aria-label')).not.toContain(', head,');
+  });
+
+  it('stays responsive with hundreds of nodes: only the rows in view are drawn', async () => {
+    // Prepare: 200 turns, a branch every 10 → 421 nodes.
+    const sessionId = uniqueId('large');
+    const total = await seedLargeSession(api.client, sessionId, 200);
+
+    // Act
+    await page.goto(`${api.url}/#/s/${sessionId}`);
+    await row('r200').waitFor();
+
+    // Assess: the head (the last row) is scrolled into view, and the DOM holds a window, not 421 rows.
+    expect(await page.locator('.tree-canvas').evaluate((element) => element.getBoundingClientRect().height)).toBe(total * 34);
+    expect(await page.locator('[role="treeitem"]').count()).toBeLessThan(80);
+    await page.getByRole('tree').focus();
+    await page.keyboard.press('Home');
+    await row('root').waitFor();
+    expect(await row('r200').count()).toBe(0);
+    await page.keyboard.press('PageDown');
+    await page.keyboard.press('PageDown');
+    await expect.poll(() => page.locator('#node-title').textContent()).not.toBe('root');
+  }, 60_000);
+});
