@@ -20,6 +20,8 @@ import type {
   MessageNode,
   MessagePath,
   PageQuery,
+  SessionListQuery,
+  TreeQuery,
   ProfileDocument,
   PutAgentRequest,
   ReplayResult,
@@ -91,10 +93,10 @@ export class AgentStateApi {
     create: async (request: CreateSessionRequest = {}, options?: CallOptions): Promise<Session> =>
       (await this.http.request<Session>({ method: 'POST', path: '/v1/sessions', body: request }, options)).body,
     /** `GET /v1/sessions`: one page, most recently active first. */
-    list: async (query: PageQuery = {}, options?: CallOptions): Promise<SessionList> =>
+    list: async (query: SessionListQuery = {}, options?: CallOptions): Promise<SessionList> =>
       (await this.http.request<SessionList>({ method: 'GET', path: '/v1/sessions', query: { ...query } }, options)).body,
     /** Every session, following `next`. */
-    iterate: (query: Omit<PageQuery, 'cursor'> = {}, options?: CallOptions): AsyncGenerator<SessionSummary, void, undefined> =>
+    iterate: (query: Omit<SessionListQuery, 'cursor'> = {}, options?: CallOptions): AsyncGenerator<SessionSummary, void, undefined> =>
       pages((cursor) => this.sessions.list({ ...query, ...(cursor ? { cursor } : {}) }, options), (page) => page.sessions),
     /** `GET /v1/sessions/{sid}`. `404 session_not_found`. */
     get: async (sessionId: string, options?: CallOptions): Promise<Session> =>
@@ -117,9 +119,14 @@ export class AgentStateApi {
 
   /** The message tree (docs/api.md §3). */
   readonly tree = {
-    /** `GET /v1/sessions/{sid}/tree`: the head and every node. */
-    get: async (sessionId: string, options?: CallOptions): Promise<Tree> =>
-      (await this.http.request<Tree>({ method: 'GET', path: path`/v1/sessions/${sessionId}/tree` }, options)).body,
+    /** `GET /v1/sessions/{sid}/tree`: the head and every node (with `preview`, their snippets). */
+    get: async (sessionId: string, query: TreeQuery = {}, options?: CallOptions): Promise<Tree> =>
+      (
+        await this.http.request<Tree>(
+          { method: 'GET', path: path`/v1/sessions/${sessionId}/tree`, query: query.preview ? { preview: 1 } : {} },
+          options,
+        )
+      ).body,
     /** `GET /v1/sessions/{sid}/nodes/{nid}` */
     node: async (sessionId: string, nodeId: string, options?: CallOptions): Promise<MessageNode> =>
       (await this.http.request<MessageNode>({ method: 'GET', path: path`/v1/sessions/${sessionId}/nodes/${nodeId}` }, options)).body,

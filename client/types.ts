@@ -16,6 +16,12 @@ export interface PageQuery {
   cursor?: string;
 }
 
+/** Query of `GET /v1/sessions`: a page, optionally only ids that start with `prefix`. */
+export interface SessionListQuery extends PageQuery {
+  /** Pages may then hold fewer than `limit` sessions, even none, while `next` is present. */
+  prefix?: string;
+}
+
 /* ------------------------------------------------------------------ health */
 
 /** `GET /health` */
@@ -42,7 +48,7 @@ export interface Session {
   userId: string | null;
   metadata: JsonObject | null;
   createdAt: string;
-  /** Last activity; may trail the latest write by about a second. */
+  /** Last activity; may trail the latest state write by a moment. */
   updatedAt: string;
   /** The current head node (`root` for a new session). */
   head: string;
@@ -113,7 +119,16 @@ export interface MessagePath {
 }
 
 /** A node of `GET /v1/sessions/{sid}/tree` (no `createdAt`, no message body). */
-export type TreeNode = Omit<MessageNode, 'createdAt'>;
+export type TreeNode = Omit<MessageNode, 'createdAt'> & {
+  /** With `preview: true`: a one-line snippet of the message (≤ 120 characters); null for `root`. */
+  preview?: string | null;
+};
+
+/** Query of `GET /v1/sessions/{sid}/tree`. */
+export interface TreeQuery {
+  /** Adds each node's `preview`. */
+  preview?: boolean;
+}
 
 /** `GET /v1/sessions/{sid}/tree` */
 export interface Tree {

@@ -1,62 +1,10 @@
-import type { Json } from './json-diff.js';
+// The API's shapes, as the typed client declares them (type-only: nothing of the client is
+// bundled into the page).
+import type { Session, SessionSummary, StateChangedEvent, StateView, TreeNode, Version } from '../../client/types.js';
 
 /** The API as the inspector uses it: same origin as the page, `Authorization: Bearer <key>`. */
 
-export interface SessionSummary {
-  sessionId: string;
-  agentId: string | null;
-  userId: string | null;
-  metadata: Record<string, Json> | null;
-  createdAt: string;
-  updatedAt: string;
-}
-
-export interface Session extends SessionSummary {
-  head: string;
-  version: number;
-}
-
-export interface TreeNode {
-  id: string;
-  parentId: string | null;
-  depth: number;
-  role: string | null;
-  stateVersion: number;
-  preview?: string | null;
-}
-
-export interface StateView {
-  sessionId: string;
-  node: string;
-  version: number;
-  state: Json;
-  agent: Json;
-  updatedAt: string | null;
-}
-
-export interface Version {
-  version: number;
-  node: string;
-  prevVersion: number;
-  cause: string;
-  author: string | null;
-  decisionId?: string | null;
-  createdAt: string;
-  state: Json;
-  agent: Json;
-}
-
-export interface StateChangedEvent {
-  id: string;
-  type: 'state.changed';
-  sessionId: string;
-  node: string;
-  version: number;
-  prevVersion: number;
-  cause: string;
-  author: string | null;
-  occurredAt: string;
-}
+export type { Session, SessionSummary, StateChangedEvent, StateView, TreeNode, Version };
 
 /** A problem+json answer (or a network failure, status 0). */
 export class ApiError extends Error {

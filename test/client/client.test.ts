@@ -77,6 +77,7 @@ describe('every route', () => {
     const path = await client.messages.path(sid, { node: 'a1' });
     const node = await client.tree.node(sid, 'a1');
     const tree = await client.tree.get(sid);
+    const previews = await client.tree.get(sid, { preview: true });
     const head = await client.tree.setHead(sid, 'a1');
 
     expect(appended).toEqual({ nodes: [expect.objectContaining({ id: 'u1', parentId: 'root', depth: 1 }), expect.objectContaining({ id: 'a1', parentId: 'u1' })], head: 'a1' });
@@ -91,7 +92,23 @@ describe('every route', () => {
     expect(node).toEqual({ id: 'a1', parentId: 'u1', depth: 2, role: 'assistant', stateVersion: 0, createdAt: expect.any(String) });
     expect(tree.head).toBe('a2');
     expect(tree.nodes.map((each) => each.id)).toEqual(['root', 'u1', 'a1', 'a2']);
+    expect(tree.nodes[1]).not.toHaveProperty('preview');
+    expect(previews.nodes.map((each) => each.preview)).toEqual([null, 'Plan a trip', 'Where to?', 'Which city?']);
     expect(head).toEqual({ head: 'a1' });
+  });
+
+  it('finds sessions by the start of their id', async () => {
+    const stem = uniqueId('prefix');
+    for (const suffix of ['a', 'b']) await client.sessions.create({ sessionId: `${stem}-${suffix}` });
+    await client.sessions.create({ sessionId: uniqueId('elsewhere') });
+
+    const found = await eventually('both sessions under the prefix', async () => {
+      const ids: string[] = [];
+      for await (const session of client.sessions.iterate({ prefix: stem, limit: 50 })) ids.push(session.sessionId);
+      return ids.length === 2 ? ids : null;
+    });
+
+    expect([...found].sort()).toEqual([`${stem}-a`, `${stem}-b`]);
   });
 
   it('state and versions: patch, replace, If-Match, time travel, history', async () => {
