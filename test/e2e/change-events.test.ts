@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiClient, uniqueId, type ApiClient } from '../helpers/api-client.js';
 import { startApi, type RunningApi } from '../helpers/e2e.js';
-import { connectLive, expectedSignature, startReceiver, waitFor, type LiveClient, type Receiver } from '../helpers/events.js';
+import { connectLive, EventFixtures, expectedSignature, waitFor, type LiveClient } from '../helpers/events.js';
 
 /**
  * Change events end to end (API.md section 9): the server as `npm start` runs it, its stream
@@ -11,8 +11,7 @@ import { connectLive, expectedSignature, startReceiver, waitFor, type LiveClient
 let api: RunningApi;
 let http: ApiClient;
 let other: ApiClient;
-const receivers: Receiver[] = [];
-const clients: LiveClient[] = [];
+const fixtures = new EventFixtures(() => api.url);
 
 beforeAll(async () => {
   api = await startApi();
@@ -20,22 +19,12 @@ beforeAll(async () => {
   other = apiClient(api.url, 'other-key');
 });
 afterAll(async () => {
-  await Promise.all(clients.map((client) => client.close()));
-  await Promise.all(receivers.map((receiver) => receiver.close()));
+  await fixtures.close();
   await api?.stop();
 });
 
-async function receiver(status = 200): Promise<Receiver> {
-  const started = await startReceiver(status);
-  receivers.push(started);
-  return started;
-}
-
-async function live(token: string): Promise<LiveClient> {
-  const client = await connectLive(`${api.url.replace('http://', 'ws://')}/v1/ws?token=${token}`);
-  clients.push(client);
-  return client;
-}
+const receiver = (status = 200) => fixtures.receiver(status);
+const live = (token: string) => fixtures.live(token);
 
 async function subscribe(client: LiveClient, sessionId: string): Promise<void> {
   client.send({ action: 'subscribe', sessionId });

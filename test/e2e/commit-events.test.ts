@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiClient, uniqueId, type ApiClient } from '../helpers/api-client.js';
 import { startApi, type RunningApi } from '../helpers/e2e.js';
-import { connectLive, startReceiver, waitFor, type LiveClient, type Receiver } from '../helpers/events.js';
+import { EventFixtures, waitFor, type LiveClient } from '../helpers/events.js';
 
 /**
  * Change events of commits' documents end to end (API.md sections 8 and 9): a commit that
@@ -13,8 +13,7 @@ import { connectLive, startReceiver, waitFor, type LiveClient, type Receiver } f
 let api: RunningApi;
 let http: ApiClient;
 let other: ApiClient;
-const receivers: Receiver[] = [];
-const clients: LiveClient[] = [];
+const fixtures = new EventFixtures(() => api.url);
 
 beforeAll(async () => {
   api = await startApi();
@@ -22,16 +21,11 @@ beforeAll(async () => {
   other = apiClient(api.url, 'other-key');
 });
 afterAll(async () => {
-  await Promise.all(clients.map((client) => client.close()));
-  await Promise.all(receivers.map((receiver) => receiver.close()));
+  await fixtures.close();
   await api?.stop();
 });
 
-async function receiver(status = 200): Promise<Receiver> {
-  const started = await startReceiver(status);
-  receivers.push(started);
-  return started;
-}
+const receiver = (status = 200) => fixtures.receiver(status);
 
 async function hook(client: ApiClient, body: Record<string, unknown>): Promise<string> {
   const created = await client.post('/v1/webhooks', body);
@@ -40,8 +34,7 @@ async function hook(client: ApiClient, body: Record<string, unknown>): Promise<s
 }
 
 async function follow(sessionId: string): Promise<LiveClient> {
-  const client = await connectLive(`${api.url.replace('http://', 'ws://')}/v1/ws?token=dev-key`);
-  clients.push(client);
+  const client = await fixtures.live('dev-key');
   client.send({ action: 'subscribe', sessionId });
   await waitFor(`the subscribe ack for ${sessionId}`, () => client.messages.find((message) => message.type === 'subscribed'));
   return client;

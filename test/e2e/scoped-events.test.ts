@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main as agentstateCli } from '../../bin/agentstate.js';
 import { apiClient, uniqueId, type ApiClient } from '../helpers/api-client.js';
 import { startApi, type RunningApi } from '../helpers/e2e.js';
-import { connectLive, startReceiver, waitFor, type LiveClient, type Receiver } from '../helpers/events.js';
+import { EventFixtures, waitFor, type LiveClient } from '../helpers/events.js';
 
 /**
  * Change events under typed fields, end to end (API.md section 7: an agent's view of events
@@ -12,8 +12,7 @@ import { connectLive, startReceiver, waitFor, type LiveClient, type Receiver } f
 
 let api: RunningApi;
 let http: ApiClient;
-const receivers: Receiver[] = [];
-const clients: LiveClient[] = [];
+const fixtures = new EventFixtures(() => api.url);
 const ids = { root: '', billing: '', general: '' };
 
 const everything = ['cardToken', 'internal', 'invoiceDate', 'notes', 'plan', 'topic'];
@@ -51,25 +50,15 @@ beforeAll(async () => {
   for (const response of declared) expect(response.status, response.text).toBe(201);
 });
 afterAll(async () => {
-  await Promise.all(clients.map((client) => client.close()));
-  await Promise.all(receivers.map((receiver) => receiver.close()));
+  await fixtures.close();
   await api?.stop();
 });
 
 const as = (agent: string) => ({ headers: { 'x-agent-id': agent } });
 const keysOf = (state: unknown) => Object.keys(state as object).sort();
 
-async function receiver(): Promise<Receiver> {
-  const started = await startReceiver();
-  receivers.push(started);
-  return started;
-}
-
-async function live(token: string): Promise<LiveClient> {
-  const client = await connectLive(`${api.url.replace('http://', 'ws://')}/v1/ws?token=${token}`);
-  clients.push(client);
-  return client;
-}
+const receiver = () => fixtures.receiver();
+const live = (token: string) => fixtures.live(token);
 
 /** Sends a subscribe and waits for its answer (the ack, or an error). */
 async function subscribe(client: LiveClient, message: Record<string, unknown>): Promise<any> {

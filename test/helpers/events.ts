@@ -108,3 +108,33 @@ export function connectLive(url: string): Promise<LiveClient> {
     );
   });
 }
+
+/**
+ * The webhook receivers and WebSocket clients one test file opens against its server, all
+ * closed by `close()` in its `afterAll`.
+ */
+export class EventFixtures {
+  private readonly receivers: Receiver[] = [];
+  private readonly clients: LiveClient[] = [];
+
+  /** `baseUrl`: the server's `http://…` address, read when a client connects. */
+  constructor(private readonly baseUrl: () => string) {}
+
+  async receiver(status = 200): Promise<Receiver> {
+    const started = await startReceiver(status);
+    this.receivers.push(started);
+    return started;
+  }
+
+  /** A WebSocket connection with `token` as its API key. */
+  async live(token: string): Promise<LiveClient> {
+    const client = await connectLive(`${this.baseUrl().replace('http://', 'ws://')}/v1/ws?token=${token}`);
+    this.clients.push(client);
+    return client;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.clients.map((client) => client.close()));
+    await Promise.all(this.receivers.map((receiver) => receiver.close()));
+  }
+}
