@@ -141,7 +141,10 @@ export class CommitService {
         });
         await this.store.commit(scope, {
           ...change,
-          touchSessionAt: at,
+          // With documents (or a first write) this is a transaction, which moves the session's
+          // activity too; a thread-only commit is one PutItem, like a state write, and the
+          // change hook moves it.
+          touchSessionAt: documents.length > 0 || tip.slot === 0 ? at : undefined,
           mayCreateSession: tip.slot === 0,
           sessionAgentId,
           documents,

@@ -1,4 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
+import { CommitService } from '../../functions/core/commit-service.js';
 import { SessionService } from '../../functions/core/session-service.js';
 import { mergePatch } from '../../functions/core/merge-patch.js';
 import type { Json } from '../../functions/core/json.js';
@@ -95,6 +96,29 @@ describe('requests per operation', () => {
 
     // Assess
     expect(requests).toEqual(['Query', 'PutItem']);
+  });
+
+  it('commits thread keys alone with one read and one PutItem, and documents in one transaction', async () => {
+    // Prepare
+    const commits = new CommitService(store, service);
+    const session = { tenant: 'budget', sessionId: 'commits' };
+    await commits.commit(session, { commands: [{ key: 'first', scope: 'thread', merge: 'disjoint', set: true }] });
+
+    // Act
+    const threadOnly = await count(() => commits.commit(session, { commands: [{ key: 'n', scope: 'thread', merge: 'commutative', set: { a: 1 } }] }));
+    const withRun = await count(() =>
+      commits.commit(session, {
+        runId: 'r1',
+        commands: [
+          { key: 'n', scope: 'thread', merge: 'commutative', set: { b: 2 } },
+          { key: 'step', scope: 'run', merge: 'disjoint', set: 1 },
+        ],
+      }),
+    );
+
+    // Assess
+    expect(threadOnly).toEqual(['Query', 'PutItem']);
+    expect(writes(withRun)).toEqual(['TransactWriteItems']);
   });
 
   it('creates the session with its first write, in one transaction', async () => {
