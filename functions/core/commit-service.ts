@@ -3,7 +3,7 @@ import { AgentStateError } from './errors.js';
 import { applyTypedWrite, viewOf, type Caller } from './fields.js';
 import { encodedSize, jsonEqual, type Json } from './json.js';
 import { STATE_LIMIT_BYTES, type DocumentKind, type DocumentRecord, type SessionScope } from './model.js';
-import type { DocumentWrite, SessionStore } from './ports.js';
+import { StaleTipError, type DocumentWrite, type SessionStore } from './ports.js';
 import { retryOnStaleTip, type RetryPolicy } from './retry.js';
 import type { SessionService } from './session-service.js';
 import { versionAt } from './tree.js';
@@ -69,6 +69,8 @@ export class CommitService {
         touches('shared') ? this.store.getDocument(scope.tenant, 'shared', 'shared') : Promise.resolve(null),
       ]);
       const { tip, nodeId, pointer, current } = target;
+      // A documents-only commit writes no tip: it must not slip into a session being deleted.
+      if (tip.deleting) throw new StaleTipError('the session is being deleted');
       if (request.expectedVersion !== undefined && request.expectedVersion !== pointer) {
         throw new AgentStateError(
           'version_mismatch',

@@ -96,6 +96,12 @@ export interface Tip {
   agentId: string | null;
   /** The recorded version in the tip slot, when the read asked for it. */
   latest: VersionRecord | null;
+  /**
+   * Set while the session is being deleted: the tip slot holds the delete's tombstone, the
+   * session reads as unknown, and no write may be based on this tip (it is retried until the
+   * delete is done, and then starts a new session).
+   */
+  deleting?: true;
 }
 
 export const ANCESTOR_WINDOW = 32;

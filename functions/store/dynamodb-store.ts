@@ -72,6 +72,10 @@ const NODE_SUMMARY = 'sk, #id, parentId, #depth, #role, stateVersion, createdAt'
 const NODE_SUMMARY_NAMES = { '#id': 'id', '#depth': 'depth', '#role': 'role' };
 const BATCH_GET_LIMIT = 100;
 const BATCH_WRITE_LIMIT = 25;
+/** The kind of the item that closes a session while it is deleted (`deleteSession`). */
+const TOMBSTONE = 'x';
+/** How many times a delete tries to close a session that keeps being written. */
+const CLOSE_ATTEMPTS = 20;
 const IDEMPOTENCY_TTL_SECONDS = 24 * 60 * 60;
 
 /**
@@ -109,6 +113,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
     const item = Items?.[0];
     if (!item) return emptyTip();
     const slot = slotOf(String(item.sk));
+    if (item.kind === TOMBSTONE) return { ...emptyTip(), slot, deleting: true };
     const marker = item.kind === 'm';
     return {
       slot,
@@ -187,28 +192,83 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
     return pageOf((Items ?? []).map(toMeta), LastEvaluatedKey);
   }
 
+  /**
+   * Erases every item of the session. A write that read the tip before the delete must not
+   * land after it (it would leave a version of a session that no longer exists), so the
+   * delete first closes the session: a tombstone takes the tip's next place under the same
+   * condition a write would meet, and every write based on an earlier tip fails its own. The
+   * items are then deleted, the tombstone last; until it is gone the session reads as unknown
+   * and writers wait (`Tip.deleting`), after which a write starts a new session.
+   *
+   *   writer reads tip V#41 ──┐   delete puts tombstone V#42 ✓, erases V#1…V#41, nodes, …
+   *   writer puts V#42 ✗ ─────┘   re-reads: deleting → retries → tombstone gone → new V#1
+   */
   async deleteSession(scope: SessionScope): Promise<boolean> {
-    let found = false;
-    let start: Item | undefined;
-    do {
-      const { Items, LastEvaluatedKey } = await this.send(
-        new QueryCommand({
-          TableName: this.tableName,
-          KeyConditionExpression: 'pk = :pk',
-          ExpressionAttributeValues: { ':pk': keys.session(scope) },
-          ProjectionExpression: 'pk, sk',
-          ExclusiveStartKey: start,
-          ConsistentRead: true,
-        }),
-      );
-      const itemKeys = (Items ?? []).map((item) => ({ pk: item.pk, sk: item.sk }));
-      found ||= itemKeys.length > 0;
-      for (let offset = 0; offset < itemKeys.length; offset += BATCH_WRITE_LIMIT) {
-        await this.deleteBatch(itemKeys.slice(offset, offset + BATCH_WRITE_LIMIT));
+    const tombstone = await this.closeSession(scope);
+    const itemKeys: Item[] = [];
+    await queryAll(
+      (start) =>
+        this.send(
+          new QueryCommand({
+            TableName: this.tableName,
+            KeyConditionExpression: 'pk = :pk',
+            ExpressionAttributeValues: { ':pk': keys.session(scope) },
+            ProjectionExpression: 'pk, sk',
+            ExclusiveStartKey: start,
+            ConsistentRead: true,
+          }),
+        ),
+      (item) => {
+        if (item.sk !== tombstone) itemKeys.push({ pk: item.pk, sk: item.sk });
+      },
+    );
+    for (let offset = 0; offset < itemKeys.length; offset += BATCH_WRITE_LIMIT) {
+      await this.deleteBatch(itemKeys.slice(offset, offset + BATCH_WRITE_LIMIT));
+    }
+    if (tombstone) {
+      await this.send(new DeleteCommand({ TableName: this.tableName, Key: { pk: keys.session(scope), sk: tombstone } }));
+    }
+    return itemKeys.length > 0 || tombstone !== null;
+  }
+
+  /**
+   * Puts the delete's tombstone where the next write would go (the slot after a version, or
+   * over a head marker), with that write's condition; a write that wins the race first makes
+   * it read the tip again. Resolves with the tombstone's sort key, or null when the session
+   * has no tip to guard (nothing written; a delete of that is a delete of a few items).
+   */
+  private async closeSession(scope: SessionScope): Promise<string | null> {
+    for (let attempt = 1; ; attempt++) {
+      const tip = await this.readTip(scope, { withState: false });
+      if (tip.deleting) return keys.slot(tip.slot);
+      if (tip.slot === 0) return null;
+      const slot = tip.marker ? tip.slot : tip.slot + 1;
+      try {
+        await this.send(
+          new PutCommand({
+            TableName: this.tableName,
+            Item: { pk: keys.session(scope), sk: keys.slot(slot), kind: TOMBSTONE },
+            ...(tip.marker
+              ? {
+                  ConditionExpression: conditions.slotHoldsMarker,
+                  ExpressionAttributeNames: { '#kind': 'kind', '#seq': 'seq' },
+                  ExpressionAttributeValues: { ':marker': 'm', ':seq': tip.markerSeq },
+                }
+              : { ConditionExpression: conditions.slotIsFree }),
+          }),
+        );
+        return keys.slot(slot);
+      } catch (error) {
+        // A write took the place first (or the SDK retried our own landed put: the next read
+        // sees our tombstone). Writes are short; a session written faster than it can be
+        // closed for this long is refused rather than deleted halfway.
+        if (!isConditionFailure(error) || attempt >= CLOSE_ATTEMPTS) {
+          throw isConditionFailure(error)
+            ? new AgentStateError('conflict', 'the session is changing too fast to delete; try again', { attempts: attempt })
+            : error;
+        }
       }
-      start = LastEvaluatedKey;
-    } while (start);
-    return found;
+    }
   }
 
   // ---- nodes ----------------------------------------------------------------------------
@@ -304,6 +364,8 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
    */
   async commit(scope: SessionScope, change: TipChange): Promise<void> {
     const { basedOn } = change;
+    // Nothing may be written into a session while it is deleted; the caller retries.
+    if (basedOn.deleting) throw new StaleTipError('the session is being deleted');
     const slot = basedOn.marker ? basedOn.slot : basedOn.slot + 1;
     const at = change.touchSessionAt;
     const tipItem: Item = {

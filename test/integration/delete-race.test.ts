@@ -1,0 +1,135 @@
+import { QueryCommand } from '@aws-sdk/client-dynamodb';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Json } from '../../functions/core/json.js';
+import { mergePatch } from '../../functions/core/merge-patch.js';
+import type { SessionScope, Tip } from '../../functions/core/model.js';
+import type { TipChange } from '../../functions/core/ports.js';
+import { SessionService } from '../../functions/core/session-service.js';
+import { dynamoDbClient } from '../../functions/store/client.js';
+import { DynamoDbStore } from '../../functions/store/dynamodb-store.js';
+import { keys } from '../../functions/store/keys.js';
+import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
+
+/**
+ * Deleting a session while it is written (API.md section 2: afterwards it reads as unknown).
+ * A write reads the tip, then puts the next version under a condition; a delete closes the
+ * session with a tombstone in that place first, so a put during the delete fails, and the
+ * write waits and starts a new session. Real DynamoDB Local; the races are made exact by
+ * holding one side.
+ */
+
+const client = dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamoEndpoint() });
+let tableName: string;
+let store: DynamoDbStore;
+
+beforeAll(async () => {
+  tableName = await createTestTable('delete-race');
+  store = new DynamoDbStore(client, tableName);
+});
+
+const patch = (value: Json) => ({ cause: 'patch' as const, author: null, next: (current: Json) => mergePatch(current, value) });
+
+/** Every sort key of the session's items, straight from the table. */
+async function sortKeys(scope: SessionScope): Promise<string[]> {
+  const { Items } = await client.send(
+    new QueryCommand({
+      TableName: tableName,
+      KeyConditionExpression: 'pk = :pk',
+      ExpressionAttributeValues: { ':pk': { S: keys.session(scope) } },
+      ConsistentRead: true,
+    }),
+  );
+  return (Items ?? []).map((item) => item.sk?.S ?? '');
+}
+
+/**
+ * A store whose deletes put their tombstone and then hold the erasing (BatchWriteItem, on its
+ * own client) until `release()`: the moment a delete is in progress, made exact.
+ */
+function heldDeletes(): { store: DynamoDbStore; tombstoned: Promise<void>; release: () => void } {
+  let release!: () => void;
+  const erasing = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let closed!: () => void;
+  const tombstoned = new Promise<void>((resolve) => {
+    closed = resolve;
+  });
+  const slowClient = dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamoEndpoint() });
+  slowClient.middlewareStack.add(
+    (next, context) => async (args) => {
+      if (context.commandName === 'BatchWriteItemCommand') {
+        closed();
+        await erasing;
+      }
+      return next(args);
+    },
+    { step: 'initialize', name: 'holdTheErase' },
+  );
+  return { store: new DynamoDbStore(slowClient, tableName), tombstoned, release };
+}
+
+describe('deleting a session that is being written', () => {
+  it('refuses a write that read the tip before the delete and puts during it; its retry starts a new session', async () => {
+    // Prepare: a store whose first commit runs while a delete of the session is erasing it.
+    const scope = { tenant: 't', sessionId: 'read-then-deleted' };
+    const service = new SessionService(store);
+    await service.writeState(scope, patch({ old: 1 }));
+    await service.writeState(scope, patch({ old: 2 }));
+    const held = heldDeletes();
+    let deletion: Promise<boolean> | undefined;
+    const pausing = Object.create(store) as DynamoDbStore;
+    pausing.commit = async (target: SessionScope, change: TipChange) => {
+      if (!deletion) {
+        deletion = held.store.deleteSession(target);
+        await held.tombstoned;
+        setTimeout(held.release, 200);
+      }
+      return store.commit(target, change);
+    };
+    const writer = new SessionService(pausing);
+
+    // Act
+    const result = await writer.writeState(scope, patch({ fresh: true }));
+    await deletion;
+
+    // Assess: the write read version 2 and lost its place to the tombstone; it waited for the
+    // delete and wrote version 1 of a new session from nothing, not version 3 on the old state.
+    expect(result).toMatchObject({ version: 1, prevVersion: 0, state: { fresh: true } });
+    expect(await service.readState(scope, {})).toMatchObject({ version: 1, state: { fresh: true } });
+    expect((await sortKeys(scope)).filter((sk) => sk.startsWith(keys.slotPrefix))).toEqual([keys.slot(1)]);
+  });
+
+  it('reads the session as unknown while it is deleted, and lets writes in only afterwards', async () => {
+    // Prepare: a delete that stops before erasing, with its tombstone in place.
+    const scope = { tenant: 't', sessionId: 'deleting' };
+    const service = new SessionService(store, { retry: { maxElapsedMs: 5_000 } });
+    await service.appendMessages(scope, { messages: [{ id: 'm1', role: 'user' }] });
+    await service.writeState(scope, patch({ old: true }));
+    const held = heldDeletes();
+    const deletion = held.store.deleteSession(scope);
+    await held.tombstoned;
+
+    // Act: a read, and a write that must wait for the delete.
+    const during = await service.readState(scope, {});
+    const tip: Tip = await store.readTip(scope, { withState: false });
+    const sessionRead = await service.getSession(scope).catch((error: unknown) => error);
+    let writeSettled = false;
+    const write = service.writeState(scope, patch({ after: true })).finally(() => {
+      writeSettled = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const settledBeforeErase = writeSettled;
+    held.release();
+    await deletion;
+    const written = await write;
+
+    // Assess
+    expect(during).toMatchObject({ version: 0, state: null });
+    expect(tip.deleting).toBe(true);
+    expect(sessionRead).toMatchObject({ code: 'session_not_found' });
+    expect(settledBeforeErase).toBe(false);
+    expect(written).toMatchObject({ version: 1, prevVersion: 0, state: { after: true } });
+    expect((await sortKeys(scope)).sort()).toEqual([keys.sessionSort, keys.slot(1)].sort());
+  });
+});
