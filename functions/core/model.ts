@@ -102,6 +102,8 @@ export interface Tip {
    * delete is done, and then starts a new session).
    */
   deleting?: true;
+  /** With `deleting`: when that delete closed the session (ISO time). */
+  deletingSince?: string;
 }
 
 export const ANCESTOR_WINDOW = 32;

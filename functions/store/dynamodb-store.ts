@@ -67,7 +67,7 @@ const conditions = {
   itemExists: 'attribute_exists(pk)',
 } as const;
 
-const TIP_SUMMARY = 'pk, sk, #kind, #seq, version, head, headVersion, headDepth, touchedAt, agentId';
+const TIP_SUMMARY = 'pk, sk, #kind, #seq, version, head, headVersion, headDepth, touchedAt, agentId, createdAt';
 const NODE_SUMMARY = 'sk, #id, parentId, #depth, #role, stateVersion, createdAt';
 const NODE_SUMMARY_NAMES = { '#id': 'id', '#depth': 'depth', '#role': 'role' };
 const BATCH_GET_LIMIT = 100;
@@ -76,6 +76,15 @@ const BATCH_WRITE_LIMIT = 25;
 const TOMBSTONE = 'x';
 /** How many times a delete tries to close a session that keeps being written. */
 const CLOSE_ATTEMPTS = 20;
+/**
+ * A tombstone older than this belongs to a delete that stopped (a function past its timeout
+ * never comes back): the next write finishes that delete. Longer than any request may run.
+ */
+const ABANDONED_DELETE_MS = 60_000;
+
+function isAbandoned(tip: Tip): boolean {
+  return tip.deletingSince !== undefined && Date.now() - Date.parse(tip.deletingSince) > ABANDONED_DELETE_MS;
+}
 const IDEMPOTENCY_TTL_SECONDS = 24 * 60 * 60;
 
 /**
@@ -113,7 +122,9 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
     const item = Items?.[0];
     if (!item) return emptyTip();
     const slot = slotOf(String(item.sk));
-    if (item.kind === TOMBSTONE) return { ...emptyTip(), slot, deleting: true };
+    if (item.kind === TOMBSTONE) {
+      return { ...emptyTip(), slot, deleting: true, ...(typeof item.createdAt === 'string' ? { deletingSince: item.createdAt } : {}) };
+    }
     const marker = item.kind === 'm';
     return {
       slot,
@@ -247,7 +258,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
         await this.send(
           new PutCommand({
             TableName: this.tableName,
-            Item: { pk: keys.session(scope), sk: keys.slot(slot), kind: TOMBSTONE },
+            Item: { pk: keys.session(scope), sk: keys.slot(slot), kind: TOMBSTONE, createdAt: new Date().toISOString() },
             ...(tip.marker
               ? {
                   ConditionExpression: conditions.slotHoldsMarker,
@@ -364,8 +375,12 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
    */
   async commit(scope: SessionScope, change: TipChange): Promise<void> {
     const { basedOn } = change;
-    // Nothing may be written into a session while it is deleted; the caller retries.
-    if (basedOn.deleting) throw new StaleTipError('the session is being deleted');
+    // Nothing may be written into a session while it is deleted; the caller retries. A delete
+    // that stopped halfway (its function timed out) is finished by the writes that find it.
+    if (basedOn.deleting) {
+      if (isAbandoned(basedOn)) await this.deleteSession(scope);
+      throw new StaleTipError('the session is being deleted');
+    }
     const slot = basedOn.marker ? basedOn.slot : basedOn.slot + 1;
     const at = change.touchSessionAt;
     const tipItem: Item = {

@@ -1,4 +1,4 @@
-import { QueryCommand } from '@aws-sdk/client-dynamodb';
+import { PutItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Json } from '../../functions/core/json.js';
 import { mergePatch } from '../../functions/core/merge-patch.js';
@@ -129,6 +129,37 @@ describe('deleting a session that is being written', () => {
     expect(tip.deleting).toBe(true);
     expect(sessionRead).toMatchObject({ code: 'session_not_found' });
     expect(settledBeforeErase).toBe(false);
+    expect(written).toMatchObject({ version: 1, prevVersion: 0, state: { after: true } });
+    expect((await sortKeys(scope)).sort()).toEqual([keys.sessionSort, keys.slot(1)].sort());
+  });
+});
+
+describe('a delete that stopped halfway', () => {
+  it('is finished by the next write once it is clearly abandoned, which then starts a new session', async () => {
+    // Prepare: a session closed by a delete that died before erasing (two minutes ago).
+    const scope = { tenant: 't', sessionId: 'abandoned' };
+    const service = new SessionService(store);
+    await service.appendMessages(scope, { messages: [{ id: 'm1', role: 'user' }] });
+    await service.writeState(scope, patch({ old: true }));
+    const top = (await store.readTip(scope, { withState: false })).slot;
+    await client.send(
+      new PutItemCommand({
+        TableName: tableName,
+        Item: {
+          pk: { S: keys.session(scope) },
+          sk: { S: keys.slot(top + 1) },
+          kind: { S: 'x' },
+          createdAt: { S: new Date(Date.now() - 120_000).toISOString() },
+        },
+      }),
+    );
+
+    // Act
+    const during = await service.readState(scope, {});
+    const written = await service.writeState(scope, patch({ after: true }));
+
+    // Assess
+    expect(during).toMatchObject({ version: 0, state: null });
     expect(written).toMatchObject({ version: 1, prevVersion: 0, state: { after: true } });
     expect((await sortKeys(scope)).sort()).toEqual([keys.sessionSort, keys.slot(1)].sort());
   });
