@@ -48,7 +48,7 @@ import {
 import type { StateFields } from '../core/fields.js';
 import { emptyTip } from '../core/tree.js';
 import { keys, slotOf } from './keys.js';
-import { decodeCursor, invalidCursor, pageOf, queryAll, type Item } from './paging.js';
+import { decodeCursor, invalidCursor, pageOf, prefixPageQuery, queryAll, type Item } from './paging.js';
 import { tableKeys } from './table.js';
 
 type TransactItem = NonNullable<TransactWriteCommandInput['TransactItems']>[number];
@@ -343,21 +343,15 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
     scope: SessionScope,
     options: { limit: number; cursor?: string },
   ): Promise<Page<VersionRecord>> {
-    const partition = keys.session(scope);
-    const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk']);
-    if (start && (start.pk !== partition || !String(start.sk).startsWith(keys.slotPrefix))) throw invalidCursor();
+    const range = { tableName: this.tableName, partition: keys.session(scope), prefix: keys.slotPrefix };
+    const page = prefixPageQuery(range, { ...options, newestFirst: true, consistent: true });
     const { Items, LastEvaluatedKey } = await this.send(
       new QueryCommand({
-        TableName: this.tableName,
-        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
-        // The top slot may hold a head marker, which is not a version.
+        ...page,
+        // The top slot may hold a head marker (or a delete's tombstone), which is not a version.
         FilterExpression: '#kind = :version',
         ExpressionAttributeNames: { '#kind': 'kind' },
-        ExpressionAttributeValues: { ':pk': partition, ':prefix': keys.slotPrefix, ':version': 'v' },
-        ScanIndexForward: false,
-        Limit: options.limit,
-        ExclusiveStartKey: start,
-        ConsistentRead: true,
+        ExpressionAttributeValues: { ...page.ExpressionAttributeValues, ':version': 'v' },
       }),
     );
     return pageOf((Items ?? []).map(toVersion), LastEvaluatedKey);
@@ -574,17 +568,8 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
   }
 
   async listAgents(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<AgentRecord>> {
-    const partition = keys.agents(tenant);
-    const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk']);
-    if (start && (start.pk !== partition || !String(start.sk).startsWith(keys.agentPrefix))) throw invalidCursor();
     const { Items, LastEvaluatedKey } = await this.send(
-      new QueryCommand({
-        TableName: this.tableName,
-        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
-        ExpressionAttributeValues: { ':pk': partition, ':prefix': keys.agentPrefix },
-        Limit: options.limit,
-        ExclusiveStartKey: start,
-      }),
+      new QueryCommand(prefixPageQuery({ tableName: this.tableName, partition: keys.agents(tenant), prefix: keys.agentPrefix }, options)),
     );
     return pageOf((Items ?? []).map(toAgent), LastEvaluatedKey);
   }

@@ -1,3 +1,4 @@
+import type { QueryCommandInput } from '@aws-sdk/lib-dynamodb';
 import type { Page } from '../core/model.js';
 import { AgentStateError } from '../core/errors.js';
 
@@ -23,6 +24,35 @@ export async function queryAll(query: (start: Item | undefined) => Promise<Query
 /** A page of a list; `next` is the key DynamoDB stopped at, opaque to clients. */
 export function pageOf<T>(items: T[], lastKey: Item | undefined): Page<T> {
   return lastKey ? { items, next: Buffer.from(JSON.stringify(lastKey)).toString('base64url') } : { items };
+}
+
+/** The items of one partition whose sort key starts with `prefix`: a list of one kind. */
+export interface PrefixRange {
+  tableName: string;
+  partition: string;
+  prefix: string;
+}
+
+/**
+ * The Query of one page of a list kept under a sort-key prefix: `limit` items from `cursor`
+ * on, in sort-key order (or newest first). The cursor must be a key of this very range, so a
+ * cursor from another list or tenant is refused rather than read from.
+ */
+export function prefixPageQuery(
+  range: PrefixRange,
+  options: { limit: number; cursor?: string; newestFirst?: boolean; consistent?: boolean },
+): QueryCommandInput {
+  const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk']);
+  if (start && (start.pk !== range.partition || !String(start.sk).startsWith(range.prefix))) throw invalidCursor();
+  return {
+    TableName: range.tableName,
+    KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+    ExpressionAttributeValues: { ':pk': range.partition, ':prefix': range.prefix },
+    ...(options.newestFirst ? { ScanIndexForward: false } : {}),
+    ...(options.consistent ? { ConsistentRead: true } : {}),
+    Limit: options.limit,
+    ExclusiveStartKey: start,
+  };
 }
 
 /** A cursor is the key DynamoDB stopped at; it must have exactly the attributes of its list. */

@@ -3,7 +3,7 @@ import { DeleteCommand, DynamoDBDocumentClient, GetCommand, PutCommand, QueryCom
 import type { Page } from '../core/model.js';
 import type { DeadLetter, DeadLetterEvent, DeliveryFailure, WebhookRecord, WebhookStore } from '../core/webhooks.js';
 import { keys } from './keys.js';
-import { decodeCursor, invalidCursor, pageOf, queryAll, type Item } from './paging.js';
+import { pageOf, prefixPageQuery, queryAll, type Item } from './paging.js';
 import { sendWithServiceErrors } from './service-errors.js';
 import { tableKeys } from './table.js';
 
@@ -60,19 +60,8 @@ export class DynamoDbWebhookStore implements WebhookStore {
   }
 
   async listWebhooks(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<WebhookRecord>> {
-    const partition = keys.webhooks(tenant);
-    const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk']);
-    if (start && (start.pk !== partition || !String(start.sk).startsWith(keys.webhookPrefix))) throw invalidCursor();
-    const { Items, LastEvaluatedKey } = await this.send(
-      new QueryCommand({
-        TableName: this.tableName,
-        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
-        ExpressionAttributeValues: { ':pk': partition, ':prefix': keys.webhookPrefix },
-        ScanIndexForward: false,
-        Limit: options.limit,
-        ExclusiveStartKey: start,
-      }),
-    );
+    const range = { tableName: this.tableName, partition: keys.webhooks(tenant), prefix: keys.webhookPrefix };
+    const { Items, LastEvaluatedKey } = await this.send(new QueryCommand(prefixPageQuery(range, { ...options, newestFirst: true })));
     return pageOf((Items ?? []).map(toWebhook), LastEvaluatedKey);
   }
 
@@ -138,19 +127,8 @@ export class DynamoDbWebhookStore implements WebhookStore {
   }
 
   async listDeadLetters(tenant: string, webhookId: string, options: { limit: number; cursor?: string }): Promise<Page<DeadLetter>> {
-    const partition = keys.deadLetters(tenant, webhookId);
-    const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk']);
-    if (start && (start.pk !== partition || !String(start.sk).startsWith(keys.deadLetterPrefix))) throw invalidCursor();
-    const { Items, LastEvaluatedKey } = await this.send(
-      new QueryCommand({
-        TableName: this.tableName,
-        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
-        ExpressionAttributeValues: { ':pk': partition, ':prefix': keys.deadLetterPrefix },
-        Limit: options.limit,
-        ExclusiveStartKey: start,
-        ConsistentRead: true,
-      }),
-    );
+    const range = { tableName: this.tableName, partition: keys.deadLetters(tenant, webhookId), prefix: keys.deadLetterPrefix };
+    const { Items, LastEvaluatedKey } = await this.send(new QueryCommand(prefixPageQuery(range, { ...options, consistent: true })));
     return pageOf(
       (Items ?? []).map((item) => toDeadLetter(webhookId, item)),
       LastEvaluatedKey,
