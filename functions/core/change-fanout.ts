@@ -305,7 +305,11 @@ export class ChangeFanout {
     // A thread's events go to its followers; a document's to the followers of each session
     // whose commits changed it (in order within each).
     const bySession = new Map<string, ChangeEvent[]>();
-    for (const event of session.events) bySession.set(event.sessionId, [...(bySession.get(event.sessionId) ?? []), event]);
+    for (const event of session.events) {
+      const events = bySession.get(event.sessionId);
+      if (events) events.push(event);
+      else bySession.set(event.sessionId, [event]);
+    }
     await Promise.all(
       [...bySession].map(async ([sessionId, events]) => {
         const scope = { tenant: session.tenant, sessionId };

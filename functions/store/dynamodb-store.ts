@@ -789,7 +789,8 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
   /**
    * Moves the session's `updatedAt` (and its place in the activity index) forward to `at`,
    * never back, and never creates a session. The change hook calls it after state writes,
-   * which are single PutItems; a head move calls it itself. Best effort by design: the
+   * which are single PutItems (the services ask for activity only with writes that are
+   * transactions anyway; a single put that asks gets it here, after the put). Best effort: the
    * activity order may trail (API.md section 2), and failing here must not fail a write that
    * already happened.
    */
