@@ -6,7 +6,10 @@ import { requireId } from '../core/ids.js';
 import type { SessionScope } from '../core/model.js';
 import { dependencies, type Dependencies } from './dependencies.js';
 import { authenticate, idempotency, jsonBody, problemErrors, type ApiEvent } from './middleware.js';
+import { safeDecode } from './public.js';
 import type { HttpHandler } from './types.js';
+
+export { json, noContent } from './responses.js';
 
 /** What a route function gets: the parsed request and the service dependencies. */
 export interface RouteInput {
@@ -31,8 +34,6 @@ export interface HandlerOptions {
   tooLarge?: 'payload_too_large' | 'state_too_large';
   /** The limit a too-large answer names, when not the body limit (the state limit). */
   reportedLimitBytes?: number;
-  /** Routes that need no API key (only `/health`). */
-  public?: boolean;
 }
 
 /** Bodies beyond 1 MiB are never legitimate here: the largest thing stored is 256 KiB of state. */
@@ -72,43 +73,18 @@ export function createHttpHandler(routeFunctions: Record<string, RouteFunction>,
     });
   };
 
-  const handler = middy<ApiEvent, APIGatewayProxyStructuredResultV2>(dispatch).use(problemErrors());
-  if (!options.public) {
-    handler
-      .use(authenticate(() => dependencies().resolveKey))
-      .use(
-        jsonBody({
-          limitBytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
-          tooLarge: options.tooLarge,
-          reportedLimitBytes: options.reportedLimitBytes,
-        }),
-      )
-      .use(idempotency(() => dependencies().idempotency));
-  }
+  const handler = middy<ApiEvent, APIGatewayProxyStructuredResultV2>(dispatch)
+    .use(problemErrors())
+    .use(authenticate(() => dependencies().resolveKey))
+    .use(
+      jsonBody({
+        limitBytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
+        tooLarge: options.tooLarge,
+        reportedLimitBytes: options.reportedLimitBytes,
+      }),
+    )
+    .use(idempotency(() => dependencies().idempotency));
   return handler as unknown as HttpHandler;
-}
-
-/**
- * Path parameters arrive decoded from the local server and may arrive encoded from API
- * Gateway. Decoding a decoded valid id changes nothing (ids have no `%`), and a value that
- * does not decode is left as is for the id check to refuse.
- */
-function safeDecode(value: string): string {
-  try {
-    return decodeURIComponent(value);
-  } catch {
-    return value;
-  }
-}
-
-// ---- responses --------------------------------------------------------------------------
-
-export function json(statusCode: number, body: unknown, headers: Record<string, string> = {}): APIGatewayProxyStructuredResultV2 {
-  return { statusCode, headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) };
-}
-
-export function noContent(): APIGatewayProxyStructuredResultV2 {
-  return { statusCode: 204, headers: {} };
 }
 
 // ---- request parsing --------------------------------------------------------------------

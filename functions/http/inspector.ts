@@ -3,7 +3,8 @@ import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { AgentStateError } from '../core/errors.js';
-import { createHttpHandler, json, type RouteInput } from './api.js';
+import { createPublicHandler, type PublicInput } from './public.js';
+import { json } from './responses.js';
 
 /**
  * The inspector page (docs/inspector.md): `GET /` is its `index.html`, `GET /inspector/{file}`
@@ -15,7 +16,7 @@ import { createHttpHandler, json, type RouteInput } from './api.js';
  * function's bundle and sets it), else `dist/inspector` of this repository (`npm start` builds
  * it there; functions/local/inspector-build.ts).
  */
-export const handler = createHttpHandler(
+export const handler = createPublicHandler(
   {
     'GET /': async () => serveFile('index.html'),
     'GET /inspector/{file}': async (input) => {
@@ -26,7 +27,6 @@ export const handler = createHttpHandler(
       return serveFile(file);
     },
   },
-  { public: true },
 );
 
 const CONFIG_FILE = 'config.json';
@@ -105,7 +105,7 @@ const CONTENT_SECURITY_POLICY = [
  * `{webSocketUrl}`: in AWS the stack's WebSocket API (`AGENTSTATE_WEBSOCKET_URL`, the output
  * `WebSocketUrl`); locally the same host and port as the page, at `/v1/ws`.
  */
-function config(input: RouteInput): APIGatewayProxyStructuredResultV2 {
+function config(input: PublicInput): APIGatewayProxyStructuredResultV2 {
   const configured = process.env.AGENTSTATE_WEBSOCKET_URL;
   const host = input.header('host') ?? 'localhost';
   const secure = input.header('x-forwarded-proto') === 'https';
