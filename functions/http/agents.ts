@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { AgentStateError } from '../core/errors.js';
 import { requireId } from '../core/ids.js';
 import type { Json } from '../core/json.js';

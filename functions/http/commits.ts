@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { COMMAND_SCOPES, MERGE_POLICIES, type Command } from '../core/commands.js';
 import { AgentStateError } from '../core/errors.js';
 import { requireId } from '../core/ids.js';

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { AgentStateError } from '../core/errors.js';
 import { requireNodeId } from '../core/ids.js';
 import type { JsonObject } from '../core/json.js';

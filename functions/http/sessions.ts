@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { AgentStateError } from '../core/errors.js';
 import { encodedSize, type JsonObject } from '../core/json.js';
 import { createHttpHandler, idSchema, json, noContent, pagination, parseBody, requireIds, sessionScope } from './api.js';

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { AgentStateError } from '../core/errors.js';
 import { requireId } from '../core/ids.js';
 import { WebhookService } from '../core/webhooks.js';

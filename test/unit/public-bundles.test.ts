@@ -4,7 +4,10 @@ import { describe, expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
-/** The source files esbuild puts into a Lambda's bundle, bundled the way lib/agent-state.ts does. */
+/**
+ * The source files whose code ends up in a Lambda's bundle, bundled the way lib/agent-state.ts
+ * does (files that tree shaking empties do not count).
+ */
 async function bundledInputs(entry: string): Promise<string[]> {
   const result = await build({
     entryPoints: [`${root}${entry}`],
@@ -17,7 +20,10 @@ async function bundledInputs(entry: string): Promise<string[]> {
     mainFields: ['module', 'main'],
     logLevel: 'silent',
   });
-  return Object.keys(result.metafile.inputs);
+  const [output] = Object.values(result.metafile.outputs);
+  return Object.entries(output?.inputs ?? {})
+    .filter(([, input]) => input.bytesInOutput > 0)
+    .map(([path]) => path);
 }
 
 describe('public route groups', () => {
@@ -34,5 +40,15 @@ describe('public route groups', () => {
     const inputs = await bundledInputs('functions/http/state.ts');
     expect(inputs.some((input) => input.includes('node_modules/@aws-sdk/'))).toBe(true);
     expect(inputs.some((input) => input.includes('node_modules/zod/'))).toBe(true);
+  });
+});
+
+describe('zod in a bundle', () => {
+  // `import { z } from 'zod'` takes zod's whole namespace object, every locale with it (about
+  // 440 KiB minified); `import * as z` lets esbuild keep only what the schemas use.
+  it('brings no locale but English', async () => {
+    const inputs = await bundledInputs('functions/http/agents.ts');
+    const locales = inputs.filter((input) => /node_modules\/zod\/.*\/locales\//.test(input) && !/\/(en|index)\.js$/.test(input));
+    expect(locales).toEqual([]);
   });
 });
