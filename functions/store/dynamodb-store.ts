@@ -48,6 +48,7 @@ import {
 import type { StateFields } from '../core/fields.js';
 import { emptyTip } from '../core/tree.js';
 import { keys, slotOf } from './keys.js';
+import { decodeLineage, encodeLineage } from './lineage.js';
 import { decodeCursor, invalidCursor, pageOf, prefixPageQuery, queryAll, type Item } from './paging.js';
 import { tableKeys } from './table.js';
 
@@ -926,7 +927,7 @@ function versionAttributes(record: VersionRecord): Item {
     // Stored as JSON text: verbatim, whatever the keys or number sizes, and one attribute.
     state: JSON.stringify(record.state),
     agent: JSON.stringify(record.agent),
-    lineage: record.lineage,
+    lineage: record.lineage.length > 0 ? encodeLineage(record.lineage) : undefined,
     commands: record.commands ? JSON.stringify(record.commands) : undefined,
   };
 }
@@ -942,7 +943,7 @@ function toVersion(item: Item): VersionRecord {
     createdAt: String(item.createdAt),
     state: JSON.parse(String(item.state)) as Json,
     agent: item.agent === undefined ? null : (JSON.parse(String(item.agent)) as Json),
-    lineage: ((item.lineage as number[] | undefined) ?? []).map(Number),
+    lineage: decodeLineage(item.lineage),
     sessionAgentId: typeof item.agentId === 'string' ? item.agentId : null,
     commands: typeof item.commands === 'string' ? (JSON.parse(item.commands) as Json[]) : null,
   };
