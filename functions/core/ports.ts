@@ -88,6 +88,10 @@ export interface SessionStore {
   /** The tip of a session; with `withState`, the latest version's state and agent too. */
   readTip(scope: SessionScope, options: { withState: boolean }): Promise<Tip>;
   getMeta(scope: SessionScope): Promise<SessionMeta | null>;
+  /**
+   * Puts the session item, refusing an id in use (`session_exists`). Throws StaleTipError while
+   * a delete of the same id is still erasing it; finishes a delete that stopped halfway.
+   */
   createSession(scope: SessionScope, meta: SessionMeta): Promise<void>;
   listSessions(tenant: string, options: SessionListOptions): Promise<Page<SessionMeta>>;
   /** Erases every item of the session; false when it had none. */

@@ -139,7 +139,8 @@ export class SessionService {
       createdAt: at,
       updatedAt: at,
     };
-    await this.store.createSession({ tenant, sessionId: meta.sessionId }, meta);
+    // Retried while a delete of the same id is still erasing it (StaleTipError).
+    await retryOnStaleTip(this.retry, () => this.store.createSession({ tenant, sessionId: meta.sessionId }, meta));
     return { ...meta, head: ROOT_NODE, version: 0 };
   }
 

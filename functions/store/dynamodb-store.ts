@@ -153,6 +153,15 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
   }
 
   async createSession(scope: SessionScope, meta: SessionMeta): Promise<void> {
+    // A session made while a delete erases its id would read as deleted, and one made over the
+    // tombstone of a delete that stopped halfway would be erased by the write that finishes
+    // that delete. So wait for a delete in progress (the caller retries), and finish one that
+    // was abandoned, before putting the session item.
+    const tip = await this.readTip(scope, { withState: false });
+    if (tip.deleting) {
+      if (!isAbandoned(tip)) throw new StaleTipError('the session is being deleted');
+      await this.deleteSession(scope);
+    }
     const writeId = randomUUID();
     try {
       await this.send(

@@ -1,4 +1,4 @@
-import { PutItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
+import { DeleteItemCommand, PutItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Json } from '../../functions/core/json.js';
 import { mergePatch } from '../../functions/core/merge-patch.js';
@@ -162,5 +162,68 @@ describe('a delete that stopped halfway', () => {
     expect(during).toMatchObject({ version: 0, state: null });
     expect(written).toMatchObject({ version: 1, prevVersion: 0, state: { after: true } });
     expect((await sortKeys(scope)).sort()).toEqual([keys.sessionSort, keys.slot(1)].sort());
+  });
+
+  it('is finished by a create of the same id, whose session then reads as created', async () => {
+    // Prepare: the delete died after erasing the session item, before the versions and its tombstone.
+    const scope = { tenant: 't', sessionId: 'abandoned-then-created' };
+    const service = new SessionService(store);
+    await service.writeState(scope, patch({ old: true }));
+    await service.writeState(scope, patch({ older: false }));
+    await client.send(
+      new PutItemCommand({
+        TableName: tableName,
+        Item: {
+          pk: { S: keys.session(scope) },
+          sk: { S: keys.slot(3) },
+          kind: { S: 'x' },
+          createdAt: { S: new Date(Date.now() - 120_000).toISOString() },
+        },
+      }),
+    );
+    await client.send(
+      new DeleteItemCommand({ TableName: tableName, Key: { pk: { S: keys.session(scope) }, sk: { S: keys.sessionSort } } }),
+    );
+
+    // Act
+    const created = await service.createSession('t', { sessionId: scope.sessionId, agentId: 'fresh' });
+    const read = await service.getSession(scope);
+    const written = await service.writeState(scope, patch({ after: true }));
+
+    // Assess
+    expect(created).toMatchObject({ sessionId: scope.sessionId, agentId: 'fresh', version: 0 });
+    expect(read).toMatchObject({ agentId: 'fresh', version: 0 });
+    expect(written).toMatchObject({ version: 1, prevVersion: 0, state: { after: true } });
+    expect((await sortKeys(scope)).sort()).toEqual([keys.sessionSort, keys.slot(1)].sort());
+  });
+});
+
+describe('creating a session while a delete of its id is erasing it', () => {
+  it('waits for the delete, then creates it afresh', async () => {
+    // Prepare
+    const scope = { tenant: 't', sessionId: 'recreated' };
+    const service = new SessionService(store);
+    await service.createSession('t', { sessionId: scope.sessionId, agentId: 'before' });
+    await service.writeState(scope, patch({ old: true }));
+    const held = heldDeletes();
+    const deleting = new SessionService(held.store).deleteSession(scope);
+    await held.tombstoned;
+
+    // Act
+    let settled = false;
+    const creating = service.createSession('t', { sessionId: scope.sessionId, agentId: 'after' }).finally(() => {
+      settled = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const settledDuringDelete = settled;
+    held.release();
+    await deleting;
+    const created = await creating;
+
+    // Assess
+    expect(settledDuringDelete).toBe(false);
+    expect(created).toMatchObject({ agentId: 'after', version: 0 });
+    expect(await service.getSession(scope)).toMatchObject({ agentId: 'after', version: 0 });
+    expect(await sortKeys(scope)).toEqual([keys.sessionSort]);
   });
 });
