@@ -842,9 +842,14 @@ interface Bundle {
   importMs: number;
 }
 const banner = "import { createRequire } from 'module'; const require = createRequire(import.meta.url);";
-const entries = [...routeGroups.map((group) => ({ name: group, file: join('functions', 'http', `${group}.ts`) })), { name: 'authorizer', file: join('functions', 'http', 'authorizer.ts') }].filter(
-  ({ file }) => existsSync(join(repoRoot, file)),
-);
+// Every function the stack deploys: one per route group, the authorizer, the WebSocket API and
+// the change hook (lib/agent-state.ts).
+const entries = [
+  ...routeGroups.map((group) => ({ name: group, file: join('functions', 'http', `${group}.ts`) })),
+  { name: 'authorizer', file: join('functions', 'http', 'authorizer.ts') },
+  { name: 'websocket', file: join('functions', 'ws', 'handler.ts') },
+  { name: 'change-hook', file: join('functions', 'streams', 'change-hook.ts') },
+].filter(({ file }) => existsSync(join(repoRoot, file)));
 const bundleDir = mkdtempSync(join(os.tmpdir(), 'agentstate-bench-'));
 const bundles: Bundle[] = [];
 for (const { name, file } of entries) {
@@ -1155,11 +1160,18 @@ lost meanwhile; different sessions do not contend at all.
 
 ## Bundle size per Lambda
 
-Each \`functions/http/<group>.ts\` (and the authorizer) bundled as lib/agent-state.ts bundles it
-for deployment: esbuild, minified ESM, target node22, AWS SDK v3 bundled (\`bundleAwsSDK: true\`:
+Each function of the stack (a \`functions/http/<group>.ts\` per route group, the authorizer,
+the WebSocket handler and the change hook) bundled as lib/agent-state.ts bundles it for
+deployment: esbuild, minified ESM, target node22, AWS SDK v3 bundled (\`bundleAwsSDK: true\`:
 the SDK version tested here, not the runtime's). "Without \`@aws-sdk/*\`" is the same bundle with
 the SDK left to the runtime, for comparison. "Module import" is the time a fresh node takes to
 import the bundle, the module part of a cold start's INIT phase (best of three).
+
+\`health\` and \`inspector\` need no key and no table, so their handler imports neither the
+services nor the SDK nor zod (functions/http/public.ts). Every route group that does carries
+the DynamoDB client, zod (imported as a namespace, so that esbuild keeps only what the
+schemas use) and the Lambda client that decide uses to call a worker given by ARN, because one
+set of services serves every group.
 
 ${bundleTable()}
 
@@ -1169,7 +1181,8 @@ Decide runs with an in-process worker that changes the state on every call, so e
 full decision: the decision lookup and session read, the agent, the lease, the reads at the
 head, the worker, and one transaction (version, decision record, lease release). Its budget is
 ≤ 6 requests + the worker call (DESIGN.md section 4); the row above shows what it takes.
-A commit with one commutative thread key is a read of the target and one transaction.
+A commit with one commutative thread key is a read of the tip and one conditional \`PutItem\`,
+like a PATCH; commits that touch run, profile or shared documents are one transaction.
 
 ## Load test (\`npm run load\`)
 
