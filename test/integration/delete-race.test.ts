@@ -134,6 +134,22 @@ describe('deleting a session that is being written', () => {
   });
 });
 
+/** What a delete that died two minutes ago, before erasing anything, leaves: its tombstone above the tip. */
+async function leaveAbandonedTombstone(scope: SessionScope): Promise<void> {
+  const top = (await store.readTip(scope, { withState: false })).slot;
+  await client.send(
+    new PutItemCommand({
+      TableName: tableName,
+      Item: {
+        pk: { S: keys.session(scope) },
+        sk: { S: keys.slot(top + 1) },
+        kind: { S: 'x' },
+        createdAt: { S: new Date(Date.now() - 120_000).toISOString() },
+      },
+    }),
+  );
+}
+
 describe('a delete that stopped halfway', () => {
   it('is finished by the next write once it is clearly abandoned, which then starts a new session', async () => {
     // Prepare: a session closed by a delete that died before erasing (two minutes ago).
@@ -141,18 +157,7 @@ describe('a delete that stopped halfway', () => {
     const service = new SessionService(store);
     await service.appendMessages(scope, { messages: [{ id: 'm1', role: 'user' }] });
     await service.writeState(scope, patch({ old: true }));
-    const top = (await store.readTip(scope, { withState: false })).slot;
-    await client.send(
-      new PutItemCommand({
-        TableName: tableName,
-        Item: {
-          pk: { S: keys.session(scope) },
-          sk: { S: keys.slot(top + 1) },
-          kind: { S: 'x' },
-          createdAt: { S: new Date(Date.now() - 120_000).toISOString() },
-        },
-      }),
-    );
+    await leaveAbandonedTombstone(scope);
 
     // Act
     const during = await service.readState(scope, {});
@@ -170,17 +175,7 @@ describe('a delete that stopped halfway', () => {
     const service = new SessionService(store);
     await service.writeState(scope, patch({ old: true }));
     await service.writeState(scope, patch({ older: false }));
-    await client.send(
-      new PutItemCommand({
-        TableName: tableName,
-        Item: {
-          pk: { S: keys.session(scope) },
-          sk: { S: keys.slot(3) },
-          kind: { S: 'x' },
-          createdAt: { S: new Date(Date.now() - 120_000).toISOString() },
-        },
-      }),
-    );
+    await leaveAbandonedTombstone(scope);
     await client.send(
       new DeleteItemCommand({ TableName: tableName, Key: { pk: { S: keys.session(scope) }, sk: { S: keys.sessionSort } } }),
     );
