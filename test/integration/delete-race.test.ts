@@ -69,6 +69,17 @@ function heldDeletes(): { store: DynamoDbStore; tombstoned: Promise<void>; relea
   return { store: new DynamoDbStore(slowClient, tableName), tombstoned, release };
 }
 
+/** Whether `promise` settles (either way) within `ms`; it goes on either way. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let settled = false;
+  promise.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
+  await new Promise((resolve) => setTimeout(resolve, ms));
+  return settled;
+}
+
 describe('deleting a session that is being written', () => {
   it('refuses a write that read the tip before the delete and puts during it; its retry starts a new session', async () => {
     // Prepare: a store whose first commit runs while a delete of the session is erasing it.
@@ -114,12 +125,8 @@ describe('deleting a session that is being written', () => {
     const during = await service.readState(scope, {});
     const tip: Tip = await store.readTip(scope, { withState: false });
     const sessionRead = await service.getSession(scope).catch((error: unknown) => error);
-    let writeSettled = false;
-    const write = service.writeState(scope, patch({ after: true })).finally(() => {
-      writeSettled = true;
-    });
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    const settledBeforeErase = writeSettled;
+    const write = service.writeState(scope, patch({ after: true }));
+    const settledBeforeErase = await settlesWithin(write, 300);
     held.release();
     await deletion;
     const written = await write;
@@ -205,12 +212,8 @@ describe('creating a session while a delete of its id is erasing it', () => {
     await held.tombstoned;
 
     // Act
-    let settled = false;
-    const creating = service.createSession('t', { sessionId: scope.sessionId, agentId: 'after' }).finally(() => {
-      settled = true;
-    });
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    const settledDuringDelete = settled;
+    const creating = service.createSession('t', { sessionId: scope.sessionId, agentId: 'after' });
+    const settledDuringDelete = await settlesWithin(creating, 300);
     held.release();
     await deleting;
     const created = await creating;
