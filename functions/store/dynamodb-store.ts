@@ -49,7 +49,7 @@ import type { StateFields } from '../core/fields.js';
 import { emptyTip } from '../core/tree.js';
 import { keys, slotOf } from './keys.js';
 import { decodeLineage, encodeLineage } from './lineage.js';
-import { decodeCursor, invalidCursor, pageOf, prefixPageQuery, queryAll, type Item } from './paging.js';
+import { decodeCursor, invalidCursor, pageOf, prefixPageQuery, queryAll, rangeQuery, type Item } from './paging.js';
 import { tableKeys } from './table.js';
 
 type TransactItem = NonNullable<TransactWriteCommandInput['TransactItems']>[number];
@@ -67,6 +67,32 @@ const conditions = {
   itemIsNew: 'attribute_not_exists(pk)',
   itemExists: 'attribute_exists(pk)',
 } as const;
+
+/** The condition parts of a write that claims a tip slot. */
+interface SlotClaim {
+  ConditionExpression: string;
+  ExpressionAttributeNames?: Record<string, string>;
+  ExpressionAttributeValues?: Record<string, unknown>;
+}
+
+/**
+ * The slot the next write after `tip` goes to, and the condition that claims it: the slot
+ * above a version must still be free; a head marker in the top slot may be replaced only while
+ * it is the very marker that was read. Every writer of the tip (a commit, a delete's tombstone,
+ * a document commit's guard) claims it this way, so any two that read the same tip cannot
+ * both succeed.
+ */
+function nextSlot(tip: Tip): { slot: number; claim: SlotClaim } {
+  if (!tip.marker) return { slot: tip.slot + 1, claim: { ConditionExpression: conditions.slotIsFree } };
+  return {
+    slot: tip.slot,
+    claim: {
+      ConditionExpression: conditions.slotHoldsMarker,
+      ExpressionAttributeNames: { '#kind': 'kind', '#seq': 'seq' },
+      ExpressionAttributeValues: { ':marker': 'm', ':seq': tip.markerSeq },
+    },
+  };
+}
 
 const TIP_SUMMARY = 'pk, sk, #kind, #seq, version, head, headVersion, headDepth, touchedAt, agentId, createdAt';
 const NODE_SUMMARY = 'sk, #id, parentId, #depth, #role, stateVersion, createdAt';
@@ -263,19 +289,13 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
       const tip = await this.readTip(scope, { withState: false });
       if (tip.deleting) return keys.slot(tip.slot);
       if (tip.slot === 0) return null;
-      const slot = tip.marker ? tip.slot : tip.slot + 1;
+      const { slot, claim } = nextSlot(tip);
       try {
         await this.send(
           new PutCommand({
             TableName: this.tableName,
             Item: { pk: keys.session(scope), sk: keys.slot(slot), kind: TOMBSTONE, createdAt: new Date().toISOString() },
-            ...(tip.marker
-              ? {
-                  ConditionExpression: conditions.slotHoldsMarker,
-                  ExpressionAttributeNames: { '#kind': 'kind', '#seq': 'seq' },
-                  ExpressionAttributeValues: { ':marker': 'm', ':seq': tip.markerSeq },
-                }
-              : { ConditionExpression: conditions.slotIsFree }),
+            ...claim,
           }),
         );
         return keys.slot(slot);
@@ -316,13 +336,10 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
       (start) =>
         this.send(
           new QueryCommand({
-            TableName: this.tableName,
-            KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
-            ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.nodePrefix },
+            ...rangeQuery({ tableName: this.tableName, partition: keys.session(scope), prefix: keys.nodePrefix }),
             ProjectionExpression: options.withMessages ? `${NODE_SUMMARY}, message` : NODE_SUMMARY,
             ExpressionAttributeNames: NODE_SUMMARY_NAMES,
             ExclusiveStartKey: start,
-            ConsistentRead: true,
           }),
         ),
       (item) => nodes.push(toNode(item)),
@@ -385,7 +402,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
       if (isAbandoned(basedOn)) await this.deleteSession(scope);
       throw new StaleTipError('the session is being deleted');
     }
-    const slot = basedOn.marker ? basedOn.slot : basedOn.slot + 1;
+    const { slot, claim: tipCondition } = nextSlot(basedOn);
     const at = change.touchSessionAt;
     const tipItem: Item = {
       pk: keys.session(scope),
@@ -399,13 +416,6 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
         ? versionAttributes(change.version)
         : { kind: 'm', seq: basedOn.marker ? basedOn.markerSeq + 1 : 1 }),
     };
-    const tipCondition = basedOn.marker
-      ? {
-          ConditionExpression: conditions.slotHoldsMarker,
-          ExpressionAttributeNames: { '#kind': 'kind', '#seq': 'seq' },
-          ExpressionAttributeValues: { ':marker': 'm', ':seq': basedOn.markerSeq },
-        }
-      : { ConditionExpression: conditions.slotIsFree };
 
     // Each item of a transaction is tagged with what it is, so a cancellation can say why.
     const items: TaggedItem[] = [
@@ -496,22 +506,10 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
     if (touchSessionAt) items.push({ role: 'session', item: { Update: this.sessionUpsert(scope, touchSessionAt) } });
     if (guard) {
       // The tip slot the guard read must still be free (or hold the same marker).
-      const slot = guard.marker ? guard.slot : guard.slot + 1;
+      const { slot, claim } = nextSlot(guard);
       items.unshift({
         role: 'tip',
-        item: {
-          ConditionCheck: {
-            TableName: this.tableName,
-            Key: { pk: keys.session(scope), sk: keys.slot(slot) },
-            ...(guard.marker
-              ? {
-                  ConditionExpression: conditions.slotHoldsMarker,
-                  ExpressionAttributeNames: { '#kind': 'kind', '#seq': 'seq' },
-                  ExpressionAttributeValues: { ':marker': 'm', ':seq': guard.markerSeq },
-                }
-              : { ConditionExpression: conditions.slotIsFree }),
-          },
-        },
+        item: { ConditionCheck: { TableName: this.tableName, Key: { pk: keys.session(scope), sk: keys.slot(slot) }, ...claim } },
       });
     }
     if (items.length === 0) return;

@@ -3,7 +3,7 @@ import { DeleteCommand, DynamoDBDocumentClient, GetCommand, PutCommand, QueryCom
 import { MAX_SUBSCRIPTIONS, type LiveConnection, type LiveFollower, type LiveStore } from '../core/live.js';
 import type { SessionScope } from '../core/model.js';
 import { keys } from './keys.js';
-import { queryAll } from './paging.js';
+import { queryAll, rangeQuery } from './paging.js';
 import { sendWithServiceErrors } from './service-errors.js';
 import { tableKeys } from './table.js';
 
@@ -139,11 +139,7 @@ export class DynamoDbLiveStore implements LiveStore {
       (start) =>
         this.send(
           new QueryCommand({
-            TableName: this.tableName,
-            KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
-            ExpressionAttributeValues: { ':pk': keys.subscribers(scope), ':prefix': keys.subscriberPrefix },
-            // A client that subscribed just before a write must get that write's event.
-            ConsistentRead: true,
+            ...rangeQuery({ tableName: this.tableName, partition: keys.subscribers(scope), prefix: keys.subscriberPrefix }),
             ExclusiveStartKey: start,
           }),
         ),

@@ -34,6 +34,23 @@ export interface PrefixRange {
 }
 
 /**
+ * The Query of every item of a range, in sort-key order, read consistently: what a caller reads
+ * whole, with `queryAll`, right before acting on it (a webhook or follower registered just
+ * before a write must get that write's event).
+ */
+export function rangeQuery(range: PrefixRange): QueryCommandInput {
+  return { ...inRange(range), ConsistentRead: true };
+}
+
+function inRange(range: PrefixRange): QueryCommandInput {
+  return {
+    TableName: range.tableName,
+    KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+    ExpressionAttributeValues: { ':pk': range.partition, ':prefix': range.prefix },
+  };
+}
+
+/**
  * The Query of one page of a list kept under a sort-key prefix: `limit` items from `cursor`
  * on, in sort-key order (or newest first). The cursor must be a key of this very range, so a
  * cursor from another list or tenant is refused rather than read from.
@@ -45,9 +62,7 @@ export function prefixPageQuery(
   const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk']);
   if (start && (start.pk !== range.partition || !String(start.sk).startsWith(range.prefix))) throw invalidCursor();
   return {
-    TableName: range.tableName,
-    KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
-    ExpressionAttributeValues: { ':pk': range.partition, ':prefix': range.prefix },
+    ...inRange(range),
     ...(options.newestFirst ? { ScanIndexForward: false } : {}),
     ...(options.consistent ? { ConsistentRead: true } : {}),
     Limit: options.limit,

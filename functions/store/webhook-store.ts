@@ -3,7 +3,7 @@ import { DeleteCommand, DynamoDBDocumentClient, GetCommand, PutCommand, QueryCom
 import type { Page } from '../core/model.js';
 import type { DeadLetter, DeadLetterEvent, DeliveryFailure, WebhookRecord, WebhookStore } from '../core/webhooks.js';
 import { keys } from './keys.js';
-import { pageOf, prefixPageQuery, queryAll, type Item } from './paging.js';
+import { pageOf, prefixPageQuery, queryAll, rangeQuery, type Item } from './paging.js';
 import { sendWithServiceErrors } from './service-errors.js';
 import { tableKeys } from './table.js';
 
@@ -71,11 +71,7 @@ export class DynamoDbWebhookStore implements WebhookStore {
       (start) =>
         this.send(
           new QueryCommand({
-            TableName: this.tableName,
-            KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
-            ExpressionAttributeValues: { ':pk': keys.webhooks(tenant), ':prefix': keys.webhookPrefix },
-            // A webhook registered just before a write must see that write's event.
-            ConsistentRead: true,
+            ...rangeQuery({ tableName: this.tableName, partition: keys.webhooks(tenant), prefix: keys.webhookPrefix }),
             ExclusiveStartKey: start,
           }),
         ),
