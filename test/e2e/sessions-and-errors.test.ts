@@ -125,6 +125,20 @@ describe('sessions', () => {
     const reborn = await http.put(`/v1/sessions/${sid}/state`, { fresh: true });
     expect(reborn.body).toMatchObject({ version: 1, prevVersion: 0 });
   });
+
+  it('creates a session afresh under the id of a deleted one', async () => {
+    const sid = uniqueId('recreate');
+    await http.post('/v1/sessions', { sessionId: sid, metadata: { life: 1 } });
+    await http.patch(`/v1/sessions/${sid}/state`, { old: true });
+    expect((await http.delete(`/v1/sessions/${sid}`)).status).toBe(204);
+
+    const created = await http.post('/v1/sessions', { sessionId: sid, metadata: { life: 2 } });
+
+    expect(created.status).toBe(201);
+    expect((await http.get(`/v1/sessions/${sid}`)).body).toMatchObject({ metadata: { life: 2 }, version: 0, head: 'root' });
+    expect((await http.get(`/v1/sessions/${sid}/state`)).body).toMatchObject({ version: 0, state: null });
+    expectProblem(await http.post('/v1/sessions', { sessionId: sid }), 409, 'session_exists');
+  });
 });
 
 describe('tenants', () => {
