@@ -16,16 +16,21 @@ interface DiffViewProps {
 /** Any two versions of the session, compared: state and agent config, path by path. */
 export function DiffView({ api, sessionId, from, to, latestVersion, onChange, onError }: DiffViewProps) {
   const [draft, setDraft] = useState({ from: String(from), to: String(to) });
-  const [changes, setChanges] = useState<Change[] | null>(null);
+  // The changes carry the pair they were computed for: between a new pair's first render and
+  // its effect, the old diff is still in state, and must not show under the new pair's title.
+  const [diff, setDiff] = useState<{ from: number; to: number; changes: Change[] } | null>(null);
+  const changes = diff && diff.from === from && diff.to === to ? diff.changes : null;
   const [invalid, setInvalid] = useState<string | null>(null);
 
   useEffect(() => setDraft({ from: String(from), to: String(to) }), [from, to]);
 
   useEffect(() => {
     const controller = new AbortController();
-    setChanges(null);
+    setDiff(null);
     Promise.all([api.getVersion(sessionId, from, controller.signal), api.getVersion(sessionId, to, controller.signal)])
-      .then(([before, after]) => setChanges(diffJson({ state: before.state, agent: before.agent }, { state: after.state, agent: after.agent })))
+      .then(([before, after]) =>
+        setDiff({ from, to, changes: diffJson({ state: before.state, agent: before.agent }, { state: after.state, agent: after.agent }) }),
+      )
       .catch(onError);
     return () => controller.abort();
   }, [api, sessionId, from, to]);
