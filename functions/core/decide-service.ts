@@ -27,10 +27,8 @@ import {
 } from './ports.js';
 import type { SessionService } from './session-service.js';
 import { nextLineage, pointerOf, rootNode } from './tree.js';
+import { workerTimeoutMs } from './worker-timeout.js';
 
-export const DEFAULT_WORKER_TIMEOUT_MS = 10_000;
-/** API Gateway cuts a request at 30 s: a worker must have answered well before. */
-export const MAX_WORKER_TIMEOUT_MS = 25_000;
 /** A worker's whole answer is kept to replay it; it must fit one item with room to spare. */
 export const DECISION_RESPONSE_LIMIT_BYTES = 256 * 1024;
 /** How long a lease outlives its worker's timeout, to cover the reads and the commit. */
@@ -127,7 +125,7 @@ export class DecideService {
     // One query of the tenant's agents gives the deciding agent and the session's typed fields.
     const agents = agentId ? await this.agents.snapshot(scope.tenant) : null;
     const agent = agentId && agents ? agents.agent(agentId) : null;
-    const timeoutMs = Math.min(agent?.worker?.timeoutMs ?? DEFAULT_WORKER_TIMEOUT_MS, MAX_WORKER_TIMEOUT_MS);
+    const timeoutMs = workerTimeoutMs(agent?.worker ?? {});
 
     const leaseToken = newId();
     const leaseUntil = this.now().getTime() + timeoutMs + LEASE_MARGIN_MS;

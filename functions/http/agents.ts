@@ -2,8 +2,8 @@ import * as z from 'zod';
 import { AgentStateError } from '../core/errors.js';
 import { requireId } from '../core/ids.js';
 import type { Json } from '../core/json.js';
-import { MAX_WORKER_TIMEOUT_MS } from '../core/decide-service.js';
 import { FIELD_TYPES, type StateFields } from '../core/fields.js';
+import { MAX_WORKER_TIMEOUT_MS } from '../core/worker-timeout.js';
 import { createHttpHandler, idSchema, json, pagination, parseBody, requireIds, type RouteInput } from './api.js';
 
 const scope = z.union([z.literal('private'), z.literal('public'), z.object({ agents: z.array(idSchema).max(100) }).strict()]);

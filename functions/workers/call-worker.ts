@@ -24,6 +24,7 @@ import { isIP, type LookupFunction } from 'node:net';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { AgentStateError } from '../core/errors.js';
+import { workerTimeoutMs } from '../core/worker-timeout.js';
 
 export interface WorkerConfig {
   url: string;
@@ -45,8 +46,6 @@ export interface WorkerCallOptions {
   resolveHost?: (hostname: string) => Promise<readonly string[]>;
 }
 
-export const DEFAULT_WORKER_TIMEOUT_MS = 10_000;
-export const MAX_WORKER_TIMEOUT_MS = 25_000;
 /** The largest answer read from a worker: Lambda's own limit for a synchronous response. */
 export const MAX_WORKER_RESPONSE_BYTES = 6 * 1024 * 1024;
 /** How much of a worker's answer may appear in an error detail. */
@@ -57,18 +56,11 @@ const SIGNATURE_HEADER = 'X-AgentState-Signature';
 const URL_FORMS = 'worker.url must be https://…, lambda:<arn> or module:<path>';
 const LAMBDA_HINT = 'lambda: workers need AWS; set AGENTSTATE_LAMBDA_ENDPOINT to call a local Lambda emulator';
 
-/* ------------------------------------------------------------------ signature, timeout */
+/* ------------------------------------------------------------------ signature */
 
 /** `sha256=<hex HMAC-SHA256(secret, body)>`, the value of `X-AgentState-Signature`. */
 export function signBody(secret: string, body: string): string {
   return `sha256=${createHmac('sha256', secret).update(body, 'utf8').digest('hex')}`;
-}
-
-/** The timeout a worker call gets: its `timeoutMs`, else 10 s; never more than 25 s. */
-export function workerTimeoutMs(worker: Pick<WorkerConfig, 'timeoutMs'>): number {
-  const ms = worker.timeoutMs;
-  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms <= 0) return DEFAULT_WORKER_TIMEOUT_MS;
-  return Math.min(Math.max(Math.floor(ms), 1), MAX_WORKER_TIMEOUT_MS);
 }
 
 /* ------------------------------------------------------------------ address classification */

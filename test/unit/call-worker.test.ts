@@ -6,16 +6,14 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentStateError } from '../../functions/core/errors.js';
+import { DEFAULT_WORKER_TIMEOUT_MS, MAX_WORKER_TIMEOUT_MS, workerTimeoutMs } from '../../functions/core/worker-timeout.js';
 import {
   callWorker,
   classifyAddress,
-  DEFAULT_WORKER_TIMEOUT_MS,
   isPublicAddress,
-  MAX_WORKER_TIMEOUT_MS,
   publicOnlyLookup,
   signBody,
   validateWorkerUrl,
-  workerTimeoutMs,
   type WorkerCallOptions,
 } from '../../functions/workers/call-worker.js';
 import { workerHandler } from '../../examples/http-worker.js';
