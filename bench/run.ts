@@ -102,7 +102,6 @@ function kilobyteState(counter: number): Json {
 const STATE_BYTES = Buffer.byteLength(JSON.stringify(kilobyteState(0)));
 
 const scope = (sessionId: string): SessionScope => ({ tenant: TENANT, sessionId });
-const replace = (state: Json) => ({ cause: 'replace' as const, author: null, next: () => state });
 
 // Sessions, one per operation, so that each operation always has the same shape.
 const s = {
@@ -118,8 +117,8 @@ const s = {
   decide: 'decide',
   commit: 'commit',
 };
-await main.service.writeState(scope(s.read), replace(kilobyteState(0)));
-await main.service.writeState(scope(s.moved), replace(kilobyteState(0)));
+await main.service.replaceState(scope(s.read), kilobyteState(0));
+await main.service.replaceState(scope(s.moved), kilobyteState(0));
 await main.service.appendMessages(scope(s.moved), { messages: [{ id: 'm1', role: 'user', content: 'hello' }] });
 await main.service.appendMessages(scope(s.node), {
   messages: [
@@ -127,15 +126,15 @@ await main.service.appendMessages(scope(s.node), {
     { id: 'n2', role: 'assistant', content: 'two' },
   ],
 });
-await main.service.writeState(scope(s.node), { ...replace(kilobyteState(1)), node: 'n1' });
+await main.service.replaceState(scope(s.node), kilobyteState(1), { node: 'n1' });
 await main.service.appendMessages(scope(s.node), { messages: [{ id: 'n3', role: 'user', content: 'three' }] });
-await main.service.writeState(scope(s.node), replace(kilobyteState(3)));
+await main.service.replaceState(scope(s.node), kilobyteState(3));
 await main.deps.agents.putAgent(TENANT, 'bench-agent', { worker: { url: 'module:examples/worker.ts' }, config: { model: 'fast' } });
 await main.deps.sessions.createSession(TENANT, { sessionId: s.decide, agentId: 'bench-agent' });
 for (const sessionId of [s.patch, s.put, s.append1, s.append25, s.servicePatch, s.decide, s.commit]) {
-  await main.service.writeState(scope(sessionId), replace(kilobyteState(0)));
+  await main.service.replaceState(scope(sessionId), kilobyteState(0));
 }
-for (let version = 1; version <= 60; version++) await main.service.writeState(scope(s.versions), replace(kilobyteState(version)));
+for (let version = 1; version <= 60; version++) await main.service.replaceState(scope(s.versions), kilobyteState(version));
 
 // The raw minimum: items shaped like a version item of the same state.
 const TABLE = 'bench';
@@ -318,15 +317,10 @@ const operations: Operation[] = [
     make: () => () => main.service.readState(scope(s.read), {}),
   },
   {
-    name: 'SessionService.writeState patch (no HTTP layer)',
+    name: 'SessionService.patchState (no HTTP layer)',
     layer: 'service',
     kind: 'write',
-    make: (i) => () =>
-      main.service.writeState(scope(s.servicePatch), {
-        cause: 'patch',
-        author: null,
-        next: (current) => ({ ...(current as object), counter: i + 1 }),
-      }),
+    make: (i) => () => main.service.patchState(scope(s.servicePatch), { counter: i + 1 }),
   },
 ];
 
@@ -462,7 +456,7 @@ const getRow = rows.find((row) => row.name === 'GET state (head)') as Row;
 const patchRow = rows.find((row) => row.name === 'PATCH state (merge patch at the head)') as Row;
 const putRow = rows.find((row) => row.name === 'PUT state (replace, 1 KB)') as Row;
 const serviceRead = rows.find((row) => row.name.startsWith('SessionService.readState')) as Row;
-const serviceWrite = rows.find((row) => row.name.startsWith('SessionService.writeState')) as Row;
+const serviceWrite = rows.find((row) => row.name.startsWith('SessionService.patchState')) as Row;
 const queryRow = rows.find((row) => row.name === 'Query newest item, limit 1') as Row;
 const queryPutRow = rows.find((row) => row.name.startsWith('Query newest item, then PutItem')) as Row;
 /** Handler over the raw SDK making the very requests the handler makes: what agentstate adds. */
@@ -608,8 +602,8 @@ async function chain(sessionId: string, depth: number): Promise<void> {
     });
   }
   // State at a node one above the head, then at the head: both have their own version.
-  await main.service.writeState(scope(sessionId), { ...replace(kilobyteState(1)), node: `d${depth - 1}` });
-  await main.service.writeState(scope(sessionId), replace(kilobyteState(2)));
+  await main.service.replaceState(scope(sessionId), kilobyteState(1), { node: `d${depth - 1}` });
+  await main.service.replaceState(scope(sessionId), kilobyteState(2));
 }
 const setupStart = performance.now();
 await Promise.all([chain('depth-small', 10), chain('depth-large', SCALE.depth)]);
@@ -672,8 +666,8 @@ await Promise.all([
   history('history-small', 10),
   history('history-large', SCALE.versions),
   sessions(many.service, SCALE.sessions - 1),
-  one.service.writeState(scope('target'), replace(kilobyteState(1))),
-  many.service.writeState(scope('target'), replace(kilobyteState(1))),
+  one.service.replaceState(scope('target'), kilobyteState(1)),
+  many.service.replaceState(scope('target'), kilobyteState(1)),
 ]);
 const setupSeconds = (performance.now() - setupStart) / 1000;
 log(`  (set-up: ${SCALE.depth} nodes, ${SCALE.versions} versions and ${SCALE.sessions} sessions written in ${setupSeconds.toFixed(1)} s)`);

@@ -3,6 +3,7 @@ import { AgentStateError } from './errors.js';
 import { applyTypedWrite, viewOf, type Caller, type Schema } from './fields.js';
 import { newId, ROOT_NODE } from './ids.js';
 import { encodedSize, jsonEqual, type Json, type JsonObject } from './json.js';
+import { mergePatch } from './merge-patch.js';
 import {
   STATE_LIMIT_BYTES,
   type NodeRecord,
@@ -74,18 +75,17 @@ export interface VersionView {
 
 export type { IncomingMessage } from './chain.js';
 
-export interface StateWrite {
+/** Where a state write lands and who makes it; both `patchState` and `replaceState` take these. */
+export interface StateWriteOptions {
   /** Target node; the head when absent. */
   node?: string;
   /** The version the caller expects the target to be at (`If-Match`). */
   ifMatch?: number;
-  cause: VersionCause;
-  author: string | null;
-  decisionId?: string | null;
-  /** The acting agent for typed fields (`X-Agent-Id`); null or absent: the whole state. */
+  /**
+   * The acting agent (`X-Agent-Id`): recorded as the version's author, and with typed fields
+   * the write is computed on its view. Null or absent: no agent, the whole state.
+   */
   caller?: Caller;
-  /** Computes the new state from the current one; may run more than once under contention. */
-  next: (current: Json) => Json;
 }
 
 /** The typed fields of a session whose agent is `agentId` (null when none are declared). */
@@ -179,30 +179,45 @@ export class SessionService {
     return stateView(scope, target.nodeId, target.current, schema, caller);
   }
 
+  /** Applies `patch` (RFC 7396 JSON merge patch) to the state at the target node (`PATCH`). */
+  patchState(scope: SessionScope, patch: Json, options: StateWriteOptions = {}): Promise<WriteResult> {
+    return this.writeState(scope, options, 'patch', (current) => mergePatch(current, patch));
+  }
+
+  /** Replaces the state at the target node with `state` (`PUT`). */
+  replaceState(scope: SessionScope, state: Json, options: StateWriteOptions = {}): Promise<WriteResult> {
+    return this.writeState(scope, options, 'replace', () => state);
+  }
+
   /**
    * Records a new version at the target node unless the result equals the current state.
-   * A lost race re-reads and recomputes, so no update is ever lost; with `ifMatch`, a moved
-   * target answers `412 version_mismatch` instead. With typed fields, the write is computed on
-   * the caller's view and merged back, so fields outside that view are never touched.
+   * A lost race re-reads and recomputes `next`, so no update is ever lost; with `ifMatch`, a
+   * moved target answers `412 version_mismatch` instead. With typed fields, the write is
+   * computed on the caller's view and merged back, so fields outside that view are never touched.
    */
-  async writeState(scope: SessionScope, write: StateWrite): Promise<WriteResult> {
-    const caller = write.caller ?? null;
+  private writeState(
+    scope: SessionScope,
+    options: StateWriteOptions,
+    cause: 'patch' | 'replace',
+    next: (current: Json) => Json,
+  ): Promise<WriteResult> {
+    const caller = options.caller ?? null;
     return retryOnStaleTip(this.retry, async () => {
-      const target = await this.resolveTarget(scope, write.node, { forRead: false });
-      if (!target) throw nodeNotFound(write.node ?? ROOT_NODE);
+      const target = await this.resolveTarget(scope, options.node, { forRead: false });
+      if (!target) throw nodeNotFound(options.node ?? ROOT_NODE);
       const { tip, nodeId, pointer, current } = target;
       const sessionAgentId = await this.sessionAgentOf(scope, tip);
       const schema = await this.schemas(scope.tenant, sessionAgentId);
-      if (write.ifMatch !== undefined && write.ifMatch !== pointer) {
+      if (options.ifMatch !== undefined && options.ifMatch !== pointer) {
         throw new AgentStateError(
           'version_mismatch',
-          `the state at node ${nodeId} is at version ${pointer}, not ${write.ifMatch}`,
+          `the state at node ${nodeId} is at version ${pointer}, not ${options.ifMatch}`,
           { currentVersion: pointer },
         );
       }
       const stored = current?.state ?? null;
       const seen = schema ? viewOf(schema, caller, stored) : stored;
-      const meant = write.next(seen);
+      const meant = next(seen);
       const nextState = schema ? applyTypedWrite(schema, caller, stored, seen, meant) : meant;
       assertStateSize(nextState);
       const answer = (state: Json) => (schema ? viewOf(schema, caller, state) : state);
@@ -217,9 +232,8 @@ export class SessionService {
         pointer,
         state: nextState,
         at: at.toISOString(),
-        cause: write.cause,
-        author: write.author,
-        decisionId: write.decisionId ?? null,
+        cause,
+        author: caller,
       });
       await this.store.commit(scope, {
         ...change,

@@ -1,8 +1,7 @@
 import { AgentStateError } from '../core/errors.js';
 import { requireId } from '../core/ids.js';
 import type { Json } from '../core/json.js';
-import { mergePatch } from '../core/merge-patch.js';
-import { STATE_LIMIT_BYTES, type VersionCause } from '../core/model.js';
+import { STATE_LIMIT_BYTES } from '../core/model.js';
 import type { WriteResult } from '../core/session-service.js';
 import { createHttpHandler, json, pagination, sessionScope, versionNumber, type RouteInput } from './api.js';
 
@@ -24,27 +23,19 @@ function queryNode(input: RouteInput): string | undefined {
   return node === undefined ? undefined : requireId(node, 'node');
 }
 
-/** The acting agent, recorded as a version's author. */
-function author(input: RouteInput): string | null {
-  // Validated for every route in createHttpHandler.
-  return input.header('x-agent-id') ?? null;
-}
-
-async function write(input: RouteInput, cause: VersionCause, next: (current: Json, body: Json) => Json) {
+/** `PATCH` and `PUT`: the service applies the body as a merge patch or as the whole state. */
+async function write(input: RouteInput, method: 'patchState' | 'replaceState') {
   const scope = sessionScope(input);
   if (input.body === undefined) {
     throw new AgentStateError('invalid_json', 'the body must be a JSON value (send {} to clear the state)');
   }
-  const body = input.body as Json;
   const node = queryNode(input);
   const expected = ifMatch(input);
-  const result: WriteResult = await input.deps.sessions.writeState(scope, {
+  const result: WriteResult = await input.deps.sessions[method](scope, input.body as Json, {
     ...(node === undefined ? {} : { node }),
     ...(expected === undefined ? {} : { ifMatch: expected }),
-    cause,
-    author: author(input),
+    // The acting agent (validated for every route in createHttpHandler): the version's author.
     caller: input.caller,
-    next: (current) => next(current, body),
   });
   return json(200, result, { etag: etag(result.version) });
 }
@@ -70,9 +61,9 @@ export const handler = createHttpHandler(
       return json(200, view, { etag: etag(view.version) });
     },
 
-    'PATCH /v1/sessions/{sid}/state': (input) => write(input, 'patch', (current, patch) => mergePatch(current, patch)),
+    'PATCH /v1/sessions/{sid}/state': (input) => write(input, 'patchState'),
 
-    'PUT /v1/sessions/{sid}/state': (input) => write(input, 'replace', (_current, replacement) => replacement),
+    'PUT /v1/sessions/{sid}/state': (input) => write(input, 'replaceState'),
 
     'GET /v1/sessions/{sid}/versions': async (input) => {
       const scope = sessionScope(input);

@@ -130,9 +130,7 @@ describe('DynamoDB Local killed and restarted under a write load', () => {
 
     // The service itself, while DynamoDB is down: a domain error, not a hang.
     const directStart = Date.now();
-    const direct = await service
-      .writeState({ tenant: TENANT, sessionId: 'restart-a' }, { cause: 'patch', author: null, next: (state) => state })
-      .catch((error: unknown) => error);
+    const direct = await service.patchState({ tenant: TENANT, sessionId: 'restart-a' }, {}).catch((error: unknown) => error);
     const directMs = Date.now() - directStart;
 
     await sleep(2_500);

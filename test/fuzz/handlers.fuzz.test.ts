@@ -81,16 +81,16 @@ beforeAll(async () => {
 
   // A session with a small tree, a branch and some history for the fuzzer to poke at.
   const seeded = { tenant: TENANT, sessionId: 'seeded' };
-  await service.writeState(seeded, { cause: 'replace', author: null, next: () => ({ turns: 0 }) });
+  await service.replaceState(seeded, { turns: 0 });
   await service.appendMessages(seeded, {
     messages: [
       { id: 'u1', role: 'user', content: 'hi' },
       { id: 'a1', role: 'assistant', content: 'hello' },
     ],
   });
-  await service.writeState(seeded, { cause: 'patch', author: null, next: () => ({ turns: 1 }) });
+  await service.patchState(seeded, { turns: 1 });
   await service.appendMessages(seeded, { parentId: 'u1', messages: [{ id: 'a2', role: 'assistant', content: 'hey' }] });
-  await service.writeState({ tenant: OTHER, sessionId: 'seeded' }, { cause: 'replace', author: null, next: () => ({ other: true }) });
+  await service.replaceState({ tenant: OTHER, sessionId: 'seeded' }, { other: true });
 });
 
 afterAll(() => {

@@ -1,7 +1,5 @@
 import { DeleteItemCommand, PutItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { Json } from '../../functions/core/json.js';
-import { mergePatch } from '../../functions/core/merge-patch.js';
 import type { SessionScope, Tip } from '../../functions/core/model.js';
 import type { TipChange } from '../../functions/core/ports.js';
 import { SessionService } from '../../functions/core/session-service.js';
@@ -26,8 +24,6 @@ beforeAll(async () => {
   tableName = await createTestTable('delete-race');
   store = new DynamoDbStore(client, tableName);
 });
-
-const patch = (value: Json) => ({ cause: 'patch' as const, author: null, next: (current: Json) => mergePatch(current, value) });
 
 /** Every sort key of the session's items, straight from the table. */
 async function sortKeys(scope: SessionScope): Promise<string[]> {
@@ -85,8 +81,8 @@ describe('deleting a session that is being written', () => {
     // Prepare: a store whose first commit runs while a delete of the session is erasing it.
     const scope = { tenant: 't', sessionId: 'read-then-deleted' };
     const service = new SessionService(store);
-    await service.writeState(scope, patch({ old: 1 }));
-    await service.writeState(scope, patch({ old: 2 }));
+    await service.patchState(scope, { old: 1 });
+    await service.patchState(scope, { old: 2 });
     const held = heldDeletes();
     let deletion: Promise<boolean> | undefined;
     const pausing = Object.create(store) as DynamoDbStore;
@@ -101,7 +97,7 @@ describe('deleting a session that is being written', () => {
     const writer = new SessionService(pausing);
 
     // Act
-    const result = await writer.writeState(scope, patch({ fresh: true }));
+    const result = await writer.patchState(scope, { fresh: true });
     await deletion;
 
     // Assess: the write read version 2 and lost its place to the tombstone; it waited for the
@@ -116,7 +112,7 @@ describe('deleting a session that is being written', () => {
     const scope = { tenant: 't', sessionId: 'deleting' };
     const service = new SessionService(store, { retry: { maxElapsedMs: 5_000 } });
     await service.appendMessages(scope, { messages: [{ id: 'm1', role: 'user' }] });
-    await service.writeState(scope, patch({ old: true }));
+    await service.patchState(scope, { old: true });
     const held = heldDeletes();
     const deletion = held.store.deleteSession(scope);
     await held.tombstoned;
@@ -125,7 +121,7 @@ describe('deleting a session that is being written', () => {
     const during = await service.readState(scope, {});
     const tip: Tip = await store.readTip(scope, { withState: false });
     const sessionRead = await service.getSession(scope).catch((error: unknown) => error);
-    const write = service.writeState(scope, patch({ after: true }));
+    const write = service.patchState(scope, { after: true });
     const settledBeforeErase = await settlesWithin(write, 300);
     held.release();
     await deletion;
@@ -163,12 +159,12 @@ describe('a delete that stopped halfway', () => {
     const scope = { tenant: 't', sessionId: 'abandoned' };
     const service = new SessionService(store);
     await service.appendMessages(scope, { messages: [{ id: 'm1', role: 'user' }] });
-    await service.writeState(scope, patch({ old: true }));
+    await service.patchState(scope, { old: true });
     await leaveAbandonedTombstone(scope);
 
     // Act
     const during = await service.readState(scope, {});
-    const written = await service.writeState(scope, patch({ after: true }));
+    const written = await service.patchState(scope, { after: true });
 
     // Assess
     expect(during).toMatchObject({ version: 0, state: null });
@@ -180,8 +176,8 @@ describe('a delete that stopped halfway', () => {
     // Prepare: the delete died after erasing the session item, before the versions and its tombstone.
     const scope = { tenant: 't', sessionId: 'abandoned-then-created' };
     const service = new SessionService(store);
-    await service.writeState(scope, patch({ old: true }));
-    await service.writeState(scope, patch({ older: false }));
+    await service.patchState(scope, { old: true });
+    await service.patchState(scope, { older: false });
     await leaveAbandonedTombstone(scope);
     await client.send(
       new DeleteItemCommand({ TableName: tableName, Key: { pk: { S: keys.session(scope) }, sk: { S: keys.sessionSort } } }),
@@ -190,7 +186,7 @@ describe('a delete that stopped halfway', () => {
     // Act
     const created = await service.createSession('t', { sessionId: scope.sessionId, agentId: 'fresh' });
     const read = await service.getSession(scope);
-    const written = await service.writeState(scope, patch({ after: true }));
+    const written = await service.patchState(scope, { after: true });
 
     // Assess
     expect(created).toMatchObject({ sessionId: scope.sessionId, agentId: 'fresh', version: 0 });
@@ -206,7 +202,7 @@ describe('creating a session while a delete of its id is erasing it', () => {
     const scope = { tenant: 't', sessionId: 'recreated' };
     const service = new SessionService(store);
     await service.createSession('t', { sessionId: scope.sessionId, agentId: 'before' });
-    await service.writeState(scope, patch({ old: true }));
+    await service.patchState(scope, { old: true });
     const held = heldDeletes();
     const deleting = new SessionService(held.store).deleteSession(scope);
     await held.tombstoned;

@@ -1,8 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CommitService } from '../../functions/core/commit-service.js';
 import { SessionService } from '../../functions/core/session-service.js';
-import { mergePatch } from '../../functions/core/merge-patch.js';
-import type { Json } from '../../functions/core/json.js';
 import { DynamoDbStore } from '../../functions/store/dynamodb-store.js';
 import { dynamoDbClient } from '../../functions/store/client.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
@@ -35,7 +33,6 @@ async function count<T>(operation: () => Promise<T>): Promise<string[]> {
   return sent;
 }
 
-const patch = (value: Json) => ({ cause: 'patch' as const, author: null, next: (current: Json) => mergePatch(current, value) });
 const writes = (requests: string[]) => requests.filter((name) => /Put|Update|Transact|Delete|BatchWrite/.test(name));
 const reads = (requests: string[]) => requests.filter((name) => /Get|Query/.test(name));
 
@@ -43,9 +40,9 @@ describe('requests per operation', () => {
   const scope = { tenant: 'budget', sessionId: 'small' };
 
   it('writes state at the head with one read and one PutItem', async () => {
-    await service.writeState(scope, patch({ warm: true }));
+    await service.patchState(scope, { warm: true });
 
-    const requests = await count(() => service.writeState(scope, patch({ n: 1 })));
+    const requests = await count(() => service.patchState(scope, { n: 1 }));
 
     expect(requests).toEqual(['Query', 'PutItem']);
   });
@@ -56,7 +53,7 @@ describe('requests per operation', () => {
 
   it('reads state at another node, or after the head moved, in at most three requests', async () => {
     await service.appendMessages(scope, { messages: [{ id: 'q1', role: 'user' }] });
-    await service.writeState(scope, patch({ at: 'q1' }));
+    await service.patchState(scope, { at: 'q1' });
     await service.appendMessages(scope, { messages: [{ id: 'a1', role: 'assistant' }] });
 
     const atHeadAfterMove = await count(() => service.readState(scope, {}));
@@ -88,11 +85,11 @@ describe('requests per operation', () => {
   it('writes state with one PutItem however long ago the last write was: activity is the change hook’s', async () => {
     // Prepare: a clock an hour ahead of the last write.
     const idle = { tenant: 'budget', sessionId: 'idle' };
-    await service.writeState(idle, patch({ first: true }));
+    await service.patchState(idle, { first: true });
     const later = new SessionService(store, { now: () => new Date(Date.now() + 60 * 60 * 1000) });
 
     // Act
-    const requests = await count(() => later.writeState(idle, patch({ anHourLater: true })));
+    const requests = await count(() => later.patchState(idle, { anHourLater: true }));
 
     // Assess
     expect(requests).toEqual(['Query', 'PutItem']);
@@ -122,7 +119,7 @@ describe('requests per operation', () => {
   });
 
   it('creates the session with its first write, in one transaction', async () => {
-    const requests = await count(() => service.writeState({ tenant: 'budget', sessionId: 'first-write' }, patch({ first: true })));
+    const requests = await count(() => service.patchState({ tenant: 'budget', sessionId: 'first-write' }, { first: true }));
 
     expect(writes(requests)).toEqual(['TransactWriteItems']);
   });
@@ -135,19 +132,19 @@ describe('cost stays flat with depth and history', () => {
     for (let batch = 0; batch < 12; batch++) {
       const messages = Array.from({ length: 25 }, (_, index) => ({ id: `d${batch * 25 + index}`, role: 'user' }));
       await service.appendMessages(deep, { messages });
-      for (let write = 0; write < 25; write++) await service.writeState(deep, patch({ batch, write }));
+      for (let write = 0; write < 25; write++) await service.patchState(deep, { batch, write });
     }
     const fresh = { tenant: 'budget', sessionId: 'fresh' };
     await service.appendMessages(fresh, { messages: [{ id: 'd0', role: 'user' }, { id: 'd1', role: 'user' }] });
-    await service.writeState(fresh, patch({ a: 1 }));
+    await service.patchState(fresh, { a: 1 });
 
     // Act
     const deepHead = await count(() => service.readState(deep, {}));
     const freshHead = await count(() => service.readState(fresh, {}));
     const deepNode = await count(() => service.readState(deep, { node: 'd1' }));
     const freshNode = await count(() => service.readState(fresh, { node: 'd0' }));
-    const deepWrite = await count(() => service.writeState(deep, patch({ last: true })));
-    const freshWrite = await count(() => service.writeState(fresh, patch({ last: true })));
+    const deepWrite = await count(() => service.patchState(deep, { last: true }));
+    const freshWrite = await count(() => service.patchState(fresh, { last: true }));
 
     // Assess
     expect(deepHead).toEqual(freshHead);

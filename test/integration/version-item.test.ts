@@ -1,7 +1,5 @@
 import { GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { mergePatch } from '../../functions/core/merge-patch.js';
-import type { Json } from '../../functions/core/json.js';
 import { SessionService } from '../../functions/core/session-service.js';
 import { dynamoDbClient } from '../../functions/store/client.js';
 import { DynamoDbStore } from '../../functions/store/dynamodb-store.js';
@@ -13,7 +11,6 @@ const client = dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamoEndpoint() }
 let tableName: string;
 let service: SessionService;
 const scope = { tenant: 'items', sessionId: 'lineage' };
-const patch = (value: Json) => ({ cause: 'patch' as const, author: null, next: (current: Json) => mergePatch(current, value) });
 
 const versionItem = async (version: number) =>
   (
@@ -34,7 +31,7 @@ const lineageVersions = async () => {
 beforeAll(async () => {
   tableName = await createTestTable('version-item');
   service = new SessionService(new DynamoDbStore(client, tableName));
-  for (let n = 1; n <= 40; n++) await service.writeState(scope, patch({ n }));
+  for (let n = 1; n <= 40; n++) await service.patchState(scope, { n });
 });
 
 describe('a version item on the table', () => {
