@@ -635,7 +635,7 @@ async function history(sessionId: string, count: number): Promise<void> {
       touchSessionAt: tip.slot === 0 ? at : undefined,
       mayCreateSession: tip.slot === 0,
     });
-    tip = { ...tip, slot: version, marker: false, markerSeq: 0, version, headVersion: version, touchedAt: tip.touchedAt ?? at, latest: null };
+    tip = { ...tip, kind: 'version', slot: version, version, headVersion: version, touchedAt: tip.touchedAt ?? at, latest: null };
     previous = record;
   }
 }

@@ -34,11 +34,17 @@ export type WorkerUrlPolicy = (url: string) => void;
 
 /** The agent registry of API.md section 7 (typed fields come later). */
 export class AgentService {
+  private readonly store: AgentStore;
+  private readonly sessions: Pick<SessionStore, 'listSessions' | 'readTip'>;
+
   constructor(
-    private readonly store: AgentStore & Pick<SessionStore, 'listSessions' | 'readTip'>,
+    stores: { agents: AgentStore; sessions: Pick<SessionStore, 'listSessions' | 'readTip'> },
     private readonly checkWorkerUrl: WorkerUrlPolicy,
     private readonly now: () => Date = () => new Date(),
-  ) {}
+  ) {
+    this.store = stores.agents;
+    this.sessions = stores.sessions;
+  }
 
   /** Creates or replaces an agent. */
   async putAgent(tenant: string, agentId: string, input: AgentInput): Promise<{ agent: AgentView; created: boolean }> {
@@ -181,7 +187,7 @@ export class AgentService {
     let checked = 0;
     let cursor: string | undefined;
     do {
-      const page = await this.store.listSessions(tenant, { limit: 100, ...(cursor ? { cursor } : {}) });
+      const page = await this.sessions.listSessions(tenant, { limit: 100, ...(cursor ? { cursor } : {}) });
       for (const session of page.items) {
         if (!session.agentId || !tree.has(session.agentId)) continue;
         if (++checked > TYPE_CHANGE_CHECK_LIMIT) {
@@ -190,7 +196,7 @@ export class AgentService {
             `too many sessions to check a type change; declare migrate: "clear" to read old values as cleared`,
           );
         }
-        const tip = await this.store.readTip({ tenant, sessionId: session.sessionId }, { withState: true });
+        const tip = await this.sessions.readTip({ tenant, sessionId: session.sessionId }, { withState: true });
         const state = tip.latest?.state;
         if (!state || typeof state !== 'object' || Array.isArray(state)) continue;
         const misfit = retyped.some(([name, type]) => name in state && typeProblem(type, (state as Record<string, Json>)[name] as Json) !== null);

@@ -2,8 +2,8 @@ import { applySlots, foldCommands, type Command, type CommandScope } from './com
 import { AgentStateError } from './errors.js';
 import { applyTypedWrite, viewOf, type Caller } from './fields.js';
 import { encodedSize, jsonEqual, type Json } from './json.js';
-import { STATE_LIMIT_BYTES, type DocumentKind, type DocumentRecord, type SessionScope } from './model.js';
-import { StaleTipError, type DocumentWrite, type SessionStore } from './ports.js';
+import { STATE_LIMIT_BYTES, type DocumentKind, type DocumentRecord, type DocumentRef, type SessionScope } from './model.js';
+import { StaleTipError, type DocumentStore, type DocumentWrite, type SessionStore } from './ports.js';
 import { retryOnStaleTip, type RetryPolicy } from './retry.js';
 import type { SessionService } from './session-service.js';
 import { versionAt } from './tree.js';
@@ -45,11 +45,17 @@ export const DEFAULT_RUN_TTL_SECONDS = 7 * 24 * 60 * 60;
  * are deterministic, so the result is as if batches ran one after another.
  */
 export class CommitService {
+  private readonly store: SessionStore;
+  private readonly documents: DocumentStore;
+
   constructor(
-    private readonly store: SessionStore,
+    stores: { sessions: SessionStore; documents: DocumentStore },
     private readonly sessions: SessionService,
     private readonly options: { runTtlSeconds?: number; retry?: Partial<RetryPolicy>; now?: () => Date } = {},
-  ) {}
+  ) {
+    this.store = stores.sessions;
+    this.documents = stores.documents;
+  }
 
   async commit(scope: SessionScope, request: CommitRequest): Promise<CommitResult> {
     const slots = foldCommands(request.commands);
@@ -65,12 +71,12 @@ export class CommitService {
       const [target, meta, run, shared] = await Promise.all([
         this.sessions.resolveForWrite(scope, request.node),
         touches('profile') ? this.store.getMeta(scope) : Promise.resolve(null),
-        touches('run') ? this.store.getDocument(scope.tenant, 'run', request.runId as string, scope) : Promise.resolve(null),
-        touches('shared') ? this.store.getDocument(scope.tenant, 'shared', 'shared') : Promise.resolve(null),
+        touches('run') ? this.documents.getDocument({ kind: 'run', scope, id: request.runId as string }) : Promise.resolve(null),
+        touches('shared') ? this.documents.getDocument({ kind: 'shared', tenant: scope.tenant }) : Promise.resolve(null),
       ]);
       const { tip, nodeId, pointer, current } = target;
       // A documents-only commit writes no tip: it must not slip into a session being deleted.
-      if (tip.deleting) throw new StaleTipError('the session is being deleted');
+      if (tip.kind === 'closing') throw new StaleTipError('the session is being deleted');
       if (request.expectedVersion !== undefined && request.expectedVersion !== pointer) {
         throw new AgentStateError(
           'version_mismatch',
@@ -85,7 +91,7 @@ export class CommitService {
           throw new AgentStateError('invalid_request', 'profile commands need a session with a userId', { field: 'commands' });
         }
       }
-      const profile = userId ? await this.store.getDocument(scope.tenant, 'profile', userId) : null;
+      const profile = userId ? await this.documents.getDocument({ kind: 'profile', tenant: scope.tenant, id: userId }) : null;
 
       // The thread: top-level keys of the state at the node, typed fields applied as for a write.
       const sessionAgentId = await this.sessions.sessionAgentOf(scope, tip);
@@ -154,15 +160,15 @@ export class CommitService {
         result.version = version.version;
       } else if (documents.length > 0) {
         // No thread change: the documents alone, still guarded by the thread's version if asked.
-        await this.store.commitDocuments(scope, documents, request.expectedVersion !== undefined ? tip : null, at);
+        await this.documents.commitDocuments(scope, documents, request.expectedVersion !== undefined ? tip : null, at);
       }
       return result;
     });
   }
 
   /** A run, profile or shared document as a client reads it (version 0 and null when none). */
-  async readDocument(tenant: string, kind: DocumentKind, id: string, scope?: SessionScope): Promise<DocumentView> {
-    const record = await this.store.getDocument(tenant, kind, id, scope);
+  async readDocument(ref: DocumentRef): Promise<DocumentView> {
+    const record = await this.documents.getDocument(ref);
     return { version: record?.version ?? 0, state: record?.state ?? null, updatedAt: record?.updatedAt ?? null };
   }
 }

@@ -8,8 +8,8 @@ import {
   STATE_LIMIT_BYTES,
   type AgentRecord,
   type DecisionOutcome,
-  type DecisionRecord,
   type DocumentRecord,
+  type DoneDecision,
   type NodeRecord,
   type SessionMeta,
   type SessionScope,
@@ -22,6 +22,7 @@ import {
   NodeTakenError,
   StaleTipError,
   type DecisionStore,
+  type DocumentStore,
   type SessionStore,
   type TipChange,
 } from './ports.js';
@@ -105,18 +106,26 @@ interface Prepared {
  * committed in one atomic step at the new head.
  */
 export class DecideService {
+  private readonly store: SessionStore;
+  private readonly decisions: DecisionStore;
+  private readonly documents: DocumentStore;
+
   constructor(
-    private readonly store: SessionStore & DecisionStore,
+    stores: { sessions: SessionStore; decisions: DecisionStore; documents: DocumentStore },
     private readonly sessions: SessionService,
     private readonly agents: AgentService,
     private readonly invokeWorker: WorkerInvoker,
     private readonly now: () => Date = () => new Date(),
-  ) {}
+  ) {
+    this.store = stores.sessions;
+    this.decisions = stores.decisions;
+    this.documents = stores.documents;
+  }
 
   async decide(scope: SessionScope, request: DecideRequest): Promise<DecideResult> {
     const decisionId = request.decisionId ?? newId();
     const [previous, meta] = await Promise.all([
-      request.decisionId ? this.store.getDecision(scope, decisionId) : Promise.resolve(null),
+      request.decisionId ? this.decisions.getDecision(scope, decisionId) : Promise.resolve(null),
       request.agentId ? Promise.resolve(null) : this.store.getMeta(scope),
     ]);
     if (previous?.status === 'done') return this.replay(scope, previous);
@@ -129,7 +138,7 @@ export class DecideService {
 
     const leaseToken = newId();
     const leaseUntil = this.now().getTime() + timeoutMs + LEASE_MARGIN_MS;
-    if (!(await this.store.acquireLease(scope, leaseToken, leaseUntil))) {
+    if (!(await this.decisions.acquireLease(scope, leaseToken, leaseUntil))) {
       throw new AgentStateError('decision_in_progress', `another decision is running in session ${scope.sessionId}`, {
         sessionId: scope.sessionId,
       });
@@ -137,7 +146,7 @@ export class DecideService {
     let leaseHeld = true;
     try {
       // A twin request with the same id may have finished while we waited for the lease.
-      const settled = request.decisionId ? await this.store.getDecision(scope, decisionId) : null;
+      const settled = request.decisionId ? await this.decisions.getDecision(scope, decisionId) : null;
       if (settled?.status === 'done') return await this.replay(scope, settled);
       const attempts = (settled?.attempts ?? 0) + 1;
 
@@ -146,11 +155,11 @@ export class DecideService {
       return result;
     } catch (error) {
       if (request.decisionId && isWorkerError(error)) {
-        await this.store.recordFailedAttempt(scope, decisionId).catch(() => undefined);
+        await this.decisions.recordFailedAttempt(scope, decisionId).catch(() => undefined);
       }
       throw error;
     } finally {
-      if (leaseHeld) await this.store.releaseLease(scope, leaseToken).catch(() => undefined);
+      if (leaseHeld) await this.decisions.releaseLease(scope, leaseToken).catch(() => undefined);
     }
   }
 
@@ -173,7 +182,7 @@ export class DecideService {
     const [path, profile, shared] = await Promise.all([
       this.pathTo(scope, prepared.plan, prepared.parent),
       this.profileOf(scope, meta),
-      this.store.getDocument(scope.tenant, 'shared', 'shared'),
+      this.documents.getDocument({ kind: 'shared', tenant: scope.tenant }),
     ]);
     const shown = withOverlay(prepared, agentId, request.stateOverlay);
 
@@ -311,7 +320,7 @@ export class DecideService {
       agent: nextAgent,
       ...(resultVersion === 0 ? { state: prepared.schema ? viewOf(prepared.schema, agentId, nextState) : nextState } : {}),
     };
-    const record: DecisionRecord = { decisionId, status: 'done', attempts, outcome };
+    const record: DoneDecision = { decisionId, status: 'done', attempts, outcome };
     const newNodes: NodeRecord[] = [...plan.created, ...reply.created];
     const headMoves = head.id !== tip.head;
 
@@ -329,7 +338,7 @@ export class DecideService {
       };
       await this.store.commit(scope, change);
     } else {
-      await this.store.completeDecision(scope, { record, leaseToken });
+      await this.decisions.completeDecision(scope, { record, leaseToken });
     }
     const visible = prepared.schema ? viewOf(prepared.schema, agentId, nextState) : nextState;
     return { decisionId, decision: decision.raw, state: visible, agent: nextAgent, version: resultVersion, changed, head: head.id };
@@ -338,12 +347,12 @@ export class DecideService {
   /** The profile of the session's user; the session item is read only if not read already. */
   private async profileOf(scope: SessionScope, meta: SessionMeta | null): Promise<DocumentRecord | null> {
     const userId = (meta ?? (await this.store.getMeta(scope)))?.userId;
-    return userId ? this.store.getDocument(scope.tenant, 'profile', userId) : null;
+    return userId ? this.documents.getDocument({ kind: 'profile', tenant: scope.tenant, id: userId }) : null;
   }
 
   /** The answer of a decision that already happened, as it was first given. */
-  private async replay(scope: SessionScope, record: DecisionRecord): Promise<DecideResult> {
-    const outcome = record.outcome as DecisionOutcome;
+  private async replay(scope: SessionScope, record: DoneDecision): Promise<DecideResult> {
+    const { outcome } = record;
     let state = outcome.state ?? null;
     if (outcome.state === undefined && outcome.version > 0) {
       const version = await this.store.getVersion(scope, outcome.version);

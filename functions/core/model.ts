@@ -68,20 +68,31 @@ export interface DocumentRecord {
 }
 
 /**
+ * Which document a read addresses. A run belongs to a session, so it is named with its
+ * session's scope; a profile belongs to a user of the tenant; the tenant has one shared
+ * document.
+ */
+export type DocumentRef =
+  | { readonly kind: 'run'; readonly scope: SessionScope; readonly id: string }
+  | { readonly kind: 'profile'; readonly tenant: string; readonly id: string }
+  | { readonly kind: 'shared'; readonly tenant: string };
+
+/**
  * The session tip: the item in the highest version slot. Every change of versions or of the
  * head claims that slot with a conditional write, so the tip is also the session's lock.
  *
- * A slot holds either a recorded version or, after the head moved, a head marker that the
- * next version overwrites. Both carry where the head is and which version it points at, so
- * the state at the head is one read away.
+ * A slot holds a recorded version, or (after the head moved) a head marker that the next
+ * version overwrites, or (while the session is deleted) the delete's tombstone. The first two
+ * carry where the head is and which version it points at, so the state at the head is one
+ * read away. The variants are exclusive; `kind` tells them apart, and a `switch` over it is
+ * checked by the compiler.
  */
-export interface Tip {
+export type Tip = EmptyTip | VersionTip | MarkerTip | ClosingTip;
+
+/** What every tip tells, whatever its slot holds. */
+interface TipHead {
   /** The slot holding the tip item; 0 for a session with no tip yet. */
   slot: number;
-  /** True when the tip item is a head marker rather than a recorded version. */
-  marker: boolean;
-  /** Counts head moves within one marker slot; the compare-and-set token for markers. */
-  markerSeq: number;
   /** The latest recorded version of the session (0: nothing written). */
   version: number;
   head: string;
@@ -94,16 +105,40 @@ export interface Tip {
   touchedAt: string | null;
   /** The session's agent (whose hierarchy may declare typed fields), carried on every tip. */
   agentId: string | null;
-  /** The recorded version in the tip slot, when the read asked for it. */
+  /** The recorded version in the tip slot, when the read asked for it (version tips only). */
   latest: VersionRecord | null;
-  /**
-   * Set while the session is being deleted: the tip slot holds the delete's tombstone, the
-   * session reads as unknown, and no write may be based on this tip (it is retried until the
-   * delete is done, and then starts a new session).
-   */
-  deleting?: true;
-  /** With `deleting`: when that delete closed the session (ISO time). */
-  deletingSince?: string;
+}
+
+/** A session with no tip item yet: nothing written (the head is the root, at version 0). */
+export interface EmptyTip extends TipHead {
+  kind: 'empty';
+  slot: 0;
+  latest: null;
+}
+
+/** The top slot holds a recorded version: the latest one. */
+export interface VersionTip extends TipHead {
+  kind: 'version';
+}
+
+/** The top slot holds a head marker: the head moved since the latest version (`slot - 1`). */
+export interface MarkerTip extends TipHead {
+  kind: 'marker';
+  /** Counts head moves within this marker slot; the compare-and-set token for markers. */
+  markerSeq: number;
+  latest: null;
+}
+
+/**
+ * The session is being deleted: the top slot holds the delete's tombstone, the session reads
+ * as unknown (head at the root, version 0), and no write may be based on this tip (it is
+ * retried until the delete is done, and then starts a new session).
+ */
+export interface ClosingTip extends TipHead {
+  kind: 'closing';
+  /** When the delete closed the session (ISO time); null when the tombstone does not say. */
+  since: string | null;
+  latest: null;
 }
 
 export const ANCESTOR_WINDOW = 32;
@@ -137,13 +172,24 @@ export interface AgentRecord {
   updatedAt: string;
 }
 
-/** What `decide` remembers of a decision id: failed attempts, or the answer to replay. */
-export interface DecisionRecord {
+/**
+ * What `decide` remembers of a decision id: failed attempts (run it again), or the answer to
+ * replay for a decision that is done.
+ */
+export type DecisionRecord = FailedDecision | DoneDecision;
+
+export interface FailedDecision {
   decisionId: string;
-  status: 'failed' | 'done';
+  status: 'failed';
   attempts: number;
-  /** For a done decision: the response body, less state and agent when those are in a version. */
-  outcome?: DecisionOutcome;
+}
+
+export interface DoneDecision {
+  decisionId: string;
+  status: 'done';
+  attempts: number;
+  /** The response body, less state and agent when those are in a version. */
+  outcome: DecisionOutcome;
 }
 
 export interface DecisionOutcome {

@@ -1,8 +1,9 @@
 import type {
   AgentRecord,
   DecisionRecord,
-  DocumentKind,
   DocumentRecord,
+  DoneDecision,
+  DocumentRef,
   NodeRecord,
   Page,
   SessionMeta,
@@ -53,18 +54,24 @@ export interface DocumentWrite {
 }
 
 export interface DecisionCompletion {
-  readonly record: DecisionRecord;
+  readonly record: DoneDecision;
   /** The lease the decision holds; the change fails if the lease was lost meanwhile. */
   readonly leaseToken: string;
 }
 
-export interface IdempotencyRecord {
-  fingerprint: string;
-  status: 'pending' | 'done';
-  response?: StoredResponse;
-  /** Epoch ms after which a pending record is abandoned (its holder died). */
-  lockedUntil: number;
-}
+/**
+ * What claiming an `Idempotency-Key` found: the key was free (the request runs), or another
+ * request holds it — still running, or done with the answer to replay.
+ */
+export type IdempotencyClaim =
+  | { readonly outcome: 'claimed' }
+  | {
+      readonly outcome: 'in_progress';
+      readonly fingerprint: string;
+      /** Epoch ms after which the holder counts as dead and the key may be claimed again. */
+      readonly lockedUntil: number;
+    }
+  | { readonly outcome: 'done'; readonly fingerprint: string; readonly response: StoredResponse };
 
 export interface StoredResponse {
   statusCode: number;
@@ -81,8 +88,9 @@ export interface SessionListOptions {
 }
 
 /**
- * The persistence port of the session core. The DynamoDB adapter is the only implementation
- * the service ships with; it alone knows keys, conditions and exceptions.
+ * The persistence port of the session core: sessions, their message nodes, versions and tip.
+ * The DynamoDB adapter (functions/store) is the only implementation the service ships with; it
+ * alone knows keys, conditions and exceptions.
  */
 export interface SessionStore {
   /** The tip of a session; with `withState`, the latest version's state and agent too. */
@@ -110,9 +118,11 @@ export interface SessionStore {
 
   /** Applies the change atomically; throws `StaleTipError` when the tip moved meanwhile. */
   commit(scope: SessionScope, change: TipChange): Promise<void>;
+}
 
-  /** A run (`scope` given), profile or shared document. */
-  getDocument(tenant: string, kind: DocumentKind, id: string, scope?: SessionScope): Promise<DocumentRecord | null>;
+/** The run, profile and shared documents of commits (API.md section 8). */
+export interface DocumentStore {
+  getDocument(ref: DocumentRef): Promise<DocumentRecord | null>;
   /**
    * Writes documents atomically, each conditional on its version; with `guard`, also only if
    * the session's tip is still that one. Throws `StaleTipError` when anything moved.
@@ -127,11 +137,8 @@ export interface SessionStore {
 }
 
 export interface IdempotencyStore {
-  /**
-   * Claims `key` for a request with `fingerprint`. Returns null when the claim was taken,
-   * else the record that holds the key.
-   */
-  claim(tenant: string, key: string, fingerprint: string, lockMs: number): Promise<IdempotencyRecord | null>;
+  /** Claims `key` for a request with `fingerprint`, unless another request holds it. */
+  claim(tenant: string, key: string, fingerprint: string, lockMs: number): Promise<IdempotencyClaim>;
   complete(tenant: string, key: string, fingerprint: string, response: StoredResponse): Promise<void>;
   release(tenant: string, key: string, fingerprint: string): Promise<void>;
 }

@@ -146,7 +146,7 @@ export class SessionService {
 
   async getSession(scope: SessionScope): Promise<SessionView> {
     const [meta, tip] = await Promise.all([this.store.getMeta(scope), this.store.readTip(scope, { withState: false })]);
-    if (!meta || tip.deleting) throw sessionNotFound(scope);
+    if (!meta || tip.kind === 'closing') throw sessionNotFound(scope);
     return { ...meta, head: tip.head, version: tip.version };
   }
 

@@ -1,6 +1,6 @@
 import { ROOT_NODE } from './ids.js';
 import type { Json } from './json.js';
-import { ANCESTOR_WINDOW, LINEAGE_WINDOW, type NodeRecord, type Tip, type VersionRecord } from './model.js';
+import { ANCESTOR_WINDOW, LINEAGE_WINDOW, type EmptyTip, type NodeRecord, type Tip, type VersionRecord } from './model.js';
 import type { TipChange } from './ports.js';
 
 /**
@@ -37,11 +37,10 @@ export function nextLineage(previous: Pick<VersionRecord, 'version' | 'lineage'>
 }
 
 /** The tip of a session that has no tip item yet. */
-export function emptyTip(): Tip {
+export function emptyTip(): EmptyTip {
   return {
+    kind: 'empty',
     slot: 0,
-    marker: false,
-    markerSeq: 0,
     version: 0,
     head: ROOT_NODE,
     headVersion: 0,

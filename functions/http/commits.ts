@@ -56,18 +56,18 @@ export const handler = createHttpHandler({
   'GET /v1/sessions/{sid}/runs/{runId}/state': async (input) => {
     const scope = sessionScope(input);
     const runId = requireId(input.path('runId'), 'runId');
-    const view = await input.deps.commits.readDocument(input.tenant, 'run', runId, scope);
+    const view = await input.deps.commits.readDocument({ kind: 'run', scope, id: runId });
     return json(200, { sessionId: scope.sessionId, runId, ...view }, { etag: `"${view.version}"` });
   },
 
   'GET /v1/profiles/{userId}/state': async (input) => {
     const userId = requireId(input.path('userId'), 'userId');
-    const view = await input.deps.commits.readDocument(input.tenant, 'profile', userId);
+    const view = await input.deps.commits.readDocument({ kind: 'profile', tenant: input.tenant, id: userId });
     return json(200, { userId, ...view }, { etag: `"${view.version}"` });
   },
 
   'GET /v1/shared/state': async (input) => {
-    const view = await input.deps.commits.readDocument(input.tenant, 'shared', 'shared');
+    const view = await input.deps.commits.readDocument({ kind: 'shared', tenant: input.tenant });
     return json(200, view, { etag: `"${view.version}"` });
   },
 });

@@ -54,13 +54,14 @@ export function dependenciesFor(
 ): Dependencies {
   const env = options.env ?? process.env;
   const workers = workerRules(env);
-  const agents = new AgentService(store, workers.checkUrl);
+  const stores = { sessions: store, documents: store, decisions: store, agents: store };
+  const agents = new AgentService(stores, workers.checkUrl);
   const sessions = new SessionService(store, { schemas: (tenant, agentId) => agents.schemaFor(tenant, agentId) });
   return {
     sessions,
     agents,
-    decide: new DecideService(store, sessions, agents, options.invokeWorker ?? workers.invoke),
-    commits: new CommitService(store, sessions, { runTtlSeconds: runTtlSeconds(env) }),
+    decide: new DecideService(stores, sessions, agents, options.invokeWorker ?? workers.invoke),
+    commits: new CommitService(stores, sessions, { runTtlSeconds: runTtlSeconds(env) }),
     idempotency: store,
     resolveKey: options.resolveKey ?? keysFromEnv(env.AGENTSTATE_API_KEYS),
   };

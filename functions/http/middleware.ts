@@ -141,7 +141,7 @@ export function idempotency(store: () => IdempotencyStore): Middleware {
       const tenant = event.tenant as string;
       const fingerprint = fingerprintOf(event);
       const holder = await store().claim(tenant, key, fingerprint, IDEMPOTENCY_LOCK_MS);
-      if (holder === null) {
+      if (holder.outcome === 'claimed') {
         claims.set(request, { key, fingerprint });
         return;
       }
@@ -151,7 +151,7 @@ export function idempotency(store: () => IdempotencyStore): Middleware {
           'this Idempotency-Key was used with a different request in the last 24 hours',
         );
       }
-      if (holder.status === 'done' && holder.response) {
+      if (holder.outcome === 'done') {
         const { statusCode, headers, body } = holder.response;
         return { statusCode, headers: { ...headers, 'idempotency-replayed': 'true' }, body };
       }

@@ -20,12 +20,13 @@ import type {
   AgentRecord,
   DecisionOutcome,
   DecisionRecord,
-  DocumentKind,
   DocumentRecord,
+  DocumentRef,
   NodeRecord,
   Page,
   SessionMeta,
   SessionScope,
+  ClosingTip,
   Tip,
   VersionCause,
   VersionRecord,
@@ -37,8 +38,9 @@ import {
   type AgentStore,
   type DecisionCompletion,
   type DecisionStore,
+  type DocumentStore,
   type DocumentWrite,
-  type IdempotencyRecord,
+  type IdempotencyClaim,
   type IdempotencyStore,
   type SessionListOptions,
   type SessionStore,
@@ -83,15 +85,23 @@ interface SlotClaim {
  * both succeed.
  */
 function nextSlot(tip: Tip): { slot: number; claim: SlotClaim } {
-  if (!tip.marker) return { slot: tip.slot + 1, claim: { ConditionExpression: conditions.slotIsFree } };
-  return {
-    slot: tip.slot,
-    claim: {
-      ConditionExpression: conditions.slotHoldsMarker,
-      ExpressionAttributeNames: { '#kind': 'kind', '#seq': 'seq' },
-      ExpressionAttributeValues: { ':marker': 'm', ':seq': tip.markerSeq },
-    },
-  };
+  switch (tip.kind) {
+    case 'empty':
+    case 'version':
+      return { slot: tip.slot + 1, claim: { ConditionExpression: conditions.slotIsFree } };
+    case 'marker':
+      return {
+        slot: tip.slot,
+        claim: {
+          ConditionExpression: conditions.slotHoldsMarker,
+          ExpressionAttributeNames: { '#kind': 'kind', '#seq': 'seq' },
+          ExpressionAttributeValues: { ':marker': 'm', ':seq': tip.markerSeq },
+        },
+      };
+    case 'closing':
+      // Nothing is written into a session while it is deleted; the writer re-reads and waits.
+      throw new StaleTipError('the session is being deleted');
+  }
 }
 
 const TIP_SUMMARY = 'pk, sk, #kind, #seq, version, head, headVersion, headDepth, touchedAt, agentId, createdAt';
@@ -109,8 +119,8 @@ const CLOSE_ATTEMPTS = 20;
  */
 const ABANDONED_DELETE_MS = 60_000;
 
-function isAbandoned(tip: Tip): boolean {
-  return tip.deletingSince !== undefined && Date.now() - Date.parse(tip.deletingSince) > ABANDONED_DELETE_MS;
+function isAbandoned(tip: ClosingTip): boolean {
+  return tip.since !== null && Date.now() - Date.parse(tip.since) > ABANDONED_DELETE_MS;
 }
 const IDEMPOTENCY_TTL_SECONDS = 24 * 60 * 60;
 
@@ -118,7 +128,7 @@ const IDEMPOTENCY_TTL_SECONDS = 24 * 60 * 60;
  * The DynamoDB adapter: the only code that knows key shapes, conditions and DynamoDB's
  * exceptions. See keys.ts for the item layout.
  */
-export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore, DecisionStore {
+export class DynamoDbStore implements SessionStore, DocumentStore, IdempotencyStore, AgentStore, DecisionStore {
   private readonly doc: DynamoDBDocumentClient;
 
   constructor(
@@ -150,21 +160,17 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
     if (!item) return emptyTip();
     const slot = slotOf(String(item.sk));
     if (item.kind === TOMBSTONE) {
-      return { ...emptyTip(), slot, deleting: true, ...(typeof item.createdAt === 'string' ? { deletingSince: item.createdAt } : {}) };
+      return { ...emptyTip(), kind: 'closing', slot, since: typeof item.createdAt === 'string' ? item.createdAt : null };
     }
-    const marker = item.kind === 'm';
-    return {
-      slot,
-      marker,
-      markerSeq: marker ? Number(item.seq) : 0,
-      version: marker ? slot - 1 : slot,
+    const head = {
       head: String(item.head),
       headVersion: Number(item.headVersion),
       headDepth: Number(item.headDepth),
       touchedAt: typeof item.touchedAt === 'string' ? item.touchedAt : null,
       agentId: typeof item.agentId === 'string' ? item.agentId : null,
-      latest: !marker && options.withState ? toVersion(item) : null,
     };
+    if (item.kind === 'm') return { kind: 'marker', slot, markerSeq: Number(item.seq), version: slot - 1, ...head, latest: null };
+    return { kind: 'version', slot, version: slot, ...head, latest: options.withState ? toVersion(item) : null };
   }
 
   async getMeta(scope: SessionScope): Promise<SessionMeta | null> {
@@ -184,7 +190,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
     // that delete. So wait for a delete in progress (the caller retries), and finish one that
     // was abandoned, before putting the session item.
     const tip = await this.readTip(scope, { withState: false });
-    if (tip.deleting) {
+    if (tip.kind === 'closing') {
       if (!isAbandoned(tip)) throw new StaleTipError('the session is being deleted');
       await this.deleteSession(scope);
     }
@@ -245,7 +251,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
    * delete first closes the session: a tombstone takes the tip's next place under the same
    * condition a write would meet, and every write based on an earlier tip fails its own. The
    * items are then deleted, the tombstone last; until it is gone the session reads as unknown
-   * and writers wait (`Tip.deleting`), after which a write starts a new session.
+   * and writers wait (a `closing` tip), after which a write starts a new session.
    *
    *   writer reads tip V#41 ──┐   delete puts tombstone V#42 ✓, erases V#1…V#41, nodes, …
    *   writer puts V#42 ✗ ─────┘   re-reads: deleting → retries → tombstone gone → new V#1
@@ -287,8 +293,8 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
   private async closeSession(scope: SessionScope): Promise<string | null> {
     for (let attempt = 1; ; attempt++) {
       const tip = await this.readTip(scope, { withState: false });
-      if (tip.deleting) return keys.slot(tip.slot);
-      if (tip.slot === 0) return null;
+      if (tip.kind === 'closing') return keys.slot(tip.slot);
+      if (tip.kind === 'empty') return null;
       const { slot, claim } = nextSlot(tip);
       try {
         await this.send(
@@ -398,7 +404,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
     const { basedOn } = change;
     // Nothing may be written into a session while it is deleted; the caller retries. A delete
     // that stopped halfway (its function timed out) is finished by the writes that find it.
-    if (basedOn.deleting) {
+    if (basedOn.kind === 'closing') {
       if (isAbandoned(basedOn)) await this.deleteSession(scope);
       throw new StaleTipError('the session is being deleted');
     }
@@ -414,7 +420,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
       agentId: (change.sessionAgentId === undefined ? basedOn.agentId : change.sessionAgentId) ?? undefined,
       ...(change.version
         ? versionAttributes(change.version)
-        : { kind: 'm', seq: basedOn.marker ? basedOn.markerSeq + 1 : 1 }),
+        : { kind: 'm', seq: basedOn.kind === 'marker' ? basedOn.markerSeq + 1 : 1 }),
     };
 
     // Each item of a transaction is tagged with what it is, so a cancellation can say why.
@@ -479,17 +485,15 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
 
   // ---- documents (commit scopes) ---------------------------------------------------------
 
-  async getDocument(tenant: string, kind: DocumentKind, id: string, scope?: SessionScope): Promise<DocumentRecord | null> {
-    const { Item } = await this.send(
-      new GetCommand({ TableName: this.tableName, Key: documentKey(tenant, kind, id, scope), ConsistentRead: true }),
-    );
+  async getDocument(ref: DocumentRef): Promise<DocumentRecord | null> {
+    const { Item } = await this.send(new GetCommand({ TableName: this.tableName, Key: documentKey(ref), ConsistentRead: true }));
     if (!Item) return null;
     // TTL deletes lazily: an expired run reads as gone, as it soon will be.
     const expiresAt = Item[tableKeys.timeToLive];
     if (typeof expiresAt === 'number' && expiresAt * 1000 < Date.now()) return null;
     return {
-      kind,
-      id,
+      kind: ref.kind,
+      id: ref.kind === 'shared' ? 'shared' : ref.id,
       version: Number(Item.version),
       state: JSON.parse(String(Item.state)) as Json,
       updatedAt: typeof Item.updatedAt === 'string' ? Item.updatedAt : null,
@@ -524,7 +528,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
         Put: {
           TableName: this.tableName,
           Item: {
-            ...documentKey(scope.tenant, record.kind, record.id, scope),
+            ...documentKey(documentRefOf(scope, record)),
             kind: `doc:${record.kind}`,
             version: record.version,
             state: JSON.stringify(record.state),
@@ -593,12 +597,11 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
       }),
     );
     if (!Item) return null;
-    return {
-      decisionId,
-      status: Item.status === 'done' ? 'done' : 'failed',
-      attempts: Number(Item.attempts ?? 0),
-      ...(typeof Item.outcome === 'string' ? { outcome: JSON.parse(Item.outcome) as DecisionOutcome } : {}),
-    };
+    const attempts = Number(Item.attempts ?? 0);
+    if (Item.status === 'done' && typeof Item.outcome === 'string') {
+      return { decisionId, status: 'done', attempts, outcome: JSON.parse(Item.outcome) as DecisionOutcome };
+    }
+    return { decisionId, status: 'failed', attempts };
   }
 
   async acquireLease(scope: SessionScope, token: string, untilMs: number): Promise<boolean> {
@@ -675,7 +678,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
               sk: keys.decision(record.decisionId),
               status: record.status,
               attempts: record.attempts,
-              outcome: record.outcome ? JSON.stringify(record.outcome) : undefined,
+              outcome: JSON.stringify(record.outcome),
               [tableKeys.timeToLive]: decisionExpiry(),
             },
           },
@@ -721,7 +724,7 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
 
   // ---- idempotency ----------------------------------------------------------------------
 
-  async claim(tenant: string, key: string, fingerprint: string, lockMs: number): Promise<IdempotencyRecord | null> {
+  async claim(tenant: string, key: string, fingerprint: string, lockMs: number): Promise<IdempotencyClaim> {
     const now = Date.now();
     const writeId = randomUUID();
     try {
@@ -745,19 +748,18 @@ export class DynamoDbStore implements SessionStore, IdempotencyStore, AgentStore
           ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         }),
       );
-      return null;
+      return { outcome: 'claimed' };
     } catch (error) {
       if (isConditionFailure(error) && error.Item) {
         // A retried claim whose first attempt landed finds its own claim: it holds the key.
-        if (isOwnWrite(error.Item, writeId)) return null;
+        if (isOwnWrite(error.Item, writeId)) return { outcome: 'claimed' };
         // The SDK hands back the old item in wire format, even through the document client.
         const old = unmarshall(error.Item as Record<string, AttributeValue>);
-        return {
-          fingerprint: String(old.fingerprint),
-          status: old.status === 'done' ? 'done' : 'pending',
-          lockedUntil: Number(old.lockedUntil),
-          ...(typeof old.response === 'string' ? { response: JSON.parse(old.response) as StoredResponse } : {}),
-        };
+        const fingerprint = String(old.fingerprint);
+        if (old.status === 'done' && typeof old.response === 'string') {
+          return { outcome: 'done', fingerprint, response: JSON.parse(old.response) as StoredResponse };
+        }
+        return { outcome: 'in_progress', fingerprint, lockedUntil: Number(old.lockedUntil) };
       }
       throw error;
     }
@@ -1048,15 +1050,26 @@ function translateCancellation(error: unknown, items: readonly TaggedItem[]): un
   return error;
 }
 
-function documentKey(tenant: string, kind: DocumentKind, id: string, scope?: SessionScope): Item {
-  switch (kind) {
+function documentKey(ref: DocumentRef): Item {
+  switch (ref.kind) {
     case 'run':
-      if (!scope) throw new Error('a run document belongs to a session');
-      return { pk: keys.session(scope), sk: keys.run(id) };
+      return { pk: keys.session(ref.scope), sk: keys.run(ref.id) };
     case 'profile':
-      return { pk: keys.profile(tenant, id), sk: keys.profileSort };
+      return { pk: keys.profile(ref.tenant, ref.id), sk: keys.profileSort };
     case 'shared':
-      return { pk: keys.shared(tenant), sk: keys.sharedSort };
+      return { pk: keys.shared(ref.tenant), sk: keys.sharedSort };
+  }
+}
+
+/** The document a commit of `scope` writes: a run is the session's own. */
+function documentRefOf(scope: SessionScope, record: DocumentRecord): DocumentRef {
+  switch (record.kind) {
+    case 'run':
+      return { kind: 'run', scope, id: record.id };
+    case 'profile':
+      return { kind: 'profile', tenant: scope.tenant, id: record.id };
+    case 'shared':
+      return { kind: 'shared', tenant: scope.tenant };
   }
 }
 

@@ -129,7 +129,7 @@ describe('deleting a session that is being written', () => {
 
     // Assess
     expect(during).toMatchObject({ version: 0, state: null });
-    expect(tip.deleting).toBe(true);
+    expect(tip.kind).toBe('closing');
     expect(sessionRead).toMatchObject({ code: 'session_not_found' });
     expect(settledBeforeErase).toBe(false);
     expect(written).toMatchObject({ version: 1, prevVersion: 0, state: { after: true } });

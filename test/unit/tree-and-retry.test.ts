@@ -170,9 +170,8 @@ describe('pointerOf: where a node’s state pointer lives', () => {
 describe('emptyTip and rootNode', () => {
   it('describes a session with nothing written: head at the root, version 0', () => {
     expect(emptyTip()).toEqual({
+      kind: 'empty',
       slot: 0,
-      marker: false,
-      markerSeq: 0,
       version: 0,
       head: 'root',
       headVersion: 0,
