@@ -8,9 +8,9 @@
  */
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
 import { AgentStateError, toProblem } from '../functions/core/errors.js';
-import { matchRoute, toApiGatewayEvent, type RouteMatch } from '../functions/local/http-adapter.js';
 import type { RouteGroup } from '../functions/http/routes.js';
 import type { HttpHandler } from '../functions/http/types.js';
+import { matchRoute, type RouteMatch, toApiGatewayEvent } from '../functions/local/http-adapter.js';
 
 export interface InProcessRequest {
   method: string;
@@ -54,7 +54,8 @@ export function prepare(request: InProcessRequest): Prepared {
     };
   }
   const pairs = Array.isArray(request.headers) ? request.headers : Object.entries(request.headers ?? {});
-  const body = request.body === undefined ? Buffer.alloc(0) : Buffer.isBuffer(request.body) ? request.body : Buffer.from(request.body, 'utf8');
+  const body =
+    request.body === undefined ? Buffer.alloc(0) : Buffer.isBuffer(request.body) ? request.body : Buffer.from(request.body, 'utf8');
   const hasLength = pairs.some(([name]) => name.toLowerCase() === 'content-length');
   const rawHeaders = [
     'host',
@@ -85,8 +86,7 @@ export function invoke(handlers: Record<RouteGroup, HttpHandler>, request: InPro
 }
 
 export function toResponse(result: APIGatewayProxyStructuredResultV2): InProcessResponse {
-  const text =
-    result.body === undefined ? '' : result.isBase64Encoded ? Buffer.from(result.body, 'base64').toString('utf8') : result.body;
+  const text = result.body === undefined ? '' : result.isBase64Encoded ? Buffer.from(result.body, 'base64').toString('utf8') : result.body;
   let json: unknown;
   try {
     json = text === '' ? undefined : JSON.parse(text);

@@ -145,7 +145,7 @@ const request: autocannon.Request = {
     if (!pending) return;
     if (pending.operation === 'patch' || pending.operation === 'patch-hot') patchesAnswered++;
     if (measuring) {
-        const tally = byOperation.get(pending.operation) ?? {};
+      const tally = byOperation.get(pending.operation) ?? {};
       tally[status] = (tally[status] ?? 0) + 1;
       byOperation.set(pending.operation, tally);
     }
@@ -167,7 +167,14 @@ const request: autocannon.Request = {
 const loadBefore = os.loadavg()[0] as number;
 if (WARMUP_SECONDS > 0) {
   log(`warming up for ${WARMUP_SECONDS} s (not measured; its writes are checked too)`);
-  await autocannon({ url: baseUrl, connections: CONNECTIONS, duration: WARMUP_SECONDS, timeout: 30, requests: [request], initialContext: {} });
+  await autocannon({
+    url: baseUrl,
+    connections: CONNECTIONS,
+    duration: WARMUP_SECONDS,
+    timeout: 30,
+    requests: [request],
+    initialContext: {},
+  });
 }
 measuring = true;
 const result = await autocannon({
@@ -242,7 +249,8 @@ const lines = [
   '|---|---|',
   ...mix.map(([operation]) => {
     const tally = byOperation.get(operation) ?? {};
-    return `| ${operation} | ${Object.entries(tally).map(([status, count]) => `${count} × ${status}`).join(', ') || '–'} |`;
+    const statuses = Object.entries(tally).map(([status, count]) => `${count} × ${status}`);
+    return `| ${operation} | ${statuses.join(', ') || '–'} |`;
   }),
   '',
   `Error rate (5xx, 409 and 429 over all answers): ${((errors / Math.max(1, answered)) * 100).toFixed(2)} % (${errors} of ${answered}).` +

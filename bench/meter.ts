@@ -103,7 +103,7 @@ export function transactWriteUnits(input: Record<string, unknown>): number {
   let units = 0;
   for (const item of items) {
     if (item.Put?.Item) units += 2 * Math.max(1, Math.ceil(itemSize(item.Put.Item) / 1024));
-    else if (item.ConditionCheck) units += 2; // a condition check is charged like a write of its item
+    // An Update's item is taken as under 1 KB (above); a condition check is charged like a write of its item.
     else units += 2;
   }
   return units;
@@ -118,8 +118,10 @@ function valueSize(value: unknown): number {
   if (value === null || value === undefined || typeof value === 'boolean') return 1;
   if (typeof value === 'string') return Buffer.byteLength(value);
   if (typeof value === 'number') {
-    const digits = String(Math.abs(value)).replace(/[^0-9]/g, '').replace(/^0+/, '').length;
-    return Math.ceil(Math.max(1, digits) / 2) + 1;
+    const digits = String(Math.abs(value))
+      .replace(/[^0-9]/g, '')
+      .replace(/^0+/, '');
+    return Math.ceil(Math.max(1, digits.length) / 2) + 1;
   }
   if (Array.isArray(value)) return 3 + value.reduce((sum: number, item) => sum + 1 + valueSize(item), 0);
   if (value instanceof Uint8Array) return value.byteLength;

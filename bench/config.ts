@@ -1,0 +1,26 @@
+/**
+ * The benchmark's flags, sizes and fixed names, shared by every section (flags: bench/run.ts).
+ */
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const argv = process.argv.slice(2);
+export const QUICK = argv.includes('--quick');
+export const WRITE_DOC = !QUICK && !argv.includes('--no-doc');
+export const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? (QUICK ? 40 : 300));
+export const WARMUP = QUICK ? 15 : 60;
+export const SCALE = QUICK
+  ? { depth: 200, versions: 1_000, sessions: 1_000, iterations: 20 }
+  : { depth: 1_000, versions: 10_000, sessions: 10_000, iterations: 100 };
+export const CONTENTION = { writers: 20, writesEach: QUICK ? 10 : 25 };
+/** Rounds of the own-code section (bench/own-code.ts), where one request takes microseconds. */
+export const STUB_ROUNDS = QUICK ? 500 : 5_000;
+
+export const repoRoot = fileURLToPath(new URL('../', import.meta.url));
+export const DOC = join(repoRoot, 'docs', 'benchmarks.md');
+export const TENANT = 'bench';
+export const API_KEY = 'bench-key';
+export const auth = { authorization: `Bearer ${API_KEY}` };
+export const jsonHeaders = { ...auth, 'content-type': 'application/json' };
+
+export const log = (line = '') => process.stdout.write(`${line}\n`);

@@ -1,0 +1,85 @@
+/**
+ * What every section measures on: the services wired as the Lambdas wire them, a 1 KB state,
+ * and one session per operation, written before anything is timed.
+ */
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { Json } from '../functions/core/json.js';
+import type { SessionScope } from '../functions/core/model.js';
+import type { SessionService } from '../functions/core/session-service.js';
+import { keysFromEnv } from '../functions/http/auth.js';
+import { type Dependencies, dependenciesFor } from '../functions/http/dependencies.js';
+import { DynamoDbStore } from '../functions/store/dynamodb-store.js';
+import { ensureTable } from '../functions/store/table.js';
+import { API_KEY, TENANT } from './config.js';
+
+export interface Wired {
+  deps: Dependencies;
+  store: DynamoDbStore;
+  service: SessionService;
+}
+
+/** A table and the services on it, as the handlers get them in AWS (functions/http/dependencies.ts). */
+export async function wire(client: DynamoDBClient, tableName: string): Promise<Wired> {
+  await ensureTable(client, tableName);
+  const store = new DynamoDbStore(client, tableName);
+  const deps = dependenciesFor(store, {
+    resolveKey: keysFromEnv(`${TENANT}:${API_KEY}`),
+    // An in-process worker, so that decide is measured without a network hop: it counts turns.
+    invokeWorker: async (_worker, body) => {
+      const request = JSON.parse(body) as { state: { counter?: number } | null };
+      return { state: { ...(request.state ?? {}), counter: (request.state?.counter ?? 0) + 1 } };
+    },
+  });
+  return { deps, store, service: deps.sessions };
+}
+
+/** A state of about 1 KB, like a small agent memory. */
+export function kilobyteState(counter: number): Json {
+  return {
+    profile: { name: 'Ada', locale: 'en-GB', plan: 'pro', tz: 'Europe/London' },
+    preferences: { model: 'fast', temperature: 0.2, tools: ['search', 'calendar', 'mail'] },
+    facts: Array.from({ length: 8 }, (_, index) => `fact ${index}: ${'lorem ipsum dolor sit amet '.repeat(3)}`),
+    counter,
+  };
+}
+export const STATE_BYTES = Buffer.byteLength(JSON.stringify(kilobyteState(0)));
+
+export const scope = (sessionId: string): SessionScope => ({ tenant: TENANT, sessionId });
+
+/** Sessions, one per operation, so that each operation always has the same shape. */
+export const sessionIds = {
+  read: 'read',
+  moved: 'moved',
+  node: 'node',
+  patch: 'patch',
+  put: 'put',
+  append1: 'append-1',
+  append25: 'append-25',
+  versions: 'versions',
+  servicePatch: 'service-patch',
+  decide: 'decide',
+  commit: 'commit',
+};
+
+/** Writes each operation's session: a state, a head moved by an append, a branch, 60 versions. */
+export async function writeSessions(main: Wired): Promise<void> {
+  const s = sessionIds;
+  await main.service.replaceState(scope(s.read), kilobyteState(0));
+  await main.service.replaceState(scope(s.moved), kilobyteState(0));
+  await main.service.appendMessages(scope(s.moved), { messages: [{ id: 'm1', role: 'user', content: 'hello' }] });
+  await main.service.appendMessages(scope(s.node), {
+    messages: [
+      { id: 'n1', role: 'user', content: 'one' },
+      { id: 'n2', role: 'assistant', content: 'two' },
+    ],
+  });
+  await main.service.replaceState(scope(s.node), kilobyteState(1), { node: 'n1' });
+  await main.service.appendMessages(scope(s.node), { messages: [{ id: 'n3', role: 'user', content: 'three' }] });
+  await main.service.replaceState(scope(s.node), kilobyteState(3));
+  await main.deps.agents.putAgent(TENANT, 'bench-agent', { worker: { url: 'module:examples/worker.ts' }, config: { model: 'fast' } });
+  await main.deps.sessions.createSession(TENANT, { sessionId: s.decide, agentId: 'bench-agent' });
+  for (const sessionId of [s.patch, s.put, s.append1, s.append25, s.servicePatch, s.decide, s.commit]) {
+    await main.service.replaceState(scope(sessionId), kilobyteState(0));
+  }
+  for (let version = 1; version <= 60; version++) await main.service.replaceState(scope(s.versions), kilobyteState(version));
+}

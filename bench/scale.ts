@@ -1,0 +1,274 @@
+/**
+ * Section 2: scale. The same request against a small and a large case (tree depth, history
+ * length, sessions in the table): the requests per operation must not grow with any of them.
+ */
+
+import { performance } from 'node:perf_hooks';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { Tip, VersionRecord } from '../functions/core/model.js';
+import type { SessionService } from '../functions/core/session-service.js';
+import { nextLineage } from '../functions/core/tree.js';
+import { useDependencies } from '../functions/http/dependencies.js';
+import { auth, jsonHeaders, log, SCALE, TENANT } from './config.js';
+import { kilobyteState, scope, type Wired, wire } from './fixture.js';
+import { handlerRun, type Measured, measureAll, median, ms, type Operation, pad, padLeft, requestsText, tableRow } from './measure.js';
+import type { Meter } from './meter.js';
+
+interface Pair {
+  what: string;
+  small: string;
+  large: string;
+  a: (i: number) => () => Promise<unknown>;
+  b: (i: number) => () => Promise<unknown>;
+  /** Set for reads whose cost is expected to grow (documented), to show it honestly. */
+  grows?: string;
+  /** Switch dependencies before each side (the sessions pair uses two tables). */
+  beforeA?: () => void;
+  beforeB?: () => void;
+}
+export interface PairResult {
+  pair: Pair;
+  small: Measured;
+  large: Measured;
+}
+
+export interface ScaleResult {
+  depthResults: PairResult[];
+  historyResults: PairResult[];
+  sessionResults: PairResult[];
+  /** createSession calls that answered session_exists for a session no one else creates (see below). */
+  selfConflicts: number;
+}
+
+async function measurePairs(meter: Meter, main: Wired, group: string, pairs: Pair[]): Promise<PairResult[]> {
+  const ops: Operation[] = [];
+  const sides = new Map<Operation, () => void>();
+  for (const pair of pairs) {
+    const a: Operation = { name: `${pair.what} — ${pair.small}`, layer: 'handler', kind: 'read', make: pair.a };
+    const b: Operation = { name: `${pair.what} — ${pair.large}`, layer: 'handler', kind: 'read', make: pair.b };
+    ops.push(a, b);
+    if (pair.beforeA) sides.set(a, pair.beforeA);
+    if (pair.beforeB) sides.set(b, pair.beforeB);
+  }
+  // Dependencies are switched inside the timed function's set-up, before the clock starts.
+  const wrapped = ops.map((operation) => ({
+    ...operation,
+    make: (i: number) => {
+      sides.get(operation)?.();
+      return operation.make(i);
+    },
+  }));
+  const results = await measureAll(meter, wrapped, SCALE.iterations, 10);
+  useDependencies(main.deps);
+  const out: PairResult[] = [];
+  for (let index = 0; index < pairs.length; index++) {
+    out.push({ pair: pairs[index] as Pair, small: results[2 * index] as Measured, large: results[2 * index + 1] as Measured });
+  }
+  log(`  ${group}`);
+  for (const { pair, small, large } of out) {
+    log(
+      `    ${pad(pair.what, 46)} ${pad(pair.small, 16)} ${padLeft(ms(median(small.samples)), 7)} ms ` +
+        `${pad(requestsText(small.cost, small.samples.length), 30)}` +
+        ` | ${pad(pair.large, 18)} ${padLeft(ms(median(large.samples)), 7)} ms ${requestsText(large.cost, large.samples.length)}`,
+    );
+  }
+  return out;
+}
+
+/** Depth: one chain of `depth` messages in 25-message appends, with a state at the head's parent and at the head. */
+async function chain(main: Wired, sessionId: string, depth: number): Promise<void> {
+  for (let made = 0; made < depth; made += 25) {
+    const count = Math.min(25, depth - made);
+    await main.service.appendMessages(scope(sessionId), {
+      messages: Array.from({ length: count }, (_, index) => ({ id: `d${made + index + 1}`, role: 'user', content: 'x' })),
+    });
+  }
+  // State at a node one above the head, then at the head: both have their own version.
+  await main.service.replaceState(scope(sessionId), kilobyteState(1), { node: `d${depth - 1}` });
+  await main.service.replaceState(scope(sessionId), kilobyteState(2));
+}
+
+/** History: `count` versions written straight through the store (one PutItem each). */
+async function history(main: Wired, sessionId: string, count: number): Promise<void> {
+  const at = new Date().toISOString();
+  let tip: Tip = await main.store.readTip(scope(sessionId), { withState: false });
+  let previous: VersionRecord | null = null;
+  for (let version = tip.version + 1; version <= count; version++) {
+    const record: VersionRecord = {
+      version,
+      node: 'root',
+      prevVersion: version - 1,
+      cause: 'patch',
+      author: null,
+      decisionId: null,
+      createdAt: at,
+      state: kilobyteState(version),
+      agent: null,
+      lineage: nextLineage(previous),
+    };
+    await main.store.commit(scope(sessionId), {
+      basedOn: tip,
+      version: record,
+      head: { id: 'root', version, depth: 0 },
+      nodePointers: [],
+      newNodes: [],
+      touchSessionAt: tip.slot === 0 ? at : undefined,
+      mayCreateSession: tip.slot === 0,
+    });
+    tip = {
+      ...tip,
+      kind: 'version',
+      slot: version,
+      version,
+      headVersion: version,
+      touchedAt: tip.touchedAt ?? at,
+      latest: null,
+    };
+    previous = record;
+  }
+}
+
+/** Sessions: `count` filler sessions, 32 at a time; returns how many answered session_exists to their own write. */
+async function sessions(service: SessionService, count: number): Promise<number> {
+  let selfConflicts = 0;
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 32 }, async () => {
+      for (let index = next++; index < count; index = next++) {
+        try {
+          await service.createSession(TENANT, { sessionId: `filler-${index}`, agentId: 'planner', metadata: { n: index } });
+        } catch (error) {
+          // Only this loop creates these ids: a session_exists here is the SDK retrying a
+          // PutItem whose first attempt landed but answered too late (request timeout).
+          if ((error as { code?: string }).code !== 'session_exists') throw error;
+          selfConflicts++;
+        }
+      }
+    }),
+  );
+  return selfConflicts;
+}
+
+export async function measureScale(meter: Meter, client: DynamoDBClient, main: Wired): Promise<ScaleResult> {
+  log('\n2. Scale: cost per read must not grow with depth, history or the number of sessions');
+
+  // Depth: one chain of SCALE.depth messages, one of 10.
+  const setupStart = performance.now();
+  await Promise.all([chain(main, 'depth-small', 10), chain(main, 'depth-large', SCALE.depth)]);
+
+  // History: SCALE.versions versions. Sessions: a table with one session, and one with SCALE.sessions.
+  const one = await wire(client, 'bench_one_session');
+  const many = await wire(client, 'bench_many_sessions');
+  const [, , selfConflicts] = await Promise.all([
+    history(main, 'history-small', 10),
+    history(main, 'history-large', SCALE.versions),
+    sessions(many.service, SCALE.sessions - 1),
+    one.service.replaceState(scope('target'), kilobyteState(1)),
+    many.service.replaceState(scope('target'), kilobyteState(1)),
+  ]);
+  const setupSeconds = (performance.now() - setupStart) / 1000;
+  log(
+    `  (set-up: ${SCALE.depth} nodes, ${SCALE.versions} versions and ${SCALE.sessions} sessions written in ${setupSeconds.toFixed(1)} s)`,
+  );
+  if (selfConflicts > 0) {
+    log(`  WARNING: ${selfConflicts} createSession calls answered session_exists for a session they had just created themselves`);
+  }
+  meter.reset();
+
+  const get = (url: string) => (_i: number) => handlerRun({ method: 'GET', url, headers: auth }, 200);
+  const patch = (sessionId: string) => (i: number) =>
+    handlerRun(
+      { method: 'PATCH', url: `/v1/sessions/${sessionId}/state`, headers: jsonHeaders, body: JSON.stringify({ counter: i }) },
+      200,
+    );
+
+  const depthResults = await measurePairs(meter, main, `tree depth (10 vs ${SCALE.depth})`, [
+    {
+      what: 'GET state (head)',
+      small: 'depth 10',
+      large: `depth ${SCALE.depth}`,
+      a: get('/v1/sessions/depth-small/state'),
+      b: get('/v1/sessions/depth-large/state'),
+    },
+    {
+      what: 'GET state?node= (parent of the head)',
+      small: 'depth 9',
+      large: `depth ${SCALE.depth - 1}`,
+      a: get('/v1/sessions/depth-small/state?node=d9'),
+      b: get(`/v1/sessions/depth-large/state?node=d${SCALE.depth - 1}`),
+    },
+    {
+      what: 'GET state?node= (near the root)',
+      small: 'depth 10, d2',
+      large: `depth ${SCALE.depth}, d2`,
+      a: get('/v1/sessions/depth-small/state?node=d2'),
+      b: get('/v1/sessions/depth-large/state?node=d2'),
+    },
+    { what: 'PATCH state (head)', small: 'depth 10', large: `depth ${SCALE.depth}`, a: patch('depth-small'), b: patch('depth-large') },
+    {
+      what: 'GET messages (the path root→head)',
+      small: 'depth 10',
+      large: `depth ${SCALE.depth}`,
+      a: get('/v1/sessions/depth-small/messages'),
+      b: get('/v1/sessions/depth-large/messages'),
+      grows: 'returns the whole path, so it reads 1 + depth/32 batches by design',
+    },
+  ]);
+  const versions = { small: '10 versions', large: `${SCALE.versions} versions` };
+  const historyResults = await measurePairs(meter, main, `history length (10 vs ${SCALE.versions} versions)`, [
+    { what: 'GET state (head)', ...versions, a: get('/v1/sessions/history-small/state'), b: get('/v1/sessions/history-large/state') },
+    {
+      what: 'GET state?version=1 (oldest)',
+      ...versions,
+      a: get('/v1/sessions/history-small/state?version=1'),
+      b: get('/v1/sessions/history-large/state?version=1'),
+    },
+    {
+      what: 'GET versions (first page, limit 10)',
+      ...versions,
+      a: get('/v1/sessions/history-small/versions?limit=10'),
+      b: get('/v1/sessions/history-large/versions?limit=10'),
+    },
+    {
+      what: 'GET versions?node=root (lineage, limit 10)',
+      ...versions,
+      a: get('/v1/sessions/history-small/versions?node=root&limit=10'),
+      b: get('/v1/sessions/history-large/versions?node=root&limit=10'),
+    },
+    { what: 'PATCH state (head)', ...versions, a: patch('history-small'), b: patch('history-large') },
+  ]);
+  // Each side of a sessions pair runs on its own table.
+  const tables = {
+    small: '1 session',
+    large: `${SCALE.sessions} sessions`,
+    beforeA: () => useDependencies(one.deps),
+    beforeB: () => useDependencies(many.deps),
+  };
+  const sessionResults = await measurePairs(meter, main, `number of sessions (1 vs ${SCALE.sessions} in the table)`, [
+    { what: 'GET state (head)', ...tables, a: get('/v1/sessions/target/state'), b: get('/v1/sessions/target/state') },
+    { what: 'PATCH state (head)', ...tables, a: patch('target'), b: patch('target') },
+    { what: 'GET session', ...tables, a: get('/v1/sessions/target'), b: get('/v1/sessions/target') },
+    { what: 'GET sessions (first page, limit 10)', ...tables, a: get('/v1/sessions?limit=10'), b: get('/v1/sessions?limit=10') },
+  ]);
+  return { depthResults, historyResults, sessionResults, selfConflicts };
+}
+
+/** Rounded per request, so that a fraction of a request cannot make a pair look different. */
+const shape = (measured: Measured) =>
+  JSON.stringify(
+    Object.entries(measured.cost.requests)
+      .map(([name, count]) => [name, Math.round(count / measured.samples.length)])
+      .filter(([, count]) => count !== 0)
+      .sort(),
+  );
+
+export function pairTable(results: PairResult[]): string {
+  const lines = ['| read | small | median ms | requests | large | median ms | requests | flat? |', '|---|---|---:|---|---|---:|---|---|'];
+  for (const { pair, small, large } of results) {
+    const a = requestsText(small.cost, small.samples.length);
+    const b = requestsText(large.cost, large.samples.length);
+    const flat = shape(small) === shape(large) ? 'yes' : pair.grows ? `grows: ${pair.grows}` : '**no**';
+    lines.push(tableRow([pair.what, pair.small, ms(median(small.samples)), a, pair.large, ms(median(large.samples)), b, flat]));
+  }
+  return lines.join('\n');
+}
