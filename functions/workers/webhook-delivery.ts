@@ -1,42 +1,45 @@
 /**
  * The webhook transport (API.md section 9): one POST of an event, signed like a worker call,
- * under the same address rules as workers (call-worker.ts):
+ * under the same address rules as workers (outbound.ts holds them, and the request itself):
  *
  * - `https://…` always; in AWS mode not to a non-public IP literal or a `localhost` name, and
  *   host names are checked on every connection inside the socket's DNS lookup
  *   (`publicOnlyLookup`), so the address checked is the address connected to (SSRF);
  * - `http://…` only in local mode, and only to a loopback host.
  *
- * Redirects are not followed (a redirect is a failed delivery), and the answer's body is
- * read only to free the socket.
+ * Redirects are not followed (a redirect is a failed delivery), and at most 64 KiB of the
+ * answer is read, only to free the socket: the status alone decides.
  */
-import http from 'node:http';
-import https from 'node:https';
-import { isIP } from 'node:net';
 import { AgentStateError } from '../core/errors.js';
 import type { DeliveryResult, WebhookSender } from '../core/webhooks.js';
-import { classifyAddress, publicOnlyLookup, signBody } from './call-worker.js';
+import {
+  connectionPool,
+  NonPublicHostError,
+  parseHttpUrl,
+  postJson,
+  SIGNATURE_HEADER,
+  signBody,
+  type OutboundPolicy,
+  type UrlWording,
+} from './outbound.js';
 
 export const WEBHOOK_TIMEOUT_MS = 5_000;
-const MAX_URL_LENGTH = 2048;
 /** How much of an answer is read before the socket is let go. */
 const MAX_ANSWER_BYTES = 64 * 1024;
 
-export interface WebhookTransportOptions {
-  /** Local mode: http:// to loopback is allowed, and any address may be connected to. */
-  allowLoopbackHttp: boolean;
+export interface WebhookTransportOptions extends OutboundPolicy {
   /** @default 5000 */
   timeoutMs?: number;
-  /** Replaces DNS for the SSRF check (tests). */
-  resolveHost?: (hostname: string) => Promise<readonly string[]>;
 }
 
-function invalid(detail: string): AgentStateError {
-  return new AgentStateError('invalid_request', detail, { field: 'url' });
-}
-
-function bareHost(url: URL): string {
-  return url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+function urlWording(options: { allowLoopbackHttp: boolean }): UrlWording {
+  return {
+    field: 'url',
+    forms: options.allowLoopbackHttp ? 'url must be https://…, or http:// to localhost, 127.0.0.0/8 or ::1' : 'url must be https://…',
+    instead: 'give the webhook a secret and verify X-AgentState-Signature instead',
+    loopbackOnly: 'http:// is allowed only to a loopback host',
+    invalid: (detail) => new AgentStateError('invalid_request', detail, { field: 'url' }),
+  };
 }
 
 /**
@@ -44,58 +47,11 @@ function bareHost(url: URL): string {
  * Host names are checked against DNS later, on every delivery.
  */
 export function validateWebhookUrl(url: string, options: { allowLoopbackHttp: boolean }): URL {
-  const forms = options.allowLoopbackHttp
-    ? 'url must be https://…, or http:// to localhost, 127.0.0.0/8 or ::1'
-    : 'url must be https://…';
-  if (typeof url !== 'string' || url === '') throw invalid(forms);
-  if (url.length > MAX_URL_LENGTH) throw invalid(`url is longer than ${MAX_URL_LENGTH} characters`);
-  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]?.toLowerCase();
-  if (scheme !== 'https' && scheme !== 'http') throw invalid(forms);
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw invalid('url is not a valid URL');
-  }
-  if (parsed.username !== '' || parsed.password !== '') {
-    throw invalid('url must not carry credentials; give the webhook a secret and verify X-AgentState-Signature instead');
-  }
-  const host = bareHost(parsed);
-  if (host === '') throw invalid('url has no host');
-  const loopback = host === 'localhost' || (isIP(host) !== 0 && classifyAddress(host) === 'loopback');
-
-  if (parsed.protocol === 'http:') {
-    if (!options.allowLoopbackHttp) throw invalid(`${forms}; http:// is not allowed here`);
-    if (!loopback) throw invalid(`${forms}; http:// is allowed only to a loopback host`);
-    return parsed;
-  }
-  if (!options.allowLoopbackHttp) {
-    if (isIP(host) !== 0) {
-      const kind = classifyAddress(host);
-      if (kind !== 'public') throw invalid(`url must not point at a ${kind} address`);
-    } else if (/(^|\.)localhost\.*$/i.test(host)) {
-      throw invalid('url must not point at a loopback address');
-    }
-  }
-  return parsed;
+  return parseHttpUrl(url, options, urlWording(options));
 }
 
-const agents = new Map<string, http.Agent>();
-
-/** Keep-alive agents per scheme and mode; a strict (AWS) agent checks every address it dials. */
-function agentFor(url: URL, options: WebhookTransportOptions): http.Agent {
-  const strict = !options.allowLoopbackHttp;
-  const key = `${url.protocol}${strict ? 'strict' : 'local'}`;
-  let agent = agents.get(key);
-  if (!agent || options.resolveHost) {
-    // maxSockets bounds what one endpoint can hold per process; other hosts are unaffected.
-    const settings: http.AgentOptions = { keepAlive: !options.resolveHost, maxSockets: 16 };
-    if (strict) settings.lookup = publicOnlyLookup(options.resolveHost);
-    agent = url.protocol === 'https:' ? new https.Agent(settings) : new http.Agent(settings);
-    if (!options.resolveHost) agents.set(key, agent);
-  }
-  return agent;
-}
+/** Webhooks get a pool of their own, smaller than the workers': deliveries are many and small. */
+const agentFor = connectionPool({ maxSockets: 16 });
 
 /** A `WebhookSender` over HTTP(S). */
 export function webhookSender(options: WebhookTransportOptions): WebhookSender {
@@ -118,39 +74,22 @@ export async function postWebhook(
   const timeoutMs = options.timeoutMs ?? WEBHOOK_TIMEOUT_MS;
   const signal = AbortSignal.timeout(timeoutMs);
   const headers: Record<string, string> = {
-    'content-type': 'application/json',
-    'user-agent': 'agentstate',
-    'content-length': String(Buffer.byteLength(body, 'utf8')),
     'x-agentstate-event-id': details.eventId,
     'x-agentstate-delivery-attempt': String(details.attempt),
   };
-  if (webhook.secret) headers['x-agentstate-signature'] = signBody(webhook.secret, body);
-  const transport = url.protocol === 'https:' ? https : http;
+  if (webhook.secret) headers[SIGNATURE_HEADER] = signBody(webhook.secret, body);
 
-  return new Promise<DeliveryResult>((resolve) => {
-    const request = transport.request(url, { method: 'POST', headers, agent: agentFor(url, options), signal }, (response) => {
-      const status = response.statusCode ?? 0;
-      let read = 0;
-      response.on('data', (chunk: Buffer) => {
-        read += chunk.length;
-        if (read > MAX_ANSWER_BYTES) response.destroy();
-      });
-      const settle = () => {
-        if (status >= 200 && status < 300) resolve({ ok: true, status });
-        else if (status >= 300 && status < 400) resolve({ ok: false, error: `HTTP ${status} (a redirect; redirects are not followed)` });
-        else resolve({ ok: false, error: `HTTP ${status}` });
-      };
-      // The status decides; an answer body cut short (or too long) does not change it.
-      response.on('end', settle);
-      response.on('close', settle);
-      response.on('error', settle);
-    });
-    request.on('error', (error: NodeJS.ErrnoException) => {
-      if (signal.aborted) resolve({ ok: false, error: `no answer within ${timeoutMs} ms` });
-      // publicOnlyLookup refused the address (AWS mode).
-      else if (error instanceof AgentStateError) resolve({ ok: false, error: `refused: ${url.hostname} resolves to a non-public address` });
-      else resolve({ ok: false, error: `could not connect${error.code ? ` (${error.code})` : ''}` });
-    });
-    request.end(body);
-  });
+  let status: number;
+  try {
+    // The status decides; an answer cut short (or too long) does not change it.
+    ({ status } = await postJson(url, body, { headers, agent: agentFor(url, options), signal, maxAnswerBytes: MAX_ANSWER_BYTES }));
+  } catch (error) {
+    if (signal.aborted) return { ok: false, error: `no answer within ${timeoutMs} ms` };
+    if (error instanceof NonPublicHostError) return { ok: false, error: `refused: ${url.hostname} resolves to a non-public address` };
+    const code = (error as NodeJS.ErrnoException).code;
+    return { ok: false, error: `could not connect${code ? ` (${code})` : ''}` };
+  }
+  if (status >= 200 && status < 300) return { ok: true, status };
+  if (status >= 300 && status < 400) return { ok: false, error: `HTTP ${status} (a redirect; redirects are not followed)` };
+  return { ok: false, error: `HTTP ${status}` };
 }

@@ -7,15 +7,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentStateError } from '../../functions/core/errors.js';
 import { DEFAULT_WORKER_TIMEOUT_MS, MAX_WORKER_TIMEOUT_MS, workerTimeoutMs } from '../../functions/core/worker-timeout.js';
-import {
-  callWorker,
-  classifyAddress,
-  isPublicAddress,
-  publicOnlyLookup,
-  signBody,
-  validateWorkerUrl,
-  type WorkerCallOptions,
-} from '../../functions/workers/call-worker.js';
+import { callWorker, validateWorkerUrl, type WorkerCallOptions } from '../../functions/workers/call-worker.js';
+import { signBody } from '../../functions/workers/outbound.js';
 import { workerHandler } from '../../examples/http-worker.js';
 
 /* ------------------------------------------------------------------ helpers (local) */
@@ -135,97 +128,6 @@ describe('workerTimeoutMs', () => {
     expect(workerTimeoutMs({ timeoutMs: -5 })).toBe(10_000);
     expect(workerTimeoutMs({ timeoutMs: Number.NaN })).toBe(10_000);
     expect(workerTimeoutMs({ timeoutMs: 1.7 })).toBe(1);
-  });
-});
-
-/* ------------------------------------------------------------------ address classification */
-
-describe('classifyAddress', () => {
-  it.each([
-    ['10.0.0.1', 'private'],
-    ['172.16.0.1', 'private'],
-    ['172.31.255.255', 'private'],
-    ['192.168.1.1', 'private'],
-    ['127.0.0.1', 'loopback'],
-    ['127.255.0.9', 'loopback'],
-    ['169.254.169.254', 'link-local'],
-    ['::1', 'loopback'],
-    ['fe80::1', 'link-local'],
-    ['fe80::1%eth0', 'link-local'],
-    ['febf::1', 'link-local'],
-    ['fc00::1', 'unique-local'],
-    ['fd12:3456::1', 'unique-local'],
-    ['::ffff:10.0.0.1', 'private'],
-    ['::ffff:a00:1', 'private'],
-    ['::ffff:127.0.0.1', 'loopback'],
-    ['::ffff:169.254.169.254', 'link-local'],
-    ['64:ff9b::a9fe:a9fe', 'link-local'],
-    ['2002:a00:1::', 'private'],
-    ['100.64.0.1', 'cgnat'],
-    ['100.127.255.255', 'cgnat'],
-    ['0.0.0.0', 'unspecified'],
-    ['0.1.2.3', 'unspecified'],
-    ['::', 'unspecified'],
-    ['224.0.0.1', 'multicast'],
-    ['ff02::1', 'multicast'],
-    ['255.255.255.255', 'reserved'],
-    ['192.0.2.1', 'reserved'],
-    ['198.18.0.1', 'reserved'],
-    ['2001:db8::1', 'reserved'],
-    ['::10.0.0.1', 'reserved'],
-    ['not-an-ip', 'invalid'],
-    ['256.1.1.1', 'invalid'],
-  ])('%s is %s', (address, expected) => {
-    expect(classifyAddress(address)).toBe(expected);
-    expect(isPublicAddress(address)).toBe(false);
-  });
-
-  it.each([
-    ['8.8.8.8'],
-    ['1.1.1.1'],
-    ['100.63.255.255'],
-    ['100.128.0.0'],
-    ['172.15.255.255'],
-    ['172.32.0.0'],
-    ['169.253.0.1'],
-    ['2606:4700::1'],
-    ['2a00:1450:4001:81d::200e'],
-    ['::ffff:8.8.8.8'],
-    ['64:ff9b::808:808'],
-    ['2002:808:808::1'],
-  ])('%s is public', (address) => {
-    expect(classifyAddress(address)).toBe('public');
-    expect(isPublicAddress(address)).toBe(true);
-  });
-});
-
-describe('publicOnlyLookup', () => {
-  /** Runs the lookup the way net.connect does and returns what it called back with. */
-  const run = (addresses: string[], lookupOptions: { all?: boolean; family?: number }) =>
-    new Promise<{ error: unknown; address: unknown; family: unknown }>((resolve) => {
-      const lookup = publicOnlyLookup(async () => addresses);
-      lookup('worker.example.test', lookupOptions as never, ((error: unknown, address: unknown, family: unknown) =>
-        resolve({ error, address, family })) as never);
-    });
-
-  it('hands net.connect the public addresses, in both callback forms', async () => {
-    expect(await run(['8.8.8.8', '2606:4700::1'], { all: true })).toEqual({
-      error: null,
-      address: [
-        { address: '8.8.8.8', family: 4 },
-        { address: '2606:4700::1', family: 6 },
-      ],
-      family: undefined,
-    });
-    expect(await run(['8.8.8.8', '2606:4700::1'], {})).toEqual({ error: null, address: '8.8.8.8', family: 4 });
-    expect(await run(['8.8.8.8', '2606:4700::1'], { family: 6 })).toEqual({ error: null, address: '2606:4700::1', family: 6 });
-  });
-
-  it('fails when any address is not public, or none is left', async () => {
-    const refused = await run(['8.8.8.8', '10.1.2.3'], { all: true });
-    expect(refused.error).toBeInstanceOf(AgentStateError);
-    expect((refused.error as AgentStateError).code).toBe('worker_failed');
-    expect(((await run([], {})).error as NodeJS.ErrnoException).code).toBe('ENOTFOUND');
   });
 });
 
