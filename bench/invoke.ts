@@ -85,7 +85,7 @@ export function invoke(handlers: Record<RouteGroup, HttpHandler>, request: InPro
   return run(handlers, prepare(request));
 }
 
-export function toResponse(result: APIGatewayProxyStructuredResultV2): InProcessResponse {
+function toResponse(result: APIGatewayProxyStructuredResultV2): InProcessResponse {
   const text = result.body === undefined ? '' : result.isBase64Encoded ? Buffer.from(result.body, 'base64').toString('utf8') : result.body;
   let json: unknown;
   try {

@@ -88,7 +88,7 @@ export class Meter {
   }
 }
 
-export function emptyCost(): Cost {
+function emptyCost(): Cost {
   return { requests: {}, errors: {}, readUnits: 0, writeUnits: 0, estimatedTransactUnits: 0 };
 }
 
@@ -98,7 +98,7 @@ export function emptyCost(): Cost {
  * agentstate updates in transactions are pointers and the session item). Index writes are not
  * counted.
  */
-export function transactWriteUnits(input: Record<string, unknown>): number {
+function transactWriteUnits(input: Record<string, unknown>): number {
   const items = (input.TransactItems ?? []) as Array<Record<string, { Item?: Record<string, unknown> } | undefined>>;
   let units = 0;
   for (const item of items) {
@@ -110,7 +110,7 @@ export function transactWriteUnits(input: Record<string, unknown>): number {
 }
 
 /** An item's size as DynamoDB counts it (attribute names plus values), for native JS values. */
-export function itemSize(item: Record<string, unknown>): number {
+function itemSize(item: Record<string, unknown>): number {
   return Object.entries(item).reduce((sum, [name, value]) => sum + Buffer.byteLength(name) + valueSize(value), 0);
 }
 

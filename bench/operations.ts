@@ -175,7 +175,7 @@ export interface OperationsResult {
 
 const isBaseline = (row: Row) => row.layer === 'raw' && (row.name === RAW_GET || row.name === RAW_PUT);
 /** The × raw column: the two baselines are 1 by definition. */
-export const ratioText = (row: Row) => (isBaseline(row) ? '1.00' : row.ratio.toFixed(2));
+const ratioText = (row: Row) => (isBaseline(row) ? '1.00' : row.ratio.toFixed(2));
 
 export async function measureOperations(
   meter: Meter,

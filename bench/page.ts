@@ -15,7 +15,7 @@ import { type OwnCodeResult, ownCodeTable } from './own-code.js';
 import { pairTable, type ScaleResult } from './scale.js';
 
 /** When the run started and ended, and the machine's load at the start. */
-export interface RunTimes {
+interface RunTimes {
   started: Date;
   finished: Date;
   loadAtStart: number;

@@ -94,7 +94,7 @@ export class AgentStateError extends Error {
 export type ValuePath = ReadonlyArray<string | number>;
 
 /** `$.a[2].b` */
-export function formatPath(path: ValuePath): string {
+function formatPath(path: ValuePath): string {
   return `$${path.map((part) => (typeof part === 'number' ? `[${part}]` : /^[A-Za-z_$][\w$]*$/.test(part) ? `.${part}` : `[${JSON.stringify(part)}]`)).join('')}`;
 }
 

@@ -167,6 +167,6 @@ function parseRetryAfter(value: string | null): number | undefined {
 }
 
 /** A v4 UUID from Web Crypto (Node 20, browsers, workers). */
-export function randomUuid(): string {
+function randomUuid(): string {
   return globalThis.crypto.randomUUID();
 }

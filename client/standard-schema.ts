@@ -36,8 +36,3 @@ export declare namespace StandardSchemaV1 {
   export type InferInput<Schema extends StandardSchemaV1> = NonNullable<Schema['~standard']['types']>['input'];
   export type InferOutput<Schema extends StandardSchemaV1> = NonNullable<Schema['~standard']['types']>['output'];
 }
-
-/** Runs a schema (sync or async). */
-export async function validateWith<T>(schema: StandardSchemaV1<unknown, T>, value: unknown): Promise<StandardSchemaV1.Result<T>> {
-  return schema['~standard'].validate(value);
-}

@@ -7,7 +7,7 @@ import type { RouteGroup } from '../functions/http/routes.js';
  * no Lambda ever scans the table (only the admin CLI lists keys, with the caller's own
  * credentials, and it queries the index rather than scanning).
  */
-export type TableAction =
+type TableAction =
   | 'dynamodb:GetItem'
   | 'dynamodb:BatchGetItem'
   | 'dynamodb:Query'

@@ -19,7 +19,7 @@ export interface TreeNode {
 }
 
 /** What is drawn in one guide column left of a row's dot. */
-export type Guide = 'pipe' | 'blank' | 'tee' | 'elbow';
+type Guide = 'pipe' | 'blank' | 'tee' | 'elbow';
 
 export interface TreeRow {
   node: TreeNode;

@@ -2,7 +2,7 @@ import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { type TreeRow, rowIndexOf, visibleRange } from './tree-layout.js';
 
 /** Fixed row height: what makes virtualizing a tree of thousands of nodes this simple. */
-export const ROW_HEIGHT = 34;
+const ROW_HEIGHT = 34;
 
 interface TreeViewProps {
   rows: readonly TreeRow[];

@@ -6,7 +6,7 @@ import type { ApiClient } from '../helpers/api-client.js';
  * Debian's Chromium (`apt-get install chromium`; .ci/run installs it when missing), or the
  * one `CHROMIUM_PATH` names. playwright-core downloads no browser of its own.
  */
-export function chromiumPath(): string {
+function chromiumPath(): string {
   if (process.env.CHROMIUM_PATH) return process.env.CHROMIUM_PATH;
   try {
     return execFileSync('bash', ['-c', 'command -v chromium'], { encoding: 'utf8' }).trim();

@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
  * recorded with its headers, so tests can see what the client sent on each attempt.
  */
 
-export type Fault =
+type Fault =
   /** Forward and pass the answer back. */
   | 'forward'
   /** Forward, let the server do the work, then cut the connection instead of answering. */
@@ -19,7 +19,7 @@ export type Fault =
   /** Answer this status (problem+json) without forwarding. */
   | { status: number; code: string; retryAfter?: string };
 
-export interface Seen {
+interface Seen {
   method: string;
   path: string;
   headers: IncomingHttpHeaders;

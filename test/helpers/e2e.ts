@@ -2,7 +2,7 @@ import { apiClient, type ApiClient } from './api-client.js';
 import { startServerProcess } from './server.js';
 
 /** Three tenants: the default one, another to prove isolation, one for list ordering. */
-export const TEST_API_KEYS = 'local:dev-key,other:other-key,lists:list-key';
+const TEST_API_KEYS = 'local:dev-key,other:other-key,lists:list-key';
 
 export interface RunningApi {
   url: string;

@@ -14,7 +14,7 @@ export async function waitFor<T>(what: string, check: () => T | Promise<T>, time
   }
 }
 
-export interface Delivery {
+interface Delivery {
   headers: IncomingHttpHeaders;
   /** The body exactly as received, for signature checks. */
   raw: string;
@@ -37,7 +37,7 @@ export interface Receiver {
 }
 
 /** A webhook endpoint on loopback that records what it is sent. */
-export async function startReceiver(status = 200): Promise<Receiver> {
+async function startReceiver(status = 200): Promise<Receiver> {
   let answer = status;
   const deliveries: Delivery[] = [];
   const server: Server = createServer((req, res) => {

@@ -9,7 +9,7 @@ const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 // second process that it kills if the server takes over 30 ms to acknowledge).
 
 /** A TCP port that was free a moment ago. */
-export const freePort = freeTcpPort;
+const freePort = freeTcpPort;
 
 export interface ServerProcessOptions {
   /** Merged over this process's environment; `undefined` removes a variable. */

@@ -5,7 +5,7 @@ import type { AgentStateProps } from '../../lib/agent-state.js';
 import { AgentStateStack } from '../../lib/agent-state-stack.js';
 
 /** The feature flags of cdk.json, so tests synthesize what `cdk synth` does. */
-export function cdkJsonContext(): Record<string, unknown> {
+function cdkJsonContext(): Record<string, unknown> {
   const cdkJson = JSON.parse(readFileSync(new URL('../../cdk.json', import.meta.url), 'utf8')) as {
     context?: Record<string, unknown>;
   };
