@@ -20,6 +20,8 @@ const config: KnipConfig = {
     'examples/*.ts',
     // package.json exports it as ./client (built to dist/client by `npm run build:client`).
     'client/index.ts',
+    // Type-level tests: checked by tsc (npm test), never run.
+    'test/types/*.ts',
   ],
   project: ['**/*.{ts,tsx,mjs}'],
   vite: { config: ['inspector/vite.config.ts'] },

@@ -415,6 +415,13 @@ export interface StateChangedEvent<S = Json> {
   occurredAt: string;
   /** Set by the server when the event was too large for the channel; states are then null. */
   truncated?: true;
+  /**
+   * Only on an event sent as an agent (a webhook or subscription with `agentId`) when a stored
+   * state no longer fits its declared types: `next` and `prev` are then null. `code` is what a
+   * read of that state answers (`conflict`); `fields` lists `{field, problem}` (empty when the
+   * state is not an object of fields).
+   */
+  viewError?: { code: string; fields: unknown[] };
 }
 
 /**
@@ -453,6 +460,11 @@ export interface CreateWebhookRequest {
   secret?: string | null;
   /** Only this session's events; default every session of the tenant. */
   sessionId?: string | null;
+  /**
+   * Events as this agent may see them (only its readable typed fields); absent or null: whole
+   * events. Required for a key limited to agents, and one of its agents.
+   */
+  agentId?: string | null;
 }
 
 /** A webhook; never the secret. */
@@ -460,6 +472,8 @@ export interface Webhook {
   id: string;
   url: string;
   sessionId: string | null;
+  /** Present only for a webhook registered with an agent. */
+  agentId?: string;
   hasSecret: boolean;
   createdAt: string;
 }
@@ -479,7 +493,8 @@ export interface DeadLetter {
   lastError: string;
   firstFailedAt: string;
   lastFailedAt: string;
-  event: StateChangedEvent;
+  /** The event as it was delivered (as the webhook's agent saw it, when it has one). */
+  event: ChangeEvent;
 }
 
 /** `GET /v1/webhooks/{id}/dead-letters` */

@@ -1,0 +1,154 @@
+/**
+ * client/types.ts restates the server's wire types by hand, so that the published client needs
+ * nothing from the server's code. This file ties each of them to the type the server's code
+ * actually returns or accepts, so the two cannot drift apart: `npm test` type-checks it
+ * (`tsc --noEmit`), and a field added, removed or renamed on one side only, or given another
+ * type, fails the build here with the field's path in the message. (Until the client's types are
+ * generated from an OpenAPI document, issue 21.)
+ *
+ * Each pair is checked three ways:
+ *   - the same field names at every depth (`NameDrift` is never), optional fields included,
+ *     which assignability alone would miss;
+ *   - what the sending side produces is a value of the receiving side's type: a response the
+ *     server sends fits the client's type, a request the client sends fits the server's input;
+ *   - and the other way round, wherever the two are meant to be the same type.
+ * Where the client is deliberately more precise than the server (a message's `role`, a worker's
+ * `state` typed by the caller), the pair says so and checks what remains.
+ */
+import type * as Client from '../../client/types.js';
+import type { AgentInput, AgentView } from '../../functions/core/agent-service.js';
+import type { Command, CommandScope, MergePolicy } from '../../functions/core/commands.js';
+import type { CommitRequest, CommitResult, DocumentView } from '../../functions/core/commit-service.js';
+import type { DecideRequest, DecideResult, DecisionRequest } from '../../functions/core/decide-service.js';
+import type { ErrorCode, Problem } from '../../functions/core/errors.js';
+import type { DocumentChangedEvent, StateChangedEvent } from '../../functions/core/events.js';
+import type { FieldDeclaration, FieldScope, FieldType } from '../../functions/core/fields.js';
+import type { VersionCause } from '../../functions/core/model.js';
+import type {
+  NodeView,
+  SessionService,
+  SessionView,
+  StateView,
+  TreeNodeView,
+  VersionView,
+  WriteResult,
+} from '../../functions/core/session-service.js';
+import type { DeadLetterView, ReplayResult, WebhookService, WebhookView } from '../../functions/core/webhooks.js';
+
+// ---- the checks ------------------------------------------------------------------------------
+
+/** Strict equality of two types. */
+type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+/** A value of `From` may be used as a `To`. */
+type Assignable<From, To> = [From] extends [To] ? true : false;
+/** Compiles only for `true`. */
+type Assert<T extends true> = T;
+/** Compiles only for `never`; otherwise the message names what differs. */
+type NoDrift<T extends never> = T;
+
+type Primitive = string | number | boolean | bigint | symbol | null | undefined;
+type Objects<T> = Exclude<T, Primitive | readonly unknown[]>;
+type Elements<T> = Extract<T, readonly unknown[]>[number];
+/** The named keys of an object type: its index signature (`[key: string]: Json`) aside. */
+type NamedKeys<T> = keyof { [K in keyof T as string extends K ? never : number extends K ? never : K]: never } & string;
+type Path<P extends string, K> = K extends string ? (P extends '' ? K : `${P}.${K}`) : never;
+type Under<T, K> = K extends keyof T ? T[K] : never;
+
+/**
+ * Every field name that only one side has, at any depth (in objects, in arrays, in unions of
+ * objects), as `path: only on the server` or `path: only in the client`; never when none.
+ */
+type NameDrift<S, C, P extends string = ''> =
+  Equal<S, C> extends true
+    ? never
+    :
+        | `${Path<P, Exclude<NamedKeys<Objects<S>>, NamedKeys<Objects<C>>>>}: only on the server`
+        | `${Path<P, Exclude<NamedKeys<Objects<C>>, NamedKeys<Objects<S>>>>}: only in the client`
+        | {
+            [K in NamedKeys<Objects<S>> & NamedKeys<Objects<C>>]: NameDrift<Under<Objects<S>, K>, Under<Objects<C>, K>, Path<P, K>>;
+          }[NamedKeys<Objects<S>> & NamedKeys<Objects<C>>]
+        | ([Elements<S>] extends [never] ? never : [Elements<C>] extends [never] ? never : NameDrift<Elements<S>, Elements<C>, `${P}[]`>);
+
+/** Why a value of `From` is not a `To`, or never. */
+type Fits<From, To, Why extends string> = Assignable<From, To> extends true ? never : Why;
+/** The same type on both sides: the same names, and each assignable to the other. */
+type Same<S, C> =
+  | NameDrift<S, C>
+  | Fits<S, C, "the server's type is not a value of the client's">
+  | Fits<C, S, "the client's type is not a value of the server's">;
+/** A response (server to client): the same names, and what the server sends is a value of the client's type. */
+type Sent<S, C> = NameDrift<S, C> | Fits<S, C, "the server's type is not a value of the client's">;
+/** A request (client to server): the same names, and what the client sends is accepted by the server's input type. */
+type Accepted<C, S> = NameDrift<S, C> | Fits<C, S, "the client's type is not accepted by the server's">;
+
+type Returned<F> = F extends (...args: never[]) => Promise<infer R> ? R : never;
+
+// ---- the pairs --------------------------------------------------------------------------------
+
+// Words of the API: both sides name exactly the same values.
+export type Words = [
+  Assert<Equal<Client.VersionCause, VersionCause>>,
+  Assert<Equal<Client.CommandScope, CommandScope>>,
+  Assert<Equal<Client.MergePolicy, MergePolicy>>,
+  Assert<Equal<Client.FieldScope, FieldScope>>,
+  Assert<Equal<Client.FieldDeclaration['type'], FieldType>>,
+  Assert<Equal<Client.ErrorCode, ErrorCode>>,
+];
+
+// Sessions, the message tree, state and versions.
+export type Sessions = [
+  NoDrift<Same<SessionView, Client.Session>>,
+  NoDrift<Sent<Returned<SessionService['listSessions']>['items'][number], Client.SessionSummary>>,
+  NoDrift<Sent<NodeView, Client.MessageNode>>,
+  NoDrift<Sent<Returned<SessionService['appendMessages']>, Client.AppendMessagesResult>>,
+  NoDrift<Sent<TreeNodeView, Client.TreeNode>>,
+  NoDrift<Sent<Returned<SessionService['getTree']>, Client.Tree>>,
+  NoDrift<Sent<Returned<SessionService['switchHead']>, Client.HeadResult>>,
+  // The client types a path's messages (`role`, `id`, `parentId`); the server passes stored JSON objects.
+  NoDrift<Sent<Omit<Returned<SessionService['getPath']>, 'messages'>, Omit<Client.MessagePath, 'messages'>>>,
+  NoDrift<Same<StateView, Client.StateView>>,
+  NoDrift<Same<WriteResult, Client.WriteResult>>,
+  NoDrift<Same<VersionView, Client.Version>>,
+  NoDrift<Sent<Returned<SessionService['listVersions']>['items'][number], Client.Version>>,
+];
+
+/** A declaration as the service gets it: the HTTP layer fills in an absent `read` or `write` ('private'). */
+type Declared = Omit<Client.FieldDeclaration, 'read' | 'write'> & Required<Pick<Client.FieldDeclaration, 'read' | 'write'>>;
+type DeclaredAgent = Omit<Client.PutAgentRequest, 'stateFields'> & { stateFields?: Record<string, Declared> | null };
+
+// Agents: the request body and the agent as answered (declarations with `read` and `write` filled in).
+export type Agents = [
+  NoDrift<Accepted<DeclaredAgent, AgentInput>>,
+  NoDrift<Sent<AgentView, Client.Agent>>,
+  NoDrift<Sent<FieldDeclaration, Client.FieldDeclaration>>,
+];
+
+// Decide: the request, the result, and what a worker receives.
+export type Decide = [
+  // The client types the trigger's `messages`; the server takes any JSON object with a string `type`.
+  NoDrift<Accepted<Omit<Client.DecideRequest, 'trigger'>, Omit<DecideRequest, 'trigger'>>>,
+  NoDrift<Same<DecideResult, Client.DecideResult>>,
+  // A worker's request: the client types `trigger` and `messages` for worker authors.
+  NoDrift<Sent<Omit<DecisionRequest, 'trigger' | 'messages'>, Omit<Client.DecisionRequest, 'trigger' | 'messages'>>>,
+];
+
+// Commits: the body (the node and the acting agent come from the query and a header) and the results.
+export type Commits = [
+  NoDrift<Same<Command, Client.Command>>,
+  NoDrift<Accepted<Client.CommitRequest, Omit<CommitRequest, 'node' | 'caller'>>>,
+  NoDrift<Same<DocumentView, Client.DocumentView>>,
+  NoDrift<Same<CommitResult, Client.CommitResult>>,
+];
+
+// Change events and webhooks.
+export type Events = [
+  NoDrift<Sent<StateChangedEvent, Client.StateChangedEvent>>,
+  NoDrift<Sent<DocumentChangedEvent, Client.DocumentChangedEvent>>,
+  NoDrift<Accepted<Client.CreateWebhookRequest, Parameters<WebhookService['create']>[1]>>,
+  NoDrift<Sent<WebhookView, Client.Webhook>>,
+  NoDrift<Sent<DeadLetterView, Client.DeadLetter>>,
+  NoDrift<Same<ReplayResult, Client.ReplayResult>>,
+];
+
+// Errors: a problem document (the client also keeps codes it does not know yet).
+export type Errors = [NoDrift<Sent<Problem, Client.Problem>>];
