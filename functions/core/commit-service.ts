@@ -1,12 +1,20 @@
 import { applySlots, foldCommands, type Command, type CommandScope } from './commands.js';
 import { AgentStateError } from './errors.js';
-import { applyTypedWrite, viewOf, type Caller } from './fields.js';
-import { encodedSize, jsonEqual, type Json } from './json.js';
-import { STATE_LIMIT_BYTES, type DocumentKind, type DocumentRecord, type DocumentRef, type SessionScope } from './model.js';
+import type { Caller } from './fields.js';
+import { jsonEqual, type Json } from './json.js';
+import type { DocumentKind, DocumentRecord, DocumentRef, SessionScope } from './model.js';
 import { StaleTipError, type DocumentStore, type DocumentWrite, type SessionStore } from './ports.js';
 import { retryOnStaleTip, type RetryPolicy } from './retry.js';
-import type { SessionService } from './session-service.js';
 import { versionAt } from './tree.js';
+import {
+  checkedWrite,
+  checkIfMatch,
+  checkStateSize,
+  storedState,
+  visibleState,
+  WriteTargets,
+  type SchemaSource,
+} from './write-target.js';
 
 export interface CommitRequest {
   commands: Command[];
@@ -38,6 +46,14 @@ export interface CommitResult {
 /** Run documents expire this long after their last write unless configured otherwise. */
 export const DEFAULT_RUN_TTL_SECONDS = 7 * 24 * 60 * 60;
 
+export interface CommitServiceOptions {
+  runTtlSeconds?: number;
+  retry?: Partial<RetryPolicy>;
+  now?: () => Date;
+  /** Where typed fields come from; without it every state is untyped. */
+  schemas?: SchemaSource;
+}
+
 /**
  * `POST /v1/sessions/{sid}/commits` (API.md section 8): a batch of keyed commands over the
  * thread, run, profile and shared scopes, applied all together or not at all. Without
@@ -47,14 +63,15 @@ export const DEFAULT_RUN_TTL_SECONDS = 7 * 24 * 60 * 60;
 export class CommitService {
   private readonly store: SessionStore;
   private readonly documents: DocumentStore;
+  private readonly targets: WriteTargets;
 
   constructor(
     stores: { sessions: SessionStore; documents: DocumentStore },
-    private readonly sessions: SessionService,
-    private readonly options: { runTtlSeconds?: number; retry?: Partial<RetryPolicy>; now?: () => Date } = {},
+    private readonly options: CommitServiceOptions = {},
   ) {
     this.store = stores.sessions;
     this.documents = stores.documents;
+    this.targets = new WriteTargets(stores.sessions, options.schemas ?? (async () => null));
   }
 
   async commit(scope: SessionScope, request: CommitRequest): Promise<CommitResult> {
@@ -68,22 +85,15 @@ export class CommitService {
 
     return retryOnStaleTip(this.options.retry ?? {}, async () => {
       const at = now().toISOString();
-      const [target, meta, run, shared] = await Promise.all([
-        this.sessions.resolveForWrite(scope, request.node),
+      const [resolved, meta, run, shared] = await Promise.all([
+        this.targets.resolveForWrite(scope, request.node),
         touches('profile') ? this.store.getMeta(scope) : Promise.resolve(null),
         touches('run') ? this.documents.getDocument({ kind: 'run', scope, id: request.runId as string }) : Promise.resolve(null),
         touches('shared') ? this.documents.getDocument({ kind: 'shared', tenant: scope.tenant }) : Promise.resolve(null),
       ]);
-      const { tip, nodeId, pointer, current } = target;
       // A documents-only commit writes no tip: it must not slip into a session being deleted.
-      if (tip.kind === 'closing') throw new StaleTipError('the session is being deleted');
-      if (request.expectedVersion !== undefined && request.expectedVersion !== pointer) {
-        throw new AgentStateError(
-          'version_mismatch',
-          `the state at node ${nodeId} is at version ${pointer}, not ${request.expectedVersion}`,
-          { currentVersion: pointer },
-        );
-      }
+      if (resolved.tip.kind === 'closing') throw new StaleTipError('the session is being deleted');
+      checkIfMatch(resolved, request.expectedVersion);
       let userId: string | null = null;
       if (touches('profile')) {
         userId = meta?.userId ?? null;
@@ -94,16 +104,12 @@ export class CommitService {
       const profile = userId ? await this.documents.getDocument({ kind: 'profile', tenant: scope.tenant, id: userId }) : null;
 
       // The thread: top-level keys of the state at the node, typed fields applied as for a write.
-      const sessionAgentId = await this.sessions.sessionAgentOf(scope, tip);
-      const schema = await this.sessions.schemaOf(scope.tenant, sessionAgentId);
-      const stored = current?.state ?? null;
-      let thread = stored;
-      if (touches('thread')) {
-        const seen = schema ? viewOf(schema, caller, stored) : stored;
-        const meant = applySlots(seen, slots.get('thread') as Map<string, never>, 'thread');
-        thread = schema ? applyTypedWrite(schema, caller, stored, seen, meant) : meant;
-        assertSize(thread, 'thread');
-      }
+      const target = await this.targets.withFields(scope, resolved);
+      const { tip, nodeId, pointer, schema, sessionAgentId } = target;
+      const stored = storedState(target);
+      const thread = touches('thread')
+        ? checkedWrite(target, caller, (seen) => applySlots(seen, slots.get('thread') as Map<string, never>, 'thread'), 'thread')
+        : stored;
       const threadChanged = !jsonEqual(thread, stored);
 
       const documents: DocumentWrite[] = [];
@@ -111,12 +117,12 @@ export class CommitService {
         sessionId: scope.sessionId,
         node: nodeId,
         version: pointer,
-        state: schema ? viewOf(schema, caller, thread) : thread,
+        state: visibleState(schema, caller, thread),
         changed: threadChanged,
       };
       const documentChange = (kind: DocumentKind, id: string, before: DocumentRecord | null) => {
         const next = applySlots(before?.state ?? null, slots.get(kind) as Map<string, never>, kind);
-        assertSize(next, kind);
+        checkStateSize(next, kind);
         const unchanged = before !== null && jsonEqual(next, before.state);
         const record: DocumentRecord = unchanged
           ? before
@@ -136,11 +142,7 @@ export class CommitService {
       if (touches('shared')) result.shared = documentChange('shared', 'shared', shared);
 
       if (threadChanged) {
-        const { version, change } = versionAt({
-          tip,
-          nodeId,
-          current,
-          pointer,
+        const { version, change } = versionAt(target, {
           state: thread,
           at,
           cause: 'commit',
@@ -170,15 +172,5 @@ export class CommitService {
   async readDocument(ref: DocumentRef): Promise<DocumentView> {
     const record = await this.documents.getDocument(ref);
     return { version: record?.version ?? 0, state: record?.state ?? null, updatedAt: record?.updatedAt ?? null };
-  }
-}
-
-function assertSize(state: Json, scope: string): void {
-  const bytes = encodedSize(state);
-  if (bytes > STATE_LIMIT_BYTES) {
-    throw new AgentStateError('state_too_large', `the ${scope} state would be ${bytes} bytes; the limit is ${STATE_LIMIT_BYTES}`, {
-      limitBytes: STATE_LIMIT_BYTES,
-      scope,
-    });
   }
 }

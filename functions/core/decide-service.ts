@@ -1,21 +1,26 @@
 import type { AgentService } from './agent-service.js';
-import { planChain, suppliedIds, type IncomingMessage } from './chain.js';
-import { AgentStateError } from './errors.js';
-import { isValidId, newId, ROOT_NODE } from './ids.js';
-import { applyTypedWrite, checkOverlay, viewOf, type Schema } from './fields.js';
-import { encodedSize, isJsonObject, jsonEqual, setOwn, type Json, type JsonObject } from './json.js';
+import { planChain, suppliedIds, type ChainPlan, type IncomingMessage } from './chain.js';
 import {
-  STATE_LIMIT_BYTES,
-  type AgentRecord,
-  type DecisionOutcome,
-  type DocumentRecord,
-  type DoneDecision,
-  type NodeRecord,
-  type SessionMeta,
-  type SessionScope,
-  type Tip,
-  type VersionRecord,
-  type WorkerRecord,
+  answeredState,
+  triggerMessagesOf,
+  validateDecisionResponse,
+  withIds,
+  withOverlay,
+  type ValidDecision,
+} from './decision-answer.js';
+import { AgentStateError } from './errors.js';
+import { newId, ROOT_NODE } from './ids.js';
+import { jsonEqual, type Json, type JsonObject } from './json.js';
+import { pathFrom, type MessagePath } from './message-path.js';
+import type {
+  AgentRecord,
+  DecisionOutcome,
+  DocumentRecord,
+  DoneDecision,
+  NodeRecord,
+  SessionMeta,
+  SessionScope,
+  WorkerRecord,
 } from './model.js';
 import {
   LeaseLostError,
@@ -26,12 +31,12 @@ import {
   type SessionStore,
   type TipChange,
 } from './ports.js';
-import type { SessionService } from './session-service.js';
-import { nextLineage, pointerOf, rootNode } from './tree.js';
+import { nextVersion, pointerOf, rootNode } from './tree.js';
 import { workerTimeoutMs } from './worker-timeout.js';
+import { storedState, visibleState, WriteTargets, type SchemaSource, type WriteTarget } from './write-target.js';
 
-/** A worker's whole answer is kept to replay it; it must fit one item with room to spare. */
-export const DECISION_RESPONSE_LIMIT_BYTES = 256 * 1024;
+export { DECISION_RESPONSE_LIMIT_BYTES, validateDecisionResponse } from './decision-answer.js';
+
 /** How long a lease outlives its worker's timeout, to cover the reads and the commit. */
 const LEASE_MARGIN_MS = 10_000;
 /** Commits that lose a race to unrelated writes are retried this often before giving up. */
@@ -82,22 +87,44 @@ export interface DecisionRequest {
 /** Calls a worker with a serialized DecisionRequest; answers its parsed JSON or throws 502/504. */
 export type WorkerInvoker = (worker: WorkerRecord, body: string, timeoutMs: number) => Promise<unknown>;
 
+/** One decision, fixed once its lease is held: what each of its steps needs. */
+interface DecisionContext {
+  readonly scope: SessionScope;
+  readonly request: DecideRequest & { decisionId: string };
+  /** The deciding agent (the request's, else the session's) and its record; null for none. */
+  readonly agentId: string | null;
+  readonly agent: AgentRecord | null;
+  readonly timeoutMs: number;
+  /** This attempt of the decision id: its failed attempts so far, plus one. */
+  readonly attempts: number;
+  /** The session's lease this decision holds; its commit releases it. */
+  readonly leaseToken: string;
+  /** The session item, when it was read up front (a request that names no agent). */
+  readonly meta: SessionMeta | null;
+  /** The session's typed fields: from the tenant's agents read once, when they were. */
+  readonly schemas: SchemaSource;
+  /** The trigger's messages, their ids fixed once so that a retried commit creates the same nodes. */
+  readonly triggerMessages: readonly IncomingMessage[];
+}
+
 /** Everything a decision read before asking its worker. */
 interface Prepared {
-  tip: Tip;
+  /** The decision's node (`plan.last`) as a write target: the tip, its version, the typed fields. */
+  target: WriteTarget;
   /** The node the trigger's messages go under (or the decision's node when there are none). */
   parent: NodeRecord;
-  /** The session's typed fields; null when untyped. */
-  schema: Schema | null;
-  sessionAgentId: string | null;
-  /** The stored state at the decision's node (all fields). */
-  stored: Json;
   /** The trigger's messages appended under the parent: the decision happens at `plan.last`. */
-  plan: ReturnType<typeof planChain>;
-  pointer: number;
-  current: VersionRecord | null;
+  plan: ChainPlan;
+  /** The state at the decision's node as the deciding agent may see it. */
   state: Json;
+  /** The agent config at the decision's node. */
   agent: Json;
+}
+
+/** The worker's answer, checked, and its messages with their ids fixed. */
+interface WorkerAnswer {
+  decision: ValidDecision;
+  replyMessages: IncomingMessage[];
 }
 
 /**
@@ -109,10 +136,10 @@ export class DecideService {
   private readonly store: SessionStore;
   private readonly decisions: DecisionStore;
   private readonly documents: DocumentStore;
+  private readonly targets: WriteTargets;
 
   constructor(
     stores: { sessions: SessionStore; decisions: DecisionStore; documents: DocumentStore },
-    private readonly sessions: SessionService,
     private readonly agents: AgentService,
     private readonly invokeWorker: WorkerInvoker,
     private readonly now: () => Date = () => new Date(),
@@ -120,6 +147,7 @@ export class DecideService {
     this.store = stores.sessions;
     this.decisions = stores.decisions;
     this.documents = stores.documents;
+    this.targets = new WriteTargets(stores.sessions, (tenant, agentId) => agents.schemaFor(tenant, agentId));
   }
 
   async decide(scope: SessionScope, request: DecideRequest): Promise<DecideResult> {
@@ -148,9 +176,21 @@ export class DecideService {
       // A twin request with the same id may have finished while we waited for the lease.
       const settled = request.decisionId ? await this.decisions.getDecision(scope, decisionId) : null;
       if (settled?.status === 'done') return await this.replay(scope, settled);
-      const attempts = (settled?.attempts ?? 0) + 1;
 
-      const result = await this.run(scope, { ...request, decisionId }, agentId, agent, timeoutMs, attempts, leaseToken, meta, agents);
+      const result = await this.run({
+        scope,
+        request: { ...request, decisionId },
+        agentId,
+        agent,
+        timeoutMs,
+        attempts: (settled?.attempts ?? 0) + 1,
+        leaseToken,
+        meta,
+        schemas: agents
+          ? async (_tenant, sessionAgentId) => agents.schemaFor(sessionAgentId)
+          : (tenant, sessionAgentId) => this.targets.schemaOf(tenant, sessionAgentId),
+        triggerMessages: withIds(triggerMessagesOf(request.trigger)),
+      });
       leaseHeld = false; // released by the commit itself
       return result;
     } catch (error) {
@@ -163,28 +203,15 @@ export class DecideService {
     }
   }
 
-  private async run(
-    scope: SessionScope,
-    request: DecideRequest & { decisionId: string },
-    agentId: string | null,
-    agent: AgentRecord | null,
-    timeoutMs: number,
-    attempts: number,
-    leaseToken: string,
-    meta: SessionMeta | null,
-    agents: Awaited<ReturnType<AgentService['snapshot']>> | null,
-  ): Promise<DecideResult> {
-    const schemaOf = async (sessionAgentId: string | null) =>
-      agents ? agents.schemaFor(sessionAgentId) : this.sessions.schemaOf(scope.tenant, sessionAgentId);
-    // Ids are fixed once, so that a commit retried on fresh reads creates the same nodes.
-    const triggerMessages = withIds(triggerMessagesOf(request.trigger));
-    const prepared = await this.prepare(scope, request.parentId, triggerMessages, agent, agentId, schemaOf);
+  private async run(context: DecisionContext): Promise<DecideResult> {
+    const { scope, request, agentId, agent } = context;
+    const prepared = await this.prepare(context);
     const [path, profile, shared] = await Promise.all([
-      this.pathTo(scope, prepared.plan, prepared.parent),
-      this.profileOf(scope, meta),
+      this.pathTo(scope, prepared),
+      this.profileOf(scope, context.meta),
       this.documents.getDocument({ kind: 'shared', tenant: scope.tenant }),
     ]);
-    const shown = withOverlay(prepared, agentId, request.stateOverlay);
+    const shown = withOverlay(prepared.target.schema, agentId, prepared.state, request.stateOverlay);
 
     const decisionRequest: DecisionRequest = {
       session_id: scope.sessionId,
@@ -197,22 +224,22 @@ export class DecideService {
       agent: prepared.agent,
       messages: path.messages,
       ancestry: path.ancestry,
-      attempts,
-      version: prepared.pointer,
+      attempts: context.attempts,
+      version: prepared.target.pointer,
       head: prepared.plan.last.id,
       profile: profile?.state ?? null,
       shared: shared?.state ?? null,
     };
     const answer = agent?.worker
-      ? await this.invokeWorker(agent.worker, JSON.stringify(decisionRequest), timeoutMs)
+      ? await this.invokeWorker(agent.worker, JSON.stringify(decisionRequest), context.timeoutMs)
       : (request.proposed ?? {});
     const decision = validateDecisionResponse(answer);
-    const replyMessages = withIds(decision.messages ?? []);
+    const worker: WorkerAnswer = { decision, replyMessages: withIds(decision.messages ?? []) };
 
     let current = prepared;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.commit(scope, request.decisionId, agentId, attempts, leaseToken, current, decision, replyMessages);
+        return await this.commit(context, current, worker);
       } catch (error) {
         if (error instanceof LeaseLostError) {
           throw new AgentStateError('conflict', 'the decision took longer than its lease; nothing was written');
@@ -220,12 +247,12 @@ export class DecideService {
         if (!(error instanceof StaleTipError || error instanceof NodeTakenError) || attempt >= COMMIT_ATTEMPTS) throw error;
         // The session moved (a write elsewhere, an append). The answer still applies if what the
         // worker saw — the state at the decision's node — is unchanged; otherwise it does not.
-        const fresh = await this.prepare(scope, request.parentId, triggerMessages, agent, agentId, schemaOf);
-        if (fresh.pointer !== prepared.pointer || fresh.plan.last.id !== prepared.plan.last.id) {
+        const fresh = await this.prepare(context);
+        if (fresh.target.pointer !== prepared.target.pointer || fresh.plan.last.id !== prepared.plan.last.id) {
           throw new AgentStateError(
             'conflict',
             'the state changed while the worker was deciding; nothing was written, run the decision again',
-            { version: fresh.pointer },
+            { version: fresh.target.pointer },
           );
         }
         current = fresh;
@@ -234,57 +261,39 @@ export class DecideService {
   }
 
   /** Reads what the worker will see: the trigger's messages planned under the parent. */
-  private async prepare(
-    scope: SessionScope,
-    parentId: string | undefined,
-    messages: IncomingMessage[],
-    agent: AgentRecord | null,
-    agentId: string | null,
-    schemaOf: (sessionAgentId: string | null) => Promise<Schema | null>,
-  ): Promise<Prepared> {
-    const lookups = [...new Set([...suppliedIds(messages), ...(parentId ? [parentId] : [])])];
+  private async prepare(context: DecisionContext): Promise<Prepared> {
+    const { scope, request, triggerMessages, agentId, agent } = context;
+    const parentId = request.parentId;
+    const lookups = [...new Set([...suppliedIds(triggerMessages), ...(parentId ? [parentId] : [])])];
     const [tip, known] = await Promise.all([
       this.store.readTip(scope, { withState: true }),
       this.store.getNodes(scope, lookups),
     ]);
-    const parent = await this.loadNode(scope, tip, known, parentId ?? tip.head);
-    const plan = planChain({ parent, messages, known, tip, at: this.now().toISOString() });
-    const pointer = pointerOf(plan.last, tip);
-    let current: VersionRecord | null = null;
-    if (pointer > 0) {
-      current = tip.latest?.version === pointer ? tip.latest : await this.store.getVersion(scope, pointer);
-      if (!current) throw new AgentStateError('internal', `version ${pointer} is missing`);
-    }
-    const sessionAgentId = await this.sessions.sessionAgentOf(scope, tip);
-    const schema = await schemaOf(sessionAgentId);
-    const stored = current?.state ?? null;
+    // The root as head needs no read: its pointer is on the tip and it has no ancestors.
+    const parentOrHead = parentId ?? tip.head;
+    const parent =
+      parentOrHead === ROOT_NODE && tip.head === ROOT_NODE && !known.has(ROOT_NODE)
+        ? rootNode('')
+        : await this.targets.nodeById(scope, known, parentOrHead);
+    const plan = planChain({ parent, messages: triggerMessages, known, tip, at: this.now().toISOString() });
+    const target = await this.targets.atNode(scope, tip, plan.last, context.schemas);
     return {
-      tip,
+      target,
       parent,
-      schema,
-      sessionAgentId,
-      stored,
       plan,
-      pointer,
-      current,
       // The worker sees only what its agent may read.
-      state: schema ? viewOf(schema, agentId, stored) : stored,
+      state: visibleState(target.schema, agentId, storedState(target)),
       // A session starts with its agent's registered config until a version records another.
-      agent: current?.agent ?? agent?.config ?? null,
+      agent: target.current?.agent ?? agent?.config ?? null,
     };
   }
 
-  private async commit(
-    scope: SessionScope,
-    decisionId: string,
-    agentId: string | null,
-    attempts: number,
-    leaseToken: string,
-    prepared: Prepared,
-    decision: ValidDecision,
-    replyMessages: IncomingMessage[],
-  ): Promise<DecideResult> {
-    const { tip, plan, state, agent } = prepared;
+  private async commit(context: DecisionContext, prepared: Prepared, worker: WorkerAnswer): Promise<DecideResult> {
+    const { scope, agentId } = context;
+    const { decisionId } = context.request;
+    const { target, plan, agent } = prepared;
+    const { tip, schema } = target;
+    const { decision, replyMessages } = worker;
     const at = this.now().toISOString();
     const replyKnown = await this.store.getNodes(scope, suppliedIds(replyMessages));
     const reply = planChain({ parent: plan.last, messages: replyMessages, known: replyKnown, tip, at });
@@ -292,35 +301,30 @@ export class DecideService {
 
     // A value overwrites, {} clears; omitted or null keeps. The same for the agent config.
     // With typed fields the answer is the agent's view: what it cannot see is kept as stored.
-    const meant = decision.state === undefined || decision.state === null ? state : decision.state;
-    const nextState = prepared.schema ? typedAnswer(prepared.schema, agentId, prepared.stored, state, meant) : meant;
+    const stored = storedState(target);
+    const nextState = answeredState(target, agentId, decision);
     const nextAgent = decision.agent === undefined || decision.agent === null ? agent : decision.agent;
-    const changed = !jsonEqual(nextState, prepared.stored) || !jsonEqual(nextAgent, agent);
+    const changed = !jsonEqual(nextState, stored) || !jsonEqual(nextAgent, agent);
     const before = pointerOf(head, tip);
-    const version: VersionRecord | undefined = changed
-      ? {
-          version: tip.version + 1,
-          node: head.id,
-          prevVersion: before,
-          cause: 'decide',
-          author: agentId,
-          decisionId,
-          createdAt: at,
-          state: nextState,
-          agent: nextAgent,
-          lineage: nextLineage(prepared.current),
-        }
+    // The reply's nodes start at the decision node's version, so the version continues its lineage.
+    const version = changed
+      ? nextVersion(
+          { tip, nodeId: head.id, pointer: before, current: target.current },
+          { state: nextState, agent: nextAgent, at, cause: 'decide', author: agentId, decisionId },
+        )
       : undefined;
     const resultVersion = version?.version ?? before;
+    const visible = visibleState(schema, agentId, nextState);
     const outcome: DecisionOutcome = {
       decision: decision.raw,
       version: resultVersion,
       changed,
       head: head.id,
       agent: nextAgent,
-      ...(resultVersion === 0 ? { state: prepared.schema ? viewOf(prepared.schema, agentId, nextState) : nextState } : {}),
+      ...(resultVersion === 0 ? { state: visible } : {}),
     };
-    const record: DoneDecision = { decisionId, status: 'done', attempts, outcome };
+    const record: DoneDecision = { decisionId, status: 'done', attempts: context.attempts, outcome };
+    const completion = { record, leaseToken: context.leaseToken };
     const newNodes: NodeRecord[] = [...plan.created, ...reply.created];
     const headMoves = head.id !== tip.head;
 
@@ -333,14 +337,13 @@ export class DecideService {
         newNodes,
         touchSessionAt: at,
         mayCreateSession: tip.slot === 0,
-        sessionAgentId: prepared.sessionAgentId,
-        decision: { record, leaseToken },
+        sessionAgentId: target.sessionAgentId,
+        decision: completion,
       };
       await this.store.commit(scope, change);
     } else {
-      await this.decisions.completeDecision(scope, { record, leaseToken });
+      await this.decisions.completeDecision(scope, completion);
     }
-    const visible = prepared.schema ? viewOf(prepared.schema, agentId, nextState) : nextState;
     return { decisionId, decision: decision.raw, state: visible, agent: nextAgent, version: resultVersion, changed, head: head.id };
   }
 
@@ -356,9 +359,8 @@ export class DecideService {
     let state = outcome.state ?? null;
     if (outcome.state === undefined && outcome.version > 0) {
       const version = await this.store.getVersion(scope, outcome.version);
-      const schema = await this.sessions.schemaOf(scope.tenant, version?.sessionAgentId ?? null);
-      state = version?.state ?? null;
-      if (schema) state = viewOf(schema, version?.author ?? null, state);
+      const schema = await this.targets.schemaOf(scope.tenant, version?.sessionAgentId ?? null);
+      state = visibleState(schema, version?.author ?? null, version?.state ?? null);
     }
     return {
       decisionId: record.decisionId,
@@ -372,105 +374,13 @@ export class DecideService {
   }
 
   /** The path root→decision node: the parent's stored path plus the trigger's chain. */
-  private async pathTo(
-    scope: SessionScope,
-    plan: ReturnType<typeof planChain>,
-    parent: NodeRecord,
-  ): Promise<{ messages: JsonObject[]; ancestry: string[] }> {
-    const base = await this.sessions.pathFrom(scope, parent);
+  private async pathTo(scope: SessionScope, prepared: Prepared): Promise<MessagePath> {
+    const base = await pathFrom(this.store, scope, prepared.parent);
     return {
-      messages: [...base.messages, ...plan.chain.map((node) => node.message ?? {})],
-      ancestry: [...base.ancestry, ...plan.chain.map((node) => node.id)],
+      messages: [...base.messages, ...prepared.plan.chain.map((node) => node.message ?? {})],
+      ancestry: [...base.ancestry, ...prepared.plan.chain.map((node) => node.id)],
     };
   }
-
-  private async loadNode(scope: SessionScope, tip: Tip, known: Map<string, NodeRecord>, nodeId: string): Promise<NodeRecord> {
-    // The root as head needs no read: its pointer is on the tip and it has no ancestors.
-    if (nodeId === ROOT_NODE && tip.head === ROOT_NODE && !known.has(ROOT_NODE)) return rootNode('');
-    const node = known.get(nodeId) ?? (await this.store.getNode(scope, nodeId));
-    if (node) return node;
-    if (nodeId === ROOT_NODE || (nodeId === tip.head && tip.head === ROOT_NODE)) return rootNode('');
-    throw new AgentStateError('node_not_found', `node ${nodeId} does not exist`, { nodeId });
-  }
-}
-
-// ---- the worker's answer ----------------------------------------------------------------
-
-interface ValidDecision {
-  raw: JsonObject;
-  state?: Json;
-  agent?: Json;
-  messages?: IncomingMessage[];
-}
-
-function workerFailed(detail: string): AgentStateError {
-  return new AgentStateError('worker_failed', `the worker's answer is not a valid DecisionResponse: ${detail}`);
-}
-
-/** A DecisionResponse is `{state?, agent?, messages?, ...}`; anything else is the worker's fault. */
-export function validateDecisionResponse(answer: unknown): ValidDecision {
-  if (!isJsonObject(answer)) throw workerFailed('it must be a JSON object');
-  const raw = answer;
-  const bytes = encodedSize(raw);
-  if (bytes > DECISION_RESPONSE_LIMIT_BYTES) {
-    throw workerFailed(`it is ${bytes} bytes of JSON; the limit is ${DECISION_RESPONSE_LIMIT_BYTES}`);
-  }
-  const decision: ValidDecision = { raw };
-  if ('state' in raw) {
-    decision.state = raw.state as Json;
-    const stateBytes = encodedSize(decision.state);
-    if (stateBytes > STATE_LIMIT_BYTES) throw workerFailed(`state is ${stateBytes} bytes; the limit is ${STATE_LIMIT_BYTES}`);
-  }
-  if ('agent' in raw) decision.agent = raw.agent as Json;
-  if ('messages' in raw && raw.messages !== null) {
-    if (!Array.isArray(raw.messages)) throw workerFailed('messages must be an array');
-    decision.messages = raw.messages.map((message, index) => {
-      if (!isJsonObject(message) || typeof message.role !== 'string' || message.role.length === 0) {
-        throw workerFailed(`messages[${index}] must be an object with a string role`);
-      }
-      if (message.id !== undefined && (!isValidId(message.id) || message.id === ROOT_NODE)) {
-        throw workerFailed(`messages[${index}].id is not a valid node id`);
-      }
-      return message as IncomingMessage;
-    });
-  }
-  return decision;
-}
-
-/** The state the worker is shown: its view, with the request's `stateOverlay` on top. */
-function withOverlay(prepared: Prepared, agentId: string | null, overlay: JsonObject | undefined): Json {
-  if (!overlay) return prepared.state;
-  if (prepared.schema) checkOverlay(prepared.schema, agentId, overlay);
-  const base = isJsonObject(prepared.state) ? prepared.state : {};
-  const shown: JsonObject = { ...base };
-  for (const [name, value] of Object.entries(overlay)) {
-    if (value === null) delete shown[name];
-    else setOwn(shown, name, value);
-  }
-  return shown;
-}
-
-/** A worker's state, checked against its agent's write scope; its faults are the worker's. */
-function typedAnswer(schema: Schema, agentId: string | null, stored: Json, seen: Json, meant: Json): Json {
-  try {
-    return applyTypedWrite(schema, agentId, stored, seen, meant);
-  } catch (error) {
-    if (!(error instanceof AgentStateError)) throw error;
-    throw new AgentStateError('worker_failed', `the worker's state breaks the typed fields: ${error.message}`, {
-      ...error.extras,
-      fieldError: error.code,
-    });
-  }
-}
-
-function triggerMessagesOf(trigger: DecideRequest['trigger']): IncomingMessage[] {
-  if (trigger.type !== 'client.messages') return [];
-  return (trigger.messages ?? []) as IncomingMessage[];
-}
-
-/** Gives every message without an id a generated one, so a retried commit names the same nodes. */
-function withIds(messages: readonly IncomingMessage[]): IncomingMessage[] {
-  return messages.map((message) => (message.id === undefined ? { ...message, id: newId() } : message));
 }
 
 function isWorkerError(error: unknown): boolean {

@@ -1,79 +1,40 @@
 import { planChain, suppliedIds, type IncomingMessage } from './chain.js';
 import { AgentStateError } from './errors.js';
-import { applyTypedWrite, viewOf, type Caller, type Schema } from './fields.js';
+import type { Caller } from './fields.js';
 import { newId, ROOT_NODE } from './ids.js';
-import { encodedSize, jsonEqual, type Json, type JsonObject } from './json.js';
+import { jsonEqual, type Json, type JsonObject } from './json.js';
 import { mergePatch } from './merge-patch.js';
-import {
-  STATE_LIMIT_BYTES,
-  type NodeRecord,
-  type Page,
-  type SessionMeta,
-  type SessionScope,
-  type Tip,
-  type VersionCause,
-  type VersionRecord,
-} from './model.js';
+import type { Page, SessionMeta, SessionScope, VersionRecord } from './model.js';
+import { pathFrom, type MessagePath } from './message-path.js';
 import { NodeTakenError, type SessionListOptions, type SessionStore } from './ports.js';
 import { messagePreview } from './preview.js';
 import { retryOnStaleTip, type RetryPolicy } from './retry.js';
-import { nextLineage, pointerOf, rootNode, versionAt } from './tree.js';
-
-export interface SessionView {
-  sessionId: string;
-  agentId: string | null;
-  userId: string | null;
-  head: string;
-  version: number;
-  createdAt: string;
-  updatedAt: string;
-  metadata: JsonObject | null;
-}
-
-export interface StateView {
-  sessionId: string;
-  node: string;
-  version: number;
-  state: Json;
-  agent: Json;
-  /** When the version read was recorded; null for version 0. */
-  updatedAt: string | null;
-}
-
-export interface WriteResult {
-  sessionId: string;
-  node: string;
-  version: number;
-  prevVersion: number;
-  state: Json;
-  changed: boolean;
-}
-
-export interface NodeView {
-  id: string;
-  parentId: string | null;
-  depth: number;
-  role: string | null;
-  stateVersion: number;
-  createdAt: string;
-}
-
-/** A node as the tree lists it: no `createdAt`; `preview` only when asked for. */
-export type TreeNodeView = Omit<NodeView, 'createdAt'> & { preview?: string | null };
-
-export interface VersionView {
-  version: number;
-  node: string;
-  prevVersion: number;
-  cause: VersionCause;
-  author: string | null;
-  decisionId?: string;
-  createdAt: string;
-  state: Json;
-  agent: Json;
-}
+import {
+  emptyState,
+  nodeView,
+  stateView,
+  versionView,
+  type NodeView,
+  type SessionView,
+  type StateView,
+  type TreeNodeView,
+  type VersionView,
+  type WriteResult,
+} from './session-views.js';
+import { pointerOf, rootNode, versionAt } from './tree.js';
+import {
+  checkedWrite,
+  checkIfMatch,
+  nodeNotFound,
+  sessionNotFound,
+  storedState,
+  visibleState,
+  WriteTargets,
+  type SchemaSource,
+} from './write-target.js';
 
 export type { IncomingMessage } from './chain.js';
+export type { NodeView, SessionView, StateView, TreeNodeView, VersionView, WriteResult } from './session-views.js';
 
 /** Where a state write lands and who makes it; both `patchState` and `replaceState` take these. */
 export interface StateWriteOptions {
@@ -88,22 +49,13 @@ export interface StateWriteOptions {
   caller?: Caller;
 }
 
-/** The typed fields of a session whose agent is `agentId` (null when none are declared). */
-export type SchemaSource = (tenant: string, agentId: string | null) => Promise<Schema | null>;
+export type { SchemaSource } from './write-target.js';
 
 export interface ServiceOptions {
   now?: () => Date;
   retry?: Partial<RetryPolicy>;
   /** Where typed fields come from; without it every state is untyped. */
   schemas?: SchemaSource;
-}
-
-export interface Target {
-  tip: Tip;
-  nodeId: string;
-  depth: number;
-  pointer: number;
-  current: VersionRecord | null;
 }
 
 /**
@@ -114,6 +66,7 @@ export class SessionService {
   private readonly now: () => Date;
   private readonly retry: Partial<RetryPolicy>;
   private readonly schemas: SchemaSource;
+  private readonly targets: WriteTargets;
 
   constructor(
     private readonly store: SessionStore,
@@ -122,6 +75,7 @@ export class SessionService {
     this.now = options.now ?? (() => new Date());
     this.retry = options.retry ?? {};
     this.schemas = options.schemas ?? (async () => null);
+    this.targets = new WriteTargets(store, this.schemas);
   }
 
   // ---- sessions -------------------------------------------------------------------------
@@ -165,7 +119,7 @@ export class SessionService {
     if (at.version !== undefined) {
       const record = at.version === 0 ? null : await this.store.getVersion(scope, at.version);
       if (!record) {
-        if (!(await this.sessionExists(scope))) return emptyState(scope, at.node ?? ROOT_NODE);
+        if (!(await this.targets.sessionExists(scope))) return emptyState(scope, at.node ?? ROOT_NODE);
         if (at.version === 0) return emptyState(scope, ROOT_NODE);
         throw new AgentStateError('version_not_found', `version ${at.version} does not exist`, { version: at.version });
       }
@@ -173,7 +127,7 @@ export class SessionService {
       const schema = await this.schemas(scope.tenant, record.sessionAgentId ?? null);
       return stateView(scope, record.node, record, schema, caller);
     }
-    const target = await this.resolveTarget(scope, at.node, { forRead: true });
+    const target = await this.targets.resolve(scope, at.node, { forRead: true });
     if (!target) return emptyState(scope, at.node ?? ROOT_NODE);
     const schema = await this.schemas(scope.tenant, target.tip.agentId);
     return stateView(scope, target.nodeId, target.current, schema, caller);
@@ -203,38 +157,16 @@ export class SessionService {
   ): Promise<WriteResult> {
     const caller = options.caller ?? null;
     return retryOnStaleTip(this.retry, async () => {
-      const target = await this.resolveTarget(scope, options.node, { forRead: false });
-      if (!target) throw nodeNotFound(options.node ?? ROOT_NODE);
-      const { tip, nodeId, pointer, current } = target;
-      const sessionAgentId = await this.sessionAgentOf(scope, tip);
-      const schema = await this.schemas(scope.tenant, sessionAgentId);
-      if (options.ifMatch !== undefined && options.ifMatch !== pointer) {
-        throw new AgentStateError(
-          'version_mismatch',
-          `the state at node ${nodeId} is at version ${pointer}, not ${options.ifMatch}`,
-          { currentVersion: pointer },
-        );
-      }
-      const stored = current?.state ?? null;
-      const seen = schema ? viewOf(schema, caller, stored) : stored;
-      const meant = next(seen);
-      const nextState = schema ? applyTypedWrite(schema, caller, stored, seen, meant) : meant;
-      assertStateSize(nextState);
-      const answer = (state: Json) => (schema ? viewOf(schema, caller, state) : state);
+      const target = await this.targets.forWrite(scope, options.node);
+      const { tip, nodeId, pointer, schema, sessionAgentId } = target;
+      checkIfMatch(target, options.ifMatch);
+      const stored = storedState(target);
+      const nextState = checkedWrite(target, caller, next);
+      const answer = (state: Json) => visibleState(schema, caller, state);
       if (jsonEqual(nextState, stored)) {
         return { sessionId: scope.sessionId, node: nodeId, version: pointer, prevVersion: pointer, state: answer(stored), changed: false };
       }
-      const at = this.now();
-      const { version, change } = versionAt({
-        tip,
-        nodeId,
-        current,
-        pointer,
-        state: nextState,
-        at: at.toISOString(),
-        cause,
-        author: caller,
-      });
+      const { version, change } = versionAt(target, { state: nextState, at: this.now().toISOString(), cause, author: caller });
       await this.store.commit(scope, {
         ...change,
         // A first write creates the session item in the same transaction. After that a state
@@ -256,27 +188,6 @@ export class SessionService {
     });
   }
 
-  /** The node a write addresses and the version it points at (`404 node_not_found` if none). */
-  async resolveForWrite(scope: SessionScope, nodeId: string | undefined): Promise<Target> {
-    const target = await this.resolveTarget(scope, nodeId, { forRead: false });
-    if (!target) throw nodeNotFound(nodeId ?? ROOT_NODE);
-    return target;
-  }
-
-  /**
-   * The session's agent: carried on every tip item; read from the session item before the
-   * first write (one extra read, once per session).
-   */
-  async sessionAgentOf(scope: SessionScope, tip: Tip): Promise<string | null> {
-    if (tip.slot > 0) return tip.agentId;
-    return (await this.store.getMeta(scope))?.agentId ?? null;
-  }
-
-  /** The typed fields of a session (null when its hierarchy declares none). */
-  schemaOf(tenant: string, agentId: string | null): Promise<Schema | null> {
-    return this.schemas(tenant, agentId);
-  }
-
   // ---- message tree ---------------------------------------------------------------------
 
   /**
@@ -295,11 +206,11 @@ export class SessionService {
         this.store.readTip(scope, { withState: false }),
         this.store.getNodes(scope, lookups),
       ]);
-      const parent = await this.loadParent(scope, tip, known, input.parentId);
+      const parent = await this.targets.nodeById(scope, known, input.parentId ?? tip.head);
 
       const at = this.now().toISOString();
       const { chain, created, last } = planChain({ parent, messages: input.messages, known, tip, at });
-      const sessionAgentId = await this.sessionAgentOf(scope, tip);
+      const sessionAgentId = await this.targets.sessionAgentOf(scope, tip);
 
       if (created.length > 0 || last.id !== tip.head) {
         await this.store.commit(scope, {
@@ -324,7 +235,7 @@ export class SessionService {
         this.store.readTip(scope, { withState: false }),
         this.store.getNode(scope, nodeId),
       ]);
-      if (tip.slot === 0 && !(await this.store.getMeta(scope))) throw sessionNotFound(scope);
+      await this.targets.requireSession(scope, tip);
       const target = node ?? (nodeId === ROOT_NODE ? rootNode('') : null);
       if (!target) throw nodeNotFound(nodeId);
       if (target.id === tip.head) return { head: tip.head };
@@ -353,7 +264,7 @@ export class SessionService {
       return nodeView({ ...(node ?? rootNode('')), createdAt: meta?.createdAt ?? '' }, tip);
     }
     if (node) return nodeView(node, tip);
-    if (tip.slot === 0 && !(await this.store.getMeta(scope))) throw sessionNotFound(scope);
+    await this.targets.requireSession(scope, tip);
     throw nodeNotFound(nodeId);
   }
 
@@ -389,42 +300,19 @@ export class SessionService {
    * The path root→node (the head by default), oldest first. Each node keeps a window of its
    * nearest ancestors, so a path of depth d takes 1 + d/ANCESTOR_WINDOW batched reads.
    */
-  async getPath(scope: SessionScope, nodeId?: string): Promise<{ messages: JsonObject[]; ancestry: string[] }> {
+  async getPath(scope: SessionScope, nodeId?: string): Promise<MessagePath> {
     const tip = await this.store.readTip(scope, { withState: false });
     const targetId = nodeId ?? tip.head;
     if (targetId === ROOT_NODE) {
-      if (tip.slot === 0 && !(await this.store.getMeta(scope))) throw sessionNotFound(scope);
+      await this.targets.requireSession(scope, tip);
       return { messages: [], ancestry: [ROOT_NODE] };
     }
     const target = await this.store.getNode(scope, targetId);
     if (!target) {
-      if (tip.slot === 0 && !(await this.store.getMeta(scope))) throw sessionNotFound(scope);
+      await this.targets.requireSession(scope, tip);
       throw nodeNotFound(targetId);
     }
-    return this.pathFrom(scope, target);
-  }
-
-  /** The path root→`target` for a node already read (decide has it in hand). */
-  async pathFrom(scope: SessionScope, target: NodeRecord): Promise<{ messages: JsonObject[]; ancestry: string[] }> {
-    if (target.id === ROOT_NODE) return { messages: [], ancestry: [ROOT_NODE] };
-    const newestFirst: NodeRecord[] = [target];
-    let oldest = target;
-    while (oldest.parentId !== null && oldest.parentId !== ROOT_NODE) {
-      const ids = oldest.ancestors.filter((id) => id !== ROOT_NODE);
-      if (ids.length === 0) throw new AgentStateError('internal', `node ${oldest.id} has no ancestor window`);
-      const found = await this.store.getNodes(scope, ids);
-      for (const id of ids) {
-        const node = found.get(id);
-        if (!node) throw new AgentStateError('internal', `ancestor ${id} of ${oldest.id} is missing`);
-        newestFirst.push(node);
-        oldest = node;
-      }
-    }
-    const path = newestFirst.reverse();
-    return {
-      messages: path.map((node) => node.message ?? {}),
-      ancestry: [ROOT_NODE, ...path.map((node) => node.id)],
-    };
+    return pathFrom(this.store, scope, target);
   }
 
   // ---- versions -------------------------------------------------------------------------
@@ -432,7 +320,7 @@ export class SessionService {
   async getVersion(scope: SessionScope, version: number, caller: Caller = null): Promise<VersionView> {
     const record = await this.store.getVersion(scope, version);
     if (record) return versionView(record, await this.schemas(scope.tenant, record.sessionAgentId ?? null), caller);
-    if (!(await this.sessionExists(scope))) throw sessionNotFound(scope);
+    if (!(await this.targets.sessionExists(scope))) throw sessionNotFound(scope);
     throw new AgentStateError('version_not_found', `version ${version} does not exist`, { version });
   }
 
@@ -449,7 +337,7 @@ export class SessionService {
     const schemaOf = (records: VersionRecord[]) => this.schemas(scope.tenant, records[0]?.sessionAgentId ?? null);
     if (options.node === undefined) {
       const page = await this.store.listVersions(scope, { limit: options.limit, cursor: options.cursor });
-      if (page.items.length === 0 && !options.cursor && !(await this.sessionExists(scope))) {
+      if (page.items.length === 0 && !options.cursor && !(await this.targets.sessionExists(scope))) {
         throw sessionNotFound(scope);
       }
       const schema = await schemaOf(page.items);
@@ -460,8 +348,8 @@ export class SessionService {
     if (options.cursor !== undefined) {
       start = decodeLineageCursor(options.cursor, scope, options.node);
     } else {
-      const target = await this.resolveTarget(scope, options.node, { forRead: false, withState: false });
-      if (!target || (target.tip.slot === 0 && !(await this.store.getMeta(scope)))) throw sessionNotFound(scope);
+      const target = await this.targets.resolve(scope, options.node, { forRead: false, withState: false });
+      if (!target || (await this.targets.sessionMissing(scope, target.tip))) throw sessionNotFound(scope);
       start = target.pointer;
     }
     const records: VersionRecord[] = [];
@@ -487,138 +375,9 @@ export class SessionService {
     return { items: records.map((record) => versionView(record, schema, caller)), ...(next ? { next } : {}) };
   }
 
-  // ---- internals ------------------------------------------------------------------------
-
-  /**
-   * Finds the node a request addresses and the version it points at: at most two rounds of
-   * reads (the tip, with the node when one is named; then that version if the tip is not it).
-   * Returns null for a session that does not exist, when a read may answer "empty".
-   */
-  private async resolveTarget(
-    scope: SessionScope,
-    nodeId: string | undefined,
-    options: { forRead: boolean; withState?: boolean },
-  ): Promise<Target | null> {
-    const withState = options.withState ?? true;
-    const [tip, node] = await Promise.all([
-      this.store.readTip(scope, { withState }),
-      nodeId === undefined ? Promise.resolve(null) : this.store.getNode(scope, nodeId),
-    ]);
-    let resolved: { id: string; depth: number; pointer: number };
-    if (nodeId === undefined || nodeId === tip.head) {
-      resolved = { id: tip.head, depth: tip.headDepth, pointer: tip.headVersion };
-    } else if (node) {
-      resolved = { id: node.id, depth: node.depth, pointer: node.stateVersion };
-    } else if (nodeId === ROOT_NODE) {
-      resolved = { id: ROOT_NODE, depth: 0, pointer: 0 };
-    } else {
-      if (tip.slot === 0 && !(await this.store.getMeta(scope))) {
-        if (options.forRead) return null;
-        throw nodeNotFound(nodeId);
-      }
-      throw nodeNotFound(nodeId);
-    }
-    let current: VersionRecord | null = null;
-    if (resolved.pointer > 0 && withState) {
-      current =
-        tip.latest && tip.latest.version === resolved.pointer
-          ? tip.latest
-          : await this.store.getVersion(scope, resolved.pointer);
-      if (!current) throw new AgentStateError('internal', `version ${resolved.pointer} is missing`);
-    }
-    return { tip, nodeId: resolved.id, depth: resolved.depth, pointer: resolved.pointer, current };
-  }
-
-  private async loadParent(
-    scope: SessionScope,
-    tip: Tip,
-    known: Map<string, NodeRecord>,
-    requested: string | undefined,
-  ): Promise<NodeRecord> {
-    const parentId = requested ?? tip.head;
-    const parent = known.get(parentId) ?? (await this.store.getNode(scope, parentId));
-    if (parent) return parent;
-    if (parentId === ROOT_NODE) return rootNode('');
-    throw nodeNotFound(parentId);
-  }
-
-  private async sessionExists(scope: SessionScope): Promise<boolean> {
-    const [tip, meta] = await Promise.all([this.store.readTip(scope, { withState: false }), this.store.getMeta(scope)]);
-    return tip.slot > 0 || meta !== null;
-  }
-
 }
 
-// ---- helpers ----------------------------------------------------------------------------
-
-function assertStateSize(state: Json): void {
-  const bytes = encodedSize(state);
-  if (bytes > STATE_LIMIT_BYTES) {
-    throw new AgentStateError(
-      'state_too_large',
-      `the state would be ${bytes} bytes of JSON; the limit is ${STATE_LIMIT_BYTES}`,
-      { limitBytes: STATE_LIMIT_BYTES, sizeBytes: bytes },
-    );
-  }
-}
-
-function emptyState(scope: SessionScope, node: string): StateView {
-  return { sessionId: scope.sessionId, node, version: 0, state: null, agent: null, updatedAt: null };
-}
-
-function stateView(
-  scope: SessionScope,
-  node: string,
-  record: VersionRecord | null,
-  schema: Schema | null,
-  caller: Caller,
-): StateView {
-  const state = record?.state ?? null;
-  return {
-    sessionId: scope.sessionId,
-    node,
-    version: record?.version ?? 0,
-    state: schema ? viewOf(schema, caller, state) : state,
-    agent: record?.agent ?? null,
-    updatedAt: record?.createdAt ?? null,
-  };
-}
-
-function nodeView(node: NodeRecord, tip: Pick<Tip, 'head' | 'headVersion'>): NodeView {
-  return {
-    id: node.id,
-    parentId: node.parentId,
-    depth: node.depth,
-    role: node.role,
-    stateVersion: node.id === tip.head ? tip.headVersion : node.stateVersion,
-    createdAt: node.createdAt,
-  };
-}
-
-/** A version as the caller may see it: with typed fields, only the fields it may read. */
-export function versionView(record: VersionRecord, schema: Schema | null = null, caller: Caller = null): VersionView {
-  return {
-    version: record.version,
-    node: record.node,
-    prevVersion: record.prevVersion,
-    cause: record.cause,
-    author: record.author,
-    ...(record.decisionId ? { decisionId: record.decisionId } : {}),
-    createdAt: record.createdAt,
-    state: schema ? viewOf(schema, caller, record.state) : record.state,
-    agent: record.agent,
-  };
-}
-
-function sessionNotFound(scope: SessionScope): AgentStateError {
-  return new AgentStateError('session_not_found', `session ${scope.sessionId} does not exist`, {
-    sessionId: scope.sessionId,
-  });
-}
-
-function nodeNotFound(nodeId: string): AgentStateError {
-  return new AgentStateError('node_not_found', `node ${nodeId} does not exist`, { nodeId });
-}
+// ---- lineage cursors --------------------------------------------------------------------
 
 /** A lineage cursor names the next version and the list it belongs to (session and node). */
 function encodeLineageCursor(version: number, scope: SessionScope, node: string): string {

@@ -7,7 +7,7 @@ import type { TipChange } from './ports.js';
  * The resolution rule of API.md section 4, in one place: the head's pointer lives on the
  * tip, every other node's on the node itself. Nothing walks the tree.
  */
-export function pointerOf(node: Pick<NodeRecord, 'id' | 'stateVersion'>, tip: Tip): number {
+export function pointerOf(node: Pick<NodeRecord, 'id' | 'stateVersion'>, tip: Pick<Tip, 'head' | 'headVersion'>): number {
   return node.id === tip.head ? tip.headVersion : node.stateVersion;
 }
 
@@ -51,37 +51,58 @@ export function emptyTip(): EmptyTip {
   };
 }
 
-/**
- * The change that records `state` as a new version at `nodeId`, which pointed at `current`:
- * the next version number, and the pointer move the resolution rule asks for (the head's on
- * the tip, any other node's on its item). Writes and commits both record versions this way.
- */
-export function versionAt(input: {
+/** Where a new version goes: the tip it is recorded on, its node, and the version that node pointed at. */
+export interface VersionBase {
   tip: Tip;
   nodeId: string;
-  current: VersionRecord | null;
+  /** The version the node points at (0: none yet); the new version's `prevVersion`. */
   pointer: number;
+  /** That version, read with its state; null for version 0. Its lineage continues. */
+  current: VersionRecord | null;
+}
+
+/** What a new version records besides its place: its cause, its author, its state and agent config. */
+export interface VersionFields {
   state: Json;
+  /** The agent config it records; the one of the version before when absent. */
+  agent?: Json;
   at: string;
   cause: VersionRecord['cause'];
   author: string | null;
   decisionId?: string | null;
   commands?: Json[];
-}): { version: VersionRecord; change: Pick<TipChange, 'basedOn' | 'version' | 'head' | 'nodePointers' | 'newNodes'> } {
-  const { tip, nodeId, current } = input;
-  const version: VersionRecord = {
+}
+
+/** The version recorded on top of `base.tip`: the next number, whose slot the write claims. */
+export function nextVersion(base: VersionBase, fields: VersionFields): VersionRecord {
+  const { tip, current } = base;
+  return {
     version: tip.version + 1,
-    node: nodeId,
-    prevVersion: input.pointer,
-    cause: input.cause,
-    author: input.author,
-    decisionId: input.decisionId ?? null,
-    createdAt: input.at,
-    state: input.state,
-    agent: current?.agent ?? null,
+    node: base.nodeId,
+    prevVersion: base.pointer,
+    cause: fields.cause,
+    author: fields.author,
+    decisionId: fields.decisionId ?? null,
+    createdAt: fields.at,
+    state: fields.state,
+    agent: fields.agent !== undefined ? fields.agent : (current?.agent ?? null),
     lineage: nextLineage(current),
-    ...(input.commands ? { commands: input.commands } : {}),
+    ...(fields.commands ? { commands: fields.commands } : {}),
   };
+}
+
+/**
+ * The change that records a new version at `base.nodeId`: the next version number, and the
+ * pointer move the resolution rule asks for (the head's on the tip, any other node's on its
+ * item). Writes and commits both record versions this way; a decision, which also moves the
+ * head, builds its change around `nextVersion`.
+ */
+export function versionAt(
+  base: VersionBase,
+  fields: Omit<VersionFields, 'agent'>,
+): { version: VersionRecord; change: Pick<TipChange, 'basedOn' | 'version' | 'head' | 'nodePointers' | 'newNodes'> } {
+  const { tip, nodeId } = base;
+  const version = nextVersion(base, fields);
   const atHead = nodeId === tip.head;
   return {
     version,

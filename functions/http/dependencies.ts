@@ -4,6 +4,7 @@ import { CommitService, DEFAULT_RUN_TTL_SECONDS } from '../core/commit-service.j
 import { DecideService, type WorkerInvoker } from '../core/decide-service.js';
 import type { IdempotencyStore } from '../core/ports.js';
 import { SessionService } from '../core/session-service.js';
+import type { SchemaSource } from '../core/write-target.js';
 import { ApiKeyStore } from '../store/api-keys.js';
 import { dynamoDbClient } from '../store/client.js';
 import { DynamoDbStore } from '../store/dynamodb-store.js';
@@ -56,12 +57,12 @@ export function dependenciesFor(
   const workers = workerRules(env);
   const stores = { sessions: store, documents: store, decisions: store, agents: store };
   const agents = new AgentService(stores, workers.checkUrl);
-  const sessions = new SessionService(store, { schemas: (tenant, agentId) => agents.schemaFor(tenant, agentId) });
+  const schemas: SchemaSource = (tenant, agentId) => agents.schemaFor(tenant, agentId);
   return {
-    sessions,
+    sessions: new SessionService(store, { schemas }),
     agents,
-    decide: new DecideService(stores, sessions, agents, options.invokeWorker ?? workers.invoke),
-    commits: new CommitService(stores, sessions, { runTtlSeconds: runTtlSeconds(env) }),
+    decide: new DecideService(stores, agents, options.invokeWorker ?? workers.invoke),
+    commits: new CommitService(stores, { schemas, runTtlSeconds: runTtlSeconds(env) }),
     idempotency: store,
     resolveKey: options.resolveKey ?? keysFromEnv(env.AGENTSTATE_API_KEYS),
   };

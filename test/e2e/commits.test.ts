@@ -193,6 +193,26 @@ describe('atomicity and concurrency', () => {
     expect((await commit(sid, { commands: [set('a', 1, 'disjoint', 'run')], runId: 'bad id' })).body.code).toBe('invalid_id');
     expect((await http.get(`/v1/sessions/${sid}`)).status).toBe(404);
   });
+
+  it('refuses a scope grown past 256 KiB with 413 state_too_large naming the scope, and writes nothing', async () => {
+    // Prepare: two keys that each fit, but not together.
+    const sid = uniqueId('large-commit');
+    await commit(sid, { runId: 'r1', commands: [set('small', true), set('small', true, 'disjoint', 'run')] });
+    const half = 'x'.repeat(150 * 1024);
+
+    // Act
+    const thread = await commit(sid, { commands: [set('a', half), set('b', half)] });
+    const run = await commit(sid, { runId: 'r1', commands: [set('a', half, 'disjoint', 'run'), set('b', half, 'disjoint', 'run')] });
+
+    // Assess: the same answer as a state write over the limit, with the scope that broke it.
+    for (const [response, scope] of [[thread, 'thread'], [run, 'run']] as const) {
+      expect(response.status).toBe(413);
+      expect(response.body).toMatchObject({ code: 'state_too_large', limitBytes: 262144, scope });
+      expect(response.body.sizeBytes).toBeGreaterThan(262144);
+    }
+    expect((await http.get(`/v1/sessions/${sid}/state`)).body).toMatchObject({ version: 1, state: { small: true } });
+    expect((await http.get(`/v1/sessions/${sid}/runs/r1/state`)).body).toMatchObject({ version: 1, state: { small: true } });
+  });
 });
 
 describe('decide carries profile and shared', () => {

@@ -97,7 +97,7 @@ describe('requests per operation', () => {
 
   it('commits thread keys alone with one read and one PutItem, and documents in one transaction', async () => {
     // Prepare
-    const commits = new CommitService({ sessions: store, documents: store }, service);
+    const commits = new CommitService({ sessions: store, documents: store });
     const session = { tenant: 'budget', sessionId: 'commits' };
     await commits.commit(session, { commands: [{ key: 'first', scope: 'thread', merge: 'disjoint', set: true }] });
 

@@ -1,0 +1,100 @@
+import type { IncomingMessage } from './chain.js';
+import { AgentStateError } from './errors.js';
+import { checkOverlay, type Caller, type Schema } from './fields.js';
+import { isValidId, newId, ROOT_NODE } from './ids.js';
+import { encodedSize, isJsonObject, setOwn, type Json, type JsonObject } from './json.js';
+import { STATE_LIMIT_BYTES } from './model.js';
+import { typedWrite, type WriteTarget } from './write-target.js';
+
+/**
+ * What goes to a decision's worker and what comes back: the state it is shown, and its answer
+ * checked before anything of it is written. A bad answer is the worker's fault (`502
+ * worker_failed`), never the caller's.
+ */
+
+/** A worker's whole answer is kept to replay it; it must fit one item with room to spare. */
+export const DECISION_RESPONSE_LIMIT_BYTES = 256 * 1024;
+
+/** A worker's answer, checked: the raw object (kept for replay) and the parts a decision applies. */
+export interface ValidDecision {
+  raw: JsonObject;
+  state?: Json;
+  agent?: Json;
+  messages?: IncomingMessage[];
+}
+
+function workerFailed(detail: string): AgentStateError {
+  return new AgentStateError('worker_failed', `the worker's answer is not a valid DecisionResponse: ${detail}`);
+}
+
+/** A DecisionResponse is `{state?, agent?, messages?, ...}`; anything else is the worker's fault. */
+export function validateDecisionResponse(answer: unknown): ValidDecision {
+  if (!isJsonObject(answer)) throw workerFailed('it must be a JSON object');
+  const raw = answer;
+  const bytes = encodedSize(raw);
+  if (bytes > DECISION_RESPONSE_LIMIT_BYTES) {
+    throw workerFailed(`it is ${bytes} bytes of JSON; the limit is ${DECISION_RESPONSE_LIMIT_BYTES}`);
+  }
+  const decision: ValidDecision = { raw };
+  if ('state' in raw) {
+    decision.state = raw.state as Json;
+    const stateBytes = encodedSize(decision.state);
+    if (stateBytes > STATE_LIMIT_BYTES) throw workerFailed(`state is ${stateBytes} bytes; the limit is ${STATE_LIMIT_BYTES}`);
+  }
+  if ('agent' in raw) decision.agent = raw.agent as Json;
+  if ('messages' in raw && raw.messages !== null) {
+    if (!Array.isArray(raw.messages)) throw workerFailed('messages must be an array');
+    decision.messages = raw.messages.map((message, index) => {
+      if (!isJsonObject(message) || typeof message.role !== 'string' || message.role.length === 0) {
+        throw workerFailed(`messages[${index}] must be an object with a string role`);
+      }
+      if (message.id !== undefined && (!isValidId(message.id) || message.id === ROOT_NODE)) {
+        throw workerFailed(`messages[${index}].id is not a valid node id`);
+      }
+      return message as IncomingMessage;
+    });
+  }
+  return decision;
+}
+
+/** The state the worker is shown: its view, with the request's `stateOverlay` on top. */
+export function withOverlay(schema: Schema | null, agentId: Caller, view: Json, overlay: JsonObject | undefined): Json {
+  if (!overlay) return view;
+  if (schema) checkOverlay(schema, agentId, overlay);
+  const base = isJsonObject(view) ? view : {};
+  const shown: JsonObject = { ...base };
+  for (const [name, value] of Object.entries(overlay)) {
+    if (value === null) delete shown[name];
+    else setOwn(shown, name, value);
+  }
+  return shown;
+}
+
+/**
+ * The state a decision records: the worker's state as a write of its agent (a value
+ * overwrites, {} clears; omitted or null keeps what it saw). With typed fields it is checked
+ * against the agent's write scope and merged back; a breach is the worker's fault.
+ */
+export function answeredState(target: Pick<WriteTarget, 'current' | 'schema'>, agentId: Caller, decision: ValidDecision): Json {
+  const answer = (seen: Json) => (decision.state === undefined || decision.state === null ? seen : decision.state);
+  try {
+    return typedWrite(target, agentId, answer);
+  } catch (error) {
+    if (!(error instanceof AgentStateError)) throw error;
+    throw new AgentStateError('worker_failed', `the worker's state breaks the typed fields: ${error.message}`, {
+      ...error.extras,
+      fieldError: error.code,
+    });
+  }
+}
+
+/** The messages a trigger appends before the decision: only `client.messages` carries any. */
+export function triggerMessagesOf(trigger: JsonObject & { type: string }): IncomingMessage[] {
+  if (trigger.type !== 'client.messages') return [];
+  return (trigger.messages ?? []) as IncomingMessage[];
+}
+
+/** Gives every message without an id a generated one, so a retried commit names the same nodes. */
+export function withIds(messages: readonly IncomingMessage[]): IncomingMessage[] {
+  return messages.map((message) => (message.id === undefined ? { ...message, id: newId() } : message));
+}

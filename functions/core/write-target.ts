@@ -1,0 +1,230 @@
+import { AgentStateError } from './errors.js';
+import { applyTypedWrite, viewOf, type Caller, type Schema } from './fields.js';
+import { ROOT_NODE } from './ids.js';
+import { encodedSize, type Json } from './json.js';
+import { STATE_LIMIT_BYTES, type NodeRecord, type SessionScope, type Tip, type VersionRecord } from './model.js';
+import type { SessionStore } from './ports.js';
+import { pointerOf, rootNode, type VersionBase } from './tree.js';
+
+/**
+ * The first half of every write — a state write, a commit, a decision — in one place: which
+ * node is written, which version it points at, the session's agent and its typed fields; then
+ * the write computed on the caller's view, merged back, checked against the state limit and
+ * against `If-Match`. `SessionService`, `CommitService` and `DecideService` each hold one of
+ * these rather than reaching into one another. Reads at a node resolve it the same way.
+ */
+
+/** The typed fields of a session whose agent is `agentId` (null when none are declared). */
+export type SchemaSource = (tenant: string, agentId: string | null) => Promise<Schema | null>;
+
+/** What resolving a node reads: the tip, the node item, the session item, a version item. */
+export type TargetStore = Pick<SessionStore, 'readTip' | 'getMeta' | 'getNode' | 'getVersion'>;
+
+/**
+ * A node as the tip and its item say: where it is and which version it points at (`current`
+ * is null for version 0, and when the read asked for no state).
+ */
+export interface ResolvedNode extends VersionBase {
+  depth: number;
+}
+
+/** A node about to be written, with what every write needs to know of its session. */
+export interface WriteTarget extends ResolvedNode {
+  /** The session's agent, carried on the tip (and on the version a write records). */
+  sessionAgentId: string | null;
+  /** The session's typed fields; null when untyped. */
+  schema: Schema | null;
+}
+
+export class WriteTargets {
+  constructor(
+    private readonly store: TargetStore,
+    private readonly schemas: SchemaSource,
+  ) {}
+
+  /**
+   * Finds the node a request addresses (the head when `nodeId` is absent) and the version it
+   * points at: at most two rounds of reads (the tip, with the node when one is named; then that
+   * version if the tip is not it). Returns null for a session that does not exist, when a read
+   * may answer "empty"; a write gets `404 node_not_found` instead.
+   */
+  async resolve(
+    scope: SessionScope,
+    nodeId: string | undefined,
+    options: { forRead: boolean; withState?: boolean },
+  ): Promise<ResolvedNode | null> {
+    const withState = options.withState ?? true;
+    const [tip, node] = await Promise.all([
+      this.store.readTip(scope, { withState }),
+      nodeId === undefined ? Promise.resolve(null) : this.store.getNode(scope, nodeId),
+    ]);
+    let resolved: { id: string; depth: number; pointer: number };
+    if (nodeId === undefined || nodeId === tip.head) {
+      resolved = { id: tip.head, depth: tip.headDepth, pointer: tip.headVersion };
+    } else if (node) {
+      resolved = { id: node.id, depth: node.depth, pointer: node.stateVersion };
+    } else if (nodeId === ROOT_NODE) {
+      resolved = { id: ROOT_NODE, depth: 0, pointer: 0 };
+    } else {
+      // Unknown node of an unknown session: a read answers "empty", a write names the node.
+      if ((await this.sessionMissing(scope, tip)) && options.forRead) return null;
+      throw nodeNotFound(nodeId);
+    }
+    const current = withState ? await this.currentVersion(scope, tip, resolved.pointer) : null;
+    return { tip, nodeId: resolved.id, depth: resolved.depth, pointer: resolved.pointer, current };
+  }
+
+  /** The node a write addresses (`404 node_not_found` if none), before its session's fields are read. */
+  async resolveForWrite(scope: SessionScope, nodeId: string | undefined): Promise<ResolvedNode> {
+    const resolved = await this.resolve(scope, nodeId, { forRead: false });
+    if (!resolved) throw nodeNotFound(nodeId ?? ROOT_NODE);
+    return resolved;
+  }
+
+  /** The node a write addresses, with its session's agent and typed fields. */
+  async forWrite(scope: SessionScope, nodeId: string | undefined): Promise<WriteTarget> {
+    return this.withFields(scope, await this.resolveForWrite(scope, nodeId));
+  }
+
+  /**
+   * A node already in hand (decide plans its node before anything is written) as a write
+   * target: the version it points at, then its session's agent and typed fields. `schemas`
+   * replaces the usual source when the caller has read the tenant's agents already.
+   */
+  async atNode(
+    scope: SessionScope,
+    tip: Tip,
+    node: Pick<NodeRecord, 'id' | 'depth' | 'stateVersion'>,
+    schemas: SchemaSource = this.schemas,
+  ): Promise<WriteTarget> {
+    const pointer = pointerOf(node, tip);
+    const current = await this.currentVersion(scope, tip, pointer);
+    return this.withFields(scope, { tip, nodeId: node.id, depth: node.depth, pointer, current }, schemas);
+  }
+
+  /** A resolved node with its session's agent and typed fields. */
+  async withFields(scope: SessionScope, node: ResolvedNode, schemas: SchemaSource = this.schemas): Promise<WriteTarget> {
+    const sessionAgentId = await this.sessionAgentOf(scope, node.tip);
+    const schema = await schemas(scope.tenant, sessionAgentId);
+    return { ...node, sessionAgentId, schema };
+  }
+
+  /** The typed fields of a session whose agent is `agentId`. */
+  schemaOf(tenant: string, agentId: string | null): Promise<Schema | null> {
+    return this.schemas(tenant, agentId);
+  }
+
+  /**
+   * The session's agent: carried on every tip item; read from the session item before the
+   * first write (one extra read, once per session).
+   */
+  async sessionAgentOf(scope: SessionScope, tip: Tip): Promise<string | null> {
+    if (tip.slot > 0) return tip.agentId;
+    return (await this.store.getMeta(scope))?.agentId ?? null;
+  }
+
+  /** The version `pointer` with its state: the tip's own when it is that one, else one read. */
+  async currentVersion(scope: SessionScope, tip: Tip, pointer: number): Promise<VersionRecord | null> {
+    if (pointer === 0) return null;
+    const current = tip.latest?.version === pointer ? tip.latest : await this.store.getVersion(scope, pointer);
+    if (!current) throw new AgentStateError('internal', `version ${pointer} is missing`);
+    return current;
+  }
+
+  /**
+   * A node by id: from `known` (nodes read already) when there, else one read; the implicit
+   * root when it has no item. `404 node_not_found` otherwise.
+   */
+  async nodeById(scope: SessionScope, known: ReadonlyMap<string, NodeRecord>, nodeId: string): Promise<NodeRecord> {
+    const node = known.get(nodeId) ?? (await this.store.getNode(scope, nodeId));
+    if (node) return node;
+    if (nodeId === ROOT_NODE) return rootNode('');
+    throw nodeNotFound(nodeId);
+  }
+
+  /**
+   * Whether the session does not exist. A tip means it does; without one (nothing written yet)
+   * only the session item can tell, which costs a read, so callers ask only when it matters.
+   */
+  async sessionMissing(scope: SessionScope, tip: Tip): Promise<boolean> {
+    return tip.slot === 0 && !(await this.store.getMeta(scope));
+  }
+
+  /** Whether the session exists, from the tip and the session item read together. */
+  async sessionExists(scope: SessionScope): Promise<boolean> {
+    const [tip, meta] = await Promise.all([this.store.readTip(scope, { withState: false }), this.store.getMeta(scope)]);
+    return tip.slot > 0 || meta !== null;
+  }
+
+  /** `404 session_not_found` unless the session exists (see `sessionMissing`). */
+  async requireSession(scope: SessionScope, tip: Tip): Promise<void> {
+    if (await this.sessionMissing(scope, tip)) throw sessionNotFound(scope);
+  }
+}
+
+// ---- the write itself ---------------------------------------------------------------------
+
+/** The stored state at the target (all fields). */
+export function storedState(target: Pick<ResolvedNode, 'current'>): Json {
+  return target.current?.state ?? null;
+}
+
+/** `state` as `caller` may see it: with typed fields, only the fields it may read. */
+export function visibleState(schema: Schema | null, caller: Caller, state: Json): Json {
+  return schema ? viewOf(schema, caller, state) : state;
+}
+
+/**
+ * A write as its caller means it: `next` gets the caller's view of the stored state; with
+ * typed fields, what it returns is checked against what the caller may write and merged back
+ * into the stored state, so fields outside that view are never touched.
+ */
+export function typedWrite(target: Pick<WriteTarget, 'current' | 'schema'>, caller: Caller, next: (seen: Json) => Json): Json {
+  const stored = storedState(target);
+  const seen = visibleState(target.schema, caller, stored);
+  const meant = next(seen);
+  return target.schema ? applyTypedWrite(target.schema, caller, stored, seen, meant) : meant;
+}
+
+/** `typedWrite`, refused with `413 state_too_large` when the result is over the state limit. */
+export function checkedWrite(
+  target: Pick<WriteTarget, 'current' | 'schema'>,
+  caller: Caller,
+  next: (seen: Json) => Json,
+  scope?: string,
+): Json {
+  const state = typedWrite(target, caller, next);
+  checkStateSize(state, scope);
+  return state;
+}
+
+/** `413 state_too_large` for a state over the limit; `scope` names a commit's scope. */
+export function checkStateSize(state: Json, scope?: string): void {
+  const bytes = encodedSize(state);
+  if (bytes <= STATE_LIMIT_BYTES) return;
+  throw new AgentStateError(
+    'state_too_large',
+    `the ${scope === undefined ? '' : `${scope} `}state would be ${bytes} bytes of JSON; the limit is ${STATE_LIMIT_BYTES}`,
+    { limitBytes: STATE_LIMIT_BYTES, sizeBytes: bytes, ...(scope === undefined ? {} : { scope }) },
+  );
+}
+
+/** `412 version_mismatch` when the caller expected the node at another version (`If-Match`). */
+export function checkIfMatch(target: Pick<ResolvedNode, 'nodeId' | 'pointer'>, expected: number | undefined): void {
+  if (expected === undefined || expected === target.pointer) return;
+  throw new AgentStateError(
+    'version_mismatch',
+    `the state at node ${target.nodeId} is at version ${target.pointer}, not ${expected}`,
+    { currentVersion: target.pointer },
+  );
+}
+
+export function sessionNotFound(scope: SessionScope): AgentStateError {
+  return new AgentStateError('session_not_found', `session ${scope.sessionId} does not exist`, {
+    sessionId: scope.sessionId,
+  });
+}
+
+export function nodeNotFound(nodeId: string): AgentStateError {
+  return new AgentStateError('node_not_found', `node ${nodeId} does not exist`, { nodeId });
+}
