@@ -188,9 +188,10 @@ const result = await autocannon({
 
 // ---- nothing lost -----------------------------------------------------------------------------
 
-async function getJson(path: string): Promise<{ status: number; body: any }> {
+/** A GET of `path`, whose body the caller names: these are the server's own answers, read back. */
+async function getJson<Body>(path: string): Promise<{ status: number; body: Body }> {
   const response = await fetch(`${baseUrl}${path}`, { headers: { authorization: `Bearer ${API_KEY}` } });
-  return { status: response.status, body: await response.json() };
+  return { status: response.status, body: (await response.json()) as Body };
 }
 
 let checkedKeys = 0;
@@ -200,7 +201,7 @@ let versionsTotal = 0;
 let extraVersions = 0;
 const lostExamples: string[] = [];
 for (const [sessionId, keys] of acknowledged) {
-  const state = (await getJson(`/v1/sessions/${sessionId}/state`)).body.state as Record<string, unknown>;
+  const { state } = (await getJson<{ state: Record<string, unknown> }>(`/v1/sessions/${sessionId}/state`)).body;
   for (const key of keys) {
     checkedKeys++;
     if (!(key in state)) {
@@ -211,9 +212,10 @@ for (const [sessionId, keys] of acknowledged) {
   const numbers: number[] = [];
   let cursor: string | undefined;
   do {
-    const page = await getJson(`/v1/sessions/${sessionId}/versions?limit=500${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
-    numbers.push(...(page.body.versions as Array<{ version: number }>).map((version) => version.version));
-    cursor = page.body.next as string | undefined;
+    const query = `limit=500${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`;
+    const page = await getJson<{ versions: Array<{ version: number }>; next?: string }>(`/v1/sessions/${sessionId}/versions?${query}`);
+    numbers.push(...page.body.versions.map((version) => version.version));
+    cursor = page.body.next;
   } while (cursor);
   const contiguous = numbers.every((number, index) => number === numbers.length - index);
   if (!contiguous) gapSessions++;

@@ -301,7 +301,7 @@ export function mergeValues(target: unknown, patch: unknown): unknown {
     const member = (patch as Record<string, unknown>)[key];
     if (member === undefined) continue;
     if (member === null) delete result[key];
-    else setOwn(result, key, mergeValues(Object.prototype.hasOwnProperty.call(result, key) ? result[key] : undefined, member));
+    else setOwn(result, key, mergeValues(Object.hasOwn(result, key) ? result[key] : undefined, member));
   }
   return result;
 }

@@ -198,7 +198,7 @@ export class BoundKey<T> {
 
   protected async readValue(view: StateView<Json>): Promise<{ value: T; stored: boolean }> {
     const state = view.state;
-    if (!isPlainObject(state) || !Object.prototype.hasOwnProperty.call(state, this.key)) return { value: this.fallback(), stored: false };
+    if (!isPlainObject(state) || !Object.hasOwn(state, this.key)) return { value: this.fallback(), stored: false };
     let decoded: unknown;
     try {
       decoded = decode((state as Record<string, Json>)[this.key] as Json);

@@ -145,7 +145,10 @@ export class LiveSync {
   }
 
   private register(sessionId: string, follower: Follower<unknown>): void {
-    if (this.closed) return follower.stop();
+    if (this.closed) {
+      follower.stop();
+      return;
+    }
     let session = this.sessions.get(sessionId);
     if (!session) {
       session = { followers: new Set(), subscribed: false };

@@ -13,6 +13,7 @@ import type { DecisionRequest, DecisionResponse, Json } from './types.js';
  * ```
  */
 
+// biome-ignore lint/suspicious/noConfusingVoidType: \`void\` lets a worker that answers nothing be a function with no return statement.
 export type Decide<S = Json> = (request: DecisionRequest<S>) => DecisionResponse | void | Promise<DecisionResponse | void>;
 
 export interface WorkerOptions {
@@ -200,7 +201,7 @@ function isHttpEvent(event: unknown): event is LambdaHttpEvent {
 async function verifySignature(keys: readonly HmacKey[], body: Uint8Array, signature: string | undefined): Promise<boolean> {
   if (typeof signature !== 'string' || !signature.startsWith('sha256=')) return false;
   const mac = hexBytes(signature.slice('sha256='.length).trim());
-  if (!mac || mac.byteLength !== 32) return false;
+  if (mac?.byteLength !== 32) return false;
   let valid = false;
   // Every key is tried, so the time taken does not tell which one matched.
   for (const key of keys) valid = (await globalThis.crypto.subtle.verify('HMAC', key, mac, body)) || valid;

@@ -96,6 +96,7 @@ function SignIn({ onSignedIn }: { onSignedIn: (key: string) => void }) {
           onInput={(event) => setKey((event.target as HTMLInputElement).value)}
           aria-invalid={error ? true : undefined}
           aria-errormessage={error ? 'signin-error' : undefined}
+          // biome-ignore lint/a11y/noAutofocus: the sign-in form is the whole page until a key is given; its one field takes focus.
           autoFocus
         />
         {error && (

@@ -94,11 +94,13 @@ export function DiffView({ api, sessionId, from, to, latestVersion, onChange, on
                     <code class="change-path">{formatPath(change.path)}</code>
                   </div>
                   {change.kind !== 'added' && (
+                    // biome-ignore lint/a11y/useAriaPropsSupportedByRole: names the two sides of a change for a screen reader.
                     <pre class="change-value before" aria-label="before">
                       {pretty(change.before)}
                     </pre>
                   )}
                   {change.kind !== 'removed' && (
+                    // biome-ignore lint/a11y/useAriaPropsSupportedByRole: names the two sides of a change for a screen reader.
                     <pre class="change-value after" aria-label="after">
                       {pretty(change.after)}
                     </pre>

@@ -9,6 +9,10 @@ const TOKEN = /("(?:[^"\\]|\\.)*")(\s*:)?|\b(true|false|null)\b|(-?\d+(?:\.\d+)?
 export function JsonView({ value, label }: { value: unknown; label: string }) {
   const text = pretty(value);
   return (
+    // A scrollable region is focusable so that keyboard users can scroll it, and named so that
+    // they know which state they are in (the browser tests find it by that name).
+    // biome-ignore lint/a11y/noNoninteractiveTabindex: see above.
+    // biome-ignore lint/a11y/useAriaPropsSupportedByRole: see above.
     <pre class="json" tabIndex={0} aria-label={label}>
       <code>{text.length > HIGHLIGHT_LIMIT ? text : highlight(text)}</code>
     </pre>

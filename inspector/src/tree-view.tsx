@@ -128,7 +128,11 @@ function TreeRowView({ row, index, selected, onSelect }: { row: TreeRow; index: 
     .filter(Boolean)
     .join(', ');
   const classes = ['tree-row', selected && 'selected', row.onHeadPath && 'on-head-path', row.isHead && 'is-head'].filter(Boolean).join(' ');
+  // The tree, not each row, takes focus and the keys (aria-activedescendant names the selected
+  // row), as the ARIA tree pattern does; a click selects a row as the arrow keys would.
   return (
+    // biome-ignore lint/a11y/useFocusableInteractive: see above.
+    // biome-ignore lint/a11y/useKeyWithClickEvents: see above.
     <div
       id={rowDomId(index)}
       class={classes}
