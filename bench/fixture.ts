@@ -8,21 +8,22 @@ import type { SessionScope } from '../functions/core/model.js';
 import type { SessionService } from '../functions/core/session-service.js';
 import { keysFromEnv } from '../functions/http/auth.js';
 import { type Dependencies, dependenciesFor } from '../functions/http/dependencies.js';
-import { DynamoDbStore } from '../functions/store/dynamodb-store.js';
+import type { DynamoDbSessionStore } from '../functions/store/session-store.js';
+import { createStores } from '../functions/store/stores.js';
 import { ensureTable } from '../functions/store/table.js';
 import { API_KEY, TENANT } from './config.js';
 
 export interface Wired {
   deps: Dependencies;
-  store: DynamoDbStore;
+  store: DynamoDbSessionStore;
   service: SessionService;
 }
 
 /** A table and the services on it, as the handlers get them in AWS (functions/http/dependencies.ts). */
 export async function wire(client: DynamoDBClient, tableName: string): Promise<Wired> {
   await ensureTable(client, tableName);
-  const store = new DynamoDbStore(client, tableName);
-  const deps = dependenciesFor(store, {
+  const stores = createStores(client, tableName);
+  const deps = dependenciesFor(stores, {
     resolveKey: keysFromEnv(`${TENANT}:${API_KEY}`),
     // An in-process worker, so that decide is measured without a network hop: it counts turns.
     invokeWorker: async (_worker, body) => {
@@ -30,7 +31,7 @@ export async function wire(client: DynamoDBClient, tableName: string): Promise<W
       return { state: { ...(request.state ?? {}), counter: (request.state?.counter ?? 0) + 1 } };
     },
   });
-  return { deps, store, service: deps.sessions };
+  return { deps, store: stores.sessions, service: deps.sessions };
 }
 
 /** A state of about 1 KB, like a small agent memory. */

@@ -8,7 +8,7 @@
 import { DynamoDBClient, type DynamoDBClientConfig, QueryCommand } from '@aws-sdk/client-dynamodb';
 import { keysFromEnv } from '../functions/http/auth.js';
 import { dependenciesFor, useDependencies } from '../functions/http/dependencies.js';
-import { DynamoDbStore } from '../functions/store/dynamodb-store.js';
+import { createStores } from '../functions/store/stores.js';
 import { API_KEY, log, STUB_ROUNDS, TENANT } from './config.js';
 import { sessionIds as s, type Wired } from './fixture.js';
 import { type Measured, measureAll, median, pad, padLeft, tableRow } from './measure.js';
@@ -57,7 +57,7 @@ export async function measureOwnCode(meter: Meter, client: DynamoDBClient, main:
       },
     } as unknown as DynamoDBClientConfig['requestHandler'],
   });
-  const stub = dependenciesFor(new DynamoDbStore(stubClient, TABLE), { resolveKey: keysFromEnv(`${TENANT}:${API_KEY}`) });
+  const stub = dependenciesFor(createStores(stubClient, TABLE), { resolveKey: keysFromEnv(`${TENANT}:${API_KEY}`) });
   useDependencies(stub);
   const ownCode = await measureAll(
     meter,

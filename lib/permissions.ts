@@ -34,7 +34,7 @@ const idempotency: readonly TableAction[] = ['dynamodb:PutItem', 'dynamodb:Updat
 
 /**
  * Least privilege, reviewable in one place: route group → the DynamoDB actions its handler
- * uses, read off functions/core/session-service.ts and functions/store/dynamodb-store.ts.
+ * uses, read off functions/core/session-service.ts and the stores of functions/store/.
  *
  * Typed as a record over every `RouteGroup`, so adding a group to functions/http/routes.ts
  * fails type checking until its access is declared here — on purpose: a new group's

@@ -5,9 +5,9 @@ import { DecideService, type WorkerInvoker } from '../core/decide-service.js';
 import type { IdempotencyStore } from '../core/ports.js';
 import { SessionService } from '../core/session-service.js';
 import type { SchemaSource } from '../core/write-target.js';
-import { ApiKeyStore } from '../store/api-keys.js';
+import type { ApiKeyStore } from '../store/api-keys.js';
 import { dynamoDbClient } from '../store/client.js';
-import { DynamoDbStore } from '../store/dynamodb-store.js';
+import { createStores, type Stores } from '../store/stores.js';
 import { defaultTableName } from '../store/table.js';
 import { callWorker, validateWorkerUrl } from '../workers/call-worker.js';
 import { keysFromEnv, type KeyResolver } from './auth.js';
@@ -40,30 +40,25 @@ export function useDependencies(replacement: Dependencies | undefined): void {
 }
 
 export function dependenciesFromEnv(env: NodeJS.ProcessEnv): Dependencies {
-  const client = dynamoDbClient(env);
-  const tableName = env.AGENTSTATE_TABLE ?? defaultTableName;
-  return dependenciesFor(new DynamoDbStore(client, tableName), {
-    env,
-    resolveKey: keyResolver(env, new ApiKeyStore(client, tableName)),
-  });
+  const stores = createStores(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName);
+  return dependenciesFor(stores, { env, resolveKey: keyResolver(env, stores.apiKeys) });
 }
 
-/** Every service over one store: what the benchmark and in-process tests wire themselves. */
+/** Every service over the stores of one table: what the benchmark and in-process tests wire themselves. */
 export function dependenciesFor(
-  store: DynamoDbStore,
+  stores: Stores,
   options: { env?: NodeJS.ProcessEnv; resolveKey?: KeyResolver; invokeWorker?: WorkerInvoker } = {},
 ): Dependencies {
   const env = options.env ?? process.env;
   const workers = workerRules(env);
-  const stores = { sessions: store, documents: store, decisions: store, agents: store };
   const agents = new AgentService(stores, workers.checkUrl);
   const schemas: SchemaSource = (tenant, agentId) => agents.schemaFor(tenant, agentId);
   return {
-    sessions: new SessionService(store, { schemas }),
+    sessions: new SessionService(stores.sessions, { schemas }),
     agents,
     decide: new DecideService(stores, agents, options.invokeWorker ?? workers.invoke),
     commits: new CommitService(stores, { schemas, runTtlSeconds: runTtlSeconds(env) }),
-    idempotency: store,
+    idempotency: stores.idempotency,
     resolveKey: options.resolveKey ?? keysFromEnv(env.AGENTSTATE_API_KEYS),
   };
 }

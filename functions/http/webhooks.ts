@@ -4,6 +4,7 @@ import { requireId } from '../core/ids.js';
 import { WebhookService } from '../core/webhooks.js';
 import { dynamoDbClient } from '../store/client.js';
 import { defaultTableName } from '../store/table.js';
+import { TableClient } from '../store/table-client.js';
 import { DynamoDbWebhookStore } from '../store/webhook-store.js';
 import { validateWebhookUrl, webhookSender } from '../workers/webhook-delivery.js';
 import { createHttpHandler, idSchema, json, noContent, pagination, parseBody, requireIds, type RouteInput } from './api.js';
@@ -30,7 +31,7 @@ function webhooks(): WebhookService {
     const env = process.env;
     const local = !env.AWS_LAMBDA_FUNCTION_NAME;
     service = new WebhookService(
-      new DynamoDbWebhookStore(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName),
+      new DynamoDbWebhookStore(new TableClient(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName)),
       (url) => void validateWebhookUrl(url, { allowLoopbackHttp: local }),
       webhookSender({ allowLoopbackHttp: local }),
     );

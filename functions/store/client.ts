@@ -18,7 +18,7 @@ export function dynamoDbClient(env: NodeJS.ProcessEnv): DynamoDBClient {
     maxAttempts: 3,
     // A DynamoDB that hangs must not hold a request: give up on a silent attempt and retry, so
     // the client gets `503 unavailable` in seconds. Writes are safe to retry: each tip item
-    // carries its writer's id, so a retried write that had landed is recognised (dynamodb-store).
+    // carries its writer's id, so a retried write that had landed is recognised (table-client.ts, isOwnWrite).
     requestHandler: { connectionTimeout: 1_000, requestTimeout: 3_000, throwOnRequestTimeout: true },
   });
 }

@@ -1,13 +1,9 @@
-import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DeleteCommand, DynamoDBDocumentClient, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { DeleteCommand, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { MAX_SUBSCRIPTIONS, type LiveConnection, type LiveFollower, type LiveStore } from '../core/live.js';
 import type { SessionScope } from '../core/model.js';
 import { keys } from './keys.js';
-import { queryAll, rangeQuery } from './paging.js';
-import { sendWithServiceErrors } from './service-errors.js';
+import { conditionally, conditions, forEachInRange, type Item, type TableClient } from './table-client.js';
 import { tableKeys } from './table.js';
-
-type Item = Record<string, unknown>;
 
 /**
  * WebSocket connections and what they follow (keys.ts), both with TTL:
@@ -22,14 +18,12 @@ type Item = Record<string, unknown>;
  * session. `$disconnect` finds what to remove in the connection's `sessions` set.
  */
 export class DynamoDbLiveStore implements LiveStore {
-  private readonly send: DynamoDBDocumentClient['send'];
+  private readonly send: TableClient['send'];
+  private readonly tableName: string;
 
-  constructor(
-    client: DynamoDBClient,
-    private readonly tableName: string,
-    private readonly nowSeconds: () => number = () => Math.floor(Date.now() / 1000),
-  ) {
-    this.send = sendWithServiceErrors(DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } }));
+  constructor(private readonly table: TableClient) {
+    this.send = table.send;
+    this.tableName = table.tableName;
   }
 
   async putConnection(connectionId: string, tenant: string, expiresAt: number, agents: string[] | null = null): Promise<void> {
@@ -41,7 +35,7 @@ export class DynamoDbLiveStore implements LiveStore {
           sk: keys.connectionSort,
           tenant,
           agents: agents && agents.length > 0 ? agents : undefined,
-          connectedAt: new Date().toISOString(),
+          connectedAt: new Date(this.table.now()).toISOString(),
           [tableKeys.timeToLive]: expiresAt,
         },
       }),
@@ -58,24 +52,23 @@ export class DynamoDbLiveStore implements LiveStore {
   }
 
   async subscribe(connectionId: string, scope: SessionScope, expiresAt: number, agentId: string | null = null): Promise<boolean> {
-    try {
-      // The connection first: whatever it lists, $disconnect removes, so no follower item
-      // outlives its connection (beyond a race with $disconnect, which TTL and the change
-      // hook's cleanup of gone connections settle).
-      await this.send(
+    // The connection first: whatever it lists, $disconnect removes, so no follower item
+    // outlives its connection (beyond a race with $disconnect, which TTL and the change
+    // hook's cleanup of gone connections settle). A connection that is gone, or follows as
+    // many sessions as it may, follows nothing more.
+    const listed = await conditionally(
+      this.send(
         new UpdateCommand({
           TableName: this.tableName,
           Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
           UpdateExpression: 'ADD sessions :session SET #ttl = :ttl',
-          ConditionExpression: 'attribute_exists(pk) AND (attribute_not_exists(sessions) OR size(sessions) < :max OR contains(sessions, :id))',
+          ConditionExpression: `${conditions.itemExists} AND (attribute_not_exists(sessions) OR size(sessions) < :max OR contains(sessions, :id))`,
           ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive },
           ExpressionAttributeValues: { ':session': new Set([scope.sessionId]), ':id': scope.sessionId, ':max': MAX_SUBSCRIPTIONS, ':ttl': expiresAt },
         }),
-      );
-    } catch (error) {
-      if (error instanceof Error && error.name === 'ConditionalCheckFailedException') return false;
-      throw error;
-    }
+      ),
+    );
+    if (!listed) return false;
     await this.send(
       new PutCommand({
         TableName: this.tableName,
@@ -94,17 +87,18 @@ export class DynamoDbLiveStore implements LiveStore {
 
   async unsubscribe(connectionId: string, scope: SessionScope): Promise<void> {
     await this.send(new DeleteCommand({ TableName: this.tableName, Key: { pk: keys.subscribers(scope), sk: keys.subscriber(connectionId) } }));
-    await this.send(
-      new UpdateCommand({
-        TableName: this.tableName,
-        Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
-        UpdateExpression: 'DELETE sessions :session',
-        ConditionExpression: 'attribute_exists(pk)',
-        ExpressionAttributeValues: { ':session': new Set([scope.sessionId]) },
-      }),
-    ).catch((error: unknown) => {
-      if (!(error instanceof Error && error.name === 'ConditionalCheckFailedException')) throw error;
-    });
+    // A connection that is gone lists nothing to remove.
+    await conditionally(
+      this.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
+          UpdateExpression: 'DELETE sessions :session',
+          ConditionExpression: conditions.itemExists,
+          ExpressionAttributeValues: { ':session': new Set([scope.sessionId]) },
+        }),
+      ),
+    );
   }
 
   async deleteConnection(connectionId: string): Promise<void> {
@@ -135,14 +129,9 @@ export class DynamoDbLiveStore implements LiveStore {
 
   async followers(scope: SessionScope): Promise<LiveFollower[]> {
     const followers: LiveFollower[] = [];
-    await queryAll(
-      (start) =>
-        this.send(
-          new QueryCommand({
-            ...rangeQuery({ tableName: this.tableName, partition: keys.subscribers(scope), prefix: keys.subscriberPrefix }),
-            ExclusiveStartKey: start,
-          }),
-        ),
+    await forEachInRange(
+      this.table,
+      { partition: keys.subscribers(scope), prefix: keys.subscriberPrefix },
       (item) => {
         if (this.expired(item)) return;
         followers.push({ connectionId: String(item.connectionId), agentId: typeof item.agentId === 'string' ? item.agentId : null });
@@ -154,7 +143,7 @@ export class DynamoDbLiveStore implements LiveStore {
   /** TTL deletes lazily (up to days later); an expired record is already gone to us. */
   private expired(item: Item): boolean {
     const expiresAt = item[tableKeys.timeToLive];
-    return typeof expiresAt === 'number' && expiresAt < this.nowSeconds();
+    return typeof expiresAt === 'number' && expiresAt < this.table.nowSeconds();
   }
 }
 

@@ -1,9 +1,7 @@
 import type { QueryCommandInput } from '@aws-sdk/lib-dynamodb';
 import type { Page } from '../core/model.js';
 import { AgentStateError } from '../core/errors.js';
-
-/** An item as the document client returns it. */
-export type Item = Record<string, unknown>;
+import type { Item } from './table-client.js';
 
 /** One page of a Query: what came back and the key DynamoDB stopped at. */
 export type QueryPage = { Items?: Item[]; LastEvaluatedKey?: Item };
@@ -33,11 +31,7 @@ export interface PrefixRange {
   prefix: string;
 }
 
-/**
- * The Query of every item of a range, in sort-key order, read consistently: what a caller reads
- * whole, with `queryAll`, right before acting on it (a webhook or follower registered just
- * before a write must get that write's event).
- */
+/** The Query of every item of a range, in sort-key order, read consistently (`TableClient.forEachInRange`). */
 export function rangeQuery(range: PrefixRange): QueryCommandInput {
   return { ...inRange(range), ConsistentRead: true };
 }

@@ -1,12 +1,10 @@
-import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DeleteCommand, DynamoDBDocumentClient, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { Page } from '../core/model.js';
 import type { DeadLetter, DeadLetterEvent, DeliveryFailure, WebhookRecord, WebhookStore } from '../core/webhooks.js';
 import { keys } from './keys.js';
-import { pageOf, prefixPageQuery, queryAll, rangeQuery, type Item } from './paging.js';
-import { sendWithServiceErrors } from './service-errors.js';
+import { pageOf, prefixPageQuery } from './paging.js';
+import { conditions, forEachInRange, type Item, type TableClient } from './table-client.js';
 import { tableKeys } from './table.js';
-
 
 /** Dead letters are kept as long as SQS keeps a message at most: two weeks to replay them. */
 const DEAD_LETTER_TTL_SECONDS = 14 * 24 * 60 * 60;
@@ -23,13 +21,12 @@ const DEAD_LETTER_TTL_SECONDS = 14 * 24 * 60 * 60;
  * Webhook ids are UUIDv7, so the webhook list reads newest first by key alone.
  */
 export class DynamoDbWebhookStore implements WebhookStore {
-  private readonly send: DynamoDBDocumentClient['send'];
+  private readonly send: TableClient['send'];
+  private readonly tableName: string;
 
-  constructor(
-    client: DynamoDBClient,
-    private readonly tableName: string,
-  ) {
-    this.send = sendWithServiceErrors(DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } }));
+  constructor(private readonly table: TableClient) {
+    this.send = table.send;
+    this.tableName = table.tableName;
   }
 
   async putWebhook(tenant: string, webhook: WebhookRecord): Promise<void> {
@@ -47,7 +44,7 @@ export class DynamoDbWebhookStore implements WebhookStore {
           createdAt: webhook.createdAt,
         },
         // Ids are fresh UUIDv7s; the condition only makes a collision an error, not an overwrite.
-        ConditionExpression: 'attribute_not_exists(pk)',
+        ConditionExpression: conditions.itemIsNew,
       }),
     );
   }
@@ -67,15 +64,8 @@ export class DynamoDbWebhookStore implements WebhookStore {
 
   async allWebhooks(tenant: string): Promise<WebhookRecord[]> {
     const webhooks: WebhookRecord[] = [];
-    await queryAll(
-      (start) =>
-        this.send(
-          new QueryCommand({
-            ...rangeQuery({ tableName: this.tableName, partition: keys.webhooks(tenant), prefix: keys.webhookPrefix }),
-            ExclusiveStartKey: start,
-          }),
-        ),
-      (item) => webhooks.push(toWebhook(item)),
+    await forEachInRange(this.table, { partition: keys.webhooks(tenant), prefix: keys.webhookPrefix }, (item) =>
+      webhooks.push(toWebhook(item)),
     );
     return webhooks;
   }

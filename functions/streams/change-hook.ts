@@ -3,9 +3,9 @@ import type { Context, DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-la
 import { schemaReader } from '../core/agent-service.js';
 import { ChangeFanout, type ChangeInput } from '../core/change-fanout.js';
 import { dynamoDbClient } from '../store/client.js';
-import { DynamoDbStore } from '../store/dynamodb-store.js';
 import { DynamoDbLiveStore } from '../store/live-store.js';
-import { recordedChangeOf, versionStateReader } from '../store/stream-images.js';
+import { createStores } from '../store/stores.js';
+import { recordedChangeOf } from '../store/stream-images.js';
 import { defaultTableName } from '../store/table.js';
 import { DynamoDbWebhookStore } from '../store/webhook-store.js';
 import { webhookSender } from '../workers/webhook-delivery.js';
@@ -49,19 +49,17 @@ function changeFanout(): ChangeFanout {
 }
 
 function fanoutFromEnv(env: NodeJS.ProcessEnv): ChangeFanout {
-  const client = dynamoDbClient(env);
-  const tableName = env.AGENTSTATE_TABLE ?? defaultTableName;
+  const stores = createStores(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName);
   const gateway = connectionGatewayFromEnv(env);
   const bus = env.AGENTSTATE_EVENT_BUS;
-  const store = new DynamoDbStore(client, tableName);
   return new ChangeFanout({
-    readState: versionStateReader(client, tableName),
-    webhooks: new DynamoDbWebhookStore(client, tableName),
+    readState: (scope, version) => stores.sessions.getVersionState(scope, version),
+    webhooks: new DynamoDbWebhookStore(stores.table),
     // Same address rules as workers: in a Lambda only public https endpoints.
     send: webhookSender({ allowLoopbackHttp: !env.AWS_LAMBDA_FUNCTION_NAME }),
-    schemaFor: schemaReader(store),
-    moveActivity: (scope, at) => store.moveActivity(scope, at),
-    ...(gateway ? { broadcast: liveBroadcaster(new DynamoDbLiveStore(client, tableName), gateway) } : {}),
+    schemaFor: schemaReader(stores.agents),
+    moveActivity: (scope, at) => stores.sessions.moveActivity(scope, at),
+    ...(gateway ? { broadcast: liveBroadcaster(new DynamoDbLiveStore(stores.table), gateway) } : {}),
     ...(bus ? { publish: eventBridgePublisher(new EventBridgeClient({}), bus) } : {}),
   });
 }

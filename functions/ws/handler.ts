@@ -6,6 +6,7 @@ import { keysFromEnv, type Grant } from '../http/auth.js';
 import { ApiKeyStore } from '../store/api-keys.js';
 import { dynamoDbClient } from '../store/client.js';
 import { DynamoDbLiveStore } from '../store/live-store.js';
+import { TableClient } from '../store/table-client.js';
 import { defaultTableName } from '../store/table.js';
 
 /**
@@ -55,6 +56,7 @@ function dependencies(): WebSocketDependencies {
 function dependenciesFromEnv(env: NodeJS.ProcessEnv): WebSocketDependencies {
   const client = dynamoDbClient(env);
   const tableName = env.AGENTSTATE_TABLE ?? defaultTableName;
+  // The two stores this function uses, not the whole set (createStores): a smaller bundle.
   const keyStore = new ApiKeyStore(client, tableName);
   // As functions/http/dependencies.ts: locally keys come from AGENTSTATE_API_KEYS and the
   // table. In AWS only the table counts, so the local default key (`dev-key`) never opens a
@@ -62,7 +64,7 @@ function dependenciesFromEnv(env: NodeJS.ProcessEnv): WebSocketDependencies {
   const inAws = env.AGENTSTATE_AUTH === 'table' || Boolean(env.AWS_LAMBDA_FUNCTION_NAME);
   const fromEnv = inAws ? null : keysFromEnv(env.AGENTSTATE_API_KEYS);
   return {
-    live: new LiveService(new DynamoDbLiveStore(client, tableName)),
+    live: new LiveService(new DynamoDbLiveStore(new TableClient(client, tableName))),
     resolveKey: async (apiKey) => (await fromEnv?.(apiKey)) ?? (await keyStore.resolve(apiKey)) ?? null,
   };
 }

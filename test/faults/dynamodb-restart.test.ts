@@ -11,7 +11,7 @@ import { handlers } from '../../functions/http/index.js';
 import { freeTcpPort, startDynamoDbLocal, type DynamoDbLocal } from '../../functions/local/dynamodb-local.js';
 import { createRequestListener } from '../../functions/local/http-adapter.js';
 import { dynamoDbClient } from '../../functions/store/client.js';
-import { DynamoDbStore } from '../../functions/store/dynamodb-store.js';
+import { createStores } from '../../functions/store/stores.js';
 import { ensureTable } from '../../functions/store/table.js';
 
 /**
@@ -46,7 +46,7 @@ beforeAll(async () => {
   // The client the Lambdas use (functions/store/client.ts), with its retries and timeouts.
   const client = dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamo.endpoint });
   await ensureTable(client, 'agentstate');
-  const deps = dependenciesFor(new DynamoDbStore(client, 'agentstate'), { resolveKey: keysFromEnv(`${TENANT}:${KEY}`) });
+  const deps = dependenciesFor(createStores(client, 'agentstate'), { resolveKey: keysFromEnv(`${TENANT}:${KEY}`) });
   useDependencies(deps);
   service = deps.sessions;
   http = createServer(createRequestListener(handlers, { logError: () => {} }));

@@ -8,7 +8,7 @@ import { dependenciesFor, useDependencies } from '../../functions/http/dependenc
 import { handlers } from '../../functions/http/index.js';
 import { freeTcpPort } from '../../functions/local/dynamodb-local.js';
 import { dynamoDbClient } from '../../functions/store/client.js';
-import { DynamoDbStore } from '../../functions/store/dynamodb-store.js';
+import { createStores } from '../../functions/store/stores.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**
@@ -71,8 +71,7 @@ function wiredClient(endpoint = dynamoEndpoint()) {
 }
 
 function serve(client: DynamoDBClient): void {
-  const store = new DynamoDbStore(client, tableName);
-  useDependencies(dependenciesFor(store, { resolveKey: keysFromEnv(`${TENANT}:wire-key`) }));
+  useDependencies(dependenciesFor(createStores(client, tableName), { resolveKey: keysFromEnv(`${TENANT}:wire-key`) }));
 }
 
 beforeAll(async () => {
@@ -152,7 +151,7 @@ describe('a write applied by DynamoDB whose answer is lost (the SDK retries it)'
     expect(versions).toEqual([2, 1]);
   });
 
-  // Was a bug (fixed in functions/store/dynamodb-store.ts, commit): the SDK retries a PutItem whose answer was
+  // Was a bug (fixed in functions/store/session-store.ts, commit): the SDK retries a PutItem whose answer was
   // lost (ECONNRESET, or a timeout once one is set); the retry fails its own condition
   // (`attribute_not_exists`: the item is there, written by the first attempt), which the
   // store reads as a lost race. With If-Match the client is then told 412 version_mismatch
@@ -187,7 +186,7 @@ describe('other conditional writes applied by DynamoDB whose answer is lost', ()
     wired.setFault((operation, body) => (operation === 'PutItem' && body.includes(marker) && drops-- > 0 ? 'drop' : undefined));
   }
 
-  // Was a bug (fixed in functions/store/dynamodb-store.ts, createSession): the session item is a PutItem
+  // Was a bug (fixed in functions/store/session-store.ts, createSession): the session item is a PutItem
   // conditional on attribute_not_exists and carries nothing of its writer, so when its answer
   // is lost (a reset, or the client's 3 s request timeout on a slow DynamoDB) the SDK's retry
   // fails its own condition and POST /v1/sessions answers 409 session_exists for the session it
@@ -202,7 +201,7 @@ describe('other conditional writes applied by DynamoDB whose answer is lost', ()
     expect(response.status, response.text).toBe(201);
   });
 
-  // Was a bug (fixed in functions/store/dynamodb-store.ts, claim): the Idempotency-Key claim is the same kind of
+  // Was a bug (fixed in functions/store/idempotency-store.ts, claim): the Idempotency-Key claim is the same kind of
   // PutItem: when its answer is lost, the retry finds the claim it made itself (pending, same
   // fingerprint) and the request is answered 409 conflict "still in progress", having written
   // nothing; a retry by the client then waits for the 60 s lock to lapse. Expected: the write runs.

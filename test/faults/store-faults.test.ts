@@ -25,7 +25,7 @@ import { keysFromEnv } from '../../functions/http/auth.js';
 import { dependenciesFor, useDependencies } from '../../functions/http/dependencies.js';
 import { handlers } from '../../functions/http/index.js';
 import { localDynamoDbClient } from '../../functions/local/dynamodb-local.js';
-import { DynamoDbStore } from '../../functions/store/dynamodb-store.js';
+import { createStores, type Stores } from '../../functions/store/stores.js';
 import { keys } from '../../functions/store/keys.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
@@ -92,7 +92,7 @@ const errors = {
 
 let tableName: string;
 let rawClient: DynamoDBClient;
-let store: DynamoDbStore;
+let stores: Stores;
 const TENANT = 'faults';
 const auth = { authorization: 'Bearer faults-key' };
 const json = { ...auth, 'content-type': 'application/json' };
@@ -100,10 +100,10 @@ const json = { ...auth, 'content-type': 'application/json' };
 beforeAll(async () => {
   tableName = await createTestTable('faults');
   rawClient = localDynamoDbClient(dynamoEndpoint());
-  store = new DynamoDbStore(rawClient, tableName);
+  stores = createStores(rawClient, tableName);
   // Few attempts, so that sustained contention ends in 409 within milliseconds.
-  const deps = dependenciesFor(store, { resolveKey: keysFromEnv(`${TENANT}:faults-key`) });
-  useDependencies({ ...deps, sessions: new SessionService(store, { retry: { maxAttempts: 3, baseDelayMs: 1, maxDelayMs: 2 } }) });
+  const deps = dependenciesFor(stores, { resolveKey: keysFromEnv(`${TENANT}:faults-key`) });
+  useDependencies({ ...deps, sessions: new SessionService(stores.sessions, { retry: { maxAttempts: 3, baseDelayMs: 1, maxDelayMs: 2 } }) });
   // 5xx answers are logged by the handlers; that log is expected here.
   vi.spyOn(console, 'error').mockImplementation(() => {});
   vi.spyOn(console, 'warn').mockImplementation(() => {});

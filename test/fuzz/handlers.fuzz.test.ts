@@ -10,7 +10,7 @@ import { dependenciesFor, useDependencies } from '../../functions/http/dependenc
 import { handlers } from '../../functions/http/index.js';
 import { routes, type Route } from '../../functions/http/routes.js';
 import { localDynamoDbClient } from '../../functions/local/dynamodb-local.js';
-import { DynamoDbStore } from '../../functions/store/dynamodb-store.js';
+import { createStores } from '../../functions/store/stores.js';
 import { keys } from '../../functions/store/keys.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
@@ -74,8 +74,7 @@ const prototypeKeysBefore = {
 beforeAll(async () => {
   tableName = await createTestTable('fuzz');
   client = localDynamoDbClient(dynamoEndpoint());
-  const store = new DynamoDbStore(client, tableName);
-  const deps = dependenciesFor(store, { resolveKey: keysFromEnv(KEYS) });
+  const deps = dependenciesFor(createStores(client, tableName), { resolveKey: keysFromEnv(KEYS) });
   useDependencies(deps);
   service = deps.sessions;
 

@@ -3,7 +3,7 @@ import type { APIGatewayProxyEventV2, APIGatewayRequestAuthorizerEventV2, Contex
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createAuthorizer, type AuthorizerResult } from '../../functions/http/authorizer.js';
 import { API_KEY_PREFIX, ApiKeyError, ApiKeyStore, apiKeyItems, hashApiKey } from '../../functions/store/api-keys.js';
-import { DynamoDbStore } from '../../functions/store/dynamodb-store.js';
+import { createStores } from '../../functions/store/stores.js';
 import { createTestTable, dynamoEndpoint, testDynamoDbClient } from '../helpers/dynamodb.js';
 
 let client: DynamoDBClient;
@@ -104,7 +104,7 @@ describe('ApiKeyStore', () => {
 
   it('keeps key items out of every tenant’s session list', async () => {
     await store.create({ tenant: 'isolated' });
-    const sessions = new DynamoDbStore(client, tableName);
+    const { sessions } = createStores(client, tableName);
 
     const page = await sessions.listSessions('isolated', { limit: 50 });
 

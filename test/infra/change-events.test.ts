@@ -3,6 +3,7 @@ import { Stack, type CfnElement } from 'aws-cdk-lib';
 import { Match } from 'aws-cdk-lib/assertions';
 import type { IConstruct } from 'constructs';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { DOCUMENT_ITEM_KIND, SLOT_ITEM_KIND } from '../../functions/store/item-kinds.js';
 import { changeRecordFilters } from '../../functions/store/stream-images.js';
 import type { AgentStateStack } from '../../lib/agent-state-stack.js';
 import { changeHookAccess, routeGroupAccess, webSocketAccess } from '../../lib/permissions.js';
@@ -42,9 +43,12 @@ describe('change hook on the table stream', () => {
 
   it('filters on INSERTs of version items, head markers overwritten by a version, and document writes', () => {
     expect(changeRecordFilters).toEqual([
-      { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: ['v'] } } } },
-      { eventName: ['MODIFY'], dynamodb: { NewImage: { kind: { S: ['v'] } }, OldImage: { kind: { S: ['m'] } } } },
-      { eventName: ['INSERT', 'MODIFY'], dynamodb: { NewImage: { kind: { S: ['doc:run', 'doc:profile', 'doc:shared'] } } } },
+      { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [SLOT_ITEM_KIND.version] } } } },
+      { eventName: ['MODIFY'], dynamodb: { NewImage: { kind: { S: [SLOT_ITEM_KIND.version] } }, OldImage: { kind: { S: [SLOT_ITEM_KIND.marker] } } } },
+      {
+        eventName: ['INSERT', 'MODIFY'],
+        dynamodb: { NewImage: { kind: { S: [DOCUMENT_ITEM_KIND.run, DOCUMENT_ITEM_KIND.profile, DOCUMENT_ITEM_KIND.shared] } } },
+      },
     ]);
   });
 

@@ -3,10 +3,13 @@ import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import type { DynamoDBStreamEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StreamPoller } from '../../functions/local/stream-poller.js';
+import { SLOT_ITEM_KIND } from '../../functions/store/item-kinds.js';
 import { DynamoDbLiveStore } from '../../functions/store/live-store.js';
-import { recordedVersionOf, changeRecordFilters, versionStateReader } from '../../functions/store/stream-images.js';
-import { DynamoDbWebhookStore } from '../../functions/store/webhook-store.js';
+import { createStores } from '../../functions/store/stores.js';
+import { recordedVersionOf, changeRecordFilters } from '../../functions/store/stream-images.js';
 import { ApiKeyStore } from '../../functions/store/api-keys.js';
+import { TableClient } from '../../functions/store/table-client.js';
+import { DynamoDbWebhookStore } from '../../functions/store/webhook-store.js';
 import { handler as webSocketHandler, type WebSocketEvent } from '../../functions/ws/handler.js';
 import { createTestTable, dynamoEndpoint, testDynamoDbClient } from '../helpers/dynamodb.js';
 import { waitFor } from '../helpers/events.js';
@@ -28,7 +31,7 @@ afterAll(() => client.destroy());
 describe('webhook store', () => {
   it('lists a tenant’s webhooks newest first, page by page, and nobody else’s', async () => {
     // Prepare
-    const store = new DynamoDbWebhookStore(client, tableName);
+    const store = new DynamoDbWebhookStore(new TableClient(client, tableName));
     const hook = (id: string) => ({ id, url: `https://${id}.example`, secret: id === 'w2' ? 's' : null, sessionId: null, createdAt: '2025-06-01T00:00:00.000Z' });
     for (const id of ['w1', 'w2', 'w3']) await store.putWebhook('list-tenant', hook(id));
     await store.putWebhook('someone-else', hook('w9'));
@@ -47,7 +50,7 @@ describe('webhook store', () => {
 
   it('keeps one dead letter per event: a second failure adds attempts and keeps the first failure time', async () => {
     // Prepare
-    const store = new DynamoDbWebhookStore(client, tableName);
+    const store = new DynamoDbWebhookStore(new TableClient(client, tableName));
     const event = (sessionId: string, version: number) => ({ id: `${sessionId}:${version}`, sessionId, version, body: `{"v":${version}}` });
 
     // Act
@@ -76,7 +79,7 @@ describe('webhook store', () => {
 
   it("keeps a document event's dead letter apart from the thread event of the same session and version", async () => {
     // Prepare
-    const store = new DynamoDbWebhookStore(client, tableName);
+    const store = new DynamoDbWebhookStore(new TableClient(client, tableName));
     const failure = { attempts: 3, error: 'HTTP 500', at: '2025-06-01T10:00:00.000Z' };
 
     // Act
@@ -119,14 +122,14 @@ describe('WebSocket handler and live store', () => {
     expect(refused.statusCode).toBe(401);
     expect(JSON.parse(refused.body as string)).toMatchObject({ type: 'error', code: 'unauthorized' });
     expect((await connect('c-none')).statusCode).toBe(401);
-    const live = new DynamoDbLiveStore(client, tableName);
+    const live = new DynamoDbLiveStore(new TableClient(client, tableName));
     expect(await live.getConnection('c-table')).toEqual({ tenant: 'from-table', sessions: [] });
     expect(await live.getConnection('c-bad')).toBeNull();
   });
 
   it('subscribes within the connection’s tenant, and $disconnect removes every trace', async () => {
     // Prepare
-    const live = new DynamoDbLiveStore(client, tableName);
+    const live = new DynamoDbLiveStore(new TableClient(client, tableName));
     await webSocketHandler({ requestContext: { routeKey: '$connect', connectionId: 'c1' }, queryStringParameters: { token: 'acme-key' } });
 
     // Act
@@ -172,7 +175,7 @@ describe('WebSocket handler and live store', () => {
   });
 
   it('caps the sessions one connection follows', async () => {
-    const live = new DynamoDbLiveStore(client, tableName);
+    const live = new DynamoDbLiveStore(new TableClient(client, tableName));
     await live.putConnection('many', 'acme', Math.floor(Date.now() / 1000) + 60);
     for (let index = 0; index < 100; index++) {
       expect(await live.subscribe('many', { tenant: 'acme', sessionId: `s${index}` }, Math.floor(Date.now() / 1000) + 60)).toBe(true);
@@ -183,7 +186,7 @@ describe('WebSocket handler and live store', () => {
   });
 
   it('treats expired records as gone before TTL removes them', async () => {
-    const live = new DynamoDbLiveStore(client, tableName);
+    const live = new DynamoDbLiveStore(new TableClient(client, tableName));
     const past = Math.floor(Date.now() / 1000) - 10;
     await live.putConnection('old', 'acme', past);
     await live.putConnection('old2', 'acme', Math.floor(Date.now() / 1000) + 60);
@@ -210,7 +213,7 @@ describe('the stream poller on DynamoDB Local', () => {
     const version = (n: number, prev: number) => ({
       pk,
       sk: { S: `V#${String(n).padStart(12, '0')}` },
-      kind: { S: 'v' },
+      kind: { S: SLOT_ITEM_KIND.version },
       version: { N: String(n) },
       node: { S: 'root' },
       prevVersion: { N: String(prev) },
@@ -233,7 +236,7 @@ describe('the stream poller on DynamoDB Local', () => {
     await poller.start();
 
     // Act: a head marker in slot 2, overwritten by version 2; a message node; version 3.
-    await client.send(new PutItemCommand({ TableName: tableName, Item: { pk, sk: { S: 'V#000000000002' }, kind: { S: 'm' }, seq: { N: '1' } } }));
+    await client.send(new PutItemCommand({ TableName: tableName, Item: { pk, sk: { S: 'V#000000000002' }, kind: { S: SLOT_ITEM_KIND.marker }, seq: { N: '1' } } }));
     await client.send(new PutItemCommand({ TableName: tableName, Item: { pk, sk: { S: 'N#u1' }, id: { S: 'u1' } } }));
     await client.send(new PutItemCommand({ TableName: tableName, Item: version(2, 1) }));
     await client.send(new UpdateItemCommand({ TableName: tableName, Key: { pk, sk: { S: 'S' } }, UpdateExpression: 'SET updatedAt = :now', ExpressionAttributeValues: { ':now': { S: 'x' } } }));
@@ -248,14 +251,15 @@ describe('the stream poller on DynamoDB Local', () => {
       ['MODIFY', '2'],
       ['INSERT', '3'],
     ]);
-    expect(records[0]?.dynamodb?.OldImage?.kind).toEqual({ S: 'm' });
+    expect(records[0]?.dynamodb?.OldImage?.kind).toEqual({ S: SLOT_ITEM_KIND.marker });
     expect(typeof records[0]?.dynamodb?.ApproximateCreationDateTime).toBe('number');
     const recorded = records.map((record) => recordedVersionOf(record));
     expect(recorded.map((change) => [change?.tenant, change?.sessionId, change?.version.version, change?.version.state])).toEqual([
       ['poll', 's1', 2, { n: 2 }],
       ['poll', 's1', 3, { n: 3 }],
     ]);
-    expect(await versionStateReader(client, tableName)({ tenant: 'poll', sessionId: 's1' }, 1)).toEqual({ state: { n: 1 } });
-    expect(await versionStateReader(client, tableName)({ tenant: 'poll', sessionId: 's1' }, 7)).toBeNull();
+    const { sessions } = createStores(client, tableName);
+    expect(await sessions.getVersionState({ tenant: 'poll', sessionId: 's1' }, 1)).toEqual({ state: { n: 1 } });
+    expect(await sessions.getVersionState({ tenant: 'poll', sessionId: 's1' }, 7)).toBeNull();
   });
 });

@@ -1,11 +1,14 @@
 import { DeleteItemCommand, PutItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
+import { marshall } from '@aws-sdk/util-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { SessionScope, Tip } from '../../functions/core/model.js';
-import type { TipChange } from '../../functions/core/ports.js';
+import { StaleTipError, type TipChange } from '../../functions/core/ports.js';
 import { SessionService } from '../../functions/core/session-service.js';
 import { dynamoDbClient } from '../../functions/store/client.js';
-import { DynamoDbStore } from '../../functions/store/dynamodb-store.js';
+import { tombstoneItem } from '../../functions/store/item-codecs.js';
 import { keys } from '../../functions/store/keys.js';
+import type { DynamoDbSessionStore } from '../../functions/store/session-store.js';
+import { createStores } from '../../functions/store/stores.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**
@@ -18,11 +21,11 @@ import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 const client = dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamoEndpoint() });
 let tableName: string;
-let store: DynamoDbStore;
+let store: DynamoDbSessionStore;
 
 beforeAll(async () => {
   tableName = await createTestTable('delete-race');
-  store = new DynamoDbStore(client, tableName);
+  store = createStores(client, tableName).sessions;
 });
 
 /** Every sort key of the session's items, straight from the table. */
@@ -42,7 +45,7 @@ async function sortKeys(scope: SessionScope): Promise<string[]> {
  * A store whose deletes put their tombstone and then hold the erasing (BatchWriteItem, on its
  * own client) until `release()`: the moment a delete is in progress, made exact.
  */
-function heldDeletes(): { store: DynamoDbStore; tombstoned: Promise<void>; release: () => void } {
+function heldDeletes(): { store: DynamoDbSessionStore; tombstoned: Promise<void>; release: () => void } {
   let release!: () => void;
   const erasing = new Promise<void>((resolve) => {
     release = resolve;
@@ -62,7 +65,7 @@ function heldDeletes(): { store: DynamoDbStore; tombstoned: Promise<void>; relea
     },
     { step: 'initialize', name: 'holdTheErase' },
   );
-  return { store: new DynamoDbStore(slowClient, tableName), tombstoned, release };
+  return { store: createStores(slowClient, tableName).sessions, tombstoned, release };
 }
 
 /** Whether `promise` settles (either way) within `ms`; it goes on either way. */
@@ -85,7 +88,7 @@ describe('deleting a session that is being written', () => {
     await service.patchState(scope, { old: 2 });
     const held = heldDeletes();
     let deletion: Promise<boolean> | undefined;
-    const pausing = Object.create(store) as DynamoDbStore;
+    const pausing = Object.create(store) as DynamoDbSessionStore;
     pausing.commit = async (target: SessionScope, change: TipChange) => {
       if (!deletion) {
         deletion = held.store.deleteSession(target);
@@ -143,12 +146,7 @@ async function leaveAbandonedTombstone(scope: SessionScope): Promise<void> {
   await client.send(
     new PutItemCommand({
       TableName: tableName,
-      Item: {
-        pk: { S: keys.session(scope) },
-        sk: { S: keys.slot(top + 1) },
-        kind: { S: 'x' },
-        createdAt: { S: new Date(Date.now() - 120_000).toISOString() },
-      },
+      Item: marshall(tombstoneItem.encode(scope, top + 1, new Date(Date.now() - 120_000).toISOString())),
     }),
   );
 }
@@ -193,6 +191,31 @@ describe('a delete that stopped halfway', () => {
     expect(read).toMatchObject({ agentId: 'fresh', version: 0 });
     expect(written).toMatchObject({ version: 1, prevVersion: 0, state: { after: true } });
     expect((await sortKeys(scope)).sort()).toEqual([keys.sessionSort, keys.slot(1)].sort());
+  });
+});
+
+describe('the store’s clock', () => {
+  it('decides when a tombstone counts as abandoned: a write waits for a fresh one and finishes an old one', async () => {
+    // Prepare: a session closed by a delete that put its tombstone just now and then stopped.
+    const scope = { tenant: 't', sessionId: 'clocked' };
+    const service = new SessionService(store);
+    await service.patchState(scope, { old: true });
+    const top = (await store.readTip(scope, { withState: false })).slot;
+    const closedAt = Date.now();
+    await client.send(
+      new PutItemCommand({ TableName: tableName, Item: marshall(tombstoneItem.encode(scope, top + 1, new Date(closedAt).toISOString())) }),
+    );
+    const twoMinutesLater = createStores(client, tableName, { now: () => closedAt + 120_000 }).sessions;
+    const meta = { sessionId: scope.sessionId, agentId: null, userId: null, metadata: null, createdAt: 'c', updatedAt: 'c' };
+
+    // Act
+    const now = await store.createSession(scope, meta).catch((error: unknown) => error);
+    await twoMinutesLater.createSession(scope, meta);
+
+    // Assess: on the real clock the delete is still in progress; two minutes on, it is finished first.
+    expect(now).toBeInstanceOf(StaleTipError);
+    expect(await store.getMeta(scope)).toEqual(meta);
+    expect(await sortKeys(scope)).toEqual([keys.sessionSort]);
   });
 });
 

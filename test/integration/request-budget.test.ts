@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CommitService } from '../../functions/core/commit-service.js';
 import { SessionService } from '../../functions/core/session-service.js';
-import { DynamoDbStore } from '../../functions/store/dynamodb-store.js';
+import { createStores, type Stores } from '../../functions/store/stores.js';
 import { dynamoDbClient } from '../../functions/store/client.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
@@ -10,7 +10,7 @@ import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
  * passes through a middleware that records its command name. Counts, not timings.
  */
 let service: SessionService;
-let store: DynamoDbStore;
+let stores: Stores;
 let sent: string[] = [];
 
 beforeAll(async () => {
@@ -23,8 +23,8 @@ beforeAll(async () => {
     },
     { step: 'initialize', name: 'countRequests' },
   );
-  store = new DynamoDbStore(client, tableName);
-  service = new SessionService(store);
+  stores = createStores(client, tableName);
+  service = new SessionService(stores.sessions);
 });
 
 async function count<T>(operation: () => Promise<T>): Promise<string[]> {
@@ -86,7 +86,7 @@ describe('requests per operation', () => {
     // Prepare: a clock an hour ahead of the last write.
     const idle = { tenant: 'budget', sessionId: 'idle' };
     await service.patchState(idle, { first: true });
-    const later = new SessionService(store, { now: () => new Date(Date.now() + 60 * 60 * 1000) });
+    const later = new SessionService(stores.sessions, { now: () => new Date(Date.now() + 60 * 60 * 1000) });
 
     // Act
     const requests = await count(() => later.patchState(idle, { anHourLater: true }));
@@ -97,7 +97,7 @@ describe('requests per operation', () => {
 
   it('commits thread keys alone with one read and one PutItem, and documents in one transaction', async () => {
     // Prepare
-    const commits = new CommitService({ sessions: store, documents: store });
+    const commits = new CommitService(stores);
     const session = { tenant: 'budget', sessionId: 'commits' };
     await commits.commit(session, { commands: [{ key: 'first', scope: 'thread', merge: 'disjoint', set: true }] });
 
@@ -157,7 +157,7 @@ describe('decide', () => {
   it('stays within its budget: at most 6 requests besides the worker call', async () => {
     // Prepare: an agent with an in-process worker, and a session of it with some history.
     const { dependenciesFor } = await import('../../functions/http/dependencies.js');
-    const deps = dependenciesFor(store, {
+    const deps = dependenciesFor(stores, {
       invokeWorker: async (_worker, body) => {
         const request = JSON.parse(body) as { state: { turns?: number } | null };
         return { state: { turns: (request.state?.turns ?? 0) + 1 } };

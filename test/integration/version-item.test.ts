@@ -2,7 +2,7 @@ import { GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { SessionService } from '../../functions/core/session-service.js';
 import { dynamoDbClient } from '../../functions/store/client.js';
-import { DynamoDbStore } from '../../functions/store/dynamodb-store.js';
+import { createStores } from '../../functions/store/stores.js';
 import { keys } from '../../functions/store/keys.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
@@ -30,7 +30,7 @@ const lineageVersions = async () => {
 
 beforeAll(async () => {
   tableName = await createTestTable('version-item');
-  service = new SessionService(new DynamoDbStore(client, tableName));
+  service = new SessionService(createStores(client, tableName).sessions);
   for (let n = 1; n <= 40; n++) await service.patchState(scope, { n });
 });
 

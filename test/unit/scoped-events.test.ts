@@ -9,6 +9,7 @@ import type { Json } from '../../functions/core/json.js';
 import { LiveService, type LiveConnection, type LiveFollower, type LiveStore } from '../../functions/core/live.js';
 import type { AgentRecord } from '../../functions/core/model.js';
 import { webhookView, type WebhookRecord } from '../../functions/core/webhooks.js';
+import { SLOT_ITEM_KIND } from '../../functions/store/item-kinds.js';
 import { recordedVersionOf } from '../../functions/store/stream-images.js';
 import { liveBroadcaster } from '../../functions/ws/broadcast.js';
 
@@ -405,7 +406,7 @@ describe('webhook views and stream images', () => {
           NewImage: {
             pk: { S: 'S#acme#s1' },
             sk: { S: 'V#000000000001' },
-            kind: { S: 'v' },
+            kind: { S: SLOT_ITEM_KIND.version },
             version: { N: '1' },
             node: { S: 'root' },
             prevVersion: { N: '0' },

@@ -1,12 +1,15 @@
 import type { DynamoDBRecord } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
+import { versionItem } from '../../functions/store/item-codecs.js';
+import { DOCUMENT_ITEM_KIND, SLOT_ITEM_KIND } from '../../functions/store/item-kinds.js';
 import { changeRecordFilters, matchesFilter, recordedChangeOf, recordedDocumentOf, recordedVersionOf } from '../../functions/store/stream-images.js';
 
 /** A version item's image, as Lambda delivers it. */
 const versionImage = (overrides: Record<string, unknown> = {}) => ({
   pk: { S: 'S#acme#s1' },
   sk: { S: 'V#000000000003' },
-  kind: { S: 'v' },
+  kind: { S: SLOT_ITEM_KIND.version },
   version: { N: '3' },
   node: { S: 'a1' },
   prevVersion: { N: '1' },
@@ -58,15 +61,15 @@ describe('recordedVersionOf and the event filter', () => {
   });
 
   it('reads a version that overwrote a head marker (MODIFY from kind m)', () => {
-    const r = record('MODIFY', { OldImage: { pk: { S: 'S#acme#s1' }, sk: { S: 'V#000000000003' }, kind: { S: 'm' } }, NewImage: versionImage() });
+    const r = record('MODIFY', { OldImage: { pk: { S: 'S#acme#s1' }, sk: { S: 'V#000000000003' }, kind: { S: SLOT_ITEM_KIND.marker } }, NewImage: versionImage() });
 
     expect(passes(r)).toBe(true);
     expect(recordedVersionOf(r)?.version.version).toBe(3);
   });
 
   it.each([
-    ['a head marker', record('INSERT', { NewImage: versionImage({ kind: { S: 'm' } }) })],
-    ['a head marker moving', record('MODIFY', { OldImage: versionImage({ kind: { S: 'm' } }), NewImage: versionImage({ kind: { S: 'm' } }) })],
+    ['a head marker', record('INSERT', { NewImage: versionImage({ kind: { S: SLOT_ITEM_KIND.marker } }) })],
+    ['a head marker moving', record('MODIFY', { OldImage: versionImage({ kind: { S: SLOT_ITEM_KIND.marker } }), NewImage: versionImage({ kind: { S: SLOT_ITEM_KIND.marker } }) })],
     ['a version rewritten (never happens; not a new version)', record('MODIFY', { OldImage: versionImage(), NewImage: versionImage() })],
     ['a session delete', record('REMOVE', { OldImage: versionImage() })],
     ['a TTL delete in DynamoDB Local', record('UNKNOWN_TO_SDK_VERSION', { OldImage: versionImage() })],
@@ -87,10 +90,31 @@ describe('recordedVersionOf and the event filter', () => {
     expect(version).toMatchObject({ author: null, decisionId: null, agent: null, prevVersion: 0 });
   });
 
+  it('reads a version exactly as the store does, an unknown cause as a patch in both', () => {
+    // Prepare: a version item from a writer with a cause this code does not know.
+    const image = versionImage({ cause: { S: 'merge' }, agentId: { S: 'planner' } });
+
+    // Act
+    const fromStream = recordedVersionOf(record('INSERT', { NewImage: image }))?.version;
+    const fromStore = versionItem.decode(unmarshall(image as Parameters<typeof unmarshall>[0]));
+
+    // Assess: the event carries the store's record, less the lineage and commands.
+    expect(fromStream?.cause).toBe('patch');
+    expect(fromStore).toEqual({ ...fromStream, lineage: [1], commands: null });
+  });
+
   it('takes binary attributes in Lambda’s base64 form', () => {
     const r = record('INSERT', { NewImage: versionImage({ extra: { B: Buffer.from('hi').toString('base64') }, more: { M: { b: { BS: ['aGk='] } } } }) });
 
     expect(recordedVersionOf(r)?.sessionId).toBe('s1');
+  });
+});
+
+describe('item kinds', () => {
+  it('keeps the kind values that deployed tables and their stream filters already hold', () => {
+    // A changed letter would hide every existing version, marker or document from the readers.
+    expect(SLOT_ITEM_KIND).toEqual({ version: 'v', marker: 'm', tombstone: 'x' });
+    expect(DOCUMENT_ITEM_KIND).toEqual({ run: 'doc:run', profile: 'doc:profile', shared: 'doc:shared' });
   });
 });
 
@@ -118,13 +142,13 @@ describe('recordedDocumentOf and the event filter', () => {
   it('reads a run, a profile and a shared document version, with the state before it from the old image', () => {
     // Prepare
     const run = record('MODIFY', {
-      NewImage: documentImage('doc:run', 'S#acme#s1', 'R#r1', 2, { step: 2 }, { sessionId: { S: 's1' }, author: { S: 'planner' } }),
-      OldImage: documentImage('doc:run', 'S#acme#s1', 'R#r1', 1, { step: 1 }),
+      NewImage: documentImage(DOCUMENT_ITEM_KIND.run, 'S#acme#s1', 'R#r1', 2, { step: 2 }, { sessionId: { S: 's1' }, author: { S: 'planner' } }),
+      OldImage: documentImage(DOCUMENT_ITEM_KIND.run, 'S#acme#s1', 'R#r1', 1, { step: 1 }),
     });
-    const profile = record('INSERT', { NewImage: documentImage('doc:profile', 'P#acme#u1', 'P', 1, { lang: 'en' }, { sessionId: { S: 's2' }, author: { NULL: true } }) });
+    const profile = record('INSERT', { NewImage: documentImage(DOCUMENT_ITEM_KIND.profile, 'P#acme#u1', 'P', 1, { lang: 'en' }, { sessionId: { S: 's2' }, author: { NULL: true } }) });
     const shared = record('MODIFY', {
-      NewImage: documentImage('doc:shared', 'G#acme', 'G', 5, { mode: 'b' }, { sessionId: { S: 's3' } }),
-      OldImage: documentImage('doc:shared', 'G#acme', 'G', 4, { mode: 'a' }),
+      NewImage: documentImage(DOCUMENT_ITEM_KIND.shared, 'G#acme', 'G', 5, { mode: 'b' }, { sessionId: { S: 's3' } }),
+      OldImage: documentImage(DOCUMENT_ITEM_KIND.shared, 'G#acme', 'G', 4, { mode: 'a' }),
     });
 
     // Act
@@ -150,8 +174,8 @@ describe('recordedDocumentOf and the event filter', () => {
 
   it('gives no prev for a run that expired and started again at version 1', () => {
     const restarted = record('MODIFY', {
-      NewImage: documentImage('doc:run', 'S#acme#s1', 'R#r1', 1, { fresh: true }),
-      OldImage: documentImage('doc:run', 'S#acme#s1', 'R#r1', 7, { stale: true }),
+      NewImage: documentImage(DOCUMENT_ITEM_KIND.run, 'S#acme#s1', 'R#r1', 1, { fresh: true }),
+      OldImage: documentImage(DOCUMENT_ITEM_KIND.run, 'S#acme#s1', 'R#r1', 7, { stale: true }),
     });
 
     const change = recordedDocumentOf(restarted);
@@ -161,9 +185,9 @@ describe('recordedDocumentOf and the event filter', () => {
   });
 
   it('lets no delete, and nothing that is not a document version, through', () => {
-    const removed = record('REMOVE', { OldImage: documentImage('doc:run', 'S#acme#s1', 'R#r1', 3, {}) });
+    const removed = record('REMOVE', { OldImage: documentImage(DOCUMENT_ITEM_KIND.run, 'S#acme#s1', 'R#r1', 3, {}) });
     const session = record('MODIFY', { NewImage: { pk: { S: 'S#acme#s1' }, sk: { S: 'S' }, kind: { S: 'session' } } });
-    const misplaced = record('INSERT', { NewImage: documentImage('doc:profile', 'S#acme#s1', 'R#r1', 1, {}) });
+    const misplaced = record('INSERT', { NewImage: documentImage(DOCUMENT_ITEM_KIND.profile, 'S#acme#s1', 'R#r1', 1, {}) });
 
     expect(passes(removed)).toBe(false);
     expect(recordedChangeOf(removed)).toBeNull();

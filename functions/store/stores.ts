@@ -1,0 +1,43 @@
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDbAgentStore } from './agent-store.js';
+import { ApiKeyStore } from './api-keys.js';
+import { DynamoDbDecisionStore } from './decision-store.js';
+import { DynamoDbDocumentStore } from './document-store.js';
+import { DynamoDbIdempotencyStore } from './idempotency-store.js';
+import { DynamoDbSessionStore } from './session-store.js';
+import { TableClient } from './table-client.js';
+
+/**
+ * The stores of the API's aggregates over one table, sharing one table client and one clock:
+ * what the route handlers, the change hook and tests wire their services with. The stores of
+ * change events (webhook-store.ts, live-store.ts) are built on the same `table` by the few
+ * functions that use them, so the route bundles do not carry them.
+ */
+export interface Stores {
+  table: TableClient;
+  sessions: DynamoDbSessionStore;
+  documents: DynamoDbDocumentStore;
+  decisions: DynamoDbDecisionStore;
+  agents: DynamoDbAgentStore;
+  idempotency: DynamoDbIdempotencyStore;
+  apiKeys: ApiKeyStore;
+}
+
+interface StoreOptions {
+  /** The clock of every time the stores write or compare (epoch ms); the real one by default. */
+  now?: () => number;
+}
+
+export function createStores(client: DynamoDBClient, tableName: string, options: StoreOptions = {}): Stores {
+  const now = options.now ?? Date.now;
+  const table = new TableClient(client, tableName, now);
+  return {
+    table,
+    sessions: new DynamoDbSessionStore(table),
+    documents: new DynamoDbDocumentStore(table),
+    decisions: new DynamoDbDecisionStore(table),
+    agents: new DynamoDbAgentStore(table),
+    idempotency: new DynamoDbIdempotencyStore(table),
+    apiKeys: new ApiKeyStore(client, tableName, () => new Date(now())),
+  };
+}
