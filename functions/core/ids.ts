@@ -1,23 +1,26 @@
 import { uuidv7 } from 'uuidv7';
 import { AgentStateError } from './errors.js';
 
-/** Identifiers are 1–128 characters of `A-Z a-z 0-9 . _ : ~ @ -` (API.md section 1). */
-const idPattern = /^[A-Za-z0-9._:~@-]{1,128}$/;
+/**
+ * Identifiers are 1–128 characters of `A-Z a-z 0-9 . _ : ~ @ -` (API.md section 1): session,
+ * node, agent, user, run and webhook ids, tenants, and the names of typed fields. The one
+ * pattern behind `requireId`, the zod schemas of bodies (http/request.ts) and the `prefix` of
+ * a session list.
+ */
+export const ID_PATTERN = /^[A-Za-z0-9._:~@-]{1,128}$/;
+/** What an identifier must be, as a problem's detail says it: `<field> must be ${ID_RULE}`. */
+export const ID_RULE = '1–128 characters of A-Z a-z 0-9 . _ : ~ @ -';
 
 export const ROOT_NODE = 'root';
 
 export function isValidId(value: unknown): value is string {
-  return typeof value === 'string' && idPattern.test(value);
+  return typeof value === 'string' && ID_PATTERN.test(value);
 }
 
 /** Returns `value` when it is a valid identifier, else throws `400 invalid_id` naming `what`. */
 export function requireId(value: unknown, what: string): string {
   if (!isValidId(value)) {
-    throw new AgentStateError(
-      'invalid_id',
-      `${what} must be 1–128 characters of A-Z a-z 0-9 . _ : ~ @ -`,
-      { field: what },
-    );
+    throw new AgentStateError('invalid_id', `${what} must be ${ID_RULE}`, { field: what });
   }
   return value;
 }

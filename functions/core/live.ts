@@ -1,3 +1,4 @@
+import { requireActingAgent, type ActingAgentWording } from './acting-agent.js';
 import { AgentStateError } from './errors.js';
 import { requireId } from './ids.js';
 import type { SessionScope } from './model.js';
@@ -58,6 +59,12 @@ export interface LiveAck {
   agentId?: string;
 }
 
+/** A limited key's connection follows a session only as one of the key's agents. */
+const SUBSCRIPTION_WORDING: ActingAgentWording = {
+  missing: 'this connection\'s key acts as an agent: subscribe with "agentId", one of its agents',
+  refused: (agentId) => `this connection's key may not receive events as agent ${agentId}`,
+};
+
 export class LiveService {
   constructor(
     private readonly store: LiveStore,
@@ -74,16 +81,7 @@ export class LiveService {
     const id = requireId(sessionId, 'sessionId');
     const agent = agentId === undefined || agentId === null ? null : requireId(agentId, 'agentId');
     const connection = await this.requireConnection(connectionId);
-    const allowed = connection.agents;
-    if (allowed && (agent === null || !allowed.includes(agent))) {
-      throw new AgentStateError(
-        'forbidden',
-        agent === null
-          ? 'this connection\'s key acts as an agent: subscribe with "agentId", one of its agents'
-          : `this connection's key may not receive events as agent ${agent}`,
-        { agents: allowed },
-      );
-    }
+    requireActingAgent(connection.agents, agent, SUBSCRIPTION_WORDING);
     const scope = { tenant: connection.tenant, sessionId: id };
     if (!(await this.store.subscribe(connectionId, scope, this.expiry(), agent))) {
       throw new AgentStateError('invalid_request', `a connection may follow at most ${MAX_SUBSCRIPTIONS} sessions; unsubscribe first`, {

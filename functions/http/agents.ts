@@ -1,10 +1,10 @@
 import * as z from 'zod';
-import { AgentStateError } from '../core/errors.js';
+import { FIELD_TYPES } from '../core/fields.js';
 import { requireId } from '../core/ids.js';
-import type { Json } from '../core/json.js';
-import { FIELD_TYPES, type StateFields } from '../core/fields.js';
 import { MAX_WORKER_TIMEOUT_MS } from '../core/worker-timeout.js';
-import { createHttpHandler, idSchema, json, pagination, parseBody, requireIds, type RouteInput } from './api.js';
+import { createHttpHandler, type RouteInput } from './api.js';
+import { idSchema, pagination, parsedBody } from './request.js';
+import { json } from './responses.js';
 
 const scope = z.union([z.literal('private'), z.literal('public'), z.object({ agents: z.array(idSchema).max(100) }).strict()]);
 
@@ -47,14 +47,13 @@ const agentId = (input: RouteInput) => requireId(input.path('agentId'), 'agentId
 export const handler = createHttpHandler({
   'PUT /v1/agents/{agentId}': async (input) => {
     const id = agentId(input);
-    if (input.body === undefined) throw new AgentStateError('invalid_request', 'send the agent as JSON, e.g. {"config": {}}');
-    requireIds(input.body, ['parentId']);
-    const request = parseBody(agentBody, input.body);
+    // Parsed: a field's read and write scopes default to private.
+    const request = parsedBody(input, agentBody, { required: 'send the agent as JSON, e.g. {"config": {}}', ids: ['parentId'] });
     const { agent, created } = await input.deps.agents.putAgent(input.tenant, id, {
       parentId: request.parentId ?? null,
       worker: request.worker ?? null,
-      config: (request.config ?? null) as Json,
-      stateFields: (request.stateFields ?? null) as StateFields | null,
+      config: request.config ?? null,
+      stateFields: request.stateFields ?? null,
     });
     return json(created ? 201 : 200, agent, created ? { location: `/v1/agents/${encodeURIComponent(id)}` } : {});
   },

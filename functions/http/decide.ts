@@ -1,10 +1,11 @@
 import * as z from 'zod';
-import { AgentStateError } from '../core/errors.js';
+import { requireActingAgent } from '../core/acting-agent.js';
 import { requireNodeId } from '../core/ids.js';
-import type { JsonObject } from '../core/json.js';
-import type { DecideRequest } from '../core/decide-service.js';
-import { createHttpHandler, json, parseBody, requireIds, sessionScope } from './api.js';
+import { createHttpHandler } from './api.js';
 import { MAX_MESSAGES_PER_APPEND, checkMessages, messageSchema } from './messages.js';
+import { HEADER_WORDING } from './middleware.js';
+import { asSent, bodyAsSent, sessionScope } from './request.js';
+import { json } from './responses.js';
 
 const decideBody = z
   .object({
@@ -18,29 +19,26 @@ const decideBody = z
   })
   .strict();
 
-const clientMessages = z.array(messageSchema).min(1).max(MAX_MESSAGES_PER_APPEND);
+const clientMessages = z.object({ messages: z.array(messageSchema).min(1).max(MAX_MESSAGES_PER_APPEND) });
 
 /** `POST /v1/sessions/{sid}/decide` (API.md section 6). */
 export const handler = createHttpHandler({
   'POST /v1/sessions/{sid}/decide': async (input) => {
     const scope = sessionScope(input);
-    if (input.body === undefined) throw new AgentStateError('invalid_request', 'send {"trigger": {"type": "..."}}');
-    requireIds(input.body, ['decisionId', 'agentId', 'turnId', 'parentId']);
-    parseBody(decideBody, input.body);
-    // Validated above; passed on as sent, so the worker sees the trigger verbatim.
-    const body = input.body as DecideRequest & { trigger: JsonObject & { type: string } };
+    // As sent: the worker sees the trigger verbatim.
+    const body = bodyAsSent(input, decideBody, {
+      required: 'send {"trigger": {"type": "..."}}',
+      ids: ['decisionId', 'agentId', 'turnId', 'parentId'],
+    });
     if (body.trigger.type === 'client.messages') {
-      parseBody(z.object({ messages: clientMessages }), { messages: body.trigger.messages });
-      checkMessages(body.trigger.messages as JsonObject[], 'trigger.messages');
+      const { messages } = asSent(clientMessages, { messages: body.trigger.messages });
+      checkMessages(messages, 'trigger.messages');
     }
     if (body.parentId !== undefined) requireNodeId(body.parentId, 'parentId');
-    // The deciding agent: named in the body, else the one the caller acts as (X-Agent-Id).
+    // The deciding agent: named in the body, else the one the caller acts as (X-Agent-Id, which
+    // the middleware checked); one named in the body must be one the key may act as, too.
+    if (body.agentId !== undefined) requireActingAgent(input.allowedAgents, body.agentId, HEADER_WORDING);
     const agentId = body.agentId ?? input.caller ?? undefined;
-    if (body.agentId !== undefined && input.event.allowedAgents && !input.event.allowedAgents.includes(body.agentId)) {
-      throw new AgentStateError('forbidden', `this key may not act as agent ${body.agentId}`, {
-        agents: input.event.allowedAgents,
-      });
-    }
     return json(200, await input.deps.decide.decide(scope, { ...body, ...(agentId ? { agentId } : {}) }));
   },
 });

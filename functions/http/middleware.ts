@@ -2,17 +2,22 @@ import { createHash } from 'node:crypto';
 import type { MiddlewareObj, Request } from '@middy/core';
 import httpJsonBodyParser from '@middy/http-json-body-parser';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
+import { requireActingAgent, type ActingAgentWording } from '../core/acting-agent.js';
 import { AgentStateError, toProblem } from '../core/errors.js';
-import { canonicalJson, unstorableJson } from '../core/json.js';
+import { requireId } from '../core/ids.js';
+import { canonicalJson, unstorableJson, type Json } from '../core/json.js';
 import type { IdempotencyStore, StoredResponse } from '../core/ports.js';
 import { bearerToken, unauthorized, type KeyResolver } from './auth.js';
 
 /** The event after our middlewares ran: the caller's tenant is known, the body parsed. */
 export type ApiEvent = Omit<APIGatewayProxyEventV2, 'body'> & {
-  body?: unknown;
+  /** A write's parsed JSON body (undefined when none was sent); other requests' raw text. */
+  body?: Json;
   tenant?: string;
   /** The agents the key may act as; null when it may act as any (or as none). */
   allowedAgents?: string[] | null;
+  /** The agent the caller acts as (`X-Agent-Id`, checked against the key); null for none. */
+  caller?: string | null;
 };
 export type ApiRequest = Request<ApiEvent, APIGatewayProxyStructuredResultV2, Error, Context>;
 type Middleware = MiddlewareObj<ApiEvent, APIGatewayProxyStructuredResultV2, Error, Context>;
@@ -75,6 +80,29 @@ export function authenticate(resolveKey: () => KeyResolver): Middleware {
       if (!grant) throw unauthorized();
       request.event.tenant = grant.tenant;
       request.event.allowedAgents = grant.agents;
+    },
+  };
+}
+
+/** How a limited key's refusal reads for `X-Agent-Id` and the other ways a request names its agent. */
+export const HEADER_WORDING: ActingAgentWording = {
+  missing: 'this key acts as an agent: send X-Agent-Id with one of its agents',
+  refused: (agentId) => `this key may not act as agent ${agentId}`,
+};
+
+/**
+ * `X-Agent-Id`, the agent the caller acts as: a valid id (`400 invalid_id`), and for a key
+ * limited to some agents one of them, always present (`403 forbidden`, API.md section 7).
+ * Handlers find it as `event.caller`.
+ */
+export function actingAgent(): Middleware {
+  return {
+    before: async (request) => {
+      const { event } = request;
+      const agentId = event.headers?.['x-agent-id'];
+      if (agentId !== undefined) requireId(agentId, 'X-Agent-Id');
+      requireActingAgent(event.allowedAgents, agentId, HEADER_WORDING);
+      event.caller = agentId ?? null;
     },
   };
 }

@@ -1,7 +1,10 @@
 import * as z from 'zod';
 import { AgentStateError } from '../core/errors.js';
-import { encodedSize, type JsonObject } from '../core/json.js';
-import { createHttpHandler, idSchema, json, noContent, pagination, parseBody, requireIds, sessionScope } from './api.js';
+import { ID_RULE, isValidId } from '../core/ids.js';
+import { encodedSize } from '../core/json.js';
+import { createHttpHandler } from './api.js';
+import { bodyAsSent, idSchema, pagination, sessionScope } from './request.js';
+import { json, noContent } from './responses.js';
 
 const METADATA_LIMIT_BYTES = 16 * 1024;
 
@@ -19,22 +22,16 @@ const createSessionBody = z
  * (an empty prefix would match everything and is refused as a likely mistake).
  */
 function sessionIdPrefix(raw: string): string {
-  if (!/^[A-Za-z0-9._:~@-]{1,128}$/.test(raw)) {
-    throw new AgentStateError('invalid_request', 'prefix must be 1–128 characters of A-Z a-z 0-9 . _ : ~ @ -', {
-      field: 'prefix',
-    });
-  }
+  if (!isValidId(raw)) throw new AgentStateError('invalid_request', `prefix must be ${ID_RULE}`, { field: 'prefix' });
   return raw;
 }
 
 /** Sessions: create, read, list by recent activity, delete (API.md section 2). */
 export const handler = createHttpHandler({
   'POST /v1/sessions': async (input) => {
-    const body = input.body ?? {};
-    requireIds(body, ['sessionId', 'agentId', 'userId']);
-    const request = parseBody(createSessionBody, body);
-    // Validated above; kept as sent (zod's copy would turn a "__proto__" key into a prototype).
-    const metadata = ((body as { metadata?: JsonObject | null }).metadata ?? null) as JsonObject | null;
+    // As sent: zod's copy of the metadata would turn a "__proto__" key into a prototype.
+    const request = bodyAsSent(input, createSessionBody, { ids: ['sessionId', 'agentId', 'userId'] });
+    const metadata = request.metadata ?? null;
     if (metadata && encodedSize(metadata) > METADATA_LIMIT_BYTES) {
       throw new AgentStateError('invalid_request', `metadata may be at most ${METADATA_LIMIT_BYTES} bytes of JSON`, {
         field: 'metadata',

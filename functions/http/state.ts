@@ -1,27 +1,9 @@
 import { AgentStateError } from '../core/errors.js';
-import { requireId } from '../core/ids.js';
-import type { Json } from '../core/json.js';
 import { STATE_LIMIT_BYTES } from '../core/model.js';
 import type { WriteResult } from '../core/session-service.js';
-import { createHttpHandler, json, pagination, sessionScope, versionNumber, type RouteInput } from './api.js';
-
-const etag = (version: number) => `"${version}"`;
-
-/** `If-Match: "7"` (also unquoted or weak) → 7; absent → undefined. */
-function ifMatch(input: RouteInput): number | undefined {
-  const raw = input.header('if-match');
-  if (raw === undefined) return undefined;
-  const match = /^\s*(?:W\/)?"?(\d{1,15})"?\s*$/.exec(raw);
-  if (!match) {
-    throw new AgentStateError('invalid_request', 'If-Match must be a version ETag such as "7"', { field: 'If-Match' });
-  }
-  return Number(match[1]);
-}
-
-function queryNode(input: RouteInput): string | undefined {
-  const node = input.query('node');
-  return node === undefined ? undefined : requireId(node, 'node');
-}
+import { createHttpHandler, type RouteInput } from './api.js';
+import { ifMatch, pagination, queryNode, sessionScope, versionNumber } from './request.js';
+import { json, versionedJson } from './responses.js';
 
 /** `PATCH` and `PUT`: the service applies the body as a merge patch or as the whole state. */
 async function write(input: RouteInput, method: 'patchState' | 'replaceState') {
@@ -31,13 +13,13 @@ async function write(input: RouteInput, method: 'patchState' | 'replaceState') {
   }
   const node = queryNode(input);
   const expected = ifMatch(input);
-  const result: WriteResult = await input.deps.sessions[method](scope, input.body as Json, {
+  const result: WriteResult = await input.deps.sessions[method](scope, input.body, {
     ...(node === undefined ? {} : { node }),
     ...(expected === undefined ? {} : { ifMatch: expected }),
-    // The acting agent (validated for every route in createHttpHandler): the version's author.
+    // The acting agent (checked for every route by the actingAgent middleware): the version's author.
     caller: input.caller,
   });
-  return json(200, result, { etag: etag(result.version) });
+  return versionedJson(result);
 }
 
 /** State at a node, its writes, and its history (API.md sections 4 and 5). */
@@ -58,7 +40,7 @@ export const handler = createHttpHandler(
         },
         input.caller,
       );
-      return json(200, view, { etag: etag(view.version) });
+      return versionedJson(view);
     },
 
     'PATCH /v1/sessions/{sid}/state': (input) => write(input, 'patchState'),

@@ -1,10 +1,10 @@
 import * as z from 'zod';
 import { AgentStateError } from '../core/errors.js';
 import { requireId } from '../core/ids.js';
-import type { IncomingMessage } from '../core/session-service.js';
-import { createHttpHandler, json, parseBody, requireIds, sessionScope, type RouteInput } from './api.js';
+import { createHttpHandler, type RouteInput } from './api.js';
 import { MAX_MESSAGES_PER_APPEND, checkMessages, messageSchema } from './messages.js';
-
+import { bodyAsSent, queryNode, sessionScope } from './request.js';
+import { json } from './responses.js';
 
 const appendBody = z
   .object({
@@ -14,11 +14,6 @@ const appendBody = z
   .strict();
 
 const headBody = z.object({ nodeId: z.string() }).strict();
-
-function queryNode(input: RouteInput): string | undefined {
-  const node = input.query('node');
-  return node === undefined ? undefined : requireId(node, 'node');
-}
 
 /** `?preview=1` (or `true`) adds message snippets to the tree; `0`, `false` or absent leaves them out. */
 function previewFlag(input: RouteInput): boolean {
@@ -32,21 +27,14 @@ function previewFlag(input: RouteInput): boolean {
 export const handler = createHttpHandler({
   'POST /v1/sessions/{sid}/messages': async (input) => {
     const scope = sessionScope(input);
-    if (input.body === undefined) throw new AgentStateError('invalid_request', 'send {"messages": [...]}');
-    requireIds(input.body, ['parentId']);
-    const request = parseBody(appendBody, input.body);
-    // Validated above; stored as sent (zod's output would reorder the keys).
-    const messages = (input.body as { messages: IncomingMessage[] }).messages;
+    // As sent: messages are stored with their keys in the order they came.
+    const { messages, parentId } = bodyAsSent(input, appendBody, { required: 'send {"messages": [...]}', ids: ['parentId'] });
     checkMessages(messages, 'messages');
-    const result = await input.deps.sessions.appendMessages(scope, {
-      messages,
-      ...(request.parentId === undefined ? {} : { parentId: request.parentId }),
-    });
+    const result = await input.deps.sessions.appendMessages(scope, { messages, ...(parentId === undefined ? {} : { parentId }) });
     return json(201, result);
   },
 
-  'GET /v1/sessions/{sid}/messages': async (input) =>
-    json(200, await input.deps.sessions.getPath(sessionScope(input), queryNode(input))),
+  'GET /v1/sessions/{sid}/messages': async (input) => json(200, await input.deps.sessions.getPath(sessionScope(input), queryNode(input))),
 
   'GET /v1/sessions/{sid}/nodes/{nid}': async (input) => {
     const scope = sessionScope(input);
@@ -58,9 +46,7 @@ export const handler = createHttpHandler({
 
   'PUT /v1/sessions/{sid}/head': async (input) => {
     const scope = sessionScope(input);
-    if (input.body === undefined) throw new AgentStateError('invalid_request', 'send {"nodeId": "..."}');
-    requireIds(input.body, ['nodeId']);
-    const { nodeId } = parseBody(headBody, input.body);
+    const { nodeId } = bodyAsSent(input, headBody, { required: 'send {"nodeId": "..."}', ids: ['nodeId'] });
     return json(200, await input.deps.sessions.switchHead(scope, nodeId));
   },
 });

@@ -1,4 +1,5 @@
 import * as z from 'zod';
+import { mayActAs, requireActingAgent, type ActingAgentWording } from '../core/acting-agent.js';
 import { AgentStateError } from '../core/errors.js';
 import { requireId } from '../core/ids.js';
 import { WebhookService } from '../core/webhooks.js';
@@ -7,7 +8,9 @@ import { defaultTableName } from '../store/table.js';
 import { TableClient } from '../store/table-client.js';
 import { DynamoDbWebhookStore } from '../store/webhook-store.js';
 import { validateWebhookUrl, webhookSender } from '../workers/webhook-delivery.js';
-import { createHttpHandler, idSchema, json, noContent, pagination, parseBody, requireIds, type RouteInput } from './api.js';
+import { createHttpHandler, type RouteInput } from './api.js';
+import { bodyAsSent, idSchema, pagination } from './request.js';
+import { json, noContent } from './responses.js';
 
 const createWebhookBody = z
   .object({
@@ -50,8 +53,13 @@ const webhookId = (input: RouteInput) => requireId(input.path('webhookId'), 'web
  * A key limited to some agents sees only the webhooks registered as one of them: the others
  * (and their dead letters, which hold whole events) do not exist for it.
  */
-const visibleTo = (input: RouteInput) => (webhook: { agentId?: string | null }) =>
-  !input.event.allowedAgents || (webhook.agentId != null && input.event.allowedAgents.includes(webhook.agentId));
+const visibleTo = (input: RouteInput) => (webhook: { agentId?: string | null }) => mayActAs(input.allowedAgents, webhook.agentId);
+
+/** A key limited to some agents receives events only as one of them (API.md section 7). */
+const REGISTRATION_WORDING: ActingAgentWording = {
+  missing: 'this key acts as an agent: register the webhook with agentId, one of its agents',
+  refused: (agentId) => `this key may not receive events as agent ${agentId}`,
+};
 
 /** The webhook the path names, as the caller may see it (`404 not_found` otherwise). */
 async function visibleWebhook(input: RouteInput): Promise<string> {
@@ -64,19 +72,8 @@ async function visibleWebhook(input: RouteInput): Promise<string> {
 /** Webhooks and their dead letters (API.md section 9, docs/api.md "Change events"). */
 export const handler = createHttpHandler({
   'POST /v1/webhooks': async (input) => {
-    requireIds(input.body, ['sessionId', 'agentId']);
-    const request = parseBody(createWebhookBody, input.body ?? {});
-    // A key limited to some agents sees events only as one of them (API.md section 7).
-    const allowed = input.event.allowedAgents;
-    if (allowed && (!request.agentId || !allowed.includes(request.agentId))) {
-      throw new AgentStateError(
-        'forbidden',
-        request.agentId
-          ? `this key may not receive events as agent ${request.agentId}`
-          : 'this key acts as an agent: register the webhook with agentId, one of its agents',
-        { agents: allowed },
-      );
-    }
+    const request = bodyAsSent(input, createWebhookBody, { ids: ['sessionId', 'agentId'] });
+    requireActingAgent(input.allowedAgents, request.agentId, REGISTRATION_WORDING);
     const webhook = await webhooks().create(input.tenant, request);
     return json(201, webhook, { location: `/v1/webhooks/${encodeURIComponent(webhook.id)}` });
   },
@@ -102,7 +99,7 @@ export const handler = createHttpHandler({
 
   'POST /v1/webhooks/{webhookId}/dead-letters/replay': async (input) => {
     const id = await visibleWebhook(input);
-    const request = parseBody(replayBody, input.body ?? {});
-    return json(200, await webhooks().replay(input.tenant, id, request.limit === undefined ? {} : { limit: request.limit }));
+    const { limit } = bodyAsSent(input, replayBody);
+    return json(200, await webhooks().replay(input.tenant, id, limit === undefined ? {} : { limit }));
   },
 });

@@ -1,0 +1,141 @@
+import * as z from 'zod';
+import { AgentStateError } from '../core/errors.js';
+import { ID_PATTERN, ID_RULE, requireId } from '../core/ids.js';
+import type { Json } from '../core/json.js';
+import type { SessionScope } from '../core/model.js';
+import type { RouteInput } from './api.js';
+
+/**
+ * Reading a request: path and query parameters, `If-Match`, and bodies checked by zod. Every
+ * problem is a `400` with the field it is about, the same for every route.
+ */
+
+/** The zod schema of an identifier (core/ids.ts); a body's ids are checked first by `requireIds`. */
+export const idSchema = z.string().regex(ID_PATTERN, `must be ${ID_RULE}`);
+
+export function sessionScope(input: RouteInput): SessionScope {
+  return { tenant: input.tenant, sessionId: requireId(input.path('sid'), 'sessionId') };
+}
+
+/** `?node=`: the node a read or write is about; undefined when absent. */
+export function queryNode(input: RouteInput): string | undefined {
+  const node = input.query('node');
+  return node === undefined ? undefined : requireId(node, 'node');
+}
+
+/** `limit` and `cursor` of a list (API.md section 1). */
+export function pagination(input: RouteInput): { limit: number; cursor?: string } {
+  const raw = input.query('limit');
+  let limit = 50;
+  if (raw !== undefined) {
+    limit = Number(raw);
+    if (!/^\d+$/.test(raw) || limit < 1 || limit > 500) {
+      throw new AgentStateError('invalid_request', 'limit must be an integer from 1 to 500', { field: 'limit' });
+    }
+  }
+  const cursor = input.query('cursor');
+  return cursor === undefined ? { limit } : { limit, cursor };
+}
+
+/** A non-negative integer from a path or query parameter. */
+export function versionNumber(raw: string, field: string): number {
+  const value = Number(raw);
+  if (!/^\d{1,15}$/.test(raw) || !Number.isSafeInteger(value)) {
+    throw new AgentStateError('invalid_request', `${field} must be a non-negative integer`, { field });
+  }
+  return value;
+}
+
+/** `If-Match: "7"` (also unquoted or weak) → 7; absent → undefined. The inverse of `etag`. */
+export function ifMatch(input: RouteInput): number | undefined {
+  const raw = input.header('if-match');
+  if (raw === undefined) return undefined;
+  const match = /^\s*(?:W\/)?"?(\d{1,15})"?\s*$/.exec(raw);
+  if (!match) {
+    throw new AgentStateError('invalid_request', 'If-Match must be a version ETag such as "7"', { field: 'If-Match' });
+  }
+  return Number(match[1]);
+}
+
+/* ------------------------------------------------------------------ bodies */
+
+/**
+ * The type of a body that passed a schema: what the schema says, where whatever it leaves open
+ * (`unknown`: a message's other keys, a trigger's fields) is JSON, since the body was parsed
+ * from JSON text.
+ */
+export type AsSent<T> = unknown extends T
+  ? Json
+  : T extends readonly (infer Item)[]
+    ? AsSent<Item>[]
+    : T extends object
+      ? { [Key in keyof T]: AsSent<T[Key]> }
+      : T;
+
+export interface BodyRules {
+  /** The detail of the `400 invalid_request` for a write sent without a body; without it, no body counts as `{}`. */
+  required?: string;
+  /** Fields that hold ids: checked before the schema, so that a bad one answers `400 invalid_id`. */
+  ids?: readonly string[];
+}
+
+/** Validates a value with a zod schema; problems become `400 invalid_request` listing each. */
+export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
+  const result = schema.safeParse(body);
+  if (result.success) return result.data;
+  const errors = result.error.issues.map((issue) => ({ path: issue.path.join('.'), message: issue.message }));
+  const first = errors[0];
+  throw new AgentStateError(
+    'invalid_request',
+    first ? `${first.path || 'body'}: ${first.message}` : 'the body is not valid for this route',
+    {
+      errors,
+    },
+  );
+}
+
+/**
+ * Validates a value parsed from JSON text (a body, or a part of one) with a zod schema and
+ * returns the value itself, not zod's copy: that copy
+ * puts a message's keys in the schema's order and turns a `"__proto__"` key into a prototype,
+ * and what is stored (messages, commands, metadata, a worker's trigger) is stored as sent.
+ *
+ * For schemas that only check: one with a `.default()` or a `.transform()` describes its own
+ * output, not the value sent, and is read with `parsedBody`.
+ */
+export function asSent<S extends z.ZodType>(schema: S, value: unknown): AsSent<z.output<S>> {
+  parseBody(schema, value);
+  // The one assertion of a body's type: the schema accepted this very value, and a schema that
+  // only checks outputs a copy of what it accepted.
+  return value as AsSent<z.output<S>>;
+}
+
+/** A write's body: refused when required and absent, `{}` when optional and absent; its ids checked first. */
+function presentBody(input: RouteInput, rules: BodyRules): Json {
+  if (input.body === undefined && rules.required !== undefined) throw new AgentStateError('invalid_request', rules.required);
+  const body = input.body ?? {};
+  if (rules.ids) requireIds(body, rules.ids);
+  return body;
+}
+
+/** The body of a write, checked by `schema` and returned as sent (see `asSent`). */
+export function bodyAsSent<S extends z.ZodType>(input: RouteInput, schema: S, rules: BodyRules = {}): AsSent<z.output<S>> {
+  return asSent(schema, presentBody(input, rules));
+}
+
+/** The body of a write as `schema` parses it, its defaults filled in. */
+export function parsedBody<S extends z.ZodType>(input: RouteInput, schema: S, rules: BodyRules = {}): z.output<S> {
+  return parseBody(schema, presentBody(input, rules));
+}
+
+/**
+ * Identifier problems deserve their own code (`invalid_id`) even inside bodies, so bodies with
+ * ids are checked for them before the rest of the schema.
+ */
+function requireIds(body: Json, fields: readonly string[]): void {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return;
+  for (const field of fields) {
+    const value = body[field];
+    if (value !== undefined && value !== null) requireId(value, field);
+  }
+}
