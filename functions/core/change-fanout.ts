@@ -94,6 +94,7 @@ export interface ChangeFanoutPorts {
    */
   moveActivity?: (scope: SessionScope, at: string) => Promise<void>;
   sleep?: Sleep;
+  /** The clock of probations, deadlines and dead letters; the system clock by default. */
   now?: () => Date;
   log?: (message: string, detail: Record<string, unknown>) => void;
 }
@@ -122,7 +123,7 @@ export class ChangeFanout {
   }
 
   /**
-   * Processes one batch. `deadline` (epoch ms) is when the invocation must be done: deliveries
+   * Processes one batch. `deadline` (epoch ms on `now`) is when the invocation must be done: deliveries
    * not tried by then become dead letters. Resolves with the keys of the records to retry.
    */
   async process(inputs: readonly ChangeInput[], options: { deadline?: number } = {}): Promise<{ failed: string[] }> {
@@ -258,13 +259,14 @@ export class ChangeFanout {
       let failure: { attempts: number; error: string } | null = null;
       if (tripped.has(webhook.id)) {
         failure = { attempts: 0, error: 'not attempted: an earlier delivery to this webhook failed in the same batch' };
-      } else if (deadline !== undefined && Date.now() >= deadline) {
+      } else if (deadline !== undefined && this.now().getTime() >= deadline) {
         failure = { attempts: 0, error: 'not attempted: the change hook ran out of time' };
       } else {
-        const onProbation = (this.probation.get(webhook.id) ?? 0) > Date.now();
+        const onProbation = (this.probation.get(webhook.id) ?? 0) > this.now().getTime();
         const result = await deliverWithRetries(this.ports.send, webhook, body, event.id, {
           attempts: onProbation ? 1 : this.policy.attempts,
           backoffMs: this.policy.backoffMs,
+          now: this.now,
           ...(this.ports.sleep ? { sleep: this.ports.sleep } : {}),
           ...(deadline !== undefined ? { deadline } : {}),
         });
@@ -274,7 +276,7 @@ export class ChangeFanout {
         }
         failure = result;
         tripped.add(webhook.id);
-        this.probation.set(webhook.id, Date.now() + PROBATION_MS);
+        this.probation.set(webhook.id, this.now().getTime() + PROBATION_MS);
       }
       try {
         await this.ports.webhooks.recordDeadLetter(

@@ -32,6 +32,8 @@ export async function retryOnStaleTip<T>(
   isAlsoRetryable: (error: unknown) => boolean = () => false,
 ): Promise<T> {
   const { maxAttempts, maxElapsedMs, baseDelayMs, maxDelayMs } = { ...defaults, ...policy };
+  // Wall time, not a service's injected clock: the budget bounds real sleeps inside a real
+  // Lambda timeout, and a test's frozen clock must not make it endless.
   const started = Date.now();
   for (let attemptNumber = 1; ; attemptNumber++) {
     try {

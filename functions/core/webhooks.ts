@@ -144,16 +144,24 @@ export async function deliverWithRetries(
   webhook: Pick<WebhookRecord, 'url' | 'secret'>,
   body: string,
   eventIdValue: string,
-  options: { attempts: number; backoffMs: readonly number[]; sleep?: Sleep; deadline?: number },
+  options: {
+    attempts: number;
+    backoffMs: readonly number[];
+    sleep?: Sleep;
+    /** Epoch ms by which the last attempt must have started, on `now`'s clock. */
+    deadline?: number;
+    now?: () => Date;
+  },
 ): Promise<{ ok: true; attempts: number } | { ok: false; attempts: number; error: string }> {
   const wait = options.sleep ?? sleep;
+  const now = options.now ?? (() => new Date());
   let error = 'not attempted';
   for (let attempt = 1; attempt <= options.attempts; attempt++) {
     if (attempt > 1) {
       const base = options.backoffMs[Math.min(attempt - 2, options.backoffMs.length - 1)] ?? 0;
       const delay = base / 2 + Math.random() * (base / 2);
       // Out of time: what is left becomes a dead letter now rather than a timed-out batch.
-      if (options.deadline !== undefined && Date.now() + delay >= options.deadline) return { ok: false, attempts: attempt - 1, error };
+      if (options.deadline !== undefined && now().getTime() + delay >= options.deadline) return { ok: false, attempts: attempt - 1, error };
       await wait(delay);
     }
     const result = await send(webhook, body, { eventId: eventIdValue, attempt });
@@ -236,11 +244,11 @@ export class WebhookService {
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_REPLAY) {
       throw new AgentStateError('invalid_request', `limit must be an integer from 1 to ${MAX_REPLAY}`, { field: 'limit' });
     }
-    const started = Date.now();
+    const started = this.now().getTime();
     const { items, next } = await this.store.listDeadLetters(tenant, webhookId, { limit });
     let delivered = 0;
     for (const letter of items) {
-      if (Date.now() - started > REPLAY_BUDGET_MS) return { delivered, failed: null, remaining: true };
+      if (this.now().getTime() - started > REPLAY_BUDGET_MS) return { delivered, failed: null, remaining: true };
       const result = await this.send(webhook, letter.body, { eventId: letter.eventId, attempt: letter.attempts + 1 });
       if (!result.ok) {
         await this.store.recordDeadLetter(tenant, webhookId, deadLetterEvent(letter), {

@@ -227,6 +227,47 @@ describe('webhooks', () => {
     expect(h.deadLetters).toEqual([{ webhookId: 'w', id: 's1:1', attempts: 0, error: 'not attempted: the change hook ran out of time' }]);
   });
 
+  it('keeps probations and deadlines on its own clock', async () => {
+    // Prepare: a clock a year ahead of the system's, moved by hand.
+    let clock = Date.now() + 365 * 24 * 60 * 60 * 1000;
+    let healthy = false;
+    const h = harness({ webhooks: { t1: [webhook('w')] }, answer: () => (healthy ? { ok: true, status: 200 } : { ok: false, error: 'HTTP 500' }) });
+    const fanout = new ChangeFanout({ ...h.ports, now: () => new Date(clock) });
+
+    // Act: a failure starts a probation; a minute later on the clock it is over. A deadline
+    // past on the clock (though not on the system's) stops deliveries; one ahead does not.
+    await fanout.process([change('s1', 1, 0, 1)]);
+    await fanout.process([change('s1', 2, 1, 2)]);
+    clock += 60_001;
+    await fanout.process([change('s1', 3, 2, 3)]);
+    clock += 60_001;
+    await fanout.process([change('s1', 4, 3, 4)], { deadline: clock - 1 });
+    healthy = true;
+    await fanout.process([change('s1', 5, 4, 5)], { deadline: clock + 1 });
+
+    // Assess
+    expect(h.sent.map((delivery) => `${delivery.id}#${delivery.attempt}`)).toEqual([
+      's1:1#1', 's1:1#2', 's1:1#3',
+      's1:2#1',
+      's1:3#1', 's1:3#2', 's1:3#3',
+      's1:5#1',
+    ]);
+    expect(h.deadLetters.map((letter) => `${letter.id}:${letter.attempts}`)).toEqual(['s1:1:3', 's1:2:1', 's1:3:3', 's1:4:0']);
+  });
+
+  it('stops retrying a delivery when the backoff would run past the deadline on its clock', async () => {
+    // Prepare
+    const clock = Date.now() + 365 * 24 * 60 * 60 * 1000;
+    const h = harness({ webhooks: { t1: [webhook('w')] }, answer: () => ({ ok: false, error: 'HTTP 500' }) });
+
+    // Act: the first backoff is at least 125 ms; the deadline is 100 ms away on the clock.
+    await new ChangeFanout({ ...h.ports, now: () => new Date(clock) }).process([change('s1', 1, 0, 1)], { deadline: clock + 100 });
+
+    // Assess
+    expect(h.sent.map((delivery) => delivery.attempt)).toEqual([1]);
+    expect(h.deadLetters).toEqual([{ webhookId: 'w', id: 's1:1', attempts: 1, error: 'HTTP 500' }]);
+  });
+
   it('reports the record whose dead letter could not be written, so the stream retries it', async () => {
     const h = harness({ webhooks: { t1: [webhook('w')] }, answer: () => ({ ok: false, error: 'HTTP 500' }) });
     h.ports.webhooks.recordDeadLetter = async () => {
