@@ -5,7 +5,7 @@ import type { AgentRecord, Page, WorkerRecord } from './model.js';
 import type { AgentStore, SessionStore } from './ports.js';
 
 /** An agent config is copied into every version, so it stays small. */
-export const AGENT_CONFIG_LIMIT_BYTES = 64 * 1024;
+const AGENT_CONFIG_LIMIT_BYTES = 64 * 1024;
 /** Agents form a hierarchy through `parentId`; deeper than this is a mistake, not a design. */
 const MAX_HIERARCHY_DEPTH = 32;
 /** A type change is checked against the head state of at most this many sessions. */
@@ -256,7 +256,7 @@ export function schemaReader(store: Pick<AgentStore, 'listAgents'>): SchemaReade
   return async (tenant, agentId) => buildSchema(agentId, await allAgentsOf(store, tenant));
 }
 
-export function agentView(agent: AgentRecord): AgentView {
+function agentView(agent: AgentRecord): AgentView {
   return {
     agentId: agent.agentId,
     parentId: agent.parentId,

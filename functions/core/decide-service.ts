@@ -35,8 +35,6 @@ import { nextVersion, pointerOf, rootNode } from './tree.js';
 import { workerTimeoutMs } from './worker-timeout.js';
 import { storedState, visibleState, WriteTargets, type SchemaSource, type WriteTarget } from './write-target.js';
 
-export { DECISION_RESPONSE_LIMIT_BYTES, validateDecisionResponse } from './decision-answer.js';
-
 /** How long a lease outlives its worker's timeout, to cover the reads and the commit. */
 const LEASE_MARGIN_MS = 10_000;
 /** Commits that lose a race to unrelated writes are retried this often before giving up. */

@@ -13,7 +13,7 @@ import { typedWrite, type WriteTarget } from './write-target.js';
  */
 
 /** A worker's whole answer is kept to replay it; it must fit one item with room to spare. */
-export const DECISION_RESPONSE_LIMIT_BYTES = 256 * 1024;
+const DECISION_RESPONSE_LIMIT_BYTES = 256 * 1024;
 
 /** A worker's answer, checked: the raw object (kept for replay) and the parts a decision applies. */
 export interface ValidDecision {
