@@ -98,8 +98,8 @@ sequential request adds a round trip of about 2–5 ms there).
 ## Method
 
 One process starts DynamoDB Local in memory and creates the table with \`ensureTable\`. The
-handlers get their dependencies through \`useDependencies(dependenciesFor(store))\`, where the
-store is built on the very client the Lambdas use (\`functions/store/client.ts\`), and are
+handlers get their dependencies through \`useDependencies(dependenciesFor(stores))\`, where the
+stores are built on the very client the Lambdas use (\`functions/store/client.ts\`), and are
 called in-process with the API Gateway v2 event the local server builds for the same HTTP
 request (\`toApiGatewayEvent\`; building it is not timed). The raw rows use the same client
 directly. SDK middleware on that client counts every DynamoDB request and sets

@@ -2,8 +2,8 @@ import { DeleteCommand, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/l
 import type { DecisionRecord, SessionScope } from '../core/model.js';
 import type { DecisionCompletion, DecisionStore } from '../core/ports.js';
 import { decisionItem, leaseItem } from './item-codecs.js';
-import { conditionally, conditions, transact, type TableClient, type TaggedItem } from './table-client.js';
 import { tableKeys } from './table.js';
+import { conditionally, conditions, type TableClient, type TaggedItem, transact } from './table-client.js';
 
 /** Decision records are kept a week: long enough for any retry of a decision id. */
 const DECISION_TTL_SECONDS = 7 * 24 * 60 * 60;

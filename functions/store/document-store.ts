@@ -3,8 +3,8 @@ import type { DocumentRecord, DocumentRef, SessionScope, Tip } from '../core/mod
 import type { DocumentStore, DocumentWrite } from '../core/ports.js';
 import { documentItem, versionItem } from './item-codecs.js';
 import { nextSlot, sessionUpsert } from './session-writes.js';
-import { conditions, transact, type TableClient, type TaggedItem } from './table-client.js';
 import { tableKeys } from './table.js';
+import { conditions, type TableClient, type TaggedItem, transact } from './table-client.js';
 
 /**
  * The run, profile and shared documents of commits (API.md section 8, keys.ts):

@@ -4,8 +4,8 @@ import { DeleteCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb'
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { IdempotencyClaim, IdempotencyStore, StoredResponse } from '../core/ports.js';
 import { idempotencyItem } from './item-codecs.js';
-import { conditionally, isConditionFailure, isOwnWrite, type TableClient } from './table-client.js';
 import { tableKeys } from './table.js';
+import { conditionally, isConditionFailure, isOwnWrite, type TableClient } from './table-client.js';
 
 /** How long a request's answer is kept for its retries (API.md section 1). */
 const IDEMPOTENCY_TTL_SECONDS = 24 * 60 * 60;
@@ -30,12 +30,15 @@ export class DynamoDbIdempotencyStore implements IdempotencyStore {
         new PutCommand({
           TableName: this.table.tableName,
           Item: {
-            ...idempotencyItem.encode(tenant, key, { fingerprint, lockedUntil: now + lockMs, expiresAt: nowSeconds + IDEMPOTENCY_TTL_SECONDS }),
+            ...idempotencyItem.encode(tenant, key, {
+              fingerprint,
+              lockedUntil: now + lockMs,
+              expiresAt: nowSeconds + IDEMPOTENCY_TTL_SECONDS,
+            }),
             writeId,
           },
           // Free, expired (TTL deletes lazily), or abandoned by a holder that died.
-          ConditionExpression:
-            'attribute_not_exists(pk) OR #ttl < :nowSeconds OR (#status = :pending AND lockedUntil < :now)',
+          ConditionExpression: 'attribute_not_exists(pk) OR #ttl < :nowSeconds OR (#status = :pending AND lockedUntil < :now)',
           ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive, '#status': 'status' },
           ExpressionAttributeValues: { ':nowSeconds': nowSeconds, ':pending': 'pending', ':now': now },
           ReturnValuesOnConditionCheckFailure: 'ALL_OLD',

@@ -1,8 +1,7 @@
-import { ROOT_NODE } from '../core/ids.js';
 import type { StateFields } from '../core/fields.js';
+import { ROOT_NODE } from '../core/ids.js';
 import type { Json, JsonObject } from '../core/json.js';
 import {
-  VERSION_CAUSES,
   type AgentRecord,
   type DecisionOutcome,
   type DecisionRecord,
@@ -14,6 +13,7 @@ import {
   type SessionMeta,
   type SessionScope,
   type Tip,
+  VERSION_CAUSES,
   type VersionCause,
   type VersionRecord,
 } from '../core/model.js';
@@ -22,8 +22,8 @@ import { emptyTip } from '../core/tree.js';
 import { DOCUMENT_ITEM_KIND, SLOT_ITEM_KIND } from './item-kinds.js';
 import { keys, slotOf } from './keys.js';
 import { decodeLineage, encodeLineage } from './lineage.js';
-import type { Item } from './table-client.js';
 import { tableKeys } from './table.js';
+import type { Item } from './table-client.js';
 
 /**
  * One codec per item kind: how a record becomes an item and back. The stores write and read

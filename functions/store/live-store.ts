@@ -18,18 +18,12 @@ import { tableKeys } from './table.js';
  * session. `$disconnect` finds what to remove in the connection's `sessions` set.
  */
 export class DynamoDbLiveStore implements LiveStore {
-  private readonly send: TableClient['send'];
-  private readonly tableName: string;
-
-  constructor(private readonly table: TableClient) {
-    this.send = table.send;
-    this.tableName = table.tableName;
-  }
+  constructor(private readonly table: TableClient) {}
 
   async putConnection(connectionId: string, tenant: string, expiresAt: number, agents: string[] | null = null): Promise<void> {
-    await this.send(
+    await this.table.send(
       new PutCommand({
-        TableName: this.tableName,
+        TableName: this.table.tableName,
         Item: {
           pk: keys.connection(connectionId),
           sk: keys.connectionSort,
@@ -43,8 +37,8 @@ export class DynamoDbLiveStore implements LiveStore {
   }
 
   async getConnection(connectionId: string): Promise<LiveConnection | null> {
-    const { Item } = await this.send(
-      new GetCommand({ TableName: this.tableName, Key: { pk: keys.connection(connectionId), sk: keys.connectionSort }, ConsistentRead: true }),
+    const { Item } = await this.table.send(
+      new GetCommand({ TableName: this.table.tableName, Key: { pk: keys.connection(connectionId), sk: keys.connectionSort }, ConsistentRead: true }),
     );
     if (!Item || typeof Item.tenant !== 'string' || this.expired(Item)) return null;
     const agents = agentsOf(Item);
@@ -57,9 +51,9 @@ export class DynamoDbLiveStore implements LiveStore {
     // hook's cleanup of gone connections settle). A connection that is gone, or follows as
     // many sessions as it may, follows nothing more.
     const listed = await conditionally(
-      this.send(
+      this.table.send(
         new UpdateCommand({
-          TableName: this.tableName,
+          TableName: this.table.tableName,
           Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
           UpdateExpression: 'ADD sessions :session SET #ttl = :ttl',
           ConditionExpression: `${conditions.itemExists} AND (attribute_not_exists(sessions) OR size(sessions) < :max OR contains(sessions, :id))`,
@@ -69,9 +63,9 @@ export class DynamoDbLiveStore implements LiveStore {
       ),
     );
     if (!listed) return false;
-    await this.send(
+    await this.table.send(
       new PutCommand({
-        TableName: this.tableName,
+        TableName: this.table.tableName,
         // Replaces an earlier subscription of this connection to the session, agent and all.
         Item: {
           pk: keys.subscribers(scope),
@@ -86,12 +80,12 @@ export class DynamoDbLiveStore implements LiveStore {
   }
 
   async unsubscribe(connectionId: string, scope: SessionScope): Promise<void> {
-    await this.send(new DeleteCommand({ TableName: this.tableName, Key: { pk: keys.subscribers(scope), sk: keys.subscriber(connectionId) } }));
+    await this.table.send(new DeleteCommand({ TableName: this.table.tableName, Key: { pk: keys.subscribers(scope), sk: keys.subscriber(connectionId) } }));
     // A connection that is gone lists nothing to remove.
     await conditionally(
-      this.send(
+      this.table.send(
         new UpdateCommand({
-          TableName: this.tableName,
+          TableName: this.table.tableName,
           Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
           UpdateExpression: 'DELETE sessions :session',
           ConditionExpression: conditions.itemExists,
@@ -102,9 +96,9 @@ export class DynamoDbLiveStore implements LiveStore {
   }
 
   async deleteConnection(connectionId: string): Promise<void> {
-    const { Attributes } = await this.send(
+    const { Attributes } = await this.table.send(
       new DeleteCommand({
-        TableName: this.tableName,
+        TableName: this.table.tableName,
         Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
         ReturnValues: 'ALL_OLD',
       }),
@@ -113,9 +107,9 @@ export class DynamoDbLiveStore implements LiveStore {
     const tenant = Attributes.tenant;
     await Promise.all(
       sessionsOf(Attributes).map((sessionId) =>
-        this.send(
+        this.table.send(
           new DeleteCommand({
-            TableName: this.tableName,
+            TableName: this.table.tableName,
             Key: { pk: keys.subscribers({ tenant, sessionId }), sk: keys.subscriber(connectionId) },
           }),
         ),

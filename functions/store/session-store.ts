@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { AgentStateError } from '../core/errors.js';
-import type { Json } from '../core/json.js';
 import { ROOT_NODE } from '../core/ids.js';
+import type { Json } from '../core/json.js';
 import type { ClosingTip, NodeRecord, Page, SessionMeta, SessionScope, Tip, VersionRecord } from '../core/model.js';
-import { StaleTipError, type SessionListOptions, type SessionStore, type TipChange } from '../core/ports.js';
+import { type SessionListOptions, type SessionStore, StaleTipError, type TipChange } from '../core/ports.js';
 import { decisionCompletionItems } from './decision-store.js';
 import { documentPut } from './document-store.js';
 import { nodeItem, parseJsonText, sessionItem, tipItem, tombstoneItem, versionItem } from './item-codecs.js';
@@ -12,19 +12,19 @@ import { KIND_ATTRIBUTE, SLOT_ITEM_KIND } from './item-kinds.js';
 import { keys } from './keys.js';
 import { decodeCursor, invalidCursor, pageOf, prefixPageQuery, queryAll } from './paging.js';
 import { nextSlot, sessionUpsert } from './session-writes.js';
+import { tableKeys } from './table.js';
 import {
   batchDelete,
   batchGet,
   conditions,
   forEachInRange,
+  type Item,
   isConditionFailure,
   isOwnWrite,
-  transact,
-  type Item,
   type TableClient,
   type TaggedItem,
+  transact,
 } from './table-client.js';
-import { tableKeys } from './table.js';
 
 const NODE_SUMMARY = 'sk, #id, parentId, #depth, #role, stateVersion, createdAt';
 const NODE_SUMMARY_NAMES = { '#id': 'id', '#depth': 'depth', '#role': 'role' };
@@ -110,10 +110,7 @@ export class DynamoDbSessionStore implements SessionStore {
   async listSessions(tenant: string, options: SessionListOptions): Promise<Page<SessionMeta>> {
     const index = tableKeys.sessionsIndex;
     const partition = keys.tenantSessions(tenant);
-    const start =
-      options.cursor === undefined
-        ? undefined
-        : decodeCursor(options.cursor, ['pk', 'sk', index.partitionKey, index.sortKey]);
+    const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk', index.partitionKey, index.sortKey]);
     if (start && (start[index.partitionKey] !== partition || start.sk !== keys.sessionSort)) throw invalidCursor();
     const { Items, LastEvaluatedKey } = await this.table.send(
       new QueryCommand({
@@ -248,7 +245,10 @@ export class DynamoDbSessionStore implements SessionStore {
   }
 
   async getNodes(scope: SessionScope, nodeIds: readonly string[]): Promise<Map<string, NodeRecord>> {
-    const items = await batchGet(this.table, unique(nodeIds).map((nodeId) => nodeItem.key(scope, nodeId)));
+    const items = await batchGet(
+      this.table,
+      unique(nodeIds).map((nodeId) => nodeItem.key(scope, nodeId)),
+    );
     return new Map(items.map((item) => [nodeItem.idOf(item), nodeItem.decode(item)]));
   }
 
@@ -276,7 +276,10 @@ export class DynamoDbSessionStore implements SessionStore {
   }
 
   async getVersions(scope: SessionScope, versions: readonly number[]): Promise<Map<number, VersionRecord>> {
-    const items = await batchGet(this.table, unique(versions).map((version) => versionItem.key(scope, version)));
+    const items = await batchGet(
+      this.table,
+      unique(versions).map((version) => versionItem.key(scope, version)),
+    );
     const found = items.filter(versionItem.is).map(versionItem.decode);
     return new Map(found.map((record) => [record.version, record]));
   }

@@ -3,8 +3,8 @@ import { StaleTipError } from '../core/ports.js';
 import { sessionItem } from './item-codecs.js';
 import { KIND_ATTRIBUTE, SLOT_ITEM_KIND } from './item-kinds.js';
 import { keys } from './keys.js';
-import { conditions, type TransactItem } from './table-client.js';
 import { tableKeys } from './table.js';
+import { conditions, type TransactItem } from './table-client.js';
 
 /**
  * The two pieces every write into a session is made of, whichever store sends it: the claim

@@ -103,7 +103,8 @@ export async function forEachInRange(
   projection: { ProjectionExpression?: string; ExpressionAttributeNames?: Record<string, string> } = {},
 ): Promise<void> {
   await queryAll(
-    (start) => table.send(new QueryCommand({ ...rangeQuery({ tableName: table.tableName, ...range }), ...projection, ExclusiveStartKey: start })),
+    (start) =>
+      table.send(new QueryCommand({ ...rangeQuery({ tableName: table.tableName, ...range }), ...projection, ExclusiveStartKey: start })),
     each,
   );
 }
@@ -187,7 +188,12 @@ function translateServiceError(error: unknown): unknown {
   if (throttlingErrors.has(error.name)) return throttled(error);
   const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
   const code = (error as { code?: string }).code ?? '';
-  if (unavailableErrors.has(error.name) || (status !== undefined && status >= 500) || networkCodes.has(code) || networkCodes.has(error.name)) {
+  if (
+    unavailableErrors.has(error.name) ||
+    (status !== undefined && status >= 500) ||
+    networkCodes.has(code) ||
+    networkCodes.has(error.name)
+  ) {
     return new AgentStateError('unavailable', 'the database is unavailable; retry shortly', {}, { cause: error });
   }
   return error;

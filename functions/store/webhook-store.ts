@@ -21,18 +21,12 @@ const DEAD_LETTER_TTL_SECONDS = 14 * 24 * 60 * 60;
  * Webhook ids are UUIDv7, so the webhook list reads newest first by key alone.
  */
 export class DynamoDbWebhookStore implements WebhookStore {
-  private readonly send: TableClient['send'];
-  private readonly tableName: string;
-
-  constructor(private readonly table: TableClient) {
-    this.send = table.send;
-    this.tableName = table.tableName;
-  }
+  constructor(private readonly table: TableClient) {}
 
   async putWebhook(tenant: string, webhook: WebhookRecord): Promise<void> {
-    await this.send(
+    await this.table.send(
       new PutCommand({
-        TableName: this.tableName,
+        TableName: this.table.tableName,
         Item: {
           pk: keys.webhooks(tenant),
           sk: keys.webhook(webhook.id),
@@ -50,15 +44,15 @@ export class DynamoDbWebhookStore implements WebhookStore {
   }
 
   async getWebhook(tenant: string, webhookId: string): Promise<WebhookRecord | null> {
-    const { Item } = await this.send(
-      new GetCommand({ TableName: this.tableName, Key: { pk: keys.webhooks(tenant), sk: keys.webhook(webhookId) }, ConsistentRead: true }),
+    const { Item } = await this.table.send(
+      new GetCommand({ TableName: this.table.tableName, Key: { pk: keys.webhooks(tenant), sk: keys.webhook(webhookId) }, ConsistentRead: true }),
     );
     return Item ? toWebhook(Item) : null;
   }
 
   async listWebhooks(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<WebhookRecord>> {
-    const range = { tableName: this.tableName, partition: keys.webhooks(tenant), prefix: keys.webhookPrefix };
-    const { Items, LastEvaluatedKey } = await this.send(new QueryCommand(prefixPageQuery(range, { ...options, newestFirst: true })));
+    const range = { tableName: this.table.tableName, partition: keys.webhooks(tenant), prefix: keys.webhookPrefix };
+    const { Items, LastEvaluatedKey } = await this.table.send(new QueryCommand(prefixPageQuery(range, { ...options, newestFirst: true })));
     return pageOf((Items ?? []).map(toWebhook), LastEvaluatedKey);
   }
 
@@ -71,9 +65,9 @@ export class DynamoDbWebhookStore implements WebhookStore {
   }
 
   async deleteWebhook(tenant: string, webhookId: string): Promise<boolean> {
-    const { Attributes } = await this.send(
+    const { Attributes } = await this.table.send(
       new DeleteCommand({
-        TableName: this.tableName,
+        TableName: this.table.tableName,
         Key: { pk: keys.webhooks(tenant), sk: keys.webhook(webhookId) },
         ReturnValues: 'ALL_OLD',
       }),
@@ -87,9 +81,9 @@ export class DynamoDbWebhookStore implements WebhookStore {
     event: DeadLetterEvent,
     failure: DeliveryFailure,
   ): Promise<void> {
-    await this.send(
+    await this.table.send(
       new UpdateCommand({
-        TableName: this.tableName,
+        TableName: this.table.tableName,
         Key: { pk: keys.deadLetters(tenant, webhookId), sk: keys.deadLetter(event.sessionId, event.version, event.document) },
         // One item per event: a redelivered event (or a failed replay) updates its dead letter.
         UpdateExpression:
@@ -113,8 +107,8 @@ export class DynamoDbWebhookStore implements WebhookStore {
   }
 
   async listDeadLetters(tenant: string, webhookId: string, options: { limit: number; cursor?: string }): Promise<Page<DeadLetter>> {
-    const range = { tableName: this.tableName, partition: keys.deadLetters(tenant, webhookId), prefix: keys.deadLetterPrefix };
-    const { Items, LastEvaluatedKey } = await this.send(new QueryCommand(prefixPageQuery(range, { ...options, consistent: true })));
+    const range = { tableName: this.table.tableName, partition: keys.deadLetters(tenant, webhookId), prefix: keys.deadLetterPrefix };
+    const { Items, LastEvaluatedKey } = await this.table.send(new QueryCommand(prefixPageQuery(range, { ...options, consistent: true })));
     return pageOf(
       (Items ?? []).map((item) => toDeadLetter(webhookId, item)),
       LastEvaluatedKey,
@@ -122,9 +116,9 @@ export class DynamoDbWebhookStore implements WebhookStore {
   }
 
   async deleteDeadLetter(tenant: string, webhookId: string, event: Omit<DeadLetterEvent, 'id' | 'body'>): Promise<void> {
-    await this.send(
+    await this.table.send(
       new DeleteCommand({
-        TableName: this.tableName,
+        TableName: this.table.tableName,
         Key: { pk: keys.deadLetters(tenant, webhookId), sk: keys.deadLetter(event.sessionId, event.version, event.document) },
       }),
     );
