@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { ApiKeyError, ApiKeyStore, type ApiKey } from '../functions/store/api-keys.js';
+import { type ApiKey, ApiKeyError, ApiKeyStore } from '../functions/store/api-keys.js';
 import { defaultTableName } from '../functions/store/table.js';
 
 const USAGE = `agentstate: the admin CLI
@@ -33,24 +33,27 @@ interface Io {
   env: NodeJS.ProcessEnv;
 }
 
+const parseCommandLine = (argv: readonly string[]) =>
+  parseArgs({
+    args: [...argv],
+    allowPositionals: true,
+    options: {
+      tenant: { type: 'string' },
+      agents: { type: 'string' },
+      table: { type: 'string' },
+      stack: { type: 'string' },
+      endpoint: { type: 'string' },
+      region: { type: 'string' },
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+
 /** Runs the CLI; returns the exit code. Exported for tests. */
 export async function main(argv: readonly string[], io: Io = defaultIo): Promise<number> {
-  let parsed;
+  let parsed: ReturnType<typeof parseCommandLine>;
   try {
-    parsed = parseArgs({
-      args: [...argv],
-      allowPositionals: true,
-      options: {
-        tenant: { type: 'string' },
-        agents: { type: 'string' },
-        table: { type: 'string' },
-        stack: { type: 'string' },
-        endpoint: { type: 'string' },
-        region: { type: 'string' },
-        json: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    });
+    parsed = parseCommandLine(argv);
   } catch (error) {
     io.err(`${(error as Error).message}\n\n${USAGE}`);
     return 2;
@@ -83,7 +86,10 @@ export async function main(argv: readonly string[], io: Io = defaultIo): Promise
     switch (command) {
       case 'create': {
         if (!values.tenant) throw new UsageError('keys create needs --tenant T');
-        const agents = values.agents?.split(',').map((agent) => agent.trim()).filter(Boolean);
+        const agents = values.agents
+          ?.split(',')
+          .map((agent) => agent.trim())
+          .filter(Boolean);
         const { apiKey, key } = await store.create({ tenant: values.tenant, agents: agents ?? null });
         if (values.json) {
           io.out(JSON.stringify({ apiKey, ...key }, null, 2));
@@ -161,7 +167,14 @@ function formatKeys(keys: readonly ApiKey[]): string {
     ...keys.map((key) => [key.keyId, key.tenant, key.agents?.join(',') ?? '*', key.createdAt, key.revokedAt ?? '-']),
   ];
   const widths = rows[0]?.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? '').length))) ?? [];
-  return rows.map((row) => row.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join('  ').trimEnd()).join('\n');
+  return rows
+    .map((row) =>
+      row
+        .map((cell, column) => cell.padEnd(widths[column] ?? 0))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }
 
 function describe(error: unknown): string {

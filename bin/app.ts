@@ -9,8 +9,7 @@ import { AgentStateStack } from '../lib/agent-state-stack.js';
  * environment-agnostic, so synth needs no credentials and no network.
  */
 const app = new App();
-const stackName: string =
-  (app.node.tryGetContext('stackName') as string | undefined) ?? process.env.AGENTSTATE_STACK_NAME ?? 'AgentState';
+const stackName: string = (app.node.tryGetContext('stackName') as string | undefined) ?? process.env.AGENTSTATE_STACK_NAME ?? 'AgentState';
 
 new AgentStateStack(app, stackName, {
   env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },

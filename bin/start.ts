@@ -9,7 +9,7 @@ import { resolve } from 'node:path';
 import { DEFAULT_LOCAL_KEYS, parseKeyPairs } from '../functions/http/auth.js';
 import { JavaMissingError } from '../functions/local/dynamodb-local.js';
 import { ensureInspectorBuilt } from '../functions/local/inspector-build.js';
-import { PortInUseError, startLocalServer, type LocalServer } from '../functions/local/server.js';
+import { type LocalServer, PortInUseError, startLocalServer } from '../functions/local/server.js';
 
 // The SDK warns on every start that its 2027 releases will need Node 22; here that is noise.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';

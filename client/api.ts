@@ -1,5 +1,5 @@
 import { AgentStateError } from './errors.js';
-import { path, type CallOptions, type HttpRequest, type HttpResponse, type HttpTransport } from './http.js';
+import { type CallOptions, type HttpRequest, type HttpResponse, type HttpTransport, path } from './http.js';
 import type {
   Agent,
   AgentList,
@@ -20,18 +20,18 @@ import type {
   MessageNode,
   MessagePath,
   PageQuery,
-  SessionListQuery,
-  TreeQuery,
   ProfileDocument,
   PutAgentRequest,
   ReplayResult,
   RunDocument,
   Session,
   SessionList,
+  SessionListQuery,
   SessionSummary,
   StateQuery,
   StateView,
   Tree,
+  TreeQuery,
   Version,
   VersionList,
   VersionsQuery,
@@ -97,7 +97,10 @@ export class AgentStateApi {
       (await this.http.request<SessionList>({ method: 'GET', path: '/v1/sessions', query: { ...query } }, options)).body,
     /** Every session, following `next`. */
     iterate: (query: Omit<SessionListQuery, 'cursor'> = {}, options?: CallOptions): AsyncGenerator<SessionSummary, void, undefined> =>
-      pages((cursor) => this.sessions.list({ ...query, ...(cursor ? { cursor } : {}) }, options), (page) => page.sessions),
+      pages(
+        (cursor) => this.sessions.list({ ...query, ...(cursor ? { cursor } : {}) }, options),
+        (page) => page.sessions,
+      ),
     /** `GET /v1/sessions/{sid}`. `404 session_not_found`. */
     get: async (sessionId: string, options?: CallOptions): Promise<Session> =>
       (await this.http.request<Session>({ method: 'GET', path: path`/v1/sessions/${sessionId}` }, options)).body,
@@ -111,10 +114,20 @@ export class AgentStateApi {
   readonly messages = {
     /** `POST /v1/sessions/{sid}/messages` → 201: appends a chain and moves the head to its end. */
     append: async (sessionId: string, request: AppendMessagesRequest, options?: CallOptions): Promise<AppendMessagesResult> =>
-      (await this.http.request<AppendMessagesResult>({ method: 'POST', path: path`/v1/sessions/${sessionId}/messages`, body: request }, options)).body,
+      (
+        await this.http.request<AppendMessagesResult>(
+          { method: 'POST', path: path`/v1/sessions/${sessionId}/messages`, body: request },
+          options,
+        )
+      ).body,
     /** `GET /v1/sessions/{sid}/messages?node=`: the path root → node (default: the head). */
     path: async (sessionId: string, query: { node?: string } = {}, options?: CallOptions): Promise<MessagePath> =>
-      (await this.http.request<MessagePath>({ method: 'GET', path: path`/v1/sessions/${sessionId}/messages`, query: { ...query } }, options)).body,
+      (
+        await this.http.request<MessagePath>(
+          { method: 'GET', path: path`/v1/sessions/${sessionId}/messages`, query: { ...query } },
+          options,
+        )
+      ).body,
   };
 
   /** The message tree (docs/api.md §3). */
@@ -139,7 +152,8 @@ export class AgentStateApi {
   readonly state = {
     /** `GET /v1/sessions/{sid}/state?node=|version=`. An unknown session reads `null` at version 0. */
     get: async <S = Json>(sessionId: string, query: StateQuery = {}, options?: CallOptions): Promise<StateView<S>> =>
-      (await this.http.request<StateView<S>>({ method: 'GET', path: path`/v1/sessions/${sessionId}/state`, query: { ...query } }, options)).body,
+      (await this.http.request<StateView<S>>({ method: 'GET', path: path`/v1/sessions/${sessionId}/state`, query: { ...query } }, options))
+        .body,
     /** `PATCH /v1/sessions/{sid}/state`: an RFC 7396 merge patch. */
     patch: async <S = Json>(sessionId: string, patch: Json, options: WriteOptions = {}): Promise<WriteResult<S>> =>
       (
@@ -159,7 +173,13 @@ export class AgentStateApi {
     replace: async <S = Json>(sessionId: string, state: Json, options: WriteOptions = {}): Promise<WriteResult<S>> =>
       (
         await this.http.request<WriteResult<S>>(
-          { method: 'PUT', path: path`/v1/sessions/${sessionId}/state`, query: { node: options.node }, body: state, ifMatch: options.ifMatch },
+          {
+            method: 'PUT',
+            path: path`/v1/sessions/${sessionId}/state`,
+            query: { node: options.node },
+            body: state,
+            ifMatch: options.ifMatch,
+          },
           options,
         )
       ).body,
@@ -169,10 +189,22 @@ export class AgentStateApi {
   readonly versions = {
     /** `GET /v1/sessions/{sid}/versions?node=`: one page, newest first. */
     list: async <S = Json>(sessionId: string, query: VersionsQuery = {}, options?: CallOptions): Promise<VersionList<S>> =>
-      (await this.http.request<VersionList<S>>({ method: 'GET', path: path`/v1/sessions/${sessionId}/versions`, query: { ...query } }, options)).body,
+      (
+        await this.http.request<VersionList<S>>(
+          { method: 'GET', path: path`/v1/sessions/${sessionId}/versions`, query: { ...query } },
+          options,
+        )
+      ).body,
     /** Every version, newest first, following `next`. */
-    iterate: <S = Json>(sessionId: string, query: Omit<VersionsQuery, 'cursor'> = {}, options?: CallOptions): AsyncGenerator<Version<S>, void, undefined> =>
-      pages((cursor) => this.versions.list<S>(sessionId, { ...query, ...(cursor ? { cursor } : {}) }, options), (page) => page.versions),
+    iterate: <S = Json>(
+      sessionId: string,
+      query: Omit<VersionsQuery, 'cursor'> = {},
+      options?: CallOptions,
+    ): AsyncGenerator<Version<S>, void, undefined> =>
+      pages(
+        (cursor) => this.versions.list<S>(sessionId, { ...query, ...(cursor ? { cursor } : {}) }, options),
+        (page) => page.versions,
+      ),
     /** `GET /v1/sessions/{sid}/versions/{v}`. `404 version_not_found`. */
     get: async <S = Json>(sessionId: string, version: number, options?: CallOptions): Promise<Version<S>> =>
       (await this.http.request<Version<S>>({ method: 'GET', path: path`/v1/sessions/${sessionId}/versions/${version}` }, options)).body,
@@ -193,7 +225,10 @@ export class AgentStateApi {
       (await this.http.request<AgentList>({ method: 'GET', path: '/v1/agents', query: { ...query } }, options)).body,
     /** Every agent, following `next`. */
     iterate: (query: Omit<PageQuery, 'cursor'> = {}, options?: CallOptions): AsyncGenerator<Agent, void, undefined> =>
-      pages((cursor) => this.agents.list({ ...query, ...(cursor ? { cursor } : {}) }, options), (page) => page.agents),
+      pages(
+        (cursor) => this.agents.list({ ...query, ...(cursor ? { cursor } : {}) }, options),
+        (page) => page.agents,
+      ),
   };
 
   /**
@@ -201,13 +236,19 @@ export class AgentStateApi {
    * worker. `409 decision_in_progress` while another decision of the session runs.
    */
   async decide<S = Json>(sessionId: string, request: DecideRequest, options?: CallOptions): Promise<DecideResult<S>> {
-    return (await this.http.request<DecideResult<S>>({ method: 'POST', path: path`/v1/sessions/${sessionId}/decide`, body: request }, options)).body;
+    return (
+      await this.http.request<DecideResult<S>>({ method: 'POST', path: path`/v1/sessions/${sessionId}/decide`, body: request }, options)
+    ).body;
   }
 
   /** Commits and their documents (docs/api.md §7a). */
   readonly commits = {
     /** `POST /v1/sessions/{sid}/commits?node=`: a batch of keyed commands, atomically. */
-    commit: async <S = Json>(sessionId: string, request: CommitRequest, options: CallOptions & { node?: string } = {}): Promise<CommitResult<S>> =>
+    commit: async <S = Json>(
+      sessionId: string,
+      request: CommitRequest,
+      options: CallOptions & { node?: string } = {},
+    ): Promise<CommitResult<S>> =>
       (
         await this.http.request<CommitResult<S>>(
           { method: 'POST', path: path`/v1/sessions/${sessionId}/commits`, query: { node: options.node }, body: request },
@@ -242,13 +283,30 @@ export class AgentStateApi {
     },
     /** `GET /v1/webhooks/{id}/dead-letters`: one page. */
     deadLetters: async (webhookId: string, query: PageQuery = {}, options?: CallOptions): Promise<DeadLetterList> =>
-      (await this.http.request<DeadLetterList>({ method: 'GET', path: path`/v1/webhooks/${webhookId}/dead-letters`, query: { ...query } }, options)).body,
+      (
+        await this.http.request<DeadLetterList>(
+          { method: 'GET', path: path`/v1/webhooks/${webhookId}/dead-letters`, query: { ...query } },
+          options,
+        )
+      ).body,
     /** Every dead letter, following `next`. */
-    iterateDeadLetters: (webhookId: string, query: Omit<PageQuery, 'cursor'> = {}, options?: CallOptions): AsyncGenerator<DeadLetter, void, undefined> =>
-      pages((cursor) => this.webhooks.deadLetters(webhookId, { ...query, ...(cursor ? { cursor } : {}) }, options), (page) => page.deadLetters),
+    iterateDeadLetters: (
+      webhookId: string,
+      query: Omit<PageQuery, 'cursor'> = {},
+      options?: CallOptions,
+    ): AsyncGenerator<DeadLetter, void, undefined> =>
+      pages(
+        (cursor) => this.webhooks.deadLetters(webhookId, { ...query, ...(cursor ? { cursor } : {}) }, options),
+        (page) => page.deadLetters,
+      ),
     /** `POST /v1/webhooks/{id}/dead-letters/replay` */
     replay: async (webhookId: string, request: { limit?: number } = {}, options?: CallOptions): Promise<ReplayResult> =>
-      (await this.http.request<ReplayResult>({ method: 'POST', path: path`/v1/webhooks/${webhookId}/dead-letters/replay`, body: request }, options)).body,
+      (
+        await this.http.request<ReplayResult>(
+          { method: 'POST', path: path`/v1/webhooks/${webhookId}/dead-letters/replay`, body: request },
+          options,
+        )
+      ).body,
   };
 
   /** The latest version of a session, or 0 when it does not exist (yet). */

@@ -1,8 +1,8 @@
 import { AgentStateApi } from './api.js';
-import { backoffDelay, sleep, type RetryOptions } from './backoff.js';
+import { backoffDelay, type RetryOptions, sleep } from './backoff.js';
 import { decode, encode, encodePatch, hasMergedTaggedValue, isPlainObject, mergeValues } from './codec.js';
 import { AgentStateError } from './errors.js';
-import { HttpTransport, type CallOptions } from './http.js';
+import { type CallOptions, HttpTransport } from './http.js';
 import {
   BoundFold,
   BoundKey,
@@ -53,7 +53,20 @@ export interface SessionOptions<S> {
 }
 
 /** A merge patch of `S`: plain objects merge (members optional, `null` deletes), anything else replaces. */
-export type StatePatch<S> = S extends Date | RegExp | Map<unknown, unknown> | Set<unknown> | ArrayBuffer | ArrayBufferView | readonly unknown[] | bigint | string | number | boolean | null | undefined
+export type StatePatch<S> = S extends
+  | Date
+  | RegExp
+  | Map<unknown, unknown>
+  | Set<unknown>
+  | ArrayBuffer
+  | ArrayBufferView
+  | readonly unknown[]
+  | bigint
+  | string
+  | number
+  | boolean
+  | null
+  | undefined
   ? S
   : S extends object
     ? { [K in keyof S]?: StatePatch<S[K]> | null }
@@ -121,12 +134,20 @@ export class AgentStateClient extends AgentStateApi {
   }
 
   /** A typed key (`settings`) or cell (`review/{id}/state`): see `defineKey`. */
-  key<Schema extends StandardSchemaV1, const Template extends string>(template: Template, schema: Schema, defaultValue: Infer<Schema>): KeyDef<Infer<Schema>, Template> {
+  key<Schema extends StandardSchemaV1, const Template extends string>(
+    template: Template,
+    schema: Schema,
+    defaultValue: Infer<Schema>,
+  ): KeyDef<Infer<Schema>, Template> {
     return defineKey(template, schema, defaultValue);
   }
 
   /** A cell: a key with runtime params, e.g. `review/{id}/state`. The same as `key`. */
-  cell<Schema extends StandardSchemaV1, const Template extends string>(template: Template, schema: Schema, defaultValue: Infer<Schema>): KeyDef<Infer<Schema>, Template> {
+  cell<Schema extends StandardSchemaV1, const Template extends string>(
+    template: Template,
+    schema: Schema,
+    defaultValue: Infer<Schema>,
+  ): KeyDef<Infer<Schema>, Template> {
     return defineKey(template, schema, defaultValue);
   }
 
@@ -241,7 +262,10 @@ export class SessionHandle<S> implements KeyHost {
 
   /** The raw state view at this handle's node (for typed keys). */
   async readRaw(call?: CallOptions): Promise<StateView<Json>> {
-    const view = await this.client.state.get(this.id, this.options.node === undefined ? {} : { node: this.options.node }, { ...this.callOptions(), ...call });
+    const view = await this.client.state.get(this.id, this.options.node === undefined ? {} : { node: this.options.node }, {
+      ...this.callOptions(),
+      ...call,
+    });
     if (view.version > 0) this.written = true;
     return view;
   }

@@ -75,9 +75,10 @@ export class AgentStateError extends Error {
       return new AgentStateError(code, status, typeof detail === 'string' ? detail : String(code), extras, { problem: body });
     }
     // A gateway's own answer (`{"message":"Not Found"}`) or plain text.
-    const message = body !== null && typeof body === 'object' && typeof (body as { message?: unknown }).message === 'string'
-      ? (body as { message: string }).message
-      : text.slice(0, 200);
+    const message =
+      body !== null && typeof body === 'object' && typeof (body as { message?: unknown }).message === 'string'
+        ? (body as { message: string }).message
+        : text.slice(0, 200);
     const code = codeOfStatus[status] ?? (status >= 500 ? 'internal' : 'http_error');
     return new AgentStateError(code, status, message || `HTTP ${status}`);
   }
@@ -134,7 +135,9 @@ export class SchemaMismatchError extends AgentStateError {
 
   constructor(key: string, phase: 'read' | 'write', issues: readonly SchemaIssue[], value: unknown) {
     const first = issues[0];
-    const where = first?.path?.length ? ` (at ${first.path.map((part) => String(typeof part === 'object' ? part.key : part)).join('.')})` : '';
+    const where = first?.path?.length
+      ? ` (at ${first.path.map((part) => String(typeof part === 'object' ? part.key : part)).join('.')})`
+      : '';
     super(
       'schema_mismatch',
       0,

@@ -1,4 +1,4 @@
-import { backoffDelay, defaultRetry, sleep, type RetryOptions } from './backoff.js';
+import { backoffDelay, defaultRetry, type RetryOptions, sleep } from './backoff.js';
 import { AgentStateError } from './errors.js';
 
 /** Options of one call; every method of the client takes them last. */
@@ -109,8 +109,24 @@ export class HttpTransport {
       } catch (error) {
         if (call.signal?.aborted) throw call.signal.reason;
         outcome = timeout.aborted
-          ? { error: new AgentStateError('timeout', 0, `no answer from ${request.method} ${request.path} within ${timeoutMs} ms`, {}, { cause: error }) }
-          : { error: new AgentStateError('network_error', 0, `${request.method} ${request.path} failed: ${(error as Error)?.message ?? String(error)}`, {}, { cause: error }) };
+          ? {
+              error: new AgentStateError(
+                'timeout',
+                0,
+                `no answer from ${request.method} ${request.path} within ${timeoutMs} ms`,
+                {},
+                { cause: error },
+              ),
+            }
+          : {
+              error: new AgentStateError(
+                'network_error',
+                0,
+                `${request.method} ${request.path} failed: ${(error as Error)?.message ?? String(error)}`,
+                {},
+                { cause: error },
+              ),
+            };
       }
 
       if ('error' in outcome) {
@@ -122,7 +138,12 @@ export class HttpTransport {
       const { response, text } = outcome;
       const parsed = parseBody(text);
       if (response.ok) {
-        return { status: response.status, headers: response.headers, body: parsed as T, replayed: response.headers.get('idempotency-replayed') === 'true' };
+        return {
+          status: response.status,
+          headers: response.headers,
+          body: parsed as T,
+          replayed: response.headers.get('idempotency-replayed') === 'true',
+        };
       }
       const error = AgentStateError.fromResponse(response.status, parsed, text);
       const retryable =
@@ -146,7 +167,10 @@ export class HttpTransport {
 
 /** `/v1/sessions/{sid}` with each segment escaped. */
 export function path(strings: TemplateStringsArray, ...segments: Array<string | number>): string {
-  return strings.reduce((out, part, index) => out + part + (index < segments.length ? encodeURIComponent(String(segments[index])) : ''), '');
+  return strings.reduce(
+    (out, part, index) => out + part + (index < segments.length ? encodeURIComponent(String(segments[index])) : ''),
+    '',
+  );
 }
 
 function parseBody(text: string): unknown {

@@ -6,24 +6,24 @@ export { AgentStateApi, type PutAgentResult, type WriteOptions } from './api.js'
 export { defaultRetry, type RetryOptions } from './backoff.js';
 export {
   AgentStateClient,
-  SessionHandle,
-  createClient,
   type ClientOptions,
+  createClient,
   type OnStateChangedOptions,
+  SessionHandle,
   type SessionOptions,
   type StatePatch,
   type StateSnapshot,
 } from './client.js';
-export { PAYLOAD, TAG, decode, encode, encodePatch, mergeValues } from './codec.js';
+export { decode, encode, encodePatch, mergeValues, PAYLOAD, TAG } from './codec.js';
 export {
   AgentStateError,
-  CodecError,
-  SchemaMismatchError,
   type AgentStateErrorCode,
+  CodecError,
   type SchemaIssue,
+  SchemaMismatchError,
   type ValuePath,
 } from './errors.js';
-export { DEFAULT_TIMEOUT_MS, type CallOptions, type HttpRequest, type HttpResponse } from './http.js';
+export { type CallOptions, DEFAULT_TIMEOUT_MS, type HttpRequest, type HttpResponse } from './http.js';
 export {
   BoundFold,
   BoundKey,
@@ -38,20 +38,20 @@ export {
   type KeyParams,
   type LenientRead,
 } from './keys.js';
-export { LiveSync, type LiveStatus, type StateListener, type Subscription, type WebSocketConstructor, type WebSocketLike } from './live.js';
+export { type LiveStatus, LiveSync, type StateListener, type Subscription, type WebSocketConstructor, type WebSocketLike } from './live.js';
 export type { StandardSchemaV1 } from './standard-schema.js';
 export * from './types.js';
 export {
-  SIGNATURE_HEADER,
-  createWorker,
-  toLambdaHandler,
-  toNodeHandler,
   type AgentStateWorker,
+  createWorker,
   type Decide,
   type LambdaHttpEvent,
   type LambdaHttpResult,
   type NodeRequestLike,
   type NodeResponseLike,
+  SIGNATURE_HEADER,
+  toLambdaHandler,
+  toNodeHandler,
   type WorkerOptions,
   type WorkerReply,
 } from './worker.js';

@@ -1,4 +1,4 @@
-import { backoffDelay, sleep, type RetryOptions } from './backoff.js';
+import { backoffDelay, type RetryOptions, sleep } from './backoff.js';
 import { decode, encode, isPlainObject } from './codec.js';
 import { AgentStateError, CodecError, SchemaMismatchError } from './errors.js';
 import type { CallOptions } from './http.js';
@@ -75,7 +75,13 @@ export function defineKey<Schema extends StandardSchemaV1, const Template extend
   defaultValue: Infer<Schema>,
 ): KeyDef<Infer<Schema>, Template> {
   checkTemplate(template);
-  return { kind: 'key', template, schema: schema as StandardSchemaV1<unknown, Infer<Schema>>, defaultValue, address: (...params) => address(template, params[0]) };
+  return {
+    kind: 'key',
+    template,
+    schema: schema as StandardSchemaV1<unknown, Infer<Schema>>,
+    defaultValue,
+    address: (...params) => address(template, params[0]),
+  };
 }
 
 /** A fold key: `reduce(value, delta)` applied by `apply(delta)` with automatic retries. */
@@ -112,7 +118,8 @@ function address(template: string, params: Record<string, string | number> | und
     if (value === undefined) throw new TypeError(`key ${template} needs the param ${name}`);
     const text = String(value);
     // A param that held `/` could make two addresses collide (`a/{x}/{y}` with x="b/c").
-    if (text === '' || text.includes('/')) throw new TypeError(`param ${name} of key ${template} must be non-empty and without "/", got ${JSON.stringify(text)}`);
+    if (text === '' || text.includes('/'))
+      throw new TypeError(`param ${name} of key ${template} must be non-empty and without "/", got ${JSON.stringify(text)}`);
     return text;
   });
   if (key.length > 256) throw new TypeError(`key ${key.slice(0, 40)}… is longer than 256 characters`);
@@ -204,7 +211,8 @@ export class BoundKey<T> {
       decoded = decode((state as Record<string, Json>)[this.key] as Json);
     } catch (error) {
       // Stored data the codec cannot read does not match either.
-      if (error instanceof CodecError) throw new SchemaMismatchError(this.key, 'read', [{ message: error.detail }], (state as Record<string, Json>)[this.key]);
+      if (error instanceof CodecError)
+        throw new SchemaMismatchError(this.key, 'read', [{ message: error.detail }], (state as Record<string, Json>)[this.key]);
       throw error;
     }
     return { value: await this.validate(decoded, 'read'), stored: true };
@@ -224,7 +232,11 @@ export class BoundKey<T> {
 
 /** A fold key bound to a session. */
 export class BoundFold<T, Delta> extends BoundKey<T> {
-  constructor(host: KeyHost, key: string, private readonly fold: FoldDef<T, Delta>) {
+  constructor(
+    host: KeyHost,
+    key: string,
+    private readonly fold: FoldDef<T, Delta>,
+  ) {
     super(host, key, fold);
   }
 

@@ -104,15 +104,15 @@ export class LiveSync {
   /** Starts delivering a session's versions to `listener`. */
   follow<S>(sessionId: string, listener: StateListener<S>, options: FollowOptions<S>): Subscription {
     if (this.closed) throw new AgentStateError('live_error', 0, 'the client is closed');
-    const follower = new Follower<S>(sessionId, listener, options, this.api, (stopped) => this.unfollow(sessionId, stopped as Follower<unknown>));
+    const follower = new Follower<S>(sessionId, listener, options, this.api, (stopped) =>
+      this.unfollow(sessionId, stopped as Follower<unknown>),
+    );
     const stop = () => follower.stop();
-    const ready = follower
-      .start()
-      .then(() => {
-        if (follower.stopped) return;
-        this.register(sessionId, follower as Follower<unknown>);
-        return follower.caughtUp;
-      });
+    const ready = follower.start().then(() => {
+      if (follower.stopped) return;
+      this.register(sessionId, follower as Follower<unknown>);
+      return follower.caughtUp;
+    });
     // A caller that never looks at `ready` must not get an unhandled rejection.
     ready.catch(() => undefined);
     return Object.defineProperties(stop, {
@@ -156,7 +156,10 @@ export class LiveSync {
     }
     session.followers.add(follower);
     if (session.subscribed) follower.onSubscribed();
-    else if (this.socket?.readyState === OPEN && !this.inflight.some((request) => request.sessionId === sessionId && request.action === 'subscribe')) {
+    else if (
+      this.socket?.readyState === OPEN &&
+      !this.inflight.some((request) => request.sessionId === sessionId && request.action === 'subscribe')
+    ) {
       this.send({ action: 'subscribe', sessionId });
     }
     this.ensureConnected();
@@ -187,7 +190,11 @@ export class LiveSync {
       if (this.closed || this.sessions.size === 0) return;
       socket = new WebSocketImpl(this.socketUrl());
     } catch (error) {
-      this.failAll(error instanceof AgentStateError ? error : new AgentStateError('live_error', 0, `cannot open the live connection: ${String(error)}`, {}, { cause: error }));
+      this.failAll(
+        error instanceof AgentStateError
+          ? error
+          : new AgentStateError('live_error', 0, `cannot open the live connection: ${String(error)}`, {}, { cause: error }),
+      );
       return;
     }
     this.socket = socket;
@@ -214,7 +221,13 @@ export class LiveSync {
     // `ws` reports a refused upgrade as "Unexpected server response: 401".
     const refused = /Unexpected server response: (\d{3})/.exec(this.lastSocketError ?? '');
     if (refused && (refused[1] === '401' || refused[1] === '403')) {
-      this.failAll(new AgentStateError(refused[1] === '401' ? 'unauthorized' : 'forbidden', Number(refused[1]), 'the live connection was refused: check the API key'));
+      this.failAll(
+        new AgentStateError(
+          refused[1] === '401' ? 'unauthorized' : 'forbidden',
+          Number(refused[1]),
+          'the live connection was refused: check the API key',
+        ),
+      );
       return;
     }
     this.currentStatus = 'reconnecting';
@@ -258,7 +271,7 @@ export class LiveSync {
         // one, else the oldest request still waiting (answers come in request order).
         const request =
           typeof message.sessionId === 'string'
-            ? this.settle('subscribe', message.sessionId) ?? this.settle('unsubscribe', message.sessionId)
+            ? (this.settle('subscribe', message.sessionId) ?? this.settle('unsubscribe', message.sessionId))
             : this.inflight.shift();
         const { type: _type, status, code, detail, ...extras } = message;
         const error = new AgentStateError(String(code), Number(status) || 0, String(detail ?? code), extras);
@@ -276,7 +289,10 @@ export class LiveSync {
   }
 
   /** Removes (and returns) the waiting request that an answer answers. */
-  private settle(action: 'subscribe' | 'unsubscribe', sessionId: string): { action: 'subscribe' | 'unsubscribe'; sessionId: string } | undefined {
+  private settle(
+    action: 'subscribe' | 'unsubscribe',
+    sessionId: string,
+  ): { action: 'subscribe' | 'unsubscribe'; sessionId: string } | undefined {
     const index = this.inflight.findIndex((request) => request.action === action && request.sessionId === sessionId);
     return index < 0 ? undefined : this.inflight.splice(index, 1)[0];
   }
@@ -457,7 +473,9 @@ class Follower<S> {
       return;
     }
     const resume = Math.min(...[...this.pending.keys()].filter((version) => version > missing));
-    this.report(new AgentStateError('live_error', 0, `versions ${missing}–${resume - 1} of session ${this.sessionId} could not be read; skipped`));
+    this.report(
+      new AgentStateError('live_error', 0, `versions ${missing}–${resume - 1} of session ${this.sessionId} could not be read; skipped`),
+    );
     this.lastDelivered = resume - 1;
     this.holeAttempts = 0;
   }

@@ -39,7 +39,11 @@ export interface WorkerReply {
 
 export interface AgentStateWorker {
   /** Verifies, parses and decides one HTTP request: raw body and headers (any case). */
-  handle(request: { body: string | Uint8Array; headers: Record<string, string | string[] | undefined>; method?: string }): Promise<WorkerReply>;
+  handle(request: {
+    body: string | Uint8Array;
+    headers: Record<string, string | string[] | undefined>;
+    method?: string;
+  }): Promise<WorkerReply>;
   /** Decides a DecisionRequest that arrived without a signature through a trusted channel (a direct Lambda invocation). */
   invoke(request: unknown): Promise<DecisionResponse>;
 }
@@ -51,7 +55,9 @@ type HmacKey = Awaited<ReturnType<typeof globalThis.crypto.subtle.importKey>>;
 const DEFAULT_MAX_BODY_BYTES = 6 * 1024 * 1024;
 
 export function createWorker<S = Json>(decide: Decide<S>, options: WorkerOptions): AgentStateWorker {
-  const secrets = (typeof options.secret === 'string' ? [options.secret] : [...(options.secret ?? [])]).filter((secret) => secret.length > 0);
+  const secrets = (typeof options.secret === 'string' ? [options.secret] : [...(options.secret ?? [])]).filter(
+    (secret) => secret.length > 0,
+  );
   if (secrets.length === 0 && !options.allowUnsigned) {
     throw new TypeError('createWorker needs the agent secret ({ secret }); pass { allowUnsigned: true } to accept unsigned requests');
   }
@@ -63,13 +69,15 @@ export function createWorker<S = Json>(decide: Decide<S>, options: WorkerOptions
     const answer: unknown = await decide(request);
     if (answer === undefined) return {};
     // agentstate would refuse anything else as a malformed answer (502): say why here.
-    if (answer === null || typeof answer !== 'object' || Array.isArray(answer)) throw new TypeError('decide must return a DecisionResponse object (or nothing)');
+    if (answer === null || typeof answer !== 'object' || Array.isArray(answer))
+      throw new TypeError('decide must return a DecisionResponse object (or nothing)');
     return answer as DecisionResponse;
   }
 
   return {
     async handle({ body, headers, method }) {
-      if (method !== undefined && method.toUpperCase() !== 'POST') return reply(405, { error: 'POST a DecisionRequest' }, { allow: 'POST' });
+      if (method !== undefined && method.toUpperCase() !== 'POST')
+        return reply(405, { error: 'POST a DecisionRequest' }, { allow: 'POST' });
       const bytes = typeof body === 'string' ? new TextEncoder().encode(body) : body;
       if (bytes.byteLength > maxBodyBytes) return reply(413, { error: 'request too large' });
       if (secrets.length > 0) {
@@ -116,7 +124,10 @@ export interface NodeResponseLike {
 }
 
 /** A `(req, res)` listener for `http.createServer` (or express, …) serving the worker. */
-export function toNodeHandler(worker: AgentStateWorker, options: { maxBodyBytes?: number } = {}): (request: NodeRequestLike, response: NodeResponseLike) => Promise<void> {
+export function toNodeHandler(
+  worker: AgentStateWorker,
+  options: { maxBodyBytes?: number } = {},
+): (request: NodeRequestLike, response: NodeResponseLike) => Promise<void> {
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   return async (request, response) => {
     let answer: WorkerReply;
@@ -135,7 +146,11 @@ export function toNodeHandler(worker: AgentStateWorker, options: { maxBodyBytes?
       }
       answer = tooLarge
         ? reply(413, { error: 'request too large' })
-        : await worker.handle({ body: concat(chunks, size), headers: request.headers, ...(request.method ? { method: request.method } : {}) });
+        : await worker.handle({
+            body: concat(chunks, size),
+            headers: request.headers,
+            ...(request.method ? { method: request.method } : {}),
+          });
     } catch {
       answer = reply(500, { error: 'decide failed' });
     }
@@ -254,7 +269,8 @@ function decisionRequestProblem(value: unknown): string | undefined {
   if (typeof request.session_id !== 'string') return 'session_id must be a string';
   if (typeof request.decision_id !== 'string') return 'decision_id must be a string';
   const trigger = request.trigger;
-  if (trigger === null || typeof trigger !== 'object' || typeof (trigger as { type?: unknown }).type !== 'string') return 'trigger must be an object with a string type';
+  if (trigger === null || typeof trigger !== 'object' || typeof (trigger as { type?: unknown }).type !== 'string')
+    return 'trigger must be an object with a string type';
   if (!Array.isArray(request.messages)) return 'messages must be an array';
   return undefined;
 }

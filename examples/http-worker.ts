@@ -17,7 +17,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
-import { decide, type DecisionRequest } from './worker.js';
+import { type DecisionRequest, decide } from './worker.js';
 
 const MAX_BODY_BYTES = 6 * 1024 * 1024;
 

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Annotations, ArnFormat, Duration, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
+import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
 import {
   HttpApi,
   HttpMethod,
@@ -9,13 +10,12 @@ import {
   HttpStage,
   LogGroupLogDestination,
   PayloadFormatVersion,
+  type ThrottleSettings,
   WebSocketApi,
   WebSocketStage,
-  type ThrottleSettings,
 } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpLambdaAuthorizer, HttpLambdaResponseType } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration, WebSocketLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
-import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
 import type * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
@@ -26,7 +26,7 @@ import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import { routeGroups, routes, type Route } from '../functions/http/routes.js';
+import { type Route, routeGroups, routes } from '../functions/http/routes.js';
 import { changeRecordFilters } from '../functions/store/stream-images.js';
 import { tableKeys } from '../functions/store/table.js';
 import { AgentStateMonitoring } from './monitoring.js';
@@ -35,10 +35,10 @@ import {
   authorizerAccess,
   changeHookAccess,
   publicGroups,
+  type TableAccess,
   webSocketAccess,
   workerCallingGroups,
   workerCheckingGroups,
-  type TableAccess,
 } from './permissions.js';
 
 /** The repository root: Lambda entries and the lock file are found from here. */
@@ -404,7 +404,7 @@ export class AgentState extends Construct {
     Validations.of(queue).acknowledge({
       id: 'AwsSolutions-SQS3',
       reason:
-        'this queue is itself the dead-letter destination (the change hook event source mapping\'s on-failure queue); ' +
+        "this queue is itself the dead-letter destination (the change hook event source mapping's on-failure queue); " +
         'its messages locate stream records that failed, for an operator to inspect, and are not consumed by anyone',
     });
 
@@ -437,7 +437,7 @@ export class AgentState extends Construct {
       id: `AwsSolutions-IAM5[Resource::${nagReference(stack.resolve(connections))}]`,
       reason:
         'PostToConnection addresses a connection by its id, known only at run time; the grant is limited to POST on ' +
-        'this stack\'s one WebSocket stage, so the change hook can message that stage\'s clients and nothing else',
+        "this stack's one WebSocket stage, so the change hook can message that stage's clients and nothing else",
     });
     fn.addEventSource(
       new DynamoEventSource(this.table, {
@@ -506,9 +506,7 @@ export class AgentState extends Construct {
     });
     logGroup.grantWrite(role);
     if (options.access.table.length > 0) {
-      role.addToPrincipalPolicy(
-        new iam.PolicyStatement({ actions: [...options.access.table], resources: [this.table.tableArn] }),
-      );
+      role.addToPrincipalPolicy(new iam.PolicyStatement({ actions: [...options.access.table], resources: [this.table.tableArn] }));
     }
     if (options.access.sessionsIndex.length > 0) {
       role.addToPrincipalPolicy(
@@ -519,9 +517,7 @@ export class AgentState extends Construct {
       );
     }
     if (options.invokes.length > 0) {
-      role.addToPrincipalPolicy(
-        new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [...options.invokes] }),
-      );
+      role.addToPrincipalPolicy(new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [...options.invokes] }));
     }
 
     const fn = new NodejsFunction(this, `${name}Function`, {

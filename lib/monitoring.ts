@@ -143,8 +143,7 @@ export class AgentStateMonitoring extends Construct {
   private createDashboard({ api, table, functions, changeEvents }: AgentStateMonitoringProps): cloudwatch.Dashboard {
     const dashboard = new cloudwatch.Dashboard(this, 'Dashboard', { defaultInterval: Duration.hours(3) });
     const fns = Object.entries(functions);
-    const perFunction = (metric: (fn: lambda.IFunction, label: string) => cloudwatch.IMetric) =>
-      fns.map(([name, fn]) => metric(fn, name));
+    const perFunction = (metric: (fn: lambda.IFunction, label: string) => cloudwatch.IMetric) => fns.map(([name, fn]) => metric(fn, name));
     const latency = (operation: string) =>
       table.metricSuccessfulRequestLatency({
         dimensionsMap: { TableName: table.tableName, Operation: operation },
@@ -152,9 +151,7 @@ export class AgentStateMonitoring extends Construct {
         label: `${operation} p99`,
       });
 
-    dashboard.addWidgets(
-      new cloudwatch.AlarmStatusWidget({ title: 'Alarms', alarms: this.alarms, width: 24, height: 4 }),
-    );
+    dashboard.addWidgets(new cloudwatch.AlarmStatusWidget({ title: 'Alarms', alarms: this.alarms, width: 24, height: 4 }));
     dashboard.addWidgets(
       new cloudwatch.GraphWidget({
         title: 'API requests and errors',

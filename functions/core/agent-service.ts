@@ -1,6 +1,6 @@
 import { AgentStateError } from './errors.js';
+import { buildSchema, checkDeclarations, type Schema, type StateFields, typeProblem } from './fields.js';
 import { encodedSize, type Json } from './json.js';
-import { buildSchema, checkDeclarations, typeProblem, type Schema, type StateFields } from './fields.js';
 import type { AgentRecord, Page, WorkerRecord } from './model.js';
 import type { AgentStore, SessionStore } from './ports.js';
 
@@ -167,7 +167,11 @@ export class AgentService {
       return before !== undefined && before.type !== declaration.type && declaration.migrate !== 'clear';
     });
     if (retyped.length === 0) return;
-    const misfits = await this.sessionsNotFitting(tenant, tree, retyped.map(([name, declaration]) => [name, declaration.type]));
+    const misfits = await this.sessionsNotFitting(
+      tenant,
+      tree,
+      retyped.map(([name, declaration]) => [name, declaration.type]),
+    );
     if (misfits.length > 0) {
       throw new AgentStateError(
         'conflict',
@@ -199,7 +203,9 @@ export class AgentService {
         const tip = await this.sessions.readTip({ tenant, sessionId: session.sessionId }, { withState: true });
         const state = tip.latest?.state;
         if (!state || typeof state !== 'object' || Array.isArray(state)) continue;
-        const misfit = retyped.some(([name, type]) => name in state && typeProblem(type, (state as Record<string, Json>)[name] as Json) !== null);
+        const misfit = retyped.some(
+          ([name, type]) => name in state && typeProblem(type, (state as Record<string, Json>)[name] as Json) !== null,
+        );
         if (misfit) misfits.push(session.sessionId);
       }
       cursor = page.next;
@@ -260,9 +266,7 @@ function agentView(agent: AgentRecord): AgentView {
   return {
     agentId: agent.agentId,
     parentId: agent.parentId,
-    worker: agent.worker
-      ? { url: agent.worker.url, timeoutMs: agent.worker.timeoutMs, hasSecret: agent.worker.secret !== null }
-      : null,
+    worker: agent.worker ? { url: agent.worker.url, timeoutMs: agent.worker.timeoutMs, hasSecret: agent.worker.secret !== null } : null,
     config: agent.config,
     stateFields: agent.stateFields,
     createdAt: agent.createdAt,

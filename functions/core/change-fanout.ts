@@ -2,19 +2,19 @@ import type { SchemaReader } from './agent-service.js';
 import {
   buildDocumentChangedEvent,
   buildStateChangedEvent,
+  type ChangeEvent,
   eventForAgent,
   isRecordedDocument,
-  STATE_CHANGED,
-  type ChangeEvent,
   type RecordedChange,
+  STATE_CHANGED,
 } from './events.js';
 import type { Schema } from './fields.js';
 import type { Json } from './json.js';
 import type { SessionScope } from './model.js';
 import {
   DEFAULT_DELIVERY_POLICY,
-  deliverWithRetries,
   type DeliveryPolicy,
+  deliverWithRetries,
   type Sleep,
   type WebhookRecord,
   type WebhookSender,
@@ -175,7 +175,11 @@ export class ChangeFanout {
         session.events.push(buildStateChangedEvent(change, prev));
         states.set(change.version.version, change.version.state);
       } catch (error) {
-        this.log('could not build a change event; the stream will retry it', { ...thread, version: change.version.version, error: String(error) });
+        this.log('could not build a change event; the stream will retry it', {
+          ...thread,
+          version: change.version.version,
+          error: String(error),
+        });
         session.fail(index);
         return;
       }
@@ -294,7 +298,11 @@ export class ChangeFanout {
         });
       } catch (error) {
         // Without its dead letter the event would be lost to this webhook: retry the record.
-        this.log('could not record a dead letter; the stream will retry', { webhookId: webhook.id, eventId: event.id, error: String(error) });
+        this.log('could not record a dead letter; the stream will retry', {
+          webhookId: webhook.id,
+          eventId: event.id,
+          error: String(error),
+        });
         session.fail(index);
         return;
       }
@@ -316,7 +324,11 @@ export class ChangeFanout {
       [...bySession].map(async ([sessionId, events]) => {
         const scope = { tenant: session.tenant, sessionId };
         try {
-          await broadcast(scope, events, session.thread ? (agentId) => this.eventsFor(session, agentId, schemaOf) : () => Promise.resolve(events));
+          await broadcast(
+            scope,
+            events,
+            session.thread ? (agentId) => this.eventsFor(session, agentId, schemaOf) : () => Promise.resolve(events),
+          );
         } catch (error) {
           // Live clients are a view, not a log: a client that missed an event reads the state.
           this.log('could not send change events to live clients', { ...scope, error: String(error) });
@@ -397,7 +409,12 @@ function groupByStream(inputs: readonly ChangeInput[]): StreamBatch[] {
     const { change } = input;
     // JSON arrays as keys: identifiers may hold any character but `#` and `/`, tenants too.
     const id = isRecordedDocument(change)
-      ? JSON.stringify([change.tenant, change.document.kind, change.document.kind === 'run' ? change.document.sessionId : '', change.document.id])
+      ? JSON.stringify([
+          change.tenant,
+          change.document.kind,
+          change.document.kind === 'run' ? change.document.sessionId : '',
+          change.document.id,
+        ])
       : JSON.stringify([change.tenant, 'thread', change.sessionId]);
     let stream = streams.get(id);
     if (!stream) {

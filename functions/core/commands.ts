@@ -1,5 +1,5 @@
 import { AgentStateError } from './errors.js';
-import { isJsonObject, setOwn, type Json, type JsonObject } from './json.js';
+import { isJsonObject, type Json, type JsonObject, setOwn } from './json.js';
 
 /**
  * Commits (API.md section 8): keyed commands with scopes and merge policies. Pure: this
@@ -80,7 +80,7 @@ export function applySlots(document: Json, changes: ReadonlyMap<string, SlotChan
     } else if (change.kind === 'set') {
       setOwn(result, key, change.value);
     } else {
-      const stored = Object.prototype.hasOwnProperty.call(result, key) ? (result[key] as Json) : null;
+      const stored = Object.hasOwn(result, key) ? (result[key] as Json) : null;
       setOwn(result, key, isJsonObject(stored) ? shallowMerge(stored, change.patch) : change.patch);
     }
   }

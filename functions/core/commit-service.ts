@@ -1,20 +1,12 @@
-import { applySlots, foldCommands, type Command, type CommandScope } from './commands.js';
+import { applySlots, type Command, type CommandScope, foldCommands } from './commands.js';
 import { AgentStateError } from './errors.js';
 import type { Caller } from './fields.js';
-import { jsonEqual, type Json } from './json.js';
+import { type Json, jsonEqual } from './json.js';
 import type { DocumentKind, DocumentRecord, DocumentRef, SessionScope } from './model.js';
-import { StaleTipError, type DocumentStore, type DocumentWrite, type SessionStore } from './ports.js';
-import { retryOnStaleTip, type RetryPolicy } from './retry.js';
+import { type DocumentStore, type DocumentWrite, type SessionStore, StaleTipError } from './ports.js';
+import { type RetryPolicy, retryOnStaleTip } from './retry.js';
 import { versionAt } from './tree.js';
-import {
-  checkedWrite,
-  checkIfMatch,
-  checkStateSize,
-  storedState,
-  visibleState,
-  WriteTargets,
-  type SchemaSource,
-} from './write-target.js';
+import { checkedWrite, checkIfMatch, checkStateSize, type SchemaSource, storedState, visibleState, WriteTargets } from './write-target.js';
 
 export interface CommitRequest {
   commands: Command[];
@@ -124,9 +116,7 @@ export class CommitService {
         const next = applySlots(before?.state ?? null, slots.get(kind) as Map<string, never>, kind);
         checkStateSize(next, kind);
         const unchanged = before !== null && jsonEqual(next, before.state);
-        const record: DocumentRecord = unchanged
-          ? before
-          : { kind, id, version: (before?.version ?? 0) + 1, state: next, updatedAt: at };
+        const record: DocumentRecord = unchanged ? before : { kind, id, version: (before?.version ?? 0) + 1, state: next, updatedAt: at };
         if (!unchanged) {
           documents.push({
             record,

@@ -1,17 +1,10 @@
 import type { AgentService } from './agent-service.js';
-import { planChain, suppliedIds, type ChainPlan, type IncomingMessage } from './chain.js';
-import {
-  answeredState,
-  triggerMessagesOf,
-  validateDecisionResponse,
-  withIds,
-  withOverlay,
-  type ValidDecision,
-} from './decision-answer.js';
+import { type ChainPlan, type IncomingMessage, planChain, suppliedIds } from './chain.js';
+import { answeredState, triggerMessagesOf, type ValidDecision, validateDecisionResponse, withIds, withOverlay } from './decision-answer.js';
 import { AgentStateError } from './errors.js';
 import { newId, ROOT_NODE } from './ids.js';
-import { jsonEqual, type Json, type JsonObject } from './json.js';
-import { pathFrom, type MessagePath } from './message-path.js';
+import { type Json, type JsonObject, jsonEqual } from './json.js';
+import { type MessagePath, pathFrom } from './message-path.js';
 import type {
   AgentRecord,
   DecisionOutcome,
@@ -23,17 +16,17 @@ import type {
   WorkerRecord,
 } from './model.js';
 import {
-  LeaseLostError,
-  NodeTakenError,
-  StaleTipError,
   type DecisionStore,
   type DocumentStore,
+  LeaseLostError,
+  NodeTakenError,
   type SessionStore,
+  StaleTipError,
   type TipChange,
 } from './ports.js';
 import { nextVersion, pointerOf, rootNode } from './tree.js';
 import { workerTimeoutMs } from './worker-timeout.js';
-import { storedState, visibleState, WriteTargets, type SchemaSource, type WriteTarget } from './write-target.js';
+import { type SchemaSource, storedState, visibleState, type WriteTarget, WriteTargets } from './write-target.js';
 
 /** How long a lease outlives its worker's timeout, to cover the reads and the commit. */
 const LEASE_MARGIN_MS = 10_000;
@@ -263,10 +256,7 @@ export class DecideService {
     const { scope, request, triggerMessages, agentId, agent } = context;
     const parentId = request.parentId;
     const lookups = [...new Set([...suppliedIds(triggerMessages), ...(parentId ? [parentId] : [])])];
-    const [tip, known] = await Promise.all([
-      this.store.readTip(scope, { withState: true }),
-      this.store.getNodes(scope, lookups),
-    ]);
+    const [tip, known] = await Promise.all([this.store.readTip(scope, { withState: true }), this.store.getNodes(scope, lookups)]);
     // The root as head needs no read: its pointer is on the tip and it has no ancestors.
     const parentOrHead = parentId ?? tip.head;
     const parent =

@@ -1,8 +1,8 @@
 import type { IncomingMessage } from './chain.js';
 import { AgentStateError } from './errors.js';
-import { checkOverlay, type Caller, type Schema } from './fields.js';
+import { type Caller, checkOverlay, type Schema } from './fields.js';
 import { isValidId, newId, ROOT_NODE } from './ids.js';
-import { encodedSize, isJsonObject, setOwn, type Json, type JsonObject } from './json.js';
+import { encodedSize, isJsonObject, type Json, type JsonObject, setOwn } from './json.js';
 import { STATE_LIMIT_BYTES } from './model.js';
 import { typedWrite, type WriteTarget } from './write-target.js';
 

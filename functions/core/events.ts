@@ -1,5 +1,5 @@
 import { AgentStateError } from './errors.js';
-import { viewOf, type Schema } from './fields.js';
+import { type Schema, viewOf } from './fields.js';
 import type { Json } from './json.js';
 import type { DocumentKind, VersionRecord } from './model.js';
 
@@ -78,7 +78,7 @@ export function eventId(sessionId: string, version: number): string {
  * versions, so they are not `state.changed`: a receiver that folds a session's versions can
  * tell them apart by `type` alone.
  */
-export const DOCUMENT_CHANGED = {
+const DOCUMENT_CHANGED = {
   run: 'run.changed',
   profile: 'profile.changed',
   shared: 'shared.changed',
@@ -146,7 +146,7 @@ export function isRecordedDocument(change: RecordedChange): change is RecordedDo
   return 'document' in change;
 }
 
-export function documentEventId(kind: DocumentKind, id: string, sessionId: string, version: number): string {
+function documentEventId(kind: DocumentKind, id: string, sessionId: string, version: number): string {
   switch (kind) {
     case 'run':
       return `run/${sessionId}/${id}/${version}`;

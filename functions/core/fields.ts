@@ -1,5 +1,5 @@
 import { AgentStateError } from './errors.js';
-import { isJsonObject, jsonEqual, setOwn, type Json, type JsonObject } from './json.js';
+import { isJsonObject, type Json, type JsonObject, jsonEqual, setOwn } from './json.js';
 
 /**
  * Typed state fields with per-field access control (API.md section 7). Pure: the service
@@ -117,12 +117,12 @@ function allows(scope: FieldScope, owner: string, caller: Caller, schema: Schema
   return scope.agents.includes(caller);
 }
 
-export function canRead(schema: Schema, caller: Caller, name: string): boolean {
+function canRead(schema: Schema, caller: Caller, name: string): boolean {
   const field = schema.fields.get(name);
   return field !== undefined && allows(field.declaration.read, field.owner, caller, schema);
 }
 
-export function canWrite(schema: Schema, caller: Caller, name: string): boolean {
+function canWrite(schema: Schema, caller: Caller, name: string): boolean {
   const field = schema.fields.get(name);
   return field !== undefined && allows(field.declaration.write, field.owner, caller, schema);
 }
@@ -206,8 +206,8 @@ export function applyTypedWrite(schema: Schema, caller: Caller, stored: Json, se
   // Every field whose value the write changes (set, changed, or removed) must be writable.
   const touched = new Set<string>();
   for (const name of new Set([...Object.keys(visible), ...Object.keys(next)])) {
-    const had = Object.prototype.hasOwnProperty.call(visible, name);
-    const has = Object.prototype.hasOwnProperty.call(next, name);
+    const had = Object.hasOwn(visible, name);
+    const has = Object.hasOwn(next, name);
     if (had !== has || (has && !jsonEqual(visible[name] as Json, next[name] as Json))) touched.add(name);
   }
   const forbidden = [...touched].filter((name) => !canWrite(schema, caller, name));
@@ -215,7 +215,7 @@ export function applyTypedWrite(schema: Schema, caller: Caller, stored: Json, se
     throw new AgentStateError('field_forbidden', `may not write ${forbidden.join(', ')}`, { fields: forbidden });
   }
   const invalid = [...touched].flatMap((name) => {
-    if (!Object.prototype.hasOwnProperty.call(next, name)) return [];
+    if (!Object.hasOwn(next, name)) return [];
     const problem = typeProblem((schema.fields.get(name) as { declaration: FieldDeclaration }).declaration.type, next[name] as Json);
     return problem ? [{ field: name, problem }] : [];
   });
@@ -231,7 +231,7 @@ export function applyTypedWrite(schema: Schema, caller: Caller, stored: Json, se
     if (!touched.has(name)) setOwn(result, name, value);
   }
   for (const name of touched) {
-    if (Object.prototype.hasOwnProperty.call(next, name)) setOwn(result, name, next[name] as Json);
+    if (Object.hasOwn(next, name)) setOwn(result, name, next[name] as Json);
   }
   return result;
 }

@@ -14,7 +14,7 @@ export function setOwn(target: JsonObject, key: string, value: Json): void {
   Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
 }
 
-const hasOwn = (object: object, key: string) => Object.prototype.hasOwnProperty.call(object, key);
+const hasOwn = (object: object, key: string) => Object.hasOwn(object, key);
 
 /**
  * JSON equality as API.md section 4 defines it: object key order is ignored, arrays are

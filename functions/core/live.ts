@@ -1,4 +1,4 @@
-import { requireActingAgent, type ActingAgentWording } from './acting-agent.js';
+import { type ActingAgentWording, requireActingAgent } from './acting-agent.js';
 import { AgentStateError } from './errors.js';
 import { requireId } from './ids.js';
 import type { SessionScope } from './model.js';
@@ -15,7 +15,7 @@ import type { SessionScope } from './model.js';
  */
 
 /** API Gateway ends every WebSocket connection after 2 hours; records outlive that a little. */
-export const CONNECTION_TTL_SECONDS = 3 * 60 * 60;
+const CONNECTION_TTL_SECONDS = 3 * 60 * 60;
 /** Sessions one connection may follow at once. */
 export const MAX_SUBSCRIPTIONS = 100;
 

@@ -1,4 +1,4 @@
-import { isJsonObject, setOwn, type Json, type JsonObject } from './json.js';
+import { isJsonObject, type Json, type JsonObject, setOwn } from './json.js';
 
 /**
  * Applies a JSON Merge Patch exactly as RFC 7396 section 2 specifies: objects merge
@@ -16,7 +16,7 @@ export function mergePatch(target: Json, patch: Json): Json {
     if (value === null) {
       delete result[key];
     } else {
-      const current = Object.prototype.hasOwnProperty.call(result, key) ? (result[key] as Json) : null;
+      const current = Object.hasOwn(result, key) ? (result[key] as Json) : null;
       setOwn(result, key, mergePatch(current, value));
     }
   }

@@ -1,7 +1,7 @@
 import type { Json, JsonObject } from './json.js';
 
 /** How long a message preview may be, in characters (UTF-16 code units, never a split pair). */
-export const PREVIEW_CHARS = 120;
+const PREVIEW_CHARS = 120;
 
 /**
  * A one-line snippet of a message for tree views (`GET …/tree?preview=1`): the text a person

@@ -1,24 +1,24 @@
-import { planChain, suppliedIds, type IncomingMessage } from './chain.js';
+import { type IncomingMessage, planChain, suppliedIds } from './chain.js';
 import { AgentStateError } from './errors.js';
 import type { Caller } from './fields.js';
 import { newId, ROOT_NODE } from './ids.js';
-import { jsonEqual, type Json, type JsonObject } from './json.js';
+import { type Json, type JsonObject, jsonEqual } from './json.js';
 import { mergePatch } from './merge-patch.js';
+import { type MessagePath, pathFrom } from './message-path.js';
 import type { Page, SessionMeta, SessionScope, VersionRecord } from './model.js';
-import { pathFrom, type MessagePath } from './message-path.js';
 import { NodeTakenError, type SessionListOptions, type SessionStore } from './ports.js';
 import { messagePreview } from './preview.js';
-import { retryOnStaleTip, type RetryPolicy } from './retry.js';
+import { type RetryPolicy, retryOnStaleTip } from './retry.js';
 import {
   emptyState,
-  nodeView,
-  stateView,
-  versionView,
   type NodeView,
+  nodeView,
   type SessionView,
   type StateView,
+  stateView,
   type TreeNodeView,
   type VersionView,
+  versionView,
   type WriteResult,
 } from './session-views.js';
 import { pointerOf, rootNode, versionAt } from './tree.js';
@@ -26,11 +26,11 @@ import {
   checkedWrite,
   checkIfMatch,
   nodeNotFound,
+  type SchemaSource,
   sessionNotFound,
   storedState,
   visibleState,
   WriteTargets,
-  type SchemaSource,
 } from './write-target.js';
 
 export type { IncomingMessage } from './chain.js';
@@ -201,40 +201,38 @@ export class SessionService {
   ): Promise<{ nodes: NodeView[]; head: string }> {
     const lookups = [...new Set([...suppliedIds(input.messages), ...(input.parentId ? [input.parentId] : [])])];
 
-    return retryOnStaleTip(this.retry, async () => {
-      const [tip, known] = await Promise.all([
-        this.store.readTip(scope, { withState: false }),
-        this.store.getNodes(scope, lookups),
-      ]);
-      const parent = await this.targets.nodeById(scope, known, input.parentId ?? tip.head);
+    return retryOnStaleTip(
+      this.retry,
+      async () => {
+        const [tip, known] = await Promise.all([this.store.readTip(scope, { withState: false }), this.store.getNodes(scope, lookups)]);
+        const parent = await this.targets.nodeById(scope, known, input.parentId ?? tip.head);
 
-      const at = this.now().toISOString();
-      const { chain, created, last } = planChain({ parent, messages: input.messages, known, tip, at });
-      const sessionAgentId = await this.targets.sessionAgentOf(scope, tip);
+        const at = this.now().toISOString();
+        const { chain, created, last } = planChain({ parent, messages: input.messages, known, tip, at });
+        const sessionAgentId = await this.targets.sessionAgentOf(scope, tip);
 
-      if (created.length > 0 || last.id !== tip.head) {
-        await this.store.commit(scope, {
-          basedOn: tip,
-          head: { id: last.id, version: pointerOf(last, tip), depth: last.depth },
-          nodePointers: last.id === tip.head ? [] : [{ id: tip.head, version: tip.headVersion }],
-          newNodes: created,
-          touchSessionAt: at,
-          mayCreateSession: tip.slot === 0,
-          sessionAgentId,
-        });
-      }
-      // Pointers as of the tip read: a reused node that was the head has its pointer there.
-      return { nodes: chain.map((node) => nodeView(node, tip)), head: last.id };
-    }, (error) => error instanceof NodeTakenError);
+        if (created.length > 0 || last.id !== tip.head) {
+          await this.store.commit(scope, {
+            basedOn: tip,
+            head: { id: last.id, version: pointerOf(last, tip), depth: last.depth },
+            nodePointers: last.id === tip.head ? [] : [{ id: tip.head, version: tip.headVersion }],
+            newNodes: created,
+            touchSessionAt: at,
+            mayCreateSession: tip.slot === 0,
+            sessionAgentId,
+          });
+        }
+        // Pointers as of the tip read: a reused node that was the head has its pointer there.
+        return { nodes: chain.map((node) => nodeView(node, tip)), head: last.id };
+      },
+      (error) => error instanceof NodeTakenError,
+    );
   }
 
   /** Moves the head to an existing node: the way a client switches branch. */
   async switchHead(scope: SessionScope, nodeId: string): Promise<{ head: string }> {
     return retryOnStaleTip(this.retry, async () => {
-      const [tip, node] = await Promise.all([
-        this.store.readTip(scope, { withState: false }),
-        this.store.getNode(scope, nodeId),
-      ]);
+      const [tip, node] = await Promise.all([this.store.readTip(scope, { withState: false }), this.store.getNode(scope, nodeId)]);
       await this.targets.requireSession(scope, tip);
       const target = node ?? (nodeId === ROOT_NODE ? rootNode('') : null);
       if (!target) throw nodeNotFound(nodeId);
@@ -374,7 +372,6 @@ export class SessionService {
     const schema = await schemaOf(records);
     return { items: records.map((record) => versionView(record, schema, caller)), ...(next ? { next } : {}) };
   }
-
 }
 
 // ---- lineage cursors --------------------------------------------------------------------
@@ -388,13 +385,7 @@ function decodeLineageCursor(cursor: string, scope: SessionScope, node: string):
   try {
     const parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { l?: unknown; s?: unknown; n?: unknown };
     const version = parsed.l;
-    if (
-      typeof version === 'number' &&
-      Number.isSafeInteger(version) &&
-      version > 0 &&
-      parsed.s === scope.sessionId &&
-      parsed.n === node
-    ) {
+    if (typeof version === 'number' && Number.isSafeInteger(version) && version > 0 && parsed.s === scope.sessionId && parsed.n === node) {
       return version;
     }
   } catch {

@@ -1,6 +1,6 @@
 import { ROOT_NODE } from './ids.js';
 import type { Json } from './json.js';
-import { ANCESTOR_WINDOW, LINEAGE_WINDOW, type EmptyTip, type NodeRecord, type Tip, type VersionRecord } from './model.js';
+import { ANCESTOR_WINDOW, type EmptyTip, LINEAGE_WINDOW, type NodeRecord, type Tip, type VersionRecord } from './model.js';
 import type { TipChange } from './ports.js';
 
 /**

@@ -1,6 +1,6 @@
 import { AgentStateError } from './errors.js';
-import { newId } from './ids.js';
 import type { ChangeEvent } from './events.js';
+import { newId } from './ids.js';
 import type { Page } from './model.js';
 
 /**
@@ -126,7 +126,7 @@ export interface DeliveryPolicy {
 export const DEFAULT_DELIVERY_POLICY: DeliveryPolicy = { attempts: 3, backoffMs: [250, 1000] };
 
 /** Fan-out cost per event grows with this, so it is kept small. */
-export const MAX_WEBHOOKS_PER_TENANT = 20;
+const MAX_WEBHOOKS_PER_TENANT = 20;
 const MAX_REPLAY = 100;
 const DEFAULT_REPLAY = 25;
 /** Replays run inside an API request; stop starting deliveries after this long. */

@@ -1,8 +1,8 @@
 import { AgentStateError } from './errors.js';
-import { applyTypedWrite, viewOf, type Caller, type Schema } from './fields.js';
+import { applyTypedWrite, type Caller, type Schema, viewOf } from './fields.js';
 import { ROOT_NODE } from './ids.js';
 import { encodedSize, type Json } from './json.js';
-import { STATE_LIMIT_BYTES, type NodeRecord, type SessionScope, type Tip, type VersionRecord } from './model.js';
+import { type NodeRecord, type SessionScope, STATE_LIMIT_BYTES, type Tip, type VersionRecord } from './model.js';
 import type { SessionStore } from './ports.js';
 import { pointerOf, rootNode, type VersionBase } from './tree.js';
 
@@ -212,11 +212,9 @@ export function checkStateSize(state: Json, scope?: string): void {
 /** `412 version_mismatch` when the caller expected the node at another version (`If-Match`). */
 export function checkIfMatch(target: Pick<ResolvedNode, 'nodeId' | 'pointer'>, expected: number | undefined): void {
   if (expected === undefined || expected === target.pointer) return;
-  throw new AgentStateError(
-    'version_mismatch',
-    `the state at node ${target.nodeId} is at version ${target.pointer}, not ${expected}`,
-    { currentVersion: target.pointer },
-  );
+  throw new AgentStateError('version_mismatch', `the state at node ${target.nodeId} is at version ${target.pointer}, not ${expected}`, {
+    currentVersion: target.pointer,
+  });
 }
 
 export function sessionNotFound(scope: SessionScope): AgentStateError {

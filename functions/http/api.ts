@@ -3,8 +3,8 @@ import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import type { AllowedAgents } from '../core/acting-agent.js';
 import { AgentStateError } from '../core/errors.js';
 import type { Json } from '../core/json.js';
-import { dependencies, type Dependencies } from './dependencies.js';
-import { actingAgent, authenticate, idempotency, jsonBody, problemErrors, type ApiEvent } from './middleware.js';
+import { type Dependencies, dependencies } from './dependencies.js';
+import { type ApiEvent, actingAgent, authenticate, idempotency, jsonBody, problemErrors } from './middleware.js';
 import { safeDecode } from './public.js';
 import type { HttpHandler } from './types.js';
 

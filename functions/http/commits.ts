@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { COMMAND_SCOPES, MERGE_POLICIES, type Command } from '../core/commands.js';
+import { COMMAND_SCOPES, type Command, MERGE_POLICIES } from '../core/commands.js';
 import { requireId } from '../core/ids.js';
 import { createHttpHandler } from './api.js';
 import { bodyAsSent, queryNode, sessionScope } from './request.js';
@@ -67,4 +67,3 @@ export const handler = createHttpHandler({
     return versionedJson(view);
   },
 });
-

@@ -2,7 +2,7 @@ import * as z from 'zod';
 import { requireActingAgent } from '../core/acting-agent.js';
 import { requireNodeId } from '../core/ids.js';
 import { createHttpHandler } from './api.js';
-import { MAX_MESSAGES_PER_APPEND, checkMessages, messageSchema } from './messages.js';
+import { checkMessages, MAX_MESSAGES_PER_APPEND, messageSchema } from './messages.js';
 import { HEADER_WORDING } from './middleware.js';
 import { asSent, bodyAsSent, sessionScope } from './request.js';
 import { json } from './responses.js';

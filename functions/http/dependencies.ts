@@ -1,7 +1,7 @@
-import { AgentStateError } from '../core/errors.js';
 import { AgentService, type WorkerUrlPolicy } from '../core/agent-service.js';
 import { CommitService, DEFAULT_RUN_TTL_SECONDS } from '../core/commit-service.js';
 import { DecideService, type WorkerInvoker } from '../core/decide-service.js';
+import { AgentStateError } from '../core/errors.js';
 import type { IdempotencyStore } from '../core/ports.js';
 import { SessionService } from '../core/session-service.js';
 import type { SchemaSource } from '../core/write-target.js';
@@ -10,7 +10,7 @@ import { dynamoDbClient } from '../store/client.js';
 import { createStores, type Stores } from '../store/stores.js';
 import { defaultTableName } from '../store/table.js';
 import { callWorker, validateWorkerUrl } from '../workers/call-worker.js';
-import { keysFromEnv, type KeyResolver } from './auth.js';
+import { type KeyResolver, keysFromEnv } from './auth.js';
 
 /** What the handlers need, built once per Lambda container (or local process). */
 export interface Dependencies {
@@ -39,7 +39,7 @@ export function useDependencies(replacement: Dependencies | undefined): void {
   current = replacement;
 }
 
-export function dependenciesFromEnv(env: NodeJS.ProcessEnv): Dependencies {
+function dependenciesFromEnv(env: NodeJS.ProcessEnv): Dependencies {
   const stores = createStores(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName);
   return dependenciesFor(stores, { env, resolveKey: keyResolver(env, stores.apiKeys) });
 }
@@ -100,13 +100,12 @@ function workerRules(env: NodeJS.ProcessEnv): { checkUrl: WorkerUrlPolicy; invok
   };
   const invoke: WorkerInvoker = async (worker, body, timeoutMs) => {
     if (inAws && worker.url.startsWith('lambda:') && !allowedArns.has(worker.url.slice('lambda:'.length))) {
-      throw new AgentStateError('worker_failed', 'the agent\'s lambda: worker is no longer allowed by the stack');
+      throw new AgentStateError('worker_failed', "the agent's lambda: worker is no longer allowed by the stack");
     }
-    return callWorker(
-      { url: worker.url, timeoutMs, ...(worker.secret ? { secret: worker.secret } : {}) },
-      body,
-      { allowLoopbackHttp: !inAws, ...(env.AGENTSTATE_LAMBDA_ENDPOINT ? { lambdaEndpoint: env.AGENTSTATE_LAMBDA_ENDPOINT } : {}) },
-    );
+    return callWorker({ url: worker.url, timeoutMs, ...(worker.secret ? { secret: worker.secret } : {}) }, body, {
+      allowLoopbackHttp: !inAws,
+      ...(env.AGENTSTATE_LAMBDA_ENDPOINT ? { lambdaEndpoint: env.AGENTSTATE_LAMBDA_ENDPOINT } : {}),
+    });
   };
   return { checkUrl, invoke };
 }

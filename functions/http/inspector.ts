@@ -16,18 +16,16 @@ import { json } from './responses.js';
  * function's bundle and sets it), else `dist/inspector` of this repository (`npm start` builds
  * it there; functions/local/inspector-build.ts).
  */
-export const handler = createPublicHandler(
-  {
-    'GET /': async () => serveFile('index.html'),
-    'GET /inspector/{file}': async (input) => {
-      const file = input.path('file');
-      if (file === CONFIG_FILE) return config(input);
-      // Flat names only: nothing outside the folder, no dotfiles.
-      if (!/^[\w-][\w.-]*$/.test(file)) throw notFound(file);
-      return serveFile(file);
-    },
+export const handler = createPublicHandler({
+  'GET /': async () => serveFile('index.html'),
+  'GET /inspector/{file}': async (input) => {
+    const file = input.path('file');
+    if (file === CONFIG_FILE) return config(input);
+    // Flat names only: nothing outside the folder, no dotfiles.
+    if (!/^[\w-][\w.-]*$/.test(file)) throw notFound(file);
+    return serveFile(file);
   },
-);
+});
 
 const CONFIG_FILE = 'config.json';
 
@@ -80,9 +78,7 @@ async function serveFile(file: string): Promise<APIGatewayProxyStructuredResultV
       ...SECURITY_HEADERS,
       ...(isPage ? { 'content-security-policy': CONTENT_SECURITY_POLICY } : {}),
     },
-    ...(TEXT_TYPES.has(extension)
-      ? { body: body.toString('utf8') }
-      : { body: body.toString('base64'), isBase64Encoded: true }),
+    ...(TEXT_TYPES.has(extension) ? { body: body.toString('utf8') } : { body: body.toString('base64'), isBase64Encoded: true }),
   };
 }
 

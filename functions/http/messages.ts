@@ -6,7 +6,7 @@ import { encodedSize, type JsonObject } from '../core/json.js';
 /** One append is one atomic write; 50 messages keep it well inside a DynamoDB transaction. */
 export const MAX_MESSAGES_PER_APPEND = 50;
 /** A message is one item (at most 400 KB in DynamoDB, with its node's bookkeeping). */
-export const MESSAGE_LIMIT_BYTES = 256 * 1024;
+const MESSAGE_LIMIT_BYTES = 256 * 1024;
 
 export const messageSchema = z.looseObject({
   role: z.string().min(1, 'role must be a non-empty string'),

@@ -1,13 +1,13 @@
 import { createHash } from 'node:crypto';
-import type { MiddlewareObj, Request } from '@middy/core';
+import type { MiddlewareObj } from '@middy/core';
 import httpJsonBodyParser from '@middy/http-json-body-parser';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
-import { requireActingAgent, type ActingAgentWording } from '../core/acting-agent.js';
+import { type ActingAgentWording, requireActingAgent } from '../core/acting-agent.js';
 import { AgentStateError, toProblem } from '../core/errors.js';
 import { requireId } from '../core/ids.js';
-import { canonicalJson, unstorableJson, type Json } from '../core/json.js';
+import { canonicalJson, type Json, unstorableJson } from '../core/json.js';
 import type { IdempotencyStore, StoredResponse } from '../core/ports.js';
-import { bearerToken, unauthorized, type KeyResolver } from './auth.js';
+import { bearerToken, type KeyResolver, unauthorized } from './auth.js';
 
 /** The event after our middlewares ran: the caller's tenant is known, the body parsed. */
 export type ApiEvent = Omit<APIGatewayProxyEventV2, 'body'> & {
@@ -19,10 +19,9 @@ export type ApiEvent = Omit<APIGatewayProxyEventV2, 'body'> & {
   /** The agent the caller acts as (`X-Agent-Id`, checked against the key); null for none. */
   caller?: string | null;
 };
-export type ApiRequest = Request<ApiEvent, APIGatewayProxyStructuredResultV2, Error, Context>;
 type Middleware = MiddlewareObj<ApiEvent, APIGatewayProxyStructuredResultV2, Error, Context>;
 
-export function problemResponse(error: AgentStateError): APIGatewayProxyStructuredResultV2 {
+function problemResponse(error: AgentStateError): APIGatewayProxyStructuredResultV2 {
   return {
     statusCode: error.status,
     headers: { 'content-type': 'application/problem+json' },
@@ -67,8 +66,8 @@ function asAgentStateError(error: unknown): AgentStateError {
 export function authenticate(resolveKey: () => KeyResolver): Middleware {
   return {
     before: async (request) => {
-      const context = (request.event.requestContext as { authorizer?: { lambda?: { tenant?: unknown; agents?: unknown } } })
-        .authorizer?.lambda;
+      const context = (request.event.requestContext as { authorizer?: { lambda?: { tenant?: unknown; agents?: unknown } } }).authorizer
+        ?.lambda;
       if (typeof context?.tenant === 'string') {
         request.event.tenant = context.tenant;
         // The authorizer passes agents as a comma-separated string (ids have no commas).
@@ -129,9 +128,7 @@ export function jsonBody(options: {
         event.body = undefined;
         return;
       }
-      const bytes = event.isBase64Encoded
-        ? Buffer.byteLength(String(raw), 'base64')
-        : Buffer.byteLength(String(raw), 'utf8');
+      const bytes = event.isBase64Encoded ? Buffer.byteLength(String(raw), 'base64') : Buffer.byteLength(String(raw), 'utf8');
       if (bytes > options.limitBytes) {
         const code = options.tooLarge ?? 'payload_too_large';
         const limitBytes = options.reportedLimitBytes ?? options.limitBytes;
@@ -174,10 +171,7 @@ export function idempotency(store: () => IdempotencyStore): Middleware {
         return;
       }
       if (holder.fingerprint !== fingerprint) {
-        throw new AgentStateError(
-          'idempotency_key_reused',
-          'this Idempotency-Key was used with a different request in the last 24 hours',
-        );
+        throw new AgentStateError('idempotency_key_reused', 'this Idempotency-Key was used with a different request in the last 24 hours');
       }
       if (holder.outcome === 'done') {
         const { statusCode, headers, body } = holder.response;

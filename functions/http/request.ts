@@ -80,7 +80,7 @@ export interface BodyRules {
 }
 
 /** Validates a value with a zod schema; problems become `400 invalid_request` listing each. */
-export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
+function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
   const result = schema.safeParse(body);
   if (result.success) return result.data;
   const errors = result.error.issues.map((issue) => ({ path: issue.path.join('.'), message: issue.message }));

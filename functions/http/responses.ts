@@ -9,7 +9,7 @@ export function noContent(): APIGatewayProxyStructuredResultV2 {
 }
 
 /** The ETag of a version: `"7"` (API.md section 1); `If-Match` sends it back (request.ts). */
-export function etag(version: number): string {
+function etag(version: number): string {
   return `"${version}"`;
 }
 

@@ -2,7 +2,7 @@ import * as z from 'zod';
 import { AgentStateError } from '../core/errors.js';
 import { requireId } from '../core/ids.js';
 import { createHttpHandler, type RouteInput } from './api.js';
-import { MAX_MESSAGES_PER_APPEND, checkMessages, messageSchema } from './messages.js';
+import { checkMessages, MAX_MESSAGES_PER_APPEND, messageSchema } from './messages.js';
 import { bodyAsSent, queryNode, sessionScope } from './request.js';
 import { json } from './responses.js';
 

@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { mayActAs, requireActingAgent, type ActingAgentWording } from '../core/acting-agent.js';
+import { type ActingAgentWording, mayActAs, requireActingAgent } from '../core/acting-agent.js';
 import { AgentStateError } from '../core/errors.js';
 import { requireId } from '../core/ids.js';
 import { WebhookService } from '../core/webhooks.js';
@@ -83,8 +83,7 @@ export const handler = createHttpHandler({
     return json(200, { webhooks: page.items.filter(visibleTo(input)), ...(page.next ? { next: page.next } : {}) });
   },
 
-  'GET /v1/webhooks/{webhookId}': async (input) =>
-    json(200, await webhooks().get(input.tenant, await visibleWebhook(input))),
+  'GET /v1/webhooks/{webhookId}': async (input) => json(200, await webhooks().get(input.tenant, await visibleWebhook(input))),
 
   'DELETE /v1/webhooks/{webhookId}': async (input) => {
     await webhooks().delete(input.tenant, await visibleWebhook(input));

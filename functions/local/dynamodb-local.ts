@@ -1,17 +1,15 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { accessSync, constants, mkdirSync, readdirSync, statSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { createRequire } from 'node:module';
+import { createServer } from 'node:net';
 import { delimiter, dirname, join, resolve } from 'node:path';
-import { DynamoDBClient, ListTablesCommand, type DynamoDBClientConfig } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient, type DynamoDBClientConfig, ListTablesCommand } from '@aws-sdk/client-dynamodb';
 
 /** Thrown when there is no Java 17+ to run DynamoDB Local with; the message tells how to get one. */
 export class JavaMissingError extends Error {
   constructor(reason: 'missing' | 'too-old', javaCommand: string) {
     const problem =
-      reason === 'missing'
-        ? `no Java was found (tried \`${javaCommand}\`).`
-        : `the Java at \`${javaCommand}\` is older than 17.`;
+      reason === 'missing' ? `no Java was found (tried \`${javaCommand}\`).` : `the Java at \`${javaCommand}\` is older than 17.`;
     super(
       [
         `agentstate runs DynamoDB Local, which needs Java 17 or newer, but ${problem}`,
@@ -82,9 +80,7 @@ export function freeTcpPort(): Promise<number> {
     server.once('error', reject);
     server.listen(0, () => {
       const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address ? resolvePort(address.port) : reject(new Error('no port assigned')),
-      );
+      server.close(() => (typeof address === 'object' && address ? resolvePort(address.port) : reject(new Error('no port assigned'))));
     });
   });
 }
@@ -94,10 +90,7 @@ class PortTakenError extends Error {}
 async function launch(port: number, options: DynamoDbLocalOptions): Promise<DynamoDbLocal> {
   const jarDir = dynamoDbLocalJarDir();
   const java = findJava();
-  const storage =
-    options.dataDir === undefined || options.dataDir === 'memory'
-      ? ['-inMemory']
-      : ['-dbPath', ensureDir(options.dataDir)];
+  const storage = options.dataDir === undefined || options.dataDir === 'memory' ? ['-inMemory'] : ['-dbPath', ensureDir(options.dataDir)];
 
   const javaArgs = [
     `-Djava.library.path=${join(jarDir, 'DynamoDBLocal_lib')}`,
@@ -115,9 +108,7 @@ async function launch(port: number, options: DynamoDbLocalOptions): Promise<Dyna
   // process force-killing a child that was slow to acknowledge a signal). On Linux, setpriv
   // has the kernel kill java when its parent dies; it execs java, so the pid stays java's.
   const setpriv = process.platform === 'linux' ? findExecutable('setpriv') : null;
-  const [command, args] = setpriv
-    ? [setpriv, ['--pdeathsig', 'KILL', '--', java, ...javaArgs]]
-    : [java, javaArgs];
+  const [command, args] = setpriv ? [setpriv, ['--pdeathsig', 'KILL', '--', java, ...javaArgs]] : [java, javaArgs];
   // stdout only echoes the configuration; stderr is kept to explain an early exit.
   const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'] });
 
@@ -135,9 +126,7 @@ async function launch(port: number, options: DynamoDbLocalOptions): Promise<Dyna
 
   const spawned = new Promise<void>((resolveSpawn, reject) => {
     child.once('spawn', () => resolveSpawn());
-    child.on('error', (error: NodeJS.ErrnoException) =>
-      reject(error.code === 'ENOENT' ? new JavaMissingError('missing', java) : error),
-    );
+    child.on('error', (error: NodeJS.ErrnoException) => reject(error.code === 'ENOENT' ? new JavaMissingError('missing', java) : error));
   });
   const endpoint = `http://127.0.0.1:${port}`;
 
@@ -147,7 +136,8 @@ async function launch(port: number, options: DynamoDbLocalOptions): Promise<Dyna
     const earlyExit = exited.then(({ code, signal }) => {
       const stderr = output();
       if (/UnsupportedClassVersionError/.test(stderr)) throw new JavaMissingError('too-old', java);
-      if (/Address already in use|Failed to bind/.test(stderr)) throw new PortTakenError(`DynamoDB Local could not listen on port ${port}: it is in use`);
+      if (/Address already in use|Failed to bind/.test(stderr))
+        throw new PortTakenError(`DynamoDB Local could not listen on port ${port}: it is in use`);
       throw new Error(`DynamoDB Local exited during start-up (${signal ?? `code ${code}`}):\n${stderr.trim()}`);
     });
     await Promise.race([earlyExit, waitUntilAnswering(endpoint, options.startTimeoutMs ?? 30_000)]);
@@ -241,10 +231,7 @@ async function waitUntilAnswering(endpoint: string, timeoutMs: number): Promise<
   }
 }
 
-async function stopChild(
-  child: ChildProcess,
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>,
-): Promise<void> {
+async function stopChild(child: ChildProcess, exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return;
   child.kill('SIGTERM');
   const timer = setTimeout(() => child.kill('SIGKILL'), 3_000);

@@ -1,8 +1,8 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
-import { AgentStateError, toProblem, type ErrorCode } from '../core/errors.js';
-import { routeKey, routes, type Route, type RouteGroup } from '../http/routes.js';
+import { AgentStateError, type ErrorCode, toProblem } from '../core/errors.js';
+import { type Route, type RouteGroup, routeKey, routes } from '../http/routes.js';
 import type { HttpHandler } from '../http/types.js';
 
 /**
@@ -95,9 +95,7 @@ export function toApiGatewayEvent(
   const port = /:(\d+)$/.exec(headers.host ?? '')?.[1] ?? '80';
 
   // API Gateway's own headers; Powertools and friends read them.
-  headers['x-forwarded-for'] = headers['x-forwarded-for']
-    ? `${headers['x-forwarded-for']}, ${request.sourceIp}`
-    : request.sourceIp;
+  headers['x-forwarded-for'] = headers['x-forwarded-for'] ? `${headers['x-forwarded-for']}, ${request.sourceIp}` : request.sourceIp;
   headers['x-forwarded-port'] = port;
   headers['x-forwarded-proto'] = 'http';
   headers['x-amzn-trace-id'] ??= traceId(details.now);
@@ -136,13 +134,9 @@ export function toApiGatewayEvent(
 }
 
 /** Writes a handler's result the way API Gateway maps it to an HTTP response. */
-export function writeResult(res: ServerResponse, result: APIGatewayProxyStructuredResultV2, requestId: string): void {
+function writeResult(res: ServerResponse, result: APIGatewayProxyStructuredResultV2, requestId: string): void {
   const body =
-    result.body === undefined
-      ? undefined
-      : result.isBase64Encoded
-        ? Buffer.from(result.body, 'base64')
-        : Buffer.from(result.body, 'utf8');
+    result.body === undefined ? undefined : result.isBase64Encoded ? Buffer.from(result.body, 'base64') : Buffer.from(result.body, 'utf8');
   res.statusCode = result.statusCode ?? 200;
   for (const [name, value] of Object.entries(result.headers ?? {})) res.setHeader(name, String(value));
   if (result.cookies && result.cookies.length > 0) res.setHeader('set-cookie', result.cookies);
@@ -156,10 +150,7 @@ export interface RequestListenerOptions {
 }
 
 /** A node:http request listener serving `handlers` by the route table, as API Gateway would. */
-export function createRequestListener(
-  handlers: Record<RouteGroup, HttpHandler>,
-  options: RequestListenerOptions = {},
-): RequestListener {
+export function createRequestListener(handlers: Record<RouteGroup, HttpHandler>, options: RequestListenerOptions = {}): RequestListener {
   const logError = options.logError ?? ((message, error) => console.error(message, error));
   return (req, res) => {
     void serve(req, res, handlers, logError);
@@ -210,7 +201,7 @@ async function serve(
       match,
       { requestId, now: new Date() },
     );
-    const result = await handlers[match.route.group](event, lambdaContext(match.route.group, requestId));
+    const result = await handlers[match.route.group](event, lambdaContext(match.route.group));
     if (typeof result !== 'object' || result === null) throw new Error(`handler returned ${String(result)}`);
     writeResult(res, result, requestId);
   } catch (error) {
@@ -292,7 +283,12 @@ function collectHeaders(rawHeaders: string[]): { headers: Record<string, string>
     const name = (rawHeaders[index] as string).toLowerCase();
     const value = rawHeaders[index + 1] as string;
     if (name === 'cookie') {
-      cookies.push(...value.split(';').map((cookie) => cookie.trim()).filter((cookie) => cookie.length > 0));
+      cookies.push(
+        ...value
+          .split(';')
+          .map((cookie) => cookie.trim())
+          .filter((cookie) => cookie.length > 0),
+      );
       continue;
     }
     headers[name] = name in headers ? `${headers[name]},${value}` : value;
@@ -335,7 +331,7 @@ function clfTime(now: Date): string {
 }
 
 /** The Lambda context the handlers get; middy reads `getRemainingTimeInMillis` for its timeout. */
-function lambdaContext(group: RouteGroup, requestId: string): Context {
+function lambdaContext(group: RouteGroup): Context {
   const deadline = Date.now() + TIMEOUT_MS;
   const functionName = `agentstate-local-${group}`;
   const unsupported = () => {

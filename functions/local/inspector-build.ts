@@ -12,9 +12,9 @@ import { fileURLToPath } from 'node:url';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 /** The page's sources and vite config. */
-export const inspectorSourceDir = join(repoRoot, 'inspector');
+const inspectorSourceDir = join(repoRoot, 'inspector');
 /** Where the built page goes; functions/http/inspector.ts serves it from there. */
-export const inspectorOutDir = join(repoRoot, 'dist', 'inspector');
+const inspectorOutDir = join(repoRoot, 'dist', 'inspector');
 
 export type InspectorBuild = 'fresh' | 'built' | 'unavailable';
 
@@ -35,7 +35,7 @@ export async function ensureInspectorBuilt(options: { log?: (line: string) => vo
  * the place of the old one, so that a server reading the old files never sees half a build,
  * and two processes starting at once do not write into the same folder.
  */
-export async function buildInspector(outDir: string): Promise<void> {
+async function buildInspector(outDir: string): Promise<void> {
   const { build } = await import('vite');
   const staging = `${outDir}.${process.pid}.tmp`;
   try {

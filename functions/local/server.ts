@@ -8,7 +8,7 @@ import type { HttpHandler } from '../http/types.js';
 import { changeRecordFilters } from '../store/stream-images.js';
 import { defaultTableName, ensureTable } from '../store/table.js';
 import { useLocalConnectionGateway } from '../ws/connections.js';
-import { localDynamoDbClient, startDynamoDbLocal, type DynamoDbLocal } from './dynamodb-local.js';
+import { type DynamoDbLocal, localDynamoDbClient, startDynamoDbLocal } from './dynamodb-local.js';
 import { createRequestListener } from './http-adapter.js';
 import { StreamPoller } from './stream-poller.js';
 import { attachWebSocketApi, WEBSOCKET_PATH } from './ws-server.js';
@@ -16,10 +16,7 @@ import { attachWebSocketApi, WEBSOCKET_PATH } from './ws-server.js';
 /** Thrown when the HTTP port is taken; nothing else (no java) has been started by then. */
 export class PortInUseError extends Error {
   constructor(readonly port: number) {
-    super(
-      `agentstate: port ${port} is already in use. ` +
-        `Stop whatever uses it or start on another port: PORT=${port + 1} npm start`,
-    );
+    super(`agentstate: port ${port} is already in use. ` + `Stop whatever uses it or start on another port: PORT=${port + 1} npm start`);
     this.name = 'PortInUseError';
   }
 }
@@ -171,9 +168,7 @@ const startingUp: RequestListener = (_req, res) => {
 
 function listen(server: Server, port: number): Promise<number> {
   return new Promise((resolvePort, reject) => {
-    server.once('error', (error: NodeJS.ErrnoException) =>
-      reject(error.code === 'EADDRINUSE' ? new PortInUseError(port) : error),
-    );
+    server.once('error', (error: NodeJS.ErrnoException) => reject(error.code === 'EADDRINUSE' ? new PortInUseError(port) : error));
     server.listen(port, () => {
       const address = server.address();
       resolvePort(typeof address === 'object' && address ? address.port : port);

@@ -2,10 +2,10 @@ import {
   DescribeStreamCommand,
   GetRecordsCommand,
   GetShardIteratorCommand,
-  type _Record as StreamsRecord,
-  type AttributeValue as StreamsAttributeValue,
   type Shard,
   type ShardIteratorType,
+  type AttributeValue as StreamsAttributeValue,
+  type _Record as StreamsRecord,
 } from '@aws-sdk/client-dynamodb-streams';
 import type { AttributeValue, DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import { matchesFilter } from '../store/stream-images.js';
@@ -31,6 +31,7 @@ export interface StreamsClient {
   send(command: DescribeStreamCommand | GetShardIteratorCommand | GetRecordsCommand): Promise<unknown>;
 }
 
+// biome-ignore lint/suspicious/noConfusingVoidType: a Lambda stream handler may answer nothing (no partial batch failures).
 export type StreamHandler = (event: DynamoDBStreamEvent) => Promise<DynamoDBBatchResponse | void>;
 
 export interface StreamPollerOptions {
@@ -190,7 +191,9 @@ export class StreamPoller {
     if (!shard.iterator || shard.done) return 0;
     let output: { Records?: StreamsRecord[]; NextShardIterator?: string };
     try {
-      output = (await this.options.client.send(new GetRecordsCommand({ ShardIterator: shard.iterator, Limit: this.batchSize }))) as typeof output;
+      output = (await this.options.client.send(
+        new GetRecordsCommand({ ShardIterator: shard.iterator, Limit: this.batchSize }),
+      )) as typeof output;
     } catch (error) {
       const name = (error as Error).name;
       if (name === 'ExpiredIteratorException') {
@@ -238,7 +241,9 @@ export class StreamPoller {
         const response = await this.options.handler({ Records: batch });
         const failures = response?.batchItemFailures ?? [];
         if (failures.length === 0) return;
-        const positions = failures.map((failure) => batch.findIndex((record) => record.dynamodb?.SequenceNumber === failure.itemIdentifier));
+        const positions = failures.map((failure) =>
+          batch.findIndex((record) => record.dynamodb?.SequenceNumber === failure.itemIdentifier),
+        );
         // An identifier that names no record of the batch fails the whole batch (Lambda's rule).
         failedAt = positions.some((position) => position < 0) ? 0 : Math.min(...positions);
       } catch (error) {

@@ -1,9 +1,9 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { WebSocket, WebSocketServer, type RawData } from 'ws';
-import type { WebSocketEvent, WebSocketResult } from '../ws/handler.js';
+import { type RawData, WebSocket, WebSocketServer } from 'ws';
 import type { ConnectionGateway } from '../ws/connections.js';
+import type { WebSocketEvent, WebSocketResult } from '../ws/handler.js';
 
 /**
  * Local stand-in for the stack's API Gateway WebSocket API, on the local server's own port
@@ -49,7 +49,9 @@ export function attachWebSocketApi(server: Server): LocalWebSocketApi {
   let closing = false;
 
   const refuse = (socket: Duplex, status: number, reason: string, body = '') => {
-    socket.end(`HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    socket.end(
+      `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
   };
 
   const context = (routeKey: string, connectionId: string, eventType: 'CONNECT' | 'MESSAGE' | 'DISCONNECT') => ({
@@ -97,10 +99,12 @@ export function attachWebSocketApi(server: Server): LocalWebSocketApi {
     socket.on('message', (data: RawData) => {
       touch();
       const body = Buffer.isBuffer(data) ? data.toString('utf8') : Buffer.concat(data as Buffer[]).toString('utf8');
-      connection.queue = connection.queue.then(async () => {
-        const result = await serve({ requestContext: context(routeOf(body), connectionId, 'MESSAGE'), body, isBase64Encoded: false });
-        if (result.body !== undefined && socket.readyState === WebSocket.OPEN) socket.send(result.body);
-      }).catch((error: unknown) => console.error('agentstate: WebSocket message failed', error));
+      connection.queue = connection.queue
+        .then(async () => {
+          const result = await serve({ requestContext: context(routeOf(body), connectionId, 'MESSAGE'), body, isBase64Encoded: false });
+          if (result.body !== undefined && socket.readyState === WebSocket.OPEN) socket.send(result.body);
+        })
+        .catch((error: unknown) => console.error('agentstate: WebSocket message failed', error));
     });
     socket.on('close', () => {
       clearTimeout(idle);
@@ -132,7 +136,10 @@ export function attachWebSocketApi(server: Server): LocalWebSocketApi {
       const open = [...connections.values()];
       for (const { socket } of open) socket.close(1001, 'Going away: the server is stopping');
       // Each close runs its $disconnect; wait for them (briefly) so no record is left behind.
-      await Promise.race([Promise.all(open.map((connection) => connection.closed)), new Promise((resolve) => setTimeout(resolve, 3_000).unref())]);
+      await Promise.race([
+        Promise.all(open.map((connection) => connection.closed)),
+        new Promise((resolve) => setTimeout(resolve, 3_000).unref()),
+      ]);
       for (const { socket } of open) socket.terminate();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
     },

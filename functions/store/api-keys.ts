@@ -47,7 +47,7 @@ export interface KeyGrant {
 }
 
 /** A new key: `as_` + 32 random bytes, base64url (256 bits of entropy). */
-export function generateApiKey(): string {
+function generateApiKey(): string {
   return API_KEY_PREFIX + randomBytes(32).toString('base64url');
 }
 

@@ -1,9 +1,9 @@
 import { DeleteCommand, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { MAX_SUBSCRIPTIONS, type LiveConnection, type LiveFollower, type LiveStore } from '../core/live.js';
+import { type LiveConnection, type LiveFollower, type LiveStore, MAX_SUBSCRIPTIONS } from '../core/live.js';
 import type { SessionScope } from '../core/model.js';
 import { keys } from './keys.js';
-import { conditionally, conditions, forEachInRange, type Item, type TableClient } from './table-client.js';
 import { tableKeys } from './table.js';
+import { conditionally, conditions, forEachInRange, type Item, type TableClient } from './table-client.js';
 
 /**
  * WebSocket connections and what they follow (keys.ts), both with TTL:
@@ -38,7 +38,11 @@ export class DynamoDbLiveStore implements LiveStore {
 
   async getConnection(connectionId: string): Promise<LiveConnection | null> {
     const { Item } = await this.table.send(
-      new GetCommand({ TableName: this.table.tableName, Key: { pk: keys.connection(connectionId), sk: keys.connectionSort }, ConsistentRead: true }),
+      new GetCommand({
+        TableName: this.table.tableName,
+        Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
+        ConsistentRead: true,
+      }),
     );
     if (!Item || typeof Item.tenant !== 'string' || this.expired(Item)) return null;
     const agents = agentsOf(Item);
@@ -58,7 +62,12 @@ export class DynamoDbLiveStore implements LiveStore {
           UpdateExpression: 'ADD sessions :session SET #ttl = :ttl',
           ConditionExpression: `${conditions.itemExists} AND (attribute_not_exists(sessions) OR size(sessions) < :max OR contains(sessions, :id))`,
           ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive },
-          ExpressionAttributeValues: { ':session': new Set([scope.sessionId]), ':id': scope.sessionId, ':max': MAX_SUBSCRIPTIONS, ':ttl': expiresAt },
+          ExpressionAttributeValues: {
+            ':session': new Set([scope.sessionId]),
+            ':id': scope.sessionId,
+            ':max': MAX_SUBSCRIPTIONS,
+            ':ttl': expiresAt,
+          },
         }),
       ),
     );
@@ -80,7 +89,9 @@ export class DynamoDbLiveStore implements LiveStore {
   }
 
   async unsubscribe(connectionId: string, scope: SessionScope): Promise<void> {
-    await this.table.send(new DeleteCommand({ TableName: this.table.tableName, Key: { pk: keys.subscribers(scope), sk: keys.subscriber(connectionId) } }));
+    await this.table.send(
+      new DeleteCommand({ TableName: this.table.tableName, Key: { pk: keys.subscribers(scope), sk: keys.subscriber(connectionId) } }),
+    );
     // A connection that is gone lists nothing to remove.
     await conditionally(
       this.table.send(
@@ -123,14 +134,10 @@ export class DynamoDbLiveStore implements LiveStore {
 
   async followers(scope: SessionScope): Promise<LiveFollower[]> {
     const followers: LiveFollower[] = [];
-    await forEachInRange(
-      this.table,
-      { partition: keys.subscribers(scope), prefix: keys.subscriberPrefix },
-      (item) => {
-        if (this.expired(item)) return;
-        followers.push({ connectionId: String(item.connectionId), agentId: typeof item.agentId === 'string' ? item.agentId : null });
-      },
-    );
+    await forEachInRange(this.table, { partition: keys.subscribers(scope), prefix: keys.subscriberPrefix }, (item) => {
+      if (this.expired(item)) return;
+      followers.push({ connectionId: String(item.connectionId), agentId: typeof item.agentId === 'string' ? item.agentId : null });
+    });
     return followers;
   }
 

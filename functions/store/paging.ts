@@ -1,6 +1,6 @@
 import type { QueryCommandInput } from '@aws-sdk/lib-dynamodb';
-import type { Page } from '../core/model.js';
 import { AgentStateError } from '../core/errors.js';
+import type { Page } from '../core/model.js';
 import type { Item } from './table-client.js';
 
 /** One page of a Query: what came back and the key DynamoDB stopped at. */
@@ -71,8 +71,7 @@ export function decodeCursor(cursor: string, attributes: readonly string[]): Ite
     if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
       const entries = Object.entries(parsed);
       const shaped =
-        entries.length === attributes.length &&
-        entries.every(([name, value]) => attributes.includes(name) && typeof value === 'string');
+        entries.length === attributes.length && entries.every(([name, value]) => attributes.includes(name) && typeof value === 'string');
       if (shaped) return parsed as Item;
     }
   } catch {

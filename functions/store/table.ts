@@ -1,11 +1,11 @@
 import {
   CreateTableCommand,
+  type CreateTableCommandInput,
   DescribeTableCommand,
+  type DynamoDBClient,
   ResourceInUseException,
   ResourceNotFoundException,
   UpdateTimeToLiveCommand,
-  type CreateTableCommandInput,
-  type DynamoDBClient,
 } from '@aws-sdk/client-dynamodb';
 
 /**
@@ -23,7 +23,7 @@ export const tableKeys = {
 export const defaultTableName = 'agentstate';
 
 /** CreateTable input for DynamoDB Local and tests (on-demand, streams with both images). */
-export function createTableInput(tableName: string): CreateTableCommandInput {
+function createTableInput(tableName: string): CreateTableCommandInput {
   const { partitionKey, sortKey, sessionsIndex } = tableKeys;
   return {
     TableName: tableName,

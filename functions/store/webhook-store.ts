@@ -3,8 +3,8 @@ import type { Page } from '../core/model.js';
 import type { DeadLetter, DeadLetterEvent, DeliveryFailure, WebhookRecord, WebhookStore } from '../core/webhooks.js';
 import { keys } from './keys.js';
 import { pageOf, prefixPageQuery } from './paging.js';
-import { conditions, forEachInRange, type Item, type TableClient } from './table-client.js';
 import { tableKeys } from './table.js';
+import { conditions, forEachInRange, type Item, type TableClient } from './table-client.js';
 
 /** Dead letters are kept as long as SQS keeps a message at most: two weeks to replay them. */
 const DEAD_LETTER_TTL_SECONDS = 14 * 24 * 60 * 60;
@@ -45,7 +45,11 @@ export class DynamoDbWebhookStore implements WebhookStore {
 
   async getWebhook(tenant: string, webhookId: string): Promise<WebhookRecord | null> {
     const { Item } = await this.table.send(
-      new GetCommand({ TableName: this.table.tableName, Key: { pk: keys.webhooks(tenant), sk: keys.webhook(webhookId) }, ConsistentRead: true }),
+      new GetCommand({
+        TableName: this.table.tableName,
+        Key: { pk: keys.webhooks(tenant), sk: keys.webhook(webhookId) },
+        ConsistentRead: true,
+      }),
     );
     return Item ? toWebhook(Item) : null;
   }
@@ -75,12 +79,7 @@ export class DynamoDbWebhookStore implements WebhookStore {
     return Attributes !== undefined;
   }
 
-  async recordDeadLetter(
-    tenant: string,
-    webhookId: string,
-    event: DeadLetterEvent,
-    failure: DeliveryFailure,
-  ): Promise<void> {
+  async recordDeadLetter(tenant: string, webhookId: string, event: DeadLetterEvent, failure: DeliveryFailure): Promise<void> {
     await this.table.send(
       new UpdateCommand({
         TableName: this.table.tableName,

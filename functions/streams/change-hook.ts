@@ -69,7 +69,10 @@ export function useChangeFanout(replacement: ChangeFanout | undefined): void {
   fanout = replacement;
 }
 
-export async function handler(event: DynamoDBStreamEvent, context?: Pick<Context, 'getRemainingTimeInMillis'>): Promise<DynamoDBBatchResponse> {
+export async function handler(
+  event: DynamoDBStreamEvent,
+  context?: Pick<Context, 'getRemainingTimeInMillis'>,
+): Promise<DynamoDBBatchResponse> {
   const inputs: ChangeInput[] = [];
   let unreadable: string | undefined;
   for (const record of event.Records) {

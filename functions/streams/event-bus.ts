@@ -1,9 +1,9 @@
-import { PutEventsCommand, type EventBridgeClient, type PutEventsRequestEntry } from '@aws-sdk/client-eventbridge';
+import { type EventBridgeClient, PutEventsCommand, type PutEventsRequestEntry } from '@aws-sdk/client-eventbridge';
 import type { EventPublisher } from '../core/change-fanout.js';
 import { serializeWithin } from '../core/events.js';
-import { sleep, type Sleep } from '../core/webhooks.js';
+import { type Sleep, sleep } from '../core/webhooks.js';
 
-export const EVENT_SOURCE = 'agentstate';
+const EVENT_SOURCE = 'agentstate';
 /** PutEvents takes at most 10 entries and 256 KB in one request. */
 const MAX_ENTRIES = 10;
 const MAX_REQUEST_BYTES = 256 * 1024;
@@ -34,7 +34,9 @@ export function eventBridgePublisher(client: EventBridgeClient, busName: string,
         if (attempt > 1) await wait(100 * 2 ** attempt);
         let results: Array<{ ErrorCode?: string }>;
         try {
-          const output = await client.send(new PutEventsCommand({ Entries: pending.map((index) => (entries[index] as { entry: PutEventsRequestEntry }).entry) }));
+          const output = await client.send(
+            new PutEventsCommand({ Entries: pending.map((index) => (entries[index] as { entry: PutEventsRequestEntry }).entry) }),
+          );
           results = output.Entries ?? [];
         } catch (error) {
           console.warn('agentstate: PutEvents failed', String(error));

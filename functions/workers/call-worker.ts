@@ -16,18 +16,19 @@
  */
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import type { InvokeCommandOutput } from '@aws-sdk/client-lambda';
 import { AgentStateError } from '../core/errors.js';
 import { workerTimeoutMs } from '../core/worker-timeout.js';
 import {
   checkUrlText,
   connectionPool,
   NonPublicHostError,
+  type OutboundAnswer,
+  type OutboundPolicy,
   parseHttpUrl,
   postJson,
   SIGNATURE_HEADER,
   signBody,
-  type OutboundAnswer,
-  type OutboundPolicy,
   type UrlWording,
 } from './outbound.js';
 
@@ -46,7 +47,7 @@ export interface WorkerCallOptions extends OutboundPolicy {
 }
 
 /** The largest answer read from a worker: Lambda's own limit for a synchronous response. */
-export const MAX_WORKER_RESPONSE_BYTES = 6 * 1024 * 1024;
+const MAX_WORKER_RESPONSE_BYTES = 6 * 1024 * 1024;
 /** How much of a worker's answer may appear in an error detail. */
 const EXCERPT_CHARS = 200;
 
@@ -55,10 +56,7 @@ const LAMBDA_HINT = 'lambda: workers need AWS; set AGENTSTATE_LAMBDA_ENDPOINT to
 
 /* ------------------------------------------------------------------ URL validation */
 
-type ParsedWorkerUrl =
-  | { kind: 'http'; url: URL }
-  | { kind: 'lambda'; arn: string; region: string }
-  | { kind: 'module'; path: string };
+type ParsedWorkerUrl = { kind: 'http'; url: URL } | { kind: 'lambda'; arn: string; region: string } | { kind: 'module'; path: string };
 
 const LAMBDA_ARN = /^arn:aws[a-z-]*:lambda:([a-z]{2}(?:-[a-z]+)+-\d+):\d{12}:function:[A-Za-z0-9_-]{1,64}(?::[A-Za-z0-9$_-]{1,128})?$/;
 
@@ -159,7 +157,7 @@ function failed(detail: string, cause?: unknown): AgentStateError {
 
 /** At most ~200 characters of a worker's text, on one line, for an error detail. */
 function excerpt(text: string): string {
-  // eslint-disable-next-line no-control-regex
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it takes out.
   const line = text.replace(/[\u0000-\u001f\u007f]+/g, ' ').trim();
   return line.length > EXCERPT_CHARS ? `${line.slice(0, EXCERPT_CHARS)}…` : line;
 }
@@ -265,7 +263,7 @@ async function callLambda(
 ): Promise<Record<string, unknown>> {
   if (options.allowLoopbackHttp && !options.lambdaEndpoint) throw failed(LAMBDA_HINT);
   const { client, InvokeCommand } = await lambdaClient(target.region, options.lambdaEndpoint);
-  let output;
+  let output: InvokeCommandOutput;
   try {
     output = await client.send(
       new InvokeCommand({

@@ -157,7 +157,7 @@ function classifyV6(groups: number[]): AddressClass {
 
 /* ------------------------------------------------------------------ URL validation */
 
-export const MAX_URL_LENGTH = 2048;
+const MAX_URL_LENGTH = 2048;
 
 /** How a URL's problems are worded for the thing it belongs to (a worker, a webhook). */
 export interface UrlWording {

@@ -15,15 +15,15 @@ import type { DeliveryResult, WebhookSender } from '../core/webhooks.js';
 import {
   connectionPool,
   NonPublicHostError,
+  type OutboundPolicy,
   parseHttpUrl,
   postJson,
   SIGNATURE_HEADER,
   signBody,
-  type OutboundPolicy,
   type UrlWording,
 } from './outbound.js';
 
-export const WEBHOOK_TIMEOUT_MS = 5_000;
+const WEBHOOK_TIMEOUT_MS = 5_000;
 /** How much of an answer is read before the socket is let go. */
 const MAX_ANSWER_BYTES = 64 * 1024;
 

@@ -1,10 +1,10 @@
 import type { LiveBroadcaster } from '../core/change-fanout.js';
-import { serializeWithin, type ChangeEvent } from '../core/events.js';
+import { type ChangeEvent, serializeWithin } from '../core/events.js';
 import type { LiveFollower, LiveStore } from '../core/live.js';
 import type { ConnectionGateway } from './connections.js';
 
 /** API Gateway's WebSocket message limit is 128 KB; larger events go out without their states. */
-export const WEBSOCKET_MESSAGE_LIMIT_BYTES = 128 * 1000;
+const WEBSOCKET_MESSAGE_LIMIT_BYTES = 128 * 1000;
 
 /**
  * Where the broadcaster finds a session's followers: with the agent each follows it as

@@ -2,12 +2,12 @@ import { AgentStateError, toProblem } from '../core/errors.js';
 import { isValidId } from '../core/ids.js';
 import { isJsonObject } from '../core/json.js';
 import { LiveService } from '../core/live.js';
-import { keysFromEnv, type Grant } from '../http/auth.js';
+import { type Grant, keysFromEnv } from '../http/auth.js';
 import { ApiKeyStore } from '../store/api-keys.js';
 import { dynamoDbClient } from '../store/client.js';
 import { DynamoDbLiveStore } from '../store/live-store.js';
-import { TableClient } from '../store/table-client.js';
 import { defaultTableName } from '../store/table.js';
+import { TableClient } from '../store/table-client.js';
 
 /**
  * The WebSocket API's one handler (API Gateway WebSocket API in AWS, functions/local/ws-server.ts
@@ -91,9 +91,13 @@ export async function handler(event: WebSocketEvent): Promise<WebSocketResult> {
       case 'unsubscribe':
         return ok(await dependencies().live.unsubscribe(connectionId, message.sessionId));
       default:
-        throw new AgentStateError('invalid_request', 'send {"action":"subscribe","sessionId":"…"} or {"action":"unsubscribe","sessionId":"…"}', {
-          field: 'action',
-        });
+        throw new AgentStateError(
+          'invalid_request',
+          'send {"action":"subscribe","sessionId":"…"} or {"action":"unsubscribe","sessionId":"…"}',
+          {
+            field: 'action',
+          },
+        );
     }
   } catch (error) {
     const known = error instanceof AgentStateError ? error : new AgentStateError('internal', 'internal error', {}, { cause: error });

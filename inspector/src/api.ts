@@ -26,7 +26,11 @@ export interface Page<T> {
 export class Api {
   constructor(private readonly apiKey: string) {}
 
-  async request<T>(method: string, path: string, options: { query?: Record<string, string | number | undefined>; body?: unknown; signal?: AbortSignal } = {}): Promise<T> {
+  async request<T>(
+    method: string,
+    path: string,
+    options: { query?: Record<string, string | number | undefined>; body?: unknown; signal?: AbortSignal } = {},
+  ): Promise<T> {
     const url = new URL(path, location.origin);
     for (const [name, value] of Object.entries(options.query ?? {})) {
       if (value !== undefined) url.searchParams.set(name, String(value));
@@ -56,7 +60,10 @@ export class Api {
   }
 
   async listSessions(query: { limit?: number; cursor?: string; prefix?: string }, signal?: AbortSignal): Promise<Page<SessionSummary>> {
-    const page = await this.request<{ sessions: SessionSummary[]; next?: string }>('GET', '/v1/sessions', { query, ...(signal ? { signal } : {}) });
+    const page = await this.request<{ sessions: SessionSummary[]; next?: string }>('GET', '/v1/sessions', {
+      query,
+      ...(signal ? { signal } : {}),
+    });
     return { items: page.sessions, ...(page.next ? { next: page.next } : {}) };
   }
 
@@ -65,18 +72,30 @@ export class Api {
   }
 
   getTree(sessionId: string, signal?: AbortSignal): Promise<{ head: string; nodes: TreeNode[] }> {
-    return this.request('GET', `/v1/sessions/${encodeURIComponent(sessionId)}/tree`, { query: { preview: 1 }, ...(signal ? { signal } : {}) });
+    return this.request('GET', `/v1/sessions/${encodeURIComponent(sessionId)}/tree`, {
+      query: { preview: 1 },
+      ...(signal ? { signal } : {}),
+    });
   }
 
   getState(sessionId: string, node: string, signal?: AbortSignal): Promise<StateView> {
     return this.request('GET', `/v1/sessions/${encodeURIComponent(sessionId)}/state`, { query: { node }, ...(signal ? { signal } : {}) });
   }
 
-  async listLineage(sessionId: string, node: string, query: { limit: number; cursor?: string }, signal?: AbortSignal): Promise<Page<Version>> {
-    const page = await this.request<{ versions: Version[]; next?: string }>('GET', `/v1/sessions/${encodeURIComponent(sessionId)}/versions`, {
-      query: { node, ...query },
-      ...(signal ? { signal } : {}),
-    });
+  async listLineage(
+    sessionId: string,
+    node: string,
+    query: { limit: number; cursor?: string },
+    signal?: AbortSignal,
+  ): Promise<Page<Version>> {
+    const page = await this.request<{ versions: Version[]; next?: string }>(
+      'GET',
+      `/v1/sessions/${encodeURIComponent(sessionId)}/versions`,
+      {
+        query: { node, ...query },
+        ...(signal ? { signal } : {}),
+      },
+    );
     return { items: page.versions, ...(page.next ? { next: page.next } : {}) };
   }
 

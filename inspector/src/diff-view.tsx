@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { Api } from './api.js';
-import { type Change, diffJson, formatPath } from './json-diff.js';
 import { pretty } from './format.js';
+import { type Change, diffJson, formatPath } from './json-diff.js';
 
 interface DiffViewProps {
   api: Api;
@@ -55,11 +55,23 @@ export function DiffView({ api, sessionId, from, to, latestVersion, onChange, on
       <form class="diff-form" onSubmit={submit}>
         <label>
           From version
-          <input type="number" min={0} max={latestVersion} value={draft.from} onInput={(event) => setDraft({ ...draft, from: (event.target as HTMLInputElement).value })} />
+          <input
+            type="number"
+            min={0}
+            max={latestVersion}
+            value={draft.from}
+            onInput={(event) => setDraft({ ...draft, from: (event.target as HTMLInputElement).value })}
+          />
         </label>
         <label>
           To version
-          <input type="number" min={0} max={latestVersion} value={draft.to} onInput={(event) => setDraft({ ...draft, to: (event.target as HTMLInputElement).value })} />
+          <input
+            type="number"
+            min={0}
+            max={latestVersion}
+            value={draft.to}
+            onInput={(event) => setDraft({ ...draft, to: (event.target as HTMLInputElement).value })}
+          />
         </label>
         <button type="submit" class="button">
           Compare

@@ -34,8 +34,10 @@ function walk(before: Json, after: Json, path: PathSegment[], changes: Change[])
   if (Array.isArray(before) && Array.isArray(after)) {
     const shared = Math.min(before.length, after.length);
     for (let index = 0; index < shared; index += 1) walk(before[index] as Json, after[index] as Json, [...path, index], changes);
-    for (let index = shared; index < after.length; index += 1) changes.push({ kind: 'added', path: [...path, index], after: after[index] as Json });
-    for (let index = shared; index < before.length; index += 1) changes.push({ kind: 'removed', path: [...path, index], before: before[index] as Json });
+    for (let index = shared; index < after.length; index += 1)
+      changes.push({ kind: 'added', path: [...path, index], after: after[index] as Json });
+    for (let index = shared; index < before.length; index += 1)
+      changes.push({ kind: 'removed', path: [...path, index], before: before[index] as Json });
     return;
   }
   if (!jsonEqual(before, after)) changes.push({ kind: 'changed', path, before, after });

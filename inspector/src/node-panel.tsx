@@ -59,7 +59,10 @@ export function NodePanel({ api, sessionId, node, isHead, latestVersion, revisio
   // A new node: compare its version with the one before it, until the user picks others.
   useEffect(() => setPair(null), [node.id]);
   const current = lineage.items[0];
-  const defaultPair = current && current.version === node.stateVersion ? { from: current.prevVersion, to: current.version } : { from: 0, to: node.stateVersion };
+  const defaultPair =
+    current && current.version === node.stateVersion
+      ? { from: current.prevVersion, to: current.version }
+      : { from: 0, to: node.stateVersion };
   const shownPair = pair ?? defaultPair;
 
   const loadOlder = async () => {
@@ -76,7 +79,8 @@ export function NodePanel({ api, sessionId, node, isHead, latestVersion, revisio
   const onTabKey = (event: KeyboardEvent) => {
     const index = TABS.findIndex((entry) => entry.id === tab);
     const step = event.key === 'ArrowRight' ? 1 : event.key === 'ArrowLeft' ? -1 : 0;
-    const target = event.key === 'Home' ? 0 : event.key === 'End' ? TABS.length - 1 : step ? (index + step + TABS.length) % TABS.length : -1;
+    const target =
+      event.key === 'Home' ? 0 : event.key === 'End' ? TABS.length - 1 : step ? (index + step + TABS.length) % TABS.length : -1;
     if (target < 0) return;
     event.preventDefault();
     const next = TABS[target] as (typeof TABS)[number];
@@ -165,15 +169,30 @@ export function NodePanel({ api, sessionId, node, isHead, latestVersion, revisio
           />
         )}
         {tab === 'diff' && (
-          <DiffView api={api} sessionId={sessionId} from={shownPair.from} to={shownPair.to} latestVersion={latestVersion} onChange={setPair} onError={onError} />
+          <DiffView
+            api={api}
+            sessionId={sessionId}
+            from={shownPair.from}
+            to={shownPair.to}
+            latestVersion={latestVersion}
+            onChange={setPair}
+            onError={onError}
+          />
         )}
       </div>
     </section>
   );
 }
 
-function Lineage(props: { items: Version[]; hasMore: boolean; loading: boolean; onLoadOlder: () => void; onCompare: (from: number, to: number) => void }) {
-  if (props.items.length === 0) return <p class="muted">{props.loading ? 'Loading…' : 'No version was written on the way to this node.'}</p>;
+function Lineage(props: {
+  items: Version[];
+  hasMore: boolean;
+  loading: boolean;
+  onLoadOlder: () => void;
+  onCompare: (from: number, to: number) => void;
+}) {
+  if (props.items.length === 0)
+    return <p class="muted">{props.loading ? 'Loading…' : 'No version was written on the way to this node.'}</p>;
   return (
     <>
       <p class="panel-note muted">The versions this node's state was built from, newest first.</p>

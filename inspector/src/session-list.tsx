@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { type Api, ApiError, type SessionSummary } from './api.js';
-import { sessionHref } from './route.js';
 import { fullTime, timeAgo } from './format.js';
+import { sessionHref } from './route.js';
 
 const PAGE_SIZE = 50;
 /** A prefix only filters a page after it is read (docs/api.md), so a search reads on a while pages come back empty. */

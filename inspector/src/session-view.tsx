@@ -1,7 +1,7 @@
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { Api, ApiError, type Session, type StateChangedEvent, type TreeNode } from './api.js';
 import { fullTime, timeAgo } from './format.js';
-import { type LiveStatus, followSession } from './live.js';
+import { followSession, type LiveStatus } from './live.js';
 import { NodePanel } from './node-panel.js';
 import { sessionHref } from './route.js';
 import { layoutTree } from './tree-layout.js';

@@ -72,9 +72,7 @@ export function layoutTree(nodes: readonly TreeNode[], head: string): TreeRow[] 
   }
   const rows: TreeRow[] = [];
   // An explicit stack, not recursion: a conversation may be thousands of messages deep.
-  const stack: Pending[] = roots
-    .map((node) => ({ node, level: 0, guides: [] as Guide[], joinsAbove: false, branchIndex: 0 }))
-    .reverse();
+  const stack: Pending[] = roots.map((node) => ({ node, level: 0, guides: [] as Guide[], joinsAbove: false, branchIndex: 0 })).reverse();
   const seen = new Set<string>();
   while (stack.length > 0) {
     const { node, level, guides, joinsAbove, branchIndex } = stack.pop() as Pending;

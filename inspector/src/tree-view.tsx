@@ -1,5 +1,5 @@
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
-import { type TreeRow, rowIndexOf, visibleRange } from './tree-layout.js';
+import { rowIndexOf, type TreeRow, visibleRange } from './tree-layout.js';
 
 /** Fixed row height: what makes virtualizing a tree of thousands of nodes this simple. */
 const ROW_HEIGHT = 34;
@@ -95,13 +95,7 @@ export function TreeView({ rows, selectedId, onSelect }: TreeViewProps) {
     >
       <div class="tree-canvas" style={{ height: `${rows.length * ROW_HEIGHT}px` }}>
         {rows.slice(start, end).map((row, offset) => (
-          <TreeRowView
-            key={row.node.id}
-            row={row}
-            index={start + offset}
-            selected={start + offset === selectedIndex}
-            onSelect={onSelect}
-          />
+          <TreeRowView key={row.node.id} row={row} index={start + offset} selected={start + offset === selectedIndex} onSelect={onSelect} />
         ))}
       </div>
     </div>
@@ -112,7 +106,17 @@ function rowDomId(index: number): string {
   return `tree-row-${index}`;
 }
 
-function TreeRowView({ row, index, selected, onSelect }: { row: TreeRow; index: number; selected: boolean; onSelect: (id: string) => void }) {
+function TreeRowView({
+  row,
+  index,
+  selected,
+  onSelect,
+}: {
+  row: TreeRow;
+  index: number;
+  selected: boolean;
+  onSelect: (id: string) => void;
+}) {
   const { node } = row;
   const isRoot = node.parentId === null;
   const role = isRoot ? 'root' : (node.role ?? '?');
@@ -156,9 +160,7 @@ function TreeRowView({ row, index, selected, onSelect }: { row: TreeRow; index: 
       <span class="snippet">{text}</span>
       <span class="row-badges">
         {row.isHead && <span class="badge badge-head">HEAD</span>}
-        {row.branches > 0 && (
-          <span class="badge badge-fork">{row.branches} branches</span>
-        )}
+        {row.branches > 0 && <span class="badge badge-fork">{row.branches} branches</span>}
         <span class="version" title="state version at this node">
           v{node.stateVersion}
         </span>

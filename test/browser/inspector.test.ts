@@ -1,7 +1,7 @@
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueId } from '../helpers/api-client.js';
-import { startApi, type RunningApi } from '../helpers/e2e.js';
+import { type RunningApi, startApi } from '../helpers/e2e.js';
 import { launchChromium, seedLargeSession, seedTripSession, type TripSession } from './support.js';
 
 /**
@@ -129,7 +129,9 @@ describe('inspector page', () => {
 
     // Assess: the event arrives in the feed, and the state shown is reread, without a reload.
     const feed = page.locator('.feed-item');
-    await expect.poll(() => feed.first().textContent(), { timeout: 10_000 }).toMatch(new RegExp(`v${write.body.version}\\s*patch at\\s*${trip.forkNode}`));
+    await expect
+      .poll(() => feed.first().textContent(), { timeout: 10_000 })
+      .toMatch(new RegExp(`v${write.body.version}\\s*patch at\\s*${trip.forkNode}`));
     await expect.poll(() => page.getByLabel(`State at node ${trip.forkNode}`).textContent()).toContain('"days": 4');
     // The session header is reread on its own request, which may finish a moment later.
     await expect.poll(() => page.getByTestId('session-version').textContent()).toBe(String(write.body.version));

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { chromium, type Browser } from 'playwright-core';
+import { type Browser, chromium } from 'playwright-core';
 import type { ApiClient } from '../helpers/api-client.js';
 
 /**
@@ -72,7 +72,11 @@ export async function seedTripSession(client: ApiClient, sessionId: string): Pro
     await client.post(`${base}/messages`, {
       messages: [
         { id: 'u2', role: 'user', content: 'In May, on a tight budget. I love food markets and old neighbourhoods.' },
-        { id: 'a2', role: 'assistant', content: [{ type: 'text', text: 'Day 1: Alfama and the castle. Day 2: Belém and LX Factory. Day 3: Time Out Market.' }] },
+        {
+          id: 'a2',
+          role: 'assistant',
+          content: [{ type: 'text', text: 'Day 1: Alfama and the castle. Day 2: Belém and LX Factory. Day 3: Time Out Market.' }],
+        },
       ],
     }),
     201,
@@ -113,7 +117,14 @@ export async function seedLargeSession(client: ApiClient, sessionId: string, tur
     if (turn % branchEvery === 0) {
       await flush();
       // A regenerated reply: a sibling of r<turn>, then back to the main line.
-      check('branch', await client.post(`${base}/messages`, { parentId: `q${turn}`, messages: [{ id: `r${turn}-alt`, role: 'assistant', content: `Another answer to ${turn}.` }] }), 201);
+      check(
+        'branch',
+        await client.post(`${base}/messages`, {
+          parentId: `q${turn}`,
+          messages: [{ id: `r${turn}-alt`, role: 'assistant', content: `Another answer to ${turn}.` }],
+        }),
+        201,
+      );
       check('head', await client.put(`${base}/head`, { nodeId: `r${turn}` }), 200);
       check('state', await client.patch(`${base}/state`, { turn, progress: turn / turns }), 200);
       nodes += 1;

@@ -1,9 +1,16 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentStateError, createClient, createWorker, toNodeHandler, type AgentStateClient, type DecisionRequest } from '../../client/index.js';
-import { startApi, type RunningApi } from '../helpers/e2e.js';
-import { eventually, startFaultyProxy, uniqueId, type FaultyProxy } from './support.js';
+import {
+  type AgentStateClient,
+  AgentStateError,
+  createClient,
+  createWorker,
+  type DecisionRequest,
+  toNodeHandler,
+} from '../../client/index.js';
+import { type RunningApi, startApi } from '../helpers/e2e.js';
+import { eventually, type FaultyProxy, startFaultyProxy, uniqueId } from './support.js';
 
 /**
  * The client against the server as `npm start` runs it: every route, its errors, and the
@@ -73,14 +80,20 @@ describe('every route', () => {
         { id: 'a1', role: 'assistant', content: 'Where to?' },
       ],
     });
-    const branch = await client.messages.append(sid, { parentId: 'u1', messages: [{ id: 'a2', role: 'assistant', content: 'Which city?' }] });
+    const branch = await client.messages.append(sid, {
+      parentId: 'u1',
+      messages: [{ id: 'a2', role: 'assistant', content: 'Which city?' }],
+    });
     const path = await client.messages.path(sid, { node: 'a1' });
     const node = await client.tree.node(sid, 'a1');
     const tree = await client.tree.get(sid);
     const previews = await client.tree.get(sid, { preview: true });
     const head = await client.tree.setHead(sid, 'a1');
 
-    expect(appended).toEqual({ nodes: [expect.objectContaining({ id: 'u1', parentId: 'root', depth: 1 }), expect.objectContaining({ id: 'a1', parentId: 'u1' })], head: 'a1' });
+    expect(appended).toEqual({
+      nodes: [expect.objectContaining({ id: 'u1', parentId: 'root', depth: 1 }), expect.objectContaining({ id: 'a1', parentId: 'u1' })],
+      head: 'a1',
+    });
     expect(branch.head).toBe('a2');
     expect(path).toEqual({
       messages: [
@@ -147,17 +160,29 @@ describe('every route', () => {
     const sid = uniqueId('decide');
 
     const created = await client.agents.put(agentId, { worker: { url: 'module:examples/worker.ts' }, config: { model: 'small-fast' } });
-    const replaced = await client.agents.put(agentId, { worker: { url: 'module:examples/worker.ts', secret: 'never-shown' }, config: { model: 'small-fast' } });
+    const replaced = await client.agents.put(agentId, {
+      worker: { url: 'module:examples/worker.ts', secret: 'never-shown' },
+      config: { model: 'small-fast' },
+    });
     const read = await client.agents.get(agentId);
     const listed: string[] = [];
     for await (const agent of client.agents.iterate({ limit: 1 })) listed.push(agent.agentId);
     await client.sessions.create({ sessionId: sid, agentId });
     const start = await client.decide(sid, { trigger: { type: 'session.start' } });
-    const turn = await client.decide(sid, { decisionId: `${sid}-d2`, trigger: { type: 'client.messages', messages: [{ id: 'q1', role: 'user', content: 'hi' }] } });
-    const again = await client.decide(sid, { decisionId: `${sid}-d2`, trigger: { type: 'client.messages', messages: [{ id: 'q1', role: 'user', content: 'hi' }] } });
+    const turn = await client.decide(sid, {
+      decisionId: `${sid}-d2`,
+      trigger: { type: 'client.messages', messages: [{ id: 'q1', role: 'user', content: 'hi' }] },
+    });
+    const again = await client.decide(sid, {
+      decisionId: `${sid}-d2`,
+      trigger: { type: 'client.messages', messages: [{ id: 'q1', role: 'user', content: 'hi' }] },
+    });
     const missing = await client.agents.get(uniqueId('nobody')).catch((error: unknown) => error);
 
-    expect(created).toMatchObject({ created: true, agent: { agentId, worker: { url: 'module:examples/worker.ts', hasSecret: false }, config: { model: 'small-fast' } } });
+    expect(created).toMatchObject({
+      created: true,
+      agent: { agentId, worker: { url: 'module:examples/worker.ts', hasSecret: false }, config: { model: 'small-fast' } },
+    });
     expect(replaced).toMatchObject({ created: false, agent: { worker: { hasSecret: true } } });
     expect(JSON.stringify(read)).not.toContain('never-shown');
     expect(listed).toContain(agentId);
@@ -180,13 +205,25 @@ describe('every route', () => {
       ],
     });
     const exclusive = await client.commits
-      .commit(sid, { commands: [{ key: 'x', scope: 'thread', merge: 'exclusive', set: 1 }, { key: 'x', scope: 'thread', merge: 'exclusive', set: 2 }] })
+      .commit(sid, {
+        commands: [
+          { key: 'x', scope: 'thread', merge: 'exclusive', set: 1 },
+          { key: 'x', scope: 'thread', merge: 'exclusive', set: 2 },
+        ],
+      })
       .catch((error: unknown) => error);
     const run = await client.commits.run(sid, 'run-7');
     const profile = await client.commits.profile('commit-user');
     const shared = await client.commits.shared();
 
-    expect(result).toMatchObject({ sessionId: sid, version: 1, changed: true, state: { plan: { step: 2 } }, run: { runId: 'run-7', version: 1 }, profile: { userId: 'commit-user', version: 1 } });
+    expect(result).toMatchObject({
+      sessionId: sid,
+      version: 1,
+      changed: true,
+      state: { plan: { step: 2 } },
+      run: { runId: 'run-7', version: 1 },
+      profile: { userId: 'commit-user', version: 1 },
+    });
     expect(exclusive).toMatchObject({ code: 'exclusive_conflict', status: 409, key: 'x', scope: 'thread' });
     expect(run).toMatchObject({ sessionId: sid, runId: 'run-7', version: 1, state: { votes: { 'tool-a': 1 } } });
     expect(profile).toMatchObject({ userId: 'commit-user', state: { lang: 'fr' } });
@@ -230,8 +267,12 @@ describe('errors', () => {
     const sid = uniqueId('tenant');
     await client.state.patch(sid, { mine: true });
 
-    const unauthorized = await createClient({ baseUrl: api.url, apiKey: 'wrong' }).sessions.get(sid).catch((error: unknown) => error);
-    const hidden = await createClient({ baseUrl: api.url, apiKey: 'other-key' }).sessions.get(sid).catch((error: unknown) => error);
+    const unauthorized = await createClient({ baseUrl: api.url, apiKey: 'wrong' })
+      .sessions.get(sid)
+      .catch((error: unknown) => error);
+    const hidden = await createClient({ baseUrl: api.url, apiKey: 'other-key' })
+      .sessions.get(sid)
+      .catch((error: unknown) => error);
 
     expect(unauthorized).toMatchObject({ code: 'unauthorized', status: 401 });
     expect(hidden).toMatchObject({ code: 'session_not_found', status: 404 });
@@ -270,8 +311,14 @@ describe('the transport', () => {
   it('uses a given Idempotency-Key, so a repeat across clients writes once', async () => {
     const sid = uniqueId('own-key');
     const first = await client.messages.append(sid, { messages: [{ role: 'user', content: 'hi' }] }, { idempotencyKey: `${sid}-turn-1` });
-    const repeat = await createClient({ baseUrl: api.url, apiKey: 'dev-key' }).messages.append(sid, { messages: [{ role: 'user', content: 'hi' }] }, { idempotencyKey: `${sid}-turn-1` });
-    const reused = await client.messages.append(sid, { messages: [{ role: 'user', content: 'other' }] }, { idempotencyKey: `${sid}-turn-1` }).catch((error: unknown) => error);
+    const repeat = await createClient({ baseUrl: api.url, apiKey: 'dev-key' }).messages.append(
+      sid,
+      { messages: [{ role: 'user', content: 'hi' }] },
+      { idempotencyKey: `${sid}-turn-1` },
+    );
+    const reused = await client.messages
+      .append(sid, { messages: [{ role: 'user', content: 'other' }] }, { idempotencyKey: `${sid}-turn-1` })
+      .catch((error: unknown) => error);
 
     expect(repeat).toEqual(first);
     expect(reused).toMatchObject({ code: 'idempotency_key_reused', status: 422 });
@@ -280,7 +327,11 @@ describe('the transport', () => {
 
   it('exposes raw requests, with the status, headers and whether the answer is a replay', async () => {
     const sid = uniqueId('raw');
-    const send = () => client.request<{ version: number }>({ method: 'PUT', path: `/v1/sessions/${sid}/state`, body: { a: 1 } }, { idempotencyKey: `${sid}-put` });
+    const send = () =>
+      client.request<{ version: number }>(
+        { method: 'PUT', path: `/v1/sessions/${sid}/state`, body: { a: 1 } },
+        { idempotencyKey: `${sid}-put` },
+      );
 
     const first = await send();
     const second = await send();
@@ -380,11 +431,18 @@ describe('the worker helper, called by agentstate', () => {
     const agentId = uniqueId('signed');
     await client.agents.put(agentId, { worker: { url: worker.url, secret: 'worker-secret' } });
 
-    const decided = await client.decide(uniqueId('signed'), { agentId, trigger: { type: 'client.messages', messages: [{ role: 'user', content: 'hi' }] } });
+    const decided = await client.decide(uniqueId('signed'), {
+      agentId,
+      trigger: { type: 'client.messages', messages: [{ role: 'user', content: 'hi' }] },
+    });
 
     expect(decided).toMatchObject({ state: { turns: 1 }, version: 1, changed: true });
     expect(worker.requests).toHaveLength(1);
-    expect(worker.requests[0]).toMatchObject({ agent_id: agentId, trigger: { type: 'client.messages' }, messages: [{ role: 'user', content: 'hi' }] });
+    expect(worker.requests[0]).toMatchObject({
+      agent_id: agentId,
+      trigger: { type: 'client.messages' },
+      messages: [{ role: 'user', content: 'hi' }],
+    });
   });
 
   it('refuses a request signed with another secret (401), so the decision fails and writes nothing', async () => {

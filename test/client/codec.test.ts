@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { CodecError, decode, encode, encodePatch, mergeValues } from '../../client/index.js';
 import { hasMergedTaggedValue } from '../../client/codec.js';
+import { CodecError, decode, encode, encodePatch, mergeValues } from '../../client/index.js';
 
 /** The codec alone: what values become on the wire, and back. */
 
@@ -11,7 +11,14 @@ describe('round trips', () => {
   it.each([
     ['a Date', new Date('2025-06-01T10:00:00.123Z')],
     ['an invalid Date', new Date(Number.NaN)],
-    ['a Map with non-string keys', new Map<unknown, unknown>([[1, 'one'], [{ k: true }, [1, 2]], [new Date(0), null]])],
+    [
+      'a Map with non-string keys',
+      new Map<unknown, unknown>([
+        [1, 'one'],
+        [{ k: true }, [1, 2]],
+        [new Date(0), null],
+      ]),
+    ],
     ['a Set', new Set(['a', 1, null, 2n])],
     ['a BigInt', 123456789012345678901234567890n],
     ['a negative BigInt', -42n],
@@ -58,7 +65,15 @@ describe('round trips', () => {
   it('round-trips any plain JSON, whatever its keys (including $-prefixed ones)', () => {
     const key = fc.oneof(fc.string(), fc.constantFrom('$as', '$v', '$$as', '$', '$$', '__proto__', 'v'));
     const json = fc.letrec((tie) => ({
-      value: fc.oneof({ depthSize: 'small' }, fc.constant(null), fc.boolean(), fc.double({ noNaN: true, noDefaultInfinity: true }).filter((n) => !Object.is(n, -0)), fc.string(), tie('array'), tie('object')),
+      value: fc.oneof(
+        { depthSize: 'small' },
+        fc.constant(null),
+        fc.boolean(),
+        fc.double({ noNaN: true, noDefaultInfinity: true }).filter((n) => !Object.is(n, -0)),
+        fc.string(),
+        tie('array'),
+        tie('object'),
+      ),
       array: fc.array(tie('value'), { maxLength: 4 }),
       object: fc.dictionary(key, tie('value'), { maxKeys: 4 }),
     })).value;
@@ -73,17 +88,19 @@ describe('round trips', () => {
 
 describe('the wire format', () => {
   it('tags values beyond JSON as {"$as": type, "$v": payload}', () => {
-    expect(encode({
-      date: new Date(0),
-      big: 10n,
-      nan: Number.NaN,
-      items: [undefined],
-      re: /x/g,
-      map: new Map([[1, 'a']]),
-      set: new Set(['a']),
-      bytes: new Uint8Array([255, 0, 1]),
-      f64: new Float64Array([1]),
-    })).toEqual({
+    expect(
+      encode({
+        date: new Date(0),
+        big: 10n,
+        nan: Number.NaN,
+        items: [undefined],
+        re: /x/g,
+        map: new Map([[1, 'a']]),
+        set: new Set(['a']),
+        bytes: new Uint8Array([255, 0, 1]),
+        f64: new Float64Array([1]),
+      }),
+    ).toEqual({
       date: { $as: 'Date', $v: '1970-01-01T00:00:00.000Z' },
       big: { $as: 'BigInt', $v: '10' },
       nan: { $as: 'Number', $v: 'NaN' },

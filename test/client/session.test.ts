@@ -1,7 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { AgentStateError, CodecError, SchemaMismatchError, createClient, type AgentStateClient, type SchemaMismatchError as Mismatch, type StateChangedEvent } from '../../client/index.js';
-import { startApi, type RunningApi } from '../helpers/e2e.js';
+import {
+  type AgentStateClient,
+  AgentStateError,
+  CodecError,
+  createClient,
+  type SchemaMismatchError as Mismatch,
+  SchemaMismatchError,
+  type StateChangedEvent,
+} from '../../client/index.js';
+import { type RunningApi, startApi } from '../helpers/e2e.js';
 import { eventually, uniqueId } from './support.js';
 
 /**
@@ -75,7 +83,12 @@ describe('getState / setState / replaceState', () => {
 
   it('writes at a pinned node and acts as the handle agent', async () => {
     const sid = uniqueId('node');
-    await client.messages.append(sid, { messages: [{ id: 'u1', role: 'user' }, { id: 'a1', role: 'assistant' }] });
+    await client.messages.append(sid, {
+      messages: [
+        { id: 'u1', role: 'user' },
+        { id: 'a1', role: 'assistant' },
+      ],
+    });
     await client.messages.append(sid, { parentId: 'u1', messages: [{ id: 'a2', role: 'assistant' }] });
     const onA1 = client.session(sid, { node: 'a1', agentId: 'planner' });
 
@@ -109,7 +122,10 @@ describe('the codec through the server', () => {
     // Assess
     expect(written).toEqual(value);
     expect(read).toEqual(value);
-    expect((await stored(sid)).state).toMatchObject({ due: { $as: 'Date', $v: '2025-06-01T10:00:00.000Z' }, $$as: 'a user key that looks like a tag' });
+    expect((await stored(sid)).state).toMatchObject({
+      due: { $as: 'Date', $v: '2025-06-01T10:00:00.000Z' },
+      $$as: 'a user key that looks like a tag',
+    });
   });
 
   it('replaces tagged values whole and merges plain objects, whatever the stored value was', async () => {
@@ -202,7 +218,10 @@ describe('typed keys', () => {
 
   it('addresses cells by runtime params: review/{id}/state is a top-level key', async () => {
     // Prepare
-    const review = client.cell('review/{id}/state', z.object({ status: z.enum(['open', 'approved']), notes: z.array(z.string()) }), { status: 'open', notes: [] });
+    const review = client.cell('review/{id}/state', z.object({ status: z.enum(['open', 'approved']), notes: z.array(z.string()) }), {
+      status: 'open',
+      notes: [],
+    });
     const session = client.session(uniqueId('cells'));
 
     // Act
@@ -259,10 +278,18 @@ describe('fold keys', () => {
     const day = session.fold(seen, { day: '2025-06-01' });
 
     await day.apply({ user: 'ann', at: new Date(1) });
-    const both = await day.applyAll([{ user: 'bob', at: new Date(2) }, { user: 'ann', at: new Date(3) }]);
+    const both = await day.applyAll([
+      { user: 'bob', at: new Date(2) },
+      { user: 'ann', at: new Date(3) },
+    ]);
     const refused = await day.apply({ user: '', at: new Date(4) }).catch((error: unknown) => error);
 
-    expect(both).toEqual(new Map([['ann', new Date(3)], ['bob', new Date(2)]]));
+    expect(both).toEqual(
+      new Map([
+        ['ann', new Date(3)],
+        ['bob', new Date(2)],
+      ]),
+    );
     expect(await day.get()).toEqual(both);
     expect(refused).toMatchObject({ code: 'schema_mismatch', phase: 'write' });
     expect((await client.versions.list(session.id)).versions).toHaveLength(2);
@@ -327,7 +354,15 @@ describe('onStateChanged', () => {
     expect(seen[0]).toMatchObject({ next: { turns: 1, at: new Date(0) }, prev: { turns: 0, at: new Date(0) } });
     expect(seen[1]).toMatchObject({ next: { turns: 1, at: new Date(5_000) }, prev: { turns: 1, at: new Date(0) } });
     expect(seen[2]?.next).toEqual({ turns: 2, at: new Date(5_000) });
-    expect(seen[2]?.event).toMatchObject({ type: 'state.changed', sessionId: sid, version: 3, prevVersion: 2, cause: 'patch', author: 'planner', node: 'root' });
+    expect(seen[2]?.event).toMatchObject({
+      type: 'state.changed',
+      sessionId: sid,
+      version: 3,
+      prevVersion: 2,
+      cause: 'patch',
+      author: 'planner',
+      node: 'root',
+    });
     expect(subscription.lastVersion).toBe(3);
     subscription();
   });
@@ -354,7 +389,9 @@ describe('onStateChanged', () => {
     const writer = newClient();
     const sid = uniqueId('reconnect');
     const deliveries: Delivery<{ n: number } | null>[] = [];
-    const subscription = client.session<{ n: number } | null>(sid).onStateChanged((next, prev, event) => void deliveries.push({ next, prev, event }));
+    const subscription = client
+      .session<{ n: number } | null>(sid)
+      .onStateChanged((next, prev, event) => void deliveries.push({ next, prev, event }));
     await subscription.ready;
     await writer.state.replace(sid, { n: 1 });
     await writer.state.replace(sid, { n: 2 });

@@ -50,10 +50,24 @@ export async function startFaultyProxy(target: string): Promise<FaultyProxy> {
           'content-type': 'application/problem+json',
           ...(fault.retryAfter ? { 'retry-after': fault.retryAfter } : {}),
         });
-        return void res.end(JSON.stringify({ type: 'about:blank', title: fault.code, status: fault.status, code: fault.code, detail: `injected ${fault.code}` }));
+        return void res.end(
+          JSON.stringify({
+            type: 'about:blank',
+            title: fault.code,
+            status: fault.status,
+            code: fault.code,
+            detail: `injected ${fault.code}`,
+          }),
+        );
       }
       const forwarded = httpRequest(
-        { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: { ...req.headers, host: upstream.host } },
+        {
+          host: upstream.hostname,
+          port: upstream.port,
+          method: req.method,
+          path: req.url,
+          headers: { ...req.headers, host: upstream.host },
+        },
         (answer) => {
           const body: Buffer[] = [];
           answer.on('data', (chunk: Buffer) => body.push(chunk));

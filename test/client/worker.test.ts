@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createWorker, toLambdaHandler, toNodeHandler, type DecisionRequest } from '../../client/index.js';
+import { createWorker, type DecisionRequest, toLambdaHandler, toNodeHandler } from '../../client/index.js';
 
 /**
  * The worker helper: signature checks over the raw body, parsing, and the Node and Lambda
@@ -143,12 +143,21 @@ describe('toLambdaHandler', () => {
       body: Buffer.from(body).toString('base64'),
       isBase64Encoded: true,
     });
-    expect(result).toEqual({ statusCode: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ state: { turns: 2 } }) });
+    expect(result).toEqual({
+      statusCode: 200,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ state: { turns: 2 } }),
+    });
   });
 
   it('serves a REST API (v1) event and refuses a bad signature', async () => {
     const ok = await handler({ httpMethod: 'POST', headers: { 'X-AgentState-Signature': sign(body) }, body, isBase64Encoded: false });
-    const bad = await handler({ httpMethod: 'POST', headers: { 'X-AgentState-Signature': sign(body, 'nope') }, body, isBase64Encoded: false });
+    const bad = await handler({
+      httpMethod: 'POST',
+      headers: { 'X-AgentState-Signature': sign(body, 'nope') },
+      body,
+      isBase64Encoded: false,
+    });
     expect(ok).toMatchObject({ statusCode: 200 });
     expect(bad).toMatchObject({ statusCode: 401 });
   });

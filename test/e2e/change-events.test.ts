@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiClient, uniqueId, type ApiClient } from '../helpers/api-client.js';
-import { startApi, type RunningApi } from '../helpers/e2e.js';
-import { connectLive, EventFixtures, expectedSignature, waitFor, type LiveClient } from '../helpers/events.js';
+import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
+import { type RunningApi, startApi } from '../helpers/e2e.js';
+import { connectLive, EventFixtures, expectedSignature, type LiveClient, waitFor } from '../helpers/events.js';
 
 /**
  * Change events end to end (API.md section 9): the server as `npm start` runs it, its stream
@@ -58,7 +58,13 @@ describe('webhooks', () => {
     // Assess
     expect(created.status).toBe(201);
     expect(created.headers.get('location')).toBe(`/v1/webhooks/${created.body.id}`);
-    expect(created.body).toEqual({ id: expect.any(String), url: target.url, sessionId: 'only-this', hasSecret: true, createdAt: expect.any(String) });
+    expect(created.body).toEqual({
+      id: expect.any(String),
+      url: target.url,
+      sessionId: 'only-this',
+      hasSecret: true,
+      createdAt: expect.any(String),
+    });
     expect(created.text).not.toContain('shh');
     expect(second.body).toMatchObject({ sessionId: null, hasSecret: false });
     // Newest first.
@@ -82,8 +88,13 @@ describe('webhooks', () => {
   });
 
   it('refuses unknown members and bad session ids', async () => {
-    expect((await http.post('/v1/webhooks', { url: 'https://example.com', events: ['*'] })).body).toMatchObject({ code: 'invalid_request' });
-    expect((await http.post('/v1/webhooks', { url: 'https://example.com', sessionId: 'a b' })).body).toMatchObject({ code: 'invalid_id', field: 'sessionId' });
+    expect((await http.post('/v1/webhooks', { url: 'https://example.com', events: ['*'] })).body).toMatchObject({
+      code: 'invalid_request',
+    });
+    expect((await http.post('/v1/webhooks', { url: 'https://example.com', sessionId: 'a b' })).body).toMatchObject({
+      code: 'invalid_id',
+      field: 'sessionId',
+    });
   });
 
   it('delivers one signed event per recorded version, in order, with prev and next, and none for a write that changes nothing', async () => {
@@ -235,7 +246,12 @@ describe('live sync over WebSocket', () => {
 
     // Act: a conversation with a branch, a write elsewhere, and the other tenant's own session.
     await http.patch(`/v1/sessions/${sid}/state`, { turns: 0 });
-    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'u1', role: 'user' }, { id: 'a1', role: 'assistant' }] });
+    await http.post(`/v1/sessions/${sid}/messages`, {
+      messages: [
+        { id: 'u1', role: 'user' },
+        { id: 'a1', role: 'assistant' },
+      ],
+    });
     await http.patch(`/v1/sessions/${sid}/state`, { turns: 1 });
     await http.post(`/v1/sessions/${sid}/messages`, { parentId: 'u1', messages: [{ id: 'a1-retry', role: 'assistant' }] });
     await http.patch(`/v1/sessions/${sid}/state`, { retried: true });
@@ -281,7 +297,12 @@ describe('live sync over WebSocket', () => {
     await waitFor('the marker event', () => client.events().some((event) => event.sessionId === marker));
 
     // Assess
-    expect(client.events().filter((event) => event.sessionId === sid).map((event) => event.version)).toEqual([1]);
+    expect(
+      client
+        .events()
+        .filter((event) => event.sessionId === sid)
+        .map((event) => event.version),
+    ).toEqual([1]);
     const errors = client.messages.filter((message) => message.type === 'error');
     expect(errors).toEqual([
       expect.objectContaining({ status: 400, code: 'invalid_request', field: 'action' }),

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiClient, uniqueId, type ApiClient } from '../helpers/api-client.js';
-import { startApi, type RunningApi } from '../helpers/e2e.js';
-import { EventFixtures, waitFor, type LiveClient } from '../helpers/events.js';
+import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
+import { type RunningApi, startApi } from '../helpers/e2e.js';
+import { EventFixtures, type LiveClient, waitFor } from '../helpers/events.js';
 
 /**
  * Change events of commits' documents end to end (API.md sections 8 and 9): a commit that
@@ -73,14 +73,26 @@ describe('events of commit scopes', () => {
 
     // Assess
     const sharedVersion = first.shared.version as number;
-    expect(second).toMatchObject({ changed: false, version: 1, run: { version: 2 }, profile: { version: 2 }, shared: { version: sharedVersion } });
+    expect(second).toMatchObject({
+      changed: false,
+      version: 1,
+      run: { version: 2 },
+      profile: { version: 2 },
+      shared: { version: sharedVersion },
+    });
     const expected = [
       { id: `${sid}:1`, type: 'state.changed', version: 1, prev: null, next: { topic: 'tea' } },
       { id: `run/${sid}/r1/1`, type: 'run.changed', version: 1, prev: null, next: { step: 1 } },
       { id: `run/${sid}/r1/2`, type: 'run.changed', version: 2, prev: { step: 1 }, next: { step: 2 } },
       { id: `profile/${user}/1`, type: 'profile.changed', version: 1, prev: null, next: { lang: 'en' } },
       { id: `profile/${user}/2`, type: 'profile.changed', version: 2, prev: { lang: 'en' }, next: { lang: 'fr' } },
-      { id: `shared/${sharedVersion}`, type: 'shared.changed', version: sharedVersion, prev: sharedVersion === 1 ? null : expect.any(Object), next: expect.objectContaining({ mode: sid }) },
+      {
+        id: `shared/${sharedVersion}`,
+        type: 'shared.changed',
+        version: sharedVersion,
+        prev: sharedVersion === 1 ? null : expect.any(Object),
+        next: expect.objectContaining({ mode: sid }),
+      },
     ];
     const delivered = await waitFor('six events at the webhook', () => (target.accepted().length >= 6 ? target.accepted() : null));
     const received = await waitFor('six events on the WebSocket', () => {
@@ -108,7 +120,12 @@ describe('events of commit scopes', () => {
       prev: null,
       occurredAt: expect.any(String),
     });
-    expect(delivered.find((event) => event.type === 'profile.changed')).toMatchObject({ scope: 'profile', userId: user, sessionId: sid, prevVersion: 0 });
+    expect(delivered.find((event) => event.type === 'profile.changed')).toMatchObject({
+      scope: 'profile',
+      userId: user,
+      sessionId: sid,
+      prevVersion: 0,
+    });
     const profileDelivery = target.deliveries.find((delivery) => delivery.body.type === 'profile.changed');
     expect(profileDelivery?.headers['x-agentstate-event-id']).toBe(`profile/${user}/1`);
   });
@@ -158,7 +175,12 @@ describe('events of commit scopes', () => {
     );
 
     // Assess
-    expect(ours.accepted().map((event) => event.type).sort()).toEqual(['profile.changed', 'shared.changed']);
+    expect(
+      ours
+        .accepted()
+        .map((event) => event.type)
+        .sort(),
+    ).toEqual(['profile.changed', 'shared.changed']);
     expect(JSON.stringify(theirEvents)).not.toContain(sid);
     expect(theirEvents.filter((event) => event.type === 'profile.changed')).toEqual([
       expect.objectContaining({ id: 'profile/same-user-id/1', sessionId: theirSession, prev: null, next: { own: true } }),
@@ -173,10 +195,14 @@ describe('events of commit scopes', () => {
 
     // Act: thread version 1 and run version 1 share a session and a version number.
     await commit(http, sid, { runId: 'r1', commands: [set('thread', 'a', 1), set('run', 'b', 1)] });
-    const letters = await waitFor('two dead letters', async () => {
-      const page = await http.get(`/v1/webhooks/${webhookId}/dead-letters`);
-      return page.body.deadLetters?.length === 2 ? page.body.deadLetters : null;
-    }, 20_000);
+    const letters = await waitFor(
+      'two dead letters',
+      async () => {
+        const page = await http.get(`/v1/webhooks/${webhookId}/dead-letters`);
+        return page.body.deadLetters?.length === 2 ? page.body.deadLetters : null;
+      },
+      20_000,
+    );
     failing.answer(200);
     const replayed = await http.post(`/v1/webhooks/${webhookId}/dead-letters/replay`, {});
 

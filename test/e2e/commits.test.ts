@@ -1,8 +1,8 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { uniqueId, type ApiClient } from '../helpers/api-client.js';
-import { startApi, type RunningApi } from '../helpers/e2e.js';
+import { type ApiClient, uniqueId } from '../helpers/api-client.js';
+import { type RunningApi, startApi } from '../helpers/e2e.js';
 
 let api: RunningApi;
 let http: ApiClient;
@@ -45,7 +45,9 @@ describe('merge policies within one batch', () => {
     const sid = uniqueId('exclusive');
     await http.put(`/v1/sessions/${sid}/state`, { owner: 'nobody' });
 
-    const rejected = await commit(sid, { commands: [set('note', 'kept?'), set('owner', 'a', 'exclusive'), set('owner', 'b', 'exclusive')] });
+    const rejected = await commit(sid, {
+      commands: [set('note', 'kept?'), set('owner', 'a', 'exclusive'), set('owner', 'b', 'exclusive')],
+    });
     const accepted = await commit(sid, { commands: [set('owner', 'a', 'exclusive'), remove('owner', 'exclusive')] });
     const otherScope = await commit(sid, {
       commands: [set('owner', 'x', 'exclusive'), set('owner', 'y', 'exclusive', 'run')],
@@ -93,7 +95,7 @@ describe('scopes', () => {
     expect((await http.get(`/v1/sessions/${sid}`)).body.version).toBe(0);
   });
 
-  it('shares a profile across one user\'s sessions, and hides it from another tenant', async () => {
+  it("shares a profile across one user's sessions, and hides it from another tenant", async () => {
     const user = uniqueId('user');
     const first = uniqueId('p1');
     const second = uniqueId('p2');
@@ -186,7 +188,9 @@ describe('atomicity and concurrency', () => {
     const sid = uniqueId('bad-commit');
     expect((await commit(sid, { commands: [] })).body.code).toBe('invalid_request');
     expect((await commit(sid, { commands: [{ key: 'a', scope: 'thread', merge: 'disjoint' }] })).body.code).toBe('invalid_request');
-    expect((await commit(sid, { commands: [{ key: 'a', scope: 'thread', merge: 'disjoint', set: 1, remove: true }] })).body.code).toBe('invalid_request');
+    expect((await commit(sid, { commands: [{ key: 'a', scope: 'thread', merge: 'disjoint', set: 1, remove: true }] })).body.code).toBe(
+      'invalid_request',
+    );
     expect((await commit(sid, { commands: [{ key: 'a', scope: 'galaxy', merge: 'disjoint', set: 1 }] })).body.code).toBe('invalid_request');
     expect((await commit(sid, { commands: [set('a', 1, 'disjoint', 'run')] })).body.code).toBe('invalid_request');
     expect((await commit(sid, { commands: [set('a', 1), set('a', 2, 'exclusive')] })).body.code).toBe('invalid_request');
@@ -205,7 +209,10 @@ describe('atomicity and concurrency', () => {
     const run = await commit(sid, { runId: 'r1', commands: [set('a', half, 'disjoint', 'run'), set('b', half, 'disjoint', 'run')] });
 
     // Assess: the same answer as a state write over the limit, with the scope that broke it.
-    for (const [response, scope] of [[thread, 'thread'], [run, 'run']] as const) {
+    for (const [response, scope] of [
+      [thread, 'thread'],
+      [run, 'run'],
+    ] as const) {
       expect(response.status).toBe(413);
       expect(response.body).toMatchObject({ code: 'state_too_large', limitBytes: 262144, scope });
       expect(response.body.sizeBytes).toBeGreaterThan(262144);
@@ -216,7 +223,7 @@ describe('atomicity and concurrency', () => {
 });
 
 describe('decide carries profile and shared', () => {
-  it('passes the user\'s profile and the tenant\'s shared document to the worker', async () => {
+  it("passes the user's profile and the tenant's shared document to the worker", async () => {
     // A worker that answers with the context it was given.
     const worker = createServer(async (req, res) => {
       let raw = '';

@@ -2,8 +2,8 @@ import { createHmac } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { uniqueId, type ApiClient } from '../helpers/api-client.js';
-import { startApi, type RunningApi } from '../helpers/e2e.js';
+import { type ApiClient, uniqueId } from '../helpers/api-client.js';
+import { type RunningApi, startApi } from '../helpers/e2e.js';
 
 /**
  * A real HTTP worker on loopback. Each test scripts its answer; every request it receives is
@@ -54,7 +54,11 @@ const reply = (value: unknown) => () => ({ body: JSON.stringify(value) });
 async function registerAgent(options: { config?: unknown; secret?: string; timeoutMs?: number; url?: string } = {}) {
   const agentId = uniqueId('agent');
   const response = await http.put(`/v1/agents/${agentId}`, {
-    worker: { url: options.url ?? workerUrl, ...(options.secret ? { secret: options.secret } : {}), ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}) },
+    worker: {
+      url: options.url ?? workerUrl,
+      ...(options.secret ? { secret: options.secret } : {}),
+      ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
+    },
     config: options.config ?? { model: 'small' },
   });
   expect(response.status).toBe(201);
@@ -74,7 +78,10 @@ describe('agent registry', () => {
     const parent = uniqueId('root-agent');
     const child = uniqueId('child-agent');
 
-    const created = await http.put(`/v1/agents/${parent}`, { worker: { url: workerUrl, secret: SECRET, timeoutMs: 2000 }, config: { tone: 'kind' } });
+    const created = await http.put(`/v1/agents/${parent}`, {
+      worker: { url: workerUrl, secret: SECRET, timeoutMs: 2000 },
+      config: { tone: 'kind' },
+    });
     const replaced = await http.put(`/v1/agents/${parent}`, { worker: { url: workerUrl, secret: SECRET }, config: { tone: 'brief' } });
     await http.put(`/v1/agents/${child}`, { parentId: parent, config: null });
     const read = await http.get(`/v1/agents/${parent}`);
@@ -82,7 +89,12 @@ describe('agent registry', () => {
 
     expect(created.status).toBe(201);
     expect(replaced.status).toBe(200);
-    expect(read.body).toMatchObject({ agentId: parent, parentId: null, config: { tone: 'brief' }, worker: { url: workerUrl, hasSecret: true } });
+    expect(read.body).toMatchObject({
+      agentId: parent,
+      parentId: null,
+      config: { tone: 'brief' },
+      worker: { url: workerUrl, hasSecret: true },
+    });
     expect(read.body.createdAt).toBe(created.body.createdAt);
     for (const text of [created.text, replaced.text, read.text, list.text]) expect(text).not.toContain(SECRET);
     const ids = list.body.agents.map((agent: { agentId: string }) => agent.agentId);
@@ -189,10 +201,16 @@ describe('decide', () => {
     expect((await http.get(`/v1/sessions/${sid}/state`)).body.agent).toEqual({ model: 'large' });
   });
 
-  it('appends the worker\'s messages under the head and anchors the new state there, atomically', async () => {
+  it("appends the worker's messages under the head and anchors the new state there, atomically", async () => {
     const agentId = await registerAgent();
     const sid = await sessionFor(agentId);
-    answer = reply({ state: { replied: true }, messages: [{ role: 'assistant', content: 'hi!' }, { id: 'tool-1', role: 'tool' }] });
+    answer = reply({
+      state: { replied: true },
+      messages: [
+        { role: 'assistant', content: 'hi!' },
+        { id: 'tool-1', role: 'tool' },
+      ],
+    });
 
     const response = await decide(sid, { trigger: { type: 'client.messages', messages: [{ id: 'q', role: 'user' }] } });
     const tree = await http.get(`/v1/sessions/${sid}/tree`);
@@ -217,7 +235,12 @@ describe('decide', () => {
     // Edit u2: a new user message under u1, the parent of the message being replaced.
     const fork = await decide(sid, { parentId: 'u1', trigger: { type: 'client.messages', messages: [{ id: 'u2-edit', role: 'user' }] } });
 
-    expect((received[2] as Received).body).toMatchObject({ state: { turns: 1, last: 'u1' }, version: 1, head: 'u2-edit', ancestry: ['root', 'u1', 'u2-edit'] });
+    expect((received[2] as Received).body).toMatchObject({
+      state: { turns: 1, last: 'u1' },
+      version: 1,
+      head: 'u2-edit',
+      ancestry: ['root', 'u1', 'u2-edit'],
+    });
     expect(fork.body).toMatchObject({ state: { turns: 2, last: 'u2-edit' }, version: 3, head: 'u2-edit' });
     expect((await http.get(`/v1/sessions/${sid}/state?node=u2`)).body.state).toEqual({ turns: 2, last: 'u2' });
   });
@@ -279,7 +302,10 @@ describe('decide', () => {
     // The lease is free and the same decision id runs again, as its second attempt.
     answer = reply({ state: { ok: true } });
     await new Promise((resolve) => setTimeout(resolve, 1100));
-    const retried = await decide(sid, { decisionId: 'may-fail', trigger: { type: 'client.messages', messages: [{ id: 'kept-out', role: 'user' }] } });
+    const retried = await decide(sid, {
+      decisionId: 'may-fail',
+      trigger: { type: 'client.messages', messages: [{ id: 'kept-out', role: 'user' }] },
+    });
     expect(retried.status).toBe(200);
     expect((received.at(-1) as Received).body.attempts).toBe(2);
   });
@@ -293,7 +319,13 @@ describe('decide', () => {
     const none = await decide(uniqueId('no-agent'), { trigger: { type: 'manual' } });
 
     expect(received).toHaveLength(0);
-    expect(response.body).toMatchObject({ decision: { state: { chosen: 'b' } }, state: { chosen: 'b' }, agent: { mode: 'manual' }, changed: true, version: 1 });
+    expect(response.body).toMatchObject({
+      decision: { state: { chosen: 'b' } },
+      state: { chosen: 'b' },
+      agent: { mode: 'manual' },
+      changed: true,
+      version: 1,
+    });
     expect(none.body).toMatchObject({ decision: {}, state: null, agent: null, changed: false, version: 0 });
   });
 
@@ -318,7 +350,9 @@ describe('decide', () => {
     expect((await decide(sid, { trigger: { type: 'x' }, agentId: 'no-such-agent' })).body.code).toBe('agent_not_found');
     expect((await decide(sid, { trigger: { type: 'x' }, decisionId: 'bad id' })).body.code).toBe('invalid_id');
     expect((await decide(sid, { trigger: { type: 'client.messages', messages: [] } })).body.code).toBe('invalid_request');
-    expect((await decide(sid, { trigger: { type: 'client.messages', messages: [{ role: 'user' }] }, parentId: 'nope' })).body.code).toBe('node_not_found');
+    expect((await decide(sid, { trigger: { type: 'client.messages', messages: [{ role: 'user' }] }, parentId: 'nope' })).body.code).toBe(
+      'node_not_found',
+    );
     expect((await http.get(`/v1/sessions/${sid}`)).status).toBe(404);
   });
 });

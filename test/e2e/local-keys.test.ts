@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../bin/agentstate.js';
 import { apiClient } from '../helpers/api-client.js';
-import { startServerProcess, type ServerProcess } from '../helpers/server.js';
+import { type ServerProcess, startServerProcess } from '../helpers/server.js';
 
 let server: ServerProcess;
 let endpoint: string;

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main as agentstateCli } from '../../bin/agentstate.js';
-import { apiClient, uniqueId, type ApiClient } from '../helpers/api-client.js';
-import { startApi, type RunningApi } from '../helpers/e2e.js';
-import { EventFixtures, waitFor, type LiveClient } from '../helpers/events.js';
+import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
+import { type RunningApi, startApi } from '../helpers/e2e.js';
+import { EventFixtures, type LiveClient, waitFor } from '../helpers/events.js';
 
 /**
  * Change events under typed fields, end to end (API.md section 7: an agent's view of events
@@ -123,7 +123,14 @@ describe('webhooks with agentId', () => {
 
     // Assess: the webhook shows its agent; one without shows none.
     expect(created.status, created.text).toBe(201);
-    expect(created.body).toEqual({ id: expect.any(String), url: general.url, sessionId: sid, agentId: ids.general, hasSecret: false, createdAt: expect.any(String) });
+    expect(created.body).toEqual({
+      id: expect.any(String),
+      url: general.url,
+      sessionId: sid,
+      agentId: ids.general,
+      hasSecret: false,
+      createdAt: expect.any(String),
+    });
     expect(read.body.agentId).toBe(ids.general);
     expect(listed.body.webhooks.find((webhook: { id: string }) => webhook.id === hooks[1])).not.toHaveProperty('agentId');
     // The same events (ids, versions, config) to each; only next and prev differ.
@@ -132,7 +139,10 @@ describe('webhooks with agentId', () => {
     }
     const [wholeFirst, wholeSecond] = whole.accepted();
     expect(keysOf(wholeFirst.next)).toEqual(everything);
-    expect(wholeSecond).toMatchObject({ prev: { cardToken: 'tok_1', internal: 7, topic: 'billing' }, next: { cardToken: 'tok_1', internal: 7, topic: 'refunds' } });
+    expect(wholeSecond).toMatchObject({
+      prev: { cardToken: 'tok_1', internal: 7, topic: 'billing' },
+      next: { cardToken: 'tok_1', internal: 7, topic: 'refunds' },
+    });
 
     const [generalFirst, generalSecond] = general.accepted();
     expect(generalFirst.prev).toBeNull();
@@ -181,7 +191,12 @@ describe('WebSocket subscriptions with agentId', () => {
 
   it('refuses a bad agentId', async () => {
     const client = await live('dev-key');
-    expect(await subscribe(client, { sessionId: 's1', agentId: 'not valid!' })).toMatchObject({ type: 'error', status: 400, code: 'invalid_id', field: 'agentId' });
+    expect(await subscribe(client, { sessionId: 's1', agentId: 'not valid!' })).toMatchObject({
+      type: 'error',
+      status: 400,
+      code: 'invalid_id',
+      field: 'agentId',
+    });
   });
 });
 

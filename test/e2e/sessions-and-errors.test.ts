@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { uniqueId, type ApiClient } from '../helpers/api-client.js';
-import { startApi, type RunningApi } from '../helpers/e2e.js';
+import { type ApiClient, uniqueId } from '../helpers/api-client.js';
+import { type RunningApi, startApi } from '../helpers/e2e.js';
 import { waitFor } from '../helpers/events.js';
 
 let api: RunningApi;
@@ -34,7 +34,14 @@ describe('sessions', () => {
 
     expect(created.status).toBe(201);
     expect(created.headers.get('location')).toBe(`/v1/sessions/${sid}`);
-    expect(created.body).toMatchObject({ sessionId: sid, userId: 'user-1', agentId: 'helper', head: 'root', version: 0, metadata: { plan: 'pro' } });
+    expect(created.body).toMatchObject({
+      sessionId: sid,
+      userId: 'user-1',
+      agentId: 'helper',
+      head: 'root',
+      version: 0,
+      metadata: { plan: 'pro' },
+    });
     expect(read.body).toEqual(created.body);
     expectProblem(duplicate, 409, 'session_exists');
   });
@@ -58,7 +65,12 @@ describe('sessions', () => {
     await http.patch(`/v1/sessions/${implicit}/state`, { a: 1 });
     await http.patch(`/v1/sessions/${explicit}/state`, { a: 1 });
 
-    expect((await http.get(`/v1/sessions/${implicit}`)).body).toMatchObject({ sessionId: implicit, version: 1, head: 'root', userId: null });
+    expect((await http.get(`/v1/sessions/${implicit}`)).body).toMatchObject({
+      sessionId: implicit,
+      version: 1,
+      head: 'root',
+      userId: null,
+    });
     expect((await http.get(`/v1/sessions/${explicit}`)).body).toMatchObject({ sessionId: explicit, version: 1, userId: 'u-9' });
   });
 
@@ -142,7 +154,7 @@ describe('sessions', () => {
 });
 
 describe('tenants', () => {
-  it('keeps tenants apart: another tenant\'s session does not exist for you', async () => {
+  it("keeps tenants apart: another tenant's session does not exist for you", async () => {
     const sid = uniqueId('tenant');
     await http.put(`/v1/sessions/${sid}/state`, { owner: 'local' });
     await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'private', role: 'user' }] });
@@ -177,14 +189,21 @@ describe('errors', () => {
     await http.put(`/v1/sessions/${sid}/state`, { ok: true });
 
     expectProblem(await http.request('PATCH', `/v1/sessions/${sid}/state`, { raw: '{"a": ' }), 400, 'invalid_json');
-    expectProblem(await http.request('PUT', `/v1/sessions/${sid}/state`, { raw: '' , contentType: 'application/json' }), 400, 'invalid_json');
+    expectProblem(
+      await http.request('PUT', `/v1/sessions/${sid}/state`, { raw: '', contentType: 'application/json' }),
+      400,
+      'invalid_json',
+    );
     expectProblem(await http.request('POST', `/v1/sessions/${sid}/messages`, { raw: '[1,' }), 400, 'invalid_json');
     expect((await http.get(`/v1/sessions/${sid}/state`)).body.version).toBe(1);
   });
 
   it('answers 415 unsupported_media_type for a body that is not JSON', async () => {
     const sid = uniqueId('media');
-    const response = await http.request('PUT', `/v1/sessions/${sid}/state`, { raw: 'a=1', contentType: 'application/x-www-form-urlencoded' });
+    const response = await http.request('PUT', `/v1/sessions/${sid}/state`, {
+      raw: 'a=1',
+      contentType: 'application/x-www-form-urlencoded',
+    });
 
     expectProblem(response, 415, 'unsupported_media_type');
     expectProblem(await http.get(`/v1/sessions/${sid}`), 404, 'session_not_found');
@@ -227,7 +246,11 @@ describe('errors', () => {
     expectProblem(await http.get(`/v1/sessions/${sid}/state?version=1&node=root`), 400, 'invalid_request');
     expectProblem(await http.get(`/v1/sessions/${sid}/versions/abc`), 400, 'invalid_request');
     expectProblem(await http.patch(`/v1/sessions/${sid}/state`, { a: 1 }, { headers: { 'if-match': 'soon' } }), 400, 'invalid_request');
-    expectProblem(await http.put(`/v1/sessions/${sid}/state`, { a: 1 }, { headers: { 'idempotency-key': 'has space' } }), 400, 'invalid_request');
+    expectProblem(
+      await http.put(`/v1/sessions/${sid}/state`, { a: 1 }, { headers: { 'idempotency-key': 'has space' } }),
+      400,
+      'invalid_request',
+    );
     // None of it created the session.
     expectProblem(await http.get(`/v1/sessions/${sid}`), 404, 'session_not_found');
   });

@@ -4,7 +4,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { spawnServerProcess, startServerProcess, type ServerProcess } from '../helpers/server.js';
+import { type ServerProcess, spawnServerProcess, startServerProcess } from '../helpers/server.js';
 
 // `npm start` as a user runs it: a real child process, real java, real HTTP.
 

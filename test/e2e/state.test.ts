@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { uniqueId, type ApiClient } from '../helpers/api-client.js';
-import { startApi, type RunningApi } from '../helpers/e2e.js';
+import { type ApiClient, uniqueId } from '../helpers/api-client.js';
+import { type RunningApi, startApi } from '../helpers/e2e.js';
 
 let api: RunningApi;
 let http: ApiClient;
@@ -248,9 +248,7 @@ describe('concurrency', () => {
     await http.put(statePath(sid), { winner: null });
 
     const responses = await Promise.all(
-      Array.from({ length: 8 }, (_, index) =>
-        http.put(statePath(sid), { winner: index }, { headers: { 'if-match': '"1"' } }),
-      ),
+      Array.from({ length: 8 }, (_, index) => http.put(statePath(sid), { winner: index }, { headers: { 'if-match': '"1"' } })),
     );
 
     const statuses = responses.map((response) => response.status).sort();

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { uniqueId, type ApiClient } from '../helpers/api-client.js';
-import { startApi, type RunningApi } from '../helpers/e2e.js';
+import { type ApiClient, uniqueId } from '../helpers/api-client.js';
+import { type RunningApi, startApi } from '../helpers/e2e.js';
 
 let api: RunningApi;
 let http: ApiClient;
@@ -46,11 +46,20 @@ describe('message tree', () => {
 
   it('continues from leading messages that already exist under the same parent', async () => {
     const sid = uniqueId('resend');
-    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'm1', role: 'user' }, { id: 'm2', role: 'assistant' }] });
+    await http.post(`/v1/sessions/${sid}/messages`, {
+      messages: [
+        { id: 'm1', role: 'user' },
+        { id: 'm2', role: 'assistant' },
+      ],
+    });
 
     const resent = await http.post(`/v1/sessions/${sid}/messages`, {
       parentId: 'root',
-      messages: [{ id: 'm1', role: 'user' }, { id: 'm2', role: 'assistant' }, { id: 'm3', role: 'user' }],
+      messages: [
+        { id: 'm1', role: 'user' },
+        { id: 'm2', role: 'assistant' },
+        { id: 'm3', role: 'user' },
+      ],
     });
     const tree = await http.get(`/v1/sessions/${sid}/tree`);
 
@@ -68,7 +77,10 @@ describe('message tree', () => {
 
     const resent = await http.post(`/v1/sessions/${sid}/messages`, {
       parentId: 'root',
-      messages: [{ id: 'h', role: 'user' }, { id: 'next', role: 'assistant' }],
+      messages: [
+        { id: 'h', role: 'user' },
+        { id: 'next', role: 'assistant' },
+      ],
     });
 
     expect(resent.body.nodes).toMatchObject([
@@ -91,11 +103,26 @@ describe('message tree', () => {
 
   it('refuses an id that exists under a different parent with 409 node_exists', async () => {
     const sid = uniqueId('exists');
-    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'a', role: 'user' }, { id: 'b', role: 'assistant' }] });
+    await http.post(`/v1/sessions/${sid}/messages`, {
+      messages: [
+        { id: 'a', role: 'user' },
+        { id: 'b', role: 'assistant' },
+      ],
+    });
 
     const elsewhere = await http.post(`/v1/sessions/${sid}/messages`, { parentId: 'root', messages: [{ id: 'b', role: 'user' }] });
-    const afterNew = await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'c', role: 'user' }, { id: 'a', role: 'user' }] });
-    const twice = await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'd', role: 'user' }, { id: 'd', role: 'user' }] });
+    const afterNew = await http.post(`/v1/sessions/${sid}/messages`, {
+      messages: [
+        { id: 'c', role: 'user' },
+        { id: 'a', role: 'user' },
+      ],
+    });
+    const twice = await http.post(`/v1/sessions/${sid}/messages`, {
+      messages: [
+        { id: 'd', role: 'user' },
+        { id: 'd', role: 'user' },
+      ],
+    });
 
     expect(elsewhere.status).toBe(409);
     expect(elsewhere.body).toMatchObject({ code: 'node_exists', nodeId: 'b' });
@@ -123,7 +150,7 @@ describe('message tree', () => {
     }
   });
 
-  it('reads nodes and the tree with each node\'s state version', async () => {
+  it("reads nodes and the tree with each node's state version", async () => {
     const sid = uniqueId('nodes');
     await http.put(`/v1/sessions/${sid}/state`, { v: 1 });
     await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'q', role: 'user', content: 'x' }] });
@@ -209,7 +236,7 @@ describe('state follows the tree', () => {
     expect(fresh.body.nodes[0].stateVersion).toBe(2);
   });
 
-  it('switches the head between branches and reads each branch\'s state', async () => {
+  it("switches the head between branches and reads each branch's state", async () => {
     const sid = uniqueId('switch');
     await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'b1', role: 'user' }] });
     await http.put(`/v1/sessions/${sid}/state`, { branch: 1 });
@@ -233,7 +260,7 @@ describe('state follows the tree', () => {
     expect(session.body).toMatchObject({ head: 'b2', version: 3 });
   });
 
-  it('lists a node\'s lineage in pages', async () => {
+  it("lists a node's lineage in pages", async () => {
     const sid = uniqueId('lineage');
     for (let n = 1; n <= 40; n++) await http.put(`/v1/sessions/${sid}/state`, { n });
     await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'side', role: 'user' }] });

@@ -2,8 +2,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main as agentstateCli } from '../../bin/agentstate.js';
-import { apiClient, uniqueId, type ApiClient } from '../helpers/api-client.js';
-import { startApi, type RunningApi } from '../helpers/e2e.js';
+import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
+import { type RunningApi, startApi } from '../helpers/e2e.js';
 
 /**
  * A three-agent hierarchy: a root agent, a billing sub-agent with a custom-scoped token
@@ -13,7 +13,7 @@ let api: RunningApi;
 let http: ApiClient;
 let worker: Server;
 let workerUrl: string;
-let seenByWorker: any[] = [];
+const seenByWorker: any[] = [];
 let workerAnswer: (request: any) => unknown = () => ({});
 
 const ids = { root: '', billing: '', general: '' };
@@ -213,7 +213,7 @@ describe('decide with a sub-agent worker', () => {
     expect(full).toMatchObject({ internal: 7, cardToken: 'tok_from_worker', plan: 'ship it' });
   });
 
-  it('refuses an answer that writes outside the agent\'s write scope, writing nothing', async () => {
+  it("refuses an answer that writes outside the agent's write scope, writing nothing", async () => {
     const sid = await seededSession();
     workerAnswer = (request) => ({ state: { ...request.state, plan: 'hijacked' } });
 
@@ -276,7 +276,10 @@ describe('declarations and schema changes', () => {
     await http.put(`/v1/sessions/${sid}/state`, { count: 3 });
 
     const added = await http.put(`/v1/agents/${owner}`, {
-      stateFields: { count: { type: 'number', read: 'public', write: 'public' }, label: { type: 'string', read: 'public', write: 'public' } },
+      stateFields: {
+        count: { type: 'number', read: 'public', write: 'public' },
+        label: { type: 'string', read: 'public', write: 'public' },
+      },
     });
     const retyped = await http.put(`/v1/agents/${owner}`, { stateFields: { count: { type: 'string', read: 'public', write: 'public' } } });
     const migrated = await http.put(`/v1/agents/${owner}`, {
@@ -327,7 +330,11 @@ describe('keys limited to some agents', () => {
     const noHeader = await limited.get(`/v1/sessions/${sid}/state`);
     const otherAgent = await limited.get(`/v1/sessions/${sid}/state`, as(ids.billing));
     const ownAgent = await limited.get(`/v1/sessions/${sid}/state`, as(ids.general));
-    const decideAsOther = await limited.post(`/v1/sessions/${sid}/decide`, { agentId: ids.billing, trigger: { type: 'x' } }, as(ids.general));
+    const decideAsOther = await limited.post(
+      `/v1/sessions/${sid}/decide`,
+      { agentId: ids.billing, trigger: { type: 'x' } },
+      as(ids.general),
+    );
 
     expect(noHeader.status).toBe(403);
     expect(noHeader.body.code).toBe('forbidden');

@@ -8,7 +8,7 @@ import type { SessionService } from '../../functions/core/session-service.js';
 import { keysFromEnv } from '../../functions/http/auth.js';
 import { dependenciesFor, useDependencies } from '../../functions/http/dependencies.js';
 import { handlers } from '../../functions/http/index.js';
-import { freeTcpPort, startDynamoDbLocal, type DynamoDbLocal } from '../../functions/local/dynamodb-local.js';
+import { type DynamoDbLocal, freeTcpPort, startDynamoDbLocal } from '../../functions/local/dynamodb-local.js';
 import { createRequestListener } from '../../functions/local/http-adapter.js';
 import { dynamoDbClient } from '../../functions/store/client.js';
 import { createStores } from '../../functions/store/stores.js';
@@ -104,7 +104,9 @@ describe('DynamoDB Local killed and restarted under a write load', () => {
         const body = (await response.json()) as { changed?: boolean; code?: string };
         outcomes.push({ status: response.status, code: body.code, ms: Date.now() - started, phase: requestPhase });
         if (process.env.RESTART_VERBOSE && response.status !== 200 && response.status !== 503) {
-          process.stdout.write(`odd answer: ${requestPhase}→${phase} ${response.status} ${JSON.stringify(body)} after ${Date.now() - started} ms\n`);
+          process.stdout.write(
+            `odd answer: ${requestPhase}→${phase} ${response.status} ${JSON.stringify(body)} after ${Date.now() - started} ms\n`,
+          );
         }
         if (response.status === 200 && body.changed === true) acknowledged.get(session)?.add(key);
         if (response.status !== 200) await sleep(50);
@@ -149,7 +151,9 @@ describe('DynamoDB Local killed and restarted under a write load', () => {
         return `${which}: ${JSON.stringify(statuses)}, max ${Math.max(...list.map((outcome) => outcome.ms))} ms, failures max ${Math.max(0, ...failed.map((outcome) => outcome.ms))} ms`;
       };
       const acked = [...acknowledged.values()].reduce((sum, keys) => sum + keys.size, 0);
-      process.stdout.write(`${['before', 'down', 'after'].map((which) => summary(which as Outcome['phase'])).join('\n')}\nacknowledged ${acked} (${ackedBeforeCrash} before the crash); direct write failed in ${directMs} ms\n`);
+      process.stdout.write(
+        `${['before', 'down', 'after'].map((which) => summary(which as Outcome['phase'])).join('\n')}\nacknowledged ${acked} (${ackedBeforeCrash} before the crash); direct write failed in ${directMs} ms\n`,
+      );
     }
 
     // Assess: while down, every answer was a fast 503 unavailable.
@@ -160,7 +164,10 @@ describe('DynamoDB Local killed and restarted under a write load', () => {
     const down = outcomes.filter((outcome) => outcome.phase === 'down');
     expect(down.length).toBeGreaterThan(0);
     const downAnswers = [...new Set(down.map((outcome) => `${outcome.status} ${outcome.code ?? ''}`.trim()))];
-    expect(downAnswers.every((answer) => ['200', '503 unavailable', '409 conflict'].includes(answer)), downAnswers.join(', ')).toBe(true);
+    expect(
+      downAnswers.every((answer) => ['200', '503 unavailable', '409 conflict'].includes(answer)),
+      downAnswers.join(', '),
+    ).toBe(true);
     // Failures are fast. (A request sent while the new java is still starting may wait for it
     // and then succeed; that is not a failure, and no request may hang either way.)
     const failedDown = down.filter((outcome) => outcome.status === 503);
@@ -171,7 +178,10 @@ describe('DynamoDB Local killed and restarted under a write load', () => {
     // and 409 conflict: ten writers on two sessions of a freshly started (slow) JVM may contend
     // for longer than the 8 s a write retries, which API.md answers with 409.
     const answers = [...new Set(outcomes.map((outcome) => `${outcome.status} ${outcome.code ?? ''}`.trim()))];
-    expect(answers.every((answer) => ['200', '503 unavailable', '409 conflict'].includes(answer)), answers.join(', ')).toBe(true);
+    expect(
+      answers.every((answer) => ['200', '503 unavailable', '409 conflict'].includes(answer)),
+      answers.join(', '),
+    ).toBe(true);
     // And writes succeed again after the restart.
     expect(outcomes.filter((outcome) => outcome.phase === 'after' && outcome.status === 200).length).toBeGreaterThan(0);
     expect(ackedBeforeCrash).toBeGreaterThan(0);

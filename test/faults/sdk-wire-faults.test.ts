@@ -43,7 +43,12 @@ function wiredClient(endpoint = dynamoEndpoint()) {
     handle: async (request: { headers: Record<string, string>; body?: unknown }, options: unknown) => {
       const operation = String(request.headers['x-amz-target'] ?? '').split('.')[1] ?? 'unknown';
       attempts.push(operation);
-      const sent = typeof request.body === 'string' ? request.body : request.body instanceof Uint8Array ? Buffer.from(request.body).toString('utf8') : String(request.body ?? '');
+      const sent =
+        typeof request.body === 'string'
+          ? request.body
+          : request.body instanceof Uint8Array
+            ? Buffer.from(request.body).toString('utf8')
+            : String(request.body ?? '');
       const answer = fault?.(operation, sent);
       if (!answer) return real.handle(request, options);
       if (answer === 'drop') {
@@ -91,7 +96,9 @@ describe('the SDK retries, then the API answers', () => {
 
   it('rides out throttling that the SDK retries away', async () => {
     let left = 2;
-    wired.setFault((operation) => (operation === 'PutItem' && left-- > 0 ? { statusCode: 400, type: 'ThrottlingException', message: 'Rate exceeded' } : undefined));
+    wired.setFault((operation) =>
+      operation === 'PutItem' && left-- > 0 ? { statusCode: 400, type: 'ThrottlingException', message: 'Rate exceeded' } : undefined,
+    );
     // The first write to a session is a transaction; throttle the second, a single PutItem.
     await invoke(handlers, { method: 'PUT', url: '/v1/sessions/ride-out/state', headers: json, body: '{"n":0}' });
 
@@ -104,7 +111,13 @@ describe('the SDK retries, then the API answers', () => {
   it('answers 429 throttled once the SDK has used its 3 attempts on ProvisionedThroughputExceededException', async () => {
     await invoke(handlers, { method: 'PUT', url: '/v1/sessions/throttled/state', headers: json, body: '{"n":0}' });
     wired.setFault((operation) =>
-      operation === 'PutItem' ? { statusCode: 400, type: 'ProvisionedThroughputExceededException', message: 'The level of configured provisioned throughput for the table was exceeded' } : undefined,
+      operation === 'PutItem'
+        ? {
+            statusCode: 400,
+            type: 'ProvisionedThroughputExceededException',
+            message: 'The level of configured provisioned throughput for the table was exceeded',
+          }
+        : undefined,
     );
 
     const response = await invoke(handlers, { method: 'PATCH', url: '/v1/sessions/throttled/state', headers: json, body: '{"n":1}' });
@@ -117,7 +130,9 @@ describe('the SDK retries, then the API answers', () => {
   }, 30_000);
 
   it('answers 503 unavailable once the SDK has used its 3 attempts on a 500 InternalServerError', async () => {
-    wired.setFault((operation) => (operation === 'Query' ? { statusCode: 500, type: 'InternalServerError', message: 'Internal server error' } : undefined));
+    wired.setFault((operation) =>
+      operation === 'Query' ? { statusCode: 500, type: 'InternalServerError', message: 'Internal server error' } : undefined,
+    );
 
     const response = await invoke(handlers, { method: 'GET', url: '/v1/sessions/broken/state', headers: auth });
     const queries = wired.attempts.filter((operation) => operation === 'Query').length;
@@ -275,7 +290,9 @@ describe('a DynamoDB that accepts connections and never answers', () => {
     await silent.close();
     await pending.catch(() => undefined);
     client.destroy();
-    return outcome === 'waiting' ? { answered: false, tookMs } : { answered: true, status: outcome.status, code: outcome.json?.code, tookMs };
+    return outcome === 'waiting'
+      ? { answered: false, tookMs }
+      : { answered: true, status: outcome.status, code: outcome.json?.code, tookMs };
   }
 
   // Was a bug (fixed in functions/store/client.ts): the production client set no timeouts, so the SDK's

@@ -1,11 +1,11 @@
 import {
+  type DynamoDBClient,
   InternalServerError,
   ProvisionedThroughputExceededException,
   QueryCommand as RawQueryCommand,
   ThrottlingException,
   TransactionCanceledException,
   TransactionConflictException,
-  type DynamoDBClient,
 } from '@aws-sdk/client-dynamodb';
 import {
   BatchGetCommand,
@@ -19,14 +19,14 @@ import {
 } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { invoke, type InProcessResponse } from '../../bench/invoke.js';
+import { type InProcessResponse, invoke } from '../../bench/invoke.js';
 import { SessionService } from '../../functions/core/session-service.js';
 import { keysFromEnv } from '../../functions/http/auth.js';
 import { dependenciesFor, useDependencies } from '../../functions/http/dependencies.js';
 import { handlers } from '../../functions/http/index.js';
 import { localDynamoDbClient } from '../../functions/local/dynamodb-local.js';
-import { createStores, type Stores } from '../../functions/store/stores.js';
 import { keys } from '../../functions/store/keys.js';
+import { createStores, type Stores } from '../../functions/store/stores.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**
@@ -56,7 +56,9 @@ const docMock = mockClient(DynamoDBDocumentClient);
 const realSend = docMock.send.wrappedMethod as (this: DynamoDBDocumentClient, ...args: unknown[]) => Promise<unknown>;
 let faults: Fault[] = [];
 function faultySend(this: DynamoDBDocumentClient, command: { input: unknown }, ...rest: unknown[]): Promise<unknown> {
-  const fault = faults.find((candidate) => command instanceof candidate.command && candidate.hits < candidate.times && (candidate.when?.(command.input) ?? true));
+  const fault = faults.find(
+    (candidate) => command instanceof candidate.command && candidate.hits < candidate.times && (candidate.when?.(command.input) ?? true),
+  );
   if (!fault) return realSend.call(this, command, ...rest);
   fault.hits++;
   const outcome = fault.fail(command.input);
@@ -80,14 +82,30 @@ const errors = {
       $metadata: meta,
       CancellationReasons: codes.map((Code) => ({ Code })),
     }),
-  provisioned: () => new ProvisionedThroughputExceededException({ message: 'The level of configured provisioned throughput for the table was exceeded', $metadata: meta }),
+  provisioned: () =>
+    new ProvisionedThroughputExceededException({
+      message: 'The level of configured provisioned throughput for the table was exceeded',
+      $metadata: meta,
+    }),
   throttling: () => new ThrottlingException({ message: 'Rate of requests exceeds the allowed throughput.', $metadata: meta }),
-  internal: () => new InternalServerError({ message: 'Internal server error (java.lang.NullPointerException at secret.Internal)', $metadata: { ...meta, httpStatusCode: 500 } }),
+  internal: () =>
+    new InternalServerError({
+      message: 'Internal server error (java.lang.NullPointerException at secret.Internal)',
+      $metadata: { ...meta, httpStatusCode: 500 },
+    }),
   refused: () =>
-    Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:8000'), { code: 'ECONNREFUSED', errno: -111, syscall: 'connect', $metadata: { attempts: 4 } }),
+    Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:8000'), {
+      code: 'ECONNREFUSED',
+      errno: -111,
+      syscall: 'connect',
+      $metadata: { attempts: 4 },
+    }),
   reset: () => Object.assign(new Error('socket hang up'), { code: 'ECONNRESET', $metadata: { attempts: 4 } }),
   timeout: () =>
-    Object.assign(new Error('@smithy/node-http-handler - the request socket timed out after 3000 ms of inactivity'), { name: 'TimeoutError', $metadata: { attempts: 4 } }),
+    Object.assign(new Error('@smithy/node-http-handler - the request socket timed out after 3000 ms of inactivity'), {
+      name: 'TimeoutError',
+      $metadata: { attempts: 4 },
+    }),
 };
 
 let tableName: string;
@@ -185,7 +203,12 @@ describe('transaction conflicts', () => {
 
   it('retries a state write at another node (a transaction) that hit a conflict, and records one version', async () => {
     const session = sid('conflict-node');
-    await call('POST', `/v1/sessions/${session}/messages`, { messages: [{ id: 'q', role: 'user' }, { id: 'a', role: 'assistant' }] });
+    await call('POST', `/v1/sessions/${session}/messages`, {
+      messages: [
+        { id: 'q', role: 'user' },
+        { id: 'a', role: 'assistant' },
+      ],
+    });
     arm(TransactWriteCommand, () => ({ error: errors.transactionConflict() }));
 
     const response = await call('PATCH', `/v1/sessions/${session}/state?node=q`, { at: 'q' });
@@ -351,7 +374,10 @@ describe('partial batch results (DynamoDB Local always processes a whole batch)'
     const fault = arm(
       BatchGetCommand,
       (input) => {
-        const [table, request] = Object.entries(input.RequestItems as Record<string, { Keys: unknown[] }>)[0] as [string, { Keys: unknown[] }];
+        const [table, request] = Object.entries(input.RequestItems as Record<string, { Keys: unknown[] }>)[0] as [
+          string,
+          { Keys: unknown[] },
+        ];
         return { respond: { Responses: { [table]: [] }, UnprocessedKeys: { [table]: { ...request } }, $metadata: {} } };
       },
       { times: 2 },
@@ -367,7 +393,9 @@ describe('partial batch results (DynamoDB Local always processes a whole batch)'
 
   it('deletes every item of a session when a BatchWriteItem leaves some unprocessed', async () => {
     const session = sid('unprocessed-delete');
-    await call('POST', `/v1/sessions/${session}/messages`, { messages: Array.from({ length: 30 }, (_, index) => ({ id: `d${index}`, role: 'user' })) });
+    await call('POST', `/v1/sessions/${session}/messages`, {
+      messages: Array.from({ length: 30 }, (_, index) => ({ id: `d${index}`, role: 'user' })),
+    });
     await call('PUT', `/v1/sessions/${session}/state`, { n: 1 });
     const fault = arm(
       BatchWriteCommand,

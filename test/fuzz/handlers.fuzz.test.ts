@@ -1,17 +1,17 @@
-import { QueryCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { type DynamoDBClient, QueryCommand } from '@aws-sdk/client-dynamodb';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { invoke, type InProcessRequest, type InProcessResponse } from '../../bench/invoke.js';
+import { type InProcessRequest, type InProcessResponse, invoke } from '../../bench/invoke.js';
 import { errorStatus } from '../../functions/core/errors.js';
-import { canonicalJson, MAX_JSON_DEPTH, type Json } from '../../functions/core/json.js';
+import { canonicalJson, type Json, MAX_JSON_DEPTH } from '../../functions/core/json.js';
 import type { SessionService } from '../../functions/core/session-service.js';
 import { keysFromEnv } from '../../functions/http/auth.js';
 import { dependenciesFor, useDependencies } from '../../functions/http/dependencies.js';
 import { handlers } from '../../functions/http/index.js';
-import { routes, type Route } from '../../functions/http/routes.js';
+import { type Route, routes } from '../../functions/http/routes.js';
 import { localDynamoDbClient } from '../../functions/local/dynamodb-local.js';
-import { createStores } from '../../functions/store/stores.js';
 import { keys } from '../../functions/store/keys.js';
+import { createStores } from '../../functions/store/stores.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**
@@ -153,19 +153,49 @@ const headersArb = fc
     authorization: fc.oneof(
       { weight: 12, arbitrary: fc.constant('Bearer fuzz-key') },
       { weight: 2, arbitrary: fc.constant('Bearer other-key') },
-      { weight: 1, arbitrary: fc.constantFrom('bearer fuzz-key', 'Bearer  fuzz-key ', 'Bearer', 'Basic Zm9vOmJhcg==', 'Bearer fuzz-key, Bearer x') },
+      {
+        weight: 1,
+        arbitrary: fc.constantFrom('bearer fuzz-key', 'Bearer  fuzz-key ', 'Bearer', 'Basic Zm9vOmJhcg==', 'Bearer fuzz-key, Bearer x'),
+      },
       { weight: 1, arbitrary: headerValue(fc.string({ maxLength: 30 })) },
       { weight: 1, arbitrary: fc.constant(undefined) },
     ),
     'content-type': fc.oneof(
       { weight: 12, arbitrary: fc.constantFrom('application/json', 'application/merge-patch+json', 'application/json; charset=utf-8') },
-      { weight: 1, arbitrary: fc.constantFrom('text/plain', 'application/x-www-form-urlencoded', 'application/jsonx', 'APPLICATION/JSON', 'application/vnd.api+json', ';', 'application/json; charset=latin1') },
+      {
+        weight: 1,
+        arbitrary: fc.constantFrom(
+          'text/plain',
+          'application/x-www-form-urlencoded',
+          'application/jsonx',
+          'APPLICATION/JSON',
+          'application/vnd.api+json',
+          ';',
+          'application/json; charset=latin1',
+        ),
+      },
       { weight: 1, arbitrary: headerValue(fc.string({ maxLength: 30 })) },
       { weight: 1, arbitrary: fc.constant(undefined) },
     ),
-    'if-match': sometimes(3, fc.oneof(fc.constantFrom('"0"', '"1"', '"2"', 'W/"2"', '3', '*', '"1", "2"', '""', '"-1"', '"99999999999999999999"'), headerValue(fc.string({ maxLength: 12 })))),
-    'idempotency-key': sometimes(3, fc.oneof(fc.constantFrom('key-1', 'key-2', 'key-3'), headerValue(fc.string({ maxLength: 20 })), fc.constant('x'.repeat(256)))),
-    'x-agent-id': sometimes(2, fc.oneof(validId, headerValue(fc.string({ maxLength: 12 })), nastyStrings.map((value) => value.replace(/[\r\n\0]/g, '')))),
+    'if-match': sometimes(
+      3,
+      fc.oneof(
+        fc.constantFrom('"0"', '"1"', '"2"', 'W/"2"', '3', '*', '"1", "2"', '""', '"-1"', '"99999999999999999999"'),
+        headerValue(fc.string({ maxLength: 12 })),
+      ),
+    ),
+    'idempotency-key': sometimes(
+      3,
+      fc.oneof(fc.constantFrom('key-1', 'key-2', 'key-3'), headerValue(fc.string({ maxLength: 20 })), fc.constant('x'.repeat(256))),
+    ),
+    'x-agent-id': sometimes(
+      2,
+      fc.oneof(
+        validId,
+        headerValue(fc.string({ maxLength: 12 })),
+        nastyStrings.map((value) => value.replace(/[\r\n\0]/g, '')),
+      ),
+    ),
     __proto__: sometimes(1, fc.constantFrom('{"polluted":true}', 'x')),
     constructor: sometimes(1, fc.constant('x')),
     toString: sometimes(1, fc.constant('x')),
@@ -173,7 +203,7 @@ const headersArb = fc
   .map((headers) => Object.entries(headers).filter((entry): entry is [string, string] => entry[1] !== undefined));
 
 const deep = (depth: number, kind: 'array' | 'object') =>
-  kind === 'array' ? '['.repeat(depth) + ']'.repeat(depth) : '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
+  kind === 'array' ? '['.repeat(depth) + ']'.repeat(depth) : `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
 
 const pollution = fc.constantFrom(
   '{"__proto__":{"polluted":true}}',
@@ -213,23 +243,43 @@ const bodyArb: fc.Arbitrary<string | undefined> = fc.oneof(
   { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 40 }) },
   {
     weight: 1,
-    arbitrary: fc.tuple(fc.integer({ min: 1, max: 2000 }), fc.constantFrom('array' as const, 'object' as const)).map(([depth, kind]) => deep(depth, kind)),
+    arbitrary: fc
+      .tuple(fc.integer({ min: 1, max: 2000 }), fc.constantFrom('array' as const, 'object' as const))
+      .map(([depth, kind]) => deep(depth, kind)),
   },
   {
     weight: 1,
-    arbitrary: fc.constantFrom('1e400', '-1e400', '{"n":1e309}', '123456789012345678901234567890', '{"n":-0}', '0.1e-400', '[1e308,2e308]', '"\\ud800"', '{"\\udc00":"\\ud800"}', '\ufeff{}', '{"a":1,"a":2}'),
+    arbitrary: fc.constantFrom(
+      '1e400',
+      '-1e400',
+      '{"n":1e309}',
+      '123456789012345678901234567890',
+      '{"n":-0}',
+      '0.1e-400',
+      '[1e308,2e308]',
+      '"\\ud800"',
+      '{"\\udc00":"\\ud800"}',
+      '\ufeff{}',
+      '{"a":1,"a":2}',
+    ),
   },
   { weight: 1, arbitrary: pollution },
 );
 
 const queryArb = fc.oneof(
-  fc.array(
-    fc.tuple(
-      fc.oneof({ weight: 4, arbitrary: fc.constantFrom('limit', 'cursor', 'node', 'version') }, { weight: 1, arbitrary: fc.constantFrom('__proto__', 'constructor', 'toString') }, { weight: 1, arbitrary: fc.string({ maxLength: 6 }) }),
-      fc.oneof(numberLike, idLike, fc.constantFrom('eyJsIjoxfQ', 'eyJwayI6IngiLCJzayI6InkifQ', 'e30', '')),
-    ),
-    { maxLength: 3 },
-  ).map((pairs) => new URLSearchParams(pairs).toString()),
+  fc
+    .array(
+      fc.tuple(
+        fc.oneof(
+          { weight: 4, arbitrary: fc.constantFrom('limit', 'cursor', 'node', 'version') },
+          { weight: 1, arbitrary: fc.constantFrom('__proto__', 'constructor', 'toString') },
+          { weight: 1, arbitrary: fc.string({ maxLength: 6 }) },
+        ),
+        fc.oneof(numberLike, idLike, fc.constantFrom('eyJsIjoxfQ', 'eyJwayI6IngiLCJzayI6InkifQ', 'e30', '')),
+      ),
+      { maxLength: 3 },
+    )
+    .map((pairs) => new URLSearchParams(pairs).toString()),
   // Not encoded by anyone: what a careless client sends.
   fc.string({ maxLength: 16 }).map((raw) => raw.replace(/[#\s]/g, '')),
 );
@@ -237,7 +287,11 @@ const queryArb = fc.oneof(
 /** Percent-encodes the UTF-8 bytes of `value`, as a client would put it on the wire (a lone surrogate becomes U+FFFD). */
 function encodeSegment(value: string): string {
   return [...Buffer.from(value, 'utf8')]
-    .map((byte) => (/[A-Za-z0-9._~-]/.test(String.fromCharCode(byte)) ? String.fromCharCode(byte) : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`))
+    .map((byte) =>
+      /[A-Za-z0-9._~-]/.test(String.fromCharCode(byte))
+        ? String.fromCharCode(byte)
+        : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`,
+    )
     .join('');
 }
 const rawSegmentArb = fc.string({ maxLength: 10 }).map((value) => value.replace(/[/?#\s]/g, ''));
@@ -255,13 +309,17 @@ const requestArb: fc.Arbitrary<{ route: Route; request: InProcessRequest }> = fc
     body: bodyArb,
   })
   .map(({ route, sid, nid, v, raw, rawSegment, query, headers, body }) => {
-    let path = route.path
-      .replace('{sid}', encodeSegment(sid))
-      .replace('{nid}', encodeSegment(nid))
-      .replace('{v}', encodeSegment(v));
+    let path = route.path.replace('{sid}', encodeSegment(sid)).replace('{nid}', encodeSegment(nid)).replace('{v}', encodeSegment(v));
     // Sometimes one parameter as sent without encoding (a lone `%` is malformed).
-    if (raw && route.path.includes('{sid}')) path = route.path.replace('{sid}', rawSegment || 'x').replace('{nid}', 'a1').replace('{v}', '1');
-    return { route, request: { method: route.method, url: query ? `${path}?${query}` : path, headers, ...(body === undefined ? {} : { body }) } };
+    if (raw && route.path.includes('{sid}'))
+      path = route.path
+        .replace('{sid}', rawSegment || 'x')
+        .replace('{nid}', 'a1')
+        .replace('{v}', '1');
+    return {
+      route,
+      request: { method: route.method, url: query ? `${path}?${query}` : path, headers, ...(body === undefined ? {} : { body }) },
+    };
   });
 
 // ---- what every answer must be ------------------------------------------------------------
@@ -277,7 +335,9 @@ function assertDocumented(request: InProcessRequest, response: InProcessResponse
     expect(CONTRACT_CODES[code], `code not in API.md section 10: ${where}`).toBe(response.status);
     expect(errorStatus[code as keyof typeof errorStatus]).toBe(response.status);
     expect(problem?.status, where).toBe(response.status);
-    expect(typeof problem?.title === 'string' && typeof problem?.detail === 'string' && typeof problem?.type === 'string', where).toBe(true);
+    expect(typeof problem?.title === 'string' && typeof problem?.detail === 'string' && typeof problem?.type === 'string', where).toBe(
+      true,
+    );
   } else if (response.status !== 204) {
     expect(response.headers['content-type'], where).toMatch(/^application\/json/);
     expect(response.json, `not JSON: ${where}`).not.toBeUndefined();
@@ -331,7 +391,9 @@ describe('arbitrary requests', () => {
     if (process.env.FUZZ_VERBOSE) console.log([...seen].sort());
     const answered = [...seen.keys()];
     expect(answered.some((status) => status === '200')).toBe(true);
-    expect(answered.filter((status) => /^(201|204|404 (session|node|version)_not_found|409|412)/.test(status)).length).toBeGreaterThanOrEqual(3);
+    expect(
+      answered.filter((status) => /^(201|204|404 (session|node|version)_not_found|409|412)/.test(status)).length,
+    ).toBeGreaterThanOrEqual(3);
   }, 90_000);
 
   it('store any JSON state verbatim and read it back, whatever its strings and keys', async () => {
@@ -403,9 +465,11 @@ describe('prototype pollution', () => {
 
     // Assess
     expect([put.status, patched.status, read.status, version.status, appended.status, path.status]).toEqual([200, 200, 200, 200, 201, 200]);
-    expect(version.text).toContain('"state":{"__proto__":{"polluted":true},"constructor":{"prototype":{"polluted":true}},"a":{"__proto__":{"x":1}}}');
+    expect(version.text).toContain(
+      '"state":{"__proto__":{"polluted":true},"constructor":{"prototype":{"polluted":true}},"a":{"__proto__":{"x":1}}}',
+    );
     expect(read.text).toContain('"state":{"__proto__":{"polluted":true,"more":1},"constructor":{"prototype":{"polluted":true}},"a":{}}');
-    expect(Object.prototype.hasOwnProperty.call(read.json.state, '__proto__')).toBe(true);
+    expect(Object.hasOwn(read.json.state, '__proto__')).toBe(true);
     expect(path.text).toContain('"__proto__":{"polluted":true}');
   });
 
@@ -441,8 +505,18 @@ describe('gaps found by fuzzing, now closed', () => {
   });
 
   it('takes a body exactly MAX_JSON_DEPTH deep and refuses one level more with 400 invalid_json', async () => {
-    const atLimit = await invoke(handlers, { method: 'PUT', url: '/v1/sessions/depth-limit/state', headers, body: deep(MAX_JSON_DEPTH, 'array') });
-    const beyond = await invoke(handlers, { method: 'PUT', url: '/v1/sessions/depth-limit/state', headers, body: deep(MAX_JSON_DEPTH + 1, 'array') });
+    const atLimit = await invoke(handlers, {
+      method: 'PUT',
+      url: '/v1/sessions/depth-limit/state',
+      headers,
+      body: deep(MAX_JSON_DEPTH, 'array'),
+    });
+    const beyond = await invoke(handlers, {
+      method: 'PUT',
+      url: '/v1/sessions/depth-limit/state',
+      headers,
+      body: deep(MAX_JSON_DEPTH + 1, 'array'),
+    });
 
     expect(atLimit.status, atLimit.text).toBe(200);
     expect(beyond.status, beyond.text).toBe(400);

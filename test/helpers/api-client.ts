@@ -26,7 +26,7 @@ export function apiClient(baseUrl: string, defaultKey = 'dev-key') {
     if (body !== undefined) headers['content-type'] = options.contentType ?? 'application/json';
     const response = await fetch(`${baseUrl}${path}`, { method, headers, body });
     const text = await response.text();
-    let parsed: unknown = undefined;
+    let parsed: unknown;
     try {
       parsed = text ? JSON.parse(text) : undefined;
     } catch {

@@ -1,4 +1,4 @@
-import { apiClient, type ApiClient } from './api-client.js';
+import { type ApiClient, apiClient } from './api-client.js';
 import { startServerProcess } from './server.js';
 
 /** Three tenants: the default one, another to prove isolation, one for list ordering. */

@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { Duration, RemovalPolicy, Stack, Validations, type CfnElement } from 'aws-cdk-lib';
+import { type CfnElement, Duration, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
 import { Annotations, Match } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
@@ -32,7 +32,9 @@ beforeAll(() => {
 
 /** The routes of the HTTP API (the WebSocket API has routes of its own). */
 const httpRoutes = () =>
-  reader.ofType('AWS::ApiGatewayV2::Route').filter(([, route]) => (route.Properties?.ApiId as { Ref: string }).Ref === logicalId(stack.agentState.api));
+  reader
+    .ofType('AWS::ApiGatewayV2::Route')
+    .filter(([, route]) => (route.Properties.ApiId as { Ref: string }).Ref === logicalId(stack.agentState.api));
 
 describe('routes', () => {
   it('has exactly the routes of functions/http/routes.ts', () => {
@@ -97,7 +99,8 @@ describe('routes', () => {
       AccessLogSettings: { DestinationArn: { 'Fn::GetAtt': [logicalId(stack.agentState.accessLogs), 'Arn'] }, Format: Match.anyValue() },
     });
     const [, stage] = reader.ofType('AWS::ApiGatewayV2::Stage').find(([, st]) => st.Properties?.StageName === '$default') ?? [];
-    const format = JSON.parse((stage?.Properties?.AccessLogSettings as { Format: string }).Format) as Record<string, string>;
+    if (!stage) throw new Error('the HTTP API has no $default stage');
+    const format = JSON.parse((stage.Properties.AccessLogSettings as { Format: string }).Format) as Record<string, string>;
     expect(format).toMatchObject({ requestId: '$context.requestId', status: '$context.status', tenant: '$context.authorizer.tenant' });
   });
 });
@@ -123,7 +126,7 @@ describe('functions', () => {
     }
   });
 
-  it('gives decide 29 s, time for a worker\'s 25 s, and every other route function 20 s', () => {
+  it("gives decide 29 s, time for a worker's 25 s, and every other route function 20 s", () => {
     for (const group of routeGroups) {
       const fn = reader.get(logicalId(stack.agentState.functions[group] as IConstruct));
       expect(fn.Properties?.Timeout, group).toBe(workerCallingGroups.includes(group) ? 29 : 20);
@@ -204,7 +207,7 @@ describe('least privilege', () => {
   it('never grants dynamodb:*, Scan, or any wildcard action', () => {
     const actions = reader
       .ofType('AWS::IAM::Policy')
-      .flatMap(([, policy]) => (policy.Properties?.PolicyDocument as { Statement: Array<{ Action: string | string[] }> }).Statement)
+      .flatMap(([, policy]) => (policy.Properties.PolicyDocument as { Statement: Array<{ Action: string | string[] }> }).Statement)
       .flatMap((statement) => [statement.Action].flat());
     expect(actions.filter((action) => action.includes('*'))).toEqual([]);
     expect(actions).not.toContain('dynamodb:Scan');
@@ -246,7 +249,7 @@ describe('least privilege', () => {
     for (const [, command] of source.matchAll(/new (\w+?)(?:Item)?Command\(/g)) {
       const actions = commandActions[command as string];
       if (!actions) throw new Error(`the store sends ${command}Command: map it to IAM actions in this test`);
-      actions.forEach((action) => used.add(action));
+      for (const action of actions) used.add(action);
     }
     for (const [, kind] of source.matchAll(/\b(Put|Update|Delete|ConditionCheck)\s*:/g)) {
       used.add(transactItemActions[kind as string] as string);

@@ -1,7 +1,7 @@
-import { GetItemCommand, ScanCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { type DynamoDBClient, GetItemCommand, ScanCommand } from '@aws-sdk/client-dynamodb';
 import type { APIGatewayProxyEventV2, APIGatewayRequestAuthorizerEventV2, Context } from 'aws-lambda';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createAuthorizer, type AuthorizerResult } from '../../functions/http/authorizer.js';
+import { type AuthorizerResult, createAuthorizer } from '../../functions/http/authorizer.js';
 import { API_KEY_PREFIX, ApiKeyError, ApiKeyStore, apiKeyItems, hashApiKey } from '../../functions/store/api-keys.js';
 import { createStores } from '../../functions/store/stores.js';
 import { createTestTable, dynamoEndpoint, testDynamoDbClient } from '../helpers/dynamodb.js';
@@ -61,7 +61,10 @@ describe('ApiKeyStore', () => {
   it('lists keys newest first, optionally of one tenant, never showing a key or its hash', async () => {
     // Prepare
     let clock = Date.parse('2030-01-01T00:00:00Z');
-    const timed = new ApiKeyStore(client, tableName, () => new Date((clock += 1000)));
+    const timed = new ApiKeyStore(client, tableName, () => {
+      clock += 1000;
+      return new Date(clock);
+    });
     const first = await timed.create({ tenant: 'listing-a' });
     const second = await timed.create({ tenant: 'listing-b' });
     const third = await timed.create({ tenant: 'listing-a' });
@@ -200,7 +203,7 @@ describe('authorizer → handler contract (the Lambda environment the construct 
     expect(JSON.parse(response.body ?? '{}')).toEqual({ sessions: [] });
   });
 
-  it('answers the contract\'s 401 problem for a key the authorizer did not recognise', async () => {
+  it("answers the contract's 401 problem for a key the authorizer did not recognise", async () => {
     const { handlers } = await import('../../functions/http/index.js');
     const header = `Bearer ${API_KEY_PREFIX}unknown`;
     const decision = await createAuthorizer((key) => store.resolve(key))(authorizerEvent(header));

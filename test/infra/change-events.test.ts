@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { Stack, type CfnElement } from 'aws-cdk-lib';
+import { type CfnElement, Stack } from 'aws-cdk-lib';
 import { Match } from 'aws-cdk-lib/assertions';
 import type { IConstruct } from 'constructs';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -44,7 +44,10 @@ describe('change hook on the table stream', () => {
   it('filters on INSERTs of version items, head markers overwritten by a version, and document writes', () => {
     expect(changeRecordFilters).toEqual([
       { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [SLOT_ITEM_KIND.version] } } } },
-      { eventName: ['MODIFY'], dynamodb: { NewImage: { kind: { S: [SLOT_ITEM_KIND.version] } }, OldImage: { kind: { S: [SLOT_ITEM_KIND.marker] } } } },
+      {
+        eventName: ['MODIFY'],
+        dynamodb: { NewImage: { kind: { S: [SLOT_ITEM_KIND.version] } }, OldImage: { kind: { S: [SLOT_ITEM_KIND.marker] } } },
+      },
       {
         eventName: ['INSERT', 'MODIFY'],
         dynamodb: { NewImage: { kind: { S: [DOCUMENT_ITEM_KIND.run, DOCUMENT_ITEM_KIND.profile, DOCUMENT_ITEM_KIND.shared] } } },
@@ -58,9 +61,7 @@ describe('change hook on the table stream', () => {
     reader.template.hasResourceProperties('AWS::SQS::QueuePolicy', {
       Queues: [{ Ref: queueId }],
       PolicyDocument: {
-        Statement: Match.arrayWith([
-          Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } }),
-        ]),
+        Statement: Match.arrayWith([Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } })]),
       },
     });
   });
@@ -114,7 +115,10 @@ describe('change hook on the table stream', () => {
       });
 
       // Assess
-      expect(used.filter((action) => !granted.includes(action)), file).toEqual([]);
+      expect(
+        used.filter((action) => !granted.includes(action)),
+        file,
+      ).toEqual([]);
     }
   });
 });
@@ -130,7 +134,7 @@ describe('WebSocket API', () => {
   const webSocketRoutes = () =>
     reader
       .ofType('AWS::ApiGatewayV2::Route')
-      .filter(([, route]) => (route.Properties?.ApiId as { Ref: string }).Ref === logicalId(stack.agentState.webSocketApi));
+      .filter(([, route]) => (route.Properties.ApiId as { Ref: string }).Ref === logicalId(stack.agentState.webSocketApi));
 
   it('selects routes by the message action', () => {
     reader.template.hasResourceProperties('AWS::ApiGatewayV2::Api', {
@@ -147,7 +151,13 @@ describe('WebSocket API', () => {
     const routes = webSocketRoutes();
 
     // Assess
-    expect(routes.map(([, route]) => route.Properties?.RouteKey).sort()).toEqual(['$connect', '$default', '$disconnect', 'subscribe', 'unsubscribe']);
+    expect(routes.map(([, route]) => route.Properties?.RouteKey).sort()).toEqual([
+      '$connect',
+      '$default',
+      '$disconnect',
+      'subscribe',
+      'unsubscribe',
+    ]);
     for (const [id, route] of routes) {
       const integrationId = /"Ref":"([^"]+)"/.exec(JSON.stringify(route.Properties?.Target))?.[1] as string;
       expect(JSON.stringify(reader.get(integrationId).Properties?.IntegrationUri), id).toContain(fnId);
@@ -155,7 +165,9 @@ describe('WebSocket API', () => {
   });
 
   it('answers subscribe, unsubscribe and $default on the connection (two-way routes)', () => {
-    const responses = reader.ofType('AWS::ApiGatewayV2::RouteResponse').map(([, response]) => response.Properties?.RouteId as { Ref: string });
+    const responses = reader
+      .ofType('AWS::ApiGatewayV2::RouteResponse')
+      .map(([, response]) => response.Properties?.RouteId as { Ref: string });
     const keyOf = (ref: { Ref: string }) => reader.get(ref.Ref).Properties?.RouteKey;
     expect(responses.map(keyOf).sort()).toEqual(['$default', 'subscribe', 'unsubscribe']);
   });
@@ -175,7 +187,11 @@ describe('WebSocket API', () => {
   it('resolves keys from the table only, never from a local key list', () => {
     const fn = reader.get(logicalId(stack.agentState.webSocketFunction));
     expect(fn.Properties?.Environment).toEqual({
-      Variables: { AGENTSTATE_TABLE: { Ref: logicalId(stack.agentState.table) }, NODE_OPTIONS: '--enable-source-maps', AGENTSTATE_AUTH: 'table' },
+      Variables: {
+        AGENTSTATE_TABLE: { Ref: logicalId(stack.agentState.table) },
+        NODE_OPTIONS: '--enable-source-maps',
+        AGENTSTATE_AUTH: 'table',
+      },
     });
   });
 

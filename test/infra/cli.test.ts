@@ -83,7 +83,19 @@ describe('agentstate keys', () => {
   it('runs as `npx agentstate` through the bin shim', async () => {
     const { stdout } = await run(
       'npx',
-      ['--no-install', 'agentstate', 'keys', 'create', '--tenant', 'via-npx', '--json', '--endpoint', dynamoEndpoint(), '--table', tableName],
+      [
+        '--no-install',
+        'agentstate',
+        'keys',
+        'create',
+        '--tenant',
+        'via-npx',
+        '--json',
+        '--endpoint',
+        dynamoEndpoint(),
+        '--table',
+        tableName,
+      ],
       { cwd: projectRoot, timeout: 30_000 },
     );
 

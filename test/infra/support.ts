@@ -23,7 +23,8 @@ export function synthesize(props?: AgentStateProps) {
   return { app, stack, template };
 }
 
-type Resource = { Type: string; Properties?: Record<string, unknown>; DeletionPolicy?: string };
+/** A template resource; every resource type these tests read has properties. */
+type Resource = { Type: string; Properties: Record<string, unknown>; DeletionPolicy?: string };
 
 /** Small readers over a synthesized template, so assertions say what they check. */
 export class TemplateReader {
@@ -52,8 +53,8 @@ export class TemplateReader {
   /** Every statement of every policy attached to a role. */
   statementsOf(roleId: string): Array<{ Action: string | string[]; Resource: unknown; Effect: string }> {
     return this.ofType('AWS::IAM::Policy')
-      .filter(([, policy]) => (policy.Properties?.Roles as Array<{ Ref: string }>).some((role) => role.Ref === roleId))
-      .flatMap(([, policy]) => (policy.Properties?.PolicyDocument as { Statement: never[] }).Statement);
+      .filter(([, policy]) => (policy.Properties.Roles as Array<{ Ref: string }>).some((role) => role.Ref === roleId))
+      .flatMap(([, policy]) => (policy.Properties.PolicyDocument as { Statement: never[] }).Statement);
   }
 
   /** The actions a function's role is allowed, optionally only those of one service. */

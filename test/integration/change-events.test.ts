@@ -1,16 +1,16 @@
-import { DescribeTableCommand, PutItemCommand, UpdateItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DescribeTableCommand, type DynamoDBClient, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import type { DynamoDBStreamEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StreamPoller } from '../../functions/local/stream-poller.js';
+import { ApiKeyStore } from '../../functions/store/api-keys.js';
 import { SLOT_ITEM_KIND } from '../../functions/store/item-kinds.js';
 import { DynamoDbLiveStore } from '../../functions/store/live-store.js';
 import { createStores } from '../../functions/store/stores.js';
-import { recordedVersionOf, changeRecordFilters } from '../../functions/store/stream-images.js';
-import { ApiKeyStore } from '../../functions/store/api-keys.js';
+import { changeRecordFilters, recordedVersionOf } from '../../functions/store/stream-images.js';
 import { TableClient } from '../../functions/store/table-client.js';
 import { DynamoDbWebhookStore } from '../../functions/store/webhook-store.js';
-import { handler as webSocketHandler, type WebSocketEvent } from '../../functions/ws/handler.js';
+import { type WebSocketEvent, handler as webSocketHandler } from '../../functions/ws/handler.js';
 import { createTestTable, dynamoEndpoint, testDynamoDbClient } from '../helpers/dynamodb.js';
 import { waitFor } from '../helpers/events.js';
 
@@ -32,7 +32,13 @@ describe('webhook store', () => {
   it('lists a tenant’s webhooks newest first, page by page, and nobody else’s', async () => {
     // Prepare
     const store = new DynamoDbWebhookStore(new TableClient(client, tableName));
-    const hook = (id: string) => ({ id, url: `https://${id}.example`, secret: id === 'w2' ? 's' : null, sessionId: null, createdAt: '2025-06-01T00:00:00.000Z' });
+    const hook = (id: string) => ({
+      id,
+      url: `https://${id}.example`,
+      secret: id === 'w2' ? 's' : null,
+      sessionId: null,
+      createdAt: '2025-06-01T00:00:00.000Z',
+    });
     for (const id of ['w1', 'w2', 'w3']) await store.putWebhook('list-tenant', hook(id));
     await store.putWebhook('someone-else', hook('w9'));
 
@@ -45,7 +51,9 @@ describe('webhook store', () => {
     expect(first.items[1]?.secret).toBe('s');
     expect(second.items.map((webhook) => webhook.id)).toEqual(['w1']);
     expect((await store.allWebhooks('list-tenant')).map((webhook) => webhook.id)).toEqual(['w1', 'w2', 'w3']);
-    await expect(store.listWebhooks('someone-else', { limit: 2, cursor: first.next as string })).rejects.toMatchObject({ code: 'invalid_request' });
+    await expect(store.listWebhooks('someone-else', { limit: 2, cursor: first.next as string })).rejects.toMatchObject({
+      code: 'invalid_request',
+    });
   });
 
   it('keeps one dead letter per event: a second failure adds attempts and keeps the first failure time', async () => {
@@ -83,10 +91,25 @@ describe('webhook store', () => {
     const failure = { attempts: 3, error: 'HTTP 500', at: '2025-06-01T10:00:00.000Z' };
 
     // Act
-    await store.recordDeadLetter('dl-docs', 'w', { id: 'profile/u1/2', sessionId: 's1', version: 2, document: 'profile#u1', body: '{"p":2}' }, failure);
-    await store.recordDeadLetter('dl-docs', 'w', { id: 'run/s1/r1/2', sessionId: 's1', version: 2, document: 'run#r1', body: '{"r":2}' }, failure);
+    await store.recordDeadLetter(
+      'dl-docs',
+      'w',
+      { id: 'profile/u1/2', sessionId: 's1', version: 2, document: 'profile#u1', body: '{"p":2}' },
+      failure,
+    );
+    await store.recordDeadLetter(
+      'dl-docs',
+      'w',
+      { id: 'run/s1/r1/2', sessionId: 's1', version: 2, document: 'run#r1', body: '{"r":2}' },
+      failure,
+    );
     await store.recordDeadLetter('dl-docs', 'w', { id: 's1:2', sessionId: 's1', version: 2, body: '{"t":2}' }, failure);
-    await store.recordDeadLetter('dl-docs', 'w', { id: 'run/s1/r1/1', sessionId: 's1', version: 1, document: 'run#r1', body: '{"r":1}' }, failure);
+    await store.recordDeadLetter(
+      'dl-docs',
+      'w',
+      { id: 'run/s1/r1/1', sessionId: 's1', version: 1, document: 'run#r1', body: '{"r":1}' },
+      failure,
+    );
 
     // Assess: the thread's events first, then each document's in version order.
     const letters = (await store.listDeadLetters('dl-docs', 'w', { limit: 10 })).items;
@@ -151,13 +174,22 @@ describe('WebSocket handler and live store', () => {
   it('answers messages on an unknown connection, bad JSON and bad ids with errors', async () => {
     const unknown = await webSocketHandler(message('never-connected', { action: 'subscribe', sessionId: 's1' }));
     const badJson = await webSocketHandler({ requestContext: { routeKey: '$default', connectionId: 'x' }, body: '{nope' });
-    expect(JSON.parse(unknown.body as string)).toMatchObject({ type: 'error', status: 401, code: 'unauthorized', action: 'subscribe', sessionId: 's1' });
+    expect(JSON.parse(unknown.body as string)).toMatchObject({
+      type: 'error',
+      status: 401,
+      code: 'unauthorized',
+      action: 'subscribe',
+      sessionId: 's1',
+    });
     expect(JSON.parse(badJson.body as string)).toMatchObject({ type: 'error', status: 400, code: 'invalid_json' });
     expect(JSON.parse(badJson.body as string)).not.toHaveProperty('sessionId');
   });
 
   it('names the action and session an error answers, never echoing a malformed id', async () => {
-    await webSocketHandler({ requestContext: { routeKey: '$connect', connectionId: 'c-errors' }, queryStringParameters: { token: 'acme-key' } });
+    await webSocketHandler({
+      requestContext: { routeKey: '$connect', connectionId: 'c-errors' },
+      queryStringParameters: { token: 'acme-key' },
+    });
 
     const badId = await webSocketHandler(message('c-errors', { action: 'subscribe', sessionId: 'not valid!' }));
     const badAction = await webSocketHandler(message('c-errors', { action: 'follow', sessionId: 's1' }));
@@ -207,7 +239,11 @@ describe('the stream poller on DynamoDB Local', () => {
   it('hands version records over as Lambda would, filtered, with prev one read away', async () => {
     // Prepare
     const { Table } = await client.send(new DescribeTableCommand({ TableName: tableName }));
-    streams = new DynamoDBStreamsClient({ endpoint: dynamoEndpoint(), region: 'us-east-1', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } });
+    streams = new DynamoDBStreamsClient({
+      endpoint: dynamoEndpoint(),
+      region: 'us-east-1',
+      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+    });
     const events: DynamoDBStreamEvent[] = [];
     const pk = { S: 'S#poll#s1' };
     const version = (n: number, prev: number) => ({
@@ -236,10 +272,22 @@ describe('the stream poller on DynamoDB Local', () => {
     await poller.start();
 
     // Act: a head marker in slot 2, overwritten by version 2; a message node; version 3.
-    await client.send(new PutItemCommand({ TableName: tableName, Item: { pk, sk: { S: 'V#000000000002' }, kind: { S: SLOT_ITEM_KIND.marker }, seq: { N: '1' } } }));
+    await client.send(
+      new PutItemCommand({
+        TableName: tableName,
+        Item: { pk, sk: { S: 'V#000000000002' }, kind: { S: SLOT_ITEM_KIND.marker }, seq: { N: '1' } },
+      }),
+    );
     await client.send(new PutItemCommand({ TableName: tableName, Item: { pk, sk: { S: 'N#u1' }, id: { S: 'u1' } } }));
     await client.send(new PutItemCommand({ TableName: tableName, Item: version(2, 1) }));
-    await client.send(new UpdateItemCommand({ TableName: tableName, Key: { pk, sk: { S: 'S' } }, UpdateExpression: 'SET updatedAt = :now', ExpressionAttributeValues: { ':now': { S: 'x' } } }));
+    await client.send(
+      new UpdateItemCommand({
+        TableName: tableName,
+        Key: { pk, sk: { S: 'S' } },
+        UpdateExpression: 'SET updatedAt = :now',
+        ExpressionAttributeValues: { ':now': { S: 'x' } },
+      }),
+    );
     await client.send(new PutItemCommand({ TableName: tableName, Item: version(3, 2) }));
     const records = await waitFor('two version records', () => {
       const all = events.flatMap((event) => event.Records);

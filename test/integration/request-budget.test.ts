@@ -1,8 +1,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CommitService } from '../../functions/core/commit-service.js';
 import { SessionService } from '../../functions/core/session-service.js';
-import { createStores, type Stores } from '../../functions/store/stores.js';
 import { dynamoDbClient } from '../../functions/store/client.js';
+import { createStores, type Stores } from '../../functions/store/stores.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**
@@ -102,7 +102,9 @@ describe('requests per operation', () => {
     await commits.commit(session, { commands: [{ key: 'first', scope: 'thread', merge: 'disjoint', set: true }] });
 
     // Act
-    const threadOnly = await count(() => commits.commit(session, { commands: [{ key: 'n', scope: 'thread', merge: 'commutative', set: { a: 1 } }] }));
+    const threadOnly = await count(() =>
+      commits.commit(session, { commands: [{ key: 'n', scope: 'thread', merge: 'commutative', set: { a: 1 } }] }),
+    );
     const withRun = await count(() =>
       commits.commit(session, {
         runId: 'r1',
@@ -135,7 +137,12 @@ describe('cost stays flat with depth and history', () => {
       for (let write = 0; write < 25; write++) await service.patchState(deep, { batch, write });
     }
     const fresh = { tenant: 'budget', sessionId: 'fresh' };
-    await service.appendMessages(fresh, { messages: [{ id: 'd0', role: 'user' }, { id: 'd1', role: 'user' }] });
+    await service.appendMessages(fresh, {
+      messages: [
+        { id: 'd0', role: 'user' },
+        { id: 'd1', role: 'user' },
+      ],
+    });
     await service.patchState(fresh, { a: 1 });
 
     // Act

@@ -2,8 +2,8 @@ import { GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { SessionService } from '../../functions/core/session-service.js';
 import { dynamoDbClient } from '../../functions/store/client.js';
-import { createStores } from '../../functions/store/stores.js';
 import { keys } from '../../functions/store/keys.js';
+import { createStores } from '../../functions/store/stores.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /** What a version item holds on the table, beyond the state: its lineage window, as runs. */

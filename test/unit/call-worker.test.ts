@@ -5,11 +5,11 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { workerHandler } from '../../examples/http-worker.js';
 import { AgentStateError } from '../../functions/core/errors.js';
 import { DEFAULT_WORKER_TIMEOUT_MS, MAX_WORKER_TIMEOUT_MS, workerTimeoutMs } from '../../functions/core/worker-timeout.js';
 import { callWorker, validateWorkerUrl, type WorkerCallOptions } from '../../functions/workers/call-worker.js';
 import { signBody } from '../../functions/workers/outbound.js';
-import { workerHandler } from '../../examples/http-worker.js';
 
 /* ------------------------------------------------------------------ helpers (local) */
 
@@ -17,6 +17,12 @@ const LOCAL: WorkerCallOptions = { allowLoopbackHttp: true };
 const AWS: WorkerCallOptions = { allowLoopbackHttp: false };
 const SECRET = 'test-secret-do-not-leak';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** The last request a test server received (it must have received one). */
+function last<T>(received: readonly T[]): T {
+  const request = received.at(-1);
+  if (request === undefined) throw new Error('no request was received');
+  return request;
+}
 
 /** What a promise rejected with, failing the test when it resolved. */
 async function rejectionOf(promise: Promise<unknown>): Promise<AgentStateError> {
@@ -187,18 +193,16 @@ describe('validateWorkerUrl', () => {
     expect(error.code).toBe('invalid_request');
   });
 
-  it.each([
-    ['http://example.com/decide'],
-    ['http://10.0.0.1/decide'],
-    ['http://8.8.8.8/decide'],
-    ['http://localhost.example.com/decide'],
-  ])('refuses http:// to the non-loopback host %s even locally', (url) => {
-    for (const allowLoopbackHttp of [true, false]) {
-      const error = thrownBy(() => validateWorkerUrl(url, { allowLoopbackHttp }));
-      expect(error.code).toBe('invalid_request');
-      expect(error.message).toContain('http://');
-    }
-  });
+  it.each([['http://example.com/decide'], ['http://10.0.0.1/decide'], ['http://8.8.8.8/decide'], ['http://localhost.example.com/decide']])(
+    'refuses http:// to the non-loopback host %s even locally',
+    (url) => {
+      for (const allowLoopbackHttp of [true, false]) {
+        const error = thrownBy(() => validateWorkerUrl(url, { allowLoopbackHttp }));
+        expect(error.code).toBe('invalid_request');
+        expect(error.message).toContain('http://');
+      }
+    },
+  );
 
   it.each([[''], ['ftp://example.com/'], ['example.com/decide'], ['ws://localhost/'], ['file:///etc/passwd'], ['javascript:1']])(
     'refuses %j with the list of accepted forms',
@@ -270,7 +274,7 @@ describe('callWorker over HTTP', () => {
     const answer = await callWorker({ url: server.url('/echo'), secret: SECRET }, requestBody, LOCAL);
     expect(answer).toEqual({ state: { ok: true }, echoed: JSON.parse(requestBody) });
 
-    const seen = server.received.at(-1)!;
+    const seen = last(server.received);
     expect(seen.body).toBe(requestBody);
     expect(seen.headers['content-type']).toBe('application/json');
     expect(seen.headers['user-agent']).toBe('agentstate');
@@ -282,7 +286,7 @@ describe('callWorker over HTTP', () => {
 
   it('sends no signature header without a secret', async () => {
     await callWorker({ url: server.url('/echo') }, requestBody, LOCAL);
-    const seen = server.received.at(-1)!;
+    const seen = last(server.received);
     expect(seen.headers).not.toHaveProperty('x-agentstate-signature');
   });
 
@@ -338,9 +342,7 @@ describe('callWorker over HTTP', () => {
     const controller = new AbortController();
     setTimeout(() => controller.abort(), 100);
     const started = performance.now();
-    const error = await rejectionOf(
-      callWorker({ url: server.url('/slow') }, requestBody, { ...LOCAL, signal: controller.signal }),
-    );
+    const error = await rejectionOf(callWorker({ url: server.url('/slow') }, requestBody, { ...LOCAL, signal: controller.signal }));
     expect(error.code).toBe('worker_timeout');
     expect(performance.now() - started).toBeLessThan(1_000);
   });
@@ -456,7 +458,10 @@ describe('callWorker with module: workers', () => {
   });
 
   it('accepts an async decide', async () => {
-    const worker = file('async.mjs', `export async function decide(request) { await null; return { messages: [{ role: 'assistant', content: request.head }] }; }`);
+    const worker = file(
+      'async.mjs',
+      `export async function decide(request) { await null; return { messages: [{ role: 'assistant', content: request.head }] }; }`,
+    );
     expect(await callWorker({ url: `module:${worker}` }, requestBody, LOCAL)).toEqual({
       messages: [{ role: 'assistant', content: 'u1' }],
     });
@@ -516,20 +521,25 @@ describe('callWorker with lambda: workers', () => {
     const error = await rejectionOf(callWorker({ url: `lambda:${ARN}` }, requestBody, LOCAL));
     expect(error.code).toBe('worker_failed');
     expect(error.status).toBe(502);
-    expect(error.message).toBe(
-      'lambda: workers need AWS; set AGENTSTATE_LAMBDA_ENDPOINT to call a local Lambda emulator',
-    );
+    expect(error.message).toBe('lambda: workers need AWS; set AGENTSTATE_LAMBDA_ENDPOINT to call a local Lambda emulator');
   });
 
   describe('against a loopback Lambda emulator', () => {
     let emulator: Awaited<ReturnType<typeof startServer>>;
-    const invocations = (name: string) => `/2015-03-31/functions/${encodeURIComponent(`arn:aws:lambda:us-east-1:123456789012:function:${name}`)}/invocations`;
+    const invocations = (name: string) =>
+      `/2015-03-31/functions/${encodeURIComponent(`arn:aws:lambda:us-east-1:123456789012:function:${name}`)}/invocations`;
 
     beforeAll(async () => {
       emulator = await startServer({
-        [invocations('ok')]: (_request, response, body) => json(response, 200, { state: { got: (JSON.parse(body) as { decision_id: string }).decision_id } }),
+        [invocations('ok')]: (_request, response, body) =>
+          json(response, 200, { state: { got: (JSON.parse(body) as { decision_id: string }).decision_id } }),
         [invocations('crash')]: (_request, response) =>
-          json(response, 200, { errorType: 'TypeError', errorMessage: 'x is undefined', trace: ['secret stack'] }, { 'x-amz-function-error': 'Unhandled' }),
+          json(
+            response,
+            200,
+            { errorType: 'TypeError', errorMessage: 'x is undefined', trace: ['secret stack'] },
+            { 'x-amz-function-error': 'Unhandled' },
+          ),
         [invocations('array')]: (_request, response) => json(response, 200, ['nope']),
         [invocations('slow')]: async (_request, response) => {
           await sleep(1_500);
@@ -547,7 +557,7 @@ describe('callWorker with lambda: workers', () => {
 
     it('invokes the function with the body as payload and returns its answer', async () => {
       expect(await callWorker({ url: arn('ok') }, requestBody, options())).toEqual({ state: { got: 'd1' } });
-      const seen = emulator.received.at(-1)!;
+      const seen = last(emulator.received);
       expect(seen.body).toBe(requestBody);
       expect(seen.headers['x-amz-invocation-type']).toBe('RequestResponse');
     });

@@ -9,7 +9,17 @@ function change(sessionId: string, version: number, prevVersion: number, state: 
   const recorded: RecordedVersion = {
     tenant,
     sessionId,
-    version: { version, node: 'root', prevVersion, cause: 'patch', author: null, decisionId: null, createdAt: '2025-06-01T10:00:00.000Z', state, agent: null },
+    version: {
+      version,
+      node: 'root',
+      prevVersion,
+      cause: 'patch',
+      author: null,
+      decisionId: null,
+      createdAt: '2025-06-01T10:00:00.000Z',
+      state,
+      agent: null,
+    },
   };
   return { key: `${tenant}/${sessionId}/${version}`, change: recorded };
 }
@@ -51,7 +61,9 @@ function harness(options: {
     },
     send: async (target, body, details) => {
       h.sent.push({ url: target.url, id: details.eventId, attempt: details.attempt });
-      return options.answer ? options.answer(target.url, JSON.parse(body) as StateChangedEvent, details.attempt) : { ok: true, status: 204 };
+      return options.answer
+        ? options.answer(target.url, JSON.parse(body) as StateChangedEvent, details.attempt)
+        : { ok: true, status: 204 };
     },
     broadcast: async (scope, events) => {
       h.broadcasts.push({ sessionId: scope.sessionId, ids: events.map((event) => event.id) });
@@ -72,7 +84,11 @@ describe('building events', () => {
     };
 
     // Act
-    const result = await new ChangeFanout(h.ports).process([change('s1', 4, 3, { n: 4 }), change('s1', 5, 4, { n: 5 }), change('s1', 6, 3, { n: 6 })]);
+    const result = await new ChangeFanout(h.ports).process([
+      change('s1', 4, 3, { n: 4 }),
+      change('s1', 5, 4, { n: 5 }),
+      change('s1', 6, 3, { n: 6 }),
+    ]);
 
     // Assess
     expect(result.failed).toEqual([]);
@@ -163,14 +179,20 @@ describe('webhooks', () => {
 
     // Assess: s1 and s2 are tried in parallel; s1's later event is not tried after s1:1 failed.
     expect(result.failed).toEqual([]);
-    const attempts = (id: string) => h.sent.filter((delivery) => delivery.url.includes('bad') && delivery.id === id).map((delivery) => delivery.attempt);
+    const attempts = (id: string) =>
+      h.sent.filter((delivery) => delivery.url.includes('bad') && delivery.id === id).map((delivery) => delivery.attempt);
     expect([attempts('s1:1'), attempts('s1:2'), attempts('s2:1')]).toEqual([[1, 2, 3], [], [1, 2, 3]]);
     expect(h.deadLetters.sort((a, b) => a.id.localeCompare(b.id))).toEqual([
       { webhookId: 'bad', id: 's1:1', attempts: 3, error: 'HTTP 503' },
       { webhookId: 'bad', id: 's1:2', attempts: 0, error: 'not attempted: an earlier delivery to this webhook failed in the same batch' },
       { webhookId: 'bad', id: 's2:1', attempts: 3, error: 'HTTP 503' },
     ]);
-    expect(h.sent.filter((delivery) => delivery.url.includes('good')).map((delivery) => delivery.id).sort()).toEqual(['s1:1', 's1:2', 's2:1']);
+    expect(
+      h.sent
+        .filter((delivery) => delivery.url.includes('good'))
+        .map((delivery) => delivery.id)
+        .sort(),
+    ).toEqual(['s1:1', 's1:2', 's2:1']);
   });
 
   it('never lets a failing endpoint hold up another session or webhook in the batch', async () => {
@@ -192,7 +214,11 @@ describe('webhooks', () => {
     });
 
     // Act: would never finish if the healthy deliveries waited for the failing one.
-    const result = await new ChangeFanout(h.ports).process([change('s1', 1, 0, 1), change('s2', 1, 0, 1, 't2'), change('s2', 2, 1, 2, 't2')]);
+    const result = await new ChangeFanout(h.ports).process([
+      change('s1', 1, 0, 1),
+      change('s2', 1, 0, 1, 't2'),
+      change('s2', 2, 1, 2, 't2'),
+    ]);
 
     // Assess
     expect(healthy).toEqual(['s2:1', 's2:2']);
@@ -203,7 +229,10 @@ describe('webhooks', () => {
   it('gives a webhook that failed recently one attempt per event, until it succeeds again', async () => {
     // Prepare
     let healthy = false;
-    const h = harness({ webhooks: { t1: [webhook('w')] }, answer: () => (healthy ? { ok: true, status: 200 } : { ok: false, error: 'HTTP 500' }) });
+    const h = harness({
+      webhooks: { t1: [webhook('w')] },
+      answer: () => (healthy ? { ok: true, status: 200 } : { ok: false, error: 'HTTP 500' }),
+    });
     const fanout = new ChangeFanout(h.ports);
 
     // Act
@@ -215,7 +244,16 @@ describe('webhooks', () => {
     await fanout.process([change('s1', 4, 3, 4)]);
 
     // Assess
-    expect(h.sent.map((delivery) => `${delivery.id}#${delivery.attempt}`)).toEqual(['s1:1#1', 's1:1#2', 's1:1#3', 's1:2#1', 's1:3#1', 's1:4#1', 's1:4#2', 's1:4#3']);
+    expect(h.sent.map((delivery) => `${delivery.id}#${delivery.attempt}`)).toEqual([
+      's1:1#1',
+      's1:1#2',
+      's1:1#3',
+      's1:2#1',
+      's1:3#1',
+      's1:4#1',
+      's1:4#2',
+      's1:4#3',
+    ]);
   });
 
   it('dead-letters without trying once the invocation is out of time', async () => {
@@ -231,7 +269,10 @@ describe('webhooks', () => {
     // Prepare: a clock a year ahead of the system's, moved by hand.
     let clock = Date.now() + 365 * 24 * 60 * 60 * 1000;
     let healthy = false;
-    const h = harness({ webhooks: { t1: [webhook('w')] }, answer: () => (healthy ? { ok: true, status: 200 } : { ok: false, error: 'HTTP 500' }) });
+    const h = harness({
+      webhooks: { t1: [webhook('w')] },
+      answer: () => (healthy ? { ok: true, status: 200 } : { ok: false, error: 'HTTP 500' }),
+    });
     const fanout = new ChangeFanout({ ...h.ports, now: () => new Date(clock) });
 
     // Act: a failure starts a probation; a minute later on the clock it is over. A deadline
@@ -247,9 +288,13 @@ describe('webhooks', () => {
 
     // Assess
     expect(h.sent.map((delivery) => `${delivery.id}#${delivery.attempt}`)).toEqual([
-      's1:1#1', 's1:1#2', 's1:1#3',
+      's1:1#1',
+      's1:1#2',
+      's1:1#3',
       's1:2#1',
-      's1:3#1', 's1:3#2', 's1:3#3',
+      's1:3#1',
+      's1:3#2',
+      's1:3#3',
       's1:5#1',
     ]);
     expect(h.deadLetters.map((letter) => `${letter.id}:${letter.attempts}`)).toEqual(['s1:1:3', 's1:2:1', 's1:3:3', 's1:4:0']);
@@ -323,7 +368,11 @@ describe('live clients and the event bus', () => {
     };
 
     // Act
-    const result = await new ChangeFanout(h.ports).process([change('s1', 1, 0, 1), change('s2', 1, 0, 1, 't2'), change('s2', 2, 1, 2, 't2')]);
+    const result = await new ChangeFanout(h.ports).process([
+      change('s1', 1, 0, 1),
+      change('s2', 1, 0, 1, 't2'),
+      change('s2', 2, 1, 2, 't2'),
+    ]);
 
     // Assess
     expect(published).toEqual([
@@ -337,10 +386,20 @@ describe('live clients and the event bus', () => {
 
 describe('document events', () => {
   /** A recorded document version, made by a commit of `sessionId`. */
-  function documentChange(kind: 'run' | 'profile' | 'shared', id: string, sessionId: string, version: number, state: Json, prevState: Json = null): ChangeInput {
+  function documentChange(
+    kind: 'run' | 'profile' | 'shared',
+    id: string,
+    sessionId: string,
+    version: number,
+    state: Json,
+    prevState: Json = null,
+  ): ChangeInput {
     return {
       key: `${kind}/${id}/${version}`,
-      change: { tenant: 't1', document: { kind, id, sessionId, version, state, prevState, author: 'planner', createdAt: '2025-06-01T10:00:00.000Z' } },
+      change: {
+        tenant: 't1',
+        document: { kind, id, sessionId, version, state, prevState, author: 'planner', createdAt: '2025-06-01T10:00:00.000Z' },
+      },
     };
   }
 
@@ -403,7 +462,10 @@ describe('document events', () => {
     };
 
     // Act
-    const result = await new ChangeFanout(h.ports).process([documentChange('shared', 'shared', 's9', 3, { x: 1 }, { x: 0 }), documentChange('run', 'r2', 's9', 1, {})]);
+    const result = await new ChangeFanout(h.ports).process([
+      documentChange('shared', 'shared', 's9', 3, { x: 1 }, { x: 0 }),
+      documentChange('run', 'r2', 's9', 1, {}),
+    ]);
 
     // Assess
     expect(result.failed).toEqual([]);

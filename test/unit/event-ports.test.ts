@@ -31,7 +31,9 @@ describe('eventBridgePublisher', () => {
 
   it('puts every event on the bus in requests of at most 10, with source, detail-type, tenant and time', async () => {
     // Prepare
-    eventBridge.on(PutEventsCommand).callsFake((input: { Entries: unknown[] }) => ({ FailedEntryCount: 0, Entries: input.Entries.map(() => ({ EventId: 'x' })) }));
+    eventBridge
+      .on(PutEventsCommand)
+      .callsFake((input: { Entries: unknown[] }) => ({ FailedEntryCount: 0, Entries: input.Entries.map(() => ({ EventId: 'x' })) }));
     const publish = eventBridgePublisher(new EventBridgeClient({ region: 'us-east-1' }), 'agentstate-bus', noWait);
     const events = Array.from({ length: 23 }, (_, index) => ({ tenant: 'acme', event: event(index + 1) }));
 
@@ -43,7 +45,12 @@ describe('eventBridgePublisher', () => {
     const calls = eventBridge.commandCalls(PutEventsCommand);
     expect(calls.map((call) => call.args[0].input.Entries?.length)).toEqual([10, 10, 3]);
     const first = calls[0]?.args[0].input.Entries?.[0];
-    expect(first).toMatchObject({ EventBusName: 'agentstate-bus', Source: 'agentstate', DetailType: 'state.changed', Time: new Date('2025-06-01T10:00:00.000Z') });
+    expect(first).toMatchObject({
+      EventBusName: 'agentstate-bus',
+      Source: 'agentstate',
+      DetailType: 'state.changed',
+      Time: new Date('2025-06-01T10:00:00.000Z'),
+    });
     expect(JSON.parse(first?.Detail as string)).toEqual({ ...event(1), tenant: 'acme' });
   });
 
@@ -78,7 +85,9 @@ describe('eventBridgePublisher', () => {
   });
 
   it('puts an event too large for an entry without its states', async () => {
-    eventBridge.on(PutEventsCommand).callsFake((input: { Entries: unknown[] }) => ({ Entries: input.Entries.map(() => ({ EventId: 'x' })) }));
+    eventBridge
+      .on(PutEventsCommand)
+      .callsFake((input: { Entries: unknown[] }) => ({ Entries: input.Entries.map(() => ({ EventId: 'x' })) }));
     const publish = eventBridgePublisher(new EventBridgeClient({ region: 'us-east-1' }), 'bus', noWait);
 
     await publish([{ tenant: 't', event: event(1, { blob: 'x'.repeat(300_000) }) }]);
@@ -91,7 +100,8 @@ describe('eventBridgePublisher', () => {
 describe('managementApiGateway', () => {
   const management = mockClient(ApiGatewayManagementApiClient);
   afterEach(() => management.reset());
-  const gateway = () => managementApiGateway(new ApiGatewayManagementApiClient({ region: 'us-east-1', endpoint: 'https://example.com/v1' }));
+  const gateway = () =>
+    managementApiGateway(new ApiGatewayManagementApiClient({ region: 'us-east-1', endpoint: 'https://example.com/v1' }));
 
   it('posts the message to the connection', async () => {
     management.on(PostToConnectionCommand).resolves({});
@@ -151,7 +161,12 @@ describe('liveBroadcaster', () => {
     let posts = 0;
     const broadcast = liveBroadcaster(
       { subscribers: async () => [], deleteConnection: async () => {} },
-      { post: async () => (posts++, 'sent') },
+      {
+        post: async () => {
+          posts++;
+          return 'sent';
+        },
+      },
     );
 
     await broadcast({ tenant: 't', sessionId: 's1' }, [event(1)]);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { buildStateChangedEvent, eventId, serializeWithin, type RecordedVersion } from '../../functions/core/events.js';
+import { buildStateChangedEvent, eventId, type RecordedVersion, serializeWithin } from '../../functions/core/events.js';
 
 const recorded = (overrides: Partial<RecordedVersion['version']> = {}): RecordedVersion => ({
   tenant: 't1',

@@ -2,7 +2,7 @@ import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { routeGroups, type RouteGroup } from '../../functions/http/routes.js';
+import { type RouteGroup, routeGroups } from '../../functions/http/routes.js';
 import type { HttpHandler } from '../../functions/http/types.js';
 import { createRequestListener, MAX_BODY_BYTES } from '../../functions/local/http-adapter.js';
 
@@ -55,9 +55,13 @@ async function eventOf(path: string, init?: RequestInit): Promise<APIGatewayProx
 }
 
 /** A raw request, for what fetch will not send: repeated headers, a lying Content-Length. */
-function rawRequest(
-  options: { method: string; path: string; headers: Record<string, string | string[]>; body?: Buffer; endBody?: boolean },
-): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }> {
+function rawRequest(options: {
+  method: string;
+  path: string;
+  headers: Record<string, string | string[]>;
+  body?: Buffer;
+  endBody?: boolean;
+}): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }> {
   return new Promise((resolveResponse, reject) => {
     const req = request(`${base}${options.path}`, { method: options.method, headers: options.headers }, (res) => {
       const chunks: Buffer[] = [];

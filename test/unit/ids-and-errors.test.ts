@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { AgentStateError, errorStatus, toProblem, type ErrorCode } from '../../functions/core/errors.js';
-import { isValidId, newId, requireId, requireNodeId, ROOT_NODE } from '../../functions/core/ids.js';
+import { AgentStateError, type ErrorCode, errorStatus, toProblem } from '../../functions/core/errors.js';
+import { isValidId, newId, ROOT_NODE, requireId, requireNodeId } from '../../functions/core/ids.js';
 
 /* ------------------------------------------------------------------ helpers (local) */
 
@@ -80,9 +80,7 @@ describe('isValidId: 1–128 characters of A-Z a-z 0-9 . _ : ~ @ -', () => {
   });
 
   it('rejects a valid id with any character outside the alphabet inserted', () => {
-    const foreign = fc
-      .string({ unit: 'binary', minLength: 1, maxLength: 1 })
-      .filter((char) => !ID_ALPHABET.includes(char));
+    const foreign = fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }).filter((char) => !ID_ALPHABET.includes(char));
     fc.assert(
       fc.property(fc.string({ unit: idChar, maxLength: 100 }), foreign, fc.nat(), (id, char, at) => {
         const position = at % (id.length + 1);
@@ -198,18 +196,15 @@ describe('newId: time-ordered UUIDv7 identifiers', () => {
 /* ------------------------------------------------------------------ errors */
 
 describe('AgentStateError', () => {
-  it.each(Object.entries(errorStatus) as Array<[ErrorCode, number]>)(
-    'gives code %s the status %i and a title',
-    (code, status) => {
-      const error = new AgentStateError(code, 'detail');
+  it.each(Object.entries(errorStatus) as Array<[ErrorCode, number]>)('gives code %s the status %i and a title', (code, status) => {
+    const error = new AgentStateError(code, 'detail');
 
-      expect(error.status).toBe(status);
-      expect(error.title).toEqual(expect.any(String));
-      expect(error.title.length).toBeGreaterThan(0);
-      expect(error.name).toBe('AgentStateError');
-      expect(error).toBeInstanceOf(Error);
-    },
-  );
+    expect(error.status).toBe(status);
+    expect(error.title).toEqual(expect.any(String));
+    expect(error.title.length).toBeGreaterThan(0);
+    expect(error.name).toBe('AgentStateError');
+    expect(error).toBeInstanceOf(Error);
+  });
 
   it('keeps the cause and the extras it was given', () => {
     const cause = new Error('low level');
@@ -267,17 +262,14 @@ describe('toProblem: RFC 9457 problem documents', () => {
     expect(problem.code).toBe(code);
   });
 
-  it.each<ErrorCode>(['internal', 'unavailable'])(
-    'does not leak the message of a %s error; its detail is the title',
-    (code) => {
-      const secret = 'ECONNREFUSED 10.0.0.7:8000 table agentstate-prod';
-      const problem = toProblem(new AgentStateError(code, secret));
+  it.each<ErrorCode>(['internal', 'unavailable'])('does not leak the message of a %s error; its detail is the title', (code) => {
+    const secret = 'ECONNREFUSED 10.0.0.7:8000 table agentstate-prod';
+    const problem = toProblem(new AgentStateError(code, secret));
 
-      expect(problem.detail).toBe(problem.title);
-      expect(JSON.stringify(problem)).not.toContain('ECONNREFUSED');
-      expect(problem.status).toBeGreaterThanOrEqual(500);
-    },
-  );
+    expect(problem.detail).toBe(problem.title);
+    expect(JSON.stringify(problem)).not.toContain('ECONNREFUSED');
+    expect(problem.status).toBeGreaterThanOrEqual(500);
+  });
 
   it.each<ErrorCode>(['worker_failed', 'worker_timeout'])('shows the message of a %s error', (code) => {
     expect(toProblem(new AgentStateError(code, 'the worker said no')).detail).toBe('the worker said no');

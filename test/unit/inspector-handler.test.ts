@@ -29,7 +29,10 @@ describe('inspector handler', () => {
   const get = async (path: string, headers: string[] = ['Host', 'localhost:4000']) => {
     const match = matchRoute('GET', path.split('?')[0] as string);
     if (!match) throw new Error(`no route for ${path}`);
-    const event = toApiGatewayEvent({ method: 'GET', url: path, rawHeaders: headers, httpVersion: '1.1', sourceIp: '127.0.0.1', body: Buffer.alloc(0) }, match);
+    const event = toApiGatewayEvent(
+      { method: 'GET', url: path, rawHeaders: headers, httpVersion: '1.1', sourceIp: '127.0.0.1', body: Buffer.alloc(0) },
+      match,
+    );
     return handler(event, {} as Context);
   };
 
@@ -41,7 +44,10 @@ describe('inspector handler', () => {
   });
 
   it('serves hashed files for a year, and nothing outside the folder', async () => {
-    expect(await get('/inspector/index-abc.js')).toMatchObject({ statusCode: 200, headers: { 'cache-control': 'public, max-age=31536000, immutable' } });
+    expect(await get('/inspector/index-abc.js')).toMatchObject({
+      statusCode: 200,
+      headers: { 'cache-control': 'public, max-age=31536000, immutable' },
+    });
     for (const path of ['/inspector/..%2Fpackage.json', '/inspector/.env', '/inspector/missing.js', '/inspector/index.ts']) {
       expect((await get(path)).statusCode, path).toBe(404);
     }
@@ -50,7 +56,9 @@ describe('inspector handler', () => {
   it('tells the page where live sync is: the configured WebSocket API, else this host', async () => {
     expect(JSON.parse((await get('/inspector/config.json')).body as string)).toEqual({ webSocketUrl: 'ws://localhost:4000/v1/ws' });
     process.env.AGENTSTATE_WEBSOCKET_URL = 'wss://abc.execute-api.eu-west-1.amazonaws.com/v1';
-    expect(JSON.parse((await get('/inspector/config.json')).body as string)).toEqual({ webSocketUrl: 'wss://abc.execute-api.eu-west-1.amazonaws.com/v1' });
+    expect(JSON.parse((await get('/inspector/config.json')).body as string)).toEqual({
+      webSocketUrl: 'wss://abc.execute-api.eu-west-1.amazonaws.com/v1',
+    });
   });
 
   it('says how to build the page when it is not built', async () => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { JsonObject } from '../../functions/core/json.js';
 import { messagePreview } from '../../functions/core/preview.js';
 import { diffJson, formatPath, jsonEqual } from '../../inspector/src/json-diff.js';
-import { layoutTree, visibleRange, type TreeNode } from '../../inspector/src/tree-layout.js';
+import { layoutTree, type TreeNode, visibleRange } from '../../inspector/src/tree-layout.js';
 
 const node = (id: string, parentId: string | null): TreeNode => ({ id, parentId, role: parentId ? 'user' : null, stateVersion: 0 });
 
@@ -10,7 +10,15 @@ describe('layoutTree', () => {
   it('keeps a chain in one column and opens a column per fork, marking the head and its path', () => {
     // Prepare: root ─ u1 ─ a1 ┬ u2 ─ a2
     //                        └ u2b ─ a2b (head)
-    const nodes = [node('root', null), node('u1', 'root'), node('a1', 'u1'), node('u2', 'a1'), node('u2b', 'a1'), node('a2', 'u2'), node('a2b', 'u2b')];
+    const nodes = [
+      node('root', null),
+      node('u1', 'root'),
+      node('a1', 'u1'),
+      node('u2', 'a1'),
+      node('u2b', 'a1'),
+      node('a2', 'u2'),
+      node('a2b', 'u2b'),
+    ];
 
     // Act
     const rows = layoutTree(nodes, 'a2b');
@@ -34,9 +42,18 @@ describe('layoutTree', () => {
 
   it('nests forks inside forks, and lays out a deep chain without recursion', () => {
     const nodes = [node('root', null), node('a', 'root'), node('b', 'root'), node('a1', 'a'), node('a2', 'a')];
-    expect(layoutTree(nodes, 'a2').map((row) => `${row.node.id}:${row.guides.join('')}`)).toEqual(['root:', 'a:tee', 'a1:pipetee', 'a2:pipeelbow', 'b:elbow']);
+    expect(layoutTree(nodes, 'a2').map((row) => `${row.node.id}:${row.guides.join('')}`)).toEqual([
+      'root:',
+      'a:tee',
+      'a1:pipetee',
+      'a2:pipeelbow',
+      'b:elbow',
+    ]);
 
-    const deep = [node('root', null), ...Array.from({ length: 20_000 }, (_, index) => node(`n${index}`, index === 0 ? 'root' : `n${index - 1}`))];
+    const deep = [
+      node('root', null),
+      ...Array.from({ length: 20_000 }, (_, index) => node(`n${index}`, index === 0 ? 'root' : `n${index - 1}`)),
+    ];
     const rows = layoutTree(deep, 'n19999');
     expect(rows).toHaveLength(20_001);
     expect(rows.every((row) => row.level === 0 && row.onHeadPath)).toBe(true);
@@ -91,9 +108,17 @@ describe('diffJson', () => {
 describe('messagePreview', () => {
   it.each([
     ['string content', { role: 'user', content: 'Plan  a\ntrip' }, 'Plan a trip'],
-    ['content parts', { role: 'assistant', content: [{ type: 'text', text: 'Day 1' }, { type: 'image' }, { type: 'text', text: 'Day 2' }] }, 'Day 1 Day 2'],
+    [
+      'content parts',
+      { role: 'assistant', content: [{ type: 'text', text: 'Day 1' }, { type: 'image' }, { type: 'text', text: 'Day 2' }] },
+      'Day 1 Day 2',
+    ],
     ['a text member', { role: 'user', text: 'hello' }, 'hello'],
-    ['other members as JSON', { id: 'x', parentId: 'root', role: 'tool', name: 'search', args: { q: 'porto' } }, '{"name":"search","args":{"q":"porto"}}'],
+    [
+      'other members as JSON',
+      { id: 'x', parentId: 'root', role: 'tool', name: 'search', args: { q: 'porto' } },
+      '{"name":"search","args":{"q":"porto"}}',
+    ],
     ['nothing but a role', { id: 'x', role: 'user' }, null],
   ])('previews %s', (_name, message, expected) => {
     expect(messagePreview(message as JsonObject)).toBe(expected);

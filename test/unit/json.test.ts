@@ -1,18 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import {
-  canonicalJson,
-  encodedSize,
-  isJsonObject,
-  jsonEqual,
-  setOwn,
-  type Json,
-  type JsonObject,
-} from '../../functions/core/json.js';
+import { canonicalJson, encodedSize, isJsonObject, type Json, type JsonObject, jsonEqual, setOwn } from '../../functions/core/json.js';
 
 /* ------------------------------------------------------------------ helpers (local) */
 
-const hasOwn = (object: object, key: string) => Object.prototype.hasOwnProperty.call(object, key);
+const hasOwn = (object: object, key: string) => Object.hasOwn(object, key);
 
 /** The same value with every object's keys inserted in reverse order (own properties kept own). */
 function reversedKeys(value: Json): Json {
@@ -67,12 +59,7 @@ describe('jsonEqual: equality as API.md section 4 defines it', () => {
     ['false and null', false, null, false],
     ['0.1 + 0.2 and 0.3 (numbers compare exactly)', 0.1 + 0.2, 0.3, false],
     ['1e21 and 1000000000000000000000', 1e21, 1000000000000000000000, true],
-    [
-      'nested values with reordered keys',
-      { a: { b: [1, { c: 2, d: 3 }] }, e: 'x' },
-      { e: 'x', a: { b: [1, { d: 3, c: 2 }] } },
-      true,
-    ],
+    ['nested values with reordered keys', { a: { b: [1, { c: 2, d: 3 }] }, e: 'x' }, { e: 'x', a: { b: [1, { d: 3, c: 2 }] } }, true],
     ['nested values that differ deep down', { a: { b: [1, { c: 2 }] } }, { a: { b: [1, { c: 3 }] } }, false],
     ['a nested null and a nested missing key', { a: { b: null } }, { a: {} }, false],
     ['strings that differ only in case', 'Abc', 'abc', false],
@@ -245,7 +232,7 @@ describe('encodedSize: UTF-8 bytes of the JSON text', () => {
     ['"€" (three bytes in UTF-8)', '€', 5],
     ['an emoji (four bytes, two UTF-16 units)', '😀', 6],
     ['an object with a non-ASCII value', { a: 'é' }, 10],
-    ['a non-ASCII key', { 'clé': 1 }, 10],
+    ['a non-ASCII key', { clé: 1 }, 10],
     ['a newline (escaped as two characters)', '\n', 4],
     ['a quote (escaped as two characters)', '"', 4],
     ['a lone surrogate (escaped as \\udXXX)', '\ud800', 8],

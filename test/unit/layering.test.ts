@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
- * The layering rules of biome.jsonc (`npm run lint:layers`, part of `npm test`), tried from the
+ * The layering rules of biome.jsonc (checked by `biome ci` in `npm test`), tried from the
  * outside: every case plants one import in a scratch tree laid out like the repository, under the
  * repository's own biome.jsonc, and Biome must flag exactly the imports that cross a boundary,
  * whatever form they take (value, type-only, re-export, dynamic import), and none of the imports

@@ -5,10 +5,9 @@ import { mergePatch } from '../../functions/core/merge-patch.js';
 
 /* ------------------------------------------------------------------ helpers (local) */
 
-const isObject = (value: unknown): value is JsonObject =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
+const isObject = (value: unknown): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
 
-const hasOwn = (object: object, key: string) => Object.prototype.hasOwnProperty.call(object, key);
+const hasOwn = (object: object, key: string) => Object.hasOwn(object, key);
 
 /** Freezes a JSON value at every depth, so that any write to it throws in strict mode. */
 function deepFreeze<T extends Json>(value: T): T {
@@ -232,7 +231,7 @@ describe('mergePatch: properties over arbitrary JSON', () => {
 describe('mergePatch: hostile keys stay ordinary data', () => {
   afterEach(() => {
     // Whatever a test did, the global prototype must be untouched.
-    expect(Object.prototype.hasOwnProperty.call(Object.prototype, 'polluted')).toBe(false);
+    expect(Object.hasOwn(Object.prototype, 'polluted')).toBe(false);
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
     expect({}.constructor).toBe(Object);
   });

@@ -1,9 +1,15 @@
+import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
-import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { versionItem } from '../../functions/store/item-codecs.js';
 import { DOCUMENT_ITEM_KIND, SLOT_ITEM_KIND } from '../../functions/store/item-kinds.js';
-import { changeRecordFilters, matchesFilter, recordedChangeOf, recordedDocumentOf, recordedVersionOf } from '../../functions/store/stream-images.js';
+import {
+  changeRecordFilters,
+  matchesFilter,
+  recordedChangeOf,
+  recordedDocumentOf,
+  recordedVersionOf,
+} from '../../functions/store/stream-images.js';
 
 /** A version item's image, as Lambda delivers it. */
 const versionImage = (overrides: Record<string, unknown> = {}) => ({
@@ -61,7 +67,10 @@ describe('recordedVersionOf and the event filter', () => {
   });
 
   it('reads a version that overwrote a head marker (MODIFY from kind m)', () => {
-    const r = record('MODIFY', { OldImage: { pk: { S: 'S#acme#s1' }, sk: { S: 'V#000000000003' }, kind: { S: SLOT_ITEM_KIND.marker } }, NewImage: versionImage() });
+    const r = record('MODIFY', {
+      OldImage: { pk: { S: 'S#acme#s1' }, sk: { S: 'V#000000000003' }, kind: { S: SLOT_ITEM_KIND.marker } },
+      NewImage: versionImage(),
+    });
 
     expect(passes(r)).toBe(true);
     expect(recordedVersionOf(r)?.version.version).toBe(3);
@@ -69,7 +78,13 @@ describe('recordedVersionOf and the event filter', () => {
 
   it.each([
     ['a head marker', record('INSERT', { NewImage: versionImage({ kind: { S: SLOT_ITEM_KIND.marker } }) })],
-    ['a head marker moving', record('MODIFY', { OldImage: versionImage({ kind: { S: SLOT_ITEM_KIND.marker } }), NewImage: versionImage({ kind: { S: SLOT_ITEM_KIND.marker } }) })],
+    [
+      'a head marker moving',
+      record('MODIFY', {
+        OldImage: versionImage({ kind: { S: SLOT_ITEM_KIND.marker } }),
+        NewImage: versionImage({ kind: { S: SLOT_ITEM_KIND.marker } }),
+      }),
+    ],
     ['a version rewritten (never happens; not a new version)', record('MODIFY', { OldImage: versionImage(), NewImage: versionImage() })],
     ['a session delete', record('REMOVE', { OldImage: versionImage() })],
     ['a TTL delete in DynamoDB Local', record('UNKNOWN_TO_SDK_VERSION', { OldImage: versionImage() })],
@@ -104,7 +119,9 @@ describe('recordedVersionOf and the event filter', () => {
   });
 
   it('takes binary attributes in Lambda’s base64 form', () => {
-    const r = record('INSERT', { NewImage: versionImage({ extra: { B: Buffer.from('hi').toString('base64') }, more: { M: { b: { BS: ['aGk='] } } } }) });
+    const r = record('INSERT', {
+      NewImage: versionImage({ extra: { B: Buffer.from('hi').toString('base64') }, more: { M: { b: { BS: ['aGk='] } } } }),
+    });
 
     expect(recordedVersionOf(r)?.sessionId).toBe('s1');
   });
@@ -142,10 +159,26 @@ describe('recordedDocumentOf and the event filter', () => {
   it('reads a run, a profile and a shared document version, with the state before it from the old image', () => {
     // Prepare
     const run = record('MODIFY', {
-      NewImage: documentImage(DOCUMENT_ITEM_KIND.run, 'S#acme#s1', 'R#r1', 2, { step: 2 }, { sessionId: { S: 's1' }, author: { S: 'planner' } }),
+      NewImage: documentImage(
+        DOCUMENT_ITEM_KIND.run,
+        'S#acme#s1',
+        'R#r1',
+        2,
+        { step: 2 },
+        { sessionId: { S: 's1' }, author: { S: 'planner' } },
+      ),
       OldImage: documentImage(DOCUMENT_ITEM_KIND.run, 'S#acme#s1', 'R#r1', 1, { step: 1 }),
     });
-    const profile = record('INSERT', { NewImage: documentImage(DOCUMENT_ITEM_KIND.profile, 'P#acme#u1', 'P', 1, { lang: 'en' }, { sessionId: { S: 's2' }, author: { NULL: true } }) });
+    const profile = record('INSERT', {
+      NewImage: documentImage(
+        DOCUMENT_ITEM_KIND.profile,
+        'P#acme#u1',
+        'P',
+        1,
+        { lang: 'en' },
+        { sessionId: { S: 's2' }, author: { NULL: true } },
+      ),
+    });
     const shared = record('MODIFY', {
       NewImage: documentImage(DOCUMENT_ITEM_KIND.shared, 'G#acme', 'G', 5, { mode: 'b' }, { sessionId: { S: 's3' } }),
       OldImage: documentImage(DOCUMENT_ITEM_KIND.shared, 'G#acme', 'G', 4, { mode: 'a' }),
@@ -159,15 +192,42 @@ describe('recordedDocumentOf and the event filter', () => {
     expect(changes).toEqual([
       {
         tenant: 'acme',
-        document: { kind: 'run', id: 'r1', sessionId: 's1', version: 2, state: { step: 2 }, prevState: { step: 1 }, author: 'planner', createdAt: '2025-06-01T10:00:00.000Z' },
+        document: {
+          kind: 'run',
+          id: 'r1',
+          sessionId: 's1',
+          version: 2,
+          state: { step: 2 },
+          prevState: { step: 1 },
+          author: 'planner',
+          createdAt: '2025-06-01T10:00:00.000Z',
+        },
       },
       {
         tenant: 'acme',
-        document: { kind: 'profile', id: 'u1', sessionId: 's2', version: 1, state: { lang: 'en' }, prevState: null, author: null, createdAt: '2025-06-01T10:00:00.000Z' },
+        document: {
+          kind: 'profile',
+          id: 'u1',
+          sessionId: 's2',
+          version: 1,
+          state: { lang: 'en' },
+          prevState: null,
+          author: null,
+          createdAt: '2025-06-01T10:00:00.000Z',
+        },
       },
       {
         tenant: 'acme',
-        document: { kind: 'shared', id: 'shared', sessionId: 's3', version: 5, state: { mode: 'b' }, prevState: { mode: 'a' }, author: null, createdAt: '2025-06-01T10:00:00.000Z' },
+        document: {
+          kind: 'shared',
+          id: 'shared',
+          sessionId: 's3',
+          version: 5,
+          state: { mode: 'b' },
+          prevState: { mode: 'a' },
+          author: null,
+          createdAt: '2025-06-01T10:00:00.000Z',
+        },
       },
     ]);
   });

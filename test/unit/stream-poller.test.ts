@@ -1,7 +1,7 @@
-import { DescribeStreamCommand, GetRecordsCommand, GetShardIteratorCommand, type _Record } from '@aws-sdk/client-dynamodb-streams';
+import { type _Record, DescribeStreamCommand, type GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-dynamodb-streams';
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
-import { StreamPoller, toLambdaRecord, type StreamsClient } from '../../functions/local/stream-poller.js';
+import { StreamPoller, type StreamsClient, toLambdaRecord } from '../../functions/local/stream-poller.js';
 import { SLOT_ITEM_KIND } from '../../functions/store/item-kinds.js';
 
 const ARN = 'arn:aws:dynamodb:ddblocal:000000000000:table/t/stream/2025-01-01T00:00:00.000';
@@ -41,7 +41,12 @@ class FakeStream implements StreamsClient {
       dynamodb: {
         ApproximateCreationDateTime: new Date('2025-06-01T10:00:00.000Z'),
         Keys: { pk: { S: sessionKey }, sk: { S: `V#${sequenceNumber}` } },
-        NewImage: { pk: { S: sessionKey }, sk: { S: `V#${sequenceNumber}` }, kind: { S: kind }, blob: { B: new TextEncoder().encode('hi') } },
+        NewImage: {
+          pk: { S: sessionKey },
+          sk: { S: `V#${sequenceNumber}` },
+          kind: { S: kind },
+          blob: { B: new TextEncoder().encode('hi') },
+        },
         SequenceNumber: sequenceNumber,
         SizeBytes: 10,
         StreamViewType: 'NEW_AND_OLD_IMAGES',
@@ -90,7 +95,10 @@ class FakeStream implements StreamsClient {
 }
 
 /** A handler that records what it is given and answers as told. */
-function recordingHandler(answer: (event: DynamoDBStreamEvent, call: number) => DynamoDBBatchResponse | void | Promise<DynamoDBBatchResponse | void> = () => {}) {
+function recordingHandler(
+  // biome-ignore lint/suspicious/noConfusingVoidType: answers as a stream handler may, with nothing (StreamHandler).
+  answer: (event: DynamoDBStreamEvent, call: number) => DynamoDBBatchResponse | void | Promise<DynamoDBBatchResponse | void> = () => {},
+) {
   const batches: string[][] = [];
   const handler = async (event: DynamoDBStreamEvent) => {
     batches.push(event.Records.map((record) => record.dynamodb?.SequenceNumber as string));

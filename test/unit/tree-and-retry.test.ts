@@ -3,7 +3,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { AgentStateError } from '../../functions/core/errors.js';
 import { ANCESTOR_WINDOW, LINEAGE_WINDOW, type Tip } from '../../functions/core/model.js';
 import { NodeTakenError, StaleTipError } from '../../functions/core/ports.js';
-import { retryOnStaleTip, type RetryPolicy } from '../../functions/core/retry.js';
+import { type RetryPolicy, retryOnStaleTip } from '../../functions/core/retry.js';
 import { childAncestors, emptyTip, nextLineage, pointerOf, rootNode } from '../../functions/core/tree.js';
 
 /* ------------------------------------------------------------------ helpers (local) */
@@ -258,11 +258,12 @@ describe('retryOnStaleTip: repeat a write that lost a race', () => {
   });
 
   it('gives up once maxElapsedMs has passed, even with attempts left', async () => {
-    const attempt = failingThen(Array.from({ length: 100 }, () => new StaleTipError()), 'never');
-
-    const failure = await retryOnStaleTip({ ...fast, maxAttempts: 100, maxElapsedMs: 0 }, attempt).catch(
-      (error: unknown) => error,
+    const attempt = failingThen(
+      Array.from({ length: 100 }, () => new StaleTipError()),
+      'never',
     );
+
+    const failure = await retryOnStaleTip({ ...fast, maxAttempts: 100, maxElapsedMs: 0 }, attempt).catch((error: unknown) => error);
 
     expect(failure).toMatchObject({ code: 'conflict', extras: { attempts: 1 } });
     expect(attempt).toHaveBeenCalledTimes(1);
@@ -318,9 +319,7 @@ describe('retryOnStaleTip: repeat a write that lost a race', () => {
     const taken = new NodeTakenError('m1');
     const attempt = failingThen([taken, taken, taken], 'never');
 
-    const failure = await retryOnStaleTip({ ...fast, maxAttempts: 2 }, attempt, () => true).catch(
-      (error: unknown) => error,
-    );
+    const failure = await retryOnStaleTip({ ...fast, maxAttempts: 2 }, attempt, () => true).catch((error: unknown) => error);
 
     expect(failure).toMatchObject({ code: 'conflict', status: 409, extras: { attempts: 2 } });
     expect((failure as AgentStateError).cause).toBe(taken);
@@ -337,7 +336,10 @@ describe('retryOnStaleTip: repeat a write that lost a race', () => {
 
   it('uses the default policy for members the partial policy leaves out', async () => {
     // The default allows many attempts; with tiny delays, ten stale rounds still succeed.
-    const attempt = failingThen(Array.from({ length: 10 }, () => new StaleTipError()), 'eventually');
+    const attempt = failingThen(
+      Array.from({ length: 10 }, () => new StaleTipError()),
+      'eventually',
+    );
 
     await expect(retryOnStaleTip({ baseDelayMs: 0, maxDelayMs: 0 }, attempt)).resolves.toBe('eventually');
     expect(attempt).toHaveBeenCalledTimes(11);
@@ -345,7 +347,10 @@ describe('retryOnStaleTip: repeat a write that lost a race', () => {
 
   it('waits no longer than the backoff ceiling between attempts', async () => {
     // Prepare: a ceiling of 5 ms, five retries → well under a second even with timer slack
-    const attempt = failingThen(Array.from({ length: 5 }, () => new StaleTipError()), 'ok');
+    const attempt = failingThen(
+      Array.from({ length: 5 }, () => new StaleTipError()),
+      'ok',
+    );
     const started = Date.now();
 
     // Act

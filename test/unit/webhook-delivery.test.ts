@@ -58,7 +58,10 @@ describe('postWebhook', () => {
       req.on('data', (chunk: Buffer) => chunks.push(chunk));
       req.on('end', () => {
         seen.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
-        setTimeout(() => res.writeHead(answer.status, answer.location ? { location: answer.location } : {}).end('answer'), answer.delayMs ?? 0);
+        setTimeout(
+          () => res.writeHead(answer.status, answer.location ? { location: answer.location } : {}).end('answer'),
+          answer.delayMs ?? 0,
+        );
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -73,7 +76,12 @@ describe('postWebhook', () => {
     answer = { status: 204 };
     const body = JSON.stringify({ id: 's1:1', next: { é: 'ü' } });
 
-    const result = await postWebhook({ url: `${base}/hook`, secret: 'k' }, body, { eventId: 's1:1', attempt: 2 }, { allowLoopbackHttp: true });
+    const result = await postWebhook(
+      { url: `${base}/hook`, secret: 'k' },
+      body,
+      { eventId: 's1:1', attempt: 2 },
+      { allowLoopbackHttp: true },
+    );
 
     expect(result).toEqual({ ok: true, status: 204 });
     const request = seen.at(-1);
@@ -98,17 +106,29 @@ describe('postWebhook', () => {
     [{ status: 302, location: 'https://elsewhere.example' }, 'HTTP 302 (a redirect; redirects are not followed)'],
   ])('fails on %j', async (given, error) => {
     answer = given;
-    expect(await postWebhook({ url: `${base}/hook`, secret: null }, '{}', { eventId: 'e', attempt: 1 }, { allowLoopbackHttp: true })).toEqual({ ok: false, error });
+    expect(
+      await postWebhook({ url: `${base}/hook`, secret: null }, '{}', { eventId: 'e', attempt: 1 }, { allowLoopbackHttp: true }),
+    ).toEqual({ ok: false, error });
   });
 
   it('gives up on an endpoint that does not answer in time', async () => {
     answer = { status: 200, delayMs: 500 };
-    const result = await postWebhook({ url: `${base}/hook`, secret: null }, '{}', { eventId: 'e', attempt: 1 }, { allowLoopbackHttp: true, timeoutMs: 50 });
+    const result = await postWebhook(
+      { url: `${base}/hook`, secret: null },
+      '{}',
+      { eventId: 'e', attempt: 1 },
+      { allowLoopbackHttp: true, timeoutMs: 50 },
+    );
     expect(result).toEqual({ ok: false, error: 'no answer within 50 ms' });
   });
 
   it('fails on an endpoint that cannot be reached', async () => {
-    const result = await postWebhook({ url: 'http://127.0.0.1:1/hook', secret: null }, '{}', { eventId: 'e', attempt: 1 }, { allowLoopbackHttp: true });
+    const result = await postWebhook(
+      { url: 'http://127.0.0.1:1/hook', secret: null },
+      '{}',
+      { eventId: 'e', attempt: 1 },
+      { allowLoopbackHttp: true },
+    );
     expect(result).toEqual({ ok: false, error: 'could not connect (ECONNREFUSED)' });
   });
 
@@ -125,7 +145,12 @@ describe('postWebhook', () => {
   });
 
   it('in AWS mode, does not deliver to a URL registered under local rules', async () => {
-    const result = await postWebhook({ url: `${base}/hook`, secret: null }, '{}', { eventId: 'e', attempt: 1 }, { allowLoopbackHttp: false });
+    const result = await postWebhook(
+      { url: `${base}/hook`, secret: null },
+      '{}',
+      { eventId: 'e', attempt: 1 },
+      { allowLoopbackHttp: false },
+    );
     expect(result.ok).toBe(false);
     expect((result as { error: string }).error).toContain('not delivered');
   });
