@@ -24,7 +24,7 @@ const stateFields = z.record(idSchema, fieldDeclaration).refine((fields) => Obje
   message: 'at most 200 fields',
 });
 
-const agentBody = z
+export const agentBody = z
   .object({
     parentId: z.string().nullable().optional(),
     worker: z

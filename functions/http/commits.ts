@@ -24,7 +24,7 @@ const command = z
   .strict()
   .refine(setOrRemove, { message: 'a command has either set or remove: true' });
 
-const commitBody = z
+export const commitBody = z
   .object({
     commands: z.array(command).min(1).max(MAX_COMMANDS),
     runId: z.string().optional(),

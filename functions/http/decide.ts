@@ -7,7 +7,7 @@ import { HEADER_WORDING } from './middleware.js';
 import { asSent, bodyAsSent, sessionScope } from './request.js';
 import { json } from './responses.js';
 
-const decideBody = z
+export const decideBody = z
   .object({
     trigger: z.looseObject({ type: z.string().min(1, 'trigger.type must be a non-empty string') }),
     decisionId: z.string().optional(),

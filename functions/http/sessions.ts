@@ -8,7 +8,7 @@ import { json, noContent } from './responses.js';
 
 const METADATA_LIMIT_BYTES = 16 * 1024;
 
-const createSessionBody = z
+export const createSessionBody = z
   .object({
     sessionId: idSchema.optional(),
     agentId: idSchema.nullable().optional(),

@@ -6,7 +6,7 @@ import { checkMessages, MAX_MESSAGES_PER_APPEND, messageSchema } from './message
 import { bodyAsSent, queryNode, sessionScope } from './request.js';
 import { json } from './responses.js';
 
-const appendBody = z
+export const appendBody = z
   .object({
     messages: z.array(messageSchema).min(1).max(MAX_MESSAGES_PER_APPEND),
     parentId: z.string().optional(),

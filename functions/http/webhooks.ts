@@ -12,7 +12,7 @@ import { createHttpHandler, type RouteInput } from './api.js';
 import { bodyAsSent, idSchema, pagination } from './request.js';
 import { json, noContent } from './responses.js';
 
-const createWebhookBody = z
+export const createWebhookBody = z
   .object({
     url: z.string().min(1).max(2048),
     secret: z.string().min(1).max(1024).nullable().optional(),

@@ -1,25 +1,29 @@
 /**
  * client/types.ts restates the server's wire types by hand, so that the published client needs
  * nothing from the server's code. This file ties each of them to the type the server's code
- * actually returns or accepts, so the two cannot drift apart: `npm test` type-checks it
+ * actually returns (a view type, or the service method's result the route answers with) or
+ * accepts (the zod schema each route checks its body with), so the two cannot drift apart: `npm test` type-checks it
  * (`tsc --noEmit`), and a field added, removed or renamed on one side only, or given another
  * type, fails the build here with the field's path in the message. (Until the client's types are
  * generated from an OpenAPI document, issue 21.)
  *
  * Each pair is checked three ways:
  *   - the same field names at every depth (`NameDrift` is never), optional fields included,
- *     which assignability alone would miss;
+ *     which assignability alone would miss (an object open to any name, such as a message's
+ *     members, is not held to the other side's names);
  *   - what the sending side produces is a value of the receiving side's type: a response the
- *     server sends fits the client's type, a request the client sends fits the server's input;
+ *     server sends fits the client's type, a body the client sends is one the route's schema
+ *     accepts (its `z.input`);
  *   - and the other way round, wherever the two are meant to be the same type.
  * Where the client is deliberately more precise than the server (a message's `role`, a worker's
  * `state` typed by the caller), the pair says so and checks what remains.
  */
+import type * as z from 'zod';
 import type * as Client from '../../client/types.js';
-import type { AgentInput, AgentView } from '../../functions/core/agent-service.js';
+import type { AgentView } from '../../functions/core/agent-service.js';
 import type { Command, CommandScope, MergePolicy } from '../../functions/core/commands.js';
-import type { CommitRequest, CommitResult, DocumentView } from '../../functions/core/commit-service.js';
-import type { DecideRequest, DecideResult, DecisionRequest } from '../../functions/core/decide-service.js';
+import type { CommitResult, DocumentView } from '../../functions/core/commit-service.js';
+import type { DecideResult, DecisionRequest } from '../../functions/core/decide-service.js';
 import type { ErrorCode, Problem } from '../../functions/core/errors.js';
 import type { DocumentChangedEvent, StateChangedEvent } from '../../functions/core/events.js';
 import type { FieldDeclaration, FieldScope, FieldType } from '../../functions/core/fields.js';
@@ -33,7 +37,13 @@ import type {
   VersionView,
   WriteResult,
 } from '../../functions/core/session-service.js';
-import type { DeadLetterView, ReplayResult, WebhookService, WebhookView } from '../../functions/core/webhooks.js';
+import type { DeadLetterView, ReplayResult, WebhookView } from '../../functions/core/webhooks.js';
+import type { agentBody } from '../../functions/http/agents.js';
+import type { commitBody } from '../../functions/http/commits.js';
+import type { decideBody } from '../../functions/http/decide.js';
+import type { createSessionBody } from '../../functions/http/sessions.js';
+import type { appendBody } from '../../functions/http/tree.js';
+import type { createWebhookBody } from '../../functions/http/webhooks.js';
 
 // ---- the checks ------------------------------------------------------------------------------
 
@@ -54,16 +64,20 @@ type NamedKeys<T> = keyof { [K in keyof T as string extends K ? never : number e
 type Path<P extends string, K> = K extends string ? (P extends '' ? K : `${P}.${K}`) : never;
 type Under<T, K> = K extends keyof T ? T[K] : never;
 
+/** Names only `A` has, unless `B` takes any name (an index signature: `{ role: string; [member: string]: Json }`). */
+type OnlyIn<A, B> = string extends keyof B ? never : Exclude<NamedKeys<A>, NamedKeys<B>>;
+
 /**
  * Every field name that only one side has, at any depth (in objects, in arrays, in unions of
- * objects), as `path: only on the server` or `path: only in the client`; never when none.
+ * objects), as `path: only on the server` or `path: only in the client`; never when none. A
+ * name one side has is not missing from an object the other side leaves open to any name.
  */
 type NameDrift<S, C, P extends string = ''> =
   Equal<S, C> extends true
     ? never
     :
-        | `${Path<P, Exclude<NamedKeys<Objects<S>>, NamedKeys<Objects<C>>>>}: only on the server`
-        | `${Path<P, Exclude<NamedKeys<Objects<C>>, NamedKeys<Objects<S>>>>}: only in the client`
+        | `${Path<P, OnlyIn<Objects<S>, Objects<C>>>}: only on the server`
+        | `${Path<P, OnlyIn<Objects<C>, Objects<S>>>}: only in the client`
         | {
             [K in NamedKeys<Objects<S>> & NamedKeys<Objects<C>>]: NameDrift<Under<Objects<S>, K>, Under<Objects<C>, K>, Path<P, K>>;
           }[NamedKeys<Objects<S>> & NamedKeys<Objects<C>>]
@@ -95,10 +109,15 @@ export type Words = [
   Assert<Equal<Client.ErrorCode, ErrorCode>>,
 ];
 
+/** What a route accepts as its body: the input of the zod schema it parses the body with. */
+type Body<Schema extends z.ZodType> = z.input<Schema>;
+
 // Sessions, the message tree, state and versions.
 export type Sessions = [
+  NoDrift<Accepted<Client.CreateSessionRequest, Body<typeof createSessionBody>>>,
   NoDrift<Same<SessionView, Client.Session>>,
   NoDrift<Sent<Returned<SessionService['listSessions']>['items'][number], Client.SessionSummary>>,
+  NoDrift<Accepted<Client.AppendMessagesRequest, Body<typeof appendBody>>>,
   NoDrift<Sent<NodeView, Client.MessageNode>>,
   NoDrift<Sent<Returned<SessionService['appendMessages']>, Client.AppendMessagesResult>>,
   NoDrift<Sent<TreeNodeView, Client.TreeNode>>,
@@ -112,30 +131,25 @@ export type Sessions = [
   NoDrift<Sent<Returned<SessionService['listVersions']>['items'][number], Client.Version>>,
 ];
 
-/** A declaration as the service gets it: the HTTP layer fills in an absent `read` or `write` ('private'). */
-type Declared = Omit<Client.FieldDeclaration, 'read' | 'write'> & Required<Pick<Client.FieldDeclaration, 'read' | 'write'>>;
-type DeclaredAgent = Omit<Client.PutAgentRequest, 'stateFields'> & { stateFields?: Record<string, Declared> | null };
-
 // Agents: the request body and the agent as answered (declarations with `read` and `write` filled in).
 export type Agents = [
-  NoDrift<Accepted<DeclaredAgent, AgentInput>>,
+  NoDrift<Accepted<Client.PutAgentRequest, Body<typeof agentBody>>>,
   NoDrift<Sent<AgentView, Client.Agent>>,
   NoDrift<Sent<FieldDeclaration, Client.FieldDeclaration>>,
 ];
 
 // Decide: the request, the result, and what a worker receives.
 export type Decide = [
-  // The client types the trigger's `messages`; the server takes any JSON object with a string `type`.
-  NoDrift<Accepted<Omit<Client.DecideRequest, 'trigger'>, Omit<DecideRequest, 'trigger'>>>,
+  NoDrift<Accepted<Client.DecideRequest, Body<typeof decideBody>>>,
   NoDrift<Same<DecideResult, Client.DecideResult>>,
   // A worker's request: the client types `trigger` and `messages` for worker authors.
   NoDrift<Sent<Omit<DecisionRequest, 'trigger' | 'messages'>, Omit<Client.DecisionRequest, 'trigger' | 'messages'>>>,
 ];
 
-// Commits: the body (the node and the acting agent come from the query and a header) and the results.
+// Commits: the body and the results.
 export type Commits = [
   NoDrift<Same<Command, Client.Command>>,
-  NoDrift<Accepted<Client.CommitRequest, Omit<CommitRequest, 'node' | 'caller'>>>,
+  NoDrift<Accepted<Client.CommitRequest, Body<typeof commitBody>>>,
   NoDrift<Same<DocumentView, Client.DocumentView>>,
   NoDrift<Same<CommitResult, Client.CommitResult>>,
 ];
@@ -144,7 +158,7 @@ export type Commits = [
 export type Events = [
   NoDrift<Sent<StateChangedEvent, Client.StateChangedEvent>>,
   NoDrift<Sent<DocumentChangedEvent, Client.DocumentChangedEvent>>,
-  NoDrift<Accepted<Client.CreateWebhookRequest, Parameters<WebhookService['create']>[1]>>,
+  NoDrift<Accepted<Client.CreateWebhookRequest, Body<typeof createWebhookBody>>>,
   NoDrift<Sent<WebhookView, Client.Webhook>>,
   NoDrift<Sent<DeadLetterView, Client.DeadLetter>>,
   NoDrift<Same<ReplayResult, Client.ReplayResult>>,
