@@ -2,7 +2,8 @@
  * An example agentstate worker: a module exporting `decide(request)`. Start your own from here.
  *
  * Locally (`npm start`), register it as an agent's worker by path (relative to the directory
- * the server was started in):
+ * the server was started in). Only modules inside the module directories may be named
+ * (`AGENTSTATE_MODULE_DIRS`, default `examples` and `workers`): put your own in `workers/`.
  *
  *   curl -s -X PUT $AS/v1/agents/demo-agent -H "$KEY" -H 'content-type: application/json' \
  *     -d '{"worker":{"url":"module:examples/worker.ts"}}'

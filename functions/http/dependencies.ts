@@ -10,6 +10,7 @@ import { dynamoDbClient } from '../store/client.js';
 import { createStores, type Stores } from '../store/stores.js';
 import { defaultTableName } from '../store/table.js';
 import { callWorker, validateWorkerUrl } from '../workers/call-worker.js';
+import { moduleDirsFromEnv } from '../workers/module-worker.js';
 import { type KeyResolver, keysFromEnv } from './auth.js';
 
 /** What the handlers need, built once per Lambda container (or local process). */
@@ -83,13 +84,16 @@ function keyResolver(env: NodeJS.ProcessEnv, keyStore: ApiKeyStore): KeyResolver
 /**
  * Where workers may be. In a Lambda (AWS mode) only https to public addresses and the
  * `lambda:` functions the stack allows (`AGENTSTATE_ALLOWED_WORKER_ARNS`); locally also
- * http to loopback and `module:` files, and `lambda:` through `AGENTSTATE_LAMBDA_ENDPOINT`.
+ * http to loopback, `module:` files from the module directories (`AGENTSTATE_MODULE_DIRS`,
+ * resolved once against the directory the server runs in), and `lambda:` through
+ * `AGENTSTATE_LAMBDA_ENDPOINT`.
  */
 function workerRules(env: NodeJS.ProcessEnv): { checkUrl: WorkerUrlPolicy; invoke: WorkerInvoker } {
   const inAws = Boolean(env.AWS_LAMBDA_FUNCTION_NAME);
   const allowedArns = new Set((env.AGENTSTATE_ALLOWED_WORKER_ARNS ?? '').split(',').filter(Boolean));
+  const moduleDirs = moduleDirsFromEnv(env);
   const checkUrl: WorkerUrlPolicy = (url) => {
-    validateWorkerUrl(url, { allowLoopbackHttp: !inAws });
+    validateWorkerUrl(url, { allowLoopbackHttp: !inAws, moduleDirs });
     if (inAws && url.startsWith('lambda:') && !allowedArns.has(url.slice('lambda:'.length))) {
       throw new AgentStateError(
         'invalid_request',
@@ -104,6 +108,7 @@ function workerRules(env: NodeJS.ProcessEnv): { checkUrl: WorkerUrlPolicy; invok
     }
     return callWorker({ url: worker.url, timeoutMs, ...(worker.secret ? { secret: worker.secret } : {}) }, body, {
       allowLoopbackHttp: !inAws,
+      moduleDirs,
       ...(env.AGENTSTATE_LAMBDA_ENDPOINT ? { lambdaEndpoint: env.AGENTSTATE_LAMBDA_ENDPOINT } : {}),
     });
   };

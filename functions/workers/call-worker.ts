@@ -9,16 +9,16 @@
  * - `http://…`            local mode only, and only to a loopback host (localhost, 127/8, ::1).
  * - `lambda:<arn>`        a synchronous Lambda invocation (AWS, or a local emulator through
  *                         `lambdaEndpoint`).
- * - `module:<path>`       local mode only: a module exporting `decide(request)`, imported once.
+ * - `module:<path>`       local mode only: a module exporting `decide(request)`, imported once,
+ *                         from the module directories only (module-worker.ts).
  *
  * SSRF (DESIGN.md section 5): in AWS mode (`allowLoopbackHttp: false`) an https worker must be
  * public, under the same rules as a webhook; outbound.ts holds them, and the request itself.
  */
-import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import type { InvokeCommandOutput } from '@aws-sdk/client-lambda';
 import { AgentStateError } from '../core/errors.js';
 import { workerTimeoutMs } from '../core/worker-timeout.js';
+import { allowedModulePath, callModule, type ModuleDirs, ModuleRefusedError, moduleDirsFromEnv } from './module-worker.js';
 import {
   checkUrlText,
   connectionPool,
@@ -40,6 +40,11 @@ export interface WorkerConfig {
 
 /** `allowLoopbackHttp: false` (AWS mode) forbids http:// and non-public addresses (outbound.ts). */
 export interface WorkerCallOptions extends OutboundPolicy {
+  /**
+   * Where `module:` workers may be loaded from (local mode).
+   * @default `AGENTSTATE_MODULE_DIRS`, else `examples` and `workers` of the current directory
+   */
+  moduleDirs?: ModuleDirs;
   /** Endpoint of a Lambda emulator for `lambda:` workers (`AGENTSTATE_LAMBDA_ENDPOINT`). */
   lambdaEndpoint?: string;
   /** Aborts the call (e.g. the handler's own deadline); the call then fails with `worker_timeout`. */
@@ -68,7 +73,10 @@ const URL_WORDING: UrlWording = {
   invalid: (detail) => new AgentStateError('invalid_request', detail),
 };
 
-function parseWorkerUrl(url: string, options: { allowLoopbackHttp: boolean }): ParsedWorkerUrl {
+/** What a worker URL is checked against: the mode, and where module workers may be. */
+type WorkerUrlRules = Pick<WorkerCallOptions, 'allowLoopbackHttp' | 'moduleDirs'>;
+
+function parseWorkerUrl(url: string, options: WorkerUrlRules): ParsedWorkerUrl {
   checkUrlText(url, URL_WORDING);
   const invalid = URL_WORDING.invalid;
 
@@ -94,11 +102,19 @@ function parseWorkerUrl(url: string, options: { allowLoopbackHttp: boolean }): P
 /**
  * Checks a worker URL when an agent is registered: throws `invalid_request` unless it is
  * `https://…` (in AWS mode not at a non-public IP literal), `http://` to a loopback host (local
- * mode only), `lambda:<function arn>`, or `module:<path>` (local mode only). Host names are
- * checked against DNS later, on every call.
+ * mode only), `lambda:<function arn>`, or `module:<path>` (local mode only, inside the module
+ * directories). Host names are checked against DNS later, on every call; module paths again
+ * before every import.
  */
-export function validateWorkerUrl(url: string, options: { allowLoopbackHttp: boolean }): void {
-  parseWorkerUrl(url, options);
+export function validateWorkerUrl(url: string, options: WorkerUrlRules): void {
+  const target = parseWorkerUrl(url, options);
+  if (target.kind !== 'module') return;
+  try {
+    allowedModulePath(target.path, options.moduleDirs ?? moduleDirsFromEnv(process.env));
+  } catch (error) {
+    if (error instanceof ModuleRefusedError) throw URL_WORDING.invalid(`worker.url ${error.message}`);
+    throw error;
+  }
 }
 
 /* ------------------------------------------------------------------ the call */
@@ -124,8 +140,11 @@ export async function callWorker(worker: WorkerConfig, body: string, options: Wo
         return await callHttp(target.url, worker.secret, body, options, call);
       case 'lambda':
         return await callLambda(target, body, options, call);
-      case 'module':
-        return await callModule(target.path, body, call);
+      case 'module': {
+        const dirs = options.moduleDirs ?? moduleDirsFromEnv(process.env);
+        const text = await callModule(target.path, body, { dirs, signal: call.signal, wording: { failed, excerpt } });
+        return parseAnswer(text, "the module worker's answer");
+      }
     }
   } catch (error) {
     throw toWorkerError(error, call, options.signal);
@@ -291,63 +310,4 @@ async function callLambda(
     throw failed(`the worker's Lambda function failed (${output.FunctionError})${shown === '' ? '' : `: ${shown}`}`);
   }
   return parseAnswer(text, "the worker's Lambda answer");
-}
-
-/* ------------------------------------------------------------------ module:<path> */
-
-type DecideFunction = (request: unknown) => unknown;
-const modules = new Map<string, Promise<DecideFunction>>();
-
-function loadModule(modulePath: string): Promise<DecideFunction> {
-  const absolute = path.resolve(process.cwd(), modulePath);
-  let loading = modules.get(absolute);
-  if (!loading) {
-    loading = import(/* @vite-ignore */ pathToFileURL(absolute).href).then(
-      (loaded: { decide?: unknown; default?: { decide?: unknown } }) => {
-        const decide = loaded.decide ?? loaded.default?.decide;
-        if (typeof decide !== 'function') throw failed(`the module worker ${modulePath} does not export a decide function`);
-        return decide as DecideFunction;
-      },
-      (error: unknown) => {
-        const message = error instanceof Error ? `: ${excerpt(error.message)}` : '';
-        throw failed(`could not load the module worker ${modulePath}${message}`, error);
-      },
-    );
-    modules.set(absolute, loading);
-    // A module that failed to load is tried again next time (the file may have been fixed).
-    loading.catch(() => modules.delete(absolute));
-  }
-  return loading;
-}
-
-function whenAborted(signal: AbortSignal): Promise<never> {
-  return new Promise((_, reject) => {
-    if (signal.aborted) reject(signal.reason);
-    else signal.addEventListener('abort', () => reject(signal.reason), { once: true });
-  });
-}
-
-async function callModule(modulePath: string, body: string, call: CallContext): Promise<Record<string, unknown>> {
-  const aborted = whenAborted(call.signal);
-  aborted.catch(() => {}); // handled by the race below, or not needed at all
-  const decide = await Promise.race([loadModule(modulePath), aborted]);
-  const request: unknown = JSON.parse(body);
-  let answer: unknown;
-  try {
-    // The module keeps running after a timeout; its late answer is ignored.
-    answer = await Promise.race([Promise.resolve().then(() => decide(request)), aborted]);
-  } catch (error) {
-    if (call.signal.aborted) throw error;
-    const message = error instanceof Error ? excerpt(error.message) : excerpt(String(error));
-    throw failed(`the module worker's decide threw${message === '' ? '' : `: ${message}`}`, error);
-  }
-  // Through JSON, exactly as an https worker's answer: drops undefined, copies the object.
-  let text: string | undefined;
-  try {
-    text = JSON.stringify(answer);
-  } catch (error) {
-    throw failed("the module worker's answer cannot be serialized as JSON", error);
-  }
-  if (text === undefined) throw failed(`the module worker's answer is not JSON (got ${describe(answer)})`);
-  return parseAnswer(text, "the module worker's answer");
 }

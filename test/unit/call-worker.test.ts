@@ -9,6 +9,7 @@ import { workerHandler } from '../../examples/http-worker.js';
 import { AgentStateError } from '../../functions/core/errors.js';
 import { DEFAULT_WORKER_TIMEOUT_MS, MAX_WORKER_TIMEOUT_MS, workerTimeoutMs } from '../../functions/core/worker-timeout.js';
 import { callWorker, validateWorkerUrl, type WorkerCallOptions } from '../../functions/workers/call-worker.js';
+import { moduleDirsFromEnv } from '../../functions/workers/module-worker.js';
 import { signBody } from '../../functions/workers/outbound.js';
 
 /* ------------------------------------------------------------------ helpers (local) */
@@ -161,7 +162,7 @@ describe('validateWorkerUrl', () => {
     ['http://127.9.9.9/decide'],
     ['http://[::1]:4100/decide'],
     ['module:examples/worker.ts'],
-    ['module:/abs/path/worker.mjs'],
+    [`module:${path.resolve('examples/worker.ts')}`],
     ['https://10.0.0.1/decide'],
     ['https://localhost/decide'],
   ])('accepts %s only locally', (url) => {
@@ -429,6 +430,7 @@ describe('callWorker over HTTP', () => {
 
 describe('callWorker with module: workers', () => {
   let dir: string;
+  let LOCAL: WorkerCallOptions;
   const file = (name: string, text: string) => {
     const full = path.join(dir, name);
     writeFileSync(full, text);
@@ -437,6 +439,8 @@ describe('callWorker with module: workers', () => {
 
   beforeAll(() => {
     dir = mkdtempSync(path.join(tmpdir(), 'agentstate-worker-'));
+    // These tests' modules live in a directory of their own, named as the operator would.
+    LOCAL = { allowLoopbackHttp: true, moduleDirs: moduleDirsFromEnv({ AGENTSTATE_MODULE_DIRS: dir }) };
   });
 
   afterAll(() => {
@@ -501,7 +505,7 @@ describe('callWorker with module: workers', () => {
 
     const missing = await rejectionOf(callWorker({ url: `module:${path.join(dir, 'absent.mjs')}` }, requestBody, LOCAL));
     expect(missing.code).toBe('worker_failed');
-    expect(missing.message).toContain('could not load');
+    expect(missing.message).toContain('cannot be called');
   });
 
   it('refuses module workers in AWS mode', async () => {
