@@ -1,33 +1,44 @@
 /**
  * knip: unused files, exports, types and dependencies (`npm test` runs it). The entry points are
  * what runs without being imported: the CLIs and scripts, the handlers lib/agent-state.ts bundles
- * by path (one per route group, from the same list), the published client, the examples. Tests,
- * vitest's set-up, vite's inspector page and the package.json scripts are found by knip's plugins.
+ * by path (one per route group, from the same list), the examples; the client workspace's entry
+ * is what its package.json exports. Tests, vitest's set-up, vite's inspector page and the package.json scripts are found by knip's plugins.
  */
 import type { KnipConfig } from 'knip';
 import { routeGroups } from './functions/http/routes.js';
 
 const config: KnipConfig = {
-  entry: [
-    'bin/*.{ts,mjs}',
-    ...routeGroups.map((group) => `functions/http/${group}.ts`),
-    'functions/http/authorizer.ts',
-    'functions/ws/handler.ts',
-    'functions/streams/change-hook.ts',
-    // Spawned by path by bench/load.ts.
-    'bench/load-server.ts',
-    // `module:examples/worker.ts` is how the bench and the docs register a local worker.
-    'examples/*.ts',
-    // package.json exports it as ./client (built to dist/client by `npm run build:client`).
-    'client/index.ts',
-    // Type-level tests: checked by tsc (npm test), never run.
-    'test/types/*.ts',
-  ],
-  project: ['**/*.{ts,tsx,mjs}'],
+  workspaces: {
+    '.': {
+      entry: [
+        'bin/*.{ts,mjs}',
+        ...routeGroups.map((group) => `functions/http/${group}.ts`),
+        'functions/http/authorizer.ts',
+        'functions/ws/handler.ts',
+        'functions/streams/change-hook.ts',
+        // Spawned by path by bench/load.ts.
+        'bench/load-server.ts',
+        // `module:examples/worker.ts` is how the bench and the docs register a local worker.
+        'examples/*.ts',
+        // Type-level tests: checked by tsc (npm test), never run.
+        'test/types/*.ts',
+      ],
+      project: ['**/*.{ts,tsx,mjs}'],
+      vite: { config: ['inspector/vite.config.ts'] },
+      // Run by path on the packed client (test/package/client-package.test.ts).
+      ignoreDependencies: ['publint', '@arethetypeswrong/cli'],
+    },
+    // @agentstate/client: what its package.json exports is its entry (knip reads `exports`).
+    'packages/client': {
+      project: ['src/**/*.ts'],
+      // An optional peer on purpose: Node 20 has no global WebSocket, so live sync imports ws
+      // there when the user has it, and uses the platform's WebSocket everywhere else.
+      ignoreDependencies: ['ws'],
+    },
+  },
   // A type exported beside the type it is part of (a member of an exported union, the payload of
   // an exported event) documents that type's shape; only a value must be used elsewhere.
   ignoreExportsUsedInFile: { interface: true, type: true },
-  vite: { config: ['inspector/vite.config.ts'] },
   // DynamoDB Local runs on Java (bench/page.ts reads its version); .ci/run installs it.
   ignoreBinaries: ['java'],
 };

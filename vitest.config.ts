@@ -1,6 +1,9 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
+  // Tests import the workspace's client by name, from source (tsconfig.json says the same to tsc).
+  resolve: { alias: { '@agentstate/client': fileURLToPath(new URL('./packages/client/src/index.ts', import.meta.url)) } },
   test: {
     include: ['test/**/*.test.ts'],
     // One DynamoDB Local for the whole run (2–4 s to start); each file makes its own table.

@@ -1,6 +1,6 @@
 // The API's shapes, as the typed client declares them (type-only: nothing of the client is
 // bundled into the page).
-import type { Session, SessionSummary, StateChangedEvent, StateView, TreeNode, Version } from '../../client/types.js';
+import type { Session, SessionSummary, StateChangedEvent, StateView, TreeNode, Version } from '@agentstate/client';
 
 /** The API as the inspector uses it: same origin as the page, `Authorization: Bearer <key>`. */
 

@@ -1,6 +1,5 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type AgentStateClient,
   AgentStateError,
@@ -8,7 +7,8 @@ import {
   createWorker,
   type DecisionRequest,
   toNodeHandler,
-} from '../../client/index.js';
+} from '@agentstate/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 import { eventually, type FaultyProxy, startFaultyProxy, uniqueId } from './support.js';
 

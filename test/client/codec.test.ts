@@ -1,7 +1,7 @@
+import { CodecError, decode, encode, encodePatch, mergeValues } from '@agentstate/client';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { hasMergedTaggedValue } from '../../client/codec.js';
-import { CodecError, decode, encode, encodePatch, mergeValues } from '../../client/index.js';
+import { hasMergedTaggedValue } from '../../packages/client/src/codec.js';
 
 /** The codec alone: what values become on the wire, and back. */
 

@@ -1,5 +1,3 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import {
   type AgentStateClient,
   AgentStateError,
@@ -8,7 +6,9 @@ import {
   type SchemaMismatchError as Mismatch,
   SchemaMismatchError,
   type StateChangedEvent,
-} from '../../client/index.js';
+} from '@agentstate/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 import { eventually, uniqueId } from './support.js';
 

@@ -1,8 +1,8 @@
 import { createHmac } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { createWorker, type DecisionRequest, toLambdaHandler, toNodeHandler } from '@agentstate/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createWorker, type DecisionRequest, toLambdaHandler, toNodeHandler } from '../../client/index.js';
 
 /**
  * The worker helper: signature checks over the raw body, parsing, and the Node and Lambda

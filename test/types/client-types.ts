@@ -1,5 +1,5 @@
 /**
- * client/types.ts restates the server's wire types by hand, so that the published client needs
+ * packages/client/src/types.ts restates the server's wire types by hand, so that the published client needs
  * nothing from the server's code. This file ties each of them to the type the server's code
  * actually returns (a view type, or the service method's result the route answers with) or
  * accepts (the zod schema each route checks its body with), so the two cannot drift apart: `npm test` type-checks it
@@ -18,8 +18,9 @@
  * Where the client is deliberately more precise than the server (a message's `role`, a worker's
  * `state` typed by the caller), the pair says so and checks what remains.
  */
+
+import type * as Client from '@agentstate/client';
 import type * as z from 'zod';
-import type * as Client from '../../client/types.js';
 import type { AgentView } from '../../functions/core/agent-service.js';
 import type { Command, CommandScope, MergePolicy } from '../../functions/core/commands.js';
 import type { CommitResult, DocumentView } from '../../functions/core/commit-service.js';

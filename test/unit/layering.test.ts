@@ -54,11 +54,16 @@ const cases: Case[] = [
   { from: 'lib', imports: '../functions/http/routes.js', crosses: false },
   { from: 'lib', imports: '../functions/store/table.js', crosses: false },
   { from: 'lib', imports: 'aws-cdk-lib', crosses: false },
-  // client: published on its own, nothing from the server.
-  { from: 'client', imports: '../functions/core/json.js', form: 'type', crosses: true },
-  { from: 'client', imports: '../functions/http/routes.js', crosses: true },
-  { from: 'client', imports: '@aws-sdk/client-dynamodb', crosses: true },
-  { from: 'client', imports: './types.js', form: 'type', crosses: false },
+  // packages/client: published on its own, with no dependencies and nothing from the server.
+  { from: 'packages/client/src', imports: '../../../functions/core/json.js', form: 'type', crosses: true },
+  { from: 'packages/client/src', imports: '../../../functions/http/routes.js', crosses: true },
+  { from: 'packages/client/src', imports: '../package.json', crosses: true },
+  { from: 'packages/client/src', imports: '@aws-sdk/client-dynamodb', crosses: true },
+  { from: 'packages/client/src', imports: 'zod', crosses: true },
+  { from: 'packages/client/src', imports: 'node:crypto', crosses: true },
+  { from: 'packages/client/src', imports: 'agentstate', form: 'dynamic', crosses: true },
+  { from: 'packages/client/src', imports: 'ws', form: 'dynamic', crosses: false },
+  { from: 'packages/client/src', imports: './types.js', form: 'type', crosses: false },
 ];
 
 const source = (imports: string, form: Form = 'value') =>

@@ -219,7 +219,9 @@ async function verifySignature(keys: readonly HmacKey[], body: Uint8Array, signa
   if (mac?.byteLength !== 32) return false;
   let valid = false;
   // Every key is tried, so the time taken does not tell which one matched.
-  for (const key of keys) valid = (await globalThis.crypto.subtle.verify('HMAC', key, mac, body)) || valid;
+  // A copy on a plain ArrayBuffer: Web Crypto's types refuse a view that may be shared memory.
+  const data = new Uint8Array(body);
+  for (const key of keys) valid = (await globalThis.crypto.subtle.verify('HMAC', key, mac, data)) || valid;
   return valid;
 }
 
@@ -227,7 +229,7 @@ function hmacKey(secret: string): Promise<HmacKey> {
   return globalThis.crypto.subtle.importKey('raw', new TextEncoder().encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['verify']);
 }
 
-function hexBytes(hex: string): Uint8Array | undefined {
+function hexBytes(hex: string): Uint8Array<ArrayBuffer> | undefined {
   if (hex.length % 2 !== 0 || !/^[0-9a-fA-F]*$/.test(hex)) return undefined;
   const bytes = new Uint8Array(hex.length / 2);
   for (let index = 0; index < bytes.length; index++) bytes[index] = Number.parseInt(hex.slice(index * 2, index * 2 + 2), 16);
