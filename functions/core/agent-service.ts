@@ -1,3 +1,5 @@
+import type { AllowedAgents } from './acting-agent.js';
+import { agentNotFound, agentSubtree, requireMayPlace } from './agent-access.js';
 import { AgentStateError } from './errors.js';
 import { buildSchema, checkDeclarations, type Schema, type StateFields, typeProblem } from './fields.js';
 import { encodedSize, type Json } from './json.js';
@@ -46,8 +48,24 @@ export class AgentService {
     this.sessions = stores.sessions;
   }
 
-  /** Creates or replaces an agent. */
-  async putAgent(tenant: string, agentId: string, input: AgentInput): Promise<{ agent: AgentView; created: boolean }> {
+  /**
+   * Creates or replaces an agent. A key limited to `allowed` agents may write only its subtree
+   * (agent-access.ts): `403 forbidden` before anything else is checked or written.
+   */
+  async putAgent(
+    tenant: string,
+    agentId: string,
+    input: AgentInput,
+    allowed: AllowedAgents = null,
+  ): Promise<{ agent: AgentView; created: boolean }> {
+    if (allowed) {
+      const agents = await this.allAgents(tenant);
+      requireMayPlace(allowed, agentSubtree(allowed, agents) as ReadonlySet<string>, {
+        agentId,
+        parentId: input.parentId ?? null,
+        existing: agents.find((agent) => agent.agentId === agentId) ?? null,
+      });
+    }
     const config = input.config ?? null;
     const bytes = encodedSize(config);
     if (bytes > AGENT_CONFIG_LIMIT_BYTES) {
@@ -84,20 +102,33 @@ export class AgentService {
     return { agent: agentView(record), created };
   }
 
-  async getAgent(tenant: string, agentId: string): Promise<AgentView> {
-    return agentView(await this.requireAgent(tenant, agentId));
+  /** One agent; for a key limited to `allowed` agents, one of its subtree (else `404 agent_not_found`). */
+  async getAgent(tenant: string, agentId: string, allowed: AllowedAgents = null): Promise<AgentView> {
+    if (!allowed) return agentView(await this.requireAgent(tenant, agentId));
+    const agents = await this.allAgents(tenant);
+    const agent = agents.find((candidate) => candidate.agentId === agentId);
+    if (!agent || !agentSubtree(allowed, agents)?.has(agentId)) throw agentNotFound(agentId);
+    return agentView(agent);
   }
 
   /** The stored agent, secret included, for the decide flow. */
   async requireAgent(tenant: string, agentId: string): Promise<AgentRecord> {
     const agent = await this.store.getAgent(tenant, agentId);
-    if (!agent) throw new AgentStateError('agent_not_found', `agent ${agentId} does not exist`, { agentId });
+    if (!agent) throw agentNotFound(agentId);
     return agent;
   }
 
-  async listAgents(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<AgentView>> {
-    const page = await this.store.listAgents(tenant, options);
-    return { items: page.items.map(agentView), ...(page.next ? { next: page.next } : {}) };
+  /**
+   * A page of the tenant's agents by id; for a key limited to `allowed` agents only those of
+   * its subtree (so a page may hold fewer than `limit`, as lists may).
+   */
+  async listAgents(tenant: string, options: { limit: number; cursor?: string }, allowed: AllowedAgents = null): Promise<Page<AgentView>> {
+    const [page, subtree] = await Promise.all([
+      this.store.listAgents(tenant, options),
+      allowed ? this.allAgents(tenant).then((agents) => agentSubtree(allowed, agents)) : Promise.resolve(null),
+    ]);
+    const visible = subtree ? page.items.filter((agent) => subtree.has(agent.agentId)) : page.items;
+    return { items: visible.map(agentView), ...(page.next ? { next: page.next } : {}) };
   }
 
   /**
@@ -118,7 +149,7 @@ export class AgentService {
     return {
       agent: (agentId) => {
         const found = agents.find((candidate) => candidate.agentId === agentId);
-        if (!found) throw new AgentStateError('agent_not_found', `agent ${agentId} does not exist`, { agentId });
+        if (!found) throw agentNotFound(agentId);
         return found;
       },
       schemaFor: (agentId) => (agentId === null ? null : buildSchema(agentId, agents)),

@@ -40,7 +40,7 @@ const DEFAULT_BODY_LIMIT = 1024 * 1024;
 /**
  * A Lambda handler serving a group of routes, dispatched by API Gateway's `routeKey`. The
  * middleware stack is the same for every group: problem+json errors, API key, JSON body,
- * Idempotency-Key, acting agent (middleware.ts).
+ * acting agent, Idempotency-Key (middleware.ts).
  */
 export function createHttpHandler(routeFunctions: Record<string, RouteFunction>, options: HandlerOptions = {}): HttpHandler {
   const dispatch = async (event: ApiEvent): Promise<APIGatewayProxyStructuredResultV2> => {
@@ -68,7 +68,9 @@ export function createHttpHandler(routeFunctions: Record<string, RouteFunction>,
         reportedLimitBytes: options.reportedLimitBytes,
       }),
     )
-    .use(idempotency(() => dependencies().idempotency))
-    .use(actingAgent());
+    // The acting agent before Idempotency-Key: a replay must never answer a request its key
+    // may not make (the key's own permissions are checked first, and replays are per key).
+    .use(actingAgent())
+    .use(idempotency(() => dependencies().idempotency));
   return handler as unknown as HttpHandler;
 }

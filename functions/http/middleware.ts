@@ -150,6 +150,11 @@ const idempotencyKeyPattern = /^[\x21-\x7e]{1,255}$/;
  * runs and its answer is kept for 24 hours; a retry gets that answer back and writes nothing;
  * the same key with a different request is `422 idempotency_key_reused`. A request that fails
  * is not remembered, so its retry runs again.
+ *
+ * Replays belong to the API key that made the first request: the key is part of what makes
+ * two requests "the same", so another key of the tenant reusing the Idempotency-Key gets
+ * `422`, never the stored answer (which its own authorization checks might have refused).
+ * It runs after the acting agent (`X-Agent-Id`) is checked against the key.
  */
 export function idempotency(store: () => IdempotencyStore): Middleware {
   const claims = new WeakMap<object, { key: string; fingerprint: string }>();
@@ -215,11 +220,19 @@ export function idempotency(store: () => IdempotencyStore): Middleware {
   };
 }
 
-/** What makes two requests "the same": method, path, query, acting agent, If-Match and the body's JSON meaning. */
+/**
+ * What makes two requests "the same": the API key, method, path, query, acting agent, If-Match
+ * and the body's JSON meaning. The key enters as a digest of its digest, so the claim item
+ * holds nothing that resolves a key (keys are stored as sha256 digests, api-keys.ts).
+ */
 function fingerprintOf(event: ApiEvent): string {
   const query = new URLSearchParams(event.rawQueryString ?? '');
   query.sort();
+  const token = bearerToken(event.headers?.authorization) ?? '';
+  const keyDigest = createHash('sha256').update(createHash('sha256').update(token, 'utf8').digest()).digest('hex');
   return createHash('sha256')
+    .update(keyDigest)
+    .update('\n')
     .update(event.requestContext.http.method)
     .update('\n')
     .update(event.rawPath)
