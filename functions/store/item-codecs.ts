@@ -22,6 +22,7 @@ import { emptyTip } from '../core/tree.js';
 import { DOCUMENT_ITEM_KIND, SLOT_ITEM_KIND } from './item-kinds.js';
 import { keys, slotOf } from './keys.js';
 import { decodeLineage, encodeLineage } from './lineage.js';
+import { decodeState } from './state-codec.js';
 import { tableKeys } from './table.js';
 import type { Item } from './table-client.js';
 
@@ -34,7 +35,7 @@ import type { Item } from './table-client.js';
  */
 
 /** JSON text back to JSON; an absent attribute is null. */
-export function parseJsonText(value: unknown): Json {
+function parseJsonText(value: unknown): Json {
   return typeof value === 'string' ? (JSON.parse(value) as Json) : null;
 }
 
@@ -123,13 +124,16 @@ interface TipAttributes {
 }
 
 /** What a tip item holds besides the head: a version, or a head marker with its sequence. */
-type TipBody = { version: VersionRecord } | { markerSeq: number };
+type TipBody = { version: VersionRecord; state: Item } | { markerSeq: number };
 
 export const versionItem = {
   key: (scope: SessionScope, version: number): Item => ({ pk: keys.session(scope), sk: keys.slot(version) }),
 
-  /** A version's own attributes; the head's come with it from `tipItem`. */
-  attributes(record: VersionRecord): Item {
+  /**
+   * A version's own attributes; the head's come with it from `tipItem`. `state` is what the
+   * state codec (state-codec.ts) made of the record's state.
+   */
+  attributes(record: VersionRecord, state: Item): Item {
     return {
       kind: SLOT_ITEM_KIND.version,
       version: record.version,
@@ -139,7 +143,7 @@ export const versionItem = {
       author: record.author,
       decisionId: record.decisionId,
       createdAt: record.createdAt,
-      state: JSON.stringify(record.state),
+      ...state,
       agent: JSON.stringify(record.agent),
       lineage: record.lineage.length > 0 ? encodeLineage(record.lineage) : undefined,
       commands: record.commands ? JSON.stringify(record.commands) : undefined,
@@ -149,7 +153,8 @@ export const versionItem = {
   /** Whether an item is a recorded version (a slot may hold a marker or a tombstone instead). */
   is: (item: Item | undefined): item is Item => item?.kind === SLOT_ITEM_KIND.version,
 
-  decode(item: Item): VersionRecord {
+  /** The record of a version item; `pieces` are what `stateReferences(item)` named, fetched. */
+  decode(item: Item, pieces?: ReadonlyMap<string, Item>): VersionRecord {
     const cause = String(item.cause);
     return {
       version: Number(item.version),
@@ -161,7 +166,7 @@ export const versionItem = {
       author: stringOrNull(item.author),
       decisionId: stringOrNull(item.decisionId),
       createdAt: String(item.createdAt),
-      state: parseJsonText(item.state),
+      state: decodeState(item, pieces),
       agent: parseJsonText(item.agent),
       lineage: decodeLineage(item.lineage),
       sessionAgentId: stringOrNull(item.agentId),
@@ -185,12 +190,12 @@ export const tipItem = {
       headDepth: tip.head.depth,
       touchedAt: tip.touchedAt ?? undefined,
       agentId: tip.agentId ?? undefined,
-      ...('version' in body ? versionItem.attributes(body.version) : { kind: SLOT_ITEM_KIND.marker, seq: body.markerSeq }),
+      ...('version' in body ? versionItem.attributes(body.version, body.state) : { kind: SLOT_ITEM_KIND.marker, seq: body.markerSeq }),
     };
   },
 
   /** The tip a session's top slot item says (none: the empty tip). */
-  decode(item: Item | undefined, options: { withState: boolean }): Tip {
+  decode(item: Item | undefined, options: { withState: boolean }, pieces?: ReadonlyMap<string, Item>): Tip {
     if (!item) return emptyTip();
     const slot = slotOf(String(item.sk));
     if (item.kind === SLOT_ITEM_KIND.tombstone) {
@@ -206,7 +211,7 @@ export const tipItem = {
     if (item.kind === SLOT_ITEM_KIND.marker) {
       return { kind: 'marker', slot, markerSeq: Number(item.seq), version: slot - 1, ...head, latest: null };
     }
-    return { kind: 'version', slot, version: slot, ...head, latest: options.withState ? versionItem.decode(item) : null };
+    return { kind: 'version', slot, version: slot, ...head, latest: options.withState ? versionItem.decode(item, pieces) : null };
   },
 };
 

@@ -7,15 +7,17 @@ import type { ClosingTip, NodeRecord, Page, SessionMeta, SessionScope, Tip, Vers
 import { type SessionListOptions, type SessionStore, StaleTipError, type TipChange } from '../core/ports.js';
 import { decisionCompletionItems } from './decision-store.js';
 import { documentPut } from './document-store.js';
-import { nodeItem, parseJsonText, sessionItem, tipItem, tombstoneItem, versionItem } from './item-codecs.js';
+import { nodeItem, sessionItem, tipItem, tombstoneItem, versionItem } from './item-codecs.js';
 import { KIND_ATTRIBUTE, SLOT_ITEM_KIND } from './item-kinds.js';
 import { keys } from './keys.js';
 import { decodeCursor, invalidCursor, pageOf, prefixPageQuery, queryAll } from './paging.js';
 import { nextSlot, sessionUpsert } from './session-writes.js';
+import { decodeState, encodeState, pieceId, STATE_ATTRIBUTES, stateReferences } from './state-codec.js';
 import { tableKeys } from './table.js';
 import {
   batchDelete,
   batchGet,
+  batchPut,
   conditions,
   forEachInRange,
   type Item,
@@ -65,7 +67,16 @@ export class DynamoDbSessionStore implements SessionStore {
         ConsistentRead: true,
       }),
     );
-    return tipItem.decode(Items?.[0], options);
+    const top = Items?.[0];
+    return tipItem.decode(top, options, options.withState && top ? await this.piecesOf([top]) : undefined);
+  }
+
+  /** What the state codec needs fetched to rebuild the states of `items` (nothing for inline states). */
+  private async piecesOf(items: readonly Item[]): Promise<ReadonlyMap<string, Item> | undefined> {
+    const references = items.flatMap(stateReferences);
+    if (references.length === 0) return undefined;
+    const found = await batchGet(this.table, references);
+    return new Map(found.map((piece) => [pieceId(piece), piece]));
   }
 
   async getMeta(scope: SessionScope): Promise<SessionMeta | null> {
@@ -272,7 +283,7 @@ export class DynamoDbSessionStore implements SessionStore {
     const { Item } = await this.table.send(
       new GetCommand({ TableName: this.table.tableName, Key: versionItem.key(scope, version), ConsistentRead: true }),
     );
-    return versionItem.is(Item) ? versionItem.decode(Item) : null;
+    return versionItem.is(Item) ? versionItem.decode(Item, await this.piecesOf([Item])) : null;
   }
 
   async getVersions(scope: SessionScope, versions: readonly number[]): Promise<Map<number, VersionRecord>> {
@@ -280,7 +291,9 @@ export class DynamoDbSessionStore implements SessionStore {
       this.table,
       unique(versions).map((version) => versionItem.key(scope, version)),
     );
-    const found = items.filter(versionItem.is).map(versionItem.decode);
+    const versionItems = items.filter(versionItem.is);
+    const pieces = await this.piecesOf(versionItems);
+    const found = versionItems.map((item) => versionItem.decode(item, pieces));
     return new Map(found.map((record) => [record.version, record]));
   }
 
@@ -293,12 +306,15 @@ export class DynamoDbSessionStore implements SessionStore {
       new GetCommand({
         TableName: this.table.tableName,
         Key: versionItem.key(scope, version),
-        ProjectionExpression: '#kind, #state',
-        ExpressionAttributeNames: { '#kind': KIND_ATTRIBUTE, '#state': 'state' },
+        ProjectionExpression: ['#kind', ...STATE_ATTRIBUTES.map((_, index) => `#s${index}`)].join(', '),
+        ExpressionAttributeNames: {
+          '#kind': KIND_ATTRIBUTE,
+          ...Object.fromEntries(STATE_ATTRIBUTES.map((name, index) => [`#s${index}`, name])),
+        },
         ConsistentRead: true,
       }),
     );
-    return versionItem.is(Item) ? { state: parseJsonText(Item.state) } : null;
+    return versionItem.is(Item) ? { state: decodeState(Item, await this.piecesOf([Item])) } : null;
   }
 
   async listVersions(scope: SessionScope, options: { limit: number; cursor?: string }): Promise<Page<VersionRecord>> {
@@ -313,7 +329,11 @@ export class DynamoDbSessionStore implements SessionStore {
         ExpressionAttributeValues: { ...page.ExpressionAttributeValues, ':version': SLOT_ITEM_KIND.version },
       }),
     );
-    return pageOf((Items ?? []).map(versionItem.decode), LastEvaluatedKey);
+    const pieces = await this.piecesOf(Items ?? []);
+    return pageOf(
+      (Items ?? []).map((item) => versionItem.decode(item, pieces)),
+      LastEvaluatedKey,
+    );
   }
 
   // ---- the one way anything about versions or the head changes ------------------------------
@@ -337,6 +357,9 @@ export class DynamoDbSessionStore implements SessionStore {
     const { tableName } = this.table;
     const { slot, claim: tipCondition } = nextSlot(basedOn);
     const at = change.touchSessionAt;
+    // A large state's pieces go first: until the version item lands, nothing refers to them.
+    const state = change.version ? encodeState(scope, change.version.state) : null;
+    if (state && state.pieces.length > 0) await batchPut(this.table, state.pieces);
     const tipItemOfChange = tipItem.encode(
       scope,
       slot,
@@ -345,7 +368,9 @@ export class DynamoDbSessionStore implements SessionStore {
         touchedAt: at ?? basedOn.touchedAt,
         agentId: change.sessionAgentId === undefined ? basedOn.agentId : change.sessionAgentId,
       },
-      change.version ? { version: change.version } : { markerSeq: basedOn.kind === 'marker' ? basedOn.markerSeq + 1 : 1 },
+      change.version && state
+        ? { version: change.version, state: state.attributes }
+        : { markerSeq: basedOn.kind === 'marker' ? basedOn.markerSeq + 1 : 1 },
     );
 
     // Each item of a transaction is tagged with what it is, so a cancellation can say why.

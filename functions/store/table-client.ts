@@ -129,9 +129,27 @@ export async function batchGet(table: TableClient, itemKeys: readonly Item[]): P
 }
 
 /** Deletes the items with `itemKeys`, 25 a request, one request after the other. */
-export async function batchDelete(table: TableClient, itemKeys: readonly Item[]): Promise<void> {
-  for (const chunk of chunks(itemKeys, BATCH_WRITE_LIMIT)) {
-    let pending = chunk.map((Key) => ({ DeleteRequest: { Key } }));
+export function batchDelete(table: TableClient, itemKeys: readonly Item[]): Promise<void> {
+  return batchWrite(
+    table,
+    itemKeys.map((Key) => ({ DeleteRequest: { Key } })),
+  );
+}
+
+/** Puts `items` (unconditionally: each must be safe to write twice), 25 a request. */
+export function batchPut(table: TableClient, items: readonly Item[]): Promise<void> {
+  return batchWrite(
+    table,
+    items.map((Item) => ({ PutRequest: { Item } })),
+  );
+}
+
+type WriteRequest = { DeleteRequest: { Key: Item } } | { PutRequest: { Item: Item } };
+
+/** Sends write requests 25 a request, one request after the other, retrying what comes back unprocessed. */
+async function batchWrite(table: TableClient, requests: readonly WriteRequest[]): Promise<void> {
+  for (const chunk of chunks(requests, BATCH_WRITE_LIMIT)) {
+    let pending = chunk;
     for (let attempt = 0; pending.length > 0; attempt++) {
       if (attempt > 0) await backoff(attempt);
       const { UnprocessedItems } = await table.send(new BatchWriteCommand({ RequestItems: { [table.tableName]: pending } }));
