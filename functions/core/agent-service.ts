@@ -2,7 +2,7 @@ import type { AllowedAgents } from './acting-agent.js';
 import { agentNotFound, agentSubtree, requireMayPlace } from './agent-access.js';
 import { AgentStateError } from './errors.js';
 import { buildSchema, checkDeclarations, type Schema, type StateFields, typeProblem } from './fields.js';
-import { encodedSize, type Json } from './json.js';
+import { encodedSize, isJsonObject, type Json } from './json.js';
 import type { AgentRecord, Page, WorkerRecord } from './model.js';
 import type { AgentStore, SessionStore } from './ports.js';
 
@@ -233,10 +233,8 @@ export class AgentService {
         }
         const tip = await this.sessions.readTip({ tenant, sessionId: session.sessionId }, { withState: true });
         const state = tip.latest?.state;
-        if (!state || typeof state !== 'object' || Array.isArray(state)) continue;
-        const misfit = retyped.some(
-          ([name, type]) => name in state && typeProblem(type, (state as Record<string, Json>)[name] as Json) !== null,
-        );
+        if (!isJsonObject(state)) continue;
+        const misfit = retyped.some(([name, type]) => name in state && typeProblem(type, state[name] as Json) !== null);
         if (misfit) misfits.push(session.sessionId);
       }
       cursor = page.next;

@@ -9,7 +9,7 @@ import {
   STATE_CHANGED,
 } from './events.js';
 import type { Schema } from './fields.js';
-import type { Json } from './json.js';
+import { type Json, stringifyJson } from './json.js';
 import type { SessionScope } from './model.js';
 import {
   DEFAULT_DELIVERY_POLICY,
@@ -259,7 +259,7 @@ export class ChangeFanout {
     deadline: number | undefined,
   ): Promise<void> {
     for (const [index, event] of events) {
-      const body = JSON.stringify(event);
+      const body = stringifyJson(event);
       let failure: { attempts: number; error: string } | null = null;
       if (tripped.has(webhook.id)) {
         failure = { attempts: 0, error: 'not attempted: an earlier delivery to this webhook failed in the same batch' };

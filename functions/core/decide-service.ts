@@ -3,7 +3,7 @@ import { type ChainPlan, type IncomingMessage, planChain, suppliedIds } from './
 import { answeredState, triggerMessagesOf, type ValidDecision, validateDecisionResponse, withIds, withOverlay } from './decision-answer.js';
 import { AgentStateError } from './errors.js';
 import { newId, ROOT_NODE } from './ids.js';
-import { type Json, type JsonObject, jsonEqual } from './json.js';
+import { type Json, type JsonObject, jsonEqual, stringifyJson } from './json.js';
 import { type MessagePath, pathFrom } from './message-path.js';
 import type {
   AgentRecord,
@@ -222,7 +222,7 @@ export class DecideService {
       shared: shared?.state ?? null,
     };
     const answer = agent?.worker
-      ? await this.invokeWorker(agent.worker, JSON.stringify(decisionRequest), context.timeoutMs)
+      ? await this.invokeWorker(agent.worker, stringifyJson(decisionRequest), context.timeoutMs)
       : (request.proposed ?? {});
     const decision = validateDecisionResponse(answer);
     const worker: WorkerAnswer = { decision, replyMessages: withIds(decision.messages ?? []) };

@@ -1,6 +1,6 @@
 import { AgentStateError } from './errors.js';
 import { type Schema, viewOf } from './fields.js';
-import type { Json } from './json.js';
+import { type Json, stringifyJson } from './json.js';
 import type { DocumentKind, VersionRecord } from './model.js';
 
 /**
@@ -222,9 +222,9 @@ export function eventForAgent(event: StateChangedEvent, schema: Schema | null, a
  * an entry) or an API Gateway WebSocket message (128 KB) carries.
  */
 export function serializeWithin(event: ChangeEvent, limitBytes: number): string {
-  const whole = JSON.stringify(event);
+  const whole = stringifyJson(event);
   if (Buffer.byteLength(whole, 'utf8') <= limitBytes) return whole;
-  return JSON.stringify(
+  return stringifyJson(
     event.type === STATE_CHANGED
       ? { ...event, next: null, prev: null, agent: null, truncated: true }
       : { ...event, next: null, prev: null, truncated: true },

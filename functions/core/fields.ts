@@ -1,5 +1,5 @@
 import { AgentStateError } from './errors.js';
-import { isJsonObject, type Json, type JsonObject, jsonEqual, setOwn } from './json.js';
+import { isJsonNumber, isJsonObject, type Json, type JsonObject, jsonEqual, setOwn } from './json.js';
 
 /**
  * Typed state fields with per-field access control (API.md section 7). Pure: the service
@@ -137,7 +137,8 @@ export function typeProblem(type: FieldType, value: Json): string | null {
     case 'string':
       return typeof value === 'string' ? null : 'must be a string';
     case 'number':
-      return typeof value === 'number' && Number.isFinite(value) ? null : 'must be a number';
+      // Any JSON number, as sent: `9007199254740993` and `1e-400` too (core/json.ts).
+      return typeof value === 'number' || isJsonNumber(value) ? null : 'must be a number';
     case 'boolean':
       return typeof value === 'boolean' ? null : 'must be a boolean';
     case 'date':

@@ -1,4 +1,4 @@
-import type { Json, JsonObject } from './json.js';
+import { isJsonObject, type Json, type JsonObject, stringifyJson } from './json.js';
 
 /** How long a message preview may be, in characters (UTF-16 code units, never a split pair). */
 const PREVIEW_CHARS = 120;
@@ -24,7 +24,7 @@ function textOf(value: Json | undefined): string | null {
   if (!Array.isArray(value)) return null;
   const texts = value.flatMap((part) => {
     if (typeof part === 'string') return [part];
-    if (part && typeof part === 'object' && !Array.isArray(part) && typeof part.text === 'string') return [part.text];
+    if (isJsonObject(part) && typeof part.text === 'string') return [part.text];
     return [];
   });
   return texts.length > 0 ? texts.join(' ') : null;
@@ -35,7 +35,7 @@ function otherMembers(message: JsonObject): string | null {
   const { id: _id, parentId: _parentId, role: _role, ...rest } = message;
   if (Object.keys(rest).length === 0) return null;
   // Bounded: a 256 KiB message is not stringified whole for 120 characters.
-  return JSON.stringify(rest, (_key, value: unknown) => (typeof value === 'string' && value.length > 200 ? value.slice(0, 200) : value));
+  return stringifyJson(rest, (_key, value: unknown) => (typeof value === 'string' && value.length > 200 ? value.slice(0, 200) : value));
 }
 
 /** The first `length` code units, one less when that would split a surrogate pair. */

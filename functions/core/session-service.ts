@@ -29,6 +29,7 @@ import {
   type SchemaSource,
   sessionNotFound,
   storedState,
+  type VersionPrecondition,
   visibleState,
   WriteTargets,
 } from './write-target.js';
@@ -40,8 +41,8 @@ export type { NodeView, SessionView, StateView, TreeNodeView, VersionView, Write
 export interface StateWriteOptions {
   /** Target node; the head when absent. */
   node?: string;
-  /** The version the caller expects the target to be at (`If-Match`). */
-  ifMatch?: number;
+  /** The version(s) the caller expects the target to be at (`If-Match`). */
+  ifMatch?: VersionPrecondition;
   /**
    * The acting agent (`X-Agent-Id`): recorded as the version's author, and with typed fields
    * the write is computed on its view. Null or absent: no agent, the whole state.

@@ -1,6 +1,7 @@
 import { AgentStateError } from './errors.js';
 import type { ChangeEvent } from './events.js';
 import { newId } from './ids.js';
+import { parseJson } from './json.js';
 import type { Page } from './model.js';
 
 /**
@@ -306,6 +307,6 @@ function deadLetterView(letter: DeadLetter): DeadLetterView {
     lastError: letter.lastError,
     firstFailedAt: letter.firstFailedAt,
     lastFailedAt: letter.lastFailedAt,
-    event: JSON.parse(letter.body) as ChangeEvent,
+    event: parseJson(letter.body) as unknown as ChangeEvent,
   };
 }

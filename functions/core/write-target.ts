@@ -209,11 +209,26 @@ export function checkStateSize(state: Json, scope?: string): void {
   );
 }
 
-/** `412 version_mismatch` when the caller expected the node at another version (`If-Match`). */
-export function checkIfMatch(target: Pick<ResolvedNode, 'nodeId' | 'pointer'>, expected: number | undefined): void {
-  if (expected === undefined || expected === target.pointer) return;
-  throw new AgentStateError('version_mismatch', `the state at node ${target.nodeId} is at version ${target.pointer}, not ${expected}`, {
-    currentVersion: target.pointer,
+/**
+ * What a write expects of the version its node points at: `If-Match` (RFC 9110: one of some
+ * versions, or `*`, any recorded version), or a commit's `expectedVersion` (that one).
+ */
+export type VersionPrecondition = number | '*' | readonly number[];
+
+/** `412 version_mismatch` when the node is not at a version the caller expects (`If-Match`, `expectedVersion`). */
+export function checkIfMatch(target: Pick<ResolvedNode, 'nodeId' | 'pointer'>, expected: VersionPrecondition | undefined): void {
+  if (expected === undefined) return;
+  const { nodeId, pointer } = target;
+  if (expected === '*') {
+    if (pointer > 0) return;
+    throw new AgentStateError('version_mismatch', `the state at node ${nodeId} has no recorded version (If-Match: *)`, {
+      currentVersion: pointer,
+    });
+  }
+  const versions = typeof expected === 'number' ? [expected] : expected;
+  if (versions.includes(pointer)) return;
+  throw new AgentStateError('version_mismatch', `the state at node ${nodeId} is at version ${pointer}, not ${versions.join(' or ')}`, {
+    currentVersion: pointer,
   });
 }
 

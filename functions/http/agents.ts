@@ -3,7 +3,7 @@ import { FIELD_TYPES } from '../core/fields.js';
 import { requireId } from '../core/ids.js';
 import { MAX_WORKER_TIMEOUT_MS } from '../core/worker-timeout.js';
 import { createHttpHandler, type RouteInput } from './api.js';
-import { idSchema, pagination, parsedBody } from './request.js';
+import { idSchema, jsonValue, pagination, parsedBody } from './request.js';
 import { json } from './responses.js';
 
 const scope = z.union([z.literal('private'), z.literal('public'), z.object({ agents: z.array(idSchema).max(100) }).strict()]);
@@ -36,7 +36,7 @@ export const agentBody = z
       .strict()
       .nullable()
       .optional(),
-    config: z.json().optional(),
+    config: jsonValue.optional(),
     stateFields: stateFields.nullable().optional(),
   })
   .strict();

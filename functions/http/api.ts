@@ -5,7 +5,6 @@ import { AgentStateError } from '../core/errors.js';
 import type { Json } from '../core/json.js';
 import { type Dependencies, dependencies } from './dependencies.js';
 import { type ApiEvent, actingAgent, authenticate, idempotency, jsonBody, problemErrors } from './middleware.js';
-import { safeDecode } from './public.js';
 import type { HttpHandler } from './types.js';
 
 /** What a route function gets: the parsed request and the service dependencies. */
@@ -50,7 +49,8 @@ export function createHttpHandler(routeFunctions: Record<string, RouteFunction>,
       tenant: event.tenant ?? '',
       deps: dependencies(),
       body: event.body,
-      path: (name) => safeDecode(event.pathParameters?.[name] ?? ''),
+      // Decoded once, by API Gateway (or the local server): `x%2541` arrives as `x%41`, an invalid id.
+      path: (name) => event.pathParameters?.[name] ?? '',
       query: (name) => event.queryStringParameters?.[name],
       header: (name) => event.headers?.[name.toLowerCase()],
       caller: event.caller ?? null,

@@ -2,7 +2,7 @@ import * as z from 'zod';
 import { COMMAND_SCOPES, type Command, MERGE_POLICIES } from '../core/commands.js';
 import { requireId } from '../core/ids.js';
 import { createHttpHandler } from './api.js';
-import { bodyAsSent, queryNode, sessionScope } from './request.js';
+import { bodyAsSent, jsonValue, queryNode, sessionScope } from './request.js';
 import { versionedJson } from './responses.js';
 
 /** A batch is one transaction: keep it well inside what one request should carry. */
@@ -18,7 +18,7 @@ const command = z
     key: z.string().min(1).max(256),
     scope: z.enum(COMMAND_SCOPES),
     merge: z.enum(MERGE_POLICIES),
-    set: z.json().optional(),
+    set: jsonValue.optional(),
     remove: z.literal(true).optional(),
   })
   .strict()

@@ -4,7 +4,7 @@ import { requireNodeId } from '../core/ids.js';
 import { createHttpHandler } from './api.js';
 import { checkMessages, MAX_MESSAGES_PER_APPEND, messageSchema } from './messages.js';
 import { HEADER_WORDING } from './middleware.js';
-import { asSent, bodyAsSent, sessionScope } from './request.js';
+import { asSent, bodyAsSent, jsonValue, sessionScope } from './request.js';
 import { json } from './responses.js';
 
 export const decideBody = z
@@ -14,8 +14,8 @@ export const decideBody = z
     agentId: z.string().optional(),
     turnId: z.string().optional(),
     parentId: z.string().optional(),
-    proposed: z.record(z.string(), z.json()).optional(),
-    stateOverlay: z.record(z.string(), z.json()).optional(),
+    proposed: z.record(z.string(), jsonValue).optional(),
+    stateOverlay: z.record(z.string(), jsonValue).optional(),
   })
   .strict();
 

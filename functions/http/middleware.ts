@@ -1,11 +1,10 @@
 import { createHash } from 'node:crypto';
 import type { MiddlewareObj } from '@middy/core';
-import httpJsonBodyParser from '@middy/http-json-body-parser';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
 import { type ActingAgentWording, requireActingAgent } from '../core/acting-agent.js';
 import { AgentStateError, toProblem } from '../core/errors.js';
 import { requireId } from '../core/ids.js';
-import { canonicalJson, type Json, unstorableJson } from '../core/json.js';
+import { canonicalJson, type Json, JsonTextError, parseJson, stringifyJson } from '../core/json.js';
 import type { IdempotencyStore, StoredResponse } from '../core/ports.js';
 import { bearerToken, type KeyResolver, unauthorized } from './auth.js';
 
@@ -25,14 +24,13 @@ function problemResponse(error: AgentStateError): APIGatewayProxyStructuredResul
   return {
     statusCode: error.status,
     headers: { 'content-type': 'application/problem+json' },
-    body: JSON.stringify(toProblem(error)),
+    body: stringifyJson(toProblem(error)),
   };
 }
 
 /**
- * Turns every error into an RFC 9457 problem document. Domain errors keep their code; the
- * JSON body parser's errors become `invalid_json` / `unsupported_media_type`; anything else
- * is a `500 internal` whose details go to the log, never to the client.
+ * Turns every error into an RFC 9457 problem document. Domain errors keep their code; anything
+ * else is a `500 internal` whose details go to the log, never to the client.
  */
 export function problemErrors(): Middleware {
   return {
@@ -47,15 +45,6 @@ export function problemErrors(): Middleware {
 
 function asAgentStateError(error: unknown): AgentStateError {
   if (error instanceof AgentStateError) return error;
-  const cause = (error as { cause?: { package?: string } } | undefined)?.cause;
-  if (cause?.package === '@middy/http-json-body-parser') {
-    return (error as Error).message === 'Unsupported Media Type'
-      ? new AgentStateError(
-          'unsupported_media_type',
-          'send the body as application/json (or application/merge-patch+json for a merge patch)',
-        )
-      : new AgentStateError('invalid_json', 'the body is not valid JSON');
-  }
   return new AgentStateError('internal', 'internal error', {}, { cause: error });
 }
 
@@ -109,8 +98,12 @@ export function actingAgent(): Middleware {
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
 /**
- * Parses JSON bodies of writes, refusing oversize ones before parsing. A write without a body
- * reaches the handler with `body` undefined, so each route decides whether it needs one.
+ * Parses JSON bodies of writes (API.md section 1), refusing, in this order: an oversize body
+ * before reading it (`413`); a type other than `application/json` or `application/…+json`, or
+ * a `charset` other than UTF-8 (`415`); bytes that are not UTF-8, and text that is not JSON or
+ * has an object with a key twice (`400 invalid_json`). Numbers are kept verbatim (core/json.ts).
+ * A write without a body reaches the handler with `body` undefined, so each route decides
+ * whether it needs one.
  */
 export function jsonBody(options: {
   limitBytes: number;
@@ -118,7 +111,6 @@ export function jsonBody(options: {
   /** The limit to name in the problem, when it is not the body limit itself (the state limit). */
   reportedLimitBytes?: number;
 }): Middleware {
-  const parser = httpJsonBodyParser();
   return {
     before: async (request) => {
       const { event } = request;
@@ -128,18 +120,63 @@ export function jsonBody(options: {
         event.body = undefined;
         return;
       }
-      const bytes = event.isBase64Encoded ? Buffer.byteLength(String(raw), 'base64') : Buffer.byteLength(String(raw), 'utf8');
+      const encoded = String(raw);
+      const bytes = event.isBase64Encoded ? Buffer.byteLength(encoded, 'base64') : Buffer.byteLength(encoded, 'utf8');
       if (bytes > options.limitBytes) {
         const code = options.tooLarge ?? 'payload_too_large';
         const limitBytes = options.reportedLimitBytes ?? options.limitBytes;
         const what = code === 'state_too_large' ? 'state' : 'body';
         throw new AgentStateError(code, `the body is ${bytes} bytes; the ${what} limit is ${limitBytes} bytes`, { limitBytes });
       }
-      await parser.before?.(request as never);
-      const problem = unstorableJson(event.body);
-      if (problem) throw new AgentStateError('invalid_json', `the body cannot be stored as sent: ${problem}`);
+      requireJsonMediaType(event.headers?.['content-type']);
+      const text = event.isBase64Encoded ? utf8Text(Buffer.from(encoded, 'base64')) : encoded;
+      try {
+        event.body = parseJson(text);
+      } catch (error) {
+        if (error instanceof JsonTextError) throw new AgentStateError('invalid_json', `the body is not valid JSON: ${error.message}`);
+        throw error;
+      }
     },
   };
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * The body's bytes as text, refused with `400 invalid_json` when they are not UTF-8 (never
+ * patched over with U+FFFD). Behind API Gateway this sees every body it passes as bytes
+ * (base64), which is every JSON type but `application/json`; the local server passes any body
+ * that is not UTF-8 as bytes.
+ */
+function utf8Text(bytes: Buffer): string {
+  try {
+    return utf8.decode(bytes);
+  } catch {
+    throw new AgentStateError('invalid_json', 'the body is not valid UTF-8');
+  }
+}
+
+/** `application/json` or `application/<anything>+json`, with no charset or UTF-8; else `415`. */
+function requireJsonMediaType(header: string | undefined): void {
+  const [type = '', ...parameters] = (header ?? '').split(';');
+  const mediaType = type.trim().toLowerCase();
+  if (!/^application\/(?:[\w.!#$&^-]+\+)?json$/.test(mediaType)) {
+    throw new AgentStateError(
+      'unsupported_media_type',
+      'send the body as application/json (or application/merge-patch+json for a merge patch)',
+    );
+  }
+  for (const parameter of parameters) {
+    const [name = '', value = ''] = parameter.split('=');
+    if (name.trim().toLowerCase() !== 'charset') continue;
+    const charset = value
+      .trim()
+      .replace(/^"(.*)"$/, '$1')
+      .toLowerCase();
+    if (charset !== 'utf-8') {
+      throw new AgentStateError('unsupported_media_type', `JSON bodies are UTF-8; charset=${charset} is not supported`);
+    }
+  }
 }
 
 const IDEMPOTENCY_LOCK_MS = 60_000;

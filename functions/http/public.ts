@@ -23,24 +23,11 @@ export function createPublicHandler(routeFunctions: Record<string, PublicRouteFu
     const route = routeFunctions[event.routeKey];
     if (!route) throw new AgentStateError('not_found', `no route for ${event.requestContext.http.method} ${event.rawPath}`);
     return route({
-      path: (name) => safeDecode(event.pathParameters?.[name] ?? ''),
+      path: (name) => event.pathParameters?.[name] ?? '',
       header: (name) => event.headers?.[name.toLowerCase()],
     });
   };
   return middy<ApiEvent, APIGatewayProxyStructuredResultV2>(
     dispatch as (event: ApiEvent) => Promise<APIGatewayProxyStructuredResultV2>,
   ).use(problemErrors()) as unknown as HttpHandler;
-}
-
-/**
- * Path parameters arrive decoded from the local server and may arrive encoded from API
- * Gateway. Decoding a decoded valid id changes nothing (ids have no `%`), and a value that
- * does not decode is left as is for the id check to refuse.
- */
-export function safeDecode(value: string): string {
-  try {
-    return decodeURIComponent(value);
-  } catch {
-    return value;
-  }
 }

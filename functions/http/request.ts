@@ -1,14 +1,22 @@
 import * as z from 'zod';
 import { AgentStateError } from '../core/errors.js';
 import { ID_PATTERN, ID_RULE, requireId } from '../core/ids.js';
-import type { Json } from '../core/json.js';
+import { isJsonObject, type Json } from '../core/json.js';
 import type { SessionScope } from '../core/model.js';
+import type { VersionPrecondition } from '../core/write-target.js';
 import type { RouteInput } from './api.js';
 
 /**
  * Reading a request: path and query parameters, `If-Match`, and bodies checked by zod. Every
  * problem is a `400` with the field it is about, the same for every route.
  */
+
+/**
+ * Any JSON value, for the free-form parts of a body (state, config, metadata, a command's
+ * `set`). The body was parsed from JSON text, so whatever is there is JSON; zod's own
+ * `z.json()` would refuse a number kept verbatim (a JsonNumber, core/json.ts).
+ */
+export const jsonValue = z.custom<Json>((value) => value !== undefined, { message: 'must be a JSON value' });
 
 /** The zod schema of an identifier (core/ids.ts); a body's ids are checked first by `requireIds`. */
 export const idSchema = z.string().regex(ID_PATTERN, `must be ${ID_RULE}`);
@@ -46,15 +54,32 @@ export function versionNumber(raw: string, field: string): number {
   return value;
 }
 
-/** `If-Match: "7"` (also unquoted or weak) → 7; absent → undefined. The inverse of `etag`. */
-export function ifMatch(input: RouteInput): number | undefined {
+/** One entity-tag of ours in an `If-Match` list: `"7"` or (compared as `"7"`) `W/"7"`. */
+const VERSION_ETAG = /^(?:W\/)?"(0|[1-9]\d{0,14})"$/;
+
+/**
+ * `If-Match` as RFC 9110 section 13.1.1 writes it: `*` (the node has a recorded version), or a
+ * list of our version ETags, `"7"` or `W/"7"` (a write happens if the node is at one of them).
+ * Absent → undefined. Anything else, an unquoted `7` or `"9` included, is `400
+ * invalid_request`: it can never match an ETag this API sends.
+ */
+export function ifMatch(input: RouteInput): VersionPrecondition | undefined {
   const raw = input.header('if-match');
   if (raw === undefined) return undefined;
-  const match = /^\s*(?:W\/)?"?(\d{1,15})"?\s*$/.exec(raw);
-  if (!match) {
-    throw new AgentStateError('invalid_request', 'If-Match must be a version ETag such as "7"', { field: 'If-Match' });
-  }
-  return Number(match[1]);
+  const refuse = () =>
+    new AgentStateError('invalid_request', 'If-Match must be *, or version ETags such as "7" or W/"7"', { field: 'If-Match' });
+  if (raw.trim() === '*') return '*';
+  // A list may hold empty elements (RFC 9110 section 5.6.1.2); ETags of ours hold no commas.
+  const tags = raw
+    .split(',')
+    .map((tag) => tag.trim())
+    .filter((tag) => tag !== '');
+  if (tags.length === 0) throw refuse();
+  return tags.map((tag) => {
+    const match = VERSION_ETAG.exec(tag);
+    if (!match) throw refuse();
+    return Number(match[1]);
+  });
 }
 
 /* ------------------------------------------------------------------ bodies */
@@ -133,7 +158,7 @@ export function parsedBody<S extends z.ZodType>(input: RouteInput, schema: S, ru
  * ids are checked for them before the rest of the schema.
  */
 function requireIds(body: Json, fields: readonly string[]): void {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return;
+  if (!isJsonObject(body)) return;
   for (const field of fields) {
     const value = body[field];
     if (value !== undefined && value !== null) requireId(value, field);

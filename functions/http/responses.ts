@@ -1,7 +1,8 @@
 import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
+import { stringifyJson } from '../core/json.js';
 
 export function json(statusCode: number, body: unknown, headers: Record<string, string> = {}): APIGatewayProxyStructuredResultV2 {
-  return { statusCode, headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) };
+  return { statusCode, headers: { 'content-type': 'application/json', ...headers }, body: stringifyJson(body) };
 }
 
 export function noContent(): APIGatewayProxyStructuredResultV2 {

@@ -3,7 +3,7 @@ import { AgentStateError } from '../core/errors.js';
 import { ID_RULE, isValidId } from '../core/ids.js';
 import { encodedSize } from '../core/json.js';
 import { createHttpHandler } from './api.js';
-import { bodyAsSent, idSchema, pagination, sessionScope } from './request.js';
+import { bodyAsSent, idSchema, jsonValue, pagination, sessionScope } from './request.js';
 import { json, noContent } from './responses.js';
 
 const METADATA_LIMIT_BYTES = 16 * 1024;
@@ -13,7 +13,7 @@ export const createSessionBody = z
     sessionId: idSchema.optional(),
     agentId: idSchema.nullable().optional(),
     userId: idSchema.nullable().optional(),
-    metadata: z.record(z.string(), z.json()).nullable().optional(),
+    metadata: z.record(z.string(), jsonValue).nullable().optional(),
   })
   .strict();
 

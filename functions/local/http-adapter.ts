@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
@@ -128,9 +129,22 @@ export function toApiGatewayEvent(
       time: clfTime(details.now),
       timeEpoch: details.now.getTime(),
     },
-    ...(request.body.length > 0 ? { body: request.body.toString('utf8') } : {}),
-    isBase64Encoded: false,
+    ...eventBody(request.body, headers['content-type']),
   };
+}
+
+/** The media types API Gateway HTTP APIs hand a function as text; every other body arrives as base64. */
+const TEXT_MEDIA_TYPE = /^(?:text\/[^;]*|application\/(?:json|xml|javascript))\s*(?:;|$)/i;
+
+/**
+ * The body as API Gateway passes it: text for text types, base64 for the rest (a merge patch
+ * included). Bytes that are not UTF-8 go as base64 whatever the type, so the handler sees them
+ * as sent and can refuse them, rather than text with U+FFFD where they were.
+ */
+function eventBody(body: Buffer, contentType: string | undefined): { body?: string; isBase64Encoded: boolean } {
+  if (body.length === 0) return { isBase64Encoded: false };
+  if (TEXT_MEDIA_TYPE.test(contentType ?? '') && isUtf8(body)) return { body: body.toString('utf8'), isBase64Encoded: false };
+  return { body: body.toString('base64'), isBase64Encoded: true };
 }
 
 /** Writes a handler's result the way API Gateway maps it to an HTTP response. */

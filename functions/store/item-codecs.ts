@@ -1,6 +1,6 @@
 import type { StateFields } from '../core/fields.js';
 import { ROOT_NODE } from '../core/ids.js';
-import type { Json, JsonObject } from '../core/json.js';
+import { decodeStoredJson, encodeStoredJson, type Json, type JsonObject } from '../core/json.js';
 import {
   type AgentRecord,
   type DecisionOutcome,
@@ -34,9 +34,9 @@ import type { Item } from './table-client.js';
  * stored as JSON text: verbatim, whatever the keys or number sizes, and one attribute.
  */
 
-/** JSON text back to JSON; an absent attribute is null. */
+/** JSON text back to JSON, numbers verbatim (core/json.ts); an absent attribute is null. */
 function parseJsonText(value: unknown): Json {
-  return typeof value === 'string' ? (JSON.parse(value) as Json) : null;
+  return typeof value === 'string' ? decodeStoredJson(value) : null;
 }
 
 function stringOrNull(value: unknown): string | null {
@@ -56,7 +56,7 @@ export const sessionItem = {
       sessionId: meta.sessionId,
       agentId: meta.agentId,
       userId: meta.userId,
-      metadata: meta.metadata === null ? null : JSON.stringify(meta.metadata),
+      metadata: meta.metadata === null ? null : encodeStoredJson(meta.metadata),
       createdAt: meta.createdAt,
       updatedAt: meta.updatedAt,
     };
@@ -86,7 +86,7 @@ export const nodeItem = {
       parentId: node.parentId,
       depth: node.depth,
       role: node.role,
-      message: node.message === null ? undefined : JSON.stringify(node.message),
+      message: node.message === null ? undefined : encodeStoredJson(node.message),
       stateVersion: node.stateVersion,
       ancestors: node.ancestors,
       createdAt: node.createdAt,
@@ -144,9 +144,9 @@ export const versionItem = {
       decisionId: record.decisionId,
       createdAt: record.createdAt,
       ...state,
-      agent: JSON.stringify(record.agent),
+      agent: encodeStoredJson(record.agent),
       lineage: record.lineage.length > 0 ? encodeLineage(record.lineage) : undefined,
-      commands: record.commands ? JSON.stringify(record.commands) : undefined,
+      commands: record.commands ? encodeStoredJson(record.commands) : undefined,
     };
   },
 
@@ -170,7 +170,7 @@ export const versionItem = {
       agent: parseJsonText(item.agent),
       lineage: decodeLineage(item.lineage),
       sessionAgentId: stringOrNull(item.agentId),
-      commands: typeof item.commands === 'string' ? (JSON.parse(item.commands) as Json[]) : null,
+      commands: typeof item.commands === 'string' ? (decodeStoredJson(item.commands) as Json[]) : null,
     };
   },
 };
@@ -270,7 +270,7 @@ export const documentItem = {
       ...documentItem.key(ref),
       kind: DOCUMENT_ITEM_KIND[record.kind],
       version: record.version,
-      state: JSON.stringify(record.state),
+      state: encodeStoredJson(record.state),
       updatedAt: record.updatedAt,
       // For the change event: whose commit this was (stream-images.ts reads them back).
       sessionId: origin.sessionId ?? undefined,
@@ -301,14 +301,14 @@ export const decisionItem = {
     ...decisionItem.key(scope, record.decisionId),
     status: record.status,
     attempts: record.attempts,
-    outcome: JSON.stringify(record.outcome),
+    outcome: encodeStoredJson(record.outcome),
     [tableKeys.timeToLive]: expiresAt,
   }),
 
   decode(decisionId: string, item: Item): DecisionRecord {
     const attempts = Number(item.attempts ?? 0);
     if (item.status === 'done' && typeof item.outcome === 'string') {
-      return { decisionId, status: 'done', attempts, outcome: JSON.parse(item.outcome) as DecisionOutcome };
+      return { decisionId, status: 'done', attempts, outcome: decodeStoredJson(item.outcome) as unknown as DecisionOutcome };
     }
     return { decisionId, status: 'failed', attempts };
   },
@@ -336,8 +336,8 @@ export const agentItem = {
     agentId: agent.agentId,
     parentId: agent.parentId,
     worker: agent.worker ?? undefined,
-    config: JSON.stringify(agent.config),
-    stateFields: agent.stateFields ? JSON.stringify(agent.stateFields) : undefined,
+    config: encodeStoredJson(agent.config),
+    stateFields: agent.stateFields ? encodeStoredJson(agent.stateFields) : undefined,
     createdAt: agent.createdAt,
     updatedAt: agent.updatedAt,
   }),
@@ -376,7 +376,7 @@ export const idempotencyItem = {
   decodeHolder(item: Item): Exclude<IdempotencyClaim, { outcome: 'claimed' }> {
     const fingerprint = String(item.fingerprint);
     if (item.status === 'done' && typeof item.response === 'string') {
-      return { outcome: 'done', fingerprint, response: JSON.parse(item.response) as StoredResponse };
+      return { outcome: 'done', fingerprint, response: decodeStoredJson(item.response) as unknown as StoredResponse };
     }
     return { outcome: 'in_progress', fingerprint, lockedUntil: Number(item.lockedUntil) };
   },

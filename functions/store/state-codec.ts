@@ -1,4 +1,4 @@
-import type { Json } from '../core/json.js';
+import { decodeStoredJson, encodeStoredJson, type Json } from '../core/json.js';
 import type { SessionScope } from '../core/model.js';
 import type { Item } from './table-client.js';
 
@@ -33,7 +33,7 @@ export const STATE_ATTRIBUTES: readonly string[] = ['state'];
 
 /** The attributes (and any pieces) that hold `state` in a version item of `scope`. */
 export function encodeState(_scope: SessionScope, state: Json): EncodedState {
-  return { attributes: { state: JSON.stringify(state) }, pieces: [] };
+  return { attributes: { state: encodeStoredJson(state) }, pieces: [] };
 }
 
 /** Keys of the items a read must fetch to rebuild the state of `item`; none when it is inline. */
@@ -47,7 +47,8 @@ export function stateReferences(_item: Item): Item[] {
  * holds null.
  */
 export function decodeState(item: Item, _fetched: ReadonlyMap<string, Item> = new Map()): Json {
-  return typeof item.state === 'string' ? (JSON.parse(item.state) as Json) : null;
+  // Numbers verbatim, as every JSON text of the table (core/json.ts).
+  return typeof item.state === 'string' ? decodeStoredJson(item.state) : null;
 }
 
 /** The key of a fetched piece in the map `decodeState` takes. */

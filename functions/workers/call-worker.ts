@@ -17,6 +17,7 @@
  */
 import type { InvokeCommandOutput } from '@aws-sdk/client-lambda';
 import { AgentStateError } from '../core/errors.js';
+import { isJsonObject, JsonTextError, parseJson, stringifyJson } from '../core/json.js';
 import { workerTimeoutMs } from '../core/worker-timeout.js';
 import { allowedModulePath, callModule, type ModuleDirs, ModuleRefusedError, moduleDirsFromEnv } from './module-worker.js';
 import {
@@ -185,12 +186,14 @@ function excerpt(text: string): string {
 function parseAnswer(text: string, from: string): Record<string, unknown> {
   let value: unknown;
   try {
-    value = JSON.parse(text);
-  } catch {
+    // Verbatim, as a request body: numbers as written, a key given twice refused.
+    value = parseJson(text);
+  } catch (error) {
+    if (!(error instanceof JsonTextError)) throw error;
     const shown = excerpt(text);
-    throw failed(`${from} is not JSON${shown === '' ? ' (empty body)' : `: ${shown}`}`);
+    throw failed(`${from} is not JSON (${error.message})${shown === '' ? ' (empty body)' : `: ${shown}`}`);
   }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+  if (!isJsonObject(value)) {
     throw failed(`${from} is JSON but not an object (got ${describe(value)}); a DecisionResponse is an object`);
   }
   return value as Record<string, unknown>;
@@ -244,6 +247,7 @@ async function callHttp(url: URL, secret: string | undefined, body: string, opti
     const shown = excerpt(answer.text);
     throw failed(`the worker answered HTTP ${status}${shown === '' ? '' : `: ${shown}`}`);
   }
+  if (!answer.utf8) throw failed(`the worker's answer (HTTP ${status}) is not UTF-8`);
   return parseAnswer(answer.text, `the worker's answer (HTTP ${status})`);
 }
 
@@ -297,7 +301,12 @@ async function callLambda(
     const name = error instanceof Error ? error.name : 'Error';
     throw failed(`the Lambda invocation failed (${name})`, error);
   }
-  const text = output.Payload ? new TextDecoder().decode(output.Payload) : '';
+  let text = '';
+  try {
+    text = output.Payload ? new TextDecoder('utf-8', { fatal: true }).decode(output.Payload) : '';
+  } catch {
+    throw failed("the worker's Lambda answer is not UTF-8");
+  }
   if (output.FunctionError) {
     let message = '';
     try {

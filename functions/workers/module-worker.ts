@@ -19,6 +19,7 @@ import { realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { AgentStateError } from '../core/errors.js';
+import { parseJson, stringifyJson } from '../core/json.js';
 
 /** Where `module:` workers may live when `AGENTSTATE_MODULE_DIRS` is not set. */
 const DEFAULT_MODULE_DIRS = ['examples', 'workers'] as const;
@@ -172,7 +173,9 @@ export async function callModule(
   const aborted = whenAborted(signal);
   aborted.catch(() => {}); // handled by the race below, or not needed at all
   const decide = await Promise.race([loadModule(real, modulePath, wording), aborted]);
-  const request: unknown = JSON.parse(body);
+  // The request as an https worker would read it: numbers a double would change are JsonNumbers,
+  // which come back verbatim in the answer if the module passes them on (core/json.ts).
+  const request: unknown = parseJson(body);
   let answer: unknown;
   try {
     answer = await Promise.race([Promise.resolve().then(() => decide(request)), aborted]);
@@ -185,7 +188,7 @@ export async function callModule(
   // Through JSON, exactly as an https worker's answer: drops undefined, copies the object.
   let text: string | undefined;
   try {
-    text = JSON.stringify(answer);
+    text = stringifyJson(answer);
   } catch (error) {
     throw wording.failed("the module worker's answer cannot be serialized as JSON", error);
   }

@@ -10,6 +10,7 @@
  * address that is connected to (no window for DNS rebinding between a check and the request).
  * Locally (`allowLoopbackHttp: true`) http:// is allowed too, but only to a loopback host.
  */
+import { isUtf8 } from 'node:buffer';
 import { createHmac } from 'node:crypto';
 import { lookup as dnsLookup, type LookupAddress, type LookupAllOptions } from 'node:dns';
 import http from 'node:http';
@@ -311,7 +312,8 @@ export function connectionPool(settings: { maxSockets: number }): (url: URL, pol
 
 /** How a POST's answer ended: read whole, cut off at the size limit, or cut short by the peer. */
 export type OutboundAnswer =
-  | { kind: 'answered'; status: number; text: string }
+  /** `text` is the body decoded as UTF-8; `utf8` is false when the bytes were not UTF-8 (then U+FFFD stand in). */
+  | { kind: 'answered'; status: number; text: string; utf8: boolean }
   | { kind: 'too-large'; status: number }
   | { kind: 'cut'; status: number; error?: unknown };
 
@@ -355,7 +357,10 @@ export function postJson(url: URL, body: string, options: PostOptions): Promise<
       // The first of these settles the answer; the ones after it change nothing.
       response.on('error', (error) => resolve({ kind: 'cut', status, error }));
       response.on('aborted', () => resolve({ kind: 'cut', status }));
-      response.on('end', () => resolve({ kind: 'answered', status, text: Buffer.concat(chunks).toString('utf8') }));
+      response.on('end', () => {
+        const bytes = Buffer.concat(chunks);
+        resolve({ kind: 'answered', status, text: bytes.toString('utf8'), utf8: isUtf8(bytes) });
+      });
       response.on('close', () => resolve({ kind: 'cut', status }));
     });
     request.on('error', reject);

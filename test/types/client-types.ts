@@ -28,6 +28,7 @@ import type { DecideResult, DecisionRequest } from '../../functions/core/decide-
 import type { ErrorCode, Problem } from '../../functions/core/errors.js';
 import type { DocumentChangedEvent, StateChangedEvent } from '../../functions/core/events.js';
 import type { FieldDeclaration, FieldScope, FieldType } from '../../functions/core/fields.js';
+import type { JsonNumber } from '../../functions/core/json.js';
 import type { VersionCause } from '../../functions/core/model.js';
 import type {
   NodeView,
@@ -84,17 +85,31 @@ type NameDrift<S, C, P extends string = ''> =
           }[NamedKeys<Objects<S>> & NamedKeys<Objects<C>>]
         | ([Elements<S>] extends [never] ? never : [Elements<C>] extends [never] ? never : NameDrift<Elements<S>, Elements<C>, `${P}[]`>);
 
+/**
+ * A server type as the client reads it off the wire: a `JsonNumber` (a number kept as the text
+ * it was sent as) is a JSON number in the body, which the client's `JSON.parse` reads as a number.
+ */
+type Wire<T> = T extends JsonNumber
+  ? number
+  : T extends readonly (infer Item)[]
+    ? Wire<Item>[]
+    : T extends (...args: never[]) => unknown
+      ? T
+      : T extends object
+        ? { [K in keyof T]: Wire<T[K]> }
+        : T;
+
 /** Why a value of `From` is not a `To`, or never. */
 type Fits<From, To, Why extends string> = Assignable<From, To> extends true ? never : Why;
 /** The same type on both sides: the same names, and each assignable to the other. */
 type Same<S, C> =
-  | NameDrift<S, C>
-  | Fits<S, C, "the server's type is not a value of the client's">
+  | NameDrift<Wire<S>, C>
+  | Fits<Wire<S>, C, "the server's type is not a value of the client's">
   | Fits<C, S, "the client's type is not a value of the server's">;
 /** A response (server to client): the same names, and what the server sends is a value of the client's type. */
-type Sent<S, C> = NameDrift<S, C> | Fits<S, C, "the server's type is not a value of the client's">;
+type Sent<S, C> = NameDrift<Wire<S>, C> | Fits<Wire<S>, C, "the server's type is not a value of the client's">;
 /** A request (client to server): the same names, and what the client sends is accepted by the server's input type. */
-type Accepted<C, S> = NameDrift<S, C> | Fits<C, S, "the client's type is not accepted by the server's">;
+type Accepted<C, S> = NameDrift<Wire<S>, C> | Fits<C, S, "the client's type is not accepted by the server's">;
 
 type Returned<F> = F extends (...args: never[]) => Promise<infer R> ? R : never;
 
