@@ -17,7 +17,7 @@
  */
 import type { InvokeCommandOutput } from '@aws-sdk/client-lambda';
 import { AgentStateError } from '../core/errors.js';
-import { isJsonObject, JsonTextError, parseJson, stringifyJson } from '../core/json.js';
+import { isJsonObject, JsonTextError, parseJson } from '../core/json.js';
 import { workerTimeoutMs } from '../core/worker-timeout.js';
 import { allowedModulePath, callModule, type ModuleDirs, ModuleRefusedError, moduleDirsFromEnv } from './module-worker.js';
 import {
