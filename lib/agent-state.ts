@@ -621,7 +621,7 @@ export class AgentState extends Construct {
           reason:
             route.group === INSPECTOR_GROUP
               ? `${route.method} ${route.path} serves the inspector page's static files, which hold no data; the page asks for an API key and sends it to the authorized routes`
-              : `${route.method} ${route.path} is public by contract (API.md section 1): a health check for load balancers and uptime probes; it reads nothing`,
+              : `${route.method} ${route.path} is public by contract (API.md section 1): the health check for load balancers and uptime probes, or the API's OpenAPI document; it reads no data`,
         });
       }
     }

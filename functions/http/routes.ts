@@ -12,8 +12,10 @@ export interface Route {
   group: RouteGroup;
 }
 
-export const routes: readonly Route[] = [
+export const routes = [
   { method: 'GET', path: '/health', group: 'health' },
+  // This API as an OpenAPI 3.1 document (contract/, docs/openapi.json): public, like /health.
+  { method: 'GET', path: '/v1/openapi.json', group: 'health' },
 
   { method: 'POST', path: '/v1/sessions', group: 'sessions' },
   { method: 'GET', path: '/v1/sessions', group: 'sessions' },
@@ -54,7 +56,15 @@ export const routes: readonly Route[] = [
   // calls the routes above with it. Its files are flat under /inspector/ (no nested paths).
   { method: 'GET', path: '/', group: 'inspector' },
   { method: 'GET', path: '/inspector/{file}', group: 'inspector' },
-];
+] as const satisfies readonly Route[];
+
+/**
+ * Every route key, `'PATCH /v1/sessions/{sid}/state' | …`: the OpenAPI document
+ * (contract/operations.ts) must describe each one, so a route added here without its
+ * description fails the type check.
+ */
+type KeyOf<R> = R extends { method: infer M extends string; path: infer P extends string } ? `${M} ${P}` : never;
+export type RouteKey = KeyOf<(typeof routes)[number]>;
 
 /** The API Gateway route key of a route, e.g. `PATCH /v1/sessions/{sid}/state`. */
 export const routeKey = (route: Pick<Route, 'method' | 'path'>) => `${route.method} ${route.path}`;

@@ -13,7 +13,7 @@ export const appendBody = z
   })
   .strict();
 
-const headBody = z.object({ nodeId: z.string() }).strict();
+export const headBody = z.object({ nodeId: z.string() }).strict();
 
 /** `?preview=1` (or `true`) adds message snippets to the tree; `0`, `false` or absent leaves them out. */
 function previewFlag(input: RouteInput): boolean {

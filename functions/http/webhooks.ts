@@ -21,7 +21,7 @@ export const createWebhookBody = z
   })
   .strict();
 
-const replayBody = z.object({ limit: z.number().int().optional() }).strict();
+export const replayBody = z.object({ limit: z.number().int().optional() }).strict();
 
 let service: WebhookService | undefined;
 

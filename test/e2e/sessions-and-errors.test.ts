@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ApiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
@@ -303,5 +304,30 @@ describe('errors', () => {
 
     expectProblem(response, 413, 'payload_too_large');
     expect(typeof response.body.limitBytes).toBe('number');
+  });
+});
+
+describe('the public routes', () => {
+  it('serves this API as an OpenAPI 3.1 document without a key: the committed docs/openapi.json', async () => {
+    // Act
+    const response = await http.get('/v1/openapi.json', { key: null });
+
+    // Assess
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe('application/json');
+    expect(response.body).toEqual(JSON.parse(readFileSync(new URL('../../docs/openapi.json', import.meta.url), 'utf8')));
+    expect(response.body.openapi).toBe('3.1.1');
+  });
+
+  it('answers /health whatever X-Agent-Id says: it takes no input (docs/api.md, Headers)', async () => {
+    // Act
+    const [plain, badAgent] = await Promise.all([
+      http.get('/health', { key: null }),
+      http.get('/health', { key: null, headers: { 'x-agent-id': 'not an id!' } }),
+    ]);
+
+    // Assess
+    expect([plain.status, plain.body]).toEqual([200, { ok: true }]);
+    expect([badAgent.status, badAgent.body]).toEqual([200, { ok: true }]);
   });
 });

@@ -1,3 +1,5 @@
+import { VIOLATION_HEADER } from './contract-proxy.js';
+
 /** A minimal HTTP client for the tests: real fetch against a real server, nothing mocked. */
 export interface ApiResponse<T = any> {
   status: number;
@@ -26,6 +28,9 @@ export function apiClient(baseUrl: string, defaultKey = 'dev-key') {
     if (body !== undefined) headers['content-type'] = options.contentType ?? 'application/json';
     const response = await fetch(`${baseUrl}${path}`, { method, headers, body });
     const text = await response.text();
+    // Set by the contract proxy (contract-proxy.ts) in front of the servers e2e tests start.
+    const violation = response.headers.get(VIOLATION_HEADER);
+    if (violation) throw new Error(`the API broke its OpenAPI document (docs/openapi.json):\n${decodeURIComponent(violation)}`);
     let parsed: unknown;
     try {
       parsed = text ? JSON.parse(text) : undefined;

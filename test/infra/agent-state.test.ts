@@ -60,7 +60,7 @@ describe('routes', () => {
     });
   });
 
-  it('asks for an API key on every route but GET /health and the inspector page', () => {
+  it('asks for an API key on every route but GET /health, GET /v1/openapi.json and the inspector page', () => {
     const authorizerId = reader.ofType('AWS::ApiGatewayV2::Authorizer')[0]?.[0];
     for (const [, route] of httpRoutes()) {
       const key = route.Properties?.RouteKey as string;
@@ -73,6 +73,7 @@ describe('routes', () => {
       }
     }
     expect(publicGroups).toEqual(['health', 'inspector']);
+    expect(routes.filter((route) => route.group === 'health').map(routeKey)).toEqual(['GET /health', 'GET /v1/openapi.json']);
     const inspectorRoutes = routes.filter((route) => route.group === 'inspector').map(routeKey);
     expect(inspectorRoutes).toEqual(['GET /', 'GET /inspector/{file}']);
   });

@@ -1,4 +1,7 @@
-import { fileURLToPath } from 'node:url';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
 import { describe, expect, it } from 'vitest';
 
@@ -40,6 +43,48 @@ describe('public route groups', () => {
     const inputs = await bundledInputs('functions/http/state.ts');
     expect(inputs.some((input) => input.includes('node_modules/@aws-sdk/'))).toBe(true);
     expect(inputs.some((input) => input.includes('node_modules/zod/'))).toBe(true);
+  });
+});
+
+describe('the OpenAPI document in the health bundle', () => {
+  it('is served by the bundled function as Lambda runs it, equal to docs/openapi.json', async () => {
+    // Prepare: the health function bundled as lib/agent-state.ts bundles it, written out and imported.
+    const dir = mkdtempSync(join(os.tmpdir(), 'agentstate-health-bundle-'));
+    try {
+      await build({
+        entryPoints: [`${root}functions/http/health.ts`],
+        outfile: join(dir, 'index.mjs'),
+        bundle: true,
+        platform: 'node',
+        format: 'esm',
+        target: 'node22',
+        mainFields: ['module', 'main'],
+        logLevel: 'silent',
+      });
+      const { handler } = (await import(pathToFileURL(join(dir, 'index.mjs')).href)) as {
+        handler: (event: unknown, context: unknown) => Promise<{ statusCode: number; body: string }>;
+      };
+
+      // Act
+      const answer = await handler(
+        {
+          version: '2.0',
+          routeKey: 'GET /v1/openapi.json',
+          rawPath: '/v1/openapi.json',
+          rawQueryString: '',
+          headers: {},
+          requestContext: { http: { method: 'GET', path: '/v1/openapi.json' }, requestId: 'r1' },
+          isBase64Encoded: false,
+        },
+        {},
+      );
+
+      // Assess
+      expect(answer.statusCode).toBe(200);
+      expect(JSON.parse(answer.body)).toEqual(JSON.parse(readFileSync(`${root}docs/openapi.json`, 'utf8')));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

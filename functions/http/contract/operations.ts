@@ -1,0 +1,385 @@
+import type * as z from 'zod';
+import type { ErrorCode } from '../../core/errors.js';
+import { agentBody } from '../agents.js';
+import { commitBody } from '../commits.js';
+import { decideBody } from '../decide.js';
+import { jsonValue } from '../request.js';
+import type { RouteKey } from '../routes.js';
+import { createSessionBody } from '../sessions.js';
+import { appendBody, headBody } from '../tree.js';
+import { createWebhookBody, replayBody } from '../webhooks.js';
+import type { ComponentName } from './schemas.js';
+
+/**
+ * What each route is, for the OpenAPI document (document.ts). The table is keyed by every
+ * route of routes.ts, so a new route does not type-check until it is described here — that is
+ * the one step a new route takes. Request bodies are the handlers' own zod schemas; answers
+ * name a schema of schemas.ts. `problems` lists the route's own error codes; the document adds
+ * those every keyed route or every write can answer (see `commonProblems` in document.ts).
+ */
+
+export type Tag = 'health' | 'sessions' | 'tree' | 'state' | 'agents' | 'decide' | 'commits' | 'webhooks' | 'inspector';
+
+export interface QueryParameter {
+  name: string;
+  description: string;
+  schema: { type: 'string' | 'integer' | 'boolean'; minimum?: number; maximum?: number; enum?: string[] };
+}
+
+export interface Operation {
+  tag: Tag;
+  summary: string;
+  description?: string;
+  /** No API key: `/health`, this document, the inspector's files. */
+  public?: true;
+  query?: readonly QueryParameter[];
+  body?: {
+    schema: z.ZodType;
+    /** Default `application/json`. */
+    contentTypes?: readonly string[];
+    /** An absent body counts as `{}`. */
+    optional?: true;
+    example?: unknown;
+  };
+  /** The success answers: status → what they carry. */
+  responses: Partial<Record<200 | 201 | 204, Answer>>;
+  problems: readonly ErrorCode[];
+  /** State routes answer an oversize body with `413 state_too_large` rather than `payload_too_large`. */
+  tooLarge?: 'state_too_large';
+}
+
+export interface Answer {
+  description: string;
+  schema?: ComponentName;
+  /** A body that is not JSON (the inspector's page and files). */
+  contentType?: string;
+  headers?: readonly ('ETag' | 'Location')[];
+  example?: unknown;
+}
+
+const node: QueryParameter = { name: 'node', description: 'The node to read or write at; default: the head.', schema: { type: 'string' } };
+const limit: QueryParameter = { name: 'limit', description: 'Page size, 1–500.', schema: { type: 'integer', minimum: 1, maximum: 500 } };
+const cursor: QueryParameter = { name: 'cursor', description: 'The `next` of the previous page, unchanged.', schema: { type: 'string' } };
+const page = [limit, cursor] as const;
+
+const now = '2025-06-01T10:00:00.000Z';
+const stateWrite = {
+  schema: jsonValue,
+  contentTypes: ['application/merge-patch+json', 'application/json'],
+  example: { model: 'fast', turns: 1 },
+} as const;
+const writeExample = { sessionId: 's1', node: 'a1', version: 2, prevVersion: 1, state: { model: 'fast', turns: 1 }, changed: true };
+const typedWriteProblems = ['unknown_field', 'validation_failed', 'field_forbidden'] as const;
+
+export const operations: Record<RouteKey, Operation> = {
+  'GET /health': {
+    tag: 'health',
+    summary: 'Health check',
+    description: 'No key needed; reads no data. `503 unavailable` while the store cannot be reached.',
+    public: true,
+    responses: { 200: { description: 'The service is up.', schema: 'Health', example: { ok: true } } },
+    problems: ['unavailable'],
+  },
+  'GET /v1/openapi.json': {
+    tag: 'health',
+    summary: 'This API as an OpenAPI 3.1 document',
+    description: 'No key needed. Generated from the schemas the handlers validate with; docs/openapi.json is the same document.',
+    public: true,
+    responses: { 200: { description: 'The OpenAPI document.' } },
+    problems: [],
+  },
+
+  'POST /v1/sessions': {
+    tag: 'sessions',
+    summary: 'Create a session',
+    body: {
+      schema: createSessionBody,
+      optional: true,
+      example: { sessionId: 's1', agentId: 'planner', userId: 'u-42', metadata: { channel: 'web' } },
+    },
+    responses: {
+      201: {
+        description: 'Created.',
+        schema: 'Session',
+        headers: ['Location'],
+        example: {
+          sessionId: 's1',
+          agentId: 'planner',
+          userId: 'u-42',
+          metadata: { channel: 'web' },
+          createdAt: now,
+          updatedAt: now,
+          head: 'root',
+          version: 0,
+        },
+      },
+    },
+    problems: ['invalid_request', 'session_exists', 'conflict'],
+  },
+  'GET /v1/sessions': {
+    tag: 'sessions',
+    summary: 'List sessions, most recently active first',
+    query: [...page, { name: 'prefix', description: 'Only ids that start with it (pages may then be short).', schema: { type: 'string' } }],
+    responses: { 200: { description: 'One page.', schema: 'SessionList' } },
+    problems: ['invalid_request'],
+  },
+  'GET /v1/sessions/{sid}': {
+    tag: 'sessions',
+    summary: 'Read a session',
+    responses: { 200: { description: 'The session.', schema: 'Session' } },
+    problems: ['session_not_found'],
+  },
+  'DELETE /v1/sessions/{sid}': {
+    tag: 'sessions',
+    summary: 'Delete a session and everything in it',
+    responses: { 204: { description: 'Deleted.' } },
+    problems: ['session_not_found', 'conflict'],
+  },
+
+  'POST /v1/sessions/{sid}/messages': {
+    tag: 'tree',
+    summary: 'Append messages as a chain (creates the session)',
+    body: {
+      schema: appendBody,
+      example: {
+        messages: [
+          { id: 'u1', role: 'user', content: 'Plan a trip' },
+          { id: 'a1', role: 'assistant', content: 'Where to?' },
+        ],
+      },
+    },
+    responses: { 201: { description: 'Appended; the head is the last message.', schema: 'AppendResult' } },
+    problems: ['invalid_request', 'node_not_found', 'node_exists', 'payload_too_large', 'conflict'],
+  },
+  'GET /v1/sessions/{sid}/messages': {
+    tag: 'tree',
+    summary: 'The message path root → node',
+    query: [node],
+    responses: { 200: { description: 'The path, oldest first.', schema: 'MessagePath' } },
+    problems: ['session_not_found', 'node_not_found'],
+  },
+  'GET /v1/sessions/{sid}/nodes/{nid}': {
+    tag: 'tree',
+    summary: 'Read a node',
+    responses: { 200: { description: 'The node.', schema: 'MessageNode' } },
+    problems: ['session_not_found', 'node_not_found'],
+  },
+  'GET /v1/sessions/{sid}/tree': {
+    tag: 'tree',
+    summary: 'The whole message tree',
+    query: [
+      {
+        name: 'preview',
+        description: '`1` or `true` adds a snippet of each message.',
+        schema: { type: 'string', enum: ['1', 'true', '0', 'false'] },
+      },
+    ],
+    responses: { 200: { description: 'The tree, head marked.', schema: 'Tree' } },
+    problems: ['invalid_request', 'session_not_found'],
+  },
+  'PUT /v1/sessions/{sid}/head': {
+    tag: 'tree',
+    summary: 'Switch the head (branch)',
+    body: { schema: headBody, example: { nodeId: 'a1' } },
+    responses: { 200: { description: 'The new head.', schema: 'HeadResult' } },
+    problems: ['invalid_request', 'session_not_found', 'node_not_found', 'conflict'],
+  },
+
+  'GET /v1/sessions/{sid}/state': {
+    tag: 'state',
+    summary: 'Read the state at a node or a version',
+    description: 'An unknown session reads `null` at version 0.',
+    query: [node, { name: 'version', description: 'A historical version (time travel).', schema: { type: 'integer', minimum: 0 } }],
+    responses: {
+      200: {
+        description: 'The state.',
+        schema: 'StateView',
+        headers: ['ETag'],
+        example: { sessionId: 's1', node: 'a1', version: 2, state: { model: 'fast', turns: 1 }, agent: null, updatedAt: now },
+      },
+    },
+    problems: ['invalid_request', 'node_not_found', 'version_not_found', 'conflict'],
+  },
+  'PATCH /v1/sessions/{sid}/state': {
+    tag: 'state',
+    summary: 'Merge-patch the state (RFC 7396; creates the session)',
+    query: [node],
+    body: stateWrite,
+    responses: { 200: { description: 'The state after the write.', schema: 'WriteResult', headers: ['ETag'], example: writeExample } },
+    problems: ['invalid_request', 'node_not_found', 'version_mismatch', 'state_too_large', 'conflict', ...typedWriteProblems],
+    tooLarge: 'state_too_large',
+  },
+  'PUT /v1/sessions/{sid}/state': {
+    tag: 'state',
+    summary: 'Replace the state (creates the session)',
+    query: [node],
+    body: stateWrite,
+    responses: { 200: { description: 'The state after the write.', schema: 'WriteResult', headers: ['ETag'], example: writeExample } },
+    problems: ['invalid_request', 'node_not_found', 'version_mismatch', 'state_too_large', 'conflict', ...typedWriteProblems],
+    tooLarge: 'state_too_large',
+  },
+  'GET /v1/sessions/{sid}/versions': {
+    tag: 'state',
+    summary: 'History, newest first',
+    query: [{ ...node, description: "Only the lineage of this node's current state." }, ...page],
+    responses: { 200: { description: 'One page.', schema: 'VersionList' } },
+    problems: ['invalid_request', 'session_not_found', 'node_not_found', 'conflict'],
+  },
+  'GET /v1/sessions/{sid}/versions/{v}': {
+    tag: 'state',
+    summary: 'Read one version',
+    responses: { 200: { description: 'The version.', schema: 'Version' } },
+    problems: ['invalid_request', 'session_not_found', 'version_not_found', 'conflict'],
+  },
+
+  'PUT /v1/agents/{agentId}': {
+    tag: 'agents',
+    summary: 'Register or replace an agent',
+    body: { schema: agentBody, example: { worker: { url: 'module:examples/worker.ts' }, config: { model: 'small-fast' } } },
+    responses: {
+      201: { description: 'Registered.', schema: 'Agent', headers: ['Location'] },
+      200: { description: 'Replaced.', schema: 'Agent' },
+    },
+    problems: ['invalid_request', 'agent_not_found', 'conflict'],
+  },
+  'GET /v1/agents/{agentId}': {
+    tag: 'agents',
+    summary: 'Read an agent (never its secret)',
+    responses: { 200: { description: 'The agent.', schema: 'Agent' } },
+    problems: ['agent_not_found'],
+  },
+  'GET /v1/agents': {
+    tag: 'agents',
+    summary: 'List agents',
+    query: page,
+    responses: { 200: { description: 'One page.', schema: 'AgentList' } },
+    problems: ['invalid_request'],
+  },
+
+  'POST /v1/sessions/{sid}/decide': {
+    tag: 'decide',
+    summary: "Run one decision: the agent's worker sees the state and answers what to store",
+    body: {
+      schema: decideBody,
+      example: { trigger: { type: 'client.messages', messages: [{ id: 'q1', role: 'user', content: 'hi' }] } },
+    },
+    responses: { 200: { description: 'The decision and the state after it.', schema: 'DecideResult' } },
+    problems: [
+      'invalid_request',
+      'node_not_found',
+      'agent_not_found',
+      'decision_in_progress',
+      'conflict',
+      'state_too_large',
+      'worker_failed',
+      'worker_timeout',
+      ...typedWriteProblems,
+    ],
+  },
+
+  'POST /v1/sessions/{sid}/commits': {
+    tag: 'commits',
+    summary: 'Apply keyed commands atomically (thread, run, profile, shared)',
+    query: [node],
+    body: {
+      schema: commitBody,
+      example: { commands: [{ key: 'votes', scope: 'thread', merge: 'commutative', set: { search: 1 } }], expectedVersion: 3 },
+    },
+    responses: { 200: { description: 'What the batch changed.', schema: 'CommitResult', headers: ['ETag'] } },
+    problems: [
+      'invalid_request',
+      'node_not_found',
+      'version_mismatch',
+      'exclusive_conflict',
+      'state_too_large',
+      'conflict',
+      ...typedWriteProblems,
+    ],
+  },
+  'GET /v1/sessions/{sid}/runs/{runId}/state': {
+    tag: 'commits',
+    summary: "Read a run's document",
+    responses: { 200: { description: 'The document (version 0 when never written).', schema: 'RunDocument', headers: ['ETag'] } },
+    problems: [],
+  },
+  'GET /v1/profiles/{userId}/state': {
+    tag: 'commits',
+    summary: "Read a user's profile document",
+    responses: { 200: { description: 'The document (version 0 when never written).', schema: 'ProfileDocument', headers: ['ETag'] } },
+    problems: [],
+  },
+  'GET /v1/shared/state': {
+    tag: 'commits',
+    summary: "Read the tenant's shared document",
+    responses: { 200: { description: 'The document (version 0 when never written).', schema: 'DocumentView', headers: ['ETag'] } },
+    problems: [],
+  },
+
+  'POST /v1/webhooks': {
+    tag: 'webhooks',
+    summary: 'Register a webhook',
+    body: { schema: createWebhookBody, example: { url: 'https://example.com/hook', secret: 's3cret', sessionId: 's1' } },
+    responses: { 201: { description: 'Registered (the secret is never returned).', schema: 'Webhook', headers: ['Location'] } },
+    problems: ['invalid_request'],
+  },
+  'GET /v1/webhooks': {
+    tag: 'webhooks',
+    summary: 'List webhooks',
+    query: page,
+    responses: { 200: { description: 'One page.', schema: 'WebhookList' } },
+    problems: ['invalid_request'],
+  },
+  'GET /v1/webhooks/{webhookId}': {
+    tag: 'webhooks',
+    summary: 'Read a webhook',
+    responses: { 200: { description: 'The webhook.', schema: 'Webhook' } },
+    problems: ['not_found'],
+  },
+  'DELETE /v1/webhooks/{webhookId}': {
+    tag: 'webhooks',
+    summary: 'Delete a webhook',
+    responses: { 204: { description: 'Deleted.' } },
+    problems: ['not_found'],
+  },
+  'GET /v1/webhooks/{webhookId}/dead-letters': {
+    tag: 'webhooks',
+    summary: "A webhook's dead letters, in replay order",
+    query: page,
+    responses: { 200: { description: 'One page.', schema: 'DeadLetterList' } },
+    problems: ['invalid_request', 'not_found'],
+  },
+  'POST /v1/webhooks/{webhookId}/dead-letters/replay': {
+    tag: 'webhooks',
+    summary: 'Replay dead letters, one attempt each, stopping at a failure',
+    body: { schema: replayBody, optional: true, example: { limit: 25 } },
+    responses: { 200: { description: 'What was delivered.', schema: 'ReplayResult' } },
+    problems: ['invalid_request', 'not_found'],
+  },
+
+  'GET /': {
+    tag: 'inspector',
+    summary: 'The inspector page',
+    public: true,
+    responses: { 200: { description: 'The page.', contentType: 'text/html' } },
+    problems: ['not_found'],
+  },
+  'GET /inspector/{file}': {
+    tag: 'inspector',
+    summary: "The inspector page's scripts, styles and config.json",
+    public: true,
+    responses: { 200: { description: 'The file.', contentType: '*/*' } },
+    problems: ['not_found'],
+  },
+};
+
+/** What each path parameter is. */
+export const pathParameters: Record<string, { description: string; type: 'string' | 'integer' }> = {
+  sid: { description: 'The session id.', type: 'string' },
+  nid: { description: 'The node id.', type: 'string' },
+  v: { description: 'The version number.', type: 'integer' },
+  agentId: { description: 'The agent id.', type: 'string' },
+  runId: { description: 'The run id.', type: 'string' },
+  userId: { description: 'The user id.', type: 'string' },
+  webhookId: { description: 'The webhook id.', type: 'string' },
+  file: { description: 'A file name of the page (flat, no directories).', type: 'string' },
+};

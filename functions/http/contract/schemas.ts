@@ -1,0 +1,241 @@
+import * as z from 'zod';
+import { type ErrorCode, errorStatus } from '../../core/errors.js';
+import { FIELD_TYPES } from '../../core/fields.js';
+import { idSchema, jsonValue } from '../request.js';
+
+/**
+ * What the routes answer, as zod schemas: the response half of the OpenAPI document
+ * (document.ts), whose request half is the very schemas the handlers parse bodies with. Each
+ * schema named in `components` becomes `#/components/schemas/<name>`; e2e tests validate every
+ * answer of the real server against the document (test/helpers/contract.ts), so a field the
+ * code adds, drops or retypes without saying so here fails them.
+ *
+ * Objects are closed (an undocumented member fails validation) except where the API stores
+ * what it was sent: messages, states, configs, metadata, problems' extras.
+ */
+
+const jsonObject = z.record(z.string(), jsonValue);
+const time = z.iso.datetime().meta({ description: 'ISO 8601 UTC with milliseconds', examples: ['2025-06-01T10:00:00.000Z'] });
+const version = z.number().int().min(0);
+/** `next` of a page: present while there may be more; pass it back as `cursor`. */
+const next = z.string().optional().meta({ description: 'Present while there may be more; pass it back as `cursor`.' });
+
+const health = z.object({ ok: z.boolean() });
+
+const sessionSummary = z.object({
+  sessionId: idSchema,
+  agentId: idSchema.nullable(),
+  userId: idSchema.nullable(),
+  metadata: jsonObject.nullable(),
+  createdAt: time,
+  updatedAt: time.meta({ description: 'Last activity; may trail the latest state write by a moment.' }),
+});
+const session = sessionSummary.extend({
+  head: z.string().meta({ description: 'The current head node (`root` for a new session).' }),
+  version: version.meta({ description: 'The latest recorded version (0: none); always exact.' }),
+});
+const sessionList = z.object({ sessions: z.array(sessionSummary), next });
+
+const storedMessage = z.looseObject({ id: z.string(), parentId: z.string(), role: z.string().min(1) });
+const messageNode = z.object({
+  id: z.string(),
+  parentId: z.string().nullable(),
+  depth: z.number().int().min(0),
+  role: z.string().nullable(),
+  stateVersion: version,
+  createdAt: time,
+});
+const appendResult = z.object({ nodes: z.array(messageNode), head: z.string() });
+const messagePath = z.object({
+  messages: z.array(storedMessage).meta({ description: 'Root → node, oldest first, root excluded.' }),
+  ancestry: z.array(z.string()).meta({ description: 'Node ids from `root` to the node, both included.' }),
+});
+const treeNode = messageNode.omit({ createdAt: true }).extend({
+  preview: z.string().nullable().optional().meta({ description: 'With `?preview=1`: a one-line snippet (null for `root`).' }),
+});
+const tree = z.object({ head: z.string(), nodes: z.array(treeNode) });
+const headResult = z.object({ head: z.string() });
+
+const stateView = z.object({
+  sessionId: idSchema,
+  node: z.string(),
+  version,
+  state: jsonValue,
+  agent: jsonValue,
+  updatedAt: time.nullable(),
+});
+const writeResult = z.object({
+  sessionId: idSchema,
+  node: z.string(),
+  version,
+  prevVersion: version,
+  state: jsonValue,
+  changed: z.boolean(),
+});
+const cause = z.enum(['patch', 'replace', 'decide', 'commit']);
+const versionRecord = z.object({
+  version,
+  node: z.string(),
+  prevVersion: version,
+  cause,
+  author: z.string().nullable(),
+  decisionId: z.string().optional(),
+  createdAt: time,
+  state: jsonValue,
+  agent: jsonValue,
+});
+const versionList = z.object({ versions: z.array(versionRecord), next });
+
+const fieldScope = z.union([z.literal('private'), z.literal('public'), z.object({ agents: z.array(idSchema) })]);
+const fieldDeclaration = z.object({
+  type: z.enum(FIELD_TYPES),
+  description: z.string().optional(),
+  updateRules: z.string().optional(),
+  read: fieldScope,
+  write: fieldScope,
+  migrate: z.literal('clear').optional(),
+});
+const agent = z.object({
+  agentId: idSchema,
+  parentId: idSchema.nullable(),
+  worker: z.object({ url: z.string(), timeoutMs: z.number().int().nullable(), hasSecret: z.boolean() }).nullable(),
+  config: jsonValue,
+  stateFields: z.record(z.string(), fieldDeclaration).nullable(),
+  createdAt: time,
+  updatedAt: time,
+});
+const agentList = z.object({ agents: z.array(agent), next });
+
+const decideResult = z.object({
+  decisionId: z.string(),
+  decision: jsonObject.meta({ description: "The worker's answer as it gave it (`proposed` without a worker)." }),
+  state: jsonValue,
+  agent: jsonValue,
+  version,
+  changed: z.boolean(),
+  head: z.string(),
+});
+
+const documentView = z.object({ version, state: jsonValue, updatedAt: time.nullable() });
+const runDocument = documentView.extend({ sessionId: idSchema, runId: idSchema });
+const profileDocument = documentView.extend({ userId: idSchema });
+const commitResult = z.object({
+  sessionId: idSchema,
+  node: z.string(),
+  version,
+  state: jsonValue,
+  changed: z.boolean(),
+  run: documentView.extend({ runId: idSchema }).optional(),
+  profile: documentView.extend({ userId: idSchema }).optional(),
+  shared: documentView.optional(),
+});
+
+const stateChangedEvent = z.object({
+  id: z.string().meta({ description: '`<sessionId>:<version>`, the same on every redelivery' }),
+  type: z.literal('state.changed'),
+  sessionId: idSchema,
+  node: z.string(),
+  version,
+  prevVersion: version,
+  cause,
+  author: z.string().nullable(),
+  decisionId: z.string().nullable(),
+  next: jsonValue,
+  prev: jsonValue,
+  agent: jsonValue,
+  occurredAt: time,
+  truncated: z.literal(true).optional(),
+  viewError: z.object({ code: z.string(), fields: z.array(jsonValue) }).optional(),
+});
+const documentChangedEvent = z.object({
+  id: z.string(),
+  type: z.enum(['run.changed', 'profile.changed', 'shared.changed']),
+  scope: z.enum(['run', 'profile', 'shared']),
+  sessionId: idSchema,
+  runId: idSchema.optional(),
+  userId: idSchema.optional(),
+  version,
+  prevVersion: version,
+  cause: z.literal('commit'),
+  author: z.string().nullable(),
+  next: jsonValue,
+  prev: jsonValue,
+  occurredAt: time,
+  truncated: z.literal(true).optional(),
+});
+const changeEvent = z.union([stateChangedEvent, documentChangedEvent]);
+
+const webhook = z.object({
+  id: z.string(),
+  url: z.string(),
+  sessionId: idSchema.nullable(),
+  agentId: idSchema.optional(),
+  hasSecret: z.boolean(),
+  createdAt: time,
+});
+const webhookList = z.object({ webhooks: z.array(webhook), next });
+const deadLetter = z.object({
+  eventId: z.string(),
+  sessionId: idSchema,
+  version,
+  attempts: z.number().int().min(0).meta({ description: 'Delivery attempts; 0 for an event held back behind an earlier failure.' }),
+  lastError: z.string(),
+  firstFailedAt: time,
+  lastFailedAt: time,
+  event: changeEvent,
+});
+const deadLetterList = z.object({ deadLetters: z.array(deadLetter), next });
+const replayResult = z.object({
+  delivered: z.number().int().min(0),
+  failed: z.object({ eventId: z.string(), error: z.string() }).nullable(),
+  remaining: z.boolean(),
+});
+
+const errorCodes = Object.keys(errorStatus) as ErrorCode[];
+/** RFC 9457, with the API's `code` and whatever members the error adds (`currentVersion`, `limitBytes`, `field`, …). */
+const problem = z.looseObject({
+  type: z.string(),
+  title: z.string(),
+  status: z.number().int(),
+  code: z.enum(errorCodes),
+  detail: z.string(),
+});
+
+/** The schemas the document names, `#/components/schemas/<name>`. */
+export const components = {
+  Json: jsonValue,
+  Health: health,
+  Session: session,
+  SessionSummary: sessionSummary,
+  SessionList: sessionList,
+  StoredMessage: storedMessage,
+  MessageNode: messageNode,
+  AppendResult: appendResult,
+  MessagePath: messagePath,
+  TreeNode: treeNode,
+  Tree: tree,
+  HeadResult: headResult,
+  StateView: stateView,
+  WriteResult: writeResult,
+  Version: versionRecord,
+  VersionList: versionList,
+  FieldDeclaration: fieldDeclaration,
+  Agent: agent,
+  AgentList: agentList,
+  DecideResult: decideResult,
+  DocumentView: documentView,
+  RunDocument: runDocument,
+  ProfileDocument: profileDocument,
+  CommitResult: commitResult,
+  StateChangedEvent: stateChangedEvent,
+  DocumentChangedEvent: documentChangedEvent,
+  ChangeEvent: changeEvent,
+  Webhook: webhook,
+  WebhookList: webhookList,
+  DeadLetter: deadLetter,
+  DeadLetterList: deadLetterList,
+  ReplayResult: replayResult,
+  Problem: problem,
+} satisfies Record<string, z.ZodType>;
+
+export type ComponentName = keyof typeof components;

@@ -1,0 +1,98 @@
+import { describe, expect, it } from 'vitest';
+import { contractViolations, type Exchange } from '../helpers/contract.js';
+
+/**
+ * The check the e2e tests run on every exchange with the real server (test/helpers/contract.ts),
+ * tried on exchanges made up to break the document each way: if it stopped catching one, the
+ * whole e2e suite would pass over an undocumented route or a drifted answer.
+ */
+const session = {
+  sessionId: 's1',
+  agentId: null,
+  userId: null,
+  metadata: null,
+  createdAt: '2025-06-01T10:00:00.000Z',
+  updatedAt: '2025-06-01T10:00:00.000Z',
+  head: 'root',
+  version: 0,
+};
+const problem = (status: number, code: string) => JSON.stringify({ type: 'about:blank', title: code, status, code, detail: code });
+
+const exchange = (overrides: Partial<Exchange>): Exchange => ({
+  method: 'GET',
+  url: '/v1/sessions/s1',
+  requestContentType: undefined,
+  requestBody: '',
+  status: 200,
+  responseContentType: 'application/json',
+  responseBody: JSON.stringify(session),
+  ...overrides,
+});
+
+describe('the contract check', () => {
+  it('passes an answer that fits', () => {
+    expect(contractViolations(exchange({}))).toEqual([]);
+    expect(
+      contractViolations(
+        exchange({ status: 404, responseContentType: 'application/problem+json', responseBody: problem(404, 'session_not_found') }),
+      ),
+    ).toEqual([]);
+  });
+
+  it('lets an unknown route say not_found, and fails one that answers', () => {
+    const unknown = { method: 'GET', url: '/v1/memory/users/u1/facts' };
+    expect(
+      contractViolations(
+        exchange({ ...unknown, status: 404, responseContentType: 'application/problem+json', responseBody: problem(404, 'not_found') }),
+      ),
+    ).toEqual([]);
+    expect(contractViolations(exchange({ ...unknown, responseBody: '{"items":[]}' }))).toEqual([
+      expect.stringMatching(
+        /GET \/v1\/memory\/users\/u1\/facts → 200: the route is not in docs\/openapi.json — describe it in functions\/http\/contract\/operations.ts/,
+      ),
+    ]);
+  });
+
+  it.each([
+    ['a status the route does not list', { status: 418 }, /status 418 is not documented/],
+    [
+      'a member the schema does not have',
+      { responseBody: JSON.stringify({ ...session, extra: 1 }) },
+      /must NOT have additional properties/,
+    ],
+    ['a member of the wrong type', { responseBody: JSON.stringify({ ...session, version: '0' }) }, /\/version must be integer/],
+    ['a member missing', { responseBody: JSON.stringify({ ...session, head: undefined }) }, /must have required property 'head'/],
+    [
+      'a problem code the route does not name',
+      { status: 404, responseContentType: 'application/problem+json', responseBody: problem(404, 'node_not_found') },
+      /\/code must be equal to one of the allowed values/,
+    ],
+    ['a content type the route does not answer', { responseContentType: 'text/plain' }, /answered text\/plain/],
+    ['a body that is not JSON', { responseBody: 'ok' }, /the answer is not JSON/],
+  ])('fails %s', (_name, overrides, message) => {
+    expect(contractViolations(exchange(overrides))).toEqual([expect.stringMatching(message)]);
+  });
+
+  it('fails a request body the server accepted although the document calls it invalid', () => {
+    // Prepare: an append with a message that has no role, answered 201 as if it were fine.
+    const accepted = exchange({
+      method: 'POST',
+      url: '/v1/sessions/s1/messages',
+      requestContentType: 'application/json',
+      requestBody: JSON.stringify({ messages: [{ content: 'no role' }] }),
+      status: 201,
+      responseBody: JSON.stringify({ nodes: [], head: 'root' }),
+    });
+
+    // Assess
+    expect(contractViolations(accepted)).toEqual([expect.stringMatching(/accepted a request body the document calls invalid/)]);
+    expect(
+      contractViolations({
+        ...accepted,
+        status: 400,
+        responseContentType: 'application/problem+json',
+        responseBody: problem(400, 'invalid_request'),
+      }),
+    ).toEqual([]);
+  });
+});

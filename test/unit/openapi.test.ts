@@ -1,0 +1,62 @@
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { errorStatus } from '../../functions/core/errors.js';
+import { openApiDocument, openApiText } from '../../functions/http/contract/document.js';
+import { routes } from '../../functions/http/routes.js';
+
+/**
+ * The OpenAPI document: generated from the route table and the zod schemas, committed as
+ * docs/openapi.json (which GET /v1/openapi.json serves), and lint-clean under Redocly's strict
+ * recommended rules. The e2e tests hold the real server's traffic to it (test/helpers/contract.ts).
+ */
+const root = fileURLToPath(new URL('../../', import.meta.url));
+const run = promisify(execFile);
+const committed = readFileSync(`${root}docs/openapi.json`, 'utf8');
+const document = openApiDocument() as { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> };
+
+describe('the OpenAPI document', () => {
+  it('is committed as generated (after a change, run npm run openapi)', () => {
+    // Assess
+    expect(committed).toBe(openApiText(openApiDocument()));
+  });
+
+  it('describes every route of the route table, and nothing else', () => {
+    // Prepare
+    const documented = Object.entries(document.paths).flatMap(([path, methods]) =>
+      Object.keys(methods).map((method) => `${method.toUpperCase()} ${path}`),
+    );
+
+    // Assess
+    expect(documented.sort()).toEqual(routes.map((route) => `${route.method} ${route.path}`).sort());
+  });
+
+  it('names every error code of the API somewhere', () => {
+    // Prepare
+    const text = JSON.stringify(document);
+
+    // Assess
+    const missing = Object.keys(errorStatus).filter((code) => !text.includes(`"${code}"`));
+    expect(missing).toEqual([]);
+  });
+
+  it('passes redocly lint (recommended-strict, redocly.yaml)', async () => {
+    // Act: Node 20 is what the project runs on; Redocly CLI 2.77 supports it (engines >=20.19).
+    const { stdout } = await run(
+      process.execPath,
+      [`${root}node_modules/@redocly/cli/bin/cli.js`, 'lint', 'docs/openapi.json', '--format', 'json'],
+      {
+        cwd: root,
+        env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_COLOR: '1' },
+        maxBuffer: 16 * 1024 * 1024,
+      },
+    );
+
+    // Assess
+    const report = JSON.parse(stdout.slice(stdout.indexOf('{'))) as { totals: { errors: number; warnings: number }; problems: unknown[] };
+    expect(report.problems).toEqual([]);
+    expect(report.totals).toMatchObject({ errors: 0, warnings: 0 });
+  }, 60_000);
+});
