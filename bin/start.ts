@@ -2,8 +2,10 @@
  * `npm start`: the whole API on this machine — DynamoDB Local, the table, and the same Lambda
  * handlers as in AWS behind a local stand-in for API Gateway.
  *
- * Env: PORT (4000), AGENTSTATE_DATA (`.agentstate/data`; `memory` keeps nothing),
- * AGENTSTATE_API_KEYS (`local:dev-key`), AGENTSTATE_TABLE (`agentstate`).
+ * Env: PORT (4000), HOST (127.0.0.1: anything else is reachable from the network, and the
+ * banner says so), AGENTSTATE_DATA (`.agentstate/data`; `memory` keeps nothing),
+ * AGENTSTATE_API_KEYS (`local:dev-key`), AGENTSTATE_TABLE (`agentstate`),
+ * AGENTSTATE_WEBSOCKET_URL (the inspector's live sync, when not this server's own address).
  */
 import { resolve } from 'node:path';
 import { DEFAULT_LOCAL_KEYS, parseKeyPairs } from '../functions/http/auth.js';
@@ -54,7 +56,14 @@ const inspector = ensureInspectorBuilt().catch((error: unknown) => {
   return 'unavailable' as const;
 });
 try {
-  server = await startLocalServer({ port, dataDir, apiKeys });
+  server = await startLocalServer({
+    port,
+    dataDir,
+    apiKeys,
+    // `||`: an empty HOST means the default, loopback only.
+    host: process.env.HOST || undefined,
+    publicWebSocketUrl: process.env.AGENTSTATE_WEBSOCKET_URL || undefined,
+  });
   await inspector;
 } catch (error) {
   if (error instanceof PortInUseError || error instanceof JavaMissingError) fail(error.message);
@@ -62,13 +71,21 @@ try {
   process.exit(1);
 }
 
-const { url, webSocketUrl, tableName, tableCreated, dynamoDb } = server;
+const { url, webSocketUrl, tableName, tableCreated, dynamoDb, host, exposed } = server;
+const warnings = exposed
+  ? [
+      `WARNING: HOST=${host}: the API is reachable from the network, not only from this machine.`,
+      `  Anyone who can reach ${host}:${server.port} and knows a key can use it${apiKeys === DEFAULT_LOCAL_KEYS ? ' — and the key is the well-known dev-key: set AGENTSTATE_API_KEYS' : ''}.`,
+      '  Unset HOST to listen on 127.0.0.1 only (docs/security.md).',
+    ]
+  : [];
 process.stdout.write(
   [
-    `agentstate listening on ${url}`,
+    ...warnings,
+    `agentstate listening on ${url}${exposed ? ` (bound to ${host})` : ''}`,
     `  data: ${dataDir === 'memory' ? 'in memory (gone when stopped)' : dataDir}`,
     `  table ${tableName} ${tableCreated ? 'created' : 'found'}`,
-    `  DynamoDB Local: ${dynamoDb.endpoint} (java pid ${dynamoDb.pid})`,
+    `  DynamoDB Local: ${dynamoDb.endpoint} (java pid ${dynamoDb.pid}${dynamoDb.loopbackOnly ? '' : ', WARNING: listening on every interface'})`,
     `  inspector: ${url}/ (sign in with the dev key)`,
     `  dev key: ${devKey}`,
     `  change events: webhooks (POST ${url}/v1/webhooks), live: ${webSocketUrl}?token=<key>`,

@@ -5,6 +5,7 @@ import { AgentStateError } from '../core/errors.js';
 import type { Json } from '../core/json.js';
 import { type Dependencies, dependencies } from './dependencies.js';
 import { type ApiEvent, actingAgent, authenticate, idempotency, jsonBody, problemErrors } from './middleware.js';
+import { securedHandler } from './security-headers.js';
 import type { HttpHandler } from './types.js';
 
 /** What a route function gets: the parsed request and the service dependencies. */
@@ -72,5 +73,6 @@ export function createHttpHandler(routeFunctions: Record<string, RouteFunction>,
     // may not make (the key's own permissions are checked first, and replays are per key).
     .use(actingAgent())
     .use(idempotency(() => dependencies().idempotency));
-  return handler as unknown as HttpHandler;
+  // Outside middy, so that every answer gets them: errors, replays, early answers.
+  return securedHandler(handler as unknown as HttpHandler, { tenantData: true });
 }

@@ -3,7 +3,7 @@ import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { AgentStateError } from '../core/errors.js';
-import { createPublicHandler, type PublicInput } from './public.js';
+import { createPublicHandler } from './public.js';
 import { json } from './responses.js';
 
 /**
@@ -20,7 +20,7 @@ export const handler = createPublicHandler({
   'GET /': async () => serveFile('index.html'),
   'GET /inspector/{file}': async (input) => {
     const file = input.path('file');
-    if (file === CONFIG_FILE) return config(input);
+    if (file === CONFIG_FILE) return config();
     // Flat names only: nothing outside the folder, no dotfiles.
     if (!/^[\w-][\w.-]*$/.test(file)) throw notFound(file);
     return serveFile(file);
@@ -28,9 +28,6 @@ export const handler = createPublicHandler({
 });
 
 const CONFIG_FILE = 'config.json';
-
-/** The local server's WebSocket path (functions/local/ws-server.ts; not imported, it pulls in `ws`). */
-const LOCAL_WEBSOCKET_PATH = '/v1/ws';
 
 const CONTENT_TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -98,14 +95,14 @@ const CONTENT_SECURITY_POLICY = [
 ].join('; ');
 
 /**
- * `{webSocketUrl}`: in AWS the stack's WebSocket API (`AGENTSTATE_WEBSOCKET_URL`, the output
- * `WebSocketUrl`); locally the same host and port as the page, at `/v1/ws`.
+ * `{webSocketUrl}`: where the page sends its user's API key to follow a session. It comes from
+ * configuration only, never from the request (a `Host` or `X-Forwarded-*` header is the
+ * caller's to choose, and a cache could keep its answer for others): in AWS the stack's
+ * WebSocket API (`AGENTSTATE_WEBSOCKET_URL`, the output `WebSocketUrl`); locally the server
+ * sets it to its own address. Unset, the page has no live sync (`null`).
  */
-function config(input: PublicInput): APIGatewayProxyStructuredResultV2 {
-  const configured = process.env.AGENTSTATE_WEBSOCKET_URL;
-  const host = input.header('host') ?? 'localhost';
-  const secure = input.header('x-forwarded-proto') === 'https';
-  const webSocketUrl = configured || `${secure ? 'wss' : 'ws'}://${host}${LOCAL_WEBSOCKET_PATH}`;
+function config(): APIGatewayProxyStructuredResultV2 {
+  const webSocketUrl = process.env.AGENTSTATE_WEBSOCKET_URL || null;
   return json(200, { webSocketUrl }, { 'cache-control': 'no-cache', ...SECURITY_HEADERS });
 }
 

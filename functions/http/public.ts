@@ -2,6 +2,7 @@ import middy from '@middy/core';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { AgentStateError } from '../core/errors.js';
 import { type ApiEvent, problemErrors } from './middleware.js';
+import { securedHandler } from './security-headers.js';
 import type { HttpHandler } from './types.js';
 
 /** What a public route function gets: no tenant, no body, no services. */
@@ -27,7 +28,8 @@ export function createPublicHandler(routeFunctions: Record<string, PublicRouteFu
       header: (name) => event.headers?.[name.toLowerCase()],
     });
   };
-  return middy<ApiEvent, APIGatewayProxyStructuredResultV2>(
+  const handler = middy<ApiEvent, APIGatewayProxyStructuredResultV2>(
     dispatch as (event: ApiEvent) => Promise<APIGatewayProxyStructuredResultV2>,
   ).use(problemErrors()) as unknown as HttpHandler;
+  return securedHandler(handler, { tenantData: false });
 }

@@ -4,6 +4,7 @@ import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { DynamoDBClient, type DynamoDBClientConfig, ListTablesCommand } from '@aws-sdk/client-dynamodb';
+import { DYNAMODB_LOOPBACK_FAILURES, loopbackRunnerDir, RUNNER_CLASS } from './dynamodb-loopback.js';
 
 /** Thrown when there is no Java 17+ to run DynamoDB Local with; the message tells how to get one. */
 export class JavaMissingError extends Error {
@@ -37,6 +38,11 @@ export interface DynamoDbLocal {
   /** e.g. `http://127.0.0.1:41234` */
   endpoint: string;
   port: number;
+  /**
+   * True when it listens on 127.0.0.1 only (dynamodb-loopback.ts); false when this DynamoDB
+   * Local's internals did not allow that and it listens on every interface.
+   */
+  loopbackOnly: boolean;
   /** The java process id, so callers (and tests) can check that it is gone after `stop()`. */
   pid: number;
   /** Kills the java process (SIGTERM, SIGKILL after 3 s) and resolves once it has exited. */
@@ -52,11 +58,19 @@ export async function startDynamoDbLocal(options: DynamoDbLocalOptions = {}): Pr
   // A port we pick can be taken by someone else before java binds it; that race is ours to
   // retry. A port the caller asked for is theirs: its failure is reported as is.
   const attempts = options.port ? 1 : 3;
+  let loopback = true;
   for (let attempt = 1; ; attempt++) {
     const port = options.port || (await freeTcpPort());
     try {
-      return await launch(port, options);
+      return await launch(port, options, loopback);
     } catch (error) {
+      if (error instanceof LoopbackUnsupportedError && loopback) {
+        // A DynamoDB Local whose internals moved: start it as it starts itself, and say so.
+        console.warn(`agentstate: ${error.message}; DynamoDB Local listens on every interface (see docs/security.md)`);
+        loopback = false;
+        attempt--;
+        continue;
+      }
       if (!(error instanceof PortTakenError) || attempt >= attempts) throw error;
     }
   }
@@ -86,16 +100,26 @@ export function freeTcpPort(): Promise<number> {
 }
 
 class PortTakenError extends Error {}
+class LoopbackUnsupportedError extends Error {}
 
-async function launch(port: number, options: DynamoDbLocalOptions): Promise<DynamoDbLocal> {
+/**
+ * An origin no browser sends: DynamoDB Local answers CORS preflights for `*` by default, which
+ * lets any web page its user visits read and write the local table; with this allow-list it
+ * refuses them all (nothing of agentstate talks to it from a browser).
+ */
+const NO_BROWSER_ORIGIN = 'https://agentstate.invalid';
+
+async function launch(port: number, options: DynamoDbLocalOptions, loopback: boolean): Promise<DynamoDbLocal> {
   const jarDir = dynamoDbLocalJarDir();
   const java = findJava();
   const storage = options.dataDir === undefined || options.dataDir === 'memory' ? ['-inMemory'] : ['-dbPath', ensureDir(options.dataDir)];
+  const jar = join(jarDir, 'DynamoDBLocal.jar');
+  const runner = loopback ? loopbackRunnerDir() : null;
 
   const javaArgs = [
     `-Djava.library.path=${join(jarDir, 'DynamoDBLocal_lib')}`,
-    '-jar',
-    join(jarDir, 'DynamoDBLocal.jar'),
+    // The loopback runner in place of the jar's own main class (it reads the same options).
+    ...(runner ? ['-cp', `${runner.dir}${delimiter}${jar}`, RUNNER_CLASS] : ['-jar', jar]),
     '-disableTelemetry',
     '-port',
     String(port),
@@ -103,6 +127,8 @@ async function launch(port: number, options: DynamoDbLocalOptions): Promise<Dyna
     // One database file for all regions and credentials: the table is found again whatever
     // AWS_REGION / AWS_ACCESS_KEY_ID the next process happens to have.
     '-sharedDb',
+    '-cors',
+    NO_BROWSER_ORIGIN,
   ];
   // The exit hook below cannot run when node is SIGKILLed (OOM killer, or tsx's own parent
   // process force-killing a child that was slow to acknowledge a signal). On Linux, setpriv
@@ -136,14 +162,21 @@ async function launch(port: number, options: DynamoDbLocalOptions): Promise<Dyna
     const earlyExit = exited.then(({ code, signal }) => {
       const stderr = output();
       if (/UnsupportedClassVersionError/.test(stderr)) throw new JavaMissingError('too-old', java);
+      if (runner && DYNAMODB_LOOPBACK_FAILURES.test(stderr)) {
+        throw new LoopbackUnsupportedError(
+          `DynamoDB Local could not be bound to 127.0.0.1 (${DYNAMODB_LOOPBACK_FAILURES.exec(stderr)?.[0]})`,
+        );
+      }
       if (/Address already in use|Failed to bind/.test(stderr))
         throw new PortTakenError(`DynamoDB Local could not listen on port ${port}: it is in use`);
       throw new Error(`DynamoDB Local exited during start-up (${signal ?? `code ${code}`}):\n${stderr.trim()}`);
     });
     await Promise.race([earlyExit, waitUntilAnswering(endpoint, options.startTimeoutMs ?? 30_000)]);
     earlyExit.catch(() => {}); // it may still reject later, after a successful start; nobody waits on it
-    return { endpoint, port, pid, stop: () => stopChild(child, exited) };
+    runner?.remove(); // answering: java has long loaded the class
+    return { endpoint, port, loopbackOnly: runner !== null, pid, stop: () => stopChild(child, exited) };
   } catch (error) {
+    runner?.remove();
     await stopChild(child, exited);
     process.off('exit', killOnExit); // a failed spawn never emits 'exit'
     throw error;

@@ -152,6 +152,8 @@ function writeResult(res: ServerResponse, result: APIGatewayProxyStructuredResul
   const body =
     result.body === undefined ? undefined : result.isBase64Encoded ? Buffer.from(result.body, 'base64') : Buffer.from(result.body, 'utf8');
   res.statusCode = result.statusCode ?? 200;
+  // The handlers set it on their answers; this covers the adapter's own (404, 413, 500).
+  res.setHeader('x-content-type-options', 'nosniff');
   for (const [name, value] of Object.entries(result.headers ?? {})) res.setHeader(name, String(value));
   if (result.cookies && result.cookies.length > 0) res.setHeader('set-cookie', result.cookies);
   res.setHeader('apigw-requestid', requestId);

@@ -1,4 +1,5 @@
 import { createServer, type RequestListener, type Server } from 'node:http';
+import { isIPv6 } from 'node:net';
 import { resolve } from 'node:path';
 import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
@@ -7,6 +8,7 @@ import type { RouteGroup } from '../http/routes.js';
 import type { HttpHandler } from '../http/types.js';
 import { changeRecordFilters } from '../store/stream-images.js';
 import { defaultTableName, ensureTable } from '../store/table.js';
+import { classifyAddress } from '../workers/outbound.js';
 import { useLocalConnectionGateway } from '../ws/connections.js';
 import { type DynamoDbLocal, localDynamoDbClient, startDynamoDbLocal } from './dynamodb-local.js';
 import { createRequestListener } from './http-adapter.js';
@@ -24,6 +26,18 @@ export class PortInUseError extends Error {
 export interface LocalServerOptions {
   /** HTTP port; 0 picks a free one. */
   port: number;
+  /**
+   * The address to listen on (`HOST`). Anything but a loopback address makes the API
+   * reachable from the network (`LocalServer.exposed`).
+   * @default '127.0.0.1'
+   */
+  host?: string;
+  /**
+   * Where the inspector page follows sessions (`AGENTSTATE_WEBSOCKET_URL`), when it is not
+   * this server's own address: behind a proxy, or listening on every interface.
+   * @default the server's own `webSocketUrl`
+   */
+  publicWebSocketUrl?: string;
   /** Folder for the DynamoDB Local database file, or `'memory'`. */
   dataDir: string | 'memory';
   /** `tenant:key` pairs, comma-separated; sets `AGENTSTATE_API_KEYS` when given. */
@@ -37,6 +51,10 @@ export interface LocalServerOptions {
 export interface LocalServer {
   /** e.g. `http://localhost:4000` */
   url: string;
+  /** The address it listens on. */
+  host: string;
+  /** True when `host` is not a loopback address: anyone on the network can reach the API. */
+  exposed: boolean;
   /** Live sync, e.g. `ws://localhost:4000/v1/ws` (API.md section 9). */
   webSocketUrl: string;
   port: number;
@@ -45,7 +63,7 @@ export interface LocalServer {
   tableName: string;
   /** False when the table was already there (a persistent data folder from an earlier run). */
   tableCreated: boolean;
-  dynamoDb: Pick<DynamoDbLocal, 'endpoint' | 'pid'>;
+  dynamoDb: Pick<DynamoDbLocal, 'endpoint' | 'pid' | 'loopbackOnly'>;
   /** Stops reading the stream, closes WebSockets and the HTTP server, then stops DynamoDB Local. */
   stop(): Promise<void>;
 }
@@ -68,7 +86,10 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
   const server = createServer((req, res) => listener(req, res));
   // Upgrades to /v1/ws answer 503 until the handlers are ready, like plain requests.
   const webSocket = attachWebSocketApi(server);
-  const port = await listen(server, options.port);
+  const host = options.host ?? DEFAULT_HOST;
+  const port = await listen(server, options.port, host);
+  const url = `http://${urlHost(host)}:${port}`;
+  const webSocketUrl = `ws://${urlHost(host)}:${port}${WEBSOCKET_PATH}`;
 
   const dataDir = options.dataDir === 'memory' ? 'memory' : resolve(options.dataDir);
   const tableName = options.tableName ?? process.env.AGENTSTATE_TABLE ?? defaultTableName;
@@ -86,6 +107,8 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
 
     process.env.AGENTSTATE_TABLE = tableName;
     process.env.AGENTSTATE_DYNAMODB_ENDPOINT = dynamoDb.endpoint;
+    // The inspector's live sync: from this configuration, never from a request's Host header.
+    process.env.AGENTSTATE_WEBSOCKET_URL = options.publicWebSocketUrl || webSocketUrl;
     if (options.apiKeys !== undefined) process.env.AGENTSTATE_API_KEYS = options.apiKeys;
     // DynamoDB Local takes any credentials, but the SDK wants some, and a region.
     process.env.AWS_REGION ??= 'us-east-1';
@@ -130,13 +153,15 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
     const runningPoller = poller;
     const runningStreams = streams;
     return {
-      url: `http://localhost:${port}`,
-      webSocketUrl: `ws://localhost:${port}${WEBSOCKET_PATH}`,
+      url,
+      host,
+      exposed: !isLoopbackAddress(host),
+      webSocketUrl,
       port,
       dataDir,
       tableName,
       tableCreated,
-      dynamoDb: { endpoint: running.endpoint, pid: running.pid },
+      dynamoDb: { endpoint: running.endpoint, pid: running.pid, loopbackOnly: running.loopbackOnly },
       stop: async () => {
         // Requests and sockets first; then what the last writes put on the stream is still
         // handed to the change hook (webhooks), and only then does DynamoDB Local stop.
@@ -162,14 +187,32 @@ async function importHandlers(): Promise<Record<RouteGroup, HttpHandler>> {
 
 const startingUp: RequestListener = (_req, res) => {
   const problem = toProblem(new AgentStateError('unavailable', 'agentstate is starting'));
-  res.writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': '1' });
+  res.writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': '1', 'x-content-type-options': 'nosniff' });
   res.end(JSON.stringify({ ...problem, detail: 'agentstate is starting; retry in a moment' }));
 };
 
-function listen(server: Server, port: number): Promise<number> {
+/** Loopback only, unless `HOST` says otherwise (API.md section 1). */
+const DEFAULT_HOST = '127.0.0.1';
+
+/** True for `localhost` and the loopback ranges (127.0.0.0/8, ::1): unreachable from the network. */
+function isLoopbackAddress(host: string): boolean {
+  return host === 'localhost' || classifyAddress(host) === 'loopback';
+}
+
+/**
+ * The host as it appears in this server's URLs: `localhost` for 127.0.0.1 (what the README's
+ * walk-through uses) and for the wildcard addresses (reachable here as well), brackets around
+ * IPv6, any other address or name as given.
+ */
+function urlHost(host: string): string {
+  if (host === '127.0.0.1' || host === '0.0.0.0' || host === '::' || host === 'localhost') return 'localhost';
+  return isIPv6(host) ? `[${host}]` : host;
+}
+
+function listen(server: Server, port: number, host: string): Promise<number> {
   return new Promise((resolvePort, reject) => {
     server.once('error', (error: NodeJS.ErrnoException) => reject(error.code === 'EADDRINUSE' ? new PortInUseError(port) : error));
-    server.listen(port, () => {
+    server.listen(port, host, () => {
       const address = server.address();
       resolvePort(typeof address === 'object' && address ? address.port : port);
     });

@@ -53,12 +53,22 @@ describe('inspector handler', () => {
     }
   });
 
-  it('tells the page where live sync is: the configured WebSocket API, else this host', async () => {
-    expect(JSON.parse((await get('/inspector/config.json')).body as string)).toEqual({ webSocketUrl: 'ws://localhost:4000/v1/ws' });
+  it('tells the page where live sync is from the configuration only, never from the Host header', async () => {
+    // Prepare: no configuration, then the stack's WebSocket API.
+    delete process.env.AGENTSTATE_WEBSOCKET_URL;
+    const unconfigured = JSON.parse((await get('/inspector/config.json', ['Host', 'evil.example:1234'])).body as string);
     process.env.AGENTSTATE_WEBSOCKET_URL = 'wss://abc.execute-api.eu-west-1.amazonaws.com/v1';
-    expect(JSON.parse((await get('/inspector/config.json')).body as string)).toEqual({
-      webSocketUrl: 'wss://abc.execute-api.eu-west-1.amazonaws.com/v1',
-    });
+    const spoofed = await get('/inspector/config.json', [
+      'Host',
+      'evil.example:1234',
+      'X-Forwarded-Proto',
+      'https',
+      'X-Forwarded-Host',
+      'evil.example',
+    ]);
+    // Assess
+    expect(unconfigured).toEqual({ webSocketUrl: null });
+    expect(JSON.parse(spoofed.body as string)).toEqual({ webSocketUrl: 'wss://abc.execute-api.eu-west-1.amazonaws.com/v1' });
   });
 
   it('says how to build the page when it is not built', async () => {
