@@ -9,10 +9,13 @@
  *   curl -s -X PUT $AS/v1/agents/demo-agent -H "$KEY" -H 'content-type: application/json' \
  *     -d '{"worker":{"url":"http://localhost:4100/decide","secret":"s3cret"}}'
  *
- * agentstate POSTs each DecisionRequest as JSON, signed with
- * `X-AgentState-Signature: sha256=<hex HMAC-SHA256(secret, body)>` when the agent has a secret.
- * With WORKER_SECRET set, this server answers 401 to a request without a valid signature.
- * The signature is computed over the exact bytes received: verify before parsing.
+ * agentstate POSTs each DecisionRequest as JSON, signed as Standard Webhooks specifies when the
+ * agent has a secret: `webhook-id`, `webhook-timestamp` (unix seconds) and
+ * `webhook-signature: v1,<base64 HMAC-SHA256(secret, "<id>.<timestamp>.<body>")>`. With
+ * WORKER_SECRET set, this server answers 401 to a request without a valid signature, or whose
+ * timestamp is more than 5 minutes off (a replayed capture). The signature is computed over the
+ * exact bytes received: verify before parsing. (@agentstate/client's `createWorker` does all of
+ * this for you.)
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -21,12 +24,28 @@ import { type DecisionRequest, decide } from './worker.js';
 
 const MAX_BODY_BYTES = 6 * 1024 * 1024;
 
-/** True when `header` is `sha256=<hex HMAC-SHA256(secret, body)>`, compared in constant time. */
-export function verifySignature(secret: string, body: Buffer, header: string | undefined): boolean {
-  if (typeof header !== 'string') return false;
-  const expected = Buffer.from(`sha256=${createHmac('sha256', secret).update(body).digest('hex')}`, 'utf8');
-  const given = Buffer.from(header, 'utf8');
-  return given.length === expected.length && timingSafeEqual(given, expected);
+/** How far `webhook-timestamp` may be from this machine's clock. */
+const TOLERANCE_SECONDS = 5 * 60;
+
+type Headers = Record<string, string | string[] | undefined>;
+const one = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
+
+/**
+ * True when the request carries a Standard Webhooks signature of `body` with `secret` (one of
+ * the space-separated `v1,` signatures, compared in constant time) and a timestamp within
+ * 5 minutes of `now` (epoch ms).
+ */
+export function verifySignature(secret: string, body: Buffer, headers: Headers, now = Date.now()): boolean {
+  const id = one(headers['webhook-id']);
+  const timestamp = one(headers['webhook-timestamp']);
+  const signatures = one(headers['webhook-signature']);
+  if (!id || !timestamp || !signatures || !/^\d+$/.test(timestamp)) return false;
+  if (Math.abs(now / 1000 - Number(timestamp)) > TOLERANCE_SECONDS) return false;
+  const expected = createHmac('sha256', secret).update(`${id}.${timestamp}.`).update(body).digest();
+  return signatures.split(' ').some((entry) => {
+    const given = Buffer.from(entry.startsWith('v1,') ? entry.slice(3) : '', 'base64');
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  });
 }
 
 function send(response: ServerResponse, status: number, value: unknown): void {
@@ -53,7 +72,7 @@ export function workerHandler(secret: string | undefined) {
       if (request.method !== 'POST') return send(response, 405, { error: 'POST a DecisionRequest' });
       const body = await readBody(request);
       if (body === undefined) return send(response, 413, { error: 'request too large' });
-      if (secret && !verifySignature(secret, body, request.headers['x-agentstate-signature'] as string | undefined)) {
+      if (secret && !verifySignature(secret, body, request.headers)) {
         return send(response, 401, { error: 'bad signature' });
       }
       let decisionRequest: DecisionRequest;

@@ -75,8 +75,11 @@ export interface DecisionRequest {
   shared: Json;
 }
 
-/** Calls a worker with a serialized DecisionRequest; answers its parsed JSON or throws 502/504. */
-export type WorkerInvoker = (worker: WorkerRecord, body: string, timeoutMs: number) => Promise<unknown>;
+/**
+ * Calls a worker with a serialized DecisionRequest; answers its parsed JSON or throws 502/504.
+ * `call.messageId` names this call in its signature (`webhook-id`).
+ */
+export type WorkerInvoker = (worker: WorkerRecord, body: string, timeoutMs: number, call?: { messageId: string }) => Promise<unknown>;
 
 /** One decision, fixed once its lease is held: what each of its steps needs. */
 interface DecisionContext {
@@ -222,7 +225,10 @@ export class DecideService {
       shared: shared?.state ?? null,
     };
     const answer = agent?.worker
-      ? await this.invokeWorker(agent.worker, stringifyJson(decisionRequest), context.timeoutMs)
+      ? await this.invokeWorker(agent.worker, stringifyJson(decisionRequest), context.timeoutMs, {
+          // The call's id for its signature (webhook-id): this attempt of this decision.
+          messageId: `${context.request.decisionId}:${context.attempts}`,
+        })
       : (request.proposed ?? {});
     const decision = validateDecisionResponse(answer);
     const worker: WorkerAnswer = { decision, replyMessages: withIds(decision.messages ?? []) };

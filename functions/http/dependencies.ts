@@ -102,13 +102,14 @@ function workerRules(env: NodeJS.ProcessEnv): { checkUrl: WorkerUrlPolicy; invok
       );
     }
   };
-  const invoke: WorkerInvoker = async (worker, body, timeoutMs) => {
+  const invoke: WorkerInvoker = async (worker, body, timeoutMs, call) => {
     if (inAws && worker.url.startsWith('lambda:') && !allowedArns.has(worker.url.slice('lambda:'.length))) {
       throw new AgentStateError('worker_failed', "the agent's lambda: worker is no longer allowed by the stack");
     }
     return callWorker({ url: worker.url, timeoutMs, ...(worker.secret ? { secret: worker.secret } : {}) }, body, {
       allowLoopbackHttp: !inAws,
       moduleDirs,
+      ...(call ? { messageId: call.messageId } : {}),
       ...(env.AGENTSTATE_LAMBDA_ENDPOINT ? { lambdaEndpoint: env.AGENTSTATE_LAMBDA_ENDPOINT } : {}),
     });
   };

@@ -4,8 +4,10 @@
  * `worker_timeout` (504).
  *
  * A worker URL is one of
- * - `https://…`           POST of the JSON body; `X-AgentState-Signature: sha256=<hex>` when the
- *                         agent has a secret. Redirects are not followed.
+ * - `https://…`           POST of the JSON body, signed when the agent has a secret: the
+ *                         Standard Webhooks headers (`webhook-id`, `webhook-timestamp`,
+ *                         `webhook-signature`) and, during 0.x, `X-AgentState-Signature`.
+ *                         Redirects are not followed.
  * - `http://…`            local mode only, and only to a loopback host (localhost, 127/8, ::1).
  * - `lambda:<arn>`        a synchronous Lambda invocation (AWS, or a local emulator through
  *                         `lambdaEndpoint`).
@@ -15,6 +17,7 @@
  * SSRF (DESIGN.md section 5): in AWS mode (`allowLoopbackHttp: false`) an https worker must be
  * public, under the same rules as a webhook; outbound.ts holds them, and the request itself.
  */
+import { createHash } from 'node:crypto';
 import type { InvokeCommandOutput } from '@aws-sdk/client-lambda';
 import { AgentStateError } from '../core/errors.js';
 import { isJsonObject, JsonTextError, parseJson } from '../core/json.js';
@@ -30,6 +33,7 @@ import {
   postJson,
   SIGNATURE_HEADER,
   signBody,
+  standardWebhookHeaders,
   type UrlWording,
 } from './outbound.js';
 
@@ -50,6 +54,8 @@ export interface WorkerCallOptions extends OutboundPolicy {
   lambdaEndpoint?: string;
   /** Aborts the call (e.g. the handler's own deadline); the call then fails with `worker_timeout`. */
   signal?: AbortSignal;
+  /** This call's `webhook-id` (the same on a retry of the same message). @default a digest of the body */
+  messageId?: string;
 }
 
 /** The largest answer read from a worker: Lambda's own limit for a synchronous response. */
@@ -212,7 +218,11 @@ const agentFor = connectionPool({ maxSockets: 64 });
 
 async function callHttp(url: URL, secret: string | undefined, body: string, options: WorkerCallOptions, call: CallContext) {
   const headers: Record<string, string> = { accept: 'application/json' };
-  if (secret) headers[SIGNATURE_HEADER] = signBody(secret, body);
+  if (secret) {
+    const id = options.messageId ?? `sha256-${createHash('sha256').update(body, 'utf8').digest('hex').slice(0, 32)}`;
+    Object.assign(headers, standardWebhookHeaders(secret, id, body));
+    headers[SIGNATURE_HEADER] = signBody(secret, body);
+  }
   let answer: OutboundAnswer;
   try {
     answer = await postJson(url, body, {

@@ -34,12 +34,37 @@ export interface OutboundPolicy {
 
 /* ------------------------------------------------------------------ signature */
 
-/** The header that carries `signBody`'s value on worker calls and webhook deliveries. */
+/** The header that carries `signBody`'s value on worker calls and webhook deliveries (0.x). */
 export const SIGNATURE_HEADER = 'X-AgentState-Signature';
 
-/** `sha256=<hex HMAC-SHA256(secret, body)>`, the value of `X-AgentState-Signature`. */
+/**
+ * `sha256=<hex HMAC-SHA256(secret, body)>`, the value of `X-AgentState-Signature`. Kept during
+ * 0.x beside the Standard Webhooks headers; it signs the body alone, so a captured request
+ * verifies forever: receivers should check `webhook-signature` instead.
+ */
 export function signBody(secret: string, body: string): string {
   return `sha256=${createHmac('sha256', secret).update(body, 'utf8').digest('hex')}`;
+}
+
+/**
+ * The HMAC key of a secret: its UTF-8 bytes, or for a secret in Standard Webhooks' own form,
+ * `whsec_<base64>`, the bytes it encodes (so the reference verifiers work unchanged).
+ */
+function signingKey(secret: string): Buffer {
+  const match = /^whsec_([A-Za-z0-9+/]+={0,2})$/.exec(secret);
+  return match?.[1] ? Buffer.from(match[1], 'base64') : Buffer.from(secret, 'utf8');
+}
+
+/**
+ * The Standard Webhooks headers (standardwebhooks.com) of one signed request: `webhook-id`
+ * (`id`, the same on every retry of the same message), `webhook-timestamp` (unix seconds of
+ * this attempt) and `webhook-signature: v1,<base64 HMAC-SHA256(key, "<id>.<timestamp>.<body>")>`.
+ * The timestamp is signed, so a receiver that refuses old timestamps refuses replays.
+ */
+export function standardWebhookHeaders(secret: string, id: string, body: string, now: Date = new Date()): Record<string, string> {
+  const timestamp = String(Math.floor(now.getTime() / 1000));
+  const signature = createHmac('sha256', signingKey(secret)).update(`${id}.${timestamp}.${body}`, 'utf8').digest('base64');
+  return { 'webhook-id': id, 'webhook-timestamp': timestamp, 'webhook-signature': `v1,${signature}` };
 }
 
 /* ------------------------------------------------------------------ address classification */

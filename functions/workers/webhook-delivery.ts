@@ -20,6 +20,7 @@ import {
   postJson,
   SIGNATURE_HEADER,
   signBody,
+  standardWebhookHeaders,
   type UrlWording,
 } from './outbound.js';
 
@@ -36,7 +37,7 @@ function urlWording(options: { allowLoopbackHttp: boolean }): UrlWording {
   return {
     field: 'url',
     forms: options.allowLoopbackHttp ? 'url must be https://…, or http:// to localhost, 127.0.0.0/8 or ::1' : 'url must be https://…',
-    instead: 'give the webhook a secret and verify X-AgentState-Signature instead',
+    instead: 'give the webhook a secret and verify webhook-signature instead',
     loopbackOnly: 'http:// is allowed only to a loopback host',
     invalid: (detail) => new AgentStateError('invalid_request', detail, { field: 'url' }),
   };
@@ -77,7 +78,10 @@ export async function postWebhook(
     'x-agentstate-event-id': details.eventId,
     'x-agentstate-delivery-attempt': String(details.attempt),
   };
-  if (webhook.secret) headers[SIGNATURE_HEADER] = signBody(webhook.secret, body);
+  if (webhook.secret) {
+    Object.assign(headers, standardWebhookHeaders(webhook.secret, details.eventId, body));
+    headers[SIGNATURE_HEADER] = signBody(webhook.secret, body);
+  }
 
   let status: number;
   try {

@@ -1,8 +1,8 @@
-import { createHmac } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createWorker, type DecisionRequest, toLambdaHandler, toNodeHandler } from '@agentstate/client';
+import { createWorker, type DecisionRequest, toLambdaHandler, toNodeHandler, verifyWebhook } from '@agentstate/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { signBody, standardWebhookHeaders } from '../../functions/workers/outbound.js';
 
 /**
  * The worker helper: signature checks over the raw body, parsing, and the Node and Lambda
@@ -29,8 +29,9 @@ const decisionRequest: DecisionRequest = {
   shared: null,
 };
 
-/** `sha256=<hex HMAC-SHA256(secret, body)>`, as agentstate signs. */
-const sign = (body: string, secret = SECRET) => `sha256=${createHmac('sha256', secret).update(body, 'utf8').digest('hex')}`;
+/** The headers agentstate signs a call with (Standard Webhooks), by agentstate's own signer, at `at`. */
+const sign = (body: string, secret = SECRET, at = new Date()) => standardWebhookHeaders(secret, 'd1:1', body, at);
+const minutes = (count: number) => new Date(Date.now() + count * 60_000);
 
 const errors: unknown[] = [];
 const worker = createWorker<{ turns: number }>(
@@ -51,11 +52,11 @@ beforeAll(async () => {
 });
 afterAll(() => new Promise((resolve) => server.close(resolve)));
 
-/** POSTs exactly `body` with the given signature header. */
-async function post(body: string, signature: string | undefined, method = 'POST') {
+/** POSTs exactly `body` with the given signature headers. */
+async function post(body: string, signature: Record<string, string> | undefined, method = 'POST') {
   const response = await fetch(url, {
     method,
-    headers: { 'content-type': 'application/json', ...(signature ? { 'x-agentstate-signature': signature } : {}) },
+    headers: { 'content-type': 'application/json', ...signature },
     ...(method === 'POST' ? { body } : {}),
   });
   return { status: response.status, body: await response.json() };
@@ -73,14 +74,33 @@ describe('toNodeHandler(createWorker(decide, {secret}))', () => {
     expect(await post(respaced, sign(signed))).toEqual({ status: 401, body: { error: 'bad signature' } });
   });
 
+  const body = JSON.stringify(decisionRequest);
+  const good = () => sign(body);
   it.each([
     ['no signature', undefined],
-    ['another secret', sign(JSON.stringify(decisionRequest), 'other')],
-    ['a truncated signature', sign(JSON.stringify(decisionRequest)).slice(0, -2)],
-    ['another scheme', sign(JSON.stringify(decisionRequest)).replace('sha256=', 'sha1=')],
-    ['not hex', `sha256=${'zz'.repeat(32)}`],
+    ['another secret', sign(body, 'other')],
+    ['a truncated signature', { ...good(), 'webhook-signature': String(good()['webhook-signature']).slice(0, -4) }],
+    ['another scheme', { ...good(), 'webhook-signature': String(good()['webhook-signature']).replace('v1,', 'v2,') }],
+    ['not base64', { ...good(), 'webhook-signature': `v1,${'!'.repeat(44)}` }],
+    ['another id than the one signed', { ...good(), 'webhook-id': 'd2:1' }],
+    ['only the 0.x body signature, which signs no time', { 'x-agentstate-signature': signBody(SECRET, body) }],
   ])('refuses %s with 401', async (_name, signature) => {
-    expect((await post(JSON.stringify(decisionRequest), signature)).status).toBe(401);
+    expect((await post(body, signature)).status).toBe(401);
+  });
+
+  it.each([
+    ['a captured request replayed 6 minutes later', minutes(-6)],
+    ['a timestamp 6 minutes ahead', minutes(6)],
+  ])('refuses %s with 401: a signature verifies for 5 minutes only', async (_name, at) => {
+    expect(await post(body, sign(body, SECRET, at))).toEqual({ status: 401, body: { error: 'stale or missing webhook-timestamp' } });
+  });
+
+  it('accepts a timestamp within 5 minutes either way, and one of several signatures', async () => {
+    expect((await post(body, sign(body, SECRET, minutes(-4)))).status).toBe(200);
+    expect((await post(body, sign(body, SECRET, minutes(4)))).status).toBe(200);
+    const headers = sign(body);
+    const several = { ...headers, 'webhook-signature': `v1,${'A'.repeat(43)}= ${headers['webhook-signature']}` };
+    expect((await post(body, several)).status).toBe(200);
   });
 
   it('refuses a signed body that is not a DecisionRequest (400) or not JSON (400)', async () => {
@@ -111,23 +131,23 @@ describe('createWorker options', () => {
   it('accepts any of several secrets while one is rotated', async () => {
     const rotating = createWorker(() => ({}), { secret: ['new-secret', 'old-secret'] });
     const body = JSON.stringify(decisionRequest);
-    expect((await rotating.handle({ body, headers: { 'X-AgentState-Signature': sign(body, 'old-secret') } })).status).toBe(200);
-    expect((await rotating.handle({ body, headers: { 'X-AgentState-Signature': sign(body, 'new-secret') } })).status).toBe(200);
-    expect((await rotating.handle({ body, headers: { 'X-AgentState-Signature': sign(body, 'older') } })).status).toBe(401);
+    expect((await rotating.handle({ body, headers: sign(body, 'old-secret') })).status).toBe(200);
+    expect((await rotating.handle({ body, headers: sign(body, 'new-secret') })).status).toBe(200);
+    expect((await rotating.handle({ body, headers: sign(body, 'older') })).status).toBe(401);
   });
 
   it('answers 500 when decide returns something that is not a DecisionResponse', async () => {
     const reported: unknown[] = [];
     const sloppy = createWorker(() => 'yes' as never, { secret: SECRET, onError: (error) => reported.push(error) });
     const body = JSON.stringify(decisionRequest);
-    expect((await sloppy.handle({ body, headers: { 'x-agentstate-signature': sign(body) } })).status).toBe(500);
+    expect((await sloppy.handle({ body, headers: sign(body) })).status).toBe(500);
     expect(String(reported[0])).toContain('must return a DecisionResponse object');
   });
 
   it('refuses bodies over maxBodyBytes', async () => {
     const small = createWorker(() => ({}), { secret: SECRET, maxBodyBytes: 10 });
     const body = JSON.stringify(decisionRequest);
-    expect((await small.handle({ body, headers: { 'x-agentstate-signature': sign(body) } })).status).toBe(413);
+    expect((await small.handle({ body, headers: sign(body) })).status).toBe(413);
   });
 });
 
@@ -139,7 +159,7 @@ describe('toLambdaHandler', () => {
     const result = await handler({
       version: '2.0',
       requestContext: { http: { method: 'POST' } },
-      headers: { 'x-agentstate-signature': sign(body) },
+      headers: sign(body),
       body: Buffer.from(body).toString('base64'),
       isBase64Encoded: true,
     });
@@ -151,10 +171,10 @@ describe('toLambdaHandler', () => {
   });
 
   it('serves a REST API (v1) event and refuses a bad signature', async () => {
-    const ok = await handler({ httpMethod: 'POST', headers: { 'X-AgentState-Signature': sign(body) }, body, isBase64Encoded: false });
+    const ok = await handler({ httpMethod: 'POST', headers: sign(body), body, isBase64Encoded: false });
     const bad = await handler({
       httpMethod: 'POST',
-      headers: { 'X-AgentState-Signature': sign(body, 'nope') },
+      headers: sign(body, 'nope'),
       body,
       isBase64Encoded: false,
     });
@@ -166,5 +186,33 @@ describe('toLambdaHandler', () => {
     expect(await handler(decisionRequest)).toEqual({ state: { turns: 2 } });
     await expect(handler({ nope: true, headers: undefined })).resolves.toMatchObject({ statusCode: 401 });
     await expect(handler('not an event')).rejects.toThrow(/not a DecisionRequest/);
+  });
+});
+
+describe('verifyWebhook', () => {
+  // The example of the Standard Webhooks specification: a whsec_ secret, its message, its signature.
+  const spec = {
+    secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+    body: '{"test": 2432232314}',
+    headers: {
+      'webhook-id': 'msg_p5jXN8AQM9LWM0D4loKWxJek',
+      'webhook-timestamp': '1614265330',
+      'webhook-signature': 'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=',
+    },
+  };
+  const at = (seconds: number) => ({ now: () => seconds * 1000 });
+
+  it("verifies the specification's own example at its time, and refuses it 5 minutes and a second later", async () => {
+    expect(await verifyWebhook(spec.secret, spec, at(1614265330))).toEqual({
+      ok: true,
+      id: 'msg_p5jXN8AQM9LWM0D4loKWxJek',
+      timestamp: 1614265330,
+    });
+    expect(await verifyWebhook(spec.secret, spec, at(1614265330 + 301))).toEqual({ ok: false, reason: 'stale-timestamp' });
+    expect(await verifyWebhook('whsec_b3RoZXI=', spec, at(1614265330))).toEqual({ ok: false, reason: 'bad-signature' });
+  });
+
+  it("signs as the specification does: agentstate's signer reproduces its example", () => {
+    expect(standardWebhookHeaders(spec.secret, spec.headers['webhook-id'], spec.body, new Date(1614265330 * 1000))).toEqual(spec.headers);
   });
 });

@@ -283,12 +283,23 @@ describe('callWorker over HTTP', () => {
     const expected = `sha256=${createHmac('sha256', SECRET).update(seen.body, 'utf8').digest('hex')}`;
     expect(seen.headers['x-agentstate-signature']).toBe(expected);
     expect(seen.headers['x-agentstate-signature']).toBe(signBody(SECRET, requestBody));
+    // Standard Webhooks: the id and a timestamp of now, signed with the body.
+    const timestamp = Number(seen.headers['webhook-timestamp']);
+    expect(Math.abs(timestamp - Date.now() / 1000)).toBeLessThan(5);
+    const signed = `${seen.headers['webhook-id']}.${timestamp}.${requestBody}`;
+    expect(seen.headers['webhook-signature']).toBe(`v1,${createHmac('sha256', SECRET).update(signed).digest('base64')}`);
+  });
+
+  it('names the call by its decision and attempt in webhook-id', async () => {
+    await callWorker({ url: server.url('/echo'), secret: SECRET }, requestBody, { ...LOCAL, messageId: 'd1:2' });
+    expect(last(server.received).headers['webhook-id']).toBe('d1:2');
   });
 
   it('sends no signature header without a secret', async () => {
     await callWorker({ url: server.url('/echo') }, requestBody, LOCAL);
     const seen = last(server.received);
     expect(seen.headers).not.toHaveProperty('x-agentstate-signature');
+    expect(seen.headers).not.toHaveProperty('webhook-signature');
   });
 
   it('also reaches a localhost URL', async () => {

@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -91,13 +92,19 @@ describe('postWebhook', () => {
       'x-agentstate-event-id': 's1:1',
       'x-agentstate-delivery-attempt': '2',
       'x-agentstate-signature': expectedSignature('k', body),
+      'webhook-id': 's1:1',
     });
+    const timestamp = String(request?.headers['webhook-timestamp']);
+    expect(Math.abs(Number(timestamp) - Date.now() / 1000)).toBeLessThan(5);
+    const signed = createHmac('sha256', 'k').update(`s1:1.${timestamp}.${body}`).digest('base64');
+    expect(request?.headers['webhook-signature']).toBe(`v1,${signed}`);
   });
 
   it('sends no signature without a secret', async () => {
     answer = { status: 200 };
     await postWebhook({ url: `${base}/hook`, secret: null }, '{}', { eventId: 'e', attempt: 1 }, { allowLoopbackHttp: true });
     expect(seen.at(-1)?.headers).not.toHaveProperty('x-agentstate-signature');
+    expect(seen.at(-1)?.headers).not.toHaveProperty('webhook-signature');
   });
 
   it.each([

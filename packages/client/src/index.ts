@@ -39,6 +39,12 @@ export {
   type LenientRead,
 } from './keys.js';
 export { type LiveStatus, LiveSync, type StateListener, type Subscription, type WebSocketConstructor, type WebSocketLike } from './live.js';
+export {
+  type VerifyWebhookOptions,
+  verifyWebhook,
+  WEBHOOK_TOLERANCE_SECONDS,
+  type WebhookVerdict,
+} from './signature.js';
 export type { StandardSchemaV1 } from './standard-schema.js';
 export * from './types.js';
 export {

@@ -1,10 +1,13 @@
+import { signingKeys, type VerifyWebhookOptions, verifyWith } from './signature.js';
 import type { DecisionRequest, DecisionResponse, Json } from './types.js';
 
 /**
  * The worker side of `decide`: agentstate POSTs a DecisionRequest to the agent's worker,
- * signed with `X-AgentState-Signature: sha256=<hex HMAC-SHA256(secret, body)>` over the exact
- * bytes of the body. `createWorker` verifies that signature (constant-time, before parsing),
- * parses and checks the request, runs `decide`, and answers its DecisionResponse. Adapters
+ * signed as Standard Webhooks specifies (`webhook-id`, `webhook-timestamp`,
+ * `webhook-signature: v1,<base64 HMAC-SHA256(secret, "<id>.<timestamp>.<body>")>`, see
+ * signature.ts). `createWorker` verifies that signature (constant-time, before parsing) and
+ * refuses a timestamp more than 5 minutes off, so a captured request cannot be replayed; then
+ * it parses and checks the request, runs `decide`, and answers its DecisionResponse. Adapters
  * serve it from Node's http server and from AWS Lambda.
  *
  * ```ts
@@ -28,6 +31,8 @@ export interface WorkerOptions {
   maxBodyBytes?: number;
   /** Called with errors `decide` throws (the answer is a 500 without details). @default console.error */
   onError?: (error: unknown, request: DecisionRequest<unknown>) => void;
+  /** How far a signed timestamp may be from this worker's clock, and the clock. @default 5 minutes, Date.now */
+  signature?: VerifyWebhookOptions;
 }
 
 /** An HTTP answer of the worker. */
@@ -48,10 +53,9 @@ export interface AgentStateWorker {
   invoke(request: unknown): Promise<DecisionResponse>;
 }
 
-export const SIGNATURE_HEADER = 'x-agentstate-signature';
+/** The header that carries the signature `createWorker` checks (Standard Webhooks). */
+export const SIGNATURE_HEADER = 'webhook-signature';
 
-/** A Web Crypto key (the global `CryptoKey` type is not declared in every environment). */
-type HmacKey = Awaited<ReturnType<typeof globalThis.crypto.subtle.importKey>>;
 const DEFAULT_MAX_BODY_BYTES = 6 * 1024 * 1024;
 
 export function createWorker<S = Json>(decide: Decide<S>, options: WorkerOptions): AgentStateWorker {
@@ -62,7 +66,7 @@ export function createWorker<S = Json>(decide: Decide<S>, options: WorkerOptions
     throw new TypeError('createWorker needs the agent secret ({ secret }); pass { allowUnsigned: true } to accept unsigned requests');
   }
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
-  const keys = Promise.all(secrets.map(hmacKey));
+  const keys = signingKeys(secrets);
   const onError = options.onError ?? ((error: unknown) => console.error('agentstate worker: decide failed', error));
 
   async function run(request: DecisionRequest<S>): Promise<DecisionResponse> {
@@ -81,8 +85,11 @@ export function createWorker<S = Json>(decide: Decide<S>, options: WorkerOptions
       const bytes = typeof body === 'string' ? new TextEncoder().encode(body) : body;
       if (bytes.byteLength > maxBodyBytes) return reply(413, { error: 'request too large' });
       if (secrets.length > 0) {
-        const signature = header(headers, SIGNATURE_HEADER);
-        if (!(await verifySignature(await keys, bytes, signature))) return reply(401, { error: 'bad signature' });
+        const verdict = await verifyWith(await keys, { body: bytes, headers }, options.signature);
+        if (!verdict.ok) {
+          const error = verdict.reason === 'stale-timestamp' ? 'stale or missing webhook-timestamp' : 'bad signature';
+          return reply(401, { error });
+        }
       }
       let parsed: unknown;
       try {
@@ -209,45 +216,11 @@ function isHttpEvent(event: unknown): event is LambdaHttpEvent {
 
 /* ------------------------------------------------------------------ helpers */
 
-/**
- * True when `signature` is `sha256=<hex HMAC-SHA256(secret, body)>` for one of the keys.
- * Web Crypto's `verify` compares in constant time; the hex is decoded without early exits.
- */
-async function verifySignature(keys: readonly HmacKey[], body: Uint8Array, signature: string | undefined): Promise<boolean> {
-  if (typeof signature !== 'string' || !signature.startsWith('sha256=')) return false;
-  const mac = hexBytes(signature.slice('sha256='.length).trim());
-  if (mac?.byteLength !== 32) return false;
-  let valid = false;
-  // Every key is tried, so the time taken does not tell which one matched.
-  // A copy on a plain ArrayBuffer: Web Crypto's types refuse a view that may be shared memory.
-  const data = new Uint8Array(body);
-  for (const key of keys) valid = (await globalThis.crypto.subtle.verify('HMAC', key, mac, data)) || valid;
-  return valid;
-}
-
-function hmacKey(secret: string): Promise<HmacKey> {
-  return globalThis.crypto.subtle.importKey('raw', new TextEncoder().encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['verify']);
-}
-
-function hexBytes(hex: string): Uint8Array<ArrayBuffer> | undefined {
-  if (hex.length % 2 !== 0 || !/^[0-9a-fA-F]*$/.test(hex)) return undefined;
-  const bytes = new Uint8Array(hex.length / 2);
-  for (let index = 0; index < bytes.length; index++) bytes[index] = Number.parseInt(hex.slice(index * 2, index * 2 + 2), 16);
-  return bytes;
-}
-
 function base64Bytes(text: string): Uint8Array {
   const binary = atob(text);
   const bytes = new Uint8Array(binary.length);
   for (let index = 0; index < binary.length; index++) bytes[index] = binary.charCodeAt(index);
   return bytes;
-}
-
-function header(headers: Record<string, string | string[] | undefined>, name: string): string | undefined {
-  for (const [key, value] of Object.entries(headers)) {
-    if (key.toLowerCase() === name) return Array.isArray(value) ? value[0] : value;
-  }
-  return undefined;
 }
 
 function concat(chunks: readonly Uint8Array[], size: number): Uint8Array {
