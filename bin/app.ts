@@ -3,16 +3,35 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import { AgentStateStack } from '../lib/agent-state-stack.js';
 
 /**
- * The CDK app (`cdk synth`, `cdk deploy`). Stack name: context `stackName`
- * (`cdk deploy -c stackName=AgentStateDev`), else env `AGENTSTATE_STACK_NAME`, else `AgentState`.
- * Account and region come from the CLI's profile; without one the stack is
- * environment-agnostic, so synth needs no credentials and no network.
+ * The CDK app (`cdk synth`, `cdk deploy`). Settings come from context (`-c name=value`), else
+ * from the environment:
+ *
+ * | context         | env                           | what                                           |
+ * |-----------------|-------------------------------|------------------------------------------------|
+ * | `stackName`     | `AGENTSTATE_STACK_NAME`       | the stack's name (default `AgentState`)        |
+ * | `alarmEmail`    | `AGENTSTATE_ALARM_EMAIL`      | subscribed to the alarm topic                  |
+ * | `alarmTopicArn` | `AGENTSTATE_ALARM_TOPIC_ARN`  | a topic of your own for every alarm            |
+ * | `account`, `region` | `AGENTSTATE_ACCOUNT`, `AGENTSTATE_REGION` | pin the stack to one environment |
+ *
+ * Without `account` and `region` the stack is environment-agnostic: the template names no
+ * account or region (it uses `AWS::Region` and `AWS::AccountId`), synth needs no credentials
+ * and no network, and `cdk deploy` deploys it wherever the CLI's credentials point. (The CLI's
+ * own `CDK_DEFAULT_REGION` is not used: without a configured region it is `us-east-1`, which
+ * would then be baked into every ARN of the template.)
  */
 const app = new App();
-const stackName: string = (app.node.tryGetContext('stackName') as string | undefined) ?? process.env.AGENTSTATE_STACK_NAME ?? 'AgentState';
+const setting = (context: string, env: string): string | undefined =>
+  (app.node.tryGetContext(context) as string | undefined) ?? (process.env[env] || undefined);
+
+const stackName = setting('stackName', 'AGENTSTATE_STACK_NAME') ?? 'AgentState';
+const account = setting('account', 'AGENTSTATE_ACCOUNT');
+const region = setting('region', 'AGENTSTATE_REGION');
+const alarmEmail = setting('alarmEmail', 'AGENTSTATE_ALARM_EMAIL');
+const alarmTopicArn = setting('alarmTopicArn', 'AGENTSTATE_ALARM_TOPIC_ARN');
 
 new AgentStateStack(app, stackName, {
-  env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },
+  ...(account || region ? { env: { account, region } } : {}),
+  agentState: { ...(alarmEmail ? { alarmEmail } : {}), ...(alarmTopicArn ? { alarmTopicArn } : {}) },
 });
 
 // cdk-nag's AWS Solutions rules run at synth; an unacknowledged finding fails the synth.

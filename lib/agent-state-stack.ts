@@ -38,6 +38,10 @@ export class AgentStateStack extends Stack {
       value: this.agentState.webSocketUrl,
       description: 'Live sync (API.md section 9): <WebSocketUrl>?token=<api-key>, then {"action":"subscribe","sessionId":"…"}',
     });
+    new CfnOutput(this, 'AlarmTopicArn', {
+      value: this.agentState.alarmTopic.topicArn,
+      description: 'The SNS topic every alarm notifies (subscribe an address, a pager or a chat channel to it)',
+    });
     new CfnOutput(this, 'EventBusName', {
       value: this.agentState.eventBus.eventBusName,
       description: 'The EventBridge bus of change events (source agentstate, detail-type state.changed)',

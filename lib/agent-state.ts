@@ -17,6 +17,7 @@ import {
 import { HttpLambdaAuthorizer, HttpLambdaResponseType } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration, WebSocketLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import type * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as iam from 'aws-cdk-lib/aws-iam';
@@ -24,6 +25,8 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
+import * as sns from 'aws-cdk-lib/aws-sns';
+import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { type Route, routeGroups, routes } from '../functions/http/routes.js';
@@ -117,8 +120,22 @@ export interface AgentStateProps {
   readonly memorySize?: number;
 
   /**
-   * What every alarm does when it fires and when it recovers, e.g. an SNS topic action.
-   * @default - no actions: the alarms are visible in the console and the dashboard only
+   * An address that gets every alarm by email (when it fires and when it recovers): it is
+   * subscribed to the alarm topic, and AWS sends it a confirmation mail first.
+   * @default - no subscription: subscribe to the `AlarmTopicArn` output yourself
+   */
+  readonly alarmEmail?: string;
+
+  /**
+   * An SNS topic of your own (on-call paging, a chat channel) to send every alarm to instead
+   * of the topic this construct creates. `alarmEmail`, if given, is subscribed to it.
+   * @default - a topic of the construct's own, `alarmTopic`
+   */
+  readonly alarmTopicArn?: string;
+
+  /**
+   * Further actions of every alarm, on alarm and on OK, besides the alarm topic.
+   * @default - none
    */
   readonly alarmActions?: readonly cloudwatch.IAlarmAction[];
 
@@ -209,6 +226,8 @@ export class AgentState extends Construct {
   readonly accessLogs: logs.LogGroup;
   /** Alarms and dashboard. */
   readonly monitoring: AgentStateMonitoring;
+  /** The topic every alarm notifies (`alarmTopicArn`, or the construct's own). */
+  readonly alarmTopic: sns.ITopic;
   /** The change hook: the table's stream → webhooks, the event bus, WebSocket clients. */
   readonly changeHook: NodejsFunction;
   /**
@@ -309,14 +328,38 @@ export class AgentState extends Construct {
     this.deadLetterQueue = changeEvents.queue;
     this.eventBus = changeEvents.bus;
 
+    this.alarmTopic = this.createAlarmTopic(props);
     this.monitoring = new AgentStateMonitoring(this, 'Monitoring', {
       api,
       table: this.table,
       functions: { ...functions, authorizer: this.authorizerFunction, webSocket: this.webSocketFunction, changeHook: this.changeHook },
       changeEvents: { changeHook: this.changeHook, deadLetterQueue: this.deadLetterQueue },
-      alarmActions: props.alarmActions ?? [],
+      alarmActions: [new SnsAction(this.alarmTopic), ...(props.alarmActions ?? [])],
       dashboard: props.dashboard ?? true,
     });
+  }
+
+  /**
+   * Where alarms go: a topic every alarm notifies when it fires and when it recovers, so that
+   * they reach a person (an email subscription, or whatever the operator subscribes).
+   */
+  private createAlarmTopic(props: AgentStateProps): sns.ITopic {
+    let topic: sns.ITopic;
+    if (props.alarmTopicArn) {
+      topic = sns.Topic.fromTopicArn(this, 'AlarmTopic', props.alarmTopicArn);
+    } else {
+      const own = new sns.Topic(this, 'AlarmTopic', { displayName: 'agentstate alarms', enforceSSL: true });
+      Validations.of(own).acknowledge({
+        id: 'AwsSolutions-SNS2',
+        reason:
+          'CloudWatch alarms cannot publish to a topic encrypted with the AWS managed SNS key, and a customer managed key costs ' +
+          'USD 1 a month; alarm notifications carry alarm names and metric values, no tenant data. Pass alarmTopicArn to use ' +
+          'an encrypted topic of your own whose key policy lets CloudWatch use it',
+      });
+      topic = own;
+    }
+    if (props.alarmEmail) topic.addSubscription(new subscriptions.EmailSubscription(props.alarmEmail));
+    return topic;
   }
 
   /**

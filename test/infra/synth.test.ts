@@ -1,36 +1,37 @@
-import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { routeGroups } from '../../functions/http/routes.js';
-
-const run = promisify(execFile);
-const projectRoot = fileURLToPath(new URL('../..', import.meta.url));
+import { synthesizedAssembly } from '../helpers/synth.js';
 
 type Template = { Resources: Record<string, { Type: string; Properties: Record<string, unknown>; Metadata?: Record<string, string> }> };
 
 /**
  * The one real synth: `cdk synth` the way a user runs it (cdk.json, tsx, cdk-nag at synth,
- * esbuild bundling on this machine), offline. Everything else in test/infra skips bundling.
+ * esbuild bundling on this machine), offline, with no AWS region or account configured. It is
+ * shared with test/deployed (test/helpers/synth.ts); everything else in test/infra skips bundling.
  */
 describe('cdk synth', () => {
-  const outdir = mkdtempSync(join(tmpdir(), 'agentstate-synth-'));
+  let outdir: string;
   let template: Template;
 
   beforeAll(async () => {
     // Act
-    await run(join(projectRoot, 'node_modules', '.bin', 'cdk'), ['synth', '--quiet', '--output', outdir], {
-      cwd: projectRoot,
-      env: { ...process.env, CDK_DISABLE_VERSION_CHECK: 'true' },
-      timeout: 110_000,
-    });
+    outdir = await synthesizedAssembly();
     template = JSON.parse(readFileSync(join(outdir, 'AgentState.template.json'), 'utf8')) as Template;
-  }, 120_000);
+  }, 180_000);
 
-  afterAll(() => rmSync(outdir, { recursive: true, force: true }));
+  it('stays environment-agnostic: no region or account in the template, only AWS::Region and AWS::AccountId', () => {
+    // Assess: the CLI hands the app CDK_DEFAULT_REGION=us-east-1 when nothing is configured.
+    // (The region-keyed Mappings the CDK adds are looked up with AWS::Region at deploy time.)
+    const { Resources, Outputs } = template as Template & { Outputs: unknown };
+    const text = JSON.stringify({ Resources, Outputs });
+    expect(
+      text.match(/\b(us|eu|ap|sa|ca|me|af|il|mx)-(east|west|north|south|central|northeast|southeast|northwest|southwest)-\d\b/g) ?? [],
+    ).toEqual([]);
+    expect(text.match(/\b\d{12}\b/g) ?? []).toEqual([]);
+    expect(text).toContain('"Ref":"AWS::Region"');
+  });
 
   const bundleOf = (description: RegExp) => {
     const [, fn] =

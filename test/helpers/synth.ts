@@ -1,0 +1,86 @@
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+const projectRoot = fileURLToPath(new URL('../..', import.meta.url));
+
+/** What `cdk synth` reads: the app, the construct, the handlers, the page, the lock file. */
+const SYNTH_INPUTS = ['bin', 'lib', 'functions', 'inspector', 'package-lock.json', 'cdk.json', 'tsconfig.json'];
+const CACHE_DIR = join(projectRoot, 'node_modules', '.cache', 'agentstate-synth');
+/** A lock older than this belongs to a run that died. */
+const STALE_LOCK_MS = 5 * 60_000;
+
+/**
+ * The cloud assembly of one real `cdk synth`, run the way a user runs it (cdk.json, tsx,
+ * cdk-nag at synth, esbuild on this machine), offline. Every test file that needs the
+ * synthesized template or bundles shares it: the first to ask synthesizes, under a lock, into a
+ * folder named by a hash of everything synth reads; the others (and later runs with the same
+ * sources) find it there. So CI pays for one synth, and a changed handler is never tested
+ * through a stale bundle.
+ */
+export async function synthesizedAssembly(): Promise<string> {
+  const outdir = join(CACHE_DIR, inputsHash());
+  if (existsSync(join(outdir, 'manifest.json'))) return outdir;
+  mkdirSync(CACHE_DIR, { recursive: true });
+  const lock = `${outdir}.lock`;
+  for (;;) {
+    if (tryLock(lock)) break;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    if (existsSync(join(outdir, 'manifest.json'))) return outdir;
+  }
+  try {
+    if (existsSync(join(outdir, 'manifest.json'))) return outdir;
+    const building = `${outdir}.building`;
+    rmSync(building, { recursive: true, force: true });
+    const env: NodeJS.ProcessEnv = { ...process.env, CDK_DISABLE_VERSION_CHECK: 'true' };
+    // Synthesize environment-agnostic, whatever the machine's AWS profile says.
+    for (const name of ['AWS_REGION', 'AWS_DEFAULT_REGION', 'CDK_DEFAULT_REGION', 'CDK_DEFAULT_ACCOUNT', 'AWS_PROFILE']) delete env[name];
+    await run(join(projectRoot, 'node_modules', '.bin', 'cdk'), ['synth', '--quiet', '--output', building], {
+      cwd: projectRoot,
+      env,
+      timeout: 170_000,
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    renameSync(building, outdir);
+    return outdir;
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+function tryLock(lock: string): boolean {
+  try {
+    mkdirSync(lock);
+    return true;
+  } catch {
+    try {
+      if (Date.now() - statSync(lock).mtimeMs > STALE_LOCK_MS) rmSync(lock, { recursive: true, force: true });
+    } catch {
+      // Gone meanwhile: the next attempt takes it.
+    }
+    return false;
+  }
+}
+
+/** A hash of every file synth reads (paths and contents), so the assembly matches the sources. */
+function inputsHash(): string {
+  const hash = createHash('sha256');
+  const visit = (path: string) => {
+    if (!existsSync(path)) return;
+    const stat = statSync(path);
+    if (stat.isDirectory()) {
+      for (const name of readdirSync(path).sort()) {
+        if (name === 'node_modules' || name === 'dist' || name.startsWith('.')) continue;
+        visit(join(path, name));
+      }
+      return;
+    }
+    hash.update(relative(projectRoot, path)).update('\0').update(readFileSync(path)).update('\0');
+  };
+  for (const input of SYNTH_INPUTS) visit(join(projectRoot, input));
+  return hash.digest('hex').slice(0, 16);
+}

@@ -1,0 +1,75 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const run = promisify(execFile);
+const projectRoot = fileURLToPath(new URL('../..', import.meta.url));
+const outdirs: string[] = [];
+
+afterAll(() => {
+  for (const outdir of outdirs) rmSync(outdir, { recursive: true, force: true });
+});
+
+/**
+ * Runs bin/app.ts as the CDK CLI does (context in CDK_CONTEXT_JSON, the assembly to
+ * CDK_OUTDIR, the CLI's default environment in CDK_DEFAULT_*), with bundling skipped, and
+ * returns the template it wrote.
+ */
+async function synthApp(context: Record<string, unknown>, env: Record<string, string> = {}) {
+  const outdir = mkdtempSync(join(tmpdir(), 'agentstate-app-'));
+  outdirs.push(outdir);
+  const cdkJson = JSON.parse(readFileSync(join(projectRoot, 'cdk.json'), 'utf8')) as { context: Record<string, unknown> };
+  await run(process.execPath, ['--import', 'tsx', 'bin/app.ts'], {
+    cwd: projectRoot,
+    env: {
+      PATH: process.env.PATH,
+      CDK_OUTDIR: outdir,
+      CDK_CONTEXT_JSON: JSON.stringify({ ...cdkJson.context, 'aws:cdk:bundling-stacks': [], ...context }),
+      // What the CLI sets when no region or account is configured anywhere.
+      CDK_DEFAULT_REGION: 'us-east-1',
+      CDK_DEFAULT_ACCOUNT: '111111111111',
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+      ...env,
+    },
+    timeout: 60_000,
+  });
+  const stackName = (context.stackName as string | undefined) ?? 'AgentState';
+  return JSON.parse(readFileSync(join(outdir, `${stackName}.template.json`), 'utf8')) as { Resources: Record<string, any> };
+}
+
+const ofType = (template: { Resources: Record<string, any> }, type: string) =>
+  Object.values(template.Resources).filter((resource) => resource.Type === type);
+
+describe('bin/app.ts', () => {
+  it('stays environment-agnostic although the CLI names a default region and account', async () => {
+    // Act
+    const template = await synthApp({});
+
+    // Assess
+    const text = JSON.stringify(template);
+    expect(text).not.toContain('us-east-1');
+    expect(text).not.toContain('111111111111');
+  }, 90_000);
+
+  it('takes alarmEmail and stackName from context, and an alarm topic from the environment', async () => {
+    // Act
+    const byContext = await synthApp({ alarmEmail: 'oncall@example.com', stackName: 'AgentStateDev' });
+    const byEnv = await synthApp(
+      {},
+      { AGENTSTATE_ALARM_TOPIC_ARN: 'arn:aws:sns:eu-west-1:123456789012:pager', AGENTSTATE_REGION: 'eu-west-1' },
+    );
+
+    // Assess
+    expect(ofType(byContext, 'AWS::SNS::Subscription').map((subscription) => subscription.Properties.Endpoint)).toEqual([
+      'oncall@example.com',
+    ]);
+    for (const alarm of ofType(byEnv, 'AWS::CloudWatch::Alarm')) {
+      expect(alarm.Properties.AlarmActions).toEqual(['arn:aws:sns:eu-west-1:123456789012:pager']);
+    }
+    expect(JSON.stringify(byEnv)).toContain('eu-west-1');
+  }, 120_000);
+});
