@@ -18,6 +18,8 @@ const config: KnipConfig = {
         'functions/streams/change-hook.ts',
         // Spawned by path by bench/load.ts.
         'bench/load-server.ts',
+        // Run by path: the Lambda runtime stand-in of test/deployed and its clock preload.
+        'test/deployed/support/*.mjs',
         // `module:examples/worker.ts` is how the bench and the docs register a local worker.
         'examples/*.ts',
         // Type-level tests: checked by tsc (npm test), never run.

@@ -33,8 +33,18 @@ export interface TableAccess {
 const idempotency: readonly TableAction[] = ['dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'];
 
 /**
+ * Every group that writes to a session may find the tombstone of a delete that died halfway
+ * (docs/architecture.md, "Deleting a session") and must finish that delete before its own
+ * write: the session's items go in BatchWriteItem deletes. test/deployed/least-privilege.test.ts
+ * drives that path through each of these functions.
+ */
+const finishDelete: TableAction = 'dynamodb:BatchWriteItem';
+
+/**
  * Least privilege, reviewable in one place: route group → the DynamoDB actions its handler
- * uses, read off functions/core/session-service.ts and the stores of functions/store/.
+ * uses. test/deployed/least-privilege.test.ts proves the table both ways on the synthesized
+ * stack: every bundle, driven through its paths with only its own role, is never refused a
+ * call, and every grant here is used by one.
  *
  * Typed as a record over every `RouteGroup`, so adding a group to functions/http/routes.ts
  * fails type checking until its access is declared here — on purpose: a new group's
@@ -46,16 +56,19 @@ const idempotency: readonly TableAction[] = ['dynamodb:PutItem', 'dynamodb:Updat
  * | sessions | Get (meta), Query (tip, items, | Put (create), BatchWrite (delete the session's |
  * |          | index: list by activity)       | items), idempotency                            |
  * | tree     | Get, BatchGet (nodes), Query   | Put (tip), Transact Put+Update (nodes, pointers, |
- * |          | (tip, node list)               | session upsert), Update (touch), idempotency   |
+ * |          | (tip, node list)               | session upsert), Update (touch), BatchWrite    |
+ * |          |                                | (finishing a dead delete), idempotency         |
  * | state    | Get, BatchGet (versions),      | Put (tip), Transact Put+Update, Update (touch), |
- * |          | Query (tip, version list)      | idempotency                                    |
+ * |          | Query (tip, version list)      | BatchWrite (a dead delete), idempotency        |
  * | agents   | Get (agent, parents), Query    | Put (agent), idempotency                       |
  * |          | (list)                         |                                                |
  * | decide   | Get (decision, session, agent, | Put (lease), Delete (lease), Update (failed    |
  * |          | versions), BatchGet, Query     | attempt, touch), Transact Put+Update+Delete    |
- * |          |                                | (tip, nodes, decision record, lease)           |
+ * |          |                                | (tip, nodes, decision record, lease), BatchWrite |
+ * |          |                                | (a dead delete)                                |
  * | commits  | Get (session, documents,       | Transact Put+Update+ConditionCheck (tip,       |
- * |          | versions), Query (tip, agents) | run/profile/shared documents), idempotency     |
+ * |          | versions), Query (tip, agents) | run/profile/shared documents), BatchWrite (a   |
+ * |          |                                | dead delete), idempotency                      |
  * | webhooks | Get (webhook), Query (webhooks,| Put (webhook), Delete (webhook, a replayed     |
  * |          | dead letters)                  | dead letter), Update (a failed replay), idem.  |
  * | inspector| —                              | —                                              |
@@ -67,11 +80,11 @@ export const routeGroupAccess = {
     sessionsIndex: ['dynamodb:Query'],
   },
   tree: {
-    table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', ...idempotency],
+    table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', finishDelete, ...idempotency],
     sessionsIndex: [],
   },
   state: {
-    table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', ...idempotency],
+    table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', finishDelete, ...idempotency],
     sessionsIndex: [],
   },
   agents: {
@@ -79,11 +92,11 @@ export const routeGroupAccess = {
     sessionsIndex: [],
   },
   decide: {
-    table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', ...idempotency],
+    table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', finishDelete, ...idempotency],
     sessionsIndex: [],
   },
   commits: {
-    table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', 'dynamodb:ConditionCheckItem', ...idempotency],
+    table: ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:ConditionCheckItem', finishDelete, ...idempotency],
     sessionsIndex: [],
   },
   webhooks: {

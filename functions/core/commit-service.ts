@@ -84,7 +84,11 @@ export class CommitService {
         touches('shared') ? this.documents.getDocument({ kind: 'shared', tenant: scope.tenant }) : Promise.resolve(null),
       ]);
       // A documents-only commit writes no tip: it must not slip into a session being deleted.
-      if (resolved.tip.kind === 'closing') throw new StaleTipError('the session is being deleted');
+      // A delete that died halfway is finished here, as the thread's own commit would.
+      if (resolved.tip.kind === 'closing') {
+        await this.store.settleClosing(scope, resolved.tip);
+        throw new StaleTipError('the session is being deleted');
+      }
       checkIfMatch(resolved, request.expectedVersion);
       let userId: string | null = null;
       if (touches('profile')) {

@@ -1,5 +1,6 @@
 import type {
   AgentRecord,
+  ClosingTip,
   DecisionRecord,
   DocumentRecord,
   DocumentRef,
@@ -104,6 +105,12 @@ export interface SessionStore {
   listSessions(tenant: string, options: SessionListOptions): Promise<Page<SessionMeta>>;
   /** Erases every item of the session; false when it had none. */
   deleteSession(scope: SessionScope): Promise<boolean>;
+  /**
+   * For a write that found the session closing: finishes the delete if it was abandoned (its
+   * function died halfway), so that the write's retry starts a new session; a delete still in
+   * progress is left to finish. Either way the write then retries.
+   */
+  settleClosing(scope: SessionScope, tip: ClosingTip): Promise<void>;
 
   getNode(scope: SessionScope, nodeId: string): Promise<NodeRecord | null>;
   /** The nodes that exist among `nodeIds`, with their messages. */

@@ -3,7 +3,7 @@ import type { DecisionRecord, SessionScope } from '../core/model.js';
 import type { DecisionCompletion, DecisionStore } from '../core/ports.js';
 import { decisionItem, leaseItem } from './item-codecs.js';
 import { tableKeys } from './table.js';
-import { conditionally, conditions, type TableClient, type TaggedItem, transact } from './table-client.js';
+import { conditionally, conditions, isConditionFailure, type TableClient, type TaggedItem, transact } from './table-client.js';
 
 /** Decision records are kept a week: long enough for any retry of a decision id. */
 const DECISION_TTL_SECONDS = 7 * 24 * 60 * 60;
@@ -27,18 +27,25 @@ export class DynamoDbDecisionStore implements DecisionStore {
     return Item ? decisionItem.decode(decisionId, Item) : null;
   }
 
-  acquireLease(scope: SessionScope, token: string, untilMs: number): Promise<boolean> {
-    return conditionally(
-      this.table.send(
+  async acquireLease(scope: SessionScope, token: string, untilMs: number): Promise<boolean> {
+    try {
+      await this.table.send(
         new PutCommand({
           TableName: this.table.tableName,
           Item: leaseItem.encode(scope, token, untilMs),
           // Free, or held by a decision that died without releasing it.
           ConditionExpression: `${conditions.itemIsNew} OR leaseUntil < :now`,
           ExpressionAttributeValues: { ':now': this.table.now() },
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         }),
-      ),
-    );
+      );
+      return true;
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
+      // The SDK retries a put whose answer was lost; if the first attempt landed, the retry
+      // finds this very decision's lease, which it holds.
+      return leaseHolderOf(error.Item) === token;
+    }
   }
 
   async releaseLease(scope: SessionScope, token: string): Promise<void> {
@@ -89,4 +96,10 @@ function leaseHeldBy(scope: SessionScope, token: string) {
     ConditionExpression: 'holder = :token',
     ExpressionAttributeValues: { ':token': token },
   };
+}
+
+/** The holder of a lease item as a failed condition returns it (wire format or unmarshalled). */
+function leaseHolderOf(item: Record<string, unknown> | undefined): string | undefined {
+  const holder = item?.holder as { S?: string } | string | undefined;
+  return typeof holder === 'string' ? holder : holder?.S;
 }

@@ -183,6 +183,15 @@ export class DynamoDbSessionStore implements SessionStore {
    *   writer puts V#42 ✗ ─────┘   re-reads: closing → retries → tombstone gone → new V#1
    */
   async deleteSession(scope: SessionScope): Promise<boolean> {
+    return this.erase(scope, { spareLease: false });
+  }
+
+  /**
+   * The delete itself. A decision that finds an abandoned delete finishes it from inside its
+   * lease (`spareLease`): erasing the lease too would make the decision's own commit fail as
+   * if it had lost the lease. (A lease outliving its session is harmless: it has a TTL.)
+   */
+  private async erase(scope: SessionScope, options: { spareLease: boolean }): Promise<boolean> {
     const tombstone = await this.closeSession(scope);
     const itemKeys: Item[] = [];
     await queryAll(
@@ -198,7 +207,8 @@ export class DynamoDbSessionStore implements SessionStore {
           }),
         ),
       (item) => {
-        if (item.sk !== tombstone) itemKeys.push({ pk: item.pk, sk: item.sk });
+        if (item.sk === tombstone || (options.spareLease && item.sk === keys.lease)) return;
+        itemKeys.push({ pk: item.pk, sk: item.sk });
       },
     );
     await batchDelete(this.table, itemKeys);
@@ -240,6 +250,10 @@ export class DynamoDbSessionStore implements SessionStore {
         }
       }
     }
+  }
+
+  async settleClosing(scope: SessionScope, tip: ClosingTip, options: { spareLease?: boolean } = {}): Promise<void> {
+    if (this.isAbandoned(tip)) await this.erase(scope, { spareLease: options.spareLease ?? false });
   }
 
   private isAbandoned(tip: ClosingTip): boolean {
@@ -351,7 +365,7 @@ export class DynamoDbSessionStore implements SessionStore {
     // Nothing may be written into a session while it is deleted; the caller retries. A delete
     // that stopped halfway (its function timed out) is finished by the writes that find it.
     if (basedOn.kind === 'closing') {
-      if (this.isAbandoned(basedOn)) await this.deleteSession(scope);
+      await this.settleClosing(scope, basedOn, { spareLease: change.decision !== undefined });
       throw new StaleTipError('the session is being deleted');
     }
     const { tableName } = this.table;

@@ -1,0 +1,399 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { GatewayResponse } from './support/api-gateway.js';
+import type { DeployedFunction } from './support/deployment.js';
+import type { Grant } from './support/iam.js';
+import { type DeployedStack, deployStack } from './support/world.js';
+
+/**
+ * Least privilege, proven on what is deployed: every function of the synthesized stack runs
+ * from its bundle with its own role, and every AWS call it makes goes through a stand-in that
+ * refuses what the template does not grant that role (test/deployed/support/aws-stand-in.ts).
+ * The calls are whatever the code sends; no list of expected actions exists anywhere. Each
+ * route group is driven through its operations, recovery paths included (a delete that died
+ * halfway, a write whose answer was lost, a request that failed under an Idempotency-Key), and
+ * so are the authorizer, the WebSocket routes and the change hook. Then no call may have been
+ * refused, and every grant must have been used by some call.
+ */
+
+let stack: DeployedStack;
+let key: string;
+/** How far ahead a function's clock runs to find a delete "abandoned" (its tombstone over a minute old). */
+const LATER_MS = 5 * 60_000;
+
+beforeAll(async () => {
+  stack = await deployStack();
+  key = await stack.createKey('acme');
+}, 180_000);
+
+afterAll(async () => stack?.close());
+
+function fn(description: RegExp): DeployedFunction {
+  return stack.deployment.functionNamed(description);
+}
+
+function call(method: string, path: string, body?: unknown, options: { headers?: Record<string, string>; clockOffsetMs?: number } = {}) {
+  return stack.http.request(method, path, {
+    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...options.headers },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    ...(options.clockOffsetMs ? { clockOffsetMs: options.clockOffsetMs } : {}),
+  });
+}
+
+/** The status, with what explains a surprise: the body, refused calls, the function's log. */
+function expectStatus(response: GatewayResponse, status: number): void {
+  if (response.status === status) return;
+  const refused = stack.deployment.functions().flatMap((candidate) => stack.iam.refusedCalls(candidate.logicalId));
+  expect.fail(
+    `expected ${status}, got ${response.status} ${response.body}\nrefused calls: ${JSON.stringify(refused)}\n` +
+      `log: ${(response.invocation?.logs ?? []).join('\n')}`,
+  );
+}
+
+const WRITES = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'BatchWriteItem', 'TransactWriteItems']);
+
+/** The next write request of a function meets `fault` once; every other request passes. */
+function onNextWrite(functionId: string, fault: 'lose-answer' | 'crash'): () => boolean {
+  let fired = false;
+  stack.aws.fault = (request) => {
+    if (fired || request.functionId !== functionId || !WRITES.has(request.operation)) return 'pass';
+    fired = true;
+    return fault;
+  };
+  return () => {
+    stack.aws.fault = () => 'pass';
+    return fired;
+  };
+}
+
+/**
+ * A delete that died halfway, as a function past its timeout leaves it: the sessions function
+ * is stopped right after the delete's first write (the one that closes the session) lands.
+ */
+async function abandonDelete(sessionId: string): Promise<void> {
+  const sessions = fn(/the sessions routes$/);
+  const done = onNextWrite(sessions.logicalId, 'crash');
+  const deleting = await call('DELETE', `/v1/sessions/${sessionId}`);
+  expect(done(), 'the delete wrote something before it died').toBe(true);
+  expect(deleting.status).toBe(500);
+}
+
+/** A write whose first DynamoDB write lands but whose answer is lost: the SDK retries it. */
+async function withLostAnswer(functionId: string, request: () => Promise<GatewayResponse>): Promise<GatewayResponse> {
+  const done = onNextWrite(functionId, 'lose-answer');
+  const response = await request();
+  expect(done(), 'the request wrote something').toBe(true);
+  return response;
+}
+
+describe('each route group, through its paths, within its role', () => {
+  it('health and the inspector page, with no table access at all', async () => {
+    expectStatus(await stack.http.request('GET', '/health'), 200);
+    expectStatus(await stack.http.request('GET', '/'), 200);
+    expectStatus(await stack.http.request('GET', '/inspector/config.json'), 200);
+  });
+
+  it('the authorizer: a known key, an unknown key', async () => {
+    expectStatus(await call('GET', '/v1/sessions'), 200);
+    const unknown = await stack.http.request('GET', '/v1/sessions', { headers: { authorization: 'Bearer as_unknown' } });
+    expectStatus(unknown, 401);
+  });
+
+  it('sessions: create, conflict, read, list, delete, and a create over an abandoned delete', async () => {
+    expectStatus(
+      await call('POST', '/v1/sessions', { sessionId: 'lp-s', userId: 'u1' }, { headers: { 'idempotency-key': 'lp-s-1' } }),
+      201,
+    );
+    expectStatus(
+      await call('POST', '/v1/sessions', { sessionId: 'lp-s', userId: 'u1' }, { headers: { 'idempotency-key': 'lp-s-1' } }),
+      201,
+    );
+    // A refused request under a key releases its claim.
+    expectStatus(await call('POST', '/v1/sessions', { sessionId: 'lp-s' }, { headers: { 'idempotency-key': 'lp-s-2' } }), 409);
+    expectStatus(await call('GET', '/v1/sessions/lp-s'), 200);
+    expectStatus(await call('GET', '/v1/sessions?limit=1'), 200);
+    expectStatus(await call('PATCH', '/v1/sessions/lp-s/state', { a: 1 }), 200);
+    expectStatus(await call('DELETE', '/v1/sessions/lp-s'), 204);
+
+    expectStatus(await call('PATCH', '/v1/sessions/lp-s2/state', { a: 1 }), 200);
+    await abandonDelete('lp-s2');
+    expectStatus(await call('POST', '/v1/sessions', { sessionId: 'lp-s2' }, { clockOffsetMs: LATER_MS }), 201);
+  });
+
+  it('state: write, replace, read, history, a write off the head, 412, a lost answer, and a write over an abandoned delete', async () => {
+    const state = fn(/the state routes$/);
+    expectStatus(
+      await call('POST', '/v1/sessions/lp-st/messages', {
+        messages: [
+          { id: 'm1', role: 'user' },
+          { id: 'm2', role: 'assistant' },
+        ],
+      }),
+      201,
+    );
+    expectStatus(await call('PATCH', '/v1/sessions/lp-st/state', { a: 1 }, { headers: { 'idempotency-key': 'lp-st-1' } }), 200);
+    expectStatus(await call('PUT', '/v1/sessions/lp-st/state', { b: 2 }), 200);
+    expectStatus(await call('PATCH', '/v1/sessions/lp-st/state?node=m1', { c: 3 }), 200);
+    expectStatus(await call('PUT', '/v1/sessions/lp-st/state', { d: 4 }, { headers: { 'if-match': '"1"' } }), 412);
+    expectStatus(await call('GET', '/v1/sessions/lp-st/state'), 200);
+    expectStatus(await call('GET', '/v1/sessions/lp-st/state?node=m1'), 200);
+    expectStatus(await call('GET', '/v1/sessions/lp-st/state?version=1'), 200);
+    expectStatus(await call('GET', '/v1/sessions/lp-st/versions'), 200);
+    expectStatus(await call('GET', '/v1/sessions/lp-st/versions?node=m2'), 200);
+    expectStatus(await call('PUT', '/v1/sessions/lp-st/state?node=nowhere', { g: 7 }, { headers: { 'idempotency-key': 'lp-st-2' } }), 404);
+    expectStatus(await call('GET', '/v1/sessions/lp-st/versions/1'), 200);
+    expectStatus(await withLostAnswer(state.logicalId, () => call('PATCH', '/v1/sessions/lp-st/state', { e: 5 })), 200);
+    expectStatus(await withLostAnswer(state.logicalId, () => call('PATCH', '/v1/sessions/lp-st/state?node=m1', { f: 6 })), 200);
+
+    await abandonDelete('lp-st');
+    expectStatus(await call('PATCH', '/v1/sessions/lp-st/state', { after: true }, { clockOffsetMs: LATER_MS }), 200);
+  });
+
+  it('tree: append, paths, nodes, the tree, switching the head, a lost answer, and an append over an abandoned delete', async () => {
+    const tree = fn(/the tree routes$/);
+    const messages = Array.from({ length: 40 }, (_, index) => ({ id: `t${index}`, role: index % 2 ? 'assistant' : 'user' }));
+    expectStatus(await call('POST', '/v1/sessions/lp-t/messages', { messages }, { headers: { 'idempotency-key': 'lp-t-1' } }), 201);
+    expectStatus(await call('POST', '/v1/sessions/lp-t/messages', { parentId: 't1', messages: [{ id: 'fork', role: 'user' }] }), 201);
+    expectStatus(
+      await call(
+        'POST',
+        '/v1/sessions/lp-t/messages',
+        { parentId: 'nowhere', messages: [{ role: 'user' }] },
+        { headers: { 'idempotency-key': 'lp-t-2' } },
+      ),
+      404,
+    );
+    expectStatus(await call('GET', '/v1/sessions/lp-t/messages'), 200);
+    expectStatus(await call('GET', '/v1/sessions/lp-t/messages?node=t39'), 200);
+    expectStatus(await call('GET', '/v1/sessions/lp-t/nodes/t5'), 200);
+    expectStatus(await call('GET', '/v1/sessions/lp-t/tree'), 200);
+    expectStatus(await call('PUT', '/v1/sessions/lp-t/head', { nodeId: 't39' }), 200);
+    expectStatus(
+      await withLostAnswer(tree.logicalId, () => call('POST', '/v1/sessions/lp-t/messages', { messages: [{ id: 'lost', role: 'user' }] })),
+      201,
+    );
+    expectStatus(await withLostAnswer(tree.logicalId, () => call('PUT', '/v1/sessions/lp-t/head', { nodeId: 'fork' })), 200);
+
+    await abandonDelete('lp-t');
+    expectStatus(
+      await call('POST', '/v1/sessions/lp-t/messages', { messages: [{ id: 'again', role: 'user' }] }, { clockOffsetMs: LATER_MS }),
+      201,
+    );
+  });
+
+  it('agents: register with a parent and typed fields, read, list', async () => {
+    expectStatus(await call('PUT', '/v1/agents/lp-root', { config: { model: 'm' } }, { headers: { 'idempotency-key': 'lp-a-1' } }), 201);
+    const fields = { topic: { type: 'string', description: 'what it is about', read: 'public', write: 'public' } };
+    expectStatus(await call('PUT', '/v1/agents/lp-child', { parentId: 'lp-root', stateFields: fields }), 201);
+    expectStatus(await call('PUT', '/v1/agents/lp-child', { parentId: 'lp-missing' }, { headers: { 'idempotency-key': 'lp-a-2' } }), 404);
+    expectStatus(await call('GET', '/v1/agents/lp-child'), 200);
+    expectStatus(await call('GET', '/v1/agents'), 200);
+  });
+
+  it('decide: a proposed decision, its replay, messages, a failing worker, a lost answer, and a decision over an abandoned delete', async () => {
+    const decide = fn(/the decide routes$/);
+    expectStatus(await call('POST', '/v1/sessions', { sessionId: 'lp-d', agentId: 'lp-child' }), 201);
+    const first = {
+      decisionId: 'lp-d-1',
+      trigger: { type: 'client.messages', messages: [{ id: 'q1', role: 'user' }] },
+      proposed: { state: { topic: 'x' } },
+    };
+    expectStatus(await call('POST', '/v1/sessions/lp-d/decide', first, { headers: { 'idempotency-key': 'lp-d-k' } }), 200);
+    expectStatus(await call('POST', '/v1/sessions/lp-d/decide', first), 200);
+    expectStatus(
+      await withLostAnswer(decide.logicalId, () => call('POST', '/v1/sessions/lp-d/decide', { trigger: { type: 'tick' } })),
+      200,
+    );
+
+    // A worker that cannot be reached: 502, the lease freed, the attempt recorded.
+    expectStatus(await call('PUT', '/v1/agents/lp-worker', { worker: { url: 'https://worker.invalid/decide' } }), 201);
+    expectStatus(await call('POST', '/v1/sessions', { sessionId: 'lp-dw', agentId: 'lp-worker' }), 201);
+    expectStatus(
+      await call(
+        'POST',
+        '/v1/sessions/lp-dw/decide',
+        { decisionId: 'lp-dw-1', trigger: { type: 'tick' } },
+        { headers: { 'idempotency-key': 'lp-dw-k' } },
+      ),
+      502,
+    );
+
+    await abandonDelete('lp-d');
+    expectStatus(
+      await call(
+        'POST',
+        '/v1/sessions/lp-d/decide',
+        { trigger: { type: 'client.messages', messages: [{ id: 'after', role: 'user' }] } },
+        { clockOffsetMs: LATER_MS },
+      ),
+      200,
+    );
+  });
+
+  it('commits: every scope, reads of each document, expectedVersion, a lost answer, and a commit over an abandoned delete', async () => {
+    const commits = fn(/the commits routes$/);
+    expectStatus(await call('POST', '/v1/sessions', { sessionId: 'lp-c', userId: 'lp-user' }), 201);
+    const commands = [
+      { key: 'k', scope: 'thread', merge: 'disjoint', set: 1 },
+      { key: 'k', scope: 'run', merge: 'disjoint', set: 2 },
+      { key: 'k', scope: 'profile', merge: 'commutative', set: { a: 1 } },
+      { key: 'k', scope: 'shared', merge: 'disjoint', set: 3 },
+    ];
+    expectStatus(
+      await call('POST', '/v1/sessions/lp-c/commits', { runId: 'r1', commands }, { headers: { 'idempotency-key': 'lp-c-k' } }),
+      200,
+    );
+    expectStatus(
+      await call('POST', '/v1/sessions/lp-c/commits', {
+        runId: 'r1',
+        expectedVersion: 1,
+        commands: [{ key: 'k', scope: 'run', merge: 'disjoint', set: 4 }],
+      }),
+      200,
+    );
+    expectStatus(
+      await call(
+        'POST',
+        '/v1/sessions/lp-c/commits',
+        { expectedVersion: 0, commands: [{ key: 'j', scope: 'shared', merge: 'disjoint', set: 5 }] },
+        { headers: { 'idempotency-key': 'lp-c-k2' } },
+      ),
+      412,
+    );
+    expectStatus(await call('GET', '/v1/sessions/lp-c/runs/r1/state'), 200);
+    expectStatus(await call('GET', '/v1/profiles/lp-user/state'), 200);
+    expectStatus(await call('GET', '/v1/shared/state'), 200);
+    expectStatus(
+      await withLostAnswer(commits.logicalId, () =>
+        call('POST', '/v1/sessions/lp-c/commits', { commands: [{ key: 'x', scope: 'thread', merge: 'disjoint', set: 1 }] }),
+      ),
+      200,
+    );
+    expectStatus(
+      await withLostAnswer(commits.logicalId, () =>
+        call('POST', '/v1/sessions/lp-c/commits', { commands: [{ key: 'x', scope: 'shared', merge: 'disjoint', set: 9 }] }),
+      ),
+      200,
+    );
+
+    await abandonDelete('lp-c');
+    expectStatus(
+      await call(
+        'POST',
+        '/v1/sessions/lp-c/commits',
+        { commands: [{ key: 'after', scope: 'thread', merge: 'disjoint', set: true }] },
+        { clockOffsetMs: LATER_MS },
+      ),
+      200,
+    );
+  });
+});
+
+describe('change events and live sync, within their roles', () => {
+  it('WebSocket: connect, subscribe, a message it does not know, unsubscribe, disconnect, a refused key', async () => {
+    const connected = await stack.webSocket.connect('lp-conn-1', { token: key });
+    expect(connected.result).toMatchObject({ statusCode: 200 });
+    expect((await stack.webSocket.send('lp-conn-1', JSON.stringify({ action: 'subscribe', sessionId: 'lp-ev' }))).result).toMatchObject({
+      statusCode: 200,
+    });
+    expect((await stack.webSocket.send('lp-conn-1', JSON.stringify({ action: 'dance' }))).result).toMatchObject({ statusCode: 400 });
+    expect((await stack.webSocket.send('lp-conn-1', JSON.stringify({ action: 'unsubscribe', sessionId: 'lp-ev' }))).result).toMatchObject({
+      statusCode: 200,
+    });
+    expect((await stack.webSocket.disconnect('lp-conn-1')).result).toMatchObject({ statusCode: 200 });
+    expect((await stack.webSocket.connect('lp-conn-2', { token: 'as_unknown' })).result).toMatchObject({ statusCode: 401 });
+  });
+
+  it('the change hook: webhooks (one failing into dead letters), followers (one gone), EventBridge, activity', async () => {
+    // Prepare: a webhook that cannot be reached, a follower as an agent, and one that is gone.
+    expectStatus(await call('PUT', '/v1/agents/lp-watcher', { parentId: 'lp-root' }), 201);
+    const hook = await call('POST', '/v1/webhooks', { url: 'https://hooks.invalid/receive', secret: 's3cret', sessionId: 'lp-ev' });
+    expectStatus(hook, 201);
+    const typedHook = await call('POST', '/v1/webhooks', { url: 'https://typed.invalid/receive', agentId: 'lp-child' });
+    expectStatus(typedHook, 201);
+    await stack.webSocket.connect('lp-follower', { token: key });
+    await stack.webSocket.send('lp-follower', JSON.stringify({ action: 'subscribe', sessionId: 'lp-ev', agentId: 'lp-child' }));
+    await stack.webSocket.connect('lp-gone', { token: key });
+    await stack.webSocket.send('lp-gone', JSON.stringify({ action: 'subscribe', sessionId: 'lp-ev' }));
+    stack.aws.goneConnections.add('lp-gone');
+    expectStatus(await call('POST', '/v1/sessions', { sessionId: 'lp-ev', agentId: 'lp-child' }), 201);
+    await stack.stream.read(0, 200);
+
+    // Act: writes of every kind of change, then the stream into the hook.
+    // (Two batches: the second version's `prev` is then read from the table, not the batch.)
+    expectStatus(await call('PATCH', '/v1/sessions/lp-ev/state', { topic: 'one' }), 200);
+    const deliveries = await stack.stream.deliver(stack.stream.eventRecords(await stack.stream.read(1)));
+    expectStatus(await call('PATCH', '/v1/sessions/lp-ev/state', { topic: 'two' }), 200);
+    expectStatus(
+      await call('POST', '/v1/sessions/lp-ev/commits', { runId: 'r', commands: [{ key: 'k', scope: 'run', merge: 'disjoint', set: 1 }] }),
+      200,
+    );
+    deliveries.push(...(await stack.stream.deliver(stack.stream.eventRecords(await stack.stream.read(2)))));
+
+    // Assess
+    for (const { invocation } of deliveries) expect(invocation.result, invocation.logs.join('\n')).toEqual({ batchItemFailures: [] });
+    expect(stack.aws.posted.get('lp-follower')?.length).toBeGreaterThan(0);
+    expect(stack.aws.eventBridgeEntries.length).toBeGreaterThan(0);
+
+    // And the webhooks group over what the hook left: dead letters listed, replayed, a webhook deleted.
+    const hookId = hook.json.id as string;
+    const letters = await call('GET', `/v1/webhooks/${hookId}/dead-letters`);
+    expectStatus(letters, 200);
+    expect(letters.json.deadLetters?.length ?? letters.json.items?.length).toBeGreaterThan(0);
+    expectStatus(await call('POST', `/v1/webhooks/${hookId}/dead-letters/replay`, {}, { headers: { 'idempotency-key': 'lp-w-k' } }), 200);
+    expectStatus(await call('GET', '/v1/webhooks'), 200);
+    expectStatus(await call('GET', `/v1/webhooks/${hookId}`), 200);
+    expectStatus(await call('DELETE', `/v1/webhooks/${typedHook.json.id as string}`), 204);
+  });
+});
+
+describe('the roles themselves', () => {
+  it('refused no function any call', () => {
+    const refused = Object.fromEntries(
+      stack.deployment.functions().map((candidate) => [candidate.description, stack.iam.refusedCalls(candidate.logicalId)]),
+    );
+    expect(Object.entries(refused).filter(([, calls]) => calls.length > 0)).toEqual([]);
+  });
+
+  it('grants nothing that no call used, besides what Lambda itself uses on the function’s behalf', () => {
+    const unused: Array<{ fn: string } & Grant> = [];
+    for (const candidate of stack.deployment.functions()) {
+      for (const grant of stack.iam.grantsOf(candidate.logicalId)) {
+        if (usedByLambdaItself(candidate, grant)) continue;
+        if (!stack.iam.used(candidate.logicalId, grant)) unused.push({ fn: candidate.description, ...grant });
+      }
+    }
+    expect(unused).toEqual([]);
+  });
+});
+
+/**
+ * Grants Lambda uses for the function rather than the function's code: writing its log group
+ * (and only its own), reading the stream its event source mapping reads and sending to that
+ * mapping's on-failure destination (and only those), and X-Ray's segment upload, which has no
+ * resource to scope. Anything else must be used by the code.
+ */
+function usedByLambdaItself(candidate: DeployedFunction, grant: Grant): boolean {
+  const { deployment } = stack;
+  if (grant.action.startsWith('logs:')) {
+    const logGroup = candidate.logGroupId ? deployment.getAtt(candidate.logGroupId, 'Arn') : undefined;
+    return ['logs:CreateLogStream', 'logs:PutLogEvents'].includes(grant.action) && grant.resource === logGroup;
+  }
+  if (grant.action.startsWith('xray:')) {
+    return (
+      ['xray:PutTraceSegments', 'xray:PutTelemetryRecords'].includes(grant.action) &&
+      grant.resource === '*' &&
+      candidate.tracing === 'Active'
+    );
+  }
+  const mapping = deployment
+    .ofType('AWS::Lambda::EventSourceMapping')
+    .find(([, resource]) => resource.Properties.FunctionName?.Ref === candidate.logicalId);
+  if (!mapping) return false;
+  const [, { Properties: properties }] = mapping;
+  const streamActions = ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams'];
+  if (streamActions.includes(grant.action)) return grant.resource === deployment.resolve(properties.EventSourceArn);
+  const queueActions = ['sqs:SendMessage', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl'];
+  if (queueActions.includes(grant.action))
+    return grant.resource === deployment.resolve(properties.DestinationConfig?.OnFailure?.Destination);
+  return false;
+}

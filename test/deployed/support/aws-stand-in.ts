@@ -1,0 +1,272 @@
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, request, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Deployment } from './deployment.js';
+import type { Call, Iam } from './iam.js';
+
+/** What a fault does to one DynamoDB request, decided once DynamoDB Local has answered it. */
+export type Fault = 'pass' | 'lose-answer' | 'crash';
+
+/** A DynamoDB request as the stand-in saw it: who sent it, the operation and its input. */
+export interface DynamoDbRequest {
+  functionId: string;
+  operation: string;
+  input: Record<string, any>;
+}
+
+/**
+ * The AWS endpoints a deployed function calls, on one local port, each enforcing the caller's
+ * IAM policy from the template before it does anything:
+ *
+ * - DynamoDB (`X-Amz-Target: DynamoDB_20120810.*`), forwarded to DynamoDB Local; a call the
+ *   role does not allow is answered as AWS does, `400 AccessDeniedException`;
+ * - EventBridge PutEvents (`X-Amz-Target: AWSEvents.PutEvents`), whose entries are kept;
+ * - the WebSocket stage's Management API (`POST /<stage>/@connections/<id>`), whose messages
+ *   are kept per connection, and which answers `410 Gone` for connections marked gone.
+ *
+ * The caller is the access key id of the request's signature: each function process gets its
+ * logical id as its key, as each Lambda function gets its own role's credentials.
+ */
+export class AwsStandIn {
+  readonly eventBridgeEntries: Array<Record<string, any>> = [];
+  readonly posted = new Map<string, string[]>();
+  readonly goneConnections = new Set<string>();
+  readonly dynamoDbRequests: DynamoDbRequest[] = [];
+  eventBridgeDown = false;
+  /** Decides, per DynamoDB request once answered, whether to pass the answer on. */
+  fault: (request: DynamoDbRequest) => Fault = () => 'pass';
+  /** Called for a `crash` fault: stop the function, as Lambda does at its timeout. */
+  onCrash: (functionId: string) => void = () => {};
+  private server: Server | undefined;
+  private url = '';
+
+  constructor(
+    private readonly deployment: Deployment,
+    private readonly iam: Iam,
+    private readonly dynamoDbEndpoint: string,
+    private readonly functionNames: (functionId: string) => string,
+  ) {}
+
+  async start(): Promise<string> {
+    this.server = createServer((req, res) => {
+      this.serve(req, res).catch((error: unknown) => {
+        res.writeHead(500, { 'content-type': 'text/plain' });
+        res.end(String(error));
+      });
+    });
+    await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this.url;
+  }
+
+  async stop(): Promise<void> {
+    this.server?.closeAllConnections();
+    await new Promise((resolve) => this.server?.close(resolve));
+  }
+
+  get endpoint(): string {
+    return this.url;
+  }
+
+  private async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const body = await readBody(req);
+    const functionId = /Credential=([^/]+)\//.exec(req.headers.authorization ?? '')?.[1] ?? '';
+    const target = String(req.headers['x-amz-target'] ?? '');
+    if (target.startsWith('DynamoDB_20120810.'))
+      return this.dynamoDb(req, res, { functionId, operation: target.split('.')[1] ?? '', body });
+    if (target === 'AWSEvents.PutEvents') return this.putEvents(res, functionId, body);
+    const connection = /^\/([^/]+)\/@connections\/([^/?]+)$/.exec(req.url ?? '');
+    if (connection && req.method === 'POST') {
+      return this.postToConnection(res, {
+        functionId,
+        stage: connection[1] as string,
+        id: decodeURIComponent(connection[2] as string),
+        body,
+      });
+    }
+    res.writeHead(404, { 'content-type': 'text/plain' });
+    res.end(`the stand-in serves no ${req.method} ${req.url} (${target})`);
+  }
+
+  private denied(res: ServerResponse, functionId: string, refused: Call, protocol: 'json' | 'rest'): void {
+    const message =
+      `User: ${this.iam.callerArn(functionId, this.functionNames(functionId))} is not authorized to perform: ${refused.action} ` +
+      `on resource: ${refused.resource} because no identity-based policy allows the ${refused.action} action`;
+    if (protocol === 'json') {
+      res.writeHead(400, { 'content-type': 'application/x-amz-json-1.0' });
+      res.end(JSON.stringify({ __type: 'com.amazon.coral.service#AccessDeniedException', Message: message }));
+    } else {
+      res.writeHead(403, { 'content-type': 'application/json', 'x-amzn-errortype': 'AccessDeniedException' });
+      res.end(JSON.stringify({ message }));
+    }
+  }
+
+  private authorizeAll(functionId: string, calls: Call[]): Call | undefined {
+    // Every call is asked (and recorded), so one refusal does not hide another.
+    const refused = calls.filter((call) => !this.iam.authorize(functionId, call));
+    return refused[0];
+  }
+
+  private async dynamoDb(
+    req: IncomingMessage,
+    res: ServerResponse,
+    { functionId, operation, body }: { functionId: string; operation: string; body: Buffer },
+  ): Promise<void> {
+    const input = JSON.parse(body.toString('utf8') || '{}') as Record<string, any>;
+    const seen: DynamoDbRequest = { functionId, operation, input };
+    this.dynamoDbRequests.push(seen);
+    const refused = this.authorizeAll(
+      functionId,
+      requiredCalls(operation, input, (table) => this.tableArn(table)),
+    );
+    if (refused) {
+      this.denied(res, functionId, refused, 'json');
+      return;
+    }
+    const answer = await forward(this.dynamoDbEndpoint, req, body);
+    const fault = this.fault(seen);
+    if (fault === 'crash') {
+      this.onCrash(functionId);
+      res.destroy();
+      return;
+    }
+    if (fault === 'lose-answer') {
+      // DynamoDB did the work; the answer never reached the caller, who sees a 500 and retries.
+      res.writeHead(500, { 'content-type': 'application/x-amz-json-1.0' });
+      res.end(JSON.stringify({ __type: 'com.amazonaws.dynamodb.v20120810#InternalServerError', message: 'answer lost (test fault)' }));
+      return;
+    }
+    res.writeHead(answer.status, answer.headers);
+    res.end(answer.body);
+  }
+
+  private tableArn(table: string): string {
+    return table.startsWith('arn:') ? table : `arn:aws:dynamodb:${this.deployment.region}:${this.deployment.account}:table/${table}`;
+  }
+
+  private putEvents(res: ServerResponse, functionId: string, body: Buffer): void {
+    if (this.eventBridgeDown) {
+      res.destroy();
+      return;
+    }
+    const input = JSON.parse(body.toString('utf8')) as { Entries: Array<Record<string, any>> };
+    const busArn = (name: string | undefined) =>
+      name?.startsWith('arn:')
+        ? name
+        : `arn:aws:events:${this.deployment.region}:${this.deployment.account}:event-bus/${name ?? 'default'}`;
+    const refused = this.authorizeAll(
+      functionId,
+      input.Entries.map((entry) => ({ action: 'events:PutEvents', resource: busArn(entry.EventBusName) })),
+    );
+    if (refused) {
+      this.denied(res, functionId, refused, 'json');
+      return;
+    }
+    this.eventBridgeEntries.push(...input.Entries);
+    res.writeHead(200, { 'content-type': 'application/x-amz-json-1.1' });
+    res.end(JSON.stringify({ FailedEntryCount: 0, Entries: input.Entries.map(() => ({ EventId: randomUUID() })) }));
+  }
+
+  private postToConnection(
+    res: ServerResponse,
+    { functionId, stage, id, body }: { functionId: string; stage: string; id: string; body: Buffer },
+  ): void {
+    const [webSocketApi] = this.deployment
+      .ofType('AWS::ApiGatewayV2::Api')
+      .filter(([, api]) => api.Properties.ProtocolType === 'WEBSOCKET');
+    const apiId = this.deployment.ref((webSocketApi as [string, unknown])[0]);
+    const resource = `arn:aws:execute-api:${this.deployment.region}:${this.deployment.account}:${apiId}/${stage}/POST/@connections/${id}`;
+    const refused = this.authorizeAll(functionId, [{ action: 'execute-api:ManageConnections', resource }]);
+    if (refused) {
+      this.denied(res, functionId, refused, 'rest');
+      return;
+    }
+    if (this.goneConnections.has(id)) {
+      res.writeHead(410, { 'content-type': 'application/json', 'x-amzn-errortype': 'GoneException' });
+      res.end(JSON.stringify({ message: 'GoneException' }));
+      return;
+    }
+    this.posted.set(id, [...(this.posted.get(id) ?? []), body.toString('utf8')]);
+    res.writeHead(200);
+    res.end();
+  }
+}
+
+/**
+ * What IAM checks for one DynamoDB request (the Service Authorization Reference): the
+ * operation's own action on the table (or the index a Query or Scan names); a batch's action
+ * on each table it names; and for a transaction, the action of each item's kind, since
+ * `TransactWriteItems` has no action of its own.
+ */
+function requiredCalls(operation: string, input: Record<string, any>, tableArn: (table: string) => string): Call[] {
+  const on = (action: string, table: string, index?: string) => ({
+    action: `dynamodb:${action}`,
+    resource: index ? `${tableArn(table)}/index/${index}` : tableArn(table),
+  });
+  switch (operation) {
+    case 'BatchGetItem':
+    case 'BatchWriteItem':
+      return Object.keys(input.RequestItems ?? {}).map((table) => on(operation, table));
+    case 'TransactWriteItems': {
+      const actions: Record<string, string> = {
+        Put: 'PutItem',
+        Update: 'UpdateItem',
+        Delete: 'DeleteItem',
+        ConditionCheck: 'ConditionCheckItem',
+      };
+      return (input.TransactItems as Array<Record<string, { TableName: string }>>).map((item) => {
+        const [kind, detail] = Object.entries(item)[0] as [string, { TableName: string }];
+        return on(actions[kind] ?? kind, detail.TableName);
+      });
+    }
+    case 'TransactGetItems':
+      return (input.TransactItems as Array<{ Get: { TableName: string } }>).map((item) => on('GetItem', item.Get.TableName));
+    case 'Query':
+    case 'Scan':
+      return [on(operation, input.TableName, input.IndexName)];
+    default:
+      if (typeof input.TableName === 'string') return [on(operation, input.TableName)];
+      return [{ action: `dynamodb:${operation}`, resource: '*' }];
+  }
+}
+
+function readBody(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+function forward(
+  endpoint: string,
+  req: IncomingMessage,
+  body: Buffer,
+): Promise<{ status: number; headers: Record<string, string | string[]>; body: Buffer }> {
+  const target = new URL(endpoint);
+  return new Promise((resolve, reject) => {
+    const upstream = request(
+      {
+        host: target.hostname,
+        port: target.port,
+        method: req.method,
+        path: req.url,
+        headers: { ...req.headers, host: target.host },
+      },
+      (answer) => {
+        const chunks: Buffer[] = [];
+        answer.on('data', (chunk: Buffer) => chunks.push(chunk));
+        answer.on('end', () => {
+          const headers = Object.fromEntries(
+            Object.entries(answer.headers).filter((entry): entry is [string, string | string[]] => entry[1] !== undefined),
+          );
+          resolve({ status: answer.statusCode ?? 500, headers, body: Buffer.concat(chunks) });
+        });
+        answer.on('error', reject);
+      },
+    );
+    upstream.on('error', reject);
+    upstream.end(body);
+  });
+}

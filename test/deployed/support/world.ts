@@ -1,0 +1,63 @@
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { ApiKeyStore } from '../../../functions/store/api-keys.js';
+import { createTestTable, dynamoEndpoint, testDynamoDbClient } from '../../helpers/dynamodb.js';
+import { synthesizedAssembly } from '../../helpers/synth.js';
+import { HttpApiGateway, WebSocketGateway } from './api-gateway.js';
+import { AwsStandIn } from './aws-stand-in.js';
+import { Deployment, readAssembly } from './deployment.js';
+import { StreamEventSource } from './event-source.js';
+import { Iam } from './iam.js';
+import { LambdaService } from './lambda.js';
+
+/** The synthesized stack "deployed" on this machine: its functions, APIs and stream, on DynamoDB Local. */
+export interface DeployedStack {
+  deployment: Deployment;
+  iam: Iam;
+  aws: AwsStandIn;
+  lambda: LambdaService;
+  http: HttpApiGateway;
+  webSocket: WebSocketGateway;
+  stream: StreamEventSource;
+  /** A client with the operator's own access, for what a test prepares or inspects directly. */
+  admin: DynamoDBClient;
+  /** Issues an API key as `agentstate keys create` does. */
+  createKey(tenant: string, agents?: string[]): Promise<string>;
+  close(): Promise<void>;
+}
+
+/**
+ * Stands up the stack of the shared `cdk synth` (test/helpers/synth.ts) against the run's
+ * DynamoDB Local, on a table of its own: API Gateway in front of the bundles, each function in
+ * its own node process with its template environment and role, the stream's event source
+ * mapping in front of the change hook.
+ */
+export async function deployStack(): Promise<DeployedStack> {
+  const assembly = await synthesizedAssembly();
+  const { template } = readAssembly(assembly);
+  const tableName = await createTestTable('deployed');
+  const deployment = new Deployment(template, tableName);
+  const iam = new Iam(deployment);
+  const aws = new AwsStandIn(deployment, iam, dynamoEndpoint(), (functionId) => deployment.physicalName(functionId));
+  const awsEndpoint = await aws.start();
+  const lambda = new LambdaService(deployment, { assembly, awsEndpoint });
+  aws.onCrash = (functionId) => lambda.kill(functionId);
+  const admin = testDynamoDbClient();
+  const stream = new StreamEventSource(deployment, lambda, admin, dynamoEndpoint());
+  await stream.start();
+  return {
+    deployment,
+    iam,
+    aws,
+    lambda,
+    http: new HttpApiGateway(deployment, lambda),
+    webSocket: new WebSocketGateway(deployment, lambda),
+    stream,
+    admin,
+    createKey: async (tenant, agents) => (await new ApiKeyStore(admin, tableName).create({ tenant, agents: agents ?? null })).apiKey,
+    close: async () => {
+      lambda.stopAll();
+      await aws.stop();
+      admin.destroy();
+    },
+  };
+}
