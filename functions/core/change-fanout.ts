@@ -93,6 +93,12 @@ export interface ChangeFanoutPorts {
    * failure is the port's to log, not a reason to retry the batch.
    */
   moveActivity?: (scope: SessionScope, at: string) => Promise<void>;
+  /**
+   * Collects the pieces of large states that no version names (a write that crashed between
+   * its pieces and its version). Called for each session with a large state in a batch; it
+   * decides itself how often it really sweeps. Best effort, like `moveActivity`.
+   */
+  sweepPieces?: (scope: SessionScope) => Promise<void>;
   sleep?: Sleep;
   /** The clock of probations, deadlines and dead letters; the system clock by default. */
   now?: () => Date;
@@ -142,6 +148,7 @@ export class ChangeFanout {
       ...sessions.map((session) => this.deliver(session, webhooksOf, schemaOf, tripped, options.deadline)),
       ...sessions.map((session) => this.broadcast(session, schemaOf)),
       ...sessions.map((session) => this.moveActivity(session)),
+      ...sessions.map((session) => this.sweepPieces(session)),
       this.publish(sessions),
     ]);
 
@@ -172,8 +179,15 @@ export class ChangeFanout {
             ? (states.get(prevVersion) as Json)
             : ((await this.ports.readState(thread, prevVersion))?.state ?? null);
         }
-        session.events.push(buildStateChangedEvent(change, prev));
-        states.set(change.version.version, change.version.state);
+        // A large state is not in the stream record; it is read like `prev`.
+        const recorded = change.version.stateUnread
+          ? {
+              ...change,
+              version: { ...change.version, state: (await this.ports.readState(thread, change.version.version))?.state ?? null },
+            }
+          : change;
+        session.events.push(buildStateChangedEvent(recorded, prev));
+        states.set(change.version.version, recorded.version.state);
       } catch (error) {
         this.log('could not build a change event; the stream will retry it', {
           ...thread,
@@ -353,6 +367,18 @@ export class ChangeFanout {
       await this.ports.moveActivity(session.thread, newest);
     } catch (error) {
       this.log('could not move session activity forward', { ...session.thread, error: String(error) });
+    }
+  }
+
+  /** Large states write pieces first; what a crashed write left is collected from here. */
+  private async sweepPieces(session: StreamBatch): Promise<void> {
+    if (!this.ports.sweepPieces || !session.thread) return;
+    const large = session.inputs.some(({ change }) => !isRecordedDocument(change) && change.version.stateUnread);
+    if (!large) return;
+    try {
+      await this.ports.sweepPieces(session.thread);
+    } catch (error) {
+      this.log('could not sweep unused state pieces', { ...session.thread, error: String(error) });
     }
   }
 

@@ -2,7 +2,7 @@ import { applySlots, type Command, type CommandScope, foldCommands } from './com
 import { AgentStateError } from './errors.js';
 import type { Caller } from './fields.js';
 import { type Json, jsonEqual } from './json.js';
-import type { DocumentKind, DocumentRecord, DocumentRef, SessionScope } from './model.js';
+import { DOCUMENT_LIMIT_BYTES, type DocumentKind, type DocumentRecord, type DocumentRef, type SessionScope } from './model.js';
 import { type DocumentStore, type DocumentWrite, type SessionStore, StaleTipError } from './ports.js';
 import { type RetryPolicy, retryOnStaleTip } from './retry.js';
 import { versionAt } from './tree.js';
@@ -118,7 +118,7 @@ export class CommitService {
       };
       const documentChange = (kind: DocumentKind, id: string, before: DocumentRecord | null) => {
         const next = applySlots(before?.state ?? null, slots.get(kind) as Map<string, never>, kind);
-        checkStateSize(next, kind);
+        checkStateSize(next, kind, DOCUMENT_LIMIT_BYTES);
         const unchanged = before !== null && jsonEqual(next, before.state);
         const record: DocumentRecord = unchanged ? before : { kind, id, version: (before?.version ?? 0) + 1, state: next, updatedAt: at };
         if (!unchanged) {

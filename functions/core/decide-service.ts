@@ -3,7 +3,7 @@ import { type ChainPlan, type IncomingMessage, planChain, suppliedIds } from './
 import { answeredState, triggerMessagesOf, type ValidDecision, validateDecisionResponse, withIds, withOverlay } from './decision-answer.js';
 import { AgentStateError } from './errors.js';
 import { newId, ROOT_NODE } from './ids.js';
-import { type Json, type JsonObject, jsonEqual, stringifyJson } from './json.js';
+import { encodedSize, type Json, type JsonObject, jsonEqual, stringifyJson } from './json.js';
 import { type MessagePath, pathFrom } from './message-path.js';
 import type {
   AgentRecord,
@@ -27,6 +27,9 @@ import {
 import { nextVersion, pointerOf, rootNode } from './tree.js';
 import { workerTimeoutMs } from './worker-timeout.js';
 import { type SchemaSource, storedState, visibleState, type WriteTarget, WriteTargets } from './write-target.js';
+
+/** An answered state larger than this is replayed from its version rather than kept with the decision. */
+const KEPT_ANSWER_STATE_BYTES = 64 * 1024;
 
 /** How long a lease outlives its worker's timeout, to cover the reads and the commit. */
 const LEASE_MARGIN_MS = 10_000;
@@ -309,8 +312,13 @@ export class DecideService {
       : undefined;
     const resultVersion = version?.version ?? before;
     const visible = visibleState(schema, agentId, nextState);
+    // A large answered state is not kept twice: the version has it, and a replay reads it there.
+    const stateInVersion =
+      version !== undefined && 'state' in decision.raw && encodedSize(decision.raw.state as Json) > KEPT_ANSWER_STATE_BYTES;
+    const { state: _answered, ...answerWithoutState } = decision.raw;
     const outcome: DecisionOutcome = {
-      decision: decision.raw,
+      decision: stateInVersion ? answerWithoutState : decision.raw,
+      ...(stateInVersion ? { decisionStateInVersion: true } : {}),
       version: resultVersion,
       changed,
       head: head.id,
@@ -351,14 +359,16 @@ export class DecideService {
   private async replay(scope: SessionScope, record: DoneDecision): Promise<DecideResult> {
     const { outcome } = record;
     let state = outcome.state ?? null;
+    let decision = outcome.decision;
     if (outcome.state === undefined && outcome.version > 0) {
       const version = await this.store.getVersion(scope, outcome.version);
       const schema = await this.targets.schemaOf(scope.tenant, version?.sessionAgentId ?? null);
       state = visibleState(schema, version?.author ?? null, version?.state ?? null);
+      if (outcome.decisionStateInVersion) decision = { ...decision, state };
     }
     return {
       decisionId: record.decisionId,
-      decision: outcome.decision,
+      decision,
       state,
       agent: outcome.agent ?? null,
       version: outcome.version,

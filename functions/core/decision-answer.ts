@@ -12,7 +12,11 @@ import { typedWrite, type WriteTarget } from './write-target.js';
  * worker_failed`), never the caller's.
  */
 
-/** A worker's whole answer is kept to replay it; it must fit one item with room to spare. */
+/**
+ * A worker's answer is kept to replay it, in one item with room to spare: all of it but its
+ * `state`, which may be as large as any state (4 MiB) and is replayed from the version it
+ * recorded when it is large (decide-service.ts).
+ */
 const DECISION_RESPONSE_LIMIT_BYTES = 256 * 1024;
 
 /** A worker's answer, checked: the raw object (kept for replay) and the parts a decision applies. */
@@ -31,9 +35,10 @@ function workerFailed(detail: string): AgentStateError {
 export function validateDecisionResponse(answer: unknown): ValidDecision {
   if (!isJsonObject(answer)) throw workerFailed('it must be a JSON object');
   const raw = answer;
-  const bytes = encodedSize(raw);
+  const { state: _state, ...rest } = raw;
+  const bytes = encodedSize(rest);
   if (bytes > DECISION_RESPONSE_LIMIT_BYTES) {
-    throw workerFailed(`it is ${bytes} bytes of JSON; the limit is ${DECISION_RESPONSE_LIMIT_BYTES}`);
+    throw workerFailed(`it is ${bytes} bytes of JSON besides its state; the limit is ${DECISION_RESPONSE_LIMIT_BYTES}`);
   }
   const decision: ValidDecision = { raw };
   if ('state' in raw) {

@@ -52,6 +52,20 @@ export interface VersionRecord {
   sessionAgentId?: string | null;
   /** For `cause: "commit"`: the batch of commands that made this version. */
   commands?: Json[] | null;
+  /** Bytes of the UTF-8 JSON text of `state` (read from the store, where it is known without reading the state). */
+  stateBytes?: number;
+  /**
+   * The store's own detail, opaque to the core: the pieces that hold this version's texts
+   * (absent when they are inline). They exist as long as the version does.
+   */
+  pieces?: readonly string[];
+  /**
+   * For a version about to be recorded: the pieces of the version it was computed from, which
+   * exist while that one does, so the store need not put them again.
+   */
+  basePieces?: readonly string[];
+  /** True when a reader asked not to read a state kept in pieces: `state` is then null. */
+  stateUnread?: true;
 }
 
 /** Documents of the non-thread commit scopes (API.md section 8). */
@@ -144,8 +158,21 @@ export interface ClosingTip extends TipHead {
 export const ANCESTOR_WINDOW = 32;
 export const LINEAGE_WINDOW = 32;
 
-/** The state limit of API.md section 4: 256 KiB of UTF-8 JSON. */
-export const STATE_LIMIT_BYTES = 256 * 1024;
+/** The state limit of API.md section 4: 4 MiB of UTF-8 JSON. */
+export const STATE_LIMIT_BYTES = 4 * 1024 * 1024;
+
+/**
+ * The largest body of a route that carries a state (state writes, commits, decisions): the
+ * state limit and 1 MiB more for the JSON around it (whitespace, the commands or the trigger).
+ * In AWS a body must also fit Lambda's 6 MB invocation payload, as JSON text inside the event.
+ */
+export const STATE_BODY_LIMIT_BYTES = STATE_LIMIT_BYTES + 1024 * 1024;
+
+/**
+ * The limit of a commit's run, profile and shared documents: each is one item written whole
+ * in the commit's transaction (DynamoDB: 400 KB an item), so they stay at 256 KiB.
+ */
+export const DOCUMENT_LIMIT_BYTES = 256 * 1024;
 
 export interface Page<T> {
   items: T[];
@@ -193,7 +220,10 @@ export interface DoneDecision {
 }
 
 export interface DecisionOutcome {
+  /** The worker's answer; without its `state` when `decisionStateInVersion` (a large state). */
   decision: JsonObject;
+  /** The answer's state is left out of `decision` and replayed from `version`, as the agent sees it. */
+  decisionStateInVersion?: true;
   version: number;
   changed: boolean;
   head: string;

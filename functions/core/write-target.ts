@@ -198,14 +198,17 @@ export function checkedWrite(
   return state;
 }
 
-/** `413 state_too_large` for a state over the limit; `scope` names a commit's scope. */
-export function checkStateSize(state: Json, scope?: string): void {
+/**
+ * `413 state_too_large` for a state over the limit (the session state's, or `limitBytes` for a
+ * commit's documents); `scope` names a commit's scope.
+ */
+export function checkStateSize(state: Json, scope?: string, limitBytes: number = STATE_LIMIT_BYTES): void {
   const bytes = encodedSize(state);
-  if (bytes <= STATE_LIMIT_BYTES) return;
+  if (bytes <= limitBytes) return;
   throw new AgentStateError(
     'state_too_large',
-    `the ${scope === undefined ? '' : `${scope} `}state would be ${bytes} bytes of JSON; the limit is ${STATE_LIMIT_BYTES}`,
-    { limitBytes: STATE_LIMIT_BYTES, sizeBytes: bytes, ...(scope === undefined ? {} : { scope }) },
+    `the ${scope === undefined ? '' : `${scope} `}state would be ${bytes} bytes of JSON; the limit is ${limitBytes}`,
+    { limitBytes, sizeBytes: bytes, ...(scope === undefined ? {} : { scope }) },
   );
 }
 

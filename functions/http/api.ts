@@ -34,7 +34,7 @@ export interface HandlerOptions {
   reportedLimitBytes?: number;
 }
 
-/** Bodies beyond 1 MiB are never legitimate here: the largest thing stored is 256 KiB of state. */
+/** Bodies beyond 1 MiB are never legitimate on routes that carry no state (those set their own limit). */
 const DEFAULT_BODY_LIMIT = 1024 * 1024;
 
 /**

@@ -1,6 +1,7 @@
 import * as z from 'zod';
 import { COMMAND_SCOPES, type Command, MERGE_POLICIES } from '../core/commands.js';
 import { requireId } from '../core/ids.js';
+import { STATE_BODY_LIMIT_BYTES } from '../core/model.js';
 import { createHttpHandler } from './api.js';
 import { bodyAsSent, jsonValue, queryNode, sessionScope } from './request.js';
 import { versionedJson } from './responses.js';
@@ -33,37 +34,41 @@ export const commitBody = z
   .strict();
 
 /** Commits and the documents of their scopes (API.md section 8). */
-export const handler = createHttpHandler({
-  'POST /v1/sessions/{sid}/commits': async (input) => {
-    const scope = sessionScope(input);
-    // As sent: the commands are recorded in the version as they came.
-    const { commands, runId, expectedVersion } = bodyAsSent(input, commitBody, { required: 'send {"commands": [...]}', ids: ['runId'] });
-    const node = queryNode(input);
-    const result = await input.deps.commits.commit(scope, {
-      commands,
-      ...(runId === undefined ? {} : { runId }),
-      ...(expectedVersion === undefined ? {} : { expectedVersion }),
-      ...(node === undefined ? {} : { node }),
-      caller: input.caller,
-    });
-    return versionedJson(result);
-  },
+export const handler = createHttpHandler(
+  {
+    'POST /v1/sessions/{sid}/commits': async (input) => {
+      const scope = sessionScope(input);
+      // As sent: the commands are recorded in the version as they came.
+      const { commands, runId, expectedVersion } = bodyAsSent(input, commitBody, { required: 'send {"commands": [...]}', ids: ['runId'] });
+      const node = queryNode(input);
+      const result = await input.deps.commits.commit(scope, {
+        commands,
+        ...(runId === undefined ? {} : { runId }),
+        ...(expectedVersion === undefined ? {} : { expectedVersion }),
+        ...(node === undefined ? {} : { node }),
+        caller: input.caller,
+      });
+      return versionedJson(result);
+    },
 
-  'GET /v1/sessions/{sid}/runs/{runId}/state': async (input) => {
-    const scope = sessionScope(input);
-    const runId = requireId(input.path('runId'), 'runId');
-    const view = await input.deps.commits.readDocument({ kind: 'run', scope, id: runId });
-    return versionedJson({ sessionId: scope.sessionId, runId, ...view });
-  },
+    'GET /v1/sessions/{sid}/runs/{runId}/state': async (input) => {
+      const scope = sessionScope(input);
+      const runId = requireId(input.path('runId'), 'runId');
+      const view = await input.deps.commits.readDocument({ kind: 'run', scope, id: runId });
+      return versionedJson({ sessionId: scope.sessionId, runId, ...view });
+    },
 
-  'GET /v1/profiles/{userId}/state': async (input) => {
-    const userId = requireId(input.path('userId'), 'userId');
-    const view = await input.deps.commits.readDocument({ kind: 'profile', tenant: input.tenant, id: userId });
-    return versionedJson({ userId, ...view });
-  },
+    'GET /v1/profiles/{userId}/state': async (input) => {
+      const userId = requireId(input.path('userId'), 'userId');
+      const view = await input.deps.commits.readDocument({ kind: 'profile', tenant: input.tenant, id: userId });
+      return versionedJson({ userId, ...view });
+    },
 
-  'GET /v1/shared/state': async (input) => {
-    const view = await input.deps.commits.readDocument({ kind: 'shared', tenant: input.tenant });
-    return versionedJson(view);
+    'GET /v1/shared/state': async (input) => {
+      const view = await input.deps.commits.readDocument({ kind: 'shared', tenant: input.tenant });
+      return versionedJson(view);
+    },
   },
-});
+  // A commit may set a thread key to a state of up to 4 MiB; a decision may carry one in `proposed`.
+  { bodyLimitBytes: STATE_BODY_LIMIT_BYTES },
+);

@@ -1,6 +1,7 @@
 import * as z from 'zod';
 import { requireActingAgent } from '../core/acting-agent.js';
 import { requireNodeId } from '../core/ids.js';
+import { STATE_BODY_LIMIT_BYTES } from '../core/model.js';
 import { createHttpHandler } from './api.js';
 import { checkMessages, MAX_MESSAGES_PER_APPEND, messageSchema } from './messages.js';
 import { HEADER_WORDING } from './middleware.js';
@@ -22,23 +23,27 @@ export const decideBody = z
 const clientMessages = z.object({ messages: z.array(messageSchema).min(1).max(MAX_MESSAGES_PER_APPEND) });
 
 /** `POST /v1/sessions/{sid}/decide` (API.md section 6). */
-export const handler = createHttpHandler({
-  'POST /v1/sessions/{sid}/decide': async (input) => {
-    const scope = sessionScope(input);
-    // As sent: the worker sees the trigger verbatim.
-    const body = bodyAsSent(input, decideBody, {
-      required: 'send {"trigger": {"type": "..."}}',
-      ids: ['decisionId', 'agentId', 'turnId', 'parentId'],
-    });
-    if (body.trigger.type === 'client.messages') {
-      const { messages } = asSent(clientMessages, { messages: body.trigger.messages });
-      checkMessages(messages, 'trigger.messages');
-    }
-    if (body.parentId !== undefined) requireNodeId(body.parentId, 'parentId');
-    // The deciding agent: named in the body, else the one the caller acts as (X-Agent-Id, which
-    // the middleware checked); one named in the body must be one the key may act as, too.
-    if (body.agentId !== undefined) requireActingAgent(input.allowedAgents, body.agentId, HEADER_WORDING);
-    const agentId = body.agentId ?? input.caller ?? undefined;
-    return json(200, await input.deps.decide.decide(scope, { ...body, ...(agentId ? { agentId } : {}) }));
+export const handler = createHttpHandler(
+  {
+    'POST /v1/sessions/{sid}/decide': async (input) => {
+      const scope = sessionScope(input);
+      // As sent: the worker sees the trigger verbatim.
+      const body = bodyAsSent(input, decideBody, {
+        required: 'send {"trigger": {"type": "..."}}',
+        ids: ['decisionId', 'agentId', 'turnId', 'parentId'],
+      });
+      if (body.trigger.type === 'client.messages') {
+        const { messages } = asSent(clientMessages, { messages: body.trigger.messages });
+        checkMessages(messages, 'trigger.messages');
+      }
+      if (body.parentId !== undefined) requireNodeId(body.parentId, 'parentId');
+      // The deciding agent: named in the body, else the one the caller acts as (X-Agent-Id, which
+      // the middleware checked); one named in the body must be one the key may act as, too.
+      if (body.agentId !== undefined) requireActingAgent(input.allowedAgents, body.agentId, HEADER_WORDING);
+      const agentId = body.agentId ?? input.caller ?? undefined;
+      return json(200, await input.deps.decide.decide(scope, { ...body, ...(agentId ? { agentId } : {}) }));
+    },
   },
-});
+  // A commit may set a thread key to a state of up to 4 MiB; a decision may carry one in `proposed`.
+  { bodyLimitBytes: STATE_BODY_LIMIT_BYTES },
+);

@@ -1,5 +1,5 @@
 import { AgentStateError } from '../core/errors.js';
-import { STATE_LIMIT_BYTES } from '../core/model.js';
+import { STATE_BODY_LIMIT_BYTES, STATE_LIMIT_BYTES } from '../core/model.js';
 import type { WriteResult } from '../core/session-service.js';
 import { createHttpHandler, type RouteInput } from './api.js';
 import { ifMatch, pagination, queryNode, sessionScope, versionNumber } from './request.js';
@@ -65,5 +65,5 @@ export const handler = createHttpHandler(
   },
   // A state body beyond the limit can only be refused, so say which limit it broke. The JSON
   // text of a body may exceed the state it encodes (whitespace), hence some headroom.
-  { bodyLimitBytes: 4 * STATE_LIMIT_BYTES, tooLarge: 'state_too_large', reportedLimitBytes: STATE_LIMIT_BYTES },
+  { bodyLimitBytes: STATE_BODY_LIMIT_BYTES, tooLarge: 'state_too_large', reportedLimitBytes: STATE_LIMIT_BYTES },
 );

@@ -4,8 +4,9 @@ import { DeleteCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb'
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { IdempotencyClaim, IdempotencyStore, StoredResponse } from '../core/ports.js';
 import { idempotencyItem } from './item-codecs.js';
+import { encodeText, pieceKeysOf } from './state-codec.js';
 import { tableKeys } from './table.js';
-import { conditionally, isConditionFailure, isOwnWrite, type TableClient } from './table-client.js';
+import { batchGet, batchPut, conditionally, type Item, isConditionFailure, isOwnWrite, type TableClient } from './table-client.js';
 
 /** How long a request's answer is kept for its retries (API.md section 1). */
 const IDEMPOTENCY_TTL_SECONDS = 24 * 60 * 60;
@@ -17,6 +18,9 @@ const IDEMPOTENCY_TTL_SECONDS = 24 * 60 * 60;
  *
  * A claim is one conditional put: the key is free, expired, or abandoned by a holder that
  * died; otherwise the put fails and hands back the holder, so the answer needs no extra read.
+ * An answer is kept by the state codec (state-codec.ts): as text, compressed, or — the answer
+ * to a write of a 4 MiB state — as pieces `B#<hash>` in the key's own partition, removed by
+ * TTL with it.
  */
 export class DynamoDbIdempotencyStore implements IdempotencyStore {
   constructor(private readonly table: TableClient) {}
@@ -50,23 +54,53 @@ export class DynamoDbIdempotencyStore implements IdempotencyStore {
         // A retried claim whose first attempt landed finds its own claim: it holds the key.
         if (isOwnWrite(error.Item, writeId)) return { outcome: 'claimed' };
         // The SDK hands back the old item in wire format, even through the document client.
-        return idempotencyItem.decodeHolder(unmarshall(error.Item as Record<string, AttributeValue>));
+        const holder = unmarshall(error.Item as Record<string, AttributeValue>);
+        return idempotencyItem.decodeHolder(holder, await this.piecesOf(holder));
       }
       throw error;
     }
   }
 
   async complete(tenant: string, key: string, fingerprint: string, response: StoredResponse): Promise<void> {
+    const itemKey = idempotencyItem.key(tenant, key);
+    const encoded = encodeText(idempotencyItem.responseText, JSON.stringify(response));
+    if (encoded.pieces.length > 0) {
+      // The pieces outlive the claim by its own lifetime at most, and go with it by TTL.
+      const expiresAt = this.table.nowSeconds() + IDEMPOTENCY_TTL_SECONDS;
+      await batchPut(
+        this.table,
+        encoded.pieces.map((piece) => ({ pk: itemKey.pk, sk: piece.sk, z: piece.z, [tableKeys.timeToLive]: expiresAt })),
+      );
+    }
+    const names: Record<string, string> = { '#status': 'status' };
+    const values: Record<string, unknown> = { ':done': 'done', ':fingerprint': fingerprint };
+    const sets = ['#status = :done'];
+    for (const [index, [name, value]] of Object.entries(encoded.attributes).entries()) {
+      names[`#a${index}`] = name;
+      values[`:a${index}`] = value;
+      sets.push(`#a${index} = :a${index}`);
+    }
     await this.table.send(
       new UpdateCommand({
         TableName: this.table.tableName,
-        Key: idempotencyItem.key(tenant, key),
-        UpdateExpression: 'SET #status = :done, #response = :response',
+        Key: itemKey,
+        UpdateExpression: `SET ${sets.join(', ')}`,
         ConditionExpression: 'fingerprint = :fingerprint',
-        ExpressionAttributeNames: { '#status': 'status', '#response': 'response' },
-        ExpressionAttributeValues: { ':done': 'done', ':response': JSON.stringify(response), ':fingerprint': fingerprint },
+        ExpressionAttributeNames: names,
+        ExpressionAttributeValues: values,
       }),
     );
+  }
+
+  /** The pieces of a held key's answer, when it is kept in pieces. */
+  private async piecesOf(holder: Item): Promise<Map<string, Item>> {
+    const sortKeys = pieceKeysOf(holder, idempotencyItem.responseText);
+    if (sortKeys.length === 0) return new Map();
+    const found = await batchGet(
+      this.table,
+      sortKeys.map((sk) => ({ pk: holder.pk, sk })),
+    );
+    return new Map(found.map((item) => [String(item.sk), item]));
   }
 
   async release(tenant: string, key: string, fingerprint: string): Promise<void> {

@@ -22,7 +22,7 @@ import { emptyTip } from '../core/tree.js';
 import { DOCUMENT_ITEM_KIND, SLOT_ITEM_KIND } from './item-kinds.js';
 import { keys, slotOf } from './keys.js';
 import { decodeLineage, encodeLineage } from './lineage.js';
-import { decodeState } from './state-codec.js';
+import { decodeText, type EncodedState, encodeText, pieceKeysOf, textBytesOf } from './state-codec.js';
 import { tableKeys } from './table.js';
 import type { Item } from './table-client.js';
 
@@ -124,16 +124,45 @@ interface TipAttributes {
 }
 
 /** What a tip item holds besides the head: a version, or a head marker with its sequence. */
-type TipBody = { version: VersionRecord; state: Item } | { markerSeq: number };
+type TipBody = { version: EncodedVersion } | { markerSeq: number };
+
+/**
+ * A version about to be written: its record, and its state and commands as the state codec
+ * keeps them (inline, or pieces to put before the version item).
+ */
+export interface EncodedVersion {
+  readonly record: VersionRecord;
+  readonly state: EncodedState;
+  readonly commands: EncodedState | null;
+}
+
+/** The JSON texts of a version item, each kept by the state codec under its own name. */
+const TEXTS = { state: 'state', commands: 'commands' } as const;
 
 export const versionItem = {
   key: (scope: SessionScope, version: number): Item => ({ pk: keys.session(scope), sk: keys.slot(version) }),
 
-  /**
-   * A version's own attributes; the head's come with it from `tipItem`. `state` is what the
-   * state codec (state-codec.ts) made of the record's state.
-   */
-  attributes(record: VersionRecord, state: Item): Item {
+  /** A version's state and commands as the state codec keeps them (the pieces are not written here). */
+  encodeTexts(record: VersionRecord): EncodedVersion {
+    return {
+      record,
+      state: encodeText(TEXTS.state, encodeStoredJson(record.state)),
+      commands: record.commands ? encodeText(TEXTS.commands, encodeStoredJson(record.commands)) : null,
+    };
+  },
+
+  /** The sort keys of the pieces a version item's texts are made of (none when inline). */
+  pieceKeys: (item: Item): string[] => [...pieceKeysOf(item, TEXTS.state), ...pieceKeysOf(item, TEXTS.commands)],
+
+  /** The state of a version item (read whole, or projected to its state attributes). */
+  decodeState: (item: Item, pieces: ReadonlyMap<string, Item>): Json => parseJsonText(decodeText(item, TEXTS.state, pieces)),
+
+  /** Bytes of the JSON text of a version item's state, read or not. */
+  stateBytes: (item: Item): number => textBytesOf(item, TEXTS.state),
+
+  /** A version's own attributes; the head's come with it from `tipItem`. */
+  attributes(encoded: EncodedVersion): Item {
+    const { record } = encoded;
     return {
       kind: SLOT_ITEM_KIND.version,
       version: record.version,
@@ -143,19 +172,27 @@ export const versionItem = {
       author: record.author,
       decisionId: record.decisionId,
       createdAt: record.createdAt,
-      ...state,
+      ...encoded.state.attributes,
       agent: encodeStoredJson(record.agent),
       lineage: record.lineage.length > 0 ? encodeLineage(record.lineage) : undefined,
-      commands: record.commands ? encodeStoredJson(record.commands) : undefined,
+      ...(encoded.commands ? encoded.commands.attributes : {}),
     };
   },
 
   /** Whether an item is a recorded version (a slot may hold a marker or a tombstone instead). */
   is: (item: Item | undefined): item is Item => item?.kind === SLOT_ITEM_KIND.version,
 
-  /** The record of a version item; `pieces` are what `stateReferences(item)` named, fetched. */
-  decode(item: Item, pieces?: ReadonlyMap<string, Item>): VersionRecord {
+  /**
+   * The version an item records. `pieces` holds the piece items its texts are made of (see
+   * `pieceKeys`); with `null`, a state kept in pieces is left unread (`state: null`,
+   * `stateUnread: true`), for readers that need only its size or its change.
+   */
+  decode(item: Item, pieces: ReadonlyMap<string, Item> | null = new Map()): VersionRecord {
     const cause = String(item.cause);
+    const pieceKeys = versionItem.pieceKeys(item);
+    const unread = pieces === null && pieceKeys.length > 0;
+    const text = (name: string) => (unread ? null : decodeText(item, name, pieces ?? new Map()));
+    const commands = text(TEXTS.commands);
     return {
       version: Number(item.version),
       node: String(item.node),
@@ -166,11 +203,14 @@ export const versionItem = {
       author: stringOrNull(item.author),
       decisionId: stringOrNull(item.decisionId),
       createdAt: String(item.createdAt),
-      state: decodeState(item, pieces),
+      state: parseJsonText(text(TEXTS.state)),
       agent: parseJsonText(item.agent),
       lineage: decodeLineage(item.lineage),
       sessionAgentId: stringOrNull(item.agentId),
-      commands: typeof item.commands === 'string' ? (decodeStoredJson(item.commands) as Json[]) : null,
+      commands: commands === null ? null : (decodeStoredJson(commands) as Json[]),
+      // Known without reading for a state in pieces (an inline state's size is its text's).
+      ...(pieceKeys.length > 0 ? { pieces: pieceKeys, stateBytes: versionItem.stateBytes(item) } : {}),
+      ...(unread ? { stateUnread: true } : {}),
     };
   },
 };
@@ -190,12 +230,12 @@ export const tipItem = {
       headDepth: tip.head.depth,
       touchedAt: tip.touchedAt ?? undefined,
       agentId: tip.agentId ?? undefined,
-      ...('version' in body ? versionItem.attributes(body.version, body.state) : { kind: SLOT_ITEM_KIND.marker, seq: body.markerSeq }),
+      ...('version' in body ? versionItem.attributes(body.version) : { kind: SLOT_ITEM_KIND.marker, seq: body.markerSeq }),
     };
   },
 
-  /** The tip a session's top slot item says (none: the empty tip). */
-  decode(item: Item | undefined, options: { withState: boolean }, pieces?: ReadonlyMap<string, Item>): Tip {
+  /** The tip a session's top slot item says (none: the empty tip); `pieces` as for `versionItem.decode`. */
+  decode(item: Item | undefined, options: { withState: boolean }, pieces: ReadonlyMap<string, Item> = new Map()): Tip {
     if (!item) return emptyTip();
     const slot = slotOf(String(item.sk));
     if (item.kind === SLOT_ITEM_KIND.tombstone) {
@@ -372,11 +412,15 @@ export const idempotencyItem = {
     [tableKeys.timeToLive]: claim.expiresAt,
   }),
 
-  /** The claim that holds a key: done with its answer, or still in progress. */
-  decodeHolder(item: Item): Exclude<IdempotencyClaim, { outcome: 'claimed' }> {
+  /** The name the state codec keeps a done claim's answer under (`response`, `responseZ`, …). */
+  responseText: 'response',
+
+  /** The claim that holds a key: done with its answer, or still in progress; `pieces` as `decodeText` takes them. */
+  decodeHolder(item: Item, pieces: ReadonlyMap<string, Item> = new Map()): Exclude<IdempotencyClaim, { outcome: 'claimed' }> {
     const fingerprint = String(item.fingerprint);
-    if (item.status === 'done' && typeof item.response === 'string') {
-      return { outcome: 'done', fingerprint, response: decodeStoredJson(item.response) as unknown as StoredResponse };
+    const response = item.status === 'done' ? decodeText(item, idempotencyItem.responseText, pieces) : null;
+    if (response !== null) {
+      return { outcome: 'done', fingerprint, response: decodeStoredJson(response) as unknown as StoredResponse };
     }
     return { outcome: 'in_progress', fingerprint, lockedUntil: Number(item.lockedUntil) };
   },

@@ -12,12 +12,11 @@ import { KIND_ATTRIBUTE, SLOT_ITEM_KIND } from './item-kinds.js';
 import { keys } from './keys.js';
 import { decodeCursor, invalidCursor, pageOf, prefixPageQuery, queryAll } from './paging.js';
 import { nextSlot, sessionUpsert } from './session-writes.js';
-import { decodeState, encodeState, pieceId, STATE_ATTRIBUTES, stateReferences } from './state-codec.js';
+import { piecesOf, putPieces, sweepPieces } from './state-pieces.js';
 import { tableKeys } from './table.js';
 import {
   batchDelete,
   batchGet,
-  batchPut,
   conditions,
   forEachInRange,
   type Item,
@@ -67,16 +66,10 @@ export class DynamoDbSessionStore implements SessionStore {
         ConsistentRead: true,
       }),
     );
-    const top = Items?.[0];
-    return tipItem.decode(top, options, options.withState && top ? await this.piecesOf([top]) : undefined);
-  }
-
-  /** What the state codec needs fetched to rebuild the states of `items` (nothing for inline states). */
-  private async piecesOf(items: readonly Item[]): Promise<ReadonlyMap<string, Item> | undefined> {
-    const references = items.flatMap(stateReferences);
-    if (references.length === 0) return undefined;
-    const found = await batchGet(this.table, references);
-    return new Map(found.map((piece) => [pieceId(piece), piece]));
+    const item = Items?.[0];
+    // A large state is in pieces: one more round, of every piece at once.
+    const pieces = options.withState && versionItem.is(item) ? await piecesOf(this.table, scope, [item]) : new Map();
+    return tipItem.decode(item, options, pieces);
   }
 
   async getMeta(scope: SessionScope): Promise<SessionMeta | null> {
@@ -167,6 +160,11 @@ export class DynamoDbSessionStore implements SessionStore {
     } catch (error) {
       if (!isConditionFailure(error)) console.warn('agentstate: could not move session activity forward', error);
     }
+  }
+
+  /** Removes pieces of large states that no version names (see state-pieces.ts); how many. */
+  sweepPieces(scope: SessionScope): Promise<number> {
+    return sweepPieces(this.table, scope);
   }
 
   // ---- deleting a session -----------------------------------------------------------------
@@ -297,7 +295,7 @@ export class DynamoDbSessionStore implements SessionStore {
     const { Item } = await this.table.send(
       new GetCommand({ TableName: this.table.tableName, Key: versionItem.key(scope, version), ConsistentRead: true }),
     );
-    return versionItem.is(Item) ? versionItem.decode(Item, await this.piecesOf([Item])) : null;
+    return versionItem.is(Item) ? versionItem.decode(Item, await piecesOf(this.table, scope, [Item])) : null;
   }
 
   async getVersions(scope: SessionScope, versions: readonly number[]): Promise<Map<number, VersionRecord>> {
@@ -306,29 +304,28 @@ export class DynamoDbSessionStore implements SessionStore {
       unique(versions).map((version) => versionItem.key(scope, version)),
     );
     const versionItems = items.filter(versionItem.is);
-    const pieces = await this.piecesOf(versionItems);
+    const pieces = await piecesOf(this.table, scope, versionItems);
     const found = versionItems.map((item) => versionItem.decode(item, pieces));
     return new Map(found.map((record) => [record.version, record]));
   }
 
   /**
    * The state of one version alone, for the change hook's `prev`: one strongly consistent
-   * GetItem of its slot (the previous version may have been written milliseconds before).
+   * GetItem of its slot (the previous version may have been written milliseconds before), and
+   * its pieces when it is large.
    */
   async getVersionState(scope: SessionScope, version: number): Promise<{ state: Json } | null> {
     const { Item } = await this.table.send(
       new GetCommand({
         TableName: this.table.tableName,
         Key: versionItem.key(scope, version),
-        ProjectionExpression: ['#kind', ...STATE_ATTRIBUTES.map((_, index) => `#s${index}`)].join(', '),
-        ExpressionAttributeNames: {
-          '#kind': KIND_ATTRIBUTE,
-          ...Object.fromEntries(STATE_ATTRIBUTES.map((name, index) => [`#s${index}`, name])),
-        },
+        ProjectionExpression: '#kind, #state, stateZ, stateP, stateN',
+        ExpressionAttributeNames: { '#kind': KIND_ATTRIBUTE, '#state': 'state' },
         ConsistentRead: true,
       }),
     );
-    return versionItem.is(Item) ? { state: decodeState(Item, await this.piecesOf([Item])) } : null;
+    if (!versionItem.is(Item)) return null;
+    return { state: versionItem.decodeState(Item, await piecesOf(this.table, scope, [Item])) };
   }
 
   async listVersions(scope: SessionScope, options: { limit: number; cursor?: string }): Promise<Page<VersionRecord>> {
@@ -343,7 +340,7 @@ export class DynamoDbSessionStore implements SessionStore {
         ExpressionAttributeValues: { ...page.ExpressionAttributeValues, ':version': SLOT_ITEM_KIND.version },
       }),
     );
-    const pieces = await this.piecesOf(Items ?? []);
+    const pieces = await piecesOf(this.table, scope, Items ?? []);
     return pageOf(
       (Items ?? []).map((item) => versionItem.decode(item, pieces)),
       LastEvaluatedKey,
@@ -371,9 +368,11 @@ export class DynamoDbSessionStore implements SessionStore {
     const { tableName } = this.table;
     const { slot, claim: tipCondition } = nextSlot(basedOn);
     const at = change.touchSessionAt;
-    // A large state's pieces go first: until the version item lands, nothing refers to them.
-    const state = change.version ? encodeState(scope, change.version.state) : null;
-    if (state && state.pieces.length > 0) await batchPut(this.table, state.pieces);
+    const encoded = change.version ? versionItem.encodeTexts(change.version) : null;
+    // A large state's pieces go first, then the one conditional write that names them: a
+    // crash or a lost race in between leaves pieces no version names, never a version without
+    // its pieces (the collector, state-pieces.ts, removes the former).
+    if (encoded) await putPieces(this.table, scope, encoded, change.version?.basePieces ?? []);
     const tipItemOfChange = tipItem.encode(
       scope,
       slot,
@@ -382,9 +381,7 @@ export class DynamoDbSessionStore implements SessionStore {
         touchedAt: at ?? basedOn.touchedAt,
         agentId: change.sessionAgentId === undefined ? basedOn.agentId : change.sessionAgentId,
       },
-      change.version && state
-        ? { version: change.version, state: state.attributes }
-        : { markerSeq: basedOn.kind === 'marker' ? basedOn.markerSeq + 1 : 1 },
+      encoded ? { version: encoded } : { markerSeq: basedOn.kind === 'marker' ? basedOn.markerSeq + 1 : 1 },
     );
 
     // Each item of a transaction is tagged with what it is, so a cancellation can say why.

@@ -107,7 +107,9 @@ export function recordedVersionOf(record: DynamoDBRecord): RecordedVersion | nul
   const sk = String(item.sk ?? '');
   const partition = /^S#([^#]+)#([^#]+)$/.exec(pk);
   if (!partition || !sk.startsWith(keys.slotPrefix)) return null;
-  const version = versionItem.decode(item);
+  // A large state stays in its pieces: an event needs its size and its change, and reads the
+  // state itself only when it is small enough to travel (core/change-fanout.ts).
+  const version = versionItem.decode(item, null);
   return {
     tenant: partition[1] as string,
     sessionId: partition[2] as string,
@@ -121,6 +123,8 @@ export function recordedVersionOf(record: DynamoDBRecord): RecordedVersion | nul
       decisionId: version.decisionId,
       createdAt: version.createdAt,
       state: version.state,
+      // A state left in its pieces says how large it is, for the event's size (core/events.ts).
+      ...(version.stateUnread ? { stateUnread: true, stateBytes: version.stateBytes } : {}),
       agent: version.agent,
       // Whose typed fields the state holds: agent-filtered events are cut by them.
       ...(version.sessionAgentId == null ? {} : { sessionAgentId: version.sessionAgentId }),

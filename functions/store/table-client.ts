@@ -128,19 +128,25 @@ export async function batchGet(table: TableClient, itemKeys: readonly Item[]): P
   return found;
 }
 
+/** Puts `items` unconditionally, 25 a request, all in parallel (what is left unprocessed is retried). */
+export async function batchPut(table: TableClient, items: readonly Item[]): Promise<void> {
+  await Promise.all(
+    chunks(items, BATCH_WRITE_LIMIT).map(async (chunk) => {
+      let pending = chunk.map((Item) => ({ PutRequest: { Item } }));
+      for (let attempt = 0; pending.length > 0; attempt++) {
+        if (attempt > 0) await backoff(attempt);
+        const { UnprocessedItems } = await table.send(new BatchWriteCommand({ RequestItems: { [table.tableName]: pending } }));
+        pending = (UnprocessedItems?.[table.tableName] as typeof pending | undefined) ?? [];
+      }
+    }),
+  );
+}
+
 /** Deletes the items with `itemKeys`, 25 a request, one request after the other. */
 export function batchDelete(table: TableClient, itemKeys: readonly Item[]): Promise<void> {
   return batchWrite(
     table,
     itemKeys.map((Key) => ({ DeleteRequest: { Key } })),
-  );
-}
-
-/** Puts `items` (unconditionally: each must be safe to write twice), 25 a request. */
-export function batchPut(table: TableClient, items: readonly Item[]): Promise<void> {
-  return batchWrite(
-    table,
-    items.map((Item) => ({ PutRequest: { Item } })),
   );
 }
 

@@ -59,6 +59,9 @@ function fanoutFromEnv(env: NodeJS.ProcessEnv): ChangeFanout {
     send: webhookSender({ allowLoopbackHttp: !env.AWS_LAMBDA_FUNCTION_NAME }),
     schemaFor: schemaReader(stores.agents),
     moveActivity: (scope, at) => stores.sessions.moveActivity(scope, at),
+    sweepPieces: async (scope) => {
+      await stores.sessions.sweepPieces(scope);
+    },
     ...(gateway ? { broadcast: liveBroadcaster(new DynamoDbLiveStore(stores.table), gateway) } : {}),
     ...(bus ? { publish: eventBridgePublisher(new EventBridgeClient({}), bus) } : {}),
   });

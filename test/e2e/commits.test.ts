@@ -198,24 +198,25 @@ describe('atomicity and concurrency', () => {
     expect((await http.get(`/v1/sessions/${sid}`)).status).toBe(404);
   });
 
-  it('refuses a scope grown past 256 KiB with 413 state_too_large naming the scope, and writes nothing', async () => {
-    // Prepare: two keys that each fit, but not together.
+  it('refuses a scope grown past its limit with 413 state_too_large naming the scope, and writes nothing', async () => {
+    // Prepare: two keys that each fit, but not together: the thread holds 4 MiB, a run 256 KiB.
     const sid = uniqueId('large-commit');
     await commit(sid, { runId: 'r1', commands: [set('small', true), set('small', true, 'disjoint', 'run')] });
-    const half = 'x'.repeat(150 * 1024);
+    const halfThread = 'x'.repeat(2 * 1024 * 1024 + 1024);
+    const halfRun = 'x'.repeat(150 * 1024);
 
     // Act
-    const thread = await commit(sid, { commands: [set('a', half), set('b', half)] });
-    const run = await commit(sid, { runId: 'r1', commands: [set('a', half, 'disjoint', 'run'), set('b', half, 'disjoint', 'run')] });
+    const thread = await commit(sid, { commands: [set('a', halfThread), set('b', halfThread)] });
+    const run = await commit(sid, { runId: 'r1', commands: [set('a', halfRun, 'disjoint', 'run'), set('b', halfRun, 'disjoint', 'run')] });
 
     // Assess: the same answer as a state write over the limit, with the scope that broke it.
-    for (const [response, scope] of [
-      [thread, 'thread'],
-      [run, 'run'],
+    for (const [response, scope, limitBytes] of [
+      [thread, 'thread', 4194304],
+      [run, 'run', 262144],
     ] as const) {
       expect(response.status).toBe(413);
-      expect(response.body).toMatchObject({ code: 'state_too_large', limitBytes: 262144, scope });
-      expect(response.body.sizeBytes).toBeGreaterThan(262144);
+      expect(response.body).toMatchObject({ code: 'state_too_large', limitBytes, scope });
+      expect(response.body.sizeBytes).toBeGreaterThan(limitBytes);
     }
     expect((await http.get(`/v1/sessions/${sid}/state`)).body).toMatchObject({ version: 1, state: { small: true } });
     expect((await http.get(`/v1/sessions/${sid}/runs/r1/state`)).body).toMatchObject({ version: 1, state: { small: true } });

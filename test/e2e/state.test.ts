@@ -92,17 +92,17 @@ describe('state reads and writes', () => {
     expect((await http.get(statePath(sid))).body.version).toBe(3);
   });
 
-  it('refuses state over 256 KiB with 413 state_too_large and writes nothing', async () => {
+  it('refuses state over 4 MiB with 413 state_too_large and writes nothing', async () => {
     const sid = uniqueId('large');
     await http.put(statePath(sid), { small: true });
 
-    const big = await http.put(statePath(sid), { blob: 'x'.repeat(256 * 1024) });
-    const grownByPatch = await http.patch(statePath(sid), { blob: 'y'.repeat(200 * 1024), more: 'z'.repeat(60 * 1024) });
-    const huge = await http.put(statePath(sid), { blob: 'x'.repeat(2 * 1024 * 1024) });
+    const big = await http.put(statePath(sid), { blob: 'x'.repeat(4 * 1024 * 1024) });
+    const grownByPatch = await http.patch(statePath(sid), { blob: 'y'.repeat(3 * 1024 * 1024), more: 'z'.repeat(1024 * 1024) });
+    const huge = await http.put(statePath(sid), { blob: 'x'.repeat(5.5 * 1024 * 1024) });
 
     for (const response of [big, grownByPatch, huge]) {
       expect(response.status).toBe(413);
-      expect(response.body).toMatchObject({ code: 'state_too_large', limitBytes: 262144 });
+      expect(response.body).toMatchObject({ code: 'state_too_large', limitBytes: 4194304 });
     }
     expect((await http.get(statePath(sid))).body).toMatchObject({ version: 1, state: { small: true } });
   });
@@ -110,12 +110,12 @@ describe('state reads and writes', () => {
   it('accepts state of exactly the limit', async () => {
     const sid = uniqueId('limit');
     // {"s":"…"} is 8 bytes of JSON around the string.
-    const state = { s: 'x'.repeat(256 * 1024 - 8) };
+    const state = { s: 'x'.repeat(4 * 1024 * 1024 - 8) };
 
     const response = await http.put(statePath(sid), state);
 
     expect(response.status).toBe(200);
-    expect((await http.get(statePath(sid))).body.state.s.length).toBe(256 * 1024 - 8);
+    expect((await http.get(statePath(sid))).body.state.s.length).toBe(4 * 1024 * 1024 - 8);
   });
 
   it('keeps state verbatim: unicode, big numbers and prototype-looking keys', async () => {

@@ -1,0 +1,170 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ApiClient, uniqueId } from '../helpers/api-client.js';
+import { type RunningApi, startApi } from '../helpers/e2e.js';
+
+/**
+ * States up to 4 MiB (API.md section 4) through every write path of the real server: PATCH,
+ * PUT, a commit, a decision; read back whole, at a version, on two branches.
+ */
+let api: RunningApi;
+let http: ApiClient;
+let worker: Server;
+let workerUrl: string;
+/** What the worker answers next. */
+let answer: unknown = {};
+
+const MiB = 1024 * 1024;
+
+/** A state of about `bytes` of JSON text, shaped like an agent's: a log of messages. */
+function largeState(bytes: number, tag = 'm'): { log: Array<{ id: string; text: string }>; turns: number } {
+  const log: Array<{ id: string; text: string }> = [];
+  for (let n = 0; log.length * 1100 < bytes; n++) {
+    log.push({ id: `${tag}${n}`, text: `${tag} ${n} ${'the quick brown fox jumps over the lazy dog '.repeat(24)}`.slice(0, 1060) });
+  }
+  return { log, turns: 0 };
+}
+
+const bytesOf = (value: unknown) => Buffer.byteLength(JSON.stringify(value));
+
+beforeAll(async () => {
+  worker = createServer(async (req, res) => {
+    for await (const _chunk of req) {
+      // drain the request
+    }
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify(answer));
+  });
+  await new Promise<void>((resolve) => worker.listen(0, '127.0.0.1', resolve));
+  workerUrl = `http://127.0.0.1:${(worker.address() as AddressInfo).port}/decide`;
+  api = await startApi();
+  http = api.client;
+}, 60_000);
+afterAll(async () => {
+  await api?.stop();
+  await new Promise((resolve) => worker?.close(resolve));
+});
+
+describe('a 4 MiB state', () => {
+  it('is written with PUT, patched, and read back whole, now and at every version', async () => {
+    // Prepare
+    const sid = uniqueId('big');
+    const state = largeState(4 * MiB - 64 * 1024);
+    expect(bytesOf(state)).toBeGreaterThan(3.8 * MiB);
+
+    // Act
+    const put = await http.put(`/v1/sessions/${sid}/state`, state);
+    const patched = await http.patch(`/v1/sessions/${sid}/state`, { turns: 1, note: 'n'.repeat(1024) });
+    const read = await http.get(`/v1/sessions/${sid}/state`);
+    const first = await http.get(`/v1/sessions/${sid}/state?version=1`);
+    const version = await http.get(`/v1/sessions/${sid}/versions/2`);
+
+    // Assess
+    expect(put.status).toBe(200);
+    expect(put.body).toMatchObject({ version: 1, changed: true });
+    expect(patched.body).toMatchObject({ version: 2, prevVersion: 1, changed: true });
+    expect(read.body.state).toEqual({ ...state, turns: 1, note: 'n'.repeat(1024) });
+    expect(read.headers.get('etag')).toBe('"2"');
+    expect(first.body).toMatchObject({ version: 1, state });
+    expect(version.body).toMatchObject({ version: 2, prevVersion: 1, cause: 'patch', state: read.body.state });
+  });
+
+  it('records no version for a write equal to it, and keeps If-Match', async () => {
+    const sid = uniqueId('big-same');
+    const state = largeState(2 * MiB);
+    await http.put(`/v1/sessions/${sid}/state`, state);
+
+    const same = await http.put(`/v1/sessions/${sid}/state`, structuredClone(state));
+    const stale = await http.patch(`/v1/sessions/${sid}/state`, { turns: 9 }, { headers: { 'if-match': '"7"' } });
+
+    expect(same.body).toMatchObject({ version: 1, changed: false });
+    expect(stale.status).toBe(412);
+    expect((await http.get(`/v1/sessions/${sid}/state`)).body).toMatchObject({ version: 1, state });
+  });
+
+  it('follows the message tree: each branch sees its own writes to the same large state', async () => {
+    // Prepare: a large state at u1, then two replies, each a branch.
+    const sid = uniqueId('big-branches');
+    const state = largeState(3 * MiB);
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'u1', role: 'user' }] });
+    await http.put(`/v1/sessions/${sid}/state`, state);
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'a1', role: 'assistant' }] });
+    await http.patch(`/v1/sessions/${sid}/state`, { branch: 'a1' });
+    await http.post(`/v1/sessions/${sid}/messages`, { parentId: 'u1', messages: [{ id: 'a2', role: 'assistant' }] });
+
+    // Act
+    await http.patch(`/v1/sessions/${sid}/state`, { branch: 'a2' });
+    const onA1 = await http.get(`/v1/sessions/${sid}/state?node=a1`);
+    const onA2 = await http.get(`/v1/sessions/${sid}/state?node=a2`);
+    const atFork = await http.get(`/v1/sessions/${sid}/state?node=u1`);
+
+    // Assess
+    expect(onA1.body.state).toEqual({ ...state, branch: 'a1' });
+    expect(onA2.body.state).toEqual({ ...state, branch: 'a2' });
+    expect(atFork.body.state).toEqual(state);
+  });
+
+  it('is set by a commit, and answered by a decision, atomically with what else they write', async () => {
+    // Prepare
+    const sid = uniqueId('big-commit');
+    const agentId = uniqueId('big-agent');
+    const blob = 'c'.repeat(3 * MiB);
+    await http.put(`/v1/agents/${agentId}`, { worker: { url: workerUrl } });
+    await http.post('/v1/sessions', { sessionId: sid, agentId });
+
+    // Act: a commit sets a 3 MiB key; then the worker answers with a 4 MiB state and a reply.
+    const committed = await http.post(`/v1/sessions/${sid}/commits`, {
+      commands: [{ key: 'blob', scope: 'thread', merge: 'disjoint', set: blob }],
+    });
+    const answered = largeState(4 * MiB - 128 * 1024, 'w');
+    answer = { state: answered, messages: [{ role: 'assistant', content: 'done' }] };
+    const decided = await http.post(`/v1/sessions/${sid}/decide`, { trigger: { type: 'tick' }, decisionId: 'd1' });
+    const replayed = await http.post(`/v1/sessions/${sid}/decide`, { trigger: { type: 'tick' }, decisionId: 'd1' });
+
+    // Assess
+    expect(committed.status).toBe(200);
+    expect(committed.body).toMatchObject({ version: 1, state: { blob } });
+    expect(decided.status).toBe(200);
+    expect(decided.body).toMatchObject({ version: 2, changed: true, state: answered, decision: { state: answered } });
+    expect(replayed.body).toEqual(decided.body);
+    const read = await http.get(`/v1/sessions/${sid}/state`);
+    expect(read.body).toMatchObject({ version: 2, node: decided.body.head, state: answered });
+  });
+
+  it('is refused past 4 MiB by a worker (502) and by a commit (413), writing nothing', async () => {
+    const sid = uniqueId('big-refused');
+    const agentId = uniqueId('big-refuser');
+    await http.put(`/v1/agents/${agentId}`, { worker: { url: workerUrl } });
+    await http.post('/v1/sessions', { sessionId: sid, agentId });
+    await http.put(`/v1/sessions/${sid}/state`, { small: true });
+
+    answer = { state: { blob: 'x'.repeat(4 * MiB) } };
+    const decided = await http.post(`/v1/sessions/${sid}/decide`, { trigger: { type: 'tick' } });
+    const committed = await http.post(`/v1/sessions/${sid}/commits`, {
+      commands: [{ key: 'blob', scope: 'thread', merge: 'disjoint', set: 'x'.repeat(4 * MiB) }],
+    });
+
+    expect(decided.status).toBe(502);
+    expect(decided.body.code).toBe('worker_failed');
+    expect(committed.status).toBe(413);
+    expect(committed.body).toMatchObject({ code: 'state_too_large', limitBytes: 4 * MiB, scope: 'thread' });
+    expect((await http.get(`/v1/sessions/${sid}/state`)).body).toMatchObject({ version: 1, state: { small: true } });
+  });
+
+  it('replays a write under an Idempotency-Key', async () => {
+    const sid = uniqueId('big-idem');
+    const state = largeState(4 * MiB - 64 * 1024);
+    const headers = { 'idempotency-key': uniqueId('key') };
+
+    const first = await http.put(`/v1/sessions/${sid}/state`, state, { headers });
+    await http.patch(`/v1/sessions/${sid}/state`, { turns: 5 });
+    const retry = await http.put(`/v1/sessions/${sid}/state`, state, { headers });
+
+    expect(first.status).toBe(200);
+    expect(retry.status).toBe(200);
+    expect(retry.headers.get('idempotency-replayed')).toBe('true');
+    expect(retry.body).toEqual(first.body);
+    expect((await http.get(`/v1/sessions/${sid}/state`)).body).toMatchObject({ version: 2 });
+  });
+});
