@@ -135,8 +135,11 @@ async function launch(port: number, options: DynamoDbLocalOptions, loopback: boo
   // has the kernel kill java when its parent dies; it execs java, so the pid stays java's.
   const setpriv = process.platform === 'linux' ? findExecutable('setpriv') : null;
   const [command, args] = setpriv ? [setpriv, ['--pdeathsig', 'KILL', '--', java, ...javaArgs]] : [java, javaArgs];
-  // stdout only echoes the configuration; stderr is kept to explain an early exit.
-  const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  // stdout only echoes the configuration; stderr is kept to explain an early exit. Its own
+  // process group: Ctrl-C in a terminal signals the whole foreground group, and java must not
+  // die before the server has read the stream's last records and closed its connections (it
+  // would answer them with ECONNREFUSED); the server stops java itself, last.
+  const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
 
   const output = tail(child);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveExit) =>

@@ -1,24 +1,11 @@
-import { execFileSync } from 'node:child_process';
 import { type Browser, chromium } from 'playwright-core';
 import type { ApiClient } from '../helpers/api-client.js';
-
-/**
- * Debian's Chromium (`apt-get install chromium`; .ci/run installs it when missing), or the
- * one `CHROMIUM_PATH` names. playwright-core downloads no browser of its own.
- */
-function chromiumPath(): string {
-  if (process.env.CHROMIUM_PATH) return process.env.CHROMIUM_PATH;
-  try {
-    return execFileSync('bash', ['-c', 'command -v chromium'], { encoding: 'utf8' }).trim();
-  } catch {
-    throw new Error('chromium is not installed: apt-get install chromium (or set CHROMIUM_PATH)');
-  }
-}
+import { installedBrowser } from './find-browser.js';
 
 /** Headless, with everything that would reach out to the internet turned off (no network here). */
 export function launchChromium(): Promise<Browser> {
   return chromium.launch({
-    executablePath: chromiumPath(),
+    executablePath: installedBrowser(),
     headless: true,
     args: [
       '--no-sandbox',

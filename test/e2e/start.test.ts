@@ -103,6 +103,31 @@ describe('npm start', { timeout: 60_000 }, () => {
     expect(await canListen(server.port)).toBe(true);
   });
 
+  it("stops cleanly on a terminal's Ctrl-C, which signals java too: no ECONNREFUSED, no stack, exit 0", async () => {
+    // Prepare: a server in its own process group, as a shell runs it in the foreground, with
+    // a write for the stream poller to read.
+    const server = await startServerProcess({ processGroup: true });
+    const javaPid = server.javaPid();
+    const write = await fetch(`${server.url}/v1/sessions/ctrl-c/state`, {
+      method: 'PUT',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ n: 1 }),
+    });
+    expect(write.status).toBe(200);
+    const printedBefore = server.output().length;
+
+    // Act: SIGINT to every process of the group, as the terminal sends it.
+    process.kill(-(server.child.pid as number), 'SIGINT');
+    const code = await server.exited;
+
+    // Assess
+    const printedAfter = server.output().slice(printedBefore);
+    expect(code).toBe(0);
+    expect(printedAfter).not.toMatch(/ECONNREFUSED|\n\s+at /);
+    expect(isRunning(javaPid)).toBe(false);
+    expect(await canListen(server.port)).toBe(true);
+  });
+
   it('prints the key of the first configured pair', async () => {
     const server = await startServerProcess({ env: { AGENTSTATE_API_KEYS: 'acme:acme-key-1,local:dev-key' } });
     try {

@@ -18,6 +18,8 @@ export interface ServerProcessOptions {
   port?: number;
   /** How long `startServerProcess` waits for the banner. @default 45_000 */
   startTimeoutMs?: number;
+  /** Its own process group, which `signalGroup` signals as a terminal's Ctrl-C does. */
+  processGroup?: boolean;
 }
 
 export interface ServerProcess {
@@ -52,6 +54,7 @@ export async function spawnServerProcess(options: ServerProcessOptions = {}): Pr
     cwd: repoRoot,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.processGroup ?? false,
   });
 
   let text = '';
