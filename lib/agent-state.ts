@@ -500,7 +500,7 @@ export class AgentState extends Construct {
   }
 
   private createTable(props: AgentStateProps): dynamodb.TableV2 {
-    const { partitionKey, sortKey, sessionsIndex, timeToLive } = tableKeys;
+    const { partitionKey, sortKey, sessionsIndex, memoryIndex, timeToLive } = tableKeys;
     const string = dynamodb.AttributeType.STRING;
     return new dynamodb.TableV2(this, 'Table', {
       tableName: props.tableName,
@@ -512,6 +512,13 @@ export class AgentState extends Construct {
           partitionKey: { name: sessionsIndex.partitionKey, type: string },
           sortKey: { name: sessionsIndex.sortKey, type: string },
           projectionType: dynamodb.ProjectionType.ALL,
+        },
+        {
+          indexName: memoryIndex.name,
+          partitionKey: { name: memoryIndex.partitionKey, type: string },
+          sortKey: { name: memoryIndex.sortKey, type: string },
+          projectionType: dynamodb.ProjectionType.INCLUDE,
+          nonKeyAttributes: [...memoryIndex.projected],
         },
       ],
       billing: dynamodb.Billing.onDemand(),
@@ -556,6 +563,14 @@ export class AgentState extends Construct {
         new iam.PolicyStatement({
           actions: [...options.access.sessionsIndex],
           resources: [`${this.table.tableArn}/index/${tableKeys.sessionsIndex.name}`],
+        }),
+      );
+    }
+    if (options.access.memoryIndex && options.access.memoryIndex.length > 0) {
+      role.addToPrincipalPolicy(
+        new iam.PolicyStatement({
+          actions: [...options.access.memoryIndex],
+          resources: [`${this.table.tableArn}/index/${tableKeys.memoryIndex.name}`],
         }),
       );
     }

@@ -17,12 +17,14 @@ type TableAction =
   | 'dynamodb:BatchWriteItem'
   | 'dynamodb:ConditionCheckItem';
 
-/** What one function may do to the table and its `bySessionActivity` index. */
+/** What one function may do to the table and its indexes. */
 export interface TableAccess {
   /** Actions on the table itself (resource: the table ARN). */
   readonly table: readonly TableAction[];
   /** Actions on the sessions index (resource: that one index's ARN, never `index/*`). */
   readonly sessionsIndex: readonly TableAction[];
+  /** Actions on the memory index `byMemoryRecency` (that one index's ARN); none when absent. */
+  readonly memoryIndex?: readonly TableAction[];
 }
 
 /**
@@ -71,6 +73,9 @@ const finishDelete: TableAction = 'dynamodb:BatchWriteItem';
  * |          |                                | dead delete), idempotency                      |
  * | webhooks | Get (webhook), Query (webhooks,| Put (webhook), Delete (webhook, a replayed     |
  * |          | dead letters)                  | dead letter), Update (a failed replay), idem.  |
+ * | memory   | Get (item), BatchGet (search  | Update (put, delete: one UpdateItem each),     |
+ * |          | matches), Query (namespaces,   | idempotency                                    |
+ * |          | versions; memory index: search)|                                                |
  * | inspector| —                              | —                                              |
  */
 export const routeGroupAccess = {
@@ -103,6 +108,11 @@ export const routeGroupAccess = {
     table: ['dynamodb:GetItem', 'dynamodb:Query', ...idempotency],
     sessionsIndex: [],
   },
+  memory: {
+    table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', ...idempotency],
+    sessionsIndex: [],
+    memoryIndex: ['dynamodb:Query'],
+  },
   // Static files bundled with the function; the page reads data through the other routes.
   inspector: { table: [], sessionsIndex: [] },
 } as const satisfies Record<RouteGroup, TableAccess>;
@@ -110,12 +120,21 @@ export const routeGroupAccess = {
 /**
  * The change hook (functions/streams/change-hook.ts): Get (a version's state, for `prev`),
  * Query (a tenant's webhooks, a session's WebSocket followers, a tenant's agents for the typed
- * fields of events sent as an agent), Update (dead letters), Delete
- * (the records of a WebSocket connection that is gone). Reading the stream itself is granted
+ * fields of events sent as an agent; a memory namespace's live items), Update (dead letters),
+ * Put (the memory namespace list, a memory item's replaced versions), Delete (the records of
+ * a WebSocket connection that is gone, a namespace left empty), BatchWrite (the replaced
+ * versions of a deleted memory item). Reading the stream itself is granted
  * on the stream's ARN by the event source mapping, not here.
  */
 export const changeHookAccess: TableAccess = {
-  table: ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'],
+  table: [
+    'dynamodb:GetItem',
+    'dynamodb:Query',
+    'dynamodb:PutItem',
+    'dynamodb:UpdateItem',
+    'dynamodb:DeleteItem',
+    'dynamodb:BatchWriteItem',
+  ],
   sessionsIndex: [],
 };
 

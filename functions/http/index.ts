@@ -3,6 +3,7 @@ import { handler as commits } from './commits.js';
 import { handler as decide } from './decide.js';
 import { handler as health } from './health.js';
 import { handler as inspector } from './inspector.js';
+import { handler as memory } from './memory.js';
 import type { RouteGroup } from './routes.js';
 import { handler as sessions } from './sessions.js';
 import { handler as state } from './state.js';
@@ -20,5 +21,6 @@ export const handlers: Record<RouteGroup, HttpHandler> = {
   decide,
   commits,
   webhooks,
+  memory,
   inspector,
 };

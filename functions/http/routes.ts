@@ -2,12 +2,26 @@
  * Every route of the HTTP API and the handler group that serves it. API Gateway (lib/) and
  * the local server (bin/start.ts) are both built from this list, so they cannot drift apart.
  */
-export const routeGroups = ['health', 'sessions', 'tree', 'state', 'agents', 'decide', 'commits', 'webhooks', 'inspector'] as const;
+export const routeGroups = [
+  'health',
+  'sessions',
+  'tree',
+  'state',
+  'agents',
+  'decide',
+  'commits',
+  'webhooks',
+  'memory',
+  'inspector',
+] as const;
 export type RouteGroup = (typeof routeGroups)[number];
 
 export interface Route {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
-  /** API Gateway path syntax: `{name}` marks a path parameter. */
+  /**
+   * API Gateway path syntax: `{name}` marks a path parameter, a last `{name+}` a greedy one
+   * (one or more segments, `users/u1/facts/k1`).
+   */
   path: string;
   group: RouteGroup;
 }
@@ -51,6 +65,15 @@ export const routes = [
   { method: 'DELETE', path: '/v1/webhooks/{webhookId}', group: 'webhooks' },
   { method: 'GET', path: '/v1/webhooks/{webhookId}/dead-letters', group: 'webhooks' },
   { method: 'POST', path: '/v1/webhooks/{webhookId}/dead-letters/replay', group: 'webhooks' },
+
+  // Memory items (API.md section 10). Literal routes win over the greedy `{path+}`, and an
+  // item path has at least two segments (a namespace id and the key), so neither shadows one.
+  { method: 'GET', path: '/v1/memory', group: 'memory' },
+  { method: 'POST', path: '/v1/memory/search', group: 'memory' },
+  { method: 'GET', path: '/v1/memory/versions', group: 'memory' },
+  { method: 'GET', path: '/v1/memory/{path+}', group: 'memory' },
+  { method: 'PUT', path: '/v1/memory/{path+}', group: 'memory' },
+  { method: 'DELETE', path: '/v1/memory/{path+}', group: 'memory' },
 
   // The inspector page (docs/inspector.md): static files, no key; the page asks for one and
   // calls the routes above with it. Its files are flat under /inspector/ (no nested paths).

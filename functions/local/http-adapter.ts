@@ -28,32 +28,36 @@ export interface RouteMatch {
 interface CompiledRoute {
   route: Route;
   segments: Array<{ literal: string } | { param: string }>;
+  /** A last `{name+}`: it takes every remaining segment (at least one). */
+  greedy: string | null;
   literals: number;
 }
 
-// Literal segments beat parameters, as in API Gateway: `/a/b` wins over `/a/{x}`.
+// Literal segments beat parameters, as in API Gateway: `/a/b` wins over `/a/{x}`, and both
+// over a greedy `/a/{x+}`.
 const compiled: CompiledRoute[] = routes
   .map((route) => {
-    const segments = route.path
-      .split('/')
-      .slice(1)
-      .map((segment) => {
-        const param = /^\{(\w+)\}$/.exec(segment)?.[1];
-        return param ? { param } : { literal: segment };
-      });
-    return { route, segments, literals: segments.filter((segment) => 'literal' in segment).length };
+    const parts = route.path.split('/').slice(1);
+    const greedy = /^\{(\w+)\+\}$/.exec(parts[parts.length - 1] ?? '')?.[1] ?? null;
+    const segments = (greedy ? parts.slice(0, -1) : parts).map((segment) => {
+      const param = /^\{(\w+)\}$/.exec(segment)?.[1];
+      return param ? { param } : { literal: segment };
+    });
+    return { route, segments, greedy, literals: segments.filter((segment) => 'literal' in segment).length };
   })
-  .sort((a, b) => b.literals - a.literals);
+  .sort((a, b) => b.literals - a.literals || Number(a.greedy !== null) - Number(b.greedy !== null));
 
 /**
  * The route for a method and raw (still percent-encoded) path, or null. Segments are matched
- * before decoding, so `%2F` stays inside its path parameter instead of splitting it.
+ * before decoding, so `%2F` stays inside its path parameter instead of splitting it. A greedy
+ * parameter gets its segments each decoded and joined by `/`, as API Gateway passes it.
  * Throws `invalid_request` for malformed percent-encoding inside a parameter.
  */
 export function matchRoute(method: string, rawPath: string): RouteMatch | null {
   const parts = rawPath.split('/').slice(1);
-  for (const { route, segments } of compiled) {
-    if (route.method !== method || segments.length !== parts.length) continue;
+  for (const { route, segments, greedy } of compiled) {
+    if (route.method !== method) continue;
+    if (greedy ? parts.length <= segments.length : segments.length !== parts.length) continue;
     const pathParameters: Record<string, string> = {};
     const matches = segments.every((segment, index) => {
       const part = parts[index] as string;
@@ -62,7 +66,13 @@ export function matchRoute(method: string, rawPath: string): RouteMatch | null {
       pathParameters[segment.param] = decodePathSegment(part);
       return true;
     });
-    if (matches) return { route, pathParameters };
+    if (!matches) continue;
+    if (greedy) {
+      const rest = parts.slice(segments.length);
+      if (rest.some((part) => part === '')) continue;
+      pathParameters[greedy] = rest.map(decodePathSegment).join('/');
+    }
+    return { route, pathParameters };
   }
   return null;
 }

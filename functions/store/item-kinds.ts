@@ -18,6 +18,14 @@ export const SLOT_ITEM_KIND = {
   tombstone: 'x',
 } as const;
 
+/** The kinds of a memory item (`M#<tenant>#<namespace>` / `K#<key>`, memory-codecs.ts). */
+export const MEMORY_ITEM_KIND = {
+  /** An item: its value, version and times (live unless its `expiresAt` has passed). */
+  item: 'mem',
+  /** What a delete leaves for a moment: no value, expired at once, so TTL removes it; its stream record is the delete's event. */
+  deleted: 'mem:deleted',
+} as const;
+
 /** The kind of each commit document's item (`R#<run>`, `P`, `G`). */
 export const DOCUMENT_ITEM_KIND = {
   run: 'doc:run',

@@ -24,6 +24,10 @@ import type { SessionScope } from '../core/model.js';
  *                                                sessions it follows (TTL, live-store.ts)
  *   W#<tenant>#<session>        C#<connection>   a connection following the session (TTL)
  *   K#<sha256 of an API key>    K                an API key (see api-keys.ts)
+ *   M#<tenant>#<namespace path> K#<key>          a memory item (memory-store.ts; also in the
+ *                                                memory index, by `mu`)
+ *   MN#<tenant>                 <namespace path>/  a namespace that holds memory items
+ *   MH#<tenant>#<path>#<key>    <createdAt>#<000000000042>  a version a memory item replaced (TTL)
  *   (index) T#<tenant>          <updatedAt>#<session>
  *   (index) KEYS                <createdAt>#<keyId>   every API key, for the admin CLI
  */
@@ -63,6 +67,16 @@ export const keys = {
   subscriber: (connectionId: string) => `C#${connectionId}`,
   subscriberPrefix: 'C#',
   activity: (updatedAt: string, sessionId: string) => `${updatedAt}#${sessionId}`,
+  // Memory (API.md section 10): a namespace's ids are joined by `/`, which no id contains.
+  memoryNamespace: (tenant: string, namespace: readonly string[]) => `M#${tenant}#${namespace.join('/')}`,
+  memoryNamespacePrefix: 'M#',
+  memoryKey: (key: string) => `K#${key}`,
+  memoryKeyPrefix: 'K#',
+  /** The memory index's sort key: newest first by `updatedAt`, the key breaking ties. */
+  memoryRecency: (updatedAt: string, key: string) => `${updatedAt}#${key}`,
+  memoryNamespaces: (tenant: string) => `MN#${tenant}`,
+  memoryHistory: (tenant: string, namespace: readonly string[], key: string) => `MH#${tenant}#${namespace.join('/')}#${key}`,
+  memoryHistoryVersion: (createdAt: string, version: number) => `${createdAt}#${String(version).padStart(12, '0')}`,
 } as const;
 
 /** The slot number in a `V#…` sort key. */

@@ -5,6 +5,7 @@ import type { RecordedChange, RecordedDocument, RecordedVersion } from '../core/
 import { documentItem, versionItem } from './item-codecs.js';
 import { DOCUMENT_ITEM_KIND, documentKindOf, SLOT_ITEM_KIND } from './item-kinds.js';
 import { keys } from './keys.js';
+import { memoryRecordFilters } from './memory-stream.js';
 
 /**
  * The table's change stream, read as recorded versions, through the same codecs the stores
@@ -33,7 +34,7 @@ import { keys } from './keys.js';
 /**
  * Lambda event filter patterns (OR'ed) that let through exactly the records that record a
  * version (of a thread or of a document), so no other write to the table invokes the change
- * hook. lib/ puts them on the event source mapping; the local stream poller applies the same
+ * hook; memory items have patterns of their own (memory-stream.ts). lib/ puts them on the event source mapping; the local stream poller applies the same
  * patterns with `matchesFilter`.
  */
 export const changeRecordFilters: ReadonlyArray<Record<string, unknown>> = [
@@ -43,6 +44,7 @@ export const changeRecordFilters: ReadonlyArray<Record<string, unknown>> = [
     dynamodb: { NewImage: { kind: { S: [SLOT_ITEM_KIND.version] } }, OldImage: { kind: { S: [SLOT_ITEM_KIND.marker] } } },
   },
   { eventName: ['INSERT', 'MODIFY'], dynamodb: { NewImage: { kind: { S: Object.values(DOCUMENT_ITEM_KIND) } } } },
+  ...memoryRecordFilters,
 ];
 
 /**

@@ -1,10 +1,13 @@
 import {
+  type AttributeDefinition,
   CreateTableCommand,
   type CreateTableCommandInput,
   DescribeTableCommand,
   type DynamoDBClient,
+  type GlobalSecondaryIndex,
   ResourceInUseException,
   ResourceNotFoundException,
+  UpdateTableCommand,
   UpdateTimeToLiveCommand,
 } from '@aws-sdk/client-dynamodb';
 
@@ -17,45 +20,98 @@ export const tableKeys = {
   sortKey: 'sk',
   /** Sessions of a tenant ordered by recent activity. */
   sessionsIndex: { name: 'bySessionActivity', partitionKey: 'gsi1pk', sortKey: 'gsi1sk' },
+  /**
+   * Memory items of one namespace, most recently updated first (store/memory-store.ts). Keyed
+   * by the namespace's own partition key, so only items with a `mu` attribute are in it, and
+   * it projects only what a search needs to decide on an item: the short top-level fields,
+   * the expiry and the value's size. The values themselves are fetched for the matches only.
+   */
+  memoryIndex: { name: 'byMemoryRecency', partitionKey: 'pk', sortKey: 'mu', projected: ['mf', 'mp', 'expiresAt', 'vs'] },
   timeToLive: 'expiresAt',
 } as const;
 
 export const defaultTableName = 'agentstate';
 
+const { partitionKey, sortKey, sessionsIndex, memoryIndex } = tableKeys;
+
+const attributeDefinitions: AttributeDefinition[] = [
+  { AttributeName: partitionKey, AttributeType: 'S' },
+  { AttributeName: sortKey, AttributeType: 'S' },
+  { AttributeName: sessionsIndex.partitionKey, AttributeType: 'S' },
+  { AttributeName: sessionsIndex.sortKey, AttributeType: 'S' },
+  { AttributeName: memoryIndex.sortKey, AttributeType: 'S' },
+];
+
+/** The table's global indexes, as CreateTable and UpdateTable take them. */
+function globalIndexes(): GlobalSecondaryIndex[] {
+  return [
+    {
+      IndexName: sessionsIndex.name,
+      KeySchema: [
+        { AttributeName: sessionsIndex.partitionKey, KeyType: 'HASH' },
+        { AttributeName: sessionsIndex.sortKey, KeyType: 'RANGE' },
+      ],
+      Projection: { ProjectionType: 'ALL' },
+    },
+    {
+      IndexName: memoryIndex.name,
+      KeySchema: [
+        { AttributeName: memoryIndex.partitionKey, KeyType: 'HASH' },
+        { AttributeName: memoryIndex.sortKey, KeyType: 'RANGE' },
+      ],
+      Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...memoryIndex.projected] },
+    },
+  ];
+}
+
 /** CreateTable input for DynamoDB Local and tests (on-demand, streams with both images). */
 function createTableInput(tableName: string): CreateTableCommandInput {
-  const { partitionKey, sortKey, sessionsIndex } = tableKeys;
   return {
     TableName: tableName,
     BillingMode: 'PAY_PER_REQUEST',
-    AttributeDefinitions: [
-      { AttributeName: partitionKey, AttributeType: 'S' },
-      { AttributeName: sortKey, AttributeType: 'S' },
-      { AttributeName: sessionsIndex.partitionKey, AttributeType: 'S' },
-      { AttributeName: sessionsIndex.sortKey, AttributeType: 'S' },
-    ],
+    AttributeDefinitions: attributeDefinitions,
     KeySchema: [
       { AttributeName: partitionKey, KeyType: 'HASH' },
       { AttributeName: sortKey, KeyType: 'RANGE' },
     ],
-    GlobalSecondaryIndexes: [
-      {
-        IndexName: sessionsIndex.name,
-        KeySchema: [
-          { AttributeName: sessionsIndex.partitionKey, KeyType: 'HASH' },
-          { AttributeName: sessionsIndex.sortKey, KeyType: 'RANGE' },
-        ],
-        Projection: { ProjectionType: 'ALL' },
-      },
-    ],
+    GlobalSecondaryIndexes: globalIndexes(),
     StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_AND_OLD_IMAGES' },
   };
+}
+
+/**
+ * Adds the indexes a table made by an older version lacks (a persistent local data folder):
+ * one at a time, as DynamoDB allows, each waited for until it is active.
+ */
+async function addMissingIndexes(
+  client: DynamoDBClient,
+  tableName: string,
+  existing: ReadonlyArray<{ IndexName?: string }>,
+): Promise<void> {
+  const have = new Set(existing.map((index) => index.IndexName));
+  for (const index of globalIndexes()) {
+    if (have.has(index.IndexName)) continue;
+    await client.send(
+      new UpdateTableCommand({
+        TableName: tableName,
+        AttributeDefinitions: attributeDefinitions,
+        GlobalSecondaryIndexUpdates: [{ Create: index }],
+      }),
+    );
+    for (let attempt = 0; attempt < 600; attempt++) {
+      const { Table } = await client.send(new DescribeTableCommand({ TableName: tableName }));
+      const status = Table?.GlobalSecondaryIndexes?.find((candidate) => candidate.IndexName === index.IndexName)?.IndexStatus;
+      if (status === 'ACTIVE') break;
+      await new Promise((wake) => setTimeout(wake, 100));
+    }
+  }
 }
 
 /** Creates the table (and its TTL setting) unless it exists; returns whether it created it. */
 export async function ensureTable(client: DynamoDBClient, tableName: string): Promise<boolean> {
   try {
-    await client.send(new DescribeTableCommand({ TableName: tableName }));
+    const { Table } = await client.send(new DescribeTableCommand({ TableName: tableName }));
+    await addMissingIndexes(client, tableName, Table?.GlobalSecondaryIndexes ?? []);
     return false;
   } catch (error) {
     if (!(error instanceof ResourceNotFoundException)) throw error;

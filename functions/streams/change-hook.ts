@@ -2,8 +2,11 @@ import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import type { Context, DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
 import { schemaReader } from '../core/agent-service.js';
 import { ChangeFanout, type ChangeInput } from '../core/change-fanout.js';
+import { DEFAULT_HISTORY_DAYS, MemoryUpkeep, type MemoryUpkeepInput } from '../core/memory-changes.js';
 import { dynamoDbClient } from '../store/client.js';
 import { DynamoDbLiveStore } from '../store/live-store.js';
+import { recordedMemoryChangeOf } from '../store/memory-stream.js';
+import { DynamoDbMemoryUpkeep } from '../store/memory-upkeep-store.js';
 import { createStores } from '../store/stores.js';
 import { recordedChangeOf } from '../store/stream-images.js';
 import { defaultTableName } from '../store/table.js';
@@ -72,15 +75,39 @@ export function useChangeFanout(replacement: ChangeFanout | undefined): void {
   fanout = replacement;
 }
 
+let upkeep: MemoryUpkeep | undefined;
+
+/**
+ * The memory upkeep: the namespace list and replaced versions. `AGENTSTATE_MEMORY_HISTORY_DAYS`
+ * is how long a replaced version is kept (default 30; 0 keeps none).
+ */
+function memoryUpkeep(): MemoryUpkeep {
+  if (!upkeep) {
+    const env = process.env;
+    const stores = createStores(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName);
+    const days = Number(env.AGENTSTATE_MEMORY_HISTORY_DAYS ?? DEFAULT_HISTORY_DAYS);
+    upkeep = new MemoryUpkeep(new DynamoDbMemoryUpkeep(stores.table), {
+      historySeconds: Number.isFinite(days) && days > 0 ? Math.round(days * 86_400) : 0,
+    });
+  }
+  return upkeep;
+}
+
 export async function handler(
   event: DynamoDBStreamEvent,
   context?: Pick<Context, 'getRemainingTimeInMillis'>,
 ): Promise<DynamoDBBatchResponse> {
   const inputs: ChangeInput[] = [];
+  const memory: MemoryUpkeepInput[] = [];
   let unreadable: string | undefined;
   for (const record of event.Records) {
     const key = record.dynamodb?.SequenceNumber ?? '';
     try {
+      const memoryChange = recordedMemoryChangeOf(record);
+      if (memoryChange) {
+        memory.push({ key, change: memoryChange });
+        continue;
+      }
       // Everything else (markers, sessions, dead letters, deletes) is not an event; the
       // event source filter keeps it away, and this check keeps a misconfigured filter harmless.
       const change = recordedChangeOf(record);
@@ -93,12 +120,14 @@ export async function handler(
       break;
     }
   }
-  let failed: string[] = [];
-  if (inputs.length > 0) {
-    const remaining = context?.getRemainingTimeInMillis?.();
-    const deadline = remaining === undefined ? undefined : Date.now() + remaining - DEADLINE_MARGIN_MS;
-    failed = (await changeFanout().process(inputs, deadline === undefined ? {} : { deadline })).failed;
-  }
+  const failed: string[] = [];
+  const remaining = context?.getRemainingTimeInMillis?.();
+  const deadline = remaining === undefined ? undefined : Date.now() + remaining - DEADLINE_MARGIN_MS;
+  const [events, kept] = await Promise.all([
+    inputs.length > 0 ? changeFanout().process(inputs, deadline === undefined ? {} : { deadline }) : { failed: [] },
+    memory.length > 0 ? memoryUpkeep().process(memory) : { failed: [] },
+  ]);
+  failed.push(...events.failed, ...kept.failed);
   if (unreadable !== undefined) failed.push(unreadable);
   return { batchItemFailures: failed.map((itemIdentifier) => ({ itemIdentifier })) };
 }

@@ -178,6 +178,7 @@ describe('least privilege', () => {
 
   it('scopes table actions to the table, index actions to the one index, and stream actions to the stream', () => {
     const indexArn = { 'Fn::Join': ['', [tableArn(), `/index/${tableKeys.sessionsIndex.name}`]] };
+    const memoryIndexArn = { 'Fn::Join': ['', [tableArn(), `/index/${tableKeys.memoryIndex.name}`]] };
     const streamArn = { 'Fn::GetAtt': [logicalId(stack.agentState.table), 'StreamArn'] };
     const streamActions = ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams'];
     for (const [id] of reader.ofType('AWS::IAM::Role')) {
@@ -185,7 +186,7 @@ describe('least privilege', () => {
         const actions = [statement.Action].flat();
         if (!actions.some((action) => action.startsWith('dynamodb:'))) continue;
         if (actions.every((action) => streamActions.includes(action))) expect(statement.Resource, id).toEqual(streamArn);
-        else expect([tableArn(), indexArn], id).toContainEqual(statement.Resource);
+        else expect([tableArn(), indexArn, memoryIndexArn], id).toContainEqual(statement.Resource);
       }
     }
   });
@@ -271,7 +272,7 @@ describe('table', () => {
   });
 
   it('has the keys and index of functions/store/table.ts', () => {
-    const { partitionKey, sortKey, sessionsIndex } = tableKeys;
+    const { partitionKey, sortKey, sessionsIndex, memoryIndex } = tableKeys;
     reader.template.hasResourceProperties('AWS::DynamoDB::GlobalTable', {
       KeySchema: [
         { AttributeName: partitionKey, KeyType: 'HASH' },
@@ -285,6 +286,14 @@ describe('table', () => {
             { AttributeName: sessionsIndex.sortKey, KeyType: 'RANGE' },
           ],
           Projection: { ProjectionType: 'ALL' },
+        },
+        {
+          IndexName: memoryIndex.name,
+          KeySchema: [
+            { AttributeName: memoryIndex.partitionKey, KeyType: 'HASH' },
+            { AttributeName: memoryIndex.sortKey, KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...memoryIndex.projected] },
         },
       ],
     });

@@ -3,7 +3,7 @@ import { type CfnElement, Stack } from 'aws-cdk-lib';
 import { Match } from 'aws-cdk-lib/assertions';
 import type { IConstruct } from 'constructs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { DOCUMENT_ITEM_KIND, SLOT_ITEM_KIND } from '../../functions/store/item-kinds.js';
+import { DOCUMENT_ITEM_KIND, MEMORY_ITEM_KIND, SLOT_ITEM_KIND } from '../../functions/store/item-kinds.js';
 import { changeRecordFilters } from '../../functions/store/stream-images.js';
 import type { AgentStateStack } from '../../lib/agent-state-stack.js';
 import { changeHookAccess, routeGroupAccess, webSocketAccess } from '../../lib/permissions.js';
@@ -41,7 +41,7 @@ describe('change hook on the table stream', () => {
     });
   });
 
-  it('filters on INSERTs of version items, head markers overwritten by a version, and document writes', () => {
+  it('filters on INSERTs of version items, head markers overwritten by a version, document writes and memory items', () => {
     expect(changeRecordFilters).toEqual([
       { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [SLOT_ITEM_KIND.version] } } } },
       {
@@ -51,6 +51,12 @@ describe('change hook on the table stream', () => {
       {
         eventName: ['INSERT', 'MODIFY'],
         dynamodb: { NewImage: { kind: { S: [DOCUMENT_ITEM_KIND.run, DOCUMENT_ITEM_KIND.profile, DOCUMENT_ITEM_KIND.shared] } } },
+      },
+      // Memory: puts and deletes, and TTL's removals (the namespace list follows those too).
+      { eventName: ['INSERT', 'MODIFY'], dynamodb: { NewImage: { kind: { S: [MEMORY_ITEM_KIND.item, MEMORY_ITEM_KIND.deleted] } } } },
+      {
+        eventName: ['REMOVE', 'UNKNOWN_TO_SDK_VERSION'],
+        dynamodb: { OldImage: { kind: { S: [MEMORY_ITEM_KIND.item, MEMORY_ITEM_KIND.deleted] } } },
       },
     ]);
   });
