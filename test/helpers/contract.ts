@@ -43,11 +43,18 @@ function validatorAt(pointer: string): ValidateFunction {
 
 const pointerSegment = (segment: string) => segment.replaceAll('~', '~0').replaceAll('/', '~1');
 
-const templates = Object.keys(document.paths).map((template) => ({
-  template,
-  pattern: new RegExp(`^${template.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\\?\{\w+\\?\}/g, '[^/]+')}$`),
-  literal: !template.includes('{'),
-}));
+/** The path parameters marked `x-greedy` (a namespace and a key): they span several segments. */
+function greedyParameters(template: string): Set<string> {
+  const operations = Object.values(document.paths[template] ?? {}) as Array<{ parameters?: JsonObject[] }>;
+  return new Set(operations.flatMap((operation) => (operation.parameters ?? []).filter((p) => p['x-greedy']).map((p) => String(p.name))));
+}
+
+const templates = Object.keys(document.paths).map((template) => {
+  const greedy = greedyParameters(template);
+  const escaped = template.replace(/[.*+?^$()|[\]\\]/g, '\\$&');
+  const pattern = escaped.replace(/\\?\{(\w+)\\?\}/g, (_match, name: string) => (greedy.has(name) ? '[^/]+(?:/[^/]+)*' : '[^/]+'));
+  return { template, pattern: new RegExp(`^${pattern}$`), literal: !template.includes('{') };
+});
 
 /** The documented path a request path falls under (a literal path before a templated one). */
 function templateOf(pathname: string): string | undefined {

@@ -72,6 +72,7 @@ const tags: Record<Tag, string> = {
   decide: 'One decision of an agent engine, with state riding it.',
   commits: 'Keyed commands over the thread, a run, a user profile and the shared document.',
   webhooks: 'Change events delivered to your endpoints, and their dead letters.',
+  memory: 'Memory items: JSON objects under namespaces, searched across sessions.',
   inspector: 'The inspector web page (HTML and static files). No key needed.',
 };
 
@@ -123,7 +124,7 @@ function operationId(method: string, path: string): string {
 }
 
 function parametersOf(method: string, path: string, operation: Operation): unknown[] {
-  const parameters: unknown[] = [...path.matchAll(/\{(\w+)\}/g)].map(([, name = '']) => {
+  const parameters: unknown[] = [...path.matchAll(/\{(\w+)\+?\}/g)].map(([, name = '']) => {
     const known = pathParameters[name];
     if (!known) throw new Error(`path parameter {${name}} of ${path} has no description in operations.ts (pathParameters)`);
     return {
@@ -131,7 +132,11 @@ function parametersOf(method: string, path: string, operation: Operation): unkno
       in: 'path',
       required: true,
       description: known.description,
-      schema: known.type === 'integer' ? { type: 'integer', minimum: 0 } : { type: 'string', pattern: idPatternSource },
+      ...(known.greedy ? { 'x-greedy': true } : {}),
+      schema:
+        known.type === 'integer'
+          ? { type: 'integer', minimum: 0 }
+          : { type: 'string', pattern: known.greedy ? greedyPatternSource : idPatternSource },
     };
   });
   for (const query of operation.query ?? [])
@@ -143,6 +148,16 @@ function parametersOf(method: string, path: string, operation: Operation): unkno
 }
 
 const idPatternSource = ID_PATTERN.source;
+/** A greedy parameter: ids joined by `/` (a namespace of 1–8 ids and a key). */
+const greedyPatternSource = `^${ID_PATTERN.source.slice(1, -1)}(?:/${ID_PATTERN.source.slice(1, -1)}){1,8}$`;
+
+/**
+ * A route's path as OpenAPI writes it: a greedy `{path+}` (API Gateway's, several segments)
+ * becomes `{path}`, marked `x-greedy` on its parameter, since OpenAPI has no greedy syntax.
+ */
+function documentPath(path: string): string {
+  return path.replace(/\{(\w+)\+\}/g, '{$1}');
+}
 
 function operationObject(method: string, path: string, operation: Operation): Record<string, unknown> {
   const responses: Record<string, unknown> = {};
@@ -196,8 +211,9 @@ export function openApiDocument(): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const route of routes) {
     const key = `${route.method} ${route.path}` as RouteKey;
-    paths[route.path] ??= {};
-    (paths[route.path] as Record<string, unknown>)[route.method.toLowerCase()] = operationObject(route.method, route.path, operations[key]);
+    const path = documentPath(route.path);
+    paths[path] ??= {};
+    (paths[path] as Record<string, unknown>)[route.method.toLowerCase()] = operationObject(route.method, route.path, operations[key]);
   }
   const schemas = Object.fromEntries(
     Object.entries(components).map(([name, schema]) =>

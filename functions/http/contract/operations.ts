@@ -3,6 +3,7 @@ import type { ErrorCode } from '../../core/errors.js';
 import { agentBody } from '../agents.js';
 import { commitBody } from '../commits.js';
 import { decideBody } from '../decide.js';
+import { putMemoryBody, searchMemoryBody } from '../memory.js';
 import { jsonValue } from '../request.js';
 import type { RouteKey } from '../routes.js';
 import { createSessionBody } from '../sessions.js';
@@ -18,7 +19,7 @@ import type { ComponentName } from './schemas.js';
  * those every keyed route or every write can answer (see `commonProblems` in document.ts).
  */
 
-export type Tag = 'health' | 'sessions' | 'tree' | 'state' | 'agents' | 'decide' | 'commits' | 'webhooks' | 'inspector';
+export type Tag = 'health' | 'sessions' | 'tree' | 'state' | 'agents' | 'decide' | 'commits' | 'webhooks' | 'memory' | 'inspector';
 
 export interface QueryParameter {
   name: string;
@@ -356,6 +357,72 @@ export const operations: Record<RouteKey, Operation> = {
     problems: ['invalid_request', 'not_found'],
   },
 
+  'GET /v1/memory': {
+    tag: 'memory',
+    summary: 'List the namespaces under a prefix',
+    description: 'In path order. A namespace is listed a moment after its first item, and leaves a moment after its last.',
+    query: [
+      { name: 'prefix', description: 'A namespace path, `users/u1`; absent: every namespace.', schema: { type: 'string' } },
+      {
+        name: 'maxDepth',
+        description: 'Cut each namespace to this many ids, 1–8, each cut listed once.',
+        schema: { type: 'integer', minimum: 1, maximum: 8 },
+      },
+      ...page,
+    ],
+    responses: { 200: { description: 'One page.', schema: 'MemoryNamespaceList' } },
+    problems: ['invalid_request'],
+  },
+  'POST /v1/memory/search': {
+    tag: 'memory',
+    summary: 'Search items under a namespace prefix, newest first',
+    description:
+      'Filters top-level fields by equality or `$eq $ne $gt $gte $lt $lte $in`. A page holds at most `limit` items and 4 MiB of values, and may hold fewer: follow `next`.',
+    body: {
+      schema: searchMemoryBody,
+      optional: true,
+      example: { namespacePrefix: ['users', 'u1'], filter: { topic: 'travel', score: { $gte: 0.5 } }, limit: 20 },
+    },
+    responses: { 200: { description: 'One page.', schema: 'MemoryItemList' } },
+    problems: ['invalid_request'],
+  },
+  'GET /v1/memory/versions': {
+    tag: 'memory',
+    summary: "An item's versions, newest first",
+    description: 'The current version, then those it replaced (kept 30 days, a moment after each write).',
+    query: [
+      { name: 'namespace', description: 'The namespace path, `users/u1/facts`.', schema: { type: 'string' } },
+      { name: 'key', description: "The item's key.", schema: { type: 'string' } },
+      ...page,
+    ],
+    responses: { 200: { description: 'One page.', schema: 'MemoryVersionList' } },
+    problems: ['invalid_request', 'not_found'],
+  },
+  'GET /v1/memory/{path+}': {
+    tag: 'memory',
+    summary: 'Read an item',
+    responses: { 200: { description: 'The item.', schema: 'MemoryItem', headers: ['ETag'] } },
+    problems: ['invalid_request', 'not_found'],
+  },
+  'PUT /v1/memory/{path+}': {
+    tag: 'memory',
+    summary: 'Put an item (replace it whole)',
+    description: '`If-Match: "7"` or `*`, and `If-None-Match: *` (create only), else `412 version_mismatch`.',
+    body: { schema: putMemoryBody, example: { value: { food: 'vegetarian', since: 2019 }, ttlSeconds: 2592000 } },
+    responses: {
+      200: { description: 'Replaced.', schema: 'MemoryItem', headers: ['ETag'] },
+      201: { description: 'Created (version 1).', schema: 'MemoryItem', headers: ['ETag', 'Location'] },
+    },
+    problems: ['version_mismatch'],
+  },
+  'DELETE /v1/memory/{path+}': {
+    tag: 'memory',
+    summary: 'Delete an item',
+    description: '`204` also when there was none. With `If-Match`, only at that version.',
+    responses: { 204: { description: 'Deleted (or there was none).' } },
+    problems: ['invalid_request', 'version_mismatch'],
+  },
+
   'GET /': {
     tag: 'inspector',
     summary: 'The inspector page',
@@ -373,7 +440,7 @@ export const operations: Record<RouteKey, Operation> = {
 };
 
 /** What each path parameter is. */
-export const pathParameters: Record<string, { description: string; type: 'string' | 'integer' }> = {
+export const pathParameters: Record<string, { description: string; type: 'string' | 'integer'; greedy?: true }> = {
   sid: { description: 'The session id.', type: 'string' },
   nid: { description: 'The node id.', type: 'string' },
   v: { description: 'The version number.', type: 'integer' },
@@ -382,4 +449,9 @@ export const pathParameters: Record<string, { description: string; type: 'string
   userId: { description: 'The user id.', type: 'string' },
   webhookId: { description: 'The webhook id.', type: 'string' },
   file: { description: 'A file name of the page (flat, no directories).', type: 'string' },
+  path: {
+    description: 'A memory item: its namespace (1–8 ids) and its key, joined by `/`, e.g. `users/u1/facts/diet`.',
+    type: 'string',
+    greedy: true,
+  },
 };

@@ -192,6 +192,19 @@ const replayResult = z.object({
 });
 
 const errorCodes = Object.keys(errorStatus) as ErrorCode[];
+const memoryItem = z.object({
+  namespace: z.array(idSchema).min(1).max(8),
+  key: idSchema,
+  value: jsonObject,
+  version: z.number().int().min(1).meta({ description: "The item's writes, 1, 2, 3, … since it was created." }),
+  createdAt: time,
+  updatedAt: time,
+  expiresAt: time.optional().meta({ description: 'Present for an item put with `ttlSeconds`; never returned after it.' }),
+});
+const memoryItemList = z.object({ items: z.array(memoryItem), next });
+const memoryNamespaceList = z.object({ namespaces: z.array(z.array(idSchema).min(1).max(8)), next });
+const memoryVersionList = z.object({ versions: z.array(memoryItem), next });
+
 /** RFC 9457, with the API's `code` and whatever members the error adds (`currentVersion`, `limitBytes`, `field`, …). */
 const problem = z.looseObject({
   type: z.string(),
@@ -235,6 +248,10 @@ export const components = {
   DeadLetter: deadLetter,
   DeadLetterList: deadLetterList,
   ReplayResult: replayResult,
+  MemoryItem: memoryItem,
+  MemoryItemList: memoryItemList,
+  MemoryNamespaceList: memoryNamespaceList,
+  MemoryVersionList: memoryVersionList,
   Problem: problem,
 } satisfies Record<string, z.ZodType>;
 
