@@ -288,6 +288,41 @@ describe('each route group, through its paths, within its role', () => {
   });
 });
 
+describe('memory, and the change hook that keeps its namespace list and versions, within their roles', () => {
+  it('memory: put (created, replaced, refused under a key, over an expired item), get, search, namespaces, versions, delete', async () => {
+    const item = '/v1/memory/lp/notes/k';
+    await stack.stream.read(0, 200);
+    expectStatus(await call('PUT', item, { value: { topic: 'a', n: 1 } }, { headers: { 'idempotency-key': 'lp-m-1' } }), 201);
+    // A refused put under a key releases its claim.
+    expectStatus(await call('PUT', item, { value: { n: 9 } }, { headers: { 'idempotency-key': 'lp-m-2', 'if-match': '"7"' } }), 412);
+    expectStatus(await call('PUT', item, { value: { topic: 'a', n: 2 } }, { headers: { 'if-match': '"1"' } }), 200);
+    expectStatus(await call('PUT', '/v1/memory/lp/notes/t', { value: { topic: 'b' }, ttlSeconds: 1 }), 201);
+    // Later, the item has expired: a put replaces it (the second UpdateItem of that case).
+    expectStatus(await call('PUT', '/v1/memory/lp/notes/t', { value: { topic: 'b' } }, { clockOffsetMs: LATER_MS }), 201);
+    expectStatus(await call('PUT', '/v1/memory/lp/gone/k', { value: { topic: 'c' } }), 201);
+    const written = await stack.stream.deliver(stack.stream.eventRecords(await stack.stream.read(6)));
+
+    expectStatus(await call('GET', item), 200);
+    const found = await call('POST', '/v1/memory/search', { namespacePrefix: ['lp'], filter: { topic: 'a' } });
+    expectStatus(found, 200);
+    expect(found.json.items).toHaveLength(1);
+    expectStatus(await call('GET', '/v1/memory?prefix=lp'), 200);
+    const versions = await call('GET', '/v1/memory/versions?namespace=lp/notes&key=k');
+    expectStatus(versions, 200);
+    expect(versions.json.versions).toHaveLength(2);
+
+    // A delete erases the item's versions; the last item of a namespace takes it off the list.
+    expectStatus(await call('DELETE', item), 204);
+    expectStatus(await call('DELETE', '/v1/memory/lp/gone/k'), 204);
+    const deleted = await stack.stream.deliver(stack.stream.eventRecords(await stack.stream.read(2)));
+
+    for (const { invocation } of [...written, ...deleted])
+      expect(invocation.result, invocation.logs.join('\n')).toEqual({ batchItemFailures: [] });
+    const listed = await call('GET', '/v1/memory?prefix=lp');
+    expect(listed.json.namespaces).toEqual([['lp', 'notes']]);
+  });
+});
+
 describe('change events and live sync, within their roles', () => {
   it('WebSocket: connect, subscribe, a message it does not know, unsubscribe, disconnect, a refused key', async () => {
     const connected = await stack.webSocket.connect('lp-conn-1', { token: key });

@@ -128,17 +128,22 @@ export class HttpApiGateway {
     return responseOf(invocation);
   }
 
-  /** The most specific route for a method and path: literal segments beat `{parameters}`. */
+  /**
+   * The most specific route for a method and path: literal segments beat `{parameters}`, and
+   * both beat a last greedy `{name+}`, which takes every remaining segment (at least one).
+   */
   private match(method: string, path: string): { route: HttpRoute; pathParameters: Record<string, string> } | undefined {
     // What API Gateway hands on is the path as sent; parameters stay percent-encoded.
     const segments = path.split('/').slice(1);
     let best: { route: HttpRoute; pathParameters: Record<string, string>; score: number } | undefined;
     for (const route of this.routes) {
       if (route.method !== method && route.method !== 'ANY') continue;
-      if (route.segments.length !== segments.length) continue;
+      const greedy = /^\{(\w+)\+\}$/.exec(route.segments[route.segments.length - 1] ?? '')?.[1];
+      const fixed = greedy ? route.segments.slice(0, -1) : route.segments;
+      if (greedy ? segments.length <= fixed.length : fixed.length !== segments.length) continue;
       const pathParameters: Record<string, string> = {};
-      let score = 0;
-      const fits = route.segments.every((segment, index) => {
+      let score = greedy ? -0.5 : 0;
+      const fits = fixed.every((segment, index) => {
         const actual = segments[index] as string;
         const parameter = /^\{(\w+)\}$/.exec(segment);
         if (parameter) {
@@ -149,6 +154,11 @@ export class HttpApiGateway {
         score += 1;
         return segment === actual;
       });
+      const rest = segments.slice(fixed.length);
+      if (greedy) {
+        if (rest.some((part) => part === '')) continue;
+        pathParameters[greedy] = rest.join('/');
+      }
       if (fits && (!best || score > best.score)) best = { route, pathParameters, score };
     }
     return best;
