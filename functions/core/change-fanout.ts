@@ -7,9 +7,10 @@ import {
   isRecordedDocument,
   type RecordedChange,
   STATE_CHANGED,
+  serializeWithin,
 } from './events.js';
 import type { Schema } from './fields.js';
-import { type Json, stringifyJson } from './json.js';
+import type { Json } from './json.js';
 import type { SessionScope } from './model.js';
 import {
   DEFAULT_DELIVERY_POLICY,
@@ -20,6 +21,13 @@ import {
   type WebhookSender,
   type WebhookStore,
 } from './webhooks.js';
+
+/**
+ * The most a webhook body (and so its dead letter) may be: an event past it goes without its
+ * states, then without its agent config (events.ts, `serializeWithin`). A dead letter item
+ * holds the body and a little more, inside DynamoDB's 400 KB.
+ */
+const WEBHOOK_BODY_LIMIT_BYTES = 256 * 1024;
 
 /**
  * The change hook's work for one batch of recorded versions (DynamoDB stream records, in
@@ -273,7 +281,8 @@ export class ChangeFanout {
     deadline: number | undefined,
   ): Promise<void> {
     for (const [index, event] of events) {
-      const body = stringifyJson(event);
+      // The event as it goes out (its patch; without next/prev past 64 KiB), small enough for its dead letter.
+      const body = serializeWithin(event, WEBHOOK_BODY_LIMIT_BYTES);
       let failure: { attempts: number; error: string } | null = null;
       if (tripped.has(webhook.id)) {
         failure = { attempts: 0, error: 'not attempted: an earlier delivery to this webhook failed in the same batch' };

@@ -1,6 +1,7 @@
 import { AgentStateError } from './errors.js';
 import { type Schema, viewOf } from './fields.js';
-import { type Json, stringifyJson } from './json.js';
+import { encodedSize, type Json, stringifyJson } from './json.js';
+import { mergePatchBetween } from './merge-patch.js';
 import type { DocumentKind, VersionRecord } from './model.js';
 
 /**
@@ -23,17 +24,24 @@ export interface StateChangedEvent {
   cause: VersionRecord['cause'];
   author: string | null;
   decisionId: string | null;
-  /** The state recorded by this version. */
-  next: Json;
-  /** The state of `prevVersion`; null for prevVersion 0 (and when that version is gone). */
-  prev: Json;
-  agent: Json;
+  /** The state recorded by this version; left out when `truncated` (and for a `mode: "patch"` subscriber). */
+  next?: Json;
+  /** The state of `prevVersion` (null for prevVersion 0, and when that version is gone); left out as `next` is. */
+  prev?: Json;
+  /**
+   * The RFC 7396 merge patch turning `prev` into `next`. Left out when it alone is larger than
+   * `EVENT_STATES_LIMIT_BYTES`, or when no merge patch can do it (`next` holds a null member a
+   * patch would have to set: a merge patch's null removes a member).
+   */
+  patch?: Json;
+  /** The agent config; left out only when the event would not fit a channel otherwise. */
+  agent?: Json;
   /** When the version was recorded. */
   occurredAt: string;
   /**
-   * Present (true) only on channels with a message size limit (EventBridge, WebSocket) when
-   * the full event does not fit: `next`, `prev` and `agent` are then null, and the version is
-   * one `GET /v1/sessions/{sid}/versions/{version}` away.
+   * True when the event leaves out what it would otherwise carry: `next` and `prev` together
+   * are over `EVENT_STATES_LIMIT_BYTES` (or, rarely, the event would not fit a channel even
+   * so). The version is one `GET /v1/sessions/{sid}/versions/{version}` away.
    */
   truncated?: true;
   /**
@@ -110,11 +118,14 @@ export interface DocumentChangedEvent {
   cause: 'commit';
   /** The agent the commit acted as, or null. */
   author: string | null;
-  next: Json;
-  /** The document before this version; null for its first. */
-  prev: Json;
+  /** As on `state.changed`: left out when `truncated`. */
+  next?: Json;
+  /** The document before this version; null for its first. Left out as `next` is. */
+  prev?: Json;
+  /** As on `state.changed`: the merge patch turning `prev` into `next`. */
+  patch?: Json;
   occurredAt: string;
-  /** As on `state.changed`: set where a size limit dropped `next` and `prev`. */
+  /** As on `state.changed`. */
   truncated?: true;
 }
 
@@ -208,7 +219,7 @@ export function buildStateChangedEvent(recorded: RecordedVersion, prev: Json): S
 export function eventForAgent(event: StateChangedEvent, schema: Schema | null, agentId: string | null): StateChangedEvent {
   if (agentId === null || schema === null) return event;
   try {
-    return { ...event, next: viewOf(schema, agentId, event.next), prev: viewOf(schema, agentId, event.prev) };
+    return { ...event, next: viewOf(schema, agentId, event.next ?? null), prev: viewOf(schema, agentId, event.prev ?? null) };
   } catch (error) {
     if (!(error instanceof AgentStateError)) throw error;
     const fields = error.extras.fields;
@@ -216,17 +227,71 @@ export function eventForAgent(event: StateChangedEvent, schema: Schema | null, a
   }
 }
 
+// ---- what an event carries on the wire ------------------------------------------------------
+
 /**
- * The event as JSON text of at most `limitBytes`: whole when it fits, else without its
- * states (`truncated: true`). States may be 256 KiB each, beyond what EventBridge (256 KB
- * an entry) or an API Gateway WebSocket message (128 KB) carries.
+ * `next` and `prev` together may be this large in an event; beyond it they are left out and
+ * the event says `truncated: true` (API.md section 9). With the patch (at most as large) and
+ * an agent config (at most 64 KiB), an event stays well inside every channel: an EventBridge
+ * entry and an SQS message (256 KB), a dead-letter item (400 KB), a webhook body.
  */
-export function serializeWithin(event: ChangeEvent, limitBytes: number): string {
-  const whole = stringifyJson(event);
-  if (Buffer.byteLength(whole, 'utf8') <= limitBytes) return whole;
-  return stringifyJson(
-    event.type === STATE_CHANGED
-      ? { ...event, next: null, prev: null, agent: null, truncated: true }
-      : { ...event, next: null, prev: null, truncated: true },
-  );
+export const EVENT_STATES_LIMIT_BYTES = 64 * 1024;
+
+/**
+ * How a receiver asked for events: `full` carries `next` and `prev` when they fit; `patch`
+ * (a WebSocket subscription with `"mode": "patch"`) never does, and relies on `patch`.
+ */
+export type EventMode = 'full' | 'patch';
+export const EVENT_MODES: readonly EventMode[] = ['full', 'patch'];
+
+const fitted = new WeakMap<ChangeEvent, ChangeEvent>();
+
+/**
+ * The event as it goes out: with its `patch`, and without `next` and `prev` when together
+ * they pass `EVENT_STATES_LIMIT_BYTES` (`truncated: true`). Computed once per event object
+ * (an agent's view is an object of its own, and gets a patch of its own view).
+ */
+function fitEvent(event: ChangeEvent): ChangeEvent {
+  const known = fitted.get(event);
+  if (known) return known;
+  const next = event.next ?? null;
+  const prev = event.prev ?? null;
+  const { next: _next, prev: _prev, ...rest } = event;
+  const patch = mergePatchBetween(prev, next);
+  const withPatch = patch !== undefined && encodedSize(patch) <= EVENT_STATES_LIMIT_BYTES ? { patch } : {};
+  const statesFit = encodedSize(next) + encodedSize(prev) <= EVENT_STATES_LIMIT_BYTES;
+  const result = (statesFit ? { ...rest, next, prev, ...withPatch } : { ...rest, ...withPatch, truncated: true }) as ChangeEvent;
+  fitted.set(event, result);
+  return result;
+}
+
+/**
+ * The event as JSON text for a channel of at most `limitBytes` (an EventBridge entry, a
+ * WebSocket message), in `mode`. First the event as `fitEvent` shapes it (without `next` and
+ * `prev` in patch mode); if that is still too large for the channel, without `next` and
+ * `prev`, then without the agent config, then without the patch: never dropped, at worst an
+ * event that names its version (`truncated: true`).
+ */
+export function serializeWithin(event: ChangeEvent, limitBytes: number, mode: EventMode = 'full'): string {
+  const shaped = fitEvent(event);
+  const { next: _next, prev: _prev, ...lean } = shaped;
+  const marked = mode === 'patch' && !('patch' in lean) ? { ...lean, truncated: true } : lean;
+  const candidates: unknown[] = [
+    mode === 'full' ? shaped : marked,
+    { ...lean, truncated: true },
+    withoutMembers(lean, ['agent']),
+    withoutMembers(lean, ['agent', 'patch']),
+  ];
+  let text = '';
+  for (const candidate of candidates) {
+    text = stringifyJson(candidate);
+    if (Buffer.byteLength(text, 'utf8') <= limitBytes) return text;
+  }
+  return text;
+}
+
+function withoutMembers(event: object, names: readonly string[]): object {
+  const copy: Record<string, unknown> = { ...event, truncated: true };
+  for (const name of names) delete copy[name];
+  return copy;
 }

@@ -1,5 +1,6 @@
 import { type ActingAgentWording, requireActingAgent } from './acting-agent.js';
 import { AgentStateError } from './errors.js';
+import { EVENT_MODES, type EventMode } from './events.js';
 import { requireId } from './ids.js';
 import type { SessionScope } from './model.js';
 
@@ -31,6 +32,8 @@ export interface LiveConnection {
 export interface LiveFollower {
   connectionId: string;
   agentId: string | null;
+  /** `patch`: events without `next` and `prev` (subscribed with `"mode": "patch"`). */
+  mode: EventMode;
 }
 
 export interface LiveStore {
@@ -41,7 +44,7 @@ export interface LiveStore {
    * False when the connection is gone, or already follows `MAX_SUBSCRIPTIONS` other sessions.
    * Subscribing again to a session it follows replaces the agent it follows it as.
    */
-  subscribe(connectionId: string, scope: SessionScope, expiresAt: number, agentId?: string | null): Promise<boolean>;
+  subscribe(connectionId: string, scope: SessionScope, expiresAt: number, agentId?: string | null, mode?: EventMode): Promise<boolean>;
   unsubscribe(connectionId: string, scope: SessionScope): Promise<void>;
   /** Removes the connection and everything it follows. */
   deleteConnection(connectionId: string): Promise<void>;
@@ -57,6 +60,8 @@ export interface LiveAck {
   sessionId: string;
   /** On `subscribed`, when the subscription names an agent. */
   agentId?: string;
+  /** On `subscribed`, when the subscription asked for `"mode": "patch"`. */
+  mode?: EventMode;
 }
 
 /** A limited key's connection follows a session only as one of the key's agents. */
@@ -76,19 +81,28 @@ export class LiveService {
     await this.store.putConnection(connectionId, tenant, this.expiry(), agents && agents.length > 0 ? agents : null);
   }
 
-  /** `agentId` (optional): receive the session's events as this agent may see them. */
-  async subscribe(connectionId: string, sessionId: unknown, agentId?: unknown): Promise<LiveAck> {
+  /**
+   * `agentId` (optional): receive the session's events as this agent may see them. `mode`
+   * (optional): `"patch"` for events without `next` and `prev`, `"full"` (the default) for all.
+   */
+  async subscribe(connectionId: string, sessionId: unknown, agentId?: unknown, mode?: unknown): Promise<LiveAck> {
     const id = requireId(sessionId, 'sessionId');
     const agent = agentId === undefined || agentId === null ? null : requireId(agentId, 'agentId');
+    const eventMode = mode === undefined || mode === null ? 'full' : requireMode(mode);
     const connection = await this.requireConnection(connectionId);
     requireActingAgent(connection.agents, agent, SUBSCRIPTION_WORDING);
     const scope = { tenant: connection.tenant, sessionId: id };
-    if (!(await this.store.subscribe(connectionId, scope, this.expiry(), agent))) {
+    if (!(await this.store.subscribe(connectionId, scope, this.expiry(), agent, eventMode))) {
       throw new AgentStateError('invalid_request', `a connection may follow at most ${MAX_SUBSCRIPTIONS} sessions; unsubscribe first`, {
         limit: MAX_SUBSCRIPTIONS,
       });
     }
-    return { type: 'subscribed', sessionId: id, ...(agent === null ? {} : { agentId: agent }) };
+    return {
+      type: 'subscribed',
+      sessionId: id,
+      ...(agent === null ? {} : { agentId: agent }),
+      ...(eventMode === 'patch' ? { mode: eventMode } : {}),
+    };
   }
 
   async unsubscribe(connectionId: string, sessionId: unknown): Promise<LiveAck> {
@@ -112,4 +126,9 @@ export class LiveService {
   private expiry(): number {
     return Math.floor(this.now().getTime() / 1000) + CONNECTION_TTL_SECONDS;
   }
+}
+
+function requireMode(mode: unknown): EventMode {
+  if (EVENT_MODES.includes(mode as EventMode)) return mode as EventMode;
+  throw new AgentStateError('invalid_request', 'mode must be "full" or "patch"', { field: 'mode' });
 }

@@ -1,4 +1,5 @@
 import { DeleteCommand, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import type { EventMode } from '../core/events.js';
 import { type LiveConnection, type LiveFollower, type LiveStore, MAX_SUBSCRIPTIONS } from '../core/live.js';
 import type { SessionScope } from '../core/model.js';
 import { keys } from './keys.js';
@@ -49,7 +50,13 @@ export class DynamoDbLiveStore implements LiveStore {
     return { tenant: Item.tenant, sessions: sessionsOf(Item), ...(agents ? { agents } : {}) };
   }
 
-  async subscribe(connectionId: string, scope: SessionScope, expiresAt: number, agentId: string | null = null): Promise<boolean> {
+  async subscribe(
+    connectionId: string,
+    scope: SessionScope,
+    expiresAt: number,
+    agentId: string | null = null,
+    mode: EventMode = 'full',
+  ): Promise<boolean> {
     // The connection first: whatever it lists, $disconnect removes, so no follower item
     // outlives its connection (beyond a race with $disconnect, which TTL and the change
     // hook's cleanup of gone connections settle). A connection that is gone, or follows as
@@ -81,6 +88,7 @@ export class DynamoDbLiveStore implements LiveStore {
           sk: keys.subscriber(connectionId),
           connectionId,
           agentId: agentId ?? undefined,
+          mode: mode === 'full' ? undefined : mode,
           [tableKeys.timeToLive]: expiresAt,
         },
       }),
@@ -136,7 +144,11 @@ export class DynamoDbLiveStore implements LiveStore {
     const followers: LiveFollower[] = [];
     await forEachInRange(this.table, { partition: keys.subscribers(scope), prefix: keys.subscriberPrefix }, (item) => {
       if (this.expired(item)) return;
-      followers.push({ connectionId: String(item.connectionId), agentId: typeof item.agentId === 'string' ? item.agentId : null });
+      followers.push({
+        connectionId: String(item.connectionId),
+        agentId: typeof item.agentId === 'string' ? item.agentId : null,
+        mode: item.mode === 'patch' ? 'patch' : 'full',
+      });
     });
     return followers;
   }

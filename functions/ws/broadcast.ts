@@ -1,5 +1,5 @@
 import type { LiveBroadcaster } from '../core/change-fanout.js';
-import { type ChangeEvent, serializeWithin } from '../core/events.js';
+import { type ChangeEvent, type EventMode, serializeWithin } from '../core/events.js';
 import type { LiveFollower, LiveStore } from '../core/live.js';
 import type { ConnectionGateway } from './connections.js';
 
@@ -25,21 +25,32 @@ export function liveBroadcaster(store: FollowerSource, gateway: ConnectionGatewa
     const followers: LiveFollower[] =
       'followers' in store
         ? await store.followers(scope)
-        : (await store.subscribers(scope)).map((connectionId) => ({ connectionId, agentId: null }));
+        : (await store.subscribers(scope)).map((connectionId): LiveFollower => ({ connectionId, agentId: null, mode: 'full' }));
     if (followers.length === 0) return;
-    const serialize = (list: readonly ChangeEvent[]) => list.map((event) => serializeWithin(event, WEBSOCKET_MESSAGE_LIMIT_BYTES));
-    const messages = new Map<string | null, Promise<string[]>>([[null, Promise.resolve(serialize(events))]]);
-    const messagesFor = (agentId: string | null): Promise<string[]> => {
-      let found = messages.get(agentId);
+    const serialize = (list: readonly ChangeEvent[], mode: EventMode) =>
+      list.map((event) => serializeWithin(event, WEBSOCKET_MESSAGE_LIMIT_BYTES, mode));
+    const views = new Map<string | null, Promise<readonly ChangeEvent[]>>([[null, Promise.resolve(events)]]);
+    const viewFor = (agentId: string | null): Promise<readonly ChangeEvent[]> => {
+      let found = views.get(agentId);
       if (!found) {
-        found = eventsFor ? eventsFor(agentId).then(serialize) : Promise.reject(new Error(`no view of the events for agent ${agentId}`));
-        messages.set(agentId, found);
+        found = eventsFor ? eventsFor(agentId) : Promise.reject(new Error(`no view of the events for agent ${agentId}`));
+        views.set(agentId, found);
+      }
+      return found;
+    };
+    const messages = new Map<string, Promise<string[]>>();
+    const messagesFor = (agentId: string | null, mode: EventMode): Promise<string[]> => {
+      const key = `${mode}\u0000${agentId ?? ''}`;
+      let found = messages.get(key);
+      if (!found) {
+        found = viewFor(agentId).then((list) => serialize(list, mode));
+        messages.set(key, found);
       }
       return found;
     };
     const results = await Promise.allSettled(
-      followers.map(async ({ connectionId, agentId }) => {
-        for (const message of await messagesFor(agentId)) {
+      followers.map(async ({ connectionId, agentId, mode }) => {
+        for (const message of await messagesFor(agentId, mode)) {
           if ((await gateway.post(connectionId, message)) === 'gone') {
             await store.deleteConnection(connectionId);
             return;

@@ -87,7 +87,7 @@ export async function handler(event: WebSocketEvent): Promise<WebSocketResult> {
     message = parseMessage(event);
     switch (message.action) {
       case 'subscribe':
-        return ok(await dependencies().live.subscribe(connectionId, message.sessionId, message.agentId));
+        return ok(await dependencies().live.subscribe(connectionId, message.sessionId, message.agentId, message.mode));
       case 'unsubscribe':
         return ok(await dependencies().live.unsubscribe(connectionId, message.sessionId));
       default:

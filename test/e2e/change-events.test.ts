@@ -130,11 +130,20 @@ describe('webhooks', () => {
       decisionId: null,
       next: { a: 1 },
       prev: null,
+      patch: { a: 1 },
       agent: null,
       occurredAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
     });
-    expect(events[1]).toMatchObject({ version: 2, prevVersion: 1, author: 'planner', prev: { a: 1 }, next: { a: 1, b: 2 } });
+    expect(events[1]).toMatchObject({
+      version: 2,
+      prevVersion: 1,
+      author: 'planner',
+      prev: { a: 1 },
+      next: { a: 1, b: 2 },
+      patch: { b: 2 },
+    });
     expect(events[2]).toMatchObject({ version: 3, prevVersion: 2, cause: 'replace', prev: { a: 1, b: 2 }, next: { c: 3 } });
+    expect(events[2]?.patch).toEqual({ a: null, b: null, c: 3 });
     expect(events[3]).toMatchObject({ version: 4, prevVersion: 3, prev: { c: 3 }, next: { c: 3, d: 4 } });
     for (const delivery of target.deliveries) {
       expect(delivery.headers['x-agentstate-signature']).toBe(expectedSignature('hook-secret', delivery.raw));

@@ -118,6 +118,7 @@ describe('events of commit scopes', () => {
       author: null,
       next: { step: 1 },
       prev: null,
+      patch: { step: 1 },
       occurredAt: expect.any(String),
     });
     expect(delivered.find((event) => event.type === 'profile.changed')).toMatchObject({

@@ -443,6 +443,7 @@ describe('document events', () => {
       author: 'planner',
       next: { lang: 'fr' },
       prev: { lang: 'en' },
+      patch: { lang: 'fr' },
       occurredAt: '2025-06-01T10:00:00.000Z',
     });
     expect(h.broadcasts.map((broadcast) => `${broadcast.sessionId}: ${broadcast.ids.join(' ')}`).sort()).toEqual([

@@ -51,7 +51,8 @@ describe('eventBridgePublisher', () => {
       DetailType: 'state.changed',
       Time: new Date('2025-06-01T10:00:00.000Z'),
     });
-    expect(JSON.parse(first?.Detail as string)).toEqual({ ...event(1), tenant: 'acme' });
+    // prev is null, so the merge patch is the whole new state.
+    expect(JSON.parse(first?.Detail as string)).toEqual({ ...event(1), patch: event(1).next, tenant: 'acme' });
   });
 
   it('retries the entries that failed, and returns those that keep failing', async () => {
@@ -93,7 +94,8 @@ describe('eventBridgePublisher', () => {
     await publish([{ tenant: 't', event: event(1, { blob: 'x'.repeat(300_000) }) }]);
 
     const detail = JSON.parse(eventBridge.commandCalls(PutEventsCommand)[0]?.args[0].input.Entries?.[0]?.Detail as string);
-    expect(detail).toMatchObject({ id: 's1:1', next: null, truncated: true, tenant: 't' });
+    expect(detail).toMatchObject({ id: 's1:1', truncated: true, tenant: 't' });
+    expect(detail).not.toHaveProperty('next');
   });
 });
 

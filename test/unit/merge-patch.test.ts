@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Json, JsonObject } from '../../functions/core/json.js';
-import { mergePatch } from '../../functions/core/merge-patch.js';
+import { type Json, type JsonObject, jsonEqual } from '../../functions/core/json.js';
+import { mergePatch, mergePatchBetween } from '../../functions/core/merge-patch.js';
 
 /* ------------------------------------------------------------------ helpers (local) */
 
@@ -329,5 +329,44 @@ describe('mergePatch: hostile keys stay ordinary data', () => {
     expect(hasOwn(merged, 'constructor')).toBe(false);
     expect(merged.constructor).toBe(Object);
     expect(JSON.stringify(merged)).toBe('{"a":1}');
+  });
+});
+
+describe('mergePatchBetween: the patch an event carries', () => {
+  const json = fc.jsonValue({ maxDepth: 3 }) as fc.Arbitrary<Json>;
+
+  it('turns prev into next whenever it exists', () => {
+    fc.assert(
+      fc.property(json, json, (prev, next) => {
+        const patch = mergePatchBetween(prev, next);
+        if (patch !== undefined) expect(jsonEqual(mergePatch(prev, patch), next)).toBe(true);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('exists for every pair whose next has no null member in an object', () => {
+    const noNulls = fc.jsonValue({ maxDepth: 3 }).filter((value) => !JSON.stringify(value).includes(':null')) as fc.Arbitrary<Json>;
+    fc.assert(
+      fc.property(json, noNulls, (prev, next) => {
+        expect(mergePatchBetween(prev, next)).not.toBeUndefined();
+      }),
+    );
+  });
+
+  it.each<[string, Json, Json, Json | undefined]>([
+    [
+      'a member added, one removed, one changed deep down',
+      { a: 1, b: { c: 1, d: 2 } },
+      { b: { c: 1, d: 3 }, e: [null] },
+      { a: null, b: { d: 3 }, e: [null] },
+    ],
+    ['equal values', { a: [1, 2] }, { a: [1, 2] }, {}],
+    ['a value replaced by a non-object', { a: 1 }, 'text', 'text'],
+    ['a member set to null (no merge patch can)', { a: 1 }, { a: null }, undefined],
+    ['an object with a null member over a scalar', { a: 1 }, { a: { b: null } }, undefined],
+    ['an object over a non-object root', null, { a: 1 }, { a: 1 }],
+  ])('%s', (_label, prev, next, patch) => {
+    expect(mergePatchBetween(prev, next)).toEqual(patch);
   });
 });

@@ -307,9 +307,9 @@ describe('ChangeFanout with agent-scoped receivers', () => {
 describe('liveBroadcaster with agent subscriptions', () => {
   const whole = [event(full, null, 1)];
   const followers: LiveFollower[] = [
-    { connectionId: 'plain', agentId: null },
-    { connectionId: 'as-general', agentId: 'general' },
-    { connectionId: 'also-general', agentId: 'general' },
+    { connectionId: 'plain', agentId: null, mode: 'full' },
+    { connectionId: 'as-general', agentId: 'general', mode: 'full' },
+    { connectionId: 'also-general', agentId: 'general', mode: 'full' },
   ];
 
   it('sends each follower the events as its agent may see them, cutting once per agent', async () => {

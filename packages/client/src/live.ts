@@ -486,12 +486,13 @@ class Follower<S> {
     this.pending.delete(version);
     this.lastDelivered = version;
     this.holeAttempts = 0;
-    this.remember(version, event.next);
+    // eventOf gives the event with its states (read back when it came without them).
+    this.remember(version, event.next ?? null);
     let next: S;
     let prev: S;
     try {
-      next = this.options.decode(event.next, event.version);
-      prev = this.options.decode(event.prev, event.prevVersion);
+      next = this.options.decode(event.next ?? null, event.version);
+      prev = this.options.decode(event.prev ?? null, event.prevVersion);
     } catch (error) {
       this.report(error);
       return;

@@ -407,13 +407,16 @@ export interface StateChangedEvent<S = Json> {
   cause: VersionCause;
   author: string | null;
   decisionId: string | null;
-  /** The state recorded by this version (null when `truncated`). */
-  next: S | null;
-  /** The state of `prevVersion`; null for prevVersion 0 (or when `truncated`). */
-  prev: S | null;
-  agent: Json;
+  /** The state recorded by this version; left out when `truncated` and for a `mode: "patch"` subscription. */
+  next?: S | null;
+  /** The state of `prevVersion` (null for prevVersion 0); left out as `next` is. */
+  prev?: S | null;
+  /** The RFC 7396 merge patch turning `prev` into `next`; left out when over 64 KiB or when no merge patch can. */
+  patch?: Json;
+  /** The agent config; left out only when the event would not fit a channel otherwise. */
+  agent?: Json;
   occurredAt: string;
-  /** Set by the server when the event was too large for the channel; states are then null. */
+  /** Set when `next` and `prev` together pass 64 KiB (or the event would not fit a channel): they are left out. */
   truncated?: true;
   /**
    * Only on an event sent as an agent (a webhook or subscription with `agentId`) when a stored
@@ -443,8 +446,9 @@ export interface DocumentChangedEvent<S = Json> {
   prevVersion: number;
   cause: 'commit';
   author: string | null;
-  next: S | null;
-  prev: S | null;
+  next?: S | null;
+  prev?: S | null;
+  patch?: Json;
   occurredAt: string;
   truncated?: true;
 }
