@@ -140,11 +140,17 @@ const stateChangedEvent = z.object({
   cause,
   author: z.string().nullable(),
   decisionId: z.string().nullable(),
-  next: jsonValue,
-  prev: jsonValue,
-  agent: jsonValue,
+  next: jsonValue.optional().meta({ description: 'the state this version recorded; left out when `truncated` and in `mode: "patch"`' }),
+  prev: jsonValue.optional().meta({ description: 'the state of `prevVersion`; left out as `next` is' }),
+  patch: jsonValue
+    .optional()
+    .meta({ description: 'the RFC 7396 merge patch turning `prev` into `next`; left out past 64 KiB or when no merge patch can' }),
+  agent: jsonValue.optional(),
   occurredAt: time,
-  truncated: z.literal(true).optional(),
+  truncated: z
+    .literal(true)
+    .optional()
+    .meta({ description: '`next` and `prev` together passed 64 KiB (or the channel is smaller than the event): they are left out' }),
   viewError: z.object({ code: z.string(), fields: z.array(jsonValue) }).optional(),
 });
 const documentChangedEvent = z.object({
@@ -158,8 +164,9 @@ const documentChangedEvent = z.object({
   prevVersion: version,
   cause: z.literal('commit'),
   author: z.string().nullable(),
-  next: jsonValue,
-  prev: jsonValue,
+  next: jsonValue.optional(),
+  prev: jsonValue.optional(),
+  patch: jsonValue.optional(),
   occurredAt: time,
   truncated: z.literal(true).optional(),
 });
