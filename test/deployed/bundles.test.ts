@@ -1,0 +1,213 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type DeployedStack, deployStack } from './support/world.js';
+
+/**
+ * The deployed artifacts, as Lambda runs them: the bundles of the shared `cdk synth`, each in a
+ * node process of its own with the template's environment and role, invoked with the event
+ * shapes AWS documents (HTTP API payload 2.0 behind the REQUEST authorizer, WebSocket
+ * `$connect` / message / `$disconnect`, DynamoDB Streams records through the mapping's filter)
+ * against DynamoDB Local. What a client of the deployed API sees is what these tests assert.
+ */
+
+let stack: DeployedStack;
+let key: string;
+
+beforeAll(async () => {
+  stack = await deployStack();
+  key = await stack.createKey('acme');
+}, 180_000);
+
+afterAll(async () => stack?.close());
+
+function call(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+  return stack.http.request(method, path, {
+    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+}
+
+describe('the HTTP API behind the authorizer', () => {
+  it('answers /health without a key, and refuses a request without a key before any function runs', async () => {
+    // Act
+    const health = await stack.http.request('GET', '/health');
+    const calls = stack.http.authorizerCalls;
+    const keyless = await stack.http.request('GET', '/v1/sessions');
+
+    // Assess: API Gateway itself answers a missing identity source (docs/deploy.md).
+    expect(health).toMatchObject({ status: 200, json: { ok: true } });
+    expect(keyless).toMatchObject({ status: 401, json: { message: 'Unauthorized' } });
+    expect(stack.http.authorizerCalls).toBe(calls);
+  });
+
+  it('answers an unknown key with the contract’s 401 problem document', async () => {
+    const response = await stack.http.request('GET', '/v1/sessions', { headers: { authorization: 'Bearer as_nobody' } });
+    expect(response.status).toBe(401);
+    expect(response.headers['content-type']).toBe('application/problem+json');
+    expect(response.headers['www-authenticate']).toMatch(/^Bearer/);
+    expect(response.json).toMatchObject({ code: 'unauthorized', status: 401 });
+  });
+
+  it('serves a conversation through every route group: agents, sessions, tree, state, decide, commits, webhooks', async () => {
+    // Act
+    const agent = await call('PUT', '/v1/agents/planner', { config: { model: 'small' } });
+    const session = await call('POST', '/v1/sessions', { sessionId: 'trip', agentId: 'planner', userId: 'ada' });
+    const appended = await call('POST', '/v1/sessions/trip/messages', {
+      messages: [
+        { id: 'u1', role: 'user', content: 'Plan a trip' },
+        { id: 'a1', role: 'assistant', content: 'Where to?' },
+      ],
+    });
+    const patched = await call(
+      'PATCH',
+      '/v1/sessions/trip/state',
+      { destination: 'Lisbon', nights: 3 },
+      { 'content-type': 'application/merge-patch+json' },
+    );
+    const branch = await call('POST', '/v1/sessions/trip/messages', { parentId: 'u1', messages: [{ id: 'a1b', role: 'assistant' }] });
+    const atBranch = await call('GET', '/v1/sessions/trip/state');
+    const atFirst = await call('GET', '/v1/sessions/trip/state?node=a1');
+    const stale = await call('PUT', '/v1/sessions/trip/state?node=a1', { nights: 4 }, { 'if-match': '"0"' });
+    const decided = await call('POST', '/v1/sessions/trip/decide', {
+      trigger: { type: 'client.messages', messages: [{ id: 'u2', role: 'user' }] },
+    });
+    const committed = await call('POST', '/v1/sessions/trip/commits?node=a1', {
+      commands: [
+        { key: 'budget', scope: 'thread', merge: 'disjoint', set: 900 },
+        { key: 'home', scope: 'profile', merge: 'disjoint', set: 'Porto' },
+      ],
+    });
+    const profile = await call('GET', '/v1/profiles/ada/state');
+    const webhook = await call('POST', '/v1/webhooks', { url: 'https://hooks.example.com/agentstate', sessionId: 'trip' });
+    const loopback = await call('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/hook' });
+    const tree = await call('GET', '/v1/sessions/trip/tree');
+
+    // Assess
+    expect(agent.status).toBe(201);
+    expect(session).toMatchObject({ status: 201, json: { sessionId: 'trip', agentId: 'planner', userId: 'ada' } });
+    expect(appended).toMatchObject({ status: 201, json: { head: 'a1' } });
+    expect(patched).toMatchObject({ status: 200, json: { node: 'a1', version: 1, state: { destination: 'Lisbon', nights: 3 } } });
+    expect(patched.headers.etag).toBe('"1"');
+    expect(branch.status).toBe(201);
+    expect(atBranch.json).toMatchObject({ node: 'a1b', version: 0, state: null });
+    expect(atFirst.json).toMatchObject({ node: 'a1', version: 1, state: { nights: 3 } });
+    expect(stale).toMatchObject({ status: 412, json: { code: 'version_mismatch', currentVersion: 1 } });
+    expect(stale.headers['content-type']).toBe('application/problem+json');
+    expect(decided).toMatchObject({ status: 200, json: { head: 'u2' } });
+    expect(committed).toMatchObject({
+      status: 200,
+      json: { state: { destination: 'Lisbon', nights: 3, budget: 900 }, profile: { state: { home: 'Porto' } } },
+    });
+    expect(profile).toMatchObject({ status: 200, json: { state: { home: 'Porto' } } });
+    expect(webhook.status).toBe(201);
+    // In a Lambda, webhooks must be public https endpoints.
+    expect(loopback).toMatchObject({ status: 400, json: { code: 'invalid_request' } });
+    expect(tree.json.nodes.map((node: { id: string }) => node.id).sort()).toEqual(['a1', 'a1b', 'root', 'u1', 'u2']);
+  });
+
+  it('finishes a delete that died halfway on the next write, which starts the session afresh', async () => {
+    // Prepare: a session, and its delete stopped (as at a function timeout) right after it closed the session.
+    const sessions = stack.deployment.functionNamed(/the sessions routes$/);
+    expect((await call('PATCH', '/v1/sessions/halfway/state', { old: true })).status).toBe(200);
+    let stopped = false;
+    stack.aws.fault = (request) => {
+      if (stopped || request.functionId !== sessions.logicalId || request.operation === 'Query' || request.operation === 'GetItem')
+        return 'pass';
+      stopped = true;
+      return 'crash';
+    };
+    const deleting = await call('DELETE', '/v1/sessions/halfway');
+    stack.aws.fault = () => 'pass';
+
+    // Act: five minutes later, a state write, a read and an append.
+    const later = { headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, clockOffsetMs: 5 * 60_000 };
+    const written = await stack.http.request('PATCH', '/v1/sessions/halfway/state', { ...later, body: '{"fresh":true}' });
+    const read = await call('GET', '/v1/sessions/halfway/versions');
+
+    // Assess: the deleted session's history is gone; the write is its new version 1.
+    expect(deleting.status).toBe(500);
+    expect(written).toMatchObject({ status: 200, json: { version: 1, prevVersion: 0, state: { fresh: true } } });
+    expect(read.json.versions ?? read.json.items).toHaveLength(1);
+  });
+
+  it('holds a key limited to agents to them', async () => {
+    // Prepare
+    const limited = await stack.createKey('acme', ['planner']);
+    const as = (headers: Record<string, string>) =>
+      stack.http.request('GET', '/v1/agents', { headers: { authorization: `Bearer ${limited}`, ...headers } });
+
+    // Act
+    const without = await as({});
+    const asPlanner = await as({ 'x-agent-id': 'planner' });
+    const asOther = await as({ 'x-agent-id': 'writer' });
+
+    // Assess
+    expect(without).toMatchObject({ status: 403, json: { code: 'forbidden' } });
+    expect(asPlanner.status).toBe(200);
+    expect(asOther).toMatchObject({ status: 403, json: { code: 'forbidden' } });
+  });
+
+  it('serves the inspector page from the inspector bundle, with the stack’s WebSocket URL', async () => {
+    const page = await stack.http.request('GET', '/');
+    const config = await stack.http.request('GET', '/inspector/config.json');
+    expect(page.status).toBe(200);
+    expect(page.headers['content-type']).toMatch(/^text\/html/);
+    expect(page.body).toContain('<script');
+    expect(config.json).toMatchObject({ webSocketUrl: expect.stringMatching(/\/v1$/) });
+  });
+});
+
+describe('change events from the stream', () => {
+  it('reach EventBridge and a follower, and a batch reports the first record it could not publish', async () => {
+    // Prepare: a follower of the session, then writes whose records the mapping lets through.
+    expect((await stack.webSocket.connect('conn-follow', { token: key })).result).toEqual({ statusCode: 200 });
+    const subscribed = await stack.webSocket.send('conn-follow', JSON.stringify({ action: 'subscribe', sessionId: 'events' }));
+    await stack.stream.read(0, 200);
+    expect((await call('PATCH', '/v1/sessions/events/state', { step: 1 })).status).toBe(200);
+    expect((await call('POST', '/v1/sessions/events/messages', { messages: [{ id: 'm1', role: 'user' }] })).status).toBe(201);
+    expect((await call('PATCH', '/v1/sessions/events/state', { step: 2 })).status).toBe(200);
+    const all = await stack.stream.read(3);
+    const records = stack.stream.eventRecords(all);
+
+    // Act: EventBridge unreachable, then back.
+    stack.aws.eventBridgeDown = true;
+    const [failed] = await stack.stream.deliver(records);
+    stack.aws.eventBridgeDown = false;
+    const from = failed?.invocation.result.batchItemFailures[0]?.itemIdentifier;
+    const [retried] = await stack.stream.deliver(records.slice(records.findIndex((record) => record.dynamodb.SequenceNumber === from)));
+
+    // Assess: the head marker of the append was filtered out; two versions remain.
+    expect(JSON.parse(subscribed.result.body)).toEqual({ type: 'subscribed', sessionId: 'events' });
+    expect(all.length).toBeGreaterThan(records.length);
+    expect(records).toHaveLength(2);
+    expect(failed?.invocation.result).toEqual({ batchItemFailures: [{ itemIdentifier: records[0]?.dynamodb.SequenceNumber }] });
+    expect(retried?.invocation.result).toEqual({ batchItemFailures: [] });
+    const entries = stack.aws.eventBridgeEntries.filter((entry) => JSON.parse(entry.Detail).sessionId === 'events');
+    expect(entries.map((entry) => [entry.Source, entry.DetailType, JSON.parse(entry.Detail).version])).toEqual([
+      ['agentstate', 'state.changed', 1],
+      ['agentstate', 'state.changed', 2],
+    ]);
+    expect(JSON.parse(entries[1]?.Detail)).toMatchObject({ tenant: 'acme', id: 'events:2', prev: { step: 1 }, next: { step: 2 } });
+    const live = (stack.aws.posted.get('conn-follow') ?? []).map((frame) => JSON.parse(frame));
+    // At least once: the failed batch may have reached the follower before the bus refused it.
+    expect(new Set(live.map((event) => event.id))).toEqual(new Set(['events:1', 'events:2']));
+  });
+});
+
+describe('the WebSocket API', () => {
+  it('refuses a connection without a valid key, answers unknown messages, and forgets a connection on $disconnect', async () => {
+    // Act
+    const refused = await stack.webSocket.connect('conn-refused', { token: 'as_nobody' });
+    await stack.webSocket.connect('conn-1', { token: key });
+    const unknown = await stack.webSocket.send('conn-1', '{"action":"dance"}');
+    const notJson = await stack.webSocket.send('conn-1', 'hello');
+    const gone = await stack.webSocket.disconnect('conn-1');
+    const afterwards = await stack.webSocket.send('conn-1', JSON.stringify({ action: 'subscribe', sessionId: 's' }));
+
+    // Assess
+    expect(refused.result.statusCode).toBe(401);
+    expect(JSON.parse(unknown.result.body)).toMatchObject({ type: 'error', status: 400, code: 'invalid_request' });
+    expect(JSON.parse(notJson.result.body)).toMatchObject({ type: 'error', status: 400, code: 'invalid_json' });
+    expect(gone.result).toEqual({ statusCode: 200 });
+    expect(afterwards.result.statusCode).toBeGreaterThanOrEqual(400);
+  });
+});
