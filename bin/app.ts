@@ -11,6 +11,7 @@ import { AgentStateStack } from '../lib/agent-state-stack.js';
  * | `stackName`     | `AGENTSTATE_STACK_NAME`       | the stack's name (default `AgentState`)        |
  * | `alarmEmail`    | `AGENTSTATE_ALARM_EMAIL`      | subscribed to the alarm topic                  |
  * | `alarmTopicArn` | `AGENTSTATE_ALARM_TOPIC_ARN`  | a topic of your own for every alarm            |
+ * | `corsOrigins`   | `AGENTSTATE_CORS_ORIGINS`     | origins whose pages may call the API (comma-separated) |
  * | `account`, `region` | `AGENTSTATE_ACCOUNT`, `AGENTSTATE_REGION` | pin the stack to one environment |
  *
  * Without `account` and `region` the stack is environment-agnostic: the template names no
@@ -28,10 +29,14 @@ const account = setting('account', 'AGENTSTATE_ACCOUNT');
 const region = setting('region', 'AGENTSTATE_REGION');
 const alarmEmail = setting('alarmEmail', 'AGENTSTATE_ALARM_EMAIL');
 const alarmTopicArn = setting('alarmTopicArn', 'AGENTSTATE_ALARM_TOPIC_ARN');
+const corsOrigins = (setting('corsOrigins', 'AGENTSTATE_CORS_ORIGINS') ?? '')
+  .split(',')
+  .map((origin) => origin.trim())
+  .filter(Boolean);
 
 new AgentStateStack(app, stackName, {
   ...(account || region ? { env: { account, region } } : {}),
-  agentState: { ...(alarmEmail ? { alarmEmail } : {}), ...(alarmTopicArn ? { alarmTopicArn } : {}) },
+  agentState: { ...(alarmEmail ? { alarmEmail } : {}), ...(alarmTopicArn ? { alarmTopicArn } : {}), corsOrigins },
 });
 
 // cdk-nag's AWS Solutions rules run at synth; an unacknowledged finding fails the synth.

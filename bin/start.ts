@@ -5,10 +5,13 @@
  * Env: PORT (4000), HOST (127.0.0.1: anything else is reachable from the network, and the
  * banner says so), AGENTSTATE_DATA (`.agentstate/data`; `memory` keeps nothing),
  * AGENTSTATE_API_KEYS (`local:dev-key`), AGENTSTATE_TABLE (`agentstate`),
- * AGENTSTATE_WEBSOCKET_URL (the inspector's live sync, when not this server's own address).
+ * AGENTSTATE_WEBSOCKET_URL (the inspector's live sync, when not this server's own address),
+ * AGENTSTATE_CORS_ORIGINS (origins whose pages may call the API; none by default),
+ * AGENTSTATE_ACCESS_LOG (`off` silences the line printed per request).
  */
 import { resolve } from 'node:path';
 import { DEFAULT_LOCAL_KEYS, parseKeyPairs } from '../functions/http/auth.js';
+import { parseCorsOrigins } from '../functions/http/cors.js';
 import { JavaMissingError } from '../functions/local/dynamodb-local.js';
 import { ensureInspectorBuilt } from '../functions/local/inspector-build.js';
 import { type LocalServer, PortInUseError, startLocalServer } from '../functions/local/server.js';
@@ -51,6 +54,12 @@ for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal
 // The inspector page is built while DynamoDB Local starts, only when missing or older than
 // its sources (a fresh clone, an edit): see functions/local/inspector-build.ts. Until then `/`
 // answers 503; a failed build leaves the API running.
+let corsOrigins: string[] = [];
+try {
+  corsOrigins = parseCorsOrigins(process.env.AGENTSTATE_CORS_ORIGINS);
+} catch (error) {
+  fail((error as Error).message);
+}
 const inspector = ensureInspectorBuilt().catch((error: unknown) => {
   console.warn('agentstate: the inspector page could not be built:', error);
   return 'unavailable' as const;
@@ -63,6 +72,8 @@ try {
     // `||`: an empty HOST means the default, loopback only.
     host: process.env.HOST || undefined,
     publicWebSocketUrl: process.env.AGENTSTATE_WEBSOCKET_URL || undefined,
+    corsOrigins,
+    ...(process.env.AGENTSTATE_ACCESS_LOG === 'off' ? {} : { accessLog: (line: string) => console.log(line) }),
   });
   await inspector;
 } catch (error) {
@@ -89,6 +100,7 @@ process.stdout.write(
     `  inspector: ${url}/ (sign in with the dev key)`,
     `  dev key: ${devKey}`,
     `  change events: webhooks (POST ${url}/v1/webhooks), live: ${webSocketUrl}?token=<key>`,
+    `  CORS: ${corsOrigins.length > 0 ? `pages of ${corsOrigins.join(', ')}` : 'off (AGENTSTATE_CORS_ORIGINS)'}`,
     `  try: curl -s ${url}/v1/sessions -H 'Authorization: Bearer ${devKey}'`,
     'Ctrl+C stops.',
     '',

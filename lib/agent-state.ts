@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { Annotations, ArnFormat, Duration, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
 import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
 import {
+  CorsHttpMethod,
   HttpApi,
   HttpMethod,
   HttpNoneAuthorizer,
@@ -29,6 +30,7 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
+import { corsPolicy, parseCorsOrigins } from '../functions/http/cors.js';
 import { type Route, routeGroups, routes } from '../functions/http/routes.js';
 import { changeRecordFilters } from '../functions/store/stream-images.js';
 import { tableKeys } from '../functions/store/table.js';
@@ -144,6 +146,14 @@ export interface AgentStateProps {
    * @default true
    */
   readonly dashboard?: boolean;
+
+  /**
+   * Origins whose web pages may call the API from a browser (API.md section 1), e.g.
+   * `['https://app.example.com']`, or `['*']` for any. API Gateway then answers CORS
+   * preflights itself, before the authorizer, with the policy of functions/http/cors.ts.
+   * @default [] - CORS off: browsers on other origins cannot read the API's answers
+   */
+  readonly corsOrigins?: readonly string[];
 
   /**
    * Request rate limits of the WebSocket API's stage (connects and messages together).
@@ -629,10 +639,23 @@ export class AgentState extends Construct {
 
   private createApi(props: AgentStateProps) {
     const accessLogs = new logs.LogGroup(this, 'AccessLogs', { retention: this.logRetention });
+    // Checked here, so that a typo fails the synth instead of blocking a page in production.
+    const corsOrigins = parseCorsOrigins((props.corsOrigins ?? []).join(','));
     const api = new HttpApi(this, 'Api', {
       description: 'agentstate HTTP API v1 (API.md)',
       // Our own $default stage below, so that it has throttling and access logs.
       createDefaultStage: false,
+      ...(corsOrigins.length > 0
+        ? {
+            corsPreflight: {
+              allowOrigins: corsOrigins,
+              allowMethods: corsPolicy.allowMethods.map((method) => CorsHttpMethod[method]),
+              allowHeaders: [...corsPolicy.allowHeaders],
+              exposeHeaders: [...corsPolicy.exposeHeaders],
+              maxAge: Duration.seconds(corsPolicy.maxAgeSeconds),
+            },
+          }
+        : {}),
     });
     const stage = new HttpStage(this, 'DefaultStage', {
       httpApi: api,

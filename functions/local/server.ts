@@ -4,12 +4,15 @@ import { resolve } from 'node:path';
 import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { AgentStateError, toProblem } from '../core/errors.js';
+import { parseCorsOrigins } from '../http/cors.js';
 import type { RouteGroup } from '../http/routes.js';
 import type { HttpHandler } from '../http/types.js';
 import { changeRecordFilters } from '../store/stream-images.js';
 import { defaultTableName, ensureTable } from '../store/table.js';
 import { classifyAddress } from '../workers/outbound.js';
 import { useLocalConnectionGateway } from '../ws/connections.js';
+import { withAccessLog } from './access-log.js';
+import { withCors } from './cors.js';
 import { type DynamoDbLocal, localDynamoDbClient, startDynamoDbLocal } from './dynamodb-local.js';
 import { createRequestListener } from './http-adapter.js';
 import { StreamPoller } from './stream-poller.js';
@@ -44,6 +47,13 @@ export interface LocalServerOptions {
   apiKeys?: string;
   /** @default `AGENTSTATE_TABLE`, else `agentstate` */
   tableName?: string;
+  /**
+   * Origins whose pages may call the API (functions/http/cors.ts); none turns CORS off.
+   * @default `AGENTSTATE_CORS_ORIGINS`, else none
+   */
+  corsOrigins?: readonly string[];
+  /** Where one line per request goes (functions/local/access-log.ts). @default no access log */
+  accessLog?: (line: string) => void;
   /** For tests that serve their own handlers; by default the real ones are imported. */
   loadHandlers?: () => Promise<Record<RouteGroup, HttpHandler>>;
 }
@@ -146,7 +156,9 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
       console.warn(`agentstate: table ${tableName} has no stream; change events are off (recreate the table to get them)`);
     }
 
-    listener = createRequestListener(handlers);
+    // Each concern its own wrapper: the access log sees every answer, CORS preflights included.
+    const cors = withCors(createRequestListener(handlers), options.corsOrigins ?? parseCorsOrigins(process.env.AGENTSTATE_CORS_ORIGINS));
+    listener = options.accessLog ? withAccessLog(cors, options.accessLog) : cors;
     webSocket.serve(webSocketHandler);
 
     const running = dynamoDb;

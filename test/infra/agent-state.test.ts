@@ -3,6 +3,7 @@ import { Annotations, Match } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { corsPolicy } from '../../functions/http/cors.js';
 import { routeGroups, routeKey, routes } from '../../functions/http/routes.js';
 import { tableKeys } from '../../functions/store/table.js';
 import type { AgentStateStack } from '../../lib/agent-state-stack.js';
@@ -378,6 +379,26 @@ describe('operations', () => {
       expect(alarm.Properties.OKActions).toEqual([arn]);
     }
     template.hasOutput('AlarmTopicArn', { Value: arn });
+  });
+
+  it('has no CORS configuration by default', () => {
+    const [, api] = reader.ofType('AWS::ApiGatewayV2::Api').find(([, resource]) => resource.Properties.ProtocolType === 'HTTP') ?? [];
+    expect(api?.Properties.CorsConfiguration).toBeUndefined();
+  });
+
+  it('lets API Gateway answer preflights for corsOrigins, with the policy the local server applies', () => {
+    const { template } = synthesize({ corsOrigins: ['https://app.example.com'] });
+    template.hasResourceProperties('AWS::ApiGatewayV2::Api', {
+      ProtocolType: 'HTTP',
+      CorsConfiguration: {
+        AllowOrigins: ['https://app.example.com'],
+        AllowMethods: [...corsPolicy.allowMethods],
+        AllowHeaders: [...corsPolicy.allowHeaders],
+        ExposeHeaders: [...corsPolicy.exposeHeaders],
+        MaxAge: corsPolicy.maxAgeSeconds,
+      },
+    });
+    expect(() => synthesize({ corsOrigins: ['app.example.com'] })).toThrow(/is not an origin/);
   });
 
   it('has a dashboard', () => {
