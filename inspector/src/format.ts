@@ -1,3 +1,5 @@
+import { plainText, richText } from './rich-values.js';
+
 /** Small display helpers shared by the views. */
 
 const units: Array<[Intl.RelativeTimeFormatUnit, number]> = [
@@ -25,6 +27,7 @@ export function fullTime(iso: string | null | undefined): string {
   return iso ? new Date(iso).toLocaleString() : '';
 }
 
+/** Pretty-printed JSON, tagged values written as the values they stand for (rich-values.ts). */
 export function pretty(value: unknown): string {
-  return value === undefined ? '(absent)' : JSON.stringify(value, null, 2);
+  return value === undefined ? '(absent)' : plainText(richText(value));
 }

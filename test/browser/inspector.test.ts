@@ -148,6 +148,33 @@ describe('inspector page', () => {
     expect(await row(trip.head).getAttribute('aria-label')).not.toContain(', head,');
   });
 
+  it("shows the client's tagged values as the values they stand for", async () => {
+    // Prepare: a state a session handle wrote with a Date, a Map, a BigInt and a `$` key.
+    const sessionId = uniqueId('rich');
+    const written = await api.client.put(`/v1/sessions/${sessionId}/state`, {
+      due: { $as: 'Date', $v: '2026-01-02T00:00:00.000Z' },
+      tags: { $as: 'Map', $v: [['a', 1]] },
+      count: { $as: 'BigInt', $v: '10' },
+      $$note: 'kept',
+    });
+    expect(written.status).toBe(200);
+
+    // Act
+    await page.goto(`${api.url}/#/s/${sessionId}`);
+    await row('root').click();
+
+    // Assess
+    const state = page.getByLabel('State at node root');
+    await expect.poll(() => state.textContent()).toContain('"due": Date 2026-01-02T00:00:00.000Z');
+    const text = await state.textContent();
+    expect(text).toContain('"tags": Map(1) {');
+    expect(text).toContain('"a" => 1');
+    expect(text).toContain('"count": 10n');
+    expect(text).toContain('"$note": "kept"');
+    expect(text).not.toContain('$as');
+    expect(await state.locator('.j-tag').first().textContent()).toBe('Date 2026-01-02T00:00:00.000Z');
+  });
+
   it('stays responsive with hundreds of nodes: only the rows in view are drawn', async () => {
     // Prepare: 200 turns, a branch every 10 → 421 nodes.
     const sessionId = uniqueId('large');

@@ -445,6 +445,53 @@ describe('the worker helper, called by agentstate', () => {
     });
   });
 
+  it('hands the worker decoded values and stores what it answers encoded, as a session handle reads and writes them', async () => {
+    // Prepare: a session whose state holds a Date and a Map, written through a session handle,
+    // and a worker that moves the Date a day on and counts the Map.
+    const seen: unknown[] = [];
+    const worker = createWorker<{ due: Date; tags: Map<string, number> }>(
+      (request) => {
+        seen.push(request.state);
+        const due = new Date(request.state.due.getTime() + 86_400_000);
+        return { state: { due, tags: new Map([...request.state.tags, ['seen', request.state.tags.size]]) } };
+      },
+      { secret: 'rich-secret' },
+    );
+    const server = createServer(toNodeHandler(worker));
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const agentId = uniqueId('rich');
+    await client.agents.put(agentId, {
+      worker: { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/decide`, secret: 'rich-secret' },
+    });
+    const sid = uniqueId('rich');
+    const handle = client.session<{ due: Date; tags: Map<string, number> }>(sid);
+    await handle.replaceState({ due: new Date('2026-01-01T00:00:00.000Z'), tags: new Map([['a', 1]]) });
+
+    // Act
+    await client.decide(sid, { agentId, trigger: { type: 'tick' } });
+
+    // Assess: the worker got real values, and a reader of the session gets the worker's.
+    expect(seen).toEqual([{ due: new Date('2026-01-01T00:00:00.000Z'), tags: new Map([['a', 1]]) }]);
+    expect(await handle.getState()).toEqual({
+      due: new Date('2026-01-02T00:00:00.000Z'),
+      tags: new Map([
+        ['a', 1],
+        ['seen', 1],
+      ]),
+    });
+    expect((await client.state.get(sid)).state).toEqual({
+      due: { $as: 'Date', $v: '2026-01-02T00:00:00.000Z' },
+      tags: {
+        $as: 'Map',
+        $v: [
+          ['a', 1],
+          ['seen', 1],
+        ],
+      },
+    });
+  });
+
   it('refuses a request signed with another secret (401), so the decision fails and writes nothing', async () => {
     const worker = await serveWorker('worker-secret');
     const agentId = uniqueId('mis-signed');

@@ -216,3 +216,38 @@ describe('verifyWebhook', () => {
     expect(standardWebhookHeaders(spec.secret, spec.headers['webhook-id'], spec.body, new Date(1614265330 * 1000))).toEqual(spec.headers);
   });
 });
+
+describe('the worker codec', () => {
+  const tagged = { ...decisionRequest, state: { at: { $as: 'Date', $v: '2026-01-01T00:00:00.000Z' }, $$note: 'kept' } };
+
+  it('decodes the values a worker is handed and encodes those it answers', async () => {
+    // Prepare
+    const seen: unknown[] = [];
+    const coded = createWorker<unknown>(
+      (request) => {
+        seen.push(request.state);
+        return { state: { at: new Date('2026-02-01T00:00:00.000Z'), ids: new Set([1n]) }, agent: { model: 'small' } };
+      },
+      { secret: SECRET },
+    );
+
+    // Act
+    const answer = await coded.invoke(tagged);
+
+    // Assess
+    expect(seen).toEqual([{ at: new Date('2026-01-01T00:00:00.000Z'), $note: 'kept' }]);
+    expect(answer).toEqual({
+      state: { at: { $as: 'Date', $v: '2026-02-01T00:00:00.000Z' }, ids: { $as: 'Set', $v: [{ $as: 'BigInt', $v: '1' }] } },
+      agent: { model: 'small' },
+    });
+  });
+
+  it('hands over the JSON as sent with codec: false', async () => {
+    const seen: unknown[] = [];
+    const raw = createWorker((request) => void seen.push(request.state), { secret: SECRET, codec: false });
+
+    await raw.invoke(tagged);
+
+    expect(seen).toEqual([tagged.state]);
+  });
+});

@@ -1,3 +1,4 @@
+import { decode, encode } from './codec.js';
 import { signingKeys, type VerifyWebhookOptions, verifyWith } from './signature.js';
 import type { DecisionRequest, DecisionResponse, Json } from './types.js';
 
@@ -17,7 +18,7 @@ import type { DecisionRequest, DecisionResponse, Json } from './types.js';
  */
 
 // biome-ignore lint/suspicious/noConfusingVoidType: \`void\` lets a worker that answers nothing be a function with no return statement.
-export type Decide<S = Json> = (request: DecisionRequest<S>) => DecisionResponse | void | Promise<DecisionResponse | void>;
+export type Decide<S = Json> = (request: DecisionRequest<S>) => DecisionResponse<S> | void | Promise<DecisionResponse<S> | void>;
 
 export interface WorkerOptions {
   /**
@@ -33,6 +34,14 @@ export interface WorkerOptions {
   onError?: (error: unknown, request: DecisionRequest<unknown>) => void;
   /** How far a signed timestamp may be from this worker's clock, and the clock. @default 5 minutes, Date.now */
   signature?: VerifyWebhookOptions;
+  /**
+   * Decode the request's `state`, `agent`, `proposed`, `profile` and `shared` with the client's
+   * codec (tagged values such as `{"$as":"Date","$v":"…"}` arrive as a `Date`, a `Map`, …, as a
+   * session handle reads them), and encode the answer's `state` and `agent` the same way, so a
+   * worker and the clients of its sessions see the same values. `false` hands over the JSON as
+   * sent. @default true
+   */
+  codec?: boolean;
 }
 
 /** An HTTP answer of the worker. */
@@ -69,13 +78,15 @@ export function createWorker<S = Json>(decide: Decide<S>, options: WorkerOptions
   const keys = signingKeys(secrets);
   const onError = options.onError ?? ((error: unknown) => console.error('agentstate worker: decide failed', error));
 
+  const codec = options.codec ?? true;
+
   async function run(request: DecisionRequest<S>): Promise<DecisionResponse> {
-    const answer: unknown = await decide(request);
+    const answer: unknown = await decide(codec ? decodedRequest(request) : request);
     if (answer === undefined) return {};
     // agentstate would refuse anything else as a malformed answer (502): say why here.
     if (answer === null || typeof answer !== 'object' || Array.isArray(answer))
       throw new TypeError('decide must return a DecisionResponse object (or nothing)');
-    return answer as DecisionResponse;
+    return codec ? encodedAnswer(answer as DecisionResponse) : (answer as DecisionResponse);
   }
 
   return {
@@ -215,6 +226,28 @@ function isHttpEvent(event: unknown): event is LambdaHttpEvent {
 }
 
 /* ------------------------------------------------------------------ helpers */
+
+/** The request with its values decoded (the trigger and the messages are passed on as sent). */
+function decodedRequest<S>(request: DecisionRequest<S>): DecisionRequest<S> {
+  const raw = request as DecisionRequest<Json>;
+  return {
+    ...request,
+    state: decode<S>(raw.state),
+    agent: decode(raw.agent),
+    proposed: decode(raw.proposed),
+    profile: decode(raw.profile),
+    shared: decode(raw.shared),
+  };
+}
+
+/** The answer with its `state` and `agent` encoded; `null` and absent members keep their meaning. */
+function encodedAnswer(answer: DecisionResponse): DecisionResponse {
+  return {
+    ...answer,
+    ...(answer.state === undefined || answer.state === null ? {} : { state: encode(answer.state) }),
+    ...(answer.agent === undefined ? {} : { agent: encode(answer.agent) }),
+  };
+}
 
 function base64Bytes(text: string): Uint8Array {
   const binary = atob(text);
