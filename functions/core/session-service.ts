@@ -3,6 +3,7 @@ import { AgentStateError } from './errors.js';
 import type { Caller } from './fields.js';
 import { newId, ROOT_NODE } from './ids.js';
 import { type Json, type JsonObject, jsonEqual } from './json.js';
+import { applyJsonPatch, type PatchOperation } from './json-patch.js';
 import { mergePatch } from './merge-patch.js';
 import { type MessagePath, pathFrom } from './message-path.js';
 import type { Page, SessionMeta, SessionScope, VersionRecord } from './model.js';
@@ -137,6 +138,11 @@ export class SessionService {
   /** Applies `patch` (RFC 7396 JSON merge patch) to the state at the target node (`PATCH`). */
   patchState(scope: SessionScope, patch: Json, options: StateWriteOptions = {}): Promise<WriteResult> {
     return this.writeState(scope, options, 'patch', (current) => mergePatch(current, patch));
+  }
+
+  /** Applies RFC 6902 operations, in order and all or nothing, to the state at the target node (`PATCH`). */
+  jsonPatchState(scope: SessionScope, operations: readonly PatchOperation[], options: StateWriteOptions = {}): Promise<WriteResult> {
+    return this.writeState(scope, options, 'patch', (current) => applyJsonPatch(current, operations));
   }
 
   /** Replaces the state at the target node with `state` (`PUT`). */

@@ -1,11 +1,18 @@
 import { AgentStateError } from '../core/errors.js';
+import { parseJsonPatch } from '../core/json-patch.js';
 import { STATE_BODY_LIMIT_BYTES, STATE_LIMIT_BYTES } from '../core/model.js';
 import type { WriteResult } from '../core/session-service.js';
 import { createHttpHandler, type RouteInput } from './api.js';
 import { ifMatch, pagination, queryNode, sessionScope, versionNumber } from './request.js';
 import { json, versionedJson } from './responses.js';
 
-/** `PATCH` and `PUT`: the service applies the body as a merge patch or as the whole state. */
+/** The media type of a JSON Patch body (RFC 6902); any other JSON type is a merge patch. */
+const JSON_PATCH = 'application/json-patch+json';
+
+/**
+ * `PATCH` and `PUT`: the service applies the body as a merge patch, as JSON Patch operations
+ * (checked here, before anything is read), or as the whole state.
+ */
 async function write(input: RouteInput, method: 'patchState' | 'replaceState') {
   const scope = sessionScope(input);
   if (input.body === undefined) {
@@ -13,6 +20,15 @@ async function write(input: RouteInput, method: 'patchState' | 'replaceState') {
   }
   const node = queryNode(input);
   const expected = ifMatch(input);
+  const mediaType = (input.header('content-type') ?? '').split(';')[0]?.trim().toLowerCase();
+  const options = {
+    ...(node === undefined ? {} : { node }),
+    ...(expected === undefined ? {} : { ifMatch: expected }),
+    caller: input.caller,
+  };
+  if (method === 'patchState' && mediaType === JSON_PATCH) {
+    return versionedJson(await input.deps.sessions.jsonPatchState(scope, parseJsonPatch(input.body), options));
+  }
   const result: WriteResult = await input.deps.sessions[method](scope, input.body, {
     ...(node === undefined ? {} : { node }),
     ...(expected === undefined ? {} : { ifMatch: expected }),

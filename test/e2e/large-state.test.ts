@@ -168,3 +168,92 @@ describe('a 4 MiB state', () => {
     expect((await http.get(`/v1/sessions/${sid}/state`)).body).toMatchObject({ version: 2 });
   });
 });
+
+describe('JSON Patch (application/json-patch+json)', () => {
+  const jsonPatch = (sid: string, operations: unknown, headers: Record<string, string> = {}) =>
+    http.request('PATCH', `/v1/sessions/${sid}/state`, { json: operations, contentType: 'application/json-patch+json', headers });
+
+  it('appends to an array of a 4 MiB state without resending it, and records cause "patch"', async () => {
+    // Prepare
+    const sid = uniqueId('jp-append');
+    const state = largeState(4 * MiB - 64 * 1024);
+    await http.put(`/v1/sessions/${sid}/state`, state);
+
+    // Act
+    const appended = await jsonPatch(sid, [
+      { op: 'add', path: '/log/-', value: { id: 'new', text: 'appended' } },
+      { op: 'replace', path: '/turns', value: 1 },
+    ]);
+
+    // Assess
+    expect(appended.status).toBe(200);
+    expect(appended.body).toMatchObject({ version: 2, prevVersion: 1, changed: true });
+    expect(appended.body.state.log.at(-1)).toEqual({ id: 'new', text: 'appended' });
+    expect(appended.body.state.log).toHaveLength(state.log.length + 1);
+    expect((await http.get(`/v1/sessions/${sid}/versions/2`)).body).toMatchObject({ cause: 'patch', state: appended.body.state });
+  });
+
+  it('applies all six operations in order, with ~0 and ~1 escapes', async () => {
+    const sid = uniqueId('jp-six');
+    await http.put(`/v1/sessions/${sid}/state`, { 'a/b': 1, 'm~n': [1, 2], keep: { x: true } });
+
+    const response = await jsonPatch(sid, [
+      { op: 'test', path: '/a~1b', value: 1 },
+      { op: 'add', path: '/m~0n/1', value: 9 },
+      { op: 'remove', path: '/m~0n/0' },
+      { op: 'replace', path: '/a~1b', value: 'one' },
+      { op: 'copy', from: '/keep', path: '/copied' },
+      { op: 'move', from: '/keep/x', path: '/moved' },
+    ]);
+
+    expect(response.status).toBe(200);
+    expect(response.body.state).toEqual({ 'a/b': 'one', 'm~n': [9, 2], keep: {}, copied: { x: true }, moved: true });
+  });
+
+  it('answers 409 patch_conflict naming the operation, and 400 for a malformed one; nothing is written', async () => {
+    // Prepare
+    const sid = uniqueId('jp-fail');
+    await http.put(`/v1/sessions/${sid}/state`, { items: [1] });
+
+    // Act
+    const failedTest = await jsonPatch(sid, [
+      { op: 'add', path: '/items/-', value: 2 },
+      { op: 'test', path: '/items/0', value: 5 },
+    ]);
+    const missing = await jsonPatch(sid, [{ op: 'remove', path: '/nope' }]);
+    const pastEnd = await jsonPatch(sid, [{ op: 'add', path: '/items/5', value: 0 }]);
+    const malformed = await jsonPatch(sid, [
+      { op: 'add', path: '/items/-', value: 1 },
+      { op: 'add', path: 'no-slash', value: 1 },
+    ]);
+    const notAnArray = await jsonPatch(sid, { op: 'add', path: '/a', value: 1 });
+
+    // Assess
+    expect(failedTest.status).toBe(409);
+    expect(failedTest.body).toMatchObject({ code: 'patch_conflict', operation: 1, pointer: '/items/0' });
+    expect(missing.body).toMatchObject({ code: 'patch_conflict', operation: 0 });
+    expect(pastEnd.body).toMatchObject({ code: 'patch_conflict', operation: 0 });
+    expect(malformed.status).toBe(400);
+    expect(malformed.body).toMatchObject({ code: 'invalid_request', operation: 1 });
+    expect(notAnArray.body.code).toBe('invalid_request');
+    expect((await http.get(`/v1/sessions/${sid}/state`)).body).toMatchObject({ version: 1, state: { items: [1] } });
+  });
+
+  it('keeps If-Match, records nothing for an empty patch, and refuses a result over 4 MiB', async () => {
+    const sid = uniqueId('jp-guard');
+    await http.put(`/v1/sessions/${sid}/state`, { n: 1 });
+
+    const stale = await jsonPatch(sid, [{ op: 'replace', path: '/n', value: 2 }], { 'if-match': '"5"' });
+    const empty = await jsonPatch(sid, []);
+    const tooLarge = await jsonPatch(sid, [
+      { op: 'add', path: '/a', value: 'x'.repeat(2 * MiB) },
+      { op: 'copy', from: '/a', path: '/b' },
+    ]);
+
+    expect(stale.status).toBe(412);
+    expect(empty.body).toMatchObject({ version: 1, changed: false });
+    expect(tooLarge.status).toBe(413);
+    expect(tooLarge.body).toMatchObject({ code: 'state_too_large', limitBytes: 4 * MiB });
+    expect((await http.get(`/v1/sessions/${sid}/state`)).body).toMatchObject({ version: 1, state: { n: 1 } });
+  });
+});

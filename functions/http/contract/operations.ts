@@ -69,6 +69,11 @@ const stateWrite = {
   contentTypes: ['application/merge-patch+json', 'application/json'],
   example: { model: 'fast', turns: 1 },
 } as const;
+/** PATCH takes a merge patch or, as `application/json-patch+json`, RFC 6902 operations. */
+const statePatch = {
+  ...stateWrite,
+  contentTypes: ['application/merge-patch+json', 'application/json', 'application/json-patch+json'],
+} as const;
 const writeExample = { sessionId: 's1', node: 'a1', version: 2, prevVersion: 1, state: { model: 'fast', turns: 1 }, changed: true };
 const typedWriteProblems = ['unknown_field', 'validation_failed', 'field_forbidden'] as const;
 
@@ -203,11 +208,21 @@ export const operations: Record<RouteKey, Operation> = {
   },
   'PATCH /v1/sessions/{sid}/state': {
     tag: 'state',
-    summary: 'Merge-patch the state (RFC 7396; creates the session)',
+    summary: 'Patch the state: a merge patch (RFC 7396) or JSON Patch operations (RFC 6902); creates the session',
+    description:
+      'With `application/json-patch+json` the body is an array of RFC 6902 operations, applied in order, all or nothing: one that cannot apply is `409 patch_conflict` naming its index (`operation`); a malformed one is `400 invalid_request`.',
     query: [node],
-    body: stateWrite,
+    body: statePatch,
     responses: { 200: { description: 'The state after the write.', schema: 'WriteResult', headers: ['ETag'], example: writeExample } },
-    problems: ['invalid_request', 'node_not_found', 'version_mismatch', 'state_too_large', 'conflict', ...typedWriteProblems],
+    problems: [
+      'invalid_request',
+      'node_not_found',
+      'version_mismatch',
+      'patch_conflict',
+      'state_too_large',
+      'conflict',
+      ...typedWriteProblems,
+    ],
     tooLarge: 'state_too_large',
   },
   'PUT /v1/sessions/{sid}/state': {

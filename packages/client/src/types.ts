@@ -533,6 +533,7 @@ export type ErrorCode =
   | 'node_exists'
   | 'decision_in_progress'
   | 'exclusive_conflict'
+  | 'patch_conflict'
   | 'conflict'
   | 'version_mismatch'
   | 'state_too_large'
