@@ -1,5 +1,6 @@
 import type { SchemaReader } from './agent-service.js';
 import {
+  buildDeltaEvent,
   buildDocumentChangedEvent,
   buildStateChangedEvent,
   type ChangeEvent,
@@ -181,21 +182,20 @@ export class ChangeFanout {
       const { prevVersion } = change.version;
       const thread = session.thread as SessionScope;
       try {
+        // A large state (or the one after a large state) travels as its recorded change: the
+        // hook reads no state kept in pieces.
+        if (change.version.stateUnread || change.version.change) {
+          session.events.push(buildDeltaEvent(change));
+          continue;
+        }
         let prev: Json = null;
         if (prevVersion > 0) {
           prev = states.has(prevVersion)
             ? (states.get(prevVersion) as Json)
             : ((await this.ports.readState(thread, prevVersion))?.state ?? null);
         }
-        // A large state is not in the stream record; it is read like `prev`.
-        const recorded = change.version.stateUnread
-          ? {
-              ...change,
-              version: { ...change.version, state: (await this.ports.readState(thread, change.version.version))?.state ?? null },
-            }
-          : change;
-        session.events.push(buildStateChangedEvent(recorded, prev));
-        states.set(change.version.version, recorded.version.state);
+        session.events.push(buildStateChangedEvent(change, prev));
+        states.set(change.version.version, change.version.state);
       } catch (error) {
         this.log('could not build a change event; the stream will retry it', {
           ...thread,

@@ -1,6 +1,7 @@
 import { AgentStateError } from './errors.js';
 import { type Schema, viewOf } from './fields.js';
 import { encodedSize, type Json, stringifyJson } from './json.js';
+import type { PatchOperation } from './json-patch.js';
 import { mergePatchBetween } from './merge-patch.js';
 import type { DocumentKind, VersionRecord } from './model.js';
 
@@ -34,6 +35,12 @@ export interface StateChangedEvent {
    * patch would have to set: a merge patch's null removes a member).
    */
   patch?: Json;
+  /**
+   * The same change as RFC 6902 operations, on the events of large states only (an append
+   * to an array is one `add`, where the merge patch would resend the array). Left out like
+   * `patch`.
+   */
+  jsonPatch?: PatchOperation[];
   /** The agent config; left out only when the event would not fit a channel otherwise. */
   agent?: Json;
   /** When the version was recorded. */
@@ -187,6 +194,22 @@ export function buildDocumentChangedEvent(recorded: RecordedDocument): DocumentC
   };
 }
 
+/**
+ * The event of a version whose state, or the state before it, is kept in pieces (larger than
+ * an event may carry): `truncated`, without `next` and `prev`, with the change its version
+ * recorded (`patch`, `jsonPatch`). The change hook reads no large state to make it.
+ */
+export function buildDeltaEvent(recorded: RecordedVersion): StateChangedEvent {
+  const { next: _next, prev: _prev, ...event } = buildStateChangedEvent(recorded, null);
+  const change = recorded.version.change;
+  return {
+    ...event,
+    truncated: true,
+    ...(change?.patch === undefined ? {} : { patch: change.patch }),
+    ...(change?.jsonPatch === undefined ? {} : { jsonPatch: change.jsonPatch }),
+  };
+}
+
 /** The event of one recorded version; `prev` is the state of its `prevVersion`. */
 export function buildStateChangedEvent(recorded: RecordedVersion, prev: Json): StateChangedEvent {
   const { sessionId, version: v } = recorded;
@@ -218,6 +241,12 @@ export function buildStateChangedEvent(recorded: RecordedVersion, prev: Json): S
  */
 export function eventForAgent(event: StateChangedEvent, schema: Schema | null, agentId: string | null): StateChangedEvent {
   if (agentId === null || schema === null) return event;
+  // A large state's recorded change may name fields the agent cannot read: it reads the
+  // version through the API, cut to its view, instead.
+  if (isDeltaEvent(event)) {
+    const { patch: _patch, jsonPatch: _jsonPatch, ...rest } = event;
+    return rest;
+  }
   try {
     return { ...event, next: viewOf(schema, agentId, event.next ?? null), prev: viewOf(schema, agentId, event.prev ?? null) };
   } catch (error) {
@@ -254,6 +283,8 @@ const fitted = new WeakMap<ChangeEvent, ChangeEvent>();
 function fitEvent(event: ChangeEvent): ChangeEvent {
   const known = fitted.get(event);
   if (known) return known;
+  // A large state's event is shaped already: its change, no states.
+  if (isDeltaEvent(event)) return event;
   const next = event.next ?? null;
   const prev = event.prev ?? null;
   const { next: _next, prev: _prev, ...rest } = event;
@@ -280,7 +311,8 @@ export function serializeWithin(event: ChangeEvent, limitBytes: number, mode: Ev
     mode === 'full' ? shaped : marked,
     { ...lean, truncated: true },
     withoutMembers(lean, ['agent']),
-    withoutMembers(lean, ['agent', 'patch']),
+    withoutMembers(lean, ['agent', 'jsonPatch']),
+    withoutMembers(lean, ['agent', 'jsonPatch', 'patch']),
   ];
   let text = '';
   for (const candidate of candidates) {
@@ -288,6 +320,11 @@ export function serializeWithin(event: ChangeEvent, limitBytes: number, mode: Ev
     if (Buffer.byteLength(text, 'utf8') <= limitBytes) return text;
   }
   return text;
+}
+
+/** An event built by `buildDeltaEvent`: truncated from the start, never carrying states. */
+function isDeltaEvent(event: ChangeEvent): boolean {
+  return event.type === STATE_CHANGED && event.truncated === true && !('next' in event) && !('prev' in event);
 }
 
 function withoutMembers(event: object, names: readonly string[]): object {

@@ -1,5 +1,6 @@
 import type { StateFields } from './fields.js';
 import type { Json, JsonObject } from './json.js';
+import type { PatchOperation } from './json-patch.js';
 
 /** Which session a request addresses; the tenant always comes from the API key. */
 export interface SessionScope {
@@ -66,6 +67,18 @@ export interface VersionRecord {
   basePieces?: readonly string[];
   /** True when a reader asked not to read a state kept in pieces: `state` is then null. */
   stateUnread?: true;
+  /**
+   * What this version changed, for its change event when its state is too large to travel:
+   * the merge patch and the JSON Patch operations turning the state before it into its state
+   * (either absent when it cannot be made, or when it is too large to keep).
+   */
+  change?: RecordedChange | null;
+}
+
+/** A version's change, as its version item keeps it (see `VersionRecord.change`). */
+export interface RecordedChange {
+  patch?: Json;
+  jsonPatch?: PatchOperation[];
 }
 
 /** Documents of the non-thread commit scopes (API.md section 8). */

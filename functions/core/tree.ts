@@ -1,6 +1,16 @@
 import { ROOT_NODE } from './ids.js';
 import type { Json } from './json.js';
-import { ANCESTOR_WINDOW, type EmptyTip, LINEAGE_WINDOW, type NodeRecord, type Tip, type VersionRecord } from './model.js';
+import { jsonPatchBetween } from './json-diff.js';
+import { mergePatchBetween } from './merge-patch.js';
+import {
+  ANCESTOR_WINDOW,
+  type EmptyTip,
+  LINEAGE_WINDOW,
+  type NodeRecord,
+  type RecordedChange,
+  type Tip,
+  type VersionRecord,
+} from './model.js';
 import type { TipChange } from './ports.js';
 
 /**
@@ -73,6 +83,15 @@ export interface VersionFields {
   commands?: Json[];
 }
 
+/**
+ * What a version changes, kept with it so that the change event of a large state can carry
+ * its change without reading the state (the store keeps it only for states in pieces).
+ */
+function changeBetween(prev: Json, next: Json): RecordedChange {
+  const patch = mergePatchBetween(prev, next);
+  return { ...(patch === undefined ? {} : { patch }), jsonPatch: jsonPatchBetween(prev, next) };
+}
+
 /** The version recorded on top of `base.tip`: the next number, whose slot the write claims. */
 export function nextVersion(base: VersionBase, fields: VersionFields): VersionRecord {
   const { tip, current } = base;
@@ -89,6 +108,7 @@ export function nextVersion(base: VersionBase, fields: VersionFields): VersionRe
     lineage: nextLineage(current),
     ...(fields.commands ? { commands: fields.commands } : {}),
     ...(current?.pieces ? { basePieces: current.pieces } : {}),
+    change: changeBetween(current?.state ?? null, fields.state),
   };
 }
 

@@ -10,6 +10,7 @@ import {
   type DocumentRef,
   type DoneDecision,
   type NodeRecord,
+  type RecordedChange,
   type SessionMeta,
   type SessionScope,
   type Tip,
@@ -134,20 +135,53 @@ export interface EncodedVersion {
   readonly record: VersionRecord;
   readonly state: EncodedState;
   readonly commands: EncodedState | null;
+  /** The version's change, kept (inline) only when its state or the one before is in pieces. */
+  readonly change: EncodedState | null;
 }
 
 /** The JSON texts of a version item, each kept by the state codec under its own name. */
-const TEXTS = { state: 'state', commands: 'commands' } as const;
+const TEXTS = { state: 'state', commands: 'commands', change: 'change' } as const;
+
+/**
+ * The most of a change a version item keeps (JSON text): what an event carries at most
+ * (API.md section 9, 64 KiB), and it must stay inline in the item.
+ */
+const CHANGE_LIMIT_BYTES = 64 * 1024;
+
+/**
+ * The change of a version whose state, or the one before it, is kept in pieces: its change
+ * event carries it instead of the states. When both forms do not fit, the one that fits is
+ * kept (an append's merge patch resends the whole array; its JSON Patch does not).
+ */
+function encodeChange(record: VersionRecord, state: EncodedState): EncodedState | null {
+  if (state.pieces.length === 0 && (record.basePieces ?? []).length === 0) return null;
+  const change = record.change ?? {};
+  const candidates: RecordedChange[] = [
+    change,
+    ...(change.jsonPatch === undefined ? [] : [{ jsonPatch: change.jsonPatch }]),
+    ...(change.patch === undefined ? [] : [{ patch: change.patch }]),
+  ];
+  for (const candidate of candidates) {
+    const text = encodeStoredJson(candidate);
+    if (Buffer.byteLength(text, 'utf8') > CHANGE_LIMIT_BYTES) continue;
+    const encoded = encodeText(TEXTS.change, text);
+    if (encoded.pieces.length === 0) return encoded;
+  }
+  // Still recorded, empty: the event says the states are large and carries no change.
+  return encodeText(TEXTS.change, '{}');
+}
 
 export const versionItem = {
   key: (scope: SessionScope, version: number): Item => ({ pk: keys.session(scope), sk: keys.slot(version) }),
 
   /** A version's state and commands as the state codec keeps them (the pieces are not written here). */
   encodeTexts(record: VersionRecord): EncodedVersion {
+    const state = encodeText(TEXTS.state, encodeStoredJson(record.state));
     return {
       record,
-      state: encodeText(TEXTS.state, encodeStoredJson(record.state)),
+      state,
       commands: record.commands ? encodeText(TEXTS.commands, encodeStoredJson(record.commands)) : null,
+      change: encodeChange(record, state),
     };
   },
 
@@ -176,6 +210,7 @@ export const versionItem = {
       agent: encodeStoredJson(record.agent),
       lineage: record.lineage.length > 0 ? encodeLineage(record.lineage) : undefined,
       ...(encoded.commands ? encoded.commands.attributes : {}),
+      ...(encoded.change ? encoded.change.attributes : {}),
     };
   },
 
@@ -193,6 +228,7 @@ export const versionItem = {
     const unread = pieces === null && pieceKeys.length > 0;
     const text = (name: string) => (unread ? null : decodeText(item, name, pieces ?? new Map()));
     const commands = text(TEXTS.commands);
+    const change = decodeText(item, TEXTS.change);
     return {
       version: Number(item.version),
       node: String(item.node),
@@ -211,6 +247,7 @@ export const versionItem = {
       // Known without reading for a state in pieces (an inline state's size is its text's).
       ...(pieceKeys.length > 0 ? { pieces: pieceKeys, stateBytes: versionItem.stateBytes(item) } : {}),
       ...(unread ? { stateUnread: true } : {}),
+      ...(change === null ? {} : { change: decodeStoredJson(change) as unknown as RecordedChange }),
     };
   },
 };

@@ -127,6 +127,8 @@ export function recordedVersionOf(record: DynamoDBRecord): RecordedVersion | nul
       state: version.state,
       // A state left in its pieces says how large it is, for the event's size (core/events.ts).
       ...(version.stateUnread ? { stateUnread: true, stateBytes: version.stateBytes } : {}),
+      // Kept when this state or the one before it is large: the event carries it instead.
+      ...(version.change ? { change: version.change } : {}),
       agent: version.agent,
       // Whose typed fields the state holds: agent-filtered events are cut by them.
       ...(version.sessionAgentId == null ? {} : { sessionAgentId: version.sessionAgentId }),

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ApiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
+import { EventFixtures, waitFor } from '../helpers/events.js';
 
 /**
  * States up to 4 MiB (API.md section 4) through every write path of the real server: PATCH,
@@ -10,6 +11,7 @@ import { type RunningApi, startApi } from '../helpers/e2e.js';
  */
 let api: RunningApi;
 let http: ApiClient;
+const fixtures = new EventFixtures(() => api.url);
 let worker: Server;
 let workerUrl: string;
 /** What the worker answers next. */
@@ -42,6 +44,7 @@ beforeAll(async () => {
   http = api.client;
 }, 60_000);
 afterAll(async () => {
+  await fixtures.close();
   await api?.stop();
   await new Promise((resolve) => worker?.close(resolve));
 });
@@ -255,5 +258,47 @@ describe('JSON Patch (application/json-patch+json)', () => {
     expect(tooLarge.status).toBe(413);
     expect(tooLarge.body).toMatchObject({ code: 'state_too_large', limitBytes: 4 * MiB });
     expect((await http.get(`/v1/sessions/${sid}/state`)).body).toMatchObject({ version: 1, state: { n: 1 } });
+  });
+});
+
+describe('change events of a large state', () => {
+  it('reach webhooks and WebSocket followers as the recorded change, each under every channel limit', async () => {
+    // Prepare: a webhook and a follower of the session, then a 4 MiB state.
+    const sid = uniqueId('big-events');
+    const target = await fixtures.receiver();
+    const created = await http.post('/v1/webhooks', { url: target.url, sessionId: sid });
+    expect(created.status).toBe(201);
+    const follower = await fixtures.live('dev-key');
+    follower.send({ action: 'subscribe', sessionId: sid });
+    await waitFor('the subscription', () => follower.messages.find((message) => message.type === 'subscribed'));
+    const state = largeState(4 * MiB - 64 * 1024);
+
+    // Act: the state, a merge patch, an append, and a small state again.
+    await http.put(`/v1/sessions/${sid}/state`, state);
+    await http.patch(`/v1/sessions/${sid}/state`, { turns: 1 });
+    await http.request('PATCH', `/v1/sessions/${sid}/state`, {
+      json: [{ op: 'add', path: '/log/-', value: { id: 'last', text: 'appended' } }],
+      contentType: 'application/json-patch+json',
+    });
+    await http.put(`/v1/sessions/${sid}/state`, { small: true });
+    await waitFor('four webhook deliveries', () => target.accepted().length >= 4 || undefined, 20_000);
+    await waitFor('four live events', () => follower.events().length >= 4 || undefined, 20_000);
+
+    // Assess: every event delivered, in order, truncated, carrying what changed.
+    for (const events of [target.accepted(), follower.events()]) {
+      expect(events.map((event) => event.version)).toEqual([1, 2, 3, 4]);
+      for (const event of events) {
+        // Truncated: next and prev are left out (not null), as API.md section 9 says.
+        expect(event).toMatchObject({ type: 'state.changed', sessionId: sid, truncated: true });
+        expect(event).not.toHaveProperty('next');
+        expect(event).not.toHaveProperty('prev');
+        expect(Buffer.byteLength(JSON.stringify(event))).toBeLessThan(64 * 1024);
+      }
+      expect(events[1]).toMatchObject({ patch: { turns: 1 }, jsonPatch: [{ op: 'replace', path: '/turns', value: 1 }] });
+      expect(events[2].jsonPatch).toEqual([{ op: 'add', path: '/log/-', value: { id: 'last', text: 'appended' } }]);
+      // A merge patch of an append would resend the whole array: too large to carry.
+      expect(events[2].patch).toBeUndefined();
+      expect(events[3]).toMatchObject({ patch: { small: true } });
+    }
   });
 });

@@ -2,6 +2,7 @@ import type { AgentStateApi } from './api.js';
 import { backoffDelay, sleep } from './backoff.js';
 import { AgentStateError } from './errors.js';
 import type { CallOptions } from './http.js';
+import { applyChange } from './patch.js';
 import type { Json, StateChangedEvent, Version } from './types.js';
 
 /**
@@ -504,9 +505,18 @@ class Follower<S> {
     }
   }
 
-  /** The event of a pending entry, with its states (read back when the event was truncated). */
+  /**
+   * The event of a pending entry, with its states. A truncated event of a large state carries
+   * its change: applied to the state before it, when that is known, it gives the state without
+   * reading it. Otherwise the version is read back.
+   */
   private async eventOf(entry: Pending): Promise<StateChangedEvent> {
     if ('event' in entry && !entry.event.truncated) return entry.event;
+    if ('event' in entry && this.states.has(entry.event.prevVersion)) {
+      const prev = this.states.get(entry.event.prevVersion) as Json;
+      const next = applyChange(prev, entry.event);
+      if (next !== undefined) return { ...entry.event, next, prev };
+    }
     const record = 'version' in entry ? entry.version : await this.api.versions.get(this.sessionId, entry.event.version, this.options.call);
     const prev = record.prevVersion === 0 ? null : await this.stateAt(record.prevVersion);
     return {

@@ -396,6 +396,12 @@ export interface ProfileDocument extends DocumentView {
 /* ------------------------------------------------------------------ change events */
 
 /** A change event (API.md section 9): one per recorded version, same `id` on redelivery. */
+/** One RFC 6902 operation (`PATCH` with `application/json-patch+json`, and large states' events). */
+export type JsonPatchOperation =
+  | { op: 'add' | 'replace' | 'test'; path: string; value: Json }
+  | { op: 'remove'; path: string }
+  | { op: 'move' | 'copy'; path: string; from: string };
+
 export interface StateChangedEvent<S = Json> {
   /** `<sessionId>:<version>` */
   id: string;
@@ -418,6 +424,8 @@ export interface StateChangedEvent<S = Json> {
   occurredAt: string;
   /** Set when `next` and `prev` together pass 64 KiB (or the event would not fit a channel): they are left out. */
   truncated?: true;
+  /** On events of large states: the same change as RFC 6902 operations; left out like `patch`. */
+  jsonPatch?: JsonPatchOperation[];
   /**
    * Only on an event sent as an agent (a webhook or subscription with `agentId`) when a stored
    * state no longer fits its declared types: `next` and `prev` are then null. `code` is what a
