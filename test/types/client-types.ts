@@ -4,8 +4,8 @@
  * actually returns (a view type, or the service method's result the route answers with) or
  * accepts (the zod schema each route checks its body with), so the two cannot drift apart: `npm test` type-checks it
  * (`tsc --noEmit`), and a field added, removed or renamed on one side only, or given another
- * type, fails the build here with the field's path in the message. (Until the client's types are
- * generated from an OpenAPI document, issue 21.)
+ * type, fails the build here with the field's path in the message. The last section does the same
+ * through the OpenAPI document's schemas: server → document → client.
  *
  * Each pair is checked three ways:
  *   - the same field names at every depth (`NameDrift` is never), optional fields included,
@@ -42,6 +42,7 @@ import type {
 import type { DeadLetterView, ReplayResult, WebhookView } from '../../functions/core/webhooks.js';
 import type { agentBody } from '../../functions/http/agents.js';
 import type { commitBody } from '../../functions/http/commits.js';
+import type { ComponentName, components } from '../../functions/http/contract/schemas.js';
 import type { decideBody } from '../../functions/http/decide.js';
 import type { createSessionBody } from '../../functions/http/sessions.js';
 import type { appendBody } from '../../functions/http/tree.js';
@@ -182,3 +183,42 @@ export type Events = [
 
 // Errors: a problem document (the client also keeps codes it does not know yet).
 export type Errors = [NoDrift<Sent<Problem, Client.Problem>>];
+
+// ---- the OpenAPI document ---------------------------------------------------------------------
+//
+// docs/openapi.json is generated from the schemas of functions/http/contract/schemas.ts, and the
+// e2e tests hold every real answer to it. These pairs close the loop at compile time: what the
+// server's code answers is a value of the document's schema, and a value of the document's
+// schema is a value of the client's type, with the same field names at every depth.
+
+/** What the document says a route answers: the output of its component schema. */
+type Documented<Name extends ComponentName> = z.output<(typeof components)[Name]>;
+/** Server → document: both sides are the server's own types (its `Json`, numbers kept verbatim included). */
+type Documents<Server, Doc> = NameDrift<Server, Doc> | Fits<Server, Doc, "the server's type is not a value of the document's schema">;
+/** Server → document → client, each step checked as a response. */
+type ThroughTheDocument<Server, Name extends ComponentName, ClientType> =
+  | Documents<Server, Documented<Name>>
+  | Sent<Documented<Name>, ClientType>;
+
+export type Document = [
+  NoDrift<ThroughTheDocument<SessionView, 'Session', Client.Session>>,
+  NoDrift<ThroughTheDocument<Returned<SessionService['listSessions']>['items'][number], 'SessionSummary', Client.SessionSummary>>,
+  NoDrift<ThroughTheDocument<NodeView, 'MessageNode', Client.MessageNode>>,
+  NoDrift<ThroughTheDocument<Returned<SessionService['appendMessages']>, 'AppendResult', Client.AppendMessagesResult>>,
+  NoDrift<ThroughTheDocument<TreeNodeView, 'TreeNode', Client.TreeNode>>,
+  NoDrift<ThroughTheDocument<Returned<SessionService['getTree']>, 'Tree', Client.Tree>>,
+  NoDrift<ThroughTheDocument<Returned<SessionService['switchHead']>, 'HeadResult', Client.HeadResult>>,
+  NoDrift<ThroughTheDocument<StateView, 'StateView', Client.StateView>>,
+  NoDrift<ThroughTheDocument<WriteResult, 'WriteResult', Client.WriteResult>>,
+  NoDrift<ThroughTheDocument<VersionView, 'Version', Client.Version>>,
+  NoDrift<ThroughTheDocument<AgentView, 'Agent', Client.Agent>>,
+  NoDrift<ThroughTheDocument<DecideResult, 'DecideResult', Client.DecideResult>>,
+  NoDrift<ThroughTheDocument<DocumentView, 'DocumentView', Client.DocumentView>>,
+  NoDrift<ThroughTheDocument<CommitResult, 'CommitResult', Client.CommitResult>>,
+  NoDrift<ThroughTheDocument<StateChangedEvent, 'StateChangedEvent', Client.StateChangedEvent>>,
+  NoDrift<ThroughTheDocument<DocumentChangedEvent, 'DocumentChangedEvent', Client.DocumentChangedEvent>>,
+  NoDrift<ThroughTheDocument<WebhookView, 'Webhook', Client.Webhook>>,
+  NoDrift<ThroughTheDocument<DeadLetterView, 'DeadLetter', Client.DeadLetter>>,
+  NoDrift<ThroughTheDocument<ReplayResult, 'ReplayResult', Client.ReplayResult>>,
+  NoDrift<ThroughTheDocument<Problem, 'Problem', Client.Problem>>,
+];

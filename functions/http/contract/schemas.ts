@@ -130,6 +130,12 @@ const commitResult = z.object({
   shared: documentView.optional(),
 });
 
+/** One RFC 6902 operation, as an event of a large state carries its change (`jsonPatch`). */
+const jsonPatchOperation = z.union([
+  z.object({ op: z.enum(['add', 'replace', 'test']), path: z.string(), value: jsonValue }),
+  z.object({ op: z.literal('remove'), path: z.string() }),
+  z.object({ op: z.enum(['move', 'copy']), path: z.string(), from: z.string() }),
+]);
 const stateChangedEvent = z.object({
   id: z.string().meta({ description: '`<sessionId>:<version>`, the same on every redelivery' }),
   type: z.literal('state.changed'),
@@ -145,13 +151,17 @@ const stateChangedEvent = z.object({
   patch: jsonValue
     .optional()
     .meta({ description: 'the RFC 7396 merge patch turning `prev` into `next`; left out past 64 KiB or when no merge patch can' }),
+  jsonPatch: z
+    .array(jsonPatchOperation)
+    .optional()
+    .meta({ description: 'on events of large states: the same change as RFC 6902 operations; left out as `patch` is' }),
   agent: jsonValue.optional(),
   occurredAt: time,
   truncated: z
     .literal(true)
     .optional()
     .meta({ description: '`next` and `prev` together passed 64 KiB (or the channel is smaller than the event): they are left out' }),
-  viewError: z.object({ code: z.string(), fields: z.array(jsonValue) }).optional(),
+  viewError: z.object({ code: z.string(), fields: z.array(z.unknown()) }).optional(),
 });
 const documentChangedEvent = z.object({
   id: z.string(),
@@ -250,6 +260,7 @@ export const components = {
   StateChangedEvent: stateChangedEvent,
   DocumentChangedEvent: documentChangedEvent,
   ChangeEvent: changeEvent,
+  JsonPatchOperation: jsonPatchOperation,
   Webhook: webhook,
   WebhookList: webhookList,
   DeadLetter: deadLetter,
