@@ -29,6 +29,7 @@ import type { ErrorCode, Problem } from '../../functions/core/errors.js';
 import type { DocumentChangedEvent, StateChangedEvent } from '../../functions/core/events.js';
 import type { FieldDeclaration, FieldScope, FieldType } from '../../functions/core/fields.js';
 import type { JsonNumber } from '../../functions/core/json.js';
+import type { MemoryItem } from '../../functions/core/memory.js';
 import type { VersionCause } from '../../functions/core/model.js';
 import type {
   NodeView,
@@ -221,4 +222,6 @@ export type Document = [
   NoDrift<ThroughTheDocument<DeadLetterView, 'DeadLetter', Client.DeadLetter>>,
   NoDrift<ThroughTheDocument<ReplayResult, 'ReplayResult', Client.ReplayResult>>,
   NoDrift<ThroughTheDocument<Problem, 'Problem', Client.Problem>>,
+  // Memory items have no client module yet: server → document only.
+  NoDrift<Documents<MemoryItem, Documented<'MemoryItem'>>>,
 ];

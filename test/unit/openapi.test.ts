@@ -43,6 +43,35 @@ describe('the OpenAPI document', () => {
     expect(missing).toEqual([]);
   });
 
+  it('shows an example of every body and every answer that has a schema, each error code its own', () => {
+    // Prepare: every media type of a request body or an answer that names a schema.
+    type Media = { schema?: { $ref?: string; allOf?: unknown[] }; example?: unknown; examples?: Record<string, unknown> };
+    type Exchange = { requestBody?: { content: Record<string, Media> }; responses: Record<string, { content?: Record<string, Media> }> };
+    const shown = Object.entries(document.paths as Record<string, Record<string, Exchange>>).flatMap(([path, methods]) =>
+      Object.entries(methods).flatMap(([method, exchange]) => {
+        const bodies = Object.entries(exchange.requestBody?.content ?? {}).map(([type, media]) => ({
+          at: `${method} ${path} ${type}`,
+          media,
+        }));
+        const answers = Object.entries(exchange.responses).flatMap(([status, answer]) =>
+          Object.entries(answer.content ?? {}).map(([type, media]) => ({ at: `${method} ${path} ${status} ${type}`, media })),
+        );
+        return [...bodies, ...answers].filter(({ media }) => media.schema?.$ref !== undefined || media.schema?.allOf !== undefined);
+      }),
+    );
+
+    // Assess: redocly lint (below) checks that each example fits its schema.
+    expect(shown.length).toBeGreaterThan(100);
+    expect(shown.filter(({ media }) => media.example === undefined && media.examples === undefined).map(({ at }) => at)).toEqual([]);
+    const problemAnswers = shown.filter(({ at }) => at.endsWith('application/problem+json'));
+    const unshownCodes = problemAnswers.flatMap(({ at, media }) => {
+      const narrowed = media.schema?.allOf?.[1] as { properties?: { code?: { enum?: string[] } } } | undefined;
+      const codes = narrowed?.properties?.code?.enum ?? ['(no code enum)'];
+      return codes.filter((code) => !Object.hasOwn(media.examples ?? {}, code)).map((code) => `${at} ${code}`);
+    });
+    expect(unshownCodes).toEqual([]);
+  });
+
   it('passes redocly lint (recommended-strict, redocly.yaml)', async () => {
     // Act: Node 20 is what the project runs on; Redocly CLI 2.77 supports it (engines >=20.19).
     const { stdout } = await run(

@@ -2,8 +2,9 @@ import * as z from 'zod';
 import { type ErrorCode, errorStatus } from '../../core/errors.js';
 import { ID_PATTERN } from '../../core/ids.js';
 import { type RouteKey, routes } from '../routes.js';
+import { answerExamples, problemExample } from './examples.js';
 import { type Operation, operations, pathParameters, type Tag } from './operations.js';
-import { components } from './schemas.js';
+import { type ComponentName, components } from './schemas.js';
 
 /**
  * The OpenAPI 3.1 document of the HTTP API, built from the route table (routes.ts), what each
@@ -104,6 +105,7 @@ function problemResponses(method: string, operation: Operation): Record<string, 
       content: {
         'application/problem+json': {
           schema: { allOf: [{ $ref: `${COMPONENT_PREFIX}Problem` }, { properties: { code: { enum: list } } }] },
+          examples: Object.fromEntries(list.map((code) => [code, { $ref: `#/components/examples/${code}` }])),
         },
       },
     };
@@ -159,16 +161,20 @@ function documentPath(path: string): string {
   return path.replace(/\{(\w+)\+\}/g, '{$1}');
 }
 
+/** The example an answer of `schema` shows: examples.ts holds one per answer schema. */
+function exampleOf(schema: ComponentName, path: string): unknown {
+  const example = (answerExamples as Partial<Record<ComponentName, unknown>>)[schema];
+  if (example === undefined) throw new Error(`${schema}, an answer of ${path}, has no example in examples.ts (answerExamples)`);
+  return example;
+}
+
 function operationObject(method: string, path: string, operation: Operation): Record<string, unknown> {
   const responses: Record<string, unknown> = {};
   for (const [status, answer] of Object.entries(operation.responses)) {
     const headers = Object.fromEntries((answer.headers ?? []).map((header) => [header, { $ref: `#/components/headers/${header}` }]));
     const content = answer.schema
       ? {
-          'application/json': {
-            schema: { $ref: `${COMPONENT_PREFIX}${answer.schema}` },
-            ...(answer.example ? { example: answer.example } : {}),
-          },
+          'application/json': { schema: { $ref: `${COMPONENT_PREFIX}${answer.schema}` }, example: exampleOf(answer.schema, path) },
         }
       : answer.contentType
         ? { [answer.contentType]: { schema: { type: 'string' } } }
@@ -197,7 +203,7 @@ function operationObject(method: string, path: string, operation: Operation): Re
             content: Object.fromEntries(
               (body.contentTypes ?? ['application/json']).map((type) => [
                 type,
-                { schema: bodySchemaOf(body.schema), ...(body.example ? { example: body.example } : {}) },
+                { schema: bodySchemaOf(body.schema), example: body.exampleOf?.[type] ?? body.example },
               ]),
             ),
           },
@@ -269,6 +275,12 @@ export function openApiDocument(): Record<string, unknown> {
         Location: { description: 'Where the created resource is.', schema: { type: 'string' } },
       },
       schemas,
+      examples: Object.fromEntries(
+        Object.keys(errorStatus).map((code) => [
+          code,
+          { summary: `${errorStatus[code as ErrorCode]} ${code}`, value: problemExample(code as ErrorCode) },
+        ]),
+      ),
     },
   };
 }

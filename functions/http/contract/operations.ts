@@ -40,9 +40,12 @@ export interface Operation {
     contentTypes?: readonly string[];
     /** An absent body counts as `{}`. */
     optional?: true;
-    example?: unknown;
+    /** Shown by API tools; `redocly lint` checks it against the schema. */
+    example: unknown;
+    /** A media type whose body takes another form than `example`'s. */
+    exampleOf?: Readonly<Record<string, unknown>>;
   };
-  /** The success answers: status → what they carry. */
+  /** The success answers: status → what they carry (each schema's example is in examples.ts). */
   responses: Partial<Record<200 | 201 | 204, Answer>>;
   problems: readonly ErrorCode[];
   /** State routes answer an oversize body with `413 state_too_large` rather than `payload_too_large`. */
@@ -55,7 +58,6 @@ export interface Answer {
   /** A body that is not JSON (the inspector's page and files). */
   contentType?: string;
   headers?: readonly ('ETag' | 'Location')[];
-  example?: unknown;
 }
 
 const node: QueryParameter = { name: 'node', description: 'The node to read or write at; default: the head.', schema: { type: 'string' } };
@@ -63,7 +65,6 @@ const limit: QueryParameter = { name: 'limit', description: 'Page size, 1–500.
 const cursor: QueryParameter = { name: 'cursor', description: 'The `next` of the previous page, unchanged.', schema: { type: 'string' } };
 const page = [limit, cursor] as const;
 
-const now = '2025-06-01T10:00:00.000Z';
 const stateWrite = {
   schema: jsonValue,
   contentTypes: ['application/merge-patch+json', 'application/json'],
@@ -73,8 +74,14 @@ const stateWrite = {
 const statePatch = {
   ...stateWrite,
   contentTypes: ['application/merge-patch+json', 'application/json', 'application/json-patch+json'],
+  exampleOf: {
+    'application/json-patch+json': [
+      { op: 'test', path: '/turns', value: 1 },
+      { op: 'replace', path: '/turns', value: 2 },
+      { op: 'add', path: '/visited/-', value: 'Lisbon' },
+    ],
+  },
 } as const;
-const writeExample = { sessionId: 's1', node: 'a1', version: 2, prevVersion: 1, state: { model: 'fast', turns: 1 }, changed: true };
 const typedWriteProblems = ['unknown_field', 'validation_failed', 'field_forbidden'] as const;
 
 export const operations: Record<RouteKey, Operation> = {
@@ -83,7 +90,7 @@ export const operations: Record<RouteKey, Operation> = {
     summary: 'Health check',
     description: 'No key needed; reads no data. `503 unavailable` while the store cannot be reached.',
     public: true,
-    responses: { 200: { description: 'The service is up.', schema: 'Health', example: { ok: true } } },
+    responses: { 200: { description: 'The service is up.', schema: 'Health' } },
     problems: ['unavailable'],
   },
   'GET /v1/openapi.json': {
@@ -103,23 +110,7 @@ export const operations: Record<RouteKey, Operation> = {
       optional: true,
       example: { sessionId: 's1', agentId: 'planner', userId: 'u-42', metadata: { channel: 'web' } },
     },
-    responses: {
-      201: {
-        description: 'Created.',
-        schema: 'Session',
-        headers: ['Location'],
-        example: {
-          sessionId: 's1',
-          agentId: 'planner',
-          userId: 'u-42',
-          metadata: { channel: 'web' },
-          createdAt: now,
-          updatedAt: now,
-          head: 'root',
-          version: 0,
-        },
-      },
-    },
+    responses: { 201: { description: 'Created.', schema: 'Session', headers: ['Location'] } },
     problems: ['invalid_request', 'session_exists', 'conflict'],
   },
   'GET /v1/sessions': {
@@ -196,14 +187,7 @@ export const operations: Record<RouteKey, Operation> = {
     summary: 'Read the state at a node or a version',
     description: 'An unknown session reads `null` at version 0.',
     query: [node, { name: 'version', description: 'A historical version (time travel).', schema: { type: 'integer', minimum: 0 } }],
-    responses: {
-      200: {
-        description: 'The state.',
-        schema: 'StateView',
-        headers: ['ETag'],
-        example: { sessionId: 's1', node: 'a1', version: 2, state: { model: 'fast', turns: 1 }, agent: null, updatedAt: now },
-      },
-    },
+    responses: { 200: { description: 'The state.', schema: 'StateView', headers: ['ETag'] } },
     problems: ['invalid_request', 'node_not_found', 'version_not_found', 'conflict'],
   },
   'PATCH /v1/sessions/{sid}/state': {
@@ -213,7 +197,7 @@ export const operations: Record<RouteKey, Operation> = {
       'With `application/json-patch+json` the body is an array of RFC 6902 operations, applied in order, all or nothing: one that cannot apply is `409 patch_conflict` naming its index (`operation`); a malformed one is `400 invalid_request`.',
     query: [node],
     body: statePatch,
-    responses: { 200: { description: 'The state after the write.', schema: 'WriteResult', headers: ['ETag'], example: writeExample } },
+    responses: { 200: { description: 'The state after the write.', schema: 'WriteResult', headers: ['ETag'] } },
     problems: [
       'invalid_request',
       'node_not_found',
@@ -230,7 +214,7 @@ export const operations: Record<RouteKey, Operation> = {
     summary: 'Replace the state (creates the session)',
     query: [node],
     body: stateWrite,
-    responses: { 200: { description: 'The state after the write.', schema: 'WriteResult', headers: ['ETag'], example: writeExample } },
+    responses: { 200: { description: 'The state after the write.', schema: 'WriteResult', headers: ['ETag'] } },
     problems: ['invalid_request', 'node_not_found', 'version_mismatch', 'state_too_large', 'conflict', ...typedWriteProblems],
     tooLarge: 'state_too_large',
   },
