@@ -2,12 +2,11 @@ import type { AllowedAgents } from './acting-agent.js';
 import { agentNotFound, agentSubtree, requireMayPlace } from './agent-access.js';
 import { AgentStateError } from './errors.js';
 import { buildSchema, checkDeclarations, type Schema, type StateFields, typeProblem } from './fields.js';
-import { encodedSize, isJsonObject, type Json } from './json.js';
+import { isJsonObject, type Json } from './json.js';
+import { agentConfigExcess } from './limits.js';
 import type { AgentRecord, Page, WorkerRecord } from './model.js';
 import type { AgentStore, SessionStore } from './ports.js';
 
-/** An agent config is copied into every version, so it stays small. */
-const AGENT_CONFIG_LIMIT_BYTES = 64 * 1024;
 /** Agents form a hierarchy through `parentId`; deeper than this is a mistake, not a design. */
 const MAX_HIERARCHY_DEPTH = 32;
 /** A type change is checked against the head state of at most this many sessions. */
@@ -67,12 +66,9 @@ export class AgentService {
       });
     }
     const config = input.config ?? null;
-    const bytes = encodedSize(config);
-    if (bytes > AGENT_CONFIG_LIMIT_BYTES) {
-      throw new AgentStateError('invalid_request', `config is ${bytes} bytes of JSON; the limit is ${AGENT_CONFIG_LIMIT_BYTES}`, {
-        field: 'config',
-        limitBytes: AGENT_CONFIG_LIMIT_BYTES,
-      });
+    const excess = agentConfigExcess(config);
+    if (excess) {
+      throw new AgentStateError('invalid_request', `config ${excess.detail}`, { field: 'config', limitBytes: excess.limitBytes });
     }
     if (input.worker) this.checkWorkerUrl(input.worker.url);
     const parentId = input.parentId ?? null;

@@ -1,9 +1,18 @@
 import type { AgentService } from './agent-service.js';
 import { type ChainPlan, type IncomingMessage, planChain, suppliedIds } from './chain.js';
-import { answeredState, triggerMessagesOf, type ValidDecision, validateDecisionResponse, withIds, withOverlay } from './decision-answer.js';
+import {
+  type AnswerSource,
+  answeredState,
+  triggerMessagesOf,
+  type ValidDecision,
+  validateDecisionResponse,
+  withIds,
+  withOverlay,
+} from './decision-answer.js';
 import { AgentStateError } from './errors.js';
 import { newId, ROOT_NODE } from './ids.js';
 import { encodedSize, type Json, type JsonObject, jsonEqual, stringifyJson } from './json.js';
+import { checkDecisionMessages } from './limits.js';
 import { type MessagePath, pathFrom } from './message-path.js';
 import type {
   AgentRecord,
@@ -227,13 +236,17 @@ export class DecideService {
       profile: profile?.state ?? null,
       shared: shared?.state ?? null,
     };
+    // Without a worker the decision is the caller's own `proposed`, and so is any fault in it.
+    const source: AnswerSource = agent?.worker ? 'worker' : 'caller';
     const answer = agent?.worker
       ? await this.invokeWorker(agent.worker, stringifyJson(decisionRequest), context.timeoutMs, {
           // The call's id for its signature (webhook-id): this attempt of this decision.
           messageId: `${context.request.decisionId}:${context.attempts}`,
         })
       : (request.proposed ?? {});
-    const decision = validateDecisionResponse(answer);
+    const decision = validateDecisionResponse(answer, source);
+    // Checked before anything is written: the trigger's nodes and the answer's go in one commit.
+    checkDecisionMessages(context.triggerMessages.length, decision.messages?.length ?? 0, source);
     const worker: WorkerAnswer = { decision, replyMessages: withIds(decision.messages ?? []) };
 
     let current = prepared;

@@ -3,14 +3,19 @@ import { AgentStateError } from './errors.js';
 import { type Caller, checkOverlay, type Schema } from './fields.js';
 import { isValidId, newId, ROOT_NODE } from './ids.js';
 import { encodedSize, isJsonObject, type Json, type JsonObject, setOwn } from './json.js';
+import { agentConfigExcess } from './limits.js';
 import { STATE_LIMIT_BYTES } from './model.js';
-import { typedWrite, type WriteTarget } from './write-target.js';
+import { checkedWrite, type WriteTarget } from './write-target.js';
 
 /**
  * What goes to a decision's worker and what comes back: the state it is shown, and its answer
  * checked before anything of it is written. A bad answer is the worker's fault (`502
- * worker_failed`), never the caller's.
+ * worker_failed`), never the caller's — unless there is no worker: then the answer is the
+ * caller's own `proposed`, and so is the blame (`413 state_too_large`, `400 invalid_request`).
  */
+
+/** Whose answer a decision applies: its worker's, or (no worker) the caller's `proposed`. */
+export type AnswerSource = 'worker' | 'caller';
 
 /**
  * A worker's answer is kept to replay it, in one item with room to spare: all of it but its
@@ -21,18 +26,42 @@ const DECISION_RESPONSE_LIMIT_BYTES = 256 * 1024;
 
 /** A worker's answer, checked: the raw object (kept for replay) and the parts a decision applies. */
 export interface ValidDecision {
+  /** Whose answer it is: what a fault found later (typed fields, the merged size) is blamed on. */
+  source: AnswerSource;
   raw: JsonObject;
   state?: Json;
   agent?: Json;
   messages?: IncomingMessage[];
 }
 
-function workerFailed(detail: string): AgentStateError {
-  return new AgentStateError('worker_failed', `the worker's answer is not a valid DecisionResponse: ${detail}`);
+/** The error of a bad answer, blamed on whoever gave it. */
+function refusal(
+  source: AnswerSource,
+  detail: string,
+  limit?: { limitBytes: number; sizeBytes: number },
+  part: 'state' | 'agent' = 'state',
+): AgentStateError {
+  if (source === 'worker') {
+    return new AgentStateError(
+      'worker_failed',
+      `the worker's answer is not a valid DecisionResponse: ${detail}`,
+      limit ? { ...limit, limit: part } : {},
+    );
+  }
+  if (limit && part === 'state') return new AgentStateError('state_too_large', `proposed.${detail}`, { ...limit, field: 'proposed.state' });
+  if (limit) return new AgentStateError('invalid_request', `proposed.${detail}`, { limitBytes: limit.limitBytes, field: 'proposed.agent' });
+  return new AgentStateError('invalid_request', `proposed (applied as the decision, there being no worker): ${detail}`, {
+    field: 'proposed',
+  });
 }
 
-/** A DecisionResponse is `{state?, agent?, messages?, ...}`; anything else is the worker's fault. */
-export function validateDecisionResponse(answer: unknown): ValidDecision {
+/**
+ * A DecisionResponse is `{state?, agent?, messages?, ...}`; anything else is the fault of
+ * `source`: the worker's (`502`) or, for a decision without a worker, the caller's.
+ */
+export function validateDecisionResponse(answer: unknown, source: AnswerSource = 'worker'): ValidDecision {
+  const workerFailed = (detail: string, limit?: { limitBytes: number; sizeBytes: number }, part?: 'state' | 'agent') =>
+    refusal(source, detail, limit, part);
   if (!isJsonObject(answer)) throw workerFailed('it must be a JSON object');
   const raw = answer;
   const { state: _state, ...rest } = raw;
@@ -40,13 +69,23 @@ export function validateDecisionResponse(answer: unknown): ValidDecision {
   if (bytes > DECISION_RESPONSE_LIMIT_BYTES) {
     throw workerFailed(`it is ${bytes} bytes of JSON besides its state; the limit is ${DECISION_RESPONSE_LIMIT_BYTES}`);
   }
-  const decision: ValidDecision = { raw };
+  const decision: ValidDecision = { source, raw };
   if ('state' in raw) {
     decision.state = raw.state as Json;
     const stateBytes = encodedSize(decision.state);
-    if (stateBytes > STATE_LIMIT_BYTES) throw workerFailed(`state is ${stateBytes} bytes; the limit is ${STATE_LIMIT_BYTES}`);
+    if (stateBytes > STATE_LIMIT_BYTES) {
+      throw workerFailed(`state is ${stateBytes} bytes; the limit is ${STATE_LIMIT_BYTES}`, {
+        limitBytes: STATE_LIMIT_BYTES,
+        sizeBytes: stateBytes,
+      });
+    }
   }
-  if ('agent' in raw) decision.agent = raw.agent as Json;
+  if ('agent' in raw) {
+    decision.agent = raw.agent as Json;
+    // The config rides on every version and on the decision record: the registry's limit.
+    const excess = agentConfigExcess(decision.agent);
+    if (excess) throw workerFailed(`agent ${excess.detail}`, { limitBytes: excess.limitBytes, sizeBytes: excess.sizeBytes }, 'agent');
+  }
   if ('messages' in raw && raw.messages !== null) {
     if (!Array.isArray(raw.messages)) throw workerFailed('messages must be an array');
     decision.messages = raw.messages.map((message, index) => {
@@ -78,18 +117,19 @@ export function withOverlay(schema: Schema | null, agentId: Caller, view: Json, 
 /**
  * The state a decision records: the worker's state as a write of its agent (a value
  * overwrites, {} clears; omitted or null keeps what it saw). With typed fields it is checked
- * against the agent's write scope and merged back; a breach is the worker's fault.
+ * against the agent's write scope and merged back with the fields the agent cannot see, and
+ * the merged state is held to the state limit like every state about to be written (the
+ * worker's part alone may fit while the whole does not). A breach is the worker's fault; for
+ * a decision without a worker, the caller's own error (`403`, `422`, `413`).
  */
 export function answeredState(target: Pick<WriteTarget, 'current' | 'schema'>, agentId: Caller, decision: ValidDecision): Json {
   const answer = (seen: Json) => (decision.state === undefined || decision.state === null ? seen : decision.state);
   try {
-    return typedWrite(target, agentId, answer);
+    return checkedWrite(target, agentId, answer);
   } catch (error) {
-    if (!(error instanceof AgentStateError)) throw error;
-    throw new AgentStateError('worker_failed', `the worker's state breaks the typed fields: ${error.message}`, {
-      ...error.extras,
-      fieldError: error.code,
-    });
+    if (!(error instanceof AgentStateError) || decision.source === 'caller') throw error;
+    const what = error.code === 'state_too_large' ? 'the state it makes is too large' : "the worker's state breaks the typed fields";
+    throw new AgentStateError('worker_failed', `${what}: ${error.message}`, { ...error.extras, fieldError: error.code });
   }
 }
 

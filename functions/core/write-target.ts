@@ -179,7 +179,7 @@ export function visibleState(schema: Schema | null, caller: Caller, state: Json)
  * typed fields, what it returns is checked against what the caller may write and merged back
  * into the stored state, so fields outside that view are never touched.
  */
-export function typedWrite(target: Pick<WriteTarget, 'current' | 'schema'>, caller: Caller, next: (seen: Json) => Json): Json {
+function typedWrite(target: Pick<WriteTarget, 'current' | 'schema'>, caller: Caller, next: (seen: Json) => Json): Json {
   const stored = storedState(target);
   const seen = visibleState(target.schema, caller, stored);
   const meant = next(seen);

@@ -1,0 +1,326 @@
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type ApiClient, uniqueId } from '../helpers/api-client.js';
+import { type RunningApi, startApi } from '../helpers/e2e.js';
+
+/**
+ * Every size and count limit is checked before anything is written (API.md sections 4, 6 and
+ * 8), against `npm start` over real HTTP on DynamoDB Local: a valid request answers 200 (or a
+ * clear 4xx / 502 naming the limit), never 500, and a refused one leaves the session as it was.
+ */
+
+let worker: Server;
+let workerUrl: string;
+let answer: (request: any) => unknown = () => ({});
+let api: RunningApi;
+let http: ApiClient;
+
+beforeAll(async () => {
+  worker = createServer(async (req: IncomingMessage, res) => {
+    let raw = '';
+    for await (const chunk of req) raw += chunk;
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(answer(JSON.parse(raw))));
+  });
+  await new Promise<void>((resolve) => worker.listen(0, '127.0.0.1', resolve));
+  workerUrl = `http://127.0.0.1:${(worker.address() as AddressInfo).port}/decide`;
+  api = await startApi();
+  http = api.client;
+});
+afterAll(async () => {
+  await api?.stop();
+  await new Promise((resolve) => worker?.close(resolve));
+});
+beforeEach(() => {
+  answer = () => ({});
+});
+
+const KIB = 1024;
+const messages = (count: number, prefix: string) =>
+  Array.from({ length: count }, (_, index) => ({ role: 'assistant', content: `${prefix} ${index}` }));
+
+async function agentWithWorker(): Promise<string> {
+  const agentId = uniqueId('agent');
+  const registered = await http.put(`/v1/agents/${agentId}`, { worker: { url: workerUrl } });
+  expect(registered.status, registered.text).toBe(201);
+  return agentId;
+}
+
+/** What a session holds: its version, its head and how many nodes its tree has. */
+async function snapshot(sid: string) {
+  const [state, tree] = await Promise.all([http.get(`/v1/sessions/${sid}/state`), http.get(`/v1/sessions/${sid}/tree`)]);
+  return { version: state.body.version, head: tree.body.head, nodes: tree.body.nodes?.length ?? 0 };
+}
+
+describe('commits', () => {
+  it('takes a 200 KiB thread key and a 200 KiB run key in one commit', async () => {
+    const sid = uniqueId('commit-big');
+
+    const response = await http.post(`/v1/sessions/${sid}/commits`, {
+      runId: 'r1',
+      commands: [
+        { key: 'doc', scope: 'thread', merge: 'disjoint', set: 'a'.repeat(200 * KIB) },
+        { key: 'doc', scope: 'run', merge: 'disjoint', set: 'b'.repeat(200 * KIB) },
+      ],
+    });
+
+    expect(response.status, response.text).toBe(200);
+    expect((await http.get(`/v1/sessions/${sid}/runs/r1/state`)).body.state.doc).toHaveLength(200 * KIB);
+  });
+
+  it('takes four 240 KiB sets of one key (the last one wins)', async () => {
+    const sid = uniqueId('commit-sets');
+
+    const response = await http.post(`/v1/sessions/${sid}/commits`, {
+      commands: ['a', 'b', 'c', 'd'].map((letter) => ({ key: 'k', scope: 'thread', merge: 'disjoint', set: letter.repeat(240 * KIB) })),
+    });
+
+    expect(response.status, response.text).toBe(200);
+    expect(response.body.state.k).toBe('d'.repeat(240 * KIB));
+  });
+
+  it('refuses run, profile and shared documents over their limit with 413 naming the scope, writing nothing', async () => {
+    // Prepare
+    const sid = uniqueId('commit-docs');
+    await http.post('/v1/sessions', { sessionId: sid, userId: uniqueId('user') });
+
+    // Act
+    const response = await http.post(`/v1/sessions/${sid}/commits`, {
+      runId: 'r1',
+      commands: [
+        { key: 'a', scope: 'thread', merge: 'disjoint', set: 1 },
+        { key: 'big', scope: 'profile', merge: 'disjoint', set: 'p'.repeat(300 * KIB) },
+      ],
+    });
+
+    // Assess
+    expect(response.status, response.text).toBe(413);
+    expect(response.body).toMatchObject({ code: 'state_too_large', scope: 'profile' });
+    expect((await snapshot(sid)).version).toBe(0);
+  });
+});
+
+describe('decide', () => {
+  it('takes a worker answer of 150 messages, or refuses it with 502 naming the limit, never 500', async () => {
+    // Prepare
+    const sid = uniqueId('decide-150');
+    const agentId = await agentWithWorker();
+    answer = () => ({ messages: messages(150, 'reply') });
+
+    // Act
+    const response = await http.post(`/v1/sessions/${sid}/decide`, { agentId, trigger: { type: 'tick' } });
+
+    // Assess
+    expect(response.status, response.text).toBe(502);
+    expect(response.body).toMatchObject({ code: 'worker_failed', limit: 'messages' });
+    expect(response.body.detail).toMatch(/150 messages/);
+    expect(await snapshot(sid)).toMatchObject({ version: 0, nodes: 0 });
+  });
+
+  it('refuses 60 replies to a 45-message trigger with 502 naming the limit, writing neither', async () => {
+    // Prepare
+    const sid = uniqueId('decide-105');
+    const agentId = await agentWithWorker();
+    answer = () => ({ messages: messages(60, 'reply') });
+
+    // Act
+    const response = await http.post(`/v1/sessions/${sid}/decide`, {
+      agentId,
+      trigger: { type: 'client.messages', messages: messages(45, 'asked').map((message) => ({ ...message, role: 'user' })) },
+    });
+
+    // Assess
+    expect(response.status, response.text).toBe(502);
+    expect(response.body).toMatchObject({ code: 'worker_failed', limit: 'messages' });
+    expect(await snapshot(sid)).toMatchObject({ version: 0, nodes: 0 });
+  });
+
+  it('takes as many messages as the limit allows, trigger and answer together', async () => {
+    const sid = uniqueId('decide-max');
+    const agentId = await agentWithWorker();
+    answer = () => ({ messages: messages(40, 'reply'), state: { done: true } });
+
+    const response = await http.post(`/v1/sessions/${sid}/decide`, {
+      agentId,
+      trigger: { type: 'client.messages', messages: messages(50, 'asked').map((message) => ({ ...message, role: 'user' })) },
+    });
+
+    expect(response.status, response.text).toBe(200);
+    expect(await snapshot(sid)).toMatchObject({ version: 1, nodes: 91 });
+  });
+
+  it('refuses a worker answer whose messages pass the bytes one commit may carry with 502', async () => {
+    // Prepare: 20 messages of 230 KiB: 4.6 MB, more than one atomic write takes.
+    const sid = uniqueId('decide-bytes');
+    const agentId = await agentWithWorker();
+    answer = () => ({
+      messages: Array.from({ length: 20 }, (_, index) => ({ role: 'assistant', content: `${index}`.padEnd(230 * KIB, 'x') })),
+    });
+
+    // Act
+    const response = await http.post(`/v1/sessions/${sid}/decide`, { agentId, trigger: { type: 'tick' } });
+
+    // Assess
+    expect(response.status, response.text).toBe(502);
+    expect(response.body).toMatchObject({ code: 'worker_failed' });
+    expect(await snapshot(sid)).toMatchObject({ version: 0, nodes: 0 });
+  });
+
+  it('blames the caller for its own oversize proposed.state when there is no worker: 413 state_too_large', async () => {
+    const sid = uniqueId('decide-proposed');
+
+    const response = await http.post(`/v1/sessions/${sid}/decide`, {
+      trigger: { type: 'tick' },
+      proposed: { state: { blob: 'x'.repeat(4 * KIB * KIB + 10) } },
+    });
+
+    expect(response.status, response.text).toBe(413);
+    expect(response.body).toMatchObject({ code: 'state_too_large', limitBytes: 4 * KIB * KIB });
+    expect(response.body.detail).not.toMatch(/worker/);
+    expect(await snapshot(sid)).toMatchObject({ version: 0 });
+  });
+
+  it('blames the caller for proposed messages that are not messages: 400 invalid_request', async () => {
+    const response = await http.post(`/v1/sessions/${uniqueId('decide-proposed-bad')}/decide`, {
+      trigger: { type: 'tick' },
+      proposed: { messages: [{ content: 'no role' }] },
+    });
+
+    expect(response.status, response.text).toBe(400);
+    expect(response.body).toMatchObject({ code: 'invalid_request' });
+  });
+});
+
+describe('decide, the sizes one commit carries', () => {
+  const bigMessages = (count: number, kib: number) =>
+    Array.from({ length: count }, (_, index) => ({ role: 'user', content: `${index}`.padEnd(kib * KIB, 'm') }));
+
+  // DynamoDB Local takes a transaction of any size; DynamoDB refuses one over 4 MB. A trigger
+  // is an append, held to what one append carries, so trigger and answer stay far inside it.
+  it('refuses a trigger whose messages pass what one append carries with 413 naming the limit, writing nothing', async () => {
+    // Prepare: 17 messages of 240 KiB, each within the message limit, 4.1 MB together.
+    const sid = uniqueId('decide-trigger-bytes');
+
+    // Act
+    const response = await http.post(`/v1/sessions/${sid}/decide`, {
+      trigger: { type: 'client.messages', messages: bigMessages(17, 240) },
+    });
+
+    // Assess
+    expect(response.status).toBe(413);
+    expect(response.body).toMatchObject({ code: 'payload_too_large', limitBytes: 1024 * KIB, field: 'trigger.messages' });
+    expect(await snapshot(sid)).toMatchObject({ version: 0, nodes: 0 });
+  });
+
+  it('holds an append to the same limit', async () => {
+    const sid = uniqueId('append-bytes');
+
+    const response = await http.post(`/v1/sessions/${sid}/messages`, { messages: bigMessages(6, 180) });
+
+    expect(response.status).toBe(413);
+    expect(response.body).toMatchObject({ code: 'payload_too_large' });
+    expect((await snapshot(sid)).nodes).toBe(0);
+  });
+
+  it('refuses a worker answer that replaces the agent config with more than the registry takes: 502 naming the limit', async () => {
+    // Prepare: a config of 200 KiB; the registry takes 64 KiB.
+    const sid = uniqueId('decide-agent-bytes');
+    const agentId = await agentWithWorker();
+    answer = () => ({ agent: { prompt: 'p'.repeat(200 * KIB) }, state: { done: true } });
+
+    // Act
+    const response = await http.post(`/v1/sessions/${sid}/decide`, { agentId, trigger: { type: 'tick' } });
+
+    // Assess
+    expect(response.status).toBe(502);
+    expect(response.body).toMatchObject({ code: 'worker_failed', limit: 'agent', limitBytes: 64 * KIB });
+    expect(await snapshot(sid)).toMatchObject({ version: 0 });
+  });
+
+  it('takes a worker answer at every limit at once: 64 KiB of config, 180 KiB of messages, a 4 MiB state', async () => {
+    const sid = uniqueId('decide-all-limits');
+    const agentId = await agentWithWorker();
+    answer = () => ({
+      agent: { prompt: 'p'.repeat(63 * KIB) },
+      messages: [{ role: 'assistant', content: 'r'.repeat(180 * KIB) }],
+      state: { blob: 's'.repeat(4 * KIB * KIB - 64) },
+    });
+
+    const response = await http.post(`/v1/sessions/${sid}/decide`, { agentId, trigger: { type: 'tick' } });
+    const replayed = await http.post(`/v1/sessions/${sid}/decide`, {
+      agentId,
+      decisionId: response.body.decisionId,
+      trigger: { type: 'tick' },
+    });
+
+    expect(response.status).toBe(200);
+    expect(await snapshot(sid)).toMatchObject({ version: 1, nodes: 2 });
+    expect(replayed.status).toBe(200);
+    expect(replayed.body.version).toBe(1);
+    expect(replayed.body.agent.prompt).toHaveLength(63 * KIB);
+  });
+});
+
+describe('decide with typed fields: the merged state is held to the limit', () => {
+  const MIB = KIB * KIB;
+  let owner: string;
+  let child: string;
+
+  let quiet: string;
+
+  beforeAll(async () => {
+    owner = uniqueId('owner');
+    child = uniqueId('child');
+    quiet = uniqueId('quiet');
+    const registered = [
+      await http.put(`/v1/agents/${owner}`, {
+        stateFields: { hidden: { type: 'string' }, open: { type: 'string', read: 'public', write: 'public' } },
+      }),
+      await http.put(`/v1/agents/${child}`, { parentId: owner, worker: { url: workerUrl } }),
+      // No worker: its decisions are what the caller proposes.
+      await http.put(`/v1/agents/${quiet}`, { parentId: owner }),
+    ];
+    for (const response of registered) expect(response.status, response.text).toBe(201);
+  });
+
+  /** A session of the owner's hierarchy whose hidden field holds 3 MiB. */
+  async function sessionWithHiddenBulk(): Promise<string> {
+    const sid = uniqueId('typed-bulk');
+    await http.post('/v1/sessions', { sessionId: sid, agentId: owner });
+    const seeded = await http.put(`/v1/sessions/${sid}/state`, { hidden: 'h'.repeat(3 * MIB), open: 'small' });
+    expect(seeded.status, seeded.text).toBe(200);
+    return sid;
+  }
+
+  it("refuses a worker's state that fits alone but not merged with the fields it cannot see: 502 naming the limit", async () => {
+    // Prepare
+    const sid = await sessionWithHiddenBulk();
+    answer = (request) => {
+      expect(request.state).not.toHaveProperty('hidden');
+      return { state: { open: 'o'.repeat(2 * MIB) } };
+    };
+
+    // Act
+    const response = await http.post(`/v1/sessions/${sid}/decide`, { agentId: child, trigger: { type: 'tick' } });
+
+    // Assess
+    expect(response.status).toBe(502);
+    expect(response.body).toMatchObject({ code: 'worker_failed', fieldError: 'state_too_large', limitBytes: 4 * MIB });
+    expect((await snapshot(sid)).version).toBe(1);
+  });
+
+  it('refuses the same for a caller proposing it without a worker: 413 state_too_large', async () => {
+    const sid = await sessionWithHiddenBulk();
+
+    const response = await http.post(`/v1/sessions/${sid}/decide`, {
+      agentId: quiet,
+      trigger: { type: 'tick' },
+      proposed: { state: { open: 'o'.repeat(2 * MIB) } },
+    });
+
+    expect(response.status).toBe(413);
+    expect(response.body).toMatchObject({ code: 'state_too_large', limitBytes: 4 * MIB });
+    expect((await snapshot(sid)).version).toBe(1);
+  });
+});
