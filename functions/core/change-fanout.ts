@@ -9,6 +9,7 @@ import {
   type RecordedChange,
   STATE_CHANGED,
   serializeWithin,
+  type WireEvent,
 } from './events.js';
 import type { Schema } from './fields.js';
 import type { Json } from './json.js';
@@ -28,7 +29,7 @@ import {
  * states, then without its agent config (events.ts, `serializeWithin`). A dead letter item
  * holds the body and a little more, inside DynamoDB's 400 KB.
  */
-const WEBHOOK_BODY_LIMIT_BYTES = 256 * 1024;
+export const WEBHOOK_BODY_LIMIT_BYTES = 256 * 1024;
 
 /**
  * The change hook's work for one batch of recorded versions (DynamoDB stream records, in
@@ -68,7 +69,7 @@ const WEBHOOK_BODY_LIMIT_BYTES = 256 * 1024;
 export type VersionStateReader = (scope: SessionScope, version: number) => Promise<{ state: Json } | null>;
 
 /** Puts events on the event bus; resolves with the indexes of the entries that failed. */
-export type EventPublisher = (events: ReadonlyArray<{ tenant: string; event: ChangeEvent }>) => Promise<number[]>;
+export type EventPublisher = (events: ReadonlyArray<{ tenant: string; event: WireEvent }>) => Promise<number[]>;
 
 /**
  * The session's events as an agent may see them (`null`: no agent, the whole events), in the

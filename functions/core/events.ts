@@ -2,6 +2,7 @@ import { AgentStateError } from './errors.js';
 import { type Schema, viewOf } from './fields.js';
 import { encodedSize, type Json, stringifyJson } from './json.js';
 import type { PatchOperation } from './json-patch.js';
+import type { MemoryChangedEvent } from './memory-events.js';
 import { mergePatchBetween } from './merge-patch.js';
 import type { DocumentKind, VersionRecord } from './model.js';
 
@@ -136,8 +137,11 @@ export interface DocumentChangedEvent {
   truncated?: true;
 }
 
-/** Every event the change hook sends. */
+/** Every event of a session the change hook sends. */
 export type ChangeEvent = StateChangedEvent | DocumentChangedEvent;
+
+/** Every event that goes out on a channel: a session's, or a memory item's (memory-events.ts). */
+export type WireEvent = ChangeEvent | MemoryChangedEvent;
 
 /** A recorded version of a run, profile or shared document, as the change stream reports it. */
 export interface RecordedDocument {
@@ -273,14 +277,14 @@ export const EVENT_STATES_LIMIT_BYTES = 64 * 1024;
 export type EventMode = 'full' | 'patch';
 export const EVENT_MODES: readonly EventMode[] = ['full', 'patch'];
 
-const fitted = new WeakMap<ChangeEvent, ChangeEvent>();
+const fitted = new WeakMap<WireEvent, WireEvent>();
 
 /**
  * The event as it goes out: with its `patch`, and without `next` and `prev` when together
  * they pass `EVENT_STATES_LIMIT_BYTES` (`truncated: true`). Computed once per event object
  * (an agent's view is an object of its own, and gets a patch of its own view).
  */
-function fitEvent(event: ChangeEvent): ChangeEvent {
+function fitEvent(event: WireEvent): WireEvent {
   const known = fitted.get(event);
   if (known) return known;
   // A large state's event is shaped already: its change, no states.
@@ -291,7 +295,7 @@ function fitEvent(event: ChangeEvent): ChangeEvent {
   const patch = mergePatchBetween(prev, next);
   const withPatch = patch !== undefined && encodedSize(patch) <= EVENT_STATES_LIMIT_BYTES ? { patch } : {};
   const statesFit = encodedSize(next) + encodedSize(prev) <= EVENT_STATES_LIMIT_BYTES;
-  const result = (statesFit ? { ...rest, next, prev, ...withPatch } : { ...rest, ...withPatch, truncated: true }) as ChangeEvent;
+  const result = (statesFit ? { ...rest, next, prev, ...withPatch } : { ...rest, ...withPatch, truncated: true }) as WireEvent;
   fitted.set(event, result);
   return result;
 }
@@ -303,7 +307,7 @@ function fitEvent(event: ChangeEvent): ChangeEvent {
  * `prev`, then without the agent config, then without the patch: never dropped, at worst an
  * event that names its version (`truncated: true`).
  */
-export function serializeWithin(event: ChangeEvent, limitBytes: number, mode: EventMode = 'full'): string {
+export function serializeWithin(event: WireEvent, limitBytes: number, mode: EventMode = 'full'): string {
   const shaped = fitEvent(event);
   const { next: _next, prev: _prev, ...lean } = shaped;
   const marked = mode === 'patch' && !('patch' in lean) ? { ...lean, truncated: true } : lean;
@@ -323,7 +327,7 @@ export function serializeWithin(event: ChangeEvent, limitBytes: number, mode: Ev
 }
 
 /** An event built by `buildDeltaEvent`: truncated from the start, never carrying states. */
-function isDeltaEvent(event: ChangeEvent): boolean {
+function isDeltaEvent(event: WireEvent): boolean {
   return event.type === STATE_CHANGED && event.truncated === true && !('next' in event) && !('prev' in event);
 }
 

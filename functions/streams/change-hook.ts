@@ -3,6 +3,7 @@ import type { Context, DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-la
 import { schemaReader } from '../core/agent-service.js';
 import { ChangeFanout, type ChangeInput } from '../core/change-fanout.js';
 import { DEFAULT_HISTORY_DAYS, MemoryUpkeep, type MemoryUpkeepInput } from '../core/memory-changes.js';
+import { MemoryFanout } from '../core/memory-events.js';
 import { dynamoDbClient } from '../store/client.js';
 import { DynamoDbLiveStore } from '../store/live-store.js';
 import { recordedMemoryChangeOf } from '../store/memory-stream.js';
@@ -75,6 +76,23 @@ export function useChangeFanout(replacement: ChangeFanout | undefined): void {
   fanout = replacement;
 }
 
+let memoryEvents: MemoryFanout | undefined;
+
+/** The memory events' fan-out: the same webhooks, sender and bus as the state events'. */
+function memoryFanout(): MemoryFanout {
+  if (!memoryEvents) {
+    const env = process.env;
+    const stores = createStores(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName);
+    const bus = env.AGENTSTATE_EVENT_BUS;
+    memoryEvents = new MemoryFanout({
+      webhooks: new DynamoDbWebhookStore(stores.table),
+      send: webhookSender({ allowLoopbackHttp: !env.AWS_LAMBDA_FUNCTION_NAME }),
+      ...(bus ? { publish: eventBridgePublisher(new EventBridgeClient({}), bus) } : {}),
+    });
+  }
+  return memoryEvents;
+}
+
 let upkeep: MemoryUpkeep | undefined;
 
 /**
@@ -123,11 +141,13 @@ export async function handler(
   const failed: string[] = [];
   const remaining = context?.getRemainingTimeInMillis?.();
   const deadline = remaining === undefined ? undefined : Date.now() + remaining - DEADLINE_MARGIN_MS;
-  const [events, kept] = await Promise.all([
-    inputs.length > 0 ? changeFanout().process(inputs, deadline === undefined ? {} : { deadline }) : { failed: [] },
+  const within = deadline === undefined ? {} : { deadline };
+  const [events, kept, memoryDelivered] = await Promise.all([
+    inputs.length > 0 ? changeFanout().process(inputs, within) : { failed: [] },
     memory.length > 0 ? memoryUpkeep().process(memory) : { failed: [] },
+    memory.length > 0 ? memoryFanout().process(memory, within) : { failed: [] },
   ]);
-  failed.push(...events.failed, ...kept.failed);
+  failed.push(...events.failed, ...kept.failed, ...memoryDelivered.failed);
   if (unreadable !== undefined) failed.push(unreadable);
   return { batchItemFailures: failed.map((itemIdentifier) => ({ itemIdentifier })) };
 }

@@ -180,7 +180,27 @@ const documentChangedEvent = z.object({
   occurredAt: time,
   truncated: z.literal(true).optional(),
 });
-const changeEvent = z.union([stateChangedEvent, documentChangedEvent]);
+const memoryChangedEvent = z.object({
+  id: z.string(),
+  type: z.literal('memory.changed'),
+  namespace: z.array(idSchema).min(1).max(8),
+  key: idSchema,
+  version: version.meta({ description: "The item's version after the change; a delete is the version after the last put." }),
+  prevVersion: version,
+  cause: z.enum(['put', 'delete']),
+  author: z.string().nullable(),
+  next: jsonObject
+    .nullable()
+    .optional()
+    .meta({ description: 'the value after the change (null for a delete); left out as on `state.changed`' }),
+  prev: jsonObject.nullable().optional().meta({ description: 'the value of `prevVersion` (null for a new item); left out as `next` is' }),
+  patch: jsonValue.optional().meta({ description: 'the RFC 7396 merge patch turning `prev` into `next` (null for a delete)' }),
+  createdAt: time,
+  expiresAt: time.optional(),
+  occurredAt: time,
+  truncated: z.literal(true).optional(),
+});
+const changeEvent = z.union([stateChangedEvent, documentChangedEvent, memoryChangedEvent]);
 
 const webhook = z.object({
   id: z.string(),
@@ -193,7 +213,7 @@ const webhook = z.object({
 const webhookList = z.object({ webhooks: z.array(webhook), next });
 const deadLetter = z.object({
   eventId: z.string(),
-  sessionId: idSchema,
+  sessionId: idSchema.or(z.literal('')).meta({ description: 'The session of the event; empty for a memory event.' }),
   version,
   attempts: z.number().int().min(0).meta({ description: 'Delivery attempts; 0 for an event held back behind an earlier failure.' }),
   lastError: z.string(),
@@ -259,6 +279,7 @@ export const components = {
   CommitResult: commitResult,
   StateChangedEvent: stateChangedEvent,
   DocumentChangedEvent: documentChangedEvent,
+  MemoryChangedEvent: memoryChangedEvent,
   ChangeEvent: changeEvent,
   JsonPatchOperation: jsonPatchOperation,
   Webhook: webhook,
