@@ -2,6 +2,7 @@ import { type ActingAgentWording, requireActingAgent } from './acting-agent.js';
 import { AgentStateError } from './errors.js';
 import { EVENT_MODES, type EventMode } from './events.js';
 import { requireId } from './ids.js';
+import { type Namespace, namespaceRoots, requireNamespace, withinRoots } from './memory.js';
 import type { SessionScope } from './model.js';
 
 /**
@@ -36,7 +37,21 @@ export interface LiveFollower {
   mode: EventMode;
 }
 
+/** A connection following a memory namespace (or one above it). */
+export type NamespaceFollower = Pick<LiveFollower, 'connectionId' | 'mode'>;
+
 export interface LiveStore {
+  /**
+   * Follows the memory namespace `namespace` (and every namespace under it); false when the
+   * connection is gone or already follows `MAX_SUBSCRIPTIONS` other namespaces.
+   */
+  subscribeNamespace(connectionId: string, tenant: string, namespace: Namespace, expiresAt: number, mode?: EventMode): Promise<boolean>;
+  unsubscribeNamespace(connectionId: string, tenant: string, namespace: Namespace): Promise<void>;
+  /**
+   * The connections following `namespace` or a namespace it lies under, each once: in `full`
+   * mode when any of its subscriptions that match asked for it.
+   */
+  namespaceFollowers(tenant: string, namespace: Namespace): Promise<NamespaceFollower[]>;
   /** `agents`: those of a key limited to some agents; null or absent for any. */
   putConnection(connectionId: string, tenant: string, expiresAt: number, agents?: string[] | null): Promise<void>;
   getConnection(connectionId: string): Promise<LiveConnection | null>;
@@ -54,10 +69,11 @@ export interface LiveStore {
   followers(scope: SessionScope): Promise<LiveFollower[]>;
 }
 
-/** What the client is told after a subscribe or unsubscribe. */
+/** What the client is told after a subscribe or unsubscribe (of a session, or of a memory namespace). */
 export interface LiveAck {
   type: 'subscribed' | 'unsubscribed';
-  sessionId: string;
+  sessionId?: string;
+  namespace?: string[];
   /** On `subscribed`, when the subscription names an agent. */
   agentId?: string;
   /** On `subscribed`, when the subscription asked for `"mode": "patch"`. */
@@ -105,6 +121,37 @@ export class LiveService {
     };
   }
 
+  /**
+   * Follows a memory namespace and everything under it (`memory.changed` events). A key
+   * limited to agents follows only namespaces it may read (`agents/<its agent>…`, `shared…`).
+   * `mode` as for a session.
+   */
+  async subscribeNamespace(connectionId: string, namespace: unknown, mode?: unknown): Promise<LiveAck> {
+    const path = requireNamespaceArray(namespace);
+    const eventMode = mode === undefined || mode === null ? 'full' : requireMode(mode);
+    const connection = await this.requireConnection(connectionId);
+    if (!withinRoots(path, namespaceRoots(connection.agents))) {
+      throw new AgentStateError(
+        'forbidden',
+        "this connection's key may follow only namespaces that begin with agents/<one of its agents> or shared",
+        { agents: connection.agents },
+      );
+    }
+    if (!(await this.store.subscribeNamespace(connectionId, connection.tenant, path, this.expiry(), eventMode))) {
+      throw new AgentStateError('invalid_request', `a connection may follow at most ${MAX_SUBSCRIPTIONS} namespaces; unsubscribe first`, {
+        limit: MAX_SUBSCRIPTIONS,
+      });
+    }
+    return { type: 'subscribed', namespace: path, ...(eventMode === 'patch' ? { mode: eventMode } : {}) };
+  }
+
+  async unsubscribeNamespace(connectionId: string, namespace: unknown): Promise<LiveAck> {
+    const path = requireNamespaceArray(namespace);
+    const connection = await this.requireConnection(connectionId);
+    await this.store.unsubscribeNamespace(connectionId, connection.tenant, path);
+    return { type: 'unsubscribed', namespace: path };
+  }
+
   async unsubscribe(connectionId: string, sessionId: unknown): Promise<LiveAck> {
     const id = requireId(sessionId, 'sessionId');
     const connection = await this.requireConnection(connectionId);
@@ -131,4 +178,10 @@ export class LiveService {
 function requireMode(mode: unknown): EventMode {
   if (EVENT_MODES.includes(mode as EventMode)) return mode as EventMode;
   throw new AgentStateError('invalid_request', 'mode must be "full" or "patch"', { field: 'mode' });
+}
+
+function requireNamespaceArray(namespace: unknown): string[] {
+  if (!Array.isArray(namespace))
+    throw new AgentStateError('invalid_request', 'namespace is an array of 1 to 8 ids', { field: 'namespace' });
+  return requireNamespace(namespace, 'namespace');
 }

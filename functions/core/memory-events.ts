@@ -1,7 +1,7 @@
 import { type EventPublisher, WEBHOOK_BODY_LIMIT_BYTES } from './change-fanout.js';
 import { serializeWithin } from './events.js';
 import type { Json, JsonObject } from './json.js';
-import { namespaceRoots, withinRoots } from './memory.js';
+import { type Namespace, namespaceRoots, withinRoots } from './memory.js';
 import type { MemoryUpkeepInput, RecordedMemoryChange } from './memory-changes.js';
 import {
   DEFAULT_DELIVERY_POLICY,
@@ -82,7 +82,11 @@ function memoryEventVisibleTo(event: MemoryChangedEvent, agentId: string | null 
   return withinRoots(event.namespace, agentId == null ? null : namespaceRoots([agentId]));
 }
 
+/** Sends one namespace's events, in order, to the live clients that follow it (best effort). */
+export type MemoryBroadcaster = (tenant: string, namespace: Namespace, events: readonly MemoryChangedEvent[]) => Promise<void>;
+
 export interface MemoryFanoutPorts {
+  broadcast?: MemoryBroadcaster;
   webhooks: Pick<WebhookStore, 'allWebhooks' | 'recordDeadLetter'>;
   send: WebhookSender;
   publish?: EventPublisher;
@@ -128,6 +132,7 @@ export class MemoryFanout {
         ),
       ),
       this.publish(built, failed),
+      this.broadcast(built),
     ]);
     return { failed: [...failed] };
   }
@@ -182,6 +187,31 @@ export class MemoryFanout {
             failed.add(key);
             return;
           }
+        }
+      }),
+    );
+  }
+
+  /** Live clients are a view, not a log: a failure is logged, never retried. */
+  private async broadcast(built: readonly Built[]): Promise<void> {
+    const broadcast = this.ports.broadcast;
+    if (!broadcast) return;
+    const groups = new Map<string, Built[]>();
+    for (const entry of built) {
+      const id = JSON.stringify([entry.tenant, entry.event.namespace]);
+      groups.set(id, [...(groups.get(id) ?? []), entry]);
+    }
+    await Promise.all(
+      [...groups.values()].map(async (group) => {
+        const { tenant, event } = group[0] as Built;
+        try {
+          await broadcast(
+            tenant,
+            event.namespace,
+            group.map((entry) => entry.event),
+          );
+        } catch (error) {
+          this.log('could not send memory events to live clients', { tenant, namespace: event.namespace, error: String(error) });
         }
       }),
     );

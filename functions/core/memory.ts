@@ -147,6 +147,11 @@ export function requireNamespace(segments: readonly unknown[], field: string, op
   });
 }
 
+/** Whether `value` is a namespace as a body names it: an array of 1–8 ids. */
+export function isNamespacePath(value: unknown): value is string[] {
+  return Array.isArray(value) && value.length >= 1 && value.length <= MAX_NAMESPACE_DEPTH && value.every(isValidId);
+}
+
 /** An item's key: an id (`400 invalid_id`). */
 export function requireMemoryKey(value: unknown): string {
   return requireId(value, 'key');

@@ -23,6 +23,7 @@ import type { SessionScope } from '../core/model.js';
  *   C#<connection>              C                a WebSocket connection: its tenant and the
  *                                                sessions it follows (TTL, live-store.ts)
  *   W#<tenant>#<session>        C#<connection>   a connection following the session (TTL)
+ *   WM#<tenant>#<namespace>     C#<connection>   a connection following a memory namespace (TTL)
  *   K#<sha256 of an API key>    K                an API key (see api-keys.ts)
  *   M#<tenant>#<namespace path> K#<key>          a memory item (memory-store.ts; also in the
  *                                                memory index, by `mu`)
@@ -75,6 +76,8 @@ export const keys = {
   /** The memory index's sort key: newest first by `updatedAt`, the key breaking ties. */
   memoryRecency: (updatedAt: string, key: string) => `${updatedAt}#${key}`,
   memoryNamespaces: (tenant: string) => `MN#${tenant}`,
+  /** Connections following a memory namespace and what lies under it (live-store.ts). */
+  namespaceFollowers: (tenant: string, namespace: readonly string[]) => `WM#${tenant}#${namespace.join('/')}`,
   memoryHistory: (tenant: string, namespace: readonly string[], key: string) => `MH#${tenant}#${namespace.join('/')}#${key}`,
   memoryHistoryVersion: (createdAt: string, version: number) => `${createdAt}#${String(version).padStart(12, '0')}`,
 } as const;

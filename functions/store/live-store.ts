@@ -1,6 +1,7 @@
 import { DeleteCommand, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { EventMode } from '../core/events.js';
-import { type LiveConnection, type LiveFollower, type LiveStore, MAX_SUBSCRIPTIONS } from '../core/live.js';
+import { type LiveConnection, type LiveFollower, type LiveStore, MAX_SUBSCRIPTIONS, type NamespaceFollower } from '../core/live.js';
+import type { Namespace } from '../core/memory.js';
 import type { SessionScope } from '../core/model.js';
 import { keys } from './keys.js';
 import { tableKeys } from './table.js';
@@ -96,6 +97,82 @@ export class DynamoDbLiveStore implements LiveStore {
     return true;
   }
 
+  async subscribeNamespace(
+    connectionId: string,
+    tenant: string,
+    namespace: Namespace,
+    expiresAt: number,
+    mode: EventMode = 'full',
+  ): Promise<boolean> {
+    const path = namespace.join('/');
+    // As `subscribe`: the connection lists it first, so $disconnect finds what to remove.
+    const listed = await conditionally(
+      this.table.send(
+        new UpdateCommand({
+          TableName: this.table.tableName,
+          Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
+          UpdateExpression: 'ADD namespaces :namespace SET #ttl = :ttl',
+          ConditionExpression: `${conditions.itemExists} AND (attribute_not_exists(namespaces) OR size(namespaces) < :max OR contains(namespaces, :path))`,
+          ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive },
+          ExpressionAttributeValues: { ':namespace': new Set([path]), ':path': path, ':max': MAX_SUBSCRIPTIONS, ':ttl': expiresAt },
+        }),
+      ),
+    );
+    if (!listed) return false;
+    await this.table.send(
+      new PutCommand({
+        TableName: this.table.tableName,
+        Item: {
+          pk: keys.namespaceFollowers(tenant, namespace),
+          sk: keys.subscriber(connectionId),
+          connectionId,
+          mode: mode === 'full' ? undefined : mode,
+          [tableKeys.timeToLive]: expiresAt,
+        },
+      }),
+    );
+    return true;
+  }
+
+  async unsubscribeNamespace(connectionId: string, tenant: string, namespace: Namespace): Promise<void> {
+    await this.table.send(
+      new DeleteCommand({
+        TableName: this.table.tableName,
+        Key: { pk: keys.namespaceFollowers(tenant, namespace), sk: keys.subscriber(connectionId) },
+      }),
+    );
+    await conditionally(
+      this.table.send(
+        new UpdateCommand({
+          TableName: this.table.tableName,
+          Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
+          UpdateExpression: 'DELETE namespaces :namespace',
+          ConditionExpression: conditions.itemExists,
+          ExpressionAttributeValues: { ':namespace': new Set([namespace.join('/')]) },
+        }),
+      ),
+    );
+  }
+
+  /** One Query per namespace the event's lies under (itself included): at most eight, in parallel. */
+  async namespaceFollowers(tenant: string, namespace: Namespace): Promise<NamespaceFollower[]> {
+    const found = new Map<string, EventMode>();
+    await Promise.all(
+      namespace.map((_, index) =>
+        forEachInRange(
+          this.table,
+          { partition: keys.namespaceFollowers(tenant, namespace.slice(0, index + 1)), prefix: keys.subscriberPrefix },
+          (item) => {
+            if (this.expired(item)) return;
+            const connectionId = String(item.connectionId);
+            found.set(connectionId, item.mode === 'patch' && found.get(connectionId) !== 'full' ? 'patch' : 'full');
+          },
+        ),
+      ),
+    );
+    return [...found].map(([connectionId, mode]) => ({ connectionId, mode }));
+  }
+
   async unsubscribe(connectionId: string, scope: SessionScope): Promise<void> {
     await this.table.send(
       new DeleteCommand({ TableName: this.table.tableName, Key: { pk: keys.subscribers(scope), sk: keys.subscriber(connectionId) } }),
@@ -124,8 +201,8 @@ export class DynamoDbLiveStore implements LiveStore {
     );
     if (!Attributes || typeof Attributes.tenant !== 'string') return;
     const tenant = Attributes.tenant;
-    await Promise.all(
-      sessionsOf(Attributes).map((sessionId) =>
+    await Promise.all([
+      ...sessionsOf(Attributes).map((sessionId) =>
         this.table.send(
           new DeleteCommand({
             TableName: this.table.tableName,
@@ -133,7 +210,15 @@ export class DynamoDbLiveStore implements LiveStore {
           }),
         ),
       ),
-    );
+      ...setOf(Attributes.namespaces).map((path) =>
+        this.table.send(
+          new DeleteCommand({
+            TableName: this.table.tableName,
+            Key: { pk: keys.namespaceFollowers(tenant, path.split('/')), sk: keys.subscriber(connectionId) },
+          }),
+        ),
+      ),
+    ]);
   }
 
   async subscribers(scope: SessionScope): Promise<string[]> {
@@ -167,7 +252,11 @@ function agentsOf(item: Item): string[] | null {
 }
 
 function sessionsOf(item: Item): string[] {
-  const sessions = item.sessions;
-  if (sessions instanceof Set) return [...sessions].map(String);
-  return Array.isArray(sessions) ? sessions.map(String) : [];
+  return setOf(item.sessions);
+}
+
+/** A string set attribute as a list (absent: none). */
+function setOf(value: unknown): string[] {
+  if (value instanceof Set) return [...value].map(String);
+  return Array.isArray(value) ? value.map(String) : [];
 }

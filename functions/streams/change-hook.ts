@@ -13,7 +13,7 @@ import { recordedChangeOf } from '../store/stream-images.js';
 import { defaultTableName } from '../store/table.js';
 import { DynamoDbWebhookStore } from '../store/webhook-store.js';
 import { webhookSender } from '../workers/webhook-delivery.js';
-import { liveBroadcaster } from '../ws/broadcast.js';
+import { liveBroadcaster, memoryBroadcaster } from '../ws/broadcast.js';
 import { connectionGatewayFromEnv } from '../ws/connections.js';
 import { eventBridgePublisher } from './event-bus.js';
 
@@ -84,9 +84,11 @@ function memoryFanout(): MemoryFanout {
     const env = process.env;
     const stores = createStores(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName);
     const bus = env.AGENTSTATE_EVENT_BUS;
+    const gateway = connectionGatewayFromEnv(env);
     memoryEvents = new MemoryFanout({
       webhooks: new DynamoDbWebhookStore(stores.table),
       send: webhookSender({ allowLoopbackHttp: !env.AWS_LAMBDA_FUNCTION_NAME }),
+      ...(gateway ? { broadcast: memoryBroadcaster(new DynamoDbLiveStore(stores.table), gateway) } : {}),
       ...(bus ? { publish: eventBridgePublisher(new EventBridgeClient({}), bus) } : {}),
     });
   }

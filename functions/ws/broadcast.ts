@@ -1,6 +1,7 @@
 import type { LiveBroadcaster } from '../core/change-fanout.js';
 import { type ChangeEvent, type EventMode, serializeWithin } from '../core/events.js';
 import type { LiveFollower, LiveStore } from '../core/live.js';
+import type { MemoryBroadcaster } from '../core/memory-events.js';
 import type { ConnectionGateway } from './connections.js';
 
 /** API Gateway's WebSocket message limit is 128 KB; larger events go out without their states. */
@@ -62,5 +63,33 @@ export function liveBroadcaster(store: FollowerSource, gateway: ConnectionGatewa
     if (failures.length > 0) {
       throw new Error(`${failures.length} of ${followers.length} live connections failed: ${String(failures[0]?.reason)}`);
     }
+  };
+}
+
+/**
+ * Sends a memory namespace's events to the connections that follow it or a namespace above it
+ * (`{"action":"subscribe","namespace":[…]}`): one Query per level of the namespace, then each
+ * connection gets the events in order, in the mode it asked for. A connection that is gone is
+ * removed with everything it followed.
+ */
+export function memoryBroadcaster(
+  store: Pick<LiveStore, 'namespaceFollowers' | 'deleteConnection'>,
+  gateway: ConnectionGateway,
+): MemoryBroadcaster {
+  return async (tenant, namespace, events) => {
+    const followers = await store.namespaceFollowers(tenant, namespace);
+    if (followers.length === 0) return;
+    const messages = (mode: EventMode) => events.map((event) => serializeWithin(event, WEBSOCKET_MESSAGE_LIMIT_BYTES, mode));
+    const byMode = { full: messages('full'), patch: messages('patch') };
+    await Promise.all(
+      followers.map(async ({ connectionId, mode }) => {
+        for (const message of byMode[mode]) {
+          if ((await gateway.post(connectionId, message)) === 'gone') {
+            await store.deleteConnection(connectionId);
+            return;
+          }
+        }
+      }),
+    );
   };
 }

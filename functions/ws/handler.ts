@@ -2,6 +2,7 @@ import { AgentStateError, toProblem } from '../core/errors.js';
 import { isValidId } from '../core/ids.js';
 import { isJsonObject } from '../core/json.js';
 import { LiveService } from '../core/live.js';
+import { isNamespacePath } from '../core/memory.js';
 import { type Grant, keysFromEnv } from '../http/auth.js';
 import { ApiKeyStore } from '../store/api-keys.js';
 import { dynamoDbClient } from '../store/client.js';
@@ -87,9 +88,17 @@ export async function handler(event: WebSocketEvent): Promise<WebSocketResult> {
     message = parseMessage(event);
     switch (message.action) {
       case 'subscribe':
-        return ok(await dependencies().live.subscribe(connectionId, message.sessionId, message.agentId, message.mode));
+        return ok(
+          followsNamespace(message)
+            ? await dependencies().live.subscribeNamespace(connectionId, message.namespace, message.mode)
+            : await dependencies().live.subscribe(connectionId, message.sessionId, message.agentId, message.mode),
+        );
       case 'unsubscribe':
-        return ok(await dependencies().live.unsubscribe(connectionId, message.sessionId));
+        return ok(
+          followsNamespace(message)
+            ? await dependencies().live.unsubscribeNamespace(connectionId, message.namespace)
+            : await dependencies().live.unsubscribe(connectionId, message.sessionId),
+        );
       default:
         throw new AgentStateError(
           'invalid_request',
@@ -118,6 +127,18 @@ function parseMessage(event: WebSocketEvent): Record<string, unknown> {
   return parsed;
 }
 
+/**
+ * Whether a (un)subscribe names a memory namespace (`{"action":"subscribe","namespace":["users","u1"]}`)
+ * rather than a session; one message names one or the other.
+ */
+function followsNamespace(message: Record<string, unknown>): boolean {
+  if (message.namespace === undefined) return false;
+  if (message.sessionId !== undefined) {
+    throw new AgentStateError('invalid_request', 'a subscription names a sessionId or a namespace, not both', { field: 'namespace' });
+  }
+  return true;
+}
+
 function ok(body: unknown): WebSocketResult {
   return { statusCode: 200, body: JSON.stringify(body) };
 }
@@ -129,6 +150,7 @@ function reply(error: AgentStateError, message?: Record<string, unknown>): WebSo
     ...(message?.action === 'subscribe' || message?.action === 'unsubscribe' ? { action: message.action } : {}),
     // Echoed only when it is an id: the answer never repeats arbitrary input.
     ...(isValidId(message?.sessionId) ? { sessionId: message.sessionId } : {}),
+    ...(isNamespacePath(message?.namespace) ? { namespace: message.namespace } : {}),
   };
   return { statusCode: status, body: JSON.stringify({ ...extras, ...request, type: 'error', status, code, detail }) };
 }

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main as agentstateCli } from '../../bin/agentstate.js';
 import { type ApiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 import { EventFixtures, waitFor } from '../helpers/events.js';
@@ -134,5 +135,98 @@ describe('memory.changed', () => {
     expect(replayed.status, replayed.text).toBe(200);
     expect(target.accepted().some((event) => event.id === letters[0].eventId)).toBe(true);
     await http.delete(`/v1/webhooks/${id}`);
+  });
+
+  it('sends a WebSocket subscribed to a namespace its events and those under it, once each, until it unsubscribes', async () => {
+    // Prepare
+    const root = uniqueId('live');
+    const client = await fixtures.live('dev-key');
+    const patches = await fixtures.live('dev-key');
+    client.send({ action: 'subscribe', namespace: [root] });
+    client.send({ action: 'subscribe', namespace: [root, 'deep'] });
+    patches.send({ action: 'subscribe', namespace: [root], mode: 'patch' });
+    const acks = await waitFor('the namespace acks', () => {
+      const found = [...client.messages, ...patches.messages].filter((message) => message.type === 'subscribed');
+      return found.length === 3 ? found : null;
+    });
+
+    // Act
+    await http.put(itemPath([root, 'deep', 'er'], 'k'), { value: { n: 1 } });
+    await http.put(itemPath([`${root}x`], 'k'), { value: { n: 2 } });
+    await http.put(itemPath([root], 'k'), { value: { n: 3 } });
+    await waitFor('two events', () => client.messages.filter((message) => message.type === 'memory.changed').length === 2 || null);
+    client.send({ action: 'unsubscribe', namespace: [root] });
+    client.send({ action: 'unsubscribe', namespace: [root, 'deep'] });
+    await waitFor('the unsubscribe acks', () => client.messages.filter((message) => message.type === 'unsubscribed').length === 2 || null);
+    await http.put(itemPath([root, 'deep'], 'k'), { value: { n: 4 } });
+    const patched = await waitFor('three patch-mode events', () => {
+      const received = patches.messages.filter((message) => message.type === 'memory.changed');
+      return received.length === 3 ? received : null;
+    });
+    await new Promise((wake) => setTimeout(wake, 300));
+
+    // Assess
+    expect(acks.map((ack) => ack.namespace)).toEqual(expect.arrayContaining([[root], [root, 'deep']]));
+    expect(acks.find((ack) => ack.mode === 'patch')?.namespace).toEqual([root]);
+    const events = client.messages.filter((message) => message.type === 'memory.changed');
+    // Events keep version order per item; different items may arrive in either order.
+    const byValue = (list: Array<{ next?: { n: number }; patch?: { n: number } }>) =>
+      list.map((event) => (event.next ?? event.patch)?.n).sort();
+    expect(byValue(events)).toEqual([1, 3]);
+    expect(events.find((event) => event.next.n === 1)?.namespace).toEqual([root, 'deep', 'er']);
+    expect(byValue(patched)).toEqual([1, 3, 4]);
+    expect(patched.every((event) => !('next' in event) && !('prev' in event))).toBe(true);
+  });
+
+  it('refuses a namespace subscription that is malformed, naming what it refused', async () => {
+    const client = await fixtures.live('dev-key');
+
+    client.send({ action: 'subscribe', namespace: ['ok', 'bad id'] });
+    client.send({ action: 'subscribe', namespace: Array.from({ length: 9 }, (_, index) => `n${index}`) });
+    client.send({ action: 'subscribe', namespace: 'users/u1' });
+    client.send({ action: 'subscribe', namespace: ['users'], sessionId: 's1' });
+    client.send({ action: 'subscribe', namespace: ['users'], mode: 'diff' });
+    const errors = await waitFor('five refusals', () => {
+      const found = client.messages.filter((message) => message.type === 'error');
+      return found.length === 5 ? found : null;
+    });
+
+    expect(errors.map((error) => [error.code, error.status])).toEqual([
+      ['invalid_id', 400],
+      ['invalid_request', 400],
+      ['invalid_request', 400],
+      ['invalid_request', 400],
+      ['invalid_request', 400],
+    ]);
+    expect(errors[4].namespace).toEqual(['users']);
+    expect(errors[0]).not.toHaveProperty('namespace');
+    expect(client.messages.some((message) => message.type === 'subscribed')).toBe(false);
+  });
+
+  it('lets a key limited to an agent follow only its own namespaces', async () => {
+    // Prepare
+    const own = uniqueId('own');
+    const endpoint = /DynamoDB Local: (\S+)/.exec(api.output())?.[1] as string;
+    const out: string[] = [];
+    await agentstateCli(['keys', 'create', '--tenant', 'local', '--agents', own, '--json', '--endpoint', endpoint], {
+      out: (line) => out.push(line),
+      err: () => {},
+      env: {},
+    });
+    const client = await fixtures.live((JSON.parse(out.join('\n')) as { apiKey: string }).apiKey);
+
+    // Act
+    client.send({ action: 'subscribe', namespace: ['agents', 'someone-else'] });
+    const refused = await waitFor('the refusal', () => client.messages.find((message) => message.type === 'error'));
+    client.send({ action: 'subscribe', namespace: ['agents', own] });
+    const accepted = await waitFor('the ack', () => client.messages.find((message) => message.type === 'subscribed'));
+
+    await http.put(itemPath(['agents', own, 'notes'], 'k'), { value: { mine: true } });
+    const event = await waitFor('its event', () => client.messages.find((message) => message.type === 'memory.changed'));
+
+    // Assess
+    expect(refused).toMatchObject({ code: 'forbidden', namespace: ['agents', 'someone-else'] });
+    expect(accepted.namespace).toEqual(['agents', own]);
+    expect(event).toMatchObject({ namespace: ['agents', own, 'notes'], next: { mine: true } });
   });
 });

@@ -376,6 +376,9 @@ function fakeLiveStore() {
     deleteConnection: async () => {},
     subscribers: async () => [],
     followers: async () => [],
+    subscribeNamespace: async () => true,
+    unsubscribeNamespace: async () => {},
+    namespaceFollowers: async () => [],
   };
   return { store, connections, subscriptions };
 }
