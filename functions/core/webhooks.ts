@@ -1,5 +1,5 @@
 import { AgentStateError } from './errors.js';
-import type { ChangeEvent } from './events.js';
+import type { WireEvent } from './events.js';
 import { newId } from './ids.js';
 import { parseJson } from './json.js';
 import type { Page } from './model.js';
@@ -62,7 +62,7 @@ export interface DeadLetterView {
   lastError: string;
   firstFailedAt: string;
   lastFailedAt: string;
-  event: ChangeEvent;
+  event: WireEvent;
 }
 
 /**
@@ -307,6 +307,6 @@ function deadLetterView(letter: DeadLetter): DeadLetterView {
     lastError: letter.lastError,
     firstFailedAt: letter.firstFailedAt,
     lastFailedAt: letter.lastFailedAt,
-    event: parseJson(letter.body) as unknown as ChangeEvent,
+    event: parseJson(letter.body) as unknown as WireEvent,
   };
 }

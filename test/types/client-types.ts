@@ -30,6 +30,8 @@ import type { DocumentChangedEvent, StateChangedEvent } from '../../functions/co
 import type { FieldDeclaration, FieldScope, FieldType } from '../../functions/core/fields.js';
 import type { JsonNumber } from '../../functions/core/json.js';
 import type { MemoryItem } from '../../functions/core/memory.js';
+import type { MemoryChangedEvent } from '../../functions/core/memory-events.js';
+import type { MemoryService } from '../../functions/core/memory-service.js';
 import type { VersionCause } from '../../functions/core/model.js';
 import type {
   NodeView,
@@ -45,6 +47,7 @@ import type { agentBody } from '../../functions/http/agents.js';
 import type { commitBody } from '../../functions/http/commits.js';
 import type { ComponentName, components } from '../../functions/http/contract/schemas.js';
 import type { decideBody } from '../../functions/http/decide.js';
+import type { putMemoryBody, searchMemoryBody } from '../../functions/http/memory.js';
 import type { createSessionBody } from '../../functions/http/sessions.js';
 import type { appendBody } from '../../functions/http/tree.js';
 import type { createWebhookBody } from '../../functions/http/webhooks.js';
@@ -182,6 +185,17 @@ export type Events = [
   NoDrift<Same<ReplayResult, Client.ReplayResult>>,
 ];
 
+// Memory items: the bodies, the item, the pages, the event.
+export type Memory = [
+  NoDrift<Same<MemoryItem, Client.MemoryItem>>,
+  NoDrift<Accepted<Client.PutMemoryRequest, Body<typeof putMemoryBody>>>,
+  NoDrift<Accepted<Client.MemorySearchRequest, Body<typeof searchMemoryBody>>>,
+  NoDrift<Sent<Returned<MemoryService['search']>['items'][number], Client.MemoryItem>>,
+  NoDrift<Sent<Returned<MemoryService['history']>['items'][number], Client.MemoryItem>>,
+  NoDrift<Sent<{ namespaces: Returned<MemoryService['listNamespaces']>['items']; next?: string }, Client.NamespaceList>>,
+  NoDrift<Sent<MemoryChangedEvent, Client.MemoryChangedEvent>>,
+];
+
 // Errors: a problem document (the client also keeps codes it does not know yet).
 export type Errors = [NoDrift<Sent<Problem, Client.Problem>>];
 
@@ -222,6 +236,6 @@ export type Document = [
   NoDrift<ThroughTheDocument<DeadLetterView, 'DeadLetter', Client.DeadLetter>>,
   NoDrift<ThroughTheDocument<ReplayResult, 'ReplayResult', Client.ReplayResult>>,
   NoDrift<ThroughTheDocument<Problem, 'Problem', Client.Problem>>,
-  // Memory items have no client module yet: server → document only.
-  NoDrift<Documents<MemoryItem, Documented<'MemoryItem'>>>,
+  NoDrift<ThroughTheDocument<MemoryItem, 'MemoryItem', Client.MemoryItem>>,
+  NoDrift<ThroughTheDocument<MemoryChangedEvent, 'MemoryChangedEvent', Client.MemoryChangedEvent>>,
 ];

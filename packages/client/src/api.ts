@@ -1,5 +1,6 @@
 import { AgentStateError } from './errors.js';
 import { type CallOptions, type HttpRequest, type HttpResponse, type HttpTransport, path } from './http.js';
+import { MemoryRoutes } from './memory.js';
 import type {
   Agent,
   AgentList,
@@ -72,7 +73,12 @@ async function* pages<T, P extends { next?: string }>(
  * here; the codec applies on session handles and typed keys (client.ts, keys.ts).
  */
 export class AgentStateApi {
-  constructor(protected readonly http: HttpTransport) {}
+  /** Memory items (docs/api.md §7c), raw JSON; see `client.memory(namespace)` for the codec. */
+  readonly memoryItems: MemoryRoutes;
+
+  constructor(protected readonly http: HttpTransport) {
+    this.memoryItems = new MemoryRoutes(http);
+  }
 
   /**
    * Any request, with the client's key, retries, idempotency and errors; answers status,

@@ -17,6 +17,7 @@ import {
   type ParamsArg,
 } from './keys.js';
 import { LiveSync, type StateListener, type Subscription, type WebSocketConstructor } from './live.js';
+import { MemoryNamespace, type MemoryNamespaceOptions } from './memory.js';
 import type { StandardSchemaV1 } from './standard-schema.js';
 import type { Command, CommitResult, Json, StateView } from './types.js';
 
@@ -160,6 +161,18 @@ export class AgentStateClient extends AgentStateApi {
     options?: { deltaSchema?: StandardSchemaV1<unknown, Delta> },
   ): FoldDef<Infer<Schema>, Delta, Template> {
     return defineFold(template, schema, initial, reduce, options);
+  }
+
+  /**
+   * A memory namespace (docs/api.md §7c): `put`, `get`, `delete`, `search`, `list` and
+   * `versions` with the codec, values checked against `options.schema` when given.
+   * `client.memory([])` searches and lists everything the key may read.
+   */
+  memory<T extends object = Record<string, unknown>>(
+    namespace: readonly string[],
+    options: MemoryNamespaceOptions<T> = {},
+  ): MemoryNamespace<T> {
+    return new MemoryNamespace<T>(this.memoryItems, namespace, options);
   }
 
   /** Closes the live connection and stops every subscription. Requests still work. */

@@ -35,8 +35,10 @@ export interface HttpRequest {
   query?: Record<string, string | number | undefined> | undefined;
   body?: unknown;
   contentType?: string;
-  /** `If-Match: "<version>"` */
-  ifMatch?: number | undefined;
+  /** `If-Match: "<version>"` (`'*'`: `If-Match: *`) */
+  ifMatch?: number | '*' | undefined;
+  /** `If-None-Match: *` */
+  ifNoneMatch?: '*' | undefined;
 }
 
 /** An answer: status, headers and the parsed body. */
@@ -81,7 +83,8 @@ export class HttpTransport {
     };
     const agentId = call.agentId === undefined ? this.options.agentId : call.agentId;
     if (agentId) headers['x-agent-id'] = agentId;
-    if (request.ifMatch !== undefined) headers['if-match'] = `"${request.ifMatch}"`;
+    if (request.ifMatch !== undefined) headers['if-match'] = request.ifMatch === '*' ? '*' : `"${request.ifMatch}"`;
+    if (request.ifNoneMatch !== undefined) headers['if-none-match'] = request.ifNoneMatch;
     let body: string | undefined;
     if (request.body !== undefined) {
       body = JSON.stringify(request.body);

@@ -40,6 +40,16 @@ export {
 } from './keys.js';
 export { type LiveStatus, LiveSync, type StateListener, type Subscription, type WebSocketConstructor, type WebSocketLike } from './live.js';
 export {
+  type MemoryFilter,
+  type MemoryListOptions,
+  MemoryNamespace,
+  type MemoryNamespaceOptions,
+  type MemoryPutOptions,
+  type MemoryRecord,
+  MemoryRoutes,
+  type MemorySearchOptions,
+} from './memory.js';
+export {
   type VerifyWebhookOptions,
   verifyWebhook,
   WEBHOOK_TOLERANCE_SECONDS,

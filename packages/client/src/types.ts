@@ -461,8 +461,37 @@ export interface DocumentChangedEvent<S = Json> {
   truncated?: true;
 }
 
+/**
+ * `memory.changed` (docs/api.md §7c): one per put or delete of a memory item. It goes to
+ * webhooks registered without a session, WebSocket connections following the namespace (or
+ * one above it), and the event bus.
+ */
+export interface MemoryChangedEvent<V = JsonObject> {
+  /** `memory:<namespace path>/<key>:<createdAt ms>:<version>` */
+  id: string;
+  type: 'memory.changed';
+  namespace: string[];
+  key: string;
+  /** The item's version after the change; a delete's is the one after the last put. */
+  version: number;
+  prevVersion: number;
+  cause: 'put' | 'delete';
+  author: string | null;
+  /** The value after the change (null for a delete); left out when `truncated` and in `mode: "patch"`. */
+  next?: V | null;
+  /** The value of `prevVersion` (null for a new item); left out as `next` is. */
+  prev?: V | null;
+  /** The RFC 7396 merge patch turning `prev` into `next` (null for a delete). */
+  patch?: Json;
+  /** When this item (this life of the key) was created. */
+  createdAt: string;
+  expiresAt?: string;
+  occurredAt: string;
+  truncated?: true;
+}
+
 /** Every event a webhook, the WebSocket or the event bus carries. */
-export type ChangeEvent = StateChangedEvent | DocumentChangedEvent;
+export type ChangeEvent = StateChangedEvent | DocumentChangedEvent | MemoryChangedEvent;
 
 /** `POST /v1/webhooks` body. */
 export interface CreateWebhookRequest {
@@ -520,6 +549,87 @@ export interface ReplayResult {
   delivered: number;
   failed: { eventId: string; error: string } | null;
   remaining: boolean;
+}
+
+/* ------------------------------------------------------------------ memory items */
+
+/** A memory item (docs/api.md §7c). `V`: its value (raw JSON here; decoded on `client.memory()`). */
+export interface MemoryItem<V = JsonObject> {
+  /** 1–8 ids, `["users", "u1", "facts"]`. */
+  namespace: string[];
+  key: string;
+  /** A JSON object of up to 256 KiB encoded. */
+  value: V;
+  /** 1, 2, 3, … per write; a deleted or expired item starts again at 1. */
+  version: number;
+  createdAt: string;
+  updatedAt: string;
+  /** Only for an item put with `ttlSeconds`. */
+  expiresAt?: string;
+}
+
+/** `PUT /v1/memory/{namespace…}/{key}` body. */
+export interface PutMemoryRequest {
+  value: JsonObject;
+  /** The item expires this many seconds after the put (1 s – 10 years); absent: never. */
+  ttlSeconds?: number;
+}
+
+/** A filter operand set on one top-level field (docs/api.md §7c). */
+export interface MemoryOperators<T = Json> {
+  $eq?: T;
+  $ne?: T;
+  $gt?: T;
+  $gte?: T;
+  $lt?: T;
+  $lte?: T;
+  /** At most 100 values. */
+  $in?: T[];
+}
+
+/** `POST /v1/memory/search` body. */
+export interface MemorySearchRequest {
+  /** 0–8 ids, matched id by id; default `[]` (every namespace the key may read). */
+  namespacePrefix?: string[];
+  /** Top-level fields, each a value (equality) or operators; all must match. */
+  filter?: Record<string, Json | MemoryOperators>;
+  /** 1–500, default 50. */
+  limit?: number;
+  cursor?: string;
+}
+
+/** `POST /v1/memory/search` answer: newest first. */
+export interface MemorySearchResult<V = JsonObject> {
+  items: MemoryItem<V>[];
+  next?: string;
+}
+
+/** `GET /v1/memory?prefix=&maxDepth=` query. */
+export interface NamespaceListQuery extends PageQuery {
+  /** 0–8 ids; default every namespace. */
+  prefix?: string[];
+  /** 1–8: cut each namespace to this many ids (each cut listed once). */
+  maxDepth?: number;
+}
+
+/** `GET /v1/memory` answer, in path order. */
+export interface NamespaceList {
+  namespaces: string[][];
+  next?: string;
+}
+
+/** `GET /v1/memory/versions?namespace=&key=` answer: the item, then the versions it replaced. */
+export interface MemoryVersionList<V = JsonObject> {
+  versions: MemoryItem<V>[];
+  next?: string;
+}
+
+/** Preconditions of a memory put or delete. */
+export interface MemoryWriteOptions {
+  /** `If-Match`: only if the item is at this version (`'*'`: exists), else `412 version_mismatch`. */
+  ifMatch?: number | '*';
+  /** `If-None-Match: *` (put only): only if no item exists (create only). */
+  ifNoneMatch?: '*';
 }
 
 /* ------------------------------------------------------------------ errors */
