@@ -27,36 +27,7 @@ export interface OwnCodeResult {
 
 export async function measureOwnCode(meter: Meter, client: DynamoDBClient, main: Wired): Promise<OwnCodeResult> {
   log(`\n1b. agentstate's own code: the same requests answered at once by a stub DynamoDB`);
-  const answers = new Map<string, Uint8Array>();
-  const wireBody = (body: unknown) => new TextEncoder().encode(JSON.stringify(body));
-  {
-    const tip = await client.send(
-      new QueryCommand({
-        TableName: TABLE,
-        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :v)',
-        ExpressionAttributeValues: { ':pk': { S: `S#${TENANT}#${s.patch}` }, ':v': { S: 'V#' } },
-        ScanIndexForward: false,
-        Limit: 1,
-        ConsistentRead: true,
-      }),
-    );
-    answers.set('Query', wireBody({ Count: 1, ScannedCount: 1, Items: tip.Items }));
-    answers.set('GetItem', wireBody({ Item: (await rawGet(client)).Item }));
-    answers.set('PutItem', wireBody({}));
-  }
-  const stubClient = new DynamoDBClient({
-    region: 'us-east-1',
-    endpoint: 'http://stub.invalid',
-    credentials: { accessKeyId: 'stub', secretAccessKey: 'stub' },
-    requestHandler: {
-      handle: async (request: { headers: Record<string, string> }) => {
-        const operation = String(request.headers['x-amz-target']).split('.')[1] ?? '';
-        const body = answers.get(operation);
-        if (!body) throw new Error(`the stub DynamoDB does not answer ${operation}`);
-        return { response: { statusCode: 200, headers: { 'content-type': 'application/x-amz-json-1.0' }, body } };
-      },
-    } as unknown as DynamoDBClientConfig['requestHandler'],
-  });
+  const stubClient = await stubDynamoDb(client);
   const stub = dependenciesFor(createStores(stubClient, TABLE), { resolveKey: keysFromEnv(`${TENANT}:${API_KEY}`) });
   useDependencies(stub);
   const ownCode = await measureAll(
@@ -93,6 +64,43 @@ export async function measureOwnCode(meter: Meter, client: DynamoDBClient, main:
       `PATCH +${ownPatchMicros.toFixed(0)} µs over its Query and PutItem`,
   );
   return { ownCode, stubQuery, ownGetMicros, ownPatchMicros };
+}
+
+/**
+ * A DynamoDB client whose every request is answered at once with what DynamoDB Local answered
+ * the same request (the newest version of the PATCH session, the raw item, an empty PutItem).
+ */
+export async function stubDynamoDb(client: DynamoDBClient): Promise<DynamoDBClient> {
+  const answers = new Map<string, Uint8Array>();
+  const wireBody = (body: unknown) => new TextEncoder().encode(JSON.stringify(body));
+  {
+    const tip = await client.send(
+      new QueryCommand({
+        TableName: TABLE,
+        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :v)',
+        ExpressionAttributeValues: { ':pk': { S: `S#${TENANT}#${s.patch}` }, ':v': { S: 'V#' } },
+        ScanIndexForward: false,
+        Limit: 1,
+        ConsistentRead: true,
+      }),
+    );
+    answers.set('Query', wireBody({ Count: 1, ScannedCount: 1, Items: tip.Items }));
+    answers.set('GetItem', wireBody({ Item: (await rawGet(client)).Item }));
+    answers.set('PutItem', wireBody({}));
+  }
+  return new DynamoDBClient({
+    region: 'us-east-1',
+    endpoint: 'http://stub.invalid',
+    credentials: { accessKeyId: 'stub', secretAccessKey: 'stub' },
+    requestHandler: {
+      handle: async (request: { headers: Record<string, string> }) => {
+        const operation = String(request.headers['x-amz-target']).split('.')[1] ?? '';
+        const body = answers.get(operation);
+        if (!body) throw new Error(`the stub DynamoDB does not answer ${operation}`);
+        return { response: { statusCode: 200, headers: { 'content-type': 'application/x-amz-json-1.0' }, body } };
+      },
+    } as unknown as DynamoDBClientConfig['requestHandler'],
+  });
 }
 
 export function ownCodeTable(ownCode: Measured[]): string {

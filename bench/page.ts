@@ -13,6 +13,7 @@ import { median, ms, requestsText } from './measure.js';
 import { type OperationsResult, operationsTable } from './operations.js';
 import { type OwnCodeResult, ownCodeTable } from './own-code.js';
 import { pairTable, type ScaleResult } from './scale.js';
+import { type TelemetryResult, telemetrySection } from './telemetry.js';
 
 /** When the run started and ended, and the machine's load at the start. */
 interface RunTimes {
@@ -26,6 +27,7 @@ export interface PageInput {
   stateBytes: number;
   operations: OperationsResult;
   own: OwnCodeResult;
+  telemetry: TelemetryResult;
   scale: ScaleResult;
   contention: ContentionResult[];
   bundles: Bundle[];
@@ -65,7 +67,16 @@ function keptLoadSection(): string {
   return from >= 0 && to > from ? text.slice(from, to + LOAD_END.length) : LOAD_NOT_RUN;
 }
 
-export function benchmarksPage({ run, stateBytes: STATE_BYTES, operations, own, scale, contention, bundles }: PageInput): string {
+export function benchmarksPage({
+  run,
+  stateBytes: STATE_BYTES,
+  operations,
+  own,
+  telemetry,
+  scale,
+  contention,
+  bundles,
+}: PageInput): string {
   const { rows, rawGetMedian, rmwMedian, getRow, patchRow, putRow, serviceRead, serviceWrite, queryRow, queryPutRow, append25Row } =
     operations;
   const { getOverRequests, patchOverRequests } = operations;
@@ -134,6 +145,8 @@ ${ownCodeTable(ownCode)}
 agentstate's code adds ${ownGet} µs to a GET of the state and ${ownPatch} µs to a PATCH: routing, the API key
 check, validation, the merge, the version record, and marshalling through the document
 client. The SDK itself costs about ${stubQuery.toFixed(0)} µs of CPU per request here.
+
+${telemetrySection(telemetry)}
 
 ### The target: handler overhead ≤ 1.25× raw for get and patch
 

@@ -13,11 +13,13 @@
  * Results are printed and written to docs/benchmarks.md.
  *
  * One module per section: operations.ts beside the raw-SDK baselines of raw-sdk.ts (1),
- * own-code.ts (1b), scale.ts (2), concurrency.ts (3), bundles.ts (4); page.ts writes the doc.
+ * own-code.ts (1b), telemetry.ts (1c), scale.ts (2), concurrency.ts (3), bundles.ts (4); page.ts writes the doc.
  *
  * Flags: --quick (few iterations, small scale, prints only), --no-doc (do not write the doc).
  * Env:   BENCH_ITERATIONS (default 300).
  */
+// First: the X-Ray SDK reads its environment as the handlers load it.
+import './lambda-mode.js';
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 
@@ -36,6 +38,7 @@ import { measureOwnCode } from './own-code.js';
 import { benchmarksPage } from './page.js';
 import { writeRawItems } from './raw-sdk.js';
 import { measureScale } from './scale.js';
+import { measureTelemetry } from './telemetry.js';
 
 const started = new Date();
 const loadAtStart = os.loadavg()[0] as number;
@@ -56,6 +59,7 @@ meter.reset();
 
 const operations = await measureOperations(meter, client, main, dynamo.endpoint, STATE_BYTES);
 const own = await measureOwnCode(meter, client, main);
+const telemetry = await measureTelemetry(meter, client, main);
 const scale = await measureScale(meter, client, main);
 const contention = await measureConcurrency(meter, main);
 const bundles = await measureBundles();
@@ -63,7 +67,7 @@ const finished = new Date();
 
 if (WRITE_DOC) {
   const run = { started, finished, loadAtStart };
-  writeFileSync(DOC, benchmarksPage({ run, stateBytes: STATE_BYTES, operations, own, scale, contention, bundles }));
+  writeFileSync(DOC, benchmarksPage({ run, stateBytes: STATE_BYTES, operations, own, telemetry, scale, contention, bundles }));
   log(`\nwrote ${DOC}`);
 }
 log(`\ndone in ${((finished.getTime() - started.getTime()) / 1000).toFixed(0)} s`);

@@ -44,6 +44,12 @@ const TABLE_OPERATIONS = [
 ];
 
 const PERIOD = Duration.minutes(5);
+
+/**
+ * Where the functions send their own metrics (Powertools, embedded metric format): the
+ * namespace and service the construct gives every function (POWERTOOLS_* in agent-state.ts).
+ */
+export const OWN_METRICS = { namespace: 'agentstate', service: 'agentstate' } as const;
 /** Change events later than this are late enough to look at. */
 const ITERATOR_AGE_LIMIT = Duration.minutes(1);
 
@@ -213,6 +219,36 @@ export class AgentStateMonitoring extends Construct {
         title: 'DynamoDB latency p99 (ms)',
         left: ['GetItem', 'Query', 'PutItem', 'TransactWriteItems'].map(latency),
         width: 12,
+      }),
+    );
+    // Our own metrics (docs/deploy.md, "Metrics"), from the functions' log lines.
+    const own = (metricName: string, statistic = 'Sum') =>
+      new cloudwatch.Metric({
+        namespace: OWN_METRICS.namespace,
+        metricName,
+        dimensionsMap: { service: OWN_METRICS.service },
+        statistic,
+        period: PERIOD,
+        label: statistic === 'Sum' ? metricName : `${metricName} ${statistic}`,
+      });
+    dashboard.addWidgets(
+      new cloudwatch.GraphWidget({
+        title: 'Writes, 412 version mismatches, version races retried',
+        left: [own('Writes')],
+        right: [own('VersionMismatches'), own('VersionRacesRetried')],
+        width: 8,
+      }),
+      new cloudwatch.GraphWidget({
+        title: 'Workers: latency (ms) and failures',
+        left: [own('WorkerLatency', 'p50'), own('WorkerLatency', 'p99')],
+        right: [own('WorkerFailures')],
+        width: 8,
+      }),
+      new cloudwatch.GraphWidget({
+        title: 'Change events: delivery lag (ms), failed records, webhook dead letters',
+        left: [own('EventDeliveryLag', 'Maximum')],
+        right: [own('EventBatchFailures'), own('WebhookDeadLetters')],
+        width: 8,
       }),
     );
     if (changeEvents) {

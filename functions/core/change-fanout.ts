@@ -13,6 +13,7 @@ import {
 } from './events.js';
 import type { Schema } from './fields.js';
 import type { Json } from './json.js';
+import { countMetric } from './metrics.js';
 import type { SessionScope } from './model.js';
 import {
   DEFAULT_DELIVERY_POLICY,
@@ -313,6 +314,7 @@ export class ChangeFanout {
           { id: event.id, sessionId: event.sessionId, version: event.version, body, ...deadLetterDocument(event) },
           { attempts: failure.attempts, error: failure.error, at: this.now().toISOString() },
         );
+        countMetric('WebhookDeadLetters');
         this.log('webhook delivery dead-lettered', {
           tenant: session.tenant,
           webhookId: webhook.id,

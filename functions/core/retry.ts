@@ -1,4 +1,5 @@
 import { AgentStateError } from './errors.js';
+import { countMetric } from './metrics.js';
 import { StaleTipError } from './ports.js';
 
 export interface RetryPolicy {
@@ -49,6 +50,7 @@ export async function retryOnStaleTip<T>(
           { cause: error },
         );
       }
+      countMetric('VersionRacesRetried');
       const ceiling = Math.min(maxDelayMs, baseDelayMs * 2 ** (attemptNumber - 1));
       await sleep(Math.random() * ceiling);
     }

@@ -5,6 +5,7 @@ import { AgentStateError } from '../core/errors.js';
 import type { Json } from '../core/json.js';
 import { type Dependencies, dependencies } from './dependencies.js';
 import { type ApiEvent, actingAgent, authenticate, idempotency, jsonBody, problemErrors } from './middleware.js';
+import { loggedRequests } from './request-log.js';
 import { securedHandler } from './security-headers.js';
 import type { HttpHandler } from './types.js';
 
@@ -74,5 +75,6 @@ export function createHttpHandler(routeFunctions: Record<string, RouteFunction>,
     .use(actingAgent())
     .use(idempotency(() => dependencies().idempotency));
   // Outside middy, so that every answer gets them: errors, replays, early answers.
-  return securedHandler(handler as unknown as HttpHandler, { tenantData: true });
+  // The request's log line outermost, so that it sees the answer as the client does.
+  return loggedRequests(securedHandler(handler as unknown as HttpHandler, { tenantData: true }));
 }

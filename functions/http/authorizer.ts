@@ -2,6 +2,7 @@ import type { APIGatewayRequestAuthorizerEventV2, APIGatewaySimpleAuthorizerWith
 import { ApiKeyStore, type KeyGrant } from '../store/api-keys.js';
 import { dynamoDbClient } from '../store/client.js';
 import { defaultTableName } from '../store/table.js';
+import { instrumented } from '../telemetry/telemetry.js';
 import { bearerToken } from './auth.js';
 
 /**
@@ -44,7 +45,18 @@ export function createAuthorizer(resolve: (apiKey: string) => Promise<KeyGrant |
 
 let store: ApiKeyStore | undefined;
 
-export const handler = createAuthorizer(async (apiKey) => {
+const authorize = createAuthorizer(async (apiKey) => {
   store ??= new ApiKeyStore(dynamoDbClient(process.env), process.env.AGENTSTATE_TABLE ?? defaultTableName);
   return store.resolve(apiKey);
 });
+
+/** One log line per uncached authorization: which tenant the key named, if any (never the key). */
+export const handler = instrumented('authorizer', authorize, (event: APIGatewayRequestAuthorizerEventV2, { result }) => ({
+  message: 'authorization',
+  level: 'info',
+  fields: {
+    route: event.routeKey,
+    apiRequestId: event.requestContext.requestId,
+    tenant: (result?.context as Partial<AuthorizerContext> | undefined)?.tenant ?? null,
+  },
+})) as (event: APIGatewayRequestAuthorizerEventV2) => Promise<AuthorizerResult>;

@@ -9,6 +9,7 @@ import type { ApiKeyStore } from '../store/api-keys.js';
 import { dynamoDbClient } from '../store/client.js';
 import { createStores, type Stores } from '../store/stores.js';
 import { defaultTableName } from '../store/table.js';
+import { recordMetric } from '../telemetry/telemetry.js';
 import { callWorker, validateWorkerUrl } from '../workers/call-worker.js';
 import { moduleDirsFromEnv } from '../workers/module-worker.js';
 import { type KeyResolver, keysFromEnv } from './auth.js';
@@ -106,12 +107,22 @@ function workerRules(env: NodeJS.ProcessEnv): { checkUrl: WorkerUrlPolicy; invok
     if (inAws && worker.url.startsWith('lambda:') && !allowedArns.has(worker.url.slice('lambda:'.length))) {
       throw new AgentStateError('worker_failed', "the agent's lambda: worker is no longer allowed by the stack");
     }
-    return callWorker({ url: worker.url, timeoutMs, ...(worker.secret ? { secret: worker.secret } : {}) }, body, {
-      allowLoopbackHttp: !inAws,
-      moduleDirs,
-      ...(call ? { messageId: call.messageId } : {}),
-      ...(env.AGENTSTATE_LAMBDA_ENDPOINT ? { lambdaEndpoint: env.AGENTSTATE_LAMBDA_ENDPOINT } : {}),
-    });
+    // How long workers take and how often they fail, whatever the answer.
+    const started = performance.now();
+    try {
+      return await callWorker({ url: worker.url, timeoutMs, ...(worker.secret ? { secret: worker.secret } : {}) }, body, {
+        allowLoopbackHttp: !inAws,
+        moduleDirs,
+        ...(call ? { messageId: call.messageId } : {}),
+        ...(env.AGENTSTATE_LAMBDA_ENDPOINT ? { lambdaEndpoint: env.AGENTSTATE_LAMBDA_ENDPOINT } : {}),
+      });
+    } catch (error) {
+      if (AgentStateError.match(error) && (error.code === 'worker_failed' || error.code === 'worker_timeout'))
+        recordMetric('WorkerFailures', 1);
+      throw error;
+    } finally {
+      recordMetric('WorkerLatency', Math.round(performance.now() - started));
+    }
   };
   return { checkUrl, invoke };
 }

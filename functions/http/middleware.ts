@@ -6,6 +6,7 @@ import { AgentStateError, toProblem } from '../core/errors.js';
 import { requireId } from '../core/ids.js';
 import { canonicalJson, type Json, JsonTextError, parseJson, stringifyJson } from '../core/json.js';
 import type { IdempotencyStore, StoredResponse } from '../core/ports.js';
+import { reportExpected, reportUnexpected } from '../telemetry/report.js';
 import { bearerToken, type KeyResolver, unauthorized } from './auth.js';
 
 /** The event after our middlewares ran: the caller's tenant is known, the body parsed. */
@@ -37,7 +38,10 @@ export function problemErrors(): Middleware {
     onError: async (request) => {
       if (request.response !== undefined && request.error === undefined) return;
       const error = asAgentStateError(request.error);
-      if (error.status >= 500) console.error('agentstate: request failed', request.error);
+      // A bug shows its stack; an error the service answers by design (a worker that failed,
+      // the table unavailable) is one line, and the request's own log line says it in a Lambda.
+      if (error.code === 'internal') reportUnexpected('request failed', request.error);
+      else if (error.status >= 500) reportExpected(`${error.status} ${error.code}: ${error.message}`);
       request.response = problemResponse(error);
     },
   };

@@ -12,6 +12,7 @@ import { createStores } from '../store/stores.js';
 import { recordedChangeOf } from '../store/stream-images.js';
 import { defaultTableName } from '../store/table.js';
 import { DynamoDbWebhookStore } from '../store/webhook-store.js';
+import { instrumented, traced } from '../telemetry/telemetry.js';
 import { webhookSender } from '../workers/webhook-delivery.js';
 import { liveBroadcaster, memoryBroadcaster } from '../ws/broadcast.js';
 import { connectionGatewayFromEnv } from '../ws/connections.js';
@@ -67,7 +68,7 @@ function fanoutFromEnv(env: NodeJS.ProcessEnv): ChangeFanout {
       await stores.sessions.sweepPieces(scope);
     },
     ...(gateway ? { broadcast: liveBroadcaster(new DynamoDbLiveStore(stores.table), gateway) } : {}),
-    ...(bus ? { publish: eventBridgePublisher(new EventBridgeClient({}), bus) } : {}),
+    ...(bus ? { publish: eventBridgePublisher(traced(new EventBridgeClient({})), bus) } : {}),
   });
 }
 
@@ -113,7 +114,26 @@ function memoryUpkeep(): MemoryUpkeep {
   return upkeep;
 }
 
-export async function handler(
+/**
+ * In a Lambda, each batch is one log line (records, events, failures) and two metrics: how
+ * long its oldest record waited between its write and this hook (`EventDeliveryLag`), and how
+ * many records it reported failed (`EventBatchFailures`).
+ */
+export const handler = instrumented('change hook', processBatch, (event: DynamoDBStreamEvent, { result }) => {
+  const oldest = Math.min(...event.Records.map((record) => record.dynamodb?.ApproximateCreationDateTime ?? Number.POSITIVE_INFINITY));
+  const failed = result?.batchItemFailures.length ?? event.Records.length;
+  return {
+    message: 'stream batch',
+    level: failed > 0 ? 'warn' : 'info',
+    fields: { records: event.Records.length, failed },
+    metrics: [
+      ...(Number.isFinite(oldest) ? [['EventDeliveryLag', Math.max(0, Date.now() - oldest * 1000)] as const] : []),
+      ...(failed > 0 ? [['EventBatchFailures', failed] as const] : []),
+    ],
+  };
+}) as (event: DynamoDBStreamEvent, context?: Pick<Context, 'getRemainingTimeInMillis'>) => Promise<DynamoDBBatchResponse>;
+
+async function processBatch(
   event: DynamoDBStreamEvent,
   context?: Pick<Context, 'getRemainingTimeInMillis'>,
 ): Promise<DynamoDBBatchResponse> {

@@ -1,4 +1,5 @@
 import { ApiGatewayManagementApiClient, GoneException, PostToConnectionCommand } from '@aws-sdk/client-apigatewaymanagementapi';
+import { traced } from '../telemetry/telemetry.js';
 
 /**
  * Sends a message to one WebSocket connection: in AWS through the API Gateway Management API
@@ -39,6 +40,6 @@ export function useLocalConnectionGateway(gateway: ConnectionGateway | undefined
  */
 export function connectionGatewayFromEnv(env: NodeJS.ProcessEnv): ConnectionGateway | undefined {
   const endpoint = env.AGENTSTATE_WEBSOCKET_ENDPOINT;
-  if (endpoint) return managementApiGateway(new ApiGatewayManagementApiClient({ endpoint }));
+  if (endpoint) return managementApiGateway(traced(new ApiGatewayManagementApiClient({ endpoint })));
   return local ? { post: (connectionId, data) => (local as ConnectionGateway).post(connectionId, data) } : undefined;
 }

@@ -9,6 +9,8 @@ import { dynamoDbClient } from '../store/client.js';
 import { DynamoDbLiveStore } from '../store/live-store.js';
 import { defaultTableName } from '../store/table.js';
 import { TableClient } from '../store/table-client.js';
+import { reportExpected, reportUnexpected } from '../telemetry/report.js';
+import { instrumented } from '../telemetry/telemetry.js';
 
 /**
  * The WebSocket API's one handler (API Gateway WebSocket API in AWS, functions/local/ws-server.ts
@@ -70,7 +72,32 @@ function dependenciesFromEnv(env: NodeJS.ProcessEnv): WebSocketDependencies {
   };
 }
 
-export async function handler(event: WebSocketEvent): Promise<WebSocketResult> {
+/**
+ * In a Lambda, every WebSocket event is one log line, the WebSocket API's access log: what
+ * happened (connect, message, disconnect), on which connection, and how it was answered.
+ */
+export const handler = instrumented('websocket', handleEvent, (event: WebSocketEvent, { result }) => ({
+  message: 'websocket',
+  level: (result?.statusCode ?? 500) >= 500 ? 'warn' : 'info',
+  fields: {
+    eventType: event.requestContext.eventType ?? null,
+    route: event.requestContext.routeKey,
+    connectionId: event.requestContext.connectionId,
+    status: result?.statusCode ?? 500,
+    apiRequestId: event.requestContext.requestId ?? null,
+    ...(result && result.statusCode >= 400 && result.body ? errorCodeOf(result.body) : {}),
+  },
+})) as (event: WebSocketEvent) => Promise<WebSocketResult>;
+
+function errorCodeOf(body: string): { code?: unknown } {
+  try {
+    return { code: (JSON.parse(body) as { code?: unknown }).code };
+  } catch {
+    return {};
+  }
+}
+
+async function handleEvent(event: WebSocketEvent): Promise<WebSocketResult> {
   const { routeKey, connectionId } = event.requestContext;
   let message: Record<string, unknown> | undefined;
   try {
@@ -110,7 +137,8 @@ export async function handler(event: WebSocketEvent): Promise<WebSocketResult> {
     }
   } catch (error) {
     const known = error instanceof AgentStateError ? error : new AgentStateError('internal', 'internal error', {}, { cause: error });
-    if (known.status >= 500) console.error('agentstate: WebSocket request failed', routeKey, error);
+    if (known.code === 'internal') reportUnexpected(`WebSocket ${routeKey} failed`, error);
+    else if (known.status >= 500) reportExpected(`WebSocket ${routeKey}: ${known.status} ${known.code}: ${known.message}`);
     return reply(known, message);
   }
 }

@@ -156,6 +156,66 @@ describe('the HTTP API behind the authorizer', () => {
   });
 });
 
+describe('what a function tells its operator', () => {
+  it('logs each request as one JSON line with its Lambda request id, and a write’s metrics in the embedded metric format', async () => {
+    // Act
+    const written = await call('PATCH', '/v1/sessions/observed/state', { seen: true }, { 'x-agent-id': 'planner' });
+    const refused = await call('PUT', '/v1/sessions/observed/state', { seen: false }, { 'if-match': '"7"' });
+
+    // Assess: the request line
+    const lines = (written.invocation?.logs ?? []).map((line) => JSON.parse(line));
+    const request = lines.find((line) => line.message === 'request');
+    expect(request).toMatchObject({
+      level: 'INFO',
+      service: 'agentstate',
+      function_request_id: written.invocation?.requestId,
+      method: 'PATCH',
+      route: 'PATCH /v1/sessions/{sid}/state',
+      path: '/v1/sessions/observed/state',
+      status: 200,
+      tenant: 'acme',
+      sessionId: 'observed',
+      agentId: 'planner',
+      latencyMs: expect.any(Number),
+      apiRequestId: expect.any(String),
+    });
+    // … and the metrics: CloudWatch reads `_aws` lines of the log as metrics.
+    const emf = lines.find((line) => line._aws);
+    expect(emf?._aws.CloudWatchMetrics[0]).toMatchObject({ Namespace: 'agentstate', Dimensions: [['service']] });
+    expect(emf).toMatchObject({ Writes: 1, service: 'agentstate' });
+    const mismatch = (refused.invocation?.logs ?? []).map((line) => JSON.parse(line));
+    expect(mismatch.find((line) => line.message === 'request')).toMatchObject({ status: 412, code: 'version_mismatch' });
+    expect(mismatch.find((line) => line._aws)).toMatchObject({ VersionMismatches: 1 });
+  });
+
+  it('traces a request in X-Ray: the handler and its DynamoDB calls', async () => {
+    // Act
+    const read = await call('GET', '/v1/sessions/observed/state');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+
+    // Assess
+    expect(read.status).toBe(200);
+    const handler = stack.traceSegments.find(
+      (segment) => segment.name === '## request' && segment.annotations?.route === 'GET /v1/sessions/{sid}/state',
+    );
+    expect(handler).toBeDefined();
+    const dynamoDb = stack.traceSegments.filter((segment) => segment.name === 'DynamoDB' && segment.parent_id === handler?.id);
+    expect(dynamoDb.length).toBeGreaterThan(0);
+  });
+
+  it('logs every WebSocket event as a line of its own: the WebSocket access log', async () => {
+    const connected = await stack.webSocket.connect('conn-logged', { token: key });
+    const line = connected.logs.map((entry) => JSON.parse(entry)).find((entry) => entry.message === 'websocket');
+    expect(line).toMatchObject({
+      eventType: 'CONNECT',
+      route: '$connect',
+      connectionId: 'conn-logged',
+      status: 200,
+      function_request_id: connected.requestId,
+    });
+  });
+});
+
 describe('change events from the stream', () => {
   it('reach EventBridge and a follower, and a batch reports the first record it could not publish', async () => {
     // Prepare: a follower of the session, then writes whose records the mapping lets through.

@@ -101,4 +101,39 @@ describe('the access log', () => {
     expect(lines.filter((line) => /^GET \/v1\/sessions\/logged\/state\?node=root 200 [\d.]+ ms$/.test(line))).toHaveLength(1);
     expect(lines.filter((line) => /^GET \/health 200 [\d.]+ ms$/.test(line))).toHaveLength(1);
   });
+
+  it('prints an expected error as its access line and one line of why, never a stack trace', async () => {
+    // Prepare: a session whose agent's worker refuses connections.
+    const agent = `failing-${Date.now()}`;
+    const headers = { ...key, 'content-type': 'application/json' };
+    await fetch(`${withoutCors.url}/v1/agents/${agent}`, {
+      method: 'PUT',
+      headers,
+      body: JSON.stringify({ worker: { url: 'http://127.0.0.1:9/decide' } }),
+    });
+    await fetch(`${withoutCors.url}/v1/sessions`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ sessionId: agent, agentId: agent }),
+    });
+    // The server prints a request's line once its answer is sent: let the last one arrive.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const before = withoutCors.output().length;
+
+    // Act
+    const response = await fetch(`${withoutCors.url}/v1/sessions/${agent}/decide`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ trigger: { type: 'tick' } }),
+    });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+
+    // Assess
+    const printed = withoutCors.output().slice(before).trim().split('\n');
+    expect(response.status).toBe(502);
+    expect(printed.filter((line) => /^POST \/v1\/sessions\/[\w-]+\/decide 502 [\d.]+ ms$/.test(line))).toHaveLength(1);
+    expect(printed).toHaveLength(2);
+    expect(printed.filter((line) => /^agentstate: 502 worker_failed: could not reach the worker/.test(line))).toHaveLength(1);
+    expect(printed.join('\n')).not.toMatch(/\n\s+at /);
+  });
 });

@@ -21,6 +21,9 @@ import { synthesize, TemplateReader } from './support.js';
 let stack: AgentStateStack;
 let reader: TemplateReader;
 
+/** What every function is given for Powertools (functions/telemetry/telemetry.ts). */
+const POWERTOOLS = { POWERTOOLS_SERVICE_NAME: 'agentstate', POWERTOOLS_METRICS_NAMESPACE: 'agentstate', POWERTOOLS_LOG_LEVEL: 'INFO' };
+
 /** The logical id of a construct's CloudFormation resource. */
 const logicalId = (construct: IConstruct) => Stack.of(construct).getLogicalId(construct.node.defaultChild as CfnElement);
 
@@ -120,6 +123,7 @@ describe('functions', () => {
         Architectures: ['arm64'],
         MemorySize: 512,
         LoggingConfig: { LogFormat: 'JSON', LogGroup: { Ref: expect.any(String) } },
+        TracingConfig: { Mode: 'Active' },
       });
       // The change hook is no API's integration: it has a batch's webhook timeouts to wait out.
       if (id === changeHookId) expect(fn.Properties?.Timeout, id).toBe(60);
@@ -142,6 +146,7 @@ describe('functions', () => {
         AGENTSTATE_TABLE: { Ref: logicalId(stack.agentState.table) },
         NODE_OPTIONS: '--enable-source-maps',
         AGENTSTATE_AUTH: 'authorizer',
+        ...POWERTOOLS,
         ...(knowsWorkers ? { AGENTSTATE_ALLOWED_WORKER_ARNS: '' } : {}),
         ...(group === 'inspector'
           ? { AGENTSTATE_INSPECTOR_DIR: '/var/task/inspector', AGENTSTATE_WEBSOCKET_URL: stack.resolve(stack.agentState.webSocketUrl) }
@@ -170,7 +175,13 @@ describe('least privilege', () => {
   it.each(['health', 'inspector'])('gives the %s function no DynamoDB access at all', (group) => {
     const functionId = logicalId(stack.agentState.functions[group] as IConstruct);
     expect(reader.actionsOf(functionId, 'dynamodb')).toEqual([]);
-    expect(reader.actionsOf(functionId)).toEqual(['logs:CreateLogStream', 'logs:PutLogEvents']);
+    // Its own log group, and X-Ray's trace upload (active tracing), nothing else.
+    expect(reader.actionsOf(functionId)).toEqual([
+      'logs:CreateLogStream',
+      'logs:PutLogEvents',
+      'xray:PutTelemetryRecords',
+      'xray:PutTraceSegments',
+    ]);
   });
 
   it('lets the authorizer read key items only (GetItem)', () => {

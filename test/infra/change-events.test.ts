@@ -81,6 +81,9 @@ describe('change hook on the table stream', () => {
         NODE_OPTIONS: '--enable-source-maps',
         AGENTSTATE_EVENT_BUS: { Ref: busId },
         AGENTSTATE_WEBSOCKET_ENDPOINT: expect.objectContaining({ 'Fn::Join': expect.anything() }),
+        POWERTOOLS_SERVICE_NAME: 'agentstate',
+        POWERTOOLS_METRICS_NAMESPACE: 'agentstate',
+        POWERTOOLS_LOG_LEVEL: 'INFO',
       },
     });
     const statements = reader.statementsOf(reader.roleOf(logicalId(stack.agentState.changeHook)));
@@ -197,6 +200,9 @@ describe('WebSocket API', () => {
         AGENTSTATE_TABLE: { Ref: logicalId(stack.agentState.table) },
         NODE_OPTIONS: '--enable-source-maps',
         AGENTSTATE_AUTH: 'table',
+        POWERTOOLS_SERVICE_NAME: 'agentstate',
+        POWERTOOLS_METRICS_NAMESPACE: 'agentstate',
+        POWERTOOLS_LOG_LEVEL: 'INFO',
       },
     });
   });

@@ -38,6 +38,9 @@ const cases: Case[] = [
   { from: 'functions/core', imports: '@aws-sdk/client-dynamodb', crosses: true },
   { from: 'functions/core', imports: '@aws-sdk/lib-dynamodb', form: 'type', crosses: true },
   { from: 'functions/core', imports: 'aws-lambda', form: 'type', crosses: true },
+  { from: 'functions/core', imports: '@aws-lambda-powertools/metrics', crosses: true },
+  { from: 'functions/core', imports: '../telemetry/telemetry.js', crosses: true },
+  { from: 'functions/core', imports: './metrics.js', crosses: false },
   { from: 'functions/core', imports: './json.js', crosses: false },
   { from: 'functions/core', imports: 'uuidv7', crosses: false },
   // functions/store: the adapter under core, never the handlers or what runs them.

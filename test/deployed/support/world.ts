@@ -1,3 +1,4 @@
+import { createSocket } from 'node:dgram';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ApiKeyStore } from '../../../functions/store/api-keys.js';
 import { createTestTable, dynamoEndpoint, testDynamoDbClient } from '../../helpers/dynamodb.js';
@@ -18,6 +19,8 @@ export interface DeployedStack {
   http: HttpApiGateway;
   webSocket: WebSocketGateway;
   stream: StreamEventSource;
+  /** Every X-Ray segment document the functions sent to the daemon address. */
+  traceSegments: Array<Record<string, any>>;
   /** A client with the operator's own access, for what a test prepares or inspects directly. */
   admin: DynamoDBClient;
   /** Issues an API key as `agentstate keys create` does. */
@@ -39,7 +42,19 @@ export async function deployStack(): Promise<DeployedStack> {
   const iam = new Iam(deployment);
   const aws = new AwsStandIn(deployment, iam, dynamoEndpoint(), (functionId) => deployment.physicalName(functionId));
   const awsEndpoint = await aws.start();
-  const lambda = new LambdaService(deployment, { assembly, awsEndpoint });
+  // The X-Ray daemon: segments arrive as UDP datagrams, a JSON header line and the document.
+  const traceSegments: Array<Record<string, any>> = [];
+  const xray = createSocket('udp4');
+  xray.on('message', (datagram) => {
+    const [, document] = datagram.toString('utf8').split('\n');
+    try {
+      traceSegments.push(JSON.parse(document ?? ''));
+    } catch {
+      // Not a segment document.
+    }
+  });
+  await new Promise<void>((resolve) => xray.bind(0, '127.0.0.1', resolve));
+  const lambda = new LambdaService(deployment, { assembly, awsEndpoint, xrayDaemon: `127.0.0.1:${xray.address().port}` });
   aws.onCrash = (functionId) => lambda.kill(functionId);
   const admin = testDynamoDbClient();
   const stream = new StreamEventSource(deployment, lambda, admin, dynamoEndpoint());
@@ -52,11 +67,13 @@ export async function deployStack(): Promise<DeployedStack> {
     http: new HttpApiGateway(deployment, lambda),
     webSocket: new WebSocketGateway(deployment, lambda),
     stream,
+    traceSegments,
     admin,
     createKey: async (tenant, agents) => (await new ApiKeyStore(admin, tableName).create({ tenant, agents: agents ?? null })).apiKey,
     close: async () => {
       lambda.stopAll();
       await aws.stop();
+      xray.close();
       admin.destroy();
     },
   };

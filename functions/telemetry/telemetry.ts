@@ -1,0 +1,127 @@
+import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { Tracer } from '@aws-lambda-powertools/tracer';
+import type { Context } from 'aws-lambda';
+import { useMetricSink } from '../core/metrics.js';
+
+/**
+ * What every function tells its operator, with Powertools for AWS Lambda: one JSON log line
+ * per invocation (the request id Lambda gave it, and what the invocation was about: route,
+ * tenant, session, status, latency), metrics in CloudWatch's embedded metric format (flushed
+ * with that line, so they cost no API call), and an X-Ray subsegment around the handler with
+ * every AWS SDK call inside it.
+ *
+ * All of it only in a Lambda. Locally the server prints its own access line per request
+ * (functions/local/access-log.ts), and an expected error is one line of its own.
+ *
+ * | metric                | unit         | from                                                        |
+ * |-----------------------|--------------|-------------------------------------------------------------|
+ * | `Writes`              | Count        | a write request (POST, PUT, PATCH, DELETE) answered below 400 |
+ * | `VersionMismatches`   | Count        | a write answered `412 version_mismatch`                     |
+ * | `VersionRacesRetried` | Count        | a write that lost its version slot and was retried (core)   |
+ * | `WorkerLatency`       | Milliseconds | a worker call, answered or not                              |
+ * | `WorkerFailures`      | Count        | a worker call that ended in `502` or `504`                  |
+ * | `EventDeliveryLag`    | Milliseconds | the oldest record of a stream batch: its write to its events |
+ * | `EventBatchFailures`  | Count        | stream records a batch reported failed (retried)            |
+ * | `WebhookDeadLetters`  | Count        | webhook deliveries that became dead letters (core)          |
+ */
+
+const SERVICE = 'agentstate';
+
+export type Metric = 'Writes' | 'VersionMismatches' | 'WorkerLatency' | 'WorkerFailures' | 'EventDeliveryLag' | 'EventBatchFailures';
+
+interface Tools {
+  logger: Logger;
+  metrics: Metrics;
+  tracer: Tracer;
+}
+
+let tools: Tools | undefined;
+
+/** Whether this process is a Lambda function (the runtime sets the function's name). */
+function inLambda(): boolean {
+  return Boolean(process.env.AWS_LAMBDA_FUNCTION_NAME);
+}
+
+function telemetry(): Tools {
+  if (!tools) {
+    const metrics = new Metrics({ namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? SERVICE, serviceName: SERVICE });
+    tools = { logger: new Logger({ serviceName: SERVICE }), metrics, tracer: new Tracer({ serviceName: SERVICE }) };
+    useMetricSink((name, value) => metrics.addMetric(name, MetricUnit.Count, value));
+  }
+  return tools;
+}
+
+/** Records a metric of this invocation (in a Lambda; nothing locally). */
+export function recordMetric(name: Metric, value: number): void {
+  if (!inLambda()) return;
+  telemetry().metrics.addMetric(name, name.endsWith('Latency') || name.endsWith('Lag') ? MetricUnit.Milliseconds : MetricUnit.Count, value);
+}
+
+/** An AWS SDK v3 client whose calls show as X-Ray subsegments when tracing is on. */
+export function traced<T>(client: T): T {
+  if (!inLambda()) return client;
+  return telemetry().tracer.captureAWSv3Client(client);
+}
+
+/** What an invocation's log line says, and the metrics it adds. */
+export interface InvocationSummary {
+  message: string;
+  level: 'info' | 'warn' | 'error';
+  fields: Record<string, unknown>;
+  metrics?: ReadonlyArray<readonly [Metric, number]>;
+  annotations?: Record<string, string | number | boolean>;
+}
+
+type Handler<E, R> = (event: E, context: Context) => Promise<R>;
+
+/**
+ * `handler` with its invocation's log line, metrics and trace. `summarize` reads the event and
+ * the answer (or the error) into the line; it runs after the handler, with the elapsed time.
+ * Outside a Lambda the handler runs as it is.
+ */
+export function instrumented<E, R>(
+  name: string,
+  handler: Handler<E, R>,
+  summarize: (event: E, outcome: { result?: R; error?: unknown; latencyMs: number }) => InvocationSummary,
+): Handler<E, R> {
+  return async (event, context) => {
+    if (!inLambda()) return handler(event, context);
+    const { logger, metrics, tracer } = telemetry();
+    logger.addContext(context);
+    const started = performance.now();
+    const tracing = tracer.isTracingEnabled();
+    const segment = tracing ? tracer.getSegment() : undefined;
+    const subsegment = segment?.addNewSubsegment(`## ${name}`);
+    if (subsegment) {
+      tracer.setSegment(subsegment);
+      tracer.annotateColdStart();
+      tracer.addServiceNameAnnotation();
+    }
+    let outcome: { result?: R; error?: unknown } = {};
+    try {
+      outcome = { result: await handler(event, context) };
+      return outcome.result as R;
+    } catch (error) {
+      outcome = { error };
+      throw error;
+    } finally {
+      const latencyMs = Math.round((performance.now() - started) * 10) / 10;
+      try {
+        const summary = summarize(event, { ...outcome, latencyMs });
+        logger[summary.level](summary.message, {
+          ...summary.fields,
+          latencyMs,
+          ...(outcome.error ? { error: outcome.error as Error } : {}),
+        });
+        for (const [metric, value] of summary.metrics ?? []) recordMetric(metric, value);
+        for (const [key, value] of Object.entries(summary.annotations ?? {})) tracer.putAnnotation(key, value);
+      } catch (error) {
+        logger.warn('could not summarize the invocation', { error: error as Error });
+      }
+      subsegment?.close();
+      if (segment) tracer.setSegment(segment);
+      if (metrics.hasStoredMetrics()) metrics.publishStoredMetrics();
+    }
+  };
+}
