@@ -7,7 +7,7 @@
  * AGENTSTATE_API_KEYS (`local:dev-key`), AGENTSTATE_TABLE (`agentstate`),
  * AGENTSTATE_WEBSOCKET_URL (the inspector's live sync, when not this server's own address),
  * AGENTSTATE_CORS_ORIGINS (origins whose pages may call the API; none by default),
- * AGENTSTATE_ACCESS_LOG (`off` silences the line printed per request).
+ * AGENTSTATE_ACCESS_LOG (`off` silences the line printed per request and per WebSocket event).
  */
 import { resolve } from 'node:path';
 import { DEFAULT_LOCAL_KEYS, parseKeyPairs } from '../functions/http/auth.js';

@@ -11,7 +11,7 @@ import { changeRecordFilters } from '../store/stream-images.js';
 import { defaultTableName, ensureTable } from '../store/table.js';
 import { classifyAddress } from '../workers/outbound.js';
 import { useLocalConnectionGateway } from '../ws/connections.js';
-import { withAccessLog } from './access-log.js';
+import { withAccessLog, withWebSocketAccessLog } from './access-log.js';
 import { withCors } from './cors.js';
 import { type DynamoDbLocal, localDynamoDbClient, startDynamoDbLocal } from './dynamodb-local.js';
 import { createRequestListener } from './http-adapter.js';
@@ -159,7 +159,7 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
     // Each concern its own wrapper: the access log sees every answer, CORS preflights included.
     const cors = withCors(createRequestListener(handlers), options.corsOrigins ?? parseCorsOrigins(process.env.AGENTSTATE_CORS_ORIGINS));
     listener = options.accessLog ? withAccessLog(cors, options.accessLog) : cors;
-    webSocket.serve(webSocketHandler);
+    webSocket.serve(options.accessLog ? withWebSocketAccessLog(webSocketHandler, options.accessLog) : webSocketHandler);
 
     const running = dynamoDb;
     const runningPoller = poller;

@@ -1,4 +1,7 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
 import { corsPolicy } from '../../functions/http/cors.js';
 import { type StartedServerProcess, spawnServerProcess, startServerProcess } from '../helpers/server.js';
 
@@ -6,16 +9,22 @@ import { type StartedServerProcess, spawnServerProcess, startServerProcess } fro
  * A browser page on another origin, and what `npm start` prints per request: CORS is off
  * unless AGENTSTATE_CORS_ORIGINS names origins (API.md section 1); then preflights from those
  * origins are answered and their pages may read the answers, and every other origin gets no
- * CORS header at all. Each request prints one access line; an expected error is that line,
- * not a stack trace.
+ * CORS header at all. Each request and each WebSocket event prints one access line; an
+ * expected error (502, 504) is that line and one line of why, not a stack trace.
  */
 
 let withCors: StartedServerProcess;
+/** A worker that takes every request and never answers. */
+let hanging: Server;
+let hangingWorker: string;
 let withoutCors: StartedServerProcess;
 const APP = 'https://app.example.com';
 const key = { authorization: 'Bearer dev-key' };
 
 beforeAll(async () => {
+  hanging = createServer(() => {});
+  await new Promise<void>((resolve) => hanging.listen(0, '127.0.0.1', resolve));
+  hangingWorker = `http://127.0.0.1:${(hanging.address() as AddressInfo).port}/decide`;
   [withCors, withoutCors] = await Promise.all([
     startServerProcess({ env: { AGENTSTATE_CORS_ORIGINS: `${APP}, http://localhost:5173` } }),
     startServerProcess({ env: { AGENTSTATE_CORS_ORIGINS: undefined } }),
@@ -23,6 +32,8 @@ beforeAll(async () => {
 }, 90_000);
 
 afterAll(async () => {
+  hanging?.closeAllConnections();
+  hanging?.close();
   await Promise.all([withCors?.stop(), withoutCors?.stop()]);
 });
 
@@ -102,20 +113,22 @@ describe('the access log', () => {
     expect(lines.filter((line) => /^GET \/health 200 [\d.]+ ms$/.test(line))).toHaveLength(1);
   });
 
-  it('prints an expected error as its access line and one line of why, never a stack trace', async () => {
-    // Prepare: a session whose agent's worker refuses connections.
-    const agent = `failing-${Date.now()}`;
+  it.each([
+    { status: 502, code: 'worker_failed', worker: (_hanging: string) => ({ url: 'http://127.0.0.1:9/decide' }) },
+    { status: 504, code: 'worker_timeout', worker: (hanging: string) => ({ url: hanging, timeoutMs: 200 }) },
+  ])('prints an expected $status as its access line and one line of why, never a stack trace', async ({ status, code, worker }) => {
+    // Prepare: a session whose agent's worker refuses connections, or never answers.
+    const agent = `failing-${status}-${Date.now()}`;
     const headers = { ...key, 'content-type': 'application/json' };
-    await fetch(`${withoutCors.url}/v1/agents/${agent}`, {
+    const registered = await fetch(`${withoutCors.url}/v1/agents/${agent}`, {
       method: 'PUT',
       headers,
-      body: JSON.stringify({ worker: { url: 'http://127.0.0.1:9/decide' } }),
+      body: JSON.stringify({ worker: worker(hangingWorker) }),
     });
-    await fetch(`${withoutCors.url}/v1/sessions`, {
-      method: 'POST',
-      headers,
-      body: JSON.stringify({ sessionId: agent, agentId: agent }),
-    });
+    expect(registered.ok, await registered.text()).toBe(true);
+    await (
+      await fetch(`${withoutCors.url}/v1/sessions`, { method: 'POST', headers, body: JSON.stringify({ sessionId: agent, agentId: agent }) })
+    ).text();
     // The server prints a request's line once its answer is sent: let the last one arrive.
     await new Promise((resolve) => setTimeout(resolve, 100));
     const before = withoutCors.output().length;
@@ -130,10 +143,30 @@ describe('the access log', () => {
 
     // Assess
     const printed = withoutCors.output().slice(before).trim().split('\n');
-    expect(response.status).toBe(502);
-    expect(printed.filter((line) => /^POST \/v1\/sessions\/[\w-]+\/decide 502 [\d.]+ ms$/.test(line))).toHaveLength(1);
+    expect(response.status).toBe(status);
     expect(printed).toHaveLength(2);
-    expect(printed.filter((line) => /^agentstate: 502 worker_failed: could not reach the worker/.test(line))).toHaveLength(1);
+    expect(printed.filter((line) => new RegExp(`^POST /v1/sessions/[\\w-]+/decide ${status} [\\d.]+ ms$`).test(line))).toHaveLength(1);
+    expect(printed.filter((line) => line.startsWith(`agentstate: ${status} ${code}: `))).toHaveLength(1);
     expect(printed.join('\n')).not.toMatch(/\n\s+at /);
+  });
+
+  it('prints one line per WebSocket event: connect, each message, disconnect', async () => {
+    // Act: connect with the key in the URL, subscribe, leave.
+    const before = withoutCors.output().length;
+    const socket = new WebSocket(`${withoutCors.url.replace(/^http/, 'ws')}/v1/ws?token=dev-key`);
+    await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
+    const acknowledged = new Promise((resolve) => socket.once('message', resolve));
+    socket.send(JSON.stringify({ action: 'subscribe', sessionId: 'followed' }));
+    await acknowledged;
+    socket.close();
+    await new Promise((resolve) => socket.once('close', resolve));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+
+    // Assess: the three events, on one connection, and never the key.
+    const printed = withoutCors.output().slice(before).trim().split('\n');
+    const lines = printed.map((line) => /^WS (\S+) (\S+) (\d{3}) [\d.]+ ms$/.exec(line)).filter((match) => match !== null);
+    expect(lines.map(([, route, , status]) => `${route} ${status}`)).toEqual(['$connect 200', 'subscribe 200', '$disconnect 200']);
+    expect(new Set(lines.map(([, , connection]) => connection)).size).toBe(1);
+    expect(printed.join('\n')).not.toContain('dev-key');
   });
 });
