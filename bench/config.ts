@@ -10,8 +10,8 @@ export const WRITE_DOC = !QUICK && !argv.includes('--no-doc');
 export const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? (QUICK ? 40 : 300));
 export const WARMUP = QUICK ? 15 : 60;
 export const SCALE = QUICK
-  ? { depth: 200, versions: 1_000, sessions: 1_000, iterations: 20 }
-  : { depth: 1_000, versions: 10_000, sessions: 10_000, iterations: 100 };
+  ? { depth: Number(process.env.BENCH_DEPTH ?? 1_000), versions: 1_000, sessions: 1_000, iterations: 20 }
+  : { depth: Number(process.env.BENCH_DEPTH ?? 10_000), versions: 10_000, sessions: 10_000, iterations: 100 };
 export const CONTENTION = { writers: 20, writesEach: QUICK ? 10 : 25 };
 /** Rounds of the own-code section (bench/own-code.ts), where one request takes microseconds. */
 export const STUB_ROUNDS = QUICK ? 500 : 5_000;

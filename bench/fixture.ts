@@ -25,10 +25,16 @@ export async function wire(client: DynamoDBClient, tableName: string): Promise<W
   const stores = createStores(client, tableName);
   const deps = dependenciesFor(stores, {
     resolveKey: keysFromEnv(`${TENANT}:${API_KEY}`),
-    // An in-process worker, so that decide is measured without a network hop: it counts turns.
+    // An in-process worker, so that decide is measured without a network hop: it counts turns,
+    // and answers a client's message with one reply (a conversation turn).
     invokeWorker: async (_worker, body) => {
-      const request = JSON.parse(body) as { state: { counter?: number } | null };
-      return { state: { ...(request.state ?? {}), counter: (request.state?.counter ?? 0) + 1 } };
+      const request = JSON.parse(body) as { state: { counter?: number } | null; trigger: { type: string } };
+      const state = { ...(request.state ?? {}), counter: (request.state?.counter ?? 0) + 1 };
+      if (request.trigger.type !== 'client.messages') return { state };
+      return {
+        state,
+        messages: [{ role: 'assistant', content: `reply ${state.counter}: ${'a short answer of an assistant '.repeat(3)}` }],
+      };
     },
   });
   return { deps, store: stores.sessions, service: deps.sessions };
@@ -59,8 +65,21 @@ export const sessionIds = {
   versions: 'versions',
   servicePatch: 'service-patch',
   decide: 'decide',
+  turn: 'turn',
   commit: 'commit',
 };
+
+/** The agent whose in-process worker the decide rows call. */
+export const BENCH_AGENT = 'bench-agent';
+
+/** A client's message of a conversation turn: the trigger of the turn rows. */
+export const turnBody = (iteration: number) =>
+  JSON.stringify({
+    trigger: {
+      type: 'client.messages',
+      messages: [{ role: 'user', content: `question ${iteration}: ${'some words of a question '.repeat(3)}` }],
+    },
+  });
 
 /** Writes each operation's session: a state, a head moved by an append, a branch, 60 versions. */
 export async function writeSessions(main: Wired): Promise<void> {
@@ -77,9 +96,10 @@ export async function writeSessions(main: Wired): Promise<void> {
   await main.service.replaceState(scope(s.node), kilobyteState(1), { node: 'n1' });
   await main.service.appendMessages(scope(s.node), { messages: [{ id: 'n3', role: 'user', content: 'three' }] });
   await main.service.replaceState(scope(s.node), kilobyteState(3));
-  await main.deps.agents.putAgent(TENANT, 'bench-agent', { worker: { url: 'module:examples/worker.ts' }, config: { model: 'fast' } });
-  await main.deps.sessions.createSession(TENANT, { sessionId: s.decide, agentId: 'bench-agent' });
-  for (const sessionId of [s.patch, s.put, s.append1, s.append25, s.servicePatch, s.decide, s.commit]) {
+  await main.deps.agents.putAgent(TENANT, BENCH_AGENT, { worker: { url: 'module:examples/worker.ts' }, config: { model: 'fast' } });
+  await main.deps.sessions.createSession(TENANT, { sessionId: s.decide, agentId: BENCH_AGENT });
+  await main.deps.sessions.createSession(TENANT, { sessionId: s.turn, agentId: BENCH_AGENT });
+  for (const sessionId of [s.patch, s.put, s.append1, s.append25, s.servicePatch, s.decide, s.turn, s.commit]) {
     await main.service.replaceState(scope(sessionId), kilobyteState(0));
   }
   for (let version = 1; version <= 60; version++) await main.service.replaceState(scope(s.versions), kilobyteState(version));

@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { handlers } from '../functions/http/index.js';
 import { auth, ITERATIONS, jsonHeaders, log, QUICK, WARMUP } from './config.js';
-import { kilobyteState, sessionIds as s, scope, type Wired } from './fixture.js';
+import { kilobyteState, sessionIds as s, scope, turnBody, type Wired } from './fixture.js';
 import { invoke } from './invoke.js';
 import {
   handlerRun,
@@ -49,7 +49,7 @@ export const patchHeadState = (i: number) =>
     200,
   );
 
-const messages = (count: number, iteration: number) =>
+export const messages = (count: number, iteration: number) =>
   JSON.stringify({
     messages: Array.from({ length: count }, (_, index) => ({
       role: index % 2 === 0 ? 'user' : 'assistant',
@@ -125,6 +125,13 @@ function handlerOperations(main: Wired): Operation[] {
           { method: 'POST', url: `/v1/sessions/${s.decide}/decide`, headers: jsonHeaders, body: '{"trigger":{"type":"tick"}}' },
           200,
         ),
+    },
+    {
+      // A conversation turn (issue 20): the client's message, the worker's reply, a state change.
+      name: 'POST decide (a turn: client.messages, one reply, state changes)',
+      layer: 'handler',
+      kind: 'write',
+      make: (i) => handlerRun({ method: 'POST', url: `/v1/sessions/${s.turn}/decide`, headers: jsonHeaders, body: turnBody(i) }, 200),
     },
     {
       name: 'POST commits (one commutative thread key)',

@@ -10,12 +10,14 @@ import type { SessionService } from '../functions/core/session-service.js';
 import { nextLineage } from '../functions/core/tree.js';
 import { useDependencies } from '../functions/http/dependencies.js';
 import { auth, jsonHeaders, log, SCALE, TENANT } from './config.js';
-import { kilobyteState, scope, type Wired, wire } from './fixture.js';
+import { BENCH_AGENT, kilobyteState, scope, turnBody, type Wired, wire } from './fixture.js';
 import { handlerRun, type Measured, measureAll, median, ms, type Operation, pad, padLeft, requestsText, tableRow } from './measure.js';
 import type { Meter } from './meter.js';
+import { messages } from './operations.js';
 
 interface Pair {
   what: string;
+  /** What it writes or reads; writes run on sessions of their own at each depth. */
   small: string;
   large: string;
   a: (i: number) => () => Promise<unknown>;
@@ -40,7 +42,13 @@ export interface ScaleResult {
   selfConflicts: number;
 }
 
-async function measurePairs(meter: Meter, main: Wired, group: string, pairs: Pair[]): Promise<PairResult[]> {
+async function measurePairs(
+  meter: Meter,
+  main: Wired,
+  group: string,
+  pairs: Pair[],
+  iterations: number = SCALE.iterations,
+): Promise<PairResult[]> {
   const ops: Operation[] = [];
   const sides = new Map<Operation, () => void>();
   for (const pair of pairs) {
@@ -58,7 +66,7 @@ async function measurePairs(meter: Meter, main: Wired, group: string, pairs: Pai
       return operation.make(i);
     },
   }));
-  const results = await measureAll(meter, wrapped, SCALE.iterations, 10);
+  const results = await measureAll(meter, wrapped, iterations, Math.min(10, iterations));
   useDependencies(main.deps);
   const out: PairResult[] = [];
   for (let index = 0; index < pairs.length; index++) {
@@ -75,8 +83,12 @@ async function measurePairs(meter: Meter, main: Wired, group: string, pairs: Pai
   return out;
 }
 
-/** Depth: one chain of `depth` messages in 25-message appends, with a state at the head's parent and at the head. */
-async function chain(main: Wired, sessionId: string, depth: number): Promise<void> {
+/**
+ * Depth: one chain of `depth` messages in 25-message appends, with a state at the head's parent
+ * and at the head. With `agentId`, the session is made for that agent first (the decide rows).
+ */
+async function chain(main: Wired, sessionId: string, depth: number, agentId?: string): Promise<void> {
+  if (agentId) await main.deps.sessions.createSession(TENANT, { sessionId, agentId });
   for (let made = 0; made < depth; made += 25) {
     const count = Math.min(25, depth - made);
     await main.service.appendMessages(scope(sessionId), {
@@ -152,9 +164,16 @@ async function sessions(service: SessionService, count: number): Promise<number>
 export async function measureScale(meter: Meter, client: DynamoDBClient, main: Wired): Promise<ScaleResult> {
   log('\n2. Scale: cost per read must not grow with depth, history or the number of sessions');
 
-  // Depth: one chain of SCALE.depth messages, one of 10.
+  // Depth: chains of SCALE.depth messages and of 10: one pair for the reads, and one pair for
+  // each kind of write, which deepens its own sessions as it runs.
   const setupStart = performance.now();
-  await Promise.all([chain(main, 'depth-small', 10), chain(main, 'depth-large', SCALE.depth)]);
+  const writes = ['append-1', 'append-25', 'turn', 'decide'];
+  await Promise.all(
+    ['depth', ...writes].flatMap((name) => {
+      const agent = name === 'turn' || name === 'decide' ? BENCH_AGENT : undefined;
+      return [chain(main, `${name}-small`, 10, agent), chain(main, `${name}-large`, SCALE.depth, agent)];
+    }),
+  );
 
   // History: SCALE.versions versions. Sessions: a table with one session, and one with SCALE.sessions.
   const one = await wire(client, 'bench_one_session');
@@ -181,6 +200,10 @@ export async function measureScale(meter: Meter, client: DynamoDBClient, main: W
       { method: 'PATCH', url: `/v1/sessions/${sessionId}/state`, headers: jsonHeaders, body: JSON.stringify({ counter: i }) },
       200,
     );
+  const post = (sessionId: string, what: 'messages' | 'decide', body: (i: number) => string, status: number) => (i: number) =>
+    handlerRun({ method: 'POST', url: `/v1/sessions/${sessionId}/${what}`, headers: jsonHeaders, body: body(i) }, status);
+  const depths = { small: 'depth 10', large: `depth ${SCALE.depth}` };
+  const tick = () => '{"trigger":{"type":"tick"}}';
 
   const depthResults = await measurePairs(meter, main, `tree depth (10 vs ${SCALE.depth})`, [
     {
@@ -206,14 +229,50 @@ export async function measureScale(meter: Meter, client: DynamoDBClient, main: W
     },
     { what: 'PATCH state (head)', small: 'depth 10', large: `depth ${SCALE.depth}`, a: patch('depth-small'), b: patch('depth-large') },
     {
-      what: 'GET messages (the path root→head)',
-      small: 'depth 10',
-      large: `depth ${SCALE.depth}`,
-      a: get('/v1/sessions/depth-small/messages'),
-      b: get('/v1/sessions/depth-large/messages'),
-      grows: 'returns the whole path, so it reads 1 + depth/32 batches by design',
+      what: 'POST messages (append 1)',
+      ...depths,
+      a: post('append-1-small', 'messages', (i) => messages(1, i), 201),
+      b: post('append-1-large', 'messages', (i) => messages(1, i), 201),
+    },
+    {
+      what: 'POST messages (append 25)',
+      ...depths,
+      a: post('append-25-small', 'messages', (i) => messages(25, i), 201),
+      b: post('append-25-large', 'messages', (i) => messages(25, i), 201),
     },
   ]);
+  // Reads of the whole path: a path read returns it, and a decision shows it to the worker
+  // (the agent's default, worker.messages "all"). Fewer rounds: each reads the whole path.
+  const pathResults = await measurePairs(
+    meter,
+    main,
+    `the whole path (depth 10 vs ${SCALE.depth})`,
+    [
+      {
+        what: 'GET messages (the path root→head)',
+        ...depths,
+        a: get('/v1/sessions/depth-small/messages'),
+        b: get('/v1/sessions/depth-large/messages'),
+        grows: 'returns the whole path: requests grow with its bytes (one Query page per MB)',
+      },
+      {
+        what: 'POST decide (a turn: client.messages, one reply, state changes)',
+        ...depths,
+        a: post('turn-small', 'decide', turnBody, 200),
+        b: post('turn-large', 'decide', turnBody, 200),
+        grows: 'the worker is shown the whole path (worker.messages "all")',
+      },
+      {
+        what: 'POST decide (tick, state changes)',
+        ...depths,
+        a: post('decide-small', 'decide', tick, 200),
+        b: post('decide-large', 'decide', tick, 200),
+        grows: 'the worker is shown the whole path (worker.messages "all")',
+      },
+    ],
+    Math.max(5, Math.round(SCALE.iterations / 5)),
+  );
+  depthResults.push(...pathResults);
   const versions = { small: '10 versions', large: `${SCALE.versions} versions` };
   const historyResults = await measurePairs(meter, main, `history length (10 vs ${SCALE.versions} versions)`, [
     { what: 'GET state (head)', ...versions, a: get('/v1/sessions/history-small/state'), b: get('/v1/sessions/history-large/state') },
