@@ -103,8 +103,8 @@ async function chain(main: Wired, sessionId: string, depth: number, agentId?: st
 /** History: `count` versions written straight through the store (one PutItem each). */
 async function history(main: Wired, sessionId: string, count: number): Promise<void> {
   const at = new Date().toISOString();
-  let tip: Tip = await main.store.readTip(scope(sessionId), { withState: false });
-  let previous: VersionRecord | null = null;
+  let tip: Tip = await main.store.readTip(scope(sessionId), { withState: true });
+  let previous: VersionRecord | null = tip.latest;
   for (let version = tip.version + 1; version <= count; version++) {
     const record: VersionRecord = {
       version,
@@ -118,25 +118,16 @@ async function history(main: Wired, sessionId: string, count: number): Promise<v
       agent: null,
       lineage: nextLineage(previous),
     };
-    await main.store.commit(scope(sessionId), {
+    tip = await main.store.commit(scope(sessionId), {
       basedOn: tip,
       version: record,
+      prior: previous,
       head: { id: 'root', version, depth: 0 },
-      nodePointers: [],
       newNodes: [],
-      touchSessionAt: tip.slot === 0 ? at : undefined,
-      mayCreateSession: tip.slot === 0,
+      touchSessionAt: tip.kind === 'empty' ? at : undefined,
+      mayCreateSession: tip.kind === 'empty',
     });
-    tip = {
-      ...tip,
-      kind: 'version',
-      slot: version,
-      version,
-      headVersion: version,
-      touchedAt: tip.touchedAt ?? at,
-      latest: null,
-    };
-    previous = record;
+    previous = tip.latest;
   }
 }
 

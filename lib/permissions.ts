@@ -57,17 +57,19 @@ const finishDelete: TableAction = 'dynamodb:BatchWriteItem';
  * | health   | —                              | —                                              |
  * | sessions | Get (meta), Query (tip, items, | Put (create), BatchWrite (delete the session's |
  * |          | index: list by activity)       | items), idempotency                            |
- * | tree     | Get, BatchGet (nodes), Query   | Put (tip), Transact Put+Update (nodes, pointers, |
- * |          | (tip, node list)               | session upsert), Update (touch), BatchWrite    |
- * |          |                                | (finishing a dead delete), idempotency         |
- * | state    | Get, BatchGet (versions),      | Put (tip), Transact Put+Update, Update (touch), |
- * |          | Query (tip, version list)      | BatchWrite (a dead delete), idempotency        |
+ * | tree     | Get, BatchGet (nodes), Query   | Put (the log's next change), BatchWrite (the   |
+ * |          | (tip, node index, path ranges) | node index; a dead delete), Update (pointers,  |
+ * |          |                                | touch), Transact Put+Update (a first write     |
+ * |          |                                | with the session upsert), idempotency          |
+ * | state    | Get, BatchGet (lineage,        | Put (the log's next change), BatchWrite,       |
+ * |          | pieces), Query (tip, versions) | Update (pointers, touch), Transact (a first    |
+ * |          |                                | write), idempotency                            |
  * | agents   | Get (agent, parents), Query    | Put (agent), idempotency                       |
  * |          | (list)                         |                                                |
- * | decide   | Get (decision, session, agent, | Put (lease), Delete (lease), Update (failed    |
- * |          | versions), BatchGet, Query     | attempt, touch), Transact Put+Update+Delete    |
- * |          |                                | (tip, nodes, decision record, lease), BatchWrite |
- * |          |                                | (a dead delete)                                |
+ * | decide   | Get (session, agent), BatchGet | Put (the lease and the commit: changes of the  |
+ * |          | (nodes named by the trigger or | log), Update (failed attempt, pointers, touch),|
+ * |          | the answer), Query (tip and    | BatchWrite (node index, decision record; a     |
+ * |          | path, decision record, agents) | dead delete), Transact (a first write)         |
  * | commits  | Get (session, documents,       | Transact Put+Update+ConditionCheck (tip,       |
  * |          | versions), Query (tip, agents) | run/profile/shared documents), BatchWrite (a   |
  * |          |                                | dead delete), idempotency                      |
@@ -118,8 +120,8 @@ export const routeGroupAccess = {
 } as const satisfies Record<RouteGroup, TableAccess>;
 
 /**
- * The change hook (functions/streams/change-hook.ts): Get (a version's state, for `prev`),
- * Query (a tenant's webhooks, a session's WebSocket followers, a tenant's agents for the typed
+ * The change hook (functions/streams/change-hook.ts): Query (a version's state, for `prev`: the
+ * last change under its key's prefix in the session's log; a tenant's webhooks, a session's WebSocket followers, a tenant's agents for the typed
  * fields of events sent as an agent; a memory namespace's live items), Update (dead letters),
  * Put (the memory namespace list, a memory item's replaced versions), Delete (the records of
  * a WebSocket connection that is gone, a namespace left empty), BatchWrite (the replaced
@@ -127,14 +129,7 @@ export const routeGroupAccess = {
  * on the stream's ARN by the event source mapping, not here.
  */
 export const changeHookAccess: TableAccess = {
-  table: [
-    'dynamodb:GetItem',
-    'dynamodb:Query',
-    'dynamodb:PutItem',
-    'dynamodb:UpdateItem',
-    'dynamodb:DeleteItem',
-    'dynamodb:BatchWriteItem',
-  ],
+  table: ['dynamodb:Query', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem', 'dynamodb:BatchWriteItem'],
   sessionsIndex: [],
 };
 

@@ -4,7 +4,7 @@ import { AgentStateError } from './errors.js';
 import { buildSchema, checkDeclarations, type Schema, type StateFields, typeProblem } from './fields.js';
 import { isJsonObject, type Json } from './json.js';
 import { agentConfigExcess } from './limits.js';
-import type { AgentRecord, Page, WorkerRecord } from './model.js';
+import type { AgentRecord, Page, WorkerMessages, WorkerRecord } from './model.js';
 import type { AgentStore, SessionStore } from './ports.js';
 
 /** Agents form a hierarchy through `parentId`; deeper than this is a mistake, not a design. */
@@ -16,7 +16,8 @@ const TYPE_CHANGE_CHECK_LIMIT = 1000;
 export interface AgentView {
   agentId: string;
   parentId: string | null;
-  worker: { url: string; timeoutMs: number | null; hasSecret: boolean } | null;
+  /** `messages` only when the worker is shown less than the whole path (`{"last": N}`). */
+  worker: { url: string; timeoutMs: number | null; hasSecret: boolean; messages?: { last: number } } | null;
   config: Json;
   stateFields: StateFields | null;
   createdAt: string;
@@ -25,7 +26,7 @@ export interface AgentView {
 
 export interface AgentInput {
   parentId?: string | null;
-  worker?: { url: string; secret?: string | null; timeoutMs?: number | null } | null;
+  worker?: { url: string; secret?: string | null; timeoutMs?: number | null; messages?: WorkerMessages | null } | null;
   config?: Json;
   stateFields?: StateFields | null;
 }
@@ -83,7 +84,12 @@ export class AgentService {
     }
     const at = this.now().toISOString();
     const worker: WorkerRecord | null = input.worker
-      ? { url: input.worker.url, secret: input.worker.secret ?? null, timeoutMs: input.worker.timeoutMs ?? null }
+      ? {
+          url: input.worker.url,
+          secret: input.worker.secret ?? null,
+          timeoutMs: input.worker.timeoutMs ?? null,
+          ...(input.worker.messages && input.worker.messages !== 'all' ? { messages: input.worker.messages } : {}),
+        }
       : null;
     const record: AgentRecord = {
       agentId,
@@ -291,7 +297,14 @@ function agentView(agent: AgentRecord): AgentView {
   return {
     agentId: agent.agentId,
     parentId: agent.parentId,
-    worker: agent.worker ? { url: agent.worker.url, timeoutMs: agent.worker.timeoutMs, hasSecret: agent.worker.secret !== null } : null,
+    worker: agent.worker
+      ? {
+          url: agent.worker.url,
+          timeoutMs: agent.worker.timeoutMs,
+          hasSecret: agent.worker.secret !== null,
+          ...(agent.worker.messages ? { messages: agent.worker.messages } : {}),
+        }
+      : null,
     config: agent.config,
     stateFields: agent.stateFields,
     createdAt: agent.createdAt,

@@ -2,7 +2,7 @@ import { AgentStateError } from './errors.js';
 import { newId } from './ids.js';
 import type { JsonObject } from './json.js';
 import type { NodeRecord, Tip } from './model.js';
-import { childAncestors, pointerOf } from './tree.js';
+import { pointerOf } from './tree.js';
 
 /** A message as a client (or a worker) appends it: any object with a string `role`, maybe an `id`. */
 export type IncomingMessage = JsonObject & { role: string; id?: string };
@@ -14,6 +14,8 @@ export interface ChainPlan {
   created: NodeRecord[];
   /** The end of the chain: the new head. */
   last: NodeRecord;
+  /** The node the first created node hangs under: the parent, or the last message taken as already there. */
+  anchor: NodeRecord;
 }
 
 /**
@@ -34,6 +36,7 @@ export function planChain(input: {
   const created: NodeRecord[] = [];
   const claimed = new Set<string>();
   let cursor = input.parent;
+  let anchor = input.parent;
   for (const message of input.messages) {
     const existing = message.id === undefined ? undefined : known.get(message.id);
     if (existing) {
@@ -53,6 +56,7 @@ export function planChain(input: {
       throw new AgentStateError('node_exists', `node ${id} appears twice in one append`, { nodeId: id });
     }
     claimed.add(id);
+    if (created.length === 0) anchor = cursor;
     const node: NodeRecord = {
       id,
       parentId: cursor.id,
@@ -61,14 +65,13 @@ export function planChain(input: {
       message: { ...message, id, parentId: cursor.id },
       // A new node starts at its parent's version as it is right now (API.md section 4).
       stateVersion: created.length === 0 ? pointerOf(cursor, tip) : cursor.stateVersion,
-      ancestors: childAncestors(cursor),
       createdAt: at,
     };
     chain.push(node);
     created.push(node);
     cursor = node;
   }
-  return { chain, created, last: cursor };
+  return { chain, created, last: cursor, anchor };
 }
 
 /** The ids a chain of messages names, for looking up which already exist. */

@@ -67,7 +67,8 @@ export const WEBHOOK_BODY_LIMIT_BYTES = 256 * 1024;
  */
 
 /** Reads the state of a version: one GetItem; null when that version no longer exists. */
-export type VersionStateReader = (scope: SessionScope, version: number) => Promise<{ state: Json } | null>;
+/** The state of a recorded version of a session (of its `incarnation`-th life; the first when absent). */
+export type VersionStateReader = (scope: SessionScope, version: number, incarnation?: number) => Promise<{ state: Json } | null>;
 
 /** Puts events on the event bus; resolves with the indexes of the entries that failed. */
 export type EventPublisher = (events: ReadonlyArray<{ tenant: string; event: WireEvent }>) => Promise<number[]>;
@@ -175,7 +176,8 @@ export class ChangeFanout {
    * it can, else one read; a document version carries its `prev` (the stream's old image).
    */
   private async buildEvents(session: StreamBatch): Promise<void> {
-    const states = new Map<number, Json>();
+    // By life and version: a batch may hold a deleted session's last versions and its next life's first.
+    const states = new Map<string, Json>();
     for (const [index, { change }] of session.inputs.entries()) {
       if (isRecordedDocument(change)) {
         session.events.push(buildDocumentChangedEvent(change));
@@ -183,6 +185,7 @@ export class ChangeFanout {
       }
       const { prevVersion } = change.version;
       const thread = session.thread as SessionScope;
+      const life = change.incarnation ?? 0;
       try {
         // A large state (or the one after a large state) travels as its recorded change: the
         // hook reads no state kept in pieces.
@@ -192,12 +195,13 @@ export class ChangeFanout {
         }
         let prev: Json = null;
         if (prevVersion > 0) {
-          prev = states.has(prevVersion)
-            ? (states.get(prevVersion) as Json)
-            : ((await this.ports.readState(thread, prevVersion))?.state ?? null);
+          const inBatch = `${life}:${prevVersion}`;
+          prev = states.has(inBatch)
+            ? (states.get(inBatch) as Json)
+            : ((await this.ports.readState(thread, prevVersion, life))?.state ?? null);
         }
         session.events.push(buildStateChangedEvent(change, prev));
-        states.set(change.version.version, change.version.state);
+        states.set(`${life}:${change.version.version}`, change.version.state);
       } catch (error) {
         this.log('could not build a change event; the stream will retry it', {
           ...thread,

@@ -77,9 +77,8 @@ export class CommitService {
 
     return retryOnStaleTip(this.options.retry ?? {}, async () => {
       const at = now().toISOString();
-      const [resolved, meta, run, shared] = await Promise.all([
+      const [resolved, run, shared] = await Promise.all([
         this.targets.resolveForWrite(scope, request.node),
-        touches('profile') ? this.store.getMeta(scope) : Promise.resolve(null),
         touches('run') ? this.documents.getDocument({ kind: 'run', scope, id: request.runId as string }) : Promise.resolve(null),
         touches('shared') ? this.documents.getDocument({ kind: 'shared', tenant: scope.tenant }) : Promise.resolve(null),
       ]);
@@ -90,9 +89,12 @@ export class CommitService {
         throw new StaleTipError('the session is being deleted');
       }
       checkIfMatch(resolved, request.expectedVersion);
+      // The session's user is on its tip; only a session with nothing written reads its item,
+      // once, for both the user and the agent.
+      const meta = resolved.tip.kind === 'empty' ? await this.store.getMeta(scope) : undefined;
       let userId: string | null = null;
       if (touches('profile')) {
-        userId = meta?.userId ?? null;
+        userId = resolved.tip.kind === 'empty' ? (meta?.userId ?? null) : resolved.tip.userId;
         if (!userId) {
           throw new AgentStateError('invalid_request', 'profile commands need a session with a userId', { field: 'commands' });
         }
@@ -100,8 +102,8 @@ export class CommitService {
       const profile = userId ? await this.documents.getDocument({ kind: 'profile', tenant: scope.tenant, id: userId }) : null;
 
       // The thread: top-level keys of the state at the node, typed fields applied as for a write.
-      const target = await this.targets.withFields(scope, resolved);
-      const { tip, nodeId, pointer, schema, sessionAgentId } = target;
+      const target = await this.targets.withFields(scope, resolved, undefined, meta);
+      const { tip, nodeId, pointer, schema, sessionAgentId, sessionUserId } = target;
       const stored = storedState(target);
       const thread = touches('thread')
         ? checkedWrite(target, caller, (seen) => applySlots(seen, slots.get('thread') as Map<string, never>, 'thread'), 'thread')
@@ -148,15 +150,19 @@ export class CommitService {
           // With documents (or a first write) this is a transaction, which moves the session's
           // activity too; a thread-only commit is one PutItem, like a state write, and the
           // change hook moves it.
-          touchSessionAt: documents.length > 0 || tip.slot === 0 ? at : undefined,
-          mayCreateSession: tip.slot === 0,
+          touchSessionAt: documents.length > 0 || tip.kind === 'empty' ? at : undefined,
+          mayCreateSession: tip.kind === 'empty',
           sessionAgentId,
+          sessionUserId,
           documents,
         });
         result.version = version.version;
       } else if (documents.length > 0) {
-        // No thread change: the documents alone, still guarded by the thread's version if asked.
-        await this.documents.commitDocuments(scope, documents, request.expectedVersion !== undefined ? tip : null, at);
+        // No thread change: the documents alone, guarded by the thread's tip when asked to be
+        // (expectedVersion), and always for a run, which belongs to the session: a delete of
+        // the session between this read and the write must make the write fail, not land.
+        const guarded = request.expectedVersion !== undefined || touches('run');
+        await this.documents.commitDocuments(scope, documents, guarded ? tip : null, at);
       }
       return result;
     });

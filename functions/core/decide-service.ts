@@ -10,30 +10,24 @@ import {
   withOverlay,
 } from './decision-answer.js';
 import { AgentStateError } from './errors.js';
-import { newId, ROOT_NODE } from './ids.js';
+import { newId } from './ids.js';
 import { encodedSize, type Json, type JsonObject, jsonEqual, stringifyJson } from './json.js';
 import { checkDecisionMessages } from './limits.js';
-import { type MessagePath, pathFrom } from './message-path.js';
+import type { PathRead } from './message-path.js';
 import type {
   AgentRecord,
+  DecisionLease,
   DecisionOutcome,
-  DocumentRecord,
+  DecisionRecord,
   DoneDecision,
   NodeRecord,
   SessionMeta,
   SessionScope,
+  Tip,
   WorkerRecord,
 } from './model.js';
-import {
-  type DecisionStore,
-  type DocumentStore,
-  LeaseLostError,
-  NodeTakenError,
-  type SessionStore,
-  StaleTipError,
-  type TipChange,
-} from './ports.js';
-import { nextVersion, pointerOf, rootNode } from './tree.js';
+import { type DecisionStore, type DocumentStore, LeaseLostError, type SessionStore, StaleTipError } from './ports.js';
+import { nextVersion, pointerOf } from './tree.js';
 import { workerTimeoutMs } from './worker-timeout.js';
 import { type SchemaSource, storedState, visibleState, type WriteTarget, WriteTargets } from './write-target.js';
 
@@ -42,7 +36,7 @@ const KEPT_ANSWER_STATE_BYTES = 64 * 1024;
 
 /** How long a lease outlives its worker's timeout, to cover the reads and the commit. */
 const LEASE_MARGIN_MS = 10_000;
-/** Commits that lose a race to unrelated writes are retried this often before giving up. */
+/** Commits (and lease claims) that lose a race to unrelated writes are retried this often before giving up. */
 const COMMIT_ATTEMPTS = 5;
 
 export interface DecideRequest {
@@ -78,6 +72,12 @@ export interface DecisionRequest {
   agent: Json;
   messages: JsonObject[];
   ancestry: string[];
+  /**
+   * With the agent's `worker.messages` at `{"last": N}`: how many messages of the path came
+   * before `messages` and were left out (0 when `messages` is the whole path, which `ancestry`
+   * then starts at the root). Absent when the worker is shown every message.
+   */
+  messages_omitted?: number;
   attempts: number;
   version: number;
   head: string;
@@ -105,18 +105,28 @@ interface DecisionContext {
   readonly attempts: number;
   /** The session's lease this decision holds; its commit releases it. */
   readonly leaseToken: string;
-  /** The session item, when it was read up front (a request that names no agent). */
+  /** Whether the caller named the decision (`decisionId`): then a retry with that id replays it. */
+  readonly named: boolean;
+  /** The session item, when it was read (a session with nothing written yet). */
   readonly meta: SessionMeta | null;
+  /** The session's user (whose profile the worker is shown). */
+  readonly userId: string | null;
   /** The session's typed fields: from the tenant's agents read once, when they were. */
   readonly schemas: SchemaSource;
   /** The trigger's messages, their ids fixed once so that a retried commit creates the same nodes. */
   readonly triggerMessages: readonly IncomingMessage[];
+  /** The ids the client gave its trigger messages and the parent it named: what must be looked up. */
+  readonly lookups: readonly string[];
+  /** How much of the path the worker is shown (`worker.messages`): all of it, or the last N. */
+  readonly last: number | undefined;
 }
 
 /** Everything a decision read before asking its worker. */
 interface Prepared {
   /** The decision's node (`plan.last`) as a write target: the tip, its version, the typed fields. */
   target: WriteTarget;
+  /** The nodes of the lookups that exist. */
+  known: ReadonlyMap<string, NodeRecord>;
   /** The node the trigger's messages go under (or the decision's node when there are none). */
   parent: NodeRecord;
   /** The trigger's messages appended under the parent: the decision happens at `plan.last`. */
@@ -131,6 +141,8 @@ interface Prepared {
 interface WorkerAnswer {
   decision: ValidDecision;
   replyMessages: IncomingMessage[];
+  /** The ids the worker gave its messages itself: those may exist already. */
+  replyLookups: string[];
 }
 
 /**
@@ -158,63 +170,133 @@ export class DecideService {
 
   async decide(scope: SessionScope, request: DecideRequest): Promise<DecideResult> {
     const decisionId = request.decisionId ?? newId();
-    const [previous, meta] = await Promise.all([
+    const triggerMessages = withIds(triggerMessagesOf(request.trigger));
+    const lookups = [...new Set([...suppliedIds(triggerMessagesOf(request.trigger)), ...(request.parentId ? [request.parentId] : [])])];
+    // One round: the tip with the newest changes (the path at the head, usually whole), the
+    // nodes named, the decision's record, and the agents when the request names its agent.
+    const [{ tip, nodes }, previous, named] = await Promise.all([
+      this.store.readTipWithNodes(scope, lookups, { withState: true, recent: true }),
       request.decisionId ? this.decisions.getDecision(scope, decisionId) : Promise.resolve(null),
-      request.agentId ? Promise.resolve(null) : this.store.getMeta(scope),
+      request.agentId ? this.agents.snapshot(scope.tenant) : Promise.resolve(null),
     ]);
-    if (previous?.status === 'done') return this.replay(scope, previous);
+    const done = doneDecision(tip, decisionId, previous);
+    if (request.decisionId && done) return this.replay(scope, done);
 
-    const agentId = request.agentId ?? meta?.agentId ?? null;
-    // One query of the tenant's agents gives the deciding agent and the session's typed fields.
-    const agents = agentId ? await this.agents.snapshot(scope.tenant) : null;
+    // The session's agent and user ride on its tip; a session with nothing written reads its item.
+    const meta = tip.kind === 'empty' ? await this.store.getMeta(scope) : null;
+    const session = await this.targets.sessionOf(scope, tip, meta);
+    const agentId = request.agentId ?? session.agentId;
+    const agents = named ?? (agentId ? await this.agents.snapshot(scope.tenant) : null);
     const agent = agentId && agents ? agents.agent(agentId) : null;
     const timeoutMs = workerTimeoutMs(agent?.worker ?? {});
+    const failedBefore = previous?.status === 'failed' && previous.incarnation === tip.incarnation ? previous.attempts : 0;
 
     const leaseToken = newId();
-    const leaseUntil = this.now().getTime() + timeoutMs + LEASE_MARGIN_MS;
-    if (!(await this.decisions.acquireLease(scope, leaseToken, leaseUntil))) {
-      throw new AgentStateError('decision_in_progress', `another decision is running in session ${scope.sessionId}`, {
-        sessionId: scope.sessionId,
-      });
-    }
+    const lease = { holder: leaseToken, untilMs: this.now().getTime() + timeoutMs + LEASE_MARGIN_MS };
+    const leased = await this.takeLease(scope, tip, lease, decisionId, session);
+    if ('replay' in leased) return this.replay(scope, leased.replay);
     let leaseHeld = true;
     try {
-      // A twin request with the same id may have finished while we waited for the lease.
-      const settled = request.decisionId ? await this.decisions.getDecision(scope, decisionId) : null;
-      if (settled?.status === 'done') return await this.replay(scope, settled);
-
-      const result = await this.run({
-        scope,
-        request: { ...request, decisionId },
-        agentId,
-        agent,
-        timeoutMs,
-        attempts: (settled?.attempts ?? 0) + 1,
-        leaseToken,
-        meta,
-        schemas: agents
-          ? async (_tenant, sessionAgentId) => agents.schemaFor(sessionAgentId)
-          : (tenant, sessionAgentId) => this.targets.schemaOf(tenant, sessionAgentId),
-        triggerMessages: withIds(triggerMessagesOf(request.trigger)),
-      });
+      const result = await this.run(
+        {
+          scope,
+          request: { ...request, decisionId },
+          agentId,
+          agent,
+          timeoutMs,
+          attempts: failedBefore + 1,
+          leaseToken,
+          named: request.decisionId !== undefined,
+          meta,
+          userId: session.userId,
+          schemas: agents
+            ? async (_tenant, sessionAgentId) => agents.schemaFor(sessionAgentId)
+            : (tenant, sessionAgentId) => this.targets.schemaOf(tenant, sessionAgentId),
+          triggerMessages,
+          lookups,
+          last: pathShown(agent),
+        },
+        { read: tip, leased: leased.tip, nodes },
+      );
       leaseHeld = false; // released by the commit itself
       return result;
     } catch (error) {
       if (request.decisionId && isWorkerError(error)) {
-        await this.decisions.recordFailedAttempt(scope, decisionId).catch(() => undefined);
+        await this.decisions.recordFailedAttempt(scope, decisionId, tip.incarnation).catch(() => undefined);
       }
       throw error;
     } finally {
-      if (leaseHeld) await this.decisions.releaseLease(scope, leaseToken).catch(() => undefined);
+      if (leaseHeld) await this.releaseLease(scope, leased.tip, leaseToken).catch(() => undefined);
     }
   }
 
-  private async run(context: DecisionContext): Promise<DecideResult> {
+  /**
+   * Takes the session's decision lease: a change of the log that every later change carries
+   * until this decision's commit (or its release) ends it. Another decision's lease that still
+   * holds is `409 decision_in_progress`; a twin request with the same id that finished while
+   * this one raced it is replayed.
+   */
+  private async takeLease(
+    scope: SessionScope,
+    first: Tip,
+    lease: DecisionLease,
+    decisionId: string,
+    session: { agentId: string | null; userId: string | null },
+  ): Promise<{ tip: Tip } | { replay: DoneDecision }> {
+    let tip = first;
+    for (let attempt = 1; ; attempt++) {
+      const held = tip.lease;
+      if (held && held.holder !== lease.holder && held.untilMs > this.now().getTime()) {
+        throw new AgentStateError('decision_in_progress', `another decision is running in session ${scope.sessionId}`, {
+          sessionId: scope.sessionId,
+        });
+      }
+      if (tip.recentDecision?.decisionId === decisionId) return { replay: tip.recentDecision };
+      try {
+        const leased = await this.store.commit(scope, {
+          basedOn: tip,
+          head: { id: tip.head, version: tip.headVersion, depth: tip.headDepth },
+          newNodes: [],
+          takeLease: lease,
+          mayCreateSession: false,
+          sessionAgentId: session.agentId,
+          sessionUserId: session.userId,
+        });
+        return { tip: leased };
+      } catch (error) {
+        if (!(error instanceof StaleTipError) || attempt >= COMMIT_ATTEMPTS) throw error;
+        tip = error.newer ?? (await this.store.readTip(scope, { withState: true }));
+      }
+    }
+  }
+
+  /** Ends a lease whose decision wrote nothing (its worker failed): a change of the log that drops it. */
+  private async releaseLease(scope: SessionScope, leased: Tip, holder: string): Promise<void> {
+    let tip = leased;
+    for (let attempt = 1; attempt <= COMMIT_ATTEMPTS; attempt++) {
+      if (tip.lease?.holder !== holder) return;
+      try {
+        await this.store.commit(scope, {
+          basedOn: tip,
+          head: { id: tip.head, version: tip.headVersion, depth: tip.headDepth },
+          newNodes: [],
+          releaseLease: holder,
+          mayCreateSession: false,
+        });
+        return;
+      } catch (error) {
+        if (!(error instanceof StaleTipError)) throw error;
+        tip = error.newer ?? (await this.store.readTip(scope, { withState: false }));
+      }
+    }
+  }
+
+  private async run(context: DecisionContext, reads: Reads): Promise<DecideResult> {
     const { scope, request, agentId, agent } = context;
-    const prepared = await this.prepare(context);
+    const prepared = await this.prepare(context, reads.read, reads.nodes);
     const [path, profile, shared] = await Promise.all([
-      this.pathTo(scope, prepared),
-      this.profileOf(scope, context.meta),
+      this.pathTo(scope, reads.read, prepared, context.last),
+      context.userId ? this.documents.getDocument({ kind: 'profile', tenant: scope.tenant, id: context.userId }) : Promise.resolve(null),
       this.documents.getDocument({ kind: 'shared', tenant: scope.tenant }),
     ]);
     const shown = withOverlay(prepared.target.schema, agentId, prepared.state, request.stateOverlay);
@@ -230,6 +312,8 @@ export class DecideService {
       agent: prepared.agent,
       messages: path.messages,
       ancestry: path.ancestry,
+      // Said only when the agent shows its worker the last messages alone (`worker.messages`).
+      ...(context.last === undefined ? {} : { messages_omitted: path.omitted }),
       attempts: context.attempts,
       version: prepared.target.pointer,
       head: prepared.plan.last.id,
@@ -247,48 +331,47 @@ export class DecideService {
     const decision = validateDecisionResponse(answer, source);
     // Checked before anything is written: the trigger's nodes and the answer's go in one commit.
     checkDecisionMessages(context.triggerMessages.length, decision.messages?.length ?? 0, source);
-    const worker: WorkerAnswer = { decision, replyMessages: withIds(decision.messages ?? []) };
+    const worker: WorkerAnswer = {
+      decision,
+      replyMessages: withIds(decision.messages ?? []),
+      replyLookups: suppliedIds(decision.messages ?? []),
+    };
 
+    let tip = reads.leased;
     let current = prepared;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.commit(context, current, worker);
+        return await this.commit(context, tip, current, worker);
       } catch (error) {
-        if (error instanceof LeaseLostError) {
-          throw new AgentStateError('conflict', 'the decision took longer than its lease; nothing was written');
-        }
-        if (!(error instanceof StaleTipError || error instanceof NodeTakenError) || attempt >= COMMIT_ATTEMPTS) throw error;
+        if (error instanceof LeaseLostError) throw leaseOutlived();
+        if (!(error instanceof StaleTipError) || attempt >= COMMIT_ATTEMPTS) throw error;
         // The session moved (a write elsewhere, an append). The answer still applies if what the
         // worker saw — the state at the decision's node — is unchanged; otherwise it does not.
-        const fresh = await this.prepare(context);
-        if (fresh.target.pointer !== prepared.target.pointer || fresh.plan.last.id !== prepared.plan.last.id) {
+        const fresh = await this.store.readTipWithNodes(scope, context.lookups, { withState: true });
+        if (fresh.tip.lease?.holder !== context.leaseToken) throw leaseOutlived();
+        const again = await this.prepare(context, fresh.tip, fresh.nodes);
+        if (again.target.pointer !== prepared.target.pointer || again.plan.last.id !== prepared.plan.last.id) {
           throw new AgentStateError(
             'conflict',
             'the state changed while the worker was deciding; nothing was written, run the decision again',
-            { version: fresh.target.pointer },
+            { version: again.target.pointer },
           );
         }
-        current = fresh;
+        tip = fresh.tip;
+        current = again;
       }
     }
   }
 
-  /** Reads what the worker will see: the trigger's messages planned under the parent. */
-  private async prepare(context: DecisionContext): Promise<Prepared> {
+  /** What the worker will see: the trigger's messages planned under the parent, at the tip read. */
+  private async prepare(context: DecisionContext, tip: Tip, known: ReadonlyMap<string, NodeRecord>): Promise<Prepared> {
     const { scope, request, triggerMessages, agentId, agent } = context;
-    const parentId = request.parentId;
-    const lookups = [...new Set([...suppliedIds(triggerMessages), ...(parentId ? [parentId] : [])])];
-    const [tip, known] = await Promise.all([this.store.readTip(scope, { withState: true }), this.store.getNodes(scope, lookups)]);
-    // The root as head needs no read: its pointer is on the tip and it has no ancestors.
-    const parentOrHead = parentId ?? tip.head;
-    const parent =
-      parentOrHead === ROOT_NODE && tip.head === ROOT_NODE && !known.has(ROOT_NODE)
-        ? rootNode('')
-        : await this.targets.nodeById(scope, known, parentOrHead);
+    const parent = this.targets.nodeById(tip, known, request.parentId ?? tip.head);
     const plan = planChain({ parent, messages: triggerMessages, known, tip, at: this.now().toISOString() });
-    const target = await this.targets.atNode(scope, tip, plan.last, context.schemas);
+    const target = await this.targets.atNode(scope, tip, plan.last, context.schemas, context.meta);
     return {
       target,
+      known,
       parent,
       plan,
       // The worker sees only what its agent may read.
@@ -298,14 +381,18 @@ export class DecideService {
     };
   }
 
-  private async commit(context: DecisionContext, prepared: Prepared, worker: WorkerAnswer): Promise<DecideResult> {
+  private async commit(context: DecisionContext, tip: Tip, prepared: Prepared, worker: WorkerAnswer): Promise<DecideResult> {
     const { scope, agentId } = context;
     const { decisionId } = context.request;
     const { target, plan, agent } = prepared;
-    const { tip, schema } = target;
+    const { schema } = target;
     const { decision, replyMessages } = worker;
     const at = this.now().toISOString();
-    const replyKnown = await this.store.getNodes(scope, suppliedIds(replyMessages));
+    // Only ids the worker gave its messages can exist already; generated ones are new.
+    const replyKnown =
+      worker.replyLookups.length > 0
+        ? (await this.store.readTipWithNodes(scope, worker.replyLookups, { withState: false })).nodes
+        : new Map<string, NodeRecord>();
     const reply = planChain({ parent: plan.last, messages: replyMessages, known: replyKnown, tip, at });
     const head = reply.last;
 
@@ -339,33 +426,22 @@ export class DecideService {
       ...(resultVersion === 0 ? { state: visible } : {}),
     };
     const record: DoneDecision = { decisionId, status: 'done', attempts: context.attempts, outcome };
-    const completion = { record, leaseToken: context.leaseToken };
     const newNodes: NodeRecord[] = [...plan.created, ...reply.created];
-    const headMoves = head.id !== tip.head;
-
-    if (version || newNodes.length > 0 || headMoves) {
-      const change: TipChange = {
-        basedOn: tip,
-        ...(version ? { version } : {}),
-        head: { id: head.id, version: resultVersion, depth: head.depth },
-        nodePointers: headMoves ? [{ id: tip.head, version: tip.headVersion }] : [],
-        newNodes,
-        touchSessionAt: at,
-        mayCreateSession: tip.slot === 0,
-        sessionAgentId: target.sessionAgentId,
-        decision: completion,
-      };
-      await this.store.commit(scope, change);
-    } else {
-      await this.decisions.completeDecision(scope, completion);
-    }
+    // One change of the log holds all of it, and ends the lease: the trigger's and the worker's
+    // messages, the version, the head's move, the decision's answer for replays.
+    await this.store.commit(scope, {
+      basedOn: tip,
+      ...(version ? { version, prior: target.current } : {}),
+      head: { id: head.id, version: resultVersion, depth: head.depth, place: head.place },
+      newNodes,
+      parent: plan.created.length > 0 ? plan.anchor : reply.anchor,
+      touchSessionAt: at,
+      mayCreateSession: tip.kind === 'empty',
+      sessionAgentId: target.sessionAgentId,
+      sessionUserId: target.sessionUserId,
+      decision: { record, leaseToken: context.leaseToken, remember: context.named },
+    });
     return { decisionId, decision: decision.raw, state: visible, agent: nextAgent, version: resultVersion, changed, head: head.id };
-  }
-
-  /** The profile of the session's user; the session item is read only if not read already. */
-  private async profileOf(scope: SessionScope, meta: SessionMeta | null): Promise<DocumentRecord | null> {
-    const userId = (meta ?? (await this.store.getMeta(scope)))?.userId;
-    return userId ? this.documents.getDocument({ kind: 'profile', tenant: scope.tenant, id: userId }) : null;
   }
 
   /** The answer of a decision that already happened, as it was first given. */
@@ -390,14 +466,46 @@ export class DecideService {
     };
   }
 
-  /** The path root→decision node: the parent's stored path plus the trigger's chain. */
-  private async pathTo(scope: SessionScope, prepared: Prepared): Promise<MessagePath> {
-    const base = await pathFrom(this.store, scope, prepared.parent);
-    return {
-      messages: [...base.messages, ...prepared.plan.chain.map((node) => node.message ?? {})],
-      ancestry: [...base.ancestry, ...prepared.plan.chain.map((node) => node.id)],
-    };
+  /**
+   * The path root→decision node the worker is shown: the parent's path in the log plus the
+   * trigger's chain, or (`last`) only the last messages of it, with how many came before.
+   */
+  private async pathTo(scope: SessionScope, tip: Tip, prepared: Prepared, last: number | undefined): Promise<PathRead> {
+    const chain = prepared.plan.chain;
+    const fromParent = last === undefined ? undefined : Math.max(0, last - chain.length);
+    const base: PathRead =
+      fromParent === 0 && prepared.parent.depth > 0
+        ? { messages: [], ancestry: [], omitted: prepared.parent.depth }
+        : await this.store.readPath(scope, tip, prepared.parent, fromParent === undefined ? {} : { last: fromParent });
+    const messages = [...base.messages, ...chain.map((node) => node.message ?? {})];
+    const ancestry = [...base.ancestry, ...chain.map((node) => node.id)];
+    if (last === undefined || messages.length <= last) return { messages, ancestry, omitted: base.omitted };
+    const cut = messages.length - last;
+    return { messages: messages.slice(cut), ancestry: ancestry.slice(-last), omitted: base.omitted + cut };
   }
+}
+
+/** The reads a decision starts from: the tip as read, the tip its lease made, the nodes the request named. */
+interface Reads {
+  read: Tip;
+  leased: Tip;
+  nodes: ReadonlyMap<string, NodeRecord>;
+}
+
+/** A decision id already done in this life of the session: in its newest change, or in its record. */
+function doneDecision(tip: Tip, decisionId: string, previous: DecisionRecord | null): DoneDecision | null {
+  if (tip.recentDecision?.decisionId === decisionId) return tip.recentDecision;
+  if (previous?.status === 'done' && previous.incarnation === tip.incarnation) return previous;
+  return null;
+}
+
+/** How much of the path an agent's worker is shown: all of it (undefined), or its last N messages. */
+function pathShown(agent: AgentRecord | null): number | undefined {
+  return agent?.worker?.messages?.last;
+}
+
+function leaseOutlived(): AgentStateError {
+  return new AgentStateError('conflict', 'the decision took longer than its lease; nothing was written');
 }
 
 function isWorkerError(error: unknown): boolean {

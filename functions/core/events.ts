@@ -76,7 +76,9 @@ export interface ViewError {
 export interface RecordedVersion {
   tenant: string;
   sessionId: string;
-  version: Omit<VersionRecord, 'lineage'>;
+  /** Which life of the session id (`Tip.incarnation`): versions restart at 1 in each. */
+  incarnation?: number;
+  version: Omit<VersionRecord, 'lineage' | 'place'>;
   /**
    * True when the write that recorded the version also moved the session's activity
    * (`updatedAt`, the list order); otherwise the change hook moves it.

@@ -26,12 +26,17 @@ export interface NodeRecord {
   parentId: string | null;
   depth: number;
   role: string | null;
-  /** The message exactly as the client sent it, with `id` and `parentId` filled in. */
+  /** The message exactly as the client sent it, with `id` and `parentId` filled in; null when not read. */
   message: JsonObject | null;
   stateVersion: number;
-  /** Nearest ancestors first (parent, grandparent, …), at most `ANCESTOR_WINDOW` of them. */
-  ancestors: string[];
   createdAt: string;
+  /** A one-line snippet of the message (`messagePreview`), kept where the node is indexed. */
+  preview?: string | null;
+  /**
+   * Where the store keeps the node, as the store wrote it: opaque to the core, which hands it
+   * back with a change that builds on the node (a message appended under it).
+   */
+  readonly place?: unknown;
 }
 
 export const VERSION_CAUSES = ['patch', 'replace', 'decide', 'commit'] as const;
@@ -49,6 +54,11 @@ export interface VersionRecord {
   agent: Json;
   /** The versions before this one in its node lineage, nearest first, at most `LINEAGE_WINDOW`. */
   lineage: number[];
+  /**
+   * Where the store found this version and the ones of its lineage window: opaque to the core,
+   * which carries them from a version to the next, so that a lineage reads in one batch.
+   */
+  readonly place?: unknown;
   /** The session's agent when this version was recorded (carried on every tip item). */
   sessionAgentId?: string | null;
   /** For `cause: "commit"`: the batch of commands that made this version. */
@@ -105,70 +115,87 @@ export type DocumentRef =
   | { readonly kind: 'shared'; readonly tenant: string };
 
 /**
- * The session tip: the item in the highest version slot. Every change of versions or of the
- * head claims that slot with a conditional write, so the tip is also the session's lock.
+ * The session tip: the newest change in the session's log. Every change of versions, of the
+ * head or of the decision lease claims the log's next place with a conditional write, so the
+ * tip is also the session's lock.
  *
- * A slot holds a recorded version, or (after the head moved) a head marker that the next
- * version overwrites, or (while the session is deleted) the delete's tombstone. The first two
- * carry where the head is and which version it points at, so the state at the head is one
- * read away. The variants are exclusive; `kind` tells them apart, and a `switch` over it is
- * checked by the compiler.
+ * The newest change is a recorded version, or another change (an append, a head switch, a
+ * decision's lease), or the fence of a delete that is erasing the session. Each carries where
+ * the head is and which version it points at, so the state at the head is one read away. The
+ * variants are exclusive; `kind` tells them apart, and a `switch` over it is checked by the
+ * compiler.
  */
-export type Tip = EmptyTip | VersionTip | MarkerTip | ClosingTip;
+export type Tip = EmptyTip | VersionTip | EntryTip | ClosingTip;
 
-/** What every tip tells, whatever its slot holds. */
+/** A decision's hold on its session (API.md section 6): one decision at a time. */
+export interface DecisionLease {
+  /** The decision's own token: only its commit or its release ends the lease. */
+  holder: string;
+  /** Epoch ms after which the lease counts as gone (its holder died). */
+  untilMs: number;
+}
+
+/** What every tip tells, whatever its change was. */
 interface TipHead {
-  /** The slot holding the tip item; 0 for a session with no tip yet. */
-  slot: number;
+  /**
+   * Which life of the session id this is: 0 until the session is deleted, then one more for
+   * each life after a delete. Versions restart at 1 in each.
+   */
+  incarnation: number;
   /** The latest recorded version of the session (0: nothing written). */
   version: number;
   head: string;
   headVersion: number;
   headDepth: number;
-  /**
-   * When a write last moved the session item's `updatedAt` forward itself (a first write, a
-   * transaction); the change hook moves it after the other writes.
-   */
+  /** When a write last moved the session item's `updatedAt` forward itself; the change hook moves it after the others. */
   touchedAt: string | null;
   /** The session's agent (whose hierarchy may declare typed fields), carried on every tip. */
   agentId: string | null;
-  /** The recorded version in the tip slot, when the read asked for it (version tips only). */
+  /** The session's user (whose profile decisions and commits read), carried on every tip. */
+  userId: string | null;
+  /** The recorded version the tip is, when the read asked for its state (version tips only). */
   latest: VersionRecord | null;
+  /** The lease of a decision in progress, or null. */
+  lease: DecisionLease | null;
+  /** The head as a node, enough to append under it (no message). */
+  headNode: NodeRecord;
+  /** The nodes the newest change made (found here by id until they are indexed), in order. */
+  recentNodes: readonly NodeRecord[];
+  /** A decision the newest change completed (its answer to replay for its id), or null. */
+  recentDecision: DoneDecision | null;
+  /** The store's own reading of the newest change: opaque, handed back with a change based on it. */
+  readonly log?: unknown;
 }
 
-/** A session with no tip item yet: nothing written (the head is the root, at version 0). */
+/** A session with nothing written in this life: the head is the root, at version 0. */
 export interface EmptyTip extends TipHead {
   kind: 'empty';
-  slot: 0;
   latest: null;
 }
 
-/** The top slot holds a recorded version: the latest one. */
+/** The newest change recorded a version: the latest one. */
 export interface VersionTip extends TipHead {
   kind: 'version';
 }
 
-/** The top slot holds a head marker: the head moved since the latest version (`slot - 1`). */
-export interface MarkerTip extends TipHead {
-  kind: 'marker';
-  /** Counts head moves within this marker slot; the compare-and-set token for markers. */
-  markerSeq: number;
+/** The newest change recorded no version: an append, a head switch, a decision's lease or its release. */
+export interface EntryTip extends TipHead {
+  kind: 'entry';
   latest: null;
 }
 
 /**
- * The session is being deleted: the top slot holds the delete's tombstone, the session reads
- * as unknown (head at the root, version 0), and no write may be based on this tip (it is
- * retried until the delete is done, and then starts a new session).
+ * The session is being deleted: the newest change is the delete's fence, the session reads as
+ * unknown (head at the root, version 0), and no write may be based on this tip (it is retried
+ * until the delete is done, and then starts the session's next life).
  */
 export interface ClosingTip extends TipHead {
   kind: 'closing';
-  /** When the delete closed the session (ISO time); null when the tombstone does not say. */
+  /** When the delete closed the session (ISO time); null when the fence does not say. */
   since: string | null;
   latest: null;
 }
 
-export const ANCESTOR_WINDOW = 32;
 export const LINEAGE_WINDOW = 32;
 
 /** The state limit of API.md section 4: 4 MiB of UTF-8 JSON. */
@@ -193,11 +220,22 @@ export interface Page<T> {
   next?: string;
 }
 
+/**
+ * How much of the conversation an agent's worker is shown in a DecisionRequest: the whole path
+ * root→head, or its last N messages (decide then reads only those).
+ */
+export type WorkerMessages = 'all' | { last: number };
+
+/** The most messages `{"last": N}` may ask for; more is what "all" is for. */
+export const MAX_LAST_MESSAGES = 10_000;
+
 /** How an agent's worker is reached (API.md section 7). The secret never leaves the service. */
 export interface WorkerRecord {
   url: string;
   secret: string | null;
   timeoutMs: number | null;
+  /** How much of the path the worker is shown; absent: all of it. */
+  messages?: { last: number };
 }
 
 export interface AgentRecord {
@@ -222,6 +260,8 @@ export interface FailedDecision {
   decisionId: string;
   status: 'failed';
   attempts: number;
+  /** The life of the session it belongs to (`Tip.incarnation`). */
+  incarnation?: number;
 }
 
 export interface DoneDecision {
@@ -230,6 +270,8 @@ export interface DoneDecision {
   attempts: number;
   /** The response body, less state and agent when those are in a version. */
   outcome: DecisionOutcome;
+  /** The life of the session it belongs to (`Tip.incarnation`). */
+  incarnation?: number;
 }
 
 export interface DecisionOutcome {

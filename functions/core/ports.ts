@@ -1,6 +1,8 @@
+import type { PathRead } from './message-path.js';
 import type {
   AgentRecord,
   ClosingTip,
+  DecisionLease,
   DecisionRecord,
   DocumentRecord,
   DocumentRef,
@@ -14,32 +16,50 @@ import type {
 } from './model.js';
 
 /**
- * One change of a session, applied atomically and only if the tip is still the one read.
- * The store writes the next tip item (a version, or a head marker when `version` is absent)
- * and, in the same step, the other items listed here.
+ * One change of a session, applied atomically and only if the tip is still the one read. The
+ * store claims the next place in the session's log with one conditional write holding the
+ * change (a version, new nodes, a head move, a decision's lease or its end); documents, and a
+ * session's first write, make it a transaction.
  */
 export interface TipChange {
   /** The tip the change was computed from; the write is conditional on it. */
   readonly basedOn: Tip;
-  /** A version to record in the next slot; absent for a head move alone. */
+  /** A version to record; absent for a change of the head, the nodes or the lease alone. */
   readonly version?: VersionRecord;
-  /** Where the head is after the change and what it points at. */
-  readonly head: { readonly id: string; readonly version: number; readonly depth: number };
-  /** Nodes whose stored pointer must change (a node the head leaves, a node written off-head). */
-  readonly nodePointers: ReadonlyArray<{ readonly id: string; readonly version: number }>;
-  /** New message nodes; each must not exist yet. */
-  readonly newNodes: ReadonlyArray<NodeRecord>;
   /**
-   * Create the session item when missing and move its `updatedAt` to this time. When the
-   * change is otherwise a single item, the store may do this after it, best effort.
+   * The version the written node pointed at before (`version.prevVersion`), as it was read:
+   * the store continues its lineage from there.
+   */
+  readonly prior?: VersionRecord | null;
+  /**
+   * Where the head is after the change and what it points at; a head moved to a node that
+   * exists carries that node's `place` (NodeRecord.place).
+   */
+  readonly head: { readonly id: string; readonly version: number; readonly depth: number; readonly place?: unknown };
+  /** A node other than the head that the change points at a new version (a write off the head). */
+  readonly repoint?: { readonly id: string; readonly version: number };
+  /** New message nodes: one chain, its first node under `parent`; each id must be new. */
+  readonly newNodes: ReadonlyArray<NodeRecord>;
+  /** The node the chain of `newNodes` hangs under, as read (the head, or a node a client named). */
+  readonly parent?: NodeRecord;
+  /**
+   * Create the session item when missing and move its `updatedAt` to this time. A change that
+   * is otherwise a single item moves it after the write, best effort, or leaves it to the
+   * change hook (versions).
    */
   readonly touchSessionAt?: string;
   /** Whether the session may not exist yet: then the session item is written with the change. */
   readonly mayCreateSession: boolean;
   /** The session's agent, to carry on the tip; the tip read's when absent. */
   readonly sessionAgentId?: string | null;
-  /** A decision completed by this change: its record is written and its lease released with it. */
+  /** The session's user, to carry on the tip; the tip read's when absent. */
+  readonly sessionUserId?: string | null;
+  /** A decision completed by this change: its record is kept with it and its lease ends. */
   readonly decision?: DecisionCompletion;
+  /** Takes the session's decision lease (a change of nothing else). */
+  readonly takeLease?: DecisionLease;
+  /** Ends the lease this holder has, recording nothing else (a decision that failed). */
+  readonly releaseLease?: string;
   /** Run, profile and shared documents written in the same step (commits). */
   readonly documents?: ReadonlyArray<DocumentWrite>;
 }
@@ -56,8 +76,10 @@ export interface DocumentWrite {
 
 export interface DecisionCompletion {
   readonly record: DoneDecision;
-  /** The lease the decision holds; the change fails if the lease was lost meanwhile. */
+  /** The lease the decision holds, which the change ends. */
   readonly leaseToken: string;
+  /** Whether a later request may replay the decision by its id (the caller named it). */
+  readonly remember: boolean;
 }
 
 /**
@@ -94,8 +116,18 @@ export interface SessionListOptions {
  * alone knows keys, conditions and exceptions.
  */
 export interface SessionStore {
-  /** The tip of a session; with `withState`, the latest version's state and agent too. */
-  readTip(scope: SessionScope, options: { withState: boolean }): Promise<Tip>;
+  /**
+   * The tip of a session; with `withState`, the latest version's state and agent too. With
+   * `recent`, the store also keeps the newest changes of the log it read with the tip, so that
+   * a path read at the head (`readPath`) needs no further read when the path is short.
+   */
+  readTip(scope: SessionScope, options: { withState: boolean; recent?: boolean }): Promise<Tip>;
+  /** The tip and those of `nodeIds` that exist in the session's current life, read together. */
+  readTipWithNodes(
+    scope: SessionScope,
+    nodeIds: readonly string[],
+    options: { withState: boolean; recent?: boolean },
+  ): Promise<{ tip: Tip; nodes: Map<string, NodeRecord> }>;
   getMeta(scope: SessionScope): Promise<SessionMeta | null>;
   /**
    * Puts the session item, refusing an id in use (`session_exists`). Throws StaleTipError while
@@ -112,19 +144,26 @@ export interface SessionStore {
    */
   settleClosing(scope: SessionScope, tip: ClosingTip): Promise<void>;
 
-  getNode(scope: SessionScope, nodeId: string): Promise<NodeRecord | null>;
-  /** The nodes that exist among `nodeIds`, with their messages. */
-  getNodes(scope: SessionScope, nodeIds: readonly string[]): Promise<Map<string, NodeRecord>>;
-  /** Every node of the session; without message bodies unless `withMessages`. */
-  listNodes(scope: SessionScope, options?: { withMessages?: boolean }): Promise<NodeRecord[]>;
+  /** The tip and every node of the session's current life, without messages (with their previews). */
+  readTree(scope: SessionScope): Promise<{ tip: Tip; nodes: NodeRecord[] }>;
+  /**
+   * The path root→`target` (a node read with `tip`, or the tip's head node), oldest first; with
+   * `last`, only its last `last` messages, and how many before them were left out.
+   */
+  readPath(scope: SessionScope, tip: Tip, target: NodeRecord, options?: { last?: number }): Promise<PathRead>;
 
-  getVersion(scope: SessionScope, version: number): Promise<VersionRecord | null>;
-  getVersions(scope: SessionScope, versions: readonly number[]): Promise<Map<number, VersionRecord>>;
+  /** A recorded version of the session's life that `tip` belongs to (the current one when absent). */
+  getVersion(scope: SessionScope, version: number, tip?: Tip): Promise<VersionRecord | null>;
+  /** The versions of `from`'s lineage after it (its `prevVersion`, that one's, …), at most `limit`. */
+  getLineage(scope: SessionScope, from: VersionRecord, limit: number): Promise<VersionRecord[]>;
   /** Recorded versions, newest first. A page may hold fewer than `limit` items. */
   listVersions(scope: SessionScope, options: { limit: number; cursor?: string }): Promise<Page<VersionRecord>>;
 
-  /** Applies the change atomically; throws `StaleTipError` when the tip moved meanwhile. */
-  commit(scope: SessionScope, change: TipChange): Promise<void>;
+  /**
+   * Applies the change atomically and resolves with the tip it made; throws `StaleTipError`
+   * when the tip moved meanwhile (carrying the newer tip when the failed write saw it).
+   */
+  commit(scope: SessionScope, change: TipChange): Promise<Tip>;
 }
 
 /** The run, profile and shared documents of commits (API.md section 8). */
@@ -152,17 +191,13 @@ export interface IdempotencyStore {
 
 /** The tip changed between the read and the write: re-read and try again. */
 export class StaleTipError extends Error {
-  constructor(message = 'the session changed since it was read') {
+  constructor(
+    message = 'the session changed since it was read',
+    /** The change that took the place, read back from the failed write: a newer tip to retry on. */
+    readonly newer?: Tip,
+  ) {
     super(message);
     this.name = 'StaleTipError';
-  }
-}
-
-/** A new node's id already exists (a race with another append). */
-export class NodeTakenError extends Error {
-  constructor(readonly nodeId: string) {
-    super(`node ${nodeId} already exists`);
-    this.name = 'NodeTakenError';
   }
 }
 
@@ -173,14 +208,15 @@ export interface AgentStore {
   listAgents(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<AgentRecord>>;
 }
 
+/**
+ * Decision records kept for replays (API.md section 6). The lease and a decision's outcome
+ * travel in the session's log (`TipChange.takeLease`, `decision`); this is where a finished
+ * decision is found by its id once newer changes follow it, and where failed attempts count.
+ */
 export interface DecisionStore {
+  /** The record of a decision id, of whichever life of the session it was in (`incarnation`). */
   getDecision(scope: SessionScope, decisionId: string): Promise<DecisionRecord | null>;
-  /** Takes the session's decision lease until `untilMs` unless a live holder has it. */
-  acquireLease(scope: SessionScope, token: string, untilMs: number): Promise<boolean>;
-  releaseLease(scope: SessionScope, token: string): Promise<void>;
-  recordFailedAttempt(scope: SessionScope, decisionId: string): Promise<void>;
-  /** Records a decision that changed nothing in the session and releases its lease. */
-  completeDecision(scope: SessionScope, completion: DecisionCompletion): Promise<void>;
+  recordFailedAttempt(scope: SessionScope, decisionId: string, incarnation: number): Promise<void>;
 }
 
 /** The decision lease was lost (it expired and another decision took it). */

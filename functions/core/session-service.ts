@@ -5,9 +5,9 @@ import { newId, ROOT_NODE } from './ids.js';
 import { type Json, type JsonObject, jsonEqual } from './json.js';
 import { applyJsonPatch, type PatchOperation } from './json-patch.js';
 import { mergePatch } from './merge-patch.js';
-import { type MessagePath, pathFrom } from './message-path.js';
-import type { Page, SessionMeta, SessionScope, VersionRecord } from './model.js';
-import { NodeTakenError, type SessionListOptions, type SessionStore } from './ports.js';
+import type { MessagePath } from './message-path.js';
+import type { Page, SessionMeta, SessionScope, Tip, VersionRecord } from './model.js';
+import type { SessionListOptions, SessionStore } from './ports.js';
 import { messagePreview } from './preview.js';
 import { type RetryPolicy, retryOnStaleTip } from './retry.js';
 import {
@@ -165,7 +165,7 @@ export class SessionService {
     const caller = options.caller ?? null;
     return retryOnStaleTip(this.retry, async () => {
       const target = await this.targets.forWrite(scope, options.node);
-      const { tip, nodeId, pointer, schema, sessionAgentId } = target;
+      const { tip, nodeId, pointer, schema, sessionAgentId, sessionUserId } = target;
       checkIfMatch(target, options.ifMatch);
       const stored = storedState(target);
       const nextState = checkedWrite(target, caller, next);
@@ -180,9 +180,10 @@ export class SessionService {
         // write is one conditional PutItem: the session's activity (`updatedAt`, the list
         // order) is moved by the change hook, off the request's path (API.md section 2 lets
         // it trail the write by a moment).
-        touchSessionAt: tip.slot === 0 ? version.createdAt : undefined,
-        mayCreateSession: tip.slot === 0,
+        touchSessionAt: tip.kind === 'empty' ? version.createdAt : undefined,
+        mayCreateSession: tip.kind === 'empty',
         sessionAgentId,
+        sessionUserId,
       });
       return {
         sessionId: scope.sessionId,
@@ -208,46 +209,42 @@ export class SessionService {
   ): Promise<{ nodes: NodeView[]; head: string }> {
     const lookups = [...new Set([...suppliedIds(input.messages), ...(input.parentId ? [input.parentId] : [])])];
 
-    return retryOnStaleTip(
-      this.retry,
-      async () => {
-        const [tip, known] = await Promise.all([this.store.readTip(scope, { withState: false }), this.store.getNodes(scope, lookups)]);
-        const parent = await this.targets.nodeById(scope, known, input.parentId ?? tip.head);
+    return retryOnStaleTip(this.retry, async () => {
+      const { tip, nodes: known } = await this.store.readTipWithNodes(scope, lookups, { withState: false });
+      const parent = this.targets.nodeById(tip, known, input.parentId ?? tip.head);
 
-        const at = this.now().toISOString();
-        const { chain, created, last } = planChain({ parent, messages: input.messages, known, tip, at });
-        const sessionAgentId = await this.targets.sessionAgentOf(scope, tip);
+      const at = this.now().toISOString();
+      const { chain, created, last, anchor } = planChain({ parent, messages: input.messages, known, tip, at });
+      const session = await this.targets.sessionOf(scope, tip);
 
-        if (created.length > 0 || last.id !== tip.head) {
-          await this.store.commit(scope, {
-            basedOn: tip,
-            head: { id: last.id, version: pointerOf(last, tip), depth: last.depth },
-            nodePointers: last.id === tip.head ? [] : [{ id: tip.head, version: tip.headVersion }],
-            newNodes: created,
-            touchSessionAt: at,
-            mayCreateSession: tip.slot === 0,
-            sessionAgentId,
-          });
-        }
-        // Pointers as of the tip read: a reused node that was the head has its pointer there.
-        return { nodes: chain.map((node) => nodeView(node, tip)), head: last.id };
-      },
-      (error) => error instanceof NodeTakenError,
-    );
+      if (created.length > 0 || last.id !== tip.head) {
+        await this.store.commit(scope, {
+          basedOn: tip,
+          head: { id: last.id, version: pointerOf(last, tip), depth: last.depth, place: last.place },
+          newNodes: created,
+          parent: anchor,
+          touchSessionAt: at,
+          mayCreateSession: tip.kind === 'empty',
+          sessionAgentId: session.agentId,
+          sessionUserId: session.userId,
+        });
+      }
+      // Pointers as of the tip read: a reused node that was the head has its pointer there.
+      return { nodes: chain.map((node) => nodeView(node, tip)), head: last.id };
+    });
   }
 
   /** Moves the head to an existing node: the way a client switches branch. */
   async switchHead(scope: SessionScope, nodeId: string): Promise<{ head: string }> {
     return retryOnStaleTip(this.retry, async () => {
-      const [tip, node] = await Promise.all([this.store.readTip(scope, { withState: false }), this.store.getNode(scope, nodeId)]);
+      const { tip, nodes } = await this.store.readTipWithNodes(scope, [nodeId], { withState: false });
       await this.targets.requireSession(scope, tip);
-      const target = node ?? (nodeId === ROOT_NODE ? rootNode('') : null);
+      const target = nodes.get(nodeId) ?? (nodeId === ROOT_NODE ? rootNode('') : null);
       if (!target) throw nodeNotFound(nodeId);
       if (target.id === tip.head) return { head: tip.head };
       await this.store.commit(scope, {
         basedOn: tip,
-        head: { id: target.id, version: target.stateVersion, depth: target.depth },
-        nodePointers: [{ id: tip.head, version: tip.headVersion }],
+        head: { id: target.id, version: target.stateVersion, depth: target.depth, place: target.place },
         newNodes: [],
         touchSessionAt: this.now().toISOString(),
         mayCreateSession: false,
@@ -258,14 +255,14 @@ export class SessionService {
 
   async getNode(scope: SessionScope, nodeId: string): Promise<NodeView> {
     const isRoot = nodeId === ROOT_NODE;
-    const [tip, node, meta] = await Promise.all([
-      this.store.readTip(scope, { withState: false }),
-      this.store.getNode(scope, nodeId),
-      // The root is as old as its session; its item, if any, only holds its pointer.
+    const [{ tip, nodes }, meta] = await Promise.all([
+      this.store.readTipWithNodes(scope, [nodeId], { withState: false }),
+      // The root is as old as its session; its index, if any, only holds its pointer.
       isRoot ? this.store.getMeta(scope) : Promise.resolve(null),
     ]);
+    const node = nodes.get(nodeId);
     if (isRoot) {
-      if (!meta && !node && tip.slot === 0) throw sessionNotFound(scope);
+      if (!meta && !node && tip.kind === 'empty') throw sessionNotFound(scope);
       return nodeView({ ...(node ?? rootNode('')), createdAt: meta?.createdAt ?? '' }, tip);
     }
     if (node) return nodeView(node, tip);
@@ -275,49 +272,48 @@ export class SessionService {
 
   /**
    * The head and every node, without bodies. With `preview`, each node also carries a short
-   * snippet of its message (`messagePreview`): the same requests, but they read whole
-   * messages, so only views that show text ask for it.
+   * snippet of its message (`messagePreview`), which its index keeps: the same requests.
    */
   async getTree(scope: SessionScope, options: { preview?: boolean } = {}): Promise<{ head: string; nodes: TreeNodeView[] }> {
     const preview = options.preview ?? false;
-    const [tip, nodes, meta] = await Promise.all([
-      this.store.readTip(scope, { withState: false }),
-      this.store.listNodes(scope, { withMessages: preview }),
-      this.store.getMeta(scope),
-    ]);
-    if (!meta && nodes.length === 0 && tip.slot === 0) throw sessionNotFound(scope);
+    const [{ tip, nodes }, meta] = await Promise.all([this.store.readTree(scope), this.store.getMeta(scope)]);
+    if (!meta && nodes.length === 0 && tip.kind === 'empty') throw sessionNotFound(scope);
     const all = nodes.some((node) => node.id === ROOT_NODE) ? nodes : [rootNode(meta?.createdAt ?? ''), ...nodes];
     all.sort((a, b) => a.depth - b.depth || a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
     return {
       head: tip.head,
-      nodes: all.map(({ id, parentId, depth, role, stateVersion, message }) => ({
-        id,
-        parentId,
-        depth,
-        role,
-        stateVersion: pointerOf({ id, stateVersion }, tip),
-        ...(preview ? { preview: messagePreview(message) } : {}),
+      nodes: all.map((node) => ({
+        id: node.id,
+        parentId: node.parentId,
+        depth: node.depth,
+        role: node.role,
+        stateVersion: pointerOf(node, tip),
+        ...(preview ? { preview: node.preview !== undefined ? node.preview : messagePreview(node.message) } : {}),
       })),
     };
   }
 
   /**
-   * The path root→node (the head by default), oldest first. Each node keeps a window of its
-   * nearest ancestors, so a path of depth d takes 1 + d/ANCESTOR_WINDOW batched reads.
+   * The path root→node (the head by default), oldest first: the tip (with the newest changes,
+   * or with the node's index), then the ranges of the log the path runs through, in parallel.
    */
   async getPath(scope: SessionScope, nodeId?: string): Promise<MessagePath> {
-    const tip = await this.store.readTip(scope, { withState: false });
+    const { tip, nodes } =
+      nodeId === undefined
+        ? { tip: await this.store.readTip(scope, { withState: false, recent: true }), nodes: new Map() }
+        : await this.store.readTipWithNodes(scope, [nodeId], { withState: false });
     const targetId = nodeId ?? tip.head;
     if (targetId === ROOT_NODE) {
       await this.targets.requireSession(scope, tip);
       return { messages: [], ancestry: [ROOT_NODE] };
     }
-    const target = await this.store.getNode(scope, targetId);
+    const target = nodes.get(targetId) ?? (targetId === tip.head ? tip.headNode : undefined);
     if (!target) {
       await this.targets.requireSession(scope, tip);
       throw nodeNotFound(targetId);
     }
-    return pathFrom(this.store, scope, target);
+    const { messages, ancestry } = await this.store.readPath(scope, tip, target);
+    return { messages, ancestry };
   }
 
   // ---- versions -------------------------------------------------------------------------
@@ -350,29 +346,20 @@ export class SessionService {
     }
 
     let start: number;
+    let tip: Tip | undefined;
     if (options.cursor !== undefined) {
       start = decodeLineageCursor(options.cursor, scope, options.node);
     } else {
       const target = await this.targets.resolve(scope, options.node, { forRead: false, withState: false });
       if (!target || (await this.targets.sessionMissing(scope, target.tip))) throw sessionNotFound(scope);
       start = target.pointer;
+      tip = target.tip;
     }
     const records: VersionRecord[] = [];
     if (start > 0) {
-      const first = await this.store.getVersion(scope, start);
+      const first = await this.store.getVersion(scope, start, tip);
       if (!first) throw new AgentStateError('invalid_request', 'cursor does not name a version of this session');
-      records.push(first);
-    }
-    while (records.length > 0 && records.length < options.limit) {
-      const last = records[records.length - 1] as VersionRecord;
-      const wanted = last.lineage.slice(0, options.limit - records.length);
-      if (wanted.length === 0) break;
-      const found = await this.store.getVersions(scope, wanted);
-      for (const number of wanted) {
-        const record = found.get(number);
-        if (!record) throw new AgentStateError('internal', `version ${number} of a lineage is missing`);
-        records.push(record);
-      }
+      records.push(first, ...(await this.store.getLineage(scope, first, options.limit - 1)));
     }
     const last = records[records.length - 1];
     const next = last && last.prevVersion > 0 ? encodeLineageCursor(last.prevVersion, scope, options.node) : undefined;

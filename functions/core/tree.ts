@@ -2,15 +2,7 @@ import { ROOT_NODE } from './ids.js';
 import type { Json } from './json.js';
 import { jsonPatchBetween } from './json-diff.js';
 import { mergePatchBetween } from './merge-patch.js';
-import {
-  ANCESTOR_WINDOW,
-  type EmptyTip,
-  LINEAGE_WINDOW,
-  type NodeRecord,
-  type RecordedChange,
-  type Tip,
-  type VersionRecord,
-} from './model.js';
+import { type EmptyTip, LINEAGE_WINDOW, type NodeRecord, type RecordedChange, type Tip, type VersionRecord } from './model.js';
 import type { TipChange } from './ports.js';
 
 /**
@@ -30,14 +22,8 @@ export function rootNode(createdAt: string): NodeRecord {
     role: null,
     message: null,
     stateVersion: 0,
-    ancestors: [],
     createdAt,
   };
-}
-
-/** The ancestor window a child of `parent` stores: its parent first, then the parent's own. */
-export function childAncestors(parent: Pick<NodeRecord, 'id' | 'ancestors'>): string[] {
-  return [parent.id, ...parent.ancestors].slice(0, ANCESTOR_WINDOW);
 }
 
 /** The lineage window of a version recorded on top of `previous` (absent for version 0). */
@@ -46,18 +32,23 @@ export function nextLineage(previous: Pick<VersionRecord, 'version' | 'lineage'>
   return [previous.version, ...previous.lineage].slice(0, LINEAGE_WINDOW);
 }
 
-/** The tip of a session that has no tip item yet. */
-export function emptyTip(): EmptyTip {
+/** The tip of a session with nothing written in its `incarnation`-th life. */
+export function emptyTip(incarnation = 0): EmptyTip {
   return {
     kind: 'empty',
-    slot: 0,
+    incarnation,
     version: 0,
     head: ROOT_NODE,
     headVersion: 0,
     headDepth: 0,
     touchedAt: null,
     agentId: null,
+    userId: null,
     latest: null,
+    lease: null,
+    headNode: rootNode(''),
+    recentNodes: [],
+    recentDecision: null,
   };
 }
 
@@ -114,14 +105,14 @@ export function nextVersion(base: VersionBase, fields: VersionFields): VersionRe
 
 /**
  * The change that records a new version at `base.nodeId`: the next version number, and the
- * pointer move the resolution rule asks for (the head's on the tip, any other node's on its
- * item). Writes and commits both record versions this way; a decision, which also moves the
+ * pointer move the resolution rule asks for (the head's on the tip, any other node's in the
+ * change itself, `repoint`). Writes and commits both record versions this way; a decision, which also moves the
  * head, builds its change around `nextVersion`.
  */
 export function versionAt(
   base: VersionBase,
   fields: Omit<VersionFields, 'agent'>,
-): { version: VersionRecord; change: Pick<TipChange, 'basedOn' | 'version' | 'head' | 'nodePointers' | 'newNodes'> } {
+): { version: VersionRecord; change: Pick<TipChange, 'basedOn' | 'version' | 'prior' | 'head' | 'repoint' | 'newNodes'> } {
   const { tip, nodeId } = base;
   const version = nextVersion(base, fields);
   const atHead = nodeId === tip.head;
@@ -130,8 +121,9 @@ export function versionAt(
     change: {
       basedOn: tip,
       version,
+      prior: base.current,
       head: { id: tip.head, version: atHead ? version.version : tip.headVersion, depth: tip.headDepth },
-      nodePointers: atHead ? [] : [{ id: nodeId, version: version.version }],
+      ...(atHead ? {} : { repoint: { id: nodeId, version: version.version } }),
       newNodes: [],
     },
   };

@@ -2,7 +2,7 @@ import { AgentStateError } from './errors.js';
 import { applyTypedWrite, type Caller, type Schema, viewOf } from './fields.js';
 import { ROOT_NODE } from './ids.js';
 import { encodedSize, type Json } from './json.js';
-import { type NodeRecord, type SessionScope, STATE_LIMIT_BYTES, type Tip, type VersionRecord } from './model.js';
+import { type NodeRecord, type SessionMeta, type SessionScope, STATE_LIMIT_BYTES, type Tip, type VersionRecord } from './model.js';
 import type { SessionStore } from './ports.js';
 import { pointerOf, rootNode, type VersionBase } from './tree.js';
 
@@ -17,8 +17,8 @@ import { pointerOf, rootNode, type VersionBase } from './tree.js';
 /** The typed fields of a session whose agent is `agentId` (null when none are declared). */
 export type SchemaSource = (tenant: string, agentId: string | null) => Promise<Schema | null>;
 
-/** What resolving a node reads: the tip, the node item, the session item, a version item. */
-export type TargetStore = Pick<SessionStore, 'readTip' | 'getMeta' | 'getNode' | 'getVersion'>;
+/** What resolving a node reads: the tip with the node, the session item, a version. */
+export type TargetStore = Pick<SessionStore, 'readTip' | 'readTipWithNodes' | 'getMeta' | 'getVersion'>;
 
 /**
  * A node as the tip and its item say: where it is and which version it points at (`current`
@@ -32,6 +32,8 @@ export interface ResolvedNode extends VersionBase {
 export interface WriteTarget extends ResolvedNode {
   /** The session's agent, carried on the tip (and on the version a write records). */
   sessionAgentId: string | null;
+  /** The session's user, carried on the tip. */
+  sessionUserId: string | null;
   /** The session's typed fields; null when untyped. */
   schema: Schema | null;
 }
@@ -54,10 +56,8 @@ export class WriteTargets {
     options: { forRead: boolean; withState?: boolean },
   ): Promise<ResolvedNode | null> {
     const withState = options.withState ?? true;
-    const [tip, node] = await Promise.all([
-      this.store.readTip(scope, { withState }),
-      nodeId === undefined ? Promise.resolve(null) : this.store.getNode(scope, nodeId),
-    ]);
+    const { tip, nodes } = await this.store.readTipWithNodes(scope, nodeId === undefined ? [] : [nodeId], { withState });
+    const node = nodeId === undefined ? undefined : nodes.get(nodeId);
     let resolved: { id: string; depth: number; pointer: number };
     if (nodeId === undefined || nodeId === tip.head) {
       resolved = { id: tip.head, depth: tip.headDepth, pointer: tip.headVersion };
@@ -66,8 +66,9 @@ export class WriteTargets {
     } else if (nodeId === ROOT_NODE) {
       resolved = { id: ROOT_NODE, depth: 0, pointer: 0 };
     } else {
-      // Unknown node of an unknown session: a read answers "empty", a write names the node.
-      if ((await this.sessionMissing(scope, tip)) && options.forRead) return null;
+      // Unknown node of an unknown session: a read answers "empty", a write names the node
+      // (and so needs no read of the session item to say so).
+      if (options.forRead && (await this.sessionMissing(scope, tip))) return null;
       throw nodeNotFound(nodeId);
     }
     const current = withState ? await this.currentVersion(scope, tip, resolved.pointer) : null;
@@ -96,17 +97,23 @@ export class WriteTargets {
     tip: Tip,
     node: Pick<NodeRecord, 'id' | 'depth' | 'stateVersion'>,
     schemas: SchemaSource = this.schemas,
+    meta?: SessionMeta | null,
   ): Promise<WriteTarget> {
     const pointer = pointerOf(node, tip);
     const current = await this.currentVersion(scope, tip, pointer);
-    return this.withFields(scope, { tip, nodeId: node.id, depth: node.depth, pointer, current }, schemas);
+    return this.withFields(scope, { tip, nodeId: node.id, depth: node.depth, pointer, current }, schemas, meta);
   }
 
   /** A resolved node with its session's agent and typed fields. */
-  async withFields(scope: SessionScope, node: ResolvedNode, schemas: SchemaSource = this.schemas): Promise<WriteTarget> {
-    const sessionAgentId = await this.sessionAgentOf(scope, node.tip);
-    const schema = await schemas(scope.tenant, sessionAgentId);
-    return { ...node, sessionAgentId, schema };
+  async withFields(
+    scope: SessionScope,
+    node: ResolvedNode,
+    schemas: SchemaSource = this.schemas,
+    meta?: SessionMeta | null,
+  ): Promise<WriteTarget> {
+    const session = await this.sessionOf(scope, node.tip, meta);
+    const schema = await schemas(scope.tenant, session.agentId);
+    return { ...node, sessionAgentId: session.agentId, sessionUserId: session.userId, schema };
   }
 
   /** The typed fields of a session whose agent is `agentId`. */
@@ -119,24 +126,33 @@ export class WriteTargets {
    * first write (one extra read, once per session).
    */
   async sessionAgentOf(scope: SessionScope, tip: Tip): Promise<string | null> {
-    if (tip.slot > 0) return tip.agentId;
-    return (await this.store.getMeta(scope))?.agentId ?? null;
+    return (await this.sessionOf(scope, tip)).agentId;
+  }
+
+  /**
+   * The session's agent and user: carried on every tip; read from the session item before the
+   * first write of a life (one extra read, once), or taken from `meta` when the caller has it.
+   */
+  async sessionOf(scope: SessionScope, tip: Tip, meta?: SessionMeta | null): Promise<{ agentId: string | null; userId: string | null }> {
+    if (tip.kind !== 'empty') return { agentId: tip.agentId, userId: tip.userId };
+    const session = meta === undefined ? await this.store.getMeta(scope) : meta;
+    return { agentId: session?.agentId ?? null, userId: session?.userId ?? null };
   }
 
   /** The version `pointer` with its state: the tip's own when it is that one, else one read. */
   async currentVersion(scope: SessionScope, tip: Tip, pointer: number): Promise<VersionRecord | null> {
     if (pointer === 0) return null;
-    const current = tip.latest?.version === pointer ? tip.latest : await this.store.getVersion(scope, pointer);
+    const current = tip.latest?.version === pointer ? tip.latest : await this.store.getVersion(scope, pointer, tip);
     if (!current) throw new AgentStateError('internal', `version ${pointer} is missing`);
     return current;
   }
 
   /**
-   * A node by id: from `known` (nodes read already) when there, else one read; the implicit
-   * root when it has no item. `404 node_not_found` otherwise.
+   * A node by id, from what was read with the tip: `known`, or the tip's head; the implicit
+   * root when it has no index. `404 node_not_found` otherwise.
    */
-  async nodeById(scope: SessionScope, known: ReadonlyMap<string, NodeRecord>, nodeId: string): Promise<NodeRecord> {
-    const node = known.get(nodeId) ?? (await this.store.getNode(scope, nodeId));
+  nodeById(tip: Tip, known: ReadonlyMap<string, NodeRecord>, nodeId: string): NodeRecord {
+    const node = known.get(nodeId) ?? (nodeId === tip.head ? tip.headNode : undefined);
     if (node) return node;
     if (nodeId === ROOT_NODE) return rootNode('');
     throw nodeNotFound(nodeId);
@@ -147,13 +163,13 @@ export class WriteTargets {
    * only the session item can tell, which costs a read, so callers ask only when it matters.
    */
   async sessionMissing(scope: SessionScope, tip: Tip): Promise<boolean> {
-    return tip.slot === 0 && !(await this.store.getMeta(scope));
+    return tip.kind === 'empty' && !(await this.store.getMeta(scope));
   }
 
   /** Whether the session exists, from the tip and the session item read together. */
   async sessionExists(scope: SessionScope): Promise<boolean> {
     const [tip, meta] = await Promise.all([this.store.readTip(scope, { withState: false }), this.store.getMeta(scope)]);
-    return tip.slot > 0 || meta !== null;
+    return tip.kind !== 'empty' || meta !== null;
   }
 
   /** `404 session_not_found` unless the session exists (see `sessionMissing`). */

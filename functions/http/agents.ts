@@ -1,6 +1,7 @@
 import * as z from 'zod';
 import { FIELD_TYPES } from '../core/fields.js';
 import { requireId } from '../core/ids.js';
+import { MAX_LAST_MESSAGES } from '../core/model.js';
 import { MAX_WORKER_TIMEOUT_MS } from '../core/worker-timeout.js';
 import { createHttpHandler, type RouteInput } from './api.js';
 import { idSchema, jsonValue, pagination, parsedBody } from './request.js';
@@ -32,6 +33,11 @@ export const agentBody = z
         url: z.string().min(1).max(2048),
         secret: z.string().min(1).max(1024).nullable().optional(),
         timeoutMs: z.number().int().min(1).max(MAX_WORKER_TIMEOUT_MS).nullable().optional(),
+        // How much of the conversation the worker is shown: all of it, or its last N messages.
+        messages: z
+          .union([z.literal('all'), z.object({ last: z.number().int().min(0).max(MAX_LAST_MESSAGES) }).strict()])
+          .nullable()
+          .optional(),
       })
       .strict()
       .nullable()

@@ -1,7 +1,8 @@
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import type { DocumentRecord, DocumentRef, SessionScope, Tip } from '../core/model.js';
 import type { DocumentStore, DocumentWrite } from '../core/ports.js';
-import { documentItem, versionItem } from './item-codecs.js';
+import { documentItem } from './item-codecs.js';
+import { keys } from './keys.js';
 import { nextSlot, sessionUpsert } from './session-writes.js';
 import { tableKeys } from './table.js';
 import { conditions, type TableClient, type TaggedItem, transact } from './table-client.js';
@@ -40,11 +41,11 @@ export class DynamoDbDocumentStore implements DocumentStore {
     const items = documents.map((write) => documentPut(this.table, scope, write));
     if (touchSessionAt) items.push({ role: 'session', item: { Update: sessionUpsert(this.table.tableName, scope, touchSessionAt) } });
     if (guard) {
-      // The tip slot the guard read must still be free (or hold the same marker).
-      const { slot, claim } = nextSlot(guard);
+      // The log's next place after the tip the guard read must still be free.
+      const { key, claim } = nextSlot(guard);
       items.unshift({
         role: 'tip',
-        item: { ConditionCheck: { TableName: this.table.tableName, Key: versionItem.key(scope, slot), ...claim } },
+        item: { ConditionCheck: { TableName: this.table.tableName, Key: { pk: keys.session(scope), sk: key }, ...claim } },
       });
     }
     if (items.length === 0) return;

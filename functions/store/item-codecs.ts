@@ -1,36 +1,30 @@
 import type { StateFields } from '../core/fields.js';
-import { ROOT_NODE } from '../core/ids.js';
 import { decodeStoredJson, encodeStoredJson, type Json, type JsonObject } from '../core/json.js';
-import {
-  type AgentRecord,
-  type DecisionOutcome,
-  type DecisionRecord,
-  type DocumentKind,
-  type DocumentRecord,
-  type DocumentRef,
-  type DoneDecision,
-  type NodeRecord,
-  type RecordedChange,
-  type SessionMeta,
-  type SessionScope,
-  type Tip,
-  VERSION_CAUSES,
-  type VersionCause,
-  type VersionRecord,
+import type {
+  AgentRecord,
+  DecisionOutcome,
+  DecisionRecord,
+  DocumentKind,
+  DocumentRecord,
+  DocumentRef,
+  DoneDecision,
+  RecordedChange,
+  SessionMeta,
+  SessionScope,
+  VersionRecord,
 } from '../core/model.js';
 import type { IdempotencyClaim, StoredResponse } from '../core/ports.js';
-import { emptyTip } from '../core/tree.js';
-import { DOCUMENT_ITEM_KIND, SLOT_ITEM_KIND } from './item-kinds.js';
-import { keys, slotOf } from './keys.js';
-import { decodeLineage, encodeLineage } from './lineage.js';
+import { DOCUMENT_ITEM_KIND } from './item-kinds.js';
+import { keys } from './keys.js';
 import { decodeText, type EncodedState, encodeText, pieceKeysOf, textBytesOf } from './state-codec.js';
 import { tableKeys } from './table.js';
 import type { Item } from './table-client.js';
 
 /**
  * One codec per item kind: how a record becomes an item and back. The stores write and read
- * items only through these, the stream parser (stream-images.ts) reads versions and documents
- * through the same decoders, and the tests build raw items with them. Key shapes are in
+ * items only through these, the stream parser (stream-images.ts) reads documents through the
+ * same decoders, and the tests build raw items with them. The changes of a session's log
+ * have theirs in log-items.ts, its node index in node-index.ts. Key shapes are in
  * keys.ts, conditions in the store of each item; JSON values (state, config, messages) are
  * stored as JSON text: verbatim, whatever the keys or number sizes, and one attribute.
  */
@@ -75,57 +69,7 @@ export const sessionItem = {
   },
 };
 
-// ---- a message node: N#<node> ----------------------------------------------------------
-
-export const nodeItem = {
-  key: (scope: SessionScope, nodeId: string): Item => ({ pk: keys.session(scope), sk: keys.node(nodeId) }),
-
-  encode(scope: SessionScope, node: NodeRecord): Item {
-    return {
-      ...nodeItem.key(scope, node.id),
-      id: node.id,
-      parentId: node.parentId,
-      depth: node.depth,
-      role: node.role,
-      message: node.message === null ? undefined : encodeStoredJson(node.message),
-      stateVersion: node.stateVersion,
-      ancestors: node.ancestors,
-      createdAt: node.createdAt,
-    };
-  },
-
-  /** The node id in an item's `N#…` sort key. */
-  idOf: (item: Item): string => String(item.sk).slice(keys.nodePrefix.length),
-
-  decode(item: Item): NodeRecord {
-    const id = nodeItem.idOf(item);
-    const isRoot = id === ROOT_NODE;
-    return {
-      id,
-      // The root's item only ever holds its pointer; it has no parent and no depth.
-      parentId: isRoot ? null : stringOrNull(item.parentId),
-      depth: isRoot ? 0 : Number(item.depth),
-      role: stringOrNull(item.role),
-      message: parseJsonText(item.message) as JsonObject | null,
-      stateVersion: Number(item.stateVersion ?? 0),
-      ancestors: (item.ancestors as string[] | undefined) ?? [],
-      createdAt: String(item.createdAt ?? ''),
-    };
-  },
-};
-
-// ---- the V#<slot> items: versions, head markers, tombstones ----------------------------
-
-/** Where the head is, carried by every version and marker item: the tip says it in one read. */
-interface TipAttributes {
-  head: { id: string; version: number; depth: number };
-  /** When the write moved the session's activity itself (see `Tip.touchedAt`). */
-  touchedAt: string | null;
-  agentId: string | null;
-}
-
-/** What a tip item holds besides the head: a version, or a head marker with its sequence. */
-type TipBody = { version: EncodedVersion } | { markerSeq: number };
+// ---- the JSON texts of a version (log-items.ts has the rest of a version's change) --------
 
 /**
  * A version about to be written: its record, and its state and commands as the state codec
@@ -172,8 +116,6 @@ function encodeChange(record: VersionRecord, state: EncodedState): EncodedState 
 }
 
 export const versionItem = {
-  key: (scope: SessionScope, version: number): Item => ({ pk: keys.session(scope), sk: keys.slot(version) }),
-
   /** A version's state and commands as the state codec keeps them (the pieces are not written here). */
   encodeTexts(record: VersionRecord): EncodedVersion {
     const state = encodeText(TEXTS.state, encodeStoredJson(record.state));
@@ -185,120 +127,36 @@ export const versionItem = {
     };
   },
 
+  /** The attributes the texts of `encoded` occupy on the version's item. */
+  textAttributes: (encoded: EncodedVersion): Item => ({
+    ...encoded.state.attributes,
+    ...(encoded.commands ? encoded.commands.attributes : {}),
+    ...(encoded.change ? encoded.change.attributes : {}),
+  }),
+
+  /** The names of every attribute a version's state may occupy (for projections). */
+  stateAttributes: [TEXTS.state, `${TEXTS.state}Z`, `${TEXTS.state}P`, `${TEXTS.state}N`] as const,
+
   /** The sort keys of the pieces a version item's texts are made of (none when inline). */
   pieceKeys: (item: Item): string[] => [...pieceKeysOf(item, TEXTS.state), ...pieceKeysOf(item, TEXTS.commands)],
 
   /** The state of a version item (read whole, or projected to its state attributes). */
   decodeState: (item: Item, pieces: ReadonlyMap<string, Item>): Json => parseJsonText(decodeText(item, TEXTS.state, pieces)),
 
+  /** The commands of a version item (a commit's), or null. */
+  decodeCommands(item: Item, pieces: ReadonlyMap<string, Item>): Json[] | null {
+    const text = decodeText(item, TEXTS.commands, pieces);
+    return text === null ? null : (decodeStoredJson(text) as Json[]);
+  },
+
   /** Bytes of the JSON text of a version item's state, read or not. */
   stateBytes: (item: Item): number => textBytesOf(item, TEXTS.state),
 
-  /** A version's own attributes; the head's come with it from `tipItem`. */
-  attributes(encoded: EncodedVersion): Item {
-    const { record } = encoded;
-    return {
-      kind: SLOT_ITEM_KIND.version,
-      version: record.version,
-      node: record.node,
-      prevVersion: record.prevVersion,
-      cause: record.cause,
-      author: record.author,
-      decisionId: record.decisionId,
-      createdAt: record.createdAt,
-      ...encoded.state.attributes,
-      agent: encodeStoredJson(record.agent),
-      lineage: record.lineage.length > 0 ? encodeLineage(record.lineage) : undefined,
-      ...(encoded.commands ? encoded.commands.attributes : {}),
-      ...(encoded.change ? encoded.change.attributes : {}),
-    };
-  },
-
-  /** Whether an item is a recorded version (a slot may hold a marker or a tombstone instead). */
-  is: (item: Item | undefined): item is Item => item?.kind === SLOT_ITEM_KIND.version,
-
-  /**
-   * The version an item records. `pieces` holds the piece items its texts are made of (see
-   * `pieceKeys`); with `null`, a state kept in pieces is left unread (`state: null`,
-   * `stateUnread: true`), for readers that need only its size or its change.
-   */
-  decode(item: Item, pieces: ReadonlyMap<string, Item> | null = new Map()): VersionRecord {
-    const cause = String(item.cause);
-    const pieceKeys = versionItem.pieceKeys(item);
-    const unread = pieces === null && pieceKeys.length > 0;
-    const text = (name: string) => (unread ? null : decodeText(item, name, pieces ?? new Map()));
-    const commands = text(TEXTS.commands);
+  /** The change a version item keeps when its state, or the one before it, is in pieces (else null). */
+  decodeChange(item: Item): RecordedChange | null {
     const change = decodeText(item, TEXTS.change);
-    return {
-      version: Number(item.version),
-      node: String(item.node),
-      prevVersion: Number(item.prevVersion ?? 0),
-      // Causes are a closed set; an item from a newer writer with a cause this code does not
-      // know reads as the plain write it most likely is.
-      cause: (VERSION_CAUSES as readonly string[]).includes(cause) ? (cause as VersionCause) : 'patch',
-      author: stringOrNull(item.author),
-      decisionId: stringOrNull(item.decisionId),
-      createdAt: String(item.createdAt),
-      state: parseJsonText(text(TEXTS.state)),
-      agent: parseJsonText(item.agent),
-      lineage: decodeLineage(item.lineage),
-      sessionAgentId: stringOrNull(item.agentId),
-      commands: commands === null ? null : (decodeStoredJson(commands) as Json[]),
-      // Known without reading for a state in pieces (an inline state's size is its text's).
-      ...(pieceKeys.length > 0 ? { pieces: pieceKeys, stateBytes: versionItem.stateBytes(item) } : {}),
-      ...(unread ? { stateUnread: true } : {}),
-      ...(change === null ? {} : { change: decodeStoredJson(change) as unknown as RecordedChange }),
-    };
+    return change === null ? null : (decodeStoredJson(change) as unknown as RecordedChange);
   },
-};
-
-export const tipItem = {
-  /** Projection of a tip read that needs no state: the head and the slot's kind. */
-  summary: {
-    ProjectionExpression: 'pk, sk, #kind, #seq, version, head, headVersion, headDepth, touchedAt, agentId, createdAt',
-    ExpressionAttributeNames: { '#kind': 'kind', '#seq': 'seq' },
-  },
-
-  encode(scope: SessionScope, slot: number, tip: TipAttributes, body: TipBody): Item {
-    return {
-      ...versionItem.key(scope, slot),
-      head: tip.head.id,
-      headVersion: tip.head.version,
-      headDepth: tip.head.depth,
-      touchedAt: tip.touchedAt ?? undefined,
-      agentId: tip.agentId ?? undefined,
-      ...('version' in body ? versionItem.attributes(body.version) : { kind: SLOT_ITEM_KIND.marker, seq: body.markerSeq }),
-    };
-  },
-
-  /** The tip a session's top slot item says (none: the empty tip); `pieces` as for `versionItem.decode`. */
-  decode(item: Item | undefined, options: { withState: boolean }, pieces: ReadonlyMap<string, Item> = new Map()): Tip {
-    if (!item) return emptyTip();
-    const slot = slotOf(String(item.sk));
-    if (item.kind === SLOT_ITEM_KIND.tombstone) {
-      return { ...emptyTip(), kind: 'closing', slot, since: stringOrNull(item.createdAt) };
-    }
-    const head = {
-      head: String(item.head),
-      headVersion: Number(item.headVersion),
-      headDepth: Number(item.headDepth),
-      touchedAt: stringOrNull(item.touchedAt),
-      agentId: stringOrNull(item.agentId),
-    };
-    if (item.kind === SLOT_ITEM_KIND.marker) {
-      return { kind: 'marker', slot, markerSeq: Number(item.seq), version: slot - 1, ...head, latest: null };
-    }
-    return { kind: 'version', slot, version: slot, ...head, latest: options.withState ? versionItem.decode(item, pieces) : null };
-  },
-};
-
-export const tombstoneItem = {
-  /** The item a delete closes a session with, in the slot the next write would take. */
-  encode: (scope: SessionScope, slot: number, createdAt: string): Item => ({
-    ...versionItem.key(scope, slot),
-    kind: SLOT_ITEM_KIND.tombstone,
-    createdAt,
-  }),
 };
 
 // ---- commit documents: R#<run> in the session, P#<tenant>#<user> / P, G#<tenant> / G --------
@@ -369,13 +227,16 @@ export const documentItem = {
   originOf: (item: Item): DocumentOrigin => ({ sessionId: stringOrNull(item.sessionId), author: stringOrNull(item.author) }),
 };
 
-// ---- decisions: D#<decision> and the session's lease L ---------------------------------
+// ---- decisions: D#<decision>#<life> -----------------------------------------------------
 
 export const decisionItem = {
-  key: (scope: SessionScope, decisionId: string): Item => ({ pk: keys.session(scope), sk: keys.decision(decisionId) }),
+  key: (scope: SessionScope, decisionId: string, incarnation: number): Item => ({
+    pk: keys.session(scope),
+    sk: keys.decision(decisionId, incarnation),
+  }),
 
-  encode: (scope: SessionScope, record: DoneDecision, expiresAt: number): Item => ({
-    ...decisionItem.key(scope, record.decisionId),
+  encode: (scope: SessionScope, record: DoneDecision, incarnation: number, expiresAt: number): Item => ({
+    ...decisionItem.key(scope, record.decisionId, incarnation),
     status: record.status,
     attempts: record.attempts,
     outcome: encodeStoredJson(record.outcome),
@@ -389,18 +250,6 @@ export const decisionItem = {
     }
     return { decisionId, status: 'failed', attempts };
   },
-};
-
-export const leaseItem = {
-  key: (scope: SessionScope): Item => ({ pk: keys.session(scope), sk: keys.lease }),
-
-  encode: (scope: SessionScope, holder: string, untilMs: number): Item => ({
-    ...leaseItem.key(scope),
-    holder,
-    leaseUntil: untilMs,
-    // TTL removes a lease its holder never released, a minute after it ran out.
-    [tableKeys.timeToLive]: Math.ceil(untilMs / 1000) + 60,
-  }),
 };
 
 // ---- agents: A#<tenant> / A#<agent> ----------------------------------------------------
@@ -420,12 +269,19 @@ export const agentItem = {
   }),
 
   decode(item: Item): AgentRecord {
-    const worker = item.worker as { url?: string; secret?: string | null; timeoutMs?: number | null } | undefined;
+    const worker = item.worker as
+      | { url?: string; secret?: string | null; timeoutMs?: number | null; messages?: { last?: number } | null }
+      | undefined;
     return {
       agentId: String(item.agentId),
       parentId: stringOrNull(item.parentId),
       worker: worker?.url
-        ? { url: worker.url, secret: worker.secret ?? null, timeoutMs: worker.timeoutMs == null ? null : Number(worker.timeoutMs) }
+        ? {
+            url: worker.url,
+            secret: worker.secret ?? null,
+            timeoutMs: worker.timeoutMs == null ? null : Number(worker.timeoutMs),
+            ...(typeof worker.messages?.last === 'number' ? { messages: { last: Number(worker.messages.last) } } : {}),
+          }
         : null,
       config: parseJsonText(item.config),
       stateFields: parseJsonText(item.stateFields) as StateFields | null,

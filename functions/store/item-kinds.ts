@@ -8,13 +8,22 @@ import type { DocumentKind } from '../core/model.js';
  */
 export const KIND_ATTRIBUTE = 'kind';
 
-/** The kinds of item a `V#<slot>` sort key can hold (item-codecs.ts has their shapes). */
-export const SLOT_ITEM_KIND = {
-  /** A recorded version: its state, its place in the tree, and where the head was. */
+/**
+ * The kinds of change a session's log holds (`V#…` sort keys; log-items.ts has their shapes).
+ * Only a version becomes a change event, so the stream filter lets through the `v` INSERTs.
+ */
+export const LOG_ITEM_KIND = {
+  /** A recorded version (and, for a decision, the nodes of its messages). */
   version: 'v',
-  /** A head marker in the top slot: the head moved since the latest version; the next version overwrites it. */
-  marker: 'm',
-  /** A delete's tombstone in the top slot: the session is closed while its items are erased. */
+  /** New message nodes without a version: an append, or a decision that changed no state. */
+  nodes: 'a',
+  /** The head switched to another node. */
+  head: 'm',
+  /** A decision took the session's lease. */
+  lease: 'l',
+  /** A decision ended its lease and changed nothing (its worker failed, or its answer was empty). */
+  release: 'r',
+  /** A delete's fence, and the tombstone every erased change becomes. */
   tombstone: 'x',
 } as const;
 

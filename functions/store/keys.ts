@@ -7,10 +7,15 @@ import type { SessionScope } from '../core/model.js';
  *
  *   pk                          sk               item
  *   S#<tenant>#<session>        S                the session (also in the activity index)
- *   S#<tenant>#<session>        N#<node>         a message node
- *   S#<tenant>#<session>        V#<000000000042> version 42, or a head marker in the top slot
- *   S#<tenant>#<session>        D#<decision>     a decision's outcome (replayed for its id)
- *   S#<tenant>#<session>        L                the session's decision lease
+ *   S#<tenant>#<session>        V#<life>#<base>#<seq>   one change of the session's log (log-items.ts):
+ *                                                a version, an append, a head switch, a decision's
+ *                                                lease or its end, a delete's fence; <base> is the
+ *                                                latest version before it, <seq> counts the changes
+ *                                                since that version (version k is the last change
+ *                                                under V#<life>#<k-1>#)
+ *   S#<tenant>#<session>        N#<node>#<life>  a message node's index: where its message is
+ *   S#<tenant>#<session>        N#<node>#<life>#p  the version the node points at, when it moved
+ *   S#<tenant>#<session>        D#<decision>#<life>  a decision's outcome (replayed for its id)
  *   S#<tenant>#<session>        R#<run>          a run document (commits; TTL after its last write)
  *   P#<tenant>#<user>           P                a user's profile document, shared by their sessions
  *   G#<tenant>                  G                the tenant's shared document
@@ -35,11 +40,23 @@ import type { SessionScope } from '../core/model.js';
 export const keys = {
   session: (scope: SessionScope) => `S#${scope.tenant}#${scope.sessionId}`,
   sessionSort: 'S',
-  node: (nodeId: string) => `N#${nodeId}`,
+  /** A change of the log: in life `incarnation`, the `seq`-th after version `base`. */
+  logEntry: (entry: LogPosition) =>
+    `V#${pad(entry.incarnation, INCARNATION_DIGITS)}#${pad(entry.base, BASE_DIGITS)}#${pad(entry.seq, SEQ_DIGITS)}`,
+  logPrefix: 'V#',
+  /** Every change of one life of the log. */
+  lifePrefix: (incarnation: number) => `V#${pad(incarnation, INCARNATION_DIGITS)}#`,
+  /** The changes after version `base` and before the next version (the last of them is version base + 1). */
+  basePrefix: (incarnation: number, base: number) => `V#${pad(incarnation, INCARNATION_DIGITS)}#${pad(base, BASE_DIGITS)}#`,
+  /** A node's index in one life of the session (the newest life sorts last among a node's keys). */
+  nodeIndex: (nodeId: string, incarnation: number) => `N#${nodeId}#${pad(incarnation, INCARNATION_DIGITS)}`,
+  /** The version a node points at, once it moved from the one its index says. */
+  nodePointer: (nodeId: string, incarnation: number) => `N#${nodeId}#${pad(incarnation, INCARNATION_DIGITS)}#p`,
+  /** Every key of one node, in every life. */
+  nodeKeys: (nodeId: string) => `N#${nodeId}#`,
   nodePrefix: 'N#',
-  slot: (slot: number) => `V#${String(slot).padStart(12, '0')}`,
-  slotPrefix: 'V#',
-  decision: (decisionId: string) => `D#${decisionId}`,
+  decision: (decisionId: string, incarnation: number) => `D#${decisionId}#${pad(incarnation, INCARNATION_DIGITS)}`,
+  decisionKeys: (decisionId: string) => `D#${decisionId}#`,
   run: (runId: string) => `R#${runId}`,
   profile: (tenant: string, userId: string) => `P#${tenant}#${userId}`,
   profileSort: 'P',
@@ -82,7 +99,31 @@ export const keys = {
   memoryHistoryVersion: (createdAt: string, version: number) => `${createdAt}#${String(version).padStart(12, '0')}`,
 } as const;
 
-/** The slot number in a `V#…` sort key. */
-export function slotOf(sortKey: string): number {
-  return Number(sortKey.slice(keys.slotPrefix.length));
+/** Where a change sits in a session's log (see `keys.logEntry`). */
+export interface LogPosition {
+  readonly incarnation: number;
+  readonly base: number;
+  readonly seq: number;
+}
+
+const INCARNATION_DIGITS = 6;
+const BASE_DIGITS = 12;
+const SEQ_DIGITS = 8;
+
+function pad(value: number, digits: number): string {
+  return String(value).padStart(digits, '0');
+}
+
+const LOG_ENTRY = /^V#(\d+)#(\d+)#(\d+)$/;
+
+/** The position a `V#…` sort key names, or null when it is not one. */
+export function logPositionOf(sortKey: string): LogPosition | null {
+  const match = LOG_ENTRY.exec(sortKey);
+  return match ? { incarnation: Number(match[1]), base: Number(match[2]), seq: Number(match[3]) } : null;
+}
+
+/** The life a `N#<node>#<life>…` or `D#<decision>#<life>` sort key belongs to. */
+export function incarnationOf(sortKey: string): number {
+  const match = /#(\d+)(?:#p)?$/.exec(sortKey);
+  return match ? Number(match[1]) : -1;
 }

@@ -1,75 +1,127 @@
-import { randomUUID } from 'node:crypto';
-import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { AgentStateError } from '../core/errors.js';
 import { ROOT_NODE } from '../core/ids.js';
 import type { Json } from '../core/json.js';
+import type { PathRead } from '../core/message-path.js';
 import type { ClosingTip, NodeRecord, Page, SessionMeta, SessionScope, Tip, VersionRecord } from '../core/model.js';
 import { type SessionListOptions, type SessionStore, StaleTipError, type TipChange } from '../core/ports.js';
-import { decisionCompletionItems } from './decision-store.js';
-import { documentPut } from './document-store.js';
-import { nodeItem, sessionItem, tipItem, tombstoneItem, versionItem } from './item-codecs.js';
-import { KIND_ATTRIBUTE, SLOT_ITEM_KIND } from './item-kinds.js';
-import { keys } from './keys.js';
-import { decodeCursor, invalidCursor, pageOf, prefixPageQuery, queryAll } from './paging.js';
-import { nextSlot, sessionUpsert } from './session-writes.js';
-import { piecesOf, putPieces, sweepPieces } from './state-pieces.js';
+import { rootNode } from '../core/tree.js';
+import { sessionItem, versionItem } from './item-codecs.js';
+import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from './item-kinds.js';
+import { keys, logPositionOf } from './keys.js';
+import { entryOf, isFence, type LogEntry, readLogItem, tipOf, type VersionPlace, versionOf } from './log-items.js';
+import { LogWriter } from './log-writer.js';
+import { nodesOfLife, readNode, readNodes } from './node-index.js';
+import { decodeCursor, invalidCursor, pageOf } from './paging.js';
+import { PathReader } from './paths.js';
+import { SessionDeleter } from './session-delete.js';
+import { piecesOf, sweepPieces } from './state-pieces.js';
 import { tableKeys } from './table.js';
-import {
-  batchDelete,
-  batchGet,
-  conditions,
-  forEachInRange,
-  type Item,
-  isConditionFailure,
-  isOwnWrite,
-  type TableClient,
-  type TaggedItem,
-  transact,
-} from './table-client.js';
+import { batchGet, conditions, forEachInRange, type Item, isConditionFailure, isOwnWrite, type TableClient } from './table-client.js';
 
-const NODE_SUMMARY = 'sk, #id, parentId, #depth, #role, stateVersion, createdAt';
-const NODE_SUMMARY_NAMES = { '#id': 'id', '#depth': 'depth', '#role': 'role' };
-/** How many times a delete tries to close a session that keeps being written. */
-const CLOSE_ATTEMPTS = 20;
-/**
- * A tombstone older than this belongs to a delete that stopped (a function past its timeout
- * never comes back): the next write finishes that delete. Longer than any request may run.
- */
-const ABANDONED_DELETE_MS = 60_000;
+/** How many of the newest changes a tip read with `recent` keeps (a decision's path at the head). */
+const RECENT_CHANGES = 48;
+/** Every attribute of a change but those its state occupies: a tip read that needs no state. */
+const WITHOUT_STATE = [
+  'pk',
+  'sk',
+  KIND_ATTRIBUTE,
+  'createdAt',
+  'writeId',
+  't',
+  'chain',
+  'nodes',
+  'decision',
+  'fence',
+  'version',
+  'node',
+].filter((name) => !(versionItem.stateAttributes as readonly string[]).includes(name));
+const WITHOUT_STATE_PROJECTION = {
+  ProjectionExpression: WITHOUT_STATE.map((_, index) => `#a${index}`).join(', '),
+  ExpressionAttributeNames: Object.fromEntries(WITHOUT_STATE.map((name, index) => [`#a${index}`, name])),
+};
 
 /**
  * Sessions, their message nodes and their versions: one item collection per session
- * (keys.ts, item-codecs.ts):
+ * (keys.ts, log-items.ts, node-index.ts):
  *
- *   S#<tenant>#<session>   S                 the session (also in the activity index)
- *   S#<tenant>#<session>   N#<node>          a message node
- *   S#<tenant>#<session>   V#<000000000042>  version 42, or a head marker / a delete's
- *                                            tombstone in the top slot: the tip
+ *   S#<tenant>#<session>   S                       the session (also in the activity index)
+ *   S#<tenant>#<session>   V#<life>#<base>#<seq>   the log: one item per change, the tip last
+ *   S#<tenant>#<session>   N#<node>#<life>[#p]     the index of the nodes the log moved past
  *
- * Every change of versions or of the head is one conditional write of the next tip item
- * (`commit`); the decision and document items a change carries go into the same transaction.
+ * Every change of versions, the head or the lease is one conditional write of the log's next
+ * place (log-writer.ts); reads start at the tip, the newest change, which says where the head
+ * is and what it points at.
  */
 export class DynamoDbSessionStore implements SessionStore {
-  constructor(private readonly table: TableClient) {}
+  private readonly writer: LogWriter;
+  private readonly deleter: SessionDeleter;
+
+  constructor(
+    private readonly table: TableClient,
+    /** How many bytes of the log one part of a path read spans (paths.ts; tests make it small). */
+    private readonly pathSegmentBytes?: number,
+  ) {
+    this.deleter = new SessionDeleter(table, (scope) => this.readTip(scope, { withState: false }));
+    this.writer = new LogWriter(table, this.deleter, (scope, at) => this.moveActivity(scope, at));
+  }
 
   // ---- the tip and the session item -------------------------------------------------------
 
-  async readTip(scope: SessionScope, options: { withState: boolean }): Promise<Tip> {
+  async readTip(scope: SessionScope, options: { withState: boolean; recent?: boolean }): Promise<Tip> {
     const { Items } = await this.table.send(
       new QueryCommand({
         TableName: this.table.tableName,
         KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
-        ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.slotPrefix },
-        ...(options.withState ? {} : tipItem.summary),
+        ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.logPrefix },
+        ...(options.withState ? {} : WITHOUT_STATE_PROJECTION),
         ScanIndexForward: false,
-        Limit: 1,
+        Limit: options.recent ? RECENT_CHANGES : 1,
         ConsistentRead: true,
       }),
     );
-    const item = Items?.[0];
+    const [top, ...older] = Items ?? [];
+    const entry = top ? readLogItem(top) : null;
     // A large state is in pieces: one more round, of every piece at once.
-    const pieces = options.withState && versionItem.is(item) ? await piecesOf(this.table, scope, [item]) : new Map();
-    return tipItem.decode(item, options, pieces);
+    const pieces = options.withState && top && entry && !isFence(entry) ? await piecesOf(this.table, scope, [top]) : undefined;
+    const tip = tipOf(entry, { withState: options.withState, ...(pieces ? { pieces } : {}) });
+    if (!options.recent || !entry || isFence(entry)) return tip;
+    // The newest changes read with the tip, kept for a path read at the head (readPath).
+    const recent = older.map(readLogItem).filter((read): read is LogEntry => read !== null && !isFence(read));
+    return { ...tip, log: { ...entry, recent } };
+  }
+
+  async readTipWithNodes(
+    scope: SessionScope,
+    nodeIds: readonly string[],
+    options: { withState: boolean; recent?: boolean },
+  ): Promise<{ tip: Tip; nodes: Map<string, NodeRecord> }> {
+    const ids = [...new Set(nodeIds)];
+    let tip: Tip;
+    let nodes: Map<string, NodeRecord>;
+    if (ids.length === 1) {
+      // One node: its newest keys, whatever life they are of, beside the tip.
+      const [readTip, found] = await Promise.all([this.readTip(scope, options), readNode(this.table, scope, ids[0] as string)]);
+      tip = readTip;
+      nodes = new Map(found && found.incarnation === tip.incarnation ? [[found.node.id, found.node]] : []);
+    } else {
+      // Several: one batch of their keys in the first life, read again in the tip's when that is another.
+      const [readTip, found] = await Promise.all([
+        this.readTip(scope, options),
+        ids.length === 0 ? Promise.resolve(new Map<string, NodeRecord>()) : readNodes(this.table, scope, ids, 0),
+      ]);
+      tip = readTip;
+      nodes = tip.incarnation === 0 || ids.length === 0 ? found : await readNodes(this.table, scope, ids, tip.incarnation);
+    }
+    if (tip.kind === 'closing') return { tip, nodes: new Map() };
+    for (const node of tip.recentNodes) if (ids.includes(node.id)) nodes.set(node.id, node);
+    // A write off the head moved its node's pointer in the tip only, so far.
+    const moved = entryOf(tip)?.versionNode;
+    if (moved && moved !== tip.head && ids.includes(moved)) {
+      const node = nodes.get(moved) ?? (moved === ROOT_NODE ? rootNode('') : undefined);
+      if (node) nodes.set(moved, { ...node, stateVersion: Math.max(node.stateVersion, tip.version) });
+    }
+    return { tip, nodes };
   }
 
   async getMeta(scope: SessionScope): Promise<SessionMeta | null> {
@@ -80,16 +132,16 @@ export class DynamoDbSessionStore implements SessionStore {
   }
 
   async createSession(scope: SessionScope, meta: SessionMeta): Promise<void> {
-    // A session made while a delete erases its id would read as deleted, and one made over the
-    // tombstone of a delete that stopped halfway would be erased by the write that finishes
+    // A session made while a delete erases its id would be erased with it, and one made over
+    // the fence of a delete that stopped halfway would be erased by the write that finishes
     // that delete. So wait for a delete in progress (the caller retries), and finish one that
     // was abandoned, before putting the session item.
     const tip = await this.readTip(scope, { withState: false });
     if (tip.kind === 'closing') {
-      if (!this.isAbandoned(tip)) throw new StaleTipError('the session is being deleted');
-      await this.deleteSession(scope);
+      if (!this.deleter.isAbandoned(tip)) throw new StaleTipError('the session is being deleted');
+      await this.deleter.deleteSession(scope);
     }
-    const writeId = randomUUID();
+    const writeId = crypto.randomUUID();
     try {
       await this.table.send(
         new PutCommand({
@@ -139,11 +191,10 @@ export class DynamoDbSessionStore implements SessionStore {
 
   /**
    * Moves the session's `updatedAt` (and its place in the activity index) forward to `at`,
-   * never back, and never creates a session. The change hook calls it after state writes,
-   * which are single PutItems (the services ask for activity only with writes that are
-   * transactions anyway; a single put that asks gets it here, after the put). Best effort: the
-   * activity order may trail (API.md section 2), and failing here must not fail a write that
-   * already happened.
+   * never back, and never creates a session. The change hook calls it after versions, which
+   * are single PutItems, and the log's writer after other changes, at most once a minute per
+   * session. Best effort: the activity order may trail (API.md section 2), and failing here
+   * must not fail a write that already happened.
    */
   async moveActivity(scope: SessionScope, at: string): Promise<void> {
     try {
@@ -162,283 +213,173 @@ export class DynamoDbSessionStore implements SessionStore {
     }
   }
 
+  deleteSession(scope: SessionScope): Promise<boolean> {
+    return this.deleter.deleteSession(scope);
+  }
+
+  async settleClosing(scope: SessionScope, tip: ClosingTip): Promise<void> {
+    if (this.deleter.isAbandoned(tip)) await this.deleter.deleteSession(scope);
+  }
+
+  // ---- nodes and paths --------------------------------------------------------------------
+
+  async readTree(scope: SessionScope): Promise<{ tip: Tip; nodes: NodeRecord[] }> {
+    const items: Item[] = [];
+    const [tip] = await Promise.all([
+      this.readTip(scope, { withState: false }),
+      forEachInRange(this.table, { partition: keys.session(scope), prefix: keys.nodePrefix }, (item) => items.push(item)),
+    ]);
+    if (tip.kind === 'closing') return { tip, nodes: [] };
+    const nodes = new Map(nodesOfLife(items, tip.incarnation).map((node) => [node.id, node]));
+    for (const node of tip.recentNodes) nodes.set(node.id, { ...node, preview: undefined });
+    const moved = entryOf(tip)?.versionNode;
+    if (moved && moved !== tip.head) {
+      const node = nodes.get(moved) ?? (moved === ROOT_NODE ? rootNode('') : undefined);
+      if (node) nodes.set(moved, { ...node, stateVersion: Math.max(node.stateVersion, tip.version) });
+    }
+    return { tip, nodes: [...nodes.values()] };
+  }
+
+  readPath(scope: SessionScope, tip: Tip, target: NodeRecord, options: { last?: number } = {}): Promise<PathRead> {
+    const entry = entryOf(tip);
+    const known = entry ? [entry, ...((entry as LogEntry & { recent?: LogEntry[] }).recent ?? [])] : [];
+    return new PathReader(this.table, scope, tip.incarnation, known, this.pathSegmentBytes).read(target, options.last);
+  }
+
+  // ---- versions ---------------------------------------------------------------------------
+
+  async getVersion(scope: SessionScope, version: number, tip?: Tip): Promise<VersionRecord | null> {
+    if (version <= 0) return null;
+    if (tip?.latest?.version === version) return tip.latest;
+    // Without a tip, the first life is the likely one; a session deleted and made again has another.
+    const incarnation = tip?.incarnation ?? 0;
+    const found = await this.versionIn(scope, incarnation, version);
+    if (found || tip) return found;
+    const current = await this.readTip(scope, { withState: false });
+    return current.incarnation === incarnation ? null : this.versionIn(scope, current.incarnation, version);
+  }
+
+  /** Version `version` of one life: the last change after version - 1, when it is that version. */
+  private async versionIn(scope: SessionScope, incarnation: number, version: number): Promise<VersionRecord | null> {
+    const { Items } = await this.table.send(
+      new QueryCommand({
+        TableName: this.table.tableName,
+        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+        ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.basePrefix(incarnation, version - 1) },
+        ScanIndexForward: false,
+        Limit: 1,
+        ConsistentRead: true,
+      }),
+    );
+    const item = Items?.[0];
+    if (!item || item[KIND_ATTRIBUTE] !== LOG_ITEM_KIND.version || Number(item.version) !== version) return null;
+    return this.versionRecord(scope, item);
+  }
+
+  private async versionRecord(scope: SessionScope, item: Item, pieces?: ReadonlyMap<string, Item>): Promise<VersionRecord> {
+    const entry = readLogItem(item) as LogEntry;
+    return versionOf(entry, pieces ?? (await piecesOf(this.table, scope, [item])));
+  }
+
+  async getLineage(scope: SessionScope, from: VersionRecord, limit: number): Promise<VersionRecord[]> {
+    const found: VersionRecord[] = [];
+    let last = from;
+    while (found.length < limit) {
+      const place = last.place as VersionPlace | undefined;
+      const wanted = (place?.lineage ?? []).slice(0, limit - found.length);
+      if (!place || wanted.length === 0) break;
+      const items = await batchGet(
+        this.table,
+        wanted.map(({ version, seq }) => ({
+          pk: keys.session(scope),
+          sk: keys.logEntry({ incarnation: place.incarnation, base: version - 1, seq }),
+        })),
+      );
+      const pieces = await piecesOf(this.table, scope, items);
+      const byVersion = new Map<number, VersionRecord>();
+      for (const item of items) {
+        if (item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.version) {
+          const record = await this.versionRecord(scope, item, pieces);
+          byVersion.set(record.version, record);
+        }
+      }
+      for (const { version } of wanted) {
+        const record = byVersion.get(version);
+        if (!record) throw new AgentStateError('internal', `version ${version} of a lineage is missing`);
+        found.push(record);
+        last = record;
+      }
+    }
+    return found;
+  }
+
+  /**
+   * Versions newest first: the log read backwards, its other changes left out. The first item
+   * is the tip, so the list is of the session's current life; it ends where an older life's
+   * changes begin. A page reads up to twice its limit of changes and ends at its last version.
+   */
+  async listVersions(scope: SessionScope, options: { limit: number; cursor?: string }): Promise<Page<VersionRecord>> {
+    const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk']);
+    if (start && (start.pk !== keys.session(scope) || !logPositionOf(String(start.sk)))) throw invalidCursor();
+    const { Items, LastEvaluatedKey } = await this.table.send(
+      new QueryCommand({
+        TableName: this.table.tableName,
+        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+        ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.logPrefix },
+        ScanIndexForward: false,
+        Limit: Math.min(1000, options.limit * 2 + 8),
+        ExclusiveStartKey: start,
+        ConsistentRead: true,
+      }),
+    );
+    const items = Items ?? [];
+    const life = logPositionOf(String(start?.sk ?? items[0]?.sk ?? ''))?.incarnation;
+    const versions: Item[] = [];
+    let ended = false;
+    for (const item of items) {
+      if (logPositionOf(String(item.sk))?.incarnation !== life) {
+        ended = true;
+        break;
+      }
+      if (item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.version) versions.push(item);
+      if (versions.length === options.limit) break;
+    }
+    const pieces = await piecesOf(this.table, scope, versions);
+    const records = await Promise.all(versions.map((item) => this.versionRecord(scope, item, pieces)));
+    const lastRead = versions.at(-1);
+    const full = versions.length === options.limit && (items.at(-1) !== lastRead || LastEvaluatedKey !== undefined);
+    const next = ended ? undefined : full && lastRead ? { pk: lastRead.pk, sk: lastRead.sk } : LastEvaluatedKey;
+    return pageOf(records, next);
+  }
+
+  /**
+   * The state of one version alone, for the change hook's `prev`: one strongly consistent read
+   * (the previous version may have been written milliseconds before).
+   */
+  async getVersionState(scope: SessionScope, version: number, incarnation = 0): Promise<{ state: Json } | null> {
+    const { Items } = await this.table.send(
+      new QueryCommand({
+        TableName: this.table.tableName,
+        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+        ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.basePrefix(incarnation, version - 1) },
+        ScanIndexForward: false,
+        Limit: 1,
+        ConsistentRead: true,
+      }),
+    );
+    const item = Items?.[0];
+    if (!item || item[KIND_ATTRIBUTE] !== LOG_ITEM_KIND.version || Number(item.version) !== version) return null;
+    return { state: versionItem.decodeState(item, await piecesOf(this.table, scope, [item])) };
+  }
+
   /** Removes pieces of large states that no version names (see state-pieces.ts); how many. */
   sweepPieces(scope: SessionScope): Promise<number> {
     return sweepPieces(this.table, scope);
   }
 
-  // ---- deleting a session -----------------------------------------------------------------
+  // ---- the one way anything about versions, the head or the lease changes --------------------
 
-  /**
-   * Erases every item of the session. A write that read the tip before the delete must not
-   * land after it (it would leave a version of a session that no longer exists), so the
-   * delete first closes the session: a tombstone takes the tip's next place under the same
-   * condition a write would meet, and every write based on an earlier tip fails its own. The
-   * items are then deleted, the tombstone last; until it is gone the session reads as unknown
-   * and writers wait (a `closing` tip), after which a write starts a new session.
-   *
-   *   writer reads tip V#41 ──┐   delete puts tombstone V#42 ✓, erases V#1…V#41, nodes, …
-   *   writer puts V#42 ✗ ─────┘   re-reads: closing → retries → tombstone gone → new V#1
-   */
-  async deleteSession(scope: SessionScope): Promise<boolean> {
-    return this.erase(scope, { spareLease: false });
+  commit(scope: SessionScope, change: TipChange): Promise<Tip> {
+    return this.writer.commit(scope, change);
   }
-
-  /**
-   * The delete itself. A decision that finds an abandoned delete finishes it from inside its
-   * lease (`spareLease`): erasing the lease too would make the decision's own commit fail as
-   * if it had lost the lease. (A lease outliving its session is harmless: it has a TTL.)
-   */
-  private async erase(scope: SessionScope, options: { spareLease: boolean }): Promise<boolean> {
-    const tombstone = await this.closeSession(scope);
-    const itemKeys: Item[] = [];
-    await queryAll(
-      (start) =>
-        this.table.send(
-          new QueryCommand({
-            TableName: this.table.tableName,
-            KeyConditionExpression: 'pk = :pk',
-            ExpressionAttributeValues: { ':pk': keys.session(scope) },
-            ProjectionExpression: 'pk, sk',
-            ExclusiveStartKey: start,
-            ConsistentRead: true,
-          }),
-        ),
-      (item) => {
-        if (item.sk === tombstone || (options.spareLease && item.sk === keys.lease)) return;
-        itemKeys.push({ pk: item.pk, sk: item.sk });
-      },
-    );
-    await batchDelete(this.table, itemKeys);
-    if (tombstone) {
-      await this.table.send(new DeleteCommand({ TableName: this.table.tableName, Key: { pk: keys.session(scope), sk: tombstone } }));
-    }
-    return itemKeys.length > 0 || tombstone !== null;
-  }
-
-  /**
-   * Puts the delete's tombstone where the next write would go (the slot after a version, or
-   * over a head marker), with that write's condition; a write that wins the race first makes
-   * it read the tip again. Resolves with the tombstone's sort key, or null when the session
-   * has no tip to guard (nothing written; a delete of that is a delete of a few items).
-   */
-  private async closeSession(scope: SessionScope): Promise<string | null> {
-    for (let attempt = 1; ; attempt++) {
-      const tip = await this.readTip(scope, { withState: false });
-      if (tip.kind === 'closing') return keys.slot(tip.slot);
-      if (tip.kind === 'empty') return null;
-      const { slot, claim } = nextSlot(tip);
-      try {
-        await this.table.send(
-          new PutCommand({
-            TableName: this.table.tableName,
-            Item: tombstoneItem.encode(scope, slot, new Date(this.table.now()).toISOString()),
-            ...claim,
-          }),
-        );
-        return keys.slot(slot);
-      } catch (error) {
-        // A write took the place first (or the SDK retried our own landed put: the next read
-        // sees our tombstone). Writes are short; a session written faster than it can be
-        // closed for this long is refused rather than deleted halfway.
-        if (!isConditionFailure(error) || attempt >= CLOSE_ATTEMPTS) {
-          throw isConditionFailure(error)
-            ? new AgentStateError('conflict', 'the session is changing too fast to delete; try again', { attempts: attempt })
-            : error;
-        }
-      }
-    }
-  }
-
-  async settleClosing(scope: SessionScope, tip: ClosingTip, options: { spareLease?: boolean } = {}): Promise<void> {
-    if (this.isAbandoned(tip)) await this.erase(scope, { spareLease: options.spareLease ?? false });
-  }
-
-  private isAbandoned(tip: ClosingTip): boolean {
-    return tip.since !== null && this.table.now() - Date.parse(tip.since) > ABANDONED_DELETE_MS;
-  }
-
-  // ---- nodes ------------------------------------------------------------------------------
-
-  async getNode(scope: SessionScope, nodeId: string): Promise<NodeRecord | null> {
-    const { Item } = await this.table.send(
-      new GetCommand({ TableName: this.table.tableName, Key: nodeItem.key(scope, nodeId), ConsistentRead: true }),
-    );
-    return Item ? nodeItem.decode(Item) : null;
-  }
-
-  async getNodes(scope: SessionScope, nodeIds: readonly string[]): Promise<Map<string, NodeRecord>> {
-    const items = await batchGet(
-      this.table,
-      unique(nodeIds).map((nodeId) => nodeItem.key(scope, nodeId)),
-    );
-    return new Map(items.map((item) => [nodeItem.idOf(item), nodeItem.decode(item)]));
-  }
-
-  async listNodes(scope: SessionScope, options: { withMessages?: boolean } = {}): Promise<NodeRecord[]> {
-    const nodes: NodeRecord[] = [];
-    await forEachInRange(
-      this.table,
-      { partition: keys.session(scope), prefix: keys.nodePrefix },
-      (item) => nodes.push(nodeItem.decode(item)),
-      {
-        ProjectionExpression: options.withMessages ? `${NODE_SUMMARY}, message` : NODE_SUMMARY,
-        ExpressionAttributeNames: NODE_SUMMARY_NAMES,
-      },
-    );
-    return nodes;
-  }
-
-  // ---- versions ---------------------------------------------------------------------------
-
-  async getVersion(scope: SessionScope, version: number): Promise<VersionRecord | null> {
-    const { Item } = await this.table.send(
-      new GetCommand({ TableName: this.table.tableName, Key: versionItem.key(scope, version), ConsistentRead: true }),
-    );
-    return versionItem.is(Item) ? versionItem.decode(Item, await piecesOf(this.table, scope, [Item])) : null;
-  }
-
-  async getVersions(scope: SessionScope, versions: readonly number[]): Promise<Map<number, VersionRecord>> {
-    const items = await batchGet(
-      this.table,
-      unique(versions).map((version) => versionItem.key(scope, version)),
-    );
-    const versionItems = items.filter(versionItem.is);
-    const pieces = await piecesOf(this.table, scope, versionItems);
-    const found = versionItems.map((item) => versionItem.decode(item, pieces));
-    return new Map(found.map((record) => [record.version, record]));
-  }
-
-  /**
-   * The state of one version alone, for the change hook's `prev`: one strongly consistent
-   * GetItem of its slot (the previous version may have been written milliseconds before), and
-   * its pieces when it is large.
-   */
-  async getVersionState(scope: SessionScope, version: number): Promise<{ state: Json } | null> {
-    const { Item } = await this.table.send(
-      new GetCommand({
-        TableName: this.table.tableName,
-        Key: versionItem.key(scope, version),
-        ProjectionExpression: '#kind, #state, stateZ, stateP, stateN',
-        ExpressionAttributeNames: { '#kind': KIND_ATTRIBUTE, '#state': 'state' },
-        ConsistentRead: true,
-      }),
-    );
-    if (!versionItem.is(Item)) return null;
-    return { state: versionItem.decodeState(Item, await piecesOf(this.table, scope, [Item])) };
-  }
-
-  async listVersions(scope: SessionScope, options: { limit: number; cursor?: string }): Promise<Page<VersionRecord>> {
-    const range = { tableName: this.table.tableName, partition: keys.session(scope), prefix: keys.slotPrefix };
-    const page = prefixPageQuery(range, { ...options, newestFirst: true, consistent: true });
-    const { Items, LastEvaluatedKey } = await this.table.send(
-      new QueryCommand({
-        ...page,
-        // The top slot may hold a head marker (or a delete's tombstone), which is not a version.
-        FilterExpression: '#kind = :version',
-        ExpressionAttributeNames: { '#kind': KIND_ATTRIBUTE },
-        ExpressionAttributeValues: { ...page.ExpressionAttributeValues, ':version': SLOT_ITEM_KIND.version },
-      }),
-    );
-    const pieces = await piecesOf(this.table, scope, Items ?? []);
-    return pageOf(
-      (Items ?? []).map((item) => versionItem.decode(item, pieces)),
-      LastEvaluatedKey,
-    );
-  }
-
-  // ---- the one way anything about versions or the head changes ------------------------------
-
-  /**
-   * Writes the next tip item, conditional on the tip read, together with whatever else the
-   * change needs. A change that is only the tip item is a single PutItem, the common case of
-   * a state write at the head; anything more is one transaction.
-   *
-   *   writer A reads tip V#41 ──┐            ┌── writer B reads tip V#41
-   *   A puts V#42 if absent  ✓  │            │   B puts V#42 if absent ✗ → re-read, V#43
-   */
-  async commit(scope: SessionScope, change: TipChange): Promise<void> {
-    const { basedOn } = change;
-    // Nothing may be written into a session while it is deleted; the caller retries. A delete
-    // that stopped halfway (its function timed out) is finished by the writes that find it.
-    if (basedOn.kind === 'closing') {
-      await this.settleClosing(scope, basedOn, { spareLease: change.decision !== undefined });
-      throw new StaleTipError('the session is being deleted');
-    }
-    const { tableName } = this.table;
-    const { slot, claim: tipCondition } = nextSlot(basedOn);
-    const at = change.touchSessionAt;
-    const encoded = change.version ? versionItem.encodeTexts(change.version) : null;
-    // A large state's pieces go first, then the one conditional write that names them: a
-    // crash or a lost race in between leaves pieces no version names, never a version without
-    // its pieces (the collector, state-pieces.ts, removes the former).
-    if (encoded) await putPieces(this.table, scope, encoded, change.version?.basePieces ?? []);
-    const tipItemOfChange = tipItem.encode(
-      scope,
-      slot,
-      {
-        head: change.head,
-        touchedAt: at ?? basedOn.touchedAt,
-        agentId: change.sessionAgentId === undefined ? basedOn.agentId : change.sessionAgentId,
-      },
-      encoded ? { version: encoded } : { markerSeq: basedOn.kind === 'marker' ? basedOn.markerSeq + 1 : 1 },
-    );
-
-    // Each item of a transaction is tagged with what it is, so a cancellation can say why.
-    const items: TaggedItem[] = [
-      { role: 'tip', item: { Put: { TableName: tableName, Item: tipItemOfChange, ...tipCondition } } },
-      ...change.newNodes.map(
-        (node): TaggedItem => ({
-          role: 'node',
-          nodeId: node.id,
-          item: { Put: { TableName: tableName, Item: nodeItem.encode(scope, node), ConditionExpression: conditions.itemIsNew } },
-        }),
-      ),
-      ...change.nodePointers.map(
-        (pointer): TaggedItem => ({
-          role: 'pointer',
-          item: {
-            Update: {
-              TableName: tableName,
-              Key: nodeItem.key(scope, pointer.id),
-              // The root has no item until the head first leaves it; then this creates it.
-              UpdateExpression: 'SET stateVersion = :version',
-              ...(pointer.id === ROOT_NODE ? {} : { ConditionExpression: conditions.itemExists }),
-              ExpressionAttributeValues: { ':version': pointer.version },
-            },
-          },
-        }),
-      ),
-      ...(change.decision ? decisionCompletionItems(this.table, scope, change.decision) : []),
-      ...(change.documents ?? []).map((write) => documentPut(this.table, scope, write)),
-    ];
-
-    if (items.length === 1 && !change.mayCreateSession) {
-      const writeId = randomUUID();
-      try {
-        await this.table.send(
-          new PutCommand({
-            TableName: tableName,
-            Item: { ...tipItemOfChange, writeId },
-            ...tipCondition,
-            ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-          }),
-        );
-      } catch (error) {
-        if (!isConditionFailure(error)) throw error;
-        // The SDK retries a request whose answer was lost; if the first attempt landed, the
-        // slot now holds our own item and the retry fails its condition. That is success.
-        if (!isOwnWrite(error.Item, writeId)) throw new StaleTipError();
-      }
-      if (at) await this.moveActivity(scope, at);
-      return;
-    }
-
-    if (at) items.push({ role: 'session', item: { Update: sessionUpsert(tableName, scope, at) } });
-    await transact(this.table, items);
-  }
-}
-
-function unique<T>(list: readonly T[]): T[] {
-  return [...new Set(list)];
 }

@@ -83,7 +83,7 @@ export async function collectPieces(table: TableClient, scope: SessionScope, gra
     }),
     forEachInRange(
       table,
-      { partition: pk, prefix: keys.slotPrefix },
+      { partition: pk, prefix: keys.logPrefix },
       (item) => {
         for (const sk of versionItem.pieceKeys(item)) named.add(sk);
       },

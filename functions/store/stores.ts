@@ -26,6 +26,8 @@ export interface Stores {
 interface StoreOptions {
   /** The clock of every time the stores write or compare (epoch ms); the real one by default. */
   now?: () => number;
+  /** How many bytes of a session's log one part of a path read spans (tests make it small). */
+  pathSegmentBytes?: number;
 }
 
 export function createStores(client: DynamoDBClient, tableName: string, options: StoreOptions = {}): Stores {
@@ -33,7 +35,7 @@ export function createStores(client: DynamoDBClient, tableName: string, options:
   const table = new TableClient(client, tableName, now);
   return {
     table,
-    sessions: new DynamoDbSessionStore(table),
+    sessions: new DynamoDbSessionStore(table, options.pathSegmentBytes),
     documents: new DynamoDbDocumentStore(table),
     decisions: new DynamoDbDecisionStore(table),
     agents: new DynamoDbAgentStore(table),

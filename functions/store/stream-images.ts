@@ -2,23 +2,23 @@ import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
 import type { RecordedChange, RecordedDocument, RecordedVersion } from '../core/events.js';
-import { documentItem, versionItem } from './item-codecs.js';
-import { DOCUMENT_ITEM_KIND, documentKindOf, SLOT_ITEM_KIND } from './item-kinds.js';
-import { keys } from './keys.js';
+import { documentItem } from './item-codecs.js';
+import { DOCUMENT_ITEM_KIND, documentKindOf, LOG_ITEM_KIND } from './item-kinds.js';
+import { logPositionOf } from './keys.js';
+import { type LogEntry, readLogItem, versionOf } from './log-items.js';
 import { memoryRecordFilters } from './memory-stream.js';
 
 /**
  * The table's change stream, read as recorded versions, through the same codecs the stores
  * write with (item-codecs.ts):
  *
- *   pk S#<tenant>#<session>   sk V#<000000000042>   kind version   version, node, prevVersion,
- *   cause, author, decisionId, createdAt, state (JSON text), agent (JSON text),
- *   agentId (the session's agent, when it has one), touchedAt (equal to createdAt when the
- *   write moved the session's activity itself), …
+ *   pk S#<tenant>#<session>   sk V#<life>#<base>#<seq>   kind v   version, node, prevVersion,
+ *   cause, author, decisionId, createdAt, state (state-codec.ts), agent (JSON text), and `t`
+ *   (log-items.ts), which carries the session's agent and `ta`, equal to createdAt when the
+ *   write moved the session's activity itself
  *
- * A version arrives as an INSERT, or as a MODIFY of its slot when a head marker held the slot
- * before. Nothing ever modifies a recorded version, so a MODIFY whose old image is a version
- * is not a new version; and REMOVE (session deletes, TTL) never is.
+ * A version arrives as an INSERT, always: a change of the log is never overwritten, but by a
+ * delete, which makes it a tombstone (a MODIFY to kind x); and REMOVE (TTL) never is one.
  *
  * And what a commit's document item looks like (its kind one of DOCUMENT_ITEM_KIND):
  *
@@ -38,11 +38,7 @@ import { memoryRecordFilters } from './memory-stream.js';
  * patterns with `matchesFilter`.
  */
 export const changeRecordFilters: ReadonlyArray<Record<string, unknown>> = [
-  { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [SLOT_ITEM_KIND.version] } } } },
-  {
-    eventName: ['MODIFY'],
-    dynamodb: { NewImage: { kind: { S: [SLOT_ITEM_KIND.version] } }, OldImage: { kind: { S: [SLOT_ITEM_KIND.marker] } } },
-  },
+  { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.version] } } } },
   { eventName: ['INSERT', 'MODIFY'], dynamodb: { NewImage: { kind: { S: Object.values(DOCUMENT_ITEM_KIND) } } } },
   ...memoryRecordFilters,
 ];
@@ -100,21 +96,21 @@ export function recordedDocumentOf(record: DynamoDBRecord): RecordedDocument | n
 /** The recorded version a stream record carries, or null when it carries none. */
 export function recordedVersionOf(record: DynamoDBRecord): RecordedVersion | null {
   const newImage = record.dynamodb?.NewImage;
-  const oldImage = record.dynamodb?.OldImage;
-  if (!newImage || newImage.kind?.S !== SLOT_ITEM_KIND.version) return null;
-  if (record.eventName === 'MODIFY' ? oldImage?.kind?.S !== SLOT_ITEM_KIND.marker : record.eventName !== 'INSERT') return null;
+  if (!newImage || newImage.kind?.S !== LOG_ITEM_KIND.version || record.eventName !== 'INSERT') return null;
 
   const item = unmarshall(toSdkImage(newImage));
   const pk = String(item.pk ?? '');
-  const sk = String(item.sk ?? '');
   const partition = /^S#([^#]+)#([^#]+)$/.exec(pk);
-  if (!partition || !sk.startsWith(keys.slotPrefix)) return null;
+  const position = logPositionOf(String(item.sk ?? ''));
+  if (!partition || !position) return null;
+  const entry = readLogItem(item) as LogEntry;
   // A large state stays in its pieces: an event needs its size and its change, and reads the
   // state itself only when it is small enough to travel (core/change-fanout.ts).
-  const version = versionItem.decode(item, null);
+  const version = versionOf(entry, null);
   return {
     tenant: partition[1] as string,
     sessionId: partition[2] as string,
+    incarnation: position.incarnation,
     // An event needs neither the lineage window nor a commit's commands.
     version: {
       version: version.version,
@@ -133,8 +129,8 @@ export function recordedVersionOf(record: DynamoDBRecord): RecordedVersion | nul
       // Whose typed fields the state holds: agent-filtered events are cut by them.
       ...(version.sessionAgentId == null ? {} : { sessionAgentId: version.sessionAgentId }),
     },
-    // A write that moved the session's activity itself stamped its tip with the same time.
-    activityMoved: typeof item.touchedAt === 'string' && item.touchedAt === item.createdAt,
+    // A write that moved the session's activity itself stamped its change with the same time.
+    activityMoved: entry.carried.ta !== null && entry.carried.ta === version.createdAt,
   };
 }
 

@@ -9,7 +9,7 @@ import {
   type TransactWriteCommandInput,
 } from '@aws-sdk/lib-dynamodb';
 import { AgentStateError } from '../core/errors.js';
-import { LeaseLostError, NodeTakenError, StaleTipError } from '../core/ports.js';
+import { StaleTipError } from '../core/ports.js';
 import { queryAll, rangeQuery } from './paging.js';
 
 /** An item as the document client returns it. */
@@ -19,8 +19,7 @@ export type TransactItem = NonNullable<TransactWriteCommandInput['TransactItems'
 
 /** A transaction item and what it is, so that a cancellation reason can be explained. */
 export interface TaggedItem {
-  role: 'tip' | 'node' | 'pointer' | 'decision' | 'lease' | 'session' | 'document';
-  nodeId?: string;
+  role: 'tip' | 'session' | 'document';
   item: TransactItem;
 }
 
@@ -69,9 +68,8 @@ export class TableClient {
 
 /**
  * Runs a transaction and explains a cancellation by the role of the item that failed: the
- * tip means the session moved on (re-read and retry); a new node, that its id was taken
- * meanwhile; the lease, that the decision outlived it. A conflict with another transaction
- * wrote nothing either, so it is a moved tip too.
+ * tip (the log's next place) or a document means the session moved on (re-read and retry).
+ * A conflict with another transaction wrote nothing either, so it is a moved tip too.
  */
 export async function transact(table: TableClient, items: TaggedItem[]): Promise<void> {
   // Conditional puts carry this transaction's id and return the old item when they fail, so
@@ -231,10 +229,7 @@ function translateCancellation(error: unknown, items: readonly TaggedItem[]): un
   const codes = reasons.map((reason) => reason.Code ?? 'None');
   if (codes.includes('TransactionConflict')) return new StaleTipError();
   const failed = codes.indexOf('ConditionalCheckFailed');
-  const tagged = failed >= 0 ? items[failed] : undefined;
-  if (tagged?.role === 'node') return new NodeTakenError(tagged.nodeId as string);
-  if (tagged?.role === 'lease') return new LeaseLostError();
-  if (tagged) return new StaleTipError();
+  if (failed >= 0 && items[failed]) return new StaleTipError();
   if (codes.some((code) => throttlingErrors.has(code) || code === 'ThrottlingError')) return throttled(error);
   return error;
 }

@@ -58,7 +58,7 @@ function fanoutFromEnv(env: NodeJS.ProcessEnv): ChangeFanout {
   const gateway = connectionGatewayFromEnv(env);
   const bus = env.AGENTSTATE_EVENT_BUS;
   return new ChangeFanout({
-    readState: (scope, version) => stores.sessions.getVersionState(scope, version),
+    readState: (scope, version, incarnation) => stores.sessions.getVersionState(scope, version, incarnation),
     webhooks: new DynamoDbWebhookStore(stores.table),
     // Same address rules as workers: in a Lambda only public https endpoints.
     send: webhookSender({ allowLoopbackHttp: !env.AWS_LAMBDA_FUNCTION_NAME }),

@@ -203,6 +203,12 @@ describe('each route group, through its paths, within its role', () => {
       await withLostAnswer(decide.logicalId, () => call('POST', '/v1/sessions/lp-d/decide', { trigger: { type: 'tick' } })),
       200,
     );
+    // Messages with ids of their own: the decision looks them up (several at once) before it writes.
+    const named = [
+      { id: 'q2', role: 'user' },
+      { id: 'q3', role: 'user' },
+    ];
+    expectStatus(await call('POST', '/v1/sessions/lp-d/decide', { trigger: { type: 'client.messages', messages: named } }), 200);
 
     // A worker that cannot be reached: 502, the lease freed, the attempt recorded.
     expectStatus(await call('PUT', '/v1/agents/lp-worker', { worker: { url: 'https://worker.invalid/decide' } }), 201);

@@ -245,6 +245,46 @@ describe('decide', () => {
     expect((await http.get(`/v1/sessions/${sid}/state?node=u2`)).body.state).toEqual({ turns: 2, last: 'u2' });
   });
 
+  it('shows a worker registered with messages {"last": N} only the last N messages, and says how many it left out', async () => {
+    // Prepare: an agent that is shown its last 3 messages, and a conversation of 6 with a fork.
+    const agentId = uniqueId('agent');
+    const registered = await http.put(`/v1/agents/${agentId}`, { worker: { url: workerUrl, messages: { last: 3 } } });
+    const sid = await sessionFor(agentId);
+    const chain = Array.from({ length: 6 }, (_, index) => ({ id: `c${index}`, role: index % 2 ? 'assistant' : 'user', n: index }));
+    expect((await http.post(`/v1/sessions/${sid}/messages`, { messages: chain })).status).toBe(201);
+    answer = reply({ messages: [{ role: 'assistant', n: 7 }] });
+
+    // Act: a turn at the head, a fork under c1, and a registration that asks for more than 10000.
+    await decide(sid, { trigger: { type: 'client.messages', messages: [{ id: 'q', role: 'user', n: 6 }] } });
+    await decide(sid, { parentId: 'c1', trigger: { type: 'client.messages', messages: [{ id: 'f', role: 'user', n: 2 }] } });
+    const tooMany = await http.put(`/v1/agents/${uniqueId('agent')}`, { worker: { url: workerUrl, messages: { last: 10_001 } } });
+
+    // Assess
+    expect(registered.status).toBe(201);
+    expect(registered.body.worker).toMatchObject({ messages: { last: 3 } });
+    const [atHead, atFork] = received.map((entry) => entry.body);
+    expect(atHead).toMatchObject({ ancestry: ['c4', 'c5', 'q'], messages_omitted: 4 });
+    expect(atHead.messages.map((message: { n: number }) => message.n)).toEqual([4, 5, 6]);
+    // A path no longer than N is whole: its ancestry starts at the root.
+    expect(atFork).toMatchObject({ ancestry: ['root', 'c0', 'c1', 'f'], messages_omitted: 0 });
+    expect(tooMany).toMatchObject({ status: 400, body: { code: 'invalid_request' } });
+    // The path itself is whole: only the worker's view was cut.
+    expect((await http.get(`/v1/sessions/${sid}/messages`)).body.ancestry).toEqual(['root', 'c0', 'c1', 'f', expect.any(String)]);
+  });
+
+  it('shows a worker every message by default, with no messages_omitted', async () => {
+    const agentId = await registerAgent();
+    const sid = await sessionFor(agentId);
+    const chain = Array.from({ length: 4 }, (_, index) => ({ id: `d${index}`, role: 'user' }));
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: chain });
+    answer = reply({});
+
+    await decide(sid, { trigger: { type: 'tick' } });
+
+    expect((received[0] as Received).body.ancestry).toEqual(['root', 'd0', 'd1', 'd2', 'd3']);
+    expect((received[0] as Received).body).not.toHaveProperty('messages_omitted');
+  });
+
   it('replays a decision id without calling the worker again', async () => {
     const agentId = await registerAgent();
     const sid = await sessionFor(agentId);

@@ -3,7 +3,7 @@ import { type CfnElement, Stack } from 'aws-cdk-lib';
 import { Match } from 'aws-cdk-lib/assertions';
 import type { IConstruct } from 'constructs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { DOCUMENT_ITEM_KIND, MEMORY_ITEM_KIND, SLOT_ITEM_KIND } from '../../functions/store/item-kinds.js';
+import { DOCUMENT_ITEM_KIND, LOG_ITEM_KIND, MEMORY_ITEM_KIND } from '../../functions/store/item-kinds.js';
 import { changeRecordFilters } from '../../functions/store/stream-images.js';
 import type { AgentStateStack } from '../../lib/agent-state-stack.js';
 import { changeHookAccess, routeGroupAccess, webSocketAccess } from '../../lib/permissions.js';
@@ -41,13 +41,9 @@ describe('change hook on the table stream', () => {
     });
   });
 
-  it('filters on INSERTs of version items, head markers overwritten by a version, document writes and memory items', () => {
+  it('filters on INSERTs of version items, document writes and memory items', () => {
     expect(changeRecordFilters).toEqual([
-      { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [SLOT_ITEM_KIND.version] } } } },
-      {
-        eventName: ['MODIFY'],
-        dynamodb: { NewImage: { kind: { S: [SLOT_ITEM_KIND.version] } }, OldImage: { kind: { S: [SLOT_ITEM_KIND.marker] } } },
-      },
+      { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.version] } } } },
       {
         eventName: ['INSERT', 'MODIFY'],
         dynamodb: { NewImage: { kind: { S: [DOCUMENT_ITEM_KIND.run, DOCUMENT_ITEM_KIND.profile, DOCUMENT_ITEM_KIND.shared] } } },

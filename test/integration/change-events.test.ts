@@ -4,7 +4,7 @@ import type { DynamoDBStreamEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StreamPoller } from '../../functions/local/stream-poller.js';
 import { ApiKeyStore } from '../../functions/store/api-keys.js';
-import { SLOT_ITEM_KIND } from '../../functions/store/item-kinds.js';
+import { LOG_ITEM_KIND } from '../../functions/store/item-kinds.js';
 import { DynamoDbLiveStore } from '../../functions/store/live-store.js';
 import { createStores } from '../../functions/store/stores.js';
 import { changeRecordFilters, recordedVersionOf } from '../../functions/store/stream-images.js';
@@ -246,10 +246,11 @@ describe('the stream poller on DynamoDB Local', () => {
     });
     const events: DynamoDBStreamEvent[] = [];
     const pk = { S: 'S#poll#s1' };
-    const version = (n: number, prev: number) => ({
+    // Version n is the first change of the log after version n - 1 (V#<life>#<base>#<seq>).
+    const version = (n: number, prev: number, seq = 1) => ({
       pk,
-      sk: { S: `V#${String(n).padStart(12, '0')}` },
-      kind: { S: SLOT_ITEM_KIND.version },
+      sk: { S: `V#000000#${String(n - 1).padStart(12, '0')}#${String(seq).padStart(8, '0')}` },
+      kind: { S: LOG_ITEM_KIND.version },
       version: { N: String(n) },
       node: { S: 'root' },
       prevVersion: { N: String(prev) },
@@ -257,6 +258,7 @@ describe('the stream poller on DynamoDB Local', () => {
       createdAt: { S: new Date().toISOString() },
       state: { S: JSON.stringify({ n }) },
       agent: { S: 'null' },
+      t: { S: JSON.stringify({ v: n, h: 'root', hv: n, hd: 0, hx: 0, ag: null, u: null, ta: null, w: true, b: 0 }) },
     });
     // Written before the poller starts: not an event (it starts from LATEST).
     await client.send(new PutItemCommand({ TableName: tableName, Item: version(1, 0) }));
@@ -271,15 +273,12 @@ describe('the stream poller on DynamoDB Local', () => {
     });
     await poller.start();
 
-    // Act: a head marker in slot 2, overwritten by version 2; a message node; version 3.
-    await client.send(
-      new PutItemCommand({
-        TableName: tableName,
-        Item: { pk, sk: { S: 'V#000000000002' }, kind: { S: SLOT_ITEM_KIND.marker }, seq: { N: '1' } },
-      }),
-    );
-    await client.send(new PutItemCommand({ TableName: tableName, Item: { pk, sk: { S: 'N#u1' }, id: { S: 'u1' } } }));
-    await client.send(new PutItemCommand({ TableName: tableName, Item: version(2, 1) }));
+    // Act: a head switch after version 1, a node's index, version 2 after the switch, the
+    // session item, version 3, and the switch made a tombstone (as a delete does).
+    const headSwitch = { pk, sk: { S: 'V#000000#000000000001#00000001' }, kind: { S: LOG_ITEM_KIND.head } };
+    await client.send(new PutItemCommand({ TableName: tableName, Item: headSwitch }));
+    await client.send(new PutItemCommand({ TableName: tableName, Item: { pk, sk: { S: 'N#u1#000000' }, depth: { N: '1' } } }));
+    await client.send(new PutItemCommand({ TableName: tableName, Item: version(2, 1, 2) }));
     await client.send(
       new UpdateItemCommand({
         TableName: tableName,
@@ -289,6 +288,7 @@ describe('the stream poller on DynamoDB Local', () => {
       }),
     );
     await client.send(new PutItemCommand({ TableName: tableName, Item: version(3, 2) }));
+    await client.send(new PutItemCommand({ TableName: tableName, Item: { ...headSwitch, kind: { S: LOG_ITEM_KIND.tombstone } } }));
     const records = await waitFor('two version records', () => {
       const all = events.flatMap((event) => event.Records);
       return all.length >= 2 ? all : null;
@@ -296,10 +296,9 @@ describe('the stream poller on DynamoDB Local', () => {
 
     // Assess
     expect(records.map((record) => [record.eventName, record.dynamodb?.NewImage?.version?.N])).toEqual([
-      ['MODIFY', '2'],
+      ['INSERT', '2'],
       ['INSERT', '3'],
     ]);
-    expect(records[0]?.dynamodb?.OldImage?.kind).toEqual({ S: SLOT_ITEM_KIND.marker });
     expect(typeof records[0]?.dynamodb?.ApproximateCreationDateTime).toBe('number');
     const recorded = records.map((record) => recordedVersionOf(record));
     expect(recorded.map((change) => [change?.tenant, change?.sessionId, change?.version.version, change?.version.state])).toEqual([

@@ -5,8 +5,9 @@ import type { SessionScope, Tip } from '../../functions/core/model.js';
 import { StaleTipError, type TipChange } from '../../functions/core/ports.js';
 import { SessionService } from '../../functions/core/session-service.js';
 import { dynamoDbClient } from '../../functions/store/client.js';
-import { tombstoneItem } from '../../functions/store/item-codecs.js';
+import { LOG_ITEM_KIND } from '../../functions/store/item-kinds.js';
 import { keys } from '../../functions/store/keys.js';
+import { fenceItem, nextPosition } from '../../functions/store/log-items.js';
 import type { DynamoDbSessionStore } from '../../functions/store/session-store.js';
 import { createStores } from '../../functions/store/stores.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
@@ -28,7 +29,10 @@ beforeAll(async () => {
   store = createStores(client, tableName).sessions;
 });
 
-/** Every sort key of the session's items, straight from the table. */
+/**
+ * Every sort key of the session's items that holds anything, straight from the table: a
+ * delete leaves only tombstones (and its fence) in the log, with no content, removed by TTL.
+ */
 async function sortKeys(scope: SessionScope): Promise<string[]> {
   const { Items } = await client.send(
     new QueryCommand({
@@ -38,8 +42,11 @@ async function sortKeys(scope: SessionScope): Promise<string[]> {
       ConsistentRead: true,
     }),
   );
-  return (Items ?? []).map((item) => item.sk?.S ?? '');
+  return (Items ?? []).filter((item) => item.kind?.S !== LOG_ITEM_KIND.tombstone).map((item) => item.sk?.S ?? '');
 }
+
+/** The key of version 1 of a session's next life: the first change after a delete. */
+const firstVersionAfterDelete = keys.logEntry({ incarnation: 1, base: 0, seq: 1 });
 
 /**
  * A store whose deletes put their tombstone and then hold the erasing (BatchWriteItem, on its
@@ -107,7 +114,7 @@ describe('deleting a session that is being written', () => {
     // delete and wrote version 1 of a new session from nothing, not version 3 on the old state.
     expect(result).toMatchObject({ version: 1, prevVersion: 0, state: { fresh: true } });
     expect(await service.readState(scope, {})).toMatchObject({ version: 1, state: { fresh: true } });
-    expect((await sortKeys(scope)).filter((sk) => sk.startsWith(keys.slotPrefix))).toEqual([keys.slot(1)]);
+    expect((await sortKeys(scope)).filter((sk) => sk.startsWith(keys.logPrefix))).toEqual([firstVersionAfterDelete]);
   });
 
   it('reads the session as unknown while it is deleted, and lets writes in only afterwards', async () => {
@@ -136,17 +143,17 @@ describe('deleting a session that is being written', () => {
     expect(sessionRead).toMatchObject({ code: 'session_not_found' });
     expect(settledBeforeErase).toBe(false);
     expect(written).toMatchObject({ version: 1, prevVersion: 0, state: { after: true } });
-    expect((await sortKeys(scope)).sort()).toEqual([keys.sessionSort, keys.slot(1)].sort());
+    expect((await sortKeys(scope)).sort()).toEqual([keys.sessionSort, firstVersionAfterDelete].sort());
   });
 });
 
-/** What a delete that died two minutes ago, before erasing anything, leaves: its tombstone above the tip. */
+/** What a delete that died two minutes ago, before erasing anything, leaves: its fence above the tip. */
 async function leaveAbandonedTombstone(scope: SessionScope): Promise<void> {
-  const top = (await store.readTip(scope, { withState: false })).slot;
+  const next = nextPosition(await store.readTip(scope, { withState: false }));
   await client.send(
     new PutItemCommand({
       TableName: tableName,
-      Item: marshall(tombstoneItem.encode(scope, top + 1, new Date(Date.now() - 120_000).toISOString())),
+      Item: marshall(fenceItem(scope, next, new Date(Date.now() - 120_000).toISOString(), 'closing')),
     }),
   );
 }
@@ -167,7 +174,7 @@ describe('a delete that stopped halfway', () => {
     // Assess
     expect(during).toMatchObject({ version: 0, state: null });
     expect(written).toMatchObject({ version: 1, prevVersion: 0, state: { after: true } });
-    expect((await sortKeys(scope)).sort()).toEqual([keys.sessionSort, keys.slot(1)].sort());
+    expect((await sortKeys(scope)).sort()).toEqual([keys.sessionSort, firstVersionAfterDelete].sort());
   });
 
   it('is finished by a create of the same id, whose session then reads as created', async () => {
@@ -190,7 +197,7 @@ describe('a delete that stopped halfway', () => {
     expect(created).toMatchObject({ sessionId: scope.sessionId, agentId: 'fresh', version: 0 });
     expect(read).toMatchObject({ agentId: 'fresh', version: 0 });
     expect(written).toMatchObject({ version: 1, prevVersion: 0, state: { after: true } });
-    expect((await sortKeys(scope)).sort()).toEqual([keys.sessionSort, keys.slot(1)].sort());
+    expect((await sortKeys(scope)).sort()).toEqual([keys.sessionSort, firstVersionAfterDelete].sort());
   });
 });
 
@@ -200,10 +207,10 @@ describe('the store’s clock', () => {
     const scope = { tenant: 't', sessionId: 'clocked' };
     const service = new SessionService(store);
     await service.patchState(scope, { old: true });
-    const top = (await store.readTip(scope, { withState: false })).slot;
+    const next = nextPosition(await store.readTip(scope, { withState: false }));
     const closedAt = Date.now();
     await client.send(
-      new PutItemCommand({ TableName: tableName, Item: marshall(tombstoneItem.encode(scope, top + 1, new Date(closedAt).toISOString())) }),
+      new PutItemCommand({ TableName: tableName, Item: marshall(fenceItem(scope, next, new Date(closedAt).toISOString(), 'closing')) }),
     );
     const twoMinutesLater = createStores(client, tableName, { now: () => closedAt + 120_000 }).sessions;
     const meta = { sessionId: scope.sessionId, agentId: null, userId: null, metadata: null, createdAt: 'c', updatedAt: 'c' };
@@ -242,5 +249,82 @@ describe('creating a session while a delete of its id is erasing it', () => {
     expect(created).toMatchObject({ agentId: 'after', version: 0 });
     expect(await service.getSession(scope)).toMatchObject({ agentId: 'after', version: 0 });
     expect(await sortKeys(scope)).toEqual([keys.sessionSort]);
+  });
+});
+
+/**
+ * A store whose first commit reads its tip and then waits for `release()` before writing: a
+ * write in flight across a whole delete, made exact (issue 17, item 1).
+ */
+function heldWrite(): { store: DynamoDbSessionStore; holding: Promise<void>; release: () => void } {
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let held!: () => void;
+  const holding = new Promise<void>((resolve) => {
+    held = resolve;
+  });
+  let first = true;
+  const holdingStore = Object.create(store) as DynamoDbSessionStore;
+  holdingStore.commit = async (target: SessionScope, change: TipChange) => {
+    if (first) {
+      first = false;
+      held();
+      await gate;
+    }
+    return store.commit(target, change);
+  };
+  return { store: holdingStore, holding, release };
+}
+
+describe('a write in flight across a whole delete (API.md section 2)', () => {
+  it('never lands in the deleted session: what was written before the 204 stays erased', async () => {
+    // Prepare: a session with state, and a write that read its tip and is held before its put.
+    const scope = { tenant: 't', sessionId: 'straggler' };
+    const service = new SessionService(store);
+    await service.replaceState(scope, { erased: 'must not come back' });
+    const held = heldWrite();
+    const straggler = new SessionService(held.store).patchState(scope, { late: true });
+    await held.holding;
+
+    // Act: the delete runs to its end (204), then the held write puts.
+    await new SessionService(store).deleteSession(scope);
+    const afterDelete = await service.readState(scope, {});
+    held.release();
+    const written = await straggler;
+
+    // Assess: before the fix the put landed as version 2 on the erased state. Now its place is
+    // taken (a tombstone), so it lost its race, retried, and started the session's next life.
+    expect(afterDelete).toMatchObject({ version: 0, state: null });
+    expect(written).toMatchObject({ version: 1, prevVersion: 0, state: { late: true } });
+    expect(await service.readState(scope, {})).toMatchObject({ version: 1, state: { late: true } });
+    expect((await service.listVersions(scope, { limit: 10 })).items.map((version) => version.state)).toEqual([{ late: true }]);
+    expect(await service.readState(scope, { version: 2 }).catch((error: unknown) => error)).toMatchObject({ code: 'version_not_found' });
+  });
+
+  it('keeps an append in flight out of the next life, whose nodes of the same ids are its own', async () => {
+    // Prepare: a conversation, an append that read its tip and is held, the delete, and the
+    // session made again with a message of the same id.
+    const scope = { tenant: 't', sessionId: 'straggler-append' };
+    const service = new SessionService(store);
+    await service.appendMessages(scope, { messages: [{ id: 'u1', role: 'user', content: 'old' }] });
+    await service.patchState(scope, { old: true });
+    const held = heldWrite();
+    const straggler = new SessionService(held.store).appendMessages(scope, { messages: [{ id: 'u2', role: 'user', content: 'late' }] });
+    await held.holding;
+    await service.deleteSession(scope);
+    await service.appendMessages(scope, { messages: [{ id: 'u1', role: 'user', content: 'new' }] });
+
+    // Act
+    held.release();
+    await straggler;
+
+    // Assess: the old life is gone for every reader; the late append went on in the new life.
+    const path = await service.getPath(scope);
+    expect(path.messages.map((message) => message.content)).toEqual(['new', 'late']);
+    expect(await service.getNode(scope, 'u1')).toMatchObject({ parentId: 'root', depth: 1, stateVersion: 0 });
+    expect(await service.readState(scope, {})).toMatchObject({ version: 0, state: null });
+    expect((await service.getTree(scope)).nodes.map((node) => node.id)).toEqual(['root', 'u1', 'u2']);
   });
 });

@@ -12,6 +12,11 @@ import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 let service: SessionService;
 let stores: Stores;
 let sent: string[] = [];
+/** Write units DynamoDB reported for the requests counted (ReturnConsumedCapacity: TOTAL). */
+let writeUnits = 0;
+/** Sequential rounds: a request that starts while none is in flight starts a new round. */
+let rounds = 0;
+let inFlight = 0;
 
 beforeAll(async () => {
   const tableName = await createTestTable('budget');
@@ -19,7 +24,20 @@ beforeAll(async () => {
   client.middlewareStack.add(
     (next, context) => async (args) => {
       sent.push(String(context.commandName).replace(/Command$/, ''));
-      return next(args);
+      const input = args.input as { ReturnConsumedCapacity?: string };
+      input.ReturnConsumedCapacity ??= 'TOTAL';
+      if (inFlight === 0) rounds++;
+      inFlight++;
+      try {
+        const result = await next(args);
+        const consumed = (result.output as { ConsumedCapacity?: unknown }).ConsumedCapacity;
+        for (const entry of (Array.isArray(consumed) ? consumed : consumed ? [consumed] : []) as Array<{ CapacityUnits?: number }>) {
+          if (/Put|Update|Delete|BatchWrite/.test(String(context.commandName))) writeUnits += entry.CapacityUnits ?? 0;
+        }
+        return result;
+      } finally {
+        inFlight--;
+      }
     },
     { step: 'initialize', name: 'countRequests' },
   );
@@ -33,8 +51,16 @@ async function count<T>(operation: () => Promise<T>): Promise<string[]> {
   return sent;
 }
 
+/** What an operation cost: its requests, the write units they consumed, and its sequential rounds. */
+async function cost<T>(operation: () => Promise<T>): Promise<{ requests: string[]; writeUnits: number; rounds: number }> {
+  writeUnits = 0;
+  rounds = 0;
+  // A copy: reads made after this one must not count towards it.
+  const requests = [...(await count(operation))];
+  return { requests, writeUnits, rounds };
+}
+
 const writes = (requests: string[]) => requests.filter((name) => /Put|Update|Transact|Delete|BatchWrite/.test(name));
-const reads = (requests: string[]) => requests.filter((name) => /Get|Query/.test(name));
 
 describe('requests per operation', () => {
   const scope = { tenant: 'budget', sessionId: 'small' };
@@ -62,7 +88,9 @@ describe('requests per operation', () => {
 
     expect(atHeadAfterMove.length).toBeLessThanOrEqual(2);
     expect(atOtherNode.length).toBeLessThanOrEqual(3);
-    expect(atVersion).toEqual(['GetItem']);
+    // A version is the last change under its key's prefix: one Query of one item, the read
+    // units of a GetItem (its place in the log is not known from its number alone).
+    expect(atVersion).toEqual(['Query']);
   });
 
   it('reads the tree in the same requests with or without message previews', async () => {
@@ -73,13 +101,13 @@ describe('requests per operation', () => {
     expect(plain.length).toBeLessThanOrEqual(3);
   });
 
-  it('appends 25 messages with at most three reads and one transaction', async () => {
+  it('appends 25 messages with one read, one batch for the index and one PutItem, no transaction', async () => {
     const messages = Array.from({ length: 25 }, (_, index) => ({ role: 'user', text: `m${index}` }));
 
     const requests = await count(() => service.appendMessages(scope, { messages }));
 
-    expect(reads(requests).length).toBeLessThanOrEqual(3);
-    expect(writes(requests)).toEqual(['TransactWriteItems']);
+    // The batch puts the index of the nodes the last change made (the head's append before).
+    expect(requests).toEqual(['Query', 'BatchWriteItem', 'PutItem']);
   });
 
   it('writes state with one PutItem however long ago the last write was: activity is the change hook’s', async () => {
@@ -178,8 +206,100 @@ describe('decide', () => {
     // Act
     const requests = await count(() => deps.decide.decide(decided, { trigger: { type: 'tick' } }));
 
-    // Assess: the session item, the agents, the lease, the tip, the shared document, one commit.
+    // Assess: the tip (with the newest changes: the path), the agents, the lease, the shared
+    // document, one commit; the lease and the commit are single PutItems in the session's log.
     expect(requests.length, requests.join(', ')).toBeLessThanOrEqual(6);
-    expect(writes(requests)).toEqual(['PutItem', 'TransactWriteItems']);
+    expect(writes(requests)).toEqual(['PutItem', 'PutItem']);
   });
+});
+
+describe('conversations at scale (issue 20): cost at message 10 and at message 1,000', () => {
+  /** A session whose head is at `depth`, in 25-message appends. */
+  async function conversation(sessionId: string, depth: number, agentId?: string) {
+    const scope = { tenant: 'budget', sessionId };
+    if (agentId) await service.createSession('budget', { sessionId, agentId });
+    for (let made = 0; made < depth; made += 25) {
+      const messages = Array.from({ length: Math.min(25, depth - made) }, (_, index) => ({
+        id: `${sessionId}-${made + index}`,
+        role: 'user',
+        content: `message ${made + index}`,
+      }));
+      await service.appendMessages(scope, { messages });
+    }
+    return scope;
+  }
+  const one = (n: number) => ({ messages: [{ role: 'user', content: `a short message ${n}` }] });
+
+  it('appends one short message with three requests and at most two write units, at any depth', async () => {
+    // Prepare
+    const shallow = await conversation('append-10', 10);
+    const deep = await conversation('append-1000', 1000);
+    await service.appendMessages(shallow, one(0));
+    await service.appendMessages(deep, one(0));
+
+    // Act
+    const atTen = await cost(() => service.appendMessages(shallow, one(1)));
+    const atThousand = await cost(() => service.appendMessages(deep, one(1)));
+
+    // Assess: the tip, the index of the message before (it just left the tip), the new change.
+    for (const measured of [atTen, atThousand]) {
+      expect(measured.requests).toEqual(['Query', 'BatchWriteItem', 'PutItem']);
+      expect(measured.writeUnits).toBeLessThanOrEqual(2);
+    }
+  });
+
+  it('appends 25 messages with at most 30 write units: one per message, no doubling', async () => {
+    const scope = await conversation('append-25s', 50);
+    const messages = Array.from({ length: 25 }, (_, index) => ({ role: 'assistant', content: `message ${index}: ${'words '.repeat(12)}` }));
+
+    const measured = await cost(() => service.appendMessages(scope, { messages }));
+
+    expect(measured.requests).toEqual(['Query', 'BatchWriteItem', 'PutItem']);
+    expect(measured.writeUnits).toBeLessThanOrEqual(30);
+  });
+
+  it('reads the path at depth 1,000 in at most three sequential rounds, and a short one in one request', async () => {
+    const deep = await conversation('path-1000', 1000);
+    const short = await conversation('path-10', 10);
+
+    const longPath = await cost(() => service.getPath(deep));
+    const shortPath = await cost(() => service.getPath(short));
+    const path = await service.getPath(deep);
+
+    expect(longPath.rounds).toBeLessThanOrEqual(3);
+    expect(shortPath.requests).toEqual(['Query']);
+    expect(path.ancestry).toHaveLength(1001);
+    expect(path.messages.at(-1)).toMatchObject({ content: 'message 999' });
+  }, 60_000);
+
+  it('holds a turn to six requests and six write units at depth 10 and 600 alike (worker shown its last 20 messages)', async () => {
+    // Prepare: an agent whose worker replies and counts, shown the last 20 messages.
+    const { dependenciesFor } = await import('../../functions/http/dependencies.js');
+    const deps = dependenciesFor(stores, {
+      invokeWorker: async (_worker, body) => {
+        const request = JSON.parse(body) as { state: { turns?: number } | null; messages: unknown[] };
+        return {
+          state: { turns: (request.state?.turns ?? 0) + 1, seen: request.messages.length },
+          messages: [{ role: 'assistant', content: 'ok' }],
+        };
+      },
+    });
+    await deps.agents.putAgent('budget', 'turns', { worker: { url: 'module:examples/worker.ts', messages: { last: 20 } } });
+    const shallow = await conversation('turn-10', 10, 'turns');
+    const deep = await conversation('turn-600', 600, 'turns');
+    const turn = (n: number) => ({ trigger: { type: 'client.messages', messages: [{ role: 'user', content: `question ${n}` }] } });
+    for (const scope of [shallow, deep]) for (let n = 0; n < 2; n++) await deps.decide.decide(scope, turn(n));
+
+    // Act
+    const atTen = await cost(() => deps.decide.decide(shallow, turn(9)));
+    const atSixHundred = await cost(() => deps.decide.decide(deep, turn(9)));
+
+    // Assess: the tip with the newest changes (the path's end), the agents, the shared document;
+    // the index of the last turn's two messages, the lease; the commit.
+    expect(atTen.requests.length, atTen.requests.join(', ')).toBeLessThanOrEqual(6);
+    expect(atTen.writeUnits).toBeLessThanOrEqual(6);
+    expect(atSixHundred.requests).toEqual(atTen.requests);
+    expect(atSixHundred.writeUnits).toBeLessThanOrEqual(6);
+    expect(await service.readState(deep, {})).toMatchObject({ state: { seen: 20 } });
+  }, 60_000);
 });

@@ -24,7 +24,7 @@ client.middlewareStack.add(
   (next, context) => async (args) => {
     const sk = (args.input as { Item?: { sk?: string | { S?: string } } }).Item?.sk;
     const sortKey = typeof sk === 'string' ? sk : sk?.S;
-    if (crashBeforeVersion && context.commandName === 'PutItemCommand' && sortKey?.startsWith(keys.slotPrefix)) {
+    if (crashBeforeVersion && context.commandName === 'PutItemCommand' && sortKey?.startsWith(keys.logPrefix)) {
       throw new Error('injected crash: the function died before writing its version');
     }
     return next(args);

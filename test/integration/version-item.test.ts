@@ -1,4 +1,4 @@
-import { GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { SessionService } from '../../functions/core/session-service.js';
 import { dynamoDbClient } from '../../functions/store/client.js';
@@ -12,19 +12,20 @@ let tableName: string;
 let service: SessionService;
 const scope = { tenant: 'items', sessionId: 'lineage' };
 
-const versionItem = async (version: number) =>
+/** A version item of the first life: version k is the `seq`-th change after version k - 1. */
+const versionItem = async (version: number, seq = 1, session = scope) =>
   (
     await client.send(
       new GetItemCommand({
         TableName: tableName,
-        Key: { pk: { S: keys.session(scope) }, sk: { S: keys.slot(version) } },
+        Key: { pk: { S: keys.session(session) }, sk: { S: keys.logEntry({ incarnation: 0, base: version - 1, seq }) } },
         ConsistentRead: true,
       }),
     )
   ).Item;
 
-const lineageVersions = async () => {
-  const page = await service.listVersions(scope, { node: 'root', limit: 100 });
+const lineageVersions = async (session = scope, node = 'root') => {
+  const page = await service.listVersions(session, { node, limit: 100 });
   return page.items.map((view) => view.version);
 };
 
@@ -45,16 +46,20 @@ describe('a version item on the table', () => {
     expect(await lineageVersions()).toEqual(Array.from({ length: 40 }, (_, index) => 40 - index));
   });
 
-  it('still reads an item that stores its window as a list of numbers', async () => {
-    const listed = Array.from({ length: 32 }, (_, index) => ({ N: String(39 - index) }));
-    await client.send(
-      new UpdateItemCommand({
-        TableName: tableName,
-        Key: { pk: { S: keys.session(scope) }, sk: { S: keys.slot(40) } },
-        UpdateExpression: 'SET lineage = :list',
-        ExpressionAttributeValues: { ':list': { L: listed } },
-      }),
-    );
-    expect(await lineageVersions()).toEqual(Array.from({ length: 40 }, (_, index) => 40 - index));
+  it('says where a version of its window is when other changes came between', async () => {
+    // Prepare: versions at the head with an append between the first and the second.
+    const session = { tenant: 'items', sessionId: 'lineage-between' };
+    await service.patchState(session, { n: 1 });
+    await service.appendMessages(session, { messages: [{ id: 'q', role: 'user' }] });
+    await service.patchState(session, { n: 2 });
+    await service.patchState(session, { n: 3 });
+
+    // Act
+    const third = await versionItem(3, 1, session);
+
+    // Assess: version 2 is the second change after version 1 (the append was the first).
+    expect((await versionItem(2, 2, session))?.version).toEqual({ N: '2' });
+    expect(third?.lineage).toEqual({ S: '2@2,1' });
+    expect(await lineageVersions(session, 'q')).toEqual([3, 2, 1]);
   });
 });

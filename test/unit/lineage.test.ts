@@ -1,19 +1,37 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { LINEAGE_WINDOW } from '../../functions/core/model.js';
-import { decodeLineage, encodeLineage } from '../../functions/store/lineage.js';
+import { decodeLineage, encodeLineage, type LineageEntry } from '../../functions/store/lineage.js';
 
-/** A lineage window as the tree makes one: distinct versions, nearest (largest) first. */
+/** A lineage window as the tree makes one: distinct versions, nearest (largest) first, each with its seq in the log. */
 const lineageWindow = fc
-  .uniqueArray(fc.integer({ min: 1, max: 1_000_000 }), { maxLength: LINEAGE_WINDOW })
-  .map((versions) => versions.sort((a, b) => b - a));
+  .uniqueArray(fc.record({ version: fc.integer({ min: 1, max: 1_000_000 }), seq: fc.integer({ min: 1, max: 4 }) }), {
+    maxLength: LINEAGE_WINDOW,
+    selector: (entry) => entry.version,
+  })
+  .map((entries) => entries.sort((a, b) => b.version - a.version));
+
+/** Versions at seq 1 (a version right after the one before it, the common case). */
+const first = (...versions: number[]): LineageEntry[] => versions.map((version) => ({ version, seq: 1 }));
 
 describe('stored lineage', () => {
   it('keeps runs of consecutive versions as ranges', () => {
-    expect(encodeLineage([56, 55, 54, 50, 20, 19, 18])).toBe('56-54,50,20-18');
-    expect(encodeLineage(Array.from({ length: 32 }, (_, index) => 1031 - index))).toBe('1031-1000');
-    expect(encodeLineage([7])).toBe('7');
+    expect(encodeLineage(first(56, 55, 54, 50, 20, 19, 18))).toBe('56-54,50,20-18');
+    expect(encodeLineage(first(...Array.from({ length: 32 }, (_, index) => 1031 - index)))).toBe('1031-1000');
+    expect(encodeLineage(first(7))).toBe('7');
     expect(encodeLineage([])).toBe('');
+  });
+
+  it('says where in the log a version is when it is not the first change after the one before it', () => {
+    const lineage = [
+      { version: 9, seq: 2 },
+      { version: 8, seq: 2 },
+      { version: 7, seq: 1 },
+      { version: 3, seq: 5 },
+    ];
+
+    expect(encodeLineage(lineage)).toBe('9-8@2,7,3@5');
+    expect(decodeLineage('9-8@2,7,3@5')).toEqual(lineage);
   });
 
   it('reads back exactly what was written', () => {
@@ -24,9 +42,7 @@ describe('stored lineage', () => {
     );
   });
 
-  it('reads the plain lists of items written before ranges, and an absent lineage', () => {
-    expect(decodeLineage([3, 2, 1])).toEqual([3, 2, 1]);
-    expect(decodeLineage(['3', '2'])).toEqual([3, 2]);
+  it('reads an absent lineage as none', () => {
     expect(decodeLineage(undefined)).toEqual([]);
     expect(decodeLineage('')).toEqual([]);
   });

@@ -9,7 +9,7 @@ import type { Json } from '../../functions/core/json.js';
 import { type LiveConnection, type LiveFollower, LiveService, type LiveStore } from '../../functions/core/live.js';
 import type { AgentRecord } from '../../functions/core/model.js';
 import { type WebhookRecord, webhookView } from '../../functions/core/webhooks.js';
-import { SLOT_ITEM_KIND } from '../../functions/store/item-kinds.js';
+import { LOG_ITEM_KIND } from '../../functions/store/item-kinds.js';
 import { recordedVersionOf } from '../../functions/store/stream-images.js';
 import { liveBroadcaster } from '../../functions/ws/broadcast.js';
 
@@ -435,8 +435,8 @@ describe('webhook views and stream images', () => {
           SequenceNumber: '1',
           NewImage: {
             pk: { S: 'S#acme#s1' },
-            sk: { S: 'V#000000000001' },
-            kind: { S: SLOT_ITEM_KIND.version },
+            sk: { S: 'V#000000#000000000000#00000001' },
+            kind: { S: LOG_ITEM_KIND.version },
             version: { N: '1' },
             node: { S: 'root' },
             prevVersion: { N: '0' },
@@ -448,7 +448,9 @@ describe('webhook views and stream images', () => {
         },
       }) as DynamoDBRecord;
 
-    expect(recordedVersionOf(image({ agentId: { S: 'root' } }))?.version.sessionAgentId).toBe('root');
+    // The session's agent rides in what every change carries forward (`t`, log-items.ts).
+    const carried = { v: 1, h: 'root', hv: 1, hd: 0, hx: 0, ag: 'root', u: null, ta: null, w: true, b: 0 };
+    expect(recordedVersionOf(image({ t: { S: JSON.stringify(carried) } }))?.version.sessionAgentId).toBe('root');
     expect(recordedVersionOf(image({}))?.version).not.toHaveProperty('sessionAgentId');
   });
 });

@@ -1,8 +1,8 @@
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
-import { versionItem } from '../../functions/store/item-codecs.js';
-import { DOCUMENT_ITEM_KIND, SLOT_ITEM_KIND } from '../../functions/store/item-kinds.js';
+import { DOCUMENT_ITEM_KIND, LOG_ITEM_KIND } from '../../functions/store/item-kinds.js';
+import { type LogEntry, readLogItem, versionOf } from '../../functions/store/log-items.js';
 import {
   changeRecordFilters,
   matchesFilter,
@@ -11,11 +11,16 @@ import {
   recordedVersionOf,
 } from '../../functions/store/stream-images.js';
 
-/** A version item's image, as Lambda delivers it. */
+/** What a change carries forward (log-items.ts), as JSON text: the head, the session's agent, when activity moved. */
+const carried = (extra: Record<string, unknown> = {}) => ({
+  S: JSON.stringify({ v: 3, h: 'a1', hv: 3, hd: 2, hx: -1, ag: null, u: null, ta: null, w: true, b: 900, ...extra }),
+});
+
+/** A version item's image, as Lambda delivers it: version 3, the first change after version 2. */
 const versionImage = (overrides: Record<string, unknown> = {}) => ({
   pk: { S: 'S#acme#s1' },
-  sk: { S: 'V#000000000003' },
-  kind: { S: SLOT_ITEM_KIND.version },
+  sk: { S: 'V#000000#000000000002#00000001' },
+  kind: { S: LOG_ITEM_KIND.version },
   version: { N: '3' },
   node: { S: 'a1' },
   prevVersion: { N: '1' },
@@ -25,8 +30,8 @@ const versionImage = (overrides: Record<string, unknown> = {}) => ({
   createdAt: { S: '2025-06-01T10:00:00.000Z' },
   state: { S: '{"turns":2}' },
   agent: { S: '{"model":"fast"}' },
-  lineage: { L: [{ N: '1' }] },
-  head: { S: 'a1' },
+  lineage: { S: '1' },
+  t: carried(),
   ...overrides,
 });
 
@@ -43,6 +48,7 @@ describe('recordedVersionOf and the event filter', () => {
     expect(recordedVersionOf(r)).toEqual({
       tenant: 'acme',
       sessionId: 's1',
+      incarnation: 0,
       version: {
         version: 3,
         node: 'a1',
@@ -59,36 +65,31 @@ describe('recordedVersionOf and the event filter', () => {
   });
 
   it('tells whether the write moved the session activity itself (touchedAt equals createdAt)', () => {
-    const moved = record('INSERT', { NewImage: versionImage({ touchedAt: { S: '2025-06-01T10:00:00.000Z' } }) });
-    const earlier = record('INSERT', { NewImage: versionImage({ touchedAt: { S: '2025-06-01T09:59:00.000Z' } }) });
+    const moved = record('INSERT', { NewImage: versionImage({ t: carried({ ta: '2025-06-01T10:00:00.000Z' }) }) });
+    const earlier = record('INSERT', { NewImage: versionImage({ t: carried({ ta: '2025-06-01T09:59:00.000Z' }) }) });
 
     expect(recordedVersionOf(moved)?.activityMoved).toBe(true);
     expect(recordedVersionOf(earlier)?.activityMoved).toBe(false);
   });
 
-  it('reads a version that overwrote a head marker (MODIFY from kind m)', () => {
-    const r = record('MODIFY', {
-      OldImage: { pk: { S: 'S#acme#s1' }, sk: { S: 'V#000000000003' }, kind: { S: SLOT_ITEM_KIND.marker } },
-      NewImage: versionImage(),
-    });
+  it('reads the life of the session a version belongs to from its key', () => {
+    const r = record('INSERT', { NewImage: versionImage({ sk: { S: 'V#000002#000000000002#00000001' } }) });
 
-    expect(passes(r)).toBe(true);
-    expect(recordedVersionOf(r)?.version.version).toBe(3);
+    expect(recordedVersionOf(r)?.incarnation).toBe(2);
   });
 
   it.each([
-    ['a head marker', record('INSERT', { NewImage: versionImage({ kind: { S: SLOT_ITEM_KIND.marker } }) })],
+    ['a head switch', record('INSERT', { NewImage: versionImage({ kind: { S: LOG_ITEM_KIND.head } }) })],
+    ['an append', record('INSERT', { NewImage: versionImage({ kind: { S: LOG_ITEM_KIND.nodes } }) })],
+    ['a decision’s lease', record('INSERT', { NewImage: versionImage({ kind: { S: LOG_ITEM_KIND.lease } }) })],
     [
-      'a head marker moving',
-      record('MODIFY', {
-        OldImage: versionImage({ kind: { S: SLOT_ITEM_KIND.marker } }),
-        NewImage: versionImage({ kind: { S: SLOT_ITEM_KIND.marker } }),
-      }),
+      'a version a delete made a tombstone',
+      record('MODIFY', { OldImage: versionImage(), NewImage: versionImage({ kind: { S: LOG_ITEM_KIND.tombstone } }) }),
     ],
     ['a version rewritten (never happens; not a new version)', record('MODIFY', { OldImage: versionImage(), NewImage: versionImage() })],
     ['a session delete', record('REMOVE', { OldImage: versionImage() })],
     ['a TTL delete in DynamoDB Local', record('UNKNOWN_TO_SDK_VERSION', { OldImage: versionImage() })],
-    ['a message node', record('INSERT', { NewImage: { pk: { S: 'S#acme#s1' }, sk: { S: 'N#u1' }, id: { S: 'u1' } } })],
+    ['a node’s index', record('INSERT', { NewImage: { pk: { S: 'S#acme#s1' }, sk: { S: 'N#u1#000000' }, depth: { N: '1' } } })],
     ['a dead letter', record('INSERT', { NewImage: { pk: { S: 'X#acme#w1' }, sk: { S: 'D#s1#000000000001' }, body: { S: '{}' } } })],
   ])('ignores %s', (_what, r) => {
     expect(passes(r)).toBe(false);
@@ -107,15 +108,21 @@ describe('recordedVersionOf and the event filter', () => {
 
   it('reads a version exactly as the store does, an unknown cause as a patch in both', () => {
     // Prepare: a version item from a writer with a cause this code does not know.
-    const image = versionImage({ cause: { S: 'merge' }, agentId: { S: 'planner' } });
+    const image = versionImage({ cause: { S: 'merge' }, t: carried({ ag: 'planner' }) });
 
     // Act
     const fromStream = recordedVersionOf(record('INSERT', { NewImage: image }))?.version;
-    const fromStore = versionItem.decode(unmarshall(image as Parameters<typeof unmarshall>[0]));
+    const fromStore = versionOf(readLogItem(unmarshall(image as Parameters<typeof unmarshall>[0])) as LogEntry);
 
-    // Assess: the event carries the store's record, less the lineage and commands.
+    // Assess: the event carries the store's record, less the lineage, commands and place.
     expect(fromStream?.cause).toBe('patch');
-    expect(fromStore).toEqual({ ...fromStream, lineage: [1], commands: null });
+    expect(fromStream?.sessionAgentId).toBe('planner');
+    expect(fromStore).toEqual({
+      ...fromStream,
+      lineage: [1],
+      commands: null,
+      place: { incarnation: 0, seq: 1, lineage: [{ version: 1, seq: 1 }] },
+    });
   });
 
   it('takes binary attributes in Lambda’s base64 form', () => {
@@ -128,9 +135,9 @@ describe('recordedVersionOf and the event filter', () => {
 });
 
 describe('item kinds', () => {
-  it('keeps the kind values that deployed tables and their stream filters already hold', () => {
-    // A changed letter would hide every existing version, marker or document from the readers.
-    expect(SLOT_ITEM_KIND).toEqual({ version: 'v', marker: 'm', tombstone: 'x' });
+  it('keeps the kind values that tables and their stream filters hold', () => {
+    // A changed letter would hide every existing version, change or document from the readers.
+    expect(LOG_ITEM_KIND).toEqual({ version: 'v', nodes: 'a', head: 'm', lease: 'l', release: 'r', tombstone: 'x' });
     expect(DOCUMENT_ITEM_KIND).toEqual({ run: 'doc:run', profile: 'doc:profile', shared: 'doc:shared' });
   });
 });

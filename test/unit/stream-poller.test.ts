@@ -2,7 +2,7 @@ import { type _Record, DescribeStreamCommand, type GetRecordsCommand, GetShardIt
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
 import { StreamPoller, type StreamsClient, toLambdaRecord } from '../../functions/local/stream-poller.js';
-import { SLOT_ITEM_KIND } from '../../functions/store/item-kinds.js';
+import { LOG_ITEM_KIND } from '../../functions/store/item-kinds.js';
 
 const ARN = 'arn:aws:dynamodb:ddblocal:000000000000:table/t/stream/2025-01-01T00:00:00.000';
 
@@ -29,7 +29,7 @@ class FakeStream implements StreamsClient {
     return shard;
   }
 
-  put(shardId: string, sessionKey: string, kind: string = SLOT_ITEM_KIND.version): string {
+  put(shardId: string, sessionKey: string, kind: string = LOG_ITEM_KIND.version): string {
     const shard = this.shards.find((candidate) => candidate.id === shardId) as FakeShard;
     const sequenceNumber = String(++this.seq).padStart(21, '0');
     shard.records.push({
@@ -185,13 +185,13 @@ describe('StreamPoller', () => {
       handler: async (given) => {
         event = given;
       },
-      filters: [{ dynamodb: { NewImage: { kind: { S: [SLOT_ITEM_KIND.version] } } } }],
+      filters: [{ dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.version] } } } }],
       log: quiet,
     });
     await poller.start();
     await poller.stop();
-    stream.put('shard-1', 'S#t#s', SLOT_ITEM_KIND.marker);
-    const version = stream.put('shard-1', 'S#t#s', SLOT_ITEM_KIND.version);
+    stream.put('shard-1', 'S#t#s', LOG_ITEM_KIND.head);
+    const version = stream.put('shard-1', 'S#t#s', LOG_ITEM_KIND.version);
 
     // Act
     await poller.pollOnce();
@@ -204,7 +204,7 @@ describe('StreamPoller', () => {
       dynamodb: {
         ApproximateCreationDateTime: Date.parse('2025-06-01T10:00:00.000Z') / 1000,
         SequenceNumber: version,
-        NewImage: { kind: { S: SLOT_ITEM_KIND.version }, blob: { B: 'aGk=' } },
+        NewImage: { kind: { S: LOG_ITEM_KIND.version }, blob: { B: 'aGk=' } },
       },
     });
   });

@@ -98,7 +98,15 @@ const fieldDeclaration = z.object({
 const agent = z.object({
   agentId: idSchema,
   parentId: idSchema.nullable(),
-  worker: z.object({ url: z.string(), timeoutMs: z.number().int().nullable(), hasSecret: z.boolean() }).nullable(),
+  worker: z
+    .object({
+      url: z.string(),
+      timeoutMs: z.number().int().nullable(),
+      hasSecret: z.boolean(),
+      // Absent when the worker is shown every message (the default).
+      messages: z.object({ last: z.number().int() }).optional(),
+    })
+    .nullable(),
   config: jsonValue,
   stateFields: z.record(z.string(), fieldDeclaration).nullable(),
   createdAt: time,

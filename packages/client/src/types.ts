@@ -242,6 +242,8 @@ export interface PutAgentRequest {
     secret?: string | null;
     /** 1–25000, default 10000. */
     timeoutMs?: number | null;
+    /** How much of the conversation a decision shows the worker: `"all"` (default) or its last N messages. */
+    messages?: 'all' | { last: number } | null;
   } | null;
   /** The config a session of this agent starts with (≤ 64 KiB). */
   config?: Json;
@@ -252,7 +254,8 @@ export interface PutAgentRequest {
 export interface Agent {
   agentId: string;
   parentId: string | null;
-  worker: { url: string; timeoutMs: number | null; hasSecret: boolean } | null;
+  /** `messages` is there when the worker is shown only the last messages of the path. */
+  worker: { url: string; timeoutMs: number | null; hasSecret: boolean; messages?: { last: number } } | null;
   config: Json;
   /** As declared, with `read` and `write` filled in. */
   stateFields: Record<string, FieldDeclaration> | null;
@@ -316,9 +319,15 @@ export interface DecisionRequest<S = Json> {
   state: S;
   /** The agent config at the decision's node. */
   agent: Json;
-  /** The path root → node. */
+  /** The path root → node; with the agent's `worker.messages` at `{last: N}`, its last N messages. */
   messages: StoredMessage[];
+  /** The ids of the path's nodes from `root`; only those of `messages` when the path was cut. */
   ancestry: string[];
+  /**
+   * With `worker.messages` at `{last: N}`: how many messages of the path came before
+   * `messages` (0 when it is the whole path). Absent when the worker is shown every message.
+   */
+  messages_omitted?: number;
   /** Tries of this decision id so far, this one included. */
   attempts: number;
   /** The version the state was read at. */
