@@ -37,6 +37,10 @@ const config: KnipConfig = {
       // there when the user has it, and uses the platform's WebSocket everywhere else.
       ignoreDependencies: ['ws'],
     },
+    // @agentstate/langgraph: the same, its exports are its entry.
+    'packages/langgraph': {
+      project: ['src/**/*.ts'],
+    },
   },
   // A type exported beside the type it is part of (a member of an exported union, the payload of
   // an exported event) documents that type's shape; only a value must be used elsewhere.

@@ -1,13 +1,18 @@
 import { fileURLToPath } from 'node:url';
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
+
+/** LangGraph's own conformance suite for checkpoint savers (test/langgraph/conformance.test.ts). */
+const conformance = 'test/langgraph/conformance.test.ts';
 
 export default defineConfig({
-  // Tests import the workspace's client by name, from source (tsconfig.json says the same to tsc).
-  resolve: { alias: { '@agentstate/client': fileURLToPath(new URL('./packages/client/src/index.ts', import.meta.url)) } },
+  // Tests import the workspace's packages by name, from source (tsconfig.json says the same to tsc).
+  resolve: {
+    alias: {
+      '@agentstate/client': fileURLToPath(new URL('./packages/client/src/index.ts', import.meta.url)),
+      '@agentstate/langgraph': fileURLToPath(new URL('./packages/langgraph/src/index.ts', import.meta.url)),
+    },
+  },
   test: {
-    include: ['test/**/*.test.ts'],
-    // One DynamoDB Local for the whole run (2–4 s to start); each file makes its own table.
-    globalSetup: ['test/helpers/global-setup.ts'],
     // Generous: the e2e tests start real servers (tsx + java) and the CI box may be small.
     testTimeout: 30_000,
     hookTimeout: 60_000,
@@ -15,5 +20,24 @@ export default defineConfig({
       // The SDK's notice that its 2027 releases need Node 22 would repeat in every worker.
       AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
     },
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'agentstate',
+          include: ['test/**/*.test.ts'],
+          exclude: [...configDefaults.exclude, conformance],
+          // One DynamoDB Local for the whole run (2–4 s to start); each file makes its own table.
+          globalSetup: ['test/helpers/global-setup.ts'],
+        },
+      },
+      {
+        // @langchain/langgraph-checkpoint-validation defines its tests with vitest's globals
+        // (describe, it, expect, …), so it gets a project of its own rather than turning them on
+        // for every other file. It starts its own server, as a user's `npm start`.
+        extends: true,
+        test: { name: 'langgraph-conformance', include: [conformance], globals: true },
+      },
+    ],
   },
 });

@@ -67,6 +67,16 @@ const cases: Case[] = [
   { from: 'packages/client/src', imports: 'agentstate', form: 'dynamic', crosses: true },
   { from: 'packages/client/src', imports: 'ws', form: 'dynamic', crosses: false },
   { from: 'packages/client/src', imports: './types.js', form: 'type', crosses: false },
+  // packages/langgraph: agentstate only through the client, and LangGraph's own packages.
+  { from: 'packages/langgraph/src', imports: '../../../functions/core/json.js', form: 'type', crosses: true },
+  { from: 'packages/langgraph/src', imports: '../../client/src/index.js', crosses: true },
+  { from: 'packages/langgraph/src', imports: '@aws-sdk/client-dynamodb', crosses: true },
+  { from: 'packages/langgraph/src', imports: 'node:crypto', crosses: true },
+  { from: 'packages/langgraph/src', imports: 'zod', form: 'dynamic', crosses: true },
+  { from: 'packages/langgraph/src', imports: '@agentstate/client', crosses: false },
+  { from: 'packages/langgraph/src', imports: '@langchain/langgraph-checkpoint', crosses: false },
+  { from: 'packages/langgraph/src', imports: '@langchain/core/runnables', form: 'type', crosses: false },
+  { from: 'packages/langgraph/src', imports: './ids.js', crosses: false },
 ];
 
 const source = (imports: string, form: Form = 'value') =>

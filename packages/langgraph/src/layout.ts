@@ -1,0 +1,266 @@
+import type { Json } from '@agentstate/client';
+import {
+  type ChannelVersions,
+  type Checkpoint,
+  type CheckpointMetadata,
+  type CheckpointPendingWrite,
+  compareWritesSortKeys,
+  type PendingWrite,
+  type SerializerProtocol,
+  WRITES_IDX_MAP,
+  writesSortKey,
+} from '@langchain/langgraph-checkpoint';
+
+/**
+ * How a checkpoint lives in agentstate: the state at its node. One JSON object, readable in the
+ * inspector, that holds everything `getTuple` answers, so a read is one request:
+ *
+ * ```
+ * {
+ *   "thread_id": "chat-1", "checkpoint_ns": "",
+ *   "checkpoint": {"v": 4, "id": "1f0…", "ts": "…", "channel_versions": {…}, "versions_seen": {…}},
+ *   "metadata": {"source": "loop", "step": 2, "parents": {}},
+ *   "parent": "1f0…" | null,
+ *   "channels": {"messages": [...], "count": 3},      // values the serializer wrote as JSON
+ *   "blobs": {"image": ["bytes", "<base64>"]},         // any other type of value
+ *   "writes:1f0…": {"task-1,0": ["task-1", "count", "~path", "json", 4]}
+ * }
+ * ```
+ *
+ * A new checkpoint's node starts with its parent's state (agentstate's resolution rule), and
+ * `put` patches onto it only the channels `newVersions` names: unchanged channels are carried
+ * over by the tree itself, never resent, and a write costs what changed. Pending writes are a
+ * merge patch into `writes:<checkpoint id>` at the checkpoint's node, one version each. They
+ * are a member of their own, named by the checkpoint, because LangGraph may send a step's
+ * writes while the checkpoint's own `put` is still patching that node: the `put` never touches
+ * that member (it only drops the parent's, which the node inherited), so neither undoes the other.
+ */
+export interface CheckpointState {
+  thread_id: string;
+  checkpoint_ns: string;
+  /** The checkpoint without its channel values, as the serializer wrote it. */
+  checkpoint: Json;
+  metadata: Json;
+  parent: string | null;
+  channels: Record<string, Json>;
+  blobs: Record<string, [string, string]>;
+  /** `"<taskId>,<idx>"` → `[taskId, channel, taskPath, type, value]` (value: JSON or base64). */
+  [writes: `writes:${string}`]: Record<string, StoredWrite>;
+}
+
+/** The member that holds the pending writes of a checkpoint. */
+function writesMember(checkpointId: string): `writes:${string}` {
+  return `writes:${checkpointId}`;
+}
+
+type StoredWrite = [taskId: string, channel: string, taskPath: string, type: string, value: Json];
+
+/** A value as the state keeps it: JSON as JSON, anything else as its type and base64 bytes. */
+type Stored = { json: Json } | { blob: [string, string] };
+
+const decoder = new TextDecoder();
+
+async function store(serde: SerializerProtocol, value: unknown): Promise<Stored> {
+  const [type, bytes] = await serde.dumpsTyped(value);
+  if (type === 'json') return { json: JSON.parse(decoder.decode(bytes)) as Json };
+  return { blob: [type, toBase64(bytes)] };
+}
+
+function load(serde: SerializerProtocol, type: string, value: Json): Promise<unknown> {
+  if (type === 'json') return serde.loadsTyped('json', JSON.stringify(value));
+  return serde.loadsTyped(type, fromBase64(value as string));
+}
+
+/** Whether a state read from agentstate is a checkpoint this adapter wrote. */
+export function isCheckpointState(state: unknown): state is CheckpointState {
+  if (state === null || typeof state !== 'object' || Array.isArray(state)) return false;
+  const candidate = state as Partial<CheckpointState>;
+  return (
+    typeof candidate.thread_id === 'string' &&
+    typeof candidate.checkpoint_ns === 'string' &&
+    typeof candidate.checkpoint === 'object' &&
+    candidate.checkpoint !== null &&
+    typeof (candidate.checkpoint as { id?: unknown }).id === 'string' &&
+    typeof candidate.channels === 'object' &&
+    candidate.channels !== null
+  );
+}
+
+/** The checkpoint id a checkpoint state records. */
+export function checkpointIdIn(state: CheckpointState): string {
+  return (state.checkpoint as { id: string }).id;
+}
+
+/** What `put` writes: the parts of the state that are this checkpoint's own. */
+export interface CheckpointWrite {
+  checkpoint: Json;
+  metadata: Json;
+  /** Changed channels: a stored value, or null for a channel that has none now. */
+  channels: Map<string, Stored | null>;
+}
+
+export async function encodeCheckpoint(
+  serde: SerializerProtocol,
+  checkpoint: Checkpoint,
+  metadata: CheckpointMetadata,
+  newVersions: ChannelVersions,
+): Promise<CheckpointWrite> {
+  const { channel_values: values, ...rest } = checkpoint;
+  const [storedCheckpoint, storedMetadata] = await Promise.all([store(serde, rest), store(serde, metadata)]);
+  const channels = new Map<string, Stored | null>();
+  await Promise.all(
+    Object.keys(newVersions).map(async (channel) => {
+      channels.set(channel, Object.hasOwn(values, channel) ? await store(serde, values[channel]) : null);
+    }),
+  );
+  return { checkpoint: jsonOf(storedCheckpoint, 'checkpoint'), metadata: jsonOf(storedMetadata, 'metadata'), channels };
+}
+
+function jsonOf(stored: Stored, what: string): Json {
+  if ('json' in stored) return stored.json;
+  throw new TypeError(`the serializer wrote the ${what} as ${stored.blob[0]}; agentstate keeps it as JSON`);
+}
+
+/** The whole state of a checkpoint with no parent to inherit from. */
+export function wholeState(threadId: string, checkpointNs: string, write: CheckpointWrite, parent: string | null): CheckpointState {
+  const state: CheckpointState = {
+    thread_id: threadId,
+    checkpoint_ns: checkpointNs,
+    checkpoint: write.checkpoint,
+    metadata: write.metadata,
+    parent,
+    channels: {},
+    blobs: {},
+  };
+  for (const [channel, stored] of write.channels) {
+    if (stored === null) continue;
+    if ('json' in stored) state.channels[channel] = stored.json;
+    else state.blobs[channel] = stored.blob;
+  }
+  return state;
+}
+
+/** RFC 6902 operations. */
+export type JsonPatchOperation = { op: 'add' | 'test'; path: string; value: Json } | { op: 'remove'; path: string };
+
+/** RFC 6901: a member name as a JSON Pointer segment. */
+function pointer(...segments: string[]): string {
+  return segments.map((segment) => `/${segment.replaceAll('~', '~0').replaceAll('/', '~1')}`).join('');
+}
+
+/** Removes a member whether or not it is there (`remove` alone fails on a missing one). */
+function removeMember(...segments: string[]): JsonPatchOperation[] {
+  const path = pointer(...segments);
+  return [
+    { op: 'add', path, value: null },
+    { op: 'remove', path },
+  ];
+}
+
+/**
+ * The JSON Patch that turns the parent's state (which a new node starts with) into this
+ * checkpoint's: its own checkpoint, metadata and parent, not the parent's pending writes, and
+ * only the channels that changed. `add` sets a member verbatim (an object value replaces, never
+ * merges). The checkpoint's own writes, which may have landed already, are left as they are.
+ */
+export function childPatch(threadId: string, checkpointNs: string, write: CheckpointWrite, parent: string): JsonPatchOperation[] {
+  const operations: JsonPatchOperation[] = [
+    { op: 'add', path: '/thread_id', value: threadId },
+    { op: 'add', path: '/checkpoint_ns', value: checkpointNs },
+    { op: 'add', path: '/checkpoint', value: write.checkpoint },
+    { op: 'add', path: '/metadata', value: write.metadata },
+    { op: 'add', path: '/parent', value: parent },
+    ...removeMember(writesMember(parent)),
+  ];
+  for (const [channel, stored] of write.channels) {
+    if (stored === null) {
+      operations.push(...removeMember('channels', channel), ...removeMember('blobs', channel));
+    } else if ('json' in stored) {
+      // A blob of this channel left by an ancestor is shadowed by the JSON value (read first).
+      operations.push({ op: 'add', path: pointer('channels', channel), value: stored.json });
+    } else {
+      operations.push(...removeMember('channels', channel), { op: 'add', path: pointer('blobs', channel), value: stored.blob });
+    }
+  }
+  return operations;
+}
+
+/**
+ * The JSON Patch that makes a node under `root` (which starts with the root's state) hold a
+ * checkpoint with no parent in this session: every member its own, the members `foreign` names
+ * (the root's) gone, and the checkpoint's own writes, which may have landed already, kept.
+ */
+export function rootedPatch(state: CheckpointState, foreign: readonly string[]): JsonPatchOperation[] {
+  const operations: JsonPatchOperation[] = Object.entries(state).map(([member, value]) => ({
+    op: 'add',
+    path: pointer(member),
+    value: value as Json,
+  }));
+  for (const member of foreign) operations.push(...removeMember(member));
+  return operations;
+}
+
+/** The merge patch (RFC 7396) of `putWrites`: one member of the checkpoint's writes per write. */
+export async function writesPatch(
+  serde: SerializerProtocol,
+  checkpointId: string,
+  writes: PendingWrite[],
+  taskId: string,
+  taskPath: string,
+): Promise<Record<string, Record<string, StoredWrite>>> {
+  const entries = await Promise.all(
+    writes.map(async ([channel, value], index): Promise<[string, StoredWrite]> => {
+      const idx = WRITES_IDX_MAP[channel] ?? index;
+      const stored = await store(serde, value);
+      const entry: StoredWrite =
+        'json' in stored ? [taskId, channel, taskPath, 'json', stored.json] : [taskId, channel, taskPath, ...stored.blob];
+      return [`${taskId},${idx}`, entry];
+    }),
+  );
+  return { [writesMember(checkpointId)]: Object.fromEntries(entries) };
+}
+
+/** The pending writes of a checkpoint state, in `writesSortKey` order (as live execution applies them). */
+export async function pendingWritesOf(serde: SerializerProtocol, state: CheckpointState): Promise<CheckpointPendingWrite[]> {
+  const keyed = Object.entries(state[writesMember(checkpointIdIn(state))] ?? {}).map(([key, entry]) => {
+    const idx = Number(key.slice(key.lastIndexOf(',') + 1));
+    return { sort: writesSortKey(entry[2], entry[0], idx), entry };
+  });
+  keyed.sort((a, b) => compareWritesSortKeys(a.sort, b.sort));
+  return Promise.all(
+    keyed.map(
+      async ({ entry: [task, channel, , type, value] }): Promise<CheckpointPendingWrite> => [task, channel, await load(serde, type, value)],
+    ),
+  );
+}
+
+/** The checkpoint a state holds, its channel values rebuilt from the channels it has a version of. */
+export async function checkpointOf(serde: SerializerProtocol, state: CheckpointState): Promise<Checkpoint> {
+  const checkpoint = (await load(serde, 'json', state.checkpoint)) as Omit<Checkpoint, 'channel_values'>;
+  const channel_values: Record<string, unknown> = {};
+  await Promise.all(
+    Object.keys(checkpoint.channel_versions ?? {}).map(async (channel) => {
+      if (Object.hasOwn(state.channels, channel)) {
+        channel_values[channel] = await load(serde, 'json', state.channels[channel] as Json);
+      } else if (Object.hasOwn(state.blobs ?? {}, channel)) {
+        const [type, data] = state.blobs[channel] as [string, string];
+        channel_values[channel] = await load(serde, type, data);
+      }
+    }),
+  );
+  return { ...checkpoint, channel_values };
+}
+
+export async function metadataOf(serde: SerializerProtocol, state: CheckpointState): Promise<CheckpointMetadata> {
+  return (await load(serde, 'json', state.metadata)) as CheckpointMetadata;
+}
+
+function toBase64(bytes: Uint8Array): string {
+  let binary = '';
+  for (const byte of bytes) binary += String.fromCharCode(byte);
+  return btoa(binary);
+}
+
+function fromBase64(text: string): Uint8Array {
+  return Uint8Array.from(atob(text), (char) => char.charCodeAt(0));
+}

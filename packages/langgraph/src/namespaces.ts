@@ -1,0 +1,48 @@
+import { type AgentStateApi, AgentStateError, type Json } from '@agentstate/client';
+import type { SessionIds } from './ids.js';
+
+/** The member of the root node's state that lists a thread's other namespaces. */
+export const REGISTRY_KEY = 'checkpoint_namespaces';
+
+/**
+ * A thread's subgraph namespaces, each a session of its own, listed in the state of the thread
+ * session's `root` node: `{"checkpoint_namespaces": {"<namespace>": "<session id>"}}`. A merge
+ * patch adds one (concurrent ones all land), a read of that one node lists them, strongly
+ * consistent, so `list` and `deleteThread` find every namespace of a thread right after its `put`.
+ * Checkpoint nodes never see this state: a checkpoint with no parent replaces the state it
+ * starts with, and every other one starts from its parent's.
+ */
+export class NamespaceRegistry {
+  constructor(
+    private readonly client: AgentStateApi,
+    private readonly ids: SessionIds,
+  ) {}
+
+  async register(threadId: string, checkpointNs: string, sessionId: string): Promise<void> {
+    const root = await this.ids.of(threadId, '');
+    await this.client.state.patch(root, { [REGISTRY_KEY]: { [checkpointNs]: sessionId } }, { node: 'root' });
+  }
+
+  /** The sessions of a thread's other namespaces (none when its session does not exist). */
+  async sessionsOf(rootSession: string): Promise<string[]> {
+    let state: Json;
+    try {
+      state = (await this.client.state.get(rootSession, { node: 'root' })).state;
+    } catch (error) {
+      if (AgentStateError.is(error, 'node_not_found')) return [];
+      throw error;
+    }
+    const registry = state !== null && typeof state === 'object' && !Array.isArray(state) ? state[REGISTRY_KEY] : undefined;
+    if (registry === null || typeof registry !== 'object' || Array.isArray(registry)) return [];
+    return Object.values(registry).filter((value): value is string => typeof value === 'string');
+  }
+}
+
+/** `work` over `items`, a few at a time, answers in the items' order. */
+export async function inBatches<T, R>(items: readonly T[], work: (item: T) => Promise<R>, size = 8): Promise<R[]> {
+  const results: R[] = [];
+  for (let start = 0; start < items.length; start += size) {
+    results.push(...(await Promise.all(items.slice(start, start + size).map(work))));
+  }
+  return results;
+}

@@ -1,0 +1,433 @@
+import { type AgentStateApi, AgentStateError, createClient, type Json } from '@agentstate/client';
+import type { RunnableConfig } from '@langchain/core/runnables';
+import {
+  BaseCheckpointSaver,
+  type ChannelVersions,
+  type Checkpoint,
+  type CheckpointListOptions,
+  type CheckpointMetadata,
+  type CheckpointTuple,
+  getCheckpointId,
+  maxChannelVersion,
+  type PendingWrite,
+  type SerializerProtocol,
+  TASKS,
+} from '@langchain/langgraph-checkpoint';
+import { checkedPrefix, checkpointIdOf, nodeIdOf, SessionIds } from './ids.js';
+import {
+  type CheckpointState,
+  type CheckpointWrite,
+  checkpointIdIn,
+  checkpointOf,
+  childPatch,
+  encodeCheckpoint,
+  isCheckpointState,
+  metadataOf,
+  pendingWritesOf,
+  rootedPatch,
+  wholeState,
+  writesPatch,
+} from './layout.js';
+import { inBatches, NamespaceRegistry, REGISTRY_KEY } from './namespaces.js';
+
+/** Options of `new AgentStateSaver(…)`. */
+export interface AgentStateSaverOptions {
+  /** The agentstate API: `http://localhost:4000` for `npm start`, the stack's `ApiUrl` in AWS. */
+  baseUrl?: string;
+  /** An API key of the tenant the threads belong to. */
+  apiKey?: string;
+  /**
+   * Starts every session id this saver uses (`<prefix>@<thread id>`): savers with different
+   * prefixes never see each other's threads. 1–64 of `A-Z a-z 0-9 . _ : -`. Without one, a
+   * thread's session has the thread's own id (escaped where it must be).
+   */
+  prefix?: string;
+  /** A client to share (its key, retries and timeouts); `baseUrl` and `apiKey` are then not needed. */
+  client?: AgentStateApi;
+  /** LangGraph's serializer; its JSON is stored as JSON, so the inspector shows channel values as they are. */
+  serde?: SerializerProtocol;
+}
+
+/** How long writes wait for the `put` of their checkpoint (see `awaitingPut`). */
+const PUT_WAIT_MS = 30_000;
+
+/** The node's message: a short record of the checkpoint, which the inspector's tree shows. */
+const CHECKPOINT_ROLE = 'checkpoint';
+
+/**
+ * A LangGraph checkpoint saver on agentstate, over its HTTP API (docs/langgraph.md).
+ *
+ * - A thread is a session (one per checkpoint namespace; a subgraph's namespace is a session of
+ *   its own, listed in its thread's session at the root node).
+ * - A checkpoint is a node of that session's tree, under its parent checkpoint's node: replays,
+ *   `updateState` on a past checkpoint and forks are branches of the tree.
+ * - The state at the node holds the checkpoint, its metadata, its channel values and its pending
+ *   writes; a new node starts with its parent's state, so `put` sends only the changed channels.
+ *
+ * `getTuple` is one request, `put` two (append the node, patch its state), `putWrites` one.
+ */
+export class AgentStateSaver extends BaseCheckpointSaver {
+  private readonly client: AgentStateApi;
+  private readonly ids: SessionIds;
+  private readonly namespaces: NamespaceRegistry;
+  /**
+   * Who waits for a checkpoint's `put`, by session and node. LangGraph's loop chains its `put`s
+   * one after the other but sends a step's `putWrites` without waiting for them, so the writes
+   * of a checkpoint may arrive before the checkpoint does:
+   *
+   *   put(c1) ── append c1 ── patch c1 ──▶ put(c2) ── append c2 ── patch c2 ──▶
+   *   putWrites(c2) ──▶ ✗ c2 not there yet ┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄▶ patch c2's writes
+   *
+   * Such writes wait here for the `put` of their checkpoint by this saver (the one process that
+   * runs the step writes both), at most `PUT_WAIT_MS`. Writes that land between the append and
+   * the patch of the `put` are safe: the `put` never touches the checkpoint's writes member.
+   */
+  private readonly awaitingPut = new Map<string, Set<() => void>>();
+
+  constructor(options: AgentStateSaverOptions) {
+    super(options.serde);
+    if (options.client) {
+      this.client = options.client;
+    } else {
+      if (!options.baseUrl || !options.apiKey) throw new TypeError('AgentStateSaver needs baseUrl and apiKey (or a client)');
+      this.client = createClient({ baseUrl: options.baseUrl, apiKey: options.apiKey });
+    }
+    this.ids = new SessionIds(checkedPrefix(options.prefix));
+    this.namespaces = new NamespaceRegistry(this.client, this.ids);
+  }
+
+  /**
+   * The session that holds a thread's checkpoints (of one namespace; the thread's own by default):
+   * `<prefix>@<thread id>`, escaped where the id has characters agentstate ids do not take.
+   */
+  sessionIdOf(threadId: string, checkpointNs = ''): Promise<string> {
+    return this.ids.of(threadName(threadId), checkpointNs);
+  }
+
+  override async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+    const threadId = config.configurable?.thread_id as unknown;
+    if (threadId === undefined) return undefined;
+    const thread = threadName(threadId);
+    const checkpointNs = namespaceOf(config);
+    const checkpointId = getCheckpointId(config);
+    const sessionId = await this.ids.of(thread, checkpointNs);
+    if (checkpointId) {
+      const state = await this.stateAt(sessionId, nodeIdOf(checkpointId));
+      // A node whose `put` did not get to write its state still holds its parent's.
+      if (!state || checkpointIdIn(state) !== checkpointId) return undefined;
+      return this.tupleOf(sessionId, state);
+    }
+    // The head is the checkpoint put last (the one LangGraph resumes from); a node appended by a
+    // `put` that did not finish holds its parent's state, which is then the latest.
+    const state = await this.stateAt(sessionId, undefined);
+    return state ? this.tupleOf(sessionId, state) : undefined;
+  }
+
+  override async *list(config: RunnableConfig, options: CheckpointListOptions = {}): AsyncGenerator<CheckpointTuple> {
+    const { before, filter } = options;
+    let remaining = options.limit;
+    const threadId = config.configurable?.thread_id as unknown;
+    const checkpointNs = config.configurable?.checkpoint_ns as string | undefined;
+    const onlyId = config.configurable?.checkpoint_id as string | undefined;
+    const beforeId = before?.configurable?.checkpoint_id as string | undefined;
+
+    const sessions = await this.sessionsOf(threadId === undefined ? undefined : threadName(threadId), checkpointNs);
+    // Every checkpoint node of those sessions, newest first by checkpoint id (uuid6 ids sort by time).
+    const candidates = (await inBatches(sessions, (sessionId) => this.checkpointNodes(sessionId)))
+      .flat()
+      .filter(({ checkpointId }) => (!onlyId || checkpointId === onlyId) && (!beforeId || checkpointId < beforeId))
+      .sort((a, b) => (a.checkpointId < b.checkpointId ? 1 : a.checkpointId > b.checkpointId ? -1 : 0));
+
+    // States are read a batch at a time (at most 8, no more than `limit` still needs), so a
+    // `list` with a limit reads about as many states as it yields.
+    for (let start = 0; start < candidates.length; ) {
+      if (remaining !== undefined && remaining <= 0) return;
+      const size = Math.min(8, remaining === undefined ? 8 : Math.max(remaining, 1));
+      const slice = candidates.slice(start, start + size);
+      start += size;
+      const states = await inBatches(slice, async (candidate) => ({
+        candidate,
+        state: await this.versionState(candidate.sessionId, candidate.stateVersion),
+      }));
+      for (const { candidate, state } of states) {
+        if (!state || checkpointIdIn(state) !== candidate.checkpointId) continue;
+        if (checkpointNs !== undefined && state.checkpoint_ns !== checkpointNs) continue;
+        if (threadId !== undefined && state.thread_id !== threadName(threadId)) continue;
+        if (filter) {
+          const metadata = (await metadataOf(this.serde, state)) as Record<string, unknown>;
+          if (!Object.entries(filter).every(([key, value]) => metadata[key] === value)) continue;
+        }
+        if (remaining !== undefined) {
+          if (remaining <= 0) return;
+          remaining -= 1;
+        }
+        yield await this.tupleOf(candidate.sessionId, state);
+      }
+    }
+  }
+
+  override async put(
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    newVersions: ChannelVersions,
+  ): Promise<RunnableConfig> {
+    const threadId = config.configurable?.thread_id as unknown;
+    if (threadId === undefined) {
+      throw new Error('Failed to put checkpoint: the RunnableConfig has no "thread_id" in its "configurable" property.');
+    }
+    const thread = threadName(threadId);
+    const checkpointNs = namespaceOf(config);
+    const parentId = config.configurable?.checkpoint_id as string | undefined;
+    const sessionId = await this.ids.of(thread, checkpointNs);
+    const nodeId = nodeIdOf(checkpoint.id);
+    const write = await encodeCheckpoint(this.serde, checkpoint, metadata, newVersions);
+
+    // A subgraph's namespace starts without a parent: its thread's session learns of it then.
+    const register = checkpointNs !== '' && !parentId ? this.namespaces.register(thread, checkpointNs, sessionId) : Promise.resolve();
+    await Promise.all([register, this.writeCheckpoint({ sessionId, nodeId, parentId, thread, checkpointNs, checkpoint, metadata, write })]);
+    for (const arrived of this.awaitingPut.get(`${sessionId} ${nodeId}`) ?? []) arrived();
+    return { configurable: { thread_id: thread, checkpoint_ns: checkpointNs, checkpoint_id: checkpoint.id } };
+  }
+
+  override async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ''): Promise<void> {
+    const threadId = config.configurable?.thread_id as unknown;
+    const checkpointId = config.configurable?.checkpoint_id as string | undefined;
+    if (threadId === undefined)
+      throw new Error('Failed to put writes: the RunnableConfig has no "thread_id" in its "configurable" property.');
+    if (checkpointId === undefined) {
+      throw new Error('Failed to put writes: the RunnableConfig has no "checkpoint_id" in its "configurable" property.');
+    }
+    if (writes.length === 0) return;
+    const sessionId = await this.ids.of(threadName(threadId), namespaceOf(config));
+    const nodeId = nodeIdOf(checkpointId);
+    const patch = (await writesPatch(this.serde, checkpointId, writes, taskId, taskPath)) as unknown as Json;
+    // Listening before the first try, so a put that finishes while it fails is not missed.
+    const put = this.whenPut(`${sessionId} ${nodeId}`);
+    try {
+      await this.client.state.patch(sessionId, patch, { node: nodeId });
+    } catch (error) {
+      if (!AgentStateError.is(error, 'node_not_found') && !AgentStateError.is(error, 'session_not_found')) throw error;
+      if (!(await put.arrived)) throw error;
+      await this.client.state.patch(sessionId, patch, { node: nodeId });
+    } finally {
+      put.cancel();
+    }
+  }
+
+  override async deleteThread(threadId: string): Promise<void> {
+    const thread = threadName(threadId);
+    const root = await this.ids.of(thread, '');
+    const children = await this.namespaces.sessionsOf(root);
+    await inBatches([...children, root], (sessionId) => this.deleteSession(sessionId));
+  }
+
+  /** Resolves `arrived` with true when this saver has put the checkpoint, false after `PUT_WAIT_MS`. */
+  private whenPut(key: string): { arrived: Promise<boolean>; cancel: () => void } {
+    let done: (arrived: boolean) => void = () => {};
+    const arrived = new Promise<boolean>((resolve) => {
+      done = resolve;
+    });
+    const onPut = () => done(true);
+    const timer = setTimeout(() => done(false), PUT_WAIT_MS);
+    const waiting = this.awaitingPut.get(key) ?? new Set();
+    waiting.add(onPut);
+    this.awaitingPut.set(key, waiting);
+    const cancel = () => {
+      clearTimeout(timer);
+      waiting.delete(onPut);
+      if (waiting.size === 0 && this.awaitingPut.get(key) === waiting) this.awaitingPut.delete(key);
+    };
+    return { arrived, cancel };
+  }
+
+  // ---- reads -------------------------------------------------------------------------------
+
+  /** The checkpoint state at a node (the head when `nodeId` is undefined), if there is one. */
+  private async stateAt(sessionId: string, nodeId: string | undefined): Promise<CheckpointState | undefined> {
+    try {
+      const view = await this.client.state.get(sessionId, nodeId === undefined ? {} : { node: nodeId });
+      return isCheckpointState(view.state) ? view.state : undefined;
+    } catch (error) {
+      if (AgentStateError.is(error, 'node_not_found')) return undefined;
+      throw error;
+    }
+  }
+
+  private async versionState(sessionId: string, version: number): Promise<CheckpointState | undefined> {
+    if (version === 0) return undefined;
+    const view = await this.client.versions.get(sessionId, version);
+    return isCheckpointState(view.state) ? view.state : undefined;
+  }
+
+  private async tupleOf(sessionId: string, state: CheckpointState): Promise<CheckpointTuple> {
+    const { thread_id, checkpoint_ns, parent } = state;
+    const [checkpoint, metadata, pendingWrites] = await Promise.all([
+      checkpointOf(this.serde, state),
+      metadataOf(this.serde, state),
+      pendingWritesOf(this.serde, state),
+    ]);
+    if (checkpoint.v < 4 && parent) await this.migratePendingSends(sessionId, checkpoint, parent);
+    return {
+      config: { configurable: { thread_id, checkpoint_ns, checkpoint_id: checkpointIdIn(state) } },
+      checkpoint,
+      metadata,
+      pendingWrites,
+      ...(parent ? { parentConfig: { configurable: { thread_id, checkpoint_ns, checkpoint_id: parent } } } : {}),
+    };
+  }
+
+  /**
+   * Checkpoints before format 4 kept the sends of a step as the parent's pending writes to the
+   * `__pregel_tasks` channel; LangGraph reads them as that channel's value.
+   */
+  private async migratePendingSends(sessionId: string, checkpoint: Checkpoint, parentId: string): Promise<void> {
+    const parent = await this.stateAt(sessionId, nodeIdOf(parentId));
+    const writes = parent ? await pendingWritesOf(this.serde, parent) : [];
+    checkpoint.channel_values[TASKS] = writes.filter(([, channel]) => channel === TASKS).map(([, , value]) => value);
+    const versions = Object.values(checkpoint.channel_versions);
+    checkpoint.channel_versions[TASKS] = versions.length > 0 ? maxChannelVersion(...versions) : this.getNextVersion(undefined);
+  }
+
+  /** The sessions a `list` reads: one thread's (every namespace, or one), or every thread's. */
+  private async sessionsOf(thread: string | undefined, checkpointNs: string | undefined): Promise<string[]> {
+    if (thread !== undefined) {
+      const root = await this.ids.of(thread, '');
+      if (checkpointNs === '') return [root];
+      if (checkpointNs !== undefined) return [await this.ids.of(thread, checkpointNs)];
+      return [root, ...(await this.namespaces.sessionsOf(root))];
+    }
+    const sessions: string[] = [];
+    const prefix = this.ids.start === '' ? {} : { prefix: this.ids.start };
+    for await (const session of this.client.sessions.iterate({ ...prefix, limit: 500 })) {
+      const decoded = this.ids.decode(session.sessionId);
+      if (decoded.kind === 'foreign') continue;
+      if (decoded.kind === 'named' && checkpointNs !== undefined && decoded.checkpointNs !== checkpointNs) continue;
+      sessions.push(session.sessionId);
+    }
+    return sessions;
+  }
+
+  /** The checkpoint nodes of a session, with the version each points at. */
+  private async checkpointNodes(sessionId: string): Promise<Array<{ sessionId: string; checkpointId: string; stateVersion: number }>> {
+    try {
+      const tree = await this.client.tree.get(sessionId);
+      return tree.nodes
+        .filter((node) => node.role === CHECKPOINT_ROLE)
+        .map((node) => ({ sessionId, checkpointId: checkpointIdOf(node.id), stateVersion: node.stateVersion }));
+    } catch (error) {
+      if (AgentStateError.is(error, 'session_not_found')) return [];
+      throw error;
+    }
+  }
+
+  // ---- writes ------------------------------------------------------------------------------
+
+  /** The checkpoint's node and its state: under its parent, patched; anywhere else, whole. */
+  private async writeCheckpoint(put: {
+    sessionId: string;
+    nodeId: string;
+    parentId: string | undefined;
+    thread: string;
+    checkpointNs: string;
+    checkpoint: Checkpoint;
+    metadata: CheckpointMetadata;
+    write: CheckpointWrite;
+  }): Promise<void> {
+    const { sessionId, nodeId, parentId, thread, checkpointNs, write } = put;
+    const message = { id: nodeId, role: CHECKPOINT_ROLE, content: summary(put.checkpoint, put.metadata, checkpointNs) };
+    const underParent = parentId ? await this.append(sessionId, nodeIdOf(parentId), message) : 'missing';
+    if (underParent === 'appended') {
+      await this.patchState(sessionId, nodeId, childPatch(thread, checkpointNs, write, parentId as string));
+      return;
+    }
+    // No parent, one this session does not have, or a checkpoint id put again under another
+    // parent (its node stays where it is): the state is all the checkpoint's own.
+    const state = wholeState(thread, checkpointNs, write, parentId ?? null);
+    if (underParent === 'missing') {
+      await this.append(sessionId, 'root', message);
+      await this.writeRooted(sessionId, nodeId, state);
+      return;
+    }
+    await this.client.state.replace(sessionId, state as unknown as Json, { node: nodeId });
+  }
+
+  /**
+   * Appends the checkpoint's node under `parentNode` (which moves the session's head to it).
+   * A node that is there already under that parent (a retried `put`) is taken as appended.
+   */
+  private async append(
+    sessionId: string,
+    parentNode: string,
+    message: { id: string; role: string; content: string },
+  ): Promise<'appended' | 'missing' | 'elsewhere'> {
+    try {
+      await this.client.messages.append(sessionId, { parentId: parentNode, messages: [message] });
+      return 'appended';
+    } catch (error) {
+      if (AgentStateError.is(error, 'node_not_found')) return 'missing';
+      // The same checkpoint id put again under another parent: its node stays where it is.
+      if (AgentStateError.is(error, 'node_exists')) return 'elsewhere';
+      throw error;
+    }
+  }
+
+  /**
+   * The state of a new node under `root`, which starts with the root's state: nothing (null) in
+   * a new session, and the thread's list of namespaces once it has some. While it is still the
+   * root's null, the state is set whole in one request; once it is an object — the list of
+   * namespaces, or the checkpoint's own writes when they got there between the append and this
+   * patch — the `test` fails, nothing is written, and the members are set one by one instead,
+   * the root's list taken away and the writes left as they are.
+   */
+  private async writeRooted(sessionId: string, nodeId: string, state: CheckpointState): Promise<void> {
+    try {
+      await this.patchState(sessionId, nodeId, [
+        { op: 'test', path: '', value: null },
+        { op: 'add', path: '', value: state as unknown as Json },
+      ]);
+    } catch (error) {
+      if (!AgentStateError.is(error, 'patch_conflict')) throw error;
+      await this.patchState(sessionId, nodeId, rootedPatch(state, [REGISTRY_KEY]));
+    }
+  }
+
+  private async patchState(sessionId: string, nodeId: string, operations: unknown[]): Promise<void> {
+    await this.client.request({
+      method: 'PATCH',
+      path: `/v1/sessions/${encodeURIComponent(sessionId)}/state`,
+      query: { node: nodeId },
+      body: operations,
+      contentType: 'application/json-patch+json',
+    });
+  }
+
+  private async deleteSession(sessionId: string): Promise<void> {
+    try {
+      await this.client.sessions.delete(sessionId);
+    } catch (error) {
+      if (!AgentStateError.is(error, 'session_not_found')) throw error;
+    }
+  }
+}
+
+function threadName(threadId: unknown): string {
+  const thread = typeof threadId === 'number' ? String(threadId) : threadId;
+  if (typeof thread !== 'string' || thread === '') {
+    throw new TypeError(`thread_id must be a non-empty string (got ${JSON.stringify(threadId)})`);
+  }
+  return thread;
+}
+
+function namespaceOf(config: RunnableConfig): string {
+  const namespace = (config.configurable?.checkpoint_ns as unknown) ?? '';
+  if (typeof namespace !== 'string') throw new TypeError(`checkpoint_ns must be a string (got ${JSON.stringify(namespace)})`);
+  return namespace;
+}
+
+/** One line the inspector's tree shows for the node: the step, its source, and what wrote it. */
+function summary(checkpoint: Checkpoint, metadata: CheckpointMetadata, checkpointNs: string): string {
+  const writers = Object.keys((metadata as { writes?: Record<string, unknown> | null }).writes ?? {});
+  const step = `step ${metadata.step} · ${metadata.source}${writers.length > 0 ? ` · ${writers.join(', ')}` : ''}`;
+  return `${checkpointNs === '' ? '' : `[${checkpointNs}] `}${step} · ${checkpoint.id}`;
+}
