@@ -9,6 +9,7 @@ import os from 'node:os';
 import { type Bundle, bundleTable } from './bundles.js';
 import { type ContentionResult, contentionTable } from './concurrency.js';
 import { CONTENTION, DOC, ITERATIONS, SCALE, STUB_ROUNDS, WARMUP } from './config.js';
+import { langGraphSection, type SaverRow } from './langgraph.js';
 import { median, ms, requestsText } from './measure.js';
 import { type OperationsResult, operationsTable } from './operations.js';
 import { type OwnCodeResult, ownCodeTable } from './own-code.js';
@@ -30,6 +31,7 @@ export interface PageInput {
   telemetry: TelemetryResult;
   scale: ScaleResult;
   contention: ContentionResult[];
+  langgraph: { rows: SaverRow[] };
   bundles: Bundle[];
 }
 
@@ -75,6 +77,7 @@ export function benchmarksPage({
   telemetry,
   scale,
   contention,
+  langgraph,
   bundles,
 }: PageInput): string {
   const { rows, rawGetMedian, rmwMedian, getRow, patchRow, putRow, serviceRead, serviceWrite, queryRow, queryPutRow, append25Row } =
@@ -257,6 +260,7 @@ One session serializes its writes by design (each version claims the next slot),
 throughput is bounded by one read and one conditional write per version, plus the races
 lost meanwhile; different sessions do not contend at all.
 
+${langGraphSection(langgraph)}
 ## Bundle size per Lambda
 
 Each function of the stack (a \`functions/http/<group>.ts\` per route group, the authorizer,

@@ -13,7 +13,8 @@
  * Results are printed and written to docs/benchmarks.md.
  *
  * One module per section: operations.ts beside the raw-SDK baselines of raw-sdk.ts (1),
- * own-code.ts (1b), telemetry.ts (1c), scale.ts (2), concurrency.ts (3), bundles.ts (4); page.ts writes the doc.
+ * own-code.ts (1b), telemetry.ts (1c), scale.ts (2), concurrency.ts (3), bundles.ts (4), langgraph.ts (5,
+ * LangGraph's checkpoint saver); page.ts writes the doc.
  *
  * Flags: --quick (few iterations, small scale, prints only), --no-doc (do not write the doc).
  * Env:   BENCH_ITERATIONS (default 300).
@@ -32,6 +33,7 @@ import { measureBundles } from './bundles.js';
 import { measureConcurrency } from './concurrency.js';
 import { DOC, ITERATIONS, log, QUICK, WARMUP, WRITE_DOC } from './config.js';
 import { STATE_BYTES, wire, writeSessions } from './fixture.js';
+import { measureLangGraph } from './langgraph.js';
 import { Meter } from './meter.js';
 import { measureOperations } from './operations.js';
 import { measureOwnCode } from './own-code.js';
@@ -62,12 +64,13 @@ const own = await measureOwnCode(meter, client, main);
 const telemetry = await measureTelemetry(meter, client, main);
 const scale = await measureScale(meter, client, main);
 const contention = await measureConcurrency(meter, main);
+const langgraph = await measureLangGraph(meter, client);
 const bundles = await measureBundles();
 const finished = new Date();
 
 if (WRITE_DOC) {
   const run = { started, finished, loadAtStart };
-  writeFileSync(DOC, benchmarksPage({ run, stateBytes: STATE_BYTES, operations, own, telemetry, scale, contention, bundles }));
+  writeFileSync(DOC, benchmarksPage({ run, stateBytes: STATE_BYTES, operations, own, telemetry, scale, contention, langgraph, bundles }));
   log(`\nwrote ${DOC}`);
 }
 log(`\ndone in ${((finished.getTime() - started.getTime()) / 1000).toFixed(0)} s`);
