@@ -22,6 +22,7 @@ import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
@@ -227,6 +228,12 @@ const FUNCTION_DEFAULTS = {
 export class AgentState extends Construct {
   /** The single table (functions/store/table.ts `tableKeys`). */
   readonly table: dynamodb.TableV2;
+  /**
+   * The key that wraps the data key sealing worker and webhook secrets and list cursors
+   * (functions/store/key-ring.ts): the table holds only KMS's ciphertext of it, and only the
+   * functions that need it may use it, for this table's encryption context.
+   */
+  readonly sealingKey: kms.Key;
   /** The HTTP API. */
   readonly api: HttpApi;
   /** The API's `$default` stage (throttling, access logs). */
@@ -271,6 +278,12 @@ export class AgentState extends Construct {
     this.logRetention = props.logRetention ?? logs.RetentionDays.ONE_MONTH;
 
     this.table = this.createTable(props);
+    this.sealingKey = new kms.Key(this, 'SealingKey', {
+      description: 'agentstate: wraps the data key that seals worker and webhook secrets and list cursors',
+      enableKeyRotation: true,
+      // Without it the stored secrets cannot be read: it lives as long as the table.
+      removalPolicy: props.removalPolicy ?? RemovalPolicy.RETAIN,
+    });
 
     const environment = {
       AGENTSTATE_TABLE: this.table.tableName,
@@ -293,6 +306,8 @@ export class AgentState extends Construct {
         entry: join('functions', 'http', `${group}.ts`),
         description: `agentstate: the ${group} routes`,
         access: accessOf(group),
+        // Every keyed group opens sealed secrets and cursors; /health and the inspector, none.
+        seals: group !== 'health' && !servesInspector ? 'open-or-create' : undefined,
         environment: knowsWorkers
           ? { ...environment, AGENTSTATE_ALLOWED_WORKER_ARNS: workers.join(',') }
           : servesInspector
@@ -472,6 +487,8 @@ export class AgentState extends Construct {
       entry: join('functions', 'streams', 'change-hook.ts'),
       description: 'agentstate: change hook (table stream to webhooks, EventBridge and WebSocket clients)',
       access: changeHookAccess,
+      // It only opens webhook secrets: Decrypt, never a new data key (nor PutItem for one).
+      seals: 'open',
       environment: {
         AGENTSTATE_TABLE: this.table.tableName,
         NODE_OPTIONS: '--enable-source-maps',
@@ -555,6 +572,11 @@ export class AgentState extends Construct {
       access: TableAccess;
       environment: Record<string, string>;
       invokes: readonly string[];
+      /**
+       * Uses the sealing key (functions/store/key-ring.ts): unwraps the data key, and for
+       * `open-or-create` makes it when the table has none yet.
+       */
+      seals?: 'open' | 'open-or-create' | undefined;
       memorySize?: number | undefined;
       reservedConcurrency?: number | undefined;
       timeout?: Duration;
@@ -594,6 +616,15 @@ export class AgentState extends Construct {
     if (options.invokes.length > 0) {
       role.addToPrincipalPolicy(new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [...options.invokes] }));
     }
+    if (options.seals) {
+      // The stack's own key, used for nothing but this table's data key.
+      role.addToPrincipalPolicy(
+        new iam.PolicyStatement({
+          actions: options.seals === 'open' ? ['kms:Decrypt'] : ['kms:Decrypt', 'kms:GenerateDataKey'],
+          resources: [this.sealingKey.keyArn],
+        }),
+      );
+    }
 
     const fn = new NodejsFunction(this, `${name}Function`, {
       entry,
@@ -607,7 +638,11 @@ export class AgentState extends Construct {
       memorySize: options.memorySize ?? FUNCTION_DEFAULTS.memorySize,
       reservedConcurrentExecutions: options.reservedConcurrency,
       // Powertools (functions/telemetry/telemetry.ts): the service in every log line and metric.
-      environment: { ...options.environment, ...POWERTOOLS_ENVIRONMENT },
+      environment: {
+        ...options.environment,
+        ...POWERTOOLS_ENVIRONMENT,
+        ...(options.seals ? { AGENTSTATE_KMS_KEY_ID: this.sealingKey.keyArn } : {}),
+      },
       role,
       // X-Ray: a segment per invocation, with the handler and every AWS SDK call inside it.
       tracing: lambda.Tracing.ACTIVE,

@@ -10,6 +10,7 @@ import type { Page, SessionMeta, SessionScope, Tip, VersionRecord } from './mode
 import type { SessionListOptions, SessionStore } from './ports.js';
 import { messagePreview } from './preview.js';
 import { type RetryPolicy, retryOnStaleTip } from './retry.js';
+import { openCursor, sealCursor } from './sealing.js';
 import {
   emptyState,
   type NodeView,
@@ -370,20 +371,18 @@ export class SessionService {
 
 // ---- lineage cursors --------------------------------------------------------------------
 
-/** A lineage cursor names the next version and the list it belongs to (session and node). */
+/** The list a lineage cursor belongs to: the lineage of one node of one session of one tenant. */
+function lineageList(scope: SessionScope, node: string): string {
+  return JSON.stringify(['lineage', scope.tenant, scope.sessionId, node]);
+}
+
+/** A lineage cursor: the next version, sealed for its list (sealing.ts). */
 function encodeLineageCursor(version: number, scope: SessionScope, node: string): string {
-  return Buffer.from(JSON.stringify({ l: version, s: scope.sessionId, n: node })).toString('base64url');
+  return sealCursor(version, lineageList(scope, node));
 }
 
 function decodeLineageCursor(cursor: string, scope: SessionScope, node: string): number {
-  try {
-    const parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { l?: unknown; s?: unknown; n?: unknown };
-    const version = parsed.l;
-    if (typeof version === 'number' && Number.isSafeInteger(version) && version > 0 && parsed.s === scope.sessionId && parsed.n === node) {
-      return version;
-    }
-  } catch {
-    // fall through to the error below
-  }
+  const version = openCursor(cursor, lineageList(scope, node));
+  if (typeof version === 'number' && Number.isSafeInteger(version) && version > 0) return version;
   throw new AgentStateError('invalid_request', 'cursor is not valid for this list', { field: 'cursor' });
 }

@@ -3,6 +3,7 @@ import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import type { AllowedAgents } from '../core/acting-agent.js';
 import { AgentStateError } from '../core/errors.js';
 import type { Json } from '../core/json.js';
+import { ensureSealingKey } from '../store/key-ring.js';
 import { type Dependencies, dependencies } from './dependencies.js';
 import { type ApiEvent, actingAgent, authenticate, idempotency, jsonBody, problemErrors } from './middleware.js';
 import { loggedRequests } from './request-log.js';
@@ -47,6 +48,8 @@ export function createHttpHandler(routeFunctions: Record<string, RouteFunction>,
   const dispatch = async (event: ApiEvent): Promise<APIGatewayProxyStructuredResultV2> => {
     const route = routeFunctions[event.routeKey];
     if (!route) throw new AgentStateError('not_found', `no route for ${event.requestContext.http.method} ${event.rawPath}`);
+    // Secrets and cursors are sealed with the deployment's key: found once per process.
+    await ensureSealingKey();
     return route({
       tenant: event.tenant ?? '',
       deps: dependencies(),

@@ -4,6 +4,7 @@ import { resolve } from 'node:path';
 import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { AgentStateError, toProblem } from '../core/errors.js';
+import { useSealingKey } from '../core/sealing.js';
 import { parseCorsOrigins } from '../http/cors.js';
 import type { RouteGroup } from '../http/routes.js';
 import type { HttpHandler } from '../http/types.js';
@@ -15,6 +16,7 @@ import { withAccessLog, withWebSocketAccessLog } from './access-log.js';
 import { withCors } from './cors.js';
 import { type DynamoDbLocal, localDynamoDbClient, startDynamoDbLocal } from './dynamodb-local.js';
 import { createRequestListener } from './http-adapter.js';
+import { type LocalKeyFile, localKeyFile } from './key-file.js';
 import { StreamPoller } from './stream-poller.js';
 import { attachWebSocketApi, WEBSOCKET_PATH } from './ws-server.js';
 
@@ -104,6 +106,7 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
   const dataDir = options.dataDir === 'memory' ? 'memory' : resolve(options.dataDir);
   const tableName = options.tableName ?? process.env.AGENTSTATE_TABLE ?? defaultTableName;
   let dynamoDb: DynamoDbLocal | undefined;
+  let keyFile: LocalKeyFile | undefined;
   let poller: StreamPoller | undefined;
   let streams: DynamoDBStreamsClient | undefined;
   try {
@@ -117,6 +120,10 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
 
     process.env.AGENTSTATE_TABLE = tableName;
     process.env.AGENTSTATE_DYNAMODB_ENDPOINT = dynamoDb.endpoint;
+    // Worker and webhook secrets are stored sealed with this key (core/sealing.ts).
+    keyFile = localKeyFile(dataDir);
+    process.env.AGENTSTATE_KEY_FILE = keyFile.path;
+    useSealingKey(keyFile.key);
     // The inspector's live sync: from this configuration, never from a request's Host header.
     process.env.AGENTSTATE_WEBSOCKET_URL = options.publicWebSocketUrl || webSocketUrl;
     if (options.apiKeys !== undefined) process.env.AGENTSTATE_API_KEYS = options.apiKeys;
@@ -182,6 +189,7 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
         runningStreams?.destroy();
         useLocalConnectionGateway(undefined);
         await running.stop();
+        keyFile?.removeIfEphemeral();
       },
     };
   } catch (error) {
@@ -189,6 +197,7 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
     streams?.destroy();
     await close(server, webSocket.close);
     await dynamoDb?.stop();
+    keyFile?.removeIfEphemeral();
     throw error;
   }
 }

@@ -34,6 +34,6 @@ export class DynamoDbAgentStore implements AgentStore {
   async listAgents(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<AgentRecord>> {
     const range = { tableName: this.table.tableName, partition: keys.agents(tenant), prefix: keys.agentPrefix };
     const { Items, LastEvaluatedKey } = await this.table.send(new QueryCommand(prefixPageQuery(range, options)));
-    return pageOf((Items ?? []).map(agentItem.decode), LastEvaluatedKey);
+    return pageOf((Items ?? []).map(agentItem.decode), LastEvaluatedKey, range);
   }
 }

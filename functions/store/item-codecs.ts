@@ -14,6 +14,7 @@ import type {
   VersionRecord,
 } from '../core/model.js';
 import type { IdempotencyClaim, StoredResponse } from '../core/ports.js';
+import { openSecret, sealSecret } from '../core/sealing.js';
 import { DOCUMENT_ITEM_KIND } from './item-kinds.js';
 import { keys } from './keys.js';
 import { decodeText, type EncodedState, encodeText, pieceKeysOf, textBytesOf } from './state-codec.js';
@@ -252,6 +253,11 @@ export const decisionItem = {
   },
 };
 
+/** What a sealed secret is bound to: the item that holds it, so it cannot be moved to another. */
+export function secretOwner(key: Item): string {
+  return `${String(key.pk)}|${String(key.sk)}`;
+}
+
 // ---- agents: A#<tenant> / A#<agent> ----------------------------------------------------
 
 export const agentItem = {
@@ -261,7 +267,12 @@ export const agentItem = {
     ...agentItem.key(tenant, agent.agentId),
     agentId: agent.agentId,
     parentId: agent.parentId,
-    worker: agent.worker ?? undefined,
+    worker: agent.worker
+      ? {
+          ...agent.worker,
+          secret: agent.worker.secret === null ? null : sealSecret(agent.worker.secret, secretOwner(agentItem.key(tenant, agent.agentId))),
+        }
+      : undefined,
     config: encodeStoredJson(agent.config),
     stateFields: agent.stateFields ? encodeStoredJson(agent.stateFields) : undefined,
     createdAt: agent.createdAt,
@@ -278,7 +289,8 @@ export const agentItem = {
       worker: worker?.url
         ? {
             url: worker.url,
-            secret: worker.secret ?? null,
+            // A secret stored before secrets were sealed reads as it is (and is sealed when next written).
+            secret: typeof worker.secret === 'string' ? openSecret(worker.secret, secretOwner(item)) : null,
             timeoutMs: worker.timeoutMs == null ? null : Number(worker.timeoutMs),
             ...(typeof worker.messages?.last === 'number' ? { messages: { last: Number(worker.messages.last) } } : {}),
           }

@@ -277,13 +277,13 @@ export class DynamoDbMemoryStore implements MemoryStore {
     const limit = first ? options.limit - 1 : options.limit;
     // The current version is the item itself; the history partition holds those it replaced.
     const current = { pk: range.partition, sk: keys.memoryHistoryVersion(item.createdAt, item.version) };
-    if (limit === 0) return item.version > 1 ? pageOf([item], current) : { items: [item] };
+    if (limit === 0) return item.version > 1 ? pageOf([item], current, range) : { items: [item] };
     const query = prefixPageQuery(range, { limit, newestFirst: true, ...(first ? {} : { cursor: options.cursor as string }) });
     const { Items = [], LastEvaluatedKey } = await this.table.send(
       new QueryCommand({ ...query, ...(first ? { ExclusiveStartKey: current } : {}) }),
     );
     const older = Items.map((entry) => historyItem.decode(item.namespace, item.key, entry));
-    return pageOf(first ? [item, ...older] : older, LastEvaluatedKey);
+    return pageOf(first ? [item, ...older] : older, LastEvaluatedKey, range);
   }
 }
 

@@ -1,6 +1,7 @@
 import type { QueryCommandInput } from '@aws-sdk/lib-dynamodb';
 import { AgentStateError } from '../core/errors.js';
 import type { Page } from '../core/model.js';
+import { openCursor, sealCursor } from '../core/sealing.js';
 import type { Item } from './table-client.js';
 
 /** One page of a Query: what came back and the key DynamoDB stopped at. */
@@ -19,9 +20,17 @@ export async function queryAll(query: (start: Item | undefined) => Promise<Query
   } while (start);
 }
 
-/** A page of a list; `next` is the key DynamoDB stopped at, opaque to clients. */
-export function pageOf<T>(items: T[], lastKey: Item | undefined): Page<T> {
-  return lastKey ? { items, next: Buffer.from(JSON.stringify(lastKey)).toString('base64url') } : { items };
+/**
+ * A page of a list; `next` is the key DynamoDB stopped at, sealed for `list` (core/sealing.ts):
+ * it shows clients nothing of the table's keys or the tenant, and opens only for that list.
+ */
+export function pageOf<T>(items: T[], lastKey: Item | undefined, list: PrefixRange | string): Page<T> {
+  return lastKey ? { items, next: sealCursor(lastKey, listName(list)) } : { items };
+}
+
+/** What a cursor is bound to: the table, the partition (which holds the tenant) and the kind of item. */
+function listName(list: PrefixRange | string): string {
+  return typeof list === 'string' ? list : JSON.stringify([list.tableName, list.partition, list.prefix]);
 }
 
 /** The items of one partition whose sort key starts with `prefix`: a list of one kind. */
@@ -53,7 +62,7 @@ export function prefixPageQuery(
   range: PrefixRange,
   options: { limit: number; cursor?: string; newestFirst?: boolean; consistent?: boolean },
 ): QueryCommandInput {
-  const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk']);
+  const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk'], range);
   if (start && (start.pk !== range.partition || !String(start.sk).startsWith(range.prefix))) throw invalidCursor();
   return {
     ...inRange(range),
@@ -64,18 +73,17 @@ export function prefixPageQuery(
   };
 }
 
-/** A cursor is the key DynamoDB stopped at; it must have exactly the attributes of its list. */
-export function decodeCursor(cursor: string, attributes: readonly string[]): Item {
-  try {
-    const parsed: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
-      const entries = Object.entries(parsed);
-      const shaped =
-        entries.length === attributes.length && entries.every(([name, value]) => attributes.includes(name) && typeof value === 'string');
-      if (shaped) return parsed as Item;
-    }
-  } catch {
-    // reported below
+/**
+ * The key DynamoDB stopped at, from a cursor `pageOf` sealed for this `list`; it must have
+ * exactly the attributes of its list. Anything else is `400 invalid_request`.
+ */
+export function decodeCursor(cursor: string, attributes: readonly string[], list: PrefixRange | string): Item {
+  const parsed = openCursor(cursor, listName(list));
+  if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
+    const entries = Object.entries(parsed);
+    const shaped =
+      entries.length === attributes.length && entries.every(([name, value]) => attributes.includes(name) && typeof value === 'string');
+    if (shaped) return parsed as Item;
   }
   throw invalidCursor();
 }

@@ -166,7 +166,9 @@ export class DynamoDbSessionStore implements SessionStore {
   async listSessions(tenant: string, options: SessionListOptions): Promise<Page<SessionMeta>> {
     const index = tableKeys.sessionsIndex;
     const partition = keys.tenantSessions(tenant);
-    const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk', index.partitionKey, index.sortKey]);
+    const list = JSON.stringify([this.table.tableName, index.name, partition]);
+    const start =
+      options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk', index.partitionKey, index.sortKey], list);
     if (start && (start[index.partitionKey] !== partition || start.sk !== keys.sessionSort)) throw invalidCursor();
     const { Items, LastEvaluatedKey } = await this.table.send(
       new QueryCommand({
@@ -186,7 +188,7 @@ export class DynamoDbSessionStore implements SessionStore {
         ExclusiveStartKey: start,
       }),
     );
-    return pageOf((Items ?? []).map(sessionItem.decode), LastEvaluatedKey);
+    return pageOf((Items ?? []).map(sessionItem.decode), LastEvaluatedKey, list);
   }
 
   /**
@@ -319,7 +321,9 @@ export class DynamoDbSessionStore implements SessionStore {
    * changes begin. A page reads up to twice its limit of changes and ends at its last version.
    */
   async listVersions(scope: SessionScope, options: { limit: number; cursor?: string }): Promise<Page<VersionRecord>> {
-    const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk']);
+    // A cursor is sealed for this session's version list (store/paging.ts).
+    const list = JSON.stringify([this.table.tableName, keys.session(scope), 'versions']);
+    const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk'], list);
     if (start && (start.pk !== keys.session(scope) || !logPositionOf(String(start.sk)))) throw invalidCursor();
     const { Items, LastEvaluatedKey } = await this.table.send(
       new QueryCommand({
@@ -349,7 +353,7 @@ export class DynamoDbSessionStore implements SessionStore {
     const lastRead = versions.at(-1);
     const full = versions.length === options.limit && (items.at(-1) !== lastRead || LastEvaluatedKey !== undefined);
     const next = ended ? undefined : full && lastRead ? { pk: lastRead.pk, sk: lastRead.sk } : LastEvaluatedKey;
-    return pageOf(records, next);
+    return pageOf(records, next, list);
   }
 
   /**

@@ -1,6 +1,8 @@
 import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { Page } from '../core/model.js';
+import { openSecret, sealSecret } from '../core/sealing.js';
 import type { DeadLetter, DeadLetterEvent, DeliveryFailure, WebhookRecord, WebhookStore } from '../core/webhooks.js';
+import { secretOwner } from './item-codecs.js';
 import { keys } from './keys.js';
 import { pageOf, prefixPageQuery } from './paging.js';
 import { tableKeys } from './table.js';
@@ -24,15 +26,16 @@ export class DynamoDbWebhookStore implements WebhookStore {
   constructor(private readonly table: TableClient) {}
 
   async putWebhook(tenant: string, webhook: WebhookRecord): Promise<void> {
+    const key = { pk: keys.webhooks(tenant), sk: keys.webhook(webhook.id) };
     await this.table.send(
       new PutCommand({
         TableName: this.table.tableName,
         Item: {
-          pk: keys.webhooks(tenant),
-          sk: keys.webhook(webhook.id),
+          ...key,
           id: webhook.id,
           url: webhook.url,
-          secret: webhook.secret ?? undefined,
+          // Sealed, bound to this item (core/sealing.ts): a table read shows no secret.
+          secret: webhook.secret ? sealSecret(webhook.secret, secretOwner(key)) : undefined,
           sessionId: webhook.sessionId,
           agentId: webhook.agentId ?? undefined,
           createdAt: webhook.createdAt,
@@ -57,7 +60,7 @@ export class DynamoDbWebhookStore implements WebhookStore {
   async listWebhooks(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<WebhookRecord>> {
     const range = { tableName: this.table.tableName, partition: keys.webhooks(tenant), prefix: keys.webhookPrefix };
     const { Items, LastEvaluatedKey } = await this.table.send(new QueryCommand(prefixPageQuery(range, { ...options, newestFirst: true })));
-    return pageOf((Items ?? []).map(toWebhook), LastEvaluatedKey);
+    return pageOf((Items ?? []).map(toWebhook), LastEvaluatedKey, range);
   }
 
   async allWebhooks(tenant: string): Promise<WebhookRecord[]> {
@@ -111,6 +114,7 @@ export class DynamoDbWebhookStore implements WebhookStore {
     return pageOf(
       (Items ?? []).map((item) => toDeadLetter(webhookId, item)),
       LastEvaluatedKey,
+      range,
     );
   }
 
@@ -128,7 +132,8 @@ function toWebhook(item: Item): WebhookRecord {
   return {
     id: String(item.id),
     url: String(item.url),
-    secret: typeof item.secret === 'string' ? item.secret : null,
+    // A secret stored before secrets were sealed reads as it is.
+    secret: typeof item.secret === 'string' ? openSecret(item.secret, secretOwner(item)) : null,
     sessionId: typeof item.sessionId === 'string' ? item.sessionId : null,
     agentId: typeof item.agentId === 'string' ? item.agentId : null,
     createdAt: String(item.createdAt),

@@ -5,6 +5,7 @@ import { ChangeFanout, type ChangeInput } from '../core/change-fanout.js';
 import { DEFAULT_HISTORY_DAYS, MemoryUpkeep, type MemoryUpkeepInput } from '../core/memory-changes.js';
 import { MemoryFanout } from '../core/memory-events.js';
 import { dynamoDbClient } from '../store/client.js';
+import { ensureSealingKey } from '../store/key-ring.js';
 import { DynamoDbLiveStore } from '../store/live-store.js';
 import { recordedMemoryChangeOf } from '../store/memory-stream.js';
 import { DynamoDbMemoryUpkeep } from '../store/memory-upkeep-store.js';
@@ -161,6 +162,8 @@ async function processBatch(
     }
   }
   const failed: string[] = [];
+  // Webhook secrets are sealed with the deployment's key (store/key-ring.ts).
+  if (inputs.length > 0) await ensureSealingKey({ create: false });
   const remaining = context?.getRemainingTimeInMillis?.();
   const deadline = remaining === undefined ? undefined : Date.now() + remaining - DEADLINE_MARGIN_MS;
   const within = deadline === undefined ? {} : { deadline };

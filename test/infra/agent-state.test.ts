@@ -148,6 +148,9 @@ describe('functions', () => {
         AGENTSTATE_AUTH: 'authorizer',
         ...POWERTOOLS,
         ...(knowsWorkers ? { AGENTSTATE_ALLOWED_WORKER_ARNS: '' } : {}),
+        ...(group !== 'health' && group !== 'inspector'
+          ? { AGENTSTATE_KMS_KEY_ID: { 'Fn::GetAtt': [logicalId(stack.agentState.sealingKey), 'Arn'] } }
+          : {}),
         ...(group === 'inspector'
           ? { AGENTSTATE_INSPECTOR_DIR: '/var/task/inspector', AGENTSTATE_WEBSOCKET_URL: stack.resolve(stack.agentState.webSocketUrl) }
           : {}),
@@ -233,6 +236,43 @@ describe('least privilege', () => {
   });
   // That each function's grants are exactly what its code sends, on every path, is proven on the
   // synthesized stack itself: test/deployed/least-privilege.test.ts.
+});
+
+describe('secrets at rest (functions/store/key-ring.ts)', () => {
+  const keyArn = () => ({ 'Fn::GetAtt': [logicalId(stack.agentState.sealingKey), 'Arn'] });
+  const kmsStatements = (functionId: string) =>
+    reader
+      .statementsOf(reader.roleOf(functionId))
+      .filter((statement) => [statement.Action].flat().some((action) => action.startsWith('kms:')));
+
+  it('has a KMS key of its own, rotated yearly, kept with the table', () => {
+    const keys = reader.ofType('AWS::KMS::Key');
+    expect(keys).toHaveLength(1);
+    expect(keys[0]?.[1].Properties.EnableKeyRotation).toBe(true);
+    expect(keys[0]?.[1].DeletionPolicy).toBe('Retain');
+  });
+
+  it.each(routeGroups.filter((group) => group !== 'health' && group !== 'inspector'))(
+    "lets the %s function unwrap (or make) the data key with the stack's own key only",
+    (group) => {
+      const functionId = logicalId(stack.agentState.functions[group] as IConstruct);
+      const environment = (reader.get(functionId).Properties.Environment as { Variables: Record<string, unknown> }).Variables;
+      expect(environment.AGENTSTATE_KMS_KEY_ID).toEqual(keyArn());
+      expect(kmsStatements(functionId)).toEqual([
+        expect.objectContaining({
+          Action: ['kms:Decrypt', 'kms:GenerateDataKey'],
+          Resource: keyArn(),
+        }),
+      ]);
+    },
+  );
+
+  it('lets the change hook only decrypt, and nothing else use the key', () => {
+    expect(kmsStatements(logicalId(stack.agentState.changeHook)).map((statement) => statement.Action)).toEqual(['kms:Decrypt']);
+    for (const fn of [stack.agentState.authorizerFunction, stack.agentState.webSocketFunction, stack.agentState.functions.health]) {
+      expect(kmsStatements(logicalId(fn as IConstruct))).toEqual([]);
+    }
+  });
 });
 
 describe('workers (decide)', () => {

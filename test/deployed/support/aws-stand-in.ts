@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, request, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Deployment } from './deployment.js';
@@ -21,6 +21,9 @@ export interface DynamoDbRequest {
  * - DynamoDB (`X-Amz-Target: DynamoDB_20120810.*`), forwarded to DynamoDB Local; a call the
  *   role does not allow is answered as AWS does, `400 AccessDeniedException`;
  * - EventBridge PutEvents (`X-Amz-Target: AWSEvents.PutEvents`), whose entries are kept;
+ * - KMS GenerateDataKey and Decrypt (`X-Amz-Target: TrentService.*`), with a "ciphertext" that
+ *   is the key id, the encryption context and the plaintext in the clear: enough to check that
+ *   a function unwraps only what was wrapped for it, with the key and context it was wrapped with;
  * - the WebSocket stage's Management API (`POST /<stage>/@connections/<id>`), whose messages
  *   are kept per connection, and which answers `410 Gone` for connections marked gone.
  *
@@ -75,6 +78,7 @@ export class AwsStandIn {
     if (target.startsWith('DynamoDB_20120810.'))
       return this.dynamoDb(req, res, { functionId, operation: target.split('.')[1] ?? '', body });
     if (target === 'AWSEvents.PutEvents') return this.putEvents(res, functionId, body);
+    if (target.startsWith('TrentService.')) return this.kms(res, { functionId, operation: target.split('.')[1] ?? '', body });
     const connection = /^\/([^/]+)\/@connections\/([^/?]+)$/.exec(req.url ?? '');
     if (connection && req.method === 'POST') {
       return this.postToConnection(res, {
@@ -165,6 +169,45 @@ export class AwsStandIn {
     this.eventBridgeEntries.push(...input.Entries);
     res.writeHead(200, { 'content-type': 'application/x-amz-json-1.1' });
     res.end(JSON.stringify({ FailedEntryCount: 0, Entries: input.Entries.map(() => ({ EventId: randomUUID() })) }));
+  }
+
+  private kms(res: ServerResponse, { functionId, operation, body }: { functionId: string; operation: string; body: Buffer }): void {
+    const input = JSON.parse(body.toString('utf8') || '{}') as Record<string, any>;
+    const answer = (status: number, value: unknown) => {
+      res.writeHead(status, { 'content-type': 'application/x-amz-json-1.1' });
+      res.end(JSON.stringify(value));
+    };
+    if (operation === 'GenerateDataKey') {
+      const keyId = String(input.KeyId);
+      const refused = this.authorizeAll(functionId, [{ action: 'kms:GenerateDataKey', resource: keyId }]);
+      if (refused) {
+        this.denied(res, functionId, refused, 'json');
+        return;
+      }
+      const plaintext = randomBytes(32).toString('base64');
+      const wrapped = Buffer.from(JSON.stringify({ keyId, context: input.EncryptionContext ?? {}, plaintext })).toString('base64');
+      answer(200, { KeyId: keyId, Plaintext: plaintext, CiphertextBlob: wrapped });
+      return;
+    }
+    if (operation === 'Decrypt') {
+      const wrapped = JSON.parse(Buffer.from(String(input.CiphertextBlob), 'base64').toString('utf8')) as {
+        keyId: string;
+        context: unknown;
+        plaintext: string;
+      };
+      const refused = this.authorizeAll(functionId, [{ action: 'kms:Decrypt', resource: wrapped.keyId }]);
+      if (refused) {
+        this.denied(res, functionId, refused, 'json');
+        return;
+      }
+      if (JSON.stringify(wrapped.context) !== JSON.stringify(input.EncryptionContext ?? {})) {
+        answer(400, { __type: 'InvalidCiphertextException', message: 'the encryption context does not match' });
+        return;
+      }
+      answer(200, { KeyId: wrapped.keyId, Plaintext: wrapped.plaintext });
+      return;
+    }
+    answer(400, { __type: 'UnsupportedOperationException', message: `the stand-in serves no KMS ${operation}` });
   }
 
   private postToConnection(
