@@ -111,6 +111,14 @@ export interface ChangeFanoutPorts {
    * decides itself how often it really sweeps. Best effort, like `moveActivity`.
    */
   sweepPieces?: (scope: SessionScope) => Promise<void>;
+  /**
+   * Whether this consumer delivers webhooks (default true). The deployment runs two consumers
+   * of the stream, each reading it on its own, so that live pushes never wait on webhooks
+   * (API.md section 9): the change hook (`deliversWebhooks: false`, with `broadcast`,
+   * `publish`, `moveActivity`) and the webhook hook (webhooks only). An endpoint that never
+   * answers then holds up webhook deliveries alone.
+   */
+  deliversWebhooks?: boolean;
   sleep?: Sleep;
   /** The clock of probations, deadlines and dead letters; the system clock by default. */
   now?: () => Date;
@@ -157,7 +165,9 @@ export class ChangeFanout {
 
     await Promise.all(sessions.map((session) => this.buildEvents(session)));
     await Promise.all([
-      ...sessions.map((session) => this.deliver(session, webhooksOf, schemaOf, tripped, options.deadline)),
+      ...(this.ports.deliversWebhooks === false
+        ? []
+        : sessions.map((session) => this.deliver(session, webhooksOf, schemaOf, tripped, options.deadline))),
       ...sessions.map((session) => this.broadcast(session, schemaOf)),
       ...sessions.map((session) => this.moveActivity(session)),
       ...sessions.map((session) => this.sweepPieces(session)),

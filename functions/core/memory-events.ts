@@ -90,6 +90,11 @@ export interface MemoryFanoutPorts {
   webhooks: Pick<WebhookStore, 'allWebhooks' | 'recordDeadLetter'>;
   send: WebhookSender;
   publish?: EventPublisher;
+  /**
+   * Whether this consumer delivers webhooks (default true): the stream's live consumer does
+   * not, so that it never waits on an endpoint (core/change-fanout.ts `deliversWebhooks`).
+   */
+  deliversWebhooks?: boolean;
   sleep?: Sleep;
   now?: () => Date;
   log?: (message: string, detail: Record<string, unknown>) => void;
@@ -122,8 +127,9 @@ export class MemoryFanout {
     if (built.length === 0) return { failed: [] };
     const failed = new Set<string>();
     const tenants = [...new Set(built.map((entry) => entry.tenant))];
+    const delivering = this.ports.deliversWebhooks === false ? [] : tenants;
     await Promise.all([
-      ...tenants.map((tenant) =>
+      ...delivering.map((tenant) =>
         this.deliver(
           tenant,
           built.filter((entry) => entry.tenant === tenant),

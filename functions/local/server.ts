@@ -107,7 +107,7 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
   const tableName = options.tableName ?? process.env.AGENTSTATE_TABLE ?? defaultTableName;
   let dynamoDb: DynamoDbLocal | undefined;
   let keyFile: LocalKeyFile | undefined;
-  let poller: StreamPoller | undefined;
+  let pollers: StreamPoller[] = [];
   let streams: DynamoDBStreamsClient | undefined;
   try {
     dynamoDb = await startDynamoDbLocal({ dataDir });
@@ -135,7 +135,7 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
     // Imported only now, so that nothing in them can read the environment before it is set.
     const handlers = await (options.loadHandlers ?? importHandlers)();
     const { handler: webSocketHandler } = await import('../ws/handler.js');
-    const { handler: changeHook } = await import('../streams/change-hook.js');
+    const { changeHook } = await import('../streams/change-hook.js');
 
     // Change events: the change hook posts to live clients through this server's WebSockets.
     useLocalConnectionGateway(webSocket.gateway);
@@ -147,18 +147,23 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
       });
       // The Lambda context the change hook gets in AWS, with the stack's 60 s timeout.
       const timeoutMs = 60_000;
-      poller = new StreamPoller({
-        client: streams,
-        streamArn,
-        filters: changeRecordFilters,
-        handler: (event) => {
-          const deadline = Date.now() + timeoutMs;
-          return changeHook(event, { getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()) });
-        },
-        startingPosition: 'LATEST',
-        intervalMs: 100,
+      const client = streams;
+      // Two consumers, as in AWS: live pushes never wait on a webhook that does not answer.
+      pollers = (['live', 'webhooks'] as const).map((consumer) => {
+        const hook = changeHook(consumer);
+        return new StreamPoller({
+          client,
+          streamArn,
+          filters: changeRecordFilters,
+          handler: (event) => {
+            const deadline = Date.now() + timeoutMs;
+            return hook(event, { getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()) });
+          },
+          startingPosition: 'LATEST',
+          intervalMs: 100,
+        });
       });
-      await poller.start();
+      await Promise.all(pollers.map((poller) => poller.start()));
     } else {
       console.warn(`agentstate: table ${tableName} has no stream; change events are off (recreate the table to get them)`);
     }
@@ -169,7 +174,7 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
     webSocket.serve(options.accessLog ? withWebSocketAccessLog(webSocketHandler, options.accessLog) : webSocketHandler);
 
     const running = dynamoDb;
-    const runningPoller = poller;
+    const runningPollers = pollers;
     const runningStreams = streams;
     return {
       url,
@@ -185,7 +190,7 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
         // Requests and sockets first; then what the last writes put on the stream is still
         // handed to the change hook (webhooks), and only then does DynamoDB Local stop.
         await close(server, webSocket.close);
-        await runningPoller?.stop({ drain: true });
+        await Promise.all(runningPollers.map((poller) => poller.stop({ drain: true })));
         runningStreams?.destroy();
         useLocalConnectionGateway(undefined);
         await running.stop();
@@ -193,7 +198,7 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
       },
     };
   } catch (error) {
-    await poller?.stop();
+    await Promise.all(pollers.map((poller) => poller.stop()));
     streams?.destroy();
     await close(server, webSocket.close);
     await dynamoDb?.stop();

@@ -40,68 +40,76 @@ import { eventBridgePublisher } from './event-bus.js';
  * agent and batch) to know the fields of the session's hierarchy. The event bus gets whole
  * events: it is the operator's own infrastructure.
  *
- * Env: AGENTSTATE_TABLE, AGENTSTATE_EVENT_BUS (EventBridge bus name; unset: no bus),
+ * Two consumers read the stream, each with its own event source mapping (locally, its own
+ * poller), so that live pushes never wait on webhooks (API.md section 9): `live` (WebSocket
+ * clients, the event bus, session and memory upkeep) and `webhooks` (deliveries and dead
+ * letters, of state and memory events). A webhook endpoint that never answers then holds up
+ * only the webhook consumer's batches, and its event source mapping reads the shard in
+ * parallel by session (parallelization factor).
+ *
+ * Env: AGENTSTATE_TABLE, AGENTSTATE_CHANGE_CONSUMER (`live`, `webhooks`; unset: both, one
+ * consumer), AGENTSTATE_EVENT_BUS (EventBridge bus name; unset: no bus),
  * AGENTSTATE_WEBSOCKET_ENDPOINT (the WebSocket stage's callback URL; unset: the local shim).
  */
 
 /** Deliveries stop being started this long before the invocation's deadline. */
 const DEADLINE_MARGIN_MS = 5_000;
 
-let fanout: ChangeFanout | undefined;
+/** What one consumer of the stream does: live sync, the bus and upkeep; webhooks; or both. */
+export type ChangeConsumer = 'live' | 'webhooks' | 'all';
 
-function changeFanout(): ChangeFanout {
-  fanout ??= fanoutFromEnv(process.env);
-  return fanout;
-}
-
-function fanoutFromEnv(env: NodeJS.ProcessEnv): ChangeFanout {
+function fanoutFromEnv(env: NodeJS.ProcessEnv, consumer: ChangeConsumer): ChangeFanout {
   const stores = createStores(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName);
-  const gateway = connectionGatewayFromEnv(env);
-  const bus = env.AGENTSTATE_EVENT_BUS;
+  const live = consumer !== 'webhooks';
+  const gateway = live ? connectionGatewayFromEnv(env) : undefined;
+  const bus = live ? env.AGENTSTATE_EVENT_BUS : undefined;
   return new ChangeFanout({
     readState: (scope, version, incarnation) => stores.sessions.getVersionState(scope, version, incarnation),
     webhooks: new DynamoDbWebhookStore(stores.table),
     // Same address rules as workers: in a Lambda only public https endpoints.
     send: webhookSender({ allowLoopbackHttp: !env.AWS_LAMBDA_FUNCTION_NAME }),
+    deliversWebhooks: consumer !== 'live',
     schemaFor: schemaReader(stores.agents),
-    moveActivity: (scope, at) => stores.sessions.moveActivity(scope, at),
-    sweepPieces: async (scope) => {
-      await stores.sessions.sweepPieces(scope);
-    },
+    // Session upkeep is the live consumer's: one of the two consumers does it, once.
+    ...(live
+      ? {
+          moveActivity: (scope, at) => stores.sessions.moveActivity(scope, at),
+          sweepPieces: async (scope) => {
+            await stores.sessions.sweepPieces(scope);
+          },
+        }
+      : {}),
     ...(gateway ? { broadcast: liveBroadcaster(new DynamoDbLiveStore(stores.table), gateway) } : {}),
     ...(bus ? { publish: eventBridgePublisher(traced(new EventBridgeClient({})), bus) } : {}),
   });
 }
 
-/** Replaces the fan-out (tests); undefined rebuilds it from the environment on next use. */
-export function useChangeFanout(replacement: ChangeFanout | undefined): void {
-  fanout = replacement;
+/** The memory events' fan-out: the same webhooks, sender and bus as the state events'. */
+function memoryFanoutFromEnv(env: NodeJS.ProcessEnv, consumer: ChangeConsumer): MemoryFanout {
+  const stores = createStores(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName);
+  const live = consumer !== 'webhooks';
+  const bus = live ? env.AGENTSTATE_EVENT_BUS : undefined;
+  const gateway = live ? connectionGatewayFromEnv(env) : undefined;
+  return new MemoryFanout({
+    webhooks: new DynamoDbWebhookStore(stores.table),
+    send: webhookSender({ allowLoopbackHttp: !env.AWS_LAMBDA_FUNCTION_NAME }),
+    deliversWebhooks: consumer !== 'live',
+    ...(gateway ? { broadcast: memoryBroadcaster(new DynamoDbLiveStore(stores.table), gateway) } : {}),
+    ...(bus ? { publish: eventBridgePublisher(traced(new EventBridgeClient({})), bus) } : {}),
+  });
 }
 
-let memoryEvents: MemoryFanout | undefined;
-
-/** The memory events' fan-out: the same webhooks, sender and bus as the state events'. */
-function memoryFanout(): MemoryFanout {
-  if (!memoryEvents) {
-    const env = process.env;
-    const stores = createStores(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName);
-    const bus = env.AGENTSTATE_EVENT_BUS;
-    const gateway = connectionGatewayFromEnv(env);
-    memoryEvents = new MemoryFanout({
-      webhooks: new DynamoDbWebhookStore(stores.table),
-      send: webhookSender({ allowLoopbackHttp: !env.AWS_LAMBDA_FUNCTION_NAME }),
-      ...(gateway ? { broadcast: memoryBroadcaster(new DynamoDbLiveStore(stores.table), gateway) } : {}),
-      ...(bus ? { publish: eventBridgePublisher(new EventBridgeClient({}), bus) } : {}),
-    });
-  }
-  return memoryEvents;
+function consumerFromEnv(env: NodeJS.ProcessEnv): ChangeConsumer {
+  const value = env.AGENTSTATE_CHANGE_CONSUMER;
+  return value === 'live' || value === 'webhooks' ? value : 'all';
 }
 
 let upkeep: MemoryUpkeep | undefined;
 
 /**
  * The memory upkeep: the namespace list and replaced versions. `AGENTSTATE_MEMORY_HISTORY_DAYS`
- * is how long a replaced version is kept (default 30; 0 keeps none).
+ * is how long a replaced version is kept (default 30; 0 keeps none). It is upkeep, not events:
+ * the live consumer does it (one of the two, once).
  */
 function memoryUpkeep(): MemoryUpkeep {
   if (!upkeep) {
@@ -115,26 +123,49 @@ function memoryUpkeep(): MemoryUpkeep {
   return upkeep;
 }
 
+type ChangeHandler = (event: DynamoDBStreamEvent, context?: Pick<Context, 'getRemainingTimeInMillis'>) => Promise<DynamoDBBatchResponse>;
+
+/** A stream handler for one consumer; its fan-outs are built from the environment on first use. */
+export function changeHook(consumer: ChangeConsumer): ChangeHandler {
+  let fanouts: { state: ChangeFanout; memory: MemoryFanout } | undefined;
+  return (event, context) => {
+    fanouts ??= { state: fanoutFromEnv(process.env, consumer), memory: memoryFanoutFromEnv(process.env, consumer) };
+    return processBatch(fanouts, consumer, event, context);
+  };
+}
+
+let envHandler: ChangeHandler | undefined;
+
 /**
+ * The Lambda handler: the consumer `AGENTSTATE_CHANGE_CONSUMER` names (unset: both in one).
  * In a Lambda, each batch is one log line (records, events, failures) and two metrics: how
  * long its oldest record waited between its write and this hook (`EventDeliveryLag`), and how
  * many records it reported failed (`EventBatchFailures`).
  */
-export const handler = instrumented('change hook', processBatch, (event: DynamoDBStreamEvent, { result }) => {
-  const oldest = Math.min(...event.Records.map((record) => record.dynamodb?.ApproximateCreationDateTime ?? Number.POSITIVE_INFINITY));
-  const failed = result?.batchItemFailures.length ?? event.Records.length;
-  return {
-    message: 'stream batch',
-    level: failed > 0 ? 'warn' : 'info',
-    fields: { records: event.Records.length, failed },
-    metrics: [
-      ...(Number.isFinite(oldest) ? [['EventDeliveryLag', Math.max(0, Date.now() - oldest * 1000)] as const] : []),
-      ...(failed > 0 ? [['EventBatchFailures', failed] as const] : []),
-    ],
-  };
-}) as (event: DynamoDBStreamEvent, context?: Pick<Context, 'getRemainingTimeInMillis'>) => Promise<DynamoDBBatchResponse>;
+export const handler = instrumented(
+  'change hook',
+  (event: DynamoDBStreamEvent, context?: Pick<Context, 'getRemainingTimeInMillis'>) => {
+    envHandler ??= changeHook(consumerFromEnv(process.env));
+    return envHandler(event, context);
+  },
+  (event: DynamoDBStreamEvent, { result }) => {
+    const oldest = Math.min(...event.Records.map((record) => record.dynamodb?.ApproximateCreationDateTime ?? Number.POSITIVE_INFINITY));
+    const failed = result?.batchItemFailures.length ?? event.Records.length;
+    return {
+      message: 'stream batch',
+      level: failed > 0 ? 'warn' : 'info',
+      fields: { records: event.Records.length, failed, consumer: consumerFromEnv(process.env) },
+      metrics: [
+        ...(Number.isFinite(oldest) ? [['EventDeliveryLag', Math.max(0, Date.now() - oldest * 1000)] as const] : []),
+        ...(failed > 0 ? [['EventBatchFailures', failed] as const] : []),
+      ],
+    };
+  },
+) as ChangeHandler;
 
 async function processBatch(
+  fanouts: { state: ChangeFanout; memory: MemoryFanout },
+  consumer: ChangeConsumer,
   event: DynamoDBStreamEvent,
   context?: Pick<Context, 'getRemainingTimeInMillis'>,
 ): Promise<DynamoDBBatchResponse> {
@@ -163,14 +194,14 @@ async function processBatch(
   }
   const failed: string[] = [];
   // Webhook secrets are sealed with the deployment's key (store/key-ring.ts).
-  if (inputs.length > 0) await ensureSealingKey({ create: false });
+  if (consumer !== 'live' && inputs.length + memory.length > 0) await ensureSealingKey({ create: false });
   const remaining = context?.getRemainingTimeInMillis?.();
   const deadline = remaining === undefined ? undefined : Date.now() + remaining - DEADLINE_MARGIN_MS;
   const within = deadline === undefined ? {} : { deadline };
   const [events, kept, memoryDelivered] = await Promise.all([
-    inputs.length > 0 ? changeFanout().process(inputs, within) : { failed: [] },
-    memory.length > 0 ? memoryUpkeep().process(memory) : { failed: [] },
-    memory.length > 0 ? memoryFanout().process(memory, within) : { failed: [] },
+    inputs.length > 0 ? fanouts.state.process(inputs, within) : { failed: [] },
+    memory.length > 0 && consumer !== 'webhooks' ? memoryUpkeep().process(memory) : { failed: [] },
+    memory.length > 0 ? fanouts.memory.process(memory, within) : { failed: [] },
   ]);
   failed.push(...events.failed, ...kept.failed, ...memoryDelivered.failed);
   if (unreadable !== undefined) failed.push(unreadable);
