@@ -16,6 +16,7 @@ import {
   pathKey,
 } from '../core/memory.js';
 import type { Page } from '../core/model.js';
+import { openCursor, sealCursor } from '../core/sealing.js';
 import { MEMORY_ITEM_KIND } from './item-kinds.js';
 import { keys } from './keys.js';
 import { historyItem, memoryItem, namespaceEntry } from './memory-codecs.js';
@@ -195,7 +196,7 @@ export class DynamoDbMemoryStore implements MemoryStore {
     options: { prefixes: ReadonlyArray<Namespace>; maxDepth?: number; limit: number; cursor?: string },
   ): Promise<Page<string[]>> {
     const { maxDepth, limit } = options;
-    let after = options.cursor === undefined ? null : decodeListCursor(options.cursor);
+    let after = options.cursor === undefined ? null : decodeListCursor(options.cursor, namespaceList(this.table, tenant));
     // One more than a page, to know whether there is a next one; `resumes[i]` is where the
     // listing goes on after `namespaces[i]`.
     const namespaces: string[][] = [];
@@ -227,7 +228,7 @@ export class DynamoDbMemoryStore implements MemoryStore {
       if (namespaces.length > limit) break;
     }
     if (namespaces.length <= limit) return { items: namespaces };
-    return { items: namespaces.slice(0, limit), next: encodeListCursor(resumes[limit - 1] as string) };
+    return { items: namespaces.slice(0, limit), next: encodeListCursor(resumes[limit - 1] as string, namespaceList(this.table, tenant)) };
   }
 
   async namespacesWithin(tenant: string, prefixes: ReadonlyArray<Namespace>, max: number): Promise<string[][]> {
@@ -262,9 +263,10 @@ export class DynamoDbMemoryStore implements MemoryStore {
   }
 
   walk(tenant: string, namespaces: ReadonlyArray<Namespace>, options: { cursor?: string; pageSize: number; binding: string }): MemoryWalk {
-    const start = options.cursor === undefined ? null : decodeWalkCursor(options.cursor, options.binding);
+    const list = searchList(this.table, tenant, options.binding);
+    const start = options.cursor === undefined ? null : decodeWalkCursor(options.cursor, list);
     const perStream = Math.max(25, Math.min(options.pageSize, Math.ceil(options.pageSize / namespaces.length)));
-    return new IndexWalk(this.table, tenant, namespaces, { start, pageSize: perStream, binding: options.binding });
+    return new IndexWalk(this.table, tenant, namespaces, { start, pageSize: perStream, list });
   }
 
   async history(tenant: string, item: MemoryItem, options: { limit: number; cursor?: string }): Promise<Page<MemoryItem>> {
@@ -346,17 +348,18 @@ class IndexWalk implements MemoryWalk {
   private last: WalkPosition | null;
 
   private readonly pageSize: number;
-  private readonly binding: string;
+  /** The search this walk is of (`searchList`): its cursors open for it alone. */
+  private readonly list: string;
 
   constructor(
     private readonly table: TableClient,
     tenant: string,
     namespaces: ReadonlyArray<Namespace>,
-    options: { start: WalkPosition | null; pageSize: number; binding: string },
+    options: { start: WalkPosition | null; pageSize: number; list: string },
   ) {
     this.last = options.start;
     this.pageSize = options.pageSize;
-    this.binding = options.binding;
+    this.list = options.list;
     this.streams = namespaces.map((namespace) => ({
       namespace,
       partition: keys.memoryNamespace(tenant, namespace),
@@ -385,7 +388,7 @@ class IndexWalk implements MemoryWalk {
   }
 
   position(): string {
-    return encodeWalkCursor(this.binding, this.last);
+    return encodeWalkCursor(this.list, this.last);
   }
 
   /** The stream whose first entry comes next, reading the index where a stream ran dry. */
@@ -430,34 +433,40 @@ class IndexWalk implements MemoryWalk {
   }
 }
 
-function encodeWalkCursor(binding: string, position: WalkPosition | null): string {
-  const payload = position === null ? { b: binding } : { b: binding, r: position.recency, n: position.namespace };
-  return Buffer.from(JSON.stringify(payload)).toString('base64url');
+/*
+ * Memory cursors are sealed (core/sealing.ts) like every list cursor: they show no namespace,
+ * no position and no tenant, and open only for the list that made them (the tenant and, for a
+ * search, its prefix and filter), so a tampered or borrowed one is `400 invalid_request`.
+ */
+
+/** What a search cursor is bound to: the table, the tenant and the search (its binding). */
+function searchList(table: TableClient, tenant: string, binding: string): string {
+  return JSON.stringify(['memory search', table.tableName, tenant, binding]);
 }
 
-function decodeWalkCursor(cursor: string, binding: string): WalkPosition | null {
-  const payload = decodePayload(cursor) as { b?: unknown; r?: unknown; n?: unknown } | null;
-  if (!payload || payload.b !== binding) throw invalidCursor();
+function encodeWalkCursor(list: string, position: WalkPosition | null): string {
+  return sealCursor(position === null ? {} : { r: position.recency, n: position.namespace }, list);
+}
+
+function decodeWalkCursor(cursor: string, list: string): WalkPosition | null {
+  const payload = openCursor(cursor, list) as { r?: unknown; n?: unknown } | null;
+  if (!payload || typeof payload !== 'object') throw invalidCursor();
   if (payload.r === undefined && payload.n === undefined) return null;
   if (typeof payload.r !== 'string' || typeof payload.n !== 'string') throw invalidCursor();
   return { recency: payload.r, namespace: payload.n };
 }
 
-function encodeListCursor(after: string): string {
-  return Buffer.from(JSON.stringify({ a: after })).toString('base64url');
+/** What a namespace list's cursor is bound to: the table and the tenant. */
+function namespaceList(table: TableClient, tenant: string): string {
+  return JSON.stringify(['memory namespaces', table.tableName, tenant]);
 }
 
-function decodeListCursor(cursor: string): string {
-  const payload = decodePayload(cursor) as { a?: unknown } | null;
+function encodeListCursor(after: string, list: string): string {
+  return sealCursor({ a: after }, list);
+}
+
+function decodeListCursor(cursor: string, list: string): string {
+  const payload = openCursor(cursor, list) as { a?: unknown } | null;
   if (typeof payload?.a !== 'string') throw invalidCursor();
   return payload.a;
-}
-
-function decodePayload(cursor: string): unknown {
-  try {
-    const parsed: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    return parsed && typeof parsed === 'object' && !Array.isArray(parsed) ? parsed : null;
-  } catch {
-    return null;
-  }
 }

@@ -8,6 +8,7 @@ import { PutItemCommand, ScanCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localDynamoDbClient } from '../../functions/local/dynamodb-local.js';
 import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
+import { waitFor } from '../helpers/events.js';
 import { type StartedServerProcess, startServerProcess } from '../helpers/server.js';
 
 /**
@@ -167,5 +168,48 @@ describe('cursors', () => {
       expect(answer.body).toMatchObject({ code: 'invalid_request', field: 'cursor' });
     }
     expect((await http.get(`/v1/agents?limit=1&cursor=${agents}`)).status).toBe(200);
+  });
+
+  it('of memory searches and namespace lists show no namespace, and open only for their search and tenant', async () => {
+    // Prepare: three items in two namespaces, the same names in the other tenant.
+    const root = uniqueId('mem');
+    for (const [namespace, key] of [
+      ['notes', 'a'],
+      ['notes', 'b'],
+      ['facts', 'c'],
+    ]) {
+      for (const tenantKey of ['dev-key', 'other-key']) {
+        const answer = await http.put(`/v1/memory/${root}/${namespace}/${key}`, { value: { kind: 'note' } }, { key: tenantKey });
+        expect(answer.status).toBe(201);
+      }
+    }
+    // The namespace list (and so a search's span) follows the writes a moment later.
+    await waitFor('both namespaces listed', async () => (await http.get(`/v1/memory?prefix=${root}`)).body.namespaces?.length === 2);
+    const search = await http.post('/v1/memory/search', { namespacePrefix: [root], limit: 1 });
+    const namespaces = await http.get(`/v1/memory?prefix=${root}&limit=1`);
+    const searchCursor = search.body.next as string;
+    const listCursor = namespaces.body.next as string;
+    // Act
+    const answers = [
+      await http.post('/v1/memory/search', { namespacePrefix: [root], limit: 1, cursor: searchCursor }, { key: 'other-key' }),
+      await http.post('/v1/memory/search', { namespacePrefix: [root], filter: { kind: 'x' }, limit: 1, cursor: searchCursor }),
+      await http.post('/v1/memory/search', { namespacePrefix: [root], limit: 1, cursor: listCursor }),
+      await http.get(`/v1/memory?prefix=${root}&limit=1&cursor=${listCursor}`, { key: 'other-key' }),
+      await http.get(`/v1/memory?prefix=${root}&limit=1&cursor=${searchCursor}`),
+    ];
+    // Assess
+    for (const cursor of [searchCursor, listCursor]) {
+      expect(cursor).toMatch(/^[A-Za-z0-9_-]+$/);
+      const decoded = Buffer.from(cursor, 'base64url').toString('latin1');
+      for (const revealing of [root, 'notes', 'facts', 'local']) expect(decoded).not.toContain(revealing);
+    }
+    for (const answer of answers) {
+      expect(answer.status).toBe(400);
+      expect(answer.body).toMatchObject({ code: 'invalid_request', field: 'cursor' });
+    }
+    const next = await http.post('/v1/memory/search', { namespacePrefix: [root], limit: 1, cursor: searchCursor });
+    expect(next.status).toBe(200);
+    expect(next.body.items).toHaveLength(1);
+    expect((await http.get(`/v1/memory?prefix=${root}&limit=1&cursor=${listCursor}`)).status).toBe(200);
   });
 });
