@@ -39,9 +39,10 @@ import { AgentStateMonitoring, OWN_METRICS } from './monitoring.js';
 import {
   accessOf,
   authorizerAccess,
-  changeHookAccess,
+  liveHookAccess,
   publicGroups,
   type TableAccess,
+  webhookHookAccess,
   webSocketAccess,
   workerCallingGroups,
   workerCheckingGroups,
@@ -252,8 +253,10 @@ export class AgentState extends Construct {
   readonly monitoring: AgentStateMonitoring;
   /** The topic every alarm notifies (`alarmTopicArn`, or the construct's own). */
   readonly alarmTopic: sns.ITopic;
-  /** The change hook: the table's stream → webhooks, the event bus, WebSocket clients. */
+  /** The change hook: the table's stream → the event bus, WebSocket clients, session and memory upkeep. */
   readonly changeHook: NodejsFunction;
+  /** The webhook hook: the table's stream → webhooks (and their dead letters), on a mapping of its own. */
+  readonly webhookHook: NodejsFunction;
   /**
    * Where the stream's records go that the change hook could not process after its retries
    * (the event source mapping's on-failure destination). Webhook deliveries that fail are not
@@ -357,6 +360,7 @@ export class AgentState extends Construct {
 
     const changeEvents = this.createChangeHook();
     this.changeHook = changeEvents.fn;
+    this.webhookHook = changeEvents.webhookFn;
     this.deadLetterQueue = changeEvents.queue;
     this.eventBus = changeEvents.bus;
 
@@ -364,8 +368,14 @@ export class AgentState extends Construct {
     this.monitoring = new AgentStateMonitoring(this, 'Monitoring', {
       api,
       table: this.table,
-      functions: { ...functions, authorizer: this.authorizerFunction, webSocket: this.webSocketFunction, changeHook: this.changeHook },
-      changeEvents: { changeHook: this.changeHook, deadLetterQueue: this.deadLetterQueue },
+      functions: {
+        ...functions,
+        authorizer: this.authorizerFunction,
+        webSocket: this.webSocketFunction,
+        changeHook: this.changeHook,
+        webhookHook: this.webhookHook,
+      },
+      changeEvents: { changeHook: this.changeHook, webhookHook: this.webhookHook, deadLetterQueue: this.deadLetterQueue },
       alarmActions: [new SnsAction(this.alarmTopic), ...(props.alarmActions ?? [])],
       dashboard: props.dashboard ?? true,
     });
@@ -462,10 +472,13 @@ export class AgentState extends Construct {
   }
 
   /**
-   * The change hook on the table's stream. Only version records reach it (filter criteria),
+   * The two consumers of the table's stream (functions/streams/change-hook.ts): the change
+   * hook (live: WebSocket clients, the event bus, upkeep) and the webhook hook (deliveries and
+   * dead letters), each with its own event source mapping, so that a webhook endpoint that
+   * never answers holds up no live push. Only version records reach them (filter criteria),
    * in batches with partial failure reporting; a failing batch is bisected and retried a
    * bounded number of times, and what still fails goes to the on-failure queue. Records older
-   * than `maxRecordAge` (the hook fell far behind) go there too rather than block the shard.
+   * than `maxRecordAge` (a hook fell far behind) go there too rather than block the shard.
    */
   private createChangeHook() {
     const bus = new events.EventBus(this, 'EventBus', {
@@ -483,20 +496,19 @@ export class AgentState extends Construct {
         'its messages locate stream records that failed, for an operator to inspect, and are not consumed by anyone',
     });
 
+    // The live consumer: WebSocket clients, the event bus, session and memory upkeep.
     const fn = this.createFunction('ChangeHook', {
       entry: join('functions', 'streams', 'change-hook.ts'),
-      description: 'agentstate: change hook (table stream to webhooks, EventBridge and WebSocket clients)',
-      access: changeHookAccess,
-      // It only opens webhook secrets: Decrypt, never a new data key (nor PutItem for one).
-      seals: 'open',
+      description: 'agentstate: change hook (table stream to EventBridge and WebSocket clients)',
+      access: liveHookAccess,
       environment: {
         AGENTSTATE_TABLE: this.table.tableName,
         NODE_OPTIONS: '--enable-source-maps',
+        AGENTSTATE_CHANGE_CONSUMER: 'live',
         AGENTSTATE_EVENT_BUS: bus.eventBusName,
         AGENTSTATE_WEBSOCKET_ENDPOINT: this.webSocketStage.callbackUrl,
       },
       invokes: [],
-      // Not behind API Gateway: room for a batch whose slowest webhook times out 3 × 5 s.
       timeout: Duration.seconds(60),
     });
     bus.grantPutEventsTo(fn);
@@ -516,7 +528,26 @@ export class AgentState extends Construct {
         'PostToConnection addresses a connection by its id, known only at run time; the grant is limited to POST on ' +
         "this stack's one WebSocket stage, so the change hook can message that stage's clients and nothing else",
     });
-    fn.addEventSource(
+
+    // The webhook consumer reads the stream on its own (API.md section 9: a slow or dead
+    // endpoint delays only its own deliveries), so live pushes never wait on a webhook.
+    const webhookFn = this.createFunction('WebhookHook', {
+      entry: join('functions', 'streams', 'change-hook.ts'),
+      description: 'agentstate: webhook hook (table stream to webhooks, dead letters)',
+      access: webhookHookAccess,
+      // It only opens webhook secrets: Decrypt, never a new data key (nor PutItem for one).
+      seals: 'open',
+      environment: {
+        AGENTSTATE_TABLE: this.table.tableName,
+        NODE_OPTIONS: '--enable-source-maps',
+        AGENTSTATE_CHANGE_CONSUMER: 'webhooks',
+      },
+      invokes: [],
+      // Not behind API Gateway: room for a batch whose slowest webhook times out 3 × 5 s.
+      timeout: Duration.seconds(60),
+    });
+
+    const mapping = (parallelizationFactor: number) =>
       new DynamoEventSource(this.table, {
         // From the oldest record still on the stream: a new or replaced mapping delivers
         // everything it can (at least once; receivers deduplicate by event id).
@@ -528,9 +559,13 @@ export class AgentState extends Construct {
         reportBatchItemFailures: true,
         onFailure: new SqsDlq(queue),
         filters: changeRecordFilters.map((pattern) => lambda.FilterCriteria.filter(pattern)),
-      }),
-    );
-    return { fn, queue, bus };
+        ...(parallelizationFactor > 1 ? { parallelizationFactor } : {}),
+      });
+    fn.addEventSource(mapping(1));
+    // Up to 10 batches of a shard at once, split by partition key (one session's records stay
+    // in order): a webhook that times out holds up the sessions of its batch, not the shard.
+    webhookFn.addEventSource(mapping(10));
+    return { fn, webhookFn, queue, bus };
   }
 
   private createTable(props: AgentStateProps): dynamodb.TableV2 {

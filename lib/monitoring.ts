@@ -18,7 +18,12 @@ export interface AgentStateMonitoringProps {
    * the stream it is (iterator age) and on records it gave up on (queue depth).
    * @default - no change-event alarms
    */
-  readonly changeEvents?: { readonly changeHook: lambda.IFunction; readonly deadLetterQueue: sqs.IQueue };
+  readonly changeEvents?: {
+    readonly changeHook: lambda.IFunction;
+    /** The stream's webhook consumer, when it has one of its own. */
+    readonly webhookHook?: lambda.IFunction;
+    readonly deadLetterQueue: sqs.IQueue;
+  };
   /**
    * Actions of every alarm (on alarm and on OK).
    * @default [] - none
@@ -65,6 +70,7 @@ const ITERATOR_AGE_LIMIT = Duration.minutes(1);
  * | `TableSystemErrors`   | DynamoDB answered 500 at least once                      |
  * | `TableThrottles`      | DynamoDB throttled at least one request                  |
  * | `ChangeHookIteratorAge` | change events run more than a minute behind the writes  |
+ * | `WebhookHookIteratorAge` | webhook deliveries run more than a minute behind the writes |
  * | `ChangeHookDeadLetters` | a stream record the change hook could not process is in its on-failure queue |
  */
 export class AgentStateMonitoring extends Construct {
@@ -110,13 +116,21 @@ export class AgentStateMonitoring extends Construct {
     });
 
     if (props.changeEvents) {
-      const { changeHook, deadLetterQueue } = props.changeEvents;
+      const { changeHook, webhookHook, deadLetterQueue } = props.changeEvents;
       this.addAlarm('ChangeHookIteratorAge', {
         metric: changeHook.metric('IteratorAge', { period: PERIOD, statistic: 'Maximum' }),
         threshold: ITERATOR_AGE_LIMIT.toMilliseconds(),
         alarmDescription:
           'agentstate: change events run more than a minute behind the writes (a slow or failing change hook, or webhooks timing out)',
       });
+      if (webhookHook) {
+        this.addAlarm('WebhookHookIteratorAge', {
+          metric: webhookHook.metric('IteratorAge', { period: PERIOD, statistic: 'Maximum' }),
+          threshold: ITERATOR_AGE_LIMIT.toMilliseconds(),
+          alarmDescription:
+            'agentstate: webhook deliveries run more than a minute behind the writes (webhook endpoints timing out or failing)',
+        });
+      }
       this.addAlarm('ChangeHookDeadLetters', {
         metric: deadLetterQueue.metricApproximateNumberOfMessagesVisible({ period: PERIOD, statistic: 'Maximum' }),
         threshold: 1,
@@ -255,7 +269,12 @@ export class AgentStateMonitoring extends Construct {
       dashboard.addWidgets(
         new cloudwatch.GraphWidget({
           title: 'Change events: iterator age, max (ms)',
-          left: [changeEvents.changeHook.metric('IteratorAge', { statistic: 'Maximum', label: 'iterator age' })],
+          left: [
+            changeEvents.changeHook.metric('IteratorAge', { statistic: 'Maximum', label: 'live' }),
+            ...(changeEvents.webhookHook
+              ? [changeEvents.webhookHook.metric('IteratorAge', { statistic: 'Maximum', label: 'webhooks' })]
+              : []),
+          ],
           width: 12,
         }),
         new cloudwatch.GraphWidget({

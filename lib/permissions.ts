@@ -120,16 +120,27 @@ export const routeGroupAccess = {
 } as const satisfies Record<RouteGroup, TableAccess>;
 
 /**
- * The change hook (functions/streams/change-hook.ts): Query (a version's state, for `prev`: the
- * last change under its key's prefix in the session's log; a tenant's webhooks, a session's WebSocket followers, a tenant's agents for the typed
- * fields of events sent as an agent; a memory namespace's live items), Update (dead letters),
- * Put (the memory namespace list, a memory item's replaced versions), Delete (the records of
- * a WebSocket connection that is gone, a namespace left empty), BatchWrite (the replaced
- * versions of a deleted memory item). Reading the stream itself is granted
- * on the stream's ARN by the event source mapping, not here.
+ * The change hook, the stream's live consumer (functions/streams/change-hook.ts,
+ * `AGENTSTATE_CHANGE_CONSUMER=live`): Query (a version's state, for `prev`: the last change
+ * under its key's prefix in the session's log; a session's WebSocket followers, a tenant's
+ * agents for the typed fields of events sent as an agent; a memory namespace's live items),
+ * Update (a session's activity), Put (the memory namespace list, a memory item's replaced
+ * versions), Delete (the records of a WebSocket connection that is gone, a namespace left
+ * empty), BatchWrite (the replaced versions of a deleted memory item). Reading the stream
+ * itself is granted on the stream's ARN by the event source mapping, not here.
  */
-export const changeHookAccess: TableAccess = {
+export const liveHookAccess: TableAccess = {
   table: ['dynamodb:Query', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem', 'dynamodb:BatchWriteItem'],
+  sessionsIndex: [],
+};
+
+/**
+ * The webhook hook, the stream's webhook consumer (`AGENTSTATE_CHANGE_CONSUMER=webhooks`): Get
+ * (the sealing key's wrapped data key, to open webhook secrets), Query (a version's state, for
+ * `prev`; a tenant's webhooks and agents), Update (dead letters).
+ */
+export const webhookHookAccess: TableAccess = {
+  table: ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:UpdateItem'],
   sessionsIndex: [],
 };
 

@@ -9,9 +9,10 @@ import { tableKeys } from '../../functions/store/table.js';
 import type { AgentStateStack } from '../../lib/agent-state-stack.js';
 import {
   authorizerAccess,
-  changeHookAccess,
+  liveHookAccess,
   publicGroups,
   routeGroupAccess,
+  webhookHookAccess,
   webSocketAccess,
   workerCallingGroups,
   workerCheckingGroups,
@@ -110,13 +111,13 @@ describe('routes', () => {
 });
 
 describe('functions', () => {
-  it('has one function per route group, the authorizer, the WebSocket function and the change hook', () => {
+  it('has one function per route group, the authorizer, the WebSocket function and the two stream consumers', () => {
     expect(Object.keys(stack.agentState.functions).sort()).toEqual([...routeGroups].sort());
-    reader.template.resourceCountIs('AWS::Lambda::Function', routeGroups.length + 3);
+    reader.template.resourceCountIs('AWS::Lambda::Function', routeGroups.length + 4);
   });
 
   it('runs every function on nodejs22.x, arm64, logging JSON to its own log group; API functions within API Gateway’s 30 s', () => {
-    const changeHookId = logicalId(stack.agentState.changeHook);
+    const streamConsumers = [logicalId(stack.agentState.changeHook), logicalId(stack.agentState.webhookHook)];
     for (const [id, fn] of reader.ofType('AWS::Lambda::Function')) {
       expect(fn.Properties, id).toMatchObject({
         Runtime: 'nodejs22.x',
@@ -125,8 +126,8 @@ describe('functions', () => {
         LoggingConfig: { LogFormat: 'JSON', LogGroup: { Ref: expect.any(String) } },
         TracingConfig: { Mode: 'Active' },
       });
-      // The change hook is no API's integration: it has a batch's webhook timeouts to wait out.
-      if (id === changeHookId) expect(fn.Properties?.Timeout, id).toBe(60);
+      // The stream's consumers are no API's integration: a batch's webhook timeouts to wait out.
+      if (streamConsumers.includes(id)) expect(fn.Properties?.Timeout, id).toBe(60);
       else expect(fn.Properties?.Timeout as number, id).toBeLessThan(30);
     }
   });
@@ -206,17 +207,20 @@ describe('least privilege', () => {
     }
   });
 
-  it('lets only the change hook read the stream', () => {
+  it('lets only the two stream consumers read the stream', () => {
     const readers = reader
       .ofType('AWS::Lambda::Function')
       .map(([id]) => id)
       .filter((id) => reader.actionsOf(id, 'dynamodb').includes('dynamodb:GetRecords'));
-    expect(readers).toEqual([logicalId(stack.agentState.changeHook)]);
+    expect(readers.sort()).toEqual([logicalId(stack.agentState.changeHook), logicalId(stack.agentState.webhookHook)].sort());
   });
 
-  it('grants the change hook and the WebSocket function exactly their DynamoDB actions of lib/permissions.ts', () => {
+  it('grants the stream consumers and the WebSocket function exactly their DynamoDB actions of lib/permissions.ts', () => {
     const streamRead = ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams'];
-    expect(reader.actionsOf(logicalId(stack.agentState.changeHook), 'dynamodb')).toEqual([...changeHookAccess.table, ...streamRead].sort());
+    expect(reader.actionsOf(logicalId(stack.agentState.changeHook), 'dynamodb')).toEqual([...liveHookAccess.table, ...streamRead].sort());
+    expect(reader.actionsOf(logicalId(stack.agentState.webhookHook), 'dynamodb')).toEqual(
+      [...webhookHookAccess.table, ...streamRead].sort(),
+    );
     expect(reader.actionsOf(logicalId(stack.agentState.webSocketFunction), 'dynamodb')).toEqual([...webSocketAccess.table].sort());
   });
 
@@ -267,9 +271,15 @@ describe('secrets at rest (functions/store/key-ring.ts)', () => {
     },
   );
 
-  it('lets the change hook only decrypt, and nothing else use the key', () => {
-    expect(kmsStatements(logicalId(stack.agentState.changeHook)).map((statement) => statement.Action)).toEqual(['kms:Decrypt']);
-    for (const fn of [stack.agentState.authorizerFunction, stack.agentState.webSocketFunction, stack.agentState.functions.health]) {
+  it('lets the webhook hook only decrypt, and nothing else use the key', () => {
+    expect(kmsStatements(logicalId(stack.agentState.webhookHook)).map((statement) => statement.Action)).toEqual(['kms:Decrypt']);
+    const others = [
+      stack.agentState.authorizerFunction,
+      stack.agentState.webSocketFunction,
+      stack.agentState.changeHook,
+      stack.agentState.functions.health,
+    ];
+    for (const fn of others) {
       expect(kmsStatements(logicalId(fn as IConstruct))).toEqual([]);
     }
   });
@@ -389,9 +399,9 @@ describe('operations', () => {
     expect(alarms.filter((alarm) => alarm.includes('"MetricName":"SystemErrors"'))).toHaveLength(1);
     expect(alarms.filter((alarm) => alarm.includes('"MetricName":"ThrottledRequests"'))).toHaveLength(1);
     reader.template.hasResourceProperties('AWS::CloudWatch::Alarm', { Namespace: 'AWS/ApiGateway', MetricName: '5xx' });
-    // Errors and throttles of every function (route groups, authorizer, WebSocket, change hook),
-    // the three above, and the change hook's iterator age and on-failure queue.
-    expect(stack.agentState.monitoring.alarms).toHaveLength(2 * (routeGroups.length + 3) + 3 + 2);
+    // Errors and throttles of every function (route groups, authorizer, WebSocket, change and
+    // webhook hooks), the three above, both hooks' iterator age and the on-failure queue.
+    expect(stack.agentState.monitoring.alarms).toHaveLength(2 * (routeGroups.length + 4) + 3 + 3);
   });
 
   it('sends every alarm, when it fires and when it recovers, to the alarm topic', () => {

@@ -6,7 +6,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { DOCUMENT_ITEM_KIND, LOG_ITEM_KIND, MEMORY_ITEM_KIND } from '../../functions/store/item-kinds.js';
 import { changeRecordFilters } from '../../functions/store/stream-images.js';
 import type { AgentStateStack } from '../../lib/agent-state-stack.js';
-import { changeHookAccess, routeGroupAccess, webSocketAccess } from '../../lib/permissions.js';
+import { liveHookAccess, routeGroupAccess, webhookHookAccess, webSocketAccess } from '../../lib/permissions.js';
 import { synthesize, TemplateReader } from './support.js';
 
 let stack: AgentStateStack;
@@ -21,15 +21,11 @@ beforeAll(() => {
 });
 
 describe('change hook on the table stream', () => {
-  it('lets only version records through, with partial batch failures, bisection, bounded retries and an on-failure queue', () => {
+  it('feeds two consumers, live and webhooks, each only version records, with partial batch failures, bisection, bounded retries and an on-failure queue', () => {
     // Prepare
-    const mappings = reader.ofType('AWS::Lambda::EventSourceMapping');
-
-    // Assess
-    expect(mappings).toHaveLength(1);
-    expect(mappings[0]?.[1].Properties).toEqual({
+    const mappings = reader.ofType('AWS::Lambda::EventSourceMapping').map(([, mapping]) => mapping.Properties);
+    const common = {
       EventSourceArn: { 'Fn::GetAtt': [logicalId(stack.agentState.table), 'StreamArn'] },
-      FunctionName: { Ref: logicalId(stack.agentState.changeHook) },
       StartingPosition: 'TRIM_HORIZON',
       BatchSize: 100,
       BisectBatchOnFunctionError: true,
@@ -38,7 +34,23 @@ describe('change hook on the table stream', () => {
       FunctionResponseTypes: ['ReportBatchItemFailures'],
       DestinationConfig: { OnFailure: { Destination: { 'Fn::GetAtt': [logicalId(stack.agentState.deadLetterQueue), 'Arn'] } } },
       FilterCriteria: { Filters: changeRecordFilters.map((pattern) => ({ Pattern: JSON.stringify(pattern) })) },
+    };
+
+    // Assess: the webhook consumer reads a shard's sessions 10 batches at a time.
+    expect(mappings).toHaveLength(2);
+    expect(mappings).toContainEqual({ ...common, FunctionName: { Ref: logicalId(stack.agentState.changeHook) } });
+    expect(mappings).toContainEqual({
+      ...common,
+      FunctionName: { Ref: logicalId(stack.agentState.webhookHook) },
+      ParallelizationFactor: 10,
     });
+  });
+
+  it('tells each consumer which it is', () => {
+    const consumerOf = (fn: IConstruct) =>
+      (reader.get(logicalId(fn)).Properties.Environment as { Variables: Record<string, unknown> }).Variables.AGENTSTATE_CHANGE_CONSUMER;
+    expect(consumerOf(stack.agentState.changeHook)).toBe('live');
+    expect(consumerOf(stack.agentState.webhookHook)).toBe('webhooks');
   });
 
   it('filters on INSERTs of version items, document writes and memory items', () => {
@@ -75,6 +87,7 @@ describe('change hook on the table stream', () => {
       Variables: {
         AGENTSTATE_TABLE: { Ref: logicalId(stack.agentState.table) },
         NODE_OPTIONS: '--enable-source-maps',
+        AGENTSTATE_CHANGE_CONSUMER: 'live',
         AGENTSTATE_EVENT_BUS: { Ref: busId },
         AGENTSTATE_WEBSOCKET_ENDPOINT: expect.objectContaining({ 'Fn::Join': expect.anything() }),
         POWERTOOLS_SERVICE_NAME: 'agentstate',
@@ -84,6 +97,13 @@ describe('change hook on the table stream', () => {
     });
     const statements = reader.statementsOf(reader.roleOf(logicalId(stack.agentState.changeHook)));
     expect(statements).toContainEqual(expect.objectContaining({ Action: 'events:PutEvents', Resource: { 'Fn::GetAtt': [busId, 'Arn'] } }));
+  });
+
+  it('gives the webhook hook neither the bus nor the WebSocket stage', () => {
+    const actions = reader
+      .statementsOf(reader.roleOf(logicalId(stack.agentState.webhookHook)))
+      .flatMap((statement) => [statement.Action].flat());
+    expect(actions.filter((action) => action.startsWith('events:') || action.startsWith('execute-api:'))).toEqual([]);
   });
 
   it('lets the change hook post to connections of its own WebSocket stage, and nothing else of the API', () => {
@@ -98,9 +118,9 @@ describe('change hook on the table stream', () => {
   it('grants every DynamoDB action the event stores send (tripwire for new store calls)', () => {
     // Prepare: each store file and the functions that use it.
     const users: Record<string, readonly string[]> = {
-      'webhook-store.ts': [...routeGroupAccess.webhooks.table, ...changeHookAccess.table],
-      'live-store.ts': [...webSocketAccess.table, ...changeHookAccess.table],
-      'stream-images.ts': [...changeHookAccess.table],
+      'webhook-store.ts': [...routeGroupAccess.webhooks.table, ...webhookHookAccess.table],
+      'live-store.ts': [...webSocketAccess.table, ...liveHookAccess.table],
+      'stream-images.ts': [...liveHookAccess.table, ...webhookHookAccess.table],
     };
     const commandActions: Record<string, string> = {
       Get: 'dynamodb:GetItem',
@@ -218,6 +238,13 @@ describe('alarms', () => {
       Namespace: 'AWS/Lambda',
       MetricName: 'IteratorAge',
       Dimensions: [{ Name: 'FunctionName', Value: { Ref: logicalId(stack.agentState.changeHook) } }],
+      Statistic: 'Maximum',
+      Threshold: 60_000,
+    });
+    reader.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      Namespace: 'AWS/Lambda',
+      MetricName: 'IteratorAge',
+      Dimensions: [{ Name: 'FunctionName', Value: { Ref: logicalId(stack.agentState.webhookHook) } }],
       Statistic: 'Maximum',
       Threshold: 60_000,
     });

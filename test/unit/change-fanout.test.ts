@@ -338,6 +338,21 @@ describe('webhooks', () => {
 });
 
 describe('live clients and the event bus', () => {
+  it('as the live consumer, broadcasts without waiting on, or even reading, webhooks', async () => {
+    // Prepare: a webhook that never answers.
+    const h = harness({ webhooks: { t1: [webhook('w1')] }, answer: () => new Promise<DeliveryResult>(() => {}) });
+    const allWebhooks = vi.spyOn(h.ports.webhooks, 'allWebhooks');
+
+    // Act
+    const result = await new ChangeFanout({ ...h.ports, deliversWebhooks: false }).process([change('s1', 1, 0, 1)]);
+
+    // Assess
+    expect(result.failed).toEqual([]);
+    expect(h.broadcasts).toEqual([{ sessionId: 's1', ids: ['s1:1'] }]);
+    expect(allWebhooks).not.toHaveBeenCalled();
+    expect(h.sent).toEqual([]);
+  });
+
   it('broadcasts each session’s events, in order, once per batch', async () => {
     const h = harness({});
 

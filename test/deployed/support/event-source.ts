@@ -9,24 +9,29 @@ import {
 import type { DeployedFunction, Deployment } from './deployment.js';
 import type { Invocation, LambdaService } from './lambda.js';
 
+/** One event source mapping of the template: its function, filter and batching. */
+interface Mapping {
+  fn: DeployedFunction;
+  filters: unknown[];
+  batchSize: number;
+  reportsFailures: boolean;
+}
+
 /**
- * The event source mapping of the template on DynamoDB Local's stream: what Lambda does
- * between the table and the change hook. It reads the stream's records, drops those no
- * filter pattern of the mapping matches (FilterCriteria, the event pattern syntax), and
- * invokes the function with the DynamoDB Streams event as the Lambda developer guide shows
- * it (`Records[]` of `eventID`, `eventName`, `eventVersion`, `eventSource: "aws:dynamodb"`,
- * `awsRegion`, `dynamodb` with `ApproximateCreationDateTime` in epoch seconds, `Keys`,
- * `NewImage`, `OldImage`, `SequenceNumber`, `SizeBytes`, `StreamViewType`, and
- * `eventSourceARN`).
+ * The event source mappings of the template on DynamoDB Local's stream: what Lambda does
+ * between the table and its consumers (the change hook and the webhook hook, each reading the
+ * stream on its own). It reads the stream's records, drops those no filter pattern of a
+ * mapping matches (FilterCriteria, the event pattern syntax), and invokes the mapping's
+ * function with the DynamoDB Streams event as the Lambda developer guide shows it (`Records[]`
+ * of `eventID`, `eventName`, `eventVersion`, `eventSource: "aws:dynamodb"`, `awsRegion`,
+ * `dynamodb` with `ApproximateCreationDateTime` in epoch seconds, `Keys`, `NewImage`,
+ * `OldImage`, `SequenceNumber`, `SizeBytes`, `StreamViewType`, and `eventSourceARN`).
  */
 export class StreamEventSource {
   private readonly streams: DynamoDBStreamsClient;
-  private readonly filters: unknown[];
-  private readonly batchSize: number;
-  private readonly reportsFailures: boolean;
+  private readonly mappings: Mapping[];
   private iterators = new Map<string, string>();
   private streamArn = '';
-  readonly fn: DeployedFunction;
 
   constructor(
     private readonly deployment: Deployment,
@@ -34,14 +39,17 @@ export class StreamEventSource {
     private readonly dynamoDb: DynamoDBClient,
     endpoint: string,
   ) {
-    const mappings = deployment.ofType('AWS::Lambda::EventSourceMapping');
-    if (mappings.length !== 1) throw new Error(`expected one event source mapping, found ${mappings.length}`);
-    const [, mapping] = mappings[0] as [string, { Properties: Record<string, any> }];
-    const functionId = mapping.Properties.FunctionName.Ref as string;
-    this.fn = deployment.functions().find((candidate) => candidate.logicalId === functionId) as DeployedFunction;
-    this.filters = (mapping.Properties.FilterCriteria?.Filters ?? []).map((filter: { Pattern: string }) => JSON.parse(filter.Pattern));
-    this.batchSize = Number(mapping.Properties.BatchSize ?? 100);
-    this.reportsFailures = (mapping.Properties.FunctionResponseTypes ?? []).includes('ReportBatchItemFailures');
+    this.mappings = deployment.ofType('AWS::Lambda::EventSourceMapping').map(([, mapping]) => {
+      const properties = (mapping as { Properties: Record<string, any> }).Properties;
+      const functionId = properties.FunctionName.Ref as string;
+      return {
+        fn: deployment.functions().find((candidate) => candidate.logicalId === functionId) as DeployedFunction,
+        filters: (properties.FilterCriteria?.Filters ?? []).map((filter: { Pattern: string }) => JSON.parse(filter.Pattern)),
+        batchSize: Number(properties.BatchSize ?? 100),
+        reportsFailures: (properties.FunctionResponseTypes ?? []).includes('ReportBatchItemFailures'),
+      };
+    });
+    if (this.mappings.length === 0) throw new Error('the template has no event source mapping');
     this.streams = new DynamoDBStreamsClient({
       endpoint,
       region: deployment.region,
@@ -78,23 +86,31 @@ export class StreamEventSource {
     return records;
   }
 
-  /** The records the mapping's filter lets through, in the event shape Lambda invokes with. */
+  /** The records some mapping's filter lets through, in the event shape Lambda invokes with. */
   eventRecords(records: StreamRecord[]): Array<Record<string, any>> {
-    return records.map((record) => this.lambdaRecord(record)).filter((record) => this.passes(record));
+    return records.map((record) => this.lambdaRecord(record)).filter((record) => this.mappings.some((mapping) => passes(mapping, record)));
   }
 
   /**
-   * Delivers records as the mapping does, in batches of its size, and returns each invocation
-   * with the records it carried. With ReportBatchItemFailures, a batch that reports failures
-   * is not redelivered here: the test looks at the answer.
+   * Delivers records as the mappings do: to each mapping's function, the records its filter
+   * lets through, in batches of its size (mappings in template order, the change hook first).
+   * Returns each invocation with its function and the records it carried. With
+   * ReportBatchItemFailures, a batch that reports failures is not redelivered here: the test
+   * looks at the answer.
    */
-  async deliver(records: Array<Record<string, any>>): Promise<Array<{ invocation: Invocation; records: Array<Record<string, any>> }>> {
-    const deliveries: Array<{ invocation: Invocation; records: Array<Record<string, any>> }> = [];
-    for (let offset = 0; offset < records.length; offset += this.batchSize) {
-      const batch = records.slice(offset, offset + this.batchSize);
-      const invocation = await this.lambda.invoke(this.fn, { Records: batch });
-      if (!this.reportsFailures && invocation.result?.batchItemFailures) throw new Error('the mapping does not report batch item failures');
-      deliveries.push({ invocation, records: batch });
+  async deliver(
+    records: Array<Record<string, any>>,
+  ): Promise<Array<{ fn: DeployedFunction; invocation: Invocation; records: Array<Record<string, any>> }>> {
+    const deliveries: Array<{ fn: DeployedFunction; invocation: Invocation; records: Array<Record<string, any>> }> = [];
+    for (const mapping of this.mappings) {
+      const passed = records.filter((record) => passes(mapping, record));
+      for (let offset = 0; offset < passed.length; offset += mapping.batchSize) {
+        const batch = passed.slice(offset, offset + mapping.batchSize);
+        const invocation = await this.lambda.invoke(mapping.fn, { Records: batch });
+        if (!mapping.reportsFailures && invocation.result?.batchItemFailures)
+          throw new Error('the mapping does not report batch item failures');
+        deliveries.push({ fn: mapping.fn, invocation, records: batch });
+      }
     }
     return deliveries;
   }
@@ -119,10 +135,10 @@ export class StreamEventSource {
       eventSourceARN: this.streamArn,
     };
   }
+}
 
-  private passes(record: Record<string, any>): boolean {
-    return this.filters.length === 0 || this.filters.some((pattern) => matchesPattern(pattern, record));
-  }
+function passes(mapping: Mapping, record: Record<string, any>): boolean {
+  return mapping.filters.length === 0 || mapping.filters.some((pattern) => matchesPattern(pattern, record));
 }
 
 /**
