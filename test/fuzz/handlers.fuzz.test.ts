@@ -5,13 +5,17 @@ import { type InProcessRequest, type InProcessResponse, invoke } from '../../ben
 import { errorStatus } from '../../functions/core/errors.js';
 import { canonicalJson, type Json, MAX_JSON_DEPTH } from '../../functions/core/json.js';
 import type { SessionService } from '../../functions/core/session-service.js';
+import { WebhookService } from '../../functions/core/webhooks.js';
 import { keysFromEnv } from '../../functions/http/auth.js';
 import { dependenciesFor, useDependencies } from '../../functions/http/dependencies.js';
 import { handlers } from '../../functions/http/index.js';
 import { type Route, routes } from '../../functions/http/routes.js';
+import { useWebhookService } from '../../functions/http/webhooks.js';
 import { localDynamoDbClient } from '../../functions/local/dynamodb-local.js';
 import { keys } from '../../functions/store/keys.js';
 import { createStores } from '../../functions/store/stores.js';
+import { DynamoDbWebhookStore } from '../../functions/store/webhook-store.js';
+import { validateWebhookUrl, webhookSender } from '../../functions/workers/webhook-delivery.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**
@@ -23,9 +27,9 @@ import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
  * exactly what `npm start` would hand the handlers for the same bytes on the wire.
  */
 
-// The routes of sessions, the tree, state and versions. Agents and decide are left out on
-// purpose: a fuzzed agent may name a worker URL, and decide would call it.
-const GROUPS = new Set(['health', 'sessions', 'tree', 'state']);
+// Every keyed route group (the inspector's files are static). Decide never calls a real worker:
+// the fuzzer's own invoker answers for every worker, with whatever a worker might answer.
+const GROUPS = new Set(['health', 'sessions', 'tree', 'state', 'agents', 'decide', 'commits', 'webhooks']);
 const fuzzedRoutes = routes.filter((route) => GROUPS.has(route.group));
 
 /** API.md section 10: every code a client may see, and its status. */
@@ -53,12 +57,20 @@ const CONTRACT_CODES: Record<string, number> = {
   validation_failed: 422,
   unknown_field: 422,
   idempotency_key_reused: 422,
+  worker_failed: 502,
 };
-const DOCUMENTED_STATUSES = new Set([200, 201, 204, 400, 401, 404, 409, 412, 413, 415, 422]);
+const DOCUMENTED_STATUSES = new Set([200, 201, 204, 400, 401, 403, 404, 409, 412, 413, 415, 422, 502]);
 
 const TENANT = 'fuzz';
 const OTHER = 'other';
 const KEYS = `${TENANT}:fuzz-key,${OTHER}:other-key`;
+/** A key of the fuzz tenant limited to `planner` (and so to its subtree in the registry). */
+const LIMITED_KEY = 'limited-key';
+const fromEnv = keysFromEnv(KEYS);
+const resolveKey = async (apiKey: string) => (apiKey === LIMITED_KEY ? { tenant: TENANT, agents: ['planner'] } : fromEnv(apiKey));
+/** What the fuzzer's worker answers: a DecisionResponse, or anything else a worker might say. */
+const workerAnswers: unknown[] = [{}, { state: { turns: 2 } }, { state: null, messages: [{ role: 'assistant', content: 'ok' }] }, [], 'no'];
+let workerCalls = 0;
 /** Sessions whose every change is watched; fuzzed ids are usually invalid, so these are mixed in. */
 const TRACKED = ['seeded', 'fresh', 'spare'];
 
@@ -74,9 +86,29 @@ const prototypeKeysBefore = {
 beforeAll(async () => {
   tableName = await createTestTable('fuzz');
   client = localDynamoDbClient(dynamoEndpoint());
-  const deps = dependenciesFor(createStores(client, tableName), { resolveKey: keysFromEnv(KEYS) });
+  const deps = dependenciesFor(createStores(client, tableName), {
+    resolveKey,
+    invokeWorker: async () => workerAnswers[workerCalls++ % workerAnswers.length],
+  });
   useDependencies(deps);
   service = deps.sessions;
+  // The webhooks group builds its own service from the environment: give it this table.
+  const stores = createStores(client, tableName);
+  useWebhookService(
+    new WebhookService(
+      new DynamoDbWebhookStore(stores.table),
+      (url) => void validateWebhookUrl(url, { allowLoopbackHttp: true }),
+      webhookSender({ allowLoopbackHttp: true }),
+    ),
+  );
+
+  // The registry a limited key must not cross: planner (its own) and billing (another agent,
+  // with a secret and a private field), and a webhook of billing's.
+  await deps.agents.putAgent(TENANT, 'planner', { config: { role: 'plans' } });
+  await deps.agents.putAgent(TENANT, 'billing', {
+    worker: { url: 'https://billing.example.com/decide', secret: 'billing-secret' },
+    stateFields: { card: { type: 'string', read: 'private', write: 'private' } },
+  });
 
   // A session with a small tree, a branch and some history for the fuzzer to poke at.
   const seeded = { tenant: TENANT, sessionId: 'seeded' };
@@ -94,6 +126,7 @@ beforeAll(async () => {
 
 afterAll(() => {
   useDependencies(undefined);
+  useWebhookService(undefined);
   client.destroy();
 });
 
@@ -151,8 +184,9 @@ const sometimes = (presentWeight: number, values: fc.Arbitrary<string>) =>
 const headersArb = fc
   .record({
     authorization: fc.oneof(
-      { weight: 12, arbitrary: fc.constant('Bearer fuzz-key') },
+      { weight: 10, arbitrary: fc.constant('Bearer fuzz-key') },
       { weight: 2, arbitrary: fc.constant('Bearer other-key') },
+      { weight: 4, arbitrary: fc.constant(`Bearer ${LIMITED_KEY}`) },
       {
         weight: 1,
         arbitrary: fc.constantFrom('bearer fuzz-key', 'Bearer  fuzz-key ', 'Bearer', 'Basic Zm9vOmJhcg==', 'Bearer fuzz-key, Bearer x'),
@@ -189,8 +223,9 @@ const headersArb = fc
       fc.oneof(fc.constantFrom('key-1', 'key-2', 'key-3'), headerValue(fc.string({ maxLength: 20 })), fc.constant('x'.repeat(256))),
     ),
     'x-agent-id': sometimes(
-      2,
+      4,
       fc.oneof(
+        { weight: 3, arbitrary: fc.constantFrom('planner', 'billing', 'helper') },
         validId,
         headerValue(fc.string({ maxLength: 12 })),
         nastyStrings.map((value) => value.replace(/[\r\n\0]/g, '')),
@@ -215,6 +250,67 @@ const pollution = fc.constantFrom(
   '{"__proto__":{"nodeId":"u1"}}',
 );
 
+const agentName = fc.oneof({ weight: 4, arbitrary: fc.constantFrom('planner', 'billing', 'helper') }, { weight: 1, arbitrary: idLike });
+
+/**
+ * Bodies shaped as the writes of agents, decide, commits and webhooks take them, so that
+ * those get past their schemas and reach the boundaries behind them (by route group).
+ */
+const shapedBodyArbs: Record<string, fc.Arbitrary<unknown>> = {
+  // PUT /v1/agents/{agentId}
+  agents: fc.record(
+    {
+      parentId: fc.oneof(agentName, fc.constant(null)),
+      config: fc.jsonValue({ maxDepth: 2 }),
+      worker: fc.oneof(
+        fc.constant(null),
+        fc.record({
+          url: fc.constantFrom('https://worker.example.com/d', 'module:/etc/passwd', 'http://127.0.0.1:9/w'),
+          secret: fc.string({ maxLength: 8 }),
+        }),
+      ),
+      stateFields: fc.constantFrom({ card: { type: 'string', read: 'public', write: 'public' } }, { plan: { type: 'string' } }),
+    },
+    { requiredKeys: [] },
+  ),
+  // POST …/decide
+  decide: fc.record(
+    {
+      trigger: fc.constantFrom({ type: 'session.start' }, { type: 'client.messages', messages: [{ role: 'user', content: 'hi' }] }),
+      agentId: agentName,
+    },
+    { requiredKeys: ['trigger'] },
+  ),
+  // POST …/commits
+  commits: fc.record(
+    {
+      commands: fc.array(
+        fc.record({
+          key: fc.constantFrom('card', 'plan', 'notes'),
+          scope: fc.constantFrom('thread', 'run', 'profile', 'shared'),
+          merge: fc.constantFrom('disjoint', 'commutative', 'exclusive'),
+          set: fc.oneof(fc.string({ maxLength: 6 }), fc.integer()),
+        }),
+        { minLength: 1, maxLength: 3 },
+      ),
+      runId: fc.constantFrom('r1', 'r2'),
+      userId: fc.constantFrom('u1', 'u2'),
+    },
+    { requiredKeys: ['commands'] },
+  ),
+  // POST /v1/webhooks
+  webhooks: fc.record(
+    {
+      url: fc.constantFrom('http://127.0.0.1:9/hook', 'https://hooks.example.com/h', 'http://10.0.0.1/'),
+      secret: fc.string({ minLength: 1, maxLength: 8 }),
+      sessionId: fc.constantFrom(...TRACKED),
+      agentId: agentName,
+    },
+    { requiredKeys: ['url'] },
+  ),
+};
+const shapedBodyArb = fc.record(shapedBodyArbs);
+
 const bodyArb: fc.Arbitrary<string | undefined> = fc.oneof(
   { weight: 2, arbitrary: fc.constant(undefined) },
   { weight: 4, arbitrary: fc.jsonValue({ maxDepth: 4, stringUnit: 'binary' }).map((value) => JSON.stringify(value)) },
@@ -235,6 +331,69 @@ const bodyArb: fc.Arbitrary<string | undefined> = fc.oneof(
           sessionId: idLike,
           agentId: fc.oneof(idLike, fc.constant(null)),
           metadata: fc.oneof(fc.dictionary(fc.string(), fc.jsonValue({ maxDepth: 2 })), fc.jsonValue({ maxDepth: 1 })),
+        },
+        { requiredKeys: [] },
+      )
+      .map((value) => JSON.stringify(value)),
+  },
+  // Agents, decide, commits and webhooks: bodies of their own shape, aimed at the seeded registry.
+  {
+    weight: 3,
+    arbitrary: fc
+      .record(
+        {
+          parentId: fc.oneof(fc.constantFrom('planner', 'billing', 'helper', null), idLike),
+          worker: fc.oneof(
+            fc.constant(null),
+            fc.record(
+              {
+                url: fc.constantFrom(
+                  'https://worker.example.com/d',
+                  'module:examples/worker.ts',
+                  'module:/etc/passwd',
+                  'http://10.0.0.1/',
+                  '',
+                ),
+                secret: fc.oneof(fc.string({ maxLength: 8 }), fc.constant(null)),
+                timeoutMs: fc.oneof(fc.integer(), fc.constant(null)),
+              },
+              { requiredKeys: ['url'] },
+            ),
+          ),
+          config: fc.jsonValue({ maxDepth: 2 }),
+          stateFields: fc.oneof(
+            fc.constant(null),
+            fc.constant({ card: { type: 'string', read: 'public', write: 'public' } }),
+            fc.dictionary(
+              fc.string({ maxLength: 6 }),
+              fc.record({ type: fc.constantFrom('string', 'number', 'x'), read: fc.constantFrom('public', 'private') }),
+            ),
+          ),
+          trigger: fc.oneof(
+            fc.record({ type: fc.constantFrom('session.start', 'client.messages', '') }),
+            fc.record({
+              type: fc.constant('client.messages'),
+              messages: fc.array(fc.record({ role: fc.constantFrom('user', '') }), { maxLength: 3 }),
+            }),
+          ),
+          agentId: fc.oneof(fc.constantFrom('planner', 'billing', 'helper'), idLike),
+          decisionId: idLike,
+          proposed: fc.dictionary(fc.string({ maxLength: 5 }), fc.jsonValue({ maxDepth: 2 })),
+          commands: fc.array(
+            fc.record(
+              {
+                key: fc.oneof(fc.constantFrom('card', 'plan'), fc.string({ maxLength: 6 })),
+                scope: fc.constantFrom('thread', 'run', 'profile', 'shared', 'x'),
+                merge: fc.constantFrom('disjoint', 'commutative', 'exclusive', 'x'),
+                set: fc.jsonValue({ maxDepth: 2 }),
+              },
+              { requiredKeys: [] },
+            ),
+            { maxLength: 4 },
+          ),
+          runId: idLike,
+          url: fc.constantFrom('http://127.0.0.1:9/hook', 'https://hooks.example.com/h', 'http://10.0.0.1/', 'ftp://x', ''),
+          secret: fc.string({ maxLength: 8 }),
         },
         { requiredKeys: [] },
       )
@@ -302,20 +461,31 @@ const requestArb: fc.Arbitrary<{ route: Route; request: InProcessRequest }> = fc
     sid: idLike,
     nid: idLike,
     v: numberLike,
+    other: fc.oneof({ weight: 3, arbitrary: fc.constantFrom('planner', 'billing', 'helper') }, { weight: 2, arbitrary: idLike }),
     raw: fc.boolean(),
     rawSegment: rawSegmentArb,
     query: fc.option(queryArb, { nil: undefined }),
     headers: headersArb,
     body: bodyArb,
+    // Half the writes of agents, decide, commits and webhooks get a body of their own shape.
+    shaped: fc.boolean(),
+    shapedBodies: shapedBodyArb,
   })
-  .map(({ route, sid, nid, v, raw, rawSegment, query, headers, body }) => {
-    let path = route.path.replace('{sid}', encodeSegment(sid)).replace('{nid}', encodeSegment(nid)).replace('{v}', encodeSegment(v));
+  .map(({ route, sid, nid, v, other, raw, rawSegment, query, headers, body: anyBody, shaped, shapedBodies }) => {
+    const ownShape = shaped && route.method !== 'GET' && route.method !== 'DELETE' ? shapedBodies[route.group] : undefined;
+    const body = ownShape === undefined ? anyBody : JSON.stringify(ownShape);
+    let path = route.path
+      .replace('{sid}', encodeSegment(sid))
+      .replace('{nid}', encodeSegment(nid))
+      .replace('{v}', encodeSegment(v))
+      .replace(/\{(agentId|webhookId|runId|userId)\}/g, encodeSegment(other));
     // Sometimes one parameter as sent without encoding (a lone `%` is malformed).
     if (raw && route.path.includes('{sid}'))
       path = route.path
         .replace('{sid}', rawSegment || 'x')
         .replace('{nid}', 'a1')
-        .replace('{v}', '1');
+        .replace('{v}', '1')
+        .replace(/\{[^}]+\}/g, 'x');
     return {
       route,
       request: { method: route.method, url: query ? `${path}?${query}` : path, headers, ...(body === undefined ? {} : { body }) },
@@ -349,7 +519,11 @@ function assertDocumented(request: InProcessRequest, response: InProcessResponse
  * read straight from the table): stricter than what the API shows, and one Query each.
  */
 async function snapshot(): Promise<string> {
-  const partitions = [TENANT, OTHER].flatMap((tenant) => TRACKED.map((sessionId) => keys.session({ tenant, sessionId })));
+  const partitions = [
+    ...[TENANT, OTHER].flatMap((tenant) => TRACKED.map((sessionId) => keys.session({ tenant, sessionId }))),
+    // The registries and webhooks of both tenants.
+    ...[TENANT, OTHER].flatMap((tenant) => [keys.agents(tenant), keys.webhooks(tenant)]),
+  ];
   const items = await Promise.all(
     partitions.map(async (pk) => {
       const { Items } = await client.send(
@@ -366,6 +540,33 @@ async function snapshot(): Promise<string> {
   return JSON.stringify(items);
 }
 
+/**
+ * The stored registration of billing, the agent no limited key and no other tenant may touch,
+ * and whether it is still outside planner's subtree (the tenant's own key may move it under
+ * planner, and then planner's key may see and change it).
+ */
+async function billing(): Promise<{ stored: string; outsidePlanner: boolean }> {
+  const { Items = [] } = await client.send(
+    new QueryCommand({
+      TableName: tableName,
+      KeyConditionExpression: 'pk = :pk AND sk = :sk',
+      ExpressionAttributeValues: { ':pk': { S: keys.agents(TENANT) }, ':sk': { S: keys.agent('billing') } },
+      ConsistentRead: true,
+    }),
+  );
+  const parentId = Items[0]?.parentId;
+  return { stored: JSON.stringify(Items), outsidePlanner: parentId === undefined || parentId.NULL === true };
+}
+
+/** The caller a fuzzed request authenticates as, when it does. */
+function callerOf(request: InProcessRequest): 'tenant' | 'limited' | 'other' | 'none' {
+  const header = Object.fromEntries(request.headers as Array<[string, string]>).authorization;
+  if (header === 'Bearer fuzz-key') return 'tenant';
+  if (header === `Bearer ${LIMITED_KEY}`) return 'limited';
+  if (header === 'Bearer other-key') return 'other';
+  return 'none';
+}
+
 /** What the fuzzed requests were answered, to see that they reach past the first checks. */
 const seen = new Map<string, number>();
 
@@ -374,6 +575,8 @@ describe('arbitrary requests', () => {
     await fc.assert(
       fc.asyncProperty(requestArb, async ({ request }) => {
         const before = await snapshot();
+        const billingBefore = await billing();
+        const caller = callerOf(request);
 
         const response = await invoke(handlers, request);
         const seenAs = response.status >= 400 ? `${response.status} ${response.json?.code}` : String(response.status);
@@ -383,6 +586,13 @@ describe('arbitrary requests', () => {
         if (response.status >= 400) {
           expect(await snapshot(), `a refused request changed something: ${request.method} ${request.url} ${response.status}`).toBe(before);
         }
+        // A limited key and another tenant never change billing, nor read its registration.
+        if (caller === 'other' || (caller === 'limited' && billingBefore.outsidePlanner)) {
+          const where = `${caller}: ${request.method} ${request.url} → ${response.status}`;
+          expect((await billing()).stored, `billing changed: ${where}`).toBe(billingBefore.stored);
+          expect(response.text, `billing's registration shown: ${where}`).not.toContain('billing.example.com');
+        }
+        expect(response.text, `a secret shown: ${request.method} ${request.url}`).not.toContain('billing-secret');
       }),
       { numRuns: Number(process.env.FUZZ_RUNS ?? 400), endOnFailure: true },
     );
