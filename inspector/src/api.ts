@@ -1,10 +1,10 @@
 // The API's shapes, as the typed client declares them (type-only: nothing of the client is
 // bundled into the page).
-import type { Session, SessionSummary, StateChangedEvent, StateView, TreeNode, Version } from '@agentstate/client';
+import type { MemoryItem, Session, SessionSummary, StateChangedEvent, StateView, TreeNode, Version } from '@agentstate/client';
 
 /** The API as the inspector uses it: same origin as the page, `Authorization: Bearer <key>`. */
 
-export type { Session, SessionSummary, StateChangedEvent, StateView, TreeNode, Version };
+export type { MemoryItem, Session, SessionSummary, StateChangedEvent, StateView, TreeNode, Version };
 
 /** A problem+json answer (or a network failure, status 0). */
 export class ApiError extends Error {
@@ -107,6 +107,41 @@ export class Api {
 
   setHead(sessionId: string, nodeId: string): Promise<{ head: string }> {
     return this.request('PUT', `/v1/sessions/${encodeURIComponent(sessionId)}/head`, { body: { nodeId } });
+  }
+
+  /** The namespaces at or below `prefix`, cut to `maxDepth` ids (each cut listed once). */
+  async listNamespaces(query: { prefix: string[]; maxDepth?: number; cursor?: string }, signal?: AbortSignal): Promise<Page<string[]>> {
+    const page = await this.request<{ namespaces: string[][]; next?: string }>('GET', '/v1/memory', {
+      query: { prefix: query.prefix.join('/') || undefined, maxDepth: query.maxDepth, cursor: query.cursor, limit: 100 },
+      ...(signal ? { signal } : {}),
+    });
+    return { items: page.namespaces, ...(page.next ? { next: page.next } : {}) };
+  }
+
+  /** Items at or below `namespacePrefix`, newest first, matching `filter`. */
+  async searchMemory(
+    request: { namespacePrefix: string[]; filter?: unknown; limit: number; cursor?: string },
+    signal?: AbortSignal,
+  ): Promise<Page<MemoryItem>> {
+    const page = await this.request<{ items: MemoryItem[]; next?: string }>('POST', '/v1/memory/search', {
+      body: request,
+      ...(signal ? { signal } : {}),
+    });
+    return { items: page.items, ...(page.next ? { next: page.next } : {}) };
+  }
+
+  /** The item's versions, newest first: the live one, then those it replaced. */
+  async listMemoryVersions(
+    namespace: string[],
+    key: string,
+    query: { limit: number; cursor?: string },
+    signal?: AbortSignal,
+  ): Promise<Page<MemoryItem>> {
+    const page = await this.request<{ versions: MemoryItem[]; next?: string }>('GET', '/v1/memory/versions', {
+      query: { namespace: namespace.join('/'), key, ...query },
+      ...(signal ? { signal } : {}),
+    });
+    return { items: page.versions, ...(page.next ? { next: page.next } : {}) };
   }
 
   /** Where the WebSocket API is (functions/http/inspector.ts). */

@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useMemo, useState } from 'preact/hooks';
 import { Api, ApiError } from './api.js';
-import { parseRoute, type Route } from './route.js';
+import { MemoryView } from './memory-view.js';
+import { memoryHref, parseRoute, type Route } from './route.js';
 import { SessionList } from './session-list.js';
 import { SessionView } from './session-view.js';
 
@@ -35,9 +36,17 @@ export function App() {
           agentstate <span class="brand-sub">inspector</span>
         </a>
         {api && (
-          <button type="button" class="button quiet" onClick={signOut}>
-            Sign out
-          </button>
+          <nav class="topnav" aria-label="Sections">
+            <a href="#/" aria-current={route.view !== 'memory' ? 'page' : undefined}>
+              Sessions
+            </a>
+            <a href={memoryHref([])} aria-current={route.view === 'memory' ? 'page' : undefined}>
+              Memory
+            </a>
+            <button type="button" class="button quiet" onClick={signOut}>
+              Sign out
+            </button>
+          </nav>
         )}
       </header>
       {!api || !apiKey ? (
@@ -47,6 +56,8 @@ export function App() {
             setApiKey(key);
           }}
         />
+      ) : route.view === 'memory' ? (
+        <MemoryView key={route.namespace.join('/')} api={api} namespace={route.namespace} itemKey={route.key} onUnauthorized={signOut} />
       ) : route.view === 'session' ? (
         <SessionView api={api} apiKey={apiKey} sessionId={route.sessionId} nodeId={route.nodeId} onUnauthorized={signOut} />
       ) : (

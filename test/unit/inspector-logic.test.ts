@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { JsonObject } from '../../functions/core/json.js';
 import { messagePreview } from '../../functions/core/preview.js';
 import { diffJson, formatPath, jsonEqual } from '../../inspector/src/json-diff.js';
+import { memoryHref, parseRoute, sessionHref } from '../../inspector/src/route.js';
 import { layoutTree, type TreeNode, visibleRange } from '../../inspector/src/tree-layout.js';
 
 const node = (id: string, parentId: string | null): TreeNode => ({ id, parentId, role: parentId ? 'user' : null, stateVersion: 0 });
@@ -130,5 +131,23 @@ describe('messagePreview', () => {
     expect(preview.endsWith('…')).toBe(true);
     expect(preview).not.toMatch(/[\uD800-\uDBFF]…$/);
     expect(messagePreview(null)).toBeNull();
+  });
+});
+
+describe('the page address', () => {
+  it('reads back every address it makes: sessions, nodes, namespaces and items, ids with any of their characters', () => {
+    const ids = ['a.b', 'x:y~z@w', 'plain'];
+
+    const item = parseRoute(memoryHref(ids, 'k@1'));
+    const namespace = parseRoute(memoryHref(['users', 'u1']));
+    const top = parseRoute(memoryHref([]));
+    const node = parseRoute(sessionHref('s:1', 'n~2'));
+
+    expect(item).toEqual({ view: 'memory', namespace: ids, key: 'k@1' });
+    expect(namespace).toEqual({ view: 'memory', namespace: ['users', 'u1'], key: null });
+    expect(top).toEqual({ view: 'memory', namespace: [], key: null });
+    expect(node).toEqual({ view: 'session', sessionId: 's:1', nodeId: 'n~2' });
+    expect(parseRoute('#/s/')).toEqual({ view: 'sessions' });
+    expect(parseRoute('')).toEqual({ view: 'sessions' });
   });
 });
