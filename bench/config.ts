@@ -12,6 +12,8 @@ export const WARMUP = QUICK ? 15 : 60;
 export const SCALE = QUICK
   ? { depth: Number(process.env.BENCH_DEPTH ?? 1_000), versions: 1_000, sessions: 1_000, iterations: 20 }
   : { depth: Number(process.env.BENCH_DEPTH ?? 10_000), versions: 10_000, sessions: 10_000, iterations: 100 };
+/** Section 6: the searched memory namespace's size, and the rounds of each memory operation. */
+export const MEMORY = QUICK ? { items: 1_000, iterations: 10 } : { items: 10_000, iterations: 40 };
 export const CONTENTION = { writers: 20, writesEach: QUICK ? 10 : 25 };
 /** Rounds of the own-code section (bench/own-code.ts), where one request takes microseconds. */
 export const STUB_ROUNDS = QUICK ? 500 : 5_000;

@@ -8,9 +8,10 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import { type Bundle, bundleTable } from './bundles.js';
 import { type ContentionResult, contentionTable } from './concurrency.js';
-import { CONTENTION, DOC, ITERATIONS, SCALE, STUB_ROUNDS, WARMUP } from './config.js';
+import { CONTENTION, DOC, ITERATIONS, MEMORY, SCALE, STUB_ROUNDS, WARMUP } from './config.js';
 import { langGraphSection, type SaverRow } from './langgraph.js';
 import { median, ms, requestsText } from './measure.js';
+import { type MemoryResult, memoryFlatTable, memoryTable } from './memory.js';
 import { type OperationsResult, operationsTable } from './operations.js';
 import { type OwnCodeResult, ownCodeTable } from './own-code.js';
 import { pairTable, type ScaleResult } from './scale.js';
@@ -32,6 +33,7 @@ export interface PageInput {
   scale: ScaleResult;
   contention: ContentionResult[];
   langgraph: { rows: SaverRow[] };
+  memory: MemoryResult;
   bundles: Bundle[];
 }
 
@@ -78,6 +80,7 @@ export function benchmarksPage({
   scale,
   contention,
   langgraph,
+  memory,
   bundles,
 }: PageInput): string {
   const { rows, rawGetMedian, rmwMedian, getRow, patchRow, putRow, serviceRead, serviceWrite, queryRow, queryPutRow, append25Row } =
@@ -261,6 +264,8 @@ throughput is bounded by one read and one conditional write per version, plus th
 lost meanwhile; different sessions do not contend at all.
 
 ${langGraphSection(langgraph)}
+
+${memorySection(memory)}
 ## Bundle size per Lambda
 
 Each function of the stack (a \`functions/http/<group>.ts\` per route group, the authorizer,
@@ -290,5 +295,41 @@ like a PATCH; commits that touch run, profile or shared documents are one transa
 ## Load test (\`npm run load\`)
 
 ${keptLoadSection()}
+`;
+}
+
+/** Section 6 (bench/memory.ts); `npm run bench -- --memory-only` writes it alone. */
+export function memorySection(memory: MemoryResult): string {
+  return `## Memory items
+
+Memory items (docs/api.md §7c) through the memory route group's handler, ${MEMORY.iterations} times each,
+interleaved. The put and get rows use a value of ${memory.valueBytes} bytes of JSON (a few short fields
+and a note); the searches run over one namespace of ${MEMORY.items} such items, newest first. RCU and
+WCU are what DynamoDB Local reports as consumed, the memory index (a GSI) included.
+
+${memoryTable(memory)}
+
+- **A put is one \`UpdateItem\`**, with or without \`If-Match\` (the condition is part of the same
+  request), and a get one \`GetItem\`. The item is just under 1 KB stored (the value, plus its
+  keys, times, version and index attributes), so it is 1 WCU; its index
+  entry is 1 more: the index projects only the value's short top-level fields (at most 512
+  bytes), so an entry stays under 1 KB whatever the value. Replacing an item moves its index
+  entry (a new \`updatedAt\` is a new sort key), which DynamoDB counts as a delete and a put in
+  the index: 1 + 2. A value of a full 1 KB makes a stored item over 1 KB: 2 WCU for the item.
+- **A search** is the namespace list (one \`Query\`), the index of each namespace under the prefix
+  newest first, and one \`BatchGetItem\` for the values that matched. A filter decided on the
+  index's short fields reads index entries (a few hundred bytes each, eventually consistent:
+  half an RCU per 4 KB) until the page is full, and fetches only the matches (DynamoDB Local
+  counts one RCU per value fetched). The worst case is
+  a filter that matches almost nothing: the search then reads the whole index of the namespace
+  (the 1-in-${MEMORY.items} row; one call reads at most 10,000 entries before it answers with \`next\`).
+
+The same 10 % search after the table gained 1,000 other namespaces in the tenant (siblings of
+the one searched) and 10 other tenants holding the same namespace path:
+
+${memoryFlatTable(memory)}
+
+Other namespaces and tenants are other partitions of the table and the index, so they change
+nothing of what a search reads.
 `;
 }

@@ -14,14 +14,15 @@
  *
  * One module per section: operations.ts beside the raw-SDK baselines of raw-sdk.ts (1),
  * own-code.ts (1b), telemetry.ts (1c), scale.ts (2), concurrency.ts (3), bundles.ts (4), langgraph.ts (5,
- * LangGraph's checkpoint saver); page.ts writes the doc.
+ * LangGraph's checkpoint saver), memory.ts (6); page.ts writes the doc.
  *
- * Flags: --quick (few iterations, small scale, prints only), --no-doc (do not write the doc).
+ * Flags: --quick (few iterations, small scale, prints only), --no-doc (do not write the doc),
+ *        --memory-only (section 6 alone, written into the page in place of its last run).
  * Env:   BENCH_ITERATIONS (default 300).
  */
 // First: the X-Ray SDK reads its environment as the handlers load it.
 import './lambda-mode.js';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
@@ -34,10 +35,11 @@ import { measureConcurrency } from './concurrency.js';
 import { DOC, ITERATIONS, log, QUICK, WARMUP, WRITE_DOC } from './config.js';
 import { STATE_BYTES, wire, writeSessions } from './fixture.js';
 import { measureLangGraph } from './langgraph.js';
+import { measureMemory } from './memory.js';
 import { Meter } from './meter.js';
 import { measureOperations } from './operations.js';
 import { measureOwnCode } from './own-code.js';
-import { benchmarksPage } from './page.js';
+import { benchmarksPage, memorySection } from './page.js';
 import { writeRawItems } from './raw-sdk.js';
 import { measureScale } from './scale.js';
 import { measureTelemetry } from './telemetry.js';
@@ -55,6 +57,18 @@ const client = meter.instrument(dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: d
 const main = await wire(client, 'bench');
 useDependencies(main.deps);
 meter.reset();
+
+if (process.argv.includes('--memory-only')) {
+  // Section 6 alone, spliced into the page in place of its last run.
+  const section = memorySection(await measureMemory(meter, client, 'bench'));
+  const page = readFileSync(DOC, 'utf8');
+  const start = page.indexOf('## Memory items\n');
+  const end = page.indexOf('## Bundle size per Lambda\n');
+  if (end < 0) throw new Error(`${DOC} has no "## Bundle size per Lambda" to put the memory section before`);
+  if (WRITE_DOC) writeFileSync(DOC, `${page.slice(0, start < 0 ? end : start)}${section}\n${page.slice(end)}`);
+  await dynamo.stop();
+  process.exit(0);
+}
 await writeSessions(main);
 await writeRawItems(client);
 meter.reset();
@@ -65,12 +79,16 @@ const telemetry = await measureTelemetry(meter, client, main);
 const scale = await measureScale(meter, client, main);
 const contention = await measureConcurrency(meter, main);
 const langgraph = await measureLangGraph(meter, client);
+const memory = await measureMemory(meter, client, 'bench');
 const bundles = await measureBundles();
 const finished = new Date();
 
 if (WRITE_DOC) {
   const run = { started, finished, loadAtStart };
-  writeFileSync(DOC, benchmarksPage({ run, stateBytes: STATE_BYTES, operations, own, telemetry, scale, contention, langgraph, bundles }));
+  writeFileSync(
+    DOC,
+    benchmarksPage({ run, stateBytes: STATE_BYTES, operations, own, telemetry, scale, contention, langgraph, memory, bundles }),
+  );
   log(`\nwrote ${DOC}`);
 }
 log(`\ndone in ${((finished.getTime() - started.getTime()) / 1000).toFixed(0)} s`);
