@@ -258,6 +258,36 @@ describe('change events from the stream', () => {
   });
 });
 
+describe('memory events from the stream', () => {
+  it('reach EventBridge and a follower of the namespace: every put and delete, in order, with next and prev', async () => {
+    // Prepare: a connection following a namespace, then a put, a replace and a delete below it.
+    expect((await stack.webSocket.connect('conn-memory', { token: key })).result).toEqual({ statusCode: 200 });
+    const subscribed = await stack.webSocket.send('conn-memory', JSON.stringify({ action: 'subscribe', namespace: ['notes'] }));
+    await stack.stream.read(0, 200);
+    expect((await call('PUT', '/v1/memory/notes/n1/k', { value: { step: 1 } })).status).toBe(201);
+    expect((await call('PUT', '/v1/memory/notes/n1/k', { value: { step: 2 } })).status).toBe(200);
+    expect((await call('DELETE', '/v1/memory/notes/n1/k')).status).toBe(204);
+    const records = stack.stream.eventRecords(await stack.stream.read(3));
+
+    // Act
+    const deliveries = await stack.stream.deliver(records);
+
+    // Assess
+    expect(JSON.parse(subscribed.result.body)).toEqual({ type: 'subscribed', namespace: ['notes'] });
+    expect(deliveries.map((delivery) => delivery.invocation.result)).toEqual(deliveries.map(() => ({ batchItemFailures: [] })));
+    const entries = stack.aws.eventBridgeEntries.filter((entry) => entry.DetailType === 'memory.changed');
+    const details = entries.map((entry) => JSON.parse(entry.Detail));
+    expect(details.map((detail) => [detail.cause, detail.version, detail.next, detail.prev])).toEqual([
+      ['put', 1, { step: 1 }, null],
+      ['put', 2, { step: 2 }, { step: 1 }],
+      ['delete', 3, null, { step: 2 }],
+    ]);
+    expect(details[0]).toMatchObject({ tenant: 'acme', type: 'memory.changed', namespace: ['notes', 'n1'], key: 'k' });
+    const live = (stack.aws.posted.get('conn-memory') ?? []).map((frame) => JSON.parse(frame));
+    expect(live.map((event) => event.id)).toEqual(details.map((detail) => detail.id));
+  });
+});
+
 describe('the WebSocket API', () => {
   it('refuses a connection without a valid key, answers unknown messages, and forgets a connection on $disconnect', async () => {
     // Act
