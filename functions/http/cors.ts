@@ -11,7 +11,7 @@
 export const corsPolicy = {
   allowMethods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
   /** What a request may carry besides the CORS-safelisted headers. */
-  allowHeaders: ['authorization', 'content-type', 'if-match', 'idempotency-key', 'x-agent-id'],
+  allowHeaders: ['authorization', 'content-type', 'if-match', 'if-none-match', 'idempotency-key', 'x-agent-id'],
   /** What a page may read from an answer besides the safelisted headers. */
   exposeHeaders: ['etag', 'location', 'idempotency-replayed', 'retry-after', 'www-authenticate'],
   /** How long a browser may keep a preflight's answer. */

@@ -58,6 +58,8 @@ describe('CORS', () => {
     expect(response.headers.get('access-control-allow-origin')).toBe(APP);
     expect(response.headers.get('access-control-allow-methods')?.split(', ')).toEqual(expect.arrayContaining(['PATCH', 'DELETE']));
     expect(response.headers.get('access-control-allow-headers')?.split(', ')).toEqual([...corsPolicy.allowHeaders]);
+    // Every precondition header a route reads, `If-None-Match` of a create-only memory put too.
+    expect(corsPolicy.allowHeaders).toEqual(expect.arrayContaining(['if-match', 'if-none-match']));
     expect(response.headers.get('access-control-max-age')).toBe('600');
     expect(response.headers.get('access-control-allow-credentials')).toBeNull();
   });
