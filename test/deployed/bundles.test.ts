@@ -203,6 +203,62 @@ describe('what a function tells its operator', () => {
     expect(dynamoDb.length).toBeGreaterThan(0);
   });
 
+  it('logs a worker that failed as its request line, a warning with the code, and counts the call and its time', async () => {
+    // Prepare: an agent whose worker cannot be reached.
+    expect((await call('PUT', '/v1/agents/unreachable', { worker: { url: 'https://worker.invalid/decide' } })).status).toBe(201);
+    expect((await call('POST', '/v1/sessions', { sessionId: 'unreachable', agentId: 'unreachable' })).status).toBe(201);
+
+    // Act
+    const decided = await call('POST', '/v1/sessions/unreachable/decide', { trigger: { type: 'tick' } });
+
+    // Assess: one line says it all; no stack, no second line about it.
+    expect(decided.status).toBe(502);
+    const lines = (decided.invocation?.logs ?? []).map((line) => JSON.parse(line));
+    expect(lines.find((line) => line.message === 'request')).toMatchObject({
+      level: 'WARN',
+      status: 502,
+      code: 'worker_failed',
+      route: 'POST /v1/sessions/{sid}/decide',
+      tenant: 'acme',
+      sessionId: 'unreachable',
+    });
+    expect(lines.filter((line) => line.level === 'ERROR' || line.stack || line.stackTrace)).toEqual([]);
+    expect(lines.find((line) => line._aws)).toMatchObject({ WorkerFailures: 1, WorkerLatency: expect.any(Number) });
+  });
+
+  it('logs each stream batch of the change hook, with how late its events are and how many records failed', async () => {
+    // Prepare
+    await stack.stream.read(0, 200);
+    expect((await call('PATCH', '/v1/sessions/lagging/state', { step: 1 })).status).toBe(200);
+    const records = stack.stream.eventRecords(await stack.stream.read(1));
+
+    // Act: once with EventBridge unreachable, once with it back.
+    stack.aws.eventBridgeDown = true;
+    const [failed] = await stack.stream.deliver(records);
+    stack.aws.eventBridgeDown = false;
+    const [delivered] = await stack.stream.deliver(records);
+
+    // Assess
+    const linesOf = (invocation = failed?.invocation) => (invocation?.logs ?? []).map((line) => JSON.parse(line));
+    expect(linesOf(failed?.invocation).find((line) => line.message === 'stream batch')).toMatchObject({
+      level: 'WARN',
+      records: 1,
+      failed: 1,
+    });
+    expect(linesOf(failed?.invocation).find((line) => line._aws)).toMatchObject({
+      EventBatchFailures: 1,
+      EventDeliveryLag: expect.any(Number),
+    });
+    expect(linesOf(delivered?.invocation).find((line) => line.message === 'stream batch')).toMatchObject({
+      level: 'INFO',
+      records: 1,
+      failed: 0,
+    });
+    const metrics = linesOf(delivered?.invocation).find((line) => line._aws);
+    expect(metrics.EventDeliveryLag).toBeGreaterThanOrEqual(0);
+    expect(metrics.EventBatchFailures).toBeUndefined();
+  });
+
   it('logs every WebSocket event as a line of its own: the WebSocket access log', async () => {
     const connected = await stack.webSocket.connect('conn-logged', { token: key });
     const line = connected.logs.map((entry) => JSON.parse(entry)).find((entry) => entry.message === 'websocket');

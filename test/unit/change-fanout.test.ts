@@ -2,6 +2,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { ChangeFanout, type ChangeFanoutPorts, type ChangeInput } from '../../functions/core/change-fanout.js';
 import type { ChangeEvent, RecordedVersion, StateChangedEvent } from '../../functions/core/events.js';
 import type { Json } from '../../functions/core/json.js';
+import { useMetricSink } from '../../functions/core/metrics.js';
 import type { DeliveryResult, WebhookRecord } from '../../functions/core/webhooks.js';
 
 /** A recorded version of `sessionId` (tenant t1 unless said), keyed by a made-up sequence number. */
@@ -174,11 +175,19 @@ describe('webhooks', () => {
       answer: (url) => (url.includes('bad') ? { ok: false, error: 'HTTP 503' } : { ok: true, status: 200 }),
     });
 
+    let deadLettersCounted = 0;
+    useMetricSink((name, value) => {
+      if (name === 'WebhookDeadLetters') deadLettersCounted += value;
+    });
+
     // Act
-    const result = await new ChangeFanout(h.ports).process([change('s1', 1, 0, 1), change('s1', 2, 1, 2), change('s2', 1, 0, 1)]);
+    const result = await new ChangeFanout(h.ports)
+      .process([change('s1', 1, 0, 1), change('s1', 2, 1, 2), change('s2', 1, 0, 1)])
+      .finally(() => useMetricSink(() => {}));
 
     // Assess: s1 and s2 are tried in parallel; s1's later event is not tried after s1:1 failed.
     expect(result.failed).toEqual([]);
+    expect(deadLettersCounted).toBe(3);
     const attempts = (id: string) =>
       h.sent.filter((delivery) => delivery.url.includes('bad') && delivery.id === id).map((delivery) => delivery.attempt);
     expect([attempts('s1:1'), attempts('s1:2'), attempts('s2:1')]).toEqual([[1, 2, 3], [], [1, 2, 3]]);

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import { AgentStateError } from '../../functions/core/errors.js';
+import { type CoreMetric, useMetricSink } from '../../functions/core/metrics.js';
 import { LINEAGE_WINDOW, type Tip } from '../../functions/core/model.js';
 import { StaleTipError } from '../../functions/core/ports.js';
 import { type RetryPolicy, retryOnStaleTip } from '../../functions/core/retry.js';
@@ -161,16 +162,19 @@ describe('retryOnStaleTip: repeat a write that lost a race', () => {
     expect(attempt).toHaveBeenCalledTimes(1);
   });
 
-  it('retries after StaleTipError and returns the first success', async () => {
+  it('retries after StaleTipError and returns the first success, counting each retry for the operator', async () => {
     // Prepare: two lost races, then a win
     const attempt = failingThen([new StaleTipError(), new StaleTipError()], { version: 3 });
+    const counted: CoreMetric[] = [];
+    useMetricSink((name, value) => counted.push(...Array<CoreMetric>(value).fill(name)));
 
     // Act
-    const result = await retryOnStaleTip({ ...fast, maxAttempts: 5 }, attempt);
+    const result = await retryOnStaleTip({ ...fast, maxAttempts: 5 }, attempt).finally(() => useMetricSink(() => {}));
 
     // Assess
     expect(result).toEqual({ version: 3 });
     expect(attempt).toHaveBeenCalledTimes(3);
+    expect(counted).toEqual(['VersionRacesRetried', 'VersionRacesRetried']);
   });
 
   it('succeeds on the very last allowed attempt', async () => {
