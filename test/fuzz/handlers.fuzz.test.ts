@@ -4,15 +4,18 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type InProcessRequest, type InProcessResponse, invoke } from '../../bench/invoke.js';
 import { errorStatus } from '../../functions/core/errors.js';
 import { canonicalJson, type Json, MAX_JSON_DEPTH } from '../../functions/core/json.js';
+import { MemoryService } from '../../functions/core/memory-service.js';
 import type { SessionService } from '../../functions/core/session-service.js';
 import { WebhookService } from '../../functions/core/webhooks.js';
 import { keysFromEnv } from '../../functions/http/auth.js';
 import { dependenciesFor, useDependencies } from '../../functions/http/dependencies.js';
 import { handlers } from '../../functions/http/index.js';
+import { useMemoryService } from '../../functions/http/memory.js';
 import { type Route, routes } from '../../functions/http/routes.js';
 import { useWebhookService } from '../../functions/http/webhooks.js';
 import { localDynamoDbClient } from '../../functions/local/dynamodb-local.js';
 import { keys } from '../../functions/store/keys.js';
+import { DynamoDbMemoryStore } from '../../functions/store/memory-store.js';
 import { createStores } from '../../functions/store/stores.js';
 import { DynamoDbWebhookStore } from '../../functions/store/webhook-store.js';
 import { validateWebhookUrl, webhookSender } from '../../functions/workers/webhook-delivery.js';
@@ -27,9 +30,9 @@ import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
  * exactly what `npm start` would hand the handlers for the same bytes on the wire.
  */
 
-// Every keyed route group (the inspector's files are static). Decide never calls a real worker:
+// Every keyed route group (the inspector's files are static), memory items included. Decide never calls a real worker:
 // the fuzzer's own invoker answers for every worker, with whatever a worker might answer.
-const GROUPS = new Set(['health', 'sessions', 'tree', 'state', 'agents', 'decide', 'commits', 'webhooks']);
+const GROUPS = new Set(['health', 'sessions', 'tree', 'state', 'agents', 'decide', 'commits', 'webhooks', 'memory']);
 const fuzzedRoutes = routes.filter((route) => GROUPS.has(route.group));
 
 /** API.md section 10: every code a client may see, and its status. */
@@ -71,6 +74,13 @@ const resolveKey = async (apiKey: string) => (apiKey === LIMITED_KEY ? { tenant:
 /** What the fuzzer's worker answers: a DecisionResponse, or anything else a worker might say. */
 const workerAnswers: unknown[] = [{}, { state: { turns: 2 } }, { state: null, messages: [{ role: 'assistant', content: 'ok' }] }, [], 'no'];
 let workerCalls = 0;
+/** Memory namespaces whose items are watched: planner's, billing's (no limited key of planner's may touch it), shared, and others. */
+const MEMORY_NAMESPACES = [
+  ['agents', 'planner', 'notes'],
+  ['agents', 'billing', 'notes'],
+  ['shared', 'x'],
+  ['users', 'u1'],
+];
 /** Sessions whose every change is watched; fuzzed ids are usually invalid, so these are mixed in. */
 const TRACKED = ['seeded', 'fresh', 'spare'];
 
@@ -94,6 +104,7 @@ beforeAll(async () => {
   service = deps.sessions;
   // The webhooks group builds its own service from the environment: give it this table.
   const stores = createStores(client, tableName);
+  useMemoryService(new MemoryService(new DynamoDbMemoryStore(stores.table)));
   useWebhookService(
     new WebhookService(
       new DynamoDbWebhookStore(stores.table),
@@ -109,6 +120,18 @@ beforeAll(async () => {
     worker: { url: 'https://billing.example.com/decide', secret: 'billing-secret' },
     stateFields: { card: { type: 'string', read: 'private', write: 'private' } },
   });
+
+  // A memory item of billing's, which holds what its agent alone may read.
+  const seededMemory = await invoke(handlers, {
+    method: 'PUT',
+    url: '/v1/memory/agents/billing/notes/k',
+    headers: [
+      ['authorization', 'Bearer fuzz-key'],
+      ['content-type', 'application/json'],
+    ],
+    body: JSON.stringify({ value: { memo: 'billing-memo' } }),
+  });
+  expect(seededMemory.status).toBe(201);
 
   // A session with a small tree, a branch and some history for the fuzzer to poke at.
   const seeded = { tenant: TENANT, sessionId: 'seeded' };
@@ -298,6 +321,21 @@ const shapedBodyArbs: Record<string, fc.Arbitrary<unknown>> = {
     },
     { requiredKeys: ['commands'] },
   ),
+  // PUT /v1/memory/{path+} and POST /v1/memory/search
+  memory: fc.oneof(
+    fc.record(
+      { value: fc.record({ memo: fc.string({ maxLength: 6 }), n: fc.integer() }), ttlSeconds: fc.integer({ min: -1, max: 100 }) },
+      { requiredKeys: ['value'] },
+    ),
+    fc.record(
+      {
+        namespacePrefix: fc.constantFrom(...MEMORY_NAMESPACES, ['agents'], []),
+        filter: fc.constantFrom({}, { memo: 'billing-memo' }),
+        limit: fc.integer({ min: 0, max: 3 }),
+      },
+      { requiredKeys: ['namespacePrefix'] },
+    ),
+  ),
   // POST /v1/webhooks
   webhooks: fc.record(
     {
@@ -462,6 +500,10 @@ const requestArb: fc.Arbitrary<{ route: Route; request: InProcessRequest }> = fc
     nid: idLike,
     v: numberLike,
     other: fc.oneof({ weight: 3, arbitrary: fc.constantFrom('planner', 'billing', 'helper') }, { weight: 2, arbitrary: idLike }),
+    memoryPath: fc.oneof(
+      { weight: 4, arbitrary: fc.constantFrom(...MEMORY_NAMESPACES).map((namespace) => `${namespace.join('/')}/k`) },
+      { weight: 1, arbitrary: fc.array(idLike, { maxLength: 10 }).map((segments) => segments.map(encodeSegment).join('/')) },
+    ),
     raw: fc.boolean(),
     rawSegment: rawSegmentArb,
     query: fc.option(queryArb, { nil: undefined }),
@@ -471,14 +513,15 @@ const requestArb: fc.Arbitrary<{ route: Route; request: InProcessRequest }> = fc
     shaped: fc.boolean(),
     shapedBodies: shapedBodyArb,
   })
-  .map(({ route, sid, nid, v, other, raw, rawSegment, query, headers, body: anyBody, shaped, shapedBodies }) => {
+  .map(({ route, sid, nid, v, other, memoryPath, raw, rawSegment, query, headers, body: anyBody, shaped, shapedBodies }) => {
     const ownShape = shaped && route.method !== 'GET' && route.method !== 'DELETE' ? shapedBodies[route.group] : undefined;
     const body = ownShape === undefined ? anyBody : JSON.stringify(ownShape);
     let path = route.path
       .replace('{sid}', encodeSegment(sid))
       .replace('{nid}', encodeSegment(nid))
       .replace('{v}', encodeSegment(v))
-      .replace(/\{(agentId|webhookId|runId|userId)\}/g, encodeSegment(other));
+      .replace(/\{(agentId|webhookId|runId|userId)\}/g, encodeSegment(other))
+      .replace('{path+}', memoryPath);
     // Sometimes one parameter as sent without encoding (a lone `%` is malformed).
     if (raw && route.path.includes('{sid}'))
       path = route.path
@@ -523,6 +566,8 @@ async function snapshot(): Promise<string> {
     ...[TENANT, OTHER].flatMap((tenant) => TRACKED.map((sessionId) => keys.session({ tenant, sessionId }))),
     // The registries and webhooks of both tenants.
     ...[TENANT, OTHER].flatMap((tenant) => [keys.agents(tenant), keys.webhooks(tenant)]),
+    // Their watched memory namespaces.
+    ...[TENANT, OTHER].flatMap((tenant) => MEMORY_NAMESPACES.map((namespace) => keys.memoryNamespace(tenant, namespace))),
   ];
   const items = await Promise.all(
     partitions.map(async (pk) => {
@@ -591,6 +636,10 @@ describe('arbitrary requests', () => {
           const where = `${caller}: ${request.method} ${request.url} → ${response.status}`;
           expect((await billing()).stored, `billing changed: ${where}`).toBe(billingBefore.stored);
           expect(response.text, `billing's registration shown: ${where}`).not.toContain('billing.example.com');
+        }
+        // Billing's memory is agents/billing: never the planner key's, nor the other tenant's.
+        if (caller === 'limited' || caller === 'other') {
+          expect(response.text, `billing's memory shown: ${caller}: ${request.method} ${request.url}`).not.toContain('billing-memo');
         }
         expect(response.text, `a secret shown: ${request.method} ${request.url}`).not.toContain('billing-secret');
       }),
