@@ -84,14 +84,16 @@ export interface DecisionCompletion {
 
 /**
  * What claiming an `Idempotency-Key` found: the key was free (the request runs), or another
- * request holds it — still running, or done with the answer to replay.
+ * request holds it — still running, done with the answer to replay, or `unfinished`: its
+ * holder neither answered nor let go in time (it died, or its answer could not be kept), so
+ * whether it wrote is unknown and the key is never run again until it expires.
  */
 export type IdempotencyClaim =
   | { readonly outcome: 'claimed' }
   | {
-      readonly outcome: 'in_progress';
+      readonly outcome: 'in_progress' | 'unfinished';
       readonly fingerprint: string;
-      /** Epoch ms after which the holder counts as dead and the key may be claimed again. */
+      /** Epoch ms until which the holder counts as running; past it the claim is `unfinished`. */
       readonly lockedUntil: number;
     }
   | { readonly outcome: 'done'; readonly fingerprint: string; readonly response: StoredResponse };

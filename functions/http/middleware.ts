@@ -190,7 +190,9 @@ const idempotencyKeyPattern = /^[\x21-\x7e]{1,255}$/;
  * `Idempotency-Key` on POST, PUT and PATCH (API.md section 1): the first request under a key
  * runs and its answer is kept for 24 hours; a retry gets that answer back and writes nothing;
  * the same key with a different request is `422 idempotency_key_reused`. A request that fails
- * is not remembered, so its retry runs again.
+ * (`5xx`, which writes nothing) lets go of its key, so its retry runs again. A request that
+ * neither answered nor let go within its lock (it died, or its answer could not be kept) may
+ * have written: its retries are refused with `409 conflict`, never run again.
  *
  * Replays belong to the API key that made the first request: the key is part of what makes
  * two requests "the same", so another key of the tenant reusing the Idempotency-Key gets
@@ -222,6 +224,15 @@ export function idempotency(store: () => IdempotencyStore): Middleware {
       if (holder.outcome === 'done') {
         const { statusCode, headers, body } = holder.response;
         return { statusCode, headers: { ...headers, 'idempotency-replayed': 'true' }, body };
+      }
+      if (holder.outcome === 'unfinished') {
+        // Its holder may have written before it died: running the request again could undo
+        // what was acknowledged since. Refused until the key expires; the caller decides.
+        throw new AgentStateError(
+          'conflict',
+          'the first request with this Idempotency-Key never finished, so whether it was applied is unknown; it is not run again. Read what you meant to change, then send a new key',
+          { field: 'Idempotency-Key' },
+        );
       }
       throw new AgentStateError('conflict', 'a request with this Idempotency-Key is still in progress; retry later');
     },

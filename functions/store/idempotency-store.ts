@@ -16,8 +16,11 @@ const IDEMPOTENCY_TTL_SECONDS = 24 * 60 * 60;
  *
  *   I#<tenant>#<key>   I   fingerprint, status (pending | done), lockedUntil, response (done)
  *
- * A claim is one conditional put: the key is free, expired, or abandoned by a holder that
- * died; otherwise the put fails and hands back the holder, so the answer needs no extra read.
+ * A claim is one conditional put: the key is free or expired; otherwise the put fails and
+ * hands back the holder, so the answer needs no extra read. A pending claim is never taken
+ * over, not even once its holder's lock has lapsed: the holder may have written and died (or
+ * failed to keep its answer) before completing, and running the request again would then
+ * undo whatever was acknowledged since. Such a key answers `409` until its TTL.
  * An answer is kept by the state codec (state-codec.ts): as text, compressed, or — the answer
  * to a write of a 4 MiB state — as pieces `B#<hash>` in the key's own partition, removed by
  * TTL with it.
@@ -41,10 +44,10 @@ export class DynamoDbIdempotencyStore implements IdempotencyStore {
             }),
             writeId,
           },
-          // Free, expired (TTL deletes lazily), or abandoned by a holder that died.
-          ConditionExpression: 'attribute_not_exists(pk) OR #ttl < :nowSeconds OR (#status = :pending AND lockedUntil < :now)',
-          ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive, '#status': 'status' },
-          ExpressionAttributeValues: { ':nowSeconds': nowSeconds, ':pending': 'pending', ':now': now },
+          // Free, or expired (TTL deletes lazily).
+          ConditionExpression: 'attribute_not_exists(pk) OR #ttl < :nowSeconds',
+          ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive },
+          ExpressionAttributeValues: { ':nowSeconds': nowSeconds },
           ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         }),
       );
@@ -55,7 +58,7 @@ export class DynamoDbIdempotencyStore implements IdempotencyStore {
         if (isOwnWrite(error.Item, writeId)) return { outcome: 'claimed' };
         // The SDK hands back the old item in wire format, even through the document client.
         const holder = unmarshall(error.Item as Record<string, AttributeValue>);
-        return idempotencyItem.decodeHolder(holder, await this.piecesOf(holder));
+        return idempotencyItem.decodeHolder(holder, await this.piecesOf(holder), now);
       }
       throw error;
     }

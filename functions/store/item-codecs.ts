@@ -320,13 +320,17 @@ export const idempotencyItem = {
   /** The name the state codec keeps a done claim's answer under (`response`, `responseZ`, …). */
   responseText: 'response',
 
-  /** The claim that holds a key: done with its answer, or still in progress; `pieces` as `decodeText` takes them. */
-  decodeHolder(item: Item, pieces: ReadonlyMap<string, Item> = new Map()): Exclude<IdempotencyClaim, { outcome: 'claimed' }> {
+  /**
+   * The claim that holds a key: done with its answer, still in progress, or unfinished (its
+   * lock lapsed at `now` without an answer kept); `pieces` as `decodeText` takes them.
+   */
+  decodeHolder(item: Item, pieces: ReadonlyMap<string, Item>, now: number): Exclude<IdempotencyClaim, { outcome: 'claimed' }> {
     const fingerprint = String(item.fingerprint);
     const response = item.status === 'done' ? decodeText(item, idempotencyItem.responseText, pieces) : null;
     if (response !== null) {
       return { outcome: 'done', fingerprint, response: decodeStoredJson(response) as unknown as StoredResponse };
     }
-    return { outcome: 'in_progress', fingerprint, lockedUntil: Number(item.lockedUntil) };
+    const lockedUntil = Number(item.lockedUntil);
+    return { outcome: item.status === 'pending' && lockedUntil >= now ? 'in_progress' : 'unfinished', fingerprint, lockedUntil };
   },
 };

@@ -75,8 +75,8 @@ function wiredClient(endpoint = dynamoEndpoint()) {
   };
 }
 
-function serve(client: DynamoDBClient): void {
-  useDependencies(dependenciesFor(createStores(client, tableName), { resolveKey: keysFromEnv(`${TENANT}:wire-key`) }));
+function serve(client: DynamoDBClient, now?: () => number): void {
+  useDependencies(dependenciesFor(createStores(client, tableName, { now }), { resolveKey: keysFromEnv(`${TENANT}:wire-key`) }));
 }
 
 beforeAll(async () => {
@@ -234,6 +234,79 @@ describe('other conditional writes applied by DynamoDB whose answer is lost', ()
 
     expect(response.status, response.text).toBe(200);
   });
+});
+
+describe('a retry under an Idempotency-Key whose first answer could not be kept', () => {
+  // The store's clock, moved on past the claim's one-minute lock.
+  let skewMs = 0;
+  const wired = wiredClient();
+  beforeAll(() => serve(wired.client, () => Date.now() + skewMs));
+  afterAll(() => wired.client.destroy());
+
+  /** Fails every attempt to keep the answer under `key` (the claim's UpdateItem). */
+  function loseAnswersOf(key: string): void {
+    wired.setFault((operation, body) =>
+      operation === 'UpdateItem' && body.includes(`I#${TENANT}#${key}`)
+        ? { statusCode: 500, type: 'InternalServerError', message: 'Internal server error' }
+        : undefined,
+    );
+  }
+
+  // Was a bug (fixed in functions/store/idempotency-store.ts, claim): the first request wrote and
+  // answered, but its answer was never kept (too large to store, a failing DynamoDB, a death
+  // right after the write). Its claim stayed pending, and once its one-minute lock lapsed a retry
+  // took the key over and ran the request again: a decision re-ran and its state overwrote a
+  // PATCH acknowledged in between. Expected: the retry is refused, the PATCH stays.
+  it.each([
+    ['a decision', 'POST', 'decide', '{"trigger":{"type":"tick"},"proposed":{"state":{"plan":"first"}}}'],
+    ['a state write', 'PUT', 'state', '{"plan":"first"}'],
+  ])(
+    'refuses to run %s again, so a later acknowledged write is never undone',
+    async (_name, method, route, body) => {
+      // Prepare: the first request writes and answers; its answer is not kept.
+      const key = `lost-answer-${route}`;
+      const url = `/v1/sessions/${key}/${route}`;
+      skewMs = 0;
+      loseAnswersOf(key);
+      const first = await invoke(handlers, { method, url, headers: { ...json, 'idempotency-key': key }, body });
+      wired.setFault(undefined);
+      const patched = await invoke(handlers, { method: 'PATCH', url: `/v1/sessions/${key}/state`, headers: json, body: '{"extra":true}' });
+
+      // Act: the same request, retried after the claim's lock has lapsed.
+      skewMs = 62_000;
+      const retried = await invoke(handlers, { method, url, headers: { ...json, 'idempotency-key': key }, body });
+      const read = await invoke(handlers, { method: 'GET', url: `/v1/sessions/${key}/state`, headers: auth });
+      skewMs = 0;
+
+      // Assess
+      expect(first.status, first.text).toBe(200);
+      expect(patched.status, patched.text).toBe(200);
+      expect(retried.status, retried.text).toBe(409);
+      expect(retried.json).toMatchObject({ code: 'conflict', field: 'Idempotency-Key' });
+      expect(read.json).toMatchObject({ version: 2, state: { plan: 'first', extra: true } });
+    },
+    30_000,
+  );
+
+  it('still runs a request again whose first attempt failed and let go of its key', async () => {
+    // Prepare: a write that fails with 503 wrote nothing, and lets go of its key.
+    const key = 'released-after-503';
+    wired.setFault((operation) =>
+      operation === 'PutItem' || operation === 'TransactWriteItems'
+        ? { statusCode: 500, type: 'InternalServerError', message: 'Internal server error' }
+        : undefined,
+    );
+    const headers = { ...json, 'idempotency-key': key };
+    const failed = await invoke(handlers, { method: 'PUT', url: `/v1/sessions/${key}/state`, headers, body: '{"n":1}' });
+    wired.setFault(undefined);
+
+    // Act
+    const retried = await invoke(handlers, { method: 'PUT', url: `/v1/sessions/${key}/state`, headers, body: '{"n":1}' });
+
+    // Assess
+    expect(failed.status, failed.text).toBe(503);
+    expect(retried.status, retried.text).toBe(200);
+  }, 30_000);
 });
 
 describe('a DynamoDB that cannot be reached', () => {
