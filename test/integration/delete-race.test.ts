@@ -1,6 +1,7 @@
 import { DeleteItemCommand, PutItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { CommitService } from '../../functions/core/commit-service.js';
 import type { SessionScope, Tip } from '../../functions/core/model.js';
 import { StaleTipError, type TipChange } from '../../functions/core/ports.js';
 import { SessionService } from '../../functions/core/session-service.js';
@@ -198,6 +199,34 @@ describe('a delete that stopped halfway', () => {
     expect(read).toMatchObject({ agentId: 'fresh', version: 0 });
     expect(written).toMatchObject({ version: 1, prevVersion: 0, state: { after: true } });
     expect((await sortKeys(scope)).sort()).toEqual([keys.sessionSort, firstVersionAfterDelete].sort());
+  });
+});
+
+describe('a commit over a delete that stopped halfway', () => {
+  // Was a bug (fixed in functions/core/commit-service.ts): other writes finished an abandoned
+  // delete, but a commit spun on its fence (about 245 consistent reads in 14 s), then
+  // answered 409. Expected: the commit finishes the delete and lands in a new session.
+  it.each([
+    ['a thread commit', [{ key: 'after', scope: 'thread', merge: 'disjoint', set: true }], { version: 1, changed: true }],
+    ['a documents-only commit', [{ key: 'step', scope: 'run', merge: 'disjoint', set: 1 }], { version: 0, changed: false }],
+  ] as const)('%s finishes it and lands', async (_name, commands, expected) => {
+    // Prepare
+    const scope = { tenant: 't', sessionId: `abandoned-commit-${commands[0].scope}` };
+    const stores = createStores(client, tableName);
+    await new SessionService(stores.sessions).patchState(scope, { old: true });
+    const fence = keys.logEntry(nextPosition(await store.readTip(scope, { withState: false })));
+    await leaveAbandonedTombstone(scope);
+    const started = Date.now();
+
+    // Act
+    const committed = await new CommitService(stores).commit(scope, { runId: 'r1', commands: commands as never });
+
+    // Assess
+    expect(committed).toMatchObject(expected);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    // The delete is finished: its fence and the old state are gone.
+    expect(await sortKeys(scope)).not.toContain(fence);
+    expect(await new SessionService(stores.sessions).readState(scope, {})).not.toMatchObject({ state: { old: true } });
   });
 });
 
