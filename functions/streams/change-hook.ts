@@ -1,4 +1,3 @@
-import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import type { Context, DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
 import { schemaReader } from '../core/agent-service.js';
 import { ChangeFanout, type ChangeInput } from '../core/change-fanout.js';
@@ -17,7 +16,7 @@ import { instrumented, traced } from '../telemetry/telemetry.js';
 import { webhookSender } from '../workers/webhook-delivery.js';
 import { liveBroadcaster, memoryBroadcaster } from '../ws/broadcast.js';
 import { connectionGatewayFromEnv } from '../ws/connections.js';
-import { eventBridgePublisher } from './event-bus.js';
+import { eventBridgeClient, eventBridgePublisher } from './event-bus.js';
 
 /**
  * The change hook: the table's stream → one `state.changed` event per recorded version (and
@@ -80,7 +79,7 @@ function fanoutFromEnv(env: NodeJS.ProcessEnv, consumer: ChangeConsumer): Change
         }
       : {}),
     ...(gateway ? { broadcast: liveBroadcaster(new DynamoDbLiveStore(stores.table), gateway) } : {}),
-    ...(bus ? { publish: eventBridgePublisher(traced(new EventBridgeClient({})), bus) } : {}),
+    ...(bus ? { publish: eventBridgePublisher(traced(eventBridgeClient()), bus) } : {}),
   });
 }
 
@@ -95,7 +94,7 @@ function memoryFanoutFromEnv(env: NodeJS.ProcessEnv, consumer: ChangeConsumer): 
     send: webhookSender({ allowLoopbackHttp: !env.AWS_LAMBDA_FUNCTION_NAME }),
     deliversWebhooks: consumer !== 'live',
     ...(gateway ? { broadcast: memoryBroadcaster(new DynamoDbLiveStore(stores.table), gateway) } : {}),
-    ...(bus ? { publish: eventBridgePublisher(traced(new EventBridgeClient({})), bus) } : {}),
+    ...(bus ? { publish: eventBridgePublisher(traced(eventBridgeClient()), bus) } : {}),
   });
 }
 

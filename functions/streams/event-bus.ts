@@ -1,7 +1,8 @@
-import { type EventBridgeClient, PutEventsCommand, type PutEventsRequestEntry } from '@aws-sdk/client-eventbridge';
+import { EventBridgeClient, PutEventsCommand, type PutEventsRequestEntry } from '@aws-sdk/client-eventbridge';
 import type { EventPublisher } from '../core/change-fanout.js';
 import { serializeWithin } from '../core/events.js';
 import { type Sleep, sleep } from '../core/webhooks.js';
+import { AWS_CALL_TIMEOUTS } from '../store/client.js';
 
 const EVENT_SOURCE = 'agentstate';
 /** PutEvents takes at most 10 entries and 256 KB in one request. */
@@ -10,6 +11,15 @@ const MAX_REQUEST_BYTES = 256 * 1024;
 /** Room for Source, DetailType and Time in an entry's size. */
 const ENTRY_OVERHEAD_BYTES = 128;
 const ATTEMPTS = 3;
+
+/**
+ * The change hook's EventBridge client: each attempt bounded (AWS_CALL_TIMEOUTS), and only
+ * one per send, since the publisher retries the entries that failed itself. A bus endpoint
+ * that hangs fails the entries it holds in seconds, and only those records are retried.
+ */
+export function eventBridgeClient(): EventBridgeClient {
+  return new EventBridgeClient({ maxAttempts: 1, requestHandler: AWS_CALL_TIMEOUTS });
+}
 
 /**
  * Puts change events on the stack's EventBridge bus: source `agentstate`, detail-type the

@@ -22,6 +22,7 @@ import type { InvokeCommandOutput } from '@aws-sdk/client-lambda';
 import { AgentStateError } from '../core/errors.js';
 import { isJsonObject, JsonTextError, parseJson } from '../core/json.js';
 import { workerTimeoutMs } from '../core/worker-timeout.js';
+import { AWS_CALL_TIMEOUTS } from '../store/client.js';
 import { allowedModulePath, callModule, type ModuleDirs, ModuleRefusedError, moduleDirsFromEnv } from './module-worker.js';
 import {
   checkUrlText,
@@ -275,6 +276,9 @@ async function lambdaClient(region: string, endpoint: string | undefined) {
   if (!client) {
     client = new LambdaClient({
       region,
+      // The invocation itself is bounded by the worker's timeout (the abort signal); the
+      // connection gets the same bound as every AWS call.
+      requestHandler: { connectionTimeout: AWS_CALL_TIMEOUTS.connectionTimeout },
       ...(endpoint
         ? {
             endpoint,

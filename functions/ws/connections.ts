@@ -1,4 +1,5 @@
 import { ApiGatewayManagementApiClient, GoneException, PostToConnectionCommand } from '@aws-sdk/client-apigatewaymanagementapi';
+import { AWS_CALL_TIMEOUTS } from '../store/client.js';
 import { traced } from '../telemetry/telemetry.js';
 
 /**
@@ -40,6 +41,9 @@ export function useLocalConnectionGateway(gateway: ConnectionGateway | undefined
  */
 export function connectionGatewayFromEnv(env: NodeJS.ProcessEnv): ConnectionGateway | undefined {
   const endpoint = env.AGENTSTATE_WEBSOCKET_ENDPOINT;
-  if (endpoint) return managementApiGateway(traced(new ApiGatewayManagementApiClient({ endpoint })));
+  // Each post bounded: a connection that hangs costs seconds, never the whole batch's time.
+  if (endpoint) {
+    return managementApiGateway(traced(new ApiGatewayManagementApiClient({ endpoint, maxAttempts: 2, requestHandler: AWS_CALL_TIMEOUTS })));
+  }
   return local ? { post: (connectionId, data) => (local as ConnectionGateway).post(connectionId, data) } : undefined;
 }
