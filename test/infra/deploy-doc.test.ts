@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { AgentStateStack } from '../../lib/agent-state-stack.js';
 import { synthesize, TemplateReader } from './support.js';
@@ -76,7 +76,10 @@ describe('docs/deploy.md', () => {
   });
 
   it('names every detail-type the change hook puts on the bus', () => {
-    const types = new Set([...source('functions/core/events.ts').matchAll(/'([a-z]+\.changed)'/g)].map((match) => match[1]));
+    const core = readdirSync(new URL('../../functions/core/', import.meta.url)).filter((file) => file.endsWith('.ts'));
+    const types = new Set(
+      core.flatMap((file) => [...source(`functions/core/${file}`).matchAll(/'([a-z]+\.changed)'/g)].map((match) => match[1])),
+    );
     const listed = tableRows('detail-type').map(([type]) => type?.replace(/`/g, ''));
     expect(types.size).toBeGreaterThan(0);
     expect(new Set(listed)).toEqual(types);
