@@ -133,3 +133,27 @@ export function contractViolations(exchange: Exchange): string[] {
   if (!validate(body.value)) violations.push(`${where}: the answer does not fit the document: ${schemaErrors(validate)}`);
   return violations;
 }
+
+/** The schema of each change event type (`#/components/schemas/…`), as the document names them. */
+const eventSchemas: Record<string, string> = {
+  'state.changed': 'StateChangedEvent',
+  'run.changed': 'DocumentChangedEvent',
+  'profile.changed': 'DocumentChangedEvent',
+  'shared.changed': 'DocumentChangedEvent',
+  'memory.changed': 'MemoryChangedEvent',
+};
+
+/**
+ * What is wrong with a change event a webhook or a WebSocket delivered, by the document's
+ * schemas (OpenAPI has no words for a WebSocket or a webhook, so the event fixtures of
+ * test/helpers/events.ts ask here); empty when nothing. An event type the document has no
+ * schema for is a violation too: add its schema to functions/http/contract/schemas.ts.
+ */
+export function eventViolations(event: unknown, channel: string): string[] {
+  const type = (event as JsonObject | null)?.type;
+  const where = `${channel} event ${JSON.stringify((event as JsonObject | null)?.id ?? null)} (${String(type)})`;
+  const schema = typeof type === 'string' ? eventSchemas[type] : undefined;
+  if (!schema) return [`${where}: the document has no schema for this event type — add it to functions/http/contract/schemas.ts`];
+  const validate = validatorAt(`/components/schemas/${schema}`);
+  return validate(event) ? [] : [`${where}: does not fit ${schema}: ${schemaErrors(validate)}`];
+}

@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocket } from 'ws';
+import { eventViolations } from './contract.js';
 
 /** Polls `check` until it returns something truthy, or fails after `timeoutMs` saying `what`. */
 export async function waitFor<T>(what: string, check: () => T | Promise<T>, timeoutMs = 10_000, everyMs = 25): Promise<NonNullable<T>> {
@@ -33,6 +34,8 @@ export interface Receiver {
   accepted(): any[];
   /** The status the next requests get. */
   answer(status: number): void;
+  /** Where a delivered event breaks docs/openapi.json (contract.ts `eventViolations`). */
+  violations: string[];
   close(): Promise<void>;
 }
 
@@ -40,12 +43,15 @@ export interface Receiver {
 async function startReceiver(status = 200): Promise<Receiver> {
   let answer = status;
   const deliveries: Delivery[] = [];
+  const violations: string[] = [];
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
       const raw = Buffer.concat(chunks).toString('utf8');
-      deliveries.push({ headers: req.headers, raw, body: JSON.parse(raw), status: answer, at: Date.now() });
+      const body = JSON.parse(raw);
+      violations.push(...eventViolations(body, 'webhook'));
+      deliveries.push({ headers: req.headers, raw, body, status: answer, at: Date.now() });
       res.writeHead(answer).end();
     });
   });
@@ -58,6 +64,7 @@ async function startReceiver(status = 200): Promise<Receiver> {
     answer: (next) => {
       answer = next;
     },
+    violations,
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections();
@@ -78,6 +85,8 @@ export interface LiveClient {
   /** The `state.changed` events received. */
   events(): any[];
   send(message: unknown): void;
+  /** Where a change event received breaks docs/openapi.json (contract.ts `eventViolations`). */
+  violations: string[];
   close(): Promise<void>;
 }
 
@@ -86,7 +95,13 @@ export function connectLive(url: string): Promise<LiveClient> {
   return new Promise((resolve, reject) => {
     const socket = new WebSocket(url);
     const messages: any[] = [];
-    socket.on('message', (data) => messages.push(JSON.parse(data.toString())));
+    const violations: string[] = [];
+    socket.on('message', (data) => {
+      const message = JSON.parse(data.toString());
+      // The connection's own answers (`subscribed`, `error`, …) are not change events.
+      if (typeof message?.type === 'string' && message.type.endsWith('.changed')) violations.push(...eventViolations(message, 'WebSocket'));
+      messages.push(message);
+    });
     socket.once('unexpected-response', (_request, response) => {
       reject(Object.assign(new Error(`upgrade refused: ${response.statusCode}`), { status: response.statusCode }));
       socket.terminate();
@@ -98,6 +113,7 @@ export function connectLive(url: string): Promise<LiveClient> {
         messages,
         events: () => messages.filter((message) => message.type === 'state.changed'),
         send: (message) => socket.send(JSON.stringify(message)),
+        violations,
         close: () =>
           new Promise((done) => {
             if (socket.readyState === WebSocket.CLOSED) return done();
@@ -111,7 +127,8 @@ export function connectLive(url: string): Promise<LiveClient> {
 
 /**
  * The webhook receivers and WebSocket clients one test file opens against its server, all
- * closed by `close()` in its `afterAll`.
+ * closed by `close()` in its `afterAll`, which then fails the file if any event they received
+ * broke the OpenAPI document's event schemas (as e2e.ts does for HTTP exchanges).
  */
 export class EventFixtures {
   private readonly receivers: Receiver[] = [];
@@ -136,5 +153,9 @@ export class EventFixtures {
   async close(): Promise<void> {
     await Promise.all(this.clients.map((client) => client.close()));
     await Promise.all(this.receivers.map((receiver) => receiver.close()));
+    const violations = [...this.receivers, ...this.clients].flatMap((channel) => channel.violations);
+    if (violations.length > 0) {
+      throw new Error(`events broke docs/openapi.json:\n${[...new Set(violations)].join('\n')}`);
+    }
   }
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { contractViolations, type Exchange } from '../helpers/contract.js';
+import { stateChangedExample } from '../../functions/http/contract/examples.js';
+import { contractViolations, type Exchange, eventViolations } from '../helpers/contract.js';
 
 /**
  * The check the e2e tests run on every exchange with the real server (test/helpers/contract.ts),
@@ -94,5 +95,45 @@ describe('the contract check', () => {
         responseBody: problem(400, 'invalid_request'),
       }),
     ).toEqual([]);
+  });
+});
+
+describe('the event check', () => {
+  // What a webhook or a WebSocket delivers; the event fixtures (test/helpers/events.ts) hold each to the document.
+  // The document's own example (a whole event), as a large state's event would come: truncated, with its jsonPatch.
+  const { next: _next, prev: _prev, ...lean } = stateChangedExample;
+  const stateChanged = { ...lean, truncated: true, jsonPatch: [{ op: 'replace', path: '/turns', value: 1 }] };
+
+  it('passes the events the document describes', () => {
+    expect(eventViolations(stateChangedExample, 'webhook')).toEqual([]);
+    expect(eventViolations(stateChanged, 'webhook')).toEqual([]);
+    const shared = {
+      ...stateChanged,
+      id: 'shared:3',
+      type: 'shared.changed',
+      scope: 'shared',
+      cause: 'commit',
+      version: 3,
+      prevVersion: 2,
+    };
+    const { node: _node, decisionId: _decision, jsonPatch: _jsonPatch, ...document } = shared;
+    expect(eventViolations(document, 'WebSocket')).toEqual([]);
+  });
+
+  it.each([
+    [
+      'a member the schema does not have',
+      { ...stateChanged, extra: 1 },
+      /webhook event "s1:2" \(state.changed\): does not fit StateChangedEvent: .*additional properties/,
+    ],
+    ['a malformed JSON Patch operation', { ...stateChanged, jsonPatch: [{ op: 'nudge', path: '/turns' }] }, /\/jsonPatch\/0/],
+    ['a member missing', { ...stateChanged, version: undefined }, /must have required property 'version'/],
+    [
+      'an event type the document has no schema for',
+      { ...stateChanged, type: 'session.changed' },
+      /the document has no schema for this event type/,
+    ],
+  ])('fails %s', (_name, event, message) => {
+    expect(eventViolations(event, 'webhook')).toEqual([expect.stringMatching(message)]);
   });
 });

@@ -45,7 +45,8 @@ const agent = {
   createdAt: at,
   updatedAt: at,
 } satisfies Example<'Agent'>;
-const stateChanged = {
+/** A whole `state.changed` event (test/unit/contract-check.test.ts starts from it too). */
+export const stateChangedExample = {
   id: 's1:2',
   type: 'state.changed',
   sessionId: 's1',
@@ -147,7 +148,7 @@ export const answerExamples: AnswerExamples = {
         lastError: 'HTTP 500',
         firstFailedAt: '2025-06-01T10:05:02.000Z',
         lastFailedAt: '2025-06-01T10:05:03.300Z',
-        event: stateChanged,
+        event: stateChangedExample,
       },
     ],
   },
