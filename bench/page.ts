@@ -181,7 +181,7 @@ all, and a read of the head is a \`Query\`, which DynamoDB Local answers more sl
   every write: a transaction, doubling the write cost of every version. Of the handler's
   ${ms(getRow.median)} ms, the service alone takes ${ms(serviceRead.median)} ms, so middy, the API key check and the JSON
   response add about ${ms(overheadRead)} ms. A head that an append moved since the last write costs one
-  more \`GetItem\` (the tip is then a head marker that points at the version).
+  more \`Query\` (the tip is then the append's change, which points at the version).
 - **PATCH state** cannot be one request: a merge patch needs the current state to merge into
   and the current version number to claim the next one, so its floor is a read and then a
   conditional write. agentstate makes exactly those two requests, and the HTTP layer adds about
@@ -199,16 +199,13 @@ of agentstate's own code weighs less, the ratios tend to the request counts: abo
 - **PUT state** has the same requests as PATCH (${putOverRequests}× the raw SDK making them; ${putRow.ratio.toFixed(2)}× a
   \`PutItem\`): the current version is needed to number the next one and to answer
   \`changed: false\` for an equal state.
-- **Appends** are one \`TransactWriteItems\` (new nodes, the head marker, the departing head's
-  pointer, the session's activity) after two reads. 25 short messages cost ${append25PerMessage} WCU
-  each: a transaction doubles the write cost of every item in it, and every node item also
-  carries the ids of its 32 nearest ancestors (the window that makes path reads 1 + depth/32
-  batches). With generated UUIDv7 ids that window alone is about 1.2 KB, so even a one-line
-  message makes a node item of more than 1 KB: 2 units, doubled to 4 in the transaction. A
-  window of 16 ids would keep short messages at 2 WCU, at the price of twice the batches on a
-  path read.
-- **Reads at another node** are three requests in two sequential rounds (the tip and the node
-  item together, then the version the node points at), within the budget of DESIGN.md section 4.
+- **Appends** are the tip read, one \`BatchWriteItem\` of the node index of the change before
+  (its messages left the tip), and one conditional \`PutItem\` of the log's next place holding
+  the new messages (docs/architecture.md, "The session's log"). No transaction: 25 short
+  messages cost ${append25PerMessage} WCU each, about one small index item per message and the
+  messages themselves in one item, compressed.
+- **Reads at another node** are three requests in two sequential rounds (the tip and the node's
+  index together, then the version the node points at), within the budget of DESIGN.md section 4.
 
 ## Scale: cost per request stays flat
 ${
@@ -244,22 +241,22 @@ in-memory instance. Compare within a pair.)
 Every state read and write costs the same requests at depth ${SCALE.depth}, after ${SCALE.versions} versions and
 among ${SCALE.sessions} sessions as in the small case; latency differences inside a pair are noise or payload.
 The one read that grows is the path (\`GET …/messages\`), which returns the whole conversation: it
-reads the node windows one batch after another, because each window names the next, so depth
-${SCALE.depth} is ${pathRow ? requestsText(pathRow.large.cost, pathRow.large.samples.length) : '?'} in sequence
+reads the tip, then the ranges of the log the path runs through, in parallel parts of about
+700 KB each (docs/architecture.md, "Paths by ranges of the log"), so depth ${SCALE.depth} is ${pathRow ? requestsText(pathRow.large.cost, pathRow.large.samples.length) : '?'} in sequence
 (${pathRow ? ms(median(pathRow.large.samples)) : '?'} ms here; on DynamoDB each round trip adds a few ms).
 
 ## Concurrency: writers on one session
 
 ${CONTENTION.writers} concurrent writers, each sending ${CONTENTION.writesEach} PATCHes that set a key of
 its own, without \`If-Match\`, through the handlers in one process. A writer that loses the
-race for the next version slot (a \`ConditionalCheckFailedException\` on its PutItem) re-reads and
+race for the log's next place (a \`ConditionalCheckFailedException\` on its PutItem) re-reads and
 applies its patch again (full-jitter backoff, for up to 15 s), so nothing is lost.
 Afterwards every acknowledged key must be in the final state and the versions must run
 1..n without a gap.
 
 ${contentionTable(contention)}
 
-One session serializes its writes by design (each version claims the next slot), so its
+One session serializes its writes by design (each change claims the log's next place), so its
 throughput is bounded by one read and one conditional write per version, plus the races
 lost meanwhile; different sessions do not contend at all.
 
@@ -287,7 +284,8 @@ ${bundleTable(bundles)}
 
 Decide runs with an in-process worker that changes the state on every call, so each row is a
 full decision: the decision lookup and session read, the agent, the lease, the reads at the
-head, the worker, and one transaction (version, decision record, lease release). Its budget is
+head, the worker, and one conditional \`PutItem\` of the log (messages, version, answer, the
+lease's end), after the lease's own \`PutItem\` and the index of the change before. Its budget is
 ≤ 6 requests + the worker call (DESIGN.md section 4); the row above shows what it takes.
 A commit with one commutative thread key is a read of the tip and one conditional \`PutItem\`,
 like a PATCH; commits that touch run, profile or shared documents are one transaction.
