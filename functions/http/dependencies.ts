@@ -93,9 +93,12 @@ function workerRules(env: NodeJS.ProcessEnv): { checkUrl: WorkerUrlPolicy; invok
   const inAws = Boolean(env.AWS_LAMBDA_FUNCTION_NAME);
   const allowedArns = new Set((env.AGENTSTATE_ALLOWED_WORKER_ARNS ?? '').split(',').filter(Boolean));
   const moduleDirs = moduleDirsFromEnv(env);
+  // The one rule for `lambda:` workers, checked at registration and again at each call (the
+  // stack's allow-list may have shrunk since the agent was registered).
+  const lambdaAllowed = (url: string) => !inAws || !url.startsWith('lambda:') || allowedArns.has(url.slice('lambda:'.length));
   const checkUrl: WorkerUrlPolicy = (url) => {
     validateWorkerUrl(url, { allowLoopbackHttp: !inAws, moduleDirs });
-    if (inAws && url.startsWith('lambda:') && !allowedArns.has(url.slice('lambda:'.length))) {
+    if (!lambdaAllowed(url)) {
       throw new AgentStateError(
         'invalid_request',
         'this lambda: worker is not allowed by the stack; add its ARN to allowedWorkerFunctionArns',
@@ -104,7 +107,7 @@ function workerRules(env: NodeJS.ProcessEnv): { checkUrl: WorkerUrlPolicy; invok
     }
   };
   const invoke: WorkerInvoker = async (worker, body, timeoutMs, call) => {
-    if (inAws && worker.url.startsWith('lambda:') && !allowedArns.has(worker.url.slice('lambda:'.length))) {
+    if (!lambdaAllowed(worker.url)) {
       throw new AgentStateError('worker_failed', "the agent's lambda: worker is no longer allowed by the stack");
     }
     // How long workers take and how often they fail, whatever the answer.
