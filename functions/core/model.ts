@@ -66,15 +66,15 @@ export interface VersionRecord {
   /** Bytes of the UTF-8 JSON text of `state` (read from the store, where it is known without reading the state). */
   stateBytes?: number;
   /**
-   * The store's own detail, opaque to the core: the pieces that hold this version's texts
-   * (absent when they are inline). They exist as long as the version does.
+   * The store's own detail, opaque to the core: how it keeps this version's state when that
+   * is large (absent when it is inline), for a version computed from this one.
    */
-  pieces?: readonly string[];
+  stored?: unknown;
   /**
-   * For a version about to be recorded: the pieces of the version it was computed from, which
-   * exist while that one does, so the store need not put them again.
+   * For a version about to be recorded: `stored` of the version it was computed from, so that
+   * the store can keep only what changed (and need not put again what that one has).
    */
-  basePieces?: readonly string[];
+  base?: unknown;
   /** True when a reader asked not to read a state kept in pieces: `state` is then null. */
   stateUnread?: true;
   /**

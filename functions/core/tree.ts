@@ -98,7 +98,7 @@ export function nextVersion(base: VersionBase, fields: VersionFields): VersionRe
     agent: fields.agent !== undefined ? fields.agent : (current?.agent ?? null),
     lineage: nextLineage(current),
     ...(fields.commands ? { commands: fields.commands } : {}),
-    ...(current?.pieces ? { basePieces: current.pieces } : {}),
+    ...(current?.stored ? { base: current.stored } : {}),
     change: changeBetween(current?.state ?? null, fields.state),
   };
 }

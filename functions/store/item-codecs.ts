@@ -17,7 +17,17 @@ import type { IdempotencyClaim, StoredResponse } from '../core/ports.js';
 import { openSecret, sealSecret } from '../core/sealing.js';
 import { DOCUMENT_ITEM_KIND } from './item-kinds.js';
 import { keys } from './keys.js';
-import { decodeText, type EncodedState, encodeText, pieceKeysOf, textBytesOf } from './state-codec.js';
+import {
+  type BaseText,
+  baseTextOf,
+  decodeText,
+  decodeTextBytes,
+  type EncodedState,
+  encodeText,
+  pieceKeysOf,
+  readKeysOf,
+  textBytesOf,
+} from './state-codec.js';
 import { tableKeys } from './table.js';
 import type { Item } from './table-client.js';
 
@@ -99,7 +109,7 @@ const CHANGE_LIMIT_BYTES = 64 * 1024;
  * kept (an append's merge patch resends the whole array; its JSON Patch does not).
  */
 function encodeChange(record: VersionRecord, state: EncodedState): EncodedState | null {
-  if (state.pieces.length === 0 && (record.basePieces ?? []).length === 0) return null;
+  if (!state.large && record.base === undefined) return null;
   const change = record.change ?? {};
   const candidates: RecordedChange[] = [
     change,
@@ -110,7 +120,7 @@ function encodeChange(record: VersionRecord, state: EncodedState): EncodedState 
     const text = encodeStoredJson(candidate);
     if (Buffer.byteLength(text, 'utf8') > CHANGE_LIMIT_BYTES) continue;
     const encoded = encodeText(TEXTS.change, text);
-    if (encoded.pieces.length === 0) return encoded;
+    if (!encoded.large) return encoded;
   }
   // Still recorded, empty: the event says the states are large and carries no change.
   return encodeText(TEXTS.change, '{}');
@@ -119,7 +129,8 @@ function encodeChange(record: VersionRecord, state: EncodedState): EncodedState 
 export const versionItem = {
   /** A version's state and commands as the state codec keeps them (the pieces are not written here). */
   encodeTexts(record: VersionRecord): EncodedVersion {
-    const state = encodeText(TEXTS.state, encodeStoredJson(record.state));
+    // `base` is what this store's own decode put in `stored` (the core only passes it on).
+    const state = encodeText(TEXTS.state, encodeStoredJson(record.state), (record.base as BaseText | undefined) ?? null);
     return {
       record,
       state,
@@ -136,10 +147,22 @@ export const versionItem = {
   }),
 
   /** The names of every attribute a version's state may occupy (for projections). */
-  stateAttributes: [TEXTS.state, `${TEXTS.state}Z`, `${TEXTS.state}P`, `${TEXTS.state}N`] as const,
+  stateAttributes: [TEXTS.state, `${TEXTS.state}Z`, `${TEXTS.state}P`, `${TEXTS.state}N`, `${TEXTS.state}S`, `${TEXTS.state}K`] as const,
 
-  /** The sort keys of the pieces a version item's texts are made of (none when inline). */
+  /** The sort keys of the pieces a version item's texts are made of (none when inline): what it keeps alive. */
   pieceKeys: (item: Item): string[] => [...pieceKeysOf(item, TEXTS.state), ...pieceKeysOf(item, TEXTS.commands)],
+
+  /** The sort keys a reader of a version item fetches: the pieces, and the versions its state's splices are on. */
+  readKeys: (item: Item): string[] => [...readKeysOf(item, TEXTS.state), ...readKeysOf(item, TEXTS.commands)],
+
+  /**
+   * The state of a version item, and what a version computed from it needs to know of it
+   * (`stored`: null when it is inline).
+   */
+  decodeStateAndBase(item: Item, pieces: ReadonlyMap<string, Item>): { state: Json; stored: BaseText | null } {
+    const text = decodeTextBytes(item, TEXTS.state, pieces);
+    return { state: parseJsonText(text?.toString('utf8')), stored: baseTextOf(item, TEXTS.state, text) };
+  },
 
   /** The state of a version item (read whole, or projected to its state attributes). */
   decodeState: (item: Item, pieces: ReadonlyMap<string, Item>): Json => parseJsonText(decodeText(item, TEXTS.state, pieces)),

@@ -230,6 +230,7 @@ export function versionOf(
   const pieceKeys = versionItem.pieceKeys(item);
   const unread = pieces === null && pieceKeys.length > 0;
   const read = pieces ?? new Map<string, Item>();
+  const decoded = unread ? null : versionItem.decodeStateAndBase(item, read);
   return {
     version: Number(item.version),
     node: String(item.node),
@@ -238,14 +239,15 @@ export function versionOf(
     author: typeof item.author === 'string' ? item.author : null,
     decisionId: typeof item.decisionId === 'string' ? item.decisionId : null,
     createdAt: String(item.createdAt),
-    state: unread ? null : versionItem.decodeState(item, read),
+    state: decoded ? decoded.state : null,
     agent: parseJsonText(item.agent),
     lineage: lineage.map((entry) => entry.version),
     sessionAgentId: entry.carried.ag,
     commands: unread ? null : versionItem.decodeCommands(item, read),
     place: { incarnation: entry.position.incarnation, seq: entry.position.seq, lineage } satisfies VersionPlace,
     // Known without reading for a state in pieces (an inline state's size is its text's).
-    ...(pieceKeys.length > 0 ? { pieces: pieceKeys, stateBytes: versionItem.stateBytes(item) } : {}),
+    ...(pieceKeys.length > 0 ? { stateBytes: versionItem.stateBytes(item) } : {}),
+    ...(decoded?.stored ? { stored: decoded.stored } : {}),
     ...(unread ? { stateUnread: true as const } : {}),
     ...changeOf(item),
   };

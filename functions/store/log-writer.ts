@@ -84,7 +84,7 @@ export class LogWriter {
     const owed = departure(scope, basedOn, change.head.id !== basedOn.head);
     await Promise.all([
       owed.puts.length > 0 ? batchPut(this.table, owed.puts) : undefined,
-      encoded ? putPieces(this.table, scope, encoded, change.version?.basePieces ?? []) : undefined,
+      encoded ? putPieces(this.table, scope, encoded) : undefined,
       ...owed.pointers.map((pointer) => movePointer(this.table, scope, basedOn.incarnation, pointer.nodeId, pointer.version)),
     ]);
 

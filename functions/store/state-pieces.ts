@@ -15,9 +15,12 @@ import { batchGet, batchPut, conditionally, forEachInRange, type Item, type Tabl
  * of every version read in one round (BatchGetItem, 100 keys a request, in parallel).
  */
 
-/** The piece items that `items` (version items) name, by sort key; none when all are inline. */
+/**
+ * The items a reader of `items` (version items) needs, by sort key: the pieces they name, and
+ * the versions their splices are on (state-codec.ts); none when all are inline.
+ */
 export async function piecesOf(table: TableClient, scope: SessionScope, items: readonly Item[]): Promise<Map<string, Item>> {
-  const wanted = new Set(items.flatMap((item) => versionItem.pieceKeys(item)));
+  const wanted = new Set(items.flatMap((item) => versionItem.readKeys(item)));
   if (wanted.size === 0) return new Map();
   const pk = keys.session(scope);
   const found = await batchGet(
@@ -28,18 +31,15 @@ export async function piecesOf(table: TableClient, scope: SessionScope, items: r
 }
 
 /**
- * Puts the pieces of a version about to be written that its base version does not name.
- * Putting a piece that exists already (the same bytes, so the same key) only moves its `at`
- * forward, which keeps the collector off it while this write is in flight.
+ * Puts the pieces of a version about to be written: those the codec found its base version's
+ * checkpoint does not name (those exist while it does), none for a splice. Putting a piece
+ * that exists already (the same bytes, so the same key) only moves its `at` forward, which
+ * keeps the collector off it while this write is in flight.
  */
-export async function putPieces(
-  table: TableClient,
-  scope: SessionScope,
-  encoded: EncodedVersion,
-  basePieces: readonly string[],
-): Promise<Piece[]> {
-  const existing = new Set(basePieces);
-  const pieces = [...missingPieces(encoded.state, existing), ...(encoded.commands ? missingPieces(encoded.commands, existing) : [])];
+export async function putPieces(table: TableClient, scope: SessionScope, encoded: EncodedVersion): Promise<Piece[]> {
+  // Each piece once: a state and the commands that set it often share text (BatchWriteItem refuses duplicates).
+  const seen = new Set<string>();
+  const pieces = [...missingPieces(encoded.state, seen), ...(encoded.commands ? missingPieces(encoded.commands, seen) : [])];
   if (pieces.length === 0) return pieces;
   const pk = keys.session(scope);
   const at = table.now();

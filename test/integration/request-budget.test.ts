@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CommitService } from '../../functions/core/commit-service.js';
+import { parseJsonPatch } from '../../functions/core/json-patch.js';
 import { SessionService } from '../../functions/core/session-service.js';
 import { dynamoDbClient } from '../../functions/store/client.js';
 import { createStores, type Stores } from '../../functions/store/stores.js';
@@ -152,6 +153,29 @@ describe('requests per operation', () => {
     const requests = await count(() => service.patchState({ tenant: 'budget', sessionId: 'first-write' }, { first: true }));
 
     expect(writes(requests)).toEqual(['TransactWriteItems']);
+  });
+});
+
+describe('a 4 MiB state', () => {
+  const scope = { tenant: 'budget', sessionId: 'large' };
+  const entry = (n: number) => ({ id: `e${n}`, text: `${n} ${'what the agent saw and said '.repeat(40)}`.slice(0, 1000) });
+
+  it('takes a 1 KB change in three requests and no piece: the tip, its pieces and splices, the version', async () => {
+    // Prepare: a 4 MiB state (its pieces put once) and one change on it.
+    const log = Array.from({ length: 4000 }, (_, n) => entry(n));
+    await service.replaceState(scope, { log });
+    await service.jsonPatchState(scope, parseJsonPatch([{ op: 'add', path: '/log/-', value: entry(-1) }]));
+
+    // Act
+    const append = await count(() => service.jsonPatchState(scope, parseJsonPatch([{ op: 'add', path: '/log/-', value: entry(-2) }])));
+    const merge = await count(() => service.patchState(scope, { note: entry(-3) }));
+    const read = await count(() => service.readState(scope, {}));
+
+    // Assess
+    expect(append).toEqual(['Query', 'BatchGetItem', 'PutItem']);
+    expect(merge).toEqual(['Query', 'BatchGetItem', 'PutItem']);
+    expect(read).toEqual(['Query', 'BatchGetItem']);
+    expect((await service.readState(scope, {})).state).toMatchObject({ note: entry(-3) });
   });
 });
 
