@@ -10,6 +10,7 @@ import { type Bundle, bundleTable } from './bundles.js';
 import { type ContentionResult, contentionTable } from './concurrency.js';
 import { CONTENTION, DOC, ITERATIONS, MEMORY, SCALE, STUB_ROUNDS, WARMUP } from './config.js';
 import { langGraphSection, type SaverRow } from './langgraph.js';
+import { type LargeStateResult, largeStateSection } from './large-state.js';
 import { median, ms, requestsText } from './measure.js';
 import { type MemoryResult, memoryFlatTable, memoryTable } from './memory.js';
 import { type OperationsResult, operationsTable } from './operations.js';
@@ -30,6 +31,7 @@ export interface PageInput {
   operations: OperationsResult;
   own: OwnCodeResult;
   telemetry: TelemetryResult;
+  largeState: LargeStateResult;
   scale: ScaleResult;
   contention: ContentionResult[];
   langgraph: { rows: SaverRow[] };
@@ -81,6 +83,7 @@ export function benchmarksPage({
   contention,
   langgraph,
   memory,
+  largeState,
   bundles,
 }: PageInput): string {
   const { rows, rawGetMedian, rmwMedian, getRow, patchRow, putRow, serviceRead, serviceWrite, queryRow, queryPutRow, append25Row } =
@@ -207,6 +210,7 @@ of agentstate's own code weighs less, the ratios tend to the request counts: abo
 - **Reads at another node** are three requests in two sequential rounds (the tip and the node's
   index together, then the version the node points at), within the budget of DESIGN.md section 4.
 
+${largeStateSection(largeState)}
 ## Scale: cost per request stays flat
 ${
   selfConflicts > 0

@@ -13,7 +13,7 @@
  * Results are printed and written to docs/benchmarks.md.
  *
  * One module per section: operations.ts beside the raw-SDK baselines of raw-sdk.ts (1),
- * own-code.ts (1b), telemetry.ts (1c), scale.ts (2), concurrency.ts (3), bundles.ts (4), langgraph.ts (5,
+ * own-code.ts (1b), telemetry.ts (1c), large-state.ts (1d), scale.ts (2), concurrency.ts (3), bundles.ts (4), langgraph.ts (5,
  * LangGraph's checkpoint saver), memory.ts (6); page.ts writes the doc.
  *
  * Flags: --quick (few iterations, small scale, prints only), --no-doc (do not write the doc),
@@ -35,6 +35,7 @@ import { measureConcurrency } from './concurrency.js';
 import { DOC, ITERATIONS, log, QUICK, WARMUP, WRITE_DOC } from './config.js';
 import { STATE_BYTES, wire, writeSessions } from './fixture.js';
 import { measureLangGraph } from './langgraph.js';
+import { largeStateTable, measureLargeState } from './large-state.js';
 import { measureMemory } from './memory.js';
 import { Meter } from './meter.js';
 import { measureOperations } from './operations.js';
@@ -76,6 +77,8 @@ meter.reset();
 const operations = await measureOperations(meter, client, main, dynamo.endpoint, STATE_BYTES);
 const own = await measureOwnCode(meter, client, main);
 const telemetry = await measureTelemetry(meter, client, main);
+const largeState = await measureLargeState(meter, client, main);
+log(`\n1d. State at scale (a 4 MiB state)\n${largeStateTable(largeState).join('\n')}`);
 const scale = await measureScale(meter, client, main);
 const contention = await measureConcurrency(meter, main);
 const langgraph = await measureLangGraph(meter, client);
@@ -87,7 +90,7 @@ if (WRITE_DOC) {
   const run = { started, finished, loadAtStart };
   writeFileSync(
     DOC,
-    benchmarksPage({ run, stateBytes: STATE_BYTES, operations, own, telemetry, scale, contention, langgraph, memory, bundles }),
+    benchmarksPage({ run, stateBytes: STATE_BYTES, operations, own, telemetry, largeState, scale, contention, langgraph, memory, bundles }),
   );
   log(`\nwrote ${DOC}`);
 }
