@@ -18,6 +18,7 @@ import type {
   HeadResult,
   Health,
   Json,
+  JsonPatchOperation,
   MessageNode,
   MessagePath,
   PageQuery,
@@ -170,6 +171,25 @@ export class AgentStateApi {
             query: { node: options.node },
             body: patch,
             contentType: 'application/merge-patch+json',
+            ifMatch: options.ifMatch,
+          },
+          options,
+        )
+      ).body,
+    /**
+     * `PATCH /v1/sessions/{sid}/state` with RFC 6902 operations (`application/json-patch+json`):
+     * applied in order, all or nothing; one that cannot apply is `409 patch_conflict`. Appends
+     * (`"path": "/log/-"`) send only what they add, however large the array.
+     */
+    jsonPatch: async <S = Json>(sessionId: string, operations: JsonPatchOperation[], options: WriteOptions = {}): Promise<WriteResult<S>> =>
+      (
+        await this.http.request<WriteResult<S>>(
+          {
+            method: 'PATCH',
+            path: path`/v1/sessions/${sessionId}/state`,
+            query: { node: options.node },
+            body: operations as unknown as Json,
+            contentType: 'application/json-patch+json',
             ifMatch: options.ifMatch,
           },
           options,
