@@ -1,7 +1,8 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { Api } from './api.js';
 import { pretty } from './format.js';
-import { type Change, diffJson, formatPath } from './json-diff.js';
+import { type Change, diffJson, formatPath, jsonPatchOf, pointerOf } from './json-diff.js';
+import { JsonTree } from './json-tree.js';
 
 interface DiffViewProps {
   api: Api;
@@ -44,6 +45,8 @@ export function DiffView({ api, sessionId, from, to, latestVersion, onChange, on
     onChange(next);
   };
 
+  // The state's changes, with paths inside the state (the diff also compares the agent config).
+  const stateChanges = changes?.filter((change) => change.path[0] === 'state').map((change) => ({ ...change, path: change.path.slice(1) }));
   const counts = changes && {
     added: changes.filter((change) => change.kind === 'added').length,
     removed: changes.filter((change) => change.kind === 'removed').length,
@@ -104,25 +107,54 @@ export function DiffView({ api, sessionId, from, to, latestVersion, onChange, on
                   <div class="change-head">
                     <span class={`change-kind kind-${change.kind}`}>{change.kind}</span>
                     <code class="change-path">{formatPath(change.path)}</code>
+                    {change.path[0] === 'state' && (
+                      <code class="change-pointer muted" title="JSON Pointer in the state">
+                        {pointerOf(change.path.slice(1)) || '""'}
+                      </code>
+                    )}
                   </div>
-                  {change.kind !== 'added' && (
-                    // biome-ignore lint/a11y/useAriaPropsSupportedByRole: names the two sides of a change for a screen reader.
-                    <pre class="change-value before" aria-label="before">
-                      {pretty(change.before)}
-                    </pre>
-                  )}
-                  {change.kind !== 'removed' && (
-                    // biome-ignore lint/a11y/useAriaPropsSupportedByRole: names the two sides of a change for a screen reader.
-                    <pre class="change-value after" aria-label="after">
-                      {pretty(change.after)}
-                    </pre>
-                  )}
+                  {change.kind !== 'added' && <ChangeValue value={change.before} side="before" />}
+                  {change.kind !== 'removed' && <ChangeValue value={change.after} side="after" />}
                 </li>
               ))}
             </ul>
+            {stateChanges && stateChanges.length > 0 && (
+              <details class="json-patch">
+                <summary>
+                  The state's change as JSON Patch (RFC 6902): {stateChanges.length} operation{stateChanges.length === 1 ? '' : 's'}
+                </summary>
+                <PatchText changes={stateChanges} />
+              </details>
+            )}
           </>
         )}
       </div>
     </div>
+  );
+}
+
+/** Values past this many characters are shown as a collapsed tree: a change may be a whole 4 MiB state. */
+const VALUE_TEXT_LIMIT = 20_000;
+const PATCH_TEXT_LIMIT = 200_000;
+
+function ChangeValue({ value, side }: { value: unknown; side: 'before' | 'after' }) {
+  const text = pretty(value);
+  if (text.length > VALUE_TEXT_LIMIT) return <JsonTree value={value} label={side} />;
+  return (
+    // biome-ignore lint/a11y/useAriaPropsSupportedByRole: names the two sides of a change for a screen reader.
+    <pre class={`change-value ${side}`} aria-label={side}>
+      {text}
+    </pre>
+  );
+}
+
+/** The changes as the operations that make them, in an order that applies (cut when very long). */
+function PatchText({ changes }: { changes: Change[] }) {
+  const text = JSON.stringify(jsonPatchOf(changes), null, 2);
+  return (
+    // biome-ignore lint/a11y/useAriaPropsSupportedByRole: names the operations for a screen reader.
+    <pre class="change-value" aria-label="JSON Patch">
+      {text.length > PATCH_TEXT_LIMIT ? `${text.slice(0, PATCH_TEXT_LIMIT)}\n… (${text.length - PATCH_TEXT_LIMIT} more characters)` : text}
+    </pre>
   );
 }

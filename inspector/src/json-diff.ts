@@ -68,6 +68,30 @@ export function formatPath(path: readonly PathSegment[]): string {
     .join('');
 }
 
+/** A path as an RFC 6901 JSON Pointer: `/plan/steps/2`, `~1` for `/` and `~0` for `~`; `""` is the whole value. */
+export function pointerOf(path: readonly PathSegment[]): string {
+  return path.map((segment) => `/${String(segment).replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
+}
+
+export type PatchOperation = { op: 'add' | 'replace'; path: string; value: Json } | { op: 'remove'; path: string };
+
+/**
+ * The changes as RFC 6902 operations that turn `before` into `after` applied in order: adds
+ * and replaces as listed (array items ascending), removals after them and in reverse, so that
+ * removing an array item never moves the next one it removes.
+ */
+export function jsonPatchOf(changes: readonly Change[]): PatchOperation[] {
+  const operations: PatchOperation[] = [];
+  const removals: PatchOperation[] = [];
+  for (const change of changes) {
+    const path = pointerOf(change.path);
+    if (change.kind === 'added') operations.push({ op: 'add', path, value: change.after });
+    else if (change.kind === 'changed') operations.push({ op: 'replace', path, value: change.after });
+    else removals.unshift({ op: 'remove', path });
+  }
+  return [...operations, ...removals];
+}
+
 function isObject(value: Json): value is { [key: string]: Json } {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

@@ -1,7 +1,8 @@
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import type { Api, StateView, TreeNode, Version } from './api.js';
 import { DiffView } from './diff-view.js';
 import { fullTime, timeAgo } from './format.js';
+import { JsonTree, TREE_FROM_BYTES } from './json-tree.js';
 import { JsonView } from './json-view.js';
 
 const LINEAGE_PAGE = 25;
@@ -89,6 +90,8 @@ export function NodePanel({ api, sessionId, node, isHead, latestVersion, revisio
   };
 
   const stale = view && view.node !== node.id;
+  // Measured once per state read: a state this large is drawn as a collapsed tree.
+  const stateBytes = useMemo(() => (view ? new TextEncoder().encode(JSON.stringify(view.state)).length : 0), [view]);
   const isRoot = node.parentId === null;
 
   return (
@@ -149,7 +152,14 @@ export function NodePanel({ api, sessionId, node, isHead, latestVersion, revisio
                 The state this node reads: version {view.version}
                 {view.version === 0 ? ' (nothing written yet)' : ''}.
               </p>
-              <JsonView value={view.state} label={`State at node ${node.id}`} />
+              {stateBytes > TREE_FROM_BYTES ? (
+                <>
+                  <p class="panel-note muted">A large state ({formatBytes(stateBytes)}): shown collapsed; open what you need.</p>
+                  <JsonTree value={view.state} label={`State at node ${node.id}`} />
+                </>
+              ) : (
+                <JsonView value={view.state} label={`State at node ${node.id}`} />
+              )}
             </>
           ) : (
             <p class="muted">Loading…</p>
@@ -221,4 +231,8 @@ function Lineage(props: {
       )}
     </>
   );
+}
+
+function formatBytes(bytes: number): string {
+  return bytes >= 1024 * 1024 ? `${(bytes / 1024 / 1024).toFixed(1)} MiB` : `${Math.round(bytes / 1024)} KiB`;
 }

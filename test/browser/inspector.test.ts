@@ -195,4 +195,41 @@ describe('inspector page', () => {
     await page.keyboard.press('PageDown');
     await expect.poll(() => page.locator('#node-title').textContent()).not.toBe('root');
   }, 60_000);
+
+  it("opens a 4 MiB state collapsed, pages through it, and shows a version's change as a diff and a JSON Patch", async () => {
+    // Prepare: a 4 MiB state, then one entry appended with JSON Patch.
+    const sessionId = uniqueId('big-state');
+    const log = Array.from({ length: 3800 }, (_, n) => ({ id: `m${n}`, text: `${n} ${'what the agent noted on the way '.repeat(32)}` }));
+    expect((await api.client.put(`/v1/sessions/${sessionId}/state`, { log, turns: 0 })).status).toBe(200);
+    const appended = await api.client.request('PATCH', `/v1/sessions/${sessionId}/state`, {
+      json: [{ op: 'add', path: '/log/-', value: { id: 'last', text: 'the newest line' } }],
+      contentType: 'application/json-patch+json',
+    });
+    expect(appended.status).toBe(200);
+
+    // Act: open the session; the head is the root, its state the large one.
+    await page.goto(`${api.url}/#/s/${sessionId}`);
+    await row('root').click();
+    const state = page.getByLabel('State at node root');
+    await page.getByText(/A large state \(3\.\d MiB\)/).waitFor();
+
+    // Assess: a few rows, not 3,801 entries; the log opens a page at a time.
+    expect(await state.locator('*').count()).toBeLessThan(60);
+    await state.getByRole('button', { name: /"log": \[ 3801 items \]/ }).click();
+    const entries = state.locator('.tree-members .tree-members > .tree-node');
+    await expect.poll(() => entries.count()).toBe(100);
+    await state.getByRole('button', { name: 'Show 100 more of 3701' }).click();
+    await expect.poll(() => entries.count()).toBe(200);
+    expect(await state.locator('*').count()).toBeLessThan(2000);
+    await entries.first().getByRole('button').click();
+    await expect.poll(() => entries.first().textContent()).toContain('"id": "m0"');
+
+    // Assess: the version's change, path by path and as the operation that made it.
+    await tab('Diff').click();
+    await expect.poll(() => page.locator('.diff-summary').textContent()).toContain('v1 → v2: 1 difference');
+    expect(await page.locator('.change-pointer').textContent()).toBe('/log/3800');
+    await page.getByText("The state's change as JSON Patch (RFC 6902): 1 operation").click();
+    const patch = JSON.parse((await page.getByLabel('JSON Patch').textContent()) ?? '');
+    expect(patch).toEqual([{ op: 'add', path: '/log/3800', value: { id: 'last', text: 'the newest line' } }]);
+  }, 60_000);
 });

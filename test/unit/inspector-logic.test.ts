@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { JsonObject } from '../../functions/core/json.js';
+import { applyJsonPatch, parseJsonPatch } from '../../functions/core/json-patch.js';
 import { messagePreview } from '../../functions/core/preview.js';
-import { diffJson, formatPath, jsonEqual } from '../../inspector/src/json-diff.js';
+import { diffJson, formatPath, jsonEqual, jsonPatchOf, pointerOf } from '../../inspector/src/json-diff.js';
 import { memoryHref, parseRoute, sessionHref } from '../../inspector/src/route.js';
 import { layoutTree, type TreeNode, visibleRange } from '../../inspector/src/tree-layout.js';
 
@@ -103,6 +104,25 @@ describe('diffJson', () => {
   it('formats paths the way they would be written in code', () => {
     expect(formatPath([])).toBe('(root)');
     expect(formatPath(['state', 'plan', 2, 'odd key'])).toBe('state.plan[2]["odd key"]');
+  });
+});
+
+describe('jsonPatchOf', () => {
+  it('writes a diff as RFC 6902 operations that turn the one value into the other, pointers escaped', () => {
+    const before = { log: [1, 2, 3, 4], 'a/b': { '~k': 1 }, gone: true };
+    const after = { log: [1, 9], 'a/b': { '~k': 2 }, added: [null] };
+
+    const operations = jsonPatchOf(diffJson(before, after));
+
+    expect(pointerOf(['a/b', '~k'])).toBe('/a~1b/~0k');
+    expect(operations).toContainEqual({ op: 'replace', path: '/a~1b/~0k', value: 2 });
+    // Array items removed from the last: each removal leaves the next one's index as it was.
+    expect(operations.filter((operation) => operation.op === 'remove').map((operation) => operation.path)).toEqual([
+      '/gone',
+      '/log/3',
+      '/log/2',
+    ]);
+    expect(applyJsonPatch(before, parseJsonPatch(operations))).toEqual(after);
   });
 });
 
