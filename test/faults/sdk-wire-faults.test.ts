@@ -1,6 +1,6 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { Readable } from 'node:stream';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient, QueryCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { invoke } from '../../bench/invoke.js';
 import { keysFromEnv } from '../../functions/http/auth.js';
@@ -8,7 +8,10 @@ import { dependenciesFor, useDependencies } from '../../functions/http/dependenc
 import { handlers } from '../../functions/http/index.js';
 import { freeTcpPort } from '../../functions/local/dynamodb-local.js';
 import { dynamoDbClient } from '../../functions/store/client.js';
+import { keys } from '../../functions/store/keys.js';
+import { collectPieces, PIECE_GRACE_MS } from '../../functions/store/state-pieces.js';
 import { createStores } from '../../functions/store/stores.js';
+import { TableClient } from '../../functions/store/table-client.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**
@@ -141,6 +144,57 @@ describe('the SDK retries, then the API answers', () => {
     expect(response.status, response.text).toBe(503);
     expect(response.json).toMatchObject({ code: 'unavailable', detail: 'Service unavailable' });
     expect(queries).toBe(3);
+  }, 30_000);
+});
+
+describe('a large write that dies between its pieces and its version', () => {
+  const wired = wiredClient();
+  beforeAll(() => serve(wired.client));
+  afterAll(() => wired.client.destroy());
+
+  const scope = { tenant: TENANT, sessionId: 'torn-large' };
+  const pieces = async () => {
+    const { Items } = await wired.client.send(
+      new QueryCommand({
+        TableName: tableName,
+        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+        ExpressionAttributeValues: { ':pk': { S: keys.session(scope) }, ':prefix': { S: 'B#' } },
+        ConsistentRead: true,
+      }),
+    );
+    return (Items ?? []).map((item) => String(item.sk?.S));
+  };
+  const bigState = (tag: string, entries: number) =>
+    JSON.stringify({ log: Array.from({ length: entries }, (_, n) => `${tag} ${n} ${'what the agent kept in mind '.repeat(36)}`) });
+
+  it('answers 503 with nothing visible, and the collector later takes exactly the pieces it left', async () => {
+    // Prepare: a 2 MiB state; then every PutItem fails as if DynamoDB were down.
+    const url = `/v1/sessions/${scope.sessionId}/state`;
+    const first = bigState('a', 2000);
+    expect((await invoke(handlers, { method: 'PUT', url, headers: json, body: first })).status).toBe(200);
+    const live = await pieces();
+    wired.setFault((operation) =>
+      operation === 'PutItem' ? { statusCode: 500, type: 'InternalServerError', message: 'Internal server error' } : undefined,
+    );
+
+    // Act: a different 3 MiB state: its pieces go in (BatchWriteItem), its version does not.
+    const torn = await invoke(handlers, { method: 'PUT', url, headers: json, body: bigState('b', 3000) });
+    const sent = [...wired.attempts];
+    wired.setFault(undefined);
+    const orphans = (await pieces()).filter((sk) => !live.includes(sk));
+    const table = new TableClient(wired.client, tableName, () => Date.now() + PIECE_GRACE_MS + 1);
+    const young = await collectPieces(new TableClient(wired.client, tableName), scope);
+    const collected = await collectPieces(table, scope);
+
+    // Assess
+    expect(torn.status, torn.text).toBe(503);
+    expect(sent).toContain('BatchWriteItem');
+    expect(orphans.length).toBeGreaterThan(10);
+    expect(young).toBe(0);
+    expect(collected).toBe(orphans.length);
+    expect((await pieces()).sort()).toEqual([...live].sort());
+    const read = await invoke(handlers, { method: 'GET', url, headers: auth });
+    expect(read.json).toMatchObject({ version: 1, state: JSON.parse(first) });
   }, 30_000);
 });
 
