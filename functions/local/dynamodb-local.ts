@@ -45,6 +45,8 @@ export interface DynamoDbLocal {
   loopbackOnly: boolean;
   /** The java process id, so callers (and tests) can check that it is gone after `stop()`. */
   pid: number;
+  /** Resolves when java has exited, asked to by `stop()` or not (a crash, a kill). */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   /** Kills the java process (SIGTERM, SIGKILL after 3 s) and resolves once it has exited. */
   stop(): Promise<void>;
 }
@@ -177,7 +179,7 @@ async function launch(port: number, options: DynamoDbLocalOptions, loopback: boo
     await Promise.race([earlyExit, waitUntilAnswering(endpoint, options.startTimeoutMs ?? 30_000)]);
     earlyExit.catch(() => {}); // it may still reject later, after a successful start; nobody waits on it
     runner?.remove(); // answering: java has long loaded the class
-    return { endpoint, port, loopbackOnly: runner !== null, pid, stop: () => stopChild(child, exited) };
+    return { endpoint, port, loopbackOnly: runner !== null, pid, exited, stop: () => stopChild(child, exited) };
   } catch (error) {
     runner?.remove();
     await stopChild(child, exited);

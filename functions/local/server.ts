@@ -6,6 +6,7 @@ import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { AgentStateError, toProblem } from '../core/errors.js';
 import { useSealingKey } from '../core/sealing.js';
 import { parseCorsOrigins } from '../http/cors.js';
+import { useStoreProbe } from '../http/health.js';
 import type { RouteGroup } from '../http/routes.js';
 import type { HttpHandler } from '../http/types.js';
 import { changeRecordFilters } from '../store/stream-images.js';
@@ -14,7 +15,8 @@ import { classifyAddress } from '../workers/outbound.js';
 import { useLocalConnectionGateway } from '../ws/connections.js';
 import { withAccessLog, withWebSocketAccessLog } from './access-log.js';
 import { withCors } from './cors.js';
-import { type DynamoDbLocal, localDynamoDbClient, startDynamoDbLocal } from './dynamodb-local.js';
+import { type DynamoDbLocal, localDynamoDbClient } from './dynamodb-local.js';
+import { type SupervisedDynamoDb, superviseDynamoDbLocal } from './dynamodb-supervisor.js';
 import { createRequestListener } from './http-adapter.js';
 import { type LocalKeyFile, localKeyFile } from './key-file.js';
 import { StreamPoller } from './stream-poller.js';
@@ -105,18 +107,21 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
 
   const dataDir = options.dataDir === 'memory' ? 'memory' : resolve(options.dataDir);
   const tableName = options.tableName ?? process.env.AGENTSTATE_TABLE ?? defaultTableName;
-  let dynamoDb: DynamoDbLocal | undefined;
+  let supervised: SupervisedDynamoDb | undefined;
   let keyFile: LocalKeyFile | undefined;
   let pollers: StreamPoller[] = [];
   let streams: DynamoDBStreamsClient | undefined;
+  // Set once the stream is read: what a restart of DynamoDB Local does to the stream readers.
+  let afterRestart: (streamArn: string | undefined) => Promise<void> = async () => {};
   try {
-    dynamoDb = await startDynamoDbLocal({ dataDir });
-    const client = localDynamoDbClient(dynamoDb.endpoint);
-    const { tableCreated, streamArn } = await (async () => {
-      const created = await ensureTable(client, tableName);
-      const { Table } = await client.send(new DescribeTableCommand({ TableName: tableName }));
-      return { tableCreated: created, streamArn: Table?.LatestStreamArn };
-    })().finally(() => client.destroy());
+    // Restarted on the same data when it exits unexpectedly (dynamodb-supervisor.ts): the
+    // table again (in-memory data starts empty), then the stream readers read on.
+    supervised = await superviseDynamoDbLocal({
+      dataDir,
+      onRestart: async (restarted) => afterRestart((await prepareTable(restarted, tableName)).streamArn),
+    });
+    const dynamoDb = supervised.current;
+    const { tableCreated, streamArn } = await prepareTable(dynamoDb, tableName);
 
     process.env.AGENTSTATE_TABLE = tableName;
     process.env.AGENTSTATE_DYNAMODB_ENDPOINT = dynamoDb.endpoint;
@@ -149,21 +154,36 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
       const timeoutMs = 60_000;
       const client = streams;
       // Two consumers, as in AWS: live pushes never wait on a webhook that does not answer.
-      pollers = (['live', 'webhooks'] as const).map((consumer) => {
-        const hook = changeHook(consumer);
-        return new StreamPoller({
-          client,
-          streamArn,
-          filters: changeRecordFilters,
-          handler: (event) => {
-            const deadline = Date.now() + timeoutMs;
-            return hook(event, { getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()) });
-          },
-          startingPosition: 'LATEST',
-          intervalMs: 100,
+      const readStream = (arn: string, startingPosition: 'LATEST' | 'TRIM_HORIZON') =>
+        (['live', 'webhooks'] as const).map((consumer) => {
+          const hook = changeHook(consumer);
+          return new StreamPoller({
+            client,
+            streamArn: arn,
+            filters: changeRecordFilters,
+            handler: (event) => {
+              const deadline = Date.now() + timeoutMs;
+              return hook(event, { getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()) });
+            },
+            startingPosition,
+            intervalMs: 100,
+          });
         });
-      });
+      let readArn = streamArn;
+      pollers = readStream(streamArn, 'LATEST');
       await Promise.all(pollers.map((poller) => poller.start()));
+      afterRestart = async (arn) => {
+        if (arn === readArn) {
+          // The same data: each reader reads on after the last record it handed over.
+          for (const poller of pollers) poller.reposition();
+        } else if (arn) {
+          // A new table (its data was in memory): everything on its stream is new.
+          await Promise.all(pollers.map((poller) => poller.stop()));
+          readArn = arn;
+          pollers = readStream(arn, 'TRIM_HORIZON');
+          await Promise.all(pollers.map((poller) => poller.start()));
+        }
+      };
     } else {
       console.warn(`agentstate: table ${tableName} has no stream; change events are off (recreate the table to get them)`);
     }
@@ -173,8 +193,9 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
     listener = options.accessLog ? withAccessLog(cors, options.accessLog) : cors;
     webSocket.serve(options.accessLog ? withWebSocketAccessLog(webSocketHandler, options.accessLog) : webSocketHandler);
 
-    const running = dynamoDb;
-    const runningPollers = pollers;
+    const running = supervised;
+    // `/health` reports the store: 503 while DynamoDB Local is down or restarting.
+    useStoreProbe(() => running.isAnswering());
     const runningStreams = streams;
     return {
       url,
@@ -185,14 +206,21 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
       dataDir,
       tableName,
       tableCreated,
-      dynamoDb: { endpoint: running.endpoint, pid: running.pid, loopbackOnly: running.loopbackOnly },
+      dynamoDb: {
+        endpoint: dynamoDb.endpoint,
+        loopbackOnly: dynamoDb.loopbackOnly,
+        get pid() {
+          return running.current.pid;
+        },
+      },
       stop: async () => {
         // Requests and sockets first; then what the last writes put on the stream is still
         // handed to the change hook (webhooks), and only then does DynamoDB Local stop.
         await close(server, webSocket.close);
-        await Promise.all(runningPollers.map((poller) => poller.stop({ drain: true })));
+        await Promise.all(pollers.map((poller) => poller.stop({ drain: true })));
         runningStreams?.destroy();
         useLocalConnectionGateway(undefined);
+        useStoreProbe(undefined);
         await running.stop();
         keyFile?.removeIfEphemeral();
       },
@@ -201,9 +229,21 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
     await Promise.all(pollers.map((poller) => poller.stop()));
     streams?.destroy();
     await close(server, webSocket.close);
-    await dynamoDb?.stop();
+    await supervised?.stop();
     keyFile?.removeIfEphemeral();
     throw error;
+  }
+}
+
+/** Creates the table if it is not there; its stream, if it has one. */
+async function prepareTable(dynamoDb: DynamoDbLocal, tableName: string): Promise<{ tableCreated: boolean; streamArn?: string }> {
+  const client = localDynamoDbClient(dynamoDb.endpoint);
+  try {
+    const tableCreated = await ensureTable(client, tableName);
+    const { Table } = await client.send(new DescribeTableCommand({ TableName: tableName }));
+    return { tableCreated, ...(Table?.LatestStreamArn ? { streamArn: Table.LatestStreamArn } : {}) };
+  } finally {
+    client.destroy();
   }
 }
 

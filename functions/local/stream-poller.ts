@@ -110,6 +110,16 @@ export class StreamPoller {
     }
   }
 
+  /**
+   * After DynamoDB Local came back on the same data: its shard iterators died with the old
+   * process, so every shard is positioned again where it stopped (after its last delivered
+   * record), and the stream is described again.
+   */
+  reposition(): void {
+    for (const shard of this.shards.values()) shard.iterator = undefined;
+    this.describeSoon = true;
+  }
+
   /** The shards being read, for tests and diagnostics. */
   shardStates(): Array<{ id: string; parentId: string | undefined; done: boolean }> {
     return [...this.shards.values()].map(({ id, parentId, done }) => ({ id, parentId, done }));
@@ -123,15 +133,18 @@ export class StreamPoller {
   }
 
   private async run(): Promise<void> {
+    let failures = 0;
     while (!this.stopped) {
       let full = false;
       try {
         full = (await this.pollOnce()).full;
+        failures = 0;
       } catch (error) {
-        this.log.warn('agentstate: reading the table stream failed; retrying', error);
+        // Said once per outage (DynamoDB Local down, restarting), then retried more slowly.
+        if (failures++ === 0) this.log.warn('agentstate: reading the table stream failed; retrying', error);
       }
       // A full batch means more is waiting: go again at once, as Lambda does.
-      if (!full) await this.sleep(this.intervalMs);
+      if (!full) await this.sleep(failures === 0 ? this.intervalMs : Math.min(this.intervalMs * 2 ** failures, 2_000));
     }
   }
 
