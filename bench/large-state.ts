@@ -55,7 +55,7 @@ type Entry = {
 };
 
 /** About `bytes` of JSON text shaped like an agent's state: a log of messages with ids and prose. */
-export function largeState(bytes: number): { log: Entry[]; turns: number } {
+function largeState(bytes: number): { log: Entry[]; turns: number } {
   const next = random(7);
   const log: Entry[] = [];
   for (let n = 0, size = 0; size < bytes - 2048; n++) {

@@ -60,7 +60,7 @@ const COMPRESS_FROM_BYTES = 64;
 export const CHAIN_LIMIT = 24;
 const READ_KEYS_LIMIT = 100;
 /** The largest splice a version keeps; a larger change is a checkpoint. */
-export const SPLICE_LIMIT_BYTES = 16 * 1024;
+const SPLICE_LIMIT_BYTES = 16 * 1024;
 /** A text at least this long after a large one is kept as a splice without trying it inline. */
 const SPLICE_FROM_BYTES = 16 * INLINE_LIMIT_BYTES;
 
