@@ -261,8 +261,14 @@ export class DynamoDbSessionStore implements SessionStore {
     return current.incarnation === incarnation ? null : this.versionIn(scope, current.incarnation, version);
   }
 
-  /** Version `version` of one life: the last change after version - 1, when it is that version. */
+  /** Version `version` of one life, as a record. */
   private async versionIn(scope: SessionScope, incarnation: number, version: number): Promise<VersionRecord | null> {
+    const item = await this.versionItemIn(scope, incarnation, version);
+    return item ? this.versionRecord(scope, item) : null;
+  }
+
+  /** The log item of version `version` of one life: the last change after version - 1, when it is that version. */
+  private async versionItemIn(scope: SessionScope, incarnation: number, version: number): Promise<Item | null> {
     const { Items } = await this.table.send(
       new QueryCommand({
         TableName: this.table.tableName,
@@ -275,7 +281,7 @@ export class DynamoDbSessionStore implements SessionStore {
     );
     const item = Items?.[0];
     if (!item || item[KIND_ATTRIBUTE] !== LOG_ITEM_KIND.version || Number(item.version) !== version) return null;
-    return this.versionRecord(scope, item);
+    return item;
   }
 
   private async versionRecord(scope: SessionScope, item: Item, pieces?: ReadonlyMap<string, Item>): Promise<VersionRecord> {
@@ -361,18 +367,8 @@ export class DynamoDbSessionStore implements SessionStore {
    * (the previous version may have been written milliseconds before).
    */
   async getVersionState(scope: SessionScope, version: number, incarnation = 0): Promise<{ state: Json } | null> {
-    const { Items } = await this.table.send(
-      new QueryCommand({
-        TableName: this.table.tableName,
-        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
-        ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.basePrefix(incarnation, version - 1) },
-        ScanIndexForward: false,
-        Limit: 1,
-        ConsistentRead: true,
-      }),
-    );
-    const item = Items?.[0];
-    if (!item || item[KIND_ATTRIBUTE] !== LOG_ITEM_KIND.version || Number(item.version) !== version) return null;
+    const item = await this.versionItemIn(scope, incarnation, version);
+    if (!item) return null;
     return { state: versionItem.decodeState(item, await piecesOf(this.table, scope, [item])) };
   }
 
