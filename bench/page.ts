@@ -9,6 +9,7 @@ import os from 'node:os';
 import { type Bundle, bundleTable } from './bundles.js';
 import { type ContentionResult, contentionTable } from './concurrency.js';
 import { CONTENTION, DOC, ITERATIONS, MEMORY, SCALE, STUB_ROUNDS, WARMUP } from './config.js';
+import { costRows, costSection } from './cost.js';
 import { langGraphSection, type SaverRow } from './langgraph.js';
 import { type LargeStateResult, largeStateSection } from './large-state.js';
 import { median, ms, requestsText } from './measure.js';
@@ -294,6 +295,7 @@ lease's end), after the lease's own \`PutItem\` and the index of the change befo
 A commit with one commutative thread key is a read of the tip and one conditional \`PutItem\`,
 like a PATCH; commits that touch run, profile or shared documents are one transaction.
 
+${costSection(costRows(operations.rows, depthResults))}
 ## Load test (\`npm run load\`)
 
 ${keptLoadSection()}

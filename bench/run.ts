@@ -14,7 +14,7 @@
  *
  * One module per section: operations.ts beside the raw-SDK baselines of raw-sdk.ts (1),
  * own-code.ts (1b), telemetry.ts (1c), large-state.ts (1d), scale.ts (2), concurrency.ts (3), bundles.ts (4), langgraph.ts (5,
- * LangGraph's checkpoint saver), memory.ts (6); page.ts writes the doc.
+ * LangGraph's checkpoint saver), memory.ts (6), cost.ts (7, priced from 1 and 2); page.ts writes the doc.
  *
  * Flags: --quick (few iterations, small scale, prints only), --no-doc (do not write the doc),
  *        --memory-only (section 6 alone, written into the page in place of its last run).
@@ -33,6 +33,7 @@ import { dynamoDbClient } from '../functions/store/client.js';
 import { measureBundles } from './bundles.js';
 import { measureConcurrency } from './concurrency.js';
 import { DOC, ITERATIONS, log, QUICK, WARMUP, WRITE_DOC } from './config.js';
+import { costRows, costTable } from './cost.js';
 import { STATE_BYTES, wire, writeSessions } from './fixture.js';
 import { measureLangGraph } from './langgraph.js';
 import { largeStateTable, measureLargeState } from './large-state.js';
@@ -84,6 +85,9 @@ const contention = await measureConcurrency(meter, main);
 const langgraph = await measureLangGraph(meter, client);
 const memory = await measureMemory(meter, client, 'bench');
 const bundles = await measureBundles();
+log(
+  `\n7. What it costs in AWS (USD per million, estimated from the requests and units above)\n${costTable(costRows(operations.rows, scale.depthResults))}`,
+);
 const finished = new Date();
 
 if (WRITE_DOC) {

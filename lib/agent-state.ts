@@ -197,8 +197,8 @@ const POWERTOOLS_ENVIRONMENT = {
   POWERTOOLS_LOG_LEVEL: 'INFO',
 } as const;
 
-/** Function settings shared by every route function and the authorizer. */
-const FUNCTION_DEFAULTS = {
+/** Function settings shared by every route function and the authorizer (the bench prices them). */
+export const FUNCTION_DEFAULTS = {
   runtime: lambda.Runtime.NODEJS_22_X,
   architecture: lambda.Architecture.ARM_64,
   /** Below API Gateway's 30 s integration limit, so a slow request ends as our 5xx, not a 503. */
