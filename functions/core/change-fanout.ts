@@ -13,12 +13,11 @@ import {
 } from './events.js';
 import type { Schema } from './fields.js';
 import type { Json } from './json.js';
-import { countMetric } from './metrics.js';
 import type { SessionScope } from './model.js';
+import { inlineQueue, laneOf, type QueuedDelivery, WebhookDeliverer, type WebhookQueue } from './webhook-lanes.js';
 import {
   DEFAULT_DELIVERY_POLICY,
   type DeliveryPolicy,
-  deliverWithRetries,
   type Sleep,
   type WebhookRecord,
   type WebhookSender,
@@ -119,6 +118,11 @@ export interface ChangeFanoutPorts {
    * answers then holds up webhook deliveries alone.
    */
   deliversWebhooks?: boolean;
+  /**
+   * Where deliveries go (core/webhook-lanes.ts): the webhook consumer only builds them, and
+   * each (webhook, stream) lane delivers on its own. Absent: delivered here and waited for.
+   */
+  queue?: WebhookQueue;
   sleep?: Sleep;
   /** The clock of probations, deadlines and dead letters; the system clock by default. */
   now?: () => Date;
@@ -131,21 +135,16 @@ export interface ChangeInput {
   change: RecordedChange;
 }
 
-/** A webhook that dead-lettered recently gets one attempt per delivery until one succeeds. */
-const PROBATION_MS = 60_000;
-
 export class ChangeFanout {
-  /** Per process: webhooks that failed recently, until when (epoch ms). */
-  private readonly probation = new Map<string, number>();
-  private readonly now: () => Date;
   private readonly log: NonNullable<ChangeFanoutPorts['log']>;
+  private readonly queue: WebhookQueue;
 
   constructor(
     private readonly ports: ChangeFanoutPorts,
-    private readonly policy: DeliveryPolicy = DEFAULT_DELIVERY_POLICY,
+    policy: DeliveryPolicy = DEFAULT_DELIVERY_POLICY,
   ) {
-    this.now = ports.now ?? (() => new Date());
     this.log = ports.log ?? ((message, detail) => console.warn(`agentstate: ${message}`, JSON.stringify(detail)));
+    this.queue = ports.queue ?? inlineQueue(new WebhookDeliverer(ports, policy));
   }
 
   /**
@@ -161,13 +160,10 @@ export class ChangeFanout {
       return this.ports.schemaFor(tenant, agentId);
     });
     const schemaOf: SchemaOf = (tenant, agentId) => schemas(JSON.stringify([tenant, agentId]));
-    const tripped = new Set<string>();
 
     await Promise.all(sessions.map((session) => this.buildEvents(session)));
     await Promise.all([
-      ...(this.ports.deliversWebhooks === false
-        ? []
-        : sessions.map((session) => this.deliver(session, webhooksOf, schemaOf, tripped, options.deadline))),
+      ...(this.ports.deliversWebhooks === false ? [] : [this.deliver(sessions, webhooksOf, schemaOf, options.deadline)]),
       ...sessions.map((session) => this.broadcast(session, schemaOf)),
       ...sessions.map((session) => this.moveActivity(session)),
       ...sessions.map((session) => this.sweepPieces(session)),
@@ -246,14 +242,17 @@ export class ChangeFanout {
     return views;
   }
 
-  private async deliver(
+  /**
+   * The session's deliveries, one per (webhook, event it follows), each webhook's in order:
+   * the event as that webhook may see it, serialized as it goes out. Returns them with the
+   * index of each one's event in the stream.
+   */
+  private async deliveriesOf(
     session: StreamBatch,
     webhooksOf: (tenant: string) => Promise<WebhookRecord[]>,
     schemaOf: SchemaOf,
-    tripped: Set<string>,
-    deadline: number | undefined,
-  ): Promise<void> {
-    if (session.events.length === 0) return;
+  ): Promise<Array<{ index: number; delivery: QueuedDelivery }>> {
+    if (session.events.length === 0) return [];
     // A webhook registered for a session gets the events that session's writes made.
     const follows = (webhook: WebhookRecord, event: ChangeEvent) => webhook.sessionId === null || webhook.sessionId === event.sessionId;
     let webhooks: WebhookRecord[];
@@ -262,9 +261,9 @@ export class ChangeFanout {
     } catch (error) {
       this.log('could not read webhooks; the stream will retry', { tenant: session.tenant, error: String(error) });
       session.fail(0);
-      return;
+      return [];
     }
-    await Promise.all(
+    const perWebhook = await Promise.all(
       webhooks.map(async (webhook) => {
         let events: readonly ChangeEvent[];
         try {
@@ -277,75 +276,57 @@ export class ChangeFanout {
             error: String(error),
           });
           session.fail(0);
-          return;
+          return [];
         }
-        const followed = [...events.entries()].filter(([, event]) => follows(webhook, event));
-        await this.deliverInOrder(session, webhook, followed, tripped, deadline);
+        return [...events.entries()]
+          .filter(([, event]) => follows(webhook, event))
+          .map(([index, event]) => ({
+            index,
+            delivery: {
+              tenant: session.tenant,
+              webhook,
+              lane: laneOf(session.tenant, webhook.id, session.stream),
+              // The event as it goes out (its patch; without next/prev past 64 KiB), small enough for its dead letter.
+              event: {
+                id: event.id,
+                sessionId: event.sessionId,
+                version: event.version,
+                body: serializeWithin(event, WEBHOOK_BODY_LIMIT_BYTES),
+                ...deadLetterDocument(event),
+              },
+            },
+          }));
       }),
     );
+    return perWebhook.flat();
   }
 
-  /**
-   * One webhook, one stream: each event after the previous one, never out of order. `events`
-   * are the stream's events the webhook follows, each with its index in the stream.
-   */
-  private async deliverInOrder(
-    session: StreamBatch,
-    webhook: WebhookRecord,
-    events: ReadonlyArray<readonly [number, ChangeEvent]>,
-    tripped: Set<string>,
+  /** Hands every session's deliveries to the queue at once; what it could not take is retried from the stream. */
+  private async deliver(
+    sessions: readonly StreamBatch[],
+    webhooksOf: (tenant: string) => Promise<WebhookRecord[]>,
+    schemaOf: SchemaOf,
     deadline: number | undefined,
   ): Promise<void> {
-    for (const [index, event] of events) {
-      // The event as it goes out (its patch; without next/prev past 64 KiB), small enough for its dead letter.
-      const body = serializeWithin(event, WEBHOOK_BODY_LIMIT_BYTES);
-      let failure: { attempts: number; error: string } | null = null;
-      if (tripped.has(webhook.id)) {
-        failure = { attempts: 0, error: 'not attempted: an earlier delivery to this webhook failed in the same batch' };
-      } else if (deadline !== undefined && this.now().getTime() >= deadline) {
-        failure = { attempts: 0, error: 'not attempted: the change hook ran out of time' };
-      } else {
-        const onProbation = (this.probation.get(webhook.id) ?? 0) > this.now().getTime();
-        const result = await deliverWithRetries(this.ports.send, webhook, body, event.id, {
-          attempts: onProbation ? 1 : this.policy.attempts,
-          backoffMs: this.policy.backoffMs,
-          now: this.now,
-          ...(this.ports.sleep ? { sleep: this.ports.sleep } : {}),
-          ...(deadline !== undefined ? { deadline } : {}),
-        });
-        if (result.ok) {
-          this.probation.delete(webhook.id);
-          continue;
-        }
-        failure = result;
-        tripped.add(webhook.id);
-        this.probation.set(webhook.id, this.now().getTime() + PROBATION_MS);
-      }
-      try {
-        await this.ports.webhooks.recordDeadLetter(
-          session.tenant,
-          webhook.id,
-          { id: event.id, sessionId: event.sessionId, version: event.version, body, ...deadLetterDocument(event) },
-          { attempts: failure.attempts, error: failure.error, at: this.now().toISOString() },
-        );
-        countMetric('WebhookDeadLetters');
-        this.log('webhook delivery dead-lettered', {
-          tenant: session.tenant,
-          webhookId: webhook.id,
-          eventId: event.id,
-          attempts: failure.attempts,
-          error: failure.error,
-        });
-      } catch (error) {
-        // Without its dead letter the event would be lost to this webhook: retry the record.
-        this.log('could not record a dead letter; the stream will retry', {
-          webhookId: webhook.id,
-          eventId: event.id,
-          error: String(error),
-        });
-        session.fail(index);
-        return;
-      }
+    const built = (await Promise.all(sessions.map((session) => this.deliveriesOf(session, webhooksOf, schemaOf)))).flatMap(
+      (deliveries, position) => deliveries.map((entry) => ({ ...entry, session: sessions[position] as StreamBatch })),
+    );
+    if (built.length === 0) return;
+    let failed: number[];
+    try {
+      failed = (
+        await this.queue.enqueue(
+          built.map((entry) => entry.delivery),
+          deadline === undefined ? {} : { deadline },
+        )
+      ).failed;
+    } catch (error) {
+      this.log('could not queue webhook deliveries; the stream will retry', { error: String(error) });
+      failed = built.map((_, index) => index);
+    }
+    for (const position of failed) {
+      const entry = built[position];
+      entry?.session.fail(entry.index);
     }
   }
 
@@ -441,10 +422,14 @@ class StreamBatch {
   /** The first record that must be retried, if any. */
   failedAt: number | undefined;
 
-  /** `thread`: the session of a thread stream; null for a document stream. */
+  /**
+   * `thread`: the session of a thread stream; null for a document stream. `stream`: what
+   * names the stream within its tenant (its webhook lanes, core/webhook-lanes.ts).
+   */
   constructor(
     readonly tenant: string,
     readonly thread: SessionScope | null,
+    readonly stream: readonly string[],
   ) {}
 
   fail(index: number): void {
@@ -470,7 +455,8 @@ function groupByStream(inputs: readonly ChangeInput[]): StreamBatch[] {
       : JSON.stringify([change.tenant, 'thread', change.sessionId]);
     let stream = streams.get(id);
     if (!stream) {
-      stream = new StreamBatch(change.tenant, isRecordedDocument(change) ? null : { tenant: change.tenant, sessionId: change.sessionId });
+      const thread = isRecordedDocument(change) ? null : { tenant: change.tenant, sessionId: change.sessionId };
+      stream = new StreamBatch(change.tenant, thread, (JSON.parse(id) as string[]).slice(1));
       streams.set(id, stream);
     }
     stream.inputs.push(input);

@@ -3,14 +3,8 @@ import { serializeWithin } from './events.js';
 import type { Json, JsonObject } from './json.js';
 import { type Namespace, namespaceRoots, withinRoots } from './memory.js';
 import type { MemoryUpkeepInput, RecordedMemoryChange } from './memory-changes.js';
-import {
-  DEFAULT_DELIVERY_POLICY,
-  type DeliveryPolicy,
-  deliverWithRetries,
-  type Sleep,
-  type WebhookSender,
-  type WebhookStore,
-} from './webhooks.js';
+import { inlineQueue, laneOf, type QueuedDelivery, WebhookDeliverer, type WebhookQueue } from './webhook-lanes.js';
+import { DEFAULT_DELIVERY_POLICY, type DeliveryPolicy, type Sleep, type WebhookSender, type WebhookStore } from './webhooks.js';
 
 /**
  * `memory.changed` events (API.md section 10): every put and every delete of a memory item,
@@ -95,6 +89,8 @@ export interface MemoryFanoutPorts {
    * not, so that it never waits on an endpoint (core/change-fanout.ts `deliversWebhooks`).
    */
   deliversWebhooks?: boolean;
+  /** Where deliveries go, as for state events (core/change-fanout.ts `queue`). */
+  queue?: WebhookQueue;
   sleep?: Sleep;
   now?: () => Date;
   log?: (message: string, detail: Record<string, unknown>) => void;
@@ -107,10 +103,14 @@ interface Built {
 }
 
 export class MemoryFanout {
+  private readonly queue: WebhookQueue;
+
   constructor(
     private readonly ports: MemoryFanoutPorts,
-    private readonly policy: DeliveryPolicy = DEFAULT_DELIVERY_POLICY,
-  ) {}
+    policy: DeliveryPolicy = DEFAULT_DELIVERY_POLICY,
+  ) {
+    this.queue = ports.queue ?? inlineQueue(new WebhookDeliverer(ports, policy));
+  }
 
   /**
    * One batch of memory records, in stream order. Each webhook of the tenant registered
@@ -143,6 +143,7 @@ export class MemoryFanout {
     return { failed: [...failed] };
   }
 
+  /** The tenant's deliveries, one lane per (webhook, memory item); what the queue could not take is retried. */
   private async deliver(tenant: string, events: readonly Built[], failed: Set<string>, deadline: number | undefined): Promise<void> {
     let webhooks: Awaited<ReturnType<MemoryFanoutPorts['webhooks']['allWebhooks']>>;
     try {
@@ -152,50 +153,47 @@ export class MemoryFanout {
       failed.add((events[0] as Built).key);
       return;
     }
-    const now = this.ports.now ?? (() => new Date());
-    await Promise.all(
-      webhooks.map(async (webhook) => {
-        let tripped = false;
-        for (const { key, event } of events) {
-          if (!memoryEventVisibleTo(event, webhook.agentId)) continue;
-          const body = serializeWithin(event, WEBHOOK_BODY_LIMIT_BYTES);
-          let failure: { attempts: number; error: string } | null = null;
-          if (tripped) failure = { attempts: 0, error: 'not attempted: an earlier delivery to this webhook failed in the same batch' };
-          else if (deadline !== undefined && now().getTime() >= deadline) {
-            failure = { attempts: 0, error: 'not attempted: the change hook ran out of time' };
-          } else {
-            const result = await deliverWithRetries(this.ports.send, webhook, body, event.id, {
-              attempts: this.policy.attempts,
-              backoffMs: this.policy.backoffMs,
-              now,
-              ...(this.ports.sleep ? { sleep: this.ports.sleep } : {}),
-              ...(deadline !== undefined ? { deadline } : {}),
-            });
-            if (result.ok) continue;
-            failure = result;
-            tripped = true;
-          }
-          try {
-            // Memory events have no session: their dead letters sort under the item, by its life and version.
-            const document = `memory#${[...event.namespace, event.key].join('/')}#${Date.parse(event.createdAt)}`;
-            await this.ports.webhooks.recordDeadLetter(
-              tenant,
-              webhook.id,
-              { id: event.id, sessionId: '', version: event.version, body, document },
-              { attempts: failure.attempts, error: failure.error, at: now().toISOString() },
-            );
-          } catch (error) {
-            this.log('could not record a dead letter; the stream will retry', {
-              webhookId: webhook.id,
-              eventId: event.id,
-              error: String(error),
-            });
-            failed.add(key);
-            return;
-          }
-        }
-      }),
-    );
+    const deliveries: Array<{ key: string; delivery: QueuedDelivery }> = [];
+    for (const webhook of webhooks) {
+      for (const { key, event } of events) {
+        if (!memoryEventVisibleTo(event, webhook.agentId)) continue;
+        // Memory events have no session: their dead letters sort under the item, by its life and
+        // version; one lane holds every life of a key, so a put after a delete comes after it.
+        const item = [...event.namespace, event.key].join('/');
+        deliveries.push({
+          key,
+          delivery: {
+            tenant,
+            webhook,
+            lane: laneOf(tenant, webhook.id, ['memory', item]),
+            event: {
+              id: event.id,
+              sessionId: '',
+              version: event.version,
+              body: serializeWithin(event, WEBHOOK_BODY_LIMIT_BYTES),
+              document: `memory#${item}#${Date.parse(event.createdAt)}`,
+            },
+          },
+        });
+      }
+    }
+    if (deliveries.length === 0) return;
+    let refused: number[];
+    try {
+      refused = (
+        await this.queue.enqueue(
+          deliveries.map((entry) => entry.delivery),
+          deadline === undefined ? {} : { deadline },
+        )
+      ).failed;
+    } catch (error) {
+      this.log('could not queue webhook deliveries; the stream will retry', { tenant, error: String(error) });
+      refused = deliveries.map((_, index) => index);
+    }
+    for (const index of refused) {
+      const entry = deliveries[index];
+      if (entry) failed.add(entry.key);
+    }
   }
 
   /** Live clients are a view, not a log: a failure is logged, never retried. */

@@ -5,6 +5,7 @@ import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { AgentStateError, toProblem } from '../core/errors.js';
 import { useSealingKey } from '../core/sealing.js';
+import type { WebhookLanes } from '../core/webhook-lanes.js';
 import { parseCorsOrigins } from '../http/cors.js';
 import { useStoreProbe } from '../http/health.js';
 import type { RouteGroup } from '../http/routes.js';
@@ -110,6 +111,7 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
   let supervised: SupervisedDynamoDb | undefined;
   let keyFile: LocalKeyFile | undefined;
   let pollers: StreamPoller[] = [];
+  let lanes: WebhookLanes | undefined;
   let streams: DynamoDBStreamsClient | undefined;
   // Set once the stream is read: what a restart of DynamoDB Local does to the stream readers.
   let afterRestart: (streamArn: string | undefined) => Promise<void> = async () => {};
@@ -140,7 +142,9 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
     // Imported only now, so that nothing in them can read the environment before it is set.
     const handlers = await (options.loadHandlers ?? importHandlers)();
     const { handler: webSocketHandler } = await import('../ws/handler.js');
-    const { changeHook } = await import('../streams/change-hook.js');
+    const { changeHook, webhookLanes } = await import('../streams/change-hook.js');
+    // Webhook deliveries wait in lanes, one per (webhook, session): a dead endpoint holds only its own.
+    lanes = webhookLanes();
 
     // Change events: the change hook posts to live clients through this server's WebSockets.
     useLocalConnectionGateway(webSocket.gateway);
@@ -156,7 +160,7 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
       // Two consumers, as in AWS: live pushes never wait on a webhook that does not answer.
       const readStream = (arn: string, startingPosition: 'LATEST' | 'TRIM_HORIZON') =>
         (['live', 'webhooks'] as const).map((consumer) => {
-          const hook = changeHook(consumer);
+          const hook = changeHook(consumer, consumer === 'webhooks' && lanes ? { queue: lanes } : {});
           return new StreamPoller({
             client,
             streamArn: arn,
@@ -218,6 +222,8 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
         // handed to the change hook (webhooks), and only then does DynamoDB Local stop.
         await close(server, webSocket.close);
         await Promise.all(pollers.map((poller) => poller.stop({ drain: true })));
+        // Deliveries under way may finish; what a dead endpoint still holds becomes a dead letter.
+        await lanes?.drain(LANES_DRAIN_MS);
         runningStreams?.destroy();
         useLocalConnectionGateway(undefined);
         useStoreProbe(undefined);
@@ -259,6 +265,8 @@ const startingUp: RequestListener = (_req, res) => {
 
 /** Loopback only, unless `HOST` says otherwise (API.md section 1). */
 const DEFAULT_HOST = '127.0.0.1';
+/** How long a stop waits for webhook deliveries under way: one attempt's timeout and a little. */
+const LANES_DRAIN_MS = 6_000;
 
 /** True for `localhost` and the loopback ranges (127.0.0.0/8, ::1): unreachable from the network. */
 function isLoopbackAddress(host: string): boolean {

@@ -3,6 +3,7 @@ import { schemaReader } from '../core/agent-service.js';
 import { ChangeFanout, type ChangeInput } from '../core/change-fanout.js';
 import { DEFAULT_HISTORY_DAYS, MemoryUpkeep, type MemoryUpkeepInput } from '../core/memory-changes.js';
 import { MemoryFanout } from '../core/memory-events.js';
+import { WebhookDeliverer, WebhookLanes, type WebhookQueue } from '../core/webhook-lanes.js';
 import { dynamoDbClient } from '../store/client.js';
 import { ensureSealingKey } from '../store/key-ring.js';
 import { DynamoDbLiveStore } from '../store/live-store.js';
@@ -57,7 +58,12 @@ const DEADLINE_MARGIN_MS = 5_000;
 /** What one consumer of the stream does: live sync, the bus and upkeep; webhooks; or both. */
 export type ChangeConsumer = 'live' | 'webhooks' | 'all';
 
-function fanoutFromEnv(env: NodeJS.ProcessEnv, consumer: ChangeConsumer): ChangeFanout {
+/** Where a consumer's webhook deliveries go: the given queue, else delivered in the batch. */
+interface HookOptions {
+  queue?: WebhookQueue;
+}
+
+function fanoutFromEnv(env: NodeJS.ProcessEnv, consumer: ChangeConsumer, options: HookOptions): ChangeFanout {
   const stores = createStores(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName);
   const live = consumer !== 'webhooks';
   const gateway = live ? connectionGatewayFromEnv(env) : undefined;
@@ -68,6 +74,7 @@ function fanoutFromEnv(env: NodeJS.ProcessEnv, consumer: ChangeConsumer): Change
     // Same address rules as workers: in a Lambda only public https endpoints.
     send: webhookSender({ allowLoopbackHttp: !env.AWS_LAMBDA_FUNCTION_NAME }),
     deliversWebhooks: consumer !== 'live',
+    ...(options.queue ? { queue: options.queue } : {}),
     schemaFor: schemaReader(stores.agents),
     // Session upkeep is the live consumer's: one of the two consumers does it, once.
     ...(live
@@ -84,7 +91,7 @@ function fanoutFromEnv(env: NodeJS.ProcessEnv, consumer: ChangeConsumer): Change
 }
 
 /** The memory events' fan-out: the same webhooks, sender and bus as the state events'. */
-function memoryFanoutFromEnv(env: NodeJS.ProcessEnv, consumer: ChangeConsumer): MemoryFanout {
+function memoryFanoutFromEnv(env: NodeJS.ProcessEnv, consumer: ChangeConsumer, options: HookOptions): MemoryFanout {
   const stores = createStores(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName);
   const live = consumer !== 'webhooks';
   const bus = live ? env.AGENTSTATE_EVENT_BUS : undefined;
@@ -93,9 +100,22 @@ function memoryFanoutFromEnv(env: NodeJS.ProcessEnv, consumer: ChangeConsumer): 
     webhooks: new DynamoDbWebhookStore(stores.table),
     send: webhookSender({ allowLoopbackHttp: !env.AWS_LAMBDA_FUNCTION_NAME }),
     deliversWebhooks: consumer !== 'live',
+    ...(options.queue ? { queue: options.queue } : {}),
     ...(gateway ? { broadcast: memoryBroadcaster(new DynamoDbLiveStore(stores.table), gateway) } : {}),
     ...(bus ? { publish: eventBridgePublisher(traced(eventBridgeClient()), bus) } : {}),
   });
+}
+
+/**
+ * The local server's webhook lanes (core/webhook-lanes.ts): one in-memory queue per (webhook,
+ * stream), delivered by the same rule as the AWS delivery function, so that a dead endpoint
+ * holds only its own lanes.
+ */
+export function webhookLanes(env: NodeJS.ProcessEnv = process.env): WebhookLanes {
+  const stores = createStores(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName);
+  const webhooks = new DynamoDbWebhookStore(stores.table);
+  const deliverer = new WebhookDeliverer({ webhooks, send: webhookSender({ allowLoopbackHttp: !env.AWS_LAMBDA_FUNCTION_NAME }) });
+  return new WebhookLanes(deliverer, { webhooks });
 }
 
 function consumerFromEnv(env: NodeJS.ProcessEnv): ChangeConsumer {
@@ -124,11 +144,18 @@ function memoryUpkeep(): MemoryUpkeep {
 
 type ChangeHandler = (event: DynamoDBStreamEvent, context?: Pick<Context, 'getRemainingTimeInMillis'>) => Promise<DynamoDBBatchResponse>;
 
-/** A stream handler for one consumer; its fan-outs are built from the environment on first use. */
-export function changeHook(consumer: ChangeConsumer): ChangeHandler {
+/**
+ * A stream handler for one consumer; its fan-outs are built from the environment on first use.
+ * With `queue`, the webhook consumer hands its deliveries to it (the local server's lanes,
+ * `webhookLanes`; in AWS the SQS FIFO queue) instead of delivering them in the batch.
+ */
+export function changeHook(consumer: ChangeConsumer, options: HookOptions = {}): ChangeHandler {
   let fanouts: { state: ChangeFanout; memory: MemoryFanout } | undefined;
   return (event, context) => {
-    fanouts ??= { state: fanoutFromEnv(process.env, consumer), memory: memoryFanoutFromEnv(process.env, consumer) };
+    fanouts ??= {
+      state: fanoutFromEnv(process.env, consumer, options),
+      memory: memoryFanoutFromEnv(process.env, consumer, options),
+    };
     return processBatch(fanouts, consumer, event, context);
   };
 }
