@@ -1,6 +1,8 @@
 /**
  * The benchmark's flags, sizes and fixed names, shared by every section (flags: bench/run.ts).
  */
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -26,3 +28,12 @@ export const auth = { authorization: `Bearer ${API_KEY}` };
 export const jsonHeaders = { ...auth, 'content-type': 'application/json' };
 
 export const log = (line = '') => process.stdout.write(`${line}\n`);
+
+/**
+ * Writes docs/benchmarks.md as Biome formats it (`npm test` lints docs' tables too), so that a
+ * fresh bench run leaves nothing to reformat by hand.
+ */
+export function writeDoc(text: string, path: string = DOC): void {
+  writeFileSync(path, text);
+  execFileSync(join(repoRoot, 'node_modules', '.bin', 'biome'), ['format', '--write', path], { stdio: 'ignore' });
+}

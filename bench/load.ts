@@ -14,11 +14,12 @@
  * (32), LOAD_SESSIONS (100), LOAD_HOT_SHARE (0.2: the share of requests on the hot session).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
+import { writeDoc } from './config.js';
 
 const SECONDS = Number(process.env.LOAD_SECONDS ?? 20);
 /** Unmeasured load first: DynamoDB Local is a JVM and runs slowly until its JIT has warmed up. */
@@ -282,7 +283,7 @@ if (!process.argv.includes('--no-doc')) {
   const from = text.indexOf(LOAD_START);
   const to = text.indexOf(LOAD_END);
   text = from >= 0 && to > from ? text.slice(0, from) + section + text.slice(to + LOAD_END.length) : `${text.trimEnd()}\n\n${section}\n`;
-  writeFileSync(DOC, text);
+  writeDoc(text, DOC);
   log(`\nwrote the load section of ${DOC}`);
 }
 const failed = lostKeys > 0 || gapSessions > 0 || extraVersions < 0 || extraVersions > patchesBuilt - patchesAnswered;

@@ -22,7 +22,7 @@
  */
 // First: the X-Ray SDK reads its environment as the handlers load it.
 import './lambda-mode.js';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
@@ -32,7 +32,7 @@ import { startDynamoDbLocal } from '../functions/local/dynamodb-local.js';
 import { dynamoDbClient } from '../functions/store/client.js';
 import { measureBundles } from './bundles.js';
 import { measureConcurrency } from './concurrency.js';
-import { DOC, ITERATIONS, log, QUICK, WARMUP, WRITE_DOC } from './config.js';
+import { DOC, ITERATIONS, log, QUICK, WARMUP, WRITE_DOC, writeDoc } from './config.js';
 import { costRows, costTable } from './cost.js';
 import { STATE_BYTES, wire, writeSessions } from './fixture.js';
 import { measureLangGraph } from './langgraph.js';
@@ -67,7 +67,7 @@ if (process.argv.includes('--memory-only')) {
   const start = page.indexOf('## Memory items\n');
   const end = page.indexOf('## Bundle size per Lambda\n');
   if (end < 0) throw new Error(`${DOC} has no "## Bundle size per Lambda" to put the memory section before`);
-  if (WRITE_DOC) writeFileSync(DOC, `${page.slice(0, start < 0 ? end : start)}${section}\n${page.slice(end)}`);
+  if (WRITE_DOC) writeDoc(`${page.slice(0, start < 0 ? end : start)}${section}\n${page.slice(end)}`);
   await dynamo.stop();
   process.exit(0);
 }
@@ -92,8 +92,7 @@ const finished = new Date();
 
 if (WRITE_DOC) {
   const run = { started, finished, loadAtStart };
-  writeFileSync(
-    DOC,
+  writeDoc(
     benchmarksPage({ run, stateBytes: STATE_BYTES, operations, own, telemetry, largeState, scale, contention, langgraph, memory, bundles }),
   );
   log(`\nwrote ${DOC}`);
