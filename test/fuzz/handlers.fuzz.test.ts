@@ -493,8 +493,40 @@ function encodeSegment(value: string): string {
 }
 const rawSegmentArb = fc.string({ maxLength: 10 }).map((value) => value.replace(/[/?#\s]/g, ''));
 
+/**
+ * One request in five is well formed: the tenant's key, JSON, a tracked session and a body
+ * its route accepts. The rest of the generator mostly meets the first checks (key, media type,
+ * ids, body shape); these reach the operations themselves (answers, lost preconditions, missing
+ * sessions), so every run covers them rather than only a lucky one.
+ */
+const WELL_FORMED_BODIES: Record<string, fc.Arbitrary<string | undefined>> = {
+  'POST /v1/sessions/{sid}/messages': fc.constantFrom(
+    '{"messages":[{"role":"user","content":"hi"}]}',
+    '{"parentId":"u1","messages":[{"role":"assistant","content":"ok"}]}',
+    '{"parentId":"missing","messages":[{"role":"user","content":"lost"}]}',
+  ),
+  'PATCH /v1/sessions/{sid}/state': fc.integer({ max: 9, min: 0 }).map((n) => JSON.stringify({ turns: n })),
+  'PUT /v1/sessions/{sid}/state': fc.integer({ max: 9, min: 0 }).map((n) => JSON.stringify({ turns: n, replaced: true })),
+  'PUT /v1/sessions/{sid}/head': fc.constantFrom('{"nodeId":"u1"}', '{"nodeId":"a2"}', '{"nodeId":"missing"}'),
+  'POST /v1/sessions': fc.constantFrom('{"sessionId":"spare"}', '{"sessionId":"fresh","metadata":{"k":1}}'),
+  'POST /v1/sessions/{sid}/commits': fc.constantFrom(
+    '{"commands":[{"key":"plan","scope":"thread","merge":"disjoint","set":"a"}]}',
+    '{"commands":[{"key":"tally","scope":"thread","merge":"commutative","set":{"n":1}}]}',
+  ),
+  'POST /v1/sessions/{sid}/decide': fc.constantFrom(
+    '{"trigger":{"type":"tick"},"agentId":"planner"}',
+    '{"trigger":{"type":"session.start"}}',
+  ),
+};
+const wellFormedArb = fc.record({
+  sid: fc.constantFrom(...TRACKED, 'missing'),
+  ifMatch: sometimes(3, fc.constantFrom('"1"', '"2"', '"99"')),
+  bodies: fc.record(WELL_FORMED_BODIES),
+});
+
 const requestArb: fc.Arbitrary<{ route: Route; request: InProcessRequest }> = fc
   .record({
+    wellFormed: fc.oneof({ weight: 4, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: wellFormedArb }),
     route: fc.constantFrom(...fuzzedRoutes),
     sid: idLike,
     nid: idLike,
@@ -513,7 +545,21 @@ const requestArb: fc.Arbitrary<{ route: Route; request: InProcessRequest }> = fc
     shaped: fc.boolean(),
     shapedBodies: shapedBodyArb,
   })
-  .map(({ route, sid, nid, v, other, memoryPath, raw, rawSegment, query, headers, body: anyBody, shaped, shapedBodies }) => {
+  .map(({ wellFormed, route, sid, nid, v, other, memoryPath, raw, rawSegment, query, headers, body: anyBody, shaped, shapedBodies }) => {
+    const wellFormedBody = wellFormed?.bodies[`${route.method} ${route.path}`];
+    if (wellFormed && (route.method === 'GET' || route.method === 'DELETE' || wellFormedBody !== undefined)) {
+      const path = route.path.replace('{sid}', wellFormed.sid).replace('{nid}', 'u1').replace('{v}', '1');
+      if (!/\{/.test(path)) {
+        const ifMatch: Array<[string, string]> = wellFormed.ifMatch ? [['if-match', wellFormed.ifMatch]] : [];
+        const request: InProcessRequest = {
+          method: route.method,
+          url: path,
+          headers: [['authorization', 'Bearer fuzz-key'], ['content-type', 'application/json'], ...ifMatch],
+          ...(wellFormedBody === undefined ? {} : { body: wellFormedBody }),
+        };
+        return { route, request };
+      }
+    }
     const ownShape = shaped && route.method !== 'GET' && route.method !== 'DELETE' ? shapedBodies[route.group] : undefined;
     const body = ownShape === undefined ? anyBody : JSON.stringify(ownShape);
     let path = route.path
