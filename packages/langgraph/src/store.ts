@@ -1,4 +1,11 @@
-import { type AgentStateApi, AgentStateError, createClient, type HttpRequest, type Json } from '@agentstate/client';
+import {
+  type AgentStateApi,
+  AgentStateError,
+  createClient,
+  type JsonObject,
+  type MemoryItem,
+  type MemorySearchRequest,
+} from '@agentstate/client';
 import {
   BaseStore,
   type GetOperation,
@@ -36,15 +43,6 @@ export interface AgentStateStoreOptions {
 export interface AgentStatePutOperation extends PutOperation {
   /** Minutes until the item expires; `null` for none; default: the store's `ttl.defaultTtl`. */
   ttl?: number | null;
-}
-
-/** A memory item as agentstate answers it (docs/api.md §7c). */
-interface MemoryItem {
-  namespace: string[];
-  key: string;
-  value: Record<string, unknown>;
-  createdAt: string;
-  updatedAt: string;
 }
 
 /** The most items one search page may ask for. */
@@ -92,7 +90,7 @@ export class AgentStateStore extends BaseStore {
       if ('value' in operation) puts.set(JSON.stringify([operation.namespace, operation.key]), operation);
     }
     // Every put is checked before anything is sent: a bad one fails the batch, which writes nothing.
-    const writes = [...puts.values()].map((operation) => this.putRequest(operation));
+    const writes = [...puts.values()].map((operation) => this.write(operation));
     await Promise.all(
       operations.map(async (operation, index) => {
         if ('value' in operation) return;
@@ -102,7 +100,7 @@ export class AgentStateStore extends BaseStore {
         else results[index] = await this.getOperation(operation as GetOperation);
       }),
     );
-    await Promise.all(writes.map((request) => this.client.request(request)));
+    await Promise.all(writes.map((send) => send()));
     return results as OperationResults<Op>;
   }
 
@@ -130,21 +128,28 @@ export class AgentStateStore extends BaseStore {
     const ids = this.idsOf(namespace);
     if (ids.length === 0) return null;
     try {
-      const { body } = await this.client.request<MemoryItem>({ method: 'GET', path: itemPath(ids, key) });
-      return this.itemOf(body);
+      return this.itemOf(await this.client.memoryItems.get(ids, escapeName(key)));
     } catch (error) {
       if (AgentStateError.is(error, 'not_found')) return null;
       throw error;
     }
   }
 
-  /** The request of a put (a delete for a null value); throws on a ttl agentstate would refuse. */
-  private putRequest(operation: AgentStatePutOperation): HttpRequest {
-    const path = itemPath(this.idsOf(operation.namespace), operation.key);
-    if (operation.value === null) return { method: 'DELETE', path };
+  /**
+   * A put (a delete for a null value), ready to send; throws at once, before anything is sent,
+   * on a ttl agentstate would refuse.
+   */
+  private write(operation: AgentStatePutOperation): () => Promise<unknown> {
+    const ids = this.idsOf(operation.namespace);
+    const key = escapeName(operation.key);
+    const { value } = operation;
+    if (value === null) return () => this.client.memoryItems.delete(ids, key);
     const ttl = operation.ttl === undefined ? this.defaultTtl : operation.ttl;
-    const body = { value: operation.value as Json, ...(ttl === undefined || ttl === null ? {} : { ttlSeconds: ttlSecondsOf(ttl) }) };
-    return { method: 'PUT', path, body };
+    const request = {
+      value: value as JsonObject,
+      ...(ttl === undefined || ttl === null ? {} : { ttlSeconds: ttlSecondsOf(ttl) }),
+    };
+    return () => this.client.memoryItems.put(ids, key, request);
   }
 
   private async searchOperation({ namespacePrefix, filter, limit = 10, offset = 0, query }: SearchOperation): Promise<SearchItem[]> {
@@ -157,15 +162,11 @@ export class AgentStateStore extends BaseStore {
     do {
       const request = {
         namespacePrefix: this.idsOf(namespacePrefix),
-        ...(filter && Object.keys(filter).length > 0 ? { filter: filter as Json } : {}),
+        ...(filter && Object.keys(filter).length > 0 ? { filter: filter as MemorySearchRequest['filter'] } : {}),
         limit: Math.min(Math.max(wanted - found.length, 1), MAX_PAGE),
         ...(cursor ? { cursor } : {}),
       };
-      const { body } = await this.client.request<{ items: MemoryItem[]; next?: string }>({
-        method: 'POST',
-        path: '/v1/memory/search',
-        body: request,
-      });
+      const body = await this.client.memoryItems.search(request);
       for (const item of body.items) found.push({ ...this.itemOf(item), score: undefined });
       cursor = body.next;
     } while (cursor && found.length < wanted);
@@ -185,12 +186,12 @@ export class AgentStateStore extends BaseStore {
     let cursor: string | undefined;
     do {
       const query = {
-        ...(serverPrefix.length > 0 ? { prefix: serverPrefix.join('/') } : {}),
+        ...(serverPrefix.length > 0 ? { prefix: serverPrefix } : {}),
         ...(serverDepth !== undefined && serverDepth <= 8 ? { maxDepth: serverDepth } : {}),
         limit: MAX_PAGE,
         ...(cursor ? { cursor } : {}),
       };
-      const { body } = await this.client.request<{ namespaces: string[][]; next?: string }>({ method: 'GET', path: '/v1/memory', query });
+      const body = await this.client.memoryItems.namespaces(query);
       for (const ids of body.namespaces) {
         const namespace = this.namespaceOf(ids);
         if (namespace) namespaces.push(namespace);
@@ -229,11 +230,6 @@ export class AgentStateStore extends BaseStore {
       updatedAt: new Date(item.updatedAt),
     };
   }
-}
-
-/** `/v1/memory/<namespace ids…>/<key>`, each segment encoded. */
-function itemPath(ids: readonly string[], key: string): string {
-  return `/v1/memory/${[...ids, escapeName(key)].map(encodeURIComponent).join('/')}`;
 }
 
 /** Minutes as agentstate's whole seconds, checked before anything is sent. */
