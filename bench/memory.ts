@@ -7,7 +7,6 @@
 
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { MemoryService } from '../functions/core/memory-service.js';
-import { useMemoryService } from '../functions/http/memory.js';
 import { DynamoDbMemoryStore } from '../functions/store/memory-store.js';
 import { DynamoDbMemoryUpkeep } from '../functions/store/memory-upkeep-store.js';
 import { TableClient } from '../functions/store/table-client.js';
@@ -75,7 +74,6 @@ export async function measureMemory(meter: Meter, client: DynamoDBClient, tableN
   const table = new TableClient(client, tableName);
   const service = new MemoryService(new DynamoDbMemoryStore(table));
   const upkeep = new DynamoDbMemoryUpkeep(table);
-  useMemoryService(service);
   log(`\n6. Memory items (a namespace of ${MEMORY.items} items of about 1 KB)`);
   // What the change hook does after a namespace's first item: list it.
   await upkeep.registerNamespace(TENANT, BIG);

@@ -4,6 +4,7 @@ import { requireId } from '../core/ids.js';
 import { MAX_LAST_MESSAGES } from '../core/model.js';
 import { MAX_WORKER_TIMEOUT_MS } from '../core/worker-timeout.js';
 import { createHttpHandler, type RouteInput } from './api.js';
+import { agents } from './parts/agents.js';
 import { idSchema, jsonValue, pagination, parsedBody } from './request.js';
 import { json } from './responses.js';
 
@@ -53,30 +54,33 @@ const agentId = (input: RouteInput) => requireId(input.path('agentId'), 'agentId
  * The agent registry (API.md section 7): workers, initial config, hierarchy, typed fields. A
  * key limited to agents reads and writes only its agents and those below them (agent-access.ts).
  */
-export const handler = createHttpHandler({
-  'PUT /v1/agents/{agentId}': async (input) => {
-    const id = agentId(input);
-    // Parsed: a field's read and write scopes default to private.
-    const request = parsedBody(input, agentBody, { required: 'send the agent as JSON, e.g. {"config": {}}', ids: ['parentId'] });
-    const { agent, created } = await input.deps.agents.putAgent(
-      input.tenant,
-      id,
-      {
-        parentId: request.parentId ?? null,
-        worker: request.worker ?? null,
-        config: request.config ?? null,
-        stateFields: request.stateFields ?? null,
-      },
-      input.allowedAgents,
-    );
-    return json(created ? 201 : 200, agent, created ? { location: `/v1/agents/${encodeURIComponent(id)}` } : {});
-  },
+export const handler = createHttpHandler(
+  { agents },
+  {
+    'PUT /v1/agents/{agentId}': async (input) => {
+      const id = agentId(input);
+      // Parsed: a field's read and write scopes default to private.
+      const request = parsedBody(input, agentBody, { required: 'send the agent as JSON, e.g. {"config": {}}', ids: ['parentId'] });
+      const { agent, created } = await input.deps.agents.putAgent(
+        input.tenant,
+        id,
+        {
+          parentId: request.parentId ?? null,
+          worker: request.worker ?? null,
+          config: request.config ?? null,
+          stateFields: request.stateFields ?? null,
+        },
+        input.allowedAgents,
+      );
+      return json(created ? 201 : 200, agent, created ? { location: `/v1/agents/${encodeURIComponent(id)}` } : {});
+    },
 
-  'GET /v1/agents/{agentId}': async (input) =>
-    json(200, await input.deps.agents.getAgent(input.tenant, agentId(input), input.allowedAgents)),
+    'GET /v1/agents/{agentId}': async (input) =>
+      json(200, await input.deps.agents.getAgent(input.tenant, agentId(input), input.allowedAgents)),
 
-  'GET /v1/agents': async (input) => {
-    const page = await input.deps.agents.listAgents(input.tenant, pagination(input), input.allowedAgents);
-    return json(200, { agents: page.items, ...(page.next ? { next: page.next } : {}) });
+    'GET /v1/agents': async (input) => {
+      const page = await input.deps.agents.listAgents(input.tenant, pagination(input), input.allowedAgents);
+      return json(200, { agents: page.items, ...(page.next ? { next: page.next } : {}) });
+    },
   },
-});
+);

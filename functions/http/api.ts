@@ -4,16 +4,17 @@ import type { AllowedAgents } from '../core/acting-agent.js';
 import { AgentStateError } from '../core/errors.js';
 import type { Json } from '../core/json.js';
 import { ensureSealingKey } from '../store/key-ring.js';
-import { type Dependencies, dependencies } from './dependencies.js';
 import { type ApiEvent, actingAgent, authenticate, idempotency, jsonBody, problemErrors } from './middleware.js';
+import * as parts from './parts/middleware.js';
 import { loggedRequests } from './request-log.js';
 import { securedHandler } from './security-headers.js';
 import type { HttpHandler } from './types.js';
+import { type Dependencies, groupDependencies, type Parts } from './wiring.js';
 
-/** What a route function gets: the parsed request and the service dependencies. */
-export interface RouteInput {
+/** What a route function gets: the parsed request and the services its group names (`D`). */
+export interface RouteInput<D = unknown> {
   tenant: string;
-  deps: Dependencies;
+  deps: D;
   /** The parsed JSON body of a write; undefined when none was sent. Read it with request.ts. */
   body: Json | undefined;
   path: (name: string) => string;
@@ -25,7 +26,7 @@ export interface RouteInput {
   allowedAgents: AllowedAgents;
 }
 
-export type RouteFunction = (input: RouteInput) => Promise<APIGatewayProxyStructuredResultV2>;
+export type RouteFunction<D = unknown> = (input: RouteInput<D>) => Promise<APIGatewayProxyStructuredResultV2>;
 
 export interface HandlerOptions {
   /** Largest accepted body; larger is refused before parsing. */
@@ -40,11 +41,21 @@ export interface HandlerOptions {
 const DEFAULT_BODY_LIMIT = 1024 * 1024;
 
 /**
- * A Lambda handler serving a group of routes, dispatched by API Gateway's `routeKey`. The
- * middleware stack is the same for every group: problem+json errors, API key, JSON body,
- * acting agent, Idempotency-Key (middleware.ts).
+ * A Lambda handler serving a group of routes, dispatched by API Gateway's `routeKey`. `group`
+ * names the services the routes use (wiring.ts): the function builds those and bundles
+ * nothing else. The middleware stack is the same for every group: problem+json errors, API
+ * key, JSON body, acting agent, Idempotency-Key (middleware.ts).
  */
-export function createHttpHandler(routeFunctions: Record<string, RouteFunction>, options: HandlerOptions = {}): HttpHandler {
+export function createHttpHandler<K extends keyof Dependencies>(
+  group: Parts<K>,
+  routeFunctions: Record<string, RouteFunction<Pick<Dependencies, K>>>,
+  options: HandlerOptions = {},
+): HttpHandler {
+  const dependencies = groupDependencies({
+    ...group,
+    idempotency: parts.idempotency,
+    resolveKey: parts.resolveKey,
+  } as Parts<K | 'idempotency' | 'resolveKey'>);
   const dispatch = async (event: ApiEvent): Promise<APIGatewayProxyStructuredResultV2> => {
     const route = routeFunctions[event.routeKey];
     if (!route) throw new AgentStateError('not_found', `no route for ${event.requestContext.http.method} ${event.rawPath}`);

@@ -3,6 +3,7 @@ import { COMMAND_SCOPES, type Command, MERGE_POLICIES } from '../core/commands.j
 import { requireId } from '../core/ids.js';
 import { STATE_BODY_LIMIT_BYTES } from '../core/model.js';
 import { createHttpHandler } from './api.js';
+import { commits } from './parts/commits.js';
 import { bodyAsSent, jsonValue, queryNode, sessionScope } from './request.js';
 import { versionedJson } from './responses.js';
 
@@ -35,6 +36,7 @@ export const commitBody = z
 
 /** Commits and the documents of their scopes (API.md section 8). */
 export const handler = createHttpHandler(
+  { commits },
   {
     'POST /v1/sessions/{sid}/commits': async (input) => {
       const scope = sessionScope(input);

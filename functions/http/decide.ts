@@ -5,6 +5,7 @@ import { STATE_BODY_LIMIT_BYTES } from '../core/model.js';
 import { createHttpHandler } from './api.js';
 import { checkMessages, MAX_MESSAGES_PER_APPEND, messageSchema } from './messages.js';
 import { HEADER_WORDING } from './middleware.js';
+import { decide } from './parts/decide.js';
 import { asSent, bodyAsSent, jsonValue, sessionScope } from './request.js';
 import { json } from './responses.js';
 
@@ -24,6 +25,7 @@ const clientMessages = z.object({ messages: z.array(messageSchema).min(1).max(MA
 
 /** `POST /v1/sessions/{sid}/decide` (API.md section 6). */
 export const handler = createHttpHandler(
+  { decide },
   {
     'POST /v1/sessions/{sid}/decide': async (input) => {
       const scope = sessionScope(input);

@@ -9,12 +9,8 @@ import {
   requireMemoryKey,
   requireNamespace,
 } from '../core/memory.js';
-import { MemoryService } from '../core/memory-service.js';
-import { dynamoDbClient } from '../store/client.js';
-import { DynamoDbMemoryStore } from '../store/memory-store.js';
-import { defaultTableName } from '../store/table.js';
-import { TableClient } from '../store/table-client.js';
 import { createHttpHandler, type RouteInput } from './api.js';
+import { memory } from './parts/memory.js';
 import { bodyAsSent, ifMatch, pagination } from './request.js';
 import { json, noContent } from './responses.js';
 
@@ -33,25 +29,6 @@ export const searchMemoryBody = z
     cursor: z.string().min(1).max(4096).optional(),
   })
   .strict();
-
-let service: MemoryService | undefined;
-
-/**
- * The memory service, built from the environment on first use (like dependencies.ts), and
- * only in this route group's function: the other bundles do not carry the memory store.
- */
-function memory(): MemoryService {
-  if (!service) {
-    const env = process.env;
-    service = new MemoryService(new DynamoDbMemoryStore(new TableClient(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName)));
-  }
-  return service;
-}
-
-/** Replaces the service (tests, the benchmark); undefined rebuilds it from the environment on next use. */
-export function useMemoryService(replacement: MemoryService | undefined): void {
-  service = replacement;
-}
 
 /** `/v1/memory/users/u1/facts/k1`: the namespace (1–8 ids) and the key, from the path's last segments. */
 function itemPath(input: RouteInput): { namespace: string[]; key: string } {
@@ -103,6 +80,7 @@ function itemResponse(item: MemoryItem, status = 200, headers: Record<string, st
 
 /** Memory items: put, get, delete, search, namespaces, versions (API.md section 10, docs/api.md "Memory"). */
 export const handler = createHttpHandler(
+  { memory },
   {
     'GET /v1/memory': async (input) => {
       const prefix = queryNamespace(input, 'prefix', { minDepth: 0 });
@@ -114,7 +92,7 @@ export const handler = createHttpHandler(
           throw new AgentStateError('invalid_request', 'maxDepth must be an integer from 1 to 8', { field: 'maxDepth' });
         }
       }
-      const page = await memory().listNamespaces(input.tenant, namespaceRoots(input.allowedAgents), {
+      const page = await input.deps.memory.listNamespaces(input.tenant, namespaceRoots(input.allowedAgents), {
         prefix,
         ...pagination(input),
         ...(maxDepth === undefined ? {} : { maxDepth }),
@@ -125,7 +103,7 @@ export const handler = createHttpHandler(
     'POST /v1/memory/search': async (input) => {
       const request = bodyAsSent(input, searchMemoryBody);
       const namespacePrefix = requireNamespace(request.namespacePrefix ?? [], 'namespacePrefix', { minDepth: 0 });
-      const page = await memory().search(input.tenant, namespaceRoots(input.allowedAgents), {
+      const page = await input.deps.memory.search(input.tenant, namespaceRoots(input.allowedAgents), {
         namespacePrefix,
         limit: request.limit ?? 50,
         ...(request.filter === undefined ? {} : { filter: request.filter }),
@@ -137,20 +115,25 @@ export const handler = createHttpHandler(
     'GET /v1/memory/versions': async (input) => {
       const namespace = queryNamespace(input, 'namespace', { minDepth: 1 });
       const key = requireMemoryKey(input.query('key'));
-      const page = await memory().history(input.tenant, namespaceRoots(input.allowedAgents), { namespace, key }, pagination(input));
+      const page = await input.deps.memory.history(
+        input.tenant,
+        namespaceRoots(input.allowedAgents),
+        { namespace, key },
+        pagination(input),
+      );
       return json(200, { versions: page.items, ...(page.next ? { next: page.next } : {}) });
     },
 
     'GET /v1/memory/{path+}': async (input) => {
       const { namespace, key } = itemPath(input);
-      return itemResponse(await memory().get(input.tenant, namespaceRoots(input.allowedAgents), namespace, key));
+      return itemResponse(await input.deps.memory.get(input.tenant, namespaceRoots(input.allowedAgents), namespace, key));
     },
 
     'PUT /v1/memory/{path+}': async (input) => {
       const target = itemPath(input);
       const condition = precondition(input);
       const request = bodyAsSent(input, putMemoryBody, { required: 'send {"value": {...}} (and optionally "ttlSeconds")' });
-      const { item, created } = await memory().put(
+      const { item, created } = await input.deps.memory.put(
         input.tenant,
         namespaceRoots(input.allowedAgents),
         target,
@@ -166,7 +149,7 @@ export const handler = createHttpHandler(
       if (condition.kind === 'absent') {
         throw new AgentStateError('invalid_request', 'If-None-Match applies to a put, not a delete', { field: 'If-None-Match' });
       }
-      await memory().delete(input.tenant, namespaceRoots(input.allowedAgents), target, { condition, author: input.caller });
+      await input.deps.memory.delete(input.tenant, namespaceRoots(input.allowedAgents), target, { condition, author: input.caller });
       return noContent();
     },
   },

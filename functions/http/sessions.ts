@@ -3,6 +3,7 @@ import { AgentStateError } from '../core/errors.js';
 import { ID_RULE, isValidId } from '../core/ids.js';
 import { encodedSize } from '../core/json.js';
 import { createHttpHandler } from './api.js';
+import { sessions } from './parts/sessions.js';
 import { bodyAsSent, idSchema, jsonValue, pagination, sessionScope } from './request.js';
 import { json, noContent } from './responses.js';
 
@@ -27,38 +28,41 @@ function sessionIdPrefix(raw: string): string {
 }
 
 /** Sessions: create, read, list by recent activity, delete (API.md section 2). */
-export const handler = createHttpHandler({
-  'POST /v1/sessions': async (input) => {
-    // As sent: zod's copy of the metadata would turn a "__proto__" key into a prototype.
-    const request = bodyAsSent(input, createSessionBody, { ids: ['sessionId', 'agentId', 'userId'] });
-    const metadata = request.metadata ?? null;
-    if (metadata && encodedSize(metadata) > METADATA_LIMIT_BYTES) {
-      throw new AgentStateError('invalid_request', `metadata may be at most ${METADATA_LIMIT_BYTES} bytes of JSON`, {
-        field: 'metadata',
+export const handler = createHttpHandler(
+  { sessions },
+  {
+    'POST /v1/sessions': async (input) => {
+      // As sent: zod's copy of the metadata would turn a "__proto__" key into a prototype.
+      const request = bodyAsSent(input, createSessionBody, { ids: ['sessionId', 'agentId', 'userId'] });
+      const metadata = request.metadata ?? null;
+      if (metadata && encodedSize(metadata) > METADATA_LIMIT_BYTES) {
+        throw new AgentStateError('invalid_request', `metadata may be at most ${METADATA_LIMIT_BYTES} bytes of JSON`, {
+          field: 'metadata',
+        });
+      }
+      const session = await input.deps.sessions.createSession(input.tenant, {
+        sessionId: request.sessionId,
+        agentId: request.agentId ?? null,
+        userId: request.userId ?? null,
+        metadata,
       });
-    }
-    const session = await input.deps.sessions.createSession(input.tenant, {
-      sessionId: request.sessionId,
-      agentId: request.agentId ?? null,
-      userId: request.userId ?? null,
-      metadata,
-    });
-    return json(201, session, { location: `/v1/sessions/${encodeURIComponent(session.sessionId)}` });
-  },
+      return json(201, session, { location: `/v1/sessions/${encodeURIComponent(session.sessionId)}` });
+    },
 
-  'GET /v1/sessions': async (input) => {
-    const prefix = input.query('prefix');
-    const page = await input.deps.sessions.listSessions(input.tenant, {
-      ...pagination(input),
-      ...(prefix === undefined ? {} : { prefix: sessionIdPrefix(prefix) }),
-    });
-    return json(200, { sessions: page.items, ...(page.next ? { next: page.next } : {}) });
-  },
+    'GET /v1/sessions': async (input) => {
+      const prefix = input.query('prefix');
+      const page = await input.deps.sessions.listSessions(input.tenant, {
+        ...pagination(input),
+        ...(prefix === undefined ? {} : { prefix: sessionIdPrefix(prefix) }),
+      });
+      return json(200, { sessions: page.items, ...(page.next ? { next: page.next } : {}) });
+    },
 
-  'GET /v1/sessions/{sid}': async (input) => json(200, await input.deps.sessions.getSession(sessionScope(input))),
+    'GET /v1/sessions/{sid}': async (input) => json(200, await input.deps.sessions.getSession(sessionScope(input))),
 
-  'DELETE /v1/sessions/{sid}': async (input) => {
-    await input.deps.sessions.deleteSession(sessionScope(input));
-    return noContent();
+    'DELETE /v1/sessions/{sid}': async (input) => {
+      await input.deps.sessions.deleteSession(sessionScope(input));
+      return noContent();
+    },
   },
-});
+);

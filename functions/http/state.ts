@@ -1,8 +1,9 @@
 import { AgentStateError } from '../core/errors.js';
 import { parseJsonPatch } from '../core/json-patch.js';
 import { STATE_BODY_LIMIT_BYTES, STATE_LIMIT_BYTES } from '../core/model.js';
-import type { WriteResult } from '../core/session-service.js';
+import type { SessionService, WriteResult } from '../core/session-service.js';
 import { createHttpHandler, type RouteInput } from './api.js';
+import { sessions } from './parts/sessions.js';
 import { ifMatch, pagination, queryNode, sessionScope, versionNumber } from './request.js';
 import { json, versionedJson } from './responses.js';
 
@@ -13,7 +14,7 @@ const JSON_PATCH = 'application/json-patch+json';
  * `PATCH` and `PUT`: the service applies the body as a merge patch, as JSON Patch operations
  * (checked here, before anything is read), or as the whole state.
  */
-async function write(input: RouteInput, method: 'patchState' | 'replaceState') {
+async function write(input: RouteInput<{ sessions: SessionService }>, method: 'patchState' | 'replaceState') {
   const scope = sessionScope(input);
   if (input.body === undefined) {
     throw new AgentStateError('invalid_json', 'the body must be a JSON value (send {} to clear the state)');
@@ -40,6 +41,7 @@ async function write(input: RouteInput, method: 'patchState' | 'replaceState') {
 
 /** State at a node, its writes, and its history (API.md sections 4 and 5). */
 export const handler = createHttpHandler(
+  { sessions },
   {
     'GET /v1/sessions/{sid}/state': async (input) => {
       const scope = sessionScope(input);

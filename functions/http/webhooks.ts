@@ -2,13 +2,9 @@ import * as z from 'zod';
 import { type ActingAgentWording, mayActAs, requireActingAgent } from '../core/acting-agent.js';
 import { AgentStateError } from '../core/errors.js';
 import { requireId } from '../core/ids.js';
-import { WebhookService } from '../core/webhooks.js';
-import { dynamoDbClient } from '../store/client.js';
-import { defaultTableName } from '../store/table.js';
-import { TableClient } from '../store/table-client.js';
-import { DynamoDbWebhookStore } from '../store/webhook-store.js';
-import { validateWebhookUrl, webhookSender } from '../workers/webhook-delivery.js';
+import type { WebhookService } from '../core/webhooks.js';
 import { createHttpHandler, type RouteInput } from './api.js';
+import { webhooks } from './parts/webhooks.js';
 import { bodyAsSent, idSchema, pagination } from './request.js';
 import { json, noContent } from './responses.js';
 
@@ -22,30 +18,6 @@ export const createWebhookBody = z
   .strict();
 
 export const replayBody = z.object({ limit: z.number().int().optional() }).strict();
-
-let service: WebhookService | undefined;
-
-/**
- * The webhook service, built from the environment on first use (like dependencies.ts). In a
- * Lambda, webhook URLs follow the AWS rules (public https only); locally http to loopback too.
- */
-function webhooks(): WebhookService {
-  if (!service) {
-    const env = process.env;
-    const local = !env.AWS_LAMBDA_FUNCTION_NAME;
-    service = new WebhookService(
-      new DynamoDbWebhookStore(new TableClient(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName)),
-      (url) => void validateWebhookUrl(url, { allowLoopbackHttp: local }),
-      webhookSender({ allowLoopbackHttp: local }),
-    );
-  }
-  return service;
-}
-
-/** Replaces the service (tests); undefined rebuilds it from the environment on next use. */
-export function useWebhookService(replacement: WebhookService | undefined): void {
-  service = replacement;
-}
 
 const webhookId = (input: RouteInput) => requireId(input.path('webhookId'), 'webhookId');
 
@@ -62,43 +34,46 @@ const REGISTRATION_WORDING: ActingAgentWording = {
 };
 
 /** The webhook the path names, as the caller may see it (`404 not_found` otherwise). */
-async function visibleWebhook(input: RouteInput): Promise<string> {
+async function visibleWebhook(input: RouteInput<{ webhooks: WebhookService }>): Promise<string> {
   const id = webhookId(input);
-  const webhook = await webhooks().get(input.tenant, id);
+  const webhook = await input.deps.webhooks.get(input.tenant, id);
   if (!visibleTo(input)(webhook)) throw new AgentStateError('not_found', `webhook ${id} does not exist`, { webhookId: id });
   return id;
 }
 
 /** Webhooks and their dead letters (API.md section 9, docs/api.md "Change events"). */
-export const handler = createHttpHandler({
-  'POST /v1/webhooks': async (input) => {
-    const request = bodyAsSent(input, createWebhookBody, { ids: ['sessionId', 'agentId'] });
-    requireActingAgent(input.allowedAgents, request.agentId, REGISTRATION_WORDING);
-    const webhook = await webhooks().create(input.tenant, request);
-    return json(201, webhook, { location: `/v1/webhooks/${encodeURIComponent(webhook.id)}` });
-  },
+export const handler = createHttpHandler(
+  { webhooks },
+  {
+    'POST /v1/webhooks': async (input) => {
+      const request = bodyAsSent(input, createWebhookBody, { ids: ['sessionId', 'agentId'] });
+      requireActingAgent(input.allowedAgents, request.agentId, REGISTRATION_WORDING);
+      const webhook = await input.deps.webhooks.create(input.tenant, request);
+      return json(201, webhook, { location: `/v1/webhooks/${encodeURIComponent(webhook.id)}` });
+    },
 
-  'GET /v1/webhooks': async (input) => {
-    const page = await webhooks().list(input.tenant, pagination(input));
-    return json(200, { webhooks: page.items.filter(visibleTo(input)), ...(page.next ? { next: page.next } : {}) });
-  },
+    'GET /v1/webhooks': async (input) => {
+      const page = await input.deps.webhooks.list(input.tenant, pagination(input));
+      return json(200, { webhooks: page.items.filter(visibleTo(input)), ...(page.next ? { next: page.next } : {}) });
+    },
 
-  'GET /v1/webhooks/{webhookId}': async (input) => json(200, await webhooks().get(input.tenant, await visibleWebhook(input))),
+    'GET /v1/webhooks/{webhookId}': async (input) => json(200, await input.deps.webhooks.get(input.tenant, await visibleWebhook(input))),
 
-  'DELETE /v1/webhooks/{webhookId}': async (input) => {
-    await webhooks().delete(input.tenant, await visibleWebhook(input));
-    return noContent();
-  },
+    'DELETE /v1/webhooks/{webhookId}': async (input) => {
+      await input.deps.webhooks.delete(input.tenant, await visibleWebhook(input));
+      return noContent();
+    },
 
-  'GET /v1/webhooks/{webhookId}/dead-letters': async (input) => {
-    const id = await visibleWebhook(input);
-    const page = await webhooks().listDeadLetters(input.tenant, id, pagination(input));
-    return json(200, { deadLetters: page.items, ...(page.next ? { next: page.next } : {}) });
-  },
+    'GET /v1/webhooks/{webhookId}/dead-letters': async (input) => {
+      const id = await visibleWebhook(input);
+      const page = await input.deps.webhooks.listDeadLetters(input.tenant, id, pagination(input));
+      return json(200, { deadLetters: page.items, ...(page.next ? { next: page.next } : {}) });
+    },
 
-  'POST /v1/webhooks/{webhookId}/dead-letters/replay': async (input) => {
-    const id = await visibleWebhook(input);
-    const { limit } = bodyAsSent(input, replayBody);
-    return json(200, await webhooks().replay(input.tenant, id, limit === undefined ? {} : { limit }));
+    'POST /v1/webhooks/{webhookId}/dead-letters/replay': async (input) => {
+      const id = await visibleWebhook(input);
+      const { limit } = bodyAsSent(input, replayBody);
+      return json(200, await input.deps.webhooks.replay(input.tenant, id, limit === undefined ? {} : { limit }));
+    },
   },
-});
+);

@@ -14,6 +14,8 @@ import { TableClient } from './table-client.js';
  * functions that use them, so the route bundles do not carry them.
  */
 export interface Stores {
+  /** The client the stores share (the API key store talks to it directly). */
+  client: DynamoDBClient;
   table: TableClient;
   sessions: DynamoDbSessionStore;
   documents: DynamoDbDocumentStore;
@@ -34,6 +36,7 @@ export function createStores(client: DynamoDBClient, tableName: string, options:
   const now = options.now ?? Date.now;
   const table = new TableClient(client, tableName, now);
   return {
+    client,
     table,
     sessions: new DynamoDbSessionStore(table, options.pathSegmentBytes),
     documents: new DynamoDbDocumentStore(table),

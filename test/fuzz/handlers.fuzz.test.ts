@@ -4,21 +4,14 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type InProcessRequest, type InProcessResponse, invoke } from '../../bench/invoke.js';
 import { errorStatus } from '../../functions/core/errors.js';
 import { canonicalJson, type Json, MAX_JSON_DEPTH } from '../../functions/core/json.js';
-import { MemoryService } from '../../functions/core/memory-service.js';
 import type { SessionService } from '../../functions/core/session-service.js';
-import { WebhookService } from '../../functions/core/webhooks.js';
 import { keysFromEnv } from '../../functions/http/auth.js';
 import { dependenciesFor, useDependencies } from '../../functions/http/dependencies.js';
 import { handlers } from '../../functions/http/index.js';
-import { useMemoryService } from '../../functions/http/memory.js';
 import { type Route, routes } from '../../functions/http/routes.js';
-import { useWebhookService } from '../../functions/http/webhooks.js';
 import { localDynamoDbClient } from '../../functions/local/dynamodb-local.js';
 import { keys } from '../../functions/store/keys.js';
-import { DynamoDbMemoryStore } from '../../functions/store/memory-store.js';
 import { createStores } from '../../functions/store/stores.js';
-import { DynamoDbWebhookStore } from '../../functions/store/webhook-store.js';
-import { validateWebhookUrl, webhookSender } from '../../functions/workers/webhook-delivery.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**
@@ -102,16 +95,6 @@ beforeAll(async () => {
   });
   useDependencies(deps);
   service = deps.sessions;
-  // The webhooks group builds its own service from the environment: give it this table.
-  const stores = createStores(client, tableName);
-  useMemoryService(new MemoryService(new DynamoDbMemoryStore(stores.table)));
-  useWebhookService(
-    new WebhookService(
-      new DynamoDbWebhookStore(stores.table),
-      (url) => void validateWebhookUrl(url, { allowLoopbackHttp: true }),
-      webhookSender({ allowLoopbackHttp: true }),
-    ),
-  );
 
   // The registry a limited key must not cross: planner (its own) and billing (another agent,
   // with a secret and a private field), and a webhook of billing's.
@@ -149,7 +132,6 @@ beforeAll(async () => {
 
 afterAll(() => {
   useDependencies(undefined);
-  useWebhookService(undefined);
   client.destroy();
 });
 

@@ -5,9 +5,7 @@ import { errorStatus } from '../../functions/core/errors.js';
 import { keysFromEnv } from '../../functions/http/auth.js';
 import { dependenciesFor, useDependencies } from '../../functions/http/dependencies.js';
 import { handlers } from '../../functions/http/index.js';
-import { useMemoryService } from '../../functions/http/memory.js';
 import { routes } from '../../functions/http/routes.js';
-import { useWebhookService } from '../../functions/http/webhooks.js';
 import { localDynamoDbClient } from '../../functions/local/dynamodb-local.js';
 import { createStores } from '../../functions/store/stores.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
@@ -24,30 +22,16 @@ import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 const TENANT = 'fuzz-write';
 const auth = { authorization: 'Bearer write-key' };
 const client = localDynamoDbClient(dynamoEndpoint());
-const env = { ...process.env };
 
 beforeAll(async () => {
   const tableName = await createTestTable('fuzz-write');
   useDependencies(dependenciesFor(createStores(client, tableName), { resolveKey: keysFromEnv(`${TENANT}:write-key`) }));
-  // The memory and webhook route groups build their stores from the environment, as in Lambda.
-  Object.assign(process.env, {
-    AGENTSTATE_DYNAMODB_ENDPOINT: dynamoEndpoint(),
-    AGENTSTATE_TABLE: tableName,
-    AWS_REGION: 'us-east-1',
-    AWS_ACCESS_KEY_ID: 'local',
-    AWS_SECRET_ACCESS_KEY: 'local',
-  });
-  useMemoryService(undefined);
-  useWebhookService(undefined);
   // Refused webhook URLs and the like are logged; expected here.
   vi.spyOn(console, 'warn').mockImplementation(() => {});
   vi.spyOn(console, 'error').mockImplementation(() => {});
 });
 afterAll(() => {
   useDependencies(undefined);
-  useMemoryService(undefined);
-  useWebhookService(undefined);
-  process.env = env;
   vi.restoreAllMocks();
   client.destroy();
 });

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
 import { describe, expect, it } from 'vitest';
+import { type RouteGroup, routeGroups } from '../../functions/http/routes.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -43,6 +44,62 @@ describe('public route groups', () => {
     const inputs = await bundledInputs('functions/http/state.ts');
     expect(inputs.some((input) => input.includes('node_modules/@aws-sdk/'))).toBe(true);
     expect(inputs.some((input) => input.includes('node_modules/zod/'))).toBe(true);
+  });
+});
+
+/**
+ * What a route group's function may carry beyond what every keyed group shares: each heavy
+ * module, and the groups whose routes use it. Any other group that takes one in (a part named
+ * where it is not used, an import that drags a store along) fails here, so the wiring cannot
+ * grow back into one set of services for every function.
+ */
+const usedOnlyBy: ReadonlyArray<{ module: string; groups: readonly RouteGroup[] }> = [
+  // decide calls workers; the Lambda client is how it calls a `lambda:` one.
+  { module: 'node_modules/@aws-sdk/client-lambda/', groups: ['decide'] },
+  { module: 'functions/core/decide-service.ts', groups: ['decide'] },
+  // The registry checks a worker's URL where it is registered (agents) and decide before a call.
+  { module: 'functions/workers/call-worker.ts', groups: ['agents', 'decide'] },
+  { module: 'functions/workers/module-worker.ts', groups: ['agents', 'decide'] },
+  { module: 'functions/core/commit-service.ts', groups: ['commits'] },
+  { module: 'functions/store/memory-store.ts', groups: ['memory'] },
+  { module: 'functions/core/memory-service.ts', groups: ['memory'] },
+  { module: 'functions/store/webhook-store.ts', groups: ['webhooks'] },
+  { module: 'functions/core/webhooks.ts', groups: ['webhooks'] },
+  { module: 'functions/workers/webhook-delivery.ts', groups: ['webhooks'] },
+  // Outbound requests: workers (decide), webhooks, and the URL rules the registry checks.
+  { module: 'functions/workers/outbound.ts', groups: ['agents', 'decide', 'webhooks'] },
+  { module: 'functions/store/session-store.ts', groups: ['sessions', 'tree', 'state', 'agents', 'decide', 'commits'] },
+  { module: 'functions/core/session-service.ts', groups: ['sessions', 'tree', 'state'] },
+  // The contract is data for /v1/openapi.json; the code that generates it is in no bundle.
+  { module: 'docs/openapi.json', groups: ['health'] },
+  { module: 'functions/http/contract/', groups: [] },
+];
+
+describe('each route group bundles only what its routes use', () => {
+  const bundles = new Map<RouteGroup, Promise<string[]>>();
+  const inputsOf = (group: RouteGroup) => {
+    if (!bundles.has(group)) bundles.set(group, bundledInputs(`functions/http/${group}.ts`));
+    return bundles.get(group) as Promise<string[]>;
+  };
+
+  it.each(routeGroups)('%s', async (group) => {
+    // Act: the group's function bundled as lib/agent-state.ts bundles it (the SDK included).
+    const inputs = await inputsOf(group);
+
+    // Assess: every heavy module it carries is one its routes use.
+    const carried = usedOnlyBy.filter(({ module }) => inputs.some((input) => input.includes(module)));
+    const strays = carried.filter(({ groups }) => !groups.includes(group)).map(({ module }) => module);
+    expect(strays).toEqual([]);
+  });
+
+  it('sees a module where a group does use it (the check above is not blind)', async () => {
+    for (const { module, groups } of usedOnlyBy) {
+      for (const group of groups)
+        expect(
+          (await inputsOf(group)).some((input) => input.includes(module)),
+          `${module} in ${group}`,
+        ).toBe(true);
+    }
   });
 });
 

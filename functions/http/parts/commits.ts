@@ -1,0 +1,15 @@
+import { CommitService, DEFAULT_RUN_TTL_SECONDS } from '../../core/commit-service.js';
+import type { Part } from '../wiring.js';
+import { documentStore, schemas, sessionStore } from './sessions.js';
+
+export const commits: Part<CommitService> = (wiring) =>
+  new CommitService(
+    { sessions: wiring.use(sessionStore), documents: wiring.use(documentStore) },
+    { schemas: wiring.use(schemas), runTtlSeconds: runTtlSeconds(wiring.env) },
+  );
+
+/** `AGENTSTATE_RUN_TTL_SECONDS`: how long a run document outlives its last write. */
+function runTtlSeconds(env: NodeJS.ProcessEnv): number {
+  const value = Number(env.AGENTSTATE_RUN_TTL_SECONDS);
+  return Number.isSafeInteger(value) && value > 0 ? value : DEFAULT_RUN_TTL_SECONDS;
+}
