@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { FIELD_TYPES } from '../core/fields.js';
 import { requireId } from '../core/ids.js';
 import { MAX_LAST_MESSAGES } from '../core/model.js';
@@ -8,45 +8,44 @@ import { agents } from './parts/agents.js';
 import { idSchema, jsonValue, pagination, parsedBody } from './request.js';
 import { json } from './responses.js';
 
-const scope = z.union([z.literal('private'), z.literal('public'), z.object({ agents: z.array(idSchema).max(100) }).strict()]);
+const scope = z.union([z.literal('private'), z.literal('public'), z.strictObject({ agents: z.array(idSchema).check(z.maxLength(100)) })]);
 
-const fieldDeclaration = z
-  .object({
-    type: z.enum(FIELD_TYPES),
-    description: z.string().max(2000).optional(),
-    updateRules: z.string().max(2000).optional(),
-    read: scope.default('private'),
-    write: scope.default('private'),
-    migrate: z.literal('clear').optional(),
-  })
-  .strict();
-
-/** Field names are the top-level keys of the state: ids' characters, no more than 128. */
-const stateFields = z.record(idSchema, fieldDeclaration).refine((fields) => Object.keys(fields).length <= 200, {
-  message: 'at most 200 fields',
+const fieldDeclaration = z.strictObject({
+  type: z.enum(FIELD_TYPES),
+  description: z.optional(z.string().check(z.maxLength(2000))),
+  updateRules: z.optional(z.string().check(z.maxLength(2000))),
+  read: z._default(scope, 'private'),
+  write: z._default(scope, 'private'),
+  migrate: z.optional(z.literal('clear')),
 });
 
-export const agentBody = z
-  .object({
-    parentId: z.string().nullable().optional(),
-    worker: z
-      .object({
-        url: z.string().min(1).max(2048),
-        secret: z.string().min(1).max(1024).nullable().optional(),
-        timeoutMs: z.number().int().min(1).max(MAX_WORKER_TIMEOUT_MS).nullable().optional(),
+/** Field names are the top-level keys of the state: ids' characters, no more than 128. */
+const stateFields = z.record(idSchema, fieldDeclaration).check(
+  z.refine((fields) => Object.keys(fields).length <= 200, {
+    message: 'at most 200 fields',
+  }),
+);
+
+export const agentBody = z.strictObject({
+  parentId: z.optional(z.nullable(z.string())),
+  worker: z.optional(
+    z.nullable(
+      z.strictObject({
+        url: z.string().check(z.minLength(1), z.maxLength(2048)),
+        secret: z.optional(z.nullable(z.string().check(z.minLength(1), z.maxLength(1024)))),
+        timeoutMs: z.optional(z.nullable(z.number().check(z.int(), z.minimum(1), z.maximum(MAX_WORKER_TIMEOUT_MS)))),
         // How much of the conversation the worker is shown: all of it, or its last N messages.
-        messages: z
-          .union([z.literal('all'), z.object({ last: z.number().int().min(0).max(MAX_LAST_MESSAGES) }).strict()])
-          .nullable()
-          .optional(),
-      })
-      .strict()
-      .nullable()
-      .optional(),
-    config: jsonValue.optional(),
-    stateFields: stateFields.nullable().optional(),
-  })
-  .strict();
+        messages: z.optional(
+          z.nullable(
+            z.union([z.literal('all'), z.strictObject({ last: z.number().check(z.int(), z.minimum(0), z.maximum(MAX_LAST_MESSAGES)) })]),
+          ),
+        ),
+      }),
+    ),
+  ),
+  config: z.optional(jsonValue),
+  stateFields: z.optional(z.nullable(stateFields)),
+});
 
 const agentId = (input: RouteInput) => requireId(input.path('agentId'), 'agentId');
 

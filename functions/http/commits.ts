@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { COMMAND_SCOPES, type Command, MERGE_POLICIES } from '../core/commands.js';
 import { requireId } from '../core/ids.js';
 import { STATE_BODY_LIMIT_BYTES } from '../core/model.js';
@@ -15,24 +15,27 @@ function setOrRemove<T extends { set?: unknown; remove?: true }>(value: T): valu
   return (value.set !== undefined) !== (value.remove === true);
 }
 
-const command = z
-  .object({
-    key: z.string().min(1).max(256),
-    scope: z.enum(COMMAND_SCOPES),
-    merge: z.enum(MERGE_POLICIES),
-    set: jsonValue.optional(),
-    remove: z.literal(true).optional(),
-  })
-  .strict()
-  .refine(setOrRemove, { message: 'a command has either set or remove: true' });
+/**
+ * A command as sent: its shape, and exactly one of `set` and `remove: true` (the refinement,
+ * which zod/mini's checks hold without narrowing the type, so the schema names its output).
+ */
+const commandShape = z.strictObject({
+  key: z.string().check(z.minLength(1), z.maxLength(256)),
+  scope: z.enum(COMMAND_SCOPES),
+  merge: z.enum(MERGE_POLICIES),
+  set: z.optional(jsonValue),
+  remove: z.optional(z.literal(true)),
+});
+const command = commandShape.check(z.refine(setOrRemove, { message: 'a command has either set or remove: true' })) as z.ZodMiniType<
+  Command,
+  z.input<typeof commandShape>
+>;
 
-export const commitBody = z
-  .object({
-    commands: z.array(command).min(1).max(MAX_COMMANDS),
-    runId: z.string().optional(),
-    expectedVersion: z.number().int().min(0).optional(),
-  })
-  .strict();
+export const commitBody = z.strictObject({
+  commands: z.array(command).check(z.minLength(1), z.maxLength(MAX_COMMANDS)),
+  runId: z.optional(z.string()),
+  expectedVersion: z.optional(z.number().check(z.int(), z.minimum(0))),
+});
 
 /** Commits and the documents of their scopes (API.md section 8). */
 export const handler = createHttpHandler(

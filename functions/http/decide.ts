@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { requireActingAgent } from '../core/acting-agent.js';
 import { requireNodeId } from '../core/ids.js';
 import { STATE_BODY_LIMIT_BYTES } from '../core/model.js';
@@ -9,19 +9,17 @@ import { decide } from './parts/decide.js';
 import { asSent, bodyAsSent, jsonValue, sessionScope } from './request.js';
 import { json } from './responses.js';
 
-export const decideBody = z
-  .object({
-    trigger: z.looseObject({ type: z.string().min(1, 'trigger.type must be a non-empty string') }),
-    decisionId: z.string().optional(),
-    agentId: z.string().optional(),
-    turnId: z.string().optional(),
-    parentId: z.string().optional(),
-    proposed: z.record(z.string(), jsonValue).optional(),
-    stateOverlay: z.record(z.string(), jsonValue).optional(),
-  })
-  .strict();
+export const decideBody = z.strictObject({
+  trigger: z.looseObject({ type: z.string().check(z.minLength(1, 'trigger.type must be a non-empty string')) }),
+  decisionId: z.optional(z.string()),
+  agentId: z.optional(z.string()),
+  turnId: z.optional(z.string()),
+  parentId: z.optional(z.string()),
+  proposed: z.optional(z.record(z.string(), jsonValue)),
+  stateOverlay: z.optional(z.record(z.string(), jsonValue)),
+});
 
-const clientMessages = z.object({ messages: z.array(messageSchema).min(1).max(MAX_MESSAGES_PER_APPEND) });
+const clientMessages = z.object({ messages: z.array(messageSchema).check(z.minLength(1), z.maxLength(MAX_MESSAGES_PER_APPEND)) });
 
 /** `POST /v1/sessions/{sid}/decide` (API.md section 6). */
 export const handler = createHttpHandler(

@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { AgentStateError } from '../core/errors.js';
 import {
   MAX_TTL_SECONDS,
@@ -14,21 +14,17 @@ import { memory } from './parts/memory.js';
 import { bodyAsSent, ifMatch, pagination } from './request.js';
 import { json, noContent } from './responses.js';
 
-export const putMemoryBody = z
-  .object({
-    value: z.unknown().refine((value) => value !== undefined, 'is required'),
-    ttlSeconds: z.number().int().min(1).max(MAX_TTL_SECONDS).optional(),
-  })
-  .strict();
+export const putMemoryBody = z.strictObject({
+  value: z.unknown().check(z.refine((value) => value !== undefined, 'is required')),
+  ttlSeconds: z.optional(z.number().check(z.int(), z.minimum(1), z.maximum(MAX_TTL_SECONDS))),
+});
 
-export const searchMemoryBody = z
-  .object({
-    namespacePrefix: z.array(z.string()).optional(),
-    filter: z.record(z.string(), z.unknown()).optional(),
-    limit: z.number().int().min(1).max(500).optional(),
-    cursor: z.string().min(1).max(4096).optional(),
-  })
-  .strict();
+export const searchMemoryBody = z.strictObject({
+  namespacePrefix: z.optional(z.array(z.string())),
+  filter: z.optional(z.record(z.string(), z.unknown())),
+  limit: z.optional(z.number().check(z.int(), z.minimum(1), z.maximum(500))),
+  cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(4096))),
+});
 
 /** `/v1/memory/users/u1/facts/k1`: the namespace (1–8 ids) and the key, from the path's last segments. */
 function itemPath(input: RouteInput): { namespace: string[]; key: string } {

@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { requireNodeId } from '../core/ids.js';
 import type { JsonObject } from '../core/json.js';
 import { checkAppendSize } from '../core/limits.js';
@@ -6,8 +6,8 @@ import { checkAppendSize } from '../core/limits.js';
 export { MAX_MESSAGES_PER_APPEND } from '../core/limits.js';
 
 export const messageSchema = z.looseObject({
-  role: z.string().min(1, 'role must be a non-empty string'),
-  id: z.string().optional(),
+  role: z.string().check(z.minLength(1, 'role must be a non-empty string')),
+  id: z.optional(z.string()),
 });
 
 /** Ids and sizes of messages about to be appended (after the schema accepted their shape). */

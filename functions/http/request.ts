@@ -1,4 +1,5 @@
-import * as z from 'zod';
+import { en } from 'zod/locales';
+import * as z from 'zod/mini';
 import { AgentStateError } from '../core/errors.js';
 import { ID_PATTERN, ID_RULE, requireId } from '../core/ids.js';
 import { isJsonObject, type Json } from '../core/json.js';
@@ -11,6 +12,10 @@ import type { RouteInput } from './api.js';
  * problem is a `400` with the field it is about, the same for every route.
  */
 
+// zod/mini (tree-shaken: a bundle carries the checks its schemas use, not the whole library)
+// loads no messages of its own; the details of a refused body are zod's English ones.
+z.config(en());
+
 /**
  * Any JSON value, for the free-form parts of a body (state, config, metadata, a command's
  * `set`). The body was parsed from JSON text, so whatever is there is JSON; zod's own
@@ -19,7 +24,7 @@ import type { RouteInput } from './api.js';
 export const jsonValue = z.custom<Json>((value) => value !== undefined, { message: 'must be a JSON value' });
 
 /** The zod schema of an identifier (core/ids.ts); a body's ids are checked first by `requireIds`. */
-export const idSchema = z.string().regex(ID_PATTERN, `must be ${ID_RULE}`);
+export const idSchema = z.string().check(z.regex(ID_PATTERN, `must be ${ID_RULE}`));
 
 export function sessionScope(input: RouteInput): SessionScope {
   return { tenant: input.tenant, sessionId: requireId(input.path('sid'), 'sessionId') };
@@ -105,7 +110,7 @@ export interface BodyRules {
 }
 
 /** Validates a value with a zod schema; problems become `400 invalid_request` listing each. */
-function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
+function parseBody<S extends z.ZodMiniType>(schema: S, body: unknown): z.output<S> {
   const result = schema.safeParse(body);
   if (result.success) return result.data;
   const errors = result.error.issues.map((issue) => ({ path: issue.path.join('.'), message: issue.message }));
@@ -128,7 +133,7 @@ function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
  * For schemas that only check: one with a `.default()` or a `.transform()` describes its own
  * output, not the value sent, and is read with `parsedBody`.
  */
-export function asSent<S extends z.ZodType>(schema: S, value: unknown): AsSent<z.output<S>> {
+export function asSent<S extends z.ZodMiniType>(schema: S, value: unknown): AsSent<z.output<S>> {
   parseBody(schema, value);
   // The one assertion of a body's type: the schema accepted this very value, and a schema that
   // only checks outputs a copy of what it accepted.
@@ -144,12 +149,12 @@ function presentBody(input: RouteInput, rules: BodyRules): Json {
 }
 
 /** The body of a write, checked by `schema` and returned as sent (see `asSent`). */
-export function bodyAsSent<S extends z.ZodType>(input: RouteInput, schema: S, rules: BodyRules = {}): AsSent<z.output<S>> {
+export function bodyAsSent<S extends z.ZodMiniType>(input: RouteInput, schema: S, rules: BodyRules = {}): AsSent<z.output<S>> {
   return asSent(schema, presentBody(input, rules));
 }
 
 /** The body of a write as `schema` parses it, its defaults filled in. */
-export function parsedBody<S extends z.ZodType>(input: RouteInput, schema: S, rules: BodyRules = {}): z.output<S> {
+export function parsedBody<S extends z.ZodMiniType>(input: RouteInput, schema: S, rules: BodyRules = {}): z.output<S> {
   return parseBody(schema, presentBody(input, rules));
 }
 

@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { AgentStateError } from '../core/errors.js';
 import { ID_RULE, isValidId } from '../core/ids.js';
 import { encodedSize } from '../core/json.js';
@@ -9,14 +9,12 @@ import { json, noContent } from './responses.js';
 
 const METADATA_LIMIT_BYTES = 16 * 1024;
 
-export const createSessionBody = z
-  .object({
-    sessionId: idSchema.optional(),
-    agentId: idSchema.nullable().optional(),
-    userId: idSchema.nullable().optional(),
-    metadata: z.record(z.string(), jsonValue).nullable().optional(),
-  })
-  .strict();
+export const createSessionBody = z.strictObject({
+  sessionId: z.optional(idSchema),
+  agentId: z.optional(z.nullable(idSchema)),
+  userId: z.optional(z.nullable(idSchema)),
+  metadata: z.optional(z.nullable(z.record(z.string(), jsonValue))),
+});
 
 /**
  * `prefix` of `GET /v1/sessions`: the start of a session id, so the same characters as an id

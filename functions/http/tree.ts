@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { AgentStateError } from '../core/errors.js';
 import { requireId } from '../core/ids.js';
 import { createHttpHandler, type RouteInput } from './api.js';
@@ -7,14 +7,12 @@ import { sessions } from './parts/sessions.js';
 import { bodyAsSent, queryNode, sessionScope } from './request.js';
 import { json } from './responses.js';
 
-export const appendBody = z
-  .object({
-    messages: z.array(messageSchema).min(1).max(MAX_MESSAGES_PER_APPEND),
-    parentId: z.string().optional(),
-  })
-  .strict();
+export const appendBody = z.strictObject({
+  messages: z.array(messageSchema).check(z.minLength(1), z.maxLength(MAX_MESSAGES_PER_APPEND)),
+  parentId: z.optional(z.string()),
+});
 
-export const headBody = z.object({ nodeId: z.string() }).strict();
+export const headBody = z.strictObject({ nodeId: z.string() });
 
 /** `?preview=1` (or `true`) adds message snippets to the tree; `0`, `false` or absent leaves them out. */
 function previewFlag(input: RouteInput): boolean {

@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { type ActingAgentWording, mayActAs, requireActingAgent } from '../core/acting-agent.js';
 import { AgentStateError } from '../core/errors.js';
 import { requireId } from '../core/ids.js';
@@ -8,16 +8,14 @@ import { webhooks } from './parts/webhooks.js';
 import { bodyAsSent, idSchema, pagination } from './request.js';
 import { json, noContent } from './responses.js';
 
-export const createWebhookBody = z
-  .object({
-    url: z.string().min(1).max(2048),
-    secret: z.string().min(1).max(1024).nullable().optional(),
-    sessionId: idSchema.nullable().optional(),
-    agentId: idSchema.nullable().optional(),
-  })
-  .strict();
+export const createWebhookBody = z.strictObject({
+  url: z.string().check(z.minLength(1), z.maxLength(2048)),
+  secret: z.optional(z.nullable(z.string().check(z.minLength(1), z.maxLength(1024)))),
+  sessionId: z.optional(z.nullable(idSchema)),
+  agentId: z.optional(z.nullable(idSchema)),
+});
 
-export const replayBody = z.object({ limit: z.number().int().optional() }).strict();
+export const replayBody = z.strictObject({ limit: z.optional(z.number().check(z.int())) });
 
 const webhookId = (input: RouteInput) => requireId(input.path('webhookId'), 'webhookId');
 

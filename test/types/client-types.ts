@@ -131,7 +131,7 @@ export type Words = [
 ];
 
 /** What a route accepts as its body: the input of the zod schema it parses the body with. */
-type Body<Schema extends z.ZodType> = z.input<Schema>;
+type Body<Schema extends z.core.$ZodType> = z.input<Schema>;
 
 // Sessions, the message tree, state and versions.
 export type Sessions = [

@@ -16,7 +16,7 @@ import { type ComponentName, components } from './schemas.js';
 type JsonSchema = { [key: string]: unknown };
 
 const COMPONENT_PREFIX = '#/components/schemas/';
-const componentOf = new Map<z.ZodType, string>(Object.entries(components).map(([name, schema]) => [schema as z.ZodType, name]));
+const componentOf = new Map<z.core.$ZodType, string>(Object.entries(components).map(([name, schema]) => [schema as z.core.$ZodType, name]));
 
 /**
  * One zod schema as a JSON Schema (draft 2020-12, the dialect of OpenAPI 3.1): schemas that are
@@ -24,7 +24,7 @@ const componentOf = new Map<z.ZodType, string>(Object.entries(components).map(([
  * them, and so would a `z.json()` (recursive: zod writes it as local `$defs`, which mean nothing
  * inside an OpenAPI document).
  */
-function jsonSchemaOf(root: z.ZodType, io: 'input' | 'output'): JsonSchema {
+function jsonSchemaOf(root: z.core.$ZodType, io: 'input' | 'output'): JsonSchema {
   const generated = z.toJSONSchema(root, {
     target: 'draft-2020-12',
     io,
@@ -32,7 +32,7 @@ function jsonSchemaOf(root: z.ZodType, io: 'input' | 'output'): JsonSchema {
     cycles: 'ref',
     unrepresentable: 'any',
     override: (context) => {
-      const schema = context.zodSchema as unknown as z.ZodType;
+      const schema = context.zodSchema as unknown as z.core.$ZodType;
       // zod writes a timestamp as both `format: date-time` and a page-long regex: the format says it.
       if (context.jsonSchema.format === 'date-time') delete context.jsonSchema.pattern;
       const name = schema === root ? undefined : (componentOf.get(schema) ?? (schema._zod.def.type === 'lazy' ? 'Json' : undefined));
@@ -46,7 +46,7 @@ function jsonSchemaOf(root: z.ZodType, io: 'input' | 'output'): JsonSchema {
 }
 
 /** A request body's schema: a component by reference (a state is any JSON value), else written out. */
-function bodySchemaOf(schema: z.ZodType): JsonSchema {
+function bodySchemaOf(schema: z.core.$ZodType): JsonSchema {
   const name = componentOf.get(schema);
   return name === undefined ? jsonSchemaOf(schema, 'input') : { $ref: `${COMPONENT_PREFIX}${name}` };
 }

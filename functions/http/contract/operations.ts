@@ -35,7 +35,7 @@ export interface Operation {
   public?: true;
   query?: readonly QueryParameter[];
   body?: {
-    schema: z.ZodType;
+    schema: z.core.$ZodType;
     /** Default `application/json`. */
     contentTypes?: readonly string[];
     /** An absent body counts as `{}`. */

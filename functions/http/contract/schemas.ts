@@ -24,8 +24,8 @@ const health = z.object({ ok: z.boolean() });
 
 const sessionSummary = z.object({
   sessionId: idSchema,
-  agentId: idSchema.nullable(),
-  userId: idSchema.nullable(),
+  agentId: z.nullable(idSchema),
+  userId: z.nullable(idSchema),
   metadata: jsonObject.nullable(),
   createdAt: time,
   updatedAt: time.meta({ description: 'Last activity; may trail the latest state write by a moment.' }),
@@ -97,7 +97,7 @@ const fieldDeclaration = z.object({
 });
 const agent = z.object({
   agentId: idSchema,
-  parentId: idSchema.nullable(),
+  parentId: z.nullable(idSchema),
   worker: z
     .object({
       url: z.string(),
@@ -154,16 +154,16 @@ const stateChangedEvent = z.object({
   cause,
   author: z.string().nullable(),
   decisionId: z.string().nullable(),
-  next: jsonValue.optional().meta({ description: 'the state this version recorded; left out when `truncated` and in `mode: "patch"`' }),
-  prev: jsonValue.optional().meta({ description: 'the state of `prevVersion`; left out as `next` is' }),
-  patch: jsonValue
-    .optional()
+  next: z.optional(jsonValue).meta({ description: 'the state this version recorded; left out when `truncated` and in `mode: "patch"`' }),
+  prev: z.optional(jsonValue).meta({ description: 'the state of `prevVersion`; left out as `next` is' }),
+  patch: z
+    .optional(jsonValue)
     .meta({ description: 'the RFC 7396 merge patch turning `prev` into `next`; left out past 64 KiB or when no merge patch can' }),
   jsonPatch: z
     .array(jsonPatchOperation)
     .optional()
     .meta({ description: 'on events of large states: the same change as RFC 6902 operations; left out as `patch` is' }),
-  agent: jsonValue.optional(),
+  agent: z.optional(jsonValue),
   occurredAt: time,
   truncated: z
     .literal(true)
@@ -176,15 +176,15 @@ const documentChangedEvent = z.object({
   type: z.enum(['run.changed', 'profile.changed', 'shared.changed']),
   scope: z.enum(['run', 'profile', 'shared']),
   sessionId: idSchema,
-  runId: idSchema.optional(),
-  userId: idSchema.optional(),
+  runId: z.optional(idSchema),
+  userId: z.optional(idSchema),
   version,
   prevVersion: version,
   cause: z.literal('commit'),
   author: z.string().nullable(),
-  next: jsonValue.optional(),
-  prev: jsonValue.optional(),
-  patch: jsonValue.optional(),
+  next: z.optional(jsonValue),
+  prev: z.optional(jsonValue),
+  patch: z.optional(jsonValue),
   occurredAt: time,
   truncated: z.literal(true).optional(),
 });
@@ -202,7 +202,7 @@ const memoryChangedEvent = z.object({
     .optional()
     .meta({ description: 'the value after the change (null for a delete); left out as on `state.changed`' }),
   prev: jsonObject.nullable().optional().meta({ description: 'the value of `prevVersion` (null for a new item); left out as `next` is' }),
-  patch: jsonValue.optional().meta({ description: 'the RFC 7396 merge patch turning `prev` into `next` (null for a delete)' }),
+  patch: z.optional(jsonValue).meta({ description: 'the RFC 7396 merge patch turning `prev` into `next` (null for a delete)' }),
   createdAt: time,
   expiresAt: time.optional(),
   occurredAt: time,
@@ -213,15 +213,15 @@ const changeEvent = z.union([stateChangedEvent, documentChangedEvent, memoryChan
 const webhook = z.object({
   id: z.string(),
   url: z.string(),
-  sessionId: idSchema.nullable(),
-  agentId: idSchema.optional(),
+  sessionId: z.nullable(idSchema),
+  agentId: z.optional(idSchema),
   hasSecret: z.boolean(),
   createdAt: time,
 });
 const webhookList = z.object({ webhooks: z.array(webhook), next });
 const deadLetter = z.object({
   eventId: z.string(),
-  sessionId: idSchema.or(z.literal('')).meta({ description: 'The session of the event; empty for a memory event.' }),
+  sessionId: z.union([idSchema, z.literal('')]).meta({ description: 'The session of the event; empty for a memory event.' }),
   version,
   attempts: z.number().int().min(0).meta({ description: 'Delivery attempts; 0 for an event held back behind an earlier failure.' }),
   lastError: z.string(),
@@ -300,6 +300,6 @@ export const components = {
   MemoryNamespaceList: memoryNamespaceList,
   MemoryVersionList: memoryVersionList,
   Problem: problem,
-} satisfies Record<string, z.ZodType>;
+} satisfies Record<string, z.core.$ZodType>;
 
 export type ComponentName = keyof typeof components;
