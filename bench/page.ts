@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
-import { type Bundle, bundleTable } from './bundles.js';
+import { type Bundle, bundleSection } from './bundles.js';
 import { type ContentionResult, contentionTable } from './concurrency.js';
 import { CONTENTION, DOC, ITERATIONS, MEMORY, SCALE, STUB_ROUNDS, WARMUP } from './config.js';
 import { costRows, costSection } from './cost.js';
@@ -268,23 +268,7 @@ lost meanwhile; different sessions do not contend at all.
 ${langGraphSection(langgraph)}
 
 ${memorySection(memory)}
-## Bundle size per Lambda
-
-Each function of the stack (a \`functions/http/<group>.ts\` per route group, the authorizer,
-the WebSocket handler and the change hook) bundled as lib/agent-state.ts bundles it for
-deployment: esbuild, minified ESM, target node22, AWS SDK v3 bundled (\`bundleAwsSDK: true\`:
-the SDK version tested here, not the runtime's). "Without \`@aws-sdk/*\`" is the same bundle with
-the SDK left to the runtime, for comparison. "Module import" is the time a fresh node takes to
-import the bundle, the module part of a cold start's INIT phase (best of three).
-
-\`health\` and \`inspector\` need no key and no table, so their handler imports neither the
-services nor the SDK nor zod (functions/http/public.ts). Every route group that does carries
-the DynamoDB client, zod (imported as a namespace, so that esbuild keeps only what the
-schemas use) and the Lambda client that decide uses to call a worker given by ARN, because one
-set of services serves every group.
-
-${bundleTable(bundles)}
-
+${bundleSection(bundles)}
 ## Decide and commits
 
 Decide runs with an in-process worker that changes the state on every call, so each row is a

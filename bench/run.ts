@@ -17,7 +17,8 @@
  * LangGraph's checkpoint saver), memory.ts (6), cost.ts (7, priced from 1 and 2); page.ts writes the doc.
  *
  * Flags: --quick (few iterations, small scale, prints only), --no-doc (do not write the doc),
- *        --memory-only (section 6 alone, written into the page in place of its last run).
+ *        --memory-only (section 6 alone, written into the page in place of its last run),
+ *        --bundles-only (section 4 alone, the same way; no DynamoDB needed).
  * Env:   BENCH_ITERATIONS (default 300).
  */
 // First: the X-Ray SDK reads its environment as the handlers load it.
@@ -30,7 +31,7 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 import { useDependencies } from '../functions/http/dependencies.js';
 import { startDynamoDbLocal } from '../functions/local/dynamodb-local.js';
 import { dynamoDbClient } from '../functions/store/client.js';
-import { measureBundles } from './bundles.js';
+import { bundleSection, measureBundles } from './bundles.js';
 import { measureConcurrency } from './concurrency.js';
 import { DOC, ITERATIONS, log, QUICK, WARMUP, WRITE_DOC, writeDoc } from './config.js';
 import { costRows, costTable } from './cost.js';
@@ -49,6 +50,17 @@ import { measureTelemetry } from './telemetry.js';
 const started = new Date();
 const loadAtStart = os.loadavg()[0] as number;
 log(`agentstate benchmark — ${ITERATIONS} iterations per operation after ${WARMUP} warm-up rounds${QUICK ? ' (quick)' : ''}`);
+
+if (process.argv.includes('--bundles-only')) {
+  // Section 4 alone, spliced into the page in place of its last run.
+  const section = bundleSection(await measureBundles());
+  const page = readFileSync(DOC, 'utf8');
+  const start = page.indexOf('## Bundle size per Lambda\n');
+  const end = page.indexOf('\n## ', start + 1);
+  if (start < 0 || end < 0) throw new Error(`${DOC} has no "## Bundle size per Lambda" section to replace`);
+  if (WRITE_DOC) writeDoc(`${page.slice(0, start)}${section}${page.slice(end)}`);
+  process.exit(0);
+}
 
 const dynamo = await startDynamoDbLocal({ dataDir: 'memory' });
 process.on('exit', () => void dynamo.stop());
