@@ -49,9 +49,9 @@ export const WEBHOOK_BODY_LIMIT_BYTES = 256 * 1024;
  *                                                       v8, v9 → dead letters, not tried
  *   session s2: v3 ─ v4           webhook A:            v3 → v4  (never waits for B)
  *
- * A webhook whose delivery failed in this batch gets no further attempts in the batch: its
- * later events go straight to dead letters in order, so a replay delivers them in order and a
- * dead endpoint delays the batch (and the shard behind it) once, not once per event.
+ * Webhook deliveries are only built here and handed to a queue of lanes, one lane per
+ * (webhook, stream) (core/webhook-lanes.ts): a dead endpoint's lanes wait, nothing else does.
+ * Without a queue (tests, one-off tools) they are delivered in the batch, by the same rule.
  *
  * Typed fields (API.md section 7): a webhook registered with an `agentId`, and a WebSocket
  * subscription that names one, get each event as that agent may see it (`eventForAgent`):

@@ -18,6 +18,7 @@ import { webhookSender } from '../workers/webhook-delivery.js';
 import { liveBroadcaster, memoryBroadcaster } from '../ws/broadcast.js';
 import { connectionGatewayFromEnv } from '../ws/connections.js';
 import { eventBridgeClient, eventBridgePublisher } from './event-bus.js';
+import { sqsClient, sqsWebhookQueue } from './webhook-queue.js';
 
 /**
  * The change hook: the table's stream → one `state.changed` event per recorded version (and
@@ -28,9 +29,10 @@ import { eventBridgeClient, eventBridgePublisher } from './event-bus.js';
  * calls it with the same event shape and filter.
  *
  * It answers with partial batch failures: a record whose event could not be built, published
- * or dead-lettered is reported (the first such record of its session), and the stream retries
- * from there. Webhook endpoints that fail do not fail the batch: their deliveries become dead
- * letters (core/change-fanout.ts).
+ * or queued is reported (the first such record of its session), and the stream retries from
+ * there. The webhook consumer delivers nothing itself: it queues each delivery in its lane,
+ * one per webhook and stream (core/webhook-lanes.ts; in AWS an SQS FIFO queue,
+ * webhook-queue.ts, which the delivery hook reads, delivery-hook.ts).
  *
  * It also moves each written session's activity (`updatedAt`, the session list's order) to
  * its newest version, once per session and batch: a state write is then one PutItem.
@@ -42,14 +44,15 @@ import { eventBridgeClient, eventBridgePublisher } from './event-bus.js';
  *
  * Two consumers read the stream, each with its own event source mapping (locally, its own
  * poller), so that live pushes never wait on webhooks (API.md section 9): `live` (WebSocket
- * clients, the event bus, session and memory upkeep) and `webhooks` (deliveries and dead
- * letters, of state and memory events). A webhook endpoint that never answers then holds up
- * only the webhook consumer's batches, and its event source mapping reads the shard in
- * parallel by session (parallelization factor).
+ * clients, the event bus, session and memory upkeep) and `webhooks` (the webhook deliveries
+ * of state and memory events), and the webhook lanes hold a dead endpoint's
+ * deliveries apart from everyone else's.
  *
  * Env: AGENTSTATE_TABLE, AGENTSTATE_CHANGE_CONSUMER (`live`, `webhooks`; unset: both, one
  * consumer), AGENTSTATE_EVENT_BUS (EventBridge bus name; unset: no bus),
- * AGENTSTATE_WEBSOCKET_ENDPOINT (the WebSocket stage's callback URL; unset: the local shim).
+ * AGENTSTATE_WEBSOCKET_ENDPOINT (the WebSocket stage's callback URL; unset: the local shim),
+ * AGENTSTATE_WEBHOOK_QUEUE_URL (the webhook queue; unset: deliveries are made in the batch,
+ * unless the local server passes its lanes).
  */
 
 /** Deliveries stop being started this long before the invocation's deadline. */
@@ -118,6 +121,12 @@ export function webhookLanes(env: NodeJS.ProcessEnv = process.env): WebhookLanes
   return new WebhookLanes(deliverer, { webhooks });
 }
 
+/** In AWS the webhook hook's deliveries go to the stack's FIFO queue (streams/webhook-queue.ts). */
+function queueFromEnv(env: NodeJS.ProcessEnv): HookOptions {
+  const url = env.AGENTSTATE_WEBHOOK_QUEUE_URL;
+  return url ? { queue: sqsWebhookQueue(sqsClient(), url) } : {};
+}
+
 function consumerFromEnv(env: NodeJS.ProcessEnv): ChangeConsumer {
   const value = env.AGENTSTATE_CHANGE_CONSUMER;
   return value === 'live' || value === 'webhooks' ? value : 'all';
@@ -171,7 +180,7 @@ let envHandler: ChangeHandler | undefined;
 export const handler = instrumented(
   'change hook',
   (event: DynamoDBStreamEvent, context?: Pick<Context, 'getRemainingTimeInMillis'>) => {
-    envHandler ??= changeHook(consumerFromEnv(process.env));
+    envHandler ??= changeHook(consumerFromEnv(process.env), queueFromEnv(process.env));
     return envHandler(event, context);
   },
   (event: DynamoDBStreamEvent, { result }) => {
