@@ -41,8 +41,8 @@ interface DeployedFunction {
 
 /**
  * Every function the stack deploys (lib/agent-state.ts): one per route group, the authorizer,
- * the WebSocket API and the two stream consumers, which share one entry and differ by
- * `AGENTSTATE_CHANGE_CONSUMER`. test/infra/bench-functions.test.ts holds this list to the
+ * the WebSocket API, the two stream consumers, which share one entry and differ by
+ * `AGENTSTATE_CHANGE_CONSUMER`, and the webhook queue's delivery hook. test/infra/bench-functions.test.ts holds this list to the
  * synthesized stack, so a function added there without a row here fails `npm test`.
  */
 export const deployedFunctions: readonly DeployedFunction[] = [
@@ -51,6 +51,7 @@ export const deployedFunctions: readonly DeployedFunction[] = [
   { name: 'websocket', file: join('functions', 'ws', 'handler.ts') },
   { name: 'change-hook', file: join('functions', 'streams', 'change-hook.ts'), env: { AGENTSTATE_CHANGE_CONSUMER: 'live' } },
   { name: 'webhook-hook', file: join('functions', 'streams', 'change-hook.ts'), env: { AGENTSTATE_CHANGE_CONSUMER: 'webhooks' } },
+  { name: 'delivery-hook', file: join('functions', 'streams', 'delivery-hook.ts') },
 ];
 
 const banner = "import { createRequire } from 'module'; const require = createRequire(import.meta.url);";

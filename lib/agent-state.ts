@@ -24,7 +24,7 @@ import * as events from 'aws-cdk-lib/aws-events';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { DynamoEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
+import { DynamoEventSource, SqsDlq, SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sns from 'aws-cdk-lib/aws-sns';
@@ -39,6 +39,7 @@ import { AgentStateMonitoring, OWN_METRICS } from './monitoring.js';
 import {
   accessOf,
   authorizerAccess,
+  deliveryHookAccess,
   liveHookAccess,
   publicGroups,
   type TableAccess,
@@ -197,6 +198,11 @@ const POWERTOOLS_ENVIRONMENT = {
   POWERTOOLS_LOG_LEVEL: 'INFO',
 } as const;
 
+/** SQS takes messages up to 1 MiB; a webhook body is at most 256 KiB (functions/core/change-fanout.ts). */
+const WEBHOOK_MESSAGE_BYTES = 1024 * 1024;
+/** Deliveries under way at once, at most (the delivery hook's event source mapping). */
+const WEBHOOK_DELIVERY_CONCURRENCY = 100;
+
 /** Function settings shared by every route function and the authorizer (the bench prices them). */
 export const FUNCTION_DEFAULTS = {
   runtime: lambda.Runtime.NODEJS_22_X,
@@ -221,7 +227,8 @@ export const FUNCTION_DEFAULTS = {
  *                      │ stream, filtered to version records only
  *                      ▼
  *          change hook (functions/streams/change-hook.ts): one state.changed event per version
- *            ├─> webhooks (dead letters in the table)   on failure: SQS queue
+ *            ├─> webhook queue (SQS FIFO, a message group per webhook and session)
+ *            │     └─> delivery hook ──> endpoints (dead letters in the table)   on failure: SQS queue
  *            ├─> EventBridge bus (source agentstate)
  *            └─> WebSocket API (wss://…/v1): clients following a session
  * ```
@@ -255,8 +262,17 @@ export class AgentState extends Construct {
   readonly alarmTopic: sns.ITopic;
   /** The change hook: the table's stream → the event bus, WebSocket clients, session and memory upkeep. */
   readonly changeHook: NodejsFunction;
-  /** The webhook hook: the table's stream → webhooks (and their dead letters), on a mapping of its own. */
+  /** The webhook hook: the table's stream → the webhook queue, on a mapping of its own. */
   readonly webhookHook: NodejsFunction;
+  /**
+   * The webhook lanes (functions/core/webhook-lanes.ts): an SQS FIFO queue, one message group
+   * per webhook and stream, so that a dead endpoint's deliveries wait in its own groups only.
+   */
+  readonly webhookQueue: sqs.Queue;
+  /** Where webhook queue messages go that the delivery hook failed on 5 times (FIFO, 14 days). */
+  readonly webhookDeliveryFailures: sqs.Queue;
+  /** The delivery hook: the webhook queue → endpoints (and dead letters), one message at a time. */
+  readonly deliveryHook: NodejsFunction;
   /**
    * Where the stream's records go that the change hook could not process after its retries
    * (the event source mapping's on-failure destination). Webhook deliveries that fail are not
@@ -361,6 +377,9 @@ export class AgentState extends Construct {
     const changeEvents = this.createChangeHook();
     this.changeHook = changeEvents.fn;
     this.webhookHook = changeEvents.webhookFn;
+    this.webhookQueue = changeEvents.webhookQueue;
+    this.webhookDeliveryFailures = changeEvents.deliveryFailures;
+    this.deliveryHook = changeEvents.deliveryFn;
     this.deadLetterQueue = changeEvents.queue;
     this.eventBus = changeEvents.bus;
 
@@ -374,8 +393,15 @@ export class AgentState extends Construct {
         webSocket: this.webSocketFunction,
         changeHook: this.changeHook,
         webhookHook: this.webhookHook,
+        deliveryHook: this.deliveryHook,
       },
-      changeEvents: { changeHook: this.changeHook, webhookHook: this.webhookHook, deadLetterQueue: this.deadLetterQueue },
+      changeEvents: {
+        changeHook: this.changeHook,
+        webhookHook: this.webhookHook,
+        deadLetterQueue: this.deadLetterQueue,
+        webhookQueue: this.webhookQueue,
+        webhookDeliveryFailures: this.webhookDeliveryFailures,
+      },
       alarmActions: [new SnsAction(this.alarmTopic), ...(props.alarmActions ?? [])],
       dashboard: props.dashboard ?? true,
     });
@@ -529,11 +555,14 @@ export class AgentState extends Construct {
         "this stack's one WebSocket stage, so the change hook can message that stage's clients and nothing else",
     });
 
+    const { webhookQueue, deliveryFailures, deliveryFn } = this.createWebhookLanes();
+
     // The webhook consumer reads the stream on its own (API.md section 9: a slow or dead
-    // endpoint delays only its own deliveries), so live pushes never wait on a webhook.
+    // endpoint delays only its own deliveries), so live pushes never wait on a webhook. It
+    // delivers nothing itself: it queues each delivery in its lane.
     const webhookFn = this.createFunction('WebhookHook', {
       entry: join('functions', 'streams', 'change-hook.ts'),
-      description: 'agentstate: webhook hook (table stream to webhooks, dead letters)',
+      description: 'agentstate: webhook hook (table stream to the webhook queue)',
       access: webhookHookAccess,
       // It only opens webhook secrets: Decrypt, never a new data key (nor PutItem for one).
       seals: 'open',
@@ -541,11 +570,14 @@ export class AgentState extends Construct {
         AGENTSTATE_TABLE: this.table.tableName,
         NODE_OPTIONS: '--enable-source-maps',
         AGENTSTATE_CHANGE_CONSUMER: 'webhooks',
+        AGENTSTATE_WEBHOOK_QUEUE_URL: webhookQueue.queueUrl,
       },
       invokes: [],
-      // Not behind API Gateway: room for a batch whose slowest webhook times out 3 × 5 s.
       timeout: Duration.seconds(60),
     });
+    // SendMessage alone (SendMessageBatch is authorized as SendMessage); grantSendMessages would
+    // add GetQueueAttributes and GetQueueUrl, which it never calls.
+    webhookFn.addToRolePolicy(new iam.PolicyStatement({ actions: ['sqs:SendMessage'], resources: [webhookQueue.queueArn] }));
 
     const mapping = (parallelizationFactor: number) =>
       new DynamoEventSource(this.table, {
@@ -563,9 +595,65 @@ export class AgentState extends Construct {
       });
     fn.addEventSource(mapping(1));
     // Up to 10 batches of a shard at once, split by partition key (one session's records stay
-    // in order): a webhook that times out holds up the sessions of its batch, not the shard.
+    // in order): queueing is quick, and a busy shard's sessions are queued side by side.
     webhookFn.addEventSource(mapping(10));
-    return { fn, webhookFn, queue, bus };
+    return { fn, webhookFn, queue, bus, webhookQueue, deliveryFailures, deliveryFn };
+  }
+
+  /**
+   * The webhook lanes in AWS (functions/streams/webhook-queue.ts): a FIFO queue with one
+   * message group per (webhook, stream). SQS hands out a group's next message only when the
+   * one before it is done, and groups independently of each other; the delivery hook takes one
+   * message per invocation, so a delivery waiting out a dead endpoint holds no other group.
+   * High-throughput FIFO (quotas per message group) and 1 MiB messages (a body is at most
+   * 256 KiB). A message the hook fails on 5 times (it could not record a dead letter) moves to
+   * a FIFO dead-letter queue, which alarms.
+   */
+  private createWebhookLanes() {
+    const deliveryTimeout = Duration.seconds(30);
+    const deliveryFailures = new sqs.Queue(this, 'WebhookDeliveryFailures', {
+      fifo: true,
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      retentionPeriod: Duration.days(14),
+      maxMessageSizeBytes: WEBHOOK_MESSAGE_BYTES,
+    });
+    Validations.of(deliveryFailures).acknowledge({
+      id: 'AwsSolutions-SQS3',
+      reason:
+        'this queue is itself the dead-letter queue of the webhook queue: it keeps the deliveries the delivery hook failed on 5 times, for an operator to inspect (it alarms), and is not consumed by anyone',
+    });
+    const webhookQueue = new sqs.Queue(this, 'WebhookDeliveries', {
+      fifo: true,
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      deduplicationScope: sqs.DeduplicationScope.MESSAGE_GROUP,
+      fifoThroughputLimit: sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID,
+      maxMessageSizeBytes: WEBHOOK_MESSAGE_BYTES,
+      retentionPeriod: Duration.days(14),
+      // Six times the function's timeout, as Lambda advises for a queue it reads.
+      visibilityTimeout: Duration.seconds(deliveryTimeout.toSeconds() * 6),
+      deadLetterQueue: { queue: deliveryFailures, maxReceiveCount: 5 },
+    });
+    const deliveryFn = this.createFunction('DeliveryHook', {
+      entry: join('functions', 'streams', 'delivery-hook.ts'),
+      description: 'agentstate: delivery hook (webhook queue to webhook endpoints, dead letters)',
+      access: deliveryHookAccess,
+      seals: 'open',
+      environment: { AGENTSTATE_TABLE: this.table.tableName, NODE_OPTIONS: '--enable-source-maps' },
+      invokes: [],
+      // 3 attempts of 5 s and their backoff, with room to record a dead letter.
+      timeout: deliveryTimeout,
+    });
+    deliveryFn.addEventSource(
+      new SqsEventSource(webhookQueue, {
+        batchSize: 1,
+        reportBatchItemFailures: true,
+        // Bounds what dead endpoints can take of the account's concurrency (docs/security.md).
+        maxConcurrency: WEBHOOK_DELIVERY_CONCURRENCY,
+      }),
+    );
+    return { webhookQueue, deliveryFailures, deliveryFn };
   }
 
   private createTable(props: AgentStateProps): dynamodb.TableV2 {

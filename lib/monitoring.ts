@@ -23,6 +23,10 @@ export interface AgentStateMonitoringProps {
     /** The stream's webhook consumer, when it has one of its own. */
     readonly webhookHook?: lambda.IFunction;
     readonly deadLetterQueue: sqs.IQueue;
+    /** The webhook queue: its depth and oldest message on the dashboard. */
+    readonly webhookQueue?: sqs.IQueue;
+    /** The webhook queue's dead-letter queue: an alarm on any message. */
+    readonly webhookDeliveryFailures?: sqs.IQueue;
   };
   /**
    * Actions of every alarm (on alarm and on OK).
@@ -116,7 +120,7 @@ export class AgentStateMonitoring extends Construct {
     });
 
     if (props.changeEvents) {
-      const { changeHook, webhookHook, deadLetterQueue } = props.changeEvents;
+      const { changeHook, webhookHook, deadLetterQueue, webhookDeliveryFailures } = props.changeEvents;
       this.addAlarm('ChangeHookIteratorAge', {
         metric: changeHook.metric('IteratorAge', { period: PERIOD, statistic: 'Maximum' }),
         threshold: ITERATOR_AGE_LIMIT.toMilliseconds(),
@@ -137,6 +141,14 @@ export class AgentStateMonitoring extends Construct {
         alarmDescription:
           'agentstate: the change hook gave up on stream records (see the queue messages and the change hook log); their events were not sent',
       });
+      if (webhookDeliveryFailures) {
+        this.addAlarm('WebhookDeliveryFailures', {
+          metric: webhookDeliveryFailures.metricApproximateNumberOfMessagesVisible({ period: PERIOD, statistic: 'Maximum' }),
+          threshold: 1,
+          alarmDescription:
+            'agentstate: the delivery hook failed 5 times on webhook deliveries (it could not record their dead letters); see its log and the queue messages',
+        });
+      }
     }
 
     if (props.dashboard ?? true) {
@@ -283,6 +295,24 @@ export class AgentStateMonitoring extends Construct {
           width: 12,
         }),
       );
+      const { webhookQueue, webhookDeliveryFailures } = changeEvents;
+      if (webhookQueue && webhookDeliveryFailures) {
+        dashboard.addWidgets(
+          new cloudwatch.GraphWidget({
+            title: 'Webhook queue: deliveries waiting, and given up',
+            left: [
+              webhookQueue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', label: 'waiting' }),
+              webhookDeliveryFailures.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', label: 'given up' }),
+            ],
+            width: 12,
+          }),
+          new cloudwatch.GraphWidget({
+            title: 'Webhook queue: oldest delivery waiting (s)',
+            left: [webhookQueue.metricApproximateAgeOfOldestMessage({ statistic: 'Maximum', label: 'oldest' })],
+            width: 12,
+          }),
+        );
+      }
     }
     return dashboard;
   }

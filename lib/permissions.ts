@@ -137,10 +137,20 @@ export const liveHookAccess: TableAccess = {
 /**
  * The webhook hook, the stream's webhook consumer (`AGENTSTATE_CHANGE_CONSUMER=webhooks`): Get
  * (the sealing key's wrapped data key, to open webhook secrets), Query (a version's state, for
- * `prev`; a tenant's webhooks and agents), Update (dead letters).
+ * `prev`; a tenant's webhooks and agents). It only queues deliveries (sqs:SendMessage on the
+ * webhook queue, granted in lib/agent-state.ts).
  */
 export const webhookHookAccess: TableAccess = {
-  table: ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:UpdateItem'],
+  table: ['dynamodb:GetItem', 'dynamodb:Query'],
+  sessionsIndex: [],
+};
+
+/**
+ * The delivery hook, the webhook queue's consumer (functions/streams/delivery-hook.ts): Get
+ * (the sealing key's wrapped data key; the webhook of each delivery), Update (dead letters).
+ */
+export const deliveryHookAccess: TableAccess = {
+  table: ['dynamodb:GetItem', 'dynamodb:UpdateItem'],
   sessionsIndex: [],
 };
 

@@ -259,6 +259,45 @@ describe('what a function tells its operator', () => {
     expect(metrics.EventBatchFailures).toBeUndefined();
   });
 
+  it('queues each webhook delivery in its lane: one FIFO message group per webhook and session, in version order, none twice, no secret', async () => {
+    // Prepare: two webhooks of the tenant, one with a secret; both follow every session.
+    const first = await call('POST', '/v1/webhooks', { url: 'https://one.example.com/hook', secret: 'lane-secret-1' });
+    const second = await call('POST', '/v1/webhooks', { url: 'https://two.example.com/hook' });
+    const ids = [first.json.id as string, second.json.id as string];
+    const waiting = () =>
+      stack.queue
+        .waiting(stack.deployment.functionNamed(/delivery hook/))
+        .filter((message) => ids.includes(message.attributes.webhookId?.StringValue ?? ''));
+    await stack.stream.read(0, 200);
+
+    // Act: two versions of each of two sessions; the stream into the hooks, twice (a retried batch).
+    for (const step of [1, 2]) {
+      for (const sessionId of ['lane-a', 'lane-b'])
+        expect((await call('PATCH', `/v1/sessions/${sessionId}/state`, { step })).status).toBe(200);
+    }
+    const records = stack.stream.eventRecords(await stack.stream.read(4));
+    await stack.stream.deliver(records);
+    await stack.stream.deliver(records);
+
+    // Assess: 2 webhooks × 2 sessions × 2 versions, each once, in 4 groups of one webhook and one session each.
+    const queued = waiting();
+    expect(queued).toHaveLength(8);
+    const groups = new Map<string, string[]>();
+    for (const message of queued) {
+      const lane = `${message.attributes.webhookId?.StringValue} ${message.attributes.sessionId?.StringValue}`;
+      groups.set(message.groupId as string, [...(groups.get(message.groupId as string) ?? []), `${lane} ${JSON.parse(message.body).id}`]);
+    }
+    expect([...groups.values()].sort()).toEqual(
+      ids
+        .flatMap((id) =>
+          ['lane-a', 'lane-b'].map((sessionId) => [`${id} ${sessionId} ${sessionId}:1`, `${id} ${sessionId} ${sessionId}:2`]),
+        )
+        .sort(),
+    );
+    expect(JSON.stringify(queued)).not.toContain('lane-secret-1');
+    for (const id of ids) expect((await call('DELETE', `/v1/webhooks/${id}`)).status).toBe(204);
+  });
+
   it('logs every WebSocket event as a line of its own: the WebSocket access log', async () => {
     const connected = await stack.webSocket.connect('conn-logged', { token: key });
     const line = connected.logs.map((entry) => JSON.parse(entry)).find((entry) => entry.message === 'websocket');

@@ -346,7 +346,7 @@ describe('change events and live sync, within their roles', () => {
     expect((await stack.webSocket.connect('lp-conn-2', { token: 'as_unknown' })).result).toMatchObject({ statusCode: 401 });
   });
 
-  it('the change hook: webhooks (one failing into dead letters), followers (one gone), EventBridge, activity', async () => {
+  it('the change hook: webhooks (queued, then one failing into dead letters), followers (one gone), EventBridge, activity', async () => {
     // Prepare: a webhook that cannot be reached, a follower as an agent, and one that is gone.
     expectStatus(await call('PUT', '/v1/agents/lp-watcher', { parentId: 'lp-root' }), 201);
     const hook = await call('POST', '/v1/webhooks', { url: 'https://hooks.invalid/receive', secret: 's3cret', sessionId: 'lp-ev' });
@@ -372,8 +372,16 @@ describe('change events and live sync, within their roles', () => {
     );
     deliveries.push(...(await stack.stream.deliver(stack.stream.eventRecords(await stack.stream.read(2)))));
 
+    // … and the webhook queue into the delivery hook, one message at a time.
+    const sent = await stack.queue.deliver();
+
     // Assess
-    for (const { invocation } of deliveries) expect(invocation.result, invocation.logs.join('\n')).toEqual({ batchItemFailures: [] });
+    for (const { invocation } of [...deliveries, ...sent]) {
+      expect(invocation.result, invocation.logs.join('\n')).toEqual({ batchItemFailures: [] });
+    }
+    expect(sent.length).toBeGreaterThan(0);
+    expect(sent.every(({ records }) => records.length === 1)).toBe(true);
+    expect(stack.queue.waiting(fn(/delivery hook/))).toEqual([]);
     expect(stack.aws.posted.get('lp-follower')?.length).toBeGreaterThan(0);
     expect(stack.aws.eventBridgeEntries.length).toBeGreaterThan(0);
 
@@ -430,7 +438,7 @@ describe('the roles themselves', () => {
 /**
  * Grants Lambda uses for the function rather than the function's code: writing its log group
  * (and only its own), reading the stream its event source mapping reads and sending to that
- * mapping's on-failure destination (and only those), and X-Ray's segment upload, which has no
+ * mapping's on-failure destination, consuming the queue a queue mapping reads (and only those), and X-Ray's segment upload, which has no
  * resource to scope. Anything else must be used by the code.
  */
 function usedByLambdaItself(candidate: DeployedFunction, grant: Grant): boolean {
@@ -454,7 +462,17 @@ function usedByLambdaItself(candidate: DeployedFunction, grant: Grant): boolean 
   const streamActions = ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams'];
   if (streamActions.includes(grant.action)) return grant.resource === deployment.resolve(properties.EventSourceArn);
   const queueActions = ['sqs:SendMessage', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl'];
-  if (queueActions.includes(grant.action))
-    return grant.resource === deployment.resolve(properties.DestinationConfig?.OnFailure?.Destination);
+  if (queueActions.includes(grant.action) && grant.resource === deployment.resolve(properties.DestinationConfig?.OnFailure?.Destination)) {
+    return true;
+  }
+  // A queue's mapping receives, deletes and hides its messages itself.
+  const consumeActions = [
+    'sqs:ReceiveMessage',
+    'sqs:DeleteMessage',
+    'sqs:ChangeMessageVisibility',
+    'sqs:GetQueueAttributes',
+    'sqs:GetQueueUrl',
+  ];
+  if (consumeActions.includes(grant.action)) return grant.resource === deployment.resolve(properties.EventSourceArn);
   return false;
 }

@@ -9,6 +9,7 @@ import { tableKeys } from '../../functions/store/table.js';
 import type { AgentStateStack } from '../../lib/agent-state-stack.js';
 import {
   authorizerAccess,
+  deliveryHookAccess,
   liveHookAccess,
   publicGroups,
   routeGroupAccess,
@@ -111,9 +112,9 @@ describe('routes', () => {
 });
 
 describe('functions', () => {
-  it('has one function per route group, the authorizer, the WebSocket function and the two stream consumers', () => {
+  it('has one function per route group, the authorizer, the WebSocket function, the two stream consumers and the delivery hook', () => {
     expect(Object.keys(stack.agentState.functions).sort()).toEqual([...routeGroups].sort());
-    reader.template.resourceCountIs('AWS::Lambda::Function', routeGroups.length + 4);
+    reader.template.resourceCountIs('AWS::Lambda::Function', routeGroups.length + 5);
   });
 
   it('runs every function on nodejs22.x, arm64, logging JSON to its own log group; API functions within API Gateway’s 30 s', () => {
@@ -126,8 +127,10 @@ describe('functions', () => {
         LoggingConfig: { LogFormat: 'JSON', LogGroup: { Ref: expect.any(String) } },
         TracingConfig: { Mode: 'Active' },
       });
-      // The stream's consumers are no API's integration: a batch's webhook timeouts to wait out.
+      // The stream's consumers and the delivery hook are no API's integration: the delivery
+      // hook waits out one delivery's 3 attempts of 5 s.
       if (streamConsumers.includes(id)) expect(fn.Properties?.Timeout, id).toBe(60);
+      else if (id === logicalId(stack.agentState.deliveryHook)) expect(fn.Properties?.Timeout, id).toBe(30);
       else expect(fn.Properties?.Timeout as number, id).toBeLessThan(30);
     }
   });
@@ -222,6 +225,7 @@ describe('least privilege', () => {
       [...webhookHookAccess.table, ...streamRead].sort(),
     );
     expect(reader.actionsOf(logicalId(stack.agentState.webSocketFunction), 'dynamodb')).toEqual([...webSocketAccess.table].sort());
+    expect(reader.actionsOf(logicalId(stack.agentState.deliveryHook), 'dynamodb')).toEqual([...deliveryHookAccess.table].sort());
   });
 
   it('never grants dynamodb:*, Scan, or any wildcard action', () => {
@@ -271,8 +275,9 @@ describe('secrets at rest (functions/store/key-ring.ts)', () => {
     },
   );
 
-  it('lets the webhook hook only decrypt, and nothing else use the key', () => {
+  it('lets the webhook and delivery hooks only decrypt, and nothing else use the key', () => {
     expect(kmsStatements(logicalId(stack.agentState.webhookHook)).map((statement) => statement.Action)).toEqual(['kms:Decrypt']);
+    expect(kmsStatements(logicalId(stack.agentState.deliveryHook)).map((statement) => statement.Action)).toEqual(['kms:Decrypt']);
     const others = [
       stack.agentState.authorizerFunction,
       stack.agentState.webSocketFunction,
@@ -399,9 +404,10 @@ describe('operations', () => {
     expect(alarms.filter((alarm) => alarm.includes('"MetricName":"SystemErrors"'))).toHaveLength(1);
     expect(alarms.filter((alarm) => alarm.includes('"MetricName":"ThrottledRequests"'))).toHaveLength(1);
     reader.template.hasResourceProperties('AWS::CloudWatch::Alarm', { Namespace: 'AWS/ApiGateway', MetricName: '5xx' });
-    // Errors and throttles of every function (route groups, authorizer, WebSocket, change and
-    // webhook hooks), the three above, both hooks' iterator age and the on-failure queue.
-    expect(stack.agentState.monitoring.alarms).toHaveLength(2 * (routeGroups.length + 4) + 3 + 3);
+    // Errors and throttles of every function (route groups, authorizer, WebSocket, change,
+    // webhook and delivery hooks), the three above, both hooks' iterator age, the on-failure
+    // queue and the webhook queue's dead-letter queue.
+    expect(stack.agentState.monitoring.alarms).toHaveLength(2 * (routeGroups.length + 5) + 3 + 4);
   });
 
   it('sends every alarm, when it fires and when it recovers, to the alarm topic', () => {

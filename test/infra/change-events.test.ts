@@ -6,7 +6,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { DOCUMENT_ITEM_KIND, LOG_ITEM_KIND, MEMORY_ITEM_KIND } from '../../functions/store/item-kinds.js';
 import { changeRecordFilters } from '../../functions/store/stream-images.js';
 import type { AgentStateStack } from '../../lib/agent-state-stack.js';
-import { liveHookAccess, routeGroupAccess, webhookHookAccess, webSocketAccess } from '../../lib/permissions.js';
+import { deliveryHookAccess, liveHookAccess, routeGroupAccess, webhookHookAccess, webSocketAccess } from '../../lib/permissions.js';
 import { synthesize, TemplateReader } from './support.js';
 
 let stack: AgentStateStack;
@@ -23,9 +23,13 @@ beforeAll(() => {
 describe('change hook on the table stream', () => {
   it('feeds two consumers, live and webhooks, each only version records, with partial batch failures, bisection, bounded retries and an on-failure queue', () => {
     // Prepare
-    const mappings = reader.ofType('AWS::Lambda::EventSourceMapping').map(([, mapping]) => mapping.Properties);
+    const streamArn = { 'Fn::GetAtt': [logicalId(stack.agentState.table), 'StreamArn'] };
+    const mappings = reader
+      .ofType('AWS::Lambda::EventSourceMapping')
+      .map(([, mapping]) => mapping.Properties)
+      .filter((properties) => JSON.stringify(properties.EventSourceArn) === JSON.stringify(streamArn));
     const common = {
-      EventSourceArn: { 'Fn::GetAtt': [logicalId(stack.agentState.table), 'StreamArn'] },
+      EventSourceArn: streamArn,
       StartingPosition: 'TRIM_HORIZON',
       BatchSize: 100,
       BisectBatchOnFunctionError: true,
@@ -118,7 +122,7 @@ describe('change hook on the table stream', () => {
   it('grants every DynamoDB action the event stores send (tripwire for new store calls)', () => {
     // Prepare: each store file and the functions that use it.
     const users: Record<string, readonly string[]> = {
-      'webhook-store.ts': [...routeGroupAccess.webhooks.table, ...webhookHookAccess.table],
+      'webhook-store.ts': [...routeGroupAccess.webhooks.table, ...webhookHookAccess.table, ...deliveryHookAccess.table],
       'live-store.ts': [...webSocketAccess.table, ...liveHookAccess.table],
       'stream-images.ts': [...liveHookAccess.table, ...webhookHookAccess.table],
     };
@@ -145,6 +149,91 @@ describe('change hook on the table stream', () => {
         file,
       ).toEqual([]);
     }
+  });
+});
+
+describe('webhook lanes (an SQS FIFO queue, functions/streams/webhook-queue.ts)', () => {
+  const queueId = () => logicalId(stack.agentState.webhookQueue);
+  const failuresId = () => logicalId(stack.agentState.webhookDeliveryFailures);
+
+  it('queue deliveries on a high-throughput FIFO queue of 1 MiB messages, encrypted, TLS only, with a FIFO dead-letter queue after 5 receives', () => {
+    expect(reader.get(queueId()).Properties).toEqual({
+      FifoQueue: true,
+      SqsManagedSseEnabled: true,
+      DeduplicationScope: 'messageGroup',
+      FifoThroughputLimit: 'perMessageGroupId',
+      MaximumMessageSize: 1024 * 1024,
+      MessageRetentionPeriod: 14 * 24 * 60 * 60,
+      VisibilityTimeout: 6 * 30,
+      RedrivePolicy: { deadLetterTargetArn: { 'Fn::GetAtt': [failuresId(), 'Arn'] }, maxReceiveCount: 5 },
+    });
+    expect(reader.get(failuresId()).Properties).toEqual({
+      FifoQueue: true,
+      SqsManagedSseEnabled: true,
+      MaximumMessageSize: 1024 * 1024,
+      MessageRetentionPeriod: 14 * 24 * 60 * 60,
+    });
+    for (const id of [queueId(), failuresId()]) {
+      reader.template.hasResourceProperties('AWS::SQS::QueuePolicy', {
+        Queues: [{ Ref: id }],
+        PolicyDocument: {
+          Statement: Match.arrayWith([Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } })]),
+        },
+      });
+    }
+  });
+
+  it('hand the delivery hook one message at a time, with partial batch failures and a bound on concurrency', () => {
+    const mappings = reader
+      .ofType('AWS::Lambda::EventSourceMapping')
+      .map(([, mapping]) => mapping.Properties)
+      .filter((properties) => JSON.stringify(properties.EventSourceArn) === JSON.stringify({ 'Fn::GetAtt': [queueId(), 'Arn'] }));
+    expect(mappings).toEqual([
+      {
+        EventSourceArn: { 'Fn::GetAtt': [queueId(), 'Arn'] },
+        FunctionName: { Ref: logicalId(stack.agentState.deliveryHook) },
+        BatchSize: 1,
+        FunctionResponseTypes: ['ReportBatchItemFailures'],
+        ScalingConfig: { MaximumConcurrency: 100 },
+      },
+    ]);
+  });
+
+  it('let the webhook hook send to the queue and nothing else of it, and tell it where the queue is', () => {
+    const variables = (reader.get(logicalId(stack.agentState.webhookHook)).Properties.Environment as { Variables: Record<string, unknown> })
+      .Variables;
+    expect(variables.AGENTSTATE_WEBHOOK_QUEUE_URL).toEqual({ Ref: queueId() });
+    // (Its other SQS grant is its mapping's on-failure queue, which Lambda sends to.)
+    const onWebhookQueue = reader
+      .statementsOf(reader.roleOf(logicalId(stack.agentState.webhookHook)))
+      .filter((statement) => JSON.stringify(statement.Resource).includes(`"${queueId()}"`));
+    expect(onWebhookQueue).toEqual([
+      expect.objectContaining({ Action: 'sqs:SendMessage', Resource: { 'Fn::GetAtt': [queueId(), 'Arn'] } }),
+    ]);
+  });
+
+  it('give the delivery hook neither the stream, the bus, the WebSocket stage nor a way to send to the queue', () => {
+    const actions = reader
+      .statementsOf(reader.roleOf(logicalId(stack.agentState.deliveryHook)))
+      .flatMap((statement) => [statement.Action].flat());
+    expect(
+      actions.filter(
+        (action) =>
+          action.startsWith('events:') ||
+          action.startsWith('execute-api:') ||
+          action === 'sqs:SendMessage' ||
+          action === 'dynamodb:GetRecords',
+      ),
+    ).toEqual([]);
+  });
+
+  it('alarm on any delivery in the dead-letter queue', () => {
+    reader.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      Namespace: 'AWS/SQS',
+      MetricName: 'ApproximateNumberOfMessagesVisible',
+      Dimensions: [{ Name: 'QueueName', Value: { 'Fn::GetAtt': [failuresId(), 'QueueName'] } }],
+      Threshold: 1,
+    });
   });
 });
 

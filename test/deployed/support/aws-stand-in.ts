@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, request, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Deployment } from './deployment.js';
@@ -14,6 +14,20 @@ export interface DynamoDbRequest {
   input: Record<string, any>;
 }
 
+/** A message on a stand-in queue, as SendMessage(Batch) left it. */
+export interface QueuedMessage {
+  messageId: string;
+  body: string;
+  md5OfBody: string;
+  attributes: Record<string, { DataType: string; StringValue?: string }>;
+  groupId?: string;
+  deduplicationId?: string;
+  sequenceNumber: string;
+  senderId: string;
+  sentAt: number;
+  receiveCount: number;
+}
+
 /**
  * The AWS endpoints a deployed function calls, on one local port, each enforcing the caller's
  * IAM policy from the template before it does anything:
@@ -24,6 +38,9 @@ export interface DynamoDbRequest {
  * - KMS GenerateDataKey and Decrypt (`X-Amz-Target: TrentService.*`), with a "ciphertext" that
  *   is the key id, the encryption context and the plaintext in the clear: enough to check that
  *   a function unwraps only what was wrapped for it, with the key and context it was wrapped with;
+ * - SQS SendMessage and SendMessageBatch (`X-Amz-Target: AmazonSQS.*`), whose messages wait on
+ *   their queue (`queues`, by ARN) for the queue event source (queue-source.ts); a FIFO queue
+ *   wants a group and a deduplication id on each, and drops a deduplication id it has seen;
  * - the WebSocket stage's Management API (`POST /<stage>/@connections/<id>`), whose messages
  *   are kept per connection, and which answers `410 Gone` for connections marked gone.
  *
@@ -35,6 +52,10 @@ export class AwsStandIn {
   readonly posted = new Map<string, string[]>();
   readonly goneConnections = new Set<string>();
   readonly dynamoDbRequests: DynamoDbRequest[] = [];
+  /** Messages waiting, by queue ARN. */
+  readonly queues = new Map<string, QueuedMessage[]>();
+  private readonly deduplicationIds = new Set<string>();
+  private sequence = 0;
   eventBridgeDown = false;
   /** Decides, per DynamoDB request once answered, whether to pass the answer on. */
   fault: (request: DynamoDbRequest) => Fault = () => 'pass';
@@ -79,6 +100,7 @@ export class AwsStandIn {
       return this.dynamoDb(req, res, { functionId, operation: target.split('.')[1] ?? '', body });
     if (target === 'AWSEvents.PutEvents') return this.putEvents(res, functionId, body);
     if (target.startsWith('TrentService.')) return this.kms(res, { functionId, operation: target.split('.')[1] ?? '', body });
+    if (target.startsWith('AmazonSQS.')) return this.sqs(res, { functionId, operation: target.split('.')[1] ?? '', body });
     const connection = /^\/([^/]+)\/@connections\/([^/?]+)$/.exec(req.url ?? '');
     if (connection && req.method === 'POST') {
       return this.postToConnection(res, {
@@ -208,6 +230,72 @@ export class AwsStandIn {
       return;
     }
     answer(400, { __type: 'UnsupportedOperationException', message: `the stand-in serves no KMS ${operation}` });
+  }
+
+  private sqs(res: ServerResponse, { functionId, operation, body }: { functionId: string; operation: string; body: Buffer }): void {
+    const input = JSON.parse(body.toString('utf8') || '{}') as Record<string, any>;
+    const answer = (status: number, value: unknown) => {
+      res.writeHead(status, { 'content-type': 'application/x-amz-json-1.0' });
+      res.end(JSON.stringify(value));
+    };
+    if (operation !== 'SendMessageBatch' && operation !== 'SendMessage') {
+      answer(400, { __type: 'com.amazonaws.sqs#UnsupportedOperation', message: `the stand-in serves no SQS ${operation}` });
+      return;
+    }
+    // https://sqs.<region>.amazonaws.com/<account>/<name> names arn:aws:sqs:<region>:<account>:<name>.
+    const [, region, account, name] = /^https:\/\/sqs\.([^.]+)\.amazonaws\.com\/(\d+)\/([^/]+)$/.exec(String(input.QueueUrl)) ?? [];
+    if (!name) {
+      answer(400, { __type: 'com.amazonaws.sqs#QueueDoesNotExist', message: `no queue ${input.QueueUrl}` });
+      return;
+    }
+    const queueArn = `arn:aws:sqs:${region}:${account}:${name}`;
+    // SendMessageBatch is authorized as sqs:SendMessage (the Service Authorization Reference).
+    const refused = this.authorizeAll(functionId, [{ action: 'sqs:SendMessage', resource: queueArn }]);
+    if (refused) {
+      this.denied(res, functionId, refused, 'json');
+      return;
+    }
+    const fifo = name.endsWith('.fifo');
+    const entries = (operation === 'SendMessage' ? [{ ...input, Id: 'single' }] : input.Entries) as Array<Record<string, any>>;
+    const successful: Array<Record<string, string>> = [];
+    const failed: Array<Record<string, unknown>> = [];
+    const queue = this.queues.get(queueArn) ?? [];
+    this.queues.set(queueArn, queue);
+    for (const entry of entries) {
+      if (fifo && (!entry.MessageGroupId || !entry.MessageDeduplicationId)) {
+        failed.push({
+          Id: entry.Id,
+          SenderFault: true,
+          Code: 'MissingParameter',
+          Message: 'a FIFO message needs a group and a deduplication id',
+        });
+        continue;
+      }
+      const md5OfBody = createHash('md5').update(String(entry.MessageBody), 'utf8').digest('hex');
+      const messageId = randomUUID();
+      successful.push({ Id: entry.Id, MessageId: messageId, MD5OfMessageBody: md5OfBody });
+      const deduplication = `${queueArn} ${entry.MessageDeduplicationId}`;
+      if (fifo && this.deduplicationIds.has(deduplication)) continue;
+      this.deduplicationIds.add(deduplication);
+      queue.push({
+        messageId,
+        body: String(entry.MessageBody),
+        md5OfBody,
+        attributes: entry.MessageAttributes ?? {},
+        ...(fifo ? { groupId: entry.MessageGroupId, deduplicationId: entry.MessageDeduplicationId } : {}),
+        sequenceNumber: String(++this.sequence).padStart(20, '0'),
+        senderId: functionId,
+        sentAt: Date.now(),
+        receiveCount: 0,
+      });
+    }
+    if (operation === 'SendMessage') {
+      const [sent] = successful;
+      if (sent) answer(200, { MessageId: sent.MessageId, MD5OfMessageBody: sent.MD5OfMessageBody });
+      else answer(400, { __type: 'com.amazonaws.sqs#MissingParameter', message: String(failed[0]?.Message) });
+      return;
+    }
+    answer(200, { Successful: successful, Failed: failed });
   }
 
   private postToConnection(

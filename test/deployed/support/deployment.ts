@@ -117,6 +117,9 @@ export class Deployment {
   /** A generated physical name: the stack name, the logical id and a suffix, as CloudFormation does. */
   physicalName(logicalId: string): string {
     if (logicalId === this.tableLogicalId) return this.tableName;
+    // A FIFO queue's name ends in `.fifo`, and CloudFormation's generated one too.
+    const { Type, Properties } = this.resource(logicalId);
+    if (Type === 'AWS::SQS::Queue' && Properties?.FifoQueue) return `${this.stackName}-${logicalId}-TEST.fifo`;
     return `${this.stackName}-${logicalId}-TEST`;
   }
 

@@ -39,7 +39,11 @@ export class StreamEventSource {
     private readonly dynamoDb: DynamoDBClient,
     endpoint: string,
   ) {
-    this.mappings = deployment.ofType('AWS::Lambda::EventSourceMapping').map(([, mapping]) => {
+    // The stream's mappings (those of a queue are queue-source.ts's).
+    const streamMappings = deployment
+      .ofType('AWS::Lambda::EventSourceMapping')
+      .filter(([, mapping]) => !String(deployment.resolve(mapping.Properties.EventSourceArn)).startsWith('arn:aws:sqs:'));
+    this.mappings = streamMappings.map(([, mapping]) => {
       const properties = (mapping as { Properties: Record<string, any> }).Properties;
       const functionId = properties.FunctionName.Ref as string;
       return {

@@ -248,6 +248,7 @@ export class LambdaService {
       AWS_ENDPOINT_URL_EVENTBRIDGE: this.options.awsEndpoint,
       AWS_ENDPOINT_URL_LAMBDA: this.options.awsEndpoint,
       AWS_ENDPOINT_URL_KMS: this.options.awsEndpoint,
+      AWS_ENDPOINT_URL_SQS: this.options.awsEndpoint,
       // This machine runs Node 20; the SDK would otherwise warn on every start.
       AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
       ...(clockOffsetMs ? { TEST_CLOCK_OFFSET_MS: String(clockOffsetMs) } : {}),

@@ -9,6 +9,7 @@ import { Deployment, readAssembly } from './deployment.js';
 import { StreamEventSource } from './event-source.js';
 import { Iam } from './iam.js';
 import { LambdaService } from './lambda.js';
+import { QueueEventSource } from './queue-source.js';
 
 /** The synthesized stack "deployed" on this machine: its functions, APIs and stream, on DynamoDB Local. */
 export interface DeployedStack {
@@ -19,6 +20,8 @@ export interface DeployedStack {
   http: HttpApiGateway;
   webSocket: WebSocketGateway;
   stream: StreamEventSource;
+  /** The SQS event source mappings (the webhook queue and its delivery hook). */
+  queue: QueueEventSource;
   /** Every X-Ray segment document the functions sent to the daemon address. */
   traceSegments: Array<Record<string, any>>;
   /** A client with the operator's own access, for what a test prepares or inspects directly. */
@@ -67,6 +70,7 @@ export async function deployStack(): Promise<DeployedStack> {
     http: new HttpApiGateway(deployment, lambda),
     webSocket: new WebSocketGateway(deployment, lambda),
     stream,
+    queue: new QueueEventSource(deployment, lambda, aws.queues),
     traceSegments,
     admin,
     createKey: async (tenant, agents) => (await new ApiKeyStore(admin, tableName).create({ tenant, agents: agents ?? null })).apiKey,
