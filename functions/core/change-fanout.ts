@@ -14,7 +14,7 @@ import {
 import type { Schema } from './fields.js';
 import type { Json } from './json.js';
 import type { SessionScope } from './model.js';
-import { inlineQueue, laneOf, type QueuedDelivery, WebhookDeliverer, type WebhookQueue } from './webhook-lanes.js';
+import { enqueueAll, inlineQueue, laneOf, type QueuedDelivery, WebhookDeliverer, type WebhookQueue } from './webhook-lanes.js';
 import {
   DEFAULT_DELIVERY_POLICY,
   type DeliveryPolicy,
@@ -312,18 +312,12 @@ export class ChangeFanout {
       (deliveries, position) => deliveries.map((entry) => ({ ...entry, session: sessions[position] as StreamBatch })),
     );
     if (built.length === 0) return;
-    let failed: number[];
-    try {
-      failed = (
-        await this.queue.enqueue(
-          built.map((entry) => entry.delivery),
-          deadline === undefined ? {} : { deadline },
-        )
-      ).failed;
-    } catch (error) {
-      this.log('could not queue webhook deliveries; the stream will retry', { error: String(error) });
-      failed = built.map((_, index) => index);
-    }
+    const failed = await enqueueAll(
+      this.queue,
+      built.map((entry) => entry.delivery),
+      deadline,
+      this.log,
+    );
     for (const position of failed) {
       const entry = built[position];
       entry?.session.fail(entry.index);

@@ -3,7 +3,7 @@ import { serializeWithin } from './events.js';
 import type { Json, JsonObject } from './json.js';
 import { type Namespace, namespaceRoots, withinRoots } from './memory.js';
 import type { MemoryUpkeepInput, RecordedMemoryChange } from './memory-changes.js';
-import { inlineQueue, laneOf, type QueuedDelivery, WebhookDeliverer, type WebhookQueue } from './webhook-lanes.js';
+import { enqueueAll, inlineQueue, laneOf, type QueuedDelivery, WebhookDeliverer, type WebhookQueue } from './webhook-lanes.js';
 import { DEFAULT_DELIVERY_POLICY, type DeliveryPolicy, type Sleep, type WebhookSender, type WebhookStore } from './webhooks.js';
 
 /**
@@ -178,18 +178,12 @@ export class MemoryFanout {
       }
     }
     if (deliveries.length === 0) return;
-    let refused: number[];
-    try {
-      refused = (
-        await this.queue.enqueue(
-          deliveries.map((entry) => entry.delivery),
-          deadline === undefined ? {} : { deadline },
-        )
-      ).failed;
-    } catch (error) {
-      this.log('could not queue webhook deliveries; the stream will retry', { tenant, error: String(error) });
-      refused = deliveries.map((_, index) => index);
-    }
+    const refused = await enqueueAll(
+      this.queue,
+      deliveries.map((entry) => entry.delivery),
+      deadline,
+      (message, detail) => this.log(message, { tenant, ...detail }),
+    );
     for (const index of refused) {
       const entry = deliveries[index];
       if (entry) failed.add(entry.key);

@@ -175,6 +175,24 @@ function lanesOf(deliveries: readonly QueuedDelivery[]): number[][] {
   return [...lanes.values()];
 }
 
+/**
+ * Hands deliveries to `queue` and resolves with the indexes of those it did not take: all of
+ * them when it throws (logged), so the stream retries their records and loses none.
+ */
+export async function enqueueAll(
+  queue: WebhookQueue,
+  deliveries: readonly QueuedDelivery[],
+  deadline: number | undefined,
+  log: (message: string, detail: Record<string, unknown>) => void,
+): Promise<number[]> {
+  try {
+    return (await queue.enqueue(deliveries, deadline === undefined ? {} : { deadline })).failed;
+  } catch (error) {
+    log('could not queue webhook deliveries; the stream will retry', { error: String(error) });
+    return deliveries.map((_, index) => index);
+  }
+}
+
 /** Delivers at once and waits: a consumer that is its own lane runner (tests, one-off tools). */
 export function inlineQueue(deliverer: WebhookDeliverer): WebhookQueue {
   return { enqueue: (deliveries, options) => deliverer.deliver(deliveries, options) };

@@ -57,8 +57,11 @@ function attributesOf(delivery: QueuedDelivery): Record<string, MessageAttribute
 
 /**
  * Queues deliveries on the FIFO queue at `queueUrl`, in order, ten at a time. An entry SQS
- * refuses, or a request that fails, blocks its lane: neither it nor anything after it in that
- * lane is sent, and all of them are reported for the stream to retry.
+ * refuses, or a request that fails, blocks its lane: nothing after it in that lane is sent in
+ * a later request, and all of them are reported for the stream to retry. (Within one request
+ * SQS answers per entry: should it refuse an entry and take a later one of the same lane, that
+ * later one is queued first and the retried one after it. SQS refuses single entries for what
+ * is wrong with them, size or attributes, which this code rules out, not for load.)
  */
 export function sqsWebhookQueue(client: Pick<SQSClient, 'send'>, queueUrl: string): WebhookQueue {
   return {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { QueuedMessage } from './support/aws-stand-in.js';
 import { type DeployedStack, deployStack } from './support/world.js';
 
 /**
@@ -296,6 +297,36 @@ describe('what a function tells its operator', () => {
     );
     expect(JSON.stringify(queued)).not.toContain('lane-secret-1');
     for (const id of ids) expect((await call('DELETE', `/v1/webhooks/${id}`)).status).toBe(204);
+  });
+
+  it('keeps a delivery queued while its dead letter cannot be written, and dead-letters it when it comes back', async () => {
+    // Prepare: a webhook that cannot be reached, and one event of its session queued.
+    const hook = await call('POST', '/v1/webhooks', { url: 'https://unreachable.invalid/hook', sessionId: 'requeued' });
+    const webhookId = hook.json.id as string;
+    const deliveryHook = stack.deployment.functionNamed(/delivery hook/);
+    const mine = (message: QueuedMessage) => message.attributes.webhookId?.StringValue === webhookId;
+    await stack.stream.read(0, 200);
+    expect((await call('PATCH', '/v1/sessions/requeued/state', { step: 1 })).status).toBe(200);
+    await stack.stream.deliver(stack.stream.eventRecords(await stack.stream.read(1)));
+    const [queued] = stack.queue.waiting(deliveryHook).filter(mine);
+
+    // Act: the first receive with every dead-letter write failing, the next one without.
+    stack.aws.fault = (request) =>
+      request.functionId === deliveryHook.logicalId && request.operation === 'UpdateItem' ? 'lose-answer' : 'pass';
+    const [first] = await stack.queue.deliver(mine);
+    stack.aws.fault = () => 'pass';
+    const stillQueued = stack.queue.waiting(deliveryHook).filter(mine);
+    const [second] = await stack.queue.deliver(mine);
+
+    // Assess: reported, kept, then delivered into its dead letter and gone from the queue.
+    expect(first?.invocation.result).toEqual({ batchItemFailures: [{ itemIdentifier: queued?.messageId }] });
+    expect(stillQueued.map((message) => message.messageId)).toEqual([queued?.messageId]);
+    expect(second?.invocation.result).toEqual({ batchItemFailures: [] });
+    expect(second?.records[0]?.attributes.ApproximateReceiveCount).toBe('2');
+    expect(stack.queue.waiting(deliveryHook).filter(mine)).toEqual([]);
+    const letters = await call('GET', `/v1/webhooks/${webhookId}/dead-letters`);
+    expect(letters.json.deadLetters.map((letter: { eventId: string }) => letter.eventId)).toEqual(['requeued:1']);
+    expect((await call('DELETE', `/v1/webhooks/${webhookId}`)).status).toBe(204);
   });
 
   it('logs every WebSocket event as a line of its own: the WebSocket access log', async () => {

@@ -47,13 +47,18 @@ export class QueueEventSource {
     return mapping ? [...(this.queues.get(mapping.queueArn) ?? [])] : [];
   }
 
-  /** One round over every mapping: each message waiting now is handed over once, in order. */
-  async deliver(): Promise<Array<{ fn: DeployedFunction; invocation: Invocation; records: Array<Record<string, any>> }>> {
+  /**
+   * One round over every mapping: each message waiting now (that `only` keeps, when given) is
+   * handed over once, in order.
+   */
+  async deliver(
+    only: (message: QueuedMessage) => boolean = () => true,
+  ): Promise<Array<{ fn: DeployedFunction; invocation: Invocation; records: Array<Record<string, any>> }>> {
     const deliveries: Array<{ fn: DeployedFunction; invocation: Invocation; records: Array<Record<string, any>> }> = [];
     for (const mapping of this.mappings) {
       const queue = this.queues.get(mapping.queueArn) ?? [];
       const blockedGroups = new Set<string>();
-      for (const batch of chunks([...queue], mapping.batchSize)) {
+      for (const batch of chunks(queue.filter(only), mapping.batchSize)) {
         const handed = batch.filter((message) => !message.groupId || !blockedGroups.has(message.groupId));
         if (handed.length === 0) continue;
         for (const message of handed) message.receiveCount++;
