@@ -1,5 +1,5 @@
 import { AgentStateError } from './errors.js';
-import { newId } from './ids.js';
+import { newId, ROOT_NODE } from './ids.js';
 import type { JsonObject } from './json.js';
 import type { NodeRecord, Tip } from './model.js';
 import { pointerOf } from './tree.js';
@@ -77,4 +77,12 @@ export function planChain(input: {
 /** The ids a chain of messages names, for looking up which already exist. */
 export function suppliedIds(messages: readonly IncomingMessage[]): string[] {
   return messages.flatMap((message) => (message.id === undefined ? [] : [message.id]));
+}
+
+/**
+ * The nodes an append or a decision must look up: the ids its messages name and the parent it
+ * names. The root is no item of its own (it is always there), so naming it reads nothing.
+ */
+export function lookupsOf(messages: readonly IncomingMessage[], parentId: string | undefined): string[] {
+  return [...new Set([...suppliedIds(messages), ...(parentId && parentId !== ROOT_NODE ? [parentId] : [])])];
 }

@@ -1,5 +1,5 @@
 import type { AgentService } from './agent-service.js';
-import { type ChainPlan, type IncomingMessage, planChain, suppliedIds } from './chain.js';
+import { type ChainPlan, type IncomingMessage, lookupsOf, planChain, suppliedIds } from './chain.js';
 import {
   type AnswerSource,
   answeredState,
@@ -171,7 +171,7 @@ export class DecideService {
   async decide(scope: SessionScope, request: DecideRequest): Promise<DecideResult> {
     const decisionId = request.decisionId ?? newId();
     const triggerMessages = withIds(triggerMessagesOf(request.trigger));
-    const lookups = [...new Set([...suppliedIds(triggerMessagesOf(request.trigger)), ...(request.parentId ? [request.parentId] : [])])];
+    const lookups = lookupsOf(triggerMessagesOf(request.trigger), request.parentId);
     // One round: the tip with the newest changes (the path at the head, usually whole), the
     // nodes named, the decision's record, and the agents when the request names its agent.
     const [{ tip, nodes }, previous, named] = await Promise.all([

@@ -163,6 +163,8 @@ interface TipHead {
   recentNodes: readonly NodeRecord[];
   /** A decision the newest change completed (its answer to replay for its id), or null. */
   recentDecision: DoneDecision | null;
+  /** When the newest change was made, if its writer had lost a race for its place first (others may still be waiting). */
+  contendedAt?: string;
   /** The store's own reading of the newest change: opaque, handed back with a change based on it. */
   readonly log?: unknown;
 }

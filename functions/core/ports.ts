@@ -62,6 +62,11 @@ export interface TipChange {
   readonly releaseLease?: string;
   /** Run, profile and shared documents written in the same step (commits). */
   readonly documents?: ReadonlyArray<DocumentWrite>;
+  /**
+   * The writer lost a race for the log's next place before this change (retry.ts): the tip
+   * then tells the writers that come next that others are waiting, so that they queue too.
+   */
+  readonly contended?: boolean;
 }
 
 /** A document write, conditional on the version it was computed from (0: not there yet). */

@@ -1,4 +1,4 @@
-import { type IncomingMessage, planChain, suppliedIds } from './chain.js';
+import { type IncomingMessage, lookupsOf, planChain } from './chain.js';
 import { AgentStateError } from './errors.js';
 import type { Caller } from './fields.js';
 import { newId, ROOT_NODE } from './ids.js';
@@ -9,7 +9,7 @@ import type { MessagePath } from './message-path.js';
 import type { Page, SessionMeta, SessionScope, Tip, VersionRecord } from './model.js';
 import type { SessionListOptions, SessionStore } from './ports.js';
 import { messagePreview } from './preview.js';
-import { type RetryPolicy, retryOnStaleTip } from './retry.js';
+import { othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from './retry.js';
 import { openCursor, sealCursor } from './sealing.js';
 import {
   emptyState,
@@ -164,10 +164,12 @@ export class SessionService {
     next: (current: Json) => Json,
   ): Promise<WriteResult> {
     const caller = options.caller ?? null;
-    return retryOnStaleTip(this.retry, async () => {
+    return retryOnStaleTip(this.retry, async (attempt) => {
       const target = await this.targets.forWrite(scope, options.node);
       const { tip, nodeId, pointer, schema, sessionAgentId, sessionUserId } = target;
       checkIfMatch(target, options.ifMatch);
+      // A blind write joins the writers already waiting for this session rather than jump them.
+      if (options.ifMatch === undefined && othersWaiting(tip, attempt, this.now())) throw new QueueBehindOthers();
       const stored = storedState(target);
       const nextState = checkedWrite(target, caller, next);
       const answer = (state: Json) => visibleState(schema, caller, state);
@@ -185,6 +187,7 @@ export class SessionService {
         mayCreateSession: tip.kind === 'empty',
         sessionAgentId,
         sessionUserId,
+        contended: attempt.raced,
       });
       return {
         sessionId: scope.sessionId,
@@ -208,7 +211,7 @@ export class SessionService {
     scope: SessionScope,
     input: { messages: IncomingMessage[]; parentId?: string },
   ): Promise<{ nodes: NodeView[]; head: string }> {
-    const lookups = [...new Set([...suppliedIds(input.messages), ...(input.parentId ? [input.parentId] : [])])];
+    const lookups = lookupsOf(input.messages, input.parentId);
 
     return retryOnStaleTip(this.retry, async () => {
       const { tip, nodes: known } = await this.store.readTipWithNodes(scope, lookups, { withState: false });

@@ -70,6 +70,8 @@ export interface Carried {
   w?: true;
   /** Bytes of the log so far, this change included (to split long path ranges into reads of about a MB). */
   b: number;
+  /** Its writer lost a race for this place first (TipChange.contended); not carried forward. */
+  c?: 1;
 }
 
 /** Where a change's nodes hang (attribute `chain`, JSON text). */
@@ -307,6 +309,7 @@ export function tipOf(entry: LogEntry | FenceEntry | null, options: { withState:
     },
     recentNodes,
     recentDecision: decisionOf(entry),
+    ...(carried.c ? { contendedAt: entry.createdAt } : {}),
     log: entry,
   };
   if (!carried.w) return { ...common, kind: 'empty', version: 0, latest: null };

@@ -195,6 +195,7 @@ export class LogWriter {
         : change.decision || change.releaseLease || !lease || lease.untilMs <= now
           ? {}
           : { ls: { k: lease.holder, u: lease.untilMs } }),
+      ...(change.contended ? { c: 1 as const } : {}),
     };
     return {
       kind,

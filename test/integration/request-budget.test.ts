@@ -18,12 +18,20 @@ let writeUnits = 0;
 /** Sequential rounds: a request that starts while none is in flight starts a new round. */
 let rounds = 0;
 let inFlight = 0;
+let tableName = '';
+/** Run once before the next PutItem is sent (to land another writer's change in between). */
+let beforeNextPut: (() => Promise<unknown>) | undefined;
 
 beforeAll(async () => {
-  const tableName = await createTestTable('budget');
+  tableName = await createTestTable('budget');
   const client = dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamoEndpoint() });
   client.middlewareStack.add(
     (next, context) => async (args) => {
+      const hook = context.commandName === 'PutItemCommand' ? beforeNextPut : undefined;
+      if (hook) {
+        beforeNextPut = undefined;
+        await hook();
+      }
       sent.push(String(context.commandName).replace(/Command$/, ''));
       const input = args.input as { ReturnConsumedCapacity?: string };
       input.ReturnConsumedCapacity ??= 'TOTAL';
@@ -147,6 +155,80 @@ describe('requests per operation', () => {
     // Assess
     expect(threadOnly).toEqual(['Query', 'PutItem']);
     expect(writes(withRun)).toEqual(['TransactWriteItems']);
+  });
+
+  it('appends under the root of a session with nothing written without reading a node item', async () => {
+    // Prepare: a session whose head is the root, and the same with the root named as parent.
+    const fresh = { tenant: 'budget', sessionId: 'root-head' };
+    const named = { tenant: 'budget', sessionId: 'root-named' };
+
+    // Act
+    const atHead = await count(() => service.appendMessages(fresh, { messages: [{ role: 'user', content: 'hello' }] }));
+    const underRoot = await count(() =>
+      service.appendMessages(named, { parentId: 'root', messages: [{ role: 'user', content: 'hello' }] }),
+    );
+
+    // Assess: the tip (and the session item a first write needs), then the first change: the
+    // root is no item of its own, so nothing reads it.
+    for (const requests of [atHead, underRoot]) {
+      expect(requests.filter((name) => name === 'GetItem' || name === 'BatchGetItem')).toEqual(['GetItem']);
+      expect(requests.filter((name) => name === 'Query')).toEqual(['Query']);
+    }
+  });
+
+  it('commits profile commands to a session with nothing written reading the session item once', async () => {
+    // Prepare: a session of a user, never written.
+    const commits = new CommitService(stores);
+    const session = { tenant: 'budget', sessionId: 'profile-first' };
+    await service.createSession('budget', { sessionId: session.sessionId, userId: 'ada' });
+
+    // Act
+    const requests = await count(() =>
+      commits.commit(session, { commands: [{ key: 'tz', scope: 'profile', merge: 'disjoint', set: 'Europe/London' }] }),
+    );
+
+    // Assess: the tip, the session item (its user and agent, read once for both), the profile, one transaction.
+    expect(requests).toEqual(['Query', 'GetItem', 'GetItem', 'TransactWriteItems']);
+  });
+
+  it('answers a write at an unknown node of a session with nothing written from the tip read alone', async () => {
+    // Prepare: a session made, never written; and no session at all.
+    const made = { tenant: 'budget', sessionId: 'unknown-node' };
+    await service.createSession('budget', { sessionId: made.sessionId });
+    const missing = { tenant: 'budget', sessionId: 'no-such-session' };
+
+    for (const scope of [made, missing]) {
+      // Act
+      let code: unknown;
+      const requests = await count(() =>
+        service.patchState(scope, { a: 1 }, { node: 'nope' }).catch((error: { code?: unknown }) => {
+          code = error.code;
+        }),
+      );
+
+      // Assess: one round (the tip and the node's keys), no session item, nothing written.
+      expect(code).toBe('node_not_found');
+      expect(requests, requests.join(', ')).toEqual(['Query', 'Query']);
+    }
+  });
+
+  it('queues a blind write behind a writer that lost a race a moment ago: one more tip read, then its put', async () => {
+    // Prepare: a write that loses its race to another writer's, landed between its read and its put.
+    const crowded = { tenant: 'budget', sessionId: 'crowded' };
+    await service.patchState(crowded, { start: true });
+    const other = new SessionService(createStores(dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamoEndpoint() }), tableName).sessions);
+    beforeNextPut = () => other.patchState(crowded, { other: 1 });
+    await service.patchState(crowded, { raced: 1 });
+
+    // Act: the next blind write, then the one after it.
+    const queued = await count(() => service.patchState(crowded, { next: 1 }));
+    const after = await count(() => service.patchState(crowded, { after: 1 }));
+
+    // Assess: the first waits its turn (it reads the tip again after waiting); the crowd is
+    // gone once a writer wins at its first try, so the one after it goes straight in.
+    expect(queued).toEqual(['Query', 'Query', 'PutItem']);
+    expect(after).toEqual(['Query', 'PutItem']);
+    expect((await service.readState(crowded, {})).state).toEqual({ start: true, other: 1, raced: 1, next: 1, after: 1 });
   });
 
   it('creates the session with its first write, in one transaction', async () => {
@@ -325,5 +407,39 @@ describe('conversations at scale (issue 20): cost at message 10 and at message 1
     expect(atSixHundred.requests).toEqual(atTen.requests);
     expect(atSixHundred.writeUnits).toBeLessThanOrEqual(6);
     expect(await service.readState(deep, {})).toMatchObject({ state: { seen: 20 } });
+  }, 60_000);
+
+  it('shows the worker the whole path (worker.messages "all") for one range read more past the 48 newest changes, and no more at depth 1,500', async () => {
+    // Prepare: an agent that shows its worker every message (the default), on a short and a long conversation.
+    const { dependenciesFor } = await import('../../functions/http/dependencies.js');
+    const deps = dependenciesFor(stores, {
+      invokeWorker: async (_worker, body) => {
+        const request = JSON.parse(body) as { state: { turns?: number } | null; messages: unknown[] };
+        return {
+          state: { turns: (request.state?.turns ?? 0) + 1, seen: request.messages.length },
+          messages: [{ role: 'assistant', content: 'ok' }],
+        };
+      },
+    });
+    await deps.agents.putAgent('budget', 'all-turns', { worker: { url: 'module:examples/worker.ts' } });
+    const shallow = await conversation('all-10', 10, 'all-turns');
+    // 60 changes of 25 messages: past the 48 newest changes a tip read brings.
+    const deep = await conversation('all-1500', 1500, 'all-turns');
+    const turn = (n: number) => ({ trigger: { type: 'client.messages', messages: [{ role: 'user', content: `question ${n}` }] } });
+    for (const scope of [shallow, deep]) for (let n = 0; n < 2; n++) await deps.decide.decide(scope, turn(n));
+
+    // Act
+    const atTen = await cost(() => deps.decide.decide(shallow, turn(9)));
+    const atDeep = await cost(() => deps.decide.decide(deep, turn(9)));
+
+    // Assess: at depth 10 the tip's 48 newest changes hold the whole path: six requests. At
+    // depth 1,500 the path's older part is one range of the log, read in one Query: seven. That
+    // one request is what "all" costs at depth (docs/benchmarks.md says why it cannot be folded
+    // into the tip read); the write units stay within six either way.
+    expect(atTen.requests.length, atTen.requests.join(', ')).toBe(6);
+    expect([...atDeep.requests].sort()).toEqual([...atTen.requests, 'Query'].sort());
+    expect(atTen.writeUnits).toBeLessThanOrEqual(6);
+    expect(atDeep.writeUnits).toBeLessThanOrEqual(6);
+    expect(await service.readState(deep, {})).toMatchObject({ state: { seen: 1505 } });
   }, 60_000);
 });

@@ -4,7 +4,7 @@ import { AgentStateError } from '../../functions/core/errors.js';
 import { type CoreMetric, useMetricSink } from '../../functions/core/metrics.js';
 import { LINEAGE_WINDOW, type Tip } from '../../functions/core/model.js';
 import { StaleTipError } from '../../functions/core/ports.js';
-import { type RetryPolicy, retryOnStaleTip } from '../../functions/core/retry.js';
+import { othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from '../../functions/core/retry.js';
 import { emptyTip, nextLineage, pointerOf, rootNode } from '../../functions/core/tree.js';
 
 /* ------------------------------------------------------------------ helpers (local) */
@@ -308,5 +308,43 @@ describe('retryOnStaleTip: repeat a write that lost a race', () => {
     // Assess
     expect(Date.now() - started).toBeLessThan(1000);
     expect(attempt).toHaveBeenCalledTimes(6);
+  });
+});
+
+describe('retryOnStaleTip on a crowded session: writers wait their turn', () => {
+  const queueing: Partial<RetryPolicy> = { ...fast, queueWindowMs: 1, queueMinMs: 1 };
+
+  it('tells each attempt its number and whether an earlier one lost a race, not only waited', async () => {
+    // Prepare: an attempt that first queues, then loses a race, then lands.
+    const seen: Array<{ attempt: number; raced: boolean }> = [];
+    const failures: Error[] = [new QueueBehindOthers(), new StaleTipError()];
+
+    // Act
+    const result = await retryOnStaleTip(queueing, async (context) => {
+      seen.push(context);
+      const failure = failures.shift();
+      if (failure) throw failure;
+      return 'landed';
+    });
+
+    // Assess: queueing is no lost race; the race lost makes the last attempt a contended one.
+    expect(result).toBe('landed');
+    expect(seen).toEqual([
+      { attempt: 1, raced: false },
+      { attempt: 2, raced: false },
+      { attempt: 3, raced: true },
+    ]);
+  });
+
+  it('queues a first attempt behind a change made less than a second ago after a lost race, and nothing else', () => {
+    const now = new Date('2026-12-01T10:00:01.000Z');
+    const contended = { contendedAt: '2026-12-01T10:00:00.500Z' };
+
+    expect(othersWaiting(contended, { attempt: 1, raced: false }, now)).toBe(true);
+    // Its own retries do not queue again, a change whose writer won at once says nothing, and
+    // a crowd a second gone is gone.
+    expect(othersWaiting(contended, { attempt: 2, raced: false }, now)).toBe(false);
+    expect(othersWaiting({}, { attempt: 1, raced: false }, now)).toBe(false);
+    expect(othersWaiting({ contendedAt: '2026-12-01T10:00:00.000Z' }, { attempt: 1, raced: false }, now)).toBe(false);
   });
 });
