@@ -4,11 +4,12 @@
  */
 import { performance } from 'node:perf_hooks';
 import { handlers } from '../functions/http/index.js';
-import { CONTENTION, jsonHeaders, log } from './config.js';
+import { CONTENTION, jsonHeaders, log, SCALE } from './config.js';
 import { scope, type Wired } from './fixture.js';
 import { invoke } from './invoke.js';
 import { median, ms, pad, padLeft, percentile, tableRow } from './measure.js';
 import type { Cost, Meter } from './meter.js';
+import { chain } from './scale.js';
 
 export interface ContentionResult {
   label: string;
@@ -86,9 +87,13 @@ const lostRaces = (cost: Cost) => (cost.errors.ConditionalCheckFailedException ?
 
 export async function measureConcurrency(meter: Meter, main: Wired): Promise<ContentionResult[]> {
   log(`\n3. Concurrency: ${CONTENTION.writers} writers × ${CONTENTION.writesEach} PATCHes, each setting its own key`);
-  const hot = await contention(meter, main, 'one session (contended)', () => 'contended');
+  // The same contention on a short conversation and on a long one: a write reads the tip alone,
+  // so the depth must not show.
+  await Promise.all([chain(main, 'contended', 10), chain(main, 'contended-deep', SCALE.depth)]);
+  const hot = await contention(meter, main, 'one session (contended), depth 10', () => 'contended');
+  const deep = await contention(meter, main, `one session (contended), depth ${SCALE.depth}`, () => 'contended-deep');
   const spread = await contention(meter, main, `${CONTENTION.writers} sessions (one each)`, (writer) => `uncontended-${writer}`);
-  return [hot, spread];
+  return [hot, deep, spread];
 }
 
 export function contentionTable(results: ContentionResult[]): string {

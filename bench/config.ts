@@ -8,7 +8,12 @@ import { fileURLToPath } from 'node:url';
 
 const argv = process.argv.slice(2);
 export const QUICK = argv.includes('--quick');
-export const WRITE_DOC = !QUICK && !argv.includes('--no-doc');
+/** `--only=scale,concurrency`: those sections alone, printed, the page left as it is. */
+export const ONLY = argv
+  .find((arg) => arg.startsWith('--only='))
+  ?.slice('--only='.length)
+  .split(',');
+export const WRITE_DOC = !QUICK && !ONLY && !argv.includes('--no-doc');
 export const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? (QUICK ? 40 : 300));
 export const WARMUP = QUICK ? 15 : 60;
 export const SCALE = QUICK

@@ -8,15 +8,18 @@ import type { SessionScope } from '../functions/core/model.js';
 import type { SessionService } from '../functions/core/session-service.js';
 import { keysFromEnv } from '../functions/http/auth.js';
 import { type Dependencies, dependenciesFor } from '../functions/http/dependencies.js';
+import { sessionItem } from '../functions/store/item-codecs.js';
 import type { DynamoDbSessionStore } from '../functions/store/session-store.js';
 import { createStores } from '../functions/store/stores.js';
 import { ensureTable } from '../functions/store/table.js';
+import { batchPut, type TableClient } from '../functions/store/table-client.js';
 import { API_KEY, TENANT } from './config.js';
 
 export interface Wired {
   deps: Dependencies;
   store: DynamoDbSessionStore;
   service: SessionService;
+  table: TableClient;
 }
 
 /** A table and the services on it, as the handlers get them in AWS (functions/http/dependencies.ts). */
@@ -37,7 +40,7 @@ export async function wire(client: DynamoDBClient, tableName: string): Promise<W
       };
     },
   });
-  return { deps, store: stores.sessions, service: deps.sessions };
+  return { deps, store: stores.sessions, service: deps.sessions, table: stores.table };
 }
 
 /** A state of about 1 KB, like a small agent memory. */
@@ -103,4 +106,48 @@ export async function writeSessions(main: Wired): Promise<void> {
     await main.service.replaceState(scope(sessionId), kilobyteState(0));
   }
   for (let version = 1; version <= 60; version++) await main.service.replaceState(scope(s.versions), kilobyteState(version));
+}
+
+/** Failures a fixture's write may meet on a busy DynamoDB Local, and that a repeat of the same write cures. */
+const passing = new Set(['unavailable', 'throttled']);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Runs one idempotent set-up write until it lands: DynamoDB Local on two shared cores can stall
+ * for longer than a request's 3 s timeout while it takes thousands of writes, and a set-up that
+ * gives up there takes the whole run down with it. Full-jitter backoff, up to a minute.
+ */
+export async function untilWritten<T>(write: () => Promise<T>, attempts = 12): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await write();
+    } catch (error) {
+      if (attempt >= attempts || !passing.has(String((error as { code?: unknown }).code))) throw error;
+      await sleep(Math.random() * Math.min(8_000, 250 * 2 ** attempt));
+    }
+  }
+}
+
+/**
+ * `count` filler sessions (`filler-0` …), each the session item `createSession` puts, written
+ * in batches of 25 with a few batches in flight, unprocessed items and timeouts retried: a
+ * table that holds that many sessions for the scale rows, built without 10,000 racing requests.
+ */
+export async function writeFillerSessions(wired: Wired, count: number, inFlight = 4): Promise<void> {
+  const at = new Date().toISOString();
+  const items = Array.from({ length: count }, (_, index) =>
+    sessionItem.encode(
+      { tenant: TENANT, sessionId: `filler-${index}` },
+      { sessionId: `filler-${index}`, agentId: 'planner', userId: null, metadata: { n: index }, createdAt: at, updatedAt: at },
+    ),
+  );
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      for (let offset = next; offset < items.length; offset = next) {
+        next += 25;
+        await untilWritten(() => batchPut(wired.table, items.slice(offset, offset + 25)));
+      }
+    }),
+  );
 }

@@ -18,7 +18,8 @@
  *
  * Flags: --quick (few iterations, small scale, prints only), --no-doc (do not write the doc),
  *        --memory-only (section 6 alone, written into the page in place of its last run),
- *        --bundles-only (section 4 alone, the same way; no DynamoDB needed).
+ *        --bundles-only (section 4 alone, the same way; no DynamoDB needed),
+ *        --only=scale,concurrency (those sections alone, printed only).
  * Env:   BENCH_ITERATIONS (default 300).
  */
 // First: the X-Ray SDK reads its environment as the handlers load it.
@@ -33,7 +34,7 @@ import { startDynamoDbLocal } from '../functions/local/dynamodb-local.js';
 import { dynamoDbClient } from '../functions/store/client.js';
 import { bundleSection, measureBundles } from './bundles.js';
 import { measureConcurrency } from './concurrency.js';
-import { DOC, ITERATIONS, log, QUICK, WARMUP, WRITE_DOC, writeDoc } from './config.js';
+import { DOC, ITERATIONS, log, ONLY, QUICK, WARMUP, WRITE_DOC, writeDoc } from './config.js';
 import { costRows, costTable } from './cost.js';
 import { STATE_BYTES, wire, writeSessions } from './fixture.js';
 import { measureLangGraph } from './langgraph.js';
@@ -86,6 +87,13 @@ if (process.argv.includes('--memory-only')) {
 await writeSessions(main);
 await writeRawItems(client);
 meter.reset();
+
+if (ONLY) {
+  if (ONLY.includes('scale')) await measureScale(meter, client, main);
+  if (ONLY.includes('concurrency')) await measureConcurrency(meter, main);
+  await dynamo.stop();
+  process.exit(0);
+}
 
 const operations = await measureOperations(meter, client, main, dynamo.endpoint, STATE_BYTES);
 const own = await measureOwnCode(meter, client, main);

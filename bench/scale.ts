@@ -5,12 +5,13 @@
 
 import { performance } from 'node:perf_hooks';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { ROOT_NODE } from '../functions/core/ids.js';
 import type { Tip, VersionRecord } from '../functions/core/model.js';
-import type { SessionService } from '../functions/core/session-service.js';
+import { StaleTipError } from '../functions/core/ports.js';
 import { nextLineage } from '../functions/core/tree.js';
 import { useDependencies } from '../functions/http/dependencies.js';
 import { auth, jsonHeaders, log, SCALE, TENANT } from './config.js';
-import { BENCH_AGENT, kilobyteState, scope, turnBody, type Wired, wire } from './fixture.js';
+import { BENCH_AGENT, kilobyteState, scope, turnBody, untilWritten, type Wired, wire, writeFillerSessions } from './fixture.js';
 import { handlerRun, type Measured, measureAll, median, ms, type Operation, pad, padLeft, requestsText, tableRow } from './measure.js';
 import type { Meter } from './meter.js';
 import { messages } from './operations.js';
@@ -38,8 +39,6 @@ export interface ScaleResult {
   depthResults: PairResult[];
   historyResults: PairResult[];
   sessionResults: PairResult[];
-  /** createSession calls that answered session_exists for a session no one else creates (see below). */
-  selfConflicts: number;
 }
 
 async function measurePairs(
@@ -87,25 +86,36 @@ async function measurePairs(
  * Depth: one chain of `depth` messages in 25-message appends, with a state at the head's parent
  * and at the head. With `agentId`, the session is made for that agent first (the decide rows).
  */
-async function chain(main: Wired, sessionId: string, depth: number, agentId?: string): Promise<void> {
-  if (agentId) await main.deps.sessions.createSession(TENANT, { sessionId, agentId });
+export async function chain(main: Wired, sessionId: string, depth: number, agentId?: string): Promise<void> {
+  if (agentId) await untilWritten(() => createOnce(main, sessionId, agentId));
   for (let made = 0; made < depth; made += 25) {
     const count = Math.min(25, depth - made);
-    await main.service.appendMessages(scope(sessionId), {
-      messages: Array.from({ length: count }, (_, index) => ({ id: `d${made + index + 1}`, role: 'user', content: 'x' })),
-    });
+    // Under its parent by name, so that a repeat after a timeout finds its messages there and adds none.
+    const parentId = made === 0 ? ROOT_NODE : `d${made}`;
+    const messages = Array.from({ length: count }, (_, index) => ({ id: `d${made + index + 1}`, role: 'user', content: 'x' }));
+    await untilWritten(() => main.service.appendMessages(scope(sessionId), { messages, parentId }));
   }
   // State at a node one above the head, then at the head: both have their own version.
-  await main.service.replaceState(scope(sessionId), kilobyteState(1), { node: `d${depth - 1}` });
-  await main.service.replaceState(scope(sessionId), kilobyteState(2));
+  await untilWritten(() => main.service.replaceState(scope(sessionId), kilobyteState(1), { node: `d${depth - 1}` }));
+  await untilWritten(() => main.service.replaceState(scope(sessionId), kilobyteState(2)));
+}
+
+/** Creates a session; one that exists already is the one an earlier attempt made (only the fixture makes these ids). */
+async function createOnce(main: Wired, sessionId: string, agentId: string): Promise<void> {
+  try {
+    await main.deps.sessions.createSession(TENANT, { sessionId, agentId });
+  } catch (error) {
+    if ((error as { code?: string }).code !== 'session_exists') throw error;
+  }
 }
 
 /** History: `count` versions written straight through the store (one PutItem each). */
 async function history(main: Wired, sessionId: string, count: number): Promise<void> {
   const at = new Date().toISOString();
-  let tip: Tip = await main.store.readTip(scope(sessionId), { withState: true });
-  let previous: VersionRecord | null = tip.latest;
-  for (let version = tip.version + 1; version <= count; version++) {
+  let tip: Tip = await untilWritten(() => main.store.readTip(scope(sessionId), { withState: true }));
+  while (tip.version < count) {
+    const basedOn = tip;
+    const version = basedOn.version + 1;
     const record: VersionRecord = {
       version,
       node: 'root',
@@ -116,40 +126,25 @@ async function history(main: Wired, sessionId: string, count: number): Promise<v
       createdAt: at,
       state: kilobyteState(version),
       agent: null,
-      lineage: nextLineage(previous),
+      lineage: nextLineage(basedOn.latest),
     };
-    tip = await main.store.commit(scope(sessionId), {
-      basedOn: tip,
-      version: record,
-      prior: previous,
-      head: { id: 'root', version, depth: 0 },
-      newNodes: [],
-      touchSessionAt: tip.kind === 'empty' ? at : undefined,
-      mayCreateSession: tip.kind === 'empty',
-    });
-    previous = tip.latest;
+    try {
+      tip = await main.store.commit(scope(sessionId), {
+        basedOn,
+        version: record,
+        prior: basedOn.latest,
+        head: { id: 'root', version, depth: 0 },
+        newNodes: [],
+        touchSessionAt: basedOn.kind === 'empty' ? at : undefined,
+        mayCreateSession: basedOn.kind === 'empty',
+      });
+    } catch (error) {
+      // A timeout (the put may have landed) or a lost race: read where the log is, and go on from there.
+      const code = String((error as { code?: unknown }).code);
+      if (!(error instanceof StaleTipError) && code !== 'unavailable' && code !== 'throttled') throw error;
+      tip = await untilWritten(() => main.store.readTip(scope(sessionId), { withState: true }));
+    }
   }
-}
-
-/** Sessions: `count` filler sessions, 32 at a time; returns how many answered session_exists to their own write. */
-async function sessions(service: SessionService, count: number): Promise<number> {
-  let selfConflicts = 0;
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: 32 }, async () => {
-      for (let index = next++; index < count; index = next++) {
-        try {
-          await service.createSession(TENANT, { sessionId: `filler-${index}`, agentId: 'planner', metadata: { n: index } });
-        } catch (error) {
-          // Only this loop creates these ids: a session_exists here is the SDK retrying a
-          // PutItem whose first attempt landed but answered too late (request timeout).
-          if ((error as { code?: string }).code !== 'session_exists') throw error;
-          selfConflicts++;
-        }
-      }
-    }),
-  );
-  return selfConflicts;
 }
 
 export async function measureScale(meter: Meter, client: DynamoDBClient, main: Wired): Promise<ScaleResult> {
@@ -169,20 +164,17 @@ export async function measureScale(meter: Meter, client: DynamoDBClient, main: W
   // History: SCALE.versions versions. Sessions: a table with one session, and one with SCALE.sessions.
   const one = await wire(client, 'bench_one_session');
   const many = await wire(client, 'bench_many_sessions');
-  const [, , selfConflicts] = await Promise.all([
+  await Promise.all([
     history(main, 'history-small', 10),
     history(main, 'history-large', SCALE.versions),
-    sessions(many.service, SCALE.sessions - 1),
-    one.service.replaceState(scope('target'), kilobyteState(1)),
-    many.service.replaceState(scope('target'), kilobyteState(1)),
+    writeFillerSessions(many, SCALE.sessions - 1),
+    untilWritten(() => one.service.replaceState(scope('target'), kilobyteState(1))),
+    untilWritten(() => many.service.replaceState(scope('target'), kilobyteState(1))),
   ]);
   const setupSeconds = (performance.now() - setupStart) / 1000;
   log(
     `  (set-up: ${SCALE.depth} nodes, ${SCALE.versions} versions and ${SCALE.sessions} sessions written in ${setupSeconds.toFixed(1)} s)`,
   );
-  if (selfConflicts > 0) {
-    log(`  WARNING: ${selfConflicts} createSession calls answered session_exists for a session they had just created themselves`);
-  }
   meter.reset();
 
   const get = (url: string) => (_i: number) => handlerRun({ method: 'GET', url, headers: auth }, 200);
@@ -300,7 +292,7 @@ export async function measureScale(meter: Meter, client: DynamoDBClient, main: W
     { what: 'GET session', ...tables, a: get('/v1/sessions/target'), b: get('/v1/sessions/target') },
     { what: 'GET sessions (first page, limit 10)', ...tables, a: get('/v1/sessions?limit=10'), b: get('/v1/sessions?limit=10') },
   ]);
-  return { depthResults, historyResults, sessionResults, selfConflicts };
+  return { depthResults, historyResults, sessionResults };
 }
 
 /** Rounded per request, so that a fraction of a request cannot make a pair look different. */
