@@ -176,7 +176,8 @@ sender only in webhooks; test/unit/bundle-contents.test.ts fails when a group ca
 module its routes do not use. The request schemas are written with zod/mini, whose checks
 tree-shake: a group carries 13–26 KiB of zod instead of the 74–92 KiB of classic zod.
 \`health\` and \`inspector\` need no key and no table, so they carry neither the services nor
-the SDK nor zod (functions/http/public.ts); \`health\` is mostly the OpenAPI document it serves.
+the SDK nor zod (functions/http/public.ts), and \`health\` reads the OpenAPI document it serves
+from a copy the stack puts beside its bundle (140 KiB that \`/health\` never needs).
 
 **Where the keyed route groups miss ${BUNDLE_TARGETS.routeKiB} KiB** (by ${range(over)} KiB): tracing first.
 Every function runs with active X-Ray tracing and Powertools' Tracer (DESIGN.md: Powertools
@@ -188,7 +189,8 @@ rules). Traced handlers and SDK calls are worth more than those bytes, which a c
 mostly as import time: the last column.${
     slow.length > 0
       ? ` Over ${BUNDLE_TARGETS.importMs} ms in this run: ${slow.join(', ')}. Most of an import is the AWS SDK's
-DynamoDB client and the X-Ray SDK, both needed by the first request.`
+DynamoDB client and the X-Ray SDK, both needed by the first request; decide also parses the
+Lambda client it calls \`lambda:\` workers with (loaded only then, but in the same file).`
       : ''
   }
 

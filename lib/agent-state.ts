@@ -179,6 +179,9 @@ const INSPECTOR_GROUP = 'inspector';
 /** Where the page's files are inside that function: the bundle folder is /var/task. */
 const INSPECTOR_DIR_IN_LAMBDA = '/var/task/inspector';
 
+/** A path as one word of a shell command. */
+const shellWord = (path: string) => `'${path.replace(/'/g, `'\\''`)}'`;
+
 /**
  * Builds the inspector page (vite, inspector/vite.config.ts) into the inspector function's
  * bundle folder, so the page ships with the function that serves it: one asset, built from
@@ -187,8 +190,19 @@ const INSPECTOR_DIR_IN_LAMBDA = '/var/task/inspector';
 function buildInspectorInto(outputDir: string): string[] {
   const vite = join(projectRoot, 'node_modules', '.bin', 'vite');
   const config = join(projectRoot, 'inspector', 'vite.config.ts');
-  const quote = (path: string) => `'${path.replace(/'/g, `'\\''`)}'`;
-  return [`${quote(vite)} build --config ${quote(config)} --outDir ${quote(join(outputDir, 'inspector'))} --emptyOutDir --logLevel warn`];
+  return [
+    `${shellWord(vite)} build --config ${shellWord(config)} --outDir ${shellWord(join(outputDir, 'inspector'))} --emptyOutDir --logLevel warn`,
+  ];
+}
+
+/** The route group that serves `GET /v1/openapi.json` (functions/http/health.ts). */
+const CONTRACT_GROUP = 'health';
+/** Where that function reads the document: beside its bundle, not in it (140 KiB its `/health` never needs). */
+const OPENAPI_FILE_IN_LAMBDA = '/var/task/openapi.json';
+
+/** Copies docs/openapi.json into the health function's bundle folder. */
+function copyContractInto(outputDir: string): string[] {
+  return [`cp ${shellWord(join(projectRoot, 'docs', 'openapi.json'))} ${shellWord(join(outputDir, 'openapi.json'))}`];
 }
 
 /** What Powertools reads: every log line and metric names the service, metrics go to one namespace. */
@@ -321,6 +335,7 @@ export class AgentState extends Construct {
       // The registry checks a worker where it is registered, so it knows the allowed ARNs too.
       const knowsWorkers = callsWorkers || workerCheckingGroups.includes(group);
       const servesInspector = group === INSPECTOR_GROUP;
+      const servesContract = group === CONTRACT_GROUP;
       functions[group] = this.createFunction(pascal(group), {
         entry: join('functions', 'http', `${group}.ts`),
         description: `agentstate: the ${group} routes`,
@@ -331,8 +346,10 @@ export class AgentState extends Construct {
           ? { ...environment, AGENTSTATE_ALLOWED_WORKER_ARNS: workers.join(',') }
           : servesInspector
             ? { ...environment, AGENTSTATE_INSPECTOR_DIR: INSPECTOR_DIR_IN_LAMBDA }
-            : environment,
-        ...(servesInspector ? { afterBundling: buildInspectorInto } : {}),
+            : servesContract
+              ? { ...environment, AGENTSTATE_OPENAPI_FILE: OPENAPI_FILE_IN_LAMBDA }
+              : environment,
+        ...(servesInspector ? { afterBundling: buildInspectorInto } : servesContract ? { afterBundling: copyContractInto } : {}),
         invokes: callsWorkers ? workers : [],
         // A worker may take up to 25 s (API.md section 6); the decision's reads and commit
         // need the rest, still under API Gateway's 30 s.

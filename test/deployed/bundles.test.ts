@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { QueuedMessage } from './support/aws-stand-in.js';
 import { type DeployedStack, deployStack } from './support/world.js';
@@ -38,6 +39,15 @@ describe('the HTTP API behind the authorizer', () => {
     expect(health).toMatchObject({ status: 200, json: { ok: true } });
     expect(keyless).toMatchObject({ status: 401, json: { message: 'Unauthorized' } });
     expect(stack.http.authorizerCalls).toBe(calls);
+  });
+
+  it('serves the OpenAPI document from the copy beside the health bundle, without a key', async () => {
+    // Act: the health function as deployed, which reads the document lib/ copied into its folder.
+    const response = await stack.http.request('GET', '/v1/openapi.json');
+
+    // Assess
+    expect(response.status).toBe(200);
+    expect(response.json).toEqual(JSON.parse(readFileSync(new URL('../../docs/openapi.json', import.meta.url), 'utf8')));
   });
 
   it('answers an unknown key with the contract’s 401 problem document', async () => {

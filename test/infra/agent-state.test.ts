@@ -158,6 +158,8 @@ describe('functions', () => {
         ...(group === 'inspector'
           ? { AGENTSTATE_INSPECTOR_DIR: '/var/task/inspector', AGENTSTATE_WEBSOCKET_URL: stack.resolve(stack.agentState.webSocketUrl) }
           : {}),
+        // The OpenAPI document is a file beside the health bundle, not in it.
+        ...(group === 'health' ? { AGENTSTATE_OPENAPI_FILE: '/var/task/openapi.json' } : {}),
       },
     });
   });

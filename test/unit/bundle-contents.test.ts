@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -70,8 +70,9 @@ const usedOnlyBy: ReadonlyArray<{ module: string; groups: readonly RouteGroup[] 
   { module: 'functions/workers/outbound.ts', groups: ['agents', 'decide', 'webhooks'] },
   { module: 'functions/store/session-store.ts', groups: ['sessions', 'tree', 'state', 'agents', 'decide', 'commits'] },
   { module: 'functions/core/session-service.ts', groups: ['sessions', 'tree', 'state'] },
-  // The contract is data for /v1/openapi.json; the code that generates it is in no bundle.
-  { module: 'docs/openapi.json', groups: ['health'] },
+  // The contract is a file beside the health bundle (lib/ copies it); the code that generates
+  // it, and the document itself, are in no bundle.
+  { module: 'docs/openapi.json', groups: [] },
   { module: 'functions/http/contract/', groups: [] },
 ];
 
@@ -103,11 +104,15 @@ describe('each route group bundles only what its routes use', () => {
   });
 });
 
-describe('the OpenAPI document in the health bundle', () => {
+describe('the OpenAPI document beside the health bundle', () => {
   it('is served by the bundled function as Lambda runs it, equal to docs/openapi.json', async () => {
-    // Prepare: the health function bundled as lib/agent-state.ts bundles it, written out and imported.
+    // Prepare: the health function bundled as lib/agent-state.ts bundles it, written out with
+    // the document copied beside it (as the stack does), and imported.
     const dir = mkdtempSync(join(os.tmpdir(), 'agentstate-health-bundle-'));
+    const env = { ...process.env };
     try {
+      copyFileSync(`${root}docs/openapi.json`, join(dir, 'openapi.json'));
+      process.env.AGENTSTATE_OPENAPI_FILE = join(dir, 'openapi.json');
       await build({
         entryPoints: [`${root}functions/http/health.ts`],
         outfile: join(dir, 'index.mjs'),
@@ -140,6 +145,7 @@ describe('the OpenAPI document in the health bundle', () => {
       expect(answer.statusCode).toBe(200);
       expect(JSON.parse(answer.body)).toEqual(JSON.parse(readFileSync(`${root}docs/openapi.json`, 'utf8')));
     } finally {
+      process.env = env;
       rmSync(dir, { recursive: true, force: true });
     }
   });
