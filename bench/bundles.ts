@@ -110,7 +110,7 @@ export async function measureBundles(): Promise<Bundle[]> {
   rmSync(bundleDir, { recursive: true, force: true });
   for (const bundle of bundles) {
     log(
-      `  ${pad(bundle.name, 13)} ${padLeft(bundle.bytes.toLocaleString('en-US'), 10)} bytes ` +
+      `  ${pad(bundle.name, 14)} ${padLeft(bundle.bytes.toLocaleString('en-US'), 10)} bytes ` +
         `(${kib(bundle.bytes)}, gzip ${kib(bundle.gzip)})` +
         `   without @aws-sdk/*: ${padLeft(kib(bundle.withoutSdk), 8)} (tracing ${padLeft(kib(bundle.tracing), 7)})   import ${bundle.importMs.toFixed(0)} ms`,
     );
@@ -161,7 +161,8 @@ export function bundleSection(bundles: Bundle[]): string {
   return `## Bundle size per Lambda
 
 Each function of the stack (a \`functions/http/<group>.ts\` per route group, the authorizer,
-the WebSocket handler, the change hook and the webhook hook, which share one entry) bundled
+the WebSocket handler, the change hook and the webhook hook, which share one entry, and the
+webhook queue's delivery hook) bundled
 as lib/agent-state.ts bundles it for deployment: esbuild, minified ESM, target node22, AWS SDK
 v3 bundled (\`bundleAwsSDK: true\`: the SDK version tested here, not the runtime's). "Without
 \`@aws-sdk/*\`" is the same bundle with the SDK left to the runtime, the size issue 20's target
