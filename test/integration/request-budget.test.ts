@@ -335,6 +335,21 @@ describe('conversations at scale (issue 20): cost at message 10 and at message 1
     return scope;
   }
   const one = (n: number) => ({ messages: [{ role: 'user', content: `a short message ${n}` }] });
+  /** A client's message of a turn. */
+  const turn = (n: number) => ({ trigger: { type: 'client.messages', messages: [{ role: 'user', content: `question ${n}` }] } });
+  /** The services with an in-process worker that counts turns, tells how many messages it saw, and replies. */
+  async function replyingWorker() {
+    const { dependenciesFor } = await import('../../functions/http/dependencies.js');
+    return dependenciesFor(stores, {
+      invokeWorker: async (_worker, body) => {
+        const request = JSON.parse(body) as { state: { turns?: number } | null; messages: unknown[] };
+        return {
+          state: { turns: (request.state?.turns ?? 0) + 1, seen: request.messages.length },
+          messages: [{ role: 'assistant', content: 'ok' }],
+        };
+      },
+    });
+  }
 
   it('appends one short message with three requests and at most two write units, at any depth', async () => {
     // Prepare
@@ -380,20 +395,10 @@ describe('conversations at scale (issue 20): cost at message 10 and at message 1
 
   it('holds a turn to six requests and six write units at depth 10 and 600 alike (worker shown its last 20 messages)', async () => {
     // Prepare: an agent whose worker replies and counts, shown the last 20 messages.
-    const { dependenciesFor } = await import('../../functions/http/dependencies.js');
-    const deps = dependenciesFor(stores, {
-      invokeWorker: async (_worker, body) => {
-        const request = JSON.parse(body) as { state: { turns?: number } | null; messages: unknown[] };
-        return {
-          state: { turns: (request.state?.turns ?? 0) + 1, seen: request.messages.length },
-          messages: [{ role: 'assistant', content: 'ok' }],
-        };
-      },
-    });
+    const deps = await replyingWorker();
     await deps.agents.putAgent('budget', 'turns', { worker: { url: 'module:examples/worker.ts', messages: { last: 20 } } });
     const shallow = await conversation('turn-10', 10, 'turns');
     const deep = await conversation('turn-600', 600, 'turns');
-    const turn = (n: number) => ({ trigger: { type: 'client.messages', messages: [{ role: 'user', content: `question ${n}` }] } });
     for (const scope of [shallow, deep]) for (let n = 0; n < 2; n++) await deps.decide.decide(scope, turn(n));
 
     // Act
@@ -411,21 +416,11 @@ describe('conversations at scale (issue 20): cost at message 10 and at message 1
 
   it('shows the worker the whole path (worker.messages "all") for one range read more past the 48 newest changes, and no more at depth 1,500', async () => {
     // Prepare: an agent that shows its worker every message (the default), on a short and a long conversation.
-    const { dependenciesFor } = await import('../../functions/http/dependencies.js');
-    const deps = dependenciesFor(stores, {
-      invokeWorker: async (_worker, body) => {
-        const request = JSON.parse(body) as { state: { turns?: number } | null; messages: unknown[] };
-        return {
-          state: { turns: (request.state?.turns ?? 0) + 1, seen: request.messages.length },
-          messages: [{ role: 'assistant', content: 'ok' }],
-        };
-      },
-    });
+    const deps = await replyingWorker();
     await deps.agents.putAgent('budget', 'all-turns', { worker: { url: 'module:examples/worker.ts' } });
     const shallow = await conversation('all-10', 10, 'all-turns');
     // 60 changes of 25 messages: past the 48 newest changes a tip read brings.
     const deep = await conversation('all-1500', 1500, 'all-turns');
-    const turn = (n: number) => ({ trigger: { type: 'client.messages', messages: [{ role: 'user', content: `question ${n}` }] } });
     for (const scope of [shallow, deep]) for (let n = 0; n < 2; n++) await deps.decide.decide(scope, turn(n));
 
     // Act
@@ -434,7 +429,7 @@ describe('conversations at scale (issue 20): cost at message 10 and at message 1
 
     // Assess: at depth 10 the tip's 48 newest changes hold the whole path: six requests. At
     // depth 1,500 the path's older part is one range of the log, read in one Query: seven. That
-    // one request is what "all" costs at depth (docs/benchmarks.md says why it cannot be folded
+    // one request is what "all" costs at depth (docs/architecture.md says why it cannot be folded
     // into the tip read); the write units stay within six either way.
     expect(atTen.requests.length, atTen.requests.join(', ')).toBe(6);
     expect([...atDeep.requests].sort()).toEqual([...atTen.requests, 'Query'].sort());

@@ -346,5 +346,8 @@ describe('retryOnStaleTip on a crowded session: writers wait their turn', () => 
     expect(othersWaiting(contended, { attempt: 2, raced: false }, now)).toBe(false);
     expect(othersWaiting({}, { attempt: 1, raced: false }, now)).toBe(false);
     expect(othersWaiting({ contendedAt: '2026-12-01T10:00:00.000Z' }, { attempt: 1, raced: false }, now)).toBe(false);
+    // A clock a little behind the writer's still queues; one an hour off does not.
+    expect(othersWaiting({ contendedAt: '2026-12-01T10:00:01.200Z' }, { attempt: 1, raced: false }, now)).toBe(true);
+    expect(othersWaiting({ contendedAt: '2026-12-01T11:00:01.000Z' }, { attempt: 1, raced: false }, now)).toBe(false);
   });
 });
