@@ -1,0 +1,79 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type RunningApi, startApi } from '../helpers/e2e.js';
+import { EventFixtures, type LiveClient, waitFor } from '../helpers/events.js';
+
+/**
+ * A WebSocket connection follows at most 100 sessions and at most 100 memory namespaces
+ * (functions/core/live.ts MAX_SUBSCRIPTIONS): the 101st is refused with `400 invalid_request`
+ * naming the limit, following again what it follows already is not a new place, leaving frees
+ * one, and the limit is the connection's own, not the key's.
+ */
+const LIMIT = 100;
+let api: RunningApi;
+const fixtures = new EventFixtures(() => api.url);
+
+beforeAll(async () => {
+  api = await startApi();
+});
+afterAll(async () => {
+  await fixtures.close();
+  await api?.stop();
+});
+
+/** Sends the messages at once and waits for one answer to each (an ack or an error), in order. */
+async function answers(client: LiveClient, messages: Array<Record<string, unknown>>): Promise<any[]> {
+  const before = client.messages.length;
+  for (const message of messages) client.send(message);
+  return waitFor(`${messages.length} answers`, () => {
+    const got = client.messages.slice(before).filter((answer) => ['subscribed', 'unsubscribed', 'error'].includes(answer.type));
+    return got.length >= messages.length ? got : null;
+  });
+}
+
+const session = (index: number) => ({ action: 'subscribe', sessionId: `followed-${index}` });
+const namespace = (index: number) => ({ action: 'subscribe', namespace: ['followed', `n${index}`] });
+
+describe.each([
+  ['sessions', session, { action: 'unsubscribe', sessionId: 'followed-7' }],
+  ['namespaces', namespace, { action: 'unsubscribe', namespace: ['followed', 'n7'] }],
+] as const)('a connection following %s', (what, subscribe, leaveOne) => {
+  it(`follows ${LIMIT}, refuses one more with 400 naming the limit, and takes it once it left another`, async () => {
+    // Prepare: one connection follows as many as it may.
+    const client = await fixtures.live('dev-key');
+    const acks = await answers(
+      client,
+      Array.from({ length: LIMIT }, (_, index) => subscribe(index)),
+    );
+    expect(acks.map((ack) => ack.type)).toEqual(Array(LIMIT).fill('subscribed'));
+
+    // Act: one more; one it follows already; then leave one and try the refused one again.
+    const [refused, again] = await answers(client, [subscribe(LIMIT), subscribe(3)]);
+    const [left] = await answers(client, [leaveOne]);
+    const [taken] = await answers(client, [subscribe(LIMIT)]);
+
+    // Assess
+    expect(refused).toMatchObject({ type: 'error', status: 400, code: 'invalid_request', limit: LIMIT });
+    expect(refused.detail).toContain(`at most ${LIMIT} ${what}`);
+    expect(again).toMatchObject({ type: 'subscribed' });
+    expect(left).toMatchObject({ type: 'unsubscribed' });
+    expect(taken).toMatchObject({ type: 'subscribed' });
+  });
+
+  it('counts per connection: another connection of the same key starts with none', async () => {
+    // Prepare
+    const full = await fixtures.live('dev-key');
+    await answers(
+      full,
+      Array.from({ length: LIMIT }, (_, index) => subscribe(index)),
+    );
+
+    // Act
+    const other = await fixtures.live('dev-key');
+    const [ack] = await answers(other, [subscribe(LIMIT + 1)]);
+    const [refused] = await answers(full, [subscribe(LIMIT + 1)]);
+
+    // Assess
+    expect(ack).toMatchObject({ type: 'subscribed' });
+    expect(refused).toMatchObject({ type: 'error', code: 'invalid_request', limit: LIMIT });
+  });
+});
