@@ -19,6 +19,9 @@ import { conditionally, conditions, forEachInRange, type Item, type TableClient 
  * tenant in that key is the connection's own, so a follower never sees another tenant's
  * session. `$disconnect` finds what to remove in the connection's `sessions` set.
  */
+/** The sets on a connection's item: the sessions and the memory namespaces it follows. */
+type ConnectionList = 'sessions' | 'namespaces';
+
 export class DynamoDbLiveStore implements LiveStore {
   constructor(private readonly table: TableClient) {}
 
@@ -62,24 +65,7 @@ export class DynamoDbLiveStore implements LiveStore {
     // outlives its connection (beyond a race with $disconnect, which TTL and the change
     // hook's cleanup of gone connections settle). A connection that is gone, or follows as
     // many sessions as it may, follows nothing more.
-    const listed = await conditionally(
-      this.table.send(
-        new UpdateCommand({
-          TableName: this.table.tableName,
-          Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
-          UpdateExpression: 'ADD sessions :session SET #ttl = :ttl',
-          ConditionExpression: `${conditions.itemExists} AND (attribute_not_exists(sessions) OR size(sessions) < :max OR contains(sessions, :id))`,
-          ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive },
-          ExpressionAttributeValues: {
-            ':session': new Set([scope.sessionId]),
-            ':id': scope.sessionId,
-            ':max': MAX_SUBSCRIPTIONS,
-            ':ttl': expiresAt,
-          },
-        }),
-      ),
-    );
-    if (!listed) return false;
+    if (!(await this.list(connectionId, 'sessions', scope.sessionId, expiresAt))) return false;
     await this.table.send(
       new PutCommand({
         TableName: this.table.tableName,
@@ -104,21 +90,8 @@ export class DynamoDbLiveStore implements LiveStore {
     expiresAt: number,
     mode: EventMode = 'full',
   ): Promise<boolean> {
-    const path = namespace.join('/');
     // As `subscribe`: the connection lists it first, so $disconnect finds what to remove.
-    const listed = await conditionally(
-      this.table.send(
-        new UpdateCommand({
-          TableName: this.table.tableName,
-          Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
-          UpdateExpression: 'ADD namespaces :namespace SET #ttl = :ttl',
-          ConditionExpression: `${conditions.itemExists} AND (attribute_not_exists(namespaces) OR size(namespaces) < :max OR contains(namespaces, :path))`,
-          ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive },
-          ExpressionAttributeValues: { ':namespace': new Set([path]), ':path': path, ':max': MAX_SUBSCRIPTIONS, ':ttl': expiresAt },
-        }),
-      ),
-    );
-    if (!listed) return false;
+    if (!(await this.list(connectionId, 'namespaces', namespace.join('/'), expiresAt))) return false;
     await this.table.send(
       new PutCommand({
         TableName: this.table.tableName,
@@ -141,17 +114,7 @@ export class DynamoDbLiveStore implements LiveStore {
         Key: { pk: keys.namespaceFollowers(tenant, namespace), sk: keys.subscriber(connectionId) },
       }),
     );
-    await conditionally(
-      this.table.send(
-        new UpdateCommand({
-          TableName: this.table.tableName,
-          Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
-          UpdateExpression: 'DELETE namespaces :namespace',
-          ConditionExpression: conditions.itemExists,
-          ExpressionAttributeValues: { ':namespace': new Set([namespace.join('/')]) },
-        }),
-      ),
-    );
+    await this.unlist(connectionId, 'namespaces', namespace.join('/'));
   }
 
   /** One Query per namespace the event's lies under (itself included): at most eight, in parallel. */
@@ -177,15 +140,40 @@ export class DynamoDbLiveStore implements LiveStore {
     await this.table.send(
       new DeleteCommand({ TableName: this.table.tableName, Key: { pk: keys.subscribers(scope), sk: keys.subscriber(connectionId) } }),
     );
-    // A connection that is gone lists nothing to remove.
+    await this.unlist(connectionId, 'sessions', scope.sessionId);
+  }
+
+  /**
+   * Adds a session id or a namespace path to what the connection follows, unless the
+   * connection is gone or already follows as many as it may (then false). Listing again what it
+   * lists already only renews the connection's expiry.
+   */
+  private async list(connectionId: string, listName: ConnectionList, entry: string, expiresAt: number): Promise<boolean> {
+    return conditionally(
+      this.table.send(
+        new UpdateCommand({
+          TableName: this.table.tableName,
+          Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
+          UpdateExpression: 'ADD #list :entries SET #ttl = :ttl',
+          ConditionExpression: `${conditions.itemExists} AND (attribute_not_exists(#list) OR size(#list) < :max OR contains(#list, :entry))`,
+          ExpressionAttributeNames: { '#list': listName, '#ttl': tableKeys.timeToLive },
+          ExpressionAttributeValues: { ':entries': new Set([entry]), ':entry': entry, ':max': MAX_SUBSCRIPTIONS, ':ttl': expiresAt },
+        }),
+      ),
+    );
+  }
+
+  /** Takes an entry off the connection's list; a connection that is gone lists nothing to remove. */
+  private async unlist(connectionId: string, listName: ConnectionList, entry: string): Promise<void> {
     await conditionally(
       this.table.send(
         new UpdateCommand({
           TableName: this.table.tableName,
           Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
-          UpdateExpression: 'DELETE sessions :session',
+          UpdateExpression: 'DELETE #list :entries',
           ConditionExpression: conditions.itemExists,
-          ExpressionAttributeValues: { ':session': new Set([scope.sessionId]) },
+          ExpressionAttributeNames: { '#list': listName },
+          ExpressionAttributeValues: { ':entries': new Set([entry]) },
         }),
       ),
     );
