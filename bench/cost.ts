@@ -192,7 +192,7 @@ export function costSection(rows: CostRow[]): string {
   return `## What it costs in AWS
 
 Each operation's price per million, from the DynamoDB requests and capacity units measured above
-(section 1; the turns at both depths from section 2), at on-demand us-east-1 prices: HTTP API
+(section 1${rows.some((row) => row.operation.startsWith('a conversation turn at')) ? '; the turns at both depths from section 2' : ''}), at on-demand us-east-1 prices: HTTP API
 USD ${PRICES.httpApiPerMillionRequests.toFixed(2)} per million requests, Lambda arm64 USD ${PRICES.lambdaPerMillionRequests.toFixed(2)} per million invocations and
 USD ${PRICES.lambdaPerGbSecond} per GB-second at the stack's ${FUNCTION_DEFAULTS.memorySize} MB, DynamoDB USD ${PRICES.dynamoDbPerMillionReadUnits} per million
 read units and USD ${PRICES.dynamoDbPerMillionWriteUnits} per million write units. Logs, X-Ray and change events

@@ -19,7 +19,8 @@
  * Flags: --quick (few iterations, small scale, prints only), --no-doc (do not write the doc),
  *        --memory-only (section 6 alone, written into the page in place of its last run),
  *        --bundles-only (section 4 alone, the same way; no DynamoDB needed),
- *        --only=scale,concurrency (those sections alone, printed only).
+ *        --only=scale,concurrency (those sections alone, printed only),
+ *        --operations-only (section 1's table and section 7 without its depth rows, written into the page).
  * Env:   BENCH_ITERATIONS (default 300).
  */
 // First: the X-Ray SDK reads its environment as the handlers load it.
@@ -35,13 +36,13 @@ import { dynamoDbClient } from '../functions/store/client.js';
 import { bundleSection, measureBundles } from './bundles.js';
 import { measureConcurrency } from './concurrency.js';
 import { DOC, ITERATIONS, log, ONLY, QUICK, WARMUP, WRITE_DOC, writeDoc } from './config.js';
-import { costRows, costTable } from './cost.js';
+import { costRows, costSection, costTable } from './cost.js';
 import { STATE_BYTES, wire, writeSessions } from './fixture.js';
 import { measureLangGraph } from './langgraph.js';
 import { largeStateTable, measureLargeState } from './large-state.js';
 import { measureMemory } from './memory.js';
 import { Meter } from './meter.js';
-import { measureOperations } from './operations.js';
+import { measureOperations, operationsTable } from './operations.js';
 import { measureOwnCode } from './own-code.js';
 import { benchmarksPage, memorySection } from './page.js';
 import { writeRawItems } from './raw-sdk.js';
@@ -87,6 +88,24 @@ if (process.argv.includes('--memory-only')) {
 await writeSessions(main);
 await writeRawItems(client);
 meter.reset();
+
+if (process.argv.includes('--operations-only')) {
+  // Section 1's table and section 7 (priced from it alone, no depth rows), written into the
+  // page in place of their last run; the rest of the page is kept as it is.
+  const operations = await measureOperations(meter, client, main, dynamo.endpoint, STATE_BYTES);
+  const page = readFileSync(DOC, 'utf8');
+  const tableStart = page.indexOf('## Operations\n\n') + '## Operations\n\n'.length;
+  const tableEnd = page.indexOf('\n\n', tableStart);
+  const costStart = page.indexOf('## What it costs in AWS\n');
+  const load = page.indexOf('## Load test');
+  if (tableStart < '## Operations\n\n'.length || load < 0)
+    throw new Error(`${DOC} has no operations table or load section to write around`);
+  const cost = `${costSection(costRows(operations.rows, []))}\n`;
+  const rest = `${page.slice(tableEnd, costStart < 0 ? load : costStart)}${cost}${page.slice(load)}`;
+  if (WRITE_DOC) writeDoc(`${page.slice(0, tableStart)}${operationsTable(operations.rows)}${rest}`);
+  await dynamo.stop();
+  process.exit(0);
+}
 
 if (ONLY) {
   if (ONLY.includes('scale')) await measureScale(meter, client, main);
