@@ -1,11 +1,9 @@
-import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
+import { compile, npm, pack, root, run, typeErrorsOf, userTsconfig } from './support.js';
 
 /**
  * `@agentstate/client` as a user gets it: packed by npm (which builds it on prepack), installed
@@ -13,10 +11,6 @@ import { type RunningApi, startApi } from '../helpers/e2e.js';
  * nothing from a registry), type-checked there by a program of the user's, and that program run
  * against `npm start`. publint and arethetypeswrong check the tarball as a registry would see it.
  */
-const run = promisify(execFile);
-const root = fileURLToPath(new URL('../../', import.meta.url));
-const tsc = join(root, 'node_modules/.bin/tsc');
-const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 
 let scratch: string;
 let project: string;
@@ -66,28 +60,12 @@ const turns: string = (await chat.getState()).turns;
 export { turns };
 `;
 
-const tsconfig = {
-  compilerOptions: {
-    target: 'ES2022',
-    lib: ['ES2023', 'DOM'],
-    module: 'NodeNext',
-    moduleResolution: 'NodeNext',
-    strict: true,
-    types: [],
-    outDir: 'out',
-  },
-  include: ['main.ts'],
-};
+const tsconfig = userTsconfig;
 
 beforeAll(async () => {
   // Prepare: the tarball, exactly as `npm publish` would upload it (prepack builds dist/).
   scratch = mkdtempSync(join(os.tmpdir(), 'agentstate-client-package-'));
-  const packed = await run(npm, ['pack', '--workspace', 'packages/client', '--pack-destination', scratch, '--json', '--silent'], {
-    cwd: root,
-    maxBuffer: 16 * 1024 * 1024,
-  });
-  const [info] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['))) as Array<{ filename: string }>;
-  tarball = join(scratch, info?.filename ?? '');
+  tarball = await pack('packages/client', scratch);
 
   // An empty project of the user's, outside this repository so nothing resolves from its node_modules.
   project = join(scratch, 'user-project');
@@ -126,16 +104,8 @@ describe('the packed @agentstate/client', () => {
 
   it('type-checks a program against its declarations, and refuses a wrongly typed one', async () => {
     // Act
-    await run(tsc, ['-p', '.'], { cwd: project });
-    writeFileSync(join(project, 'wrong.ts'), wrongProgram);
-    writeFileSync(
-      join(project, 'tsconfig.wrong.json'),
-      JSON.stringify({ ...tsconfig, compilerOptions: { ...tsconfig.compilerOptions, noEmit: true }, include: ['wrong.ts'] }),
-    );
-    const wrong = await run(tsc, ['-p', 'tsconfig.wrong.json'], { cwd: project }).then(
-      () => 'compiled',
-      (error: { stdout?: string }) => String(error.stdout),
-    );
+    await compile(project);
+    const wrong = await typeErrorsOf(project, tsconfig, wrongProgram);
 
     // Assess
     expect(statSync(join(project, 'out/main.js')).isFile()).toBe(true);

@@ -1,11 +1,9 @@
-import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
+import { compile, npm, pack, root, run, typeErrorsOf, userTsconfig } from './support.js';
 
 /**
  * `@agentstate/langgraph` as a user gets it: packed by npm beside the client it depends on,
@@ -14,10 +12,6 @@ import { type RunningApi, startApi } from '../helpers/e2e.js';
  * then a LangGraph program of the user's type-checked against the package's declarations and run
  * against `npm start`: a graph that keeps its thread across two savers, and a store.
  */
-const run = promisify(execFile);
-const root = fileURLToPath(new URL('../../', import.meta.url));
-const tsc = join(root, 'node_modules/.bin/tsc');
-const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 const versionOf = (name: string) =>
   (JSON.parse(readFileSync(join(root, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
 
@@ -78,34 +72,13 @@ import { AgentStateSaver } from '@agentstate/langgraph';
 export const saver = new AgentStateSaver({ url: 'http://localhost:4000' });
 `;
 
-const tsconfig = {
-  compilerOptions: {
-    target: 'ES2022',
-    lib: ['ES2023', 'DOM'],
-    module: 'NodeNext',
-    moduleResolution: 'NodeNext',
-    strict: true,
-    skipLibCheck: true,
-    types: [],
-    outDir: 'out',
-  },
-  include: ['main.ts'],
-};
-
-async function pack(workspace: string): Promise<string> {
-  const packed = await run(npm, ['pack', '--workspace', workspace, '--pack-destination', scratch, '--json', '--silent'], {
-    cwd: root,
-    maxBuffer: 16 * 1024 * 1024,
-  });
-  const [info] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['))) as Array<{ filename: string }>;
-  return join(scratch, info?.filename ?? '');
-}
+const tsconfig = { ...userTsconfig, compilerOptions: { ...userTsconfig.compilerOptions, skipLibCheck: true } };
 
 beforeAll(async () => {
   // Prepare: both tarballs as `npm publish` would upload them (prepack builds each dist/).
   scratch = mkdtempSync(join(os.tmpdir(), 'agentstate-langgraph-package-'));
-  const client = await pack('packages/client');
-  const langgraph = await pack('packages/langgraph');
+  const client = await pack('packages/client', scratch);
+  const langgraph = await pack('packages/langgraph', scratch);
 
   // An empty project of the user's, outside this repository, with LangGraph as a user adds it.
   project = join(scratch, 'user-project');
@@ -140,16 +113,8 @@ describe('the packed @agentstate/langgraph', () => {
 
   it("type-checks the user's LangGraph program against its declarations, and refuses a wrongly typed one", async () => {
     // Act
-    await run(tsc, ['-p', '.'], { cwd: project });
-    writeFileSync(join(project, 'wrong.ts'), wrongProgram);
-    writeFileSync(
-      join(project, 'tsconfig.wrong.json'),
-      JSON.stringify({ ...tsconfig, compilerOptions: { ...tsconfig.compilerOptions, noEmit: true }, include: ['wrong.ts'] }),
-    );
-    const wrong = await run(tsc, ['-p', 'tsconfig.wrong.json'], { cwd: project }).then(
-      () => 'compiled',
-      (error: { stdout?: string }) => String(error.stdout),
-    );
+    await compile(project);
+    const wrong = await typeErrorsOf(project, tsconfig, wrongProgram);
 
     // Assess
     expect(statSync(join(project, 'out/main.js')).isFile()).toBe(true);
