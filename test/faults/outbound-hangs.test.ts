@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { ChangeEvent } from '../../functions/core/events.js';
 import { eventBridgeClient, eventBridgePublisher } from '../../functions/streams/event-bus.js';
 import { connectionGatewayFromEnv } from '../../functions/ws/connections.js';
+import { stateChangedEvent } from '../helpers/event-fixtures.js';
 
 /**
  * The change hook's outbound AWS clients (EventBridge, the API Gateway Management API) against
@@ -51,25 +52,7 @@ afterAll(async () => {
 });
 
 function event(version: number, note: string): { tenant: string; event: ChangeEvent } {
-  return {
-    tenant: 't',
-    event: {
-      id: `s1:${version}`,
-      type: 'state.changed',
-      sessionId: 's1',
-      node: 'root',
-      version,
-      prevVersion: version - 1,
-      cause: 'patch',
-      author: null,
-      decisionId: null,
-      next: { note },
-      prev: null,
-      patch: { note },
-      agent: null,
-      occurredAt: new Date(0).toISOString(),
-    } as unknown as ChangeEvent,
-  };
+  return { tenant: 't', event: stateChangedEvent(version, { next: { note }, patch: { note }, occurredAt: new Date(0).toISOString() }) };
 }
 
 describe('EventBridge that hangs', () => {

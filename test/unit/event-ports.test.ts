@@ -3,25 +3,13 @@ import { EventBridgeClient, PutEventsCommand } from '@aws-sdk/client-eventbridge
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { StateChangedEvent } from '../../functions/core/events.js';
+import type { Json } from '../../functions/core/json.js';
 import { eventBridgePublisher } from '../../functions/streams/event-bus.js';
 import { liveBroadcaster } from '../../functions/ws/broadcast.js';
 import { managementApiGateway } from '../../functions/ws/connections.js';
+import { stateChangedEvent } from '../helpers/event-fixtures.js';
 
-const event = (version: number, state: unknown = { n: version }): StateChangedEvent => ({
-  id: `s1:${version}`,
-  type: 'state.changed',
-  sessionId: 's1',
-  node: 'root',
-  version,
-  prevVersion: version - 1,
-  cause: 'patch',
-  author: null,
-  decisionId: null,
-  next: state as never,
-  prev: null,
-  agent: null,
-  occurredAt: '2025-06-01T10:00:00.000Z',
-});
+const event = (version: number, state: unknown = { n: version }) => stateChangedEvent(version, { next: state as Json });
 
 const noWait = async () => {};
 

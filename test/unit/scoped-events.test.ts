@@ -12,6 +12,7 @@ import { type WebhookRecord, webhookView } from '../../functions/core/webhooks.j
 import { LOG_ITEM_KIND } from '../../functions/store/item-kinds.js';
 import { recordedVersionOf } from '../../functions/store/stream-images.js';
 import { liveBroadcaster } from '../../functions/ws/broadcast.js';
+import { stateChangedEvent } from '../helpers/event-fixtures.js';
 
 /**
  * Change events under typed fields (API.md section 7: an agent's view of events shows only
@@ -39,21 +40,7 @@ const agents: AgentFields[] = [
 const schema = buildSchema('root', agents) as Schema;
 const full = { plan: 'ship', internal: 7, cardToken: 'tok_1', topic: 'refunds' };
 
-const event = (next: Json, prev: Json, version = 2): StateChangedEvent => ({
-  id: `s1:${version}`,
-  type: 'state.changed',
-  sessionId: 's1',
-  node: 'root',
-  version,
-  prevVersion: version - 1,
-  cause: 'patch',
-  author: null,
-  decisionId: null,
-  next,
-  prev,
-  agent: { model: 'fast' },
-  occurredAt: '2025-06-01T10:00:00.000Z',
-});
+const event = (next: Json, prev: Json, version = 2) => stateChangedEvent(version, { next, prev, agent: { model: 'fast' } });
 
 describe('eventForAgent', () => {
   it('cuts next and prev to the fields the agent may read, and leaves the rest of the event alone', () => {
