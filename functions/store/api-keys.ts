@@ -1,8 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { isValidId } from '../core/ids.js';
 import { tableKeys } from './table.js';
+import { TableClient } from './table-client.js';
 
 /**
  * API keys of the deployed service (the local server reads `AGENTSTATE_API_KEYS` instead).
@@ -66,14 +67,19 @@ export class ApiKeyError extends Error {
 type Item = Record<string, unknown>;
 
 export class ApiKeyStore {
-  private readonly doc: DynamoDBDocumentClient;
+  /**
+   * Through the table client like every store, so that a throttled or unreachable DynamoDB is
+   * `429 throttled` / `503 unavailable` for a key looked up locally, not a bare 500. (The
+   * Lambda authorizer rethrows either way: API Gateway answers 500 and caches nothing.)
+   */
+  private readonly table: TableClient;
 
   constructor(
     client: DynamoDBClient,
     private readonly tableName: string,
     private readonly now: () => Date = () => new Date(),
   ) {
-    this.doc = DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
+    this.table = new TableClient(client, tableName, () => now().getTime());
   }
 
   /** Issues a key for a tenant; the returned `apiKey` is the only copy there will ever be. */
@@ -94,7 +100,7 @@ export class ApiKeyStore {
       revokedAt: null,
     };
     const index = tableKeys.sessionsIndex;
-    await this.doc.send(
+    await this.table.send(
       new PutCommand({
         TableName: this.tableName,
         Item: {
@@ -118,7 +124,7 @@ export class ApiKeyStore {
   /** The grant of a key, or null when the key was never issued or has been revoked. */
   async resolve(apiKey: string): Promise<KeyGrant | null> {
     if (apiKey.length === 0 || apiKey.length > MAX_KEY_LENGTH) return null;
-    const { Item } = await this.doc.send(
+    const { Item } = await this.table.send(
       new GetCommand({
         TableName: this.tableName,
         Key: { [tableKeys.partitionKey]: apiKeyItems.key(hashApiKey(apiKey)), [tableKeys.sortKey]: apiKeyItems.keySort },
@@ -143,7 +149,7 @@ export class ApiKeyStore {
     if (matches.length === 0) return null;
     if (matches.length > 1) throw new ApiKeyError(`${matches.length} keys have the id ${keyId}; refusing to guess`);
     const item = matches[0] as Item;
-    const { Attributes } = await this.doc.send(
+    const { Attributes } = await this.table.send(
       new UpdateCommand({
         TableName: this.tableName,
         // The index projects every attribute, so the listing entry carries the item's own key.
@@ -164,7 +170,7 @@ export class ApiKeyStore {
     const items: Item[] = [];
     let cursor: Item | undefined;
     do {
-      const page = await this.doc.send(
+      const page = await this.table.send(
         new QueryCommand({
           TableName: this.tableName,
           IndexName: index.name,

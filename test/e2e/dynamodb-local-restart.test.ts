@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main as agentstateCli } from '../../bin/agentstate.js';
 import { type ApiClient, apiClient } from '../helpers/api-client.js';
 import { EventFixtures, waitFor } from '../helpers/events.js';
 import { type ServerProcess, startServerProcess } from '../helpers/server.js';
@@ -11,6 +12,8 @@ import { type ServerProcess, startServerProcess } from '../helpers/server.js';
  * SIGKILL, as a crash or the OOM killer would), `/health` answers `503 unavailable` until it is
  * back, the server restarts it on the same data and port and says so, and then everything
  * works again: what was written before reads back, writes succeed, and change events flow.
+ * A key the admin CLI put in the table is looked up in that table on every request: while it
+ * cannot be reached, that lookup answers `503 unavailable` too, never a bare 500.
  */
 
 let dataDir: string;
@@ -36,6 +39,14 @@ describe('DynamoDB Local that dies under npm start', () => {
     expect((await http.post('/v1/webhooks', { url: receiver.url, sessionId: 'kept' })).status).toBe(201);
     expect((await http.put('/v1/sessions/kept/state', { before: true })).status).toBe(200);
     await waitFor('the first event', () => receiver.accepted().length === 1 || null);
+    const endpoint = /DynamoDB Local: (\S+)/.exec(server.output())?.[1] as string;
+    const issued: string[] = [];
+    const cliCode = await agentstateCli(['keys', 'create', '--tenant', 'local', '--json', '--endpoint', endpoint], {
+      out: (line) => issued.push(line),
+      err: () => {},
+      env: {},
+    });
+    const fromTable = apiClient(server.url, (JSON.parse(issued.join('\n')) as { apiKey: string }).apiKey);
     const healthyBefore = await fetch(`${server.url}/health`);
     const javaPid = server.javaPid() as number;
 
@@ -46,15 +57,20 @@ describe('DynamoDB Local that dies under npm start', () => {
       return answer.status === 503 ? answer : null;
     });
     const problem = await whileDown.json();
+    const keyLookupWhileDown = await fromTable.get('/v1/sessions/kept/state');
     await waitFor('/health to answer 200 again', async () => (await fetch(`${server.url}/health`)).status === 200 || null, 60_000, 200);
 
     // Assess
     expect(healthyBefore.status).toBe(200);
     expect(problem).toMatchObject({ code: 'unavailable', status: 503 });
+    expect(cliCode).toBe(0);
+    expect(keyLookupWhileDown.status).toBe(503);
+    expect(keyLookupWhileDown.body).toMatchObject({ code: 'unavailable' });
     expect(server.output()).toMatch(/DynamoDB Local exited unexpectedly \(SIGKILL\); restarting it on the same data/);
     expect(server.output()).toMatch(/DynamoDB Local is back on port \d+ \(java pid \d+\)/);
     const read = await http.get('/v1/sessions/kept/state');
     expect(read.body).toMatchObject({ version: 1, state: { before: true } });
+    expect((await fromTable.get('/v1/sessions/kept/state')).status).toBe(200);
     const written = await http.patch('/v1/sessions/kept/state', { after: true });
     expect(written.body).toMatchObject({ version: 2, state: { before: true, after: true } });
     const events = await waitFor('the event of the write after the restart', () =>
