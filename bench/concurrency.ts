@@ -9,7 +9,7 @@ import { scope, type Wired } from './fixture.js';
 import { invoke } from './invoke.js';
 import { median, ms, pad, padLeft, percentile, tableRow } from './measure.js';
 import type { Cost, Meter } from './meter.js';
-import { chain } from './scale.js';
+import { chain } from './scale-fixture.js';
 
 export interface ContentionResult {
   label: string;

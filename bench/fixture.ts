@@ -75,6 +75,10 @@ export const sessionIds = {
 /** The agent whose in-process worker the decide rows call. */
 export const BENCH_AGENT = 'bench-agent';
 
+/** Puts the agent of the decide rows (its worker is `wire`'s in-process one). */
+export const putBenchAgent = (wired: Wired) =>
+  wired.deps.agents.putAgent(TENANT, BENCH_AGENT, { worker: { url: 'module:examples/worker.ts' }, config: { model: 'fast' } });
+
 /** A client's message of a conversation turn: the trigger of the turn rows. */
 export const turnBody = (iteration: number) =>
   JSON.stringify({
@@ -99,7 +103,7 @@ export async function writeSessions(main: Wired): Promise<void> {
   await main.service.replaceState(scope(s.node), kilobyteState(1), { node: 'n1' });
   await main.service.appendMessages(scope(s.node), { messages: [{ id: 'n3', role: 'user', content: 'three' }] });
   await main.service.replaceState(scope(s.node), kilobyteState(3));
-  await main.deps.agents.putAgent(TENANT, BENCH_AGENT, { worker: { url: 'module:examples/worker.ts' }, config: { model: 'fast' } });
+  await putBenchAgent(main);
   await main.deps.sessions.createSession(TENANT, { sessionId: s.decide, agentId: BENCH_AGENT });
   await main.deps.sessions.createSession(TENANT, { sessionId: s.turn, agentId: BENCH_AGENT });
   for (const sessionId of [s.patch, s.put, s.append1, s.append25, s.servicePatch, s.decide, s.turn, s.commit]) {
@@ -113,9 +117,9 @@ const passing = new Set(['unavailable', 'throttled']);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * Runs one idempotent set-up write until it lands: DynamoDB Local on two shared cores can stall
- * for longer than a request's 3 s timeout while it takes thousands of writes, and a set-up that
- * gives up there takes the whole run down with it. Full-jitter backoff, up to a minute.
+ * Runs one idempotent set-up write until it lands: a DynamoDB Local that shares two cores with
+ * the writers can answer later than a request's 3 s timeout, and a set-up that gives up there
+ * takes the whole run down with it. Full-jitter backoff, up to a minute.
  */
 export async function untilWritten<T>(write: () => Promise<T>, attempts = 12): Promise<T> {
   for (let attempt = 1; ; attempt++) {

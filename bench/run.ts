@@ -1,27 +1,31 @@
 /**
  * `npm run bench`: what agentstate costs over the least DynamoDB work that could do the same,
- * side by side, in one process, on one in-memory DynamoDB Local (DESIGN.md section 7).
+ * side by side, in one process, on an in-memory DynamoDB Local (DESIGN.md section 7); the scale
+ * section starts one of its own for its fixture (bench/scale-fixture.ts says why).
  *
  *   raw SDK          GetItem / conditional PutItem / Query, straight on the DynamoDB client
  *   handlers         the Lambda handlers, called in-process with API Gateway v2 events
  *   service          SessionService alone (no middy, no HTTP shape), to split the overhead
  *   stub             raw and handler again, on a DynamoDB that answers at once: our code alone
  *
- * Every DynamoDB request passes through one metered client (bench/meter.ts), which counts
- * requests and consumed capacity per operation. Then: bundle size per Lambda, a scale run
- * (deep trees, long histories, many sessions) and a concurrency run (writers on one session).
+ * Every DynamoDB request passes through a metered client (bench/meter.ts; one meter for both
+ * DynamoDB Locals), which counts requests and consumed capacity per operation. Then: a scale run
+ * (deep trees, long histories, many sessions), a concurrency run (writers on one session),
+ * LangGraph's saver, memory, bundle size per Lambda, and the cost of all that in AWS.
  * Results are printed and written to docs/benchmarks.md.
  *
  * One module per section: operations.ts beside the raw-SDK baselines of raw-sdk.ts (1),
- * own-code.ts (1b), telemetry.ts (1c), large-state.ts (1d), scale.ts (2), concurrency.ts (3), bundles.ts (4), langgraph.ts (5,
- * LangGraph's checkpoint saver), memory.ts (6), cost.ts (7, priced from 1 and 2); page.ts writes the doc.
+ * own-code.ts (1b), telemetry.ts (1c), large-state.ts (1d), scale.ts (2, on scale-fixture.ts), concurrency.ts (3),
+ * bundles.ts (4), langgraph.ts (5, LangGraph's checkpoint saver), memory.ts (6), cost.ts (7, priced from 1 and 2);
+ * fixture.ts writes what they measure on, page.ts writes the doc.
  *
  * Flags: --quick (few iterations, small scale, prints only), --no-doc (do not write the doc),
  *        --memory-only (section 6 alone, written into the page in place of its last run),
  *        --bundles-only (section 4 alone, the same way; no DynamoDB needed),
- *        --only=scale,concurrency (those sections alone, printed only),
+ *        --only=scale,concurrency (either or both of those sections alone, printed only),
  *        --operations-only (section 1's table and section 7 without its depth rows, written into the page).
- * Env:   BENCH_ITERATIONS (default 300).
+ * Env:   BENCH_ITERATIONS (default 300; 40 with --quick), BENCH_DEPTH (the scale section's deep chains:
+ *        default 10,000; 1,000 with --quick).
  */
 // First: the X-Ray SDK reads its environment as the handlers load it.
 import './lambda-mode.js';
@@ -108,7 +112,7 @@ if (process.argv.includes('--operations-only')) {
 }
 
 if (ONLY) {
-  if (ONLY.includes('scale')) await measureScale(meter, client, main);
+  if (ONLY.includes('scale')) await measureScale(meter, main);
   if (ONLY.includes('concurrency')) await measureConcurrency(meter, main);
   await dynamo.stop();
   process.exit(0);
@@ -119,7 +123,7 @@ const own = await measureOwnCode(meter, client, main);
 const telemetry = await measureTelemetry(meter, client, main);
 const largeState = await measureLargeState(meter, client, main);
 log(`\n1d. State at scale (a 4 MiB state)\n${largeStateTable(largeState).join('\n')}`);
-const scale = await measureScale(meter, client, main);
+const scale = await measureScale(meter, main);
 const contention = await measureConcurrency(meter, main);
 const langgraph = await measureLangGraph(meter, client);
 const memory = await measureMemory(meter, client, 'bench');

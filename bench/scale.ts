@@ -3,18 +3,13 @@
  * length, sessions in the table): the requests per operation must not grow with any of them.
  */
 
-import { performance } from 'node:perf_hooks';
-import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { ROOT_NODE } from '../functions/core/ids.js';
-import type { Tip, VersionRecord } from '../functions/core/model.js';
-import { StaleTipError } from '../functions/core/ports.js';
-import { nextLineage } from '../functions/core/tree.js';
 import { useDependencies } from '../functions/http/dependencies.js';
-import { auth, jsonHeaders, log, SCALE, TENANT } from './config.js';
-import { BENCH_AGENT, kilobyteState, scope, turnBody, untilWritten, type Wired, wire, writeFillerSessions } from './fixture.js';
+import { auth, jsonHeaders, log, SCALE } from './config.js';
+import { turnBody, type Wired } from './fixture.js';
 import { handlerRun, type Measured, measureAll, median, ms, type Operation, pad, padLeft, requestsText, tableRow } from './measure.js';
 import type { Meter } from './meter.js';
 import { messages } from './operations.js';
+import { type ScaleFixture, startScaleFixture } from './scale-fixture.js';
 
 interface Pair {
   what: string;
@@ -36,6 +31,8 @@ export interface PairResult {
 }
 
 export interface ScaleResult {
+  /** How long the fixture took to write (bench/scale-fixture.ts). */
+  setupSeconds: number;
   depthResults: PairResult[];
   historyResults: PairResult[];
   sessionResults: PairResult[];
@@ -82,99 +79,21 @@ async function measurePairs(
   return out;
 }
 
-/**
- * Depth: one chain of `depth` messages in 25-message appends, with a state at the head's parent
- * and at the head. With `agentId`, the session is made for that agent first (the decide rows).
- */
-export async function chain(main: Wired, sessionId: string, depth: number, agentId?: string): Promise<void> {
-  if (agentId) await untilWritten(() => createOnce(main, sessionId, agentId));
-  for (let made = 0; made < depth; made += 25) {
-    const count = Math.min(25, depth - made);
-    // Under its parent by name, so that a repeat after a timeout finds its messages there and adds none.
-    const parentId = made === 0 ? ROOT_NODE : `d${made}`;
-    const messages = Array.from({ length: count }, (_, index) => ({ id: `d${made + index + 1}`, role: 'user', content: 'x' }));
-    await untilWritten(() => main.service.appendMessages(scope(sessionId), { messages, parentId }));
-  }
-  // State at a node one above the head, then at the head: both have their own version.
-  await untilWritten(() => main.service.replaceState(scope(sessionId), kilobyteState(1), { node: `d${depth - 1}` }));
-  await untilWritten(() => main.service.replaceState(scope(sessionId), kilobyteState(2)));
-}
-
-/** Creates a session; one that exists already is the one an earlier attempt made (only the fixture makes these ids). */
-async function createOnce(main: Wired, sessionId: string, agentId: string): Promise<void> {
-  try {
-    await main.deps.sessions.createSession(TENANT, { sessionId, agentId });
-  } catch (error) {
-    if ((error as { code?: string }).code !== 'session_exists') throw error;
-  }
-}
-
-/** History: `count` versions written straight through the store (one PutItem each). */
-async function history(main: Wired, sessionId: string, count: number): Promise<void> {
-  const at = new Date().toISOString();
-  let tip: Tip = await untilWritten(() => main.store.readTip(scope(sessionId), { withState: true }));
-  while (tip.version < count) {
-    const basedOn = tip;
-    const version = basedOn.version + 1;
-    const record: VersionRecord = {
-      version,
-      node: 'root',
-      prevVersion: version - 1,
-      cause: 'patch',
-      author: null,
-      decisionId: null,
-      createdAt: at,
-      state: kilobyteState(version),
-      agent: null,
-      lineage: nextLineage(basedOn.latest),
-    };
-    try {
-      tip = await main.store.commit(scope(sessionId), {
-        basedOn,
-        version: record,
-        prior: basedOn.latest,
-        head: { id: 'root', version, depth: 0 },
-        newNodes: [],
-        touchSessionAt: basedOn.kind === 'empty' ? at : undefined,
-        mayCreateSession: basedOn.kind === 'empty',
-      });
-    } catch (error) {
-      // A timeout (the put may have landed) or a lost race: read where the log is, and go on from there.
-      const code = String((error as { code?: unknown }).code);
-      if (!(error instanceof StaleTipError) && code !== 'unavailable' && code !== 'throttled') throw error;
-      tip = await untilWritten(() => main.store.readTip(scope(sessionId), { withState: true }));
-    }
-  }
-}
-
-export async function measureScale(meter: Meter, client: DynamoDBClient, main: Wired): Promise<ScaleResult> {
+/** Section 2, on a DynamoDB Local of its own (bench/scale-fixture.ts); `runMain`'s dependencies are in use again after it. */
+export async function measureScale(meter: Meter, runMain: Wired): Promise<ScaleResult> {
   log('\n2. Scale: cost per read must not grow with depth, history or the number of sessions');
 
-  // Depth: chains of SCALE.depth messages and of 10: one pair for the reads, and one pair for
-  // each kind of write, which deepens its own sessions as it runs.
-  const setupStart = performance.now();
-  const writes = ['append-1', 'append-25', 'turn', 'decide'];
-  await Promise.all(
-    ['depth', ...writes].flatMap((name) => {
-      const agent = name === 'turn' || name === 'decide' ? BENCH_AGENT : undefined;
-      return [chain(main, `${name}-small`, 10, agent), chain(main, `${name}-large`, SCALE.depth, agent)];
-    }),
-  );
+  const fixture = await startScaleFixture(meter);
+  try {
+    return await measureOn(meter, fixture);
+  } finally {
+    useDependencies(runMain.deps);
+    await fixture.stop();
+  }
+}
 
-  // History: SCALE.versions versions. Sessions: a table with one session, and one with SCALE.sessions.
-  const one = await wire(client, 'bench_one_session');
-  const many = await wire(client, 'bench_many_sessions');
-  await Promise.all([
-    history(main, 'history-small', 10),
-    history(main, 'history-large', SCALE.versions),
-    writeFillerSessions(many, SCALE.sessions - 1),
-    untilWritten(() => one.service.replaceState(scope('target'), kilobyteState(1))),
-    untilWritten(() => many.service.replaceState(scope('target'), kilobyteState(1))),
-  ]);
-  const setupSeconds = (performance.now() - setupStart) / 1000;
-  log(
-    `  (set-up: ${SCALE.depth} nodes, ${SCALE.versions} versions and ${SCALE.sessions} sessions written in ${setupSeconds.toFixed(1)} s)`,
-  );
+async function measureOn(meter: Meter, { main, one, many, setupSeconds }: ScaleFixture): Promise<ScaleResult> {
+  useDependencies(main.deps);
   meter.reset();
 
   const get = (url: string) => (_i: number) => handlerRun({ method: 'GET', url, headers: auth }, 200);
@@ -292,7 +211,7 @@ export async function measureScale(meter: Meter, client: DynamoDBClient, main: W
     { what: 'GET session', ...tables, a: get('/v1/sessions/target'), b: get('/v1/sessions/target') },
     { what: 'GET sessions (first page, limit 10)', ...tables, a: get('/v1/sessions?limit=10'), b: get('/v1/sessions?limit=10') },
   ]);
-  return { depthResults, historyResults, sessionResults };
+  return { setupSeconds, depthResults, historyResults, sessionResults };
 }
 
 /** Rounded per request, so that a fraction of a request cannot make a pair look different. */
