@@ -4,7 +4,7 @@ import { AgentStateError } from './errors.js';
 import { buildSchema, checkDeclarations, type Schema, type StateFields, typeProblem } from './fields.js';
 import { isJsonObject, type Json } from './json.js';
 import { agentConfigExcess } from './limits.js';
-import type { AgentRecord, Page, WorkerMessages, WorkerRecord } from './model.js';
+import type { AgentRecord, DocumentRecord, Page, WorkerMessages, WorkerRecord } from './model.js';
 import type { AgentStore, SessionStore } from './ports.js';
 
 /** Agents form a hierarchy through `parentId`; deeper than this is a mistake, not a design. */
@@ -143,12 +143,15 @@ export class AgentService {
   }
 
   /**
-   * The tenant's agents from one query: an agent by id (secret included, for decide) and the
-   * typed fields of any session agent, without a read each.
+   * The tenant's agents and its shared document from one query (a decision needs both): an
+   * agent by id (secret included, for decide) and the typed fields of any session agent,
+   * without a read each.
    */
-  async snapshot(tenant: string): Promise<{ agent(agentId: string): AgentRecord; schemaFor(agentId: string | null): Schema | null }> {
-    const agents = await this.allAgents(tenant);
+  async snapshot(tenant: string): Promise<AgentSnapshot> {
+    const { agents, shared } = await this.store.readTenant(tenant);
     return {
+      agents,
+      shared,
       agent: (agentId) => {
         const found = agents.find((candidate) => candidate.agentId === agentId);
         if (!found) throw agentNotFound(agentId);
@@ -268,6 +271,16 @@ export class AgentService {
       current = ancestor.parentId;
     }
   }
+}
+
+/** The tenant's agents and shared document as one decision reads them (`AgentService.snapshot`). */
+export interface AgentSnapshot {
+  readonly agents: readonly AgentRecord[];
+  /** The tenant's shared document, null when none. */
+  readonly shared: DocumentRecord | null;
+  /** The agent `agentId` (else `404 agent_not_found`). */
+  agent(agentId: string): AgentRecord;
+  schemaFor(agentId: string | null): Schema | null;
 }
 
 /** Every agent of a tenant (a tenant has few): one query per 500. */

@@ -1,4 +1,4 @@
-import type { AgentService } from './agent-service.js';
+import type { AgentService, AgentSnapshot } from './agent-service.js';
 import { type ChainPlan, type IncomingMessage, lookupsOf, planChain, suppliedIds } from './chain.js';
 import {
   type AnswerSource,
@@ -9,6 +9,7 @@ import {
   withIds,
   withOverlay,
 } from './decision-answer.js';
+import { COMMIT_ATTEMPTS, DecisionLeases } from './decision-lease.js';
 import { AgentStateError } from './errors.js';
 import { newId } from './ids.js';
 import { encodedSize, type Json, type JsonObject, jsonEqual, stringifyJson } from './json.js';
@@ -16,9 +17,9 @@ import { checkDecisionMessages } from './limits.js';
 import type { PathRead } from './message-path.js';
 import type {
   AgentRecord,
-  DecisionLease,
   DecisionOutcome,
   DecisionRecord,
+  DocumentRecord,
   DoneDecision,
   NodeRecord,
   SessionMeta,
@@ -26,18 +27,13 @@ import type {
   Tip,
   WorkerRecord,
 } from './model.js';
-import { type DecisionStore, type DocumentStore, LeaseLostError, type SessionStore, StaleTipError } from './ports.js';
+import { type DecisionStore, type DocumentStore, LeaseLostError, type RecentChanges, type SessionStore, StaleTipError } from './ports.js';
 import { nextVersion, pointerOf } from './tree.js';
 import { workerTimeoutMs } from './worker-timeout.js';
 import { type SchemaSource, storedState, visibleState, type WriteTarget, WriteTargets } from './write-target.js';
 
 /** An answered state larger than this is replayed from its version rather than kept with the decision. */
 const KEPT_ANSWER_STATE_BYTES = 64 * 1024;
-
-/** How long a lease outlives its worker's timeout, to cover the reads and the commit. */
-const LEASE_MARGIN_MS = 10_000;
-/** Commits (and lease claims) that lose a race to unrelated writes are retried this often before giving up. */
-const COMMIT_ATTEMPTS = 5;
 
 export interface DecideRequest {
   trigger: JsonObject & { type: string };
@@ -111,8 +107,10 @@ interface DecisionContext {
   readonly meta: SessionMeta | null;
   /** The session's user (whose profile the worker is shown). */
   readonly userId: string | null;
-  /** The session's typed fields: from the tenant's agents read once, when they were. */
+  /** The session's typed fields: from the tenant's agents, read once. */
   readonly schemas: SchemaSource;
+  /** The tenant's shared document (commits' `shared` scope), read with the agents. */
+  readonly shared: DocumentRecord | null;
   /** The trigger's messages, their ids fixed once so that a retried commit creates the same nodes. */
   readonly triggerMessages: readonly IncomingMessage[];
   /** The ids the client gave its trigger messages and the parent it named: what must be looked up. */
@@ -155,6 +153,7 @@ export class DecideService {
   private readonly decisions: DecisionStore;
   private readonly documents: DocumentStore;
   private readonly targets: WriteTargets;
+  private readonly leases: DecisionLeases;
 
   constructor(
     stores: { sessions: SessionStore; decisions: DecisionStore; documents: DocumentStore },
@@ -166,19 +165,24 @@ export class DecideService {
     this.decisions = stores.decisions;
     this.documents = stores.documents;
     this.targets = new WriteTargets(stores.sessions, (tenant, agentId) => agents.schemaFor(tenant, agentId));
+    this.leases = new DecisionLeases(stores.sessions, now);
   }
 
   async decide(scope: SessionScope, request: DecideRequest): Promise<DecideResult> {
     const decisionId = request.decisionId ?? newId();
     const triggerMessages = withIds(triggerMessagesOf(request.trigger));
     const lookups = lookupsOf(triggerMessagesOf(request.trigger), request.parentId);
-    // One round: the tip with the newest changes (the path at the head, usually whole), the
-    // nodes named, the decision's record, and the agents when the request names its agent.
-    const [{ tip, nodes }, previous, named] = await Promise.all([
-      this.store.readTipWithNodes(scope, lookups, { withState: true, recent: true }),
+    // First the tenant's agents with its shared document (one Query), and the decision's record:
+    // the agents tell how much of the path the worker will be shown, and so how much of the log
+    // the tip read brings along (`recentFor`).
+    const [agents, previous] = await Promise.all([
+      this.agents.snapshot(scope.tenant),
       request.decisionId ? this.decisions.getDecision(scope, decisionId) : Promise.resolve(null),
-      request.agentId ? this.agents.snapshot(scope.tenant) : Promise.resolve(null),
     ]);
+    const { tip, nodes } = await this.store.readTipWithNodes(scope, lookups, {
+      withState: true,
+      recent: recentFor(agents, request.agentId, triggerMessages.length > 0),
+    });
     const done = doneDecision(tip, decisionId, previous);
     if (request.decisionId && done) return this.replay(scope, done);
 
@@ -186,14 +190,12 @@ export class DecideService {
     const meta = tip.kind === 'empty' ? await this.store.getMeta(scope) : null;
     const session = await this.targets.sessionOf(scope, tip, meta);
     const agentId = request.agentId ?? session.agentId;
-    const agents = named ?? (agentId ? await this.agents.snapshot(scope.tenant) : null);
-    const agent = agentId && agents ? agents.agent(agentId) : null;
+    const agent = agentId ? agents.agent(agentId) : null;
     const timeoutMs = workerTimeoutMs(agent?.worker ?? {});
     const failedBefore = previous?.status === 'failed' && previous.incarnation === tip.incarnation ? previous.attempts : 0;
 
     const leaseToken = newId();
-    const lease = { holder: leaseToken, untilMs: this.now().getTime() + timeoutMs + LEASE_MARGIN_MS };
-    const leased = await this.takeLease(scope, tip, lease, decisionId, session);
+    const leased = await this.leases.take(scope, tip, this.leases.leaseFor(leaseToken, timeoutMs), decisionId, session);
     if ('replay' in leased) return this.replay(scope, leased.replay);
     let leaseHeld = true;
     try {
@@ -209,9 +211,8 @@ export class DecideService {
           named: request.decisionId !== undefined,
           meta,
           userId: session.userId,
-          schemas: agents
-            ? async (_tenant, sessionAgentId) => agents.schemaFor(sessionAgentId)
-            : (tenant, sessionAgentId) => this.targets.schemaOf(tenant, sessionAgentId),
+          schemas: async (_tenant, sessionAgentId) => agents.schemaFor(sessionAgentId),
+          shared: agents.shared,
           triggerMessages,
           lookups,
           last: pathShown(agent),
@@ -226,78 +227,16 @@ export class DecideService {
       }
       throw error;
     } finally {
-      if (leaseHeld) await this.releaseLease(scope, leased.tip, leaseToken).catch(() => undefined);
-    }
-  }
-
-  /**
-   * Takes the session's decision lease: a change of the log that every later change carries
-   * until this decision's commit (or its release) ends it. Another decision's lease that still
-   * holds is `409 decision_in_progress`; a twin request with the same id that finished while
-   * this one raced it is replayed.
-   */
-  private async takeLease(
-    scope: SessionScope,
-    first: Tip,
-    lease: DecisionLease,
-    decisionId: string,
-    session: { agentId: string | null; userId: string | null },
-  ): Promise<{ tip: Tip } | { replay: DoneDecision }> {
-    let tip = first;
-    for (let attempt = 1; ; attempt++) {
-      const held = tip.lease;
-      if (held && held.holder !== lease.holder && held.untilMs > this.now().getTime()) {
-        throw new AgentStateError('decision_in_progress', `another decision is running in session ${scope.sessionId}`, {
-          sessionId: scope.sessionId,
-        });
-      }
-      if (tip.recentDecision?.decisionId === decisionId) return { replay: tip.recentDecision };
-      try {
-        const leased = await this.store.commit(scope, {
-          basedOn: tip,
-          head: { id: tip.head, version: tip.headVersion, depth: tip.headDepth },
-          newNodes: [],
-          takeLease: lease,
-          mayCreateSession: false,
-          sessionAgentId: session.agentId,
-          sessionUserId: session.userId,
-        });
-        return { tip: leased };
-      } catch (error) {
-        if (!(error instanceof StaleTipError) || attempt >= COMMIT_ATTEMPTS) throw error;
-        tip = error.newer ?? (await this.store.readTip(scope, { withState: true }));
-      }
-    }
-  }
-
-  /** Ends a lease whose decision wrote nothing (its worker failed): a change of the log that drops it. */
-  private async releaseLease(scope: SessionScope, leased: Tip, holder: string): Promise<void> {
-    let tip = leased;
-    for (let attempt = 1; attempt <= COMMIT_ATTEMPTS; attempt++) {
-      if (tip.lease?.holder !== holder) return;
-      try {
-        await this.store.commit(scope, {
-          basedOn: tip,
-          head: { id: tip.head, version: tip.headVersion, depth: tip.headDepth },
-          newNodes: [],
-          releaseLease: holder,
-          mayCreateSession: false,
-        });
-        return;
-      } catch (error) {
-        if (!(error instanceof StaleTipError)) throw error;
-        tip = error.newer ?? (await this.store.readTip(scope, { withState: false }));
-      }
+      if (leaseHeld) await this.leases.release(scope, leased.tip, leaseToken).catch(() => undefined);
     }
   }
 
   private async run(context: DecisionContext, reads: Reads): Promise<DecideResult> {
     const { scope, request, agentId, agent } = context;
     const prepared = await this.prepare(context, reads.read, reads.nodes);
-    const [path, profile, shared] = await Promise.all([
+    const [path, profile] = await Promise.all([
       this.pathTo(scope, reads.read, prepared, context.last),
       context.userId ? this.documents.getDocument({ kind: 'profile', tenant: scope.tenant, id: context.userId }) : Promise.resolve(null),
-      this.documents.getDocument({ kind: 'shared', tenant: scope.tenant }),
     ]);
     const shown = withOverlay(prepared.target.schema, agentId, prepared.state, request.stateOverlay);
 
@@ -318,7 +257,7 @@ export class DecideService {
       version: prepared.target.pointer,
       head: prepared.plan.last.id,
       profile: profile?.state ?? null,
-      shared: shared?.state ?? null,
+      shared: context.shared?.state ?? null,
     };
     // Without a worker the decision is the caller's own `proposed`, and so is any fault in it.
     const source: AnswerSource = agent?.worker ? 'worker' : 'caller';
@@ -497,6 +436,28 @@ function doneDecision(tip: Tip, decisionId: string, previous: DecisionRecord | n
   if (tip.recentDecision?.decisionId === decisionId) return tip.recentDecision;
   if (previous?.status === 'done' && previous.incarnation === tip.incarnation) return previous;
   return null;
+}
+
+/**
+ * How much of the log a decision's tip read brings along, chosen before the tip names the
+ * session's agent (docs/architecture.md, "What the whole path costs a decision"). A page of the
+ * log (up to 1 MB, newest first) for a turn of a conversation (a trigger with messages) whose
+ * worker is shown the whole path: such a log is mostly its path, so the page costs the read
+ * units a range read of the path would, and holds the whole path of any log under a page. The
+ * 48 newest changes otherwise: a worker shown only its last messages needs no more, and a
+ * decision without messages (a tick, a tool's result) may follow a pile of versions after the
+ * path's last message that a page would read for nothing. The deciding agent is the one the
+ * request names, else the session's, which only the tip tells: then a page unless some agent of
+ * the tenant shows only the last messages. A wrong guess changes no answer, only the reads
+ * after the tip (a range read more, or a page read wider than needed).
+ */
+function recentFor(agents: AgentSnapshot, agentId: string | undefined, turn: boolean): RecentChanges {
+  if (!turn) return true;
+  if (agentId !== undefined) {
+    const named = agents.agents.find((agent) => agent.agentId === agentId);
+    return named && pathShown(named) === undefined ? 'page' : true;
+  }
+  return agents.agents.some((agent) => pathShown(agent) !== undefined) ? true : 'page';
 }
 
 /** How much of the path an agent's worker is shown: all of it (undefined), or its last N messages. */

@@ -118,6 +118,14 @@ export interface SessionListOptions {
 }
 
 /**
+ * How many of the log's newest changes a tip read brings along for a path read at the head:
+ * `true`, the 48 newest (a short path whole, a long one's end); `'page'`, as many as one page
+ * of a Query holds (up to 1 MB of the log), for a decision that shows its worker the whole
+ * path, so that a path whose part of the log fits in a page needs no read after the tip.
+ */
+export type RecentChanges = boolean | 'page';
+
+/**
  * The persistence port of the session core: sessions, their message nodes, versions and tip.
  * The DynamoDB adapter (functions/store) is the only implementation the service ships with; it
  * alone knows keys, conditions and exceptions.
@@ -128,12 +136,12 @@ export interface SessionStore {
    * `recent`, the store also keeps the newest changes of the log it read with the tip, so that
    * a path read at the head (`readPath`) needs no further read when the path is short.
    */
-  readTip(scope: SessionScope, options: { withState: boolean; recent?: boolean }): Promise<Tip>;
+  readTip(scope: SessionScope, options: { withState: boolean; recent?: RecentChanges }): Promise<Tip>;
   /** The tip and those of `nodeIds` that exist in the session's current life, read together. */
   readTipWithNodes(
     scope: SessionScope,
     nodeIds: readonly string[],
-    options: { withState: boolean; recent?: boolean },
+    options: { withState: boolean; recent?: RecentChanges },
   ): Promise<{ tip: Tip; nodes: Map<string, NodeRecord> }>;
   getMeta(scope: SessionScope): Promise<SessionMeta | null>;
   /**
@@ -213,6 +221,11 @@ export interface AgentStore {
   putAgent(tenant: string, agent: AgentRecord): Promise<boolean>;
   getAgent(tenant: string, agentId: string): Promise<AgentRecord | null>;
   listAgents(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<AgentRecord>>;
+  /**
+   * Every agent of the tenant and its shared document (null when none), read together: a
+   * decision needs both, and the store keeps them side by side so that they are one request.
+   */
+  readTenant(tenant: string): Promise<{ agents: AgentRecord[]; shared: DocumentRecord | null }>;
 }
 
 /**

@@ -1,9 +1,9 @@
 import { GetCommand, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
-import type { AgentRecord, Page } from '../core/model.js';
+import type { AgentRecord, DocumentRecord, Page } from '../core/model.js';
 import type { AgentStore } from '../core/ports.js';
-import { agentItem } from './item-codecs.js';
+import { agentItem, documentItem } from './item-codecs.js';
 import { keys } from './keys.js';
-import { pageOf, prefixPageQuery } from './paging.js';
+import { pageOf, prefixPageQuery, queryAll } from './paging.js';
 import type { TableClient } from './table-client.js';
 
 /**
@@ -11,8 +11,11 @@ import type { TableClient } from './table-client.js';
  *
  *   A#<tenant>   A#<agent>   parentId, worker (url, secret, timeoutMs), config and typed
  *                            fields (JSON text), createdAt, updatedAt
+ *   A#<tenant>   G           the tenant's shared document (document-store.ts writes it)
  *
- * A tenant's whole hierarchy is one Query, which is how typed fields are built.
+ * A tenant's whole hierarchy is one Query, which is how typed fields are built; the shared
+ * document sorts after every agent (`A#…` < `G`), so a decision, which needs both, reads the
+ * agents and the document in that same Query (`readTenant`).
  */
 export class DynamoDbAgentStore implements AgentStore {
   constructor(private readonly table: TableClient) {}
@@ -35,5 +38,28 @@ export class DynamoDbAgentStore implements AgentStore {
     const range = { tableName: this.table.tableName, partition: keys.agents(tenant), prefix: keys.agentPrefix };
     const { Items, LastEvaluatedKey } = await this.table.send(new QueryCommand(prefixPageQuery(range, options)));
     return pageOf((Items ?? []).map(agentItem.decode), LastEvaluatedKey, range);
+  }
+
+  async readTenant(tenant: string): Promise<{ agents: AgentRecord[]; shared: DocumentRecord | null }> {
+    const agents: AgentRecord[] = [];
+    let shared: DocumentRecord | null = null;
+    const ref = { kind: 'shared', tenant } as const;
+    await queryAll(
+      async (start) =>
+        this.table.send(
+          new QueryCommand({
+            TableName: this.table.tableName,
+            KeyConditionExpression: 'pk = :pk AND sk BETWEEN :first AND :shared',
+            ExpressionAttributeValues: { ':pk': keys.agents(tenant), ':first': keys.agentPrefix, ':shared': keys.sharedSort },
+            ExclusiveStartKey: start,
+            ConsistentRead: true,
+          }),
+        ),
+      (item) => {
+        if (item.sk === keys.sharedSort) shared = documentItem.decode(ref, item);
+        else agents.push(agentItem.decode(item));
+      },
+    );
+    return { agents, shared };
   }
 }

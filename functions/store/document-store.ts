@@ -12,7 +12,7 @@ import { conditions, type TableClient, type TaggedItem, transact } from './table
  *
  *   S#<tenant>#<session>   R#<run>   a run document (TTL after its last write)
  *   P#<tenant>#<user>      P         a user's profile document, shared by their sessions
- *   G#<tenant>             G         the tenant's shared document
+ *   A#<tenant>             G         the tenant's shared document (beside the agents: agent-store.ts)
  *
  * Each is written whole, conditional on the version it was read at, and only when its state
  * changed; a commit that changes the thread too writes them in the session's commit

@@ -183,7 +183,7 @@ export const versionItem = {
   },
 };
 
-// ---- commit documents: R#<run> in the session, P#<tenant>#<user> / P, G#<tenant> / G --------
+// ---- commit documents: R#<run> in the session, P#<tenant>#<user> / P, A#<tenant> / G --------
 
 /** Whose commit wrote a document version: its change event's session and author. */
 interface DocumentOrigin {
@@ -218,7 +218,7 @@ export const documentItem = {
         return partition && sk === keys.profileSort ? { kind, tenant: partition[1] as string, id: partition[2] as string } : null;
       }
       case 'shared': {
-        const partition = /^G#([^#]+)$/.exec(pk);
+        const partition = /^A#([^#]+)$/.exec(pk);
         return partition && sk === keys.sharedSort ? { kind, tenant: partition[1] as string } : null;
       }
     }

@@ -18,8 +18,9 @@ import type { SessionScope } from '../core/model.js';
  *   S#<tenant>#<session>        D#<decision>#<life>  a decision's outcome (replayed for its id)
  *   S#<tenant>#<session>        R#<run>          a run document (commits; TTL after its last write)
  *   P#<tenant>#<user>           P                a user's profile document, shared by their sessions
- *   G#<tenant>                  G                the tenant's shared document
  *   A#<tenant>                  A#<agent>        an agent of the registry
+ *   A#<tenant>                  G                the tenant's shared document (beside the agents, so
+ *                                                that a decision reads both in one Query)
  *   I#<tenant>#<key>            I                an Idempotency-Key record
  *   H#<tenant>                  H#<webhook>      a webhook (change events, webhook-store.ts)
  *   X#<tenant>#<webhook>        D#<session>#<000000000042>  a dead letter: an event the
@@ -60,7 +61,7 @@ export const keys = {
   run: (runId: string) => `R#${runId}`,
   profile: (tenant: string, userId: string) => `P#${tenant}#${userId}`,
   profileSort: 'P',
-  shared: (tenant: string) => `G#${tenant}`,
+  shared: (tenant: string) => `A#${tenant}`,
   sharedSort: 'G',
   lease: 'L',
   agents: (tenant: string) => `A#${tenant}`,

@@ -4,7 +4,7 @@ import { ROOT_NODE } from '../core/ids.js';
 import type { Json } from '../core/json.js';
 import type { PathRead } from '../core/message-path.js';
 import type { ClosingTip, NodeRecord, Page, SessionMeta, SessionScope, Tip, VersionRecord } from '../core/model.js';
-import { type SessionListOptions, type SessionStore, StaleTipError, type TipChange } from '../core/ports.js';
+import { type RecentChanges, type SessionListOptions, type SessionStore, StaleTipError, type TipChange } from '../core/ports.js';
 import { rootNode } from '../core/tree.js';
 import { sessionItem, versionItem } from './item-codecs.js';
 import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from './item-kinds.js';
@@ -68,7 +68,7 @@ export class DynamoDbSessionStore implements SessionStore {
 
   // ---- the tip and the session item -------------------------------------------------------
 
-  async readTip(scope: SessionScope, options: { withState: boolean; recent?: boolean }): Promise<Tip> {
+  async readTip(scope: SessionScope, options: { withState: boolean; recent?: RecentChanges }): Promise<Tip> {
     const { Items } = await this.table.send(
       new QueryCommand({
         TableName: this.table.tableName,
@@ -76,7 +76,8 @@ export class DynamoDbSessionStore implements SessionStore {
         ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.logPrefix },
         ...(options.withState ? {} : WITHOUT_STATE_PROJECTION),
         ScanIndexForward: false,
-        Limit: options.recent ? RECENT_CHANGES : 1,
+        // A page: no Limit, so DynamoDB stops at 1 MB of the log (and reads no further).
+        ...(options.recent === 'page' ? {} : { Limit: options.recent ? RECENT_CHANGES : 1 }),
         ConsistentRead: true,
       }),
     );
@@ -94,7 +95,7 @@ export class DynamoDbSessionStore implements SessionStore {
   async readTipWithNodes(
     scope: SessionScope,
     nodeIds: readonly string[],
-    options: { withState: boolean; recent?: boolean },
+    options: { withState: boolean; recent?: RecentChanges },
   ): Promise<{ tip: Tip; nodes: Map<string, NodeRecord> }> {
     const ids = [...new Set(nodeIds)];
     let tip: Tip;

@@ -24,7 +24,7 @@ import { memoryRecordFilters } from './memory-stream.js';
  *
  *   pk S#<tenant>#<session>  sk R#<run>     (run)
  *   pk P#<tenant>#<user>     sk P           (profile)
- *   pk G#<tenant>            sk G           (shared)
+ *   pk A#<tenant>            sk G           (shared, beside the agents)
  *   version, state (JSON text), updatedAt, sessionId (whose commit wrote it), author, ttl (runs)
  *
  * A document is written whole, and only when its state changed, so every INSERT or MODIFY of

@@ -15,6 +15,8 @@ let stores: Stores;
 let sent: string[] = [];
 /** Write units DynamoDB reported for the requests counted (ReturnConsumedCapacity: TOTAL). */
 let writeUnits = 0;
+/** Read units DynamoDB reported for the requests counted. */
+let readUnits = 0;
 /** Sequential rounds: a request that starts while none is in flight starts a new round. */
 let rounds = 0;
 let inFlight = 0;
@@ -42,6 +44,7 @@ beforeAll(async () => {
         const consumed = (result.output as { ConsumedCapacity?: unknown }).ConsumedCapacity;
         for (const entry of (Array.isArray(consumed) ? consumed : consumed ? [consumed] : []) as Array<{ CapacityUnits?: number }>) {
           if (/Put|Update|Delete|BatchWrite/.test(String(context.commandName))) writeUnits += entry.CapacityUnits ?? 0;
+          if (/Get|Query|Scan/.test(String(context.commandName))) readUnits += entry.CapacityUnits ?? 0;
         }
         return result;
       } finally {
@@ -60,13 +63,16 @@ async function count<T>(operation: () => Promise<T>): Promise<string[]> {
   return sent;
 }
 
-/** What an operation cost: its requests, the write units they consumed, and its sequential rounds. */
-async function cost<T>(operation: () => Promise<T>): Promise<{ requests: string[]; writeUnits: number; rounds: number }> {
+/** What an operation cost: its requests, the write and read units they consumed, and its sequential rounds. */
+async function cost<T>(
+  operation: () => Promise<T>,
+): Promise<{ requests: string[]; writeUnits: number; readUnits: number; rounds: number }> {
   writeUnits = 0;
+  readUnits = 0;
   rounds = 0;
   // A copy: reads made after this one must not count towards it.
   const requests = [...(await count(operation))];
-  return { requests, writeUnits, rounds };
+  return { requests, writeUnits, readUnits, rounds };
 }
 
 const writes = (requests: string[]) => requests.filter((name) => /Put|Update|Transact|Delete|BatchWrite/.test(name));
@@ -295,7 +301,7 @@ describe('cost stays flat with depth and history', () => {
 });
 
 describe('decide', () => {
-  it('stays within its budget: at most 6 requests besides the worker call', async () => {
+  it('stays within its budget: at most 5 requests besides the worker call', async () => {
     // Prepare: an agent with an in-process worker, and a session of it with some history.
     const { dependenciesFor } = await import('../../functions/http/dependencies.js');
     const deps = dependenciesFor(stores, {
@@ -312,18 +318,19 @@ describe('decide', () => {
     // Act
     const requests = await count(() => deps.decide.decide(decided, { trigger: { type: 'tick' } }));
 
-    // Assess: the tip (with the newest changes: the path), the agents, the lease, the shared
-    // document, one commit; the lease and the commit are single PutItems in the session's log.
-    expect(requests.length, requests.join(', ')).toBeLessThanOrEqual(6);
+    // Assess: the agents with the shared document (one Query), the tip (with the newest
+    // changes: the path), the lease, one commit; the lease and the commit are single PutItems
+    // in the session's log.
+    expect(requests.length, requests.join(', ')).toBeLessThanOrEqual(5);
     expect(writes(requests)).toEqual(['PutItem', 'PutItem']);
   });
 });
 
 describe('conversations at scale (issue 20): cost at message 10 and at message 1,000', () => {
   /** A session whose head is at `depth`, in 25-message appends. */
-  async function conversation(sessionId: string, depth: number, agentId?: string) {
-    const scope = { tenant: 'budget', sessionId };
-    if (agentId) await service.createSession('budget', { sessionId, agentId });
+  async function conversation(sessionId: string, depth: number, agentId?: string, tenant = 'budget') {
+    const scope = { tenant, sessionId };
+    if (agentId) await service.createSession(tenant, { sessionId, agentId });
     for (let made = 0; made < depth; made += 25) {
       const messages = Array.from({ length: Math.min(25, depth - made) }, (_, index) => ({
         id: `${sessionId}-${made + index}`,
@@ -393,7 +400,7 @@ describe('conversations at scale (issue 20): cost at message 10 and at message 1
     expect(path.messages.at(-1)).toMatchObject({ content: 'message 999' });
   }, 60_000);
 
-  it('holds a turn to six requests and six write units at depth 10 and 600 alike (worker shown its last 20 messages)', async () => {
+  it('holds a turn to five requests and six write units at depth 10 and 600 alike (worker shown its last 20 messages)', async () => {
     // Prepare: an agent whose worker replies and counts, shown the last 20 messages.
     const deps = await replyingWorker();
     await deps.agents.putAgent('budget', 'turns', { worker: { url: 'module:examples/worker.ts', messages: { last: 20 } } });
@@ -405,36 +412,82 @@ describe('conversations at scale (issue 20): cost at message 10 and at message 1
     const atTen = await cost(() => deps.decide.decide(shallow, turn(9)));
     const atSixHundred = await cost(() => deps.decide.decide(deep, turn(9)));
 
-    // Assess: the tip with the newest changes (the path's end), the agents, the shared document;
-    // the index of the last turn's two messages, the lease; the commit.
-    expect(atTen.requests.length, atTen.requests.join(', ')).toBeLessThanOrEqual(6);
+    // Assess: the agents with the shared document, the tip with the newest changes (the path's
+    // end); the index of the last turn's two messages, the lease; the commit.
+    expect(atTen.requests).toEqual(['Query', 'Query', 'BatchWriteItem', 'PutItem', 'PutItem']);
     expect(atTen.writeUnits).toBeLessThanOrEqual(6);
     expect(atSixHundred.requests).toEqual(atTen.requests);
     expect(atSixHundred.writeUnits).toBeLessThanOrEqual(6);
     expect(await service.readState(deep, {})).toMatchObject({ state: { seen: 20 } });
   }, 60_000);
 
-  it('shows the worker the whole path (worker.messages "all") for one range read more past the 48 newest changes, and no more at depth 1,500', async () => {
-    // Prepare: an agent that shows its worker every message (the default), on a short and a long conversation.
+  it('shows the worker the whole path (worker.messages "all") in five requests at depth 10 and 10,000 alike', async () => {
+    // Prepare: a tenant whose agent shows its worker every message (the default), on a short
+    // and a long conversation.
     const deps = await replyingWorker();
-    await deps.agents.putAgent('budget', 'all-turns', { worker: { url: 'module:examples/worker.ts' } });
-    const shallow = await conversation('all-10', 10, 'all-turns');
-    // 60 changes of 25 messages: past the 48 newest changes a tip read brings.
-    const deep = await conversation('all-1500', 1500, 'all-turns');
+    await deps.agents.putAgent('everything', 'all-turns', { worker: { url: 'module:examples/worker.ts' } });
+    const shallow = await conversation('all-10', 10, 'all-turns', 'everything');
+    // 400 changes of 25 messages: far past the 48 newest changes, within one page of the log.
+    const deep = await conversation('all-10000', 10_000, 'all-turns', 'everything');
     for (const scope of [shallow, deep]) for (let n = 0; n < 2; n++) await deps.decide.decide(scope, turn(n));
 
     // Act
     const atTen = await cost(() => deps.decide.decide(shallow, turn(9)));
     const atDeep = await cost(() => deps.decide.decide(deep, turn(9)));
 
-    // Assess: at depth 10 the tip's 48 newest changes hold the whole path: six requests. At
-    // depth 1,500 the path's older part is one range of the log, read in one Query: seven. That
-    // one request is what "all" costs at depth (docs/architecture.md says why it cannot be folded
-    // into the tip read); the write units stay within six either way.
-    expect(atTen.requests.length, atTen.requests.join(', ')).toBe(6);
-    expect([...atDeep.requests].sort()).toEqual([...atTen.requests, 'Query'].sort());
+    // Assess: the agents with the shared document (one Query, which says the worker is shown
+    // everything), the tip with a page of the log (the whole path, at 10 and at 10,000), the
+    // index of the last turn's messages, the lease, the commit: five requests at either depth.
+    expect(atTen.requests).toEqual(['Query', 'Query', 'BatchWriteItem', 'PutItem', 'PutItem']);
+    expect(atDeep.requests).toEqual(atTen.requests);
     expect(atTen.writeUnits).toBeLessThanOrEqual(6);
     expect(atDeep.writeUnits).toBeLessThanOrEqual(6);
+    expect(await service.readState(deep, {})).toMatchObject({ state: { seen: 10_005 } });
+    expect(await service.readState(shallow, {})).toMatchObject({ state: { seen: 15 } });
+  }, 120_000);
+
+  it('does not read a page of versions piled after the path for a decision without messages', async () => {
+    // Prepare: ten messages, then 300 state writes (a loop of ticks, a tool updating state).
+    const deps = await replyingWorker();
+    await deps.agents.putAgent('everything', 'all-turns', { worker: { url: 'module:examples/worker.ts' } });
+    const scope = await conversation('piled-up', 10, 'all-turns', 'everything');
+    for (let n = 0; n < 300; n++) await service.patchState(scope, { n, note: `tick ${n} `.repeat(40) });
+    const tick = { trigger: { type: 'tick' } };
+
+    // Act: a decision without messages, then a turn of the conversation on the same log.
+    const ticked = await cost(() => deps.decide.decide(scope, tick));
+    const turned = await cost(() => deps.decide.decide(scope, turn(1)));
+
+    // Assess: the tick reads the 48 newest changes and the path's range (six requests, few
+    // units); the turn reads a page of the log, the versions included (five requests). Both
+    // show the worker the whole path: the turn sees the ten, the tick's reply and its question.
+    expect(ticked.requests.filter((name) => name === 'Query')).toHaveLength(3);
+    expect(turned.requests.filter((name) => name === 'Query')).toHaveLength(2);
+    expect(ticked.readUnits * 3).toBeLessThan(turned.readUnits);
+    expect(await service.readState(scope, {})).toMatchObject({ state: { seen: 12 } });
+  }, 120_000);
+
+  it('keeps five requests at depth when the request names an agent that shows everything, in a tenant whose agents differ', async () => {
+    // Prepare: tenant "budget" also has an agent shown only its last 20 messages (above).
+    const deps = await replyingWorker();
+    await deps.agents.putAgent('budget', 'turns', { worker: { url: 'module:examples/worker.ts', messages: { last: 20 } } });
+    await deps.agents.putAgent('budget', 'all-turns', { worker: { url: 'module:examples/worker.ts' } });
+    const deep = await conversation('named-1500', 1500, 'all-turns');
+    const unnamed = await conversation('unnamed-1500', 1500, 'all-turns');
+    const named = (n: number) => ({ ...turn(n), agentId: 'all-turns' });
+    for (let n = 0; n < 2; n++) await deps.decide.decide(deep, named(n));
+    for (let n = 0; n < 2; n++) await deps.decide.decide(unnamed, turn(n));
+
+    // Act
+    const atDeep = await cost(() => deps.decide.decide(deep, named(9)));
+    const withoutName = await cost(() => deps.decide.decide(unnamed, turn(9)));
+
+    // Assess: named, the agent says "all" before the tip is read: a page, five requests. Not
+    // named, the session's agent is known only from the tip, and the tenant has an agent shown
+    // its last messages: the 48 newest changes, then the path's older part in one range read.
+    expect(atDeep.requests).toEqual(['Query', 'Query', 'BatchWriteItem', 'PutItem', 'PutItem']);
+    expect([...withoutName.requests].sort()).toEqual([...atDeep.requests, 'Query'].sort());
     expect(await service.readState(deep, {})).toMatchObject({ state: { seen: 1505 } });
-  }, 60_000);
+    expect(await service.readState(unnamed, {})).toMatchObject({ state: { seen: 1505 } });
+  }, 120_000);
 });

@@ -187,8 +187,8 @@ describe('recordedDocumentOf and the event filter', () => {
       ),
     });
     const shared = record('MODIFY', {
-      NewImage: documentImage(DOCUMENT_ITEM_KIND.shared, 'G#acme', 'G', 5, { mode: 'b' }, { sessionId: { S: 's3' } }),
-      OldImage: documentImage(DOCUMENT_ITEM_KIND.shared, 'G#acme', 'G', 4, { mode: 'a' }),
+      NewImage: documentImage(DOCUMENT_ITEM_KIND.shared, 'A#acme', 'G', 5, { mode: 'b' }, { sessionId: { S: 's3' } }),
+      OldImage: documentImage(DOCUMENT_ITEM_KIND.shared, 'A#acme', 'G', 4, { mode: 'a' }),
     });
 
     // Act
