@@ -162,14 +162,17 @@ async function measureOn(meter: Meter, { main, one, many, setupSeconds }: ScaleF
         ...depths,
         a: post('turn-small', 'decide', turnBody, 200),
         b: post('turn-large', 'decide', turnBody, 200),
-        grows: 'the worker is shown the whole path (worker.messages "all")',
+        // Flat while the log that holds the path fits one page (1 MB): the tip read brings it.
+        grows: 'the worker is shown the whole path (worker.messages "all"): past one page of the log, its older part is a range read more',
       },
       {
         what: 'POST decide (tick, state changes)',
         ...depths,
         a: post('decide-small', 'decide', tick, 200),
         b: post('decide-large', 'decide', tick, 200),
-        grows: 'the worker is shown the whole path (worker.messages "all")',
+        // Without messages, a decision's tip read keeps the 48 newest changes (docs/architecture.md says why).
+        grows:
+          'the worker is shown the whole path (worker.messages "all"); without messages, past the 48 newest changes its older part is a range read more',
       },
     ],
     Math.max(5, Math.round(SCALE.iterations / 5)),
