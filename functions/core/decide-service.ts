@@ -172,17 +172,18 @@ export class DecideService {
     const decisionId = request.decisionId ?? newId();
     const triggerMessages = withIds(triggerMessagesOf(request.trigger));
     const lookups = lookupsOf(triggerMessagesOf(request.trigger), request.parentId);
-    // First the tenant's agents with its shared document (one Query), and the decision's record:
-    // the agents tell how much of the path the worker will be shown, and so how much of the log
-    // the tip read brings along (`recentFor`).
-    const [agents, previous] = await Promise.all([
-      this.agents.snapshot(scope.tenant),
+    // First the tenant's agents with its shared document (one Query): they tell how much of the
+    // path the worker will be shown, and so how much of the log the tip read brings (`recentFor`).
+    const agents = await this.agents.snapshot(scope.tenant);
+    // Then the tip, the nodes named, and the decision's record, together: a record read before
+    // the tip could miss a decision that finished and was followed by another change meanwhile.
+    const [{ tip, nodes }, previous] = await Promise.all([
+      this.store.readTipWithNodes(scope, lookups, {
+        withState: true,
+        recent: recentFor(agents, request.agentId, triggerMessages.length > 0),
+      }),
       request.decisionId ? this.decisions.getDecision(scope, decisionId) : Promise.resolve(null),
     ]);
-    const { tip, nodes } = await this.store.readTipWithNodes(scope, lookups, {
-      withState: true,
-      recent: recentFor(agents, request.agentId, triggerMessages.length > 0),
-    });
     const done = doneDecision(tip, decisionId, previous);
     if (request.decisionId && done) return this.replay(scope, done);
 
