@@ -3,6 +3,7 @@
  * length, sessions in the table): the requests per operation must not grow with any of them.
  */
 
+import { performance } from 'node:perf_hooks';
 import { useDependencies } from '../functions/http/dependencies.js';
 import { auth, jsonHeaders, log, SCALE } from './config.js';
 import { turnBody, type Wired } from './fixture.js';
@@ -83,9 +84,12 @@ async function measurePairs(
 export async function measureScale(meter: Meter, runMain: Wired): Promise<ScaleResult> {
   log('\n2. Scale: cost per read must not grow with depth, history or the number of sessions');
 
+  const sectionStart = performance.now();
   const fixture = await startScaleFixture(meter);
   try {
-    return await measureOn(meter, fixture);
+    const result = await measureOn(meter, fixture);
+    log(`  (section 2 in ${((performance.now() - sectionStart) / 1000).toFixed(1)} s, its set-up included)`);
+    return result;
   } finally {
     useDependencies(runMain.deps);
     await fixture.stop();
