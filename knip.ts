@@ -16,6 +16,7 @@ const config: KnipConfig = {
         'functions/http/authorizer.ts',
         'functions/ws/handler.ts',
         'functions/streams/change-hook.ts',
+        'functions/streams/webhook-hook.ts',
         'functions/streams/delivery-hook.ts',
         // Spawned by path by bench/load.ts.
         'bench/load-server.ts',

@@ -35,22 +35,20 @@ const BUNDLE_TARGETS = { routeKiB: 150, importMs: 50 } as const;
 interface DeployedFunction {
   name: string;
   file: string;
-  /** What lib/agent-state.ts sets that the module reads as it loads. */
-  env?: Record<string, string>;
 }
 
 /**
  * Every function the stack deploys (lib/agent-state.ts): one per route group, the authorizer,
- * the WebSocket API, the two stream consumers, which share one entry and differ by
- * `AGENTSTATE_CHANGE_CONSUMER`, and the webhook queue's delivery hook. test/infra/bench-functions.test.ts holds this list to the
+ * the WebSocket API, the two stream consumers (each an entry of its own), and the webhook
+ * queue's delivery hook. test/infra/bench-functions.test.ts holds this list to the
  * synthesized stack, so a function added there without a row here fails `npm test`.
  */
 export const deployedFunctions: readonly DeployedFunction[] = [
   ...routeGroups.map((group) => ({ name: group, file: join('functions', 'http', `${group}.ts`) })),
   { name: 'authorizer', file: join('functions', 'http', 'authorizer.ts') },
   { name: 'websocket', file: join('functions', 'ws', 'handler.ts') },
-  { name: 'change-hook', file: join('functions', 'streams', 'change-hook.ts'), env: { AGENTSTATE_CHANGE_CONSUMER: 'live' } },
-  { name: 'webhook-hook', file: join('functions', 'streams', 'change-hook.ts'), env: { AGENTSTATE_CHANGE_CONSUMER: 'webhooks' } },
+  { name: 'change-hook', file: join('functions', 'streams', 'change-hook.ts') },
+  { name: 'webhook-hook', file: join('functions', 'streams', 'webhook-hook.ts') },
   { name: 'delivery-hook', file: join('functions', 'streams', 'delivery-hook.ts') },
 ];
 
@@ -61,7 +59,7 @@ export async function measureBundles(): Promise<Bundle[]> {
   const entries = deployedFunctions.filter(({ file }) => existsSync(join(repoRoot, file)));
   const bundleDir = mkdtempSync(join(os.tmpdir(), 'agentstate-bench-'));
   const bundles: Bundle[] = [];
-  for (const { name, file, env } of entries) {
+  for (const { name, file } of entries) {
     const options = {
       entryPoints: [join(repoRoot, file)],
       bundle: true,
@@ -90,7 +88,7 @@ export async function measureBundles(): Promise<Bundle[]> {
             '-e',
             `const t = performance.now(); await import(${JSON.stringify(path)}); console.log(performance.now() - t);`,
           ],
-          { env: { ...process.env, AWS_REGION: 'us-east-1', ...env }, encoding: 'utf8' },
+          { env: { ...process.env, AWS_REGION: 'us-east-1' }, encoding: 'utf8' },
         ).trim(),
       ),
     );

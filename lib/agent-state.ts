@@ -515,10 +515,11 @@ export class AgentState extends Construct {
   }
 
   /**
-   * The two consumers of the table's stream (functions/streams/change-hook.ts): the change
-   * hook (live: WebSocket clients, the event bus, upkeep) and the webhook hook (deliveries and
-   * dead letters), each with its own event source mapping, so that a webhook endpoint that
-   * never answers holds up no live push. Only version records reach them (filter criteria),
+   * The two consumers of the table's stream, each an entry of its own: the change hook
+   * (functions/streams/change-hook.ts; live: WebSocket clients, the event bus, upkeep) and the
+   * webhook hook (functions/streams/webhook-hook.ts; the webhook queue), each with its own
+   * event source mapping, so that a webhook endpoint that never answers holds up no live
+   * push. Only version records reach them (filter criteria),
    * in batches with partial failure reporting; a failing batch is bisected and retried a
    * bounded number of times, and what still fails goes to the on-failure queue. Records older
    * than `maxRecordAge` (a hook fell far behind) go there too rather than block the shard.
@@ -547,7 +548,6 @@ export class AgentState extends Construct {
       environment: {
         AGENTSTATE_TABLE: this.table.tableName,
         NODE_OPTIONS: '--enable-source-maps',
-        AGENTSTATE_CHANGE_CONSUMER: 'live',
         AGENTSTATE_EVENT_BUS: bus.eventBusName,
         AGENTSTATE_WEBSOCKET_ENDPOINT: this.webSocketStage.callbackUrl,
       },
@@ -578,7 +578,7 @@ export class AgentState extends Construct {
     // endpoint delays only its own deliveries), so live pushes never wait on a webhook. It
     // delivers nothing itself: it queues each delivery in its lane.
     const webhookFn = this.createFunction('WebhookHook', {
-      entry: join('functions', 'streams', 'change-hook.ts'),
+      entry: join('functions', 'streams', 'webhook-hook.ts'),
       description: 'agentstate: webhook hook (table stream to the webhook queue)',
       access: webhookHookAccess,
       // It only opens webhook secrets: Decrypt, never a new data key (nor PutItem for one).
@@ -586,7 +586,6 @@ export class AgentState extends Construct {
       environment: {
         AGENTSTATE_TABLE: this.table.tableName,
         NODE_OPTIONS: '--enable-source-maps',
-        AGENTSTATE_CHANGE_CONSUMER: 'webhooks',
         AGENTSTATE_WEBHOOK_QUEUE_URL: webhookQueue.queueUrl,
       },
       invokes: [],

@@ -120,8 +120,7 @@ export const routeGroupAccess = {
 } as const satisfies Record<RouteGroup, TableAccess>;
 
 /**
- * The change hook, the stream's live consumer (functions/streams/change-hook.ts,
- * `AGENTSTATE_CHANGE_CONSUMER=live`): Query (a version's state, for `prev`: the last change
+ * The change hook, the stream's live consumer (functions/streams/change-hook.ts): Query (a version's state, for `prev`: the last change
  * under its key's prefix in the session's log; a session's WebSocket followers, a tenant's
  * agents for the typed fields of events sent as an agent; a memory namespace's live items),
  * Update (a session's activity), Put (the memory namespace list, a memory item's replaced
@@ -135,7 +134,7 @@ export const liveHookAccess: TableAccess = {
 };
 
 /**
- * The webhook hook, the stream's webhook consumer (`AGENTSTATE_CHANGE_CONSUMER=webhooks`): Get
+ * The webhook hook, the stream's webhook consumer (functions/streams/webhook-hook.ts): Get
  * (the sealing key's wrapped data key, to open webhook secrets), Query (a version's state, for
  * `prev`; a tenant's webhooks and agents). It only queues deliveries (sqs:SendMessage on the
  * webhook queue, granted in lib/agent-state.ts).

@@ -14,15 +14,16 @@ import {
 import type { Schema } from './fields.js';
 import type { Json } from './json.js';
 import type { SessionScope } from './model.js';
-import { enqueueAll, inlineQueue, laneOf, type QueuedDelivery, WebhookDeliverer, type WebhookQueue } from './webhook-lanes.js';
 import {
-  DEFAULT_DELIVERY_POLICY,
-  type DeliveryPolicy,
-  type Sleep,
-  type WebhookRecord,
-  type WebhookSender,
-  type WebhookStore,
-} from './webhooks.js';
+  enqueueAll,
+  fanoutQueue,
+  laneOf,
+  type QueuedDelivery,
+  type WebhookDeliveryPorts,
+  type WebhookQueue,
+  type WebhookReads,
+} from './webhook-lanes.js';
+import { DEFAULT_DELIVERY_POLICY, type DeliveryPolicy, type Sleep, type WebhookRecord } from './webhooks.js';
 
 /**
  * The most a webhook body (and so its dead letter) may be: an event past it goes without its
@@ -86,10 +87,11 @@ export type AgentEvents = (agentId: string | null) => Promise<readonly ChangeEve
  */
 export type LiveBroadcaster = (scope: SessionScope, events: readonly ChangeEvent[], eventsFor?: AgentEvents) => Promise<void>;
 
-export interface ChangeFanoutPorts {
+/** The webhook ports (`webhooks`, `send`) are needed only by a consumer that delivers them (`WebhookDeliveryPorts`). */
+export type ChangeFanoutPorts = ChangeFanoutOptions & WebhookDeliveryPorts;
+
+interface ChangeFanoutOptions {
   readState: VersionStateReader;
-  webhooks: Pick<WebhookStore, 'allWebhooks' | 'recordDeadLetter'>;
-  send: WebhookSender;
   publish?: EventPublisher;
   broadcast?: LiveBroadcaster;
   /**
@@ -110,14 +112,18 @@ export interface ChangeFanoutPorts {
    * decides itself how often it really sweeps. Best effort, like `moveActivity`.
    */
   sweepPieces?: (scope: SessionScope) => Promise<void>;
-  /**
-   * Whether this consumer delivers webhooks (default true). The deployment runs two consumers
-   * of the stream, each reading it on its own, so that live pushes never wait on webhooks
-   * (API.md section 9): the change hook (`deliversWebhooks: false`, with `broadcast`,
-   * `publish`, `moveActivity`) and the webhook hook (webhooks only). An endpoint that never
-   * answers then holds up webhook deliveries alone.
+  /*
+   * `deliversWebhooks` (WebhookDeliveryPorts): whether this consumer delivers webhooks (default
+   * true). The deployment runs two consumers of the stream, each reading it on its own, so that
+   * live pushes never wait on webhooks (API.md section 9): the change hook (`deliversWebhooks:
+   * false`, with `broadcast`, `publish`, `moveActivity`) and the webhook hook (webhooks only).
+   * An endpoint that never answers then holds up webhook deliveries alone.
    */
-  deliversWebhooks?: boolean;
+  /**
+   * The stream consumer that delivers here when there is no `queue`, as its dead letters name
+   * it (core/webhook-lanes.ts `deliveredBy`). @default 'the change hook'
+   */
+  deliveredBy?: string;
   /**
    * Where deliveries go (core/webhook-lanes.ts): the webhook consumer only builds them, and
    * each (webhook, stream) lane delivers on its own. Absent: delivered here and waited for.
@@ -137,14 +143,15 @@ export interface ChangeInput {
 
 export class ChangeFanout {
   private readonly log: NonNullable<ChangeFanoutPorts['log']>;
-  private readonly queue: WebhookQueue;
+  /** Where this consumer's deliveries go, and the webhooks it reads; none for the live consumer. */
+  private readonly delivery: { webhooks: WebhookReads; queue: WebhookQueue } | undefined;
 
   constructor(
     private readonly ports: ChangeFanoutPorts,
     policy: DeliveryPolicy = DEFAULT_DELIVERY_POLICY,
   ) {
     this.log = ports.log ?? ((message, detail) => console.warn(`agentstate: ${message}`, JSON.stringify(detail)));
-    this.queue = ports.queue ?? inlineQueue(new WebhookDeliverer(ports, policy));
+    this.delivery = fanoutQueue(ports, policy);
   }
 
   /**
@@ -153,7 +160,8 @@ export class ChangeFanout {
    */
   async process(inputs: readonly ChangeInput[], options: { deadline?: number } = {}): Promise<{ failed: string[] }> {
     const sessions = groupByStream(inputs);
-    const webhooksOf = memo((tenant: string) => this.ports.webhooks.allWebhooks(tenant));
+    const { delivery } = this;
+    const webhooksOf = memo((tenant: string) => delivery?.webhooks.allWebhooks(tenant) ?? Promise.resolve([]));
     const schemas = memo((key: string) => {
       const [tenant, agentId] = JSON.parse(key) as [string, string];
       if (!this.ports.schemaFor) return Promise.reject(new Error('no schema reader (ports.schemaFor): typed fields are unknown'));
@@ -163,7 +171,7 @@ export class ChangeFanout {
 
     await Promise.all(sessions.map((session) => this.buildEvents(session)));
     await Promise.all([
-      ...(this.ports.deliversWebhooks === false ? [] : [this.deliver(sessions, webhooksOf, schemaOf, options.deadline)]),
+      ...(delivery ? [this.deliver(delivery.queue, sessions, webhooksOf, schemaOf, options.deadline)] : []),
       ...sessions.map((session) => this.broadcast(session, schemaOf)),
       ...sessions.map((session) => this.moveActivity(session)),
       ...sessions.map((session) => this.sweepPieces(session)),
@@ -303,6 +311,7 @@ export class ChangeFanout {
 
   /** Hands every session's deliveries to the queue at once; what it could not take is retried from the stream. */
   private async deliver(
+    queue: WebhookQueue,
     sessions: readonly StreamBatch[],
     webhooksOf: (tenant: string) => Promise<WebhookRecord[]>,
     schemaOf: SchemaOf,
@@ -313,7 +322,7 @@ export class ChangeFanout {
     );
     if (built.length === 0) return;
     const failed = await enqueueAll(
-      this.queue,
+      queue,
       built.map((entry) => entry.delivery),
       deadline,
       this.log,

@@ -3,8 +3,16 @@ import { serializeWithin } from './events.js';
 import type { Json, JsonObject } from './json.js';
 import { type Namespace, namespaceRoots, withinRoots } from './memory.js';
 import type { MemoryUpkeepInput, RecordedMemoryChange } from './memory-changes.js';
-import { enqueueAll, inlineQueue, laneOf, type QueuedDelivery, WebhookDeliverer, type WebhookQueue } from './webhook-lanes.js';
-import { DEFAULT_DELIVERY_POLICY, type DeliveryPolicy, type Sleep, type WebhookSender, type WebhookStore } from './webhooks.js';
+import {
+  enqueueAll,
+  fanoutQueue,
+  laneOf,
+  type QueuedDelivery,
+  type WebhookDeliveryPorts,
+  type WebhookQueue,
+  type WebhookReads,
+} from './webhook-lanes.js';
+import { DEFAULT_DELIVERY_POLICY, type DeliveryPolicy, type Sleep } from './webhooks.js';
 
 /**
  * `memory.changed` events (API.md section 10): every put and every delete of a memory item,
@@ -79,16 +87,17 @@ function memoryEventVisibleTo(event: MemoryChangedEvent, agentId: string | null 
 /** Sends one namespace's events, in order, to the live clients that follow it (best effort). */
 export type MemoryBroadcaster = (tenant: string, namespace: Namespace, events: readonly MemoryChangedEvent[]) => Promise<void>;
 
-export interface MemoryFanoutPorts {
+/**
+ * `deliversWebhooks` (WebhookDeliveryPorts): whether this consumer delivers webhooks (default
+ * true); the stream's live consumer does not, so that it never waits on an endpoint.
+ */
+export type MemoryFanoutPorts = MemoryFanoutOptions & WebhookDeliveryPorts;
+
+interface MemoryFanoutOptions {
   broadcast?: MemoryBroadcaster;
-  webhooks: Pick<WebhookStore, 'allWebhooks' | 'recordDeadLetter'>;
-  send: WebhookSender;
   publish?: EventPublisher;
-  /**
-   * Whether this consumer delivers webhooks (default true): the stream's live consumer does
-   * not, so that it never waits on an endpoint (core/change-fanout.ts `deliversWebhooks`).
-   */
-  deliversWebhooks?: boolean;
+  /** Who delivers without a queue, as for state events (core/change-fanout.ts `deliveredBy`). */
+  deliveredBy?: string;
   /** Where deliveries go, as for state events (core/change-fanout.ts `queue`). */
   queue?: WebhookQueue;
   sleep?: Sleep;
@@ -103,13 +112,13 @@ interface Built {
 }
 
 export class MemoryFanout {
-  private readonly queue: WebhookQueue;
+  private readonly delivery: { webhooks: WebhookReads; queue: WebhookQueue } | undefined;
 
   constructor(
     private readonly ports: MemoryFanoutPorts,
     policy: DeliveryPolicy = DEFAULT_DELIVERY_POLICY,
   ) {
-    this.queue = ports.queue ?? inlineQueue(new WebhookDeliverer(ports, policy));
+    this.delivery = fanoutQueue(ports, policy);
   }
 
   /**
@@ -127,10 +136,12 @@ export class MemoryFanout {
     if (built.length === 0) return { failed: [] };
     const failed = new Set<string>();
     const tenants = [...new Set(built.map((entry) => entry.tenant))];
-    const delivering = this.ports.deliversWebhooks === false ? [] : tenants;
+    const { delivery } = this;
+    const delivering = delivery ? tenants : [];
     await Promise.all([
       ...delivering.map((tenant) =>
         this.deliver(
+          delivery as NonNullable<typeof delivery>,
           tenant,
           built.filter((entry) => entry.tenant === tenant),
           failed,
@@ -144,10 +155,16 @@ export class MemoryFanout {
   }
 
   /** The tenant's deliveries, one lane per (webhook, memory item); what the queue could not take is retried. */
-  private async deliver(tenant: string, events: readonly Built[], failed: Set<string>, deadline: number | undefined): Promise<void> {
-    let webhooks: Awaited<ReturnType<MemoryFanoutPorts['webhooks']['allWebhooks']>>;
+  private async deliver(
+    delivery: { webhooks: WebhookReads; queue: WebhookQueue },
+    tenant: string,
+    events: readonly Built[],
+    failed: Set<string>,
+    deadline: number | undefined,
+  ): Promise<void> {
+    let webhooks: Awaited<ReturnType<WebhookReads['allWebhooks']>>;
     try {
-      webhooks = (await this.ports.webhooks.allWebhooks(tenant)).filter((webhook) => webhook.sessionId === null);
+      webhooks = (await delivery.webhooks.allWebhooks(tenant)).filter((webhook) => webhook.sessionId === null);
     } catch (error) {
       this.log('could not read webhooks; the stream will retry', { tenant, error: String(error) });
       failed.add((events[0] as Built).key);
@@ -179,7 +196,7 @@ export class MemoryFanout {
     }
     if (deliveries.length === 0) return;
     const refused = await enqueueAll(
-      this.queue,
+      delivery.queue,
       deliveries.map((entry) => entry.delivery),
       deadline,
       (message, detail) => this.log(message, { tenant, ...detail }),

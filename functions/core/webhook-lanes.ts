@@ -58,11 +58,42 @@ export function laneOf(tenant: string, webhookId: string, stream: readonly strin
 
 export interface WebhookDelivererPorts {
   send: WebhookSender;
+  /**
+   * The function that delivers (`the webhook hook`, `the delivery hook`): a dead letter of a
+   * delivery it had no time left to try names it, so that an operator knows whose timeout to raise.
+   */
+  deliveredBy: string;
   webhooks: Pick<WebhookStore, 'recordDeadLetter'>;
   sleep?: Sleep;
   /** The clock of probations, deadlines and dead letters; the system clock by default. */
   now?: () => Date;
   log?: (message: string, detail: Record<string, unknown>) => void;
+}
+
+/** What a stream consumer needs to read the webhooks of a tenant and record what failed. */
+export type WebhookReads = Pick<WebhookStore, 'allWebhooks' | 'recordDeadLetter'>;
+
+/**
+ * Whether a stream consumer delivers webhooks, and with what: the webhook consumer needs the
+ * webhooks and a sender (the sender only to deliver in the batch, without a queue); the live
+ * consumer (`deliversWebhooks: false`) needs neither, and so its function bundles neither.
+ */
+export type WebhookDeliveryPorts =
+  | { deliversWebhooks?: true; webhooks: WebhookReads; send: WebhookSender }
+  | { deliversWebhooks: false; webhooks?: WebhookReads; send?: WebhookSender };
+
+/**
+ * The queue a fan-out hands its deliveries to: the given one, else its own deliverer waited
+ * for; undefined for a consumer that delivers no webhooks.
+ */
+export function fanoutQueue(
+  ports: WebhookDeliveryPorts &
+    Omit<WebhookDelivererPorts, 'send' | 'webhooks' | 'deliveredBy'> & { queue?: WebhookQueue; deliveredBy?: string },
+  policy: DeliveryPolicy,
+): { webhooks: WebhookReads; queue: WebhookQueue } | undefined {
+  if (ports.deliversWebhooks === false) return undefined;
+  const queue = ports.queue ?? inlineQueue(new WebhookDeliverer({ ...ports, deliveredBy: ports.deliveredBy ?? 'the change hook' }, policy));
+  return { webhooks: ports.webhooks, queue };
 }
 
 /** A webhook that dead-lettered recently gets one attempt per delivery until one succeeds. */
@@ -119,7 +150,7 @@ export class WebhookDeliverer {
     if (tripped.has(webhook.id)) {
       failure = { attempts: 0, error: 'not attempted: an earlier delivery to this webhook failed in the same batch' };
     } else if (deadline !== undefined && this.now().getTime() >= deadline) {
-      failure = { attempts: 0, error: 'not attempted: the change hook ran out of time' };
+      failure = { attempts: 0, error: `not attempted: ${this.ports.deliveredBy} ran out of time` };
     } else {
       const onProbation = (this.probation.get(webhook.id) ?? 0) > this.now().getTime();
       const result = await deliverWithRetries(this.ports.send, webhook, event.body, event.id, {
@@ -194,7 +225,7 @@ export async function enqueueAll(
 }
 
 /** Delivers at once and waits: a consumer that is its own lane runner (tests, one-off tools). */
-export function inlineQueue(deliverer: WebhookDeliverer): WebhookQueue {
+function inlineQueue(deliverer: WebhookDeliverer): WebhookQueue {
   return { enqueue: (deliveries, options) => deliverer.deliver(deliveries, options) };
 }
 

@@ -86,7 +86,7 @@ export interface LocalServer {
 /**
  * Everything `npm start` runs, in-process: DynamoDB Local, the table, the HTTP API served by
  * the same handlers as in AWS, the WebSocket API on the same port, and the table's stream fed
- * to the same change hook (functions/streams/change-hook.ts) as Lambda's event source mapping
+ * to the same change hook and webhook hook (functions/streams/change-hook.ts, webhook-hook.ts) as Lambda's event source mappings
  * would (stream-poller.ts: from LATEST at start, so changes made while no server ran send no
  * events).
  *
@@ -142,7 +142,8 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
     // Imported only now, so that nothing in them can read the environment before it is set.
     const handlers = await (options.loadHandlers ?? importHandlers)();
     const { handler: webSocketHandler } = await import('../ws/handler.js');
-    const { changeHook, webhookLanes } = await import('../streams/change-hook.js');
+    const { changeHook } = await import('../streams/change-hook.js');
+    const { webhookHook, webhookLanes } = await import('../streams/webhook-hook.js');
     // Webhook deliveries wait in lanes, one per (webhook, session): a dead endpoint holds only its own.
     lanes = webhookLanes();
 
@@ -160,7 +161,7 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
       // Two consumers, as in AWS: live pushes never wait on a webhook that does not answer.
       const readStream = (arn: string, startingPosition: 'LATEST' | 'TRIM_HORIZON') =>
         (['live', 'webhooks'] as const).map((consumer) => {
-          const hook = changeHook(consumer, consumer === 'webhooks' && lanes ? { queue: lanes } : {});
+          const hook = consumer === 'live' ? changeHook() : webhookHook(lanes ? { queue: lanes } : {});
           return new StreamPoller({
             client,
             streamArn: arn,

@@ -35,7 +35,7 @@ function delivererFromEnv(env: NodeJS.ProcessEnv): { store: DynamoDbWebhookStore
   const store = new DynamoDbWebhookStore(stores.table);
   // Same address rules as workers: in a Lambda only public https endpoints.
   const send = webhookSender({ allowLoopbackHttp: !env.AWS_LAMBDA_FUNCTION_NAME });
-  return { store, deliverer: new WebhookDeliverer({ webhooks: store, send }) };
+  return { store, deliverer: new WebhookDeliverer({ webhooks: store, send, deliveredBy: 'the delivery hook' }) };
 }
 
 type DeliveryHandler = (event: SQSEvent, context?: Pick<Context, 'getRemainingTimeInMillis'>) => Promise<SQSBatchResponse>;

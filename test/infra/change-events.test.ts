@@ -50,13 +50,6 @@ describe('change hook on the table stream', () => {
     });
   });
 
-  it('tells each consumer which it is', () => {
-    const consumerOf = (fn: IConstruct) =>
-      (reader.get(logicalId(fn)).Properties.Environment as { Variables: Record<string, unknown> }).Variables.AGENTSTATE_CHANGE_CONSUMER;
-    expect(consumerOf(stack.agentState.changeHook)).toBe('live');
-    expect(consumerOf(stack.agentState.webhookHook)).toBe('webhooks');
-  });
-
   it('filters on INSERTs of version items, document writes and memory items', () => {
     expect(changeRecordFilters).toEqual([
       { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.version] } } } },
@@ -91,7 +84,6 @@ describe('change hook on the table stream', () => {
       Variables: {
         AGENTSTATE_TABLE: { Ref: logicalId(stack.agentState.table) },
         NODE_OPTIONS: '--enable-source-maps',
-        AGENTSTATE_CHANGE_CONSUMER: 'live',
         AGENTSTATE_EVENT_BUS: { Ref: busId },
         AGENTSTATE_WEBSOCKET_ENDPOINT: expect.objectContaining({ 'Fn::Join': expect.anything() }),
         POWERTOOLS_SERVICE_NAME: 'agentstate',

@@ -104,6 +104,52 @@ describe('each route group bundles only what its routes use', () => {
   });
 });
 
+/**
+ * The two consumers of the stream are two functions, each with an entry of its own: what one
+ * consumer does is in no bundle of the other (they shared one entry, and so each bundle, until
+ * issue 20).
+ */
+const streamConsumers: ReadonlyArray<{ entry: string; own: readonly string[] }> = [
+  {
+    // Live sync, the event bus, the upkeep.
+    entry: 'functions/streams/change-hook.ts',
+    own: [
+      'functions/ws/broadcast.ts',
+      'functions/ws/connections.ts',
+      'functions/streams/event-bus.ts',
+      'node_modules/@aws-sdk/client-eventbridge/',
+      'node_modules/@aws-sdk/client-apigatewaymanagementapi/',
+      'functions/store/live-store.ts',
+      'functions/store/memory-upkeep-store.ts',
+    ],
+  },
+  {
+    // The webhook deliveries, queued; webhook secrets opened with the sealing key.
+    entry: 'functions/streams/webhook-hook.ts',
+    own: [
+      'functions/streams/webhook-queue.ts',
+      'node_modules/@aws-sdk/client-sqs/',
+      'functions/store/webhook-store.ts',
+      'functions/workers/webhook-delivery.ts',
+      'functions/store/key-ring.ts',
+      'node_modules/@aws-sdk/client-kms/',
+    ],
+  },
+];
+
+describe('each stream consumer bundles only its own code', () => {
+  it.each(streamConsumers)('$entry', async ({ entry, own }) => {
+    // Act
+    const inputs = await bundledInputs(entry);
+
+    // Assess: everything it does is there; nothing the other consumer does is.
+    const carries = (module: string) => inputs.some((input) => input.includes(module));
+    expect(own.filter((module) => !carries(module))).toEqual([]);
+    const others = streamConsumers.filter((consumer) => consumer.entry !== entry).flatMap((consumer) => consumer.own);
+    expect(others.filter(carries)).toEqual([]);
+  });
+});
+
 describe('the OpenAPI document beside the health bundle', () => {
   it('is served by the bundled function as Lambda runs it, equal to docs/openapi.json', async () => {
     // Prepare: the health function bundled as lib/agent-state.ts bundles it, written out with

@@ -3,7 +3,8 @@ import { ChangeFanout, type ChangeFanoutPorts, type ChangeInput } from '../../fu
 import type { ChangeEvent, RecordedVersion, StateChangedEvent } from '../../functions/core/events.js';
 import type { Json } from '../../functions/core/json.js';
 import { useMetricSink } from '../../functions/core/metrics.js';
-import type { DeliveryResult, WebhookRecord } from '../../functions/core/webhooks.js';
+import { WebhookDeliverer, type WebhookReads } from '../../functions/core/webhook-lanes.js';
+import type { DeliveryResult, WebhookRecord, WebhookSender } from '../../functions/core/webhooks.js';
 
 /** A recorded version of `sessionId` (tenant t1 unless said), keyed by a made-up sequence number. */
 function change(sessionId: string, version: number, prevVersion: number, state: Json, tenant = 't1'): ChangeInput {
@@ -34,7 +35,8 @@ const webhook = (id: string, sessionId: string | null = null, url = `https://${i
 });
 
 interface Harness {
-  ports: ChangeFanoutPorts;
+  /** The webhook consumer's ports: with the webhooks and the sender. */
+  ports: ChangeFanoutPorts & { webhooks: WebhookReads; send: WebhookSender };
   sent: Array<{ url: string; id: string; attempt: number }>;
   deadLetters: Array<{ webhookId: string; id: string; attempts: number; error: string }>;
   reads: Array<{ sessionId: string; version: number }>;
@@ -265,13 +267,30 @@ describe('webhooks', () => {
     ]);
   });
 
-  it('dead-letters without trying once the invocation is out of time', async () => {
-    const h = harness({ webhooks: { t1: [webhook('w')] } });
+  it('dead-letters without trying once the invocation is out of time, naming the function that ran out', async () => {
+    // Prepare: the fan-out as the change hook and as the webhook hook deliver in the batch, and
+    // the deliverer as the delivery hook runs it (functions/streams/).
+    const asChangeHook = harness({ webhooks: { t1: [webhook('w')] } });
+    const asWebhookHook = harness({ webhooks: { t1: [webhook('w')] } });
+    const asDeliveryHook = harness({});
+    const deliverer = new WebhookDeliverer({ ...asDeliveryHook.ports, deliveredBy: 'the delivery hook' });
 
-    await new ChangeFanout(h.ports).process([change('s1', 1, 0, 1)], { deadline: Date.now() - 1 });
+    // Act: each past its deadline.
+    await new ChangeFanout(asChangeHook.ports).process([change('s1', 1, 0, 1)], { deadline: Date.now() - 1 });
+    await new ChangeFanout({ ...asWebhookHook.ports, deliveredBy: 'the webhook hook' }).process([change('s1', 1, 0, 1)], {
+      deadline: Date.now() - 1,
+    });
+    await deliverer.deliver(
+      [{ tenant: 't1', webhook: webhook('w'), lane: 'w s1', event: { id: 's1:1', sessionId: 's1', version: 1, body: '{}' } }],
+      { deadline: Date.now() - 1 },
+    );
 
-    expect(h.sent).toEqual([]);
-    expect(h.deadLetters).toEqual([{ webhookId: 'w', id: 's1:1', attempts: 0, error: 'not attempted: the change hook ran out of time' }]);
+    // Assess: nothing sent; each dead letter names its own function.
+    expect([asChangeHook, asWebhookHook, asDeliveryHook].flatMap((h) => h.sent)).toEqual([]);
+    const error = (h: Harness) => h.deadLetters.map((letter) => letter.error);
+    expect(error(asChangeHook)).toEqual(['not attempted: the change hook ran out of time']);
+    expect(error(asWebhookHook)).toEqual(['not attempted: the webhook hook ran out of time']);
+    expect(error(asDeliveryHook)).toEqual(['not attempted: the delivery hook ran out of time']);
   });
 
   it('keeps probations and deadlines on its own clock', async () => {

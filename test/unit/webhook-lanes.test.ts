@@ -48,6 +48,7 @@ function harness(answer: (url: string, eventId: string) => Promise<DeliveryResul
       },
       sleep: async () => {},
       log: () => {},
+      deliveredBy: 'the test',
     },
     { attempts: 2, backoffMs: [0] },
   );

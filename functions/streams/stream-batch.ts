@@ -1,0 +1,114 @@
+import type { Context, DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
+import type { ChangeFanout, ChangeInput } from '../core/change-fanout.js';
+import type { MemoryUpkeep, MemoryUpkeepInput } from '../core/memory-changes.js';
+import type { MemoryFanout } from '../core/memory-events.js';
+import { dynamoDbClient } from '../store/client.js';
+import { recordedMemoryChangeOf } from '../store/memory-stream.js';
+import { createStores, type Stores } from '../store/stores.js';
+import { recordedChangeOf } from '../store/stream-images.js';
+import { defaultTableName } from '../store/table.js';
+import { instrumented } from '../telemetry/telemetry.js';
+
+/**
+ * What the two consumers of the table's stream share: reading a batch's records, handing them
+ * to the consumer's fan-outs, and answering with partial batch failures. Each consumer is an
+ * entry of its own (change-hook.ts, webhook-hook.ts), so that each function bundles only what
+ * it does: the change hook no webhook delivery, queue or sealing key; the webhook hook no
+ * WebSocket, event bus or upkeep.
+ *
+ * Records are read in order: a record that cannot be read fails with everything after it
+ * (their order matters), and the stream retries from there; a record whose event could not be
+ * built, published or queued is reported by its fan-out (the first such record of its
+ * session).
+ */
+
+/** Deliveries stop being started this long before the invocation's deadline. */
+const DEADLINE_MARGIN_MS = 5_000;
+
+/** The stream handler's invocation context: only its deadline is read. */
+export type StreamContext = Pick<Context, 'getRemainingTimeInMillis'>;
+
+export type StreamHandler = (event: DynamoDBStreamEvent, context?: StreamContext) => Promise<DynamoDBBatchResponse>;
+
+/** What one consumer does with a batch. */
+export interface StreamConsumer {
+  state: ChangeFanout;
+  memory: MemoryFanout;
+  /** The memory upkeep (namespace list, replaced versions): the live consumer's alone. */
+  upkeep?: MemoryUpkeep;
+  /** Runs once before a batch with events is handed over (the webhook consumer opens its sealed secrets). */
+  beforeEvents?: () => Promise<void>;
+}
+
+/** The stores over the environment's table (`AGENTSTATE_TABLE`, `AGENTSTATE_DYNAMODB_ENDPOINT`). */
+export function storesFromEnv(env: NodeJS.ProcessEnv): Stores {
+  return createStores(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName);
+}
+
+/** A stream handler over a consumer built on first use. */
+export function streamHandler(build: () => StreamConsumer): StreamHandler {
+  let consumer: StreamConsumer | undefined;
+  return (event, context) => {
+    consumer ??= build();
+    return processBatch(consumer, event, context);
+  };
+}
+
+/**
+ * The Lambda handler of a consumer. In a Lambda, each batch is one log line (records, events,
+ * failures) and two metrics: how long its oldest record waited between its write and this hook
+ * (`EventDeliveryLag`), and how many records it reported failed (`EventBatchFailures`).
+ */
+export function instrumentedStreamHandler(name: string, consumer: string, handler: StreamHandler): StreamHandler {
+  return instrumented(name, handler, (event: DynamoDBStreamEvent, { result }) => {
+    const oldest = Math.min(...event.Records.map((record) => record.dynamodb?.ApproximateCreationDateTime ?? Number.POSITIVE_INFINITY));
+    const failed = result?.batchItemFailures.length ?? event.Records.length;
+    return {
+      message: 'stream batch',
+      level: failed > 0 ? 'warn' : 'info',
+      fields: { records: event.Records.length, failed, consumer },
+      metrics: [
+        ...(Number.isFinite(oldest) ? [['EventDeliveryLag', Math.max(0, Date.now() - oldest * 1000)] as const] : []),
+        ...(failed > 0 ? [['EventBatchFailures', failed] as const] : []),
+      ],
+    };
+  }) as StreamHandler;
+}
+
+async function processBatch(consumer: StreamConsumer, event: DynamoDBStreamEvent, context?: StreamContext): Promise<DynamoDBBatchResponse> {
+  const inputs: ChangeInput[] = [];
+  const memory: MemoryUpkeepInput[] = [];
+  let unreadable: string | undefined;
+  for (const record of event.Records) {
+    const key = record.dynamodb?.SequenceNumber ?? '';
+    try {
+      const memoryChange = recordedMemoryChangeOf(record);
+      if (memoryChange) {
+        memory.push({ key, change: memoryChange });
+        continue;
+      }
+      // Everything else (markers, sessions, dead letters, deletes) is not an event; the
+      // event source filter keeps it away, and this check keeps a misconfigured filter harmless.
+      const change = recordedChangeOf(record);
+      if (change) inputs.push({ key, change });
+    } catch (error) {
+      // A record that cannot be read fails with everything after it (their order matters);
+      // retries, bisection and finally the on-failure queue take it from there.
+      console.error('agentstate: unreadable stream record', key, error);
+      unreadable = key;
+      break;
+    }
+  }
+  if (inputs.length + memory.length > 0) await consumer.beforeEvents?.();
+  const remaining = context?.getRemainingTimeInMillis?.();
+  const deadline = remaining === undefined ? undefined : Date.now() + remaining - DEADLINE_MARGIN_MS;
+  const within = deadline === undefined ? {} : { deadline };
+  const [events, kept, memoryDelivered] = await Promise.all([
+    inputs.length > 0 ? consumer.state.process(inputs, within) : { failed: [] },
+    memory.length > 0 && consumer.upkeep ? consumer.upkeep.process(memory) : { failed: [] },
+    memory.length > 0 ? consumer.memory.process(memory, within) : { failed: [] },
+  ]);
+  const failed = [...events.failed, ...kept.failed, ...memoryDelivered.failed];
+  if (unreadable !== undefined) failed.push(unreadable);
+  return { batchItemFailures: failed.map((itemIdentifier) => ({ itemIdentifier })) };
+}

@@ -1,0 +1,74 @@
+import { schemaReader } from '../core/agent-service.js';
+import { ChangeFanout } from '../core/change-fanout.js';
+import { MemoryFanout } from '../core/memory-events.js';
+import { WebhookDeliverer, WebhookLanes, type WebhookQueue } from '../core/webhook-lanes.js';
+import { ensureSealingKey } from '../store/key-ring.js';
+import { DynamoDbWebhookStore } from '../store/webhook-store.js';
+import { webhookSender } from '../workers/webhook-delivery.js';
+import { instrumentedStreamHandler, type StreamConsumer, type StreamHandler, storesFromEnv, streamHandler } from './stream-batch.js';
+import { sqsClient, sqsWebhookQueue } from './webhook-queue.js';
+
+/**
+ * The webhook hook, the stream's webhook consumer: the table's stream → the webhook
+ * deliveries of every state, document and memory event. It delivers nothing itself: it builds
+ * each delivery (the event as the webhook may see it, cut to its agent's typed fields) and
+ * queues it in its lane, one per webhook and stream (core/webhook-lanes.ts; in AWS an SQS FIFO
+ * queue, webhook-queue.ts, which the delivery hook reads, delivery-hook.ts; under `npm start`
+ * the local server's lanes).
+ *
+ * It reads the stream on its own event source mapping, apart from the change hook
+ * (change-hook.ts), so that a webhook endpoint that never answers holds up no live push (API.md
+ * section 9), and it is an entry of its own, so that its function bundles no WebSocket, event
+ * bus or upkeep code.
+ *
+ * Env: AGENTSTATE_TABLE, AGENTSTATE_WEBHOOK_QUEUE_URL (the webhook queue; unset: deliveries are
+ * made in the batch, unless the local server passes its lanes).
+ */
+
+/** Who delivers when there is no queue, as its dead letters name it. */
+const DELIVERED_BY = 'the webhook hook';
+
+function webhookConsumer(env: NodeJS.ProcessEnv, queue: WebhookQueue | undefined): StreamConsumer {
+  const stores = storesFromEnv(env);
+  const webhooks = new DynamoDbWebhookStore(stores.table);
+  // Same address rules as workers: in a Lambda only public https endpoints.
+  const send = webhookSender({ allowLoopbackHttp: !env.AWS_LAMBDA_FUNCTION_NAME });
+  const delivery = { webhooks, send, deliveredBy: DELIVERED_BY, ...(queue ? { queue } : {}) };
+  return {
+    state: new ChangeFanout({
+      readState: (scope, version, incarnation) => stores.sessions.getVersionState(scope, version, incarnation),
+      schemaFor: schemaReader(stores.agents),
+      ...delivery,
+    }),
+    memory: new MemoryFanout(delivery),
+    // Webhook secrets are sealed with the deployment's key (store/key-ring.ts).
+    beforeEvents: () => ensureSealingKey({ create: false }),
+  };
+}
+
+/**
+ * The local server's webhook lanes (core/webhook-lanes.ts): one in-memory queue per (webhook,
+ * stream), delivered by the same rule as the AWS delivery function, so that a dead endpoint
+ * holds only its own lanes.
+ */
+export function webhookLanes(env: NodeJS.ProcessEnv = process.env): WebhookLanes {
+  const webhooks = new DynamoDbWebhookStore(storesFromEnv(env).table);
+  const send = webhookSender({ allowLoopbackHttp: !env.AWS_LAMBDA_FUNCTION_NAME });
+  const deliverer = new WebhookDeliverer({ webhooks, send, deliveredBy: "the local server's webhook lanes" });
+  return new WebhookLanes(deliverer, { webhooks });
+}
+
+/**
+ * A webhook consumer built from `process.env` on first use. With `queue`, it hands its
+ * deliveries to it (the local server's lanes, `webhookLanes`); else to the SQS queue of
+ * `AGENTSTATE_WEBHOOK_QUEUE_URL`, else it delivers them in the batch.
+ */
+export function webhookHook(options: { queue?: WebhookQueue } = {}): StreamHandler {
+  return streamHandler(() => {
+    const url = process.env.AGENTSTATE_WEBHOOK_QUEUE_URL;
+    return webhookConsumer(process.env, options.queue ?? (url ? sqsWebhookQueue(sqsClient(), url) : undefined));
+  });
+}
+
+/** The Lambda handler. */
+export const handler = instrumentedStreamHandler('webhook hook', 'webhooks', webhookHook());
