@@ -4,12 +4,13 @@
  */
 
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { build } from 'esbuild';
+import { build, type Metafile } from 'esbuild';
 import { routeGroups } from '../functions/http/routes.js';
+import { lambdaBundling } from '../lib/bundling.js';
 import { log, repoRoot } from './config.js';
 import { kib, pad, padLeft, tableRow } from './measure.js';
 
@@ -17,11 +18,17 @@ export interface Bundle {
   name: string;
   /** A route group's function: the ones the size target is for. */
   route: boolean;
+  /** The file Lambda imports (index.mjs), the AWS SDK in it. */
   bytes: number;
   gzip: number;
+  /** The chunks beside it, each read only when first imported (lib/bundling.ts). */
+  chunks: number;
+  /** The file Lambda imports, with `@aws-sdk/*` left out: what the size target is about. */
   withoutSdk: number;
   /** Of `withoutSdk`: what Powertools' Tracer brings in (the X-Ray SDK, its semver and cls-hooked, the Tracer). */
   tracing: number;
+  /** Of `withoutSdk` less tracing: KiB by package (or by folder of our own code), largest first. */
+  rest: Array<{ module: string; bytes: number }>;
   importMs: number;
 }
 
@@ -52,33 +59,48 @@ export const deployedFunctions: readonly DeployedFunction[] = [
   { name: 'delivery-hook', file: join('functions', 'streams', 'delivery-hook.ts') },
 ];
 
-const banner = "import { createRequire } from 'module'; const require = createRequire(import.meta.url);";
+/** A package (`@scope/name`) or, for our own code, its folder (`functions/store`). */
+function moduleOf(input: string): string {
+  const packages = [...input.matchAll(/node_modules\/((?:@[^/]+\/)?[^/]+)/g)];
+  const last = packages.at(-1);
+  if (last?.[1]) return last[1];
+  return input.replace(/\/[^/]+$/, '');
+}
+
+/** The entry file of a split build (`index.mjs`) and its metafile entry. */
+function entryOutput(metafile: Metafile) {
+  const found = Object.entries(metafile.outputs).find(([path, output]) => output.entryPoint !== undefined && path.endsWith('index.mjs'));
+  if (!found) throw new Error('the build has no index.mjs');
+  return { path: found[0], output: found[1] };
+}
 
 export async function measureBundles(): Promise<Bundle[]> {
-  log('\n4. Bundle size per Lambda (esbuild, minified ESM, target node22, as lib/agent-state.ts bundles them)');
+  log('\n4. Bundle size per Lambda (esbuild, minified ESM, target node22, split, as lib/agent-state.ts bundles them)');
   const entries = deployedFunctions.filter(({ file }) => existsSync(join(repoRoot, file)));
   const bundleDir = mkdtempSync(join(os.tmpdir(), 'agentstate-bench-'));
   const bundles: Bundle[] = [];
   for (const { name, file } of entries) {
+    const outdir = join(bundleDir, name);
     const options = {
+      ...lambdaBundling,
       entryPoints: [join(repoRoot, file)],
-      bundle: true,
-      minify: true,
-      platform: 'node' as const,
-      format: 'esm' as const,
-      target: 'node22',
-      mainFields: ['module', 'main'],
-      banner: { js: banner },
-      write: false,
+      absWorkingDir: repoRoot,
+      metafile: true as const,
       logLevel: 'silent' as const,
     };
-    const full = await build(options);
-    const lean = await build({ ...options, external: ['@aws-sdk/*'], metafile: true });
-    const code = full.outputFiles?.[0]?.contents ?? new Uint8Array();
-    const path = join(bundleDir, `${name}.mjs`);
-    writeFileSync(path, code);
+    const full = await build({ ...options, outdir, write: true });
+    const lean = await build({ ...options, outdir: join(bundleDir, `${name}-lean`), write: false, external: ['@aws-sdk/*'] });
+    const entry = entryOutput(full.metafile);
+    const code = readFileSync(join(repoRoot, entry.path));
+    const leanEntry = entryOutput(lean.metafile).output;
+    const inputs = Object.entries(leanEntry.inputs);
+    const rest = new Map<string, number>();
+    for (const [input, { bytesInOutput }] of inputs) {
+      if (!TRACING_PACKAGES.test(input)) rest.set(moduleOf(input), (rest.get(moduleOf(input)) ?? 0) + bytesInOutput);
+    }
     // The module's own start-up (the INIT phase of a cold start, less the runtime's): import it
     // in a fresh node, three times, and keep the fastest.
+    const path = join(outdir, 'index.mjs');
     const importTimes = [0, 1, 2].map(() =>
       Number(
         execFileSync(
@@ -97,11 +119,12 @@ export async function measureBundles(): Promise<Bundle[]> {
       route: (routeGroups as readonly string[]).includes(name),
       bytes: code.byteLength,
       gzip: gzipSync(code, { level: 9 }).byteLength,
-      withoutSdk: lean.outputFiles?.[0]?.contents.byteLength ?? 0,
-      tracing: Object.values(lean.metafile.outputs)
-        .flatMap((output) => Object.entries(output.inputs))
-        .filter(([input]) => TRACING_PACKAGES.test(input))
-        .reduce((sum, [, input]) => sum + input.bytesInOutput, 0),
+      chunks: Object.entries(full.metafile.outputs)
+        .filter(([output]) => output !== entry.path && output.endsWith('.mjs'))
+        .reduce((sum, [, output]) => sum + output.bytes, 0),
+      withoutSdk: leanEntry.bytes,
+      tracing: inputs.filter(([input]) => TRACING_PACKAGES.test(input)).reduce((sum, [, input]) => sum + input.bytesInOutput, 0),
+      rest: [...rest].map(([module, bytes]) => ({ module, bytes })).sort((a, b) => b.bytes - a.bytes),
       importMs: Math.min(...importTimes),
     });
   }
@@ -109,7 +132,7 @@ export async function measureBundles(): Promise<Bundle[]> {
   for (const bundle of bundles) {
     log(
       `  ${pad(bundle.name, 14)} ${padLeft(bundle.bytes.toLocaleString('en-US'), 10)} bytes ` +
-        `(${kib(bundle.bytes)}, gzip ${kib(bundle.gzip)})` +
+        `(${kib(bundle.bytes)}, gzip ${kib(bundle.gzip)}, chunks ${kib(bundle.chunks)})` +
         `   without @aws-sdk/*: ${padLeft(kib(bundle.withoutSdk), 8)} (tracing ${padLeft(kib(bundle.tracing), 7)})   import ${bundle.importMs.toFixed(0)} ms`,
     );
   }
@@ -159,7 +182,7 @@ export function bundleSection(bundles: Bundle[]): string {
   return `## Bundle size per Lambda
 
 Each function of the stack (a \`functions/http/<group>.ts\` per route group, the authorizer,
-the WebSocket handler, the change hook and the webhook hook, which share one entry, and the
+the WebSocket handler, the change hook and the webhook hook, each an entry of its own, and the
 webhook queue's delivery hook) bundled
 as lib/agent-state.ts bundles it for deployment: esbuild, minified ESM, target node22, AWS SDK
 v3 bundled (\`bundleAwsSDK: true\`: the SDK version tested here, not the runtime's). "Without
@@ -188,8 +211,7 @@ rules). Traced handlers and SDK calls are worth more than those bytes, which a c
 mostly as import time: the last column.${
     slow.length > 0
       ? ` Over ${BUNDLE_TARGETS.importMs} ms in this run: ${slow.join(', ')}. Most of an import is the AWS SDK's
-DynamoDB client and the X-Ray SDK, both needed by the first request; decide also parses the
-Lambda client it calls \`lambda:\` workers with (loaded only then, but in the same file).`
+DynamoDB client and the X-Ray SDK, both needed by the first request.`
       : ''
   }
 

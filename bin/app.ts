@@ -12,6 +12,7 @@ import { AgentStateStack } from '../lib/agent-state-stack.js';
  * | `alarmEmail`    | `AGENTSTATE_ALARM_EMAIL`      | subscribed to the alarm topic                  |
  * | `alarmTopicArn` | `AGENTSTATE_ALARM_TOPIC_ARN`  | a topic of your own for every alarm            |
  * | `corsOrigins`   | `AGENTSTATE_CORS_ORIGINS`     | origins whose pages may call the API (comma-separated) |
+ * | `allowedWorkerFunctionArns` | `AGENTSTATE_ALLOWED_WORKER_FUNCTION_ARNS` | Lambda functions agents may use as `lambda:` workers (comma-separated ARNs) |
  * | `account`, `region` | `AGENTSTATE_ACCOUNT`, `AGENTSTATE_REGION` | pin the stack to one environment |
  *
  * Without `account` and `region` the stack is environment-agnostic: the template names no
@@ -29,14 +30,22 @@ const account = setting('account', 'AGENTSTATE_ACCOUNT');
 const region = setting('region', 'AGENTSTATE_REGION');
 const alarmEmail = setting('alarmEmail', 'AGENTSTATE_ALARM_EMAIL');
 const alarmTopicArn = setting('alarmTopicArn', 'AGENTSTATE_ALARM_TOPIC_ARN');
-const corsOrigins = (setting('corsOrigins', 'AGENTSTATE_CORS_ORIGINS') ?? '')
-  .split(',')
-  .map((origin) => origin.trim())
-  .filter(Boolean);
+const list = (value: string | undefined) =>
+  (value ?? '')
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+const corsOrigins = list(setting('corsOrigins', 'AGENTSTATE_CORS_ORIGINS'));
+const allowedWorkerFunctionArns = list(setting('allowedWorkerFunctionArns', 'AGENTSTATE_ALLOWED_WORKER_FUNCTION_ARNS'));
 
 new AgentStateStack(app, stackName, {
   ...(account || region ? { env: { account, region } } : {}),
-  agentState: { ...(alarmEmail ? { alarmEmail } : {}), ...(alarmTopicArn ? { alarmTopicArn } : {}), corsOrigins },
+  agentState: {
+    ...(alarmEmail ? { alarmEmail } : {}),
+    ...(alarmTopicArn ? { alarmTopicArn } : {}),
+    corsOrigins,
+    allowedWorkerFunctionArns,
+  },
 });
 
 // cdk-nag's AWS Solutions rules run at synth; an unacknowledged finding fails the synth.

@@ -35,6 +35,7 @@ import { corsPolicy, parseCorsOrigins } from '../functions/http/cors.js';
 import { type Route, routeGroups, routes } from '../functions/http/routes.js';
 import { changeRecordFilters } from '../functions/store/stream-images.js';
 import { tableKeys } from '../functions/store/table.js';
+import { lambdaBundleCommand, lambdaBundling, shellWord } from './bundling.js';
 import { AgentStateMonitoring, OWN_METRICS } from './monitoring.js';
 import {
   accessOf,
@@ -174,13 +175,13 @@ export interface AgentStateProps {
   readonly webSocketAccessLogs?: boolean;
 }
 
+/** The project's esbuild, which bundles every function (lib/bundling.ts). */
+const ESBUILD = join(projectRoot, 'node_modules', '.bin', 'esbuild');
+
 /** The route group that serves the inspector page (functions/http/inspector.ts). */
 const INSPECTOR_GROUP = 'inspector';
 /** Where the page's files are inside that function: the bundle folder is /var/task. */
 const INSPECTOR_DIR_IN_LAMBDA = '/var/task/inspector';
-
-/** A path as one word of a shell command. */
-const shellWord = (path: string) => `'${path.replace(/'/g, `'\\''`)}'`;
 
 /**
  * Builds the inspector page (vite, inspector/vite.config.ts) into the inspector function's
@@ -791,25 +792,27 @@ export class AgentState extends Construct {
         // Bundled on this machine with the project's esbuild: no Docker, no network.
         forceDockerBundling: false,
         format: OutputFormat.ESM,
-        target: 'node22',
-        minify: true,
+        target: lambdaBundling.target,
+        minify: lambdaBundling.minify,
         sourceMap: true,
         // Stack traces map to file:line; the sources stay out of the bundle (smaller, faster start).
         sourcesContent: false,
-        mainFields: ['module', 'main'],
-        // CommonJS dependencies call require(); ESM output has none unless we make one.
-        banner: "import { createRequire } from 'module'; const require = createRequire(import.meta.url);",
+        mainFields: [...lambdaBundling.mainFields],
+        banner: lambdaBundling.banner.js,
         // Ship the SDK version we test against rather than whatever the runtime has.
         bundleAwsSDK: true,
-        ...(options.afterBundling
-          ? {
-              commandHooks: {
-                beforeBundling: () => [],
-                beforeInstall: () => [],
-                afterBundling: (_inputDir: string, outputDir: string) => options.afterBundling?.(outputDir) ?? [],
-              },
-            }
-          : {}),
+        commandHooks: {
+          beforeBundling: () => [],
+          beforeInstall: () => [],
+          // NodejsFunction bundles into one file (it gives esbuild --outfile, which cannot
+          // split): the same entry is bundled again, split at its dynamic imports, over that
+          // file (lib/bundling.ts), so that what is imported only on first use is not parsed
+          // at every cold start.
+          afterBundling: (_inputDir: string, outputDir: string) => [
+            lambdaBundleCommand(ESBUILD, entry, outputDir),
+            ...(options.afterBundling?.(outputDir) ?? []),
+          ],
+        },
       },
     });
     Validations.of(role).acknowledge({

@@ -34,7 +34,7 @@ export function dependenciesFor(
     [documentStore, stores.documents],
     [decisionStore, stores.decisions],
     [agentStore, stores.agents],
-    [apiKeyStore, stores.apiKeys],
+    [apiKeyStore, async () => stores.apiKeys],
     [idempotency, stores.idempotency],
     [resolveKey, options.resolveKey ?? keysFromEnv(env.AGENTSTATE_API_KEYS)],
   ];

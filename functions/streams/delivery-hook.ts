@@ -3,8 +3,8 @@ import { type QueuedDelivery, WebhookDeliverer } from '../core/webhook-lanes.js'
 import type { WebhookRecord } from '../core/webhooks.js';
 import { dynamoDbClient } from '../store/client.js';
 import { ensureSealingKey } from '../store/key-ring.js';
-import { createStores } from '../store/stores.js';
 import { defaultTableName } from '../store/table.js';
+import { TableClient } from '../store/table-client.js';
 import { DynamoDbWebhookStore } from '../store/webhook-store.js';
 import { instrumented } from '../telemetry/telemetry.js';
 import { webhookSender } from '../workers/webhook-delivery.js';
@@ -31,8 +31,7 @@ const DEADLINE_MARGIN_MS = 5_000;
 let deliverer: { store: DynamoDbWebhookStore; deliverer: WebhookDeliverer } | undefined;
 
 function delivererFromEnv(env: NodeJS.ProcessEnv): { store: DynamoDbWebhookStore; deliverer: WebhookDeliverer } {
-  const stores = createStores(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName);
-  const store = new DynamoDbWebhookStore(stores.table);
+  const store = new DynamoDbWebhookStore(new TableClient(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName));
   // Same address rules as workers: in a Lambda only public https endpoints.
   const send = webhookSender({ allowLoopbackHttp: !env.AWS_LAMBDA_FUNCTION_NAME });
   return { store, deliverer: new WebhookDeliverer({ webhooks: store, send, deliveredBy: 'the delivery hook' }) };

@@ -2,11 +2,13 @@ import type { Context, DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-la
 import type { ChangeFanout, ChangeInput } from '../core/change-fanout.js';
 import type { MemoryUpkeep, MemoryUpkeepInput } from '../core/memory-changes.js';
 import type { MemoryFanout } from '../core/memory-events.js';
+import { DynamoDbAgentStore } from '../store/agent-store.js';
 import { dynamoDbClient } from '../store/client.js';
 import { recordedMemoryChangeOf } from '../store/memory-stream.js';
-import { createStores, type Stores } from '../store/stores.js';
+import { DynamoDbSessionStore } from '../store/session-store.js';
 import { recordedChangeOf } from '../store/stream-images.js';
 import { defaultTableName } from '../store/table.js';
+import { TableClient } from '../store/table-client.js';
 import { instrumented } from '../telemetry/telemetry.js';
 
 /**
@@ -40,9 +42,20 @@ export interface StreamConsumer {
   beforeEvents?: () => Promise<void>;
 }
 
-/** The stores over the environment's table (`AGENTSTATE_TABLE`, `AGENTSTATE_DYNAMODB_ENDPOINT`). */
-export function storesFromEnv(env: NodeJS.ProcessEnv): Stores {
-  return createStores(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName);
+/** What both consumers read: a recorded version's state (for `prev`), and the agents (for typed fields). */
+export interface StreamStores {
+  table: TableClient;
+  sessions: DynamoDbSessionStore;
+  agents: DynamoDbAgentStore;
+}
+
+/**
+ * Those stores over the environment's table (`AGENTSTATE_TABLE`, `AGENTSTATE_DYNAMODB_ENDPOINT`),
+ * and no others: a consumer bundles neither the API key, decision nor idempotency store.
+ */
+export function storesFromEnv(env: NodeJS.ProcessEnv): StreamStores {
+  const table = new TableClient(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName);
+  return { table, sessions: new DynamoDbSessionStore(table), agents: new DynamoDbAgentStore(table) };
 }
 
 /** A stream handler over a consumer built on first use. */

@@ -1,5 +1,7 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEPLOYED_WORKER_ARN, synthesizedAssembly } from '../helpers/synth.js';
 import type { QueuedMessage } from './support/aws-stand-in.js';
 import { type DeployedStack, deployStack } from './support/world.js';
 
@@ -164,6 +166,38 @@ describe('the HTTP API behind the authorizer', () => {
     expect(page.headers['content-type']).toMatch(/^text\/html/);
     expect(page.body).toContain('<script');
     expect(config.json).toMatchObject({ webSocketUrl: expect.stringMatching(/\/v1$/) });
+  });
+});
+
+describe('decide with a lambda: worker', () => {
+  it('invokes the worker through the Lambda client, a chunk its bundle loads only then, and commits the answer', async () => {
+    // Prepare: the worker the stack allows (test/helpers/synth.ts), and an agent that uses it.
+    const decide = stack.deployment.functionNamed(/the decide routes$/);
+    stack.aws.lambdaWorkers.set(DEPLOYED_WORKER_ARN, () => ({
+      state: { planned: true },
+      messages: [{ id: 'lw-a1', role: 'assistant', content: 'Lisbon it is' }],
+    }));
+    expect((await call('PUT', '/v1/agents/lw-planner', { worker: { url: `lambda:${DEPLOYED_WORKER_ARN}` } })).status).toBe(201);
+    expect((await call('POST', '/v1/sessions', { sessionId: 'lw-trip', agentId: 'lw-planner' })).status).toBe(201);
+
+    // Act
+    const decided = await call('POST', '/v1/sessions/lw-trip/decide', { trigger: { type: 'tick' } });
+
+    // Assess: the worker was invoked by decide's function with the DecisionRequest, and its
+    // answer committed; the Lambda client is not in the file Lambda imports, but beside it.
+    expect(decided).toMatchObject({ status: 200, json: { state: { planned: true }, head: 'lw-a1', changed: true } });
+    expect(stack.aws.lambdaInvocations).toEqual([
+      {
+        functionId: decide.logicalId,
+        arn: DEPLOYED_WORKER_ARN,
+        payload: expect.objectContaining({ session_id: 'lw-trip', agent_id: 'lw-planner', trigger: { type: 'tick' } }),
+      },
+    ]);
+    const lambdaClient = 'AWSGirApiService';
+    const folder = join(await synthesizedAssembly(), decide.assetPath);
+    expect(readFileSync(join(folder, 'index.mjs'), 'utf8')).not.toContain(lambdaClient);
+    const chunks = readdirSync(join(folder, 'chunks')).filter((file) => file.endsWith('.mjs'));
+    expect(chunks.filter((file) => readFileSync(join(folder, 'chunks', file), 'utf8').includes(lambdaClient))).toHaveLength(1);
   });
 });
 

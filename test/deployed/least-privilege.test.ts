@@ -1,6 +1,7 @@
 import { DeleteItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { routeGroups, routes } from '../../functions/http/routes.js';
+import { DEPLOYED_WORKER_ARN } from '../helpers/synth.js';
 import type { GatewayResponse } from './support/api-gateway.js';
 import type { DeployedFunction } from './support/deployment.js';
 import type { Grant } from './support/iam.js';
@@ -191,7 +192,7 @@ describe('each route group, through its paths, within its role', () => {
     expectStatus(await call('GET', '/v1/agents'), 200);
   });
 
-  it('decide: a proposed decision, its replay, messages, a failing worker, a lost answer, and a decision over an abandoned delete', async () => {
+  it('decide: a proposed decision, its replay, messages, a failing worker, a lambda: worker, a lost answer, and a decision over an abandoned delete', async () => {
     const decide = fn(/the decide routes$/);
     expectStatus(await call('POST', '/v1/sessions', { sessionId: 'lp-d', agentId: 'lp-child' }), 201);
     const first = {
@@ -224,6 +225,12 @@ describe('each route group, through its paths, within its role', () => {
       ),
       502,
     );
+
+    // A lambda: worker, the one the stack allows: decide invokes it (lambda:InvokeFunction).
+    stack.aws.lambdaWorkers.set(DEPLOYED_WORKER_ARN, () => ({ state: { by: 'lambda' } }));
+    expectStatus(await call('PUT', '/v1/agents/lp-lambda', { worker: { url: `lambda:${DEPLOYED_WORKER_ARN}` } }), 201);
+    expectStatus(await call('POST', '/v1/sessions', { sessionId: 'lp-dl', agentId: 'lp-lambda' }), 201);
+    expectStatus(await call('POST', '/v1/sessions/lp-dl/decide', { trigger: { type: 'tick' } }), 200);
 
     await abandonDelete('lp-d');
     expectStatus(

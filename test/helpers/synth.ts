@@ -8,8 +8,14 @@ import { promisify } from 'node:util';
 const run = promisify(execFile);
 const projectRoot = fileURLToPath(new URL('../..', import.meta.url));
 
-/** What `cdk synth` reads: the app, the construct, the handlers, the page, the lock file. */
-const SYNTH_INPUTS = ['bin', 'lib', 'functions', 'inspector', 'package-lock.json', 'cdk.json', 'tsconfig.json'];
+/** What `cdk synth` reads: the app, the construct, the handlers, the page, the lock file, and this file's settings. */
+const SYNTH_INPUTS = ['bin', 'lib', 'functions', 'inspector', 'package-lock.json', 'cdk.json', 'tsconfig.json', 'test/helpers/synth.ts'];
+
+/**
+ * The one Lambda function the synthesized stack lets agents use as a `lambda:` worker (bin/app.ts
+ * `AGENTSTATE_ALLOWED_WORKER_FUNCTION_ARNS`): test/deployed stands it up in its AWS stand-in.
+ */
+export const DEPLOYED_WORKER_ARN = 'arn:aws:lambda:us-east-1:123456789012:function:deployed-test-worker';
 const CACHE_DIR = join(projectRoot, 'node_modules', '.cache', 'agentstate-synth');
 /** A lock older than this belongs to a run that died. */
 const STALE_LOCK_MS = 5 * 60_000;
@@ -36,7 +42,11 @@ export async function synthesizedAssembly(): Promise<string> {
     if (existsSync(join(outdir, 'manifest.json'))) return outdir;
     const building = `${outdir}.building`;
     rmSync(building, { recursive: true, force: true });
-    const env: NodeJS.ProcessEnv = { ...process.env, CDK_DISABLE_VERSION_CHECK: 'true' };
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      CDK_DISABLE_VERSION_CHECK: 'true',
+      AGENTSTATE_ALLOWED_WORKER_FUNCTION_ARNS: DEPLOYED_WORKER_ARN,
+    };
     // Synthesize environment-agnostic, whatever the machine's AWS profile says.
     for (const name of ['AWS_REGION', 'AWS_DEFAULT_REGION', 'CDK_DEFAULT_REGION', 'CDK_DEFAULT_ACCOUNT', 'AWS_PROFILE']) delete env[name];
     await run(join(projectRoot, 'node_modules', '.bin', 'cdk'), ['synth', '--quiet', '--output', building], {

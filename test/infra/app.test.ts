@@ -72,4 +72,23 @@ describe('bin/app.ts', () => {
     }
     expect(JSON.stringify(byEnv)).toContain('eu-west-1');
   }, 120_000);
+
+  it('lets decide invoke the Lambda workers named in allowedWorkerFunctionArns, and nothing else does', async () => {
+    // Prepare
+    const worker = 'arn:aws:lambda:eu-west-1:123456789012:function:planner-worker';
+
+    // Act
+    const template = await synthApp({ allowedWorkerFunctionArns: ` ${worker} ` });
+
+    // Assess: one statement grants InvokeFunction, on that ARN (decide's, test/infra/agent-state.test.ts);
+    // decide, and the registry that checks a worker where it is registered, are told it.
+    const invokes = ofType(template, 'AWS::IAM::Policy')
+      .flatMap((policy) => policy.Properties.PolicyDocument.Statement)
+      .filter((statement) => [statement.Action].flat().includes('lambda:InvokeFunction'));
+    expect(invokes.map((statement) => statement.Resource)).toEqual([worker]);
+    const told = ofType(template, 'AWS::Lambda::Function').filter(
+      (fn) => fn.Properties.Environment?.Variables?.AGENTSTATE_ALLOWED_WORKER_ARNS === worker,
+    );
+    expect(told.map((fn) => fn.Properties.Description).sort()).toEqual(['agentstate: the agents routes', 'agentstate: the decide routes']);
+  }, 90_000);
 });

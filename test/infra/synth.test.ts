@@ -1,8 +1,8 @@
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { routeGroups } from '../../functions/http/routes.js';
-import { synthesizedAssembly } from '../helpers/synth.js';
+import { DEPLOYED_WORKER_ARN, synthesizedAssembly } from '../helpers/synth.js';
 
 type Template = { Resources: Record<string, { Type: string; Properties: Record<string, unknown>; Metadata?: Record<string, string> }> };
 
@@ -24,8 +24,10 @@ describe('cdk synth', () => {
   it('stays environment-agnostic: no region or account in the template, only AWS::Region and AWS::AccountId', () => {
     // Assess: the CLI hands the app CDK_DEFAULT_REGION=us-east-1 when nothing is configured.
     // (The region-keyed Mappings the CDK adds are looked up with AWS::Region at deploy time.)
+    // The one Lambda worker the shared assembly allows is a setting (test/helpers/synth.ts), not the environment's.
     const { Resources, Outputs } = template as Template & { Outputs: unknown };
-    const text = JSON.stringify({ Resources, Outputs });
+    const text = JSON.stringify({ Resources, Outputs }).replaceAll(DEPLOYED_WORKER_ARN, 'arn:…');
+    expect(JSON.stringify(Resources)).toContain(DEPLOYED_WORKER_ARN);
     expect(
       text.match(/\b(us|eu|ap|sa|ca|me|af|il|mx)-(east|west|north|south|central|northeast|southeast|northwest|southwest)-\d\b/g) ?? [],
     ).toEqual([]);
@@ -53,6 +55,12 @@ describe('cdk synth', () => {
     expect(code).toMatch(/export\s*\{[^}]*\bhandler\b/);
     // Bundled with the SDK; anything near the 250 MB limit would mean a packaging mistake.
     expect(statSync(bundle).size).toBeLessThan(5 * 1024 * 1024);
+    // Split (lib/bundling.ts): what is imported only on first use is in chunks beside it, with
+    // their maps (health and the inspector import nothing later).
+    if (group === 'health' || group === 'inspector') return;
+    const chunks = readdirSync(join(bundle, '..', 'chunks'));
+    expect(chunks.filter((file) => file.endsWith('.mjs')).length).toBeGreaterThan(0);
+    expect(chunks.filter((file) => file.endsWith('.mjs.map')).length).toBe(chunks.filter((file) => file.endsWith('.mjs')).length);
   });
 
   it('bundles the authorizer', () => {
@@ -62,6 +70,8 @@ describe('cdk synth', () => {
 
   it.each([
     ['the change hook', /change hook/],
+    ['the webhook hook', /webhook hook/],
+    ['the delivery hook', /delivery hook/],
     ['the WebSocket function', /the WebSocket API/],
   ])('bundles %s', (_name, description) => {
     const bundle = bundleOf(description);

@@ -5,29 +5,55 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
 import { describe, expect, it } from 'vitest';
 import { type RouteGroup, routeGroups } from '../../functions/http/routes.js';
+import { lambdaBundling } from '../../lib/bundling.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
-/**
- * The source files whose code ends up in a Lambda's bundle, bundled the way lib/agent-state.ts
- * does (files that tree shaking empties do not count).
- */
-async function bundledInputs(entry: string): Promise<string[]> {
+interface Bundle {
+  /**
+   * The source files whose code the function can run: in the file Lambda imports, or in a chunk
+   * it imports, at once or on first use (files tree shaking empties do not count). esbuild may
+   * write a chunk that nothing imports (a dynamic import in code tree shaking removed); no
+   * function can run it, so it does not count.
+   */
+  shipped: string[];
+  /** Of those, the ones in the file Lambda imports and the chunks it imports statically: what a cold start loads. */
+  loaded: string[];
+}
+
+/** A Lambda's bundle, built as lib/agent-state.ts builds it (lib/bundling.ts: split at dynamic imports). */
+async function bundleOf(entry: string): Promise<Bundle> {
   const result = await build({
+    ...lambdaBundling,
     entryPoints: [`${root}${entry}`],
-    bundle: true,
+    absWorkingDir: root,
+    outdir: join(os.tmpdir(), 'agentstate-bundle-contents'),
     write: false,
     metafile: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node22',
-    mainFields: ['module', 'main'],
     logLevel: 'silent',
   });
-  const [output] = Object.values(result.metafile.outputs);
-  return Object.entries(output?.inputs ?? {})
-    .filter(([, input]) => input.bytesInOutput > 0)
-    .map(([path]) => path);
+  const { outputs } = result.metafile;
+  const codeOf = (output: string) =>
+    Object.entries(outputs[output]?.inputs ?? {})
+      .filter(([, input]) => input.bytesInOutput > 0)
+      .map(([path]) => path);
+  const entryFile = Object.keys(outputs).find((output) => outputs[output]?.entryPoint !== undefined && output.endsWith('index.mjs'));
+  const reach = (kinds: readonly string[]) => {
+    const files = new Set<string>();
+    const visit = (output: string) => {
+      if (files.has(output)) return;
+      files.add(output);
+      for (const imported of outputs[output]?.imports ?? []) if (kinds.includes(imported.kind) && !imported.external) visit(imported.path);
+    };
+    if (entryFile) visit(entryFile);
+    return [...files].flatMap(codeOf);
+  };
+  return { shipped: reach(['import-statement', 'dynamic-import']), loaded: reach(['import-statement']) };
+}
+
+/** The source files whose code ends up in a Lambda's bundle, in any of its files. */
+async function bundledInputs(entry: string): Promise<string[]> {
+  return (await bundleOf(entry)).shipped;
 }
 
 describe('public route groups', () => {
@@ -148,6 +174,72 @@ describe('each stream consumer bundles only its own code', () => {
     const others = streamConsumers.filter((consumer) => consumer.entry !== entry).flatMap((consumer) => consumer.own);
     expect(others.filter(carries)).toEqual([]);
   });
+
+  it.each([...streamConsumers.map(({ entry }) => entry), 'functions/streams/delivery-hook.ts'])(
+    '%s carries none of the stores only the API uses',
+    async (entry) => {
+      const inputs = await bundledInputs(entry);
+      const apiOnly = ['functions/store/api-keys.ts', 'functions/store/idempotency-store.ts'];
+      expect(apiOnly.filter((module) => inputs.some((input) => input.includes(module)))).toEqual([]);
+    },
+  );
+});
+
+/**
+ * What a cold start loads: the file Lambda imports and the chunks it imports statically. What a
+ * function imports only on first use is a chunk of its own (lib/bundling.ts), parsed only then:
+ * without splitting, esbuild puts it in the one file, and every cold start parses it.
+ */
+const loadedOnFirstUse: ReadonlyArray<{ module: string; why: string; atImport?: readonly string[] }> = [
+  { module: 'node_modules/@aws-sdk/client-lambda/', why: 'decide calls a lambda: worker (functions/workers/call-worker.ts)' },
+  { module: 'node_modules/@aws-sdk/client-kms/', why: 'the sealing key is opened, once per process (functions/store/key-ring.ts)' },
+  // Behind the authorizer a route group resolves no key (functions/http/parts/middleware.ts);
+  // the authorizer and the WebSocket function's $connect resolve one on every call.
+  {
+    module: 'functions/store/api-keys.ts',
+    why: 'a key is looked up in the table (locally)',
+    atImport: ['functions/http/authorizer.ts', 'functions/ws/handler.ts'],
+  },
+  // The SDK's default credential chain imports each provider when it tries it; a Lambda's
+  // credentials are in its environment, the first it tries.
+  { module: 'node_modules/@aws-sdk/nested-clients/', why: 'SSO, STS and sign-in credentials' },
+  { module: 'node_modules/@aws-sdk/credential-provider-ini/', why: 'a profile file' },
+  { module: 'node_modules/@aws-sdk/credential-provider-sso/', why: 'SSO credentials' },
+  { module: 'node_modules/@aws-sdk/credential-provider-login/', why: 'sign-in credentials' },
+  { module: 'node_modules/@aws-sdk/credential-provider-process/', why: 'a credential process' },
+  { module: 'node_modules/@aws-sdk/credential-provider-web-identity/', why: 'web identity credentials' },
+  { module: 'node_modules/@aws-sdk/credential-provider-http/', why: 'container credentials' },
+  { module: 'node_modules/@smithy/credential-provider-imds/', why: 'instance metadata credentials' },
+];
+
+describe('what a cold start loads', () => {
+  const entries = [
+    ...routeGroups.map((group) => `functions/http/${group}.ts`),
+    'functions/http/authorizer.ts',
+    'functions/ws/handler.ts',
+    'functions/streams/change-hook.ts',
+    'functions/streams/webhook-hook.ts',
+    'functions/streams/delivery-hook.ts',
+  ];
+
+  it.each(entries)('%s loads at import nothing that is imported only on first use', async (entry) => {
+    // Act
+    const { loaded } = await bundleOf(entry);
+
+    // Assess
+    const early = loadedOnFirstUse.filter(
+      ({ module, atImport }) => !atImport?.includes(entry) && loaded.some((input) => input.includes(module)),
+    );
+    expect(early.map(({ module, why }) => `${module} (${why})`)).toEqual([]);
+  });
+
+  it('ships them beside the file Lambda imports (the check above is not blind)', async () => {
+    // decide: the Lambda client, the sealing key's KMS client and the credential providers.
+    const decide = await bundleOf('functions/http/decide.ts');
+    const shipped = loadedOnFirstUse.filter(({ module }) => decide.shipped.some((input) => input.includes(module)));
+    expect(shipped).toEqual(loadedOnFirstUse);
+    expect(decide.loaded.some((input) => input.includes('node_modules/@aws-sdk/client-dynamodb/'))).toBe(true);
+  });
 });
 
 describe('the OpenAPI document beside the health bundle', () => {
@@ -159,16 +251,7 @@ describe('the OpenAPI document beside the health bundle', () => {
     try {
       copyFileSync(`${root}docs/openapi.json`, join(dir, 'openapi.json'));
       process.env.AGENTSTATE_OPENAPI_FILE = join(dir, 'openapi.json');
-      await build({
-        entryPoints: [`${root}functions/http/health.ts`],
-        outfile: join(dir, 'index.mjs'),
-        bundle: true,
-        platform: 'node',
-        format: 'esm',
-        target: 'node22',
-        mainFields: ['module', 'main'],
-        logLevel: 'silent',
-      });
+      await build({ ...lambdaBundling, entryPoints: [`${root}functions/http/health.ts`], outdir: dir, logLevel: 'silent' });
       const { handler } = (await import(pathToFileURL(join(dir, 'index.mjs')).href)) as {
         handler: (event: unknown, context: unknown) => Promise<{ statusCode: number; body: string }>;
       };

@@ -1,13 +1,28 @@
 import type { IdempotencyStore } from '../../core/ports.js';
-import { ApiKeyStore } from '../../store/api-keys.js';
+import type { ApiKeyStore } from '../../store/api-keys.js';
 import { DynamoDbIdempotencyStore } from '../../store/idempotency-store.js';
 import { type KeyResolver, keysFromEnv } from '../auth.js';
 import type { Part } from '../wiring.js';
 
 // What the middleware of every keyed group uses: the key resolver and the Idempotency-Key store.
 
-export const apiKeyStore: Part<ApiKeyStore> = (wiring) =>
-  new ApiKeyStore(wiring.client, wiring.table.tableName, () => new Date(wiring.table.now()));
+/** The table's API keys, as a promise: the key store is imported on first use. */
+export type TableKeys = () => Promise<Pick<ApiKeyStore, 'resolve'>>;
+
+/**
+ * The key store, imported when the first key is looked up in the table: behind the authorizer
+ * no key is ever resolved here, so a route group's Lambda bundle keeps the store in a chunk it
+ * never loads (lib/bundling.ts); the authorizer and the WebSocket function import it at once.
+ */
+export const apiKeyStore: Part<TableKeys> = (wiring) => {
+  let store: Promise<ApiKeyStore> | undefined;
+  return () => {
+    store ??= import('../../store/api-keys.js').then(
+      ({ ApiKeyStore }) => new ApiKeyStore(wiring.client, wiring.table.tableName, () => new Date(wiring.table.now())),
+    );
+    return store;
+  };
+};
 
 export const idempotency: Part<IdempotencyStore> = (wiring) => new DynamoDbIdempotencyStore(wiring.table);
 
@@ -19,6 +34,6 @@ export const idempotency: Part<IdempotencyStore> = (wiring) => new DynamoDbIdemp
 export const resolveKey: Part<KeyResolver> = (wiring) => {
   if (wiring.env.AGENTSTATE_AUTH === 'authorizer') return async () => null;
   const fromEnv = keysFromEnv(wiring.env.AGENTSTATE_API_KEYS);
-  const keyStore = wiring.use(apiKeyStore);
-  return async (apiKey) => (await fromEnv(apiKey)) ?? (await keyStore.resolve(apiKey));
+  const tableKeys = wiring.use(apiKeyStore);
+  return async (apiKey) => (await fromEnv(apiKey)) ?? (await (await tableKeys()).resolve(apiKey));
 };

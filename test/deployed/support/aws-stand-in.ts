@@ -42,7 +42,10 @@ export interface QueuedMessage {
  *   their queue (`queues`, by ARN) for the queue event source (queue-source.ts); a FIFO queue
  *   wants a group and a deduplication id on each, and drops a deduplication id it has seen;
  * - the WebSocket stage's Management API (`POST /<stage>/@connections/<id>`), whose messages
- *   are kept per connection, and which answers `410 Gone` for connections marked gone.
+ *   are kept per connection, and which answers `410 Gone` for connections marked gone;
+ * - Lambda Invoke (`POST /2015-03-31/functions/<arn>/invocations`, RequestResponse) of the
+ *   functions in `lambdaWorkers`, the `lambda:` workers a test stands up; its payloads are kept
+ *   in `lambdaInvocations`.
  *
  * The caller is the access key id of the request's signature: each function process gets its
  * logical id as its key, as each Lambda function gets its own role's credentials.
@@ -54,6 +57,10 @@ export class AwsStandIn {
   readonly dynamoDbRequests: DynamoDbRequest[] = [];
   /** Messages waiting, by queue ARN. */
   readonly queues = new Map<string, QueuedMessage[]>();
+  /** `lambda:` workers, by function ARN: each answers an invocation's payload with its own. */
+  readonly lambdaWorkers = new Map<string, (payload: unknown) => unknown>();
+  /** Every invocation of a worker that was let through: who called which function, with what. */
+  readonly lambdaInvocations: Array<{ functionId: string; arn: string; payload: unknown }> = [];
   private readonly deduplicationIds = new Set<string>();
   private sequence = 0;
   eventBridgeDown = false;
@@ -101,6 +108,10 @@ export class AwsStandIn {
     if (target === 'AWSEvents.PutEvents') return this.putEvents(res, functionId, body);
     if (target.startsWith('TrentService.')) return this.kms(res, { functionId, operation: target.split('.')[1] ?? '', body });
     if (target.startsWith('AmazonSQS.')) return this.sqs(res, { functionId, operation: target.split('.')[1] ?? '', body });
+    const invocation = /^\/2015-03-31\/functions\/([^/?]+)\/invocations$/.exec(req.url ?? '');
+    if (invocation && req.method === 'POST') {
+      return this.invoke(req, res, { functionId, arn: decodeURIComponent(invocation[1] as string), body });
+    }
     const connection = /^\/([^/]+)\/@connections\/([^/?]+)$/.exec(req.url ?? '');
     if (connection && req.method === 'POST') {
       return this.postToConnection(res, {
@@ -230,6 +241,29 @@ export class AwsStandIn {
       return;
     }
     answer(400, { __type: 'UnsupportedOperationException', message: `the stand-in serves no KMS ${operation}` });
+  }
+
+  /** Lambda Invoke, synchronous: the worker's answer as the payload, as Lambda returns a function's result. */
+  private invoke(
+    req: IncomingMessage,
+    res: ServerResponse,
+    { functionId, arn, body }: { functionId: string; arn: string; body: Buffer },
+  ): void {
+    const refused = this.authorizeAll(functionId, [{ action: 'lambda:InvokeFunction', resource: arn }]);
+    if (refused) {
+      this.denied(res, functionId, refused, 'rest');
+      return;
+    }
+    const worker = this.lambdaWorkers.get(arn);
+    if (!worker || (req.headers['x-amz-invocation-type'] ?? 'RequestResponse') !== 'RequestResponse') {
+      res.writeHead(404, { 'content-type': 'application/json', 'x-amzn-errortype': 'ResourceNotFoundException' });
+      res.end(JSON.stringify({ Type: 'User', message: `Function not found: ${arn}` }));
+      return;
+    }
+    const payload: unknown = JSON.parse(body.toString('utf8'));
+    this.lambdaInvocations.push({ functionId, arn, payload });
+    res.writeHead(200, { 'content-type': 'application/json', 'x-amz-executed-version': '$LATEST' });
+    res.end(JSON.stringify(worker(payload)));
   }
 
   private sqs(res: ServerResponse, { functionId, operation, body }: { functionId: string; operation: string; body: Buffer }): void {
