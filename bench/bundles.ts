@@ -18,12 +18,12 @@ export interface Bundle {
   name: string;
   /** A route group's function: the ones the size target is for. */
   route: boolean;
-  /** The file Lambda imports (index.mjs), the AWS SDK in it. */
+  /** What a cold start reads: index.mjs and the chunks it imports statically, the AWS SDK in them. */
   bytes: number;
   gzip: number;
-  /** The chunks beside it, each read only when first imported (lib/bundling.ts). */
+  /** The other chunks, each read only when its dynamic import first runs (lib/bundling.ts). */
   chunks: number;
-  /** The file Lambda imports, with `@aws-sdk/*` left out: what the size target is about. */
+  /** What a cold start reads with `@aws-sdk/*` left out: what the size target is about. */
   withoutSdk: number;
   /** Of `withoutSdk`: what Powertools' Tracer brings in (the X-Ray SDK, its semver and cls-hooked, the Tracer). */
   tracing: number;
@@ -67,11 +67,25 @@ function moduleOf(input: string): string {
   return input.replace(/\/[^/]+$/, '');
 }
 
-/** The entry file of a split build (`index.mjs`) and its metafile entry. */
-function entryOutput(metafile: Metafile) {
-  const found = Object.entries(metafile.outputs).find(([path, output]) => output.entryPoint !== undefined && path.endsWith('index.mjs'));
-  if (!found) throw new Error('the build has no index.mjs');
-  return { path: found[0], output: found[1] };
+/**
+ * What a cold start reads of a split build: `index.mjs` and every chunk it imports statically,
+ * however deep (code that a lazily loaded chunk shares with the entry is such a chunk). The
+ * other chunks are read only when their dynamic import first runs.
+ */
+function coldStartOutputs(metafile: Metafile): string[] {
+  const entry = Object.entries(metafile.outputs).find(([path, output]) => output.entryPoint !== undefined && path.endsWith('index.mjs'));
+  if (!entry) throw new Error('the build has no index.mjs');
+  const read = new Set([entry[0]]);
+  const pending = [entry[0]];
+  for (let path = pending.pop(); path !== undefined; path = pending.pop()) {
+    for (const imported of metafile.outputs[path]?.imports ?? []) {
+      if (imported.kind === 'import-statement' && imported.path in metafile.outputs && !read.has(imported.path)) {
+        read.add(imported.path);
+        pending.push(imported.path);
+      }
+    }
+  }
+  return [...read];
 }
 
 export async function measureBundles(): Promise<Bundle[]> {
@@ -90,10 +104,10 @@ export async function measureBundles(): Promise<Bundle[]> {
     };
     const full = await build({ ...options, outdir, write: true });
     const lean = await build({ ...options, outdir: join(bundleDir, `${name}-lean`), write: false, external: ['@aws-sdk/*'] });
-    const entry = entryOutput(full.metafile);
-    const code = readFileSync(join(repoRoot, entry.path));
-    const leanEntry = entryOutput(lean.metafile).output;
-    const inputs = Object.entries(leanEntry.inputs);
+    const fullRead = coldStartOutputs(full.metafile);
+    const code = Buffer.concat(fullRead.map((output) => readFileSync(join(repoRoot, output))));
+    const leanRead = coldStartOutputs(lean.metafile);
+    const inputs = leanRead.flatMap((output) => Object.entries(lean.metafile.outputs[output]?.inputs ?? {}));
     const rest = new Map<string, number>();
     for (const [input, { bytesInOutput }] of inputs) {
       if (!TRACING_PACKAGES.test(input)) rest.set(moduleOf(input), (rest.get(moduleOf(input)) ?? 0) + bytesInOutput);
@@ -120,9 +134,9 @@ export async function measureBundles(): Promise<Bundle[]> {
       bytes: code.byteLength,
       gzip: gzipSync(code, { level: 9 }).byteLength,
       chunks: Object.entries(full.metafile.outputs)
-        .filter(([output]) => output !== entry.path && output.endsWith('.mjs'))
+        .filter(([output]) => !fullRead.includes(output) && output.endsWith('.mjs'))
         .reduce((sum, [, output]) => sum + output.bytes, 0),
-      withoutSdk: leanEntry.bytes,
+      withoutSdk: leanRead.reduce((sum, output) => sum + (lean.metafile.outputs[output]?.bytes ?? 0), 0),
       tracing: inputs.filter(([input]) => TRACING_PACKAGES.test(input)).reduce((sum, [, input]) => sum + input.bytesInOutput, 0),
       rest: [...rest].map(([module, bytes]) => ({ module, bytes })).sort((a, b) => b.bytes - a.bytes),
       importMs: Math.min(...importTimes),
@@ -151,7 +165,7 @@ function againstTarget(value: number, target: number | undefined, unit: string):
 
 function bundleTable(bundles: Bundle[]): string {
   const lines = [
-    `| Lambda | bytes (SDK bundled) | gzip | without \`@aws-sdk/*\` | of which tracing | over ${BUNDLE_TARGETS.routeKiB} KiB | module import | over ${BUNDLE_TARGETS.importMs} ms |`,
+    `| Lambda | bytes read at cold start (SDK bundled) | gzip | without \`@aws-sdk/*\` | of which tracing | over ${BUNDLE_TARGETS.routeKiB} KiB | module import | over ${BUNDLE_TARGETS.importMs} ms |`,
     '|---|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const bundle of bundles) {
@@ -165,6 +179,47 @@ function bundleTable(bundles: Bundle[]): string {
         againstTarget(bundle.withoutSdk / 1024, bundle.route ? BUNDLE_TARGETS.routeKiB : undefined, 'KiB'),
         `${bundle.importMs.toFixed(0)} ms`,
         againstTarget(bundle.importMs, BUNDLE_TARGETS.importMs, 'ms'),
+      ]),
+    );
+  }
+  return lines.join('\n');
+}
+
+/** What a keyed group's bundle holds besides the X-Ray SDK, by kind, in KiB. */
+function restByKind(bundle: Bundle): { ours: number; powertools: number; zod: number; others: Array<{ module: string; bytes: number }> } {
+  const kinds = { ours: 0, powertools: 0, zod: 0 };
+  const others: Array<{ module: string; bytes: number }> = [];
+  for (const part of bundle.rest) {
+    if (/^(functions|lib)\//.test(part.module)) kinds.ours += part.bytes;
+    else if (part.module.startsWith('@aws-lambda-powertools/')) kinds.powertools += part.bytes;
+    else if (part.module === 'zod') kinds.zod += part.bytes;
+    else others.push(part);
+  }
+  return { ...kinds, others };
+}
+
+/** Per keyed route group: where its bytes without the SDK go, and what is left over 150 KiB once tracing is set apart. */
+function shortfallTable(routes: Bundle[]): string {
+  const lines = [
+    `| route group | without \`@aws-sdk/*\` | tracing | our code | Powertools Logger, Metrics, commons | zod | other packages (largest) | over ${BUNDLE_TARGETS.routeKiB} KiB without tracing |`,
+    '|---|---:|---:|---:|---:|---:|---|---:|',
+  ];
+  for (const bundle of routes) {
+    const rest = restByKind(bundle);
+    const largest = rest.others
+      .slice(0, 3)
+      .map((part) => `${part.module} ${kib(part.bytes)}`)
+      .join(', ');
+    lines.push(
+      tableRow([
+        bundle.name,
+        kib(bundle.withoutSdk),
+        kib(bundle.tracing),
+        kib(rest.ours),
+        kib(rest.powertools),
+        kib(rest.zod),
+        largest || '—',
+        againstTarget((bundle.withoutSdk - bundle.tracing) / 1024, BUNDLE_TARGETS.routeKiB, 'KiB'),
       ]),
     );
   }
@@ -201,19 +256,41 @@ tree-shake: a group carries 13–26 KiB of zod instead of the 74–92 KiB of cla
 the SDK nor zod (functions/http/public.ts), and \`health\` reads the OpenAPI document it serves
 from a copy the stack puts beside its bundle (140 KiB that \`/health\` never needs).
 
+**Loaded on first use.** Each function is bundled with esbuild's code splitting
+(lib/bundling.ts, the same options for the stack, this section and the bundle tests), so what
+only some requests need is a chunk beside \`index.mjs\` that node reads when it is first
+imported: decide's Lambda client (only \`lambda:\` workers call it), the KMS client of the
+sealing key, the SDK's credential providers other than the environment's, and the table's API
+key store (behind the authorizer no route group looks a key up). The sizes below are of what a
+cold start reads: \`index.mjs\` and the chunks it imports statically (esbuild puts the code
+that a lazy chunk shares with the entry in such a chunk); test/unit/bundle-contents.test.ts
+fails when a cold start loads one of the lazy parts again.
+
 **Where the keyed route groups miss ${BUNDLE_TARGETS.routeKiB} KiB** (by ${range(over)} KiB): tracing first.
 Every function runs with active X-Ray tracing and Powertools' Tracer (DESIGN.md: Powertools
 for traces), which loads the X-Ray SDK (aws-xray-sdk-core) with semver and cls-hooked:
-CommonJS, which esbuild keeps whole. Without it the groups would measure ${range(untraced)} KiB;
-what remains is Powertools' Logger and Metrics, lossless-json (numbers kept as written),
-zod's core, and each group's own code, the most in decide (the worker call and the outbound
-rules). Traced handlers and SDK calls are worth more than those bytes, which a cold start pays
-mostly as import time: the last column.${
+CommonJS, which esbuild keeps whole. Without it the groups would measure ${range(untraced)} KiB.
+What the rest is, per group (no package is bundled twice, in two versions or as both CommonJS
+and ESM):
+
+${shortfallTable(routes)}
+
+Our own code is the services a group's routes use, over the store's codecs and the outbound
+rules, the most in decide (the worker call). Traced handlers and SDK calls are worth more than
+those bytes, which a cold start pays mostly as import time: the last column of the table
+below.${
     slow.length > 0
       ? ` Over ${BUNDLE_TARGETS.importMs} ms in this run: ${slow.join(', ')}. Most of an import is the AWS SDK's
 DynamoDB client and the X-Ray SDK, both needed by the first request.`
-      : ''
+      : ` Every function imports within ${BUNDLE_TARGETS.importMs} ms in this run.`
   }
+
+**The planners' choice.** The size target cannot be met while every function carries the X-Ray
+SDK, and the last column of the table above is what stays over without it. Two ways out,
+neither taken here: the Powertools Lambda layer, which moves Powertools and
+the X-Ray SDK out of the bundle but not out of the cold start (the layer is read at INIT
+too); or tracing without the X-Ray SDK (OpenTelemetry through the ADOT layer, or traces only at
+the edges: API Gateway's and Lambda's own segments, with no subsegment per DynamoDB call).
 
 ${bundleTable(bundles)}
 `;
