@@ -27,7 +27,8 @@ export default defineConfig({
           name: 'agentstate',
           include: ['test/**/*.test.ts'],
           exclude: [...configDefaults.exclude, conformance],
-          // One DynamoDB Local for the whole run (2–4 s to start); each file makes its own table.
+          // Builds the inspector page once; each file that needs DynamoDB Local starts its own
+          // (test/helpers/dynamodb.ts says why none is shared).
           globalSetup: ['test/helpers/global-setup.ts'],
         },
       },

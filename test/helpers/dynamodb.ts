@@ -1,23 +1,36 @@
 import { randomBytes } from 'node:crypto';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { inject } from 'vitest';
-import { localDynamoDbClient } from '../../functions/local/dynamodb-local.js';
+import { afterAll } from 'vitest';
+import { localDynamoDbClient, startDynamoDbLocal } from '../../functions/local/dynamodb-local.js';
 import { ensureTable } from '../../functions/store/table.js';
 
-/** The endpoint of the run's DynamoDB Local (started by global-setup.ts). */
+// Every test file that imports this module gets an in-memory DynamoDB Local of its own, started
+// here (1.3 s) and stopped after the file's last `afterAll` (hooks run in reverse, and this one
+// is registered before any of the file's own), never one shared by the run. DynamoDB Local keeps
+// the stream records of every table of an instance in one SQLite table with no index on the
+// shard, and on each request to a table with a stream it scans them in write order up to that
+// table's first record. On a shared instance a file's requests therefore cost in proportion to
+// what the files before it had written: a table made after 20,000 records answered in 8–9 ms
+// instead of 2 ms, and on a fresh clone (no vitest cache to run the heavy writers first)
+// request-budget.test.ts took 231 s instead of 21 s. Deleting a file's tables does not give that
+// back: a deleted table's stream records stay in the instance and are scanned just the same.
+const dynamoDb = await startDynamoDbLocal({ dataDir: 'memory' });
+afterAll(() => dynamoDb.stop());
+
+/** The endpoint of this test file's own DynamoDB Local. */
 export function dynamoEndpoint(): string {
-  return inject('dynamoEndpoint');
+  return dynamoDb.endpoint;
 }
 
-/** A client for the run's DynamoDB Local; `destroy()` it when done. */
+/** A client for this test file's DynamoDB Local; `destroy()` it when done. */
 export function testDynamoDbClient(): DynamoDBClient {
   return localDynamoDbClient(dynamoEndpoint());
 }
 
 /**
  * Creates a table shaped exactly like the real one (keys, index, stream, TTL) under a name no
- * other file or run uses, and returns that name. Touches no environment variable: pass the
- * name (and `dynamoEndpoint()`) to whatever you test.
+ * other table of the file uses, and returns that name. Touches no environment variable: pass
+ * the name (and `dynamoEndpoint()`) to whatever you test.
  */
 export async function createTestTable(prefix = 'test'): Promise<string> {
   const safePrefix = prefix.replace(/[^A-Za-z0-9_.-]/g, '-').slice(0, 100);

@@ -1,9 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { SessionService } from '../../functions/core/session-service.js';
-import { type DynamoDbLocal, startDynamoDbLocal } from '../../functions/local/dynamodb-local.js';
 import { dynamoDbClient } from '../../functions/store/client.js';
 import { createStores } from '../../functions/store/stores.js';
-import { ensureTable } from '../../functions/store/table.js';
+import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**
  * Many writers on one session at once (issue 20): blind writes (no If-Match) race for the log's
@@ -12,21 +11,13 @@ import { ensureTable } from '../../functions/store/table.js';
  * this is, is for `npm run bench` (section 3), not for a test.
  */
 let service: SessionService;
-let dynamo: DynamoDbLocal;
 
-// A DynamoDB Local of its own, not the run's shared one: that one finds a table's stream shard
-// by walking every stream record the instance holds, so a file that runs after the suite's heavy
-// writers pays for tens of thousands of records on every request. Its retries then ran out of
-// their 15 s on a fresh clone, where vitest has no cache to order the files by; what this test
-// asserts (nothing lost, no gap) must not depend on the order the files run in.
+// On this file's own DynamoDB Local, as every file's (test/helpers/dynamodb.ts): what this test
+// asserts (nothing lost, no gap) must not depend on what other files wrote before it. On the
+// run's shared instance, as it was, its writers' retries ran out of their 15 s on a fresh clone.
 beforeAll(async () => {
-  dynamo = await startDynamoDbLocal({ dataDir: 'memory' });
-  const client = dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamo.endpoint });
-  await ensureTable(client, 'contention');
-  service = new SessionService(createStores(client, 'contention').sessions);
-}, 60_000);
-afterAll(async () => {
-  await dynamo?.stop();
+  const tableName = await createTestTable('contention');
+  service = new SessionService(createStores(dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamoEndpoint() }), tableName).sessions);
 });
 
 const WRITERS = 20;
