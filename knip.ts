@@ -1,23 +1,18 @@
 /**
  * knip: unused files, exports, types and dependencies (`npm test` runs it). The entry points are
- * what runs without being imported: the CLIs and scripts, the handlers lib/agent-state.ts bundles
- * by path (one per route group, from the same list), the examples; the client workspace's entry
+ * what runs without being imported: the CLIs and scripts, the functions lib/agent-state.ts bundles
+ * by path (lib/entries.ts, the one list of them), the examples; the client workspace's entry
  * is what its package.json exports. Tests, vitest's set-up, vite's inspector page and the package.json scripts are found by knip's plugins.
  */
 import type { KnipConfig } from 'knip';
-import { routeGroups } from './functions/http/routes.js';
+import { deployedEntries } from './lib/entries.js';
 
 const config: KnipConfig = {
   workspaces: {
     '.': {
       entry: [
         'bin/*.{ts,mjs}',
-        ...routeGroups.map((group) => `functions/http/${group}.ts`),
-        'functions/http/authorizer.ts',
-        'functions/ws/handler.ts',
-        'functions/streams/change-hook.ts',
-        'functions/streams/webhook-hook.ts',
-        'functions/streams/delivery-hook.ts',
+        ...deployedEntries.map((entry) => entry.file),
         // Spawned by path by bench/load.ts.
         'bench/load-server.ts',
         // Run by path: the Lambda runtime stand-in of test/deployed and its clock preload.

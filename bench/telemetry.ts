@@ -126,10 +126,11 @@ export function telemetrySection(result: TelemetryResult): string {
   return `### What telemetry costs
 
 In a Lambda every request also writes its JSON log line and its metrics (embedded metric
-format, a second line), and is traced: an X-Ray subsegment for the handler and one for each
-DynamoDB call, each sent to the X-Ray daemon as a datagram (docs/deploy.md, "Seeing what it
-does"). The same GET and PATCH as above, on the same stub DynamoDB, locally and with all of it on,
-${STUB_ROUNDS} rounds, interleaved, medians:
+format, a second line), and at the \`detailed\` tracing level is traced by the function too:
+an X-Ray subsegment for the handler and one for each DynamoDB call, each sent to the X-Ray
+daemon as a datagram (docs/deploy.md, "Tracing"; at the default level Lambda records the trace
+itself, and the function sends nothing). The same GET and PATCH as above, on the same stub
+DynamoDB, locally and with all of it on (\`detailed\`), ${STUB_ROUNDS} rounds, interleaved, medians:
 
 ${table}
 

@@ -1,5 +1,6 @@
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
+import { parseTracingLevel } from '../functions/telemetry/tracing-level.js';
 import { AgentStateStack } from '../lib/agent-state-stack.js';
 
 /**
@@ -13,6 +14,7 @@ import { AgentStateStack } from '../lib/agent-state-stack.js';
  * | `alarmTopicArn` | `AGENTSTATE_ALARM_TOPIC_ARN`  | a topic of your own for every alarm            |
  * | `corsOrigins`   | `AGENTSTATE_CORS_ORIGINS`     | origins whose pages may call the API (comma-separated) |
  * | `allowedWorkerFunctionArns` | `AGENTSTATE_ALLOWED_WORKER_FUNCTION_ARNS` | Lambda functions agents may use as `lambda:` workers (comma-separated ARNs) |
+ * | `tracing`       | `AGENTSTATE_TRACING`          | `lambda` (default: Lambda's own traces), `detailed` (Powertools' Tracer: the handler and every AWS call), or `off` (docs/deploy.md, "Tracing") |
  * | `account`, `region` | `AGENTSTATE_ACCOUNT`, `AGENTSTATE_REGION` | pin the stack to one environment |
  *
  * Without `account` and `region` the stack is environment-agnostic: the template names no
@@ -37,6 +39,8 @@ const list = (value: string | undefined) =>
     .filter(Boolean);
 const corsOrigins = list(setting('corsOrigins', 'AGENTSTATE_CORS_ORIGINS'));
 const allowedWorkerFunctionArns = list(setting('allowedWorkerFunctionArns', 'AGENTSTATE_ALLOWED_WORKER_FUNCTION_ARNS'));
+// A typo fails the synth rather than deploying another level than the one asked for.
+const tracing = parseTracingLevel(setting('tracing', 'AGENTSTATE_TRACING'));
 
 new AgentStateStack(app, stackName, {
   ...(account || region ? { env: { account, region } } : {}),
@@ -45,6 +49,7 @@ new AgentStateStack(app, stackName, {
     ...(alarmTopicArn ? { alarmTopicArn } : {}),
     corsOrigins,
     allowedWorkerFunctionArns,
+    tracing,
   },
 });
 

@@ -35,7 +35,9 @@ import { corsPolicy, parseCorsOrigins } from '../functions/http/cors.js';
 import { type Route, routeGroups, routes } from '../functions/http/routes.js';
 import { changeRecordFilters } from '../functions/store/stream-images.js';
 import { tableKeys } from '../functions/store/table.js';
+import { parseTracingLevel, TRACING_VARIABLE, type TracingLevel } from '../functions/telemetry/tracing-level.js';
 import { lambdaBundleCommand, lambdaBundling, shellWord } from './bundling.js';
+import { entryOf } from './entries.js';
 import { AgentStateMonitoring, OWN_METRICS } from './monitoring.js';
 import {
   accessOf,
@@ -111,6 +113,18 @@ export interface AgentStateProps {
    * @default [] - no Lambda workers; https workers need no grant
    */
   readonly allowedWorkerFunctionArns?: readonly string[];
+
+  /**
+   * How much of a request X-Ray shows (docs/deploy.md, "Tracing"), for every function:
+   * - `'lambda'`: Lambda's active tracing. Each sampled invocation is a trace with Lambda's
+   *   own segments (initialization, invocation, overhead); the function loads no X-Ray SDK.
+   * - `'detailed'`: also Powertools' Tracer: a subsegment around the handler, annotated with
+   *   the route and status, and one per AWS SDK call and outbound HTTPS request. It loads the
+   *   X-Ray SDK at INIT, about 116 KiB more for every cold start to read (docs/benchmarks.md).
+   * - `'off'`: no tracing, and no X-Ray permission on any role.
+   * @default 'lambda'
+   */
+  readonly tracing?: TracingLevel;
 
   /**
    * Reserved concurrency of each route function: caps what one function can take from the
@@ -306,10 +320,13 @@ export class AgentState extends Construct {
   readonly webSocketFunction: NodejsFunction;
 
   private readonly logRetention: logs.RetentionDays;
+  private readonly tracing: TracingLevel;
 
   constructor(scope: Construct, id: string, props: AgentStateProps = {}) {
     super(scope, id);
     this.logRetention = props.logRetention ?? logs.RetentionDays.ONE_MONTH;
+    // Checked here too: the prop may come from a setting (bin/app.ts) or plain JavaScript.
+    this.tracing = parseTracingLevel(props.tracing);
 
     this.table = this.createTable(props);
     this.sealingKey = new kms.Key(this, 'SealingKey', {
@@ -338,7 +355,7 @@ export class AgentState extends Construct {
       const servesInspector = group === INSPECTOR_GROUP;
       const servesContract = group === CONTRACT_GROUP;
       functions[group] = this.createFunction(pascal(group), {
-        entry: join('functions', 'http', `${group}.ts`),
+        entry: entryOf(group),
         description: `agentstate: the ${group} routes`,
         access: accessOf(group),
         // Every keyed group opens sealed secrets and cursors; /health and the inspector, none.
@@ -368,7 +385,7 @@ export class AgentState extends Construct {
     }
 
     this.authorizerFunction = this.createFunction('Authorizer', {
-      entry: join('functions', 'http', 'authorizer.ts'),
+      entry: entryOf('authorizer'),
       description: 'agentstate: API key authorizer (Authorization: Bearer <key> to tenant)',
       access: authorizerAccess,
       environment: { AGENTSTATE_TABLE: this.table.tableName, NODE_OPTIONS: '--enable-source-maps' },
@@ -455,7 +472,7 @@ export class AgentState extends Construct {
    */
   private createWebSocketApi(props: AgentStateProps) {
     const fn = this.createFunction('WebSocket', {
-      entry: join('functions', 'ws', 'handler.ts'),
+      entry: entryOf('websocket'),
       description: 'agentstate: the WebSocket API ($connect with ?token=<key>, subscribe, unsubscribe, $disconnect)',
       access: webSocketAccess,
       environment: {
@@ -543,7 +560,7 @@ export class AgentState extends Construct {
 
     // The live consumer: WebSocket clients, the event bus, session and memory upkeep.
     const fn = this.createFunction('ChangeHook', {
-      entry: join('functions', 'streams', 'change-hook.ts'),
+      entry: entryOf('change-hook'),
       description: 'agentstate: change hook (table stream to EventBridge and WebSocket clients)',
       access: liveHookAccess,
       environment: {
@@ -579,7 +596,7 @@ export class AgentState extends Construct {
     // endpoint delays only its own deliveries), so live pushes never wait on a webhook. It
     // delivers nothing itself: it queues each delivery in its lane.
     const webhookFn = this.createFunction('WebhookHook', {
-      entry: join('functions', 'streams', 'webhook-hook.ts'),
+      entry: entryOf('webhook-hook'),
       description: 'agentstate: webhook hook (table stream to the webhook queue)',
       access: webhookHookAccess,
       // It only opens webhook secrets: Decrypt, never a new data key (nor PutItem for one).
@@ -653,7 +670,7 @@ export class AgentState extends Construct {
       deadLetterQueue: { queue: deliveryFailures, maxReceiveCount: 5 },
     });
     const deliveryFn = this.createFunction('DeliveryHook', {
-      entry: join('functions', 'streams', 'delivery-hook.ts'),
+      entry: entryOf('delivery-hook'),
       description: 'agentstate: delivery hook (webhook queue to webhook endpoints, dead letters)',
       access: deliveryHookAccess,
       seals: 'open',
@@ -777,15 +794,18 @@ export class AgentState extends Construct {
       timeout: options.timeout ?? FUNCTION_DEFAULTS.timeout,
       memorySize: options.memorySize ?? FUNCTION_DEFAULTS.memorySize,
       reservedConcurrentExecutions: options.reservedConcurrency,
-      // Powertools (functions/telemetry/telemetry.ts): the service in every log line and metric.
+      // Powertools (functions/telemetry/telemetry.ts): the service in every log line and metric;
+      // the tracing level, which says whether the function loads Powertools' Tracer at INIT.
       environment: {
         ...options.environment,
         ...POWERTOOLS_ENVIRONMENT,
+        [TRACING_VARIABLE]: this.tracing,
         ...(options.seals ? { AGENTSTATE_KMS_KEY_ID: this.sealingKey.keyArn } : {}),
       },
       role,
-      // X-Ray: a segment per invocation, with the handler and every AWS SDK call inside it.
-      tracing: lambda.Tracing.ACTIVE,
+      // X-Ray: Lambda's segment per sampled invocation (and, `detailed`, the function's own
+      // subsegments inside it); `off` leaves tracing, and its grant, out.
+      tracing: this.tracing === 'off' ? lambda.Tracing.DISABLED : lambda.Tracing.ACTIVE,
       logGroup,
       loggingFormat: lambda.LoggingFormat.JSON,
       bundling: {
@@ -815,13 +835,15 @@ export class AgentState extends Construct {
         },
       },
     });
-    Validations.of(role).acknowledge({
-      // This one finding exactly: any other wildcard on the role is still reported.
-      id: 'AwsSolutions-IAM5[Resource::*]',
-      reason:
-        'active tracing: Lambda grants xray:PutTraceSegments and xray:PutTelemetryRecords, which X-Ray does not scope to a ' +
-        'resource (the service authorization reference lists none); they send trace data and read nothing',
-    });
+    if (this.tracing !== 'off') {
+      Validations.of(role).acknowledge({
+        // This one finding exactly: any other wildcard on the role is still reported.
+        id: 'AwsSolutions-IAM5[Resource::*]',
+        reason:
+          'active tracing: Lambda grants xray:PutTraceSegments and xray:PutTelemetryRecords, which X-Ray does not scope to a ' +
+          'resource (the service authorization reference lists none); they send trace data and read nothing',
+      });
+    }
     Validations.of(fn).acknowledge({
       id: 'AwsSolutions-L1',
       reason:

@@ -1,15 +1,17 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
-import { Tracer } from '@aws-lambda-powertools/tracer';
 import type { Context } from 'aws-lambda';
 import { useMetricSink } from '../core/metrics.js';
+import { TRACING_VARIABLE } from './tracing-level.js';
 
 /**
  * What every function tells its operator, with Powertools for AWS Lambda: one JSON log line
  * per invocation (the request id Lambda gave it, and what the invocation was about: route,
  * tenant, session, status, latency), metrics in CloudWatch's embedded metric format (flushed
- * with that line, so they cost no API call), and an X-Ray subsegment around the handler with
- * every AWS SDK call inside it.
+ * with that line, so they cost no API call), and, at the `detailed` tracing level
+ * (functions/telemetry/tracing-level.ts), an X-Ray subsegment around the handler with every AWS
+ * SDK call inside it. At the default level Lambda traces the invocation itself, and nothing
+ * here loads the X-Ray SDK.
  *
  * All of it only in a Lambda. Locally the server prints its own access line per request
  * (functions/local/access-log.ts), and an expected error is one line of its own.
@@ -33,8 +35,14 @@ export type Metric = 'Writes' | 'VersionMismatches' | 'WorkerLatency' | 'WorkerF
 interface Tools {
   logger: Logger;
   metrics: Metrics;
-  tracer: Tracer;
 }
+
+/**
+ * Powertools' Tracer and the X-Ray SDK, imported here at INIT (a top-level await, so the
+ * function's cold start pays for it, not its first request) when the stack says `detailed`,
+ * and not at all otherwise: a chunk of its own in the split bundle (lib/bundling.ts).
+ */
+const detailedTracing = process.env[TRACING_VARIABLE] === 'detailed' ? await import('./detailed-tracing.js') : undefined;
 
 let tools: Tools | undefined;
 
@@ -46,7 +54,7 @@ function inLambda(): boolean {
 function telemetry(): Tools {
   if (!tools) {
     const metrics = new Metrics({ namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? SERVICE, serviceName: SERVICE });
-    tools = { logger: new Logger({ serviceName: SERVICE }), metrics, tracer: new Tracer({ serviceName: SERVICE }) };
+    tools = { logger: new Logger({ serviceName: SERVICE }), metrics };
     useMetricSink((name, value) => metrics.addMetric(name, MetricUnit.Count, value));
   }
   return tools;
@@ -58,10 +66,10 @@ export function recordMetric(name: Metric, value: number): void {
   telemetry().metrics.addMetric(name, name.endsWith('Latency') || name.endsWith('Lag') ? MetricUnit.Milliseconds : MetricUnit.Count, value);
 }
 
-/** An AWS SDK v3 client whose calls show as X-Ray subsegments when tracing is on. */
+/** An AWS SDK v3 client whose calls show as X-Ray subsegments at the `detailed` tracing level. */
 export function traced<T>(client: T): T {
-  if (!inLambda()) return client;
-  return telemetry().tracer.captureAWSv3Client(client);
+  if (!detailedTracing || !inLambda()) return client;
+  return detailedTracing.captureClient(client);
 }
 
 /** What an invocation's log line says, and the metrics it adds. */
@@ -87,17 +95,10 @@ export function instrumented<E, R>(
 ): Handler<E, R> {
   return async (event, context) => {
     if (!inLambda()) return handler(event, context);
-    const { logger, metrics, tracer } = telemetry();
+    const { logger, metrics } = telemetry();
     logger.addContext(context);
     const started = performance.now();
-    const tracing = tracer.isTracingEnabled();
-    const segment = tracing ? tracer.getSegment() : undefined;
-    const subsegment = segment?.addNewSubsegment(`## ${name}`);
-    if (subsegment) {
-      tracer.setSegment(subsegment);
-      tracer.annotateColdStart();
-      tracer.addServiceNameAnnotation();
-    }
+    const trace = detailedTracing?.traceHandler(name);
     let outcome: { result?: R; error?: unknown } = {};
     try {
       outcome = { result: await handler(event, context) };
@@ -115,12 +116,11 @@ export function instrumented<E, R>(
           ...(outcome.error ? { error: outcome.error as Error } : {}),
         });
         for (const [metric, value] of summary.metrics ?? []) recordMetric(metric, value);
-        for (const [key, value] of Object.entries(summary.annotations ?? {})) tracer.putAnnotation(key, value);
+        for (const [key, value] of Object.entries(summary.annotations ?? {})) trace?.annotate(key, value);
       } catch (error) {
         logger.warn('could not summarize the invocation', { error: error as Error });
       }
-      subsegment?.close();
-      if (segment) tracer.setSegment(segment);
+      trace?.close();
       if (metrics.hasStoredMetrics()) metrics.publishStoredMetrics();
     }
   };

@@ -233,9 +233,34 @@ describe('what a function tells its operator', () => {
     expect(mismatch.find((line) => line._aws)).toMatchObject({ VersionMismatches: 1 });
   });
 
-  it('traces a request in X-Ray: the handler and its DynamoDB calls', async () => {
+  it('at the default tracing level sends no segment of its own, and still answers, logs its line and counts its metrics', async () => {
+    // Prepare: the stack as synthesized, at the default level (Lambda's own tracing).
+    const state = stack.deployment.functionNamed(/the state routes$/);
+    const sent = stack.traceSegments.length;
+
     // Act
-    const read = await call('GET', '/v1/sessions/observed/state');
+    const written = await call('PATCH', '/v1/sessions/untraced/state', { seen: true });
+    const read = await call('GET', '/v1/sessions/untraced/state');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+
+    // Assess: Lambda records the invocation; the function itself sends X-Ray nothing.
+    expect(state.environment.AGENTSTATE_TRACING).toBe('lambda');
+    expect(state.tracing).toBe('Active');
+    expect(written.status).toBe(200);
+    expect(read).toMatchObject({ status: 200, json: { state: { seen: true } } });
+    expect(stack.traceSegments.slice(sent)).toEqual([]);
+    const lines = (written.invocation?.logs ?? []).map((line) => JSON.parse(line));
+    expect(lines.find((line) => line.message === 'request')).toMatchObject({ status: 200, route: 'PATCH /v1/sessions/{sid}/state' });
+    expect(lines.find((line) => line._aws)).toMatchObject({ Writes: 1 });
+  });
+
+  it('at the detailed tracing level traces a request in X-Ray: the handler and its DynamoDB calls', async () => {
+    // Act: the same bundle with the variable a stack synthesized with `tracing: 'detailed'` sets
+    // (test/infra/tracing.test.ts); it loads Powertools' Tracer at INIT.
+    const read = await stack.http.request('GET', '/v1/sessions/observed/state', {
+      headers: { authorization: `Bearer ${key}` },
+      variables: { AGENTSTATE_TRACING: 'detailed' },
+    });
     await new Promise((resolve) => setTimeout(resolve, 200));
 
     // Assess

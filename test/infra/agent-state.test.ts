@@ -23,8 +23,13 @@ import { synthesize, TemplateReader } from './support.js';
 let stack: AgentStateStack;
 let reader: TemplateReader;
 
-/** What every function is given for Powertools (functions/telemetry/telemetry.ts). */
-const POWERTOOLS = { POWERTOOLS_SERVICE_NAME: 'agentstate', POWERTOOLS_METRICS_NAMESPACE: 'agentstate', POWERTOOLS_LOG_LEVEL: 'INFO' };
+/** What every function is given for Powertools and its tracing level (functions/telemetry/telemetry.ts), by default. */
+const POWERTOOLS = {
+  POWERTOOLS_SERVICE_NAME: 'agentstate',
+  POWERTOOLS_METRICS_NAMESPACE: 'agentstate',
+  POWERTOOLS_LOG_LEVEL: 'INFO',
+  AGENTSTATE_TRACING: 'lambda',
+};
 
 /** The logical id of a construct's CloudFormation resource. */
 const logicalId = (construct: IConstruct) => Stack.of(construct).getLogicalId(construct.node.defaultChild as CfnElement);

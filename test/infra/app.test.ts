@@ -91,4 +91,22 @@ describe('bin/app.ts', () => {
     );
     expect(told.map((fn) => fn.Properties.Description).sort()).toEqual(['agentstate: the agents routes', 'agentstate: the decide routes']);
   }, 90_000);
+
+  it('takes the tracing level from context or the environment, and refuses one it does not know', async () => {
+    // Act
+    const byContext = await synthApp({ tracing: 'detailed' });
+    const byEnv = await synthApp({}, { AGENTSTATE_TRACING: 'off' });
+    const unknown = synthApp({}, { AGENTSTATE_TRACING: 'verbose' });
+
+    // Assess
+    const levels = (template: { Resources: Record<string, any> }) =>
+      new Set(
+        ofType(template, 'AWS::Lambda::Function').map(
+          (fn) => `${fn.Properties.Environment.Variables.AGENTSTATE_TRACING} ${fn.Properties.TracingConfig?.Mode ?? 'none'}`,
+        ),
+      );
+    expect(levels(byContext)).toEqual(new Set(['detailed Active']));
+    expect(levels(byEnv)).toEqual(new Set(['off none']));
+    await expect(unknown).rejects.toThrow(/tracing must be one of lambda, detailed, off/);
+  }, 120_000);
 });

@@ -89,6 +89,7 @@ describe('change hook on the table stream', () => {
         POWERTOOLS_SERVICE_NAME: 'agentstate',
         POWERTOOLS_METRICS_NAMESPACE: 'agentstate',
         POWERTOOLS_LOG_LEVEL: 'INFO',
+        AGENTSTATE_TRACING: 'lambda',
       },
     });
     const statements = reader.statementsOf(reader.roleOf(logicalId(stack.agentState.changeHook)));
@@ -300,6 +301,7 @@ describe('WebSocket API', () => {
         POWERTOOLS_SERVICE_NAME: 'agentstate',
         POWERTOOLS_METRICS_NAMESPACE: 'agentstate',
         POWERTOOLS_LOG_LEVEL: 'INFO',
+        AGENTSTATE_TRACING: 'lambda',
       },
     });
   });

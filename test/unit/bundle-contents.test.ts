@@ -6,6 +6,7 @@ import { build } from 'esbuild';
 import { describe, expect, it } from 'vitest';
 import { type RouteGroup, routeGroups } from '../../functions/http/routes.js';
 import { lambdaBundling } from '../../lib/bundling.js';
+import { deployedEntries } from '../../lib/entries.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -210,17 +211,17 @@ const loadedOnFirstUse: ReadonlyArray<{ module: string; why: string; atImport?: 
   { module: 'node_modules/@aws-sdk/credential-provider-web-identity/', why: 'web identity credentials' },
   { module: 'node_modules/@aws-sdk/credential-provider-http/', why: 'container credentials' },
   { module: 'node_modules/@smithy/credential-provider-imds/', why: 'instance metadata credentials' },
+  // Tracing: by default a function is traced by Lambda alone and loads no X-Ray SDK; at the
+  // `detailed` level (AGENTSTATE_TRACING, docs/deploy.md) Powertools' Tracer is imported at INIT.
+  ...['@aws-lambda-powertools/tracer', 'aws-xray-sdk-core', 'semver', 'cls-hooked'].map((name) => ({
+    module: `node_modules/${name}/`,
+    why: 'detailed tracing (functions/telemetry/detailed-tracing.ts)',
+  })),
 ];
 
 describe('what a cold start loads', () => {
-  const entries = [
-    ...routeGroups.map((group) => `functions/http/${group}.ts`),
-    'functions/http/authorizer.ts',
-    'functions/ws/handler.ts',
-    'functions/streams/change-hook.ts',
-    'functions/streams/webhook-hook.ts',
-    'functions/streams/delivery-hook.ts',
-  ];
+  // Every function the stack deploys (lib/entries.ts).
+  const entries = deployedEntries.map((entry) => entry.file);
 
   it.each(entries)('%s loads at import nothing that is imported only on first use', async (entry) => {
     // Act
@@ -234,7 +235,7 @@ describe('what a cold start loads', () => {
   });
 
   it('ships them beside the file Lambda imports (the check above is not blind)', async () => {
-    // decide: the Lambda client, the sealing key's KMS client and the credential providers.
+    // decide: the Lambda client, the sealing key's KMS client, the credential providers and the tracer.
     const decide = await bundleOf('functions/http/decide.ts');
     const shipped = loadedOnFirstUse.filter(({ module }) => decide.shipped.some((input) => input.includes(module)));
     expect(shipped).toEqual(loadedOnFirstUse);

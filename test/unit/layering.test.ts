@@ -56,6 +56,8 @@ const cases: Case[] = [
   { from: 'lib', imports: '../functions/store/dynamodb-store.js', crosses: true },
   { from: 'lib', imports: '../functions/http/routes.js', crosses: false },
   { from: 'lib', imports: '../functions/store/table.js', crosses: false },
+  { from: 'lib', imports: '../functions/telemetry/tracing-level.js', crosses: false },
+  { from: 'lib', imports: '../functions/telemetry/telemetry.js', crosses: true },
   { from: 'lib', imports: 'aws-cdk-lib', crosses: false },
   // packages/client: published on its own, with no dependencies and nothing from the server.
   { from: 'packages/client/src', imports: '../../../functions/core/json.js', form: 'type', crosses: true },

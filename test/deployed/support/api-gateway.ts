@@ -77,7 +77,7 @@ export class HttpApiGateway {
   async request(
     method: string,
     target: string,
-    options: { headers?: Record<string, string>; body?: string; clockOffsetMs?: number } = {},
+    options: { headers?: Record<string, string>; body?: string; clockOffsetMs?: number; variables?: Record<string, string> } = {},
   ): Promise<GatewayResponse> {
     const url = new URL(target, 'https://api.example');
     const headers = Object.fromEntries(Object.entries(options.headers ?? {}).map(([name, value]) => [name.toLowerCase(), value]));
@@ -123,7 +123,10 @@ export class HttpApiGateway {
       },
       ...(options.body !== undefined ? bodyOf(options.body, headers['content-type']) : { isBase64Encoded: false }),
     };
-    const invocation = await this.lambda.invoke(route.integration, event, { clockOffsetMs: options.clockOffsetMs ?? 0 });
+    const invocation = await this.lambda.invoke(route.integration, event, {
+      clockOffsetMs: options.clockOffsetMs ?? 0,
+      ...(options.variables ? { variables: options.variables } : {}),
+    });
     if (invocation.error) return answer(500, { message: 'Internal Server Error' }, invocation);
     return responseOf(invocation);
   }

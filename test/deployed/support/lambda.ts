@@ -174,14 +174,24 @@ export class LambdaService {
     private readonly options: LambdaOptions,
   ) {}
 
-  /** Invokes a function. `clockOffsetMs` runs it in a separate environment whose clock is that far ahead. */
-  invoke(fn: DeployedFunction, event: unknown, options: { clockOffsetMs?: number } = {}): Promise<Invocation> {
-    const key = `${fn.logicalId}@${options.clockOffsetMs ?? 0}`;
+  /**
+   * Invokes a function. `clockOffsetMs` runs it in a separate environment whose clock is that
+   * far ahead; `variables`, in a separate environment whose template variables these replace,
+   * as a stack synthesized with another setting gives them (the same bundle: a setting such as
+   * the tracing level reaches the function only as a variable).
+   */
+  invoke(
+    fn: DeployedFunction,
+    event: unknown,
+    options: { clockOffsetMs?: number; variables?: Record<string, string> } = {},
+  ): Promise<Invocation> {
+    const key = `${fn.logicalId}@${options.clockOffsetMs ?? 0}${options.variables ? ` ${JSON.stringify(options.variables)}` : ''}`;
     let environment = this.environments.get(key);
     if (!environment) {
+      const deployed = options.variables ? { ...fn, environment: { ...fn.environment, ...options.variables } } : fn;
       environment = new ExecutionEnvironment(
-        fn,
-        this.environmentOf(fn, options.clockOffsetMs ?? 0),
+        deployed,
+        this.environmentOf(deployed, options.clockOffsetMs ?? 0),
         this.deployment.getAtt(fn.logicalId, 'Arn'),
       );
       this.environments.set(key, environment);
