@@ -22,6 +22,9 @@ export const lambdaBundling = {
   minify: true,
   mainFields: ['module', 'main'],
   banner: { js: REQUIRE_BANNER },
+  // The packages' license notices in a file beside the bundle (`index.mjs.LEGAL.txt`, in the
+  // deployment package), rather than at the end of every file a cold start reads.
+  legalComments: 'external',
   // index.mjs, the file NodejsFunction's `handler: 'handler'` names (index.handler).
   entryNames: 'index',
   chunkNames: 'chunks/[name]-[hash]',
@@ -46,6 +49,7 @@ export function lambdaBundleCommand(esbuild: string, entry: string, outdir: stri
     '--minify',
     `--main-fields=${o.mainFields.join(',')}`,
     `--banner:js=${o.banner.js}`,
+    `--legal-comments=${o.legalComments}`,
     `--entry-names=${o.entryNames}`,
     `--chunk-names=${o.chunkNames}`,
     ...Object.entries(o.outExtension).map(([from, to]) => `--out-extension:${from}=${to}`),

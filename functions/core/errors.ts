@@ -97,6 +97,21 @@ export class AgentStateError extends Error {
   }
 }
 
+/**
+ * An error whose detail is worked out only when it is answered, by code a valid request never
+ * loads (a refused body's messages, functions/http/request.ts): the outermost middleware awaits
+ * `described()` and answers that.
+ */
+export class LateDetailError extends AgentStateError {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    readonly described: () => Promise<AgentStateError>,
+  ) {
+    super(code, message);
+  }
+}
+
 /** An RFC 9457 problem document. */
 export interface Problem {
   type: string;

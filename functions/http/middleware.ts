@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { MiddlewareObj } from '@middy/core';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
 import { type ActingAgentWording, requireActingAgent } from '../core/acting-agent.js';
-import { AgentStateError, toProblem } from '../core/errors.js';
+import { AgentStateError, LateDetailError, toProblem } from '../core/errors.js';
 import { requireId } from '../core/ids.js';
 import { canonicalJson, type Json, JsonTextError, parseJson, stringifyJson } from '../core/json.js';
 import type { IdempotencyStore, StoredResponse } from '../core/ports.js';
@@ -37,7 +37,7 @@ export function problemErrors(): Middleware {
   return {
     onError: async (request) => {
       if (request.response !== undefined && request.error === undefined) return;
-      const error = asAgentStateError(request.error);
+      const error = asAgentStateError(request.error instanceof LateDetailError ? await request.error.described() : request.error);
       // A bug shows its stack; an error the service answers by design (a worker that failed,
       // the table unavailable) is one line, and the request's own log line says it in a Lambda.
       if (error.code === 'internal') reportUnexpected('request failed', request.error);

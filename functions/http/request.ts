@@ -1,6 +1,5 @@
-import { en } from 'zod/locales';
 import * as z from 'zod/mini';
-import { AgentStateError } from '../core/errors.js';
+import { AgentStateError, LateDetailError } from '../core/errors.js';
 import { ID_PATTERN, ID_RULE, requireId } from '../core/ids.js';
 import { isJsonObject, type Json } from '../core/json.js';
 import type { SessionScope } from '../core/model.js';
@@ -12,9 +11,30 @@ import type { RouteInput } from './api.js';
  * problem is a `400` with the field it is about, the same for every route.
  */
 
-// zod/mini (tree-shaken: a bundle carries the checks its schemas use, not the whole library)
-// loads no messages of its own; the details of a refused body are zod's English ones.
-z.config(en());
+/**
+ * zod/mini (tree-shaken: a bundle carries the checks its schemas use, not the whole library)
+ * loads no messages of its own; the details of a refused body are zod's English ones
+ * (`zod/v4/locales/en.js`). Only a refused body needs them, so they are imported by the first one
+ * (a chunk that no valid request reads): that body is checked again once they are in, and
+ * from then on every refusal has them at once.
+ */
+let english: Promise<void> | undefined;
+let englishLoaded = false;
+
+function loadEnglish(): Promise<void> {
+  // The one locale's own file: `zod/locales` is every locale, which an import must take whole.
+  english ??= import('zod/v4/locales/en.js').then(
+    ({ default: en }) => {
+      z.config(en());
+      englishLoaded = true;
+    },
+    (error: unknown) => {
+      english = undefined;
+      throw error;
+    },
+  );
+  return english;
+}
 
 /**
  * Any JSON value, for the free-form parts of a body (state, config, metadata, a command's
@@ -113,9 +133,20 @@ export interface BodyRules {
 function parseBody<S extends z.ZodMiniType>(schema: S, body: unknown): z.output<S> {
   const result = schema.safeParse(body);
   if (result.success) return result.data;
-  const errors = result.error.issues.map((issue) => ({ path: issue.path.join('.'), message: issue.message }));
+  if (englishLoaded) throw refusal(result.error);
+  // The first refusal of the process: answered once the messages are in, checked again with them.
+  throw new LateDetailError('invalid_request', 'the body is not valid for this route', async () => {
+    await loadEnglish();
+    const again = schema.safeParse(body);
+    return again.success ? new AgentStateError('invalid_request', 'the body is not valid for this route') : refusal(again.error);
+  });
+}
+
+/** `400 invalid_request` listing each of zod's problems with a body, the first in the detail. */
+function refusal(error: z.core.$ZodError): AgentStateError {
+  const errors = error.issues.map((issue) => ({ path: issue.path.join('.'), message: issue.message }));
   const first = errors[0];
-  throw new AgentStateError(
+  return new AgentStateError(
     'invalid_request',
     first ? `${first.path || 'body'}: ${first.message}` : 'the body is not valid for this route',
     {

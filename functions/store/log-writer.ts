@@ -25,8 +25,7 @@ import {
 } from './log-items.js';
 import { departure, movePointer } from './node-index.js';
 import { childRuns } from './paths.js';
-import type { SessionDeleter } from './session-delete.js';
-import { nextSlot, sessionUpsert } from './session-writes.js';
+import { type AbandonedDeletes, nextSlot, sessionUpsert } from './session-writes.js';
 import { putPieces } from './state-pieces.js';
 import { batchPut, type Item, isConditionFailure, isOwnWrite, type TableClient, type TaggedItem, transact } from './table-client.js';
 
@@ -53,7 +52,7 @@ const ACTIVITY_EVERY_MS = 60_000;
 export class LogWriter {
   constructor(
     private readonly table: TableClient,
-    private readonly deleter: SessionDeleter,
+    private readonly deleter: AbandonedDeletes,
     private readonly moveActivity: (scope: SessionScope, at: string) => Promise<void>,
   ) {}
 

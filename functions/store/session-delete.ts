@@ -1,6 +1,6 @@
 import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { AgentStateError } from '../core/errors.js';
-import type { ClosingTip, SessionScope, Tip } from '../core/model.js';
+import type { SessionScope, Tip } from '../core/model.js';
 import { sessionItem } from './item-codecs.js';
 import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from './item-kinds.js';
 import { keys, type LogPosition, logPositionOf } from './keys.js';
@@ -12,11 +12,6 @@ import { batchDelete, batchPut, type Item, isConditionFailure, type TableClient 
 
 /** How many times a delete tries to close a session that keeps being written. */
 const CLOSE_ATTEMPTS = 20;
-/**
- * A fence older than this belongs to a delete that stopped (a function past its timeout never
- * comes back): the next write finishes that delete. Longer than any request may run.
- */
-const ABANDONED_DELETE_MS = 60_000;
 /**
  * How long a deleted session's tombstones stay: far longer than any write could have been in
  * flight when the delete began, so that no such write can land. Then TTL removes them (free).
@@ -43,16 +38,16 @@ const TOMBSTONE_TTL_SECONDS = 24 * 60 * 60;
  * taken, by a tombstone or the fence, so its put fails and it retries in the new life, or
  * answers as a write to the session that is deleted. Its index puts, made before its claim,
  * land under the old life's keys, where no reader looks.
+ *
+ * Only a delete needs this module (a `DELETE`, or a write that finds a delete abandoned,
+ * session-writes.ts `isAbandonedDelete`): session-store.ts imports it on first use, so it is a
+ * chunk that no other cold start reads.
  */
 export class SessionDeleter {
   constructor(
     private readonly table: TableClient,
     private readonly readTip: (scope: SessionScope) => Promise<Tip>,
   ) {}
-
-  isAbandoned(tip: ClosingTip): boolean {
-    return tip.since !== null && this.table.now() - Date.parse(tip.since) > ABANDONED_DELETE_MS;
-  }
 
   /** Erases every item of the session; false when it had none. */
   async deleteSession(scope: SessionScope): Promise<boolean> {

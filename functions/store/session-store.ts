@@ -14,7 +14,8 @@ import { LogWriter } from './log-writer.js';
 import { nodesOfLife, readNode, readNodes } from './node-index.js';
 import { decodeCursor, invalidCursor, pageOf } from './paging.js';
 import { PathReader } from './paths.js';
-import { SessionDeleter } from './session-delete.js';
+import type { SessionDeleter } from './session-delete.js';
+import { type AbandonedDeletes, isAbandonedDelete } from './session-writes.js';
 import { piecesOf, sweepPieces } from './state-pieces.js';
 import { tableKeys } from './table.js';
 import { batchGet, conditions, forEachInRange, type Item, isConditionFailure, isOwnWrite, type TableClient } from './table-client.js';
@@ -55,15 +56,32 @@ const WITHOUT_STATE_PROJECTION = {
  */
 export class DynamoDbSessionStore implements SessionStore {
   private readonly writer: LogWriter;
-  private readonly deleter: SessionDeleter;
+  private readonly deleter: AbandonedDeletes;
+  /** The deleter, imported by the first delete (session-delete.ts: a chunk no other request reads). */
+  private deleterLoad: Promise<SessionDeleter> | undefined;
 
   constructor(
     private readonly table: TableClient,
     /** How many bytes of the log one part of a path read spans (paths.ts; tests make it small). */
     private readonly pathSegmentBytes?: number,
   ) {
-    this.deleter = new SessionDeleter(table, (scope) => this.readTip(scope, { withState: false }));
+    this.deleter = {
+      isAbandoned: (tip) => isAbandonedDelete(tip, table.now()),
+      deleteSession: async (scope) => (await this.loadDeleter()).deleteSession(scope),
+    };
     this.writer = new LogWriter(table, this.deleter, (scope, at) => this.moveActivity(scope, at));
+  }
+
+  private loadDeleter(): Promise<SessionDeleter> {
+    this.deleterLoad ??= import('./session-delete.js').then(
+      ({ SessionDeleter }) => new SessionDeleter(this.table, (scope) => this.readTip(scope, { withState: false })),
+      (error: unknown) => {
+        // Not kept: the next delete tries the import again.
+        this.deleterLoad = undefined;
+        throw error;
+      },
+    );
+    return this.deleterLoad;
   }
 
   // ---- the tip and the session item -------------------------------------------------------

@@ -1,4 +1,4 @@
-import type { SessionScope, Tip } from '../core/model.js';
+import type { ClosingTip, SessionScope, Tip } from '../core/model.js';
 import { StaleTipError } from '../core/ports.js';
 import { sessionItem } from './item-codecs.js';
 import { keys, type LogPosition } from './keys.js';
@@ -11,6 +11,25 @@ import { conditions, type TransactItem } from './table-client.js';
  * of the log's next place (a change, a delete's fence, the guard of a documents-only commit)
  * and the move of the session's activity in a transaction.
  */
+
+/**
+ * A fence older than this belongs to a delete that stopped (a function past its timeout never
+ * comes back): the next write finishes that delete (session-delete.ts). Longer than any
+ * request may run.
+ */
+const ABANDONED_DELETE_MS = 60_000;
+
+/** Whether the delete that is closing the session at `tip` stopped halfway, so that a write must finish it. */
+export function isAbandonedDelete(tip: ClosingTip, now: number): boolean {
+  return tip.since !== null && now - Date.parse(tip.since) > ABANDONED_DELETE_MS;
+}
+
+/** How a write finishes a delete that stopped halfway, and how it knows one did. */
+export interface AbandonedDeletes {
+  isAbandoned(tip: ClosingTip): boolean;
+  /** Erases every item of the session; false when it had none. */
+  deleteSession(scope: SessionScope): Promise<boolean>;
+}
 
 /** The condition parts of a write that claims the log's next place. */
 interface SlotClaim {

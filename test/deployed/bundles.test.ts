@@ -76,6 +76,7 @@ describe('the HTTP API behind the authorizer', () => {
       { destination: 'Lisbon', nights: 3 },
       { 'content-type': 'application/merge-patch+json' },
     );
+    const refused = await call('POST', '/v1/sessions/trip/messages', { messages: [{ id: 'u9', role: 7 }] });
     const branch = await call('POST', '/v1/sessions/trip/messages', { parentId: 'u1', messages: [{ id: 'a1b', role: 'assistant' }] });
     const atBranch = await call('GET', '/v1/sessions/trip/state');
     const atFirst = await call('GET', '/v1/sessions/trip/state?node=a1');
@@ -100,6 +101,11 @@ describe('the HTTP API behind the authorizer', () => {
     expect(appended).toMatchObject({ status: 201, json: { head: 'a1' } });
     expect(patched).toMatchObject({ status: 200, json: { node: 'a1', version: 1, state: { destination: 'Lisbon', nights: 3 } } });
     expect(patched.headers.etag).toBe('"1"');
+    // The function's first refused body: zod's English messages come from a chunk loaded then.
+    expect(refused).toMatchObject({
+      status: 400,
+      json: { code: 'invalid_request', detail: 'messages.0.role: Invalid input: expected string, received number' },
+    });
     expect(branch.status).toBe(201);
     expect(atBranch.json).toMatchObject({ node: 'a1b', version: 0, state: null });
     expect(atFirst.json).toMatchObject({ node: 'a1', version: 1, state: { nights: 3 } });

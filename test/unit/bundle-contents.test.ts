@@ -211,6 +211,10 @@ const loadedOnFirstUse: ReadonlyArray<{ module: string; why: string; atImport?: 
   { module: 'node_modules/@aws-sdk/credential-provider-web-identity/', why: 'web identity credentials' },
   { module: 'node_modules/@aws-sdk/credential-provider-http/', why: 'container credentials' },
   { module: 'node_modules/@smithy/credential-provider-imds/', why: 'instance metadata credentials' },
+  // A session's delete: a DELETE, or a write that finds a delete abandoned halfway.
+  { module: 'functions/store/session-delete.ts', why: 'a session is deleted (functions/store/session-store.ts)' },
+  // zod's English messages: only a refused body needs them.
+  { module: 'node_modules/zod/v4/locales/en.js', why: 'a body is refused (functions/http/request.ts)' },
   // Tracing: by default a function is traced by Lambda alone and loads no X-Ray SDK; at the
   // `detailed` level (AGENTSTATE_TRACING, docs/deploy.md) Powertools' Tracer is imported at INIT.
   ...['@aws-lambda-powertools/tracer', 'aws-xray-sdk-core', 'semver', 'cls-hooked'].map((name) => ({
@@ -235,11 +239,24 @@ describe('what a cold start loads', () => {
   });
 
   it('ships them beside the file Lambda imports (the check above is not blind)', async () => {
-    // decide: the Lambda client, the sealing key's KMS client, the credential providers and the tracer.
+    // decide: the Lambda client, the sealing key's KMS client, the credential providers, a
+    // session's delete, zod's messages and the tracer.
     const decide = await bundleOf('functions/http/decide.ts');
     const shipped = loadedOnFirstUse.filter(({ module }) => decide.shipped.some((input) => input.includes(module)));
     expect(shipped).toEqual(loadedOnFirstUse);
     expect(decide.loaded.some((input) => input.includes('node_modules/@aws-sdk/client-dynamodb/'))).toBe(true);
+  });
+});
+
+describe('the agents group', () => {
+  it('reads the session store only for a field type change: a chunk its cold start does not load', async () => {
+    // Act
+    const agents = await bundleOf('functions/http/agents.ts');
+
+    // Assess
+    const store = (inputs: string[]) => inputs.some((input) => input.includes('functions/store/session-store.ts'));
+    expect(store(agents.loaded)).toBe(false);
+    expect(store(agents.shipped)).toBe(true);
   });
 });
 
