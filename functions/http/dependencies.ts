@@ -1,12 +1,14 @@
 import type { WorkerInvoker } from '../core/decide-service.js';
 import type { Stores } from '../store/stores.js';
 import { type KeyResolver, keysFromEnv } from './auth.js';
+import { agentStore } from './parts/agent-store.js';
 import { agents } from './parts/agents.js';
 import { commits } from './parts/commits.js';
 import { decide, decisionStore, workerInvoker } from './parts/decide.js';
 import { memory } from './parts/memory.js';
 import { apiKeyStore, idempotency, resolveKey } from './parts/middleware.js';
-import { agentStore, documentStore, sessionStore, sessions } from './parts/sessions.js';
+import { sessionStore } from './parts/session-store.js';
+import { documentStore, sessions } from './parts/sessions.js';
 import { webhooks } from './parts/webhooks.js';
 import { createWiring, type Dependencies, type Part, type Wiring } from './wiring.js';
 

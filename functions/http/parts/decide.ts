@@ -6,7 +6,8 @@ import { callWorker } from '../../workers/call-worker.js';
 import { moduleDirsFromEnv } from '../../workers/module-worker.js';
 import type { Part } from '../wiring.js';
 import { agents, inLambda, lambdaWorkerAllowed } from './agents.js';
-import { documentStore, sessionStore } from './sessions.js';
+import { sessionStore } from './session-store.js';
+import { documentStore } from './sessions.js';
 
 // Decide alone calls workers: the only group whose bundle carries the Lambda client.
 
