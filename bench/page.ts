@@ -16,7 +16,7 @@ import { median, ms, requestsText } from './measure.js';
 import { type MemoryResult, memoryFlatTable, memoryTable } from './memory.js';
 import { type OperationsResult, operationsTable } from './operations.js';
 import { type OwnCodeResult, ownCodeTable } from './own-code.js';
-import { pairTable, type ScaleResult } from './scale.js';
+import { pairTable, type ScaleResult, TICK_WARMUP } from './scale.js';
 import { type TelemetryResult, telemetrySection } from './telemetry.js';
 
 /** When the run started and ended, and the machine's load at the start. */
@@ -213,7 +213,8 @@ of agentstate's own code weighs less, the ratios tend to the request counts: abo
 
 ${largeStateSection(largeState)}
 ## Scale: cost per request stays flat
-Each pair runs the same request against a small and a large case, ${SCALE.iterations} times each,
+Each pair runs the same request against a small and a large case, ${SCALE.iterations} times each
+(the whole path's rows and the tick's ${Math.max(5, Math.round(SCALE.iterations / 5))}, each reading ${SCALE.depth} messages on the large side),
 interleaved. "requests" is per request. Set-up (written straight through the service and the
 store, in ${scale.setupSeconds.toFixed(0)} s): ${SCALE.depth} messages in 25-message appends, ${SCALE.versions} versions as single PutItems,
 ${SCALE.sessions} sessions in one table against a table with one. The section runs on a DynamoDB Local of its
@@ -239,6 +240,12 @@ The one read that grows is the path (\`GET …/messages\`), which returns the wh
 reads the tip, then the ranges of the log the path runs through, in parallel parts of about
 700 KB each (docs/architecture.md, "Paths by ranges of the log"), so depth ${SCALE.depth} is ${pathRow ? requestsText(pathRow.large.cost, pathRow.large.samples.length) : '?'} in sequence
 (${pathRow ? ms(median(pathRow.large.samples)) : '?'} ms here; on DynamoDB each round trip adds a few ms).
+The tick row is a steady loop of decisions without messages, measured after ${TICK_WARMUP} ticks on each
+session. Such a decision's tip read keeps the 48 newest changes, and each tick adds two (its
+lease and its version), so on a new session the first ~24 ticks find a short path among them
+and cost one request less; after that the path's range is read after the tip at any depth.
+Measured from a new session instead, depth 10 would look cheaper for its age, not its depth
+(docs/architecture.md, "How much of the log the tip read brings").
 
 ## Concurrency: writers on one session
 
