@@ -13,8 +13,9 @@ const config: KnipConfig = {
       entry: [
         'bin/*.{ts,mjs}',
         ...deployedEntries.map((entry) => entry.file),
-        // Spawned by path by bench/load.ts.
+        // Spawned by path by bench/load.ts, and by bench/telemetry.ts.
         'bench/load-server.ts',
+        'bench/telemetry-detailed.ts',
         // Run by path: the Lambda runtime stand-in of test/deployed and its clock preload.
         'test/deployed/support/*.mjs',
         // `module:examples/worker.ts` is how the bench and the docs register a local worker.

@@ -17,7 +17,7 @@ import { type MemoryResult, memoryFlatTable, memoryTable } from './memory.js';
 import { type OperationsResult, operationsTable } from './operations.js';
 import { type OwnCodeResult, ownCodeTable } from './own-code.js';
 import { pairTable, type ScaleResult, TICK_WARMUP } from './scale.js';
-import { type TelemetryResult, telemetrySection } from './telemetry.js';
+import { type TelemetryLevels, telemetrySection } from './telemetry.js';
 
 /** When the run started and ended, and the machine's load at the start. */
 interface RunTimes {
@@ -31,7 +31,7 @@ export interface PageInput {
   stateBytes: number;
   operations: OperationsResult;
   own: OwnCodeResult;
-  telemetry: TelemetryResult;
+  telemetry: TelemetryLevels;
   largeState: LargeStateResult;
   scale: ScaleResult;
   contention: ContentionResult[];

@@ -27,8 +27,6 @@
  * Env:   BENCH_ITERATIONS (default 300; 40 with --quick), BENCH_DEPTH (the scale section's deep chains:
  *        default 10,000; 1,000 with --quick).
  */
-// First: the X-Ray SDK reads its environment as the handlers load it.
-import './lambda-mode.js';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 
@@ -51,7 +49,7 @@ import { measureOwnCode } from './own-code.js';
 import { benchmarksPage, memorySection } from './page.js';
 import { writeRawItems } from './raw-sdk.js';
 import { measureScale } from './scale.js';
-import { measureTelemetry } from './telemetry.js';
+import { measureTelemetryLevels } from './telemetry.js';
 
 const started = new Date();
 const loadAtStart = os.loadavg()[0] as number;
@@ -120,7 +118,7 @@ if (ONLY) {
 
 const operations = await measureOperations(meter, client, main, dynamo.endpoint, STATE_BYTES);
 const own = await measureOwnCode(meter, client, main);
-const telemetry = await measureTelemetry(meter, client, main);
+const telemetry = await measureTelemetryLevels(meter, client, main, dynamo.endpoint);
 const largeState = await measureLargeState(meter, client, main);
 log(`\n1d. State at scale (a 4 MiB state)\n${largeStateTable(largeState).join('\n')}`);
 const scale = await measureScale(meter, main);
