@@ -1,42 +1,17 @@
-import { type IncomingMessage, lookupsOf, planChain } from './chain.js';
 import { AgentStateError } from './errors.js';
 import type { Caller } from './fields.js';
-import { newId, ROOT_NODE } from './ids.js';
-import { type Json, type JsonObject, jsonEqual } from './json.js';
+import { ROOT_NODE } from './ids.js';
+import { type Json, jsonEqual } from './json.js';
 import { applyJsonPatch, type PatchOperation } from './json-patch.js';
 import { mergePatch } from './merge-patch.js';
-import type { MessagePath } from './message-path.js';
-import type { Page, SessionMeta, SessionScope, Tip, VersionRecord } from './model.js';
-import type { SessionListOptions, SessionStore } from './ports.js';
-import { messagePreview } from './preview.js';
-import { othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from './retry.js';
+import type { Page, SessionScope, Tip, VersionRecord } from './model.js';
+import { othersWaiting, QueueBehindOthers, retryOnStaleTip } from './retry.js';
 import { openCursor, sealCursor } from './sealing.js';
-import {
-  emptyState,
-  type NodeView,
-  nodeView,
-  type SessionView,
-  type StateView,
-  stateView,
-  type TreeNodeView,
-  type VersionView,
-  versionView,
-  type WriteResult,
-} from './session-views.js';
-import { pointerOf, rootNode, versionAt } from './tree.js';
-import {
-  checkedWrite,
-  checkIfMatch,
-  nodeNotFound,
-  type SchemaSource,
-  sessionNotFound,
-  storedState,
-  type VersionPrecondition,
-  visibleState,
-  WriteTargets,
-} from './write-target.js';
+import { SessionTreeService } from './session-tree-service.js';
+import { emptyState, type StateView, stateView, type VersionView, versionView, type WriteResult } from './session-views.js';
+import { versionAt } from './tree.js';
+import { checkedWrite, checkIfMatch, sessionNotFound, storedState, type VersionPrecondition, visibleState } from './write-target.js';
 
-export type { IncomingMessage } from './chain.js';
 export type { NodeView, SessionView, StateView, TreeNodeView, VersionView, WriteResult } from './session-views.js';
 
 /** Where a state write lands and who makes it; both `patchState` and `replaceState` take these. */
@@ -52,70 +27,13 @@ export interface StateWriteOptions {
   caller?: Caller;
 }
 
-export type { SchemaSource } from './write-target.js';
-
-export interface ServiceOptions {
-  now?: () => Date;
-  retry?: Partial<RetryPolicy>;
-  /** Where typed fields come from; without it every state is untyped. */
-  schemas?: SchemaSource;
-}
-
 /**
  * Sessions, the message tree, state and its versions (API.md sections 2–5), on top of a
  * `SessionStore`. Pure orchestration: every decision is made here, every byte is stored there.
+ * The sessions and the tree are SessionTreeService's (session-tree-service.ts); what this
+ * class adds is the state group's.
  */
-export class SessionService {
-  private readonly now: () => Date;
-  private readonly retry: Partial<RetryPolicy>;
-  private readonly schemas: SchemaSource;
-  private readonly targets: WriteTargets;
-
-  constructor(
-    private readonly store: SessionStore,
-    options: ServiceOptions = {},
-  ) {
-    this.now = options.now ?? (() => new Date());
-    this.retry = options.retry ?? {};
-    this.schemas = options.schemas ?? (async () => null);
-    this.targets = new WriteTargets(store, this.schemas);
-  }
-
-  // ---- sessions -------------------------------------------------------------------------
-
-  async createSession(
-    tenant: string,
-    input: { sessionId?: string; agentId?: string | null; userId?: string | null; metadata?: JsonObject | null },
-  ): Promise<SessionView> {
-    const at = this.now().toISOString();
-    const meta: SessionMeta = {
-      sessionId: input.sessionId ?? newId(),
-      agentId: input.agentId ?? null,
-      userId: input.userId ?? null,
-      metadata: input.metadata ?? null,
-      createdAt: at,
-      updatedAt: at,
-    };
-    // Retried while a delete of the same id is still erasing it (StaleTipError).
-    await retryOnStaleTip(this.retry, () => this.store.createSession({ tenant, sessionId: meta.sessionId }, meta));
-    return { ...meta, head: ROOT_NODE, version: 0 };
-  }
-
-  async getSession(scope: SessionScope): Promise<SessionView> {
-    const [meta, tip] = await Promise.all([this.store.getMeta(scope), this.store.readTip(scope, { withState: false })]);
-    if (!meta || tip.kind === 'closing') throw sessionNotFound(scope);
-    return { ...meta, head: tip.head, version: tip.version };
-  }
-
-  /** Most recently active first; with `prefix`, only ids that start with it (pages may be sparse). */
-  listSessions(tenant: string, options: SessionListOptions): Promise<Page<SessionMeta>> {
-    return this.store.listSessions(tenant, options);
-  }
-
-  async deleteSession(scope: SessionScope): Promise<void> {
-    if (!(await this.store.deleteSession(scope))) throw sessionNotFound(scope);
-  }
-
+export class SessionService extends SessionTreeService {
   // ---- state ----------------------------------------------------------------------------
 
   async readState(scope: SessionScope, at: { node?: string; version?: number }, caller: Caller = null): Promise<StateView> {
@@ -198,126 +116,6 @@ export class SessionService {
         changed: true,
       };
     });
-  }
-
-  // ---- message tree ---------------------------------------------------------------------
-
-  /**
-   * Appends `messages` as a chain under `parentId` (the head by default) and moves the head
-   * to the last one. Leading messages that already exist under the same parent are taken as
-   * already there, so a client can resend a conversation prefix safely.
-   */
-  async appendMessages(
-    scope: SessionScope,
-    input: { messages: IncomingMessage[]; parentId?: string },
-  ): Promise<{ nodes: NodeView[]; head: string }> {
-    const lookups = lookupsOf(input.messages, input.parentId);
-
-    return retryOnStaleTip(this.retry, async () => {
-      const { tip, nodes: known } = await this.store.readTipWithNodes(scope, lookups, { withState: false });
-      const parent = this.targets.nodeById(tip, known, input.parentId ?? tip.head);
-
-      const at = this.now().toISOString();
-      const { chain, created, last, anchor } = planChain({ parent, messages: input.messages, known, tip, at });
-      const session = await this.targets.sessionOf(scope, tip);
-
-      if (created.length > 0 || last.id !== tip.head) {
-        await this.store.commit(scope, {
-          basedOn: tip,
-          head: { id: last.id, version: pointerOf(last, tip), depth: last.depth, place: last.place },
-          newNodes: created,
-          parent: anchor,
-          touchSessionAt: at,
-          mayCreateSession: tip.kind === 'empty',
-          sessionAgentId: session.agentId,
-          sessionUserId: session.userId,
-        });
-      }
-      // Pointers as of the tip read: a reused node that was the head has its pointer there.
-      return { nodes: chain.map((node) => nodeView(node, tip)), head: last.id };
-    });
-  }
-
-  /** Moves the head to an existing node: the way a client switches branch. */
-  async switchHead(scope: SessionScope, nodeId: string): Promise<{ head: string }> {
-    return retryOnStaleTip(this.retry, async () => {
-      const { tip, nodes } = await this.store.readTipWithNodes(scope, [nodeId], { withState: false });
-      await this.targets.requireSession(scope, tip);
-      const target = nodes.get(nodeId) ?? (nodeId === ROOT_NODE ? rootNode('') : null);
-      if (!target) throw nodeNotFound(nodeId);
-      if (target.id === tip.head) return { head: tip.head };
-      await this.store.commit(scope, {
-        basedOn: tip,
-        head: { id: target.id, version: target.stateVersion, depth: target.depth, place: target.place },
-        newNodes: [],
-        touchSessionAt: this.now().toISOString(),
-        mayCreateSession: false,
-      });
-      return { head: target.id };
-    });
-  }
-
-  async getNode(scope: SessionScope, nodeId: string): Promise<NodeView> {
-    const isRoot = nodeId === ROOT_NODE;
-    const [{ tip, nodes }, meta] = await Promise.all([
-      this.store.readTipWithNodes(scope, [nodeId], { withState: false }),
-      // The root is as old as its session; its index, if any, only holds its pointer.
-      isRoot ? this.store.getMeta(scope) : Promise.resolve(null),
-    ]);
-    const node = nodes.get(nodeId);
-    if (isRoot) {
-      if (!meta && !node && tip.kind === 'empty') throw sessionNotFound(scope);
-      return nodeView({ ...(node ?? rootNode('')), createdAt: meta?.createdAt ?? '' }, tip);
-    }
-    if (node) return nodeView(node, tip);
-    await this.targets.requireSession(scope, tip);
-    throw nodeNotFound(nodeId);
-  }
-
-  /**
-   * The head and every node, without bodies. With `preview`, each node also carries a short
-   * snippet of its message (`messagePreview`), which its index keeps: the same requests.
-   */
-  async getTree(scope: SessionScope, options: { preview?: boolean } = {}): Promise<{ head: string; nodes: TreeNodeView[] }> {
-    const preview = options.preview ?? false;
-    const [{ tip, nodes }, meta] = await Promise.all([this.store.readTree(scope), this.store.getMeta(scope)]);
-    if (!meta && nodes.length === 0 && tip.kind === 'empty') throw sessionNotFound(scope);
-    const all = nodes.some((node) => node.id === ROOT_NODE) ? nodes : [rootNode(meta?.createdAt ?? ''), ...nodes];
-    all.sort((a, b) => a.depth - b.depth || a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
-    return {
-      head: tip.head,
-      nodes: all.map((node) => ({
-        id: node.id,
-        parentId: node.parentId,
-        depth: node.depth,
-        role: node.role,
-        stateVersion: pointerOf(node, tip),
-        ...(preview ? { preview: node.preview !== undefined ? node.preview : messagePreview(node.message) } : {}),
-      })),
-    };
-  }
-
-  /**
-   * The path root→node (the head by default), oldest first: the tip (with the newest changes,
-   * or with the node's index), then the ranges of the log the path runs through, in parallel.
-   */
-  async getPath(scope: SessionScope, nodeId?: string): Promise<MessagePath> {
-    const { tip, nodes } =
-      nodeId === undefined
-        ? { tip: await this.store.readTip(scope, { withState: false, recent: true }), nodes: new Map() }
-        : await this.store.readTipWithNodes(scope, [nodeId], { withState: false });
-    const targetId = nodeId ?? tip.head;
-    if (targetId === ROOT_NODE) {
-      await this.targets.requireSession(scope, tip);
-      return { messages: [], ancestry: [ROOT_NODE] };
-    }
-    const target = nodes.get(targetId) ?? (targetId === tip.head ? tip.headNode : undefined);
-    if (!target) {
-      await this.targets.requireSession(scope, tip);
-      throw nodeNotFound(targetId);
-    }
-    const { messages, ancestry } = await this.store.readPath(scope, tip, target);
-    return { messages, ancestry };
   }
 
   // ---- versions -------------------------------------------------------------------------

@@ -44,6 +44,8 @@ export function dependenciesFor(
   const wiring: Wiring = createWiring({ env, client: stores.client, table: stores.table }, built);
   return {
     sessions: wiring.use(sessions),
+    // The same service: the whole one is also the sessions and the tree.
+    sessionTree: wiring.use(sessions),
     agents: wiring.use(agents),
     decide: wiring.use(decide),
     commits: wiring.use(commits),

@@ -3,7 +3,7 @@ import { AgentStateError } from '../core/errors.js';
 import { ID_RULE, isValidId } from '../core/ids.js';
 import { encodedSize } from '../core/json.js';
 import { createHttpHandler } from './api.js';
-import { sessions } from './parts/sessions.js';
+import { sessionTree } from './parts/sessions.js';
 import { bodyAsSent, idSchema, jsonValue, pagination, sessionScope } from './request.js';
 import { json, noContent } from './responses.js';
 
@@ -27,7 +27,7 @@ function sessionIdPrefix(raw: string): string {
 
 /** Sessions: create, read, list by recent activity, delete (API.md section 2). */
 export const handler = createHttpHandler(
-  { sessions },
+  { sessionTree },
   {
     'POST /v1/sessions': async (input) => {
       // As sent: zod's copy of the metadata would turn a "__proto__" key into a prototype.
@@ -38,7 +38,7 @@ export const handler = createHttpHandler(
           field: 'metadata',
         });
       }
-      const session = await input.deps.sessions.createSession(input.tenant, {
+      const session = await input.deps.sessionTree.createSession(input.tenant, {
         sessionId: request.sessionId,
         agentId: request.agentId ?? null,
         userId: request.userId ?? null,
@@ -49,17 +49,17 @@ export const handler = createHttpHandler(
 
     'GET /v1/sessions': async (input) => {
       const prefix = input.query('prefix');
-      const page = await input.deps.sessions.listSessions(input.tenant, {
+      const page = await input.deps.sessionTree.listSessions(input.tenant, {
         ...pagination(input),
         ...(prefix === undefined ? {} : { prefix: sessionIdPrefix(prefix) }),
       });
       return json(200, { sessions: page.items, ...(page.next ? { next: page.next } : {}) });
     },
 
-    'GET /v1/sessions/{sid}': async (input) => json(200, await input.deps.sessions.getSession(sessionScope(input))),
+    'GET /v1/sessions/{sid}': async (input) => json(200, await input.deps.sessionTree.getSession(sessionScope(input))),
 
     'DELETE /v1/sessions/{sid}': async (input) => {
-      await input.deps.sessions.deleteSession(sessionScope(input));
+      await input.deps.sessionTree.deleteSession(sessionScope(input));
       return noContent();
     },
   },

@@ -3,7 +3,7 @@ import { AgentStateError } from '../core/errors.js';
 import { requireId } from '../core/ids.js';
 import { createHttpHandler, type RouteInput } from './api.js';
 import { checkMessages, MAX_MESSAGES_PER_APPEND, messageSchema } from './messages.js';
-import { sessions } from './parts/sessions.js';
+import { sessionTree } from './parts/sessions.js';
 import { bodyAsSent, queryNode, sessionScope } from './request.js';
 import { json } from './responses.js';
 
@@ -24,31 +24,32 @@ function previewFlag(input: RouteInput): boolean {
 
 /** The message tree: append, path, node, tree, head (API.md section 3). */
 export const handler = createHttpHandler(
-  { sessions },
+  { sessionTree },
   {
     'POST /v1/sessions/{sid}/messages': async (input) => {
       const scope = sessionScope(input);
       // As sent: messages are stored with their keys in the order they came.
       const { messages, parentId } = bodyAsSent(input, appendBody, { required: 'send {"messages": [...]}', ids: ['parentId'] });
       checkMessages(messages, 'messages');
-      const result = await input.deps.sessions.appendMessages(scope, { messages, ...(parentId === undefined ? {} : { parentId }) });
+      const result = await input.deps.sessionTree.appendMessages(scope, { messages, ...(parentId === undefined ? {} : { parentId }) });
       return json(201, result);
     },
 
-    'GET /v1/sessions/{sid}/messages': async (input) => json(200, await input.deps.sessions.getPath(sessionScope(input), queryNode(input))),
+    'GET /v1/sessions/{sid}/messages': async (input) =>
+      json(200, await input.deps.sessionTree.getPath(sessionScope(input), queryNode(input))),
 
     'GET /v1/sessions/{sid}/nodes/{nid}': async (input) => {
       const scope = sessionScope(input);
-      return json(200, await input.deps.sessions.getNode(scope, requireId(input.path('nid'), 'nodeId')));
+      return json(200, await input.deps.sessionTree.getNode(scope, requireId(input.path('nid'), 'nodeId')));
     },
 
     'GET /v1/sessions/{sid}/tree': async (input) =>
-      json(200, await input.deps.sessions.getTree(sessionScope(input), { preview: previewFlag(input) })),
+      json(200, await input.deps.sessionTree.getTree(sessionScope(input), { preview: previewFlag(input) })),
 
     'PUT /v1/sessions/{sid}/head': async (input) => {
       const scope = sessionScope(input);
       const { nodeId } = bodyAsSent(input, headBody, { required: 'send {"nodeId": "..."}', ids: ['nodeId'] });
-      return json(200, await input.deps.sessions.switchHead(scope, nodeId));
+      return json(200, await input.deps.sessionTree.switchHead(scope, nodeId));
     },
   },
 );

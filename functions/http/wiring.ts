@@ -5,6 +5,7 @@ import type { DecideService } from '../core/decide-service.js';
 import type { MemoryService } from '../core/memory-service.js';
 import type { IdempotencyStore } from '../core/ports.js';
 import type { SessionService } from '../core/session-service.js';
+import type { SessionTreeService } from '../core/session-tree-service.js';
 import type { WebhookService } from '../core/webhooks.js';
 import { dynamoDbClient } from '../store/client.js';
 import { defaultTableName } from '../store/table.js';
@@ -14,6 +15,8 @@ import type { KeyResolver } from './auth.js';
 /** Every service a route handler may use. A route group's function builds only the ones it names. */
 export interface Dependencies {
   sessions: SessionService;
+  /** Sessions and the message tree alone (the sessions and tree groups): no state writes in their bundles. */
+  sessionTree: SessionTreeService;
   agents: AgentService;
   decide: DecideService;
   commits: CommitService;

@@ -96,7 +96,10 @@ const usedOnlyBy: ReadonlyArray<{ module: string; groups: readonly RouteGroup[] 
   // Outbound requests: workers (decide), webhooks, and the URL rules the registry checks.
   { module: 'functions/workers/outbound.ts', groups: ['agents', 'decide', 'webhooks'] },
   { module: 'functions/store/session-store.ts', groups: ['sessions', 'tree', 'state', 'agents', 'decide', 'commits'] },
-  { module: 'functions/core/session-service.ts', groups: ['sessions', 'tree', 'state'] },
+  { module: 'functions/core/session-tree-service.ts', groups: ['sessions', 'tree', 'state'] },
+  // The state's writes and versions: JSON Patch, merge patch, typed-field writes.
+  { module: 'functions/core/session-service.ts', groups: ['state'] },
+  { module: 'functions/core/json-patch.ts', groups: ['state'] },
   // The contract is a file beside the health bundle (lib/ copies it); the code that generates
   // it, and the document itself, are in no bundle.
   { module: 'docs/openapi.json', groups: [] },

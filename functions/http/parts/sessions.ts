@@ -1,5 +1,6 @@
 import { schemaReader } from '../../core/agent-service.js';
 import { SessionService } from '../../core/session-service.js';
+import { SessionTreeService } from '../../core/session-tree-service.js';
 import type { SchemaSource } from '../../core/write-target.js';
 import { DynamoDbDocumentStore } from '../../store/document-store.js';
 import type { Part } from '../wiring.js';
@@ -18,3 +19,7 @@ export const schemas: Part<SchemaSource> = (wiring) => {
 };
 
 export const sessions: Part<SessionService> = (wiring) => new SessionService(wiring.use(sessionStore), { schemas: wiring.use(schemas) });
+
+/** Sessions and the message tree without the state's writes and versions: the sessions and tree groups. */
+export const sessionTree: Part<SessionTreeService> = (wiring) =>
+  new SessionTreeService(wiring.use(sessionStore), { schemas: wiring.use(schemas) });
