@@ -249,10 +249,11 @@ left behind).
 \`decide\` adds what only it does, and does on every request: the decision (decide-service.ts,
 the answer's checks, the lease), the worker call with its signatures and the outbound rules
 that keep a worker's address public (call-worker.ts, outbound.ts), and the agent registry the
-worker is read from. \`sessions\` and \`tree\` carry the session service whole
-(functions/core/session-service.ts, one class over the session log), with the state reads and
-writes only the state group makes (JSON Patch, merge patch, versions), which esbuild cannot
-drop method by method; splitting that service by group is what would bring the two under.`;
+worker is read from. Every decision runs the decision and reads the registry, and an https
+worker, the common kind, takes the signed call and the outbound rules on every decision (the
+Lambda client of a \`lambda:\` worker is already a chunk): made lazy, they would only move
+their cost from INIT to the first decision. What would bring decide under is fewer bytes in
+what every group shares (the session log's codecs, Powertools), not a cut of its own.`;
 
 /** Section 4 of the page: what each function carries, against issue 20's targets, and why a miss is one. */
 export function bundleSection(bundles: Bundle[]): string {
@@ -292,7 +293,10 @@ Each route group's function builds and bundles only the services its routes use
 (functions/http/parts/, docs/architecture.md "What each function builds"): the Lambda client
 and the worker call only in decide, the memory store only in memory, the webhook store and
 sender only in webhooks; test/unit/bundle-contents.test.ts fails when a group carries a
-module its routes do not use. The request schemas are written with zod/mini, whose checks
+module its routes do not use. The sessions and tree groups build the session service without
+the state's writes and versions (functions/core/session-tree-service.ts; session-service.ts
+adds them for the state group), so JSON Patch, merge patch and typed-field writes are in the
+state group's bundle only. The request schemas are written with zod/mini, whose checks
 tree-shake. \`health\` and \`inspector\` need no key and no table, so they carry neither the
 services nor the SDK nor zod (functions/http/public.ts), and \`health\` reads the OpenAPI
 document it serves from a copy the stack puts beside its bundle (140 KiB that \`/health\`
