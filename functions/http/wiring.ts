@@ -104,7 +104,9 @@ export function groupDependencies<K extends keyof Dependencies>(parts: Parts<K>)
  * own (`dependenciesFor` in dependencies.ts); undefined builds them from the environment again on
  * next use.
  */
-export function useDependencies(dependencies: Dependencies | undefined): void {
-  replacement = dependencies;
+export function useDependencies(dependencies: Omit<Dependencies, 'sessionTree'> | undefined): void {
+  // A replacement's sessions service is its sessions and tree service too (SessionService is a
+  // SessionTreeService): a test that replaces \`sessions\` replaces it for every route of them.
+  replacement = dependencies && { ...dependencies, sessionTree: dependencies.sessions };
   fromEnv = undefined;
 }
