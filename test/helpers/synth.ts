@@ -1,9 +1,10 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { withFileLock } from './file-lock.js';
 
 const run = promisify(execFile);
 const projectRoot = fileURLToPath(new URL('../..', import.meta.url));
@@ -17,8 +18,6 @@ const SYNTH_INPUTS = ['bin', 'lib', 'functions', 'inspector', 'package-lock.json
  */
 export const DEPLOYED_WORKER_ARN = 'arn:aws:lambda:us-east-1:123456789012:function:deployed-test-worker';
 const CACHE_DIR = join(projectRoot, 'node_modules', '.cache', 'agentstate-synth');
-/** A lock older than this belongs to a run that died. */
-const STALE_LOCK_MS = 5 * 60_000;
 
 /**
  * The cloud assembly of one real `cdk synth`, run the way a user runs it (cdk.json, tsx,
@@ -31,14 +30,7 @@ const STALE_LOCK_MS = 5 * 60_000;
 export async function synthesizedAssembly(): Promise<string> {
   const outdir = join(CACHE_DIR, inputsHash());
   if (existsSync(join(outdir, 'manifest.json'))) return outdir;
-  mkdirSync(CACHE_DIR, { recursive: true });
-  const lock = `${outdir}.lock`;
-  for (;;) {
-    if (tryLock(lock)) break;
-    await new Promise((resolve) => setTimeout(resolve, 250));
-    if (existsSync(join(outdir, 'manifest.json'))) return outdir;
-  }
-  try {
+  return withFileLock(`${outdir}.lock`, async () => {
     if (existsSync(join(outdir, 'manifest.json'))) return outdir;
     const building = `${outdir}.building`;
     rmSync(building, { recursive: true, force: true });
@@ -57,23 +49,7 @@ export async function synthesizedAssembly(): Promise<string> {
     });
     renameSync(building, outdir);
     return outdir;
-  } finally {
-    rmSync(lock, { recursive: true, force: true });
-  }
-}
-
-function tryLock(lock: string): boolean {
-  try {
-    mkdirSync(lock);
-    return true;
-  } catch {
-    try {
-      if (Date.now() - statSync(lock).mtimeMs > STALE_LOCK_MS) rmSync(lock, { recursive: true, force: true });
-    } catch {
-      // Gone meanwhile: the next attempt takes it.
-    }
-    return false;
-  }
+  });
 }
 
 /** A hash of every file synth reads (paths and contents), so the assembly matches the sources. */

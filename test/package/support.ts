@@ -3,6 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { withFileLock } from '../helpers/file-lock.js';
 
 /**
  * What the package tests do as a user would: pack a workspace as `npm publish` uploads it, and
@@ -12,6 +13,7 @@ export const run = promisify(execFile);
 export const root = fileURLToPath(new URL('../../', import.meta.url));
 const tsc = join(root, 'node_modules/.bin/tsc');
 export const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+const PACK_LOCK = join(root, 'node_modules', '.cache', 'agentstate-pack.lock');
 
 /** The user's tsconfig: strict, NodeNext, no ambient types; `main.ts` compiled to `out/`. */
 export const userTsconfig = {
@@ -27,12 +29,19 @@ export const userTsconfig = {
   include: ['main.ts'],
 };
 
-/** Packs `workspace` into `destination` (prepack builds its dist/) and returns the tarball's path. */
+/**
+ * Packs `workspace` into `destination` (prepack builds its dist/) and returns the tarball's path.
+ * One pack at a time: prepack empties and rebuilds the workspace's dist/ in the repository, and
+ * both package test files pack the client (the langgraph package's build reads its declarations),
+ * so two workers packing at once would tar, or compile against, a half-built dist/.
+ */
 export async function pack(workspace: string, destination: string): Promise<string> {
-  const packed = await run(npm, ['pack', '--workspace', workspace, '--pack-destination', destination, '--json', '--silent'], {
-    cwd: root,
-    maxBuffer: 16 * 1024 * 1024,
-  });
+  const packed = await withFileLock(PACK_LOCK, () =>
+    run(npm, ['pack', '--workspace', workspace, '--pack-destination', destination, '--json', '--silent'], {
+      cwd: root,
+      maxBuffer: 16 * 1024 * 1024,
+    }),
+  );
   const [info] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['))) as Array<{ filename: string }>;
   return join(destination, info?.filename ?? '');
 }
