@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
 const projectRoot = fileURLToPath(new URL('../..', import.meta.url));
@@ -44,10 +44,55 @@ async function synthApp(context: Record<string, unknown>, env: Record<string, st
 const ofType = (template: { Resources: Record<string, any> }, type: string) =>
   Object.values(template.Resources).filter((resource) => resource.Type === type);
 
+/**
+ * The settings each synth below is given. A user gives settings one of two ways, as context or
+ * as the environment, so the tests share one synth of each way with every setting they read,
+ * rather than one synth per setting (each is a `node` process that loads aws-cdk-lib and runs
+ * cdk-nag: 6-7 s). Settings that bin/app.ts reads independently do not mask each other: each
+ * assertion still reads only the resources its own setting decides.
+ */
+const WORKER = 'arn:aws:lambda:eu-west-1:123456789012:function:planner-worker';
+const synths = {
+  /** Nothing set: what the CLI alone hands the app. */
+  none: () => synthApp({}),
+  byContext: () =>
+    synthApp({
+      alarmEmail: 'oncall@example.com',
+      stackName: 'AgentStateDev',
+      allowedWorkerFunctionArns: ` ${WORKER} `,
+      tracing: 'detailed',
+    }),
+  byEnv: () =>
+    synthApp(
+      {},
+      {
+        AGENTSTATE_ALARM_TOPIC_ARN: 'arn:aws:sns:eu-west-1:123456789012:pager',
+        AGENTSTATE_REGION: 'eu-west-1',
+        AGENTSTATE_TRACING: 'off',
+      },
+    ),
+  unknownTracing: () => synthApp({}, { AGENTSTATE_TRACING: 'verbose' }),
+};
+type Synth = keyof typeof synths;
+const started = new Map<Synth, ReturnType<(typeof synths)[Synth]>>();
+/** The template of one of the synths above, which all start with the file and run side by side. */
+const templateOf = (synth: Synth) => {
+  let template = started.get(synth);
+  if (!template) {
+    template = synths[synth]();
+    template.catch(() => {}); // awaited (and its failure asserted) by the test that reads it
+    started.set(synth, template);
+  }
+  return template;
+};
+beforeAll(() => {
+  for (const synth of Object.keys(synths) as Synth[]) templateOf(synth);
+});
+
 describe('bin/app.ts', () => {
   it('stays environment-agnostic although the CLI names a default region and account', async () => {
     // Act
-    const template = await synthApp({});
+    const template = await templateOf('none');
 
     // Assess
     const text = JSON.stringify(template);
@@ -57,11 +102,8 @@ describe('bin/app.ts', () => {
 
   it('takes alarmEmail and stackName from context, and an alarm topic from the environment', async () => {
     // Act
-    const byContext = await synthApp({ alarmEmail: 'oncall@example.com', stackName: 'AgentStateDev' });
-    const byEnv = await synthApp(
-      {},
-      { AGENTSTATE_ALARM_TOPIC_ARN: 'arn:aws:sns:eu-west-1:123456789012:pager', AGENTSTATE_REGION: 'eu-west-1' },
-    );
+    const byContext = await templateOf('byContext');
+    const byEnv = await templateOf('byEnv');
 
     // Assess
     expect(ofType(byContext, 'AWS::SNS::Subscription').map((subscription) => subscription.Properties.Endpoint)).toEqual([
@@ -74,29 +116,26 @@ describe('bin/app.ts', () => {
   }, 120_000);
 
   it('lets decide invoke the Lambda workers named in allowedWorkerFunctionArns, and nothing else does', async () => {
-    // Prepare
-    const worker = 'arn:aws:lambda:eu-west-1:123456789012:function:planner-worker';
-
     // Act
-    const template = await synthApp({ allowedWorkerFunctionArns: ` ${worker} ` });
+    const template = await templateOf('byContext');
 
     // Assess: one statement grants InvokeFunction, on that ARN (decide's, test/infra/agent-state.test.ts);
     // decide, and the registry that checks a worker where it is registered, are told it.
     const invokes = ofType(template, 'AWS::IAM::Policy')
       .flatMap((policy) => policy.Properties.PolicyDocument.Statement)
       .filter((statement) => [statement.Action].flat().includes('lambda:InvokeFunction'));
-    expect(invokes.map((statement) => statement.Resource)).toEqual([worker]);
+    expect(invokes.map((statement) => statement.Resource)).toEqual([WORKER]);
     const told = ofType(template, 'AWS::Lambda::Function').filter(
-      (fn) => fn.Properties.Environment?.Variables?.AGENTSTATE_ALLOWED_WORKER_ARNS === worker,
+      (fn) => fn.Properties.Environment?.Variables?.AGENTSTATE_ALLOWED_WORKER_ARNS === WORKER,
     );
     expect(told.map((fn) => fn.Properties.Description).sort()).toEqual(['agentstate: the agents routes', 'agentstate: the decide routes']);
   }, 90_000);
 
   it('takes the tracing level from context or the environment, and refuses one it does not know', async () => {
     // Act
-    const byContext = await synthApp({ tracing: 'detailed' });
-    const byEnv = await synthApp({}, { AGENTSTATE_TRACING: 'off' });
-    const unknown = synthApp({}, { AGENTSTATE_TRACING: 'verbose' });
+    const byContext = await templateOf('byContext');
+    const byEnv = await templateOf('byEnv');
+    const unknown = templateOf('unknownTracing');
 
     // Assess
     const levels = (template: { Resources: Record<string, any> }) =>
