@@ -14,8 +14,15 @@ import { ensureTable } from '../../functions/store/table.js';
 // instead of 2 ms, and on a fresh clone (no vitest cache to run the heavy writers first)
 // request-budget.test.ts took 231 s instead of 21 s. Deleting a file's tables does not give that
 // back: a deleted table's stream records stay in the instance and are scanned just the same.
-const dynamoDb = await startDynamoDbLocal({ dataDir: 'memory' });
+// A file's instance lives for seconds, so java's optimizing tier would only cost CPU that the
+// other vitest worker needs ('quick-start', functions/local/dynamodb-local.ts).
+const dynamoDb = await startDynamoDbLocal({ dataDir: 'memory', jit: 'quick-start' });
 afterAll(() => dynamoDb.stop());
+
+/** The java process of this test file's own DynamoDB Local. */
+export function dynamoPid(): number {
+  return dynamoDb.pid;
+}
 
 /** The endpoint of this test file's own DynamoDB Local. */
 export function dynamoEndpoint(): string {

@@ -1,7 +1,8 @@
+import { existsSync, readFileSync } from 'node:fs';
 import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoDBStreamsClient, ListStreamsCommand } from '@aws-sdk/client-dynamodb-streams';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createTestTable, dynamoEndpoint, testDynamoDbClient } from '../helpers/dynamodb.js';
+import { createTestTable, dynamoEndpoint, dynamoPid, testDynamoDbClient } from '../helpers/dynamodb.js';
 
 /**
  * The suite's own footing (test/helpers/dynamodb.ts): a test file's DynamoDB Local is its own,
@@ -31,5 +32,14 @@ describe("a test file's DynamoDB Local", () => {
     // Assess
     expect(tables?.sort()).toEqual([...made].sort());
     expect(tablesWithStreams?.sort()).toEqual([...made].sort());
+  });
+
+  it.runIf(existsSync('/proc/self/cmdline'))('runs on java’s quick-start tier, which halves its CPU over a file', () => {
+    // Act
+    const javaArguments = readFileSync(`/proc/${dynamoPid()}/cmdline`, 'utf8').split('\0');
+
+    // Assess
+    expect(javaArguments).toContain('-XX:TieredStopAtLevel=1');
+    expect(javaArguments).toContain('-inMemory');
   });
 });
