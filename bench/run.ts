@@ -66,7 +66,7 @@ if (process.argv.includes('--bundles-only')) {
   process.exit(0);
 }
 
-const dynamo = await startDynamoDbLocal({ dataDir: 'memory' });
+const dynamo = await startDynamoDbLocal({ dataDir: 'memory', jit: 'peak' });
 process.on('exit', () => void dynamo.stop());
 const meter = new Meter();
 // The client the handlers get in AWS (functions/store/client.ts), pointed at DynamoDB Local.

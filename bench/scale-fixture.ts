@@ -52,7 +52,7 @@ export interface ScaleFixture {
  * another. Prints how long the writing took.
  */
 export async function startScaleFixture(meter: Meter): Promise<ScaleFixture> {
-  const dynamo = await startDynamoDbLocal({ dataDir: 'memory' });
+  const dynamo = await startDynamoDbLocal({ dataDir: 'memory', jit: 'peak' });
   try {
     const client = meter.instrument(dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamo.endpoint }));
     const setupStart = performance.now();

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -49,6 +49,14 @@ describe('npm start', { timeout: 60_000 }, () => {
       expect(server.output()).toContain(`curl -s http://localhost:${server.port}/v1/sessions -H 'Authorization: Bearer dev-key'`);
       expect(response.status).toBe(200);
       expect(await response.json()).toEqual({ ok: true });
+    });
+
+    it.runIf(existsSync('/proc/self/cmdline'))('runs DynamoDB Local on java’s quick-start tier (README)', () => {
+      // Act
+      const javaArguments = readFileSync(`/proc/${server.javaPid()}/cmdline`, 'utf8').split('\0');
+
+      // Assess
+      expect(javaArguments).toContain('-XX:TieredStopAtLevel=1');
     });
 
     it('serves the API with the printed dev key', async () => {

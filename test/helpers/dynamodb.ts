@@ -15,8 +15,8 @@ import { ensureTable } from '../../functions/store/table.js';
 // request-budget.test.ts took 231 s instead of 21 s. Deleting a file's tables does not give that
 // back: a deleted table's stream records stay in the instance and are scanned just the same.
 // A file's instance lives for seconds, so java's optimizing tier would only cost CPU that the
-// other vitest worker needs ('quick-start', functions/local/dynamodb-local.ts).
-const dynamoDb = await startDynamoDbLocal({ dataDir: 'memory', jit: 'quick-start' });
+// other vitest worker needs (the default jit, 'quick-start': functions/local/dynamodb-local.ts).
+const dynamoDb = await startDynamoDbLocal({ dataDir: 'memory' });
 afterAll(() => dynamoDb.stop());
 
 /** The java process of this test file's own DynamoDB Local. */
