@@ -37,7 +37,7 @@ export function problemErrors(): Middleware {
   return {
     onError: async (request) => {
       if (request.response !== undefined && request.error === undefined) return;
-      const error = asAgentStateError(request.error instanceof LateDetailError ? await request.error.described() : request.error);
+      const error = asAgentStateError(request.error instanceof LateDetailError ? await detailOf(request.error) : request.error);
       // A bug shows its stack; an error the service answers by design (a worker that failed,
       // the table unavailable) is one line, and the request's own log line says it in a Lambda.
       if (error.code === 'internal') reportUnexpected('request failed', request.error);
@@ -45,6 +45,20 @@ export function problemErrors(): Middleware {
       request.response = problemResponse(error);
     },
   };
+}
+
+/**
+ * A late error's detail, or the error as it was thrown when working the detail out failed (the
+ * code that does so is a chunk loaded on first use, and a broken package may lack it): the
+ * caller still gets the answer its request earned, and the log says what is broken.
+ */
+async function detailOf(error: LateDetailError): Promise<AgentStateError> {
+  try {
+    return await error.described();
+  } catch (cause) {
+    reportUnexpected(`could not work out the detail of a ${error.status} ${error.code}`, cause);
+    return error;
+  }
 }
 
 function asAgentStateError(error: unknown): AgentStateError {
