@@ -9,7 +9,7 @@ const REQUIRE_BANNER = "import { createRequire } from 'module'; const require = 
  * tested here, not the runtime's), and **split at every dynamic import**. The entry file,
  * `index.mjs`, holds what the module loads when Lambda imports it; what is imported only on
  * first use is a chunk beside it (`chunks/`), read and parsed only when it is used: the Lambda
- * client of `lambda:` workers (functions/workers/call-worker.ts), and the SDK's own
+ * client of `lambda:` workers (functions/workers/lambda-worker.ts), and the SDK's own
  * credential providers, of which a Lambda uses the environment's alone. Without splitting,
  * esbuild inlines those into the one file, and every cold start parses them.
  */

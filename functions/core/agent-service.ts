@@ -1,10 +1,11 @@
 import type { AllowedAgents } from './acting-agent.js';
 import { agentNotFound, agentSubtree, requireMayPlace } from './agent-access.js';
+import { allAgentsOf } from './agent-reader.js';
 import { AgentStateError } from './errors.js';
-import { buildSchema, checkDeclarations, type Schema, type StateFields, typeProblem } from './fields.js';
+import { checkDeclarations, type StateFields, typeProblem } from './fields.js';
 import { isJsonObject, type Json } from './json.js';
 import { agentConfigExcess } from './limits.js';
-import type { AgentRecord, DocumentRecord, Page, WorkerMessages, WorkerRecord } from './model.js';
+import type { AgentRecord, Page, WorkerMessages, WorkerRecord } from './model.js';
 import type { AgentStore, SessionStore } from './ports.js';
 
 /** Agents form a hierarchy through `parentId`; deeper than this is a mistake, not a design. */
@@ -34,7 +35,10 @@ export interface AgentInput {
 /** Checks a worker URL where it is registered (scheme, loopback-only http, allowed Lambdas). */
 export type WorkerUrlPolicy = (url: string) => void;
 
-/** The agent registry of API.md section 7 (typed fields come later). */
+/**
+ * The agent registry of API.md section 7: registration, reads and listing for the agents
+ * routes. A decision reads agents through agent-reader.ts instead.
+ */
 export class AgentService {
   private readonly store: AgentStore;
   private readonly sessions: Pick<SessionStore, 'listSessions' | 'readTip'>;
@@ -113,8 +117,8 @@ export class AgentService {
     return agentView(agent);
   }
 
-  /** The stored agent, secret included, for the decide flow. */
-  async requireAgent(tenant: string, agentId: string): Promise<AgentRecord> {
+  /** The stored agent (else `404 agent_not_found`). */
+  private async requireAgent(tenant: string, agentId: string): Promise<AgentRecord> {
     const agent = await this.store.getAgent(tenant, agentId);
     if (!agent) throw agentNotFound(agentId);
     return agent;
@@ -131,34 +135,6 @@ export class AgentService {
     ]);
     const visible = subtree ? page.items.filter((agent) => subtree.has(agent.agentId)) : page.items;
     return { items: visible.map(agentView), ...(page.next ? { next: page.next } : {}) };
-  }
-
-  /**
-   * The typed fields of a session whose agent is `agentId`: what its hierarchy declares.
-   * One query of the tenant's agents (a tenant has few); null when nothing is declared.
-   */
-  async schemaFor(tenant: string, agentId: string | null): Promise<Schema | null> {
-    if (agentId === null) return null;
-    return buildSchema(agentId, await this.allAgents(tenant));
-  }
-
-  /**
-   * The tenant's agents and its shared document from one query (a decision needs both): an
-   * agent by id (secret included, for decide) and the typed fields of any session agent,
-   * without a read each.
-   */
-  async snapshot(tenant: string): Promise<AgentSnapshot> {
-    const { agents, shared } = await this.store.readTenant(tenant);
-    return {
-      agents,
-      shared,
-      agent: (agentId) => {
-        const found = agents.find((candidate) => candidate.agentId === agentId);
-        if (!found) throw agentNotFound(agentId);
-        return found;
-      },
-      schemaFor: (agentId) => (agentId === null ? null : buildSchema(agentId, agents)),
-    };
   }
 
   private allAgents(tenant: string): Promise<AgentRecord[]> {
@@ -271,39 +247,6 @@ export class AgentService {
       current = ancestor.parentId;
     }
   }
-}
-
-/** The tenant's agents and shared document as one decision reads them (`AgentService.snapshot`). */
-export interface AgentSnapshot {
-  readonly agents: readonly AgentRecord[];
-  /** The tenant's shared document, null when none. */
-  readonly shared: DocumentRecord | null;
-  /** The agent `agentId` (else `404 agent_not_found`). */
-  agent(agentId: string): AgentRecord;
-  schemaFor(agentId: string | null): Schema | null;
-}
-
-/** Every agent of a tenant (a tenant has few): one query per 500. */
-async function allAgentsOf(store: Pick<AgentStore, 'listAgents'>, tenant: string): Promise<AgentRecord[]> {
-  const agents: AgentRecord[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await store.listAgents(tenant, { limit: 500, ...(cursor ? { cursor } : {}) });
-    agents.push(...page.items);
-    cursor = page.next;
-  } while (cursor);
-  return agents;
-}
-
-/** The typed fields of a session whose agent is `agentId`; null when its hierarchy declares none. */
-export type SchemaReader = (tenant: string, agentId: string) => Promise<Schema | null>;
-
-/**
- * `AgentService.schemaFor` without the rest of the service, for the change hook: the tenant's
- * agents (the store's `listAgents`), then `buildSchema`. Not cached here; callers memoize.
- */
-export function schemaReader(store: Pick<AgentStore, 'listAgents'>): SchemaReader {
-  return async (tenant, agentId) => buildSchema(agentId, await allAgentsOf(store, tenant));
 }
 
 function agentView(agent: AgentRecord): AgentView {

@@ -1,4 +1,4 @@
-import type { SchemaReader } from './agent-service.js';
+import type { SchemaReader } from './agent-reader.js';
 import {
   buildDeltaEvent,
   buildDocumentChangedEvent,

@@ -1,4 +1,4 @@
-import type { AgentService, AgentSnapshot } from './agent-service.js';
+import type { AgentReader, AgentSnapshot } from './agent-reader.js';
 import { type ChainPlan, type IncomingMessage, lookupsOf, planChain, suppliedIds } from './chain.js';
 import {
   type AnswerSource,
@@ -27,7 +27,7 @@ import type {
   Tip,
   WorkerRecord,
 } from './model.js';
-import { type DecisionStore, type DocumentStore, LeaseLostError, type RecentChanges, type SessionStore, StaleTipError } from './ports.js';
+import { type DecisionStore, type DocumentStore, LeaseLostError, type RecentChanges, type SessionLog, StaleTipError } from './ports.js';
 import { nextVersion, pointerOf } from './tree.js';
 import { workerTimeoutMs } from './worker-timeout.js';
 import { type SchemaSource, storedState, visibleState, type WriteTarget, WriteTargets } from './write-target.js';
@@ -149,15 +149,15 @@ interface WorkerAnswer {
  * committed in one atomic step at the new head.
  */
 export class DecideService {
-  private readonly store: SessionStore;
+  private readonly store: SessionLog;
   private readonly decisions: DecisionStore;
   private readonly documents: DocumentStore;
   private readonly targets: WriteTargets;
   private readonly leases: DecisionLeases;
 
   constructor(
-    stores: { sessions: SessionStore; decisions: DecisionStore; documents: DocumentStore },
-    private readonly agents: AgentService,
+    stores: { sessions: SessionLog; decisions: DecisionStore; documents: DocumentStore },
+    private readonly agents: Pick<AgentReader, 'snapshot' | 'schemaFor'>,
     private readonly invokeWorker: WorkerInvoker,
     private readonly now: () => Date = () => new Date(),
   ) {

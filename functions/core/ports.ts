@@ -181,6 +181,16 @@ export interface SessionStore {
   commit(scope: SessionScope, change: TipChange): Promise<Tip>;
 }
 
+/**
+ * What a change and a decision ask of the session store: the tip, the session item, a path, a
+ * version, the commit, and a delete. The other methods (creating and listing sessions, the whole
+ * tree, the version history) are the session groups' alone (store/session-store.ts).
+ */
+export type SessionLog = Pick<
+  SessionStore,
+  'readTip' | 'readTipWithNodes' | 'getMeta' | 'deleteSession' | 'settleClosing' | 'readPath' | 'getVersion' | 'commit'
+>;
+
 /** The run, profile and shared documents of commits (API.md section 8). */
 export interface DocumentStore {
   getDocument(ref: DocumentRef): Promise<DocumentRecord | null>;

@@ -6,7 +6,7 @@ import { createHttpHandler } from './api.js';
 import { checkMessages, MAX_MESSAGES_PER_APPEND, messageSchema } from './messages.js';
 import { HEADER_WORDING } from './middleware.js';
 import { decide } from './parts/decide.js';
-import { asSent, bodyAsSent, jsonValue, sessionScope } from './request.js';
+import { asSent, bodyAsSent, jsonObject, sessionScope } from './request.js';
 import { json } from './responses.js';
 
 export const decideBody = z.strictObject({
@@ -15,8 +15,8 @@ export const decideBody = z.strictObject({
   agentId: z.optional(z.string()),
   turnId: z.optional(z.string()),
   parentId: z.optional(z.string()),
-  proposed: z.optional(z.record(z.string(), jsonValue)),
-  stateOverlay: z.optional(z.record(z.string(), jsonValue)),
+  proposed: z.optional(jsonObject),
+  stateOverlay: z.optional(jsonObject),
 });
 
 const clientMessages = z.object({ messages: z.array(messageSchema).check(z.minLength(1), z.maxLength(MAX_MESSAGES_PER_APPEND)) });

@@ -5,10 +5,12 @@ import { agentStore } from './parts/agent-store.js';
 import { agents } from './parts/agents.js';
 import { commits } from './parts/commits.js';
 import { decide, decisionStore, workerInvoker } from './parts/decide.js';
+import { documentStore } from './parts/document-store.js';
 import { memory } from './parts/memory.js';
 import { apiKeyStore, idempotency, resolveKey } from './parts/middleware.js';
+import { sessionLog } from './parts/session-log.js';
 import { sessionStore } from './parts/session-store.js';
-import { documentStore, sessions } from './parts/sessions.js';
+import { sessions } from './parts/sessions.js';
 import { webhooks } from './parts/webhooks.js';
 import { createWiring, type Dependencies, type Part, type Wiring } from './wiring.js';
 
@@ -33,6 +35,8 @@ export function dependenciesFor(
   const env = options.env ?? process.env;
   const built: Array<readonly [Part<unknown>, unknown]> = [
     [sessionStore, stores.sessions],
+    // The whole store is also the log that decide reads and commits through.
+    [sessionLog, stores.sessions],
     [documentStore, stores.documents],
     [decisionStore, stores.decisions],
     [agentStore, stores.agents],

@@ -1,7 +1,7 @@
 import * as z from 'zod/mini';
 import { AgentStateError, LateDetailError } from '../core/errors.js';
 import { ID_PATTERN, ID_RULE, requireId } from '../core/ids.js';
-import { isJsonObject, type Json } from '../core/json.js';
+import { isJsonObject, type Json, type JsonObject } from '../core/json.js';
 import type { SessionScope } from '../core/model.js';
 import type { VersionPrecondition } from '../core/write-target.js';
 import type { RouteInput } from './api.js';
@@ -42,6 +42,13 @@ function loadEnglish(): Promise<void> {
  * `z.json()` would refuse a number kept verbatim (a JsonNumber, core/json.ts).
  */
 export const jsonValue = z.custom<Json>((value) => value !== undefined, { message: 'must be a JSON value' });
+
+/**
+ * A JSON object of any values (a decision's \`proposed\`, a session's \`metadata\`). For a
+ * body parsed from JSON text this checks what \`z.record(z.string(), jsonValue)\` checks (JSON
+ * keys are strings, and no value is undefined) without zod's record schema in the bundle.
+ */
+export const jsonObject = z.custom<JsonObject>(isJsonObject, { message: 'must be a JSON object' });
 
 /** The zod schema of an identifier (core/ids.ts); a body's ids are checked first by `requireIds`. */
 export const idSchema = z.string().check(z.regex(ID_PATTERN, `must be ${ID_RULE}`));

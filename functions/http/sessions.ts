@@ -4,7 +4,7 @@ import { ID_RULE, isValidId } from '../core/ids.js';
 import { encodedSize } from '../core/json.js';
 import { createHttpHandler } from './api.js';
 import { sessionTree } from './parts/sessions.js';
-import { bodyAsSent, idSchema, jsonValue, pagination, sessionScope } from './request.js';
+import { bodyAsSent, idSchema, jsonObject, pagination, sessionScope } from './request.js';
 import { json, noContent } from './responses.js';
 
 const METADATA_LIMIT_BYTES = 16 * 1024;
@@ -13,7 +13,7 @@ export const createSessionBody = z.strictObject({
   sessionId: z.optional(idSchema),
   agentId: z.optional(z.nullable(idSchema)),
   userId: z.optional(z.nullable(idSchema)),
-  metadata: z.optional(z.nullable(z.record(z.string(), jsonValue))),
+  metadata: z.optional(z.nullable(jsonObject)),
 });
 
 /**

@@ -1,4 +1,4 @@
-import { schemaReader } from '../core/agent-service.js';
+import { schemaReader } from '../core/agent-reader.js';
 import { ChangeFanout } from '../core/change-fanout.js';
 import { DEFAULT_HISTORY_DAYS, MemoryUpkeep } from '../core/memory-changes.js';
 import { MemoryFanout } from '../core/memory-events.js';

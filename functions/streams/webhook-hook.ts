@@ -1,4 +1,4 @@
-import { schemaReader } from '../core/agent-service.js';
+import { schemaReader } from '../core/agent-reader.js';
 import { ChangeFanout } from '../core/change-fanout.js';
 import { MemoryFanout } from '../core/memory-events.js';
 import { WebhookDeliverer, WebhookLanes, type WebhookQueue } from '../core/webhook-lanes.js';

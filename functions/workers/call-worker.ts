@@ -10,33 +10,30 @@
  *                         Redirects are not followed.
  * - `http://…`            local mode only, and only to a loopback host (localhost, 127/8, ::1).
  * - `lambda:<arn>`        a synchronous Lambda invocation (AWS, or a local emulator through
- *                         `lambdaEndpoint`).
+ *                         `lambdaEndpoint`; lambda-worker.ts, loaded by the first such call).
  * - `module:<path>`       local mode only: a module exporting `decide(request)`, imported once,
- *                         from the module directories only (module-worker.ts).
+ *                         from the module directories only (module-worker.ts, loaded by the
+ *                         first such call).
  *
  * SSRF (DESIGN.md section 5): in AWS mode (`allowLoopbackHttp: false`) an https worker must be
  * public, under the same rules as a webhook; outbound.ts holds them, and the request itself.
  */
 import { createHash } from 'node:crypto';
-import type { InvokeCommandOutput } from '@aws-sdk/client-lambda';
 import { AgentStateError } from '../core/errors.js';
 import { isJsonObject, JsonTextError, parseJson } from '../core/json.js';
 import { workerTimeoutMs } from '../core/worker-timeout.js';
-import { AWS_CALL_TIMEOUTS } from '../store/client.js';
-import { allowedModulePath, callModule, type ModuleDirs, ModuleRefusedError, moduleDirsFromEnv } from './module-worker.js';
+import { moduleDirsFromEnv } from './module-dirs.js';
 import {
-  checkUrlText,
   connectionPool,
   NonPublicHostError,
   type OutboundAnswer,
   type OutboundPolicy,
-  parseHttpUrl,
   postJson,
   SIGNATURE_HEADER,
   signBody,
   standardWebhookHeaders,
-  type UrlWording,
 } from './outbound.js';
+import { type ParsedWorkerUrl, parseWorkerUrl, URL_FORMS, type WorkerUrlRules } from './worker-url.js';
 
 export interface WorkerConfig {
   url: string;
@@ -45,12 +42,7 @@ export interface WorkerConfig {
 }
 
 /** `allowLoopbackHttp: false` (AWS mode) forbids http:// and non-public addresses (outbound.ts). */
-export interface WorkerCallOptions extends OutboundPolicy {
-  /**
-   * Where `module:` workers may be loaded from (local mode).
-   * @default `AGENTSTATE_MODULE_DIRS`, else `examples` and `workers` of the current directory
-   */
-  moduleDirs?: ModuleDirs;
+export interface WorkerCallOptions extends OutboundPolicy, WorkerUrlRules {
   /** Endpoint of a Lambda emulator for `lambda:` workers (`AGENTSTATE_LAMBDA_ENDPOINT`). */
   lambdaEndpoint?: string;
   /** Aborts the call (e.g. the handler's own deadline); the call then fails with `worker_timeout`. */
@@ -64,66 +56,7 @@ const MAX_WORKER_RESPONSE_BYTES = 6 * 1024 * 1024;
 /** How much of a worker's answer may appear in an error detail. */
 const EXCERPT_CHARS = 200;
 
-const URL_FORMS = 'worker.url must be https://…, lambda:<arn> or module:<path>';
 const LAMBDA_HINT = 'lambda: workers need AWS; set AGENTSTATE_LAMBDA_ENDPOINT to call a local Lambda emulator';
-
-/* ------------------------------------------------------------------ URL validation */
-
-type ParsedWorkerUrl = { kind: 'http'; url: URL } | { kind: 'lambda'; arn: string; region: string } | { kind: 'module'; path: string };
-
-const LAMBDA_ARN = /^arn:aws[a-z-]*:lambda:([a-z]{2}(?:-[a-z]+)+-\d+):\d{12}:function:[A-Za-z0-9_-]{1,64}(?::[A-Za-z0-9$_-]{1,128})?$/;
-
-const URL_WORDING: UrlWording = {
-  field: 'worker.url',
-  forms: URL_FORMS,
-  instead: 'give the agent a worker.secret instead',
-  loopbackOnly: 'http:// is allowed only to localhost, 127.0.0.0/8 or ::1',
-  invalid: (detail) => new AgentStateError('invalid_request', detail),
-};
-
-/** What a worker URL is checked against: the mode, and where module workers may be. */
-type WorkerUrlRules = Pick<WorkerCallOptions, 'allowLoopbackHttp' | 'moduleDirs'>;
-
-function parseWorkerUrl(url: string, options: WorkerUrlRules): ParsedWorkerUrl {
-  checkUrlText(url, URL_WORDING);
-  const invalid = URL_WORDING.invalid;
-
-  if (url.startsWith('lambda:')) {
-    const arn = url.slice('lambda:'.length);
-    const match = LAMBDA_ARN.exec(arn);
-    if (!match?.[1]) {
-      throw invalid('worker.url lambda:<arn> needs a Lambda function ARN, arn:aws:lambda:<region>:<account>:function:<name>[:<qualifier>]');
-    }
-    return { kind: 'lambda', arn, region: match[1] };
-  }
-
-  if (url.startsWith('module:')) {
-    if (!options.allowLoopbackHttp) throw invalid('module: workers run only in the local server; in AWS use https:// or lambda:<arn>');
-    const modulePath = url.slice('module:'.length);
-    if (modulePath.trim() === '' || modulePath.includes('\0')) throw invalid('worker.url module:<path> needs a path');
-    return { kind: 'module', path: modulePath };
-  }
-
-  return { kind: 'http', url: parseHttpUrl(url, options, URL_WORDING) };
-}
-
-/**
- * Checks a worker URL when an agent is registered: throws `invalid_request` unless it is
- * `https://…` (in AWS mode not at a non-public IP literal), `http://` to a loopback host (local
- * mode only), `lambda:<function arn>`, or `module:<path>` (local mode only, inside the module
- * directories). Host names are checked against DNS later, on every call; module paths again
- * before every import.
- */
-export function validateWorkerUrl(url: string, options: WorkerUrlRules): void {
-  const target = parseWorkerUrl(url, options);
-  if (target.kind !== 'module') return;
-  try {
-    allowedModulePath(target.path, options.moduleDirs ?? moduleDirsFromEnv(process.env));
-  } catch (error) {
-    if (error instanceof ModuleRefusedError) throw URL_WORDING.invalid(`worker.url ${error.message}`);
-    throw error;
-  }
-}
 
 /* ------------------------------------------------------------------ the call */
 
@@ -146,10 +79,22 @@ export async function callWorker(worker: WorkerConfig, body: string, options: Wo
     switch (target.kind) {
       case 'http':
         return await callHttp(target.url, worker.secret, body, options, call);
-      case 'lambda':
-        return await callLambda(target, body, options, call);
+      case 'lambda': {
+        if (options.allowLoopbackHttp && !options.lambdaEndpoint) throw failed(LAMBDA_HINT);
+        // The invocation and the Lambda client: a chunk read by the first lambda: worker's call.
+        const { callLambda } = await import('./lambda-worker.js');
+        const text = await callLambda(target, body, {
+          endpoint: options.lambdaEndpoint,
+          signal: call.signal,
+          wording: { failed, excerpt },
+        });
+        return parseAnswer(text, "the worker's Lambda answer");
+      }
       case 'module': {
         const dirs = options.moduleDirs ?? moduleDirsFromEnv(process.env);
+        // Local mode only (parseWorkerUrl refuses module: in AWS): its code is a chunk read on
+        // the first module worker's call, never by a Lambda.
+        const { callModule } = await import('./module-worker.js');
         const text = await callModule(target.path, body, { dirs, signal: call.signal, wording: { failed, excerpt } });
         return parseAnswer(text, "the module worker's answer");
       }
@@ -260,77 +205,4 @@ async function callHttp(url: URL, secret: string | undefined, body: string, opti
   }
   if (!answer.utf8) throw failed(`the worker's answer (HTTP ${status}) is not UTF-8`);
   return parseAnswer(answer.text, `the worker's answer (HTTP ${status})`);
-}
-
-/* ------------------------------------------------------------------ lambda:<arn> */
-
-type LambdaModule = typeof import('@aws-sdk/client-lambda');
-let lambdaModule: Promise<LambdaModule> | undefined;
-const lambdaClients = new Map<string, InstanceType<LambdaModule['LambdaClient']>>();
-
-async function lambdaClient(region: string, endpoint: string | undefined) {
-  lambdaModule ??= import('@aws-sdk/client-lambda');
-  const { LambdaClient } = await lambdaModule;
-  const key = `${region} ${endpoint ?? ''}`;
-  let client = lambdaClients.get(key);
-  if (!client) {
-    client = new LambdaClient({
-      region,
-      // The invocation itself is bounded by the worker's timeout (the abort signal); the
-      // connection gets the same bound as every AWS call.
-      requestHandler: { connectionTimeout: AWS_CALL_TIMEOUTS.connectionTimeout },
-      ...(endpoint
-        ? {
-            endpoint,
-            // An emulator takes any credentials, but the SDK insists on having some.
-            ...(process.env.AWS_ACCESS_KEY_ID ? {} : { credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }),
-          }
-        : {}),
-    });
-    lambdaClients.set(key, client);
-  }
-  return { client, InvokeCommand: (await lambdaModule).InvokeCommand };
-}
-
-async function callLambda(
-  target: { arn: string; region: string },
-  body: string,
-  options: WorkerCallOptions,
-  call: CallContext,
-): Promise<Record<string, unknown>> {
-  if (options.allowLoopbackHttp && !options.lambdaEndpoint) throw failed(LAMBDA_HINT);
-  const { client, InvokeCommand } = await lambdaClient(target.region, options.lambdaEndpoint);
-  let output: InvokeCommandOutput;
-  try {
-    output = await client.send(
-      new InvokeCommand({
-        FunctionName: target.arn,
-        InvocationType: 'RequestResponse',
-        Payload: new TextEncoder().encode(body),
-      }),
-      { abortSignal: call.signal },
-    );
-  } catch (error) {
-    if (call.signal.aborted) throw error;
-    const name = error instanceof Error ? error.name : 'Error';
-    throw failed(`the Lambda invocation failed (${name})`, error);
-  }
-  let text = '';
-  try {
-    text = output.Payload ? new TextDecoder('utf-8', { fatal: true }).decode(output.Payload) : '';
-  } catch {
-    throw failed("the worker's Lambda answer is not UTF-8");
-  }
-  if (output.FunctionError) {
-    let message = '';
-    try {
-      const payload = JSON.parse(text) as { errorType?: unknown; errorMessage?: unknown };
-      message = [payload.errorType, payload.errorMessage].filter((part) => typeof part === 'string').join(': ');
-    } catch {
-      message = text;
-    }
-    const shown = excerpt(message);
-    throw failed(`the worker's Lambda function failed (${output.FunctionError})${shown === '' ? '' : `: ${shown}`}`);
-  }
-  return parseAnswer(text, "the worker's Lambda answer");
 }

@@ -18,40 +18,12 @@
 import { realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { AgentStateError } from '../core/errors.js';
 import { parseJson, stringifyJson } from '../core/json.js';
-
-/** Where `module:` workers may live when `AGENTSTATE_MODULE_DIRS` is not set. */
-const DEFAULT_MODULE_DIRS = ['examples', 'workers'] as const;
+import type { ModuleDirs } from './module-dirs.js';
+import type { WorkerCallWording } from './worker-url.js';
 
 /** What a module worker may be: code Node (with tsx) can import. */
 const MODULE_EXTENSIONS = new Set(['.js', '.mjs', '.cjs', '.ts', '.mts', '.cts']);
-
-/** The directories `module:` workers may be loaded from, as configured and as resolved. */
-export interface ModuleDirs {
-  /** As the operator wrote them (for error details: no absolute paths of the server). */
-  readonly configured: readonly string[];
-  /** Absolute, resolved against the server's directory (links are followed at each check). */
-  readonly absolute: readonly string[];
-  /** The directory relative `module:` paths are resolved against. */
-  readonly base: string;
-}
-
-/**
- * The module directories from `AGENTSTATE_MODULE_DIRS` (entries separated by the platform's
- * path delimiter, `:` on POSIX), else `examples` and `workers`, under `base`.
- */
-export function moduleDirsFromEnv(env: NodeJS.ProcessEnv, base: string = process.cwd()): ModuleDirs {
-  const raw = env.AGENTSTATE_MODULE_DIRS;
-  const configured =
-    raw === undefined || raw.trim() === ''
-      ? [...DEFAULT_MODULE_DIRS]
-      : raw
-          .split(path.delimiter)
-          .map((entry) => entry.trim())
-          .filter((entry) => entry !== '');
-  return { configured, absolute: configured.map((dir) => path.resolve(base, dir)), base };
-}
 
 /** Why a `module:` path was refused; each caller words it as its own error. */
 export class ModuleRefusedError extends Error {}
@@ -105,18 +77,12 @@ type DecideFunction = (request: unknown) => unknown;
 /** Loaded modules by real path: a module is imported once, as Node would. */
 const modules = new Map<string, Promise<DecideFunction>>();
 
-/** How a module worker's failures become errors (call-worker.ts words them). */
-export interface ModuleCallWording {
-  failed: (detail: string, cause?: unknown) => AgentStateError;
-  excerpt: (text: string) => string;
-}
-
 /**
  * Imports the module at `real` (a path `allowedModulePath` returned) once and returns its
  * `decide`. A failure to load says which module and what kind of error (SyntaxError, …),
  * never its message: that message can quote the file.
  */
-function loadModule(real: string, shownAs: string, wording: ModuleCallWording): Promise<DecideFunction> {
+function loadModule(real: string, shownAs: string, wording: WorkerCallWording): Promise<DecideFunction> {
   let loading = modules.get(real);
   if (!loading) {
     loading = import(/* @vite-ignore */ pathToFileURL(real).href).then(
@@ -160,7 +126,7 @@ function describe(value: unknown): string {
 export async function callModule(
   modulePath: string,
   body: string,
-  context: { dirs: ModuleDirs; signal: AbortSignal; wording: ModuleCallWording },
+  context: { dirs: ModuleDirs; signal: AbortSignal; wording: WorkerCallWording },
 ): Promise<string> {
   const { dirs, signal, wording } = context;
   let real: string;

@@ -1,6 +1,6 @@
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
 import { describe, expect, it } from 'vitest';
@@ -20,6 +20,8 @@ interface Bundle {
   shipped: string[];
   /** Of those, the ones in the file Lambda imports and the chunks it imports statically: what a cold start loads. */
   loaded: string[];
+  /** The code a cold start loads: those files' text. */
+  loadedCode: string;
 }
 
 /** A Lambda's bundle, built as lib/agent-state.ts builds it (lib/bundling.ts: split at dynamic imports). */
@@ -39,7 +41,7 @@ async function bundleOf(entry: string): Promise<Bundle> {
       .filter(([, input]) => input.bytesInOutput > 0)
       .map(([path]) => path);
   const entryFile = Object.keys(outputs).find((output) => outputs[output]?.entryPoint !== undefined && output.endsWith('index.mjs'));
-  const reach = (kinds: readonly string[]) => {
+  const outputsReached = (kinds: readonly string[]) => {
     const files = new Set<string>();
     const visit = (output: string) => {
       if (files.has(output)) return;
@@ -47,9 +49,15 @@ async function bundleOf(entry: string): Promise<Bundle> {
       for (const imported of outputs[output]?.imports ?? []) if (kinds.includes(imported.kind) && !imported.external) visit(imported.path);
     };
     if (entryFile) visit(entryFile);
-    return [...files].flatMap(codeOf);
+    return [...files];
   };
-  return { shipped: reach(['import-statement', 'dynamic-import']), loaded: reach(['import-statement']) };
+  const loadedOutputs = outputsReached(['import-statement']);
+  const textOf = new Map(result.outputFiles.map((file) => [file.path, file.text]));
+  return {
+    shipped: outputsReached(['import-statement', 'dynamic-import']).flatMap(codeOf),
+    loaded: loadedOutputs.flatMap(codeOf),
+    loadedCode: loadedOutputs.map((output) => textOf.get(resolve(root, output)) ?? '').join('\n'),
+  };
 }
 
 /** The source files whose code ends up in a Lambda's bundle, in any of its files. */
@@ -84,9 +92,14 @@ const usedOnlyBy: ReadonlyArray<{ module: string; groups: readonly RouteGroup[] 
   // decide calls workers; the Lambda client is how it calls a `lambda:` one.
   { module: 'node_modules/@aws-sdk/client-lambda/', groups: ['decide'] },
   { module: 'functions/core/decide-service.ts', groups: ['decide'] },
-  // The registry checks a worker's URL where it is registered (agents) and decide before a call.
-  { module: 'functions/workers/call-worker.ts', groups: ['agents', 'decide'] },
+  { module: 'functions/workers/call-worker.ts', groups: ['decide'] },
+  { module: 'functions/workers/lambda-worker.ts', groups: ['decide'] },
+  // The registry checks a worker's URL where it is registered (agents), a module worker's file
+  // too; decide checks both again at a call (a module worker's file in a chunk of its own).
+  { module: 'functions/workers/worker-registration.ts', groups: ['agents'] },
   { module: 'functions/workers/module-worker.ts', groups: ['agents', 'decide'] },
+  // Registering, changing and listing agents; decide reads them (core/agent-reader.ts).
+  { module: 'functions/core/agent-service.ts', groups: ['agents'] },
   { module: 'functions/core/commit-service.ts', groups: ['commits'] },
   { module: 'functions/store/memory-store.ts', groups: ['memory'] },
   { module: 'functions/core/memory-service.ts', groups: ['memory'] },
@@ -95,7 +108,10 @@ const usedOnlyBy: ReadonlyArray<{ module: string; groups: readonly RouteGroup[] 
   { module: 'functions/workers/webhook-delivery.ts', groups: ['webhooks'] },
   // Outbound requests: workers (decide), webhooks, and the URL rules the registry checks.
   { module: 'functions/workers/outbound.ts', groups: ['agents', 'decide', 'webhooks'] },
-  { module: 'functions/store/session-store.ts', groups: ['sessions', 'tree', 'state', 'agents', 'decide', 'commits'] },
+  // The session log: what a change and a decision use (store/session-log.ts); the session
+  // groups' reads (creating and listing sessions, the tree, the version history) on top of it.
+  { module: 'functions/store/session-log.ts', groups: ['sessions', 'tree', 'state', 'agents', 'decide', 'commits'] },
+  { module: 'functions/store/session-store.ts', groups: ['sessions', 'tree', 'state', 'agents', 'commits'] },
   { module: 'functions/core/session-tree-service.ts', groups: ['sessions', 'tree', 'state'] },
   // The state's writes and versions: JSON Patch, merge patch, typed-field writes.
   { module: 'functions/core/session-service.ts', groups: ['state'] },
@@ -196,6 +212,14 @@ describe('each stream consumer bundles only its own code', () => {
  */
 const loadedOnFirstUse: ReadonlyArray<{ module: string; why: string; atImport?: readonly string[] }> = [
   { module: 'node_modules/@aws-sdk/client-lambda/', why: 'decide calls a lambda: worker (functions/workers/call-worker.ts)' },
+  { module: 'functions/workers/lambda-worker.ts', why: 'decide calls a lambda: worker (functions/workers/call-worker.ts)' },
+  // Local mode only: a Lambda never calls one. The agents group checks a module worker's file
+  // where it is registered, at once.
+  {
+    module: 'functions/workers/module-worker.ts',
+    why: 'decide calls a module: worker (functions/workers/call-worker.ts)',
+    atImport: ['functions/http/agents.ts'],
+  },
   { module: 'node_modules/@aws-sdk/client-kms/', why: 'the sealing key is opened, once per process (functions/store/key-ring.ts)' },
   // Behind the authorizer a route group resolves no key (functions/http/parts/middleware.ts);
   // the authorizer and the WebSocket function's $connect resolve one on every call.
@@ -248,6 +272,29 @@ describe('what a cold start loads', () => {
     const shipped = loadedOnFirstUse.filter(({ module }) => decide.shipped.some((input) => input.includes(module)));
     expect(shipped).toEqual(loadedOnFirstUse);
     expect(decide.loaded.some((input) => input.includes('node_modules/@aws-sdk/client-dynamodb/'))).toBe(true);
+  });
+});
+
+describe('the decide group', () => {
+  it("reads agents and sessions without the agents and session groups' code", async () => {
+    // Act
+    const { loaded } = await bundleOf('functions/http/decide.ts');
+
+    // Assess: the registry's reader and the session log are there; registering, changing and
+    // listing agents, and creating and listing sessions, the tree and the history, are not.
+    const carries = (module: string) => loaded.some((input) => input.includes(module));
+    expect(['functions/core/agent-reader.ts', 'functions/store/session-log.ts'].filter((module) => !carries(module))).toEqual([]);
+    expect(
+      ['functions/core/agent-service.ts', 'functions/workers/worker-registration.ts', 'functions/store/session-store.ts'].filter(carries),
+    ).toEqual([]);
+  });
+
+  // A JSON object in a body (a decision's proposed state, a session's metadata) is checked by
+  // request.ts's jsonObject, not by zod's record schema, which neither group needs.
+  it.each(['decide', 'sessions'])('%s loads no zod record schema', async (group) => {
+    const { loadedCode } = await bundleOf(`functions/http/${group}.ts`);
+    expect(loadedCode).toContain('"$ZodObject"');
+    expect(loadedCode).not.toContain('"$ZodRecord"');
   });
 });
 

@@ -8,9 +8,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { workerHandler } from '../../examples/http-worker.js';
 import { AgentStateError } from '../../functions/core/errors.js';
 import { DEFAULT_WORKER_TIMEOUT_MS, MAX_WORKER_TIMEOUT_MS, workerTimeoutMs } from '../../functions/core/worker-timeout.js';
-import { callWorker, validateWorkerUrl, type WorkerCallOptions } from '../../functions/workers/call-worker.js';
-import { moduleDirsFromEnv } from '../../functions/workers/module-worker.js';
+import { callWorker, type WorkerCallOptions } from '../../functions/workers/call-worker.js';
+import { moduleDirsFromEnv } from '../../functions/workers/module-dirs.js';
 import { signBody } from '../../functions/workers/outbound.js';
+import { validateWorkerUrl } from '../../functions/workers/worker-registration.js';
 
 /* ------------------------------------------------------------------ helpers (local) */
 

@@ -3,8 +3,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentStateError } from '../../functions/core/errors.js';
-import { callWorker, validateWorkerUrl, type WorkerCallOptions } from '../../functions/workers/call-worker.js';
-import { allowedModulePath, type ModuleDirs, ModuleRefusedError, moduleDirsFromEnv } from '../../functions/workers/module-worker.js';
+import { callWorker, type WorkerCallOptions } from '../../functions/workers/call-worker.js';
+import { type ModuleDirs, moduleDirsFromEnv } from '../../functions/workers/module-dirs.js';
+import { allowedModulePath, ModuleRefusedError } from '../../functions/workers/module-worker.js';
+import { validateWorkerUrl } from '../../functions/workers/worker-registration.js';
 
 /**
  * `module:` workers run inside the server, so only files the operator put in the module

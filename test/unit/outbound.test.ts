@@ -2,9 +2,10 @@ import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentStateError } from '../../functions/core/errors.js';
-import { callWorker, validateWorkerUrl } from '../../functions/workers/call-worker.js';
+import { callWorker } from '../../functions/workers/call-worker.js';
 import { classifyAddress, isPublicAddress, publicOnlyLookup } from '../../functions/workers/outbound.js';
 import { postWebhook, validateWebhookUrl } from '../../functions/workers/webhook-delivery.js';
+import { validateWorkerUrl } from '../../functions/workers/worker-registration.js';
 
 /* ------------------------------------------------------------------ address classification */
 

@@ -1,6 +1,6 @@
 import type { DynamoDBRecord } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
-import { schemaReader } from '../../functions/core/agent-service.js';
+import { schemaReader } from '../../functions/core/agent-reader.js';
 import { ChangeFanout, type ChangeFanoutPorts, type ChangeInput } from '../../functions/core/change-fanout.js';
 import { AgentStateError } from '../../functions/core/errors.js';
 import { type ChangeEvent, eventForAgent, type StateChangedEvent } from '../../functions/core/events.js';

@@ -1,6 +1,7 @@
 import * as z from 'zod';
 import { type ErrorCode, errorStatus } from '../../core/errors.js';
 import { ID_PATTERN } from '../../core/ids.js';
+import { jsonObject } from '../request.js';
 import { type RouteKey, routes } from '../routes.js';
 import { answerExamples, problemExample } from './examples.js';
 import { type Operation, operations, pathParameters, type Tag } from './operations.js';
@@ -35,6 +36,17 @@ function jsonSchemaOf(root: z.core.$ZodType, io: 'input' | 'output'): JsonSchema
       const schema = context.zodSchema as unknown as z.core.$ZodType;
       // zod writes a timestamp as both `format: date-time` and a page-long regex: the format says it.
       if (context.jsonSchema.format === 'date-time') delete context.jsonSchema.pattern;
+      // A body's JSON object is a zod custom check (request.ts, to keep zod's record schema out of
+      // the bundles), which zod cannot write out: say what it checks, as a record would.
+      if (schema === jsonObject) {
+        for (const key of Object.keys(context.jsonSchema)) delete (context.jsonSchema as JsonSchema)[key];
+        Object.assign(context.jsonSchema, {
+          type: 'object',
+          propertyNames: { type: 'string' },
+          additionalProperties: { $ref: `${COMPONENT_PREFIX}Json` },
+        });
+        return;
+      }
       const name = schema === root ? undefined : (componentOf.get(schema) ?? (schema._zod.def.type === 'lazy' ? 'Json' : undefined));
       if (name === undefined) return;
       for (const key of Object.keys(context.jsonSchema)) delete (context.jsonSchema as JsonSchema)[key];

@@ -1,12 +1,13 @@
 import { AgentService, type WorkerUrlPolicy } from '../../core/agent-service.js';
 import { AgentStateError } from '../../core/errors.js';
 import type { SessionStore } from '../../core/ports.js';
-import { validateWorkerUrl } from '../../workers/call-worker.js';
-import { moduleDirsFromEnv } from '../../workers/module-worker.js';
+import { moduleDirsFromEnv } from '../../workers/module-dirs.js';
+import { validateWorkerUrl } from '../../workers/worker-registration.js';
 import type { Part } from '../wiring.js';
 import { agentStore } from './agent-store.js';
+import { inLambda, lambdaWorkerAllowed } from './worker-rules.js';
 
-// The agent registry: the agents group, and decide, which reads the agents it calls.
+// The agent registry as the agents group writes it (decide reads it through parts/decide.ts's agentReader).
 
 /** Where a worker may be: checked where an agent is registered, and again at each call. */
 const workerUrls: Part<WorkerUrlPolicy> = (wiring) => {
@@ -51,17 +52,3 @@ const sessionsToCheck: Part<Pick<SessionStore, 'listSessions' | 'readTip'>> = (w
 
 export const agents: Part<AgentService> = (wiring) =>
   new AgentService({ agents: wiring.use(agentStore), sessions: wiring.use(sessionsToCheck) }, wiring.use(workerUrls));
-
-/** Whether this process is a Lambda function (AWS mode: the runtime sets the function's name). */
-export function inLambda(env: NodeJS.ProcessEnv): boolean {
-  return Boolean(env.AWS_LAMBDA_FUNCTION_NAME);
-}
-
-/**
- * The one rule for `lambda:` workers, checked at registration and again at each call (the
- * stack's allow-list may have shrunk since the agent was registered).
- */
-export function lambdaWorkerAllowed(env: NodeJS.ProcessEnv, url: string): boolean {
-  if (!inLambda(env) || !url.startsWith('lambda:')) return true;
-  return (env.AGENTSTATE_ALLOWED_WORKER_ARNS ?? '').split(',').filter(Boolean).includes(url.slice('lambda:'.length));
-}

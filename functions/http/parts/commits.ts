@@ -1,7 +1,8 @@
 import { CommitService, DEFAULT_RUN_TTL_SECONDS } from '../../core/commit-service.js';
 import type { Part } from '../wiring.js';
+import { documentStore } from './document-store.js';
 import { sessionStore } from './session-store.js';
-import { documentStore, schemas } from './sessions.js';
+import { schemas } from './sessions.js';
 
 export const commits: Part<CommitService> = (wiring) =>
   new CommitService(

@@ -1,17 +1,22 @@
+import { AgentReader } from '../../core/agent-reader.js';
 import { DecideService, type WorkerInvoker } from '../../core/decide-service.js';
 import { AgentStateError } from '../../core/errors.js';
 import { DynamoDbDecisionStore } from '../../store/decision-store.js';
 import { recordMetric } from '../../telemetry/telemetry.js';
 import { callWorker } from '../../workers/call-worker.js';
-import { moduleDirsFromEnv } from '../../workers/module-worker.js';
+import { moduleDirsFromEnv } from '../../workers/module-dirs.js';
 import type { Part } from '../wiring.js';
-import { agents, inLambda, lambdaWorkerAllowed } from './agents.js';
-import { sessionStore } from './session-store.js';
-import { documentStore } from './sessions.js';
+import { agentStore } from './agent-store.js';
+import { documentStore } from './document-store.js';
+import { sessionLog } from './session-log.js';
+import { inLambda, lambdaWorkerAllowed } from './worker-rules.js';
 
 // Decide alone calls workers: the only group whose bundle carries the Lambda client.
 
 export const decisionStore: Part<DynamoDbDecisionStore> = (wiring) => new DynamoDbDecisionStore(wiring.table);
+
+/** The agent registry as a decision reads it: no registration rules in decide's bundle. */
+const agentReader: Part<AgentReader> = (wiring) => new AgentReader(wiring.use(agentStore));
 
 /**
  * How decide calls a worker. In a Lambda (AWS mode) only https to public addresses and the
@@ -49,7 +54,7 @@ export const workerInvoker: Part<WorkerInvoker> = (wiring) => {
 
 export const decide: Part<DecideService> = (wiring) =>
   new DecideService(
-    { sessions: wiring.use(sessionStore), decisions: wiring.use(decisionStore), documents: wiring.use(documentStore) },
-    wiring.use(agents),
+    { sessions: wiring.use(sessionLog), decisions: wiring.use(decisionStore), documents: wiring.use(documentStore) },
+    wiring.use(agentReader),
     wiring.use(workerInvoker),
   );

@@ -1,16 +1,13 @@
-import { schemaReader } from '../../core/agent-service.js';
+import { schemaReader } from '../../core/agent-reader.js';
 import { SessionService } from '../../core/session-service.js';
 import { SessionTreeService } from '../../core/session-tree-service.js';
 import type { SchemaSource } from '../../core/write-target.js';
-import { DynamoDbDocumentStore } from '../../store/document-store.js';
 import type { Part } from '../wiring.js';
 import { agentStore } from './agent-store.js';
 import { sessionStore } from './session-store.js';
 
-// The service over the session's log (the sessions, tree and state groups), and the documents
-// store that the commits and decide parts share with it.
-
-export const documentStore: Part<DynamoDbDocumentStore> = (wiring) => new DynamoDbDocumentStore(wiring.table);
+// The service over the session's log (the sessions, tree and state groups), and the typed fields
+// its writes check (the commits part shares them).
 
 /** The typed fields of a session's agent, for the writes that check them: the agent store alone. */
 export const schemas: Part<SchemaSource> = (wiring) => {
