@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
-import { type Bundle, bundleSection } from './bundles.js';
+import { type BundleRun, bundleSection } from './bundles.js';
 import { type ContentionResult, contentionTable } from './concurrency.js';
 import { CONTENTION, DOC, ITERATIONS, MEMORY, SCALE, STUB_ROUNDS, WARMUP } from './config.js';
 import { costRows, costSection } from './cost.js';
@@ -37,7 +37,7 @@ export interface PageInput {
   contention: ContentionResult[];
   langgraph: { rows: SaverRow[] };
   memory: MemoryResult;
-  bundles: Bundle[];
+  bundles: BundleRun;
 }
 
 function verdict(ratio: number): string {
