@@ -5,7 +5,7 @@ import type { MessagePath } from './message-path.js';
 import type { Page, SessionMeta, SessionScope } from './model.js';
 import type { SessionListOptions, SessionStore } from './ports.js';
 import { messagePreview } from './preview.js';
-import { type RetryPolicy, retryOnStaleTip } from './retry.js';
+import { othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from './retry.js';
 import { type NodeView, nodeView, type SessionView, type TreeNodeView } from './session-views.js';
 import { pointerOf, rootNode } from './tree.js';
 import { nodeNotFound, type SchemaSource, sessionNotFound, WriteTargets } from './write-target.js';
@@ -89,8 +89,10 @@ export class SessionTreeService {
   ): Promise<{ nodes: NodeView[]; head: string }> {
     const lookups = lookupsOf(input.messages, input.parentId);
 
-    return retryOnStaleTip(this.retry, async () => {
+    return retryOnStaleTip(this.retry, async (attempt) => {
       const { tip, nodes: known } = await this.store.readTipWithNodes(scope, lookups, { withState: false });
+      // An append is a blind write: it joins the writers already waiting for this session.
+      if (othersWaiting(tip, attempt, this.now())) throw new QueueBehindOthers();
       const parent = this.targets.nodeById(tip, known, input.parentId ?? tip.head);
 
       const at = this.now().toISOString();
@@ -107,6 +109,7 @@ export class SessionTreeService {
           mayCreateSession: tip.kind === 'empty',
           sessionAgentId: session.agentId,
           sessionUserId: session.userId,
+          contended: attempt.raced,
         });
       }
       // Pointers as of the tip read: a reused node that was the head has its pointer there.
