@@ -23,7 +23,27 @@ export interface ContentionResult {
   gaps: number;
 }
 
-async function contention(meter: Meter, main: Wired, label: string, sessionFor: (writer: number) => string): Promise<ContentionResult> {
+/** What each writer sends: a PATCH setting a key of its own, or an append of one message of its own at the head. */
+type Write = 'patch' | 'append';
+
+function request(write: Write, sessionId: string, key: string, index: number) {
+  return write === 'patch'
+    ? { method: 'PATCH', url: `/v1/sessions/${sessionId}/state`, headers: jsonHeaders, body: JSON.stringify({ [key]: index }) }
+    : {
+        method: 'POST',
+        url: `/v1/sessions/${sessionId}/messages`,
+        headers: jsonHeaders,
+        body: JSON.stringify({ messages: [{ id: key, role: 'user', content: 'x' }] }),
+      };
+}
+
+async function contention(
+  meter: Meter,
+  main: Wired,
+  label: string,
+  sessionFor: (writer: number) => string,
+  write: Write = 'patch',
+): Promise<ContentionResult> {
   const acknowledged = new Map<string, Set<string>>();
   const statuses: Record<string, number> = {};
   const samples: number[] = [];
@@ -31,19 +51,15 @@ async function contention(meter: Meter, main: Wired, label: string, sessionFor: 
   const start = performance.now();
   await Promise.all(
     Array.from({ length: CONTENTION.writers }, async (_, writer) => {
-      for (let write = 0; write < CONTENTION.writesEach; write++) {
+      for (let index = 0; index < CONTENTION.writesEach; index++) {
         const sessionId = sessionFor(writer);
-        const key = `w${writer}-k${write}`;
+        const key = `w${writer}-k${index}`;
         const begin = performance.now();
-        const response = await invoke(handlers, {
-          method: 'PATCH',
-          url: `/v1/sessions/${sessionId}/state`,
-          headers: jsonHeaders,
-          body: JSON.stringify({ [key]: write }),
-        });
+        const response = await invoke(handlers, request(write, sessionId, key, index));
         samples.push(performance.now() - begin);
         statuses[response.status] = (statuses[response.status] ?? 0) + 1;
-        if (response.status === 200 && response.json?.changed === true) {
+        const done = write === 'patch' ? response.status === 200 && response.json?.changed === true : response.status === 201;
+        if (done) {
           const keys = acknowledged.get(sessionId) ?? new Set<string>();
           keys.add(key);
           acknowledged.set(sessionId, keys);
@@ -53,12 +69,16 @@ async function contention(meter: Meter, main: Wired, label: string, sessionFor: 
   );
   const seconds = (performance.now() - start) / 1000;
   const cost = meter.reset();
-  // Nothing lost: every acknowledged key is in the final state; versions are 1..n, no gaps.
+  // Nothing lost: every acknowledged key is in the final state (every acknowledged message on
+  // the path to the head); versions are 1..n, no gaps.
   let lost = 0;
   let gaps = 0;
   for (const [sessionId, keys] of acknowledged) {
-    const state = (await main.service.readState(scope(sessionId), {})).state as Record<string, unknown>;
-    for (const key of keys) if (!(key in state)) lost++;
+    const kept =
+      write === 'patch'
+        ? new Set(Object.keys((await main.service.readState(scope(sessionId), {})).state as Record<string, unknown>))
+        : new Set((await main.service.getPath(scope(sessionId))).messages.map((message) => message.id));
+    for (const key of keys) if (!kept.has(key)) lost++;
     const numbers: number[] = [];
     let cursor: string | undefined;
     do {
@@ -86,19 +106,23 @@ async function contention(meter: Meter, main: Wired, label: string, sessionFor: 
 const lostRaces = (cost: Cost) => (cost.errors.ConditionalCheckFailedException ?? 0) + (cost.errors.TransactionCanceledException ?? 0);
 
 export async function measureConcurrency(meter: Meter, main: Wired): Promise<ContentionResult[]> {
-  log(`\n3. Concurrency: ${CONTENTION.writers} writers × ${CONTENTION.writesEach} PATCHes, each setting its own key`);
+  log(
+    `\n3. Concurrency: ${CONTENTION.writers} writers × ${CONTENTION.writesEach} PATCHes, each setting its own key; then ${CONTENTION.writers} appenders × ${CONTENTION.writesEach}`,
+  );
   // The same contention on a short conversation and on a long one: a write reads the tip alone,
   // so the depth must not show.
-  await Promise.all([chain(main, 'contended', 10), chain(main, 'contended-deep', SCALE.depth)]);
+  await Promise.all([chain(main, 'contended', 10), chain(main, 'contended-deep', SCALE.depth), chain(main, 'contended-appends', 10)]);
   const hot = await contention(meter, main, 'one session (contended), depth 10', () => 'contended');
   const deep = await contention(meter, main, `one session (contended), depth ${SCALE.depth}`, () => 'contended-deep');
   const spread = await contention(meter, main, `${CONTENTION.writers} sessions (one each)`, (writer) => `uncontended-${writer}`);
-  return [hot, deep, spread];
+  // Appends are blind writes to the same log and wait in the same queue (functions/core/retry.ts).
+  const appends = await contention(meter, main, 'one session, appends (contended), depth 10', () => 'contended-appends', 'append');
+  return [hot, deep, spread, appends];
 }
 
 export function contentionTable(results: ContentionResult[]): string {
   const lines = [
-    '| writers on | PATCHes | writes/s | p50 ms | p99 ms | statuses | lost races retried | acknowledged | lost | version gaps |',
+    '| writers on | writes | writes/s | p50 ms | p99 ms | statuses | lost races retried | acknowledged | lost | version gaps |',
     '|---|---:|---:|---:|---:|---|---:|---:|---:|---:|',
   ];
   for (const result of results) {

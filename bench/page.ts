@@ -258,7 +258,9 @@ ${CONTENTION.writers} concurrent writers, each sending ${CONTENTION.writesEach} 
 its own, without \`If-Match\`, through the handlers in one process. A writer that loses the
 race for the log's next place (a \`ConditionalCheckFailedException\` on its PutItem) re-reads and
 applies its patch again (for up to 15 s), so nothing is lost. Afterwards every acknowledged key
-must be in the final state and the versions must run 1..n without a gap.
+must be in the final state and the versions must run 1..n without a gap. The last row is the
+same ${CONTENTION.writers} writers each appending ${CONTENTION.writesEach} messages of their own at the head of one
+session: afterwards every acknowledged message must be on the path to the head.
 
 ${contentionTable(contention)}
 
