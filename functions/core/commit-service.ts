@@ -4,7 +4,7 @@ import type { Caller } from './fields.js';
 import { type Json, jsonEqual } from './json.js';
 import { DOCUMENT_LIMIT_BYTES, type DocumentKind, type DocumentRecord, type DocumentRef, type SessionScope } from './model.js';
 import { type DocumentStore, type DocumentWrite, type SessionStore, StaleTipError } from './ports.js';
-import { type RetryPolicy, retryOnStaleTip } from './retry.js';
+import { othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from './retry.js';
 import { versionAt } from './tree.js';
 import { checkedWrite, checkIfMatch, checkStateSize, type SchemaSource, storedState, visibleState, WriteTargets } from './write-target.js';
 
@@ -75,7 +75,7 @@ export class CommitService {
     const caller = request.caller ?? null;
     const now = this.options.now ?? (() => new Date());
 
-    return retryOnStaleTip(this.options.retry ?? {}, async () => {
+    return retryOnStaleTip(this.options.retry ?? {}, async (attempt) => {
       const at = now().toISOString();
       const [resolved, run, shared] = await Promise.all([
         this.targets.resolveForWrite(scope, request.node),
@@ -109,6 +109,12 @@ export class CommitService {
         ? checkedWrite(target, caller, (seen) => applySlots(seen, slots.get('thread') as Map<string, never>, 'thread'), 'thread')
         : stored;
       const threadChanged = !jsonEqual(thread, stored);
+      // A blind commit that moves the thread takes the log's next place like a state write, so
+      // it joins the writers already waiting for this session rather than jump them. One that
+      // changes only documents writes no tip and competes with no one here.
+      if (threadChanged && request.expectedVersion === undefined && othersWaiting(tip, attempt, now())) {
+        throw new QueueBehindOthers();
+      }
 
       const documents: DocumentWrite[] = [];
       const result: CommitResult = {
@@ -155,6 +161,7 @@ export class CommitService {
           sessionAgentId,
           sessionUserId,
           documents,
+          contended: attempt.raced,
         });
         result.version = version.version;
       } else if (documents.length > 0) {
