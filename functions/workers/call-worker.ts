@@ -22,6 +22,7 @@ import { createHash } from 'node:crypto';
 import { AgentStateError } from '../core/errors.js';
 import { isJsonObject, JsonTextError, parseJson } from '../core/json.js';
 import { workerTimeoutMs } from '../core/worker-timeout.js';
+import { reportUnexpected } from '../telemetry/report.js';
 import { moduleDirsFromEnv } from './module-dirs.js';
 import {
   connectionPool,
@@ -120,6 +121,10 @@ function toWorkerError(error: unknown, call: CallContext, callerSignal: AbortSig
     return new AgentStateError('worker_timeout', 'the worker did not answer before the request had to end');
   }
   if (error instanceof AgentStateError) return error;
+  // Every failure of a worker or of the network is mapped where it happens, with its reason.
+  // What reaches here is ours: a bug, or a broken package (a transport's chunk that does not
+  // load). The caller still learns that the call failed; the log, in a Lambda too, says why.
+  reportUnexpected('a worker call failed for a reason its transport does not map', error);
   return new AgentStateError('worker_failed', 'the worker call failed', {}, { cause: error });
 }
 
@@ -189,10 +194,11 @@ async function callHttp(url: URL, secret: string | undefined, body: string, opti
   switch (answer.kind) {
     case 'too-large':
       throw failed(`the worker's answer is larger than ${MAX_WORKER_RESPONSE_BYTES} bytes`);
-    case 'cut':
-      // An error of the answer's stream (the timeout's abort among them) is judged by toWorkerError.
-      if (answer.error !== undefined) throw answer.error;
-      throw failed('the worker closed the connection before its answer was complete');
+    case 'cut': {
+      // The timeout's abort breaks the stream too: toWorkerError answers that as a timeout first.
+      const code = (answer.error as NodeJS.ErrnoException | undefined)?.code;
+      throw failed(`the worker closed the connection before its answer was complete${code ? ` (${code})` : ''}`, answer.error);
+    }
     case 'answered':
       break;
   }

@@ -101,3 +101,50 @@ describe('a chunk loaded on first use that fails to load', () => {
     expect(log).toContain('ERR_MODULE_NOT_FOUND');
   });
 });
+
+describe('a worker transport whose chunk fails to load', () => {
+  let workerEntry: string;
+  const workerFolder = mkdtempSync(join(os.tmpdir(), 'agentstate-lazy-worker-'));
+
+  beforeAll(async () => {
+    // decide's worker call, bundled as the stack bundles decide: the `lambda:` transport is a
+    // chunk of its own, read by the first call of a lambda: worker.
+    const result = await build({
+      ...lambdaBundling,
+      stdin: { contents: "export { callWorker } from './functions/workers/call-worker.ts';", resolveDir: root, loader: 'ts' },
+      absWorkingDir: root,
+      outdir: workerFolder,
+      metafile: true,
+      logLevel: 'silent',
+    });
+    const outputs = Object.entries(result.metafile.outputs);
+    const transport = outputs.filter(([, output]) => 'functions/workers/lambda-worker.ts' in output.inputs).map(([path]) => path);
+    workerEntry = join(root, outputs.find(([path]) => path.endsWith('index.mjs'))?.[0] ?? 'index.mjs');
+    expect(transport).toHaveLength(1);
+    rmSync(join(root, transport[0] as string));
+  }, 60_000);
+
+  afterAll(() => rmSync(workerFolder, { recursive: true, force: true }));
+
+  it('fails the call as worker_failed, and the log of a Lambda says what is broken', async () => {
+    // Act: a lambda: worker's call in a Lambda, in a node of its own.
+    const script = `
+      const { callWorker } = await import(${JSON.stringify(pathToFileURL(workerEntry).href)});
+      const worker = { url: 'lambda:arn:aws:lambda:us-east-1:123456789012:function:planner' };
+      const error = await callWorker(worker, '{}', { allowLoopbackHttp: false }).then(() => null, (caught) => caught);
+      process.stdout.write('\\u0000' + JSON.stringify({ code: error?.code, status: error?.status, detail: error?.message }));`;
+    const { stdout, stderr } = await run(process.execPath, ['--input-type=module', '-e', script], {
+      env: { PATH: process.env.PATH, AWS_LAMBDA_FUNCTION_NAME: 'decide', AWS_REGION: 'us-east-1' },
+    });
+
+    // Assess: the caller learns the call failed, as for any failed worker call; the log, which
+    // in a Lambda says nothing of a worker's own failures, has this one's cause.
+    expect(JSON.parse(stdout.slice(stdout.lastIndexOf('\u0000') + 1))).toEqual({
+      code: 'worker_failed',
+      status: 502,
+      detail: 'the worker call failed',
+    });
+    expect(stderr).toContain('agentstate: a worker call failed for a reason its transport does not map');
+    expect(stderr).toContain('ERR_MODULE_NOT_FOUND');
+  });
+});

@@ -4,7 +4,7 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { workerHandler } from '../../examples/http-worker.js';
 import { AgentStateError } from '../../functions/core/errors.js';
 import { DEFAULT_WORKER_TIMEOUT_MS, MAX_WORKER_TIMEOUT_MS, workerTimeoutMs } from '../../functions/core/worker-timeout.js';
@@ -258,6 +258,13 @@ describe('callWorker over HTTP', () => {
         if (!response.destroyed) json(response, 200, {});
       },
       '/redirect': (_request, response) => void response.writeHead(302, { location: '/echo' }).end(),
+      '/cut': async (_request, response) => {
+        // Half an answer, then the connection goes.
+        response.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
+        response.write('{"state": {"half"');
+        await sleep(50);
+        response.socket?.destroy();
+      },
       '/huge': (_request, response) => {
         response.writeHead(200, { 'content-type': 'application/json' });
         const chunk = `"${'y'.repeat(1024 * 1024 - 3)}",`;
@@ -367,6 +374,18 @@ describe('callWorker over HTTP', () => {
     expect(error.message).toContain('302');
     expect(error.message).toContain('redirect');
     expect(server.received.slice(before).map((request) => request.path)).toEqual(['/redirect']);
+  });
+
+  it('says the worker broke off its answer, and logs nothing as a bug of ours', async () => {
+    const logged = vi.spyOn(console, 'error').mockImplementation(() => {});
+    try {
+      const error = await rejectionOf(callWorker({ url: server.url('/cut') }, requestBody, LOCAL));
+      expect(error.code).toBe('worker_failed');
+      expect(error.message).toMatch(/^the worker closed the connection before its answer was complete/);
+      expect(logged).not.toHaveBeenCalled();
+    } finally {
+      logged.mockRestore();
+    }
   });
 
   it('refuses an answer larger than 6 MiB', async () => {
