@@ -185,7 +185,9 @@ export class DecideService {
       request.decisionId ? this.decisions.getDecision(scope, decisionId) : Promise.resolve(null),
     ]);
     const done = doneDecision(tip, decisionId, previous);
-    if (request.decisionId && done) return this.replay(scope, done);
+    if (request.decisionId && done) {
+      return this.replay(scope, done, request.agentId ?? (await this.targets.sessionOf(scope, tip)).agentId);
+    }
 
     // The session's agent and user ride on its tip; a session with nothing written reads its item.
     const meta = tip.kind === 'empty' ? await this.store.getMeta(scope) : null;
@@ -197,7 +199,7 @@ export class DecideService {
 
     const leaseToken = newId();
     const leased = await this.leases.take(scope, tip, this.leases.leaseFor(leaseToken, timeoutMs), decisionId, session);
-    if ('replay' in leased) return this.replay(scope, leased.replay);
+    if ('replay' in leased) return this.replay(scope, leased.replay, agentId);
     let leaseHeld = true;
     try {
       const result = await this.run(
@@ -364,6 +366,7 @@ export class DecideService {
       head: head.id,
       agent: nextAgent,
       ...(resultVersion === 0 ? { state: visible } : {}),
+      agentId,
     };
     const record: DoneDecision = { decisionId, status: 'done', attempts: context.attempts, outcome };
     const newNodes: NodeRecord[] = [...plan.created, ...reply.created];
@@ -384,9 +387,19 @@ export class DecideService {
     return { decisionId, decision: decision.raw, state: visible, agent: nextAgent, version: resultVersion, changed, head: head.id };
   }
 
-  /** The answer of a decision that already happened, as it was first given. */
-  private async replay(scope: SessionScope, record: DoneDecision): Promise<DecideResult> {
+  /**
+   * The answer of a decision that already happened, as it was first given, to a request that
+   * decides as the same agent. The answer is that agent's view (its fields, its worker's
+   * answer): a request deciding as another agent, which may see less, gets `422`, not the answer.
+   */
+  private async replay(scope: SessionScope, record: DoneDecision, agentId: string | null): Promise<DecideResult> {
     const { outcome } = record;
+    if (outcome.agentId !== undefined && outcome.agentId !== agentId) {
+      throw new AgentStateError(
+        'idempotency_key_reused',
+        `decision ${record.decisionId} was made as another agent; its answer is replayed only to requests that decide as that agent`,
+      );
+    }
     let state = outcome.state ?? null;
     let decision = outcome.decision;
     if (outcome.state === undefined && outcome.version > 0) {

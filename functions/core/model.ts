@@ -287,4 +287,9 @@ export interface DecisionOutcome {
   /** State and agent of the answer when no version holds them (version 0). */
   state?: Json;
   agent?: Json;
+  /**
+   * The deciding agent, whose view `state` is: a replay goes only to a request deciding as it.
+   * Absent in records made before it was kept (a week at most).
+   */
+  agentId?: string | null;
 }

@@ -209,3 +209,51 @@ describe('Idempotency-Key across keys of one tenant', () => {
     expect(again.text).toBe(first.text);
   });
 });
+
+describe('a decisionId replay', () => {
+  // The attack of session 7: a decision's answer is replayed for its decisionId, and it holds the
+  // state as the deciding agent saw it. A key limited to planner that learnt (or guessed) the id
+  // of a decision made as another agent asked for the same decisionId and got that agent's
+  // private fields in `state` and `decision`.
+  it("never hands planner a decision made as another agent: 422, none of that agent's fields, nothing written", async () => {
+    // Prepare: vault keeps a private pin; the admin key decides as vault (no worker: proposed).
+    expect(
+      (await admin.put('/v1/agents/vault', { stateFields: { pin: { type: 'string', read: 'private', write: 'private' } } })).status,
+    ).toBe(201);
+    const sid = uniqueId('vault-session');
+    await admin.post('/v1/sessions', { sessionId: sid, agentId: 'vault' });
+    const decisionId = uniqueId('decision');
+    const made = await admin.post(`/v1/sessions/${sid}/decide`, {
+      decisionId,
+      trigger: { type: 'x' },
+      proposed: { state: { pin: '7351' } },
+    });
+    expect(made.status).toBe(200);
+    expect(made.body.state).toEqual({ pin: '7351' });
+
+    // Act: the limited key asks for the same decision, acting as planner.
+    const replayed = await planner.post(`/v1/sessions/${sid}/decide`, { decisionId, trigger: { type: 'x' } }, asPlanner);
+
+    // Assess
+    expect(replayed.status).toBe(422);
+    expect(replayed.body.code).toBe('idempotency_key_reused');
+    expect(replayed.text).not.toContain('7351');
+    expect((await admin.get(`/v1/sessions/${sid}`)).body.version).toBe(1);
+  });
+
+  it('still replays a decision to the agent that made it', async () => {
+    // Prepare
+    const sid = uniqueId('planner-session');
+    const decisionId = uniqueId('decision');
+    const body = { decisionId, trigger: { type: 'x' }, proposed: { state: { step: 1 } } };
+    const first = await planner.post(`/v1/sessions/${sid}/decide`, body, asPlanner);
+    // Act: the same decision, from the same key and from the admin key acting as planner.
+    const again = await planner.post(`/v1/sessions/${sid}/decide`, body, asPlanner);
+    const asAdmin = await admin.post(`/v1/sessions/${sid}/decide`, body, asPlanner);
+    // Assess
+    expect(first.status).toBe(200);
+    expect(again.body).toEqual(first.body);
+    expect(asAdmin.body).toEqual(first.body);
+    expect((await admin.get(`/v1/sessions/${sid}`)).body.version).toBe(1);
+  });
+});
