@@ -287,9 +287,13 @@ export function idempotency(store: () => IdempotencyStore): Middleware {
 }
 
 /**
- * What makes two requests "the same": the API key, method, path, query, acting agent, If-Match
- * and the body's JSON meaning. The key enters as a digest of its digest, so the claim item
- * holds nothing that resolves a key (keys are stored as sha256 digests, api-keys.ts).
+ * What makes two requests "the same": the API key, method, path, query, acting agent, the
+ * preconditions (If-Match, If-None-Match), whether the body is a JSON Patch (`[]` is a JSON
+ * Patch that changes nothing, or a merge patch that replaces the state) and the body's JSON
+ * meaning. The key enters as a digest of its digest, so the claim item holds nothing that
+ * resolves a key (keys are stored as sha256 digests, api-keys.ts). If-None-Match and the JSON
+ * Patch mark enter only when present, so every other request keeps the fingerprint it had
+ * before they were compared, and a retry made across that upgrade still replays.
  */
 function fingerprintOf(event: ApiEvent): string {
   const query = new URLSearchParams(event.rawQueryString ?? '');
@@ -310,5 +314,13 @@ function fingerprintOf(event: ApiEvent): string {
     .update(event.headers?.['if-match'] ?? '')
     .update('\n')
     .update(event.body === undefined ? '' : canonicalJson(event.body))
+    .update(meaningMarks(event))
     .digest('hex');
+}
+
+/** What else changes a request's meaning, as `\n`-led lines; empty for most requests. */
+function meaningMarks(event: ApiEvent): string {
+  const ifNoneMatch = event.headers?.['if-none-match'];
+  const mediaType = (event.headers?.['content-type'] ?? '').split(';')[0]?.trim().toLowerCase();
+  return `${ifNoneMatch === undefined ? '' : `\nif-none-match:${ifNoneMatch}`}${mediaType === 'application/json-patch+json' ? '\njson-patch' : ''}`;
 }

@@ -95,6 +95,22 @@ describe('put, get and delete', () => {
     expect(recreated.body.version).toBe(1);
   });
 
+  it('answers 422 to an Idempotency-Key reused for the same put made create-only (If-None-Match: *)', async () => {
+    // Prepare
+    const path = itemPath(['cond', uniqueId('idem')], 'k');
+    const key = uniqueId('key');
+    const first = await http.put(path, { value: { n: 1 } }, { headers: { 'idempotency-key': key } });
+
+    // Act: the same body under the same key, but only if the item does not exist.
+    const createOnly = await http.put(path, { value: { n: 1 } }, { headers: { 'idempotency-key': key, 'if-none-match': '*' } });
+
+    // Assess: another request, not the first one's 201 replayed.
+    expect(first.status).toBe(201);
+    expect(createOnly.status).toBe(422);
+    expect(createOnly.body.code).toBe('idempotency_key_reused');
+    expect((await http.get(path)).body.version).toBe(1);
+  });
+
   it('honours If-Match on the item version, If-Match: * and If-None-Match: *, writing nothing when they fail', async () => {
     const namespace = ['cond', uniqueId('c')];
     const path = itemPath(namespace, 'k');

@@ -190,6 +190,32 @@ describe('Idempotency-Key', () => {
     expect(history.body.versions).toHaveLength(1);
   });
 
+  it('answers 422 to the same key and body sent as another kind of patch, writing nothing', async () => {
+    // Prepare: [] as a JSON Patch changes nothing; as a merge patch it replaces the state.
+    const sid = uniqueId('idem-type');
+    const key = uniqueId('key');
+    await http.put(statePath(sid), { kept: true });
+    const asOperations = await http.request('PATCH', statePath(sid), {
+      raw: '[]',
+      contentType: 'application/json-patch+json',
+      headers: { 'idempotency-key': key },
+    });
+
+    // Act
+    const asMergePatch = await http.request('PATCH', statePath(sid), {
+      raw: '[]',
+      contentType: 'application/merge-patch+json',
+      headers: { 'idempotency-key': key },
+    });
+
+    // Assess: not the first answer replayed for a request that means something else.
+    expect(asOperations.body).toMatchObject({ version: 1, changed: false });
+    expect(asMergePatch.status).toBe(422);
+    expect(asMergePatch.body.code).toBe('idempotency_key_reused');
+    expect(asMergePatch.headers.get('idempotency-replayed')).toBeNull();
+    expect((await http.get(statePath(sid))).body).toMatchObject({ version: 1, state: { kept: true } });
+  });
+
   it('does not remember a failed request, so its retry runs', async () => {
     const sid = uniqueId('idem-fail');
     const key = uniqueId('key');
