@@ -82,10 +82,9 @@ export class AgentService {
       parentId === null ? Promise.resolve() : this.assertNoCycle(tenant, agentId, parentId),
     ]);
     const stateFields = input.stateFields ?? null;
-    if (stateFields) {
-      checkDeclarations(stateFields);
-      await this.checkFieldChanges(tenant, agentId, parentId, existing, stateFields);
-    }
+    if (stateFields) checkDeclarations(stateFields);
+    // A move takes the agents below along into another tree, with the names they declare.
+    if (stateFields || movesAgent(existing, parentId)) await this.checkFieldChanges(tenant, agentId, parentId, existing, stateFields ?? {});
     const at = this.now().toISOString();
     const worker: WorkerRecord | null = input.worker
       ? {
@@ -143,7 +142,9 @@ export class AgentService {
 
   /**
    * A field name belongs to one agent of a tree; a type may change only when the values stored
-   * under it still fit, or when the declaration says how to migrate (`migrate: "clear"`).
+   * under it still fit, or when the declaration says how to migrate (`migrate: "clear"`). When
+   * the agent moves (another parent), the names the agents below it declare join the tree it
+   * moves into too, and must not clash with the names declared there.
    */
   private async checkFieldChanges(
     tenant: string,
@@ -167,11 +168,28 @@ export class AgentService {
     const tree = new Set(treeMembers(rootOf(agentId), all));
     for (const other of agents) {
       if (!tree.has(other.agentId) || !other.stateFields) continue;
-      const clash = Object.keys(stateFields).find((name) => name in (other.stateFields as StateFields));
+      const clash = Object.keys(stateFields).find((name) => Object.hasOwn(other.stateFields as StateFields, name));
       if (clash) {
         throw new AgentStateError('invalid_request', `field ${clash} is already declared by agent ${other.agentId} of the same hierarchy`, {
           field: `stateFields.${clash}`,
         });
+      }
+    }
+    if (movesAgent(existing, parentId)) {
+      const below = new Set(treeMembers(agentId, all).slice(1));
+      for (const mover of agents) {
+        if (!below.has(mover.agentId) || !mover.stateFields) continue;
+        for (const other of agents) {
+          if (!tree.has(other.agentId) || below.has(other.agentId) || !other.stateFields) continue;
+          const clash = Object.keys(mover.stateFields).find((name) => Object.hasOwn(other.stateFields as StateFields, name));
+          if (clash) {
+            throw new AgentStateError(
+              'invalid_request',
+              `agent ${mover.agentId} below ${agentId} declares field ${clash}, which agent ${other.agentId} of the hierarchy it would join declares`,
+              { field: 'parentId' },
+            );
+          }
+        }
       }
     }
     const retyped = Object.entries(stateFields).filter(([name, declaration]) => {
@@ -266,6 +284,11 @@ function agentView(agent: AgentRecord): AgentView {
     createdAt: agent.createdAt,
     updatedAt: agent.updatedAt,
   };
+}
+
+/** Whether a registration gives an existing agent another parent (taking the agents below it along). */
+function movesAgent(existing: AgentRecord | null, parentId: string | null): boolean {
+  return existing !== null && existing.parentId !== parentId;
 }
 
 function treeMembers(root: string, agents: readonly AgentRecord[]): string[] {

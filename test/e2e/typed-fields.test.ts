@@ -268,6 +268,43 @@ describe('declarations and schema changes', () => {
     expect(badType.status).toBe(400);
   });
 
+  it('refuses to move an agent into a tree where an agent below it declares a name the tree has, writing nothing', async () => {
+    // Prepare: outside the tree, a loose agent with one below it that declares plan, public
+    // (the tree's root declares plan: public read, private write).
+    const loose = uniqueId('loose');
+    const below = uniqueId('below');
+    expect((await http.put(`/v1/agents/${loose}`, {})).status).toBe(201);
+    const belowFields = { stateFields: { plan: { type: 'string', read: 'public', write: 'public' } } };
+    expect((await http.put(`/v1/agents/${below}`, { parentId: loose, ...belowFields })).status).toBe(201);
+
+    // Act: hang the loose agent under general, with fields of its own and without.
+    const moved = await http.put(`/v1/agents/${loose}`, { parentId: ids.general });
+    const movedWithFields = await http.put(`/v1/agents/${loose}`, {
+      parentId: ids.general,
+      stateFields: { looseNote: { type: 'string' } },
+    });
+
+    // Assess: refused naming the field, and the agent is where it was.
+    for (const response of [moved, movedWithFields]) {
+      expect(response.status).toBe(400);
+      expect(response.body).toMatchObject({ code: 'invalid_request', field: 'parentId' });
+      expect(response.body.detail).toContain('plan');
+    }
+    expect((await http.get(`/v1/agents/${loose}`)).body).toMatchObject({ parentId: null, stateFields: null });
+  });
+
+  it('declares fields named like the methods of an object in a tree that declares other names', async () => {
+    // Act: under general, whose tree declares plan, notes, internal, cardToken, invoiceDate, topic.
+    const methods = await http.put(`/v1/agents/${uniqueId('methods')}`, {
+      parentId: ids.general,
+      stateFields: { constructor: { type: 'string' }, toString: { type: 'number' } },
+    });
+
+    // Assess: no clash with names nobody declared.
+    expect(methods.status).toBe(201);
+    expect(Object.keys(methods.body.stateFields)).toEqual(['constructor', 'toString']);
+  });
+
   it('adds fields freely, refuses a type change stored values do not fit, unless told to clear them', async () => {
     const owner = uniqueId('owner');
     await http.put(`/v1/agents/${owner}`, { stateFields: { count: { type: 'number', read: 'public', write: 'public' } } });
