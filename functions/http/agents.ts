@@ -1,6 +1,8 @@
 import * as z from 'zod/mini';
+import { AgentStateError } from '../core/errors.js';
 import { FIELD_TYPES } from '../core/fields.js';
 import { requireId } from '../core/ids.js';
+import { isJsonObject, type Json } from '../core/json.js';
 import { MAX_LAST_MESSAGES } from '../core/model.js';
 import { MAX_WORKER_TIMEOUT_MS } from '../core/worker-timeout.js';
 import { createHttpHandler, type RouteInput } from './api.js';
@@ -50,6 +52,19 @@ export const agentBody = z.strictObject({
 const agentId = (input: RouteInput) => requireId(input.path('agentId'), 'agentId');
 
 /**
+ * A field named `__proto__` is refused: a parsed record skips that key, so the declaration
+ * would be dropped without a word (the state itself keeps such a key verbatim).
+ */
+function refuseProtoField(body: Json | undefined): void {
+  const fields = isJsonObject(body) ? body.stateFields : undefined;
+  if (isJsonObject(fields) && Object.hasOwn(fields, '__proto__')) {
+    throw new AgentStateError('invalid_request', 'stateFields.__proto__: a field may not be named __proto__', {
+      field: 'stateFields.__proto__',
+    });
+  }
+}
+
+/**
  * The agent registry (API.md section 7): workers, initial config, hierarchy, typed fields. A
  * key limited to agents reads and writes only its agents and those below them (agent-access.ts).
  */
@@ -58,6 +73,7 @@ export const handler = createHttpHandler(
   {
     'PUT /v1/agents/{agentId}': async (input) => {
       const id = agentId(input);
+      refuseProtoField(input.body);
       // Parsed: a field's read and write scopes default to private.
       const request = parsedBody(input, agentBody, { required: 'send the agent as JSON, e.g. {"config": {}}', ids: ['parentId'] });
       const { agent, created } = await input.deps.agents.putAgent(

@@ -305,6 +305,19 @@ describe('declarations and schema changes', () => {
     expect(Object.keys(methods.body.stateFields)).toEqual(['constructor', 'toString']);
   });
 
+  it('refuses a field named __proto__ rather than dropping it', async () => {
+    // Act: __proto__ as the body's own key, as JSON text sends it.
+    const agentId = uniqueId('proto');
+    const proto = await http.request('PUT', `/v1/agents/${agentId}`, {
+      raw: '{"stateFields":{"__proto__":{"type":"string","read":"public","write":"public"}}}',
+    });
+
+    // Assess: refused, nothing registered (before, 201 with stateFields: {}).
+    expect(proto.status).toBe(400);
+    expect(proto.body).toMatchObject({ code: 'invalid_request', field: 'stateFields.__proto__' });
+    expect((await http.get(`/v1/agents/${agentId}`)).status).toBe(404);
+  });
+
   it('adds fields freely, refuses a type change stored values do not fit, unless told to clear them', async () => {
     const owner = uniqueId('owner');
     await http.put(`/v1/agents/${owner}`, { stateFields: { count: { type: 'number', read: 'public', write: 'public' } } });
