@@ -1,4 +1,4 @@
-import { uuidv7 } from 'uuidv7';
+import { v7 } from 'uuid';
 import { AgentStateError } from './errors.js';
 
 /**
@@ -34,7 +34,10 @@ export function requireNodeId(value: unknown, what: string): string {
   return id;
 }
 
-/** A new time-ordered identifier (UUIDv7), used for generated session and message ids. */
+/**
+ * A new time-ordered identifier (UUIDv7), used for generated session and message ids. `uuid`'s
+ * v7 keeps a counter within a millisecond, so ids made by one process sort in the order made.
+ */
 export function newId(): string {
-  return uuidv7();
+  return v7();
 }

@@ -42,7 +42,7 @@ const cases: Case[] = [
   { from: 'functions/core', imports: '../telemetry/telemetry.js', crosses: true },
   { from: 'functions/core', imports: './metrics.js', crosses: false },
   { from: 'functions/core', imports: './json.js', crosses: false },
-  { from: 'functions/core', imports: 'uuidv7', crosses: false },
+  { from: 'functions/core', imports: 'uuid', crosses: false },
   // functions/store: the adapter under core, never the handlers or what runs them.
   { from: 'functions/store', imports: '../http/dependencies.js', crosses: true },
   { from: 'functions/store', imports: '../http/routes.js', form: 'type', crosses: true },
