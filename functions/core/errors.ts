@@ -36,37 +36,23 @@ export const errorStatus = {
 
 export type ErrorCode = keyof typeof errorStatus;
 
-const titles: Record<ErrorCode, string> = {
+/**
+ * A problem's title is its code in words, capitalized (`version_mismatch`: "Version
+ * mismatch"), but for these. A rule rather than a table of every code: each function bundles
+ * this module, and the titles were the codes' words all along.
+ */
+const TITLES_IN_OTHER_WORDS: Partial<Record<ErrorCode, string>> = {
   invalid_json: 'Invalid JSON',
-  invalid_request: 'Invalid request',
   invalid_id: 'Invalid identifier',
-  unauthorized: 'Unauthorized',
-  forbidden: 'Forbidden',
-  field_forbidden: 'Field forbidden',
-  not_found: 'Not found',
-  session_not_found: 'Session not found',
-  node_not_found: 'Node not found',
-  version_not_found: 'Version not found',
-  agent_not_found: 'Agent not found',
-  session_exists: 'Session exists',
-  node_exists: 'Node exists',
-  decision_in_progress: 'Decision in progress',
-  exclusive_conflict: 'Exclusive conflict',
-  conflict: 'Conflict',
-  patch_conflict: 'Patch conflict',
-  version_mismatch: 'Version mismatch',
-  state_too_large: 'State too large',
-  payload_too_large: 'Payload too large',
-  unsupported_media_type: 'Unsupported media type',
-  validation_failed: 'Validation failed',
-  unknown_field: 'Unknown field',
-  idempotency_key_reused: 'Idempotency key reused',
-  throttled: 'Throttled',
   internal: 'Internal error',
-  worker_failed: 'Worker failed',
   unavailable: 'Service unavailable',
-  worker_timeout: 'Worker timeout',
 };
+
+/** The title of a problem with `code` (RFC 9457 `title`). */
+export function titleOf(code: ErrorCode): string {
+  const words = code.replaceAll('_', ' ');
+  return TITLES_IN_OTHER_WORDS[code] ?? `${words.charAt(0).toUpperCase()}${words.slice(1)}`;
+}
 
 /** Extra members of a problem document, e.g. `currentVersion` or `limitBytes`. */
 export type ProblemExtras = Record<string, unknown>;
@@ -88,7 +74,7 @@ export class AgentStateError extends Error {
   }
 
   get title(): string {
-    return titles[this.code];
+    return titleOf(this.code);
   }
 
   /** True for an AgentStateError whose code starts with `prefix` (all of them by default). */
@@ -123,7 +109,7 @@ export interface Problem {
 }
 
 export function toProblem(error: AgentStateError): Problem {
-  const detail = error.expose ? error.message : titles[error.code];
+  const detail = error.expose ? error.message : error.title;
   return {
     ...error.extras,
     type: `https://agentstate.dev/problems/${error.code.replaceAll('_', '-')}`,

@@ -253,6 +253,48 @@ describe('toProblem: RFC 9457 problem documents', () => {
     });
   });
 
+  // The title of every code, as problem documents have always said it (docs/openapi.json's
+  // examples too): errors.ts now makes them from the code's words, but for four.
+  const titles: Record<ErrorCode, string> = {
+    invalid_json: 'Invalid JSON',
+    invalid_request: 'Invalid request',
+    invalid_id: 'Invalid identifier',
+    unauthorized: 'Unauthorized',
+    forbidden: 'Forbidden',
+    field_forbidden: 'Field forbidden',
+    not_found: 'Not found',
+    session_not_found: 'Session not found',
+    node_not_found: 'Node not found',
+    version_not_found: 'Version not found',
+    agent_not_found: 'Agent not found',
+    session_exists: 'Session exists',
+    node_exists: 'Node exists',
+    decision_in_progress: 'Decision in progress',
+    exclusive_conflict: 'Exclusive conflict',
+    conflict: 'Conflict',
+    patch_conflict: 'Patch conflict',
+    version_mismatch: 'Version mismatch',
+    state_too_large: 'State too large',
+    payload_too_large: 'Payload too large',
+    unsupported_media_type: 'Unsupported media type',
+    validation_failed: 'Validation failed',
+    unknown_field: 'Unknown field',
+    idempotency_key_reused: 'Idempotency key reused',
+    throttled: 'Throttled',
+    internal: 'Internal error',
+    worker_failed: 'Worker failed',
+    unavailable: 'Service unavailable',
+    worker_timeout: 'Worker timeout',
+  };
+
+  it.each(Object.entries(titles) as Array<[ErrorCode, string]>)('titles a %s problem "%s"', (code, title) => {
+    expect(toProblem(new AgentStateError(code, 'x')).title).toBe(title);
+  });
+
+  it('titles every code (the list above is the whole set)', () => {
+    expect(Object.keys(titles).sort()).toEqual(Object.keys(errorStatus).sort());
+  });
+
   it.each(Object.keys(errorStatus) as ErrorCode[])('gives %s a type URL with dashes for underscores', (code) => {
     const problem = toProblem(new AgentStateError(code, 'x'));
 
