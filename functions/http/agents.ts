@@ -6,8 +6,9 @@ import { isJsonObject, type Json } from '../core/json.js';
 import { MAX_LAST_MESSAGES } from '../core/model.js';
 import { MAX_WORKER_TIMEOUT_MS } from '../core/worker-timeout.js';
 import { createHttpHandler, type RouteInput } from './api.js';
+import { idSchema } from './id-schema.js';
 import { agents } from './parts/agents.js';
-import { idSchema, jsonValue, pagination, parsedBody } from './request.js';
+import { jsonValue, pagination, parsedBody } from './request.js';
 import { json } from './responses.js';
 
 const scope = z.union([z.literal('private'), z.literal('public'), z.strictObject({ agents: z.array(idSchema).check(z.maxLength(100)) })]);

@@ -1,6 +1,6 @@
 import * as z from 'zod/mini';
 import { AgentStateError, LateDetailError } from '../core/errors.js';
-import { ID_PATTERN, ID_RULE, requireId } from '../core/ids.js';
+import { requireId } from '../core/ids.js';
 import { isJsonObject, type Json, type JsonObject } from '../core/json.js';
 import type { SessionScope } from '../core/model.js';
 import type { VersionPrecondition } from '../core/write-target.js';
@@ -49,9 +49,6 @@ export const jsonValue = z.custom<Json>((value) => value !== undefined, { messag
  * keys are strings, and no value is undefined) without zod's record schema in the bundle.
  */
 export const jsonObject = z.custom<JsonObject>(isJsonObject, { message: 'must be a JSON object' });
-
-/** The zod schema of an identifier (core/ids.ts); a body's ids are checked first by `requireIds`. */
-export const idSchema = z.string().check(z.regex(ID_PATTERN, `must be ${ID_RULE}`));
 
 export function sessionScope(input: RouteInput): SessionScope {
   return { tenant: input.tenant, sessionId: requireId(input.path('sid'), 'sessionId') };

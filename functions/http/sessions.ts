@@ -3,8 +3,9 @@ import { AgentStateError } from '../core/errors.js';
 import { ID_RULE, isValidId } from '../core/ids.js';
 import { encodedSize } from '../core/json.js';
 import { createHttpHandler } from './api.js';
+import { idSchema } from './id-schema.js';
 import { sessionTree } from './parts/sessions.js';
-import { bodyAsSent, idSchema, jsonObject, pagination, sessionScope } from './request.js';
+import { bodyAsSent, jsonObject, pagination, sessionScope } from './request.js';
 import { json, noContent } from './responses.js';
 
 const METADATA_LIMIT_BYTES = 16 * 1024;

@@ -4,8 +4,9 @@ import { AgentStateError } from '../core/errors.js';
 import { requireId } from '../core/ids.js';
 import type { WebhookService } from '../core/webhooks.js';
 import { createHttpHandler, type RouteInput } from './api.js';
+import { idSchema } from './id-schema.js';
 import { webhooks } from './parts/webhooks.js';
-import { bodyAsSent, idSchema, pagination } from './request.js';
+import { bodyAsSent, pagination } from './request.js';
 import { json, noContent } from './responses.js';
 
 export const createWebhookBody = z.strictObject({

@@ -1,7 +1,8 @@
 import * as z from 'zod';
 import { type ErrorCode, errorStatus } from '../../core/errors.js';
 import { FIELD_TYPES } from '../../core/fields.js';
-import { idSchema, jsonValue } from '../request.js';
+import { idSchema } from '../id-schema.js';
+import { jsonValue } from '../request.js';
 
 /**
  * What the routes answer, as zod schemas: the response half of the OpenAPI document
