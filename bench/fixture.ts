@@ -8,7 +8,7 @@ import type { SessionScope } from '../functions/core/model.js';
 import type { SessionService } from '../functions/core/session-service.js';
 import { keysFromEnv } from '../functions/http/auth.js';
 import { type Dependencies, dependenciesFor } from '../functions/http/dependencies.js';
-import { sessionItem } from '../functions/store/item-codecs.js';
+import * as sessionItem from '../functions/store/session-item.js';
 import type { DynamoDbSessionStore } from '../functions/store/session-store.js';
 import { createStores } from '../functions/store/stores.js';
 import { ensureTable } from '../functions/store/table.js';

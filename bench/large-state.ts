@@ -2,7 +2,7 @@ import { BatchGetItemCommand, BatchWriteItemCommand, type DynamoDBClient, QueryC
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { Json } from '../functions/core/json.js';
 import { parseJsonPatch } from '../functions/core/json-patch.js';
-import { keys } from '../functions/store/keys.js';
+import * as keys from '../functions/store/keys.js';
 import { auth, QUICK, TENANT } from './config.js';
 import { scope, type Wired } from './fixture.js';
 import { handlerRun, median, tableRow } from './measure.js';

@@ -151,12 +151,12 @@ interface WorkerAnswer {
 export class DecideService {
   private readonly store: SessionLog;
   private readonly decisions: DecisionStore;
-  private readonly documents: DocumentStore;
+  private readonly documents: Pick<DocumentStore, 'getDocument'>;
   private readonly targets: WriteTargets;
   private readonly leases: DecisionLeases;
 
   constructor(
-    stores: { sessions: SessionLog; decisions: DecisionStore; documents: DocumentStore },
+    stores: { sessions: SessionLog; decisions: DecisionStore; documents: Pick<DocumentStore, 'getDocument'> },
     private readonly agents: Pick<AgentReader, 'snapshot' | 'schemaFor'>,
     private readonly invokeWorker: WorkerInvoker,
     private readonly now: () => Date = () => new Date(),

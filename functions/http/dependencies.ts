@@ -1,11 +1,11 @@
 import type { WorkerInvoker } from '../core/decide-service.js';
 import type { Stores } from '../store/stores.js';
 import { type KeyResolver, keysFromEnv } from './auth.js';
-import { agentStore } from './parts/agent-store.js';
+import { agentRegistryReader, agentStore } from './parts/agent-store.js';
 import { agents } from './parts/agents.js';
 import { commits } from './parts/commits.js';
 import { decide, decisionStore, workerInvoker } from './parts/decide.js';
-import { documentStore } from './parts/document-store.js';
+import { documentReader, documentStore } from './parts/document-store.js';
 import { memory } from './parts/memory.js';
 import { apiKeyStore, idempotency, resolveKey } from './parts/middleware.js';
 import { sessionLog } from './parts/session-log.js';
@@ -38,8 +38,10 @@ export function dependenciesFor(
     // The whole store is also the log that decide reads and commits through.
     [sessionLog, stores.sessions],
     [documentStore, stores.documents],
+    [documentReader, stores.documents],
     [decisionStore, stores.decisions],
     [agentStore, stores.agents],
+    [agentRegistryReader, stores.agents],
     [apiKeyStore, async () => stores.apiKeys],
     [idempotency, stores.idempotency],
     [resolveKey, options.resolveKey ?? keysFromEnv(env.AGENTSTATE_API_KEYS)],

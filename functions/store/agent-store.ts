@@ -1,38 +1,19 @@
 import { GetCommand, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import type { AgentRecord, DocumentRecord, Page } from '../core/model.js';
 import type { AgentStore } from '../core/ports.js';
-import { agentItem, documentItem } from './item-codecs.js';
-import { keys } from './keys.js';
+import * as agentItem from './agent-item.js';
+import * as documentItem from './document-item.js';
+import * as keys from './keys.js';
 import { pageOf, prefixPageQuery, queryAll } from './paging.js';
 import type { TableClient } from './table-client.js';
 
 /**
- * The agent registry (API.md section 7), one partition per tenant (keys.ts):
- *
- *   A#<tenant>   A#<agent>   parentId, worker (url, secret, timeoutMs), config and typed
- *                            fields (JSON text), createdAt, updatedAt
- *   A#<tenant>   G           the tenant's shared document (document-store.ts writes it)
- *
- * A tenant's whole hierarchy is one Query, which is how typed fields are built; the shared
- * document sorts after every agent (`A#…` < `G`), so a decision, which needs both, reads the
- * agents and the document in that same Query (`readTenant`).
+ * What reads the registry without writing it (a decision, the typed fields of a write): the
+ * tenant's agents and its shared document. A class of its own so that decide's bundle carries
+ * no registration (esbuild keeps every method of a class it bundles).
  */
-export class DynamoDbAgentStore implements AgentStore {
-  constructor(private readonly table: TableClient) {}
-
-  async putAgent(tenant: string, agent: AgentRecord): Promise<boolean> {
-    const { Attributes } = await this.table.send(
-      new PutCommand({ TableName: this.table.tableName, Item: agentItem.encode(tenant, agent), ReturnValues: 'ALL_OLD' }),
-    );
-    return Attributes === undefined;
-  }
-
-  async getAgent(tenant: string, agentId: string): Promise<AgentRecord | null> {
-    const { Item } = await this.table.send(
-      new GetCommand({ TableName: this.table.tableName, Key: agentItem.key(tenant, agentId), ConsistentRead: true }),
-    );
-    return Item ? agentItem.decode(Item) : null;
-  }
+export class DynamoDbAgentReader implements Pick<AgentStore, 'listAgents' | 'readTenant'> {
+  constructor(protected readonly table: TableClient) {}
 
   async listAgents(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<AgentRecord>> {
     const range = { tableName: this.table.tableName, partition: keys.agents(tenant), prefix: keys.agentPrefix };
@@ -61,5 +42,32 @@ export class DynamoDbAgentStore implements AgentStore {
       },
     );
     return { agents, shared };
+  }
+}
+
+/**
+ * The agent registry (API.md section 7), one partition per tenant (keys.ts):
+ *
+ *   A#<tenant>   A#<agent>   parentId, worker (url, secret, timeoutMs), config and typed
+ *                            fields (JSON text), createdAt, updatedAt
+ *   A#<tenant>   G           the tenant's shared document (document-store.ts writes it)
+ *
+ * A tenant's whole hierarchy is one Query, which is how typed fields are built; the shared
+ * document sorts after every agent (`A#…` < `G`), so a decision, which needs both, reads the
+ * agents and the document in that same Query (`readTenant`).
+ */
+export class DynamoDbAgentStore extends DynamoDbAgentReader implements AgentStore {
+  async putAgent(tenant: string, agent: AgentRecord): Promise<boolean> {
+    const { Attributes } = await this.table.send(
+      new PutCommand({ TableName: this.table.tableName, Item: agentItem.encode(tenant, agent), ReturnValues: 'ALL_OLD' }),
+    );
+    return Attributes === undefined;
+  }
+
+  async getAgent(tenant: string, agentId: string): Promise<AgentRecord | null> {
+    const { Item } = await this.table.send(
+      new GetCommand({ TableName: this.table.tableName, Key: agentItem.key(tenant, agentId), ConsistentRead: true }),
+    );
+    return Item ? agentItem.decode(Item) : null;
   }
 }

@@ -1,8 +1,9 @@
 import { QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { DecisionRecord, SessionScope } from '../core/model.js';
 import type { DecisionStore } from '../core/ports.js';
-import { decisionItem } from './item-codecs.js';
-import { incarnationOf, keys } from './keys.js';
+import * as decisionItem from './decision-item.js';
+import * as keys from './keys.js';
+import { incarnationOf } from './keys.js';
 import { tableKeys } from './table.js';
 import { conditionally, conditions, type TableClient } from './table-client.js';
 

@@ -1,8 +1,8 @@
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import type { DocumentRecord, DocumentRef, SessionScope, Tip } from '../core/model.js';
 import type { DocumentStore, DocumentWrite } from '../core/ports.js';
-import { documentItem } from './item-codecs.js';
-import { keys } from './keys.js';
+import * as documentItem from './document-item.js';
+import * as keys from './keys.js';
 import { nextSlot, sessionUpsert } from './session-writes.js';
 import { tableKeys } from './table.js';
 import { conditions, type TableClient, type TaggedItem, transact } from './table-client.js';
@@ -18,8 +18,8 @@ import { conditions, type TableClient, type TaggedItem, transact } from './table
  * changed; a commit that changes the thread too writes them in the session's commit
  * (session-store.ts) with `documentPut`.
  */
-export class DynamoDbDocumentStore implements DocumentStore {
-  constructor(private readonly table: TableClient) {}
+export class DynamoDbDocumentReader implements Pick<DocumentStore, 'getDocument'> {
+  constructor(protected readonly table: TableClient) {}
 
   async getDocument(ref: DocumentRef): Promise<DocumentRecord | null> {
     const { Item } = await this.table.send(
@@ -31,7 +31,10 @@ export class DynamoDbDocumentStore implements DocumentStore {
     if (typeof expiresAt === 'number' && expiresAt * 1000 < this.table.now()) return null;
     return documentItem.decode(ref, Item);
   }
+}
 
+/** The documents' reads and commits' writes. The reads alone are a class of their own: decide only reads them. */
+export class DynamoDbDocumentStore extends DynamoDbDocumentReader implements DocumentStore {
   async commitDocuments(
     scope: SessionScope,
     documents: ReadonlyArray<DocumentWrite>,

@@ -3,7 +3,7 @@ import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { DeleteCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { IdempotencyClaim, IdempotencyStore, StoredResponse } from '../core/ports.js';
-import { idempotencyItem } from './item-codecs.js';
+import * as idempotencyItem from './idempotency-item.js';
 import { encodeText, pieceKeysOf } from './state-codec.js';
 import { tableKeys } from './table.js';
 import { batchGet, batchPut, conditionally, type Item, isConditionFailure, isOwnWrite, type TableClient } from './table-client.js';

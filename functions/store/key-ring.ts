@@ -1,9 +1,8 @@
 import { readFileSync } from 'node:fs';
-import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { hasSealingKey, useSealingKey } from '../core/sealing.js';
 import { dynamoDbClient } from './client.js';
 import { defaultTableName } from './table.js';
-import { conditions, type Item, isConditionFailure, TableClient } from './table-client.js';
+import { TableClient } from './table-client.js';
 
 /**
  * Where this deployment's sealing key (core/sealing.ts: secrets at rest, cursors) comes from,
@@ -21,8 +20,6 @@ import { conditions, type Item, isConditionFailure, TableClient } from './table-
  *
  * Both encryption contexts name the table, so a wrapped key cannot be used for another.
  */
-
-const KEY_RING_KEY = { pk: 'Z#keyring', sk: 'Z' } as const;
 
 let loading: Promise<void> | undefined;
 
@@ -46,6 +43,8 @@ async function load(env: NodeJS.ProcessEnv, create: boolean): Promise<void> {
     return;
   }
   if (env.AGENTSTATE_KMS_KEY_ID) {
+    // The KMS client and what calls it are a chunk of their own: they run once per container.
+    const { unwrapDataKey } = await import('./key-ring-kms.js');
     const table = new TableClient(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName);
     const key = await unwrapDataKey(table, env.AGENTSTATE_KMS_KEY_ID, create);
     if (key) useSealingKey(key);
@@ -61,40 +60,4 @@ export function keyFromText(text: string, where: string): Buffer {
   const key = Buffer.from(text.trim(), 'base64');
   if (key.length !== 32) throw new Error(`agentstate: ${where} does not hold a 32-byte base64 key`);
   return key;
-}
-
-type KmsModule = typeof import('@aws-sdk/client-kms');
-
-async function unwrapDataKey(table: TableClient, keyId: string, create: boolean): Promise<Buffer | null> {
-  const { KMSClient, DecryptCommand, GenerateDataKeyCommand } = (await import('@aws-sdk/client-kms')) as KmsModule;
-  const kms = new KMSClient({});
-  const context = { table: table.tableName, purpose: 'agentstate sealing key' };
-  const read = async () =>
-    (await table.send(new GetCommand({ TableName: table.tableName, Key: KEY_RING_KEY, ConsistentRead: true }))).Item as Item | undefined;
-
-  let item = await read();
-  if (!item && !create) return null;
-  if (!item) {
-    const made = await kms.send(new GenerateDataKeyCommand({ KeyId: keyId, KeySpec: 'AES_256', EncryptionContext: context }));
-    try {
-      await table.send(
-        new PutCommand({
-          TableName: table.tableName,
-          Item: {
-            ...KEY_RING_KEY,
-            wrappedKey: Buffer.from(made.CiphertextBlob ?? []).toString('base64'),
-            createdAt: new Date().toISOString(),
-          },
-          ConditionExpression: conditions.itemIsNew,
-        }),
-      );
-      return Buffer.from(made.Plaintext ?? []);
-    } catch (error) {
-      if (!isConditionFailure(error)) throw error;
-      item = await read(); // another container put its key first: that one is the key
-    }
-  }
-  const wrapped = Buffer.from(String(item?.wrappedKey ?? ''), 'base64');
-  const { Plaintext } = await kms.send(new DecryptCommand({ CiphertextBlob: wrapped, EncryptionContext: context, KeyId: keyId }));
-  return Buffer.from(Plaintext ?? []);
 }

@@ -38,69 +38,70 @@ import type { SessionScope } from '../core/model.js';
  *   (index) T#<tenant>          <updatedAt>#<session>
  *   (index) KEYS                <createdAt>#<keyId>   every API key, for the admin CLI
  */
-export const keys = {
-  session: (scope: SessionScope) => `S#${scope.tenant}#${scope.sessionId}`,
-  sessionSort: 'S',
-  /** A change of the log: in life `incarnation`, the `seq`-th after version `base`. */
-  logEntry: (entry: LogPosition) =>
-    `V#${pad(entry.incarnation, INCARNATION_DIGITS)}#${pad(entry.base, BASE_DIGITS)}#${pad(entry.seq, SEQ_DIGITS)}`,
-  logPrefix: 'V#',
-  /** Every change of one life of the log. */
-  lifePrefix: (incarnation: number) => `V#${pad(incarnation, INCARNATION_DIGITS)}#`,
-  /** The changes after version `base` and before the next version (the last of them is version base + 1). */
-  basePrefix: (incarnation: number, base: number) => `V#${pad(incarnation, INCARNATION_DIGITS)}#${pad(base, BASE_DIGITS)}#`,
-  /** A node's index in one life of the session (the newest life sorts last among a node's keys). */
-  nodeIndex: (nodeId: string, incarnation: number) => `N#${nodeId}#${pad(incarnation, INCARNATION_DIGITS)}`,
-  /** The version a node points at, once it moved from the one its index says. */
-  nodePointer: (nodeId: string, incarnation: number) => `N#${nodeId}#${pad(incarnation, INCARNATION_DIGITS)}#p`,
-  /** Every key of one node, in every life. */
-  nodeKeys: (nodeId: string) => `N#${nodeId}#`,
-  nodePrefix: 'N#',
-  decision: (decisionId: string, incarnation: number) => `D#${decisionId}#${pad(incarnation, INCARNATION_DIGITS)}`,
-  decisionKeys: (decisionId: string) => `D#${decisionId}#`,
-  run: (runId: string) => `R#${runId}`,
-  profile: (tenant: string, userId: string) => `P#${tenant}#${userId}`,
-  profileSort: 'P',
-  shared: (tenant: string) => `A#${tenant}`,
-  sharedSort: 'G',
-  lease: 'L',
-  agents: (tenant: string) => `A#${tenant}`,
-  agent: (agentId: string) => `A#${agentId}`,
-  agentPrefix: 'A#',
-  idempotency: (tenant: string, key: string) => `I#${tenant}#${key}`,
-  idempotencySort: 'I',
-  tenantSessions: (tenant: string) => `T#${tenant}`,
-  webhooks: (tenant: string) => `H#${tenant}`,
-  webhook: (webhookId: string) => `H#${webhookId}`,
-  webhookPrefix: 'H#',
-  deadLetters: (tenant: string, webhookId: string) => `X#${tenant}#${webhookId}`,
-  // Session, then version: the order a replay delivers them in, and a redelivered event
-  // lands on its own earlier dead letter instead of adding a second one.
-  // A document event's (`document`: run#<run>, profile#<user>, shared) sorts after the thread's.
-  deadLetter: (sessionId: string, version: number, document?: string) =>
-    `D#${sessionId}#${document === undefined ? '' : `${document}#`}${String(version).padStart(12, '0')}`,
-  deadLetterPrefix: 'D#',
-  connection: (connectionId: string) => `C#${connectionId}`,
-  connectionSort: 'C',
-  subscribers: (scope: SessionScope) => `W#${scope.tenant}#${scope.sessionId}`,
-  subscriber: (connectionId: string) => `C#${connectionId}`,
-  subscriberPrefix: 'C#',
-  activity: (updatedAt: string, sessionId: string) => `${updatedAt}#${sessionId}`,
-  // Memory (API.md section 10): a namespace's ids are joined by `/`, which no id contains.
-  memoryNamespace: (tenant: string, namespace: readonly string[]) => `M#${tenant}#${namespace.join('/')}`,
-  memoryNamespacePrefix: 'M#',
-  memoryKey: (key: string) => `K#${key}`,
-  memoryKeyPrefix: 'K#',
-  /** The memory index's sort key: newest first by `updatedAt`, the key breaking ties. */
-  memoryRecency: (updatedAt: string, key: string) => `${updatedAt}#${key}`,
-  memoryNamespaces: (tenant: string) => `MN#${tenant}`,
-  /** Connections following a memory namespace and what lies under it (live-store.ts). */
-  namespaceFollowers: (tenant: string, namespace: readonly string[]) => `WM#${tenant}#${namespace.join('/')}`,
-  memoryHistory: (tenant: string, namespace: readonly string[], key: string) => `MH#${tenant}#${namespace.join('/')}#${key}`,
-  memoryHistoryVersion: (createdAt: string, version: number) => `${createdAt}#${String(version).padStart(12, '0')}`,
-} as const;
+// Each key shape is an export of its own, and this module is imported whole as a namespace
+// (`import * as keys from './keys.js'`, then `keys.session(scope)`): esbuild then bundles only
+// the shapes a function uses, which it cannot do for the entries of one object.
+export const session = (scope: SessionScope) => `S#${scope.tenant}#${scope.sessionId}`;
+export const sessionSort = 'S';
+/** A change of the log: in life `incarnation`, the `seq`-th after version `base`. */
+export const logEntry = (entry: LogPosition) =>
+  `V#${pad(entry.incarnation, INCARNATION_DIGITS)}#${pad(entry.base, BASE_DIGITS)}#${pad(entry.seq, SEQ_DIGITS)}`;
+export const logPrefix = 'V#';
+/** Every change of one life of the log. */
+export const lifePrefix = (incarnation: number) => `V#${pad(incarnation, INCARNATION_DIGITS)}#`;
+/** The changes after version `base` and before the next version (the last of them is version base + 1). */
+export const basePrefix = (incarnation: number, base: number) => `V#${pad(incarnation, INCARNATION_DIGITS)}#${pad(base, BASE_DIGITS)}#`;
+/** A node's index in one life of the session (the newest life sorts last among a node's keys). */
+export const nodeIndex = (nodeId: string, incarnation: number) => `N#${nodeId}#${pad(incarnation, INCARNATION_DIGITS)}`;
+/** The version a node points at, once it moved from the one its index says. */
+export const nodePointer = (nodeId: string, incarnation: number) => `N#${nodeId}#${pad(incarnation, INCARNATION_DIGITS)}#p`;
+/** Every key of one node, in every life. */
+export const nodeKeys = (nodeId: string) => `N#${nodeId}#`;
+export const nodePrefix = 'N#';
+export const decision = (decisionId: string, incarnation: number) => `D#${decisionId}#${pad(incarnation, INCARNATION_DIGITS)}`;
+export const decisionKeys = (decisionId: string) => `D#${decisionId}#`;
+export const run = (runId: string) => `R#${runId}`;
+export const profile = (tenant: string, userId: string) => `P#${tenant}#${userId}`;
+export const profileSort = 'P';
+export const shared = (tenant: string) => `A#${tenant}`;
+export const sharedSort = 'G';
+export const lease = 'L';
+export const agents = (tenant: string) => `A#${tenant}`;
+export const agent = (agentId: string) => `A#${agentId}`;
+export const agentPrefix = 'A#';
+export const idempotency = (tenant: string, key: string) => `I#${tenant}#${key}`;
+export const idempotencySort = 'I';
+export const tenantSessions = (tenant: string) => `T#${tenant}`;
+export const webhooks = (tenant: string) => `H#${tenant}`;
+export const webhook = (webhookId: string) => `H#${webhookId}`;
+export const webhookPrefix = 'H#';
+export const deadLetters = (tenant: string, webhookId: string) => `X#${tenant}#${webhookId}`;
+// Session, then version: the order a replay delivers them in, and a redelivered event
+// lands on its own earlier dead letter instead of adding a second one.
+// A document event's (`document`: run#<run>, profile#<user>, shared) sorts after the thread's.
+export const deadLetter = (sessionId: string, version: number, document?: string) =>
+  `D#${sessionId}#${document === undefined ? '' : `${document}#`}${String(version).padStart(12, '0')}`;
+export const deadLetterPrefix = 'D#';
+export const connection = (connectionId: string) => `C#${connectionId}`;
+export const connectionSort = 'C';
+export const subscribers = (scope: SessionScope) => `W#${scope.tenant}#${scope.sessionId}`;
+export const subscriber = (connectionId: string) => `C#${connectionId}`;
+export const subscriberPrefix = 'C#';
+export const activity = (updatedAt: string, sessionId: string) => `${updatedAt}#${sessionId}`;
+// Memory (API.md section 10): a namespace's ids are joined by `/`, which no id contains.
+export const memoryNamespace = (tenant: string, namespace: readonly string[]) => `M#${tenant}#${namespace.join('/')}`;
+export const memoryNamespacePrefix = 'M#';
+export const memoryKey = (key: string) => `K#${key}`;
+export const memoryKeyPrefix = 'K#';
+/** The memory index's sort key: newest first by `updatedAt`, the key breaking ties. */
+export const memoryRecency = (updatedAt: string, key: string) => `${updatedAt}#${key}`;
+export const memoryNamespaces = (tenant: string) => `MN#${tenant}`;
+/** Connections following a memory namespace and what lies under it (live-store.ts). */
+export const namespaceFollowers = (tenant: string, namespace: readonly string[]) => `WM#${tenant}#${namespace.join('/')}`;
+export const memoryHistory = (tenant: string, namespace: readonly string[], key: string) => `MH#${tenant}#${namespace.join('/')}#${key}`;
+export const memoryHistoryVersion = (createdAt: string, version: number) => `${createdAt}#${String(version).padStart(12, '0')}`;
 
-/** Where a change sits in a session's log (see `keys.logEntry`). */
+/** Where a change sits in a session's log (see `logEntry`). */
 export interface LogPosition {
   readonly incarnation: number;
   readonly base: number;

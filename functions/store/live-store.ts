@@ -3,7 +3,7 @@ import type { EventMode } from '../core/events.js';
 import { type LiveConnection, type LiveFollower, type LiveStore, MAX_SUBSCRIPTIONS, type NamespaceFollower } from '../core/live.js';
 import type { Namespace } from '../core/memory.js';
 import type { SessionScope } from '../core/model.js';
-import { keys } from './keys.js';
+import * as keys from './keys.js';
 import { tableKeys } from './table.js';
 import { conditionally, conditions, forEachInRange, type Item, type TableClient } from './table-client.js';
 

@@ -3,12 +3,14 @@ import { brotliCompressSync, brotliDecompressSync, constants as zlib } from 'nod
 import { decodeStoredJson, encodeStoredJson, type Json, type JsonObject, stringifyJson } from '../core/json.js';
 import type { DecisionLease, DecisionOutcome, DoneDecision, NodeRecord, SessionScope, Tip, VersionRecord } from '../core/model.js';
 import { emptyTip, rootNode } from '../core/tree.js';
-import { type EncodedVersion, versionItem } from './item-codecs.js';
 import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from './item-kinds.js';
-import { keys, type LogPosition, logPositionOf } from './keys.js';
+import * as keys from './keys.js';
+import { type LogPosition, logPositionOf } from './keys.js';
 import { decodeLineage, encodeLineage } from './lineage.js';
 import type { Run } from './paths.js';
 import type { Item } from './table-client.js';
+import type { EncodedVersion } from './version-item.js';
+import * as versionItem from './version-item.js';
 
 /**
  * The changes of a session's log (keys.ts: `V#<life>#<base>#<seq>`). Every change — a version,
@@ -255,7 +257,7 @@ export function versionOf(
   };
 }
 
-/** The change a version keeps when its state, or the one before it, is large (item-codecs.ts). */
+/** The change a version keeps when its state, or the one before it, is large (version-item.ts). */
 function changeOf(item: Item): { change?: NonNullable<VersionRecord['change']> } {
   const change = versionItem.decodeChange(item);
   return change === null ? {} : { change };

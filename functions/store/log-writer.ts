@@ -6,7 +6,6 @@ import { encodedSize, type JsonObject } from '../core/json.js';
 import { LINEAGE_WINDOW, type SessionScope, type Tip, type VersionRecord } from '../core/model.js';
 import { LeaseLostError, StaleTipError, type TipChange } from '../core/ports.js';
 import { documentPut } from './document-store.js';
-import { type EncodedVersion, versionItem } from './item-codecs.js';
 import { LOG_ITEM_KIND } from './item-kinds.js';
 import type { LogPosition } from './keys.js';
 import {
@@ -28,6 +27,8 @@ import { childRuns } from './paths.js';
 import { type AbandonedDeletes, nextSlot, sessionUpsert } from './session-writes.js';
 import { putPieces } from './state-pieces.js';
 import { batchPut, type Item, isConditionFailure, isOwnWrite, type TableClient, type TaggedItem, transact } from './table-client.js';
+import type { EncodedVersion } from './version-item.js';
+import * as versionItem from './version-item.js';
 
 /**
  * A change that moves no version moves the session's activity itself, but at most this often:

@@ -3,7 +3,7 @@ import type { MemoryCandidate, MemoryItem, Namespace } from '../core/memory.js';
 import { pathKey } from '../core/memory.js';
 import { indexedFields } from '../core/memory-filter.js';
 import { MEMORY_ITEM_KIND } from './item-kinds.js';
-import { keys } from './keys.js';
+import * as keys from './keys.js';
 import { tableKeys } from './table.js';
 import type { Item } from './table-client.js';
 

@@ -18,7 +18,7 @@ import {
 import type { Page } from '../core/model.js';
 import { openCursor, sealCursor } from '../core/sealing.js';
 import { MEMORY_ITEM_KIND } from './item-kinds.js';
-import { keys } from './keys.js';
+import * as keys from './keys.js';
 import { historyItem, memoryItem, namespaceEntry } from './memory-codecs.js';
 import { invalidCursor, pageOf, prefixPageQuery } from './paging.js';
 import { tableKeys } from './table.js';

@@ -4,7 +4,7 @@ import type { DynamoDBRecord } from 'aws-lambda';
 import type { MemoryItem } from '../core/memory.js';
 import type { RecordedMemoryChange } from '../core/memory-changes.js';
 import { MEMORY_ITEM_KIND } from './item-kinds.js';
-import { keys } from './keys.js';
+import * as keys from './keys.js';
 import { memoryItem, namespaceOfPartition } from './memory-codecs.js';
 import type { Item } from './table-client.js';
 

@@ -2,7 +2,7 @@ import { DeleteCommand, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import type { MemoryItem, Namespace } from '../core/memory.js';
 import type { MemoryUpkeepPorts } from '../core/memory-changes.js';
 import { MEMORY_ITEM_KIND } from './item-kinds.js';
-import { keys } from './keys.js';
+import * as keys from './keys.js';
 import { historyItem, namespaceEntry } from './memory-codecs.js';
 import { queryAll } from './paging.js';
 import { tableKeys } from './table.js';

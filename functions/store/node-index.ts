@@ -3,9 +3,9 @@ import { ROOT_NODE } from '../core/ids.js';
 import type { DoneDecision, NodeRecord, SessionScope, Tip } from '../core/model.js';
 import { messagePreview } from '../core/preview.js';
 import { rootNode } from '../core/tree.js';
+import * as decisionItem from './decision-item.js';
 import { DECISION_TTL_SECONDS } from './decision-store.js';
-import { decisionItem } from './item-codecs.js';
-import { keys } from './keys.js';
+import * as keys from './keys.js';
 import { entryOf, jsonText, type LogEntry, type NodePlace, nodesOf, parseJsonText } from './log-items.js';
 import { batchGet, conditionally, type Item, type TableClient } from './table-client.js';
 

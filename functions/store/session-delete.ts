@@ -1,11 +1,12 @@
 import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { AgentStateError } from '../core/errors.js';
 import type { SessionScope, Tip } from '../core/model.js';
-import { sessionItem } from './item-codecs.js';
 import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from './item-kinds.js';
-import { keys, type LogPosition, logPositionOf } from './keys.js';
+import * as keys from './keys.js';
+import { type LogPosition, logPositionOf } from './keys.js';
 import { fenceItem, fenceOf } from './log-items.js';
 import { queryAll } from './paging.js';
+import * as sessionItem from './session-item.js';
 import { nextSlot } from './session-writes.js';
 import { tableKeys } from './table.js';
 import { batchDelete, batchPut, type Item, isConditionFailure, type TableClient } from './table-client.js';

@@ -4,18 +4,19 @@ import type { PathRead } from '../core/message-path.js';
 import type { ClosingTip, NodeRecord, SessionMeta, SessionScope, Tip, VersionRecord } from '../core/model.js';
 import type { RecentChanges, SessionLog, TipChange } from '../core/ports.js';
 import { rootNode } from '../core/tree.js';
-import { sessionItem, versionItem } from './item-codecs.js';
 import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from './item-kinds.js';
-import { keys } from './keys.js';
+import * as keys from './keys.js';
 import { entryOf, isFence, type LogEntry, readLogItem, tipOf, versionOf } from './log-items.js';
 import { LogWriter } from './log-writer.js';
 import { readNode, readNodes } from './node-index.js';
 import { PathReader } from './paths.js';
 import type { SessionDeleter } from './session-delete.js';
+import * as sessionItem from './session-item.js';
 import { type AbandonedDeletes, isAbandonedDelete } from './session-writes.js';
 import { piecesOf } from './state-pieces.js';
 import { tableKeys } from './table.js';
 import { conditions, type Item, isConditionFailure, type TableClient } from './table-client.js';
+import * as versionItem from './version-item.js';
 
 /** How many of the newest changes a tip read with `recent` keeps (a decision's path at the head). */
 const RECENT_CHANGES = 48;

@@ -5,16 +5,18 @@ import type { Json } from '../core/json.js';
 import type { NodeRecord, Page, SessionMeta, SessionScope, Tip, VersionRecord } from '../core/model.js';
 import { type SessionListOptions, type SessionStore, StaleTipError } from '../core/ports.js';
 import { rootNode } from '../core/tree.js';
-import { sessionItem, versionItem } from './item-codecs.js';
 import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from './item-kinds.js';
-import { keys, logPositionOf } from './keys.js';
+import * as keys from './keys.js';
+import { logPositionOf } from './keys.js';
 import { entryOf, type VersionPlace } from './log-items.js';
 import { nodesOfLife } from './node-index.js';
 import { decodeCursor, invalidCursor, pageOf } from './paging.js';
+import * as sessionItem from './session-item.js';
 import { DynamoDbSessionLog } from './session-log.js';
 import { piecesOf, sweepPieces } from './state-pieces.js';
 import { tableKeys } from './table.js';
 import { batchGet, conditions, forEachInRange, type Item, isConditionFailure, isOwnWrite } from './table-client.js';
+import * as versionItem from './version-item.js';
 
 /**
  * The session log (session-log.ts) and what only the sessions, tree, state and commits groups

@@ -1,8 +1,9 @@
 import type { ClosingTip, SessionScope, Tip } from '../core/model.js';
 import { StaleTipError } from '../core/ports.js';
-import { sessionItem } from './item-codecs.js';
-import { keys, type LogPosition } from './keys.js';
+import type { LogPosition } from './keys.js';
+import * as keys from './keys.js';
 import { nextPosition } from './log-items.js';
+import * as sessionItem from './session-item.js';
 import { tableKeys } from './table.js';
 import { conditions, type TransactItem } from './table-client.js';
 

@@ -4,7 +4,7 @@ import { applySplice, decodeSplice, encodeSplice, spliceBetween } from './state-
 
 /**
  * How a state's JSON text is kept in a version item: the state codec. The version codec
- * (item-codecs.ts) asks it for the attributes that hold a state and for the piece items to put
+ * (version-item.ts) asks it for the attributes that hold a state and for the piece items to put
  * before the version; a reader asks it which pieces to fetch and hands them back to reassemble
  * the text. It knows nothing of slots, tips or the session layout beyond the partition key the
  * pieces share with their session.

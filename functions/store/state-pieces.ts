@@ -1,9 +1,10 @@
 import { DeleteCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import type { SessionScope } from '../core/model.js';
-import { type EncodedVersion, versionItem } from './item-codecs.js';
-import { keys } from './keys.js';
+import * as keys from './keys.js';
 import { missingPieces, PIECE_PREFIX, type Piece } from './state-codec.js';
 import { batchGet, batchPut, conditionally, forEachInRange, type Item, type TableClient } from './table-client.js';
+import type { EncodedVersion } from './version-item.js';
+import * as versionItem from './version-item.js';
 
 /**
  * The piece items of large states (state-codec.ts), in their session's partition:

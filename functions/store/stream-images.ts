@@ -2,7 +2,7 @@ import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
 import type { RecordedChange, RecordedDocument, RecordedVersion } from '../core/events.js';
-import { documentItem } from './item-codecs.js';
+import * as documentItem from './document-item.js';
 import { DOCUMENT_ITEM_KIND, documentKindOf, LOG_ITEM_KIND } from './item-kinds.js';
 import { logPositionOf } from './keys.js';
 import { type LogEntry, readLogItem, versionOf } from './log-items.js';

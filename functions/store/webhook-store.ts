@@ -3,7 +3,7 @@ import type { Page } from '../core/model.js';
 import { openSecret, sealSecret } from '../core/sealing.js';
 import type { DeadLetter, DeadLetterEvent, DeliveryFailure, WebhookRecord, WebhookStore } from '../core/webhooks.js';
 import { secretOwner } from './item-codecs.js';
-import { keys } from './keys.js';
+import * as keys from './keys.js';
 import { pageOf, prefixPageQuery } from './paging.js';
 import { tableKeys } from './table.js';
 import { conditions, forEachInRange, type Item, type TableClient } from './table-client.js';

@@ -8,7 +8,7 @@ import { dependenciesFor, useDependencies } from '../../functions/http/dependenc
 import { handlers } from '../../functions/http/index.js';
 import { freeTcpPort } from '../../functions/local/dynamodb-local.js';
 import { dynamoDbClient } from '../../functions/store/client.js';
-import { keys } from '../../functions/store/keys.js';
+import * as keys from '../../functions/store/keys.js';
 import { collectPieces, PIECE_GRACE_MS } from '../../functions/store/state-pieces.js';
 import { createStores } from '../../functions/store/stores.js';
 import { TableClient } from '../../functions/store/table-client.js';

@@ -25,7 +25,7 @@ import { keysFromEnv } from '../../functions/http/auth.js';
 import { dependenciesFor, useDependencies } from '../../functions/http/dependencies.js';
 import { handlers } from '../../functions/http/index.js';
 import { localDynamoDbClient } from '../../functions/local/dynamodb-local.js';
-import { keys } from '../../functions/store/keys.js';
+import * as keys from '../../functions/store/keys.js';
 import { createStores, type Stores } from '../../functions/store/stores.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 

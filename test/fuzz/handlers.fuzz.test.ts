@@ -10,7 +10,7 @@ import { dependenciesFor, useDependencies } from '../../functions/http/dependenc
 import { handlers } from '../../functions/http/index.js';
 import { type Route, routes } from '../../functions/http/routes.js';
 import { localDynamoDbClient } from '../../functions/local/dynamodb-local.js';
-import { keys } from '../../functions/store/keys.js';
+import * as keys from '../../functions/store/keys.js';
 import { createStores } from '../../functions/store/stores.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 

@@ -7,7 +7,7 @@ import { StaleTipError, type TipChange } from '../../functions/core/ports.js';
 import { SessionService } from '../../functions/core/session-service.js';
 import { dynamoDbClient } from '../../functions/store/client.js';
 import { LOG_ITEM_KIND } from '../../functions/store/item-kinds.js';
-import { keys } from '../../functions/store/keys.js';
+import * as keys from '../../functions/store/keys.js';
 import { fenceItem, nextPosition } from '../../functions/store/log-items.js';
 import type { DynamoDbSessionStore } from '../../functions/store/session-store.js';
 import { createStores } from '../../functions/store/stores.js';

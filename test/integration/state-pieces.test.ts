@@ -2,7 +2,7 @@ import { QueryCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { SessionService } from '../../functions/core/session-service.js';
 import { dynamoDbClient } from '../../functions/store/client.js';
-import { keys } from '../../functions/store/keys.js';
+import * as keys from '../../functions/store/keys.js';
 import { DynamoDbSessionStore } from '../../functions/store/session-store.js';
 import { collectPieces, PIECE_GRACE_MS } from '../../functions/store/state-pieces.js';
 import { TableClient } from '../../functions/store/table-client.js';

@@ -2,7 +2,7 @@ import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { SessionService } from '../../functions/core/session-service.js';
 import { dynamoDbClient } from '../../functions/store/client.js';
-import { keys } from '../../functions/store/keys.js';
+import * as keys from '../../functions/store/keys.js';
 import { createStores } from '../../functions/store/stores.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 

@@ -6,8 +6,8 @@ import { recordMetric } from '../../telemetry/telemetry.js';
 import { callWorker } from '../../workers/call-worker.js';
 import { moduleDirsFromEnv } from '../../workers/module-dirs.js';
 import type { Part } from '../wiring.js';
-import { agentStore } from './agent-store.js';
-import { documentStore } from './document-store.js';
+import { agentRegistryReader } from './agent-store.js';
+import { documentReader } from './document-store.js';
 import { sessionLog } from './session-log.js';
 import { inLambda, lambdaWorkerAllowed } from './worker-rules.js';
 
@@ -16,7 +16,7 @@ import { inLambda, lambdaWorkerAllowed } from './worker-rules.js';
 export const decisionStore: Part<DynamoDbDecisionStore> = (wiring) => new DynamoDbDecisionStore(wiring.table);
 
 /** The agent registry as a decision reads it: no registration rules in decide's bundle. */
-const agentReader: Part<AgentReader> = (wiring) => new AgentReader(wiring.use(agentStore));
+const agentReader: Part<AgentReader> = (wiring) => new AgentReader(wiring.use(agentRegistryReader));
 
 /**
  * How decide calls a worker. In a Lambda (AWS mode) only https to public addresses and the
@@ -54,7 +54,7 @@ export const workerInvoker: Part<WorkerInvoker> = (wiring) => {
 
 export const decide: Part<DecideService> = (wiring) =>
   new DecideService(
-    { sessions: wiring.use(sessionLog), decisions: wiring.use(decisionStore), documents: wiring.use(documentStore) },
+    { sessions: wiring.use(sessionLog), decisions: wiring.use(decisionStore), documents: wiring.use(documentReader) },
     wiring.use(agentReader),
     wiring.use(workerInvoker),
   );

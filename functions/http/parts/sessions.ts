@@ -3,7 +3,7 @@ import { SessionService } from '../../core/session-service.js';
 import { SessionTreeService } from '../../core/session-tree-service.js';
 import type { SchemaSource } from '../../core/write-target.js';
 import type { Part } from '../wiring.js';
-import { agentStore } from './agent-store.js';
+import { agentRegistryReader } from './agent-store.js';
 import { sessionStore } from './session-store.js';
 
 // The service over the session's log (the sessions, tree and state groups), and the typed fields
@@ -11,7 +11,7 @@ import { sessionStore } from './session-store.js';
 
 /** The typed fields of a session's agent, for the writes that check them: the agent store alone. */
 export const schemas: Part<SchemaSource> = (wiring) => {
-  const read = schemaReader(wiring.use(agentStore));
+  const read = schemaReader(wiring.use(agentRegistryReader));
   return async (tenant, agentId) => (agentId === null ? null : read(tenant, agentId));
 };
 
