@@ -30,7 +30,7 @@ import type {
 import { type DecisionStore, type DocumentStore, LeaseLostError, type RecentChanges, type SessionLog, StaleTipError } from './ports.js';
 import { nextVersion, pointerOf } from './tree.js';
 import { workerTimeoutMs } from './worker-timeout.js';
-import { type SchemaSource, storedState, visibleState, type WriteTarget, WriteTargets } from './write-target.js';
+import { NodeTargets, type SchemaSource, storedState, visibleState, type WriteTarget } from './write-target.js';
 
 /** An answered state larger than this is replayed from its version rather than kept with the decision. */
 const KEPT_ANSWER_STATE_BYTES = 64 * 1024;
@@ -152,7 +152,7 @@ export class DecideService {
   private readonly store: SessionLog;
   private readonly decisions: DecisionStore;
   private readonly documents: Pick<DocumentStore, 'getDocument'>;
-  private readonly targets: WriteTargets;
+  private readonly targets: NodeTargets;
   private readonly leases: DecisionLeases;
 
   constructor(
@@ -164,7 +164,7 @@ export class DecideService {
     this.store = stores.sessions;
     this.decisions = stores.decisions;
     this.documents = stores.documents;
-    this.targets = new WriteTargets(stores.sessions, (tenant, agentId) => agents.schemaFor(tenant, agentId));
+    this.targets = new NodeTargets(stores.sessions, (tenant, agentId) => agents.schemaFor(tenant, agentId));
     this.leases = new DecisionLeases(stores.sessions, now);
   }
 

@@ -38,12 +38,83 @@ export interface WriteTarget extends ResolvedNode {
   schema: Schema | null;
 }
 
-export class WriteTargets {
+/** The write targets at a node already in hand (decide's), and what every write target needs: the session's agent, user and typed fields. */
+export class NodeTargets {
   constructor(
-    private readonly store: TargetStore,
-    private readonly schemas: SchemaSource,
+    protected readonly store: TargetStore,
+    protected readonly schemas: SchemaSource,
   ) {}
 
+  /**
+   * A node already in hand (decide plans its node before anything is written) as a write
+   * target: the version it points at, then its session's agent and typed fields. `schemas`
+   * replaces the usual source when the caller has read the tenant's agents already.
+   */
+  async atNode(
+    scope: SessionScope,
+    tip: Tip,
+    node: Pick<NodeRecord, 'id' | 'depth' | 'stateVersion'>,
+    schemas: SchemaSource = this.schemas,
+    meta?: SessionMeta | null,
+  ): Promise<WriteTarget> {
+    const pointer = pointerOf(node, tip);
+    const current = await this.currentVersion(scope, tip, pointer);
+    return this.withFields(scope, { tip, nodeId: node.id, depth: node.depth, pointer, current }, schemas, meta);
+  }
+
+  /** A resolved node with its session's agent and typed fields. */
+  async withFields(
+    scope: SessionScope,
+    node: ResolvedNode,
+    schemas: SchemaSource = this.schemas,
+    meta?: SessionMeta | null,
+  ): Promise<WriteTarget> {
+    const session = await this.sessionOf(scope, node.tip, meta);
+    const schema = await schemas(scope.tenant, session.agentId);
+    return { ...node, sessionAgentId: session.agentId, sessionUserId: session.userId, schema };
+  }
+
+  /** The typed fields of a session whose agent is `agentId`. */
+  schemaOf(tenant: string, agentId: string | null): Promise<Schema | null> {
+    return this.schemas(tenant, agentId);
+  }
+
+  /**
+   * The session's agent and user: carried on every tip; read from the session item before the
+   * first write of a life (one extra read, once), or taken from `meta` when the caller has it.
+   */
+  async sessionOf(scope: SessionScope, tip: Tip, meta?: SessionMeta | null): Promise<{ agentId: string | null; userId: string | null }> {
+    if (tip.kind !== 'empty') return { agentId: tip.agentId, userId: tip.userId };
+    const session = meta === undefined ? await this.store.getMeta(scope) : meta;
+    return { agentId: session?.agentId ?? null, userId: session?.userId ?? null };
+  }
+
+  /** The version `pointer` with its state: the tip's own when it is that one, else one read. */
+  async currentVersion(scope: SessionScope, tip: Tip, pointer: number): Promise<VersionRecord | null> {
+    if (pointer === 0) return null;
+    const current = tip.latest?.version === pointer ? tip.latest : await this.store.getVersion(scope, pointer, tip);
+    if (!current) throw new AgentStateError('internal', `version ${pointer} is missing`);
+    return current;
+  }
+
+  /**
+   * A node by id, from what was read with the tip: `known`, or the tip's head; the implicit
+   * root when it has no index. `404 node_not_found` otherwise.
+   */
+  nodeById(tip: Tip, known: ReadonlyMap<string, NodeRecord>, nodeId: string): NodeRecord {
+    const node = known.get(nodeId) ?? (nodeId === tip.head ? tip.headNode : undefined);
+    if (node) return node;
+    if (nodeId === ROOT_NODE) return rootNode('');
+    throw nodeNotFound(nodeId);
+  }
+}
+
+/**
+ * The write targets of the session service and of commits: a node found by id (or the head)
+ * from the tip, and whether the session exists. Decide, which plans its node from what it read
+ * itself, uses the base class alone (esbuild bundles every method of a class it bundles).
+ */
+export class WriteTargets extends NodeTargets {
   /**
    * Finds the node a request addresses (the head when `nodeId` is absent) and the version it
    * points at: at most two rounds of reads (the tip, with the node when one is named; then that
@@ -85,77 +156,6 @@ export class WriteTargets {
   /** The node a write addresses, with its session's agent and typed fields. */
   async forWrite(scope: SessionScope, nodeId: string | undefined): Promise<WriteTarget> {
     return this.withFields(scope, await this.resolveForWrite(scope, nodeId));
-  }
-
-  /**
-   * A node already in hand (decide plans its node before anything is written) as a write
-   * target: the version it points at, then its session's agent and typed fields. `schemas`
-   * replaces the usual source when the caller has read the tenant's agents already.
-   */
-  async atNode(
-    scope: SessionScope,
-    tip: Tip,
-    node: Pick<NodeRecord, 'id' | 'depth' | 'stateVersion'>,
-    schemas: SchemaSource = this.schemas,
-    meta?: SessionMeta | null,
-  ): Promise<WriteTarget> {
-    const pointer = pointerOf(node, tip);
-    const current = await this.currentVersion(scope, tip, pointer);
-    return this.withFields(scope, { tip, nodeId: node.id, depth: node.depth, pointer, current }, schemas, meta);
-  }
-
-  /** A resolved node with its session's agent and typed fields. */
-  async withFields(
-    scope: SessionScope,
-    node: ResolvedNode,
-    schemas: SchemaSource = this.schemas,
-    meta?: SessionMeta | null,
-  ): Promise<WriteTarget> {
-    const session = await this.sessionOf(scope, node.tip, meta);
-    const schema = await schemas(scope.tenant, session.agentId);
-    return { ...node, sessionAgentId: session.agentId, sessionUserId: session.userId, schema };
-  }
-
-  /** The typed fields of a session whose agent is `agentId`. */
-  schemaOf(tenant: string, agentId: string | null): Promise<Schema | null> {
-    return this.schemas(tenant, agentId);
-  }
-
-  /**
-   * The session's agent: carried on every tip item; read from the session item before the
-   * first write (one extra read, once per session).
-   */
-  async sessionAgentOf(scope: SessionScope, tip: Tip): Promise<string | null> {
-    return (await this.sessionOf(scope, tip)).agentId;
-  }
-
-  /**
-   * The session's agent and user: carried on every tip; read from the session item before the
-   * first write of a life (one extra read, once), or taken from `meta` when the caller has it.
-   */
-  async sessionOf(scope: SessionScope, tip: Tip, meta?: SessionMeta | null): Promise<{ agentId: string | null; userId: string | null }> {
-    if (tip.kind !== 'empty') return { agentId: tip.agentId, userId: tip.userId };
-    const session = meta === undefined ? await this.store.getMeta(scope) : meta;
-    return { agentId: session?.agentId ?? null, userId: session?.userId ?? null };
-  }
-
-  /** The version `pointer` with its state: the tip's own when it is that one, else one read. */
-  async currentVersion(scope: SessionScope, tip: Tip, pointer: number): Promise<VersionRecord | null> {
-    if (pointer === 0) return null;
-    const current = tip.latest?.version === pointer ? tip.latest : await this.store.getVersion(scope, pointer, tip);
-    if (!current) throw new AgentStateError('internal', `version ${pointer} is missing`);
-    return current;
-  }
-
-  /**
-   * A node by id, from what was read with the tip: `known`, or the tip's head; the implicit
-   * root when it has no index. `404 node_not_found` otherwise.
-   */
-  nodeById(tip: Tip, known: ReadonlyMap<string, NodeRecord>, nodeId: string): NodeRecord {
-    const node = known.get(nodeId) ?? (nodeId === tip.head ? tip.headNode : undefined);
-    if (node) return node;
-    if (nodeId === ROOT_NODE) return rootNode('');
-    throw nodeNotFound(nodeId);
   }
 
   /**
