@@ -34,13 +34,19 @@ export const defaultTableName = 'agentstate';
 
 const { partitionKey, sortKey, sessionsIndex, memoryIndex } = tableKeys;
 
-const attributeDefinitions: AttributeDefinition[] = [
-  { AttributeName: partitionKey, AttributeType: 'S' },
-  { AttributeName: sortKey, AttributeType: 'S' },
-  { AttributeName: sessionsIndex.partitionKey, AttributeType: 'S' },
-  { AttributeName: sessionsIndex.sortKey, AttributeType: 'S' },
-  { AttributeName: memoryIndex.sortKey, AttributeType: 'S' },
-];
+/**
+ * The key attributes, as CreateTable and UpdateTable take them. A function, like the two
+ * below: a Lambda bundles this module for `tableKeys` and never creates a table.
+ */
+function attributeDefinitions(): AttributeDefinition[] {
+  return [
+    { AttributeName: partitionKey, AttributeType: 'S' },
+    { AttributeName: sortKey, AttributeType: 'S' },
+    { AttributeName: sessionsIndex.partitionKey, AttributeType: 'S' },
+    { AttributeName: sessionsIndex.sortKey, AttributeType: 'S' },
+    { AttributeName: memoryIndex.sortKey, AttributeType: 'S' },
+  ];
+}
 
 /** The table's global indexes, as CreateTable and UpdateTable take them. */
 function globalIndexes(): GlobalSecondaryIndex[] {
@@ -69,7 +75,7 @@ function createTableInput(tableName: string): CreateTableCommandInput {
   return {
     TableName: tableName,
     BillingMode: 'PAY_PER_REQUEST',
-    AttributeDefinitions: attributeDefinitions,
+    AttributeDefinitions: attributeDefinitions(),
     KeySchema: [
       { AttributeName: partitionKey, KeyType: 'HASH' },
       { AttributeName: sortKey, KeyType: 'RANGE' },
@@ -94,7 +100,7 @@ async function addMissingIndexes(
     await client.send(
       new UpdateTableCommand({
         TableName: tableName,
-        AttributeDefinitions: attributeDefinitions,
+        AttributeDefinitions: attributeDefinitions(),
         GlobalSecondaryIndexUpdates: [{ Create: index }],
       }),
     );
