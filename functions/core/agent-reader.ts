@@ -22,7 +22,7 @@ export interface AgentSnapshot {
 
 /** The registry as decide reads it. */
 export class AgentReader {
-  constructor(private readonly store: Pick<AgentStore, 'listAgents' | 'readTenant'>) {}
+  constructor(private readonly store: Pick<AgentStore, 'readTenant'>) {}
 
   /**
    * The tenant's agents and its shared document from one query (a decision needs both): an
@@ -41,15 +41,6 @@ export class AgentReader {
       },
       schemaFor: (agentId) => (agentId === null ? null : buildSchema(agentId, agents)),
     };
-  }
-
-  /**
-   * The typed fields of a session whose agent is `agentId`: what its hierarchy declares.
-   * One query of the tenant's agents (a tenant has few); null when nothing is declared.
-   */
-  async schemaFor(tenant: string, agentId: string | null): Promise<Schema | null> {
-    if (agentId === null) return null;
-    return buildSchema(agentId, await allAgentsOf(this.store, tenant));
   }
 }
 

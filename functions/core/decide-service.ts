@@ -157,14 +157,14 @@ export class DecideService {
 
   constructor(
     stores: { sessions: SessionLog; decisions: DecisionStore; documents: Pick<DocumentStore, 'getDocument'> },
-    private readonly agents: Pick<AgentReader, 'snapshot' | 'schemaFor'>,
+    private readonly agents: Pick<AgentReader, 'snapshot'>,
     private readonly invokeWorker: WorkerInvoker,
     private readonly now: () => Date = () => new Date(),
   ) {
     this.store = stores.sessions;
     this.decisions = stores.decisions;
     this.documents = stores.documents;
-    this.targets = new NodeTargets(stores.sessions, (tenant, agentId) => agents.schemaFor(tenant, agentId));
+    this.targets = new NodeTargets(stores.sessions);
     this.leases = new DecisionLeases(stores.sessions, now);
   }
 
@@ -186,7 +186,7 @@ export class DecideService {
     ]);
     const done = doneDecision(tip, decisionId, previous);
     if (request.decisionId && done) {
-      return this.replay(scope, done, request.agentId ?? (await this.targets.sessionOf(scope, tip)).agentId);
+      return this.replay(scope, done, request.agentId ?? (await this.targets.sessionOf(scope, tip)).agentId, agents);
     }
 
     // The session's agent and user ride on its tip; a session with nothing written reads its item.
@@ -199,7 +199,7 @@ export class DecideService {
 
     const leaseToken = newId();
     const leased = await this.leases.take(scope, tip, this.leases.leaseFor(leaseToken, timeoutMs), decisionId, session);
-    if ('replay' in leased) return this.replay(scope, leased.replay, agentId);
+    if ('replay' in leased) return this.replay(scope, leased.replay, agentId, agents);
     let leaseHeld = true;
     try {
       const result = await this.run(
@@ -391,8 +391,10 @@ export class DecideService {
    * The answer of a decision that already happened, as it was first given, to a request that
    * decides as the same agent. The answer is that agent's view (its fields, its worker's
    * answer): a request deciding as another agent, which may see less, gets `422`, not the answer.
+   * A state kept in its version is shown through the typed fields of the tenant's agents this
+   * request read.
    */
-  private async replay(scope: SessionScope, record: DoneDecision, agentId: string | null): Promise<DecideResult> {
+  private async replay(scope: SessionScope, record: DoneDecision, agentId: string | null, agents: AgentSnapshot): Promise<DecideResult> {
     const { outcome } = record;
     if (outcome.agentId !== undefined && outcome.agentId !== agentId) {
       throw new AgentStateError(
@@ -404,7 +406,7 @@ export class DecideService {
     let decision = outcome.decision;
     if (outcome.state === undefined && outcome.version > 0) {
       const version = await this.store.getVersion(scope, outcome.version);
-      const schema = await this.targets.schemaOf(scope.tenant, version?.sessionAgentId ?? null);
+      const schema = agents.schemaFor(version?.sessionAgentId ?? null);
       state = visibleState(schema, version?.author ?? null, version?.state ?? null);
       if (outcome.decisionStateInVersion) decision = { ...decision, state };
     }

@@ -40,21 +40,18 @@ export interface WriteTarget extends ResolvedNode {
 
 /** The write targets at a node already in hand (decide's), and what every write target needs: the session's agent, user and typed fields. */
 export class NodeTargets {
-  constructor(
-    protected readonly store: TargetStore,
-    protected readonly schemas: SchemaSource,
-  ) {}
+  constructor(protected readonly store: TargetStore) {}
 
   /**
    * A node already in hand (decide plans its node before anything is written) as a write
-   * target: the version it points at, then its session's agent and typed fields. `schemas`
-   * replaces the usual source when the caller has read the tenant's agents already.
+   * target: the version it points at, then its session's agent and typed fields, from
+   * `schemas` (decide's: the tenant's agents it read already).
    */
   async atNode(
     scope: SessionScope,
     tip: Tip,
     node: Pick<NodeRecord, 'id' | 'depth' | 'stateVersion'>,
-    schemas: SchemaSource = this.schemas,
+    schemas: SchemaSource,
     meta?: SessionMeta | null,
   ): Promise<WriteTarget> {
     const pointer = pointerOf(node, tip);
@@ -63,20 +60,10 @@ export class NodeTargets {
   }
 
   /** A resolved node with its session's agent and typed fields. */
-  async withFields(
-    scope: SessionScope,
-    node: ResolvedNode,
-    schemas: SchemaSource = this.schemas,
-    meta?: SessionMeta | null,
-  ): Promise<WriteTarget> {
+  async withFields(scope: SessionScope, node: ResolvedNode, schemas: SchemaSource, meta?: SessionMeta | null): Promise<WriteTarget> {
     const session = await this.sessionOf(scope, node.tip, meta);
     const schema = await schemas(scope.tenant, session.agentId);
     return { ...node, sessionAgentId: session.agentId, sessionUserId: session.userId, schema };
-  }
-
-  /** The typed fields of a session whose agent is `agentId`. */
-  schemaOf(tenant: string, agentId: string | null): Promise<Schema | null> {
-    return this.schemas(tenant, agentId);
   }
 
   /**
@@ -115,6 +102,23 @@ export class NodeTargets {
  * itself, uses the base class alone (esbuild bundles every method of a class it bundles).
  */
 export class WriteTargets extends NodeTargets {
+  constructor(
+    store: TargetStore,
+    private readonly schemas: SchemaSource,
+  ) {
+    super(store);
+  }
+
+  /** A resolved node with its session's agent and typed fields (from this service's source unless `schemas` is given). */
+  override withFields(
+    scope: SessionScope,
+    node: ResolvedNode,
+    schemas: SchemaSource = this.schemas,
+    meta?: SessionMeta | null,
+  ): Promise<WriteTarget> {
+    return super.withFields(scope, node, schemas, meta);
+  }
+
   /**
    * Finds the node a request addresses (the head when `nodeId` is absent) and the version it
    * points at: at most two rounds of reads (the tip, with the node when one is named; then that

@@ -1,7 +1,7 @@
 import type { WorkerInvoker } from '../core/decide-service.js';
 import type { Stores } from '../store/stores.js';
 import { type KeyResolver, keysFromEnv } from './auth.js';
-import { agentRegistryReader, agentStore } from './parts/agent-store.js';
+import { agentRegistryReader, agentStore, tenantAgents } from './parts/agent-store.js';
 import { agents } from './parts/agents.js';
 import { commits } from './parts/commits.js';
 import { decide, decisionStore, workerInvoker } from './parts/decide.js';
@@ -42,6 +42,7 @@ export function dependenciesFor(
     [decisionStore, stores.decisions],
     [agentStore, stores.agents],
     [agentRegistryReader, stores.agents],
+    [tenantAgents, stores.agents],
     [apiKeyStore, async () => stores.apiKeys],
     [idempotency, stores.idempotency],
     [resolveKey, options.resolveKey ?? keysFromEnv(env.AGENTSTATE_API_KEYS)],

@@ -8,18 +8,12 @@ import { pageOf, prefixPageQuery, queryAll } from './paging.js';
 import type { TableClient } from './table-client.js';
 
 /**
- * What reads the registry without writing it (a decision, the typed fields of a write): the
- * tenant's agents and its shared document. A class of its own so that decide's bundle carries
- * no registration (esbuild keeps every method of a class it bundles).
+ * The tenant's agents and its shared document, read together: all that a decision reads of the
+ * registry. A class of its own so that decide's bundle carries no listing and no registration
+ * (esbuild keeps every method of a class it bundles).
  */
-export class DynamoDbAgentReader implements Pick<AgentStore, 'listAgents' | 'readTenant'> {
+export class DynamoDbTenantAgents implements Pick<AgentStore, 'readTenant'> {
   constructor(protected readonly table: TableClient) {}
-
-  async listAgents(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<AgentRecord>> {
-    const range = { tableName: this.table.tableName, partition: keys.agents(tenant), prefix: keys.agentPrefix };
-    const { Items, LastEvaluatedKey } = await this.table.send(new QueryCommand(prefixPageQuery(range, options)));
-    return pageOf((Items ?? []).map(agentItem.decode), LastEvaluatedKey, range);
-  }
 
   async readTenant(tenant: string): Promise<{ agents: AgentRecord[]; shared: DocumentRecord | null }> {
     const agents: AgentRecord[] = [];
@@ -42,6 +36,15 @@ export class DynamoDbAgentReader implements Pick<AgentStore, 'listAgents' | 'rea
       },
     );
     return { agents, shared };
+  }
+}
+
+/** The registry's reads: a page of agents too (the typed fields of a session's writes). */
+export class DynamoDbAgentReader extends DynamoDbTenantAgents implements Pick<AgentStore, 'listAgents' | 'readTenant'> {
+  async listAgents(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<AgentRecord>> {
+    const range = { tableName: this.table.tableName, partition: keys.agents(tenant), prefix: keys.agentPrefix };
+    const { Items, LastEvaluatedKey } = await this.table.send(new QueryCommand(prefixPageQuery(range, options)));
+    return pageOf((Items ?? []).map(agentItem.decode), LastEvaluatedKey, range);
   }
 }
 
