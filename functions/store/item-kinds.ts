@@ -42,11 +42,11 @@ export const DOCUMENT_ITEM_KIND = {
   shared: 'doc:shared',
 } as const satisfies Record<DocumentKind, string>;
 
-const documentKinds = new Map<string, DocumentKind>(
-  (Object.entries(DOCUMENT_ITEM_KIND) as Array<[DocumentKind, string]>).map(([kind, itemKind]) => [itemKind, kind]),
-);
-
-/** The document kind an item's `kind` attribute names, or null when it is not a document. */
+/**
+ * The document kind an item's `kind` attribute names, or null when it is not a document. (A
+ * lookup of three, with no table built at module load: only the stream parser asks.)
+ */
 export function documentKindOf(itemKind: unknown): DocumentKind | null {
-  return typeof itemKind === 'string' ? (documentKinds.get(itemKind) ?? null) : null;
+  const found = (Object.entries(DOCUMENT_ITEM_KIND) as Array<[DocumentKind, string]>).find(([, kind]) => kind === itemKind);
+  return found ? found[0] : null;
 }

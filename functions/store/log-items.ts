@@ -333,12 +333,6 @@ function decisionOf(entry: LogEntry): DoneDecision | null {
   };
 }
 
-/** The fence of a closing tip. */
-export function fenceOf(tip: Tip): FenceEntry | null {
-  const entry = tip.log as LogEntry | FenceEntry | undefined;
-  return entry && isFence(entry) ? entry : null;
-}
-
 /** The store's reading of a tip's newest change (null for an empty or closing tip). */
 export function entryOf(tip: Tip): LogEntry | null {
   const entry = tip.log as LogEntry | FenceEntry | undefined;
@@ -404,15 +398,4 @@ export function logItem(scope: SessionScope, position: LogPosition, change: NewC
 /** What a decision completed by a change keeps, for its replay and its index. */
 export function storedDecision(record: DoneDecision, keep: boolean): StoredDecision {
   return { id: record.decisionId, attempts: record.attempts, outcome: record.outcome, keep };
-}
-
-/** A delete's fence at `position` (closing: its delete is erasing), or a tombstone over an erased change. */
-export function fenceItem(scope: SessionScope, position: LogPosition, createdAt: string, fence?: 'closing' | 'closed'): Item {
-  return {
-    pk: keys.session(scope),
-    sk: keys.logEntry(position),
-    [KIND_ATTRIBUTE]: LOG_ITEM_KIND.tombstone,
-    createdAt,
-    ...(fence ? { fence } : {}),
-  };
 }

@@ -4,7 +4,7 @@ import type { SessionScope, Tip } from '../core/model.js';
 import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from './item-kinds.js';
 import * as keys from './keys.js';
 import { type LogPosition, logPositionOf } from './keys.js';
-import { fenceItem, fenceOf } from './log-items.js';
+import { type FenceEntry, isFence, type LogEntry } from './log-items.js';
 import { queryAll } from './paging.js';
 import * as sessionItem from './session-item.js';
 import { nextSlot } from './session-writes.js';
@@ -140,4 +140,23 @@ export class SessionDeleter {
     await batchPut(this.table, tombstones);
     await batchDelete(this.table, gone);
   }
+}
+
+// ---- fences and tombstones: written by a delete alone (log-items.ts reads them back) ----------------
+
+/** The fence of a closing tip. */
+function fenceOf(tip: Tip): FenceEntry | null {
+  const entry = tip.log as LogEntry | FenceEntry | undefined;
+  return entry && isFence(entry) ? entry : null;
+}
+
+/** A delete's fence at `position` (closing: its delete is erasing), or a tombstone over an erased change. */
+export function fenceItem(scope: SessionScope, position: LogPosition, createdAt: string, fence?: 'closing' | 'closed'): Item {
+  return {
+    pk: keys.session(scope),
+    sk: keys.logEntry(position),
+    [KIND_ATTRIBUTE]: LOG_ITEM_KIND.tombstone,
+    createdAt,
+    ...(fence ? { fence } : {}),
+  };
 }
