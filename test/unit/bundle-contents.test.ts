@@ -221,6 +221,7 @@ const loadedOnFirstUse: ReadonlyArray<{ module: string; why: string; atImport?: 
     atImport: ['functions/http/agents.ts'],
   },
   { module: 'node_modules/@aws-sdk/client-kms/', why: 'the sealing key is opened, once per process (functions/store/key-ring.ts)' },
+  { module: 'functions/store/key-ring-kms.ts', why: 'the sealing key is opened, once per process (functions/store/key-ring.ts)' },
   // Behind the authorizer a route group resolves no key (functions/http/parts/middleware.ts);
   // the authorizer and the WebSocket function's $connect resolve one on every call.
   {
@@ -295,6 +296,89 @@ describe('the decide group', () => {
     const { loadedCode } = await bundleOf(`functions/http/${group}.ts`);
     expect(loadedCode).toContain('"$ZodObject"');
     expect(loadedCode).not.toContain('"$ZodRecord"');
+  });
+});
+
+/**
+ * What every keyed group shares is split by what each calls: esbuild drops an unused function
+ * or export, but never an unused method of a class or an entry of an object, so the store's
+ * codecs and key shapes are modules imported as namespaces, and a class that only some groups
+ * call in full is a base class and a subclass. Method names and literals survive minifying, so
+ * the code a cold start loads shows which halves came along.
+ */
+describe('what every group shares', () => {
+  const loaded = new Map<string, Promise<string>>();
+  const codeOf = (entry: string) => {
+    if (!loaded.has(entry))
+      loaded.set(
+        entry,
+        bundleOf(entry).then((bundle) => bundle.loadedCode),
+      );
+    return loaded.get(entry) as Promise<string>;
+  };
+  const group = (name: RouteGroup) => `functions/http/${name}.ts`;
+
+  // What a route group's cold start must not load, each with a function that does load it
+  // (so that the check cannot pass by not seeing it).
+  const splits: ReadonlyArray<{ marker: string; what: string; absentFrom: readonly RouteGroup[]; presentIn: string }> = [
+    {
+      marker: 'listAgents',
+      what: "a page of the registry (decide reads the tenant's agents in one query)",
+      absentFrom: ['decide'],
+      presentIn: group('sessions'),
+    },
+    { marker: 'putAgent', what: 'registering an agent', absentFrom: ['decide', 'sessions', 'state'], presentIn: group('agents') },
+    { marker: 'commitDocuments', what: "a commit's documents", absentFrom: ['decide'], presentIn: group('commits') },
+    {
+      marker: 'forWrite',
+      what: 'finding a written node from the tip (decide plans its own)',
+      absentFrom: ['decide'],
+      presentIn: group('state'),
+    },
+    { marker: 'sessionExists', what: 'whether a session exists', absentFrom: ['decide'], presentIn: group('state') },
+    {
+      marker: '"$ZodCheckRegex"',
+      what: 'the zod schema of an id (functions/http/id-schema.ts)',
+      absentFrom: ['decide', 'state', 'tree', 'commits', 'memory'],
+      presentIn: group('sessions'),
+    },
+    {
+      marker: 'MH#',
+      what: "the key of a memory item's history",
+      absentFrom: ['decide', 'state', 'sessions', 'webhooks'],
+      presentIn: group('memory'),
+    },
+    {
+      marker: 'X#',
+      what: "the key of a webhook's dead letters",
+      absentFrom: ['decide', 'state', 'sessions', 'memory'],
+      presentIn: group('webhooks'),
+    },
+    {
+      marker: '^A#([^#]+)$',
+      what: "the document an item's key names (the stream's)",
+      absentFrom: ['decide', 'commits'],
+      presentIn: 'functions/streams/change-hook.ts',
+    },
+    {
+      marker: 'AttributeType',
+      what: 'the table definition (no function creates the table)',
+      absentFrom: routeGroups,
+      presentIn: 'functions/store/table.ts',
+    },
+  ];
+
+  it.each(splits)('$what is not loaded by the groups that never call it', async ({ marker, absentFrom }) => {
+    // Act: each group's function bundled as lib/agent-state.ts bundles it.
+    const carrying: RouteGroup[] = [];
+    for (const name of absentFrom) if ((await codeOf(group(name))).includes(marker)) carrying.push(name);
+
+    // Assess
+    expect(carrying).toEqual([]);
+  });
+
+  it.each(splits)('$what is seen where it is used (the check above is not blind)', async ({ marker, presentIn }) => {
+    expect(await codeOf(presentIn)).toContain(marker);
   });
 });
 
