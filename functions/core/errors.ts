@@ -49,7 +49,7 @@ const TITLES_IN_OTHER_WORDS: Partial<Record<ErrorCode, string>> = {
 };
 
 /** The title of a problem with `code` (RFC 9457 `title`). */
-export function titleOf(code: ErrorCode): string {
+function titleOf(code: ErrorCode): string {
   const words = code.replaceAll('_', ' ');
   return TITLES_IN_OTHER_WORDS[code] ?? `${words.charAt(0).toUpperCase()}${words.slice(1)}`;
 }

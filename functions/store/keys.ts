@@ -47,8 +47,6 @@ export const sessionSort = 'S';
 export const logEntry = (entry: LogPosition) =>
   `V#${pad(entry.incarnation, INCARNATION_DIGITS)}#${pad(entry.base, BASE_DIGITS)}#${pad(entry.seq, SEQ_DIGITS)}`;
 export const logPrefix = 'V#';
-/** Every change of one life of the log. */
-export const lifePrefix = (incarnation: number) => `V#${pad(incarnation, INCARNATION_DIGITS)}#`;
 /** The changes after version `base` and before the next version (the last of them is version base + 1). */
 export const basePrefix = (incarnation: number, base: number) => `V#${pad(incarnation, INCARNATION_DIGITS)}#${pad(base, BASE_DIGITS)}#`;
 /** A node's index in one life of the session (the newest life sorts last among a node's keys). */
@@ -65,7 +63,6 @@ export const profile = (tenant: string, userId: string) => `P#${tenant}#${userId
 export const profileSort = 'P';
 export const shared = (tenant: string) => `A#${tenant}`;
 export const sharedSort = 'G';
-export const lease = 'L';
 export const agents = (tenant: string) => `A#${tenant}`;
 export const agent = (agentId: string) => `A#${agentId}`;
 export const agentPrefix = 'A#';
@@ -90,7 +87,6 @@ export const subscriberPrefix = 'C#';
 export const activity = (updatedAt: string, sessionId: string) => `${updatedAt}#${sessionId}`;
 // Memory (API.md section 10): a namespace's ids are joined by `/`, which no id contains.
 export const memoryNamespace = (tenant: string, namespace: readonly string[]) => `M#${tenant}#${namespace.join('/')}`;
-export const memoryNamespacePrefix = 'M#';
 export const memoryKey = (key: string) => `K#${key}`;
 export const memoryKeyPrefix = 'K#';
 /** The memory index's sort key: newest first by `updatedAt`, the key breaking ties. */
