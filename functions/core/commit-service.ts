@@ -3,9 +3,9 @@ import { AgentStateError } from './errors.js';
 import type { Caller } from './fields.js';
 import { type Json, jsonEqual } from './json.js';
 import { DOCUMENT_LIMIT_BYTES, type DocumentKind, type DocumentRecord, type DocumentRef, type SessionScope } from './model.js';
+import { versionAt } from './next-version.js';
 import { type DocumentStore, type DocumentWrite, type SessionStore, StaleTipError } from './ports.js';
 import { othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from './retry.js';
-import { versionAt } from './tree.js';
 import { checkedWrite, checkIfMatch, checkStateSize, type SchemaSource, storedState, visibleState, WriteTargets } from './write-target.js';
 
 export interface CommitRequest {

@@ -27,8 +27,9 @@ import type {
   Tip,
   WorkerRecord,
 } from './model.js';
+import { nextVersion } from './next-version.js';
 import { type DecisionStore, type DocumentStore, LeaseLostError, type RecentChanges, type SessionLog, StaleTipError } from './ports.js';
-import { nextVersion, pointerOf } from './tree.js';
+import { pointerOf } from './tree.js';
 import { workerTimeoutMs } from './worker-timeout.js';
 import { NodeTargets, type SchemaSource, storedState, visibleState, type WriteTarget } from './write-target.js';
 

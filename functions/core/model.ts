@@ -80,9 +80,15 @@ export interface VersionRecord {
   /**
    * What this version changed, for its change event when its state is too large to travel:
    * the merge patch and the JSON Patch operations turning the state before it into its state
-   * (either absent when it cannot be made, or when it is too large to keep).
+   * (either absent when it cannot be made, or when it is too large to keep). Read back from
+   * the store; a version about to be recorded has `workOutChange` instead.
    */
   change?: RecordedChange | null;
+  /**
+   * For a version about to be recorded: works out its `change` from the state it was computed
+   * from. The store calls it only for a version that keeps its change (a large state).
+   */
+  workOutChange?: () => Promise<RecordedChange>;
 }
 
 /** A version's change, as its version item keeps it (see `VersionRecord.change`). */

@@ -5,11 +5,11 @@ import { type Json, jsonEqual } from './json.js';
 import { applyJsonPatch, type PatchOperation } from './json-patch.js';
 import { mergePatch } from './merge-patch.js';
 import type { Page, SessionScope, Tip, VersionRecord } from './model.js';
+import { versionAt } from './next-version.js';
 import { othersWaiting, QueueBehindOthers, retryOnStaleTip } from './retry.js';
 import { openCursor, sealCursor } from './sealing.js';
 import { SessionTreeService } from './session-tree-service.js';
 import { emptyState, type StateView, stateView, type VersionView, versionView, type WriteResult } from './session-views.js';
-import { versionAt } from './tree.js';
 import { checkedWrite, checkIfMatch, sessionNotFound, storedState, type VersionPrecondition, visibleState } from './write-target.js';
 
 export type { NodeView, SessionView, StateView, TreeNodeView, VersionView, WriteResult } from './session-views.js';

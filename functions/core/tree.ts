@@ -1,8 +1,6 @@
 import { ROOT_NODE } from './ids.js';
 import type { Json } from './json.js';
-import { jsonPatchBetween } from './json-diff.js';
-import { mergePatchBetween } from './merge-patch.js';
-import { type EmptyTip, LINEAGE_WINDOW, type NodeRecord, type RecordedChange, type Tip, type VersionRecord } from './model.js';
+import { type EmptyTip, LINEAGE_WINDOW, type NodeRecord, type Tip, type VersionRecord } from './model.js';
 import type { TipChange } from './ports.js';
 
 /**
@@ -60,71 +58,4 @@ export interface VersionBase {
   pointer: number;
   /** That version, read with its state; null for version 0. Its lineage continues. */
   current: VersionRecord | null;
-}
-
-/** What a new version records besides its place: its cause, its author, its state and agent config. */
-export interface VersionFields {
-  state: Json;
-  /** The agent config it records; the one of the version before when absent. */
-  agent?: Json;
-  at: string;
-  cause: VersionRecord['cause'];
-  author: string | null;
-  decisionId?: string | null;
-  commands?: Json[];
-}
-
-/**
- * What a version changes, kept with it so that the change event of a large state can carry
- * its change without reading the state (the store keeps it only for states in pieces).
- */
-function changeBetween(prev: Json, next: Json): RecordedChange {
-  const patch = mergePatchBetween(prev, next);
-  return { ...(patch === undefined ? {} : { patch }), jsonPatch: jsonPatchBetween(prev, next) };
-}
-
-/** The version recorded on top of `base.tip`: the next number, whose slot the write claims. */
-export function nextVersion(base: VersionBase, fields: VersionFields): VersionRecord {
-  const { tip, current } = base;
-  return {
-    version: tip.version + 1,
-    node: base.nodeId,
-    prevVersion: base.pointer,
-    cause: fields.cause,
-    author: fields.author,
-    decisionId: fields.decisionId ?? null,
-    createdAt: fields.at,
-    state: fields.state,
-    agent: fields.agent !== undefined ? fields.agent : (current?.agent ?? null),
-    lineage: nextLineage(current),
-    ...(fields.commands ? { commands: fields.commands } : {}),
-    ...(current?.stored ? { base: current.stored } : {}),
-    change: changeBetween(current?.state ?? null, fields.state),
-  };
-}
-
-/**
- * The change that records a new version at `base.nodeId`: the next version number, and the
- * pointer move the resolution rule asks for (the head's on the tip, any other node's in the
- * change itself, `repoint`). Writes and commits both record versions this way; a decision, which also moves the
- * head, builds its change around `nextVersion`.
- */
-export function versionAt(
-  base: VersionBase,
-  fields: Omit<VersionFields, 'agent'>,
-): { version: VersionRecord; change: Pick<TipChange, 'basedOn' | 'version' | 'prior' | 'head' | 'repoint' | 'newNodes'> } {
-  const { tip, nodeId } = base;
-  const version = nextVersion(base, fields);
-  const atHead = nodeId === tip.head;
-  return {
-    version,
-    change: {
-      basedOn: tip,
-      version,
-      prior: base.current,
-      head: { id: tip.head, version: atHead ? version.version : tip.headVersion, depth: tip.headDepth },
-      ...(atHead ? {} : { repoint: { id: nodeId, version: version.version } }),
-      newNodes: [],
-    },
-  };
 }

@@ -4,7 +4,7 @@ import { ID_RULE, isValidId } from '../core/ids.js';
 import { encodedSize } from '../core/json.js';
 import { createHttpHandler } from './api.js';
 import { idSchema } from './id-schema.js';
-import { sessionTree } from './parts/sessions.js';
+import { sessionTree } from './parts/session-tree.js';
 import { bodyAsSent, jsonObject, pagination, sessionScope } from './request.js';
 import { json, noContent } from './responses.js';
 

@@ -3,7 +3,7 @@ import { AgentStateError } from '../core/errors.js';
 import { requireId } from '../core/ids.js';
 import { createHttpHandler, type RouteInput } from './api.js';
 import { checkMessages, MAX_MESSAGES_PER_APPEND, messageSchema } from './messages.js';
-import { sessionTree } from './parts/sessions.js';
+import { sessionTree } from './parts/session-tree.js';
 import { bodyAsSent, queryNode, sessionScope } from './request.js';
 import { json } from './responses.js';
 

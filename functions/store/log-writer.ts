@@ -72,7 +72,7 @@ export class LogWriter {
     const inTransaction = change.mayCreateSession || (change.documents?.length ?? 0) > 0;
     const at = change.touchSessionAt;
     const movesActivity = at !== undefined && !inTransaction && !change.version && activityIsStale(basedOn, at);
-    const encoded = change.version ? versionItem.encodeTexts(change.version) : null;
+    const encoded = change.version ? await versionItem.encodeTexts(change.version) : null;
     const movedHere = movesActivity || (inTransaction && at !== undefined);
     const newChange = this.newChange(basedOn, change, position, encoded, movedHere);
     const item = logItem(scope, position, newChange, entryOf(basedOn)?.carried.b ?? 0);

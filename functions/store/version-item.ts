@@ -43,9 +43,9 @@ const CHANGE_LIMIT_BYTES = 64 * 1024;
  * event carries it instead of the states. When both forms do not fit, the one that fits is
  * kept (an append's merge patch resends the whole array; its JSON Patch does not).
  */
-function encodeChange(record: VersionRecord, state: EncodedState): EncodedState | null {
+async function encodeChange(record: VersionRecord, state: EncodedState): Promise<EncodedState | null> {
   if (!state.large && record.base === undefined) return null;
-  const change = record.change ?? {};
+  const change = record.change ?? (record.workOutChange ? await record.workOutChange() : {});
   const candidates: RecordedChange[] = [
     change,
     ...(change.jsonPatch === undefined ? [] : [{ jsonPatch: change.jsonPatch }]),
@@ -62,14 +62,14 @@ function encodeChange(record: VersionRecord, state: EncodedState): EncodedState 
 }
 
 /** A version's state and commands as the state codec keeps them (the pieces are not written here). */
-export function encodeTexts(record: VersionRecord): EncodedVersion {
+export async function encodeTexts(record: VersionRecord): Promise<EncodedVersion> {
   // `base` is what this store's own decode put in `stored` (the core only passes it on).
   const state = encodeText(TEXTS.state, encodeStoredJson(record.state), (record.base as BaseText | undefined) ?? null);
   return {
     record,
     state,
     commands: record.commands ? encodeText(TEXTS.commands, encodeStoredJson(record.commands)) : null,
-    change: encodeChange(record, state),
+    change: await encodeChange(record, state),
   };
 }
 

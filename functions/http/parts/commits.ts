@@ -2,7 +2,7 @@ import { CommitService, DEFAULT_RUN_TTL_SECONDS } from '../../core/commit-servic
 import type { Part } from '../wiring.js';
 import { documentStore } from './document-store.js';
 import { sessionStore } from './session-store.js';
-import { schemas } from './sessions.js';
+import { schemas } from './session-tree.js';
 
 export const commits: Part<CommitService> = (wiring) =>
   new CommitService(
