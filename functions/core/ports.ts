@@ -182,14 +182,11 @@ export interface SessionStore {
 }
 
 /**
- * What a change and a decision ask of the session store: the tip, the session item, a path, a
- * version, the commit, and a delete. The other methods (creating and listing sessions, the whole
- * tree, the version history) are the session groups' alone (store/session-store.ts).
+ * What a decision asks of the session store: the tip, the session item, a path, a version and
+ * the commit. The other methods (creating, listing and deleting sessions, the whole tree, the
+ * version history) are the session groups' and commits' alone (store/session-store.ts).
  */
-export type SessionLog = Pick<
-  SessionStore,
-  'readTip' | 'readTipWithNodes' | 'getMeta' | 'deleteSession' | 'settleClosing' | 'readPath' | 'getVersion' | 'commit'
->;
+export type SessionLog = Pick<SessionStore, 'readTip' | 'readTipWithNodes' | 'getMeta' | 'readPath' | 'getVersion' | 'commit'>;
 
 /** The run, profile and shared documents of commits (API.md section 8). */
 export interface DocumentStore {

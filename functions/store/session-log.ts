@@ -1,7 +1,7 @@
 import { GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { ROOT_NODE } from '../core/ids.js';
 import type { PathRead } from '../core/message-path.js';
-import type { ClosingTip, NodeRecord, SessionMeta, SessionScope, Tip, VersionRecord } from '../core/model.js';
+import type { NodeRecord, SessionMeta, SessionScope, Tip, VersionRecord } from '../core/model.js';
 import type { RecentChanges, SessionLog, TipChange } from '../core/ports.js';
 import { rootNode } from '../core/tree.js';
 import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from './item-kinds.js';
@@ -153,7 +153,7 @@ export class DynamoDbSessionLog implements SessionLog {
     return Item ? sessionItem.decode(Item) : null;
   }
 
-  // ---- the session item's activity and a delete ---------------------------------------------
+  // ---- the session item's activity ------------------------------------------------------------
 
   /**
    * Moves the session's `updatedAt` (and its place in the activity index) forward to `at`,
@@ -177,14 +177,6 @@ export class DynamoDbSessionLog implements SessionLog {
     } catch (error) {
       if (!isConditionFailure(error)) console.warn('agentstate: could not move session activity forward', error);
     }
-  }
-
-  deleteSession(scope: SessionScope): Promise<boolean> {
-    return this.deleter.deleteSession(scope);
-  }
-
-  async settleClosing(scope: SessionScope, tip: ClosingTip): Promise<void> {
-    if (this.deleter.isAbandoned(tip)) await this.deleter.deleteSession(scope);
   }
 
   // ---- paths ------------------------------------------------------------------------------

@@ -2,7 +2,7 @@ import { PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { AgentStateError } from '../core/errors.js';
 import { ROOT_NODE } from '../core/ids.js';
 import type { Json } from '../core/json.js';
-import type { NodeRecord, Page, SessionMeta, SessionScope, Tip, VersionRecord } from '../core/model.js';
+import type { ClosingTip, NodeRecord, Page, SessionMeta, SessionScope, Tip, VersionRecord } from '../core/model.js';
 import { type SessionListOptions, type SessionStore, StaleTipError } from '../core/ports.js';
 import { rootNode } from '../core/tree.js';
 import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from './item-kinds.js';
@@ -24,6 +24,16 @@ import * as versionItem from './version-item.js';
  * hook's previous state and the sweep of unused pieces.
  */
 export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionStore {
+  /** Deletes the session (session-delete.ts, a chunk of its own); false when there was none. */
+  deleteSession(scope: SessionScope): Promise<boolean> {
+    return this.deleter.deleteSession(scope);
+  }
+
+  /** Finishes the delete that closed `tip` when it was abandoned halfway (a commit that finds it). */
+  async settleClosing(scope: SessionScope, tip: ClosingTip): Promise<void> {
+    if (this.deleter.isAbandoned(tip)) await this.deleter.deleteSession(scope);
+  }
+
   async createSession(scope: SessionScope, meta: SessionMeta): Promise<void> {
     // A session made while a delete erases its id would be erased with it, and one made over
     // the fence of a delete that stopped halfway would be erased by the write that finishes
