@@ -115,6 +115,9 @@ const usedOnlyBy: ReadonlyArray<{ module: string; groups: readonly RouteGroup[] 
   { module: 'functions/core/session-tree-service.ts', groups: ['sessions', 'tree', 'state'] },
   // The state's writes and versions: JSON Patch, merge patch, typed-field writes.
   { module: 'functions/core/session-service.ts', groups: ['state'] },
+  // Recording a version: the state's writes, decisions and commits (the other groups' bundles
+  // must not even hold it: the chunk it loads on first use would split theirs).
+  { module: 'functions/core/next-version.ts', groups: ['state', 'decide', 'commits'] },
   { module: 'functions/core/json-patch.ts', groups: ['state'] },
   // The contract is a file beside the health bundle (lib/ copies it); the code that generates
   // it, and the document itself, are in no bundle.
@@ -241,6 +244,9 @@ const loadedOnFirstUse: ReadonlyArray<{ module: string; why: string; atImport?: 
   { module: 'node_modules/@smithy/credential-provider-imds/', why: 'instance metadata credentials' },
   // A session's delete: a DELETE, or a write that finds a delete abandoned halfway.
   { module: 'functions/store/session-delete.ts', why: 'a session is deleted (functions/store/session-store.ts)' },
+  // What a version changed: worked out only for a large state, whose change events carry it.
+  { module: 'functions/core/version-change.ts', why: "a large state's version records its change (functions/core/next-version.ts)" },
+  { module: 'functions/core/json-diff.ts', why: "a large state's version records its change (functions/core/next-version.ts)" },
   // zod's English messages: only a refused body needs them.
   { module: 'node_modules/zod/v4/locales/en.js', why: 'a body is refused (functions/http/request.ts)' },
   // Tracing: by default a function is traced by Lambda alone and loads no X-Ray SDK; at the
@@ -336,6 +342,12 @@ describe('what every group shares', () => {
       presentIn: group('state'),
     },
     { marker: 'sessionExists', what: 'whether a session exists', absentFrom: ['decide'], presentIn: group('state') },
+    {
+      marker: 'settleClosing',
+      what: "finishing a session's abandoned delete for a commit",
+      absentFrom: ['decide'],
+      presentIn: group('commits'),
+    },
     {
       marker: '"$ZodCheckRegex"',
       what: 'the zod schema of an id (functions/http/id-schema.ts)',
