@@ -53,9 +53,9 @@ const WITHOUT_STATE_PROJECTION = {
  * is and what it points at.
  *
  * This class is what every change and a decision use: the tip, the session item, a path, a
- * version, the commit and a session's delete. session-store.ts adds creating and listing
- * sessions, the whole tree and the version history, which decide's routes never call, so its
- * bundle carries none of them.
+ * version and the commit (which finishes a delete it finds abandoned). session-store.ts adds
+ * creating, listing and deleting sessions, the whole tree and the version history, which
+ * decide's routes never call, so its bundle carries none of them.
  */
 export class DynamoDbSessionLog implements SessionLog {
   private readonly writer: LogWriter;
