@@ -1,7 +1,5 @@
 import { ROOT_NODE } from './ids.js';
-import type { Json } from './json.js';
 import { type EmptyTip, LINEAGE_WINDOW, type NodeRecord, type Tip, type VersionRecord } from './model.js';
-import type { TipChange } from './ports.js';
 
 /**
  * The resolution rule of API.md section 4, in one place: the head's pointer lives on the
