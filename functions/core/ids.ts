@@ -8,13 +8,24 @@ import { AgentStateError } from './errors.js';
  * a session list.
  */
 export const ID_PATTERN = /^[A-Za-z0-9._:~@-]{1,128}$/;
+/** What `ID_PATTERN` matches, in words. */
+export const ID_CHARACTERS = '1–128 characters of A-Z a-z 0-9 . _ : ~ @ -';
 /** What an identifier must be, as a problem's detail says it: `<field> must be ${ID_RULE}`. */
-export const ID_RULE = '1–128 characters of A-Z a-z 0-9 . _ : ~ @ -';
+export const ID_RULE = `${ID_CHARACTERS}, other than . and ..`;
+
+/**
+ * `.` and `..` fit the pattern but are dot segments: every URL parser (fetch, browsers, curl)
+ * removes them from a path, `%2E` spelt or not, so an id of that name could be created in a body
+ * but never named in a URL again.
+ */
+export function isDotSegment(value: string): boolean {
+  return value === '.' || value === '..';
+}
 
 export const ROOT_NODE = 'root';
 
 export function isValidId(value: unknown): value is string {
-  return typeof value === 'string' && ID_PATTERN.test(value);
+  return typeof value === 'string' && ID_PATTERN.test(value) && !isDotSegment(value);
 }
 
 /** Returns `value` when it is a valid identifier, else throws `400 invalid_id` naming `what`. */

@@ -1,5 +1,5 @@
 import * as z from 'zod/mini';
-import { ID_PATTERN, ID_RULE } from '../core/ids.js';
+import { ID_PATTERN, ID_RULE, isDotSegment } from '../core/ids.js';
 
 /**
  * The zod schema of an identifier (core/ids.ts); a body's ids are checked first by
@@ -7,4 +7,7 @@ import { ID_PATTERN, ID_RULE } from '../core/ids.js';
  * esbuild must keep wherever its module is bundled, and only the sessions and agents groups
  * (and the contract) use this one.
  */
-export const idSchema = z.string().check(z.regex(ID_PATTERN, `must be ${ID_RULE}`));
+export const idSchema = z.string().check(
+  z.regex(ID_PATTERN, `must be ${ID_RULE}`),
+  z.refine((id) => !isDotSegment(id), `must be ${ID_RULE}`),
+);

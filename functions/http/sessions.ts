@@ -1,6 +1,6 @@
 import * as z from 'zod/mini';
 import { AgentStateError } from '../core/errors.js';
-import { ID_RULE, isValidId } from '../core/ids.js';
+import { ID_CHARACTERS, ID_PATTERN } from '../core/ids.js';
 import { encodedSize } from '../core/json.js';
 import { createHttpHandler } from './api.js';
 import { idSchema } from './id-schema.js';
@@ -22,7 +22,8 @@ export const createSessionBody = z.strictObject({
  * (an empty prefix would match everything and is refused as a likely mistake).
  */
 function sessionIdPrefix(raw: string): string {
-  if (!isValidId(raw)) throw new AgentStateError('invalid_request', `prefix must be ${ID_RULE}`, { field: 'prefix' });
+  // The pattern alone: `.` is no id, but it starts ids such as `.draft`.
+  if (!ID_PATTERN.test(raw)) throw new AgentStateError('invalid_request', `prefix must be ${ID_CHARACTERS}`, { field: 'prefix' });
   return raw;
 }
 

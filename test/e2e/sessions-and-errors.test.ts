@@ -225,6 +225,26 @@ describe('errors', () => {
     expectProblem(await http.get('/v1/sessions/ok'), 404, 'session_not_found');
   });
 
+  it('refuses the ids . and .., which no URL can name, with 400 invalid_id, creating nothing', async () => {
+    // A session called ".." was created (201) and listed, but every URL naming it lost it:
+    // fetch, browsers and curl remove dot segments, so the client asked PATCH /v1/state (404).
+    const sid = uniqueId('dots');
+    for (const id of ['.', '..']) {
+      expectProblem(await http.post('/v1/sessions', { sessionId: id }), 400, 'invalid_id');
+      expectProblem(await http.post('/v1/sessions', { sessionId: sid, userId: id }), 400, 'invalid_id');
+      expectProblem(await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id, role: 'user' }] }), 400, 'invalid_id');
+      expectProblem(await http.get(`/v1/sessions/${sid}/state?node=${id}`), 400, 'invalid_id');
+      expectProblem(await http.post('/v1/memory/search', { namespacePrefix: [id] }), 400, 'invalid_id');
+      expectProblem(await http.get(`/v1/sessions/${sid}/state`, { headers: { 'x-agent-id': id } }), 400, 'invalid_id');
+    }
+    // An id may still hold dots, and a session list may still look for ids that start with one.
+    expect((await http.post('/v1/sessions', { sessionId: `..${sid}` })).status).toBe(201);
+    expect((await http.get('/v1/sessions?prefix=..')).body.sessions.map((session: { sessionId: string }) => session.sessionId)).toEqual([
+      `..${sid}`,
+    ]);
+    expectProblem(await http.get(`/v1/sessions/${sid}`), 404, 'session_not_found');
+  });
+
   it('answers 400 invalid_request for bodies and queries of the wrong shape', async () => {
     const sid = uniqueId('shape');
     expectProblem(await http.post(`/v1/sessions/${sid}/messages`, { messages: [] }), 400, 'invalid_request');

@@ -108,7 +108,7 @@ describe('a key limited to some agents', () => {
     expect(response.status).toBe(400);
     expect(response.json).toMatchObject({
       code: 'invalid_id',
-      detail: 'X-Agent-Id must be 1–128 characters of A-Z a-z 0-9 . _ : ~ @ -',
+      detail: 'X-Agent-Id must be 1–128 characters of A-Z a-z 0-9 . _ : ~ @ -, other than . and ..',
       field: 'X-Agent-Id',
     });
     expect(await itemCount()).toBe(before);

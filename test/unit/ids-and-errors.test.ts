@@ -39,6 +39,7 @@ describe('isValidId: 1–128 characters of A-Z a-z 0-9 . _ : ~ @ -', () => {
     ['a namespaced id', 'tenant:session~1'],
     ['exactly 128 characters', 'x'.repeat(128)],
     ['the reserved word root (valid as a plain id)', 'root'],
+    ['dots beside other characters', '..a.'],
   ])('accepts %s', (_label, value) => {
     expect(isValidId(value)).toBe(true);
     expect(requireId(value, 'sessionId')).toBe(value);
@@ -56,6 +57,8 @@ describe('isValidId: 1–128 characters of A-Z a-z 0-9 . _ : ~ @ -', () => {
     ['a tab', 'a\tb'],
     ['a question mark', 'a?b'],
     ['a percent sign', 'a%20b'],
+    ['a dot segment, which URLs cannot carry', '.'],
+    ['a double-dot segment', '..'],
     ['a plus sign', 'a+b'],
     ['an accented letter', 'café'],
     ['a non-Latin letter', 'идентификатор'],

@@ -168,7 +168,10 @@ export const answerExamples: AnswerExamples = {
 const problemCauses: Record<ErrorCode, { detail: string; extras?: ProblemExtras }> = {
   invalid_json: { detail: 'the body is not valid JSON: unexpected end of input at position 12' },
   invalid_request: { detail: 'limit must be an integer from 1 to 500', extras: { field: 'limit' } },
-  invalid_id: { detail: 'sessionId must be 1–128 characters of A-Z a-z 0-9 . _ : ~ @ -', extras: { field: 'sessionId' } },
+  invalid_id: {
+    detail: 'sessionId must be 1–128 characters of A-Z a-z 0-9 . _ : ~ @ -, other than . and ..',
+    extras: { field: 'sessionId' },
+  },
   unauthorized: { detail: 'send a valid API key as "Authorization: Bearer <key>"' },
   forbidden: { detail: 'this key acts as an agent: send X-Agent-Id with one of its agents', extras: { agents: ['planner'] } },
   field_forbidden: { detail: 'may not write budget', extras: { fields: ['budget'] } },
