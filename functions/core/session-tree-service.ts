@@ -1,4 +1,7 @@
+import type { AllowedAgents } from './acting-agent.js';
+import { agentSubtree } from './agent-access.js';
 import { type IncomingMessage, lookupsOf, planChain } from './chain.js';
+import { AgentStateError } from './errors.js';
 import { newId, ROOT_NODE } from './ids.js';
 import type { JsonObject } from './json.js';
 import type { MessagePath } from './message-path.js';
@@ -17,6 +20,8 @@ export interface ServiceOptions {
   retry?: Partial<RetryPolicy>;
   /** Where typed fields come from; without it every state is untyped. */
   schemas?: SchemaSource;
+  /** The tenant's agents (who is below whom), for what a key limited to agents may delete. */
+  agents?: (tenant: string) => Promise<readonly { agentId: string; parentId: string | null }[]>;
 }
 
 /**
@@ -30,6 +35,7 @@ export class SessionTreeService {
   protected readonly retry: Partial<RetryPolicy>;
   protected readonly schemas: SchemaSource;
   protected readonly targets: WriteTargets;
+  private readonly agents: NonNullable<ServiceOptions['agents']>;
 
   constructor(
     protected readonly store: SessionStore,
@@ -38,6 +44,7 @@ export class SessionTreeService {
     this.now = options.now ?? (() => new Date());
     this.retry = options.retry ?? {};
     this.schemas = options.schemas ?? (async () => null);
+    this.agents = options.agents ?? (async () => []);
     this.targets = new WriteTargets(store, this.schemas);
   }
 
@@ -72,7 +79,24 @@ export class SessionTreeService {
     return this.store.listSessions(tenant, options);
   }
 
-  async deleteSession(scope: SessionScope): Promise<void> {
+  /**
+   * Erases the session. A key limited to agents (`allowed`) may erase only a session of one of
+   * its agents or of an agent below them, or one without an agent: a delete erases every field,
+   * and such a key may write only some of them (`403 forbidden`, nothing erased).
+   */
+  async deleteSession(scope: SessionScope, allowed: AllowedAgents = null): Promise<void> {
+    if (allowed) {
+      const [meta, agents] = await Promise.all([this.store.getMeta(scope), this.agents(scope.tenant)]);
+      if (meta?.agentId && !agentSubtree(allowed, agents)?.has(meta.agentId)) {
+        throw new AgentStateError(
+          'forbidden',
+          `this key may delete only sessions of its agents or of the agents below them, not one of ${meta.agentId}`,
+          {
+            agents: allowed,
+          },
+        );
+      }
+    }
     if (!(await this.store.deleteSession(scope))) throw sessionNotFound(scope);
   }
 

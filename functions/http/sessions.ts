@@ -61,7 +61,7 @@ export const handler = createHttpHandler(
     'GET /v1/sessions/{sid}': async (input) => json(200, await input.deps.sessionTree.getSession(sessionScope(input))),
 
     'DELETE /v1/sessions/{sid}': async (input) => {
-      await input.deps.sessionTree.deleteSession(sessionScope(input));
+      await input.deps.sessionTree.deleteSession(sessionScope(input), input.allowedAgents);
       return noContent();
     },
   },

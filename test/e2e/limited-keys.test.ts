@@ -154,6 +154,40 @@ describe('a key limited to planner, acting as another agent', () => {
   });
 });
 
+describe('a key limited to planner, deleting sessions', () => {
+  // The attack of session 7: the key could not write billing's card (403 field_forbidden), but
+  // it could delete billing's session, and the card with it.
+  it("is refused a delete of billing's session with 403, and the session keeps its card", async () => {
+    // Prepare
+    const sid = uniqueId('billing-session');
+    await admin.post('/v1/sessions', { sessionId: sid, agentId: 'billing' });
+    await admin.patch(`/v1/sessions/${sid}/state`, { card: '4111' }, { headers: { 'x-agent-id': 'billing' } });
+    // Act
+    const deleted = await planner.delete(`/v1/sessions/${sid}`, asPlanner);
+    // Assess
+    expect(deleted.status).toBe(403);
+    expect(deleted.body.code).toBe('forbidden');
+    expect((await admin.get(`/v1/sessions/${sid}/state`)).body).toMatchObject({ version: 1, state: { card: '4111' } });
+  });
+
+  it('deletes sessions of its agent, of the agents below it, and without an agent', async () => {
+    // Prepare
+    const sessions = [
+      [uniqueId('planner-session'), 'planner'],
+      [uniqueId('researcher-session'), 'researcher'],
+      [uniqueId('agentless-session'), null],
+    ] as const;
+    for (const [sessionId, agentId] of sessions) {
+      expect((await admin.post('/v1/sessions', { sessionId, agentId })).status).toBe(201);
+    }
+    // Act
+    const answers = await Promise.all(sessions.map(([sessionId]) => planner.delete(`/v1/sessions/${sessionId}`, asPlanner)));
+    // Assess
+    expect(answers.map((answer) => answer.status)).toEqual([204, 204, 204]);
+    for (const [sessionId] of sessions) expect((await admin.get(`/v1/sessions/${sessionId}`)).status).toBe(404);
+  });
+});
+
 describe('Idempotency-Key across keys of one tenant', () => {
   it("never replays another key's answer to a request this key may not make", async () => {
     // Prepare: the admin key writes as billing under an Idempotency-Key.

@@ -1,4 +1,4 @@
-import { schemaReader } from '../../core/agent-reader.js';
+import { allAgentsOf, schemaReader } from '../../core/agent-reader.js';
 import { SessionTreeService } from '../../core/session-tree-service.js';
 import type { SchemaSource } from '../../core/write-target.js';
 import type { Part } from '../wiring.js';
@@ -16,5 +16,11 @@ export const schemas: Part<SchemaSource> = (wiring) => {
 };
 
 /** Sessions and the message tree without the state's writes and versions: the sessions and tree groups. */
-export const sessionTree: Part<SessionTreeService> = (wiring) =>
-  new SessionTreeService(wiring.use(sessionStore), { schemas: wiring.use(schemas) });
+export const sessionTree: Part<SessionTreeService> = (wiring) => {
+  const registry = wiring.use(agentRegistryReader);
+  return new SessionTreeService(wiring.use(sessionStore), {
+    schemas: wiring.use(schemas),
+    // Who is below whom: what a key limited to agents may delete.
+    agents: (tenant) => allAgentsOf(registry, tenant),
+  });
+};
