@@ -124,12 +124,15 @@ export class LiveService {
   /**
    * Follows a memory namespace and everything under it (`memory.changed` events). A key
    * limited to agents follows only namespaces it may read (`agents/<its agent>…`, `shared…`).
-   * `mode` as for a session.
+   * `mode` as for a session. Memory events are not cut to an agent's view, so `agentId` is
+   * not needed; when one is named, it must be an agent the key may act as, as for a session.
    */
-  async subscribeNamespace(connectionId: string, namespace: unknown, mode?: unknown): Promise<LiveAck> {
+  async subscribeNamespace(connectionId: string, namespace: unknown, mode?: unknown, agentId?: unknown): Promise<LiveAck> {
     const path = requireNamespaceArray(namespace);
     const eventMode = mode === undefined || mode === null ? 'full' : requireMode(mode);
+    const agent = agentId === undefined || agentId === null ? null : requireId(agentId, 'agentId');
     const connection = await this.requireConnection(connectionId);
+    if (agent !== null) requireActingAgent(connection.agents, agent, SUBSCRIPTION_WORDING);
     if (!withinRoots(path, namespaceRoots(connection.agents))) {
       throw new AgentStateError(
         'forbidden',

@@ -1,6 +1,6 @@
 import { AgentStateError, toProblem } from '../core/errors.js';
 import { isValidId } from '../core/ids.js';
-import { isJsonObject } from '../core/json.js';
+import { isJsonObject, parseJson } from '../core/json.js';
 import { LiveService } from '../core/live.js';
 import { isNamespacePath } from '../core/memory.js';
 import { type Grant, keysFromEnv } from '../http/auth.js';
@@ -117,7 +117,7 @@ async function handleEvent(event: WebSocketEvent): Promise<WebSocketResult> {
       case 'subscribe':
         return ok(
           followsNamespace(message)
-            ? await dependencies().live.subscribeNamespace(connectionId, message.namespace, message.mode)
+            ? await dependencies().live.subscribeNamespace(connectionId, message.namespace, message.mode, message.agentId)
             : await dependencies().live.subscribe(connectionId, message.sessionId, message.agentId, message.mode),
         );
       case 'unsubscribe':
@@ -147,9 +147,10 @@ function parseMessage(event: WebSocketEvent): Record<string, unknown> {
   const text = event.isBase64Encoded && event.body ? Buffer.from(event.body, 'base64').toString('utf8') : (event.body ?? '');
   let parsed: unknown;
   try {
-    parsed = JSON.parse(text);
+    // Read as HTTP bodies are: a member named twice is refused, not taken as its last value.
+    parsed = parseJson(text);
   } catch {
-    throw new AgentStateError('invalid_json', 'messages are JSON objects, e.g. {"action":"subscribe","sessionId":"s1"}');
+    throw new AgentStateError('invalid_json', 'messages are JSON objects, each member once, e.g. {"action":"subscribe","sessionId":"s1"}');
   }
   if (!isJsonObject(parsed)) throw new AgentStateError('invalid_request', 'a message is a JSON object with an "action"');
   return parsed;

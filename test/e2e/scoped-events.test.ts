@@ -200,6 +200,24 @@ describe('WebSocket subscriptions with agentId', () => {
   });
 });
 
+describe('WebSocket messages', () => {
+  it('refuses a member named twice with 400 invalid_json, as HTTP bodies are, subscribing to neither session', async () => {
+    // Before, the last one won: {"sessionId":"a","sessionId":"b"} followed b.
+    const client = await live('dev-key');
+    const [first, second] = [uniqueId('first'), uniqueId('second')];
+    const before = client.messages.length;
+    client.socket.send(`{"action":"subscribe","sessionId":"${first}","sessionId":"${second}"}`);
+    const answer = await waitFor('the answer', () => client.messages[before]);
+    expect(answer).toMatchObject({ type: 'error', status: 400, code: 'invalid_json' });
+    // Nothing followed: a write to either session sends this connection no event.
+    expect(await subscribe(client, { sessionId: uniqueId('marker') })).toMatchObject({ type: 'subscribed' });
+    await http.patch(`/v1/sessions/${second}/state`, { n: 1 });
+    await http.patch(`/v1/sessions/${first}/state`, { n: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(client.events()).toEqual([]);
+  });
+});
+
 describe('keys limited to some agents', () => {
   it('must register webhooks and subscribe as one of their agents, and then get that agent’s view', async () => {
     // Prepare
@@ -233,6 +251,18 @@ describe('keys limited to some agents', () => {
       expect(refused).toMatchObject({ type: 'error', status: 403, code: 'forbidden', agents: [ids.general] });
     }
     expect(subscribeOwnAgent).toEqual({ type: 'subscribed', sessionId: sid, agentId: ids.general });
+    // A namespace subscription that names an agent names one of the key's too (before, any was taken).
+    const ownNamespace = ['agents', ids.general];
+    expect(await subscribe(client, { namespace: ownNamespace, agentId: ids.root })).toMatchObject({
+      type: 'error',
+      status: 403,
+      code: 'forbidden',
+      agents: [ids.general],
+    });
+    expect(await subscribe(client, { namespace: ownNamespace, agentId: ids.general })).toEqual({
+      type: 'subscribed',
+      namespace: ownNamespace,
+    });
     for (const events of [target.accepted(), client.events()]) {
       expect(events.map((event) => event.version)).toEqual([1, 2]);
       expect(keysOf(events[0].next)).toEqual(generalReads);
