@@ -1,7 +1,7 @@
 import * as z from 'zod/mini';
 import { AgentStateError, LateDetailError } from '../core/errors.js';
 import { requireId } from '../core/ids.js';
-import { isJsonObject, type Json, type JsonObject } from '../core/json.js';
+import { isJsonNumber, isJsonObject, type Json, type JsonObject } from '../core/json.js';
 import type { SessionScope } from '../core/model.js';
 import type { VersionPrecondition } from '../core/write-target.js';
 import type { RouteInput } from './api.js';
@@ -137,18 +137,28 @@ export interface BodyRules {
 function parseBody<S extends z.ZodMiniType>(schema: S, body: unknown): z.output<S> {
   const result = schema.safeParse(body);
   if (result.success) return result.data;
-  if (englishLoaded) throw refusal(result.error);
+  if (englishLoaded) throw refusal(result.error, body);
   // The first refusal of the process: answered once the messages are in, checked again with them.
   throw new LateDetailError('invalid_request', 'the body is not valid for this route', async () => {
     await loadEnglish();
     const again = schema.safeParse(body);
-    return again.success ? new AgentStateError('invalid_request', 'the body is not valid for this route') : refusal(again.error);
+    return again.success ? new AgentStateError('invalid_request', 'the body is not valid for this route') : refusal(again.error, body);
   });
 }
 
+/**
+ * What a number the API reads itself (`limit`, `ttlSeconds`, `expectedVersion`, …) must be,
+ * said instead of zod's "expected number, received JsonNumber": a number kept verbatim (`1.0`,
+ * `1e3`, beyond 2^53) is held in a JsonNumber, a name the caller never sent.
+ */
+const PLAIN_NUMBER = 'must be a number written plainly: an integer in its shortest form (7, not 7.0 or 7e0), within ±2^53';
+
 /** `400 invalid_request` listing each of zod's problems with a body, the first in the detail. */
-function refusal(error: z.core.$ZodError): AgentStateError {
-  const errors = error.issues.map((issue) => ({ path: issue.path.join('.'), message: issue.message }));
+function refusal(error: z.core.$ZodError, body: unknown): AgentStateError {
+  const errors = error.issues.map((issue) => ({
+    path: issue.path.join('.'),
+    message: issue.code === 'invalid_type' && isJsonNumber(valueAt(body, issue.path)) ? PLAIN_NUMBER : issue.message,
+  }));
   const first = errors[0];
   return new AgentStateError(
     'invalid_request',
@@ -157,6 +167,16 @@ function refusal(error: z.core.$ZodError): AgentStateError {
       errors,
     },
   );
+}
+
+/** The value at a zod issue's path inside `value`, if there is one. */
+function valueAt(value: unknown, path: readonly PropertyKey[]): unknown {
+  let current = value;
+  for (const key of path) {
+    if (typeof current !== 'object' || current === null || typeof key === 'symbol' || !Object.hasOwn(current, key)) return undefined;
+    current = (current as Record<string, unknown>)[key as string];
+  }
+  return current;
 }
 
 /**

@@ -113,6 +113,28 @@ describe('numbers are stored verbatim', () => {
     expect(response.body).toMatchObject({ code: 'invalid_request' });
     expect(response.text).toContain('expectedVersion');
   });
+
+  it.each([
+    [
+      'a commit',
+      'POST',
+      '/v1/sessions/s/commits',
+      '{"expectedVersion":1.0,"commands":[{"key":"a","scope":"thread","merge":"disjoint","set":1}]}',
+      'expectedVersion',
+    ],
+    ['a memory put', 'PUT', '/v1/memory/ns/k', '{"value":{},"ttlSeconds":1e3}', 'ttlSeconds'],
+    ['a memory search', 'POST', '/v1/memory/search', '{"namespacePrefix":["ns"],"limit":50.0}', 'limit'],
+    ['an agent', 'PUT', '/v1/agents/a', '{"worker":{"url":"module:examples/worker.ts","timeoutMs":9007199254740993}}', 'worker.timeoutMs'],
+  ])('says how to write such a number, in words the caller sent (%s)', async (_name, method, path, body, field) => {
+    // Before: "Invalid input: expected number, received JsonNumber", a type the caller never saw.
+    const response = await send(method, path, body);
+
+    expect(response.status).toBe(400);
+    expect(response.body?.detail).toBe(
+      `${field}: must be a number written plainly: an integer in its shortest form (7, not 7.0 or 7e0), within ±2^53`,
+    );
+    expect(response.text).not.toContain('JsonNumber');
+  });
 });
 
 describe('bodies that cannot be taken as sent write nothing', () => {
