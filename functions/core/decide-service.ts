@@ -3,6 +3,7 @@ import { type ChainPlan, type IncomingMessage, lookupsOf, planChain, suppliedIds
 import {
   type AnswerSource,
   answeredState,
+  planReply,
   triggerMessagesOf,
   type ValidDecision,
   validateDecisionResponse,
@@ -336,7 +337,7 @@ export class DecideService {
       worker.replyLookups.length > 0
         ? (await this.store.readTipWithNodes(scope, worker.replyLookups, { withState: false })).nodes
         : new Map<string, NodeRecord>();
-    const reply = planChain({ parent: plan.last, messages: replyMessages, known: replyKnown, tip, at });
+    const reply = planReply({ parent: plan.last, messages: replyMessages, known: replyKnown, tip, at }, plan.created, decision.source);
     const head = reply.last;
 
     // A value overwrites, {} clears; omitted or null keeps. The same for the agent config.

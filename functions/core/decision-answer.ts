@@ -1,10 +1,10 @@
-import type { IncomingMessage } from './chain.js';
+import { type ChainPlan, type IncomingMessage, planChain } from './chain.js';
 import { AgentStateError } from './errors.js';
 import { type Caller, checkOverlay, type Schema } from './fields.js';
 import { isValidId, newId, ROOT_NODE } from './ids.js';
 import { encodedSize, isJsonObject, type Json, type JsonObject, setOwn } from './json.js';
 import { agentConfigExcess } from './limits.js';
-import { STATE_LIMIT_BYTES } from './model.js';
+import { type NodeRecord, STATE_LIMIT_BYTES } from './model.js';
 import { checkedWrite, type WriteTarget } from './write-target.js';
 
 /**
@@ -99,6 +99,25 @@ export function validateDecisionResponse(answer: unknown, source: AnswerSource =
     });
   }
   return decision;
+}
+
+/**
+ * The answer's messages planned under the decision's node. Their ids are the answer's, so an
+ * id already taken — by a node of the tree, by one of the trigger's nodes this same commit
+ * creates, or twice in the answer — is a fault of the answer, blamed on whoever gave it (`502`,
+ * or without a worker the caller's `400`), not an append's `409 node_exists`. The trigger's new
+ * nodes are not in the table yet: without them among the known nodes, an answer reusing one's
+ * id made a second node of that id, hung under the first (a node that is its own parent).
+ */
+export function planReply(input: Parameters<typeof planChain>[0], triggerNodes: readonly NodeRecord[], source: AnswerSource): ChainPlan {
+  const known = new Map(input.known);
+  for (const node of triggerNodes) known.set(node.id, node);
+  try {
+    return planChain({ ...input, known });
+  } catch (error) {
+    if (!AgentStateError.match(error, 'node_exists')) throw error;
+    throw refusal(source, `messages: ${(error as Error).message}`);
+  }
 }
 
 /** The state the worker is shown: its view, with the request's `stateOverlay` on top. */

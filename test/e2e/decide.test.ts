@@ -322,6 +322,9 @@ describe('decide', () => {
     ['a body that is not JSON', () => ({ body: 'not json' }), 502, 'worker_failed'],
     ['JSON that is not an object', () => ({ body: '[1,2]' }), 502, 'worker_failed'],
     ['messages without a role', () => ({ body: '{"messages":[{"content":"x"}]}' }), 502, 'worker_failed'],
+    // Before, these two were the caller's 409 node_exists, for a fault of the worker's answer.
+    ['messages that repeat an id', () => ({ body: '{"messages":[{"id":"m1","role":"a"},{"id":"m1","role":"a"}]}' }), 502, 'worker_failed'],
+    ["a message with the id of the trigger's", () => ({ body: '{"messages":[{"id":"kept-out","role":"a"}]}' }), 502, 'worker_failed'],
     ['no answer in time', () => ({ body: '{"state":{"late":true}}', delayMs: 1500 }), 504, 'worker_timeout'],
   ])('answers %s with an error, writes nothing and frees the lease', async (_case, behaviour, status, code) => {
     const agentId = await registerAgent({ timeoutMs: 500 });
@@ -367,6 +370,20 @@ describe('decide', () => {
       version: 1,
     });
     expect(none.body).toMatchObject({ decision: {}, state: null, agent: null, changed: false, version: 0 });
+  });
+
+  it("refuses proposed messages that take the id of the trigger's, keeping the tree whole", async () => {
+    // Before: 200, and a second node q1 hung under the first (its own parent in the tree).
+    const sid = uniqueId('no-worker-ids');
+    const response = await decide(sid, {
+      trigger: { type: 'client.messages', messages: [{ id: 'q1', role: 'user' }] },
+      proposed: { messages: [{ id: 'q1', role: 'assistant' }] },
+    });
+
+    expect(response.status).toBe(400);
+    expect(response.body).toMatchObject({ code: 'invalid_request', field: 'proposed' });
+    expect((await http.get(`/v1/sessions/${sid}/nodes/q1`)).status).toBe(404);
+    expect((await http.get(`/v1/sessions/${sid}`)).status).toBe(404);
   });
 
   it('calls a module worker (the example) for local development', async () => {
