@@ -218,6 +218,16 @@ describe('WebSocket messages', () => {
   });
 });
 
+describe('WebSocket message size', () => {
+  it('closes a connection that sends a message over 128 KB with 1009, as API Gateway does', async () => {
+    // docs/api.md said such a message got an `error` message; the connection is closed instead.
+    const client = await live('dev-key');
+    const closed = new Promise<number>((resolve) => client.socket.once('close', (code) => resolve(code)));
+    client.socket.send(JSON.stringify({ action: 'subscribe', sessionId: 's1', pad: 'x'.repeat(128 * 1024) }));
+    expect(await closed).toBe(1009);
+  });
+});
+
 describe('keys limited to some agents', () => {
   it('must register webhooks and subscribe as one of their agents, and then get that agent’s view', async () => {
     // Prepare
