@@ -1,6 +1,5 @@
 import * as z from 'zod/mini';
 import { requireActingAgent } from '../core/acting-agent.js';
-import { requireNodeId } from '../core/ids.js';
 import { STATE_BODY_LIMIT_BYTES } from '../core/model.js';
 import { createHttpHandler } from './api.js';
 import { checkMessages, MAX_MESSAGES_PER_APPEND, messageSchema } from './messages.js';
@@ -36,7 +35,8 @@ export const handler = createHttpHandler(
         const { messages } = asSent(clientMessages, { messages: body.trigger.messages });
         checkMessages(messages, 'trigger.messages');
       }
-      if (body.parentId !== undefined) requireNodeId(body.parentId, 'parentId');
+      // parentId is any node, the root included (a fork under it edits the first message); its
+      // syntax was checked with the body's ids.
       // The deciding agent: named in the body, else the one the caller acts as (X-Agent-Id, which
       // the middleware checked); one named in the body must be one the key may act as, too.
       if (body.agentId !== undefined) requireActingAgent(input.allowedAgents, body.agentId, HEADER_WORDING);

@@ -245,6 +245,25 @@ describe('decide', () => {
     expect((await http.get(`/v1/sessions/${sid}/state?node=u2`)).body.state).toEqual({ turns: 2, last: 'u2' });
   });
 
+  it('edits the first message: a fork under the root, with parentId "root", sees the state as it was there', async () => {
+    // Before: 400 invalid_id ("parentId must not be the reserved id root"), though an append
+    // takes parentId root and the root is the parent of every first message.
+    const agentId = await registerAgent();
+    const sid = await sessionFor(agentId);
+    answer = (request) => ({ body: JSON.stringify({ state: { turns: ((request.state?.turns as number) ?? 0) + 1 } }) });
+    await decide(sid, { trigger: { type: 'client.messages', messages: [{ id: 'first', role: 'user' }] } });
+
+    const edit = await decide(sid, {
+      parentId: 'root',
+      trigger: { type: 'client.messages', messages: [{ id: 'first-edit', role: 'user' }] },
+    });
+
+    expect(edit.status).toBe(200);
+    expect((received.at(-1) as Received).body).toMatchObject({ state: null, version: 0, ancestry: ['root', 'first-edit'] });
+    expect(edit.body).toMatchObject({ state: { turns: 1 }, version: 2, head: 'first-edit' });
+    expect((await http.get(`/v1/sessions/${sid}/nodes/first-edit`)).body).toMatchObject({ parentId: 'root', depth: 1 });
+  });
+
   it('shows a worker registered with messages {"last": N} only the last N messages, and says how many it left out', async () => {
     // Prepare: an agent that is shown its last 3 messages, and a conversation of 6 with a fork.
     const agentId = uniqueId('agent');
