@@ -391,6 +391,32 @@ describe('decide', () => {
     expect(none.body).toMatchObject({ decision: {}, state: null, agent: null, changed: false, version: 0 });
   });
 
+  it('answers a trigger message whose id is taken under another parent as an append does, writing nothing', async () => {
+    // Prepare: a conversation m1 → m2.
+    const sid = uniqueId('trigger-ids');
+    await http.post(`/v1/sessions/${sid}/messages`, {
+      messages: [
+        { id: 'm1', role: 'user' },
+        { id: 'm2', role: 'assistant' },
+      ],
+    });
+    const before = await http.get(`/v1/sessions/${sid}/tree`);
+
+    // Act: a decision whose trigger sends m2 again, under the root.
+    const response = await decide(sid, {
+      parentId: 'root',
+      trigger: { type: 'client.messages', messages: [{ id: 'm2', role: 'user' }] },
+      proposed: { state: { touched: true } },
+    });
+
+    // Assess: the caller's conflict, as for POST messages (API.md: the trigger's messages are
+    // appended by section 3's rules); nothing written.
+    expect(response.status).toBe(409);
+    expect(response.body).toMatchObject({ code: 'node_exists' });
+    expect((await http.get(`/v1/sessions/${sid}/tree`)).body).toEqual(before.body);
+    expect((await http.get(`/v1/sessions/${sid}/state`)).body).toMatchObject({ state: null, version: 0 });
+  });
+
   it("refuses proposed messages that take the id of the trigger's, keeping the tree whole", async () => {
     // Before: 200, and a second node q1 hung under the first (its own parent in the tree).
     const sid = uniqueId('no-worker-ids');

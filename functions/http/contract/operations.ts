@@ -267,6 +267,9 @@ export const operations: Record<RouteKey, Operation> = {
     problems: [
       'invalid_request',
       'node_not_found',
+      // The trigger's messages are appended by the rules of POST messages: an id taken under
+      // another parent is the caller's conflict.
+      'node_exists',
       'agent_not_found',
       'decision_in_progress',
       'conflict',
