@@ -104,9 +104,10 @@ describe('a chunk loaded on first use that fails to load', () => {
 
 describe('a worker transport whose chunk fails to load', () => {
   let workerEntry: string;
-  const workerFolder = mkdtempSync(join(os.tmpdir(), 'agentstate-lazy-worker-'));
+  let workerFolder: string | undefined;
 
   beforeAll(async () => {
+    workerFolder = mkdtempSync(join(os.tmpdir(), 'agentstate-lazy-worker-'));
     // decide's worker call, bundled as the stack bundles decide: the `lambda:` transport is a
     // chunk of its own, read by the first call of a lambda: worker.
     const result = await build({
@@ -124,7 +125,9 @@ describe('a worker transport whose chunk fails to load', () => {
     rmSync(join(root, transport[0] as string));
   }, 60_000);
 
-  afterAll(() => rmSync(workerFolder, { recursive: true, force: true }));
+  afterAll(() => {
+    if (workerFolder) rmSync(workerFolder, { recursive: true, force: true });
+  });
 
   it('fails the call as worker_failed, and the log of a Lambda says what is broken', async () => {
     // Act: a lambda: worker's call in a Lambda, in a node of its own.
