@@ -115,7 +115,12 @@ export function attachWebSocketApi(server: Server): LocalWebSocketApi {
         .catch((error: unknown) => console.error('agentstate: WebSocket $disconnect failed', error))
         .finally(markClosed);
     });
-    socket.on('error', () => socket.terminate());
+    // ws reports a broken frame (one over 128 KB, bad UTF-8) here after it has already sent
+    // the close frame with its code, and a socket error after it has already dropped the
+    // socket. Dropping it here as well would reset a client still sending its message, and a
+    // proxy on the way may then lose the close frame: the client would see 1006, not 1009.
+    // ws instead reads and discards the rest and ends the connection (within 30 s at most).
+    socket.on('error', () => {});
   }
 
   const gateway: ConnectionGateway = {

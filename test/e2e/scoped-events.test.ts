@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main as agentstateCli } from '../../bin/agentstate.js';
 import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
@@ -226,7 +228,65 @@ describe('WebSocket message size', () => {
     client.socket.send(JSON.stringify({ action: 'subscribe', sessionId: 's1', pad: 'x'.repeat(128 * 1024) }));
     expect(await closed).toBe(1009);
   });
+
+  it('sends its 1009 and then reads the rest of the message, so the close is not lost to a reset', async () => {
+    // The server used to drop the connection as soon as it sent its close frame. The client,
+    // still sending the message, then met a TCP reset, and a proxy between them (here the
+    // contract proxy) could drop the close frame with it: the client saw 1006. That failed a
+    // CI run. This client sends past the close frame, straight to the server, and must meet no
+    // reset: the server reads what still arrives and ends the connection cleanly.
+    const socket = await upgradedSocket(new URL(api.serverUrl), 'dev-key');
+    const received: Buffer[] = [];
+    const errors: Error[] = [];
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    socket.on('error', (error) => errors.push(error));
+    const ended = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    const declared = 256 * 1024;
+    // A masked text frame announcing 256 KiB, of which only the first KiB is sent now.
+    const header = Buffer.alloc(14);
+    header[0] = 0x81;
+    header[1] = 0x80 | 127;
+    header.writeBigUInt64BE(BigInt(declared), 2);
+    randomBytes(4).copy(header, 10);
+    socket.write(Buffer.concat([header, Buffer.alloc(1024, 0x20)]));
+    const close = await waitFor('the close frame', () => {
+      const bytes = Buffer.concat(received);
+      return bytes.length >= 4 ? bytes : undefined;
+    });
+    expect(close[0]).toBe(0x88);
+    expect(close.readUInt16BE(2)).toBe(1009);
+    // The rest of the message, sent after the close frame, in pieces.
+    for (let sent = 1024; sent < declared; sent += 64 * 1024) {
+      socket.write(Buffer.alloc(Math.min(64 * 1024, declared - sent), 0x20));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    socket.end();
+    await ended;
+    expect(errors.map((error) => (error as NodeJS.ErrnoException).code)).toEqual([]);
+  });
 });
+
+/** A TCP socket that has completed the WebSocket upgrade, for writing frames by hand. */
+async function upgradedSocket(url: URL, token: string): Promise<Socket> {
+  // Half-open, so this side may go on writing after the server has ended its own.
+  const socket = connect({ port: Number(url.port), host: url.hostname, allowHalfOpen: true });
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  socket.write(
+    [
+      `GET /v1/ws?token=${token} HTTP/1.1`,
+      `Host: ${url.host}`,
+      'Upgrade: websocket',
+      'Connection: Upgrade',
+      `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}`,
+      'Sec-WebSocket-Version: 13',
+      '',
+      '',
+    ].join('\r\n'),
+  );
+  const response = await new Promise<string>((resolve) => socket.once('data', (chunk: Buffer) => resolve(chunk.toString('latin1'))));
+  if (!response.startsWith('HTTP/1.1 101')) throw new Error(`the upgrade was refused: ${response.split('\r\n')[0]}`);
+  return socket;
+}
 
 describe('keys limited to some agents', () => {
   it('must register webhooks and subscribe as one of their agents, and then get that agent’s view', async () => {
