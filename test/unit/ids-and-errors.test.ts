@@ -17,7 +17,8 @@ function thrownBy(action: () => unknown): unknown {
 
 const ID_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:~@-';
 const idChar = fc.constantFrom(...ID_ALPHABET.split(''));
-const validId = fc.string({ unit: idChar, minLength: 1, maxLength: 128 });
+/** Every id the rule accepts: the dot segments `.` and `..` are the alphabet's only refusals. */
+const validId = fc.string({ unit: idChar, minLength: 1, maxLength: 128 }).filter((id) => id !== '.' && id !== '..');
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
