@@ -90,6 +90,8 @@ export async function main(argv: readonly string[], io: Io = defaultIo): Promise
           ?.split(',')
           .map((agent) => agent.trim())
           .filter(Boolean);
+        // `--agents "$AGENTS"` with the variable empty must not issue a key that may act as any agent.
+        if (agents?.length === 0) throw new UsageError('--agents names no agent; leave it out for a key that may act as any agent');
         const { apiKey, key } = await store.create({ tenant: values.tenant, agents: agents ?? null });
         if (values.json) {
           io.out(JSON.stringify({ apiKey, ...key }, null, 2));

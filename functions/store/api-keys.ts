@@ -87,7 +87,9 @@ export class ApiKeyStore {
     if (!isValidId(input.tenant)) {
       throw new ApiKeyError(`tenant "${input.tenant}" is not a valid id (1–128 characters of A-Z a-z 0-9 . _ : ~ @ -)`);
     }
-    const agents = input.agents && input.agents.length > 0 ? [...new Set(input.agents)] : null;
+    // An empty list limits to nothing, and a stored empty list reads as any agent: refused.
+    if (input.agents?.length === 0) throw new ApiKeyError('a key limited to agents needs at least one agent');
+    const agents = input.agents ? [...new Set(input.agents)] : null;
     for (const agent of agents ?? []) {
       if (!isValidId(agent)) throw new ApiKeyError(`agent "${agent}" is not a valid id`);
     }

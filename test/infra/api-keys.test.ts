@@ -101,6 +101,7 @@ describe('ApiKeyStore', () => {
     ['a tenant with a #', { tenant: 'a#b' }],
     ['an empty tenant', { tenant: '' }],
     ['an agent with a space', { tenant: 'ok', agents: ['bad agent'] }],
+    ['an empty list of agents (never read as any agent)', { tenant: 'ok', agents: [] }],
   ])('refuses %s', async (_case, input) => {
     await expect(store.create(input)).rejects.toBeInstanceOf(ApiKeyError);
   });

@@ -74,6 +74,20 @@ describe('agentstate keys', () => {
     expect(result.err).toMatch(message);
   });
 
+  it.each([[''], [','], [' , ']])('refuses --agents %j instead of issuing a key that may act as any agent', async (agents) => {
+    // Prepare: a script's `--agents "$AGENTS"` with the variable unset or empty.
+    const before = await new ApiKeyStore(client, tableName).list({ tenant: 'cli-no-agents' });
+
+    // Act
+    const result = await cli('keys', 'create', '--tenant', 'cli-no-agents', '--agents', agents, '--json');
+
+    // Assess: refused, and no key written (before, an unlimited key was issued)
+    expect(result.code).toBeGreaterThan(0);
+    expect(result.err).toMatch(/--agents names no agent/);
+    expect(result.out).not.toMatch(/as_/);
+    expect(await new ApiKeyStore(client, tableName).list({ tenant: 'cli-no-agents' })).toEqual(before);
+  });
+
   it('says so when the key id is unknown', async () => {
     const result = await cli('keys', 'revoke', 'ffffffffffff');
 
