@@ -41,7 +41,9 @@ export function verifySignature(secret: string, body: Buffer, headers: Headers, 
   const signatures = one(headers['webhook-signature']);
   if (!id || !timestamp || !signatures || !/^\d+$/.test(timestamp)) return false;
   if (Math.abs(now / 1000 - Number(timestamp)) > TOLERANCE_SECONDS) return false;
-  const expected = createHmac('sha256', secret).update(`${id}.${timestamp}.`).update(body).digest();
+  // A whsec_<base64> secret (Standard Webhooks' form) signs with the bytes it encodes.
+  const key = /^whsec_[A-Za-z0-9+/]+={0,2}$/.test(secret) ? Buffer.from(secret.slice(6), 'base64') : secret;
+  const expected = createHmac('sha256', key).update(`${id}.${timestamp}.`).update(body).digest();
   return signatures.split(' ').some((entry) => {
     const given = Buffer.from(entry.startsWith('v1,') ? entry.slice(3) : '', 'base64');
     return given.length === expected.length && timingSafeEqual(given, expected);

@@ -1,3 +1,5 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createWorker, verifyWebhook } from '@agentstate/client';
@@ -22,6 +24,23 @@ interface Captured {
 const WORKER_SECRET = 'worker-secret';
 const HOOK_SECRET = 'whsec_c2lnbmVkLWV2ZW50cy1vbmx5';
 const sixMinutesLater = () => Date.now() + 6 * 60_000;
+
+/**
+ * docs/api.md's "Or by hand (Node.js)" recipe, run as a receiver would paste it: true when it
+ * accepts the request, false when it refuses (it throws on a stale timestamp).
+ */
+function docsRecipeVerifies(secret: string, delivery: Captured): boolean {
+  const docs = readFileSync(new URL('../../docs/api.md', import.meta.url), 'utf8');
+  const recipe = /Or by hand \(Node\.js\):\s*```js\n([\s\S]*?)```/.exec(docs)?.[1];
+  if (!recipe) throw new Error('docs/api.md has no "Or by hand (Node.js)" recipe');
+  const body = recipe.replace(/^import .*$/gm, '');
+  const run = new Function('createHmac', 'timingSafeEqual', 'Buffer', 'secret', 'request', 'rawBody', `${body}\nreturn valid;`);
+  try {
+    return run(createHmac, timingSafeEqual, Buffer, secret, { headers: delivery.headers }, Buffer.from(delivery.body)) as boolean;
+  } catch {
+    return false;
+  }
+}
 
 let api: RunningApi;
 let http: ApiClient;
@@ -96,5 +115,40 @@ describe('a webhook delivery', () => {
     expect(await verifyWebhook(HOOK_SECRET, delivery)).toMatchObject({ ok: true, id: `${sid}:1` });
     expect(await verifyWebhook(HOOK_SECRET, delivery, { now: sixMinutesLater })).toEqual({ ok: false, reason: 'stale-timestamp' });
     expect(await verifyWebhook('whsec_b3RoZXI=', delivery)).toEqual({ ok: false, reason: 'bad-signature' });
+  });
+
+  it('verifies with the by-hand recipe of docs/api.md and the example worker, with a whsec_ secret and a plain one', async () => {
+    // Prepare: a second endpoint with a plain secret beside the whsec_ one.
+    const plainSecret = 'plain-secret';
+    const plainHooks: Captured[] = [];
+    const plain = createServer(async (request, response) => {
+      plainHooks.push({ headers: request.headers, body: await readBody(request) });
+      response.writeHead(204).end();
+    });
+    const plainUrl = await listen(plain);
+    const registered = await http.post('/v1/webhooks', { url: `${plainUrl}/hook`, secret: plainSecret });
+    try {
+      // Act
+      const sid = uniqueId('by-hand');
+      await http.patch(`/v1/sessions/${sid}/state`, { n: 1 });
+      const standard = await waitFor('the whsec_ delivery', () => deliveries.find((candidate) => candidate.body.includes(`"${sid}:1"`)));
+      const plainDelivery = await waitFor('the plain delivery', () =>
+        plainHooks.find((candidate) => candidate.body.includes(`"${sid}:1"`)),
+      );
+
+      // Assess: both verify as they arrive (before, the whsec_ one was refused: the recipe and
+      // the example used the secret's text as the key, not the bytes it encodes)
+      expect(docsRecipeVerifies(HOOK_SECRET, standard)).toBe(true);
+      expect(docsRecipeVerifies(plainSecret, plainDelivery)).toBe(true);
+      expect(exampleVerifies(HOOK_SECRET, Buffer.from(standard.body), standard.headers)).toBe(true);
+      expect(exampleVerifies(plainSecret, Buffer.from(plainDelivery.body), plainDelivery.headers)).toBe(true);
+      // … and neither accepts another secret or a changed body.
+      expect(docsRecipeVerifies('whsec_b3RoZXI=', standard)).toBe(false);
+      expect(docsRecipeVerifies(HOOK_SECRET, { ...standard, body: standard.body.replace('"n":1', '"n":2') })).toBe(false);
+      expect(exampleVerifies('whsec_b3RoZXI=', Buffer.from(standard.body), standard.headers)).toBe(false);
+    } finally {
+      await http.delete(`/v1/webhooks/${registered.body.id}`);
+      await new Promise((resolve) => plain.close(resolve));
+    }
   });
 });
