@@ -218,7 +218,9 @@ export class DynamoDbMemoryStore implements MemoryStore {
           namespaces.push(cut);
           resumes.push(start);
           if (skip) {
-            more = true;
+            // Past the prefix's range when the cut is the prefix itself (or above it, for a
+            // limited key's root): nothing more under it, and DynamoDB refuses a start out there.
+            more = start < high;
             break;
           }
           if (namespaces.length > limit) break;

@@ -413,6 +413,33 @@ describe('namespaces', () => {
     expect(afterDelete.body.namespaces).toEqual([[root, 'u1', 'facts']]);
   });
 
+  it('cuts to a maxDepth as deep as the prefix: the prefix once, on every page', async () => {
+    // Prepare
+    const root = uniqueId('flat');
+    await put([root, 'u1', 'facts'], 'k', { a: 1 });
+    await put([root, 'u1'], 'k', { a: 1 });
+    await put([root, 'u2'], 'k', { a: 1 });
+    await waitFor('three namespaces', async () => {
+      const response = await http.get(`/v1/memory?prefix=${root}`);
+      return response.body.namespaces.length === 3 ? response : null;
+    });
+
+    // Act
+    const top = await http.get(`/v1/memory?prefix=${root}&maxDepth=1`);
+    const nested = await http.get(`/v1/memory?prefix=${root}/u1&maxDepth=2`);
+    const first = await http.get(`/v1/memory?prefix=${root}&maxDepth=2&limit=1`);
+    const second = await http.get(`/v1/memory?prefix=${root}&maxDepth=2&limit=1&cursor=${first.body.next}`);
+
+    // Assess (before, each answered 500: the skip past the cut started the next query at the
+    // end of the prefix's range, which DynamoDB refuses)
+    expect(top.status, top.text).toBe(200);
+    expect(top.body).toEqual({ namespaces: [[root]] });
+    expect(nested.status, nested.text).toBe(200);
+    expect(nested.body).toEqual({ namespaces: [[root, 'u1']] });
+    expect([first, second].map((page) => page.body.namespaces)).toEqual([[[root, 'u1']], [[root, 'u2']]]);
+    expect(second.body.next).toBeUndefined();
+  });
+
   it('refuses a maxDepth shallower than the prefix, or out of range', async () => {
     expect((await http.get('/v1/memory?prefix=a/b&maxDepth=1')).status).toBe(400);
     expect((await http.get('/v1/memory?maxDepth=9')).status).toBe(400);
@@ -523,6 +550,14 @@ describe('who may touch what', () => {
     expect(new Set(seen(agentsSearch))).toEqual(new Set([own]));
     expect(otherSearch.body.items).toEqual([]);
     expect(namespaces.body.namespaces.every((ns: string[]) => (ns[0] === 'agents' && ns[1] === own) || ns[0] === 'shared')).toBe(true);
+    // Its namespaces cut to one or two ids (before, 500: its roots are as deep as the cut)
+    const [depthOne, depthTwo] = [await limited.get('/v1/memory?maxDepth=1', as), await limited.get('/v1/memory?maxDepth=2', as)];
+    expect(depthOne.status, depthOne.text).toBe(200);
+    expect(depthOne.body.namespaces).toEqual([['agents'], ['shared']]);
+    expect(depthTwo.status, depthTwo.text).toBe(200);
+    expect(depthTwo.body.namespaces).toContainEqual(['agents', own]);
+    expect(depthTwo.body.namespaces).toContainEqual(['shared', own]);
+    expect(depthTwo.body.namespaces.every((ns: string[]) => (ns[0] === 'agents' && ns[1] === own) || ns[0] === 'shared')).toBe(true);
     expect((await http.get(itemPath(['agents', other, 'notes'], 'k'))).body).toMatchObject({ version: 1, value: { private: true } });
     expect((await http.get(itemPath(['users', own], 'k'))).body.value).toEqual({ tenantWide: true });
   });
