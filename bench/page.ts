@@ -213,8 +213,10 @@ of agentstate's own code weighs less, the ratios tend to the request counts: abo
   the new messages (docs/architecture.md, "The session's log"). No transaction: 25 short
   messages cost ${append25PerMessage} WCU each, about one small index item per message and the
   messages themselves in one item, compressed.
-- **Reads at another node** are three requests in two sequential rounds (the tip and the node's
-  index together, then the version the node points at), within the budget of DESIGN.md section 4.
+- **Reads at another node** are three requests in three sequential rounds (the tip, then the
+  node's index, then the version the node points at), within the budget of DESIGN.md section 4.
+  The index is read after the tip so that it holds every change up to the tip
+  (docs/architecture.md, "Message nodes and their index").
 
 ${largeStateSection(largeState)}
 ## Scale: cost per request stays flat

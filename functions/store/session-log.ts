@@ -113,30 +113,32 @@ export class DynamoDbSessionLog implements SessionLog {
     return { ...tip, log: { ...entry, recent } };
   }
 
+  /**
+   * The tip, then the nodes it does not hold. Not side by side: the writer of each change puts
+   * the index and moves the pointers its predecessor left (node-index.ts, `departure`) before it
+   * claims its place, so once the tip is read, the index holds every change up to it. A node
+   * read beside the tip could miss a change that lands between the two reads: a node indexed
+   * then reads as absent, and a pointer moved then as older, which a write would take as its
+   * base and write over the state that is there. A node of the tip's newest change needs no read.
+   */
   async readTipWithNodes(
     scope: SessionScope,
     nodeIds: readonly string[],
     options: { withState: boolean; recent?: RecentChanges },
   ): Promise<{ tip: Tip; nodes: Map<string, NodeRecord> }> {
     const ids = [...new Set(nodeIds)];
-    let tip: Tip;
-    let nodes: Map<string, NodeRecord>;
-    if (ids.length === 1) {
-      // One node: its newest keys, whatever life they are of, beside the tip.
-      const [readTip, found] = await Promise.all([this.readTip(scope, options), readNode(this.table, scope, ids[0] as string)]);
-      tip = readTip;
-      nodes = new Map(found && found.incarnation === tip.incarnation ? [[found.node.id, found.node]] : []);
-    } else {
-      // Several: one batch of their keys in the first life, read again in the tip's when that is another.
-      const [readTip, found] = await Promise.all([
-        this.readTip(scope, options),
-        ids.length === 0 ? Promise.resolve(new Map<string, NodeRecord>()) : readNodes(this.table, scope, ids, 0),
-      ]);
-      tip = readTip;
-      nodes = tip.incarnation === 0 || ids.length === 0 ? found : await readNodes(this.table, scope, ids, tip.incarnation);
-    }
+    const tip = await this.readTip(scope, options);
     if (tip.kind === 'closing') return { tip, nodes: new Map() };
+    const nodes = new Map<string, NodeRecord>();
     for (const node of tip.recentNodes) if (ids.includes(node.id)) nodes.set(node.id, node);
+    const unread = ids.filter((id) => !nodes.has(id));
+    if (unread.length === 1) {
+      // One node: its newest keys, one Query; an older life's are not this session's.
+      const found = await readNode(this.table, scope, unread[0] as string);
+      if (found && found.incarnation === tip.incarnation) nodes.set(found.node.id, found.node);
+    } else if (unread.length > 1) {
+      for (const [id, node] of await readNodes(this.table, scope, unread, tip.incarnation)) nodes.set(id, node);
+    }
     // A write off the head moved its node's pointer in the tip only, so far.
     const moved = entryOf(tip)?.versionNode;
     if (moved && moved !== tip.head && ids.includes(moved)) {
