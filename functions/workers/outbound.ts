@@ -366,29 +366,36 @@ export function postJson(url: URL, body: string, options: PostOptions): Promise<
   };
   const transport = url.protocol === 'https:' ? https : http;
   return new Promise<OutboundAnswer>((resolve, reject) => {
+    let status: number | undefined;
     const request = transport.request(url, { method: 'POST', headers, agent: options.agent, signal: options.signal }, (response) => {
-      const status = response.statusCode ?? 0;
+      const answered = response.statusCode ?? 0;
+      status = answered;
       const chunks: Buffer[] = [];
       let size = 0;
       response.on('data', (chunk: Buffer) => {
         size += chunk.length;
         if (size > options.maxAnswerBytes) {
-          resolve({ kind: 'too-large', status });
+          resolve({ kind: 'too-large', status: answered });
           response.destroy();
           return;
         }
         chunks.push(chunk);
       });
       // The first of these settles the answer; the ones after it change nothing.
-      response.on('error', (error) => resolve({ kind: 'cut', status, error }));
-      response.on('aborted', () => resolve({ kind: 'cut', status }));
+      response.on('error', (error) => resolve({ kind: 'cut', status: answered, error }));
+      response.on('aborted', () => resolve({ kind: 'cut', status: answered }));
       response.on('end', () => {
         const bytes = Buffer.concat(chunks);
-        resolve({ kind: 'answered', status, text: bytes.toString('utf8'), utf8: isUtf8(bytes) });
+        resolve({ kind: 'answered', status: answered, text: bytes.toString('utf8'), utf8: isUtf8(bytes) });
       });
-      response.on('close', () => resolve({ kind: 'cut', status }));
+      response.on('close', () => resolve({ kind: 'cut', status: answered }));
     });
-    request.on('error', reject);
+    // The signal's abort of a body that never ends reaches the request first: the status is in.
+    request.on('error', (error) => {
+      const answered = status;
+      if (answered === undefined) reject(error);
+      else resolve({ kind: 'cut', status: answered, error });
+    });
     request.end(body);
   });
 }

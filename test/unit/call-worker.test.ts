@@ -258,6 +258,11 @@ describe('callWorker over HTTP', () => {
         if (!response.destroyed) json(response, 200, {});
       },
       '/redirect': (_request, response) => void response.writeHead(302, { location: '/echo' }).end(),
+      '/stalls': (_request, response) => {
+        // The status and half an answer in time, and the rest never.
+        response.writeHead(200, { 'content-type': 'application/json' });
+        response.write('{"state": {"half"');
+      },
       '/cut': async (_request, response) => {
         // Half an answer, then the connection goes.
         response.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
@@ -356,6 +361,12 @@ describe('callWorker over HTTP', () => {
     expect(error.message).toContain('200 ms');
     expect(elapsed).toBeGreaterThanOrEqual(190);
     expect(elapsed).toBeLessThan(1_000);
+  });
+
+  it('gives up with worker_timeout on a worker whose answer stalls after its status', async () => {
+    const error = await rejectionOf(callWorker({ url: server.url('/stalls'), timeoutMs: 200 }, requestBody, LOCAL));
+    expect(error.code).toBe('worker_timeout');
+    expect(error.status).toBe(504);
   });
 
   it('ends the call with worker_timeout when the caller aborts', async () => {

@@ -50,7 +50,8 @@ describe('validateWebhookUrl', () => {
 describe('postWebhook', () => {
   let server: Server;
   let base: string;
-  let answer: { status: number; delayMs?: number; location?: string };
+  /** `rest`: after the status and a first chunk, the body never ends (`hang`) or the socket is cut (`cut`). */
+  let answer: { status: number; delayMs?: number; location?: string; rest?: 'hang' | 'cut' };
   const seen: Array<{ headers: IncomingHttpHeaders; body: string }> = [];
 
   beforeAll(async () => {
@@ -59,6 +60,12 @@ describe('postWebhook', () => {
       req.on('data', (chunk: Buffer) => chunks.push(chunk));
       req.on('end', () => {
         seen.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+        const { rest } = answer;
+        if (rest) {
+          res.writeHead(answer.status).write('the first part of an answer');
+          if (rest === 'cut') setTimeout(() => res.socket?.destroy(), 20);
+          return;
+        }
         setTimeout(
           () => res.writeHead(answer.status, answer.location ? { location: answer.location } : {}).end('answer'),
           answer.delayMs ?? 0,
@@ -127,6 +134,27 @@ describe('postWebhook', () => {
       { allowLoopbackHttp: true, timeoutMs: 50 },
     );
     expect(result).toEqual({ ok: false, error: 'no answer within 50 ms' });
+  });
+
+  it.each([
+    ['answers 200 and never ends its body', { status: 200, rest: 'hang' }, { ok: true, status: 200 }],
+    ['answers 200 and cuts the connection in its body', { status: 200, rest: 'cut' }, { ok: true, status: 200 }],
+    ['answers 500 and never ends its body', { status: 500, rest: 'hang' }, { ok: false, error: 'HTTP 500' }],
+  ] as const)('decides by the status when an endpoint %s', async (_case, given, expected) => {
+    // Prepare
+    answer = { ...given };
+
+    // Act
+    const result = await postWebhook(
+      { url: `${base}/hook`, secret: null },
+      '{}',
+      { eventId: 'e', attempt: 1 },
+      { allowLoopbackHttp: true, timeoutMs: 200 },
+    );
+
+    // Assess: the status was in well within the time (before, a body that never ended was
+    // "no answer within 200 ms": retried, then dead-lettered, though the endpoint took it)
+    expect(result).toEqual(expected);
   });
 
   it('fails on an endpoint that cannot be reached', async () => {
