@@ -4,7 +4,7 @@ import { allAgentsOf } from './agent-reader.js';
 import { AgentStateError } from './errors.js';
 import { checkDeclarations, type StateFields, typeProblem } from './fields.js';
 import { isJsonObject, type Json } from './json.js';
-import { agentConfigExcess } from './limits.js';
+import { agentConfigExcess, stateFieldsExcess } from './limits.js';
 import type { AgentRecord, Page, WorkerMessages, WorkerRecord } from './model.js';
 import type { AgentStore, SessionStore } from './ports.js';
 
@@ -74,6 +74,14 @@ export class AgentService {
     const excess = agentConfigExcess(config);
     if (excess) {
       throw new AgentStateError('invalid_request', `config ${excess.detail}`, { field: 'config', limitBytes: excess.limitBytes });
+    }
+    // The registration is one item: its declarations are held to their size before anything is read.
+    const fieldsExcess = input.stateFields && stateFieldsExcess(input.stateFields);
+    if (fieldsExcess) {
+      throw new AgentStateError('invalid_request', `stateFields ${fieldsExcess.detail}`, {
+        field: 'stateFields',
+        limitBytes: fieldsExcess.limitBytes,
+      });
     }
     if (input.worker) this.checkWorkerUrl(input.worker.url);
     const parentId = input.parentId ?? null;

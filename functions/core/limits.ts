@@ -46,6 +46,13 @@ const APPEND_LIMIT_BYTES = 1024 * 1024;
 const AGENT_CONFIG_LIMIT_BYTES = 64 * 1024;
 
 /**
+ * An agent's `stateFields`, as encoded JSON. The registration is one item of at most 400 KB:
+ * this, the config and the worker keep it well within (200 fields may each declare 4,000
+ * characters of description and rules and 200 agents, far more than one item holds).
+ */
+const AGENT_STATE_FIELDS_LIMIT_BYTES = 128 * 1024;
+
+/**
  * `413 payload_too_large` (with `limitBytes`) when a message, or the messages of one append
  * together, pass what one append may carry. `field` names them in the error (`messages`,
  * `trigger.messages`).
@@ -95,12 +102,23 @@ export function checkDecisionMessages(triggerCount: number, answerCount: number,
  * The size of an agent config, or why it is too large (`null` when it fits): the registry
  * answers `400 invalid_request`, a decision blames whoever answered it.
  */
-export function agentConfigExcess(config: Json): { detail: string; limitBytes: number; sizeBytes: number } | null {
-  const bytes = encodedSize(config);
-  if (bytes <= AGENT_CONFIG_LIMIT_BYTES) return null;
-  return {
-    detail: `is ${bytes} bytes of JSON; the limit is ${AGENT_CONFIG_LIMIT_BYTES}`,
-    limitBytes: AGENT_CONFIG_LIMIT_BYTES,
-    sizeBytes: bytes,
-  };
+export function agentConfigExcess(config: Json): SizeExcess | null {
+  return sizeExcess(config, AGENT_CONFIG_LIMIT_BYTES);
+}
+
+/** The size of an agent's `stateFields`, or why they are too large (`null` when they fit). */
+export function stateFieldsExcess(fields: Readonly<Record<string, unknown>>): SizeExcess | null {
+  return sizeExcess(fields as Json, AGENT_STATE_FIELDS_LIMIT_BYTES);
+}
+
+interface SizeExcess {
+  detail: string;
+  limitBytes: number;
+  sizeBytes: number;
+}
+
+function sizeExcess(value: Json, limitBytes: number): SizeExcess | null {
+  const bytes = encodedSize(value);
+  if (bytes <= limitBytes) return null;
+  return { detail: `is ${bytes} bytes of JSON; the limit is ${limitBytes}`, limitBytes, sizeBytes: bytes };
 }

@@ -53,6 +53,40 @@ async function snapshot(sid: string) {
   return { version: state.body.version, head: tree.body.head, nodes: tree.body.nodes?.length ?? 0 };
 }
 
+describe('agents', () => {
+  const fields = (count: number, text: number) =>
+    Object.fromEntries(
+      Array.from({ length: count }, (_, index) => [
+        `f${index}`,
+        { type: 'string', description: 'd'.repeat(text), updateRules: 'u'.repeat(text), read: 'public', write: 'public' },
+      ]),
+    );
+
+  it('refuses stateFields over 128 KiB of JSON with 400 naming the limit, writing nothing, never 500', async () => {
+    // Prepare: 200 fields with the longest description and rules each may have (800 KiB in
+    // all: a body the API takes, an item DynamoDB does not)
+    const agentId = uniqueId('fields');
+    const registered = await http.put(`/v1/agents/${agentId}`, { stateFields: fields(2, 10) });
+    expect(registered.status, registered.text).toBe(201);
+
+    // Act
+    const tooMany = await http.put(`/v1/agents/${agentId}`, { stateFields: fields(200, 2000) });
+    const fresh = await http.put(`/v1/agents/${uniqueId('fields')}`, { stateFields: fields(200, 2000) });
+
+    // Assess (before, both answered 500: DynamoDB refused the item's size)
+    for (const refused of [tooMany, fresh]) {
+      expect(refused.status, refused.text).toBe(400);
+      expect(refused.body).toMatchObject({ code: 'invalid_request', field: 'stateFields', limitBytes: 128 * KIB });
+    }
+    expect(Object.keys((await http.get(`/v1/agents/${agentId}`)).body.stateFields)).toEqual(['f0', 'f1']);
+  });
+
+  it('takes stateFields of just under 128 KiB', async () => {
+    const response = await http.put(`/v1/agents/${uniqueId('fields')}`, { stateFields: fields(30, 2000) });
+    expect(response.status, response.text).toBe(201);
+  });
+});
+
 describe('commits', () => {
   it('takes a 200 KiB thread key and a 200 KiB run key in one commit', async () => {
     const sid = uniqueId('commit-big');
