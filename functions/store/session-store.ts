@@ -97,12 +97,12 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
   // ---- nodes ------------------------------------------------------------------------------
 
   async readTree(scope: SessionScope): Promise<{ tip: Tip; nodes: NodeRecord[] }> {
-    const items: Item[] = [];
-    const [tip] = await Promise.all([
-      this.readTip(scope, { withState: false }),
-      forEachInRange(this.table, { partition: keys.session(scope), prefix: keys.nodePrefix }, (item) => items.push(item)),
-    ]);
+    // The tip, then the index: read side by side, a node indexed or a pointer moved by a change
+    // that lands between the two reads would be missing (session-log.ts, `readTipWithNodes`).
+    const tip = await this.readTip(scope, { withState: false });
     if (tip.kind === 'closing') return { tip, nodes: [] };
+    const items: Item[] = [];
+    await forEachInRange(this.table, { partition: keys.session(scope), prefix: keys.nodePrefix }, (item) => items.push(item));
     const nodes = new Map(nodesOfLife(items, tip.incarnation).map((node) => [node.id, node]));
     for (const node of tip.recentNodes) nodes.set(node.id, { ...node, preview: undefined });
     const moved = entryOf(tip)?.versionNode;

@@ -109,4 +109,26 @@ describe('a request naming a node off the head, while a change lands', () => {
     expect(appended.head).toBe('retry');
     expect((await service.readState(scope, { node: 'retry' })).state).toEqual({ at: 'first' });
   });
+
+  it('shows the whole tree, with every node where it points', async () => {
+    // Prepare: as above, with the tree read's tip read held while `first` is indexed and left.
+    const scope: SessionScope = { tenant: 't', sessionId: 'tree-read' };
+    const service = new SessionService(store);
+    await service.appendMessages(scope, { messages: [{ id: 'first', role: 'user' }] });
+    const slow = heldTipRead();
+    const reader = new SessionService(slow.store);
+
+    // Act
+    const reading = reader.getTree(scope);
+    await slow.held;
+    await moment();
+    await service.patchState(scope, { at: 'first' });
+    await service.appendMessages(scope, { parentId: 'first', messages: [{ id: 'second', role: 'assistant' }] });
+    slow.release();
+    const tree = await reading;
+
+    // Assess: before, `second` came without its parent `first`, which was indexed meanwhile.
+    expect(tree.head).toBe('second');
+    expect(tree.nodes.map((node) => node.id).sort()).toEqual(['first', 'root', 'second']);
+  });
 });
