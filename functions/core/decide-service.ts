@@ -183,6 +183,8 @@ export class DecideService {
       this.store.readTipWithNodes(scope, lookups, {
         withState: true,
         recent: recentFor(agents, request.agentId, triggerMessages.length > 0),
+        // Under the head, the ids read are the trigger's new messages': one round.
+        expectNew: request.parentId === undefined,
       }),
       request.decisionId ? this.decisions.getDecision(scope, decisionId) : Promise.resolve(null),
     ]);

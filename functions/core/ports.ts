@@ -137,11 +137,15 @@ export interface SessionStore {
    * a path read at the head (`readPath`) needs no further read when the path is short.
    */
   readTip(scope: SessionScope, options: { withState: boolean; recent?: RecentChanges }): Promise<Tip>;
-  /** The tip and those of `nodeIds` that exist in the session's current life, read together. */
+  /**
+   * The tip and those of `nodeIds` that exist in the session's current life, each as of the tip
+   * or later. With `expectNew` (the ids of messages about to be appended under the head), the
+   * nodes are read beside the tip, one round: an absent one is taken as absent.
+   */
   readTipWithNodes(
     scope: SessionScope,
     nodeIds: readonly string[],
-    options: { withState: boolean; recent?: RecentChanges },
+    options: { withState: boolean; recent?: RecentChanges; expectNew?: boolean },
   ): Promise<{ tip: Tip; nodes: Map<string, NodeRecord> }>;
   getMeta(scope: SessionScope): Promise<SessionMeta | null>;
   /**

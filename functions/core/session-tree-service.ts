@@ -114,7 +114,11 @@ export class SessionTreeService {
     const lookups = lookupsOf(input.messages, input.parentId);
 
     return retryOnStaleTip(this.retry, async (attempt) => {
-      const { tip, nodes: known } = await this.store.readTipWithNodes(scope, lookups, { withState: false });
+      const { tip, nodes: known } = await this.store.readTipWithNodes(scope, lookups, {
+        withState: false,
+        // Under the head, the ids read are the new messages': one round.
+        expectNew: input.parentId === undefined,
+      });
       // An append is a blind write: it joins the writers already waiting for this session.
       if (othersWaiting(tip, attempt, this.now())) throw new QueueBehindOthers();
       const parent = this.targets.nodeById(tip, known, input.parentId ?? tip.head);

@@ -120,32 +120,70 @@ export class DynamoDbSessionLog implements SessionLog {
    * read beside the tip could miss a change that lands between the two reads: a node indexed
    * then reads as absent, and a pointer moved then as older, which a write would take as its
    * base and write over the state that is there. A node of the tip's newest change needs no read.
+   *
+   * `expectNew` (an append under the head, whose ids are its new messages) reads the nodes
+   * beside the tip, so an append stays one round: the head's pointer is the tip's, and an
+   * absent id is what the append expects. Only a node found off the head (a resent message,
+   * whose pointer the append reuses) is read again after the tip. What that leaves open: two
+   * appends of the same new ids at once, with two more changes landing between one's reads,
+   * could both make the node.
    */
   async readTipWithNodes(
     scope: SessionScope,
     nodeIds: readonly string[],
-    options: { withState: boolean; recent?: RecentChanges },
+    options: { withState: boolean; recent?: RecentChanges; expectNew?: boolean },
   ): Promise<{ tip: Tip; nodes: Map<string, NodeRecord> }> {
     const ids = [...new Set(nodeIds)];
-    const tip = await this.readTip(scope, options);
+    const [tip, beside] = await Promise.all([
+      this.readTip(scope, options),
+      options.expectNew && ids.length > 0 ? this.readNodesOf(scope, ids, undefined) : undefined,
+    ]);
     if (tip.kind === 'closing') return { tip, nodes: new Map() };
     const nodes = new Map<string, NodeRecord>();
-    for (const node of tip.recentNodes) if (ids.includes(node.id)) nodes.set(node.id, node);
-    const unread = ids.filter((id) => !nodes.has(id));
-    if (unread.length === 1) {
-      // One node: its newest keys, one Query; an older life's are not this session's.
-      const found = await readNode(this.table, scope, unread[0] as string);
-      if (found && found.incarnation === tip.incarnation) nodes.set(found.node.id, found.node);
-    } else if (unread.length > 1) {
-      for (const [id, node] of await readNodes(this.table, scope, unread, tip.incarnation)) nodes.set(id, node);
+    const recent = new Set<string>();
+    for (const node of tip.recentNodes) {
+      if (!ids.includes(node.id)) continue;
+      nodes.set(node.id, node);
+      recent.add(node.id);
+    }
+    const moved = entryOf(tip)?.versionNode;
+    let unread = ids.filter((id) => !recent.has(id));
+    // A batch beside the tip reads the first life; in another, every id is read again in the tip's.
+    if (beside && (ids.length === 1 || tip.incarnation === 0)) {
+      for (const [id, node] of beside) if (!recent.has(id) && node.incarnation === tip.incarnation) nodes.set(id, node.node);
+      // Found beside the tip: immutable but for its pointer, which the tip gives for the head and a node it moved.
+      unread = unread.filter((id) => nodes.has(id) && id !== tip.head && id !== moved);
+      for (const id of unread) nodes.delete(id);
+    }
+    if (unread.length > 0) {
+      for (const [id, node] of await this.readNodesOf(scope, unread, tip.incarnation)) {
+        if (node.incarnation === tip.incarnation) nodes.set(id, node.node);
+      }
     }
     // A write off the head moved its node's pointer in the tip only, so far.
-    const moved = entryOf(tip)?.versionNode;
     if (moved && moved !== tip.head && ids.includes(moved)) {
       const node = nodes.get(moved) ?? (moved === ROOT_NODE ? rootNode('') : undefined);
       if (node) nodes.set(moved, { ...node, stateVersion: Math.max(node.stateVersion, tip.version) });
     }
     return { tip, nodes };
+  }
+
+  /**
+   * Nodes by id, each with the life it is of: one Query for one id (its newest keys, whatever
+   * life), one batch for several (of `incarnation`'s life, or the first when it is not known).
+   */
+  private async readNodesOf(
+    scope: SessionScope,
+    ids: readonly string[],
+    incarnation: number | undefined,
+  ): Promise<Map<string, { node: NodeRecord; incarnation: number }>> {
+    if (ids.length === 1) {
+      const found = await readNode(this.table, scope, ids[0] as string);
+      return new Map(found ? [[found.node.id, found]] : []);
+    }
+    const life = incarnation ?? 0;
+    const found = await readNodes(this.table, scope, ids, life);
+    return new Map([...found].map(([id, node]) => [id, { node, incarnation: life }]));
   }
 
   async getMeta(scope: SessionScope): Promise<SessionMeta | null> {
