@@ -122,8 +122,8 @@ export class WriteTargets extends NodeTargets {
   /**
    * Finds the node a request addresses (the head when `nodeId` is absent) and the version it
    * points at: at most three rounds of reads (the tip; the node when one is named that the tip
-   * does not hold; that version if the tip is not it). Returns null for a session that does not exist, when a read
-   * may answer "empty"; a write gets `404 node_not_found` instead.
+   * does not hold; that version if the tip is not it). Returns null for a session that does
+   * not exist, when a read may answer "empty"; a write gets `404 node_not_found` instead.
    */
   async resolve(
     scope: SessionScope,

@@ -110,6 +110,37 @@ describe('a request naming a node off the head, while a change lands', () => {
     expect((await service.readState(scope, { node: 'retry' })).state).toEqual({ at: 'first' });
   });
 
+  it('appends under the head after a resent message that moved meanwhile, starting from its state', async () => {
+    // Prepare: `m1`, a child of the head `h`, off the head. An append under the head resends it
+    // and adds `m2`: its ids are read beside the tip, and `m1`'s pointer moves meanwhile.
+    const scope: SessionScope = { tenant: 't', sessionId: 'resend-append' };
+    const service = new SessionService(store);
+    await service.appendMessages(scope, { messages: [{ id: 'h', role: 'user' }] });
+    await service.patchState(scope, { at: 'h' });
+    await service.appendMessages(scope, { messages: [{ id: 'm1', role: 'assistant' }] });
+    await service.switchHead(scope, 'h');
+    const slow = heldTipRead();
+    const appender = new SessionService(slow.store);
+
+    // Act: while the append waits, a write at `m1`, then one at the head moves m1's pointer.
+    const appending = appender.appendMessages(scope, {
+      messages: [
+        { id: 'm1', role: 'assistant' },
+        { id: 'm2', role: 'user' },
+      ],
+    });
+    await slow.held;
+    await moment();
+    await service.patchState(scope, { at: 'm1' }, { node: 'm1' });
+    await service.patchState(scope, { also: 'h' });
+    slow.release();
+    const appended = await appending;
+
+    // Assess: `m2` starts from m1's state now, not the one its index said before (h's).
+    expect(appended.head).toBe('m2');
+    expect((await service.readState(scope, { node: 'm2' })).state).toEqual({ at: 'm1' });
+  });
+
   it('shows the whole tree, with every node where it points', async () => {
     // Prepare: as above, with the tree read's tip read held while `first` is indexed and left.
     const scope: SessionScope = { tenant: 't', sessionId: 'tree-read' };
