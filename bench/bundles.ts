@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { build, type Metafile } from 'esbuild';
-import { routeGroups } from '../functions/http/routes.js';
+import { routeGroups } from '../functions/http/contract/routes.js';
 import { lambdaBundling } from '../lib/bundling.js';
 import { deployedEntries } from '../lib/entries.js';
 import { log, QUICK, repoRoot } from './config.js';
@@ -387,7 +387,7 @@ log), not a cut of its own.`;
 const SHARED_CUTS = `Session 7 cut what every group shares (decide was 161.2 KiB before, and every group is
 smaller for it): generated ids come from \`uuid\`'s v7 (1.2 KiB, against the \`uuidv7\` package's
 4.5); the store's codecs and key shapes are modules imported as namespaces
-(functions/store/session-item.ts, agent-item.ts, … and keys.ts), so a group bundles the encoders,
+(functions/store/sessions/session-item.ts, agent-item.ts, … and keys.ts), so a group bundles the encoders,
 decoders and keys it calls, not every entry of an object; decide reads the registry through a
 reader of the tenant's agents alone (no listing, pages or cursors: a replayed decision shows its
 state through the agents the request read), and its write targets and session log are base
@@ -455,18 +455,18 @@ Each route group's function builds and bundles only the services its routes use
 and the worker call only in decide, the memory store only in memory, the webhook store and
 sender only in webhooks; test/unit/bundle-contents.test.ts fails when a group carries a
 module its routes do not use. The sessions and tree groups build the session service without
-the state's writes and versions (functions/core/session-tree-service.ts; session-service.ts
+the state's writes and versions (functions/core/sessions/session-tree-service.ts; session-service.ts
 adds them for the state group), so JSON Patch, merge patch and typed-field writes are in the
 state group's bundle only. esbuild drops an unused function or export but never an unused
 method of a class or an unused entry of an object, so decide builds readers of its own: the
-agent registry's (functions/core/agent-reader.ts over functions/store/agent-store.ts's
+agent registry's (functions/core/agents/agent-reader.ts over functions/store/agents/agent-store.ts's
 \`DynamoDbTenantAgents\`, one query of the tenant's agents and shared document; registering,
 changing and listing agents are agent-service.ts's, in \`agents\` only) and the session log's
-(functions/store/session-log.ts; creating, listing and deleting sessions, the tree and the
+(functions/store/log/session-log.ts; creating, listing and deleting sessions, the tree and the
 version history are session-store.ts's, in the session groups only), and the store's codecs and
-key shapes are modules imported as namespaces (functions/store/item-codecs.ts says why). The request schemas are written with zod/mini, whose checks
+key shapes are modules imported as namespaces (functions/store/table/item-codecs.ts says why). The request schemas are written with zod/mini, whose checks
 tree-shake, and a body's JSON object is checked without zod's record schema
-(functions/http/request.ts, \`jsonObject\`). \`health\` and \`inspector\` need no key and no
+(functions/http/edge/request.ts, \`jsonObject\`). \`health\` and \`inspector\` need no key and no
 table, so they carry neither the services nor the SDK nor zod (functions/http/public.ts), and
 \`health\` reads the OpenAPI document it serves from a copy the stack puts beside its bundle
 (140 KiB that \`/health\` never needs).
@@ -474,8 +474,8 @@ table, so they carry neither the services nor the SDK nor zod (functions/http/pu
 **Loaded on first use.** What only some requests need is a chunk beside \`index.mjs\` that
 node reads when it is first imported (lib/bundling.ts): decide's call of a \`lambda:\` worker
 with the Lambda client, and of a \`module:\` worker (local mode only, never in AWS), the KMS
-client of the sealing key with the code that calls it (functions/store/key-ring-kms.ts), what a
-large state's version changed (functions/core/version-change.ts: only a version kept in pieces,
+client of the sealing key with the code that calls it (functions/store/access/key-ring-kms.ts), what a
+large state's version changed (functions/core/write/version-change.ts: only a version kept in pieces,
 or the one after, keeps its change), the SDK's credential providers other than the environment's, the
 table's API key store (behind the authorizer no route group looks a key up), a session's
 delete (a \`DELETE\`, or a write that finds a delete abandoned), zod's English messages (a

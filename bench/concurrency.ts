@@ -115,7 +115,7 @@ export async function measureConcurrency(meter: Meter, main: Wired): Promise<Con
   const hot = await contention(meter, main, 'one session (contended), depth 10', () => 'contended');
   const deep = await contention(meter, main, `one session (contended), depth ${SCALE.depth}`, () => 'contended-deep');
   const spread = await contention(meter, main, `${CONTENTION.writers} sessions (one each)`, (writer) => `uncontended-${writer}`);
-  // Appends are blind writes to the same log and wait in the same queue (functions/core/retry.ts).
+  // Appends are blind writes to the same log and wait in the same queue (functions/core/write/write-retry.ts).
   const appends = await contention(meter, main, 'one session, appends (contended), depth 10', () => 'contended-appends', 'append');
   return [hot, deep, spread, appends];
 }

@@ -3,16 +3,16 @@
  * and one session per operation, written before anything is timed.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import type { Json } from '../functions/core/json.js';
-import type { SessionScope } from '../functions/core/model.js';
-import type { SessionService } from '../functions/core/session-service.js';
-import { keysFromEnv } from '../functions/http/auth.js';
+import type { Json } from '../functions/core/json/json.js';
+import type { SessionScope } from '../functions/core/model/model.js';
+import type { SessionService } from '../functions/core/sessions/session-service.js';
 import { type Dependencies, dependenciesFor } from '../functions/http/dependencies.js';
-import * as sessionItem from '../functions/store/session-item.js';
-import type { DynamoDbSessionStore } from '../functions/store/session-store.js';
-import { createStores } from '../functions/store/stores.js';
-import { ensureTable } from '../functions/store/table.js';
-import { batchPut, type TableClient } from '../functions/store/table-client.js';
+import { keysFromEnv } from '../functions/http/edge/auth.js';
+import { createStores } from '../functions/store/index.js';
+import * as sessionItem from '../functions/store/sessions/session-item.js';
+import type { DynamoDbSessionStore } from '../functions/store/sessions/session-store.js';
+import { ensureTable } from '../functions/store/table/table.js';
+import { batchPut, type TableClient } from '../functions/store/table/table-client.js';
 import { API_KEY, TENANT } from './config.js';
 
 export interface Wired {

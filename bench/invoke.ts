@@ -7,9 +7,9 @@
  * socket in between.
  */
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
-import { AgentStateError, toProblem } from '../functions/core/errors.js';
-import type { RouteGroup } from '../functions/http/routes.js';
-import type { HttpHandler } from '../functions/http/types.js';
+import { AgentStateError, toProblem } from '../functions/core/kernel/errors.js';
+import type { RouteGroup } from '../functions/http/contract/routes.js';
+import type { HttpHandler } from '../functions/http/edge/types.js';
 import { matchRoute, type RouteMatch, toApiGatewayEvent } from '../functions/local/http-adapter.js';
 
 export interface InProcessRequest {

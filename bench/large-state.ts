@@ -1,8 +1,8 @@
 import { BatchGetItemCommand, BatchWriteItemCommand, type DynamoDBClient, QueryCommand } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
-import type { Json } from '../functions/core/json.js';
-import { parseJsonPatch } from '../functions/core/json-patch.js';
-import * as keys from '../functions/store/keys.js';
+import type { Json } from '../functions/core/json/json.js';
+import { parseJsonPatch } from '../functions/core/json/json-patch.js';
+import * as keys from '../functions/store/table/keys.js';
 import { auth, QUICK, TENANT } from './config.js';
 import { scope, type Wired } from './fixture.js';
 import { handlerRun, median, tableRow } from './measure.js';

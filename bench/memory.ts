@@ -6,10 +6,10 @@
  */
 
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { MemoryService } from '../functions/core/memory-service.js';
-import { DynamoDbMemoryStore } from '../functions/store/memory-store.js';
-import { DynamoDbMemoryUpkeep } from '../functions/store/memory-upkeep-store.js';
-import { TableClient } from '../functions/store/table-client.js';
+import { MemoryService } from '../functions/core/memory/memory-service.js';
+import { DynamoDbMemoryStore } from '../functions/store/memory/memory-store.js';
+import { DynamoDbMemoryUpkeep } from '../functions/store/memory/memory-upkeep-store.js';
+import { TableClient } from '../functions/store/table/table-client.js';
 import { jsonHeaders, log, MEMORY, TENANT } from './config.js';
 import { handlerRun, type Measured, measureAll, median, ms, type Operation, pad, padLeft, per, requestsText, tableRow } from './measure.js';
 import type { Meter } from './meter.js';

@@ -6,9 +6,9 @@
  * differ only by what agentstate does around them.
  */
 import { DynamoDBClient, type DynamoDBClientConfig, QueryCommand } from '@aws-sdk/client-dynamodb';
-import { keysFromEnv } from '../functions/http/auth.js';
 import { dependenciesFor, useDependencies } from '../functions/http/dependencies.js';
-import { createStores } from '../functions/store/stores.js';
+import { keysFromEnv } from '../functions/http/edge/auth.js';
+import { createStores } from '../functions/store/index.js';
 import { API_KEY, log, STUB_ROUNDS, TENANT } from './config.js';
 import { sessionIds as s, type Wired } from './fixture.js';
 import { type Measured, measureAll, median, pad, padLeft, tableRow } from './measure.js';

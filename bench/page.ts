@@ -120,7 +120,7 @@ sequential request adds a round trip of about 2–5 ms there).
 
 One process starts DynamoDB Local in memory and creates the table with \`ensureTable\`. The
 handlers get their dependencies through \`useDependencies(dependenciesFor(stores))\`, where the
-stores are built on the very client the Lambdas use (\`functions/store/client.ts\`), and are
+stores are built on the very client the Lambdas use (\`functions/store/table/client.ts\`), and are
 called in-process with the API Gateway v2 event the local server builds for the same HTTP
 request (\`toApiGatewayEvent\`; building it is not timed). The raw rows use the same client
 directly. SDK middleware on that client counts every DynamoDB request and sets
@@ -269,7 +269,7 @@ ${contentionTable(contention)}
 One session serializes its writes by design (each change claims the log's next place), so its
 throughput is bounded by one read and one conditional write per version, plus the races
 lost meanwhile; different sessions do not contend at all. How losers wait decides the tail
-(functions/core/retry.ts). With exponential full-jitter backoff alone (2 ms doubling to 100 ms)
+(functions/core/write/write-retry.ts). With exponential full-jitter backoff alone (2 ms doubling to 100 ms)
 the p99 was 1.7–4.4 s on this machine: a writer that had just won went straight in again while
 the losers slept ever longer, so a few writers were passed over again and again. Now a change
 whose writer lost a race first says so on the tip; for a second after it, a blind write's first

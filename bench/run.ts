@@ -34,7 +34,7 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 import { useDependencies } from '../functions/http/dependencies.js';
 import { startDynamoDbLocal } from '../functions/local/dynamodb-local.js';
-import { dynamoDbClient } from '../functions/store/client.js';
+import { dynamoDbClient } from '../functions/store/table/client.js';
 import { bundleSection, measureBundles } from './bundles.js';
 import { measureConcurrency } from './concurrency.js';
 import { DOC, ITERATIONS, log, ONLY, QUICK, WARMUP, WRITE_DOC, writeDoc } from './config.js';
@@ -69,7 +69,7 @@ if (process.argv.includes('--bundles-only')) {
 const dynamo = await startDynamoDbLocal({ dataDir: 'memory', jit: 'peak' });
 process.on('exit', () => void dynamo.stop());
 const meter = new Meter();
-// The client the handlers get in AWS (functions/store/client.ts), pointed at DynamoDB Local.
+// The client the handlers get in AWS (functions/store/table/client.ts), pointed at DynamoDB Local.
 const client = meter.instrument(dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamo.endpoint }));
 
 const main = await wire(client, 'bench');

@@ -20,12 +20,12 @@
  */
 
 import { performance } from 'node:perf_hooks';
-import { ROOT_NODE } from '../functions/core/ids.js';
-import type { Tip, VersionRecord } from '../functions/core/model.js';
-import { StaleTipError } from '../functions/core/ports.js';
-import { nextLineage } from '../functions/core/tree.js';
+import { ROOT_NODE } from '../functions/core/kernel/ids.js';
+import type { Tip, VersionRecord } from '../functions/core/model/model.js';
+import { StaleTipError } from '../functions/core/model/ports.js';
+import { nextLineage } from '../functions/core/model/tree.js';
 import { startDynamoDbLocal } from '../functions/local/dynamodb-local.js';
-import { dynamoDbClient } from '../functions/store/client.js';
+import { dynamoDbClient } from '../functions/store/table/client.js';
 import { log, SCALE, TENANT } from './config.js';
 import { BENCH_AGENT, kilobyteState, putBenchAgent, scope, untilWritten, type Wired, wire, writeFillerSessions } from './fixture.js';
 import type { Meter } from './meter.js';

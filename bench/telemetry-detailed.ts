@@ -8,8 +8,8 @@
 import './detailed-mode.js';
 import './lambda-mode.js';
 import { randomBytes } from 'node:crypto';
-import { useSealingKey } from '../functions/core/sealing.js';
-import { dynamoDbClient } from '../functions/store/client.js';
+import { useSealingKey } from '../functions/core/kernel/sealing.js';
+import { dynamoDbClient } from '../functions/store/table/client.js';
 import { wire } from './fixture.js';
 import { Meter } from './meter.js';
 import { TABLE } from './raw-sdk.js';
@@ -18,7 +18,7 @@ import { DETAILED_RESULT_MARKER, measureTelemetry } from './telemetry.js';
 const endpoint = process.env.BENCH_DYNAMODB_ENDPOINT;
 if (!endpoint) throw new Error('BENCH_DYNAMODB_ENDPOINT names the bench’s DynamoDB Local');
 // The bench's own process has made up its sealing key by section 1c; a Lambda has its key from
-// KMS after its first request, and in a Lambda none is made up (functions/store/key-ring.ts).
+// KMS after its first request, and in a Lambda none is made up (functions/store/access/key-ring.ts).
 useSealingKey(randomBytes(32));
 const meter = new Meter();
 const client = meter.instrument(dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: endpoint }));

@@ -13,9 +13,9 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { keysFromEnv } from '../functions/http/auth.js';
 import { type Dependencies, dependenciesFor, useDependencies } from '../functions/http/dependencies.js';
-import { createStores } from '../functions/store/stores.js';
+import { keysFromEnv } from '../functions/http/edge/auth.js';
+import { createStores } from '../functions/store/index.js';
 import { traced } from '../functions/telemetry/telemetry.js';
 import { API_KEY, log, repoRoot, STUB_ROUNDS, TENANT } from './config.js';
 import type { Wired } from './fixture.js';
@@ -52,7 +52,7 @@ export async function measureTelemetry(meter: Meter, client: DynamoDBClient, mai
   log(`\n1c. telemetry: the same handler requests without and with Powertools logs, metrics and traces`);
   const resolveKey = keysFromEnv(`${TENANT}:${API_KEY}`);
   const local = dependenciesFor(createStores(await stubDynamoDb(client), TABLE), { resolveKey });
-  // As in a Lambda, the client is traced when it is made (functions/store/client.ts); tracing
+  // As in a Lambda, the client is traced when it is made (functions/store/table/client.ts); tracing
   // adds middleware to the client itself, hence a client of its own.
   const stubToTrace = await stubDynamoDb(client);
   lambdaInvocation(true);

@@ -1,8 +1,8 @@
 import { parseArgs } from 'node:util';
 import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { type ApiKey, ApiKeyError, ApiKeyStore } from '../functions/store/api-keys.js';
-import { defaultTableName } from '../functions/store/table.js';
+import { type ApiKey, ApiKeyError, ApiKeyStore } from '../functions/store/access/api-keys.js';
+import { defaultTableName } from '../functions/store/table/table.js';
 
 const USAGE = `agentstate: the admin CLI
 

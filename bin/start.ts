@@ -10,8 +10,8 @@
  * AGENTSTATE_ACCESS_LOG (`off` silences the line printed per request and per WebSocket event).
  */
 import { resolve } from 'node:path';
-import { DEFAULT_LOCAL_KEYS, parseKeyPairs } from '../functions/http/auth.js';
-import { parseCorsOrigins } from '../functions/http/cors.js';
+import { DEFAULT_LOCAL_KEYS, parseKeyPairs } from '../functions/http/edge/auth.js';
+import { parseCorsOrigins } from '../functions/http/edge/cors.js';
 import { JavaMissingError } from '../functions/local/dynamodb-local.js';
 import { ensureInspectorBuilt } from '../functions/local/inspector-build.js';
 import { type LocalServer, PortInUseError, startLocalServer } from '../functions/local/server.js';

@@ -3,7 +3,7 @@ import { defineConfig } from 'vite';
 
 /**
  * The inspector page: preact, bundled by vite into one flat folder (dist/inspector) that
- * functions/http/inspector.ts serves: `index.html` at `/`, the rest at `/inspector/<file>`.
+ * functions/http/handlers/inspector.ts serves: `index.html` at `/`, the rest at `/inspector/<file>`.
  * Built by `npm run build:inspector`, and by `npm start` when missing or stale.
  */
 export default defineConfig({

@@ -31,10 +31,10 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import { corsPolicy, parseCorsOrigins } from '../functions/http/cors.js';
-import { type Route, routeGroups, routes } from '../functions/http/routes.js';
-import { changeRecordFilters } from '../functions/store/stream-images.js';
-import { tableKeys } from '../functions/store/table.js';
+import { type Route, routeGroups, routes } from '../functions/http/contract/routes.js';
+import { corsPolicy, parseCorsOrigins } from '../functions/http/edge/cors.js';
+import { changeRecordFilters } from '../functions/store/events/stream-images.js';
+import { tableKeys } from '../functions/store/table/table.js';
 import { parseTracingLevel, TRACING_VARIABLE, type TracingLevel } from '../functions/telemetry/tracing-level.js';
 import { lambdaBundleCommand, lambdaBundling, shellWord } from './bundling.js';
 import { entryOf } from './entries.js';
@@ -168,7 +168,7 @@ export interface AgentStateProps {
   /**
    * Origins whose web pages may call the API from a browser (API.md section 1), e.g.
    * `['https://app.example.com']`, or `['*']` for any. API Gateway then answers CORS
-   * preflights itself, before the authorizer, with the policy of functions/http/cors.ts.
+   * preflights itself, before the authorizer, with the policy of functions/http/edge/cors.ts.
    * @default [] - CORS off: browsers on other origins cannot read the API's answers
    */
   readonly corsOrigins?: readonly string[];
@@ -192,7 +192,7 @@ export interface AgentStateProps {
 /** The project's esbuild, which bundles every function (lib/bundling.ts). */
 const ESBUILD = join(projectRoot, 'node_modules', '.bin', 'esbuild');
 
-/** The route group that serves the inspector page (functions/http/inspector.ts). */
+/** The route group that serves the inspector page (functions/http/handlers/inspector.ts). */
 const INSPECTOR_GROUP = 'inspector';
 /** Where the page's files are inside that function: the bundle folder is /var/task. */
 const INSPECTOR_DIR_IN_LAMBDA = '/var/task/inspector';
@@ -210,7 +210,7 @@ function buildInspectorInto(outputDir: string): string[] {
   ];
 }
 
-/** The route group that serves `GET /v1/openapi.json` (functions/http/health.ts). */
+/** The route group that serves `GET /v1/openapi.json` (functions/http/handlers/health.ts). */
 const CONTRACT_GROUP = 'health';
 /** Where that function reads the document: beside its bundle, not in it (140 KiB its `/health` never needs). */
 const OPENAPI_FILE_IN_LAMBDA = '/var/task/openapi.json';
@@ -227,7 +227,7 @@ const POWERTOOLS_ENVIRONMENT = {
   POWERTOOLS_LOG_LEVEL: 'INFO',
 } as const;
 
-/** SQS takes messages up to 1 MiB; a webhook body is at most 256 KiB (functions/core/change-fanout.ts). */
+/** SQS takes messages up to 1 MiB; a webhook body is at most 256 KiB (functions/core/fanout/change-fanout.ts). */
 const WEBHOOK_MESSAGE_BYTES = 1024 * 1024;
 /** Deliveries under way at once, at most (the delivery hook's event source mapping). */
 const WEBHOOK_DELIVERY_CONCURRENCY = 100;
@@ -263,11 +263,11 @@ export const FUNCTION_DEFAULTS = {
  * ```
  */
 export class AgentState extends Construct {
-  /** The single table (functions/store/table.ts `tableKeys`). */
+  /** The single table (functions/store/table/table.ts `tableKeys`). */
   readonly table: dynamodb.TableV2;
   /**
    * The key that wraps the data key sealing worker and webhook secrets and list cursors
-   * (functions/store/key-ring.ts): the table holds only KMS's ciphertext of it, and only the
+   * (functions/store/access/key-ring.ts): the table holds only KMS's ciphertext of it, and only the
    * functions that need it may use it, for this table's encryption context.
    */
   readonly sealingKey: kms.Key;
@@ -294,7 +294,7 @@ export class AgentState extends Construct {
   /** The webhook hook: the table's stream → the webhook queue, on a mapping of its own. */
   readonly webhookHook: NodejsFunction;
   /**
-   * The webhook lanes (functions/core/webhook-lanes.ts): an SQS FIFO queue, one message group
+   * The webhook lanes (functions/core/webhooks/webhook-lanes.ts): an SQS FIFO queue, one message group
    * per webhook and stream, so that a dead endpoint's deliveries wait in its own groups only.
    */
   readonly webhookQueue: sqs.Queue;
@@ -730,7 +730,7 @@ export class AgentState extends Construct {
       environment: Record<string, string>;
       invokes: readonly string[];
       /**
-       * Uses the sealing key (functions/store/key-ring.ts): unwraps the data key, and for
+       * Uses the sealing key (functions/store/access/key-ring.ts): unwraps the data key, and for
        * `open-or-create` makes it when the table has none yet.
        */
       seals?: 'open' | 'open-or-create' | undefined;

@@ -1,4 +1,4 @@
-import { routeGroups } from '../functions/http/routes.js';
+import { routeGroups } from '../functions/http/contract/routes.js';
 
 /** A Lambda function of the stack, and the file it is bundled from (relative to the repository root). */
 export interface DeployedEntry {
@@ -15,8 +15,8 @@ export interface DeployedEntry {
  * synthesized stack.
  */
 export const deployedEntries: readonly DeployedEntry[] = [
-  ...routeGroups.map((group) => ({ name: group, file: `functions/http/${group}.ts` })),
-  { name: 'authorizer', file: 'functions/http/authorizer.ts' },
+  ...routeGroups.map((group) => ({ name: group, file: `functions/http/handlers/${group}.ts` })),
+  { name: 'authorizer', file: 'functions/http/edge/authorizer.ts' },
   { name: 'websocket', file: 'functions/ws/handler.ts' },
   { name: 'change-hook', file: 'functions/streams/change-hook.ts' },
   { name: 'webhook-hook', file: 'functions/streams/webhook-hook.ts' },

@@ -1,4 +1,4 @@
-import type { RouteGroup } from '../functions/http/routes.js';
+import type { RouteGroup } from '../functions/http/contract/routes.js';
 
 /**
  * The DynamoDB actions a function may be granted. `TransactWriteItems` is not an IAM action:
@@ -48,7 +48,7 @@ const finishDelete: TableAction = 'dynamodb:BatchWriteItem';
  * stack: every bundle, driven through its paths with only its own role, is never refused a
  * call, and every grant here is used by one.
  *
- * Typed as a record over every `RouteGroup`, so adding a group to functions/http/routes.ts
+ * Typed as a record over every `RouteGroup`, so adding a group to functions/http/contract/routes.ts
  * fails type checking until its access is declared here — on purpose: a new group's
  * permissions are a review decision, never a default.
  *

@@ -1,14 +1,14 @@
 import middy from '@middy/core';
 import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import type { AllowedAgents } from '../core/acting-agent.js';
-import { AgentStateError } from '../core/errors.js';
-import type { Json } from '../core/json.js';
-import { ensureSealingKey } from '../store/key-ring.js';
-import { type ApiEvent, actingAgent, authenticate, idempotency, jsonBody, problemErrors } from './middleware.js';
+import type { AllowedAgents } from '../core/agents/acting-agent.js';
+import type { Json } from '../core/json/json.js';
+import { AgentStateError } from '../core/kernel/errors.js';
+import { ensureSealingKey } from '../store/access/key-ring.js';
+import { type ApiEvent, actingAgent, authenticate, idempotency, jsonBody, problemErrors } from './edge/middleware.js';
+import { loggedRequests } from './edge/request-log.js';
+import { securedHandler } from './edge/security-headers.js';
+import type { HttpHandler } from './edge/types.js';
 import * as parts from './parts/middleware.js';
-import { loggedRequests } from './request-log.js';
-import { securedHandler } from './security-headers.js';
-import type { HttpHandler } from './types.js';
 import { type Dependencies, groupDependencies, type Parts } from './wiring.js';
 
 /** What a route function gets: the parsed request and the services its group names (`D`). */

@@ -1,6 +1,6 @@
-import type { WorkerInvoker } from '../core/decide-service.js';
-import type { Stores } from '../store/stores.js';
-import { type KeyResolver, keysFromEnv } from './auth.js';
+import type { WorkerInvoker } from '../core/decide/decide-service.js';
+import type { Stores } from '../store/index.js';
+import { type KeyResolver, keysFromEnv } from './edge/auth.js';
 import { agentRegistryReader, agentStore, tenantAgents } from './parts/agent-store.js';
 import { agents } from './parts/agents.js';
 import { commits } from './parts/commits.js';

@@ -1,9 +1,9 @@
 import middy from '@middy/core';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import { AgentStateError } from '../core/errors.js';
-import { type ApiEvent, problemErrors } from './middleware.js';
-import { securedHandler } from './security-headers.js';
-import type { HttpHandler } from './types.js';
+import { AgentStateError } from '../core/kernel/errors.js';
+import { type ApiEvent, problemErrors } from './edge/middleware.js';
+import { securedHandler } from './edge/security-headers.js';
+import type { HttpHandler } from './edge/types.js';
 
 /** What a public route function gets: no tenant, no body, no services. */
 export interface PublicInput {

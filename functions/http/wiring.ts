@@ -1,16 +1,16 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import type { AgentService } from '../core/agent-service.js';
-import type { CommitService } from '../core/commit-service.js';
-import type { DecideService } from '../core/decide-service.js';
-import type { MemoryService } from '../core/memory-service.js';
-import type { IdempotencyStore } from '../core/ports.js';
-import type { SessionService } from '../core/session-service.js';
-import type { SessionTreeService } from '../core/session-tree-service.js';
-import type { WebhookService } from '../core/webhooks.js';
-import { dynamoDbClient } from '../store/client.js';
-import { defaultTableName } from '../store/table.js';
-import { TableClient } from '../store/table-client.js';
-import type { KeyResolver } from './auth.js';
+import type { AgentService } from '../core/agents/agent-service.js';
+import type { CommitService } from '../core/commits/commit-service.js';
+import type { DecideService } from '../core/decide/decide-service.js';
+import type { MemoryService } from '../core/memory/memory-service.js';
+import type { IdempotencyStore } from '../core/model/ports.js';
+import type { SessionService } from '../core/sessions/session-service.js';
+import type { SessionTreeService } from '../core/sessions/session-tree-service.js';
+import type { WebhookService } from '../core/webhooks/webhooks.js';
+import { dynamoDbClient } from '../store/table/client.js';
+import { defaultTableName } from '../store/table/table.js';
+import { TableClient } from '../store/table/table-client.js';
+import type { KeyResolver } from './edge/auth.js';
 
 /** Every service a route handler may use. A route group's function builds only the ones it names. */
 export interface Dependencies {

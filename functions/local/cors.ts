@@ -1,9 +1,9 @@
 import type { RequestListener } from 'node:http';
-import { corsPolicy } from '../http/cors.js';
+import { corsPolicy } from '../http/edge/cors.js';
 
 /**
  * What API Gateway does for an HTTP API with a CORS configuration, for the local server
- * (functions/http/cors.ts): an `OPTIONS` preflight from an allowed origin is answered `204`
+ * (functions/http/edge/cors.ts): an `OPTIONS` preflight from an allowed origin is answered `204`
  * with the policy, before any route or key is looked at; an answer to an allowed origin says
  * which origin may read it and which headers. A request from any other origin gets no CORS
  * header at all, so the browser keeps the answer from the page. No origins: CORS is off and

@@ -2,9 +2,9 @@ import { isUtf8 } from 'node:buffer';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
-import { AgentStateError, type ErrorCode, toProblem } from '../core/errors.js';
-import { type Route, type RouteGroup, routeKey, routes } from '../http/routes.js';
-import type { HttpHandler } from '../http/types.js';
+import { AgentStateError, type ErrorCode, toProblem } from '../core/kernel/errors.js';
+import { type Route, type RouteGroup, routeKey, routes } from '../http/contract/routes.js';
+import type { HttpHandler } from '../http/edge/types.js';
 
 /**
  * Local stand-in for API Gateway HTTP API (payload format 2.0) in front of the Lambda

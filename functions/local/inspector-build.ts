@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 /** The page's sources and vite config. */
 const inspectorSourceDir = join(repoRoot, 'inspector');
-/** Where the built page goes; functions/http/inspector.ts serves it from there. */
+/** Where the built page goes; functions/http/handlers/inspector.ts serves it from there. */
 const inspectorOutDir = join(repoRoot, 'dist', 'inspector');
 
 export type InspectorBuild = 'fresh' | 'built' | 'unavailable';

@@ -2,9 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { keyFromText } from '../store/key-ring.js';
+import { keyFromText } from '../store/access/key-ring.js';
 
-/** The local server's sealing key (core/sealing.ts) and the file it is kept in. */
+/** The local server's sealing key (core/kernel/sealing.ts) and the file it is kept in. */
 export interface LocalKeyFile {
   path: string;
   key: Buffer;

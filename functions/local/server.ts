@@ -3,15 +3,15 @@ import { isIPv6 } from 'node:net';
 import { resolve } from 'node:path';
 import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
-import { AgentStateError, toProblem } from '../core/errors.js';
-import { useSealingKey } from '../core/sealing.js';
-import type { WebhookLanes } from '../core/webhook-lanes.js';
-import { parseCorsOrigins } from '../http/cors.js';
-import { useStoreProbe } from '../http/health.js';
-import type { RouteGroup } from '../http/routes.js';
-import type { HttpHandler } from '../http/types.js';
-import { changeRecordFilters } from '../store/stream-images.js';
-import { defaultTableName, ensureTable } from '../store/table.js';
+import { AgentStateError, toProblem } from '../core/kernel/errors.js';
+import { useSealingKey } from '../core/kernel/sealing.js';
+import type { WebhookLanes } from '../core/webhooks/webhook-lanes.js';
+import type { RouteGroup } from '../http/contract/routes.js';
+import { parseCorsOrigins } from '../http/edge/cors.js';
+import type { HttpHandler } from '../http/edge/types.js';
+import { useStoreProbe } from '../http/handlers/health.js';
+import { changeRecordFilters } from '../store/events/stream-images.js';
+import { defaultTableName, ensureTable } from '../store/table/table.js';
 import { classifyAddress } from '../workers/outbound.js';
 import { useLocalConnectionGateway } from '../ws/connections.js';
 import { withAccessLog, withWebSocketAccessLog } from './access-log.js';
@@ -53,7 +53,7 @@ export interface LocalServerOptions {
   /** @default `AGENTSTATE_TABLE`, else `agentstate` */
   tableName?: string;
   /**
-   * Origins whose pages may call the API (functions/http/cors.ts); none turns CORS off.
+   * Origins whose pages may call the API (functions/http/edge/cors.ts); none turns CORS off.
    * @default `AGENTSTATE_CORS_ORIGINS`, else none
    */
   corsOrigins?: readonly string[];
@@ -127,7 +127,7 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
 
     process.env.AGENTSTATE_TABLE = tableName;
     process.env.AGENTSTATE_DYNAMODB_ENDPOINT = dynamoDb.endpoint;
-    // Worker and webhook secrets are stored sealed with this key (core/sealing.ts).
+    // Worker and webhook secrets are stored sealed with this key (core/kernel/sealing.ts).
     keyFile = localKeyFile(dataDir);
     process.env.AGENTSTATE_KEY_FILE = keyFile.path;
     useSealingKey(keyFile.key);

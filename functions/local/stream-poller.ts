@@ -8,7 +8,7 @@ import {
   type _Record as StreamsRecord,
 } from '@aws-sdk/client-dynamodb-streams';
 import type { AttributeValue, DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
-import { matchesFilter } from '../store/stream-images.js';
+import { matchesFilter } from '../store/events/stream-images.js';
 
 /**
  * What Lambda's event source mapping does for a DynamoDB stream, for the local server: it

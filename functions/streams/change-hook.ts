@@ -1,9 +1,9 @@
-import { schemaReader } from '../core/agent-reader.js';
-import { ChangeFanout } from '../core/change-fanout.js';
-import { DEFAULT_HISTORY_DAYS, MemoryUpkeep } from '../core/memory-changes.js';
-import { MemoryFanout } from '../core/memory-events.js';
-import { DynamoDbLiveStore } from '../store/live-store.js';
-import { DynamoDbMemoryUpkeep } from '../store/memory-upkeep-store.js';
+import { schemaReader } from '../core/agents/agent-reader.js';
+import { ChangeFanout } from '../core/fanout/change-fanout.js';
+import { DEFAULT_HISTORY_DAYS, MemoryUpkeep } from '../core/memory/memory-changes.js';
+import { MemoryFanout } from '../core/memory/memory-events.js';
+import { DynamoDbLiveStore } from '../store/events/live-store.js';
+import { DynamoDbMemoryUpkeep } from '../store/memory/memory-upkeep-store.js';
 import { traced } from '../telemetry/telemetry.js';
 import { liveBroadcaster, memoryBroadcaster } from '../ws/broadcast.js';
 import { connectionGatewayFromEnv } from '../ws/connections.js';
@@ -20,7 +20,7 @@ import { instrumentedStreamHandler, type StreamConsumer, type StreamHandler, sto
  * swept, and memory's namespace list and replaced versions kept.
  *
  * In AWS it is the target of one of the stream's two event source mappings, which let through
- * only version records (store/stream-images.ts `changeRecordFilters`); locally
+ * only version records (store/events/stream-images.ts `changeRecordFilters`); locally
  * functions/local/stream-poller.ts calls it with the same event shape and filter. The other
  * consumer, the webhook hook (webhook-hook.ts), reads the stream on its own, so that live pushes
  * never wait on a webhook endpoint (API.md section 9); this entry bundles none of its code.

@@ -1,8 +1,8 @@
 import { EventBridgeClient, PutEventsCommand, type PutEventsRequestEntry } from '@aws-sdk/client-eventbridge';
-import type { EventPublisher } from '../core/change-fanout.js';
-import { serializeWithin } from '../core/events.js';
-import { type Sleep, sleep } from '../core/webhooks.js';
-import { AWS_CALL_TIMEOUTS } from '../store/client.js';
+import { serializeWithin } from '../core/events/events.js';
+import type { EventPublisher } from '../core/fanout/change-fanout.js';
+import { type Sleep, sleep } from '../core/webhooks/webhooks.js';
+import { AWS_CALL_TIMEOUTS } from '../store/table/client.js';
 
 const EVENT_SOURCE = 'agentstate';
 /** PutEvents takes at most 10 entries and 256 KB in one request. */

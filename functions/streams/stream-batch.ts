@@ -1,14 +1,14 @@
 import type { Context, DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
-import type { ChangeFanout, ChangeInput } from '../core/change-fanout.js';
-import type { MemoryUpkeep, MemoryUpkeepInput } from '../core/memory-changes.js';
-import type { MemoryFanout } from '../core/memory-events.js';
-import { DynamoDbAgentStore } from '../store/agent-store.js';
-import { dynamoDbClient } from '../store/client.js';
-import { recordedMemoryChangeOf } from '../store/memory-stream.js';
-import { DynamoDbSessionStore } from '../store/session-store.js';
-import { recordedChangeOf } from '../store/stream-images.js';
-import { defaultTableName } from '../store/table.js';
-import { TableClient } from '../store/table-client.js';
+import type { ChangeFanout, ChangeInput } from '../core/fanout/change-fanout.js';
+import type { MemoryUpkeep, MemoryUpkeepInput } from '../core/memory/memory-changes.js';
+import type { MemoryFanout } from '../core/memory/memory-events.js';
+import { DynamoDbAgentStore } from '../store/agents/agent-store.js';
+import { recordedChangeOf } from '../store/events/stream-images.js';
+import { recordedMemoryChangeOf } from '../store/memory/memory-stream.js';
+import { DynamoDbSessionStore } from '../store/sessions/session-store.js';
+import { dynamoDbClient } from '../store/table/client.js';
+import { defaultTableName } from '../store/table/table.js';
+import { TableClient } from '../store/table/table-client.js';
 import { instrumented } from '../telemetry/telemetry.js';
 
 /**

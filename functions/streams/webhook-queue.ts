@@ -1,20 +1,20 @@
 import { createHash } from 'node:crypto';
 import { type MessageAttributeValue, SendMessageBatchCommand, type SendMessageBatchRequestEntry, SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSRecord } from 'aws-lambda';
-import type { QueuedDelivery, WebhookQueue } from '../core/webhook-lanes.js';
-import type { DeadLetterEvent } from '../core/webhooks.js';
-import { AWS_CALL_TIMEOUTS } from '../store/client.js';
+import type { QueuedDelivery, WebhookQueue } from '../core/webhooks/webhook-lanes.js';
+import type { DeadLetterEvent } from '../core/webhooks/webhooks.js';
+import { AWS_CALL_TIMEOUTS } from '../store/table/client.js';
 import { traced } from '../telemetry/telemetry.js';
 
 /**
- * The webhook lanes in AWS (core/webhook-lanes.ts): an SQS FIFO queue with one message group
+ * The webhook lanes in AWS (core/webhooks/webhook-lanes.ts): an SQS FIFO queue with one message group
  * per lane, (webhook, stream). SQS hands out a group's next message only once the one before
  * it is done, and every group on its own, so a lane stays in order and a dead endpoint's
  * backlog waits in its own groups; the delivery function (delivery-hook.ts) takes one message
  * at a time.
  *
  * A message is the delivery's body exactly as it goes out (at most 256 KiB,
- * core/change-fanout.ts `WEBHOOK_BODY_LIMIT_BYTES`; the queue takes 1 MiB) with what names
+ * core/fanout/change-fanout.ts `WEBHOOK_BODY_LIMIT_BYTES`; the queue takes 1 MiB) with what names
  * it in message attributes. The webhook itself is read again at delivery (its secret is never
  * in the queue, and a deleted webhook gets no more deliveries). The deduplication id is the
  * webhook and the event: a stream record retried within SQS's 5 minute window queues nothing
@@ -29,7 +29,7 @@ const ATTRIBUTE_BYTES = 1024;
 
 /**
  * The SQS client of the webhook hook: each attempt bounded, as every AWS call here
- * (store/client.ts). It sends to its region's endpoint, not the queue URL's host (the same
+ * (store/table/client.ts). It sends to its region's endpoint, not the queue URL's host (the same
  * place in AWS; `AWS_ENDPOINT_URL_SQS` wins where it is set).
  */
 export function sqsClient(): SQSClient {

@@ -7,7 +7,7 @@
  *   stack as a list;
  * - an error the service answers by design (a worker that failed, the table unavailable) is
  *   one line locally, and nothing more in a Lambda, whose request log line carries its code
- *   and detail (functions/http/request-log.ts).
+ *   and detail (functions/http/edge/request-log.ts).
  */
 export function reportUnexpected(message: string, error: unknown): void {
   console.error(`agentstate: ${message}`, error);

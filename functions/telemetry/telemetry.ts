@@ -1,7 +1,7 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Context } from 'aws-lambda';
-import { useMetricSink } from '../core/metrics.js';
+import { useMetricSink } from '../core/kernel/metrics.js';
 import { TRACING_VARIABLE } from './tracing-level.js';
 
 /**

@@ -19,9 +19,9 @@
  * public, under the same rules as a webhook; outbound.ts holds them, and the request itself.
  */
 import { createHash } from 'node:crypto';
-import { AgentStateError } from '../core/errors.js';
-import { isJsonObject, JsonTextError, parseJson } from '../core/json.js';
-import { workerTimeoutMs } from '../core/worker-timeout.js';
+import { workerTimeoutMs } from '../core/agents/worker-timeout.js';
+import { isJsonObject, JsonTextError, parseJson } from '../core/json/json.js';
+import { AgentStateError } from '../core/kernel/errors.js';
 import { reportUnexpected } from '../telemetry/report.js';
 import { moduleDirsFromEnv } from './module-dirs.js';
 import {

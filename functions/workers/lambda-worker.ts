@@ -4,7 +4,7 @@
  * needs, a chunk of decide's bundle that only the first call of a lambda: worker reads.
  */
 import { InvokeCommand, type InvokeCommandOutput, LambdaClient } from '@aws-sdk/client-lambda';
-import { AWS_CALL_TIMEOUTS } from '../store/client.js';
+import { AWS_CALL_TIMEOUTS } from '../store/table/client.js';
 import type { WorkerCallWording } from './worker-url.js';
 
 /** One client per region and endpoint, for the life of the process. */

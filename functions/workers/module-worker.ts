@@ -18,7 +18,7 @@
 import { realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { parseJson, stringifyJson } from '../core/json.js';
+import { parseJson, stringifyJson } from '../core/json/json.js';
 import type { ModuleDirs } from './module-dirs.js';
 import type { WorkerCallWording } from './worker-url.js';
 
@@ -140,7 +140,7 @@ export async function callModule(
   aborted.catch(() => {}); // handled by the race below, or not needed at all
   const decide = await Promise.race([loadModule(real, modulePath, wording), aborted]);
   // The request as an https worker would read it: numbers a double would change are JsonNumbers,
-  // which come back verbatim in the answer if the module passes them on (core/json.ts).
+  // which come back verbatim in the answer if the module passes them on (core/json/json.ts).
   const request: unknown = parseJson(body);
   let answer: unknown;
   try {

@@ -16,7 +16,7 @@ import { lookup as dnsLookup, type LookupAddress, type LookupAllOptions } from '
 import http from 'node:http';
 import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
-import { AgentStateError } from '../core/errors.js';
+import { AgentStateError } from '../core/kernel/errors.js';
 
 /** Resolves a host name to its addresses; replaces DNS in tests. */
 export type HostResolver = (hostname: string) => Promise<readonly string[]>;

@@ -10,8 +10,8 @@
  * Redirects are not followed (a redirect is a failed delivery), and at most 64 KiB of the
  * answer is read, only to free the socket: the status alone decides.
  */
-import { AgentStateError } from '../core/errors.js';
-import type { DeliveryResult, WebhookSender } from '../core/webhooks.js';
+import { AgentStateError } from '../core/kernel/errors.js';
+import type { DeliveryResult, WebhookSender } from '../core/webhooks/webhooks.js';
 import {
   connectionPool,
   NonPublicHostError,

@@ -2,7 +2,7 @@
  * The forms a worker URL may take (call-worker.ts describes each), checked by its text alone:
  * shared by the registration's check (worker-registration.ts) and every call (call-worker.ts).
  */
-import { AgentStateError } from '../core/errors.js';
+import { AgentStateError } from '../core/kernel/errors.js';
 import type { ModuleDirs } from './module-dirs.js';
 import { checkUrlText, type OutboundPolicy, parseHttpUrl, type UrlWording } from './outbound.js';
 

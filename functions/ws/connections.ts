@@ -1,5 +1,5 @@
 import { ApiGatewayManagementApiClient, GoneException, PostToConnectionCommand } from '@aws-sdk/client-apigatewaymanagementapi';
-import { AWS_CALL_TIMEOUTS } from '../store/client.js';
+import { AWS_CALL_TIMEOUTS } from '../store/table/client.js';
 import { traced } from '../telemetry/telemetry.js';
 
 /**

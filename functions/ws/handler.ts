@@ -1,14 +1,14 @@
-import { AgentStateError, toProblem } from '../core/errors.js';
-import { isValidId } from '../core/ids.js';
-import { isJsonObject, parseJson } from '../core/json.js';
-import { LiveService } from '../core/live.js';
-import { isNamespacePath } from '../core/memory.js';
-import { type Grant, keysFromEnv } from '../http/auth.js';
-import { ApiKeyStore } from '../store/api-keys.js';
-import { dynamoDbClient } from '../store/client.js';
-import { DynamoDbLiveStore } from '../store/live-store.js';
-import { defaultTableName } from '../store/table.js';
-import { TableClient } from '../store/table-client.js';
+import { LiveService } from '../core/fanout/live.js';
+import { isJsonObject, parseJson } from '../core/json/json.js';
+import { AgentStateError, toProblem } from '../core/kernel/errors.js';
+import { isValidId } from '../core/kernel/ids.js';
+import { isNamespacePath } from '../core/memory/memory.js';
+import { type Grant, keysFromEnv } from '../http/edge/auth.js';
+import { ApiKeyStore } from '../store/access/api-keys.js';
+import { DynamoDbLiveStore } from '../store/events/live-store.js';
+import { dynamoDbClient } from '../store/table/client.js';
+import { defaultTableName } from '../store/table/table.js';
+import { TableClient } from '../store/table/table-client.js';
 import { reportExpected, reportUnexpected } from '../telemetry/report.js';
 import { instrumented } from '../telemetry/telemetry.js';
 

@@ -144,7 +144,7 @@ export class Api {
     return { items: page.versions, ...(page.next ? { next: page.next } : {}) };
   }
 
-  /** Where the WebSocket API is (functions/http/inspector.ts). */
+  /** Where the WebSocket API is (functions/http/handlers/inspector.ts). */
   static async config(): Promise<{ webSocketUrl: string }> {
     const response = await fetch(new URL('/inspector/config.json', location.origin));
     if (!response.ok) throw new ApiError(response.status, 'config', 'The inspector configuration could not be read.');

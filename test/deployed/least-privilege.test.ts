@@ -1,6 +1,6 @@
 import { DeleteItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { routeGroups, routes } from '../../functions/http/routes.js';
+import { routeGroups, routes } from '../../functions/http/contract/routes.js';
 import { DEPLOYED_WORKER_ARN } from '../helpers/synth.js';
 import type { GatewayResponse } from './support/api-gateway.js';
 import type { DeployedFunction } from './support/deployment.js';
@@ -406,7 +406,7 @@ describe('change events and live sync, within their roles', () => {
 
 describe('the roles themselves', () => {
   it('the sealing key: each keyed route group makes it when the table has none (kms:GenerateDataKey), and opens it after', async () => {
-    // Whichever function first finds no key ring makes it (functions/store/key-ring.ts), so
+    // Whichever function first finds no key ring makes it (functions/store/access/key-ring.ts), so
     // each one may: here each does, in a fresh environment, over a table without one.
     const keyed = routeGroups.filter((group) => !['health', 'inspector'].includes(group));
     for (const group of keyed) {

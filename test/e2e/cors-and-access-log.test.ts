@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { corsPolicy } from '../../functions/http/cors.js';
+import { corsPolicy } from '../../functions/http/edge/cors.js';
 import { type StartedServerProcess, spawnServerProcess, startServerProcess } from '../helpers/server.js';
 
 /**

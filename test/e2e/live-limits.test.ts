@@ -4,7 +4,7 @@ import { EventFixtures, type LiveClient, waitFor } from '../helpers/events.js';
 
 /**
  * A WebSocket connection follows at most 100 sessions and at most 100 memory namespaces
- * (functions/core/live.ts MAX_SUBSCRIPTIONS): the 101st is refused with `400 invalid_request`
+ * (functions/core/fanout/live.ts MAX_SUBSCRIPTIONS): the 101st is refused with `400 invalid_request`
  * naming the limit, following again what it follows already is not a new place, leaving frees
  * one, and the limit is the connection's own, not the key's.
  */

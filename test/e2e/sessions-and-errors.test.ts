@@ -251,7 +251,7 @@ describe('errors', () => {
     expectProblem(await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ content: 'no role' }] }), 400, 'invalid_request');
     const wrongType = await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ role: 7 }] });
     expectProblem(wrongType, 400, 'invalid_request');
-    // zod's English message, naming the field (imported by the first body refused: http/request.ts).
+    // zod's English message, naming the field (imported by the first body refused: http/edge/request.ts).
     expect(wrongType.body.detail).toBe('messages.0.role: Invalid input: expected string, received number');
     expectProblem(await http.post(`/v1/sessions/${sid}/messages`, [{ role: 'user' }]), 400, 'invalid_request');
     expectProblem(

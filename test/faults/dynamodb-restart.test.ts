@@ -3,16 +3,16 @@ import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { AgentStateError } from '../../functions/core/errors.js';
-import type { SessionService } from '../../functions/core/session-service.js';
-import { keysFromEnv } from '../../functions/http/auth.js';
+import { AgentStateError } from '../../functions/core/kernel/errors.js';
+import type { SessionService } from '../../functions/core/sessions/session-service.js';
 import { dependenciesFor, useDependencies } from '../../functions/http/dependencies.js';
+import { keysFromEnv } from '../../functions/http/edge/auth.js';
 import { handlers } from '../../functions/http/index.js';
 import { type DynamoDbLocal, freeTcpPort, startDynamoDbLocal } from '../../functions/local/dynamodb-local.js';
 import { createRequestListener } from '../../functions/local/http-adapter.js';
-import { dynamoDbClient } from '../../functions/store/client.js';
-import { createStores } from '../../functions/store/stores.js';
-import { ensureTable } from '../../functions/store/table.js';
+import { createStores } from '../../functions/store/index.js';
+import { dynamoDbClient } from '../../functions/store/table/client.js';
+import { ensureTable } from '../../functions/store/table/table.js';
 
 /**
  * DynamoDB dies under a write load and comes back. End to end over HTTP: the handlers behind
@@ -43,7 +43,7 @@ beforeAll(async () => {
   dataDir = mkdtempSync(join(tmpdir(), 'agentstate-restart-'));
   port = await freeTcpPort();
   dynamo = await startDynamoDbLocal({ port, dataDir });
-  // The client the Lambdas use (functions/store/client.ts), with its retries and timeouts.
+  // The client the Lambdas use (functions/store/table/client.ts), with its retries and timeouts.
   const client = dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamo.endpoint });
   await ensureTable(client, 'agentstate');
   const deps = dependenciesFor(createStores(client, 'agentstate'), { resolveKey: keysFromEnv(`${TENANT}:${KEY}`) });

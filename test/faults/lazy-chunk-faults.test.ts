@@ -25,7 +25,7 @@ beforeAll(async () => {
   folder = mkdtempSync(join(os.tmpdir(), 'agentstate-lazy-chunk-'));
   const result = await build({
     ...lambdaBundling,
-    entryPoints: [`${root}functions/http/sessions.ts`],
+    entryPoints: [`${root}functions/http/handlers/sessions.ts`],
     absWorkingDir: root,
     outdir: folder,
     metafile: true,

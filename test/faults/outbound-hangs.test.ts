@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { ChangeEvent } from '../../functions/core/events.js';
+import type { ChangeEvent } from '../../functions/core/events/events.js';
 import { eventBridgeClient, eventBridgePublisher } from '../../functions/streams/event-bus.js';
 import { connectionGatewayFromEnv } from '../../functions/ws/connections.js';
 import { stateChangedEvent } from '../helpers/event-fixtures.js';

@@ -3,19 +3,19 @@ import { Readable } from 'node:stream';
 import { DynamoDBClient, QueryCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { invoke } from '../../bench/invoke.js';
-import { keysFromEnv } from '../../functions/http/auth.js';
 import { dependenciesFor, useDependencies } from '../../functions/http/dependencies.js';
+import { keysFromEnv } from '../../functions/http/edge/auth.js';
 import { handlers } from '../../functions/http/index.js';
 import { freeTcpPort } from '../../functions/local/dynamodb-local.js';
-import { dynamoDbClient } from '../../functions/store/client.js';
-import * as keys from '../../functions/store/keys.js';
-import { collectPieces, PIECE_GRACE_MS } from '../../functions/store/state-pieces.js';
-import { createStores } from '../../functions/store/stores.js';
-import { TableClient } from '../../functions/store/table-client.js';
+import { createStores } from '../../functions/store/index.js';
+import { collectPieces, PIECE_GRACE_MS } from '../../functions/store/state/state-pieces.js';
+import { dynamoDbClient } from '../../functions/store/table/client.js';
+import * as keys from '../../functions/store/table/keys.js';
+import { TableClient } from '../../functions/store/table/table-client.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**
- * Faults on the wire, under the SDK client the Lambdas really use (functions/store/client.ts):
+ * Faults on the wire, under the SDK client the Lambdas really use (functions/store/table/client.ts):
  * its retry policy, its error parsing and its timeouts are part of what is tested. A test swaps
  * the client's request handler for one that answers chosen requests itself (a throttling
  * answer, a 500) and passes the rest to DynamoDB Local; or points the client at a port where
@@ -220,7 +220,7 @@ describe('a write applied by DynamoDB whose answer is lost (the SDK retries it)'
     expect(versions).toEqual([2, 1]);
   });
 
-  // Was a bug (fixed in functions/store/session-store.ts, commit): the SDK retries a PutItem whose answer was
+  // Was a bug (fixed in functions/store/sessions/session-store.ts, commit): the SDK retries a PutItem whose answer was
   // lost (ECONNRESET, or a timeout once one is set); the retry fails its own condition
   // (`attribute_not_exists`: the item is there, written by the first attempt), which the
   // store reads as a lost race. With If-Match the client is then told 412 version_mismatch
@@ -255,7 +255,7 @@ describe('other conditional writes applied by DynamoDB whose answer is lost', ()
     wired.setFault((operation, body) => (operation === 'PutItem' && body.includes(marker) && drops-- > 0 ? 'drop' : undefined));
   }
 
-  // Was a bug (fixed in functions/store/session-store.ts, createSession): the session item is a PutItem
+  // Was a bug (fixed in functions/store/sessions/session-store.ts, createSession): the session item is a PutItem
   // conditional on attribute_not_exists and carries nothing of its writer, so when its answer
   // is lost (a reset, or the client's 3 s request timeout on a slow DynamoDB) the SDK's retry
   // fails its own condition and POST /v1/sessions answers 409 session_exists for the session it
@@ -270,7 +270,7 @@ describe('other conditional writes applied by DynamoDB whose answer is lost', ()
     expect(response.status, response.text).toBe(201);
   });
 
-  // Was a bug (fixed in functions/store/idempotency-store.ts, claim): the Idempotency-Key claim is the same kind of
+  // Was a bug (fixed in functions/store/idempotency/idempotency-store.ts, claim): the Idempotency-Key claim is the same kind of
   // PutItem: when its answer is lost, the retry finds the claim it made itself (pending, same
   // fingerprint) and the request is answered 409 conflict "still in progress", having written
   // nothing; a retry by the client then waits for the 60 s lock to lapse. Expected: the write runs.
@@ -306,7 +306,7 @@ describe('a retry under an Idempotency-Key whose first answer could not be kept'
     );
   }
 
-  // Was a bug (fixed in functions/store/idempotency-store.ts, claim): the first request wrote and
+  // Was a bug (fixed in functions/store/idempotency/idempotency-store.ts, claim): the first request wrote and
   // answered, but its answer was never kept (too large to store, a failing DynamoDB, a death
   // right after the write). Its claim stayed pending, and once its one-minute lock lapsed a retry
   // took the key over and ran the request again: a decision re-ran and its state overwrote a
@@ -422,7 +422,7 @@ describe('a DynamoDB that accepts connections and never answers', () => {
       : { answered: true, status: outcome.status, code: outcome.json?.code, tookMs };
   }
 
-  // Was a bug (fixed in functions/store/client.ts): the production client set no timeouts, so the SDK's
+  // Was a bug (fixed in functions/store/table/client.ts): the production client set no timeouts, so the SDK's
   // default socket timeout applies: 300 s of silence per attempt, times 4 attempts. A DynamoDB
   // that hangs (a network partition, a frozen process) holds every request until the Lambda's
   // own 20 s timeout ends it without a problem document, and locally for 20 minutes.

@@ -20,13 +20,13 @@ import {
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type InProcessResponse, invoke } from '../../bench/invoke.js';
-import { SessionService } from '../../functions/core/session-service.js';
-import { keysFromEnv } from '../../functions/http/auth.js';
+import { SessionService } from '../../functions/core/sessions/session-service.js';
 import { dependenciesFor, useDependencies } from '../../functions/http/dependencies.js';
+import { keysFromEnv } from '../../functions/http/edge/auth.js';
 import { handlers } from '../../functions/http/index.js';
 import { localDynamoDbClient } from '../../functions/local/dynamodb-local.js';
-import * as keys from '../../functions/store/keys.js';
-import { createStores, type Stores } from '../../functions/store/stores.js';
+import { createStores, type Stores } from '../../functions/store/index.js';
+import * as keys from '../../functions/store/table/keys.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**

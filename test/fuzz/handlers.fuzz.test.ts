@@ -2,16 +2,16 @@ import { type DynamoDBClient, QueryCommand } from '@aws-sdk/client-dynamodb';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type InProcessRequest, type InProcessResponse, invoke } from '../../bench/invoke.js';
-import { errorStatus } from '../../functions/core/errors.js';
-import { canonicalJson, type Json, MAX_JSON_DEPTH } from '../../functions/core/json.js';
-import type { SessionService } from '../../functions/core/session-service.js';
-import { keysFromEnv } from '../../functions/http/auth.js';
+import { canonicalJson, type Json, MAX_JSON_DEPTH } from '../../functions/core/json/json.js';
+import { errorStatus } from '../../functions/core/kernel/errors.js';
+import type { SessionService } from '../../functions/core/sessions/session-service.js';
+import { type Route, routes } from '../../functions/http/contract/routes.js';
 import { dependenciesFor, useDependencies } from '../../functions/http/dependencies.js';
+import { keysFromEnv } from '../../functions/http/edge/auth.js';
 import { handlers } from '../../functions/http/index.js';
-import { type Route, routes } from '../../functions/http/routes.js';
 import { localDynamoDbClient } from '../../functions/local/dynamodb-local.js';
-import * as keys from '../../functions/store/keys.js';
-import { createStores } from '../../functions/store/stores.js';
+import { createStores } from '../../functions/store/index.js';
+import * as keys from '../../functions/store/table/keys.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**

@@ -1,13 +1,13 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type InProcessRequest, type InProcessResponse, invoke } from '../../bench/invoke.js';
-import { errorStatus } from '../../functions/core/errors.js';
-import { keysFromEnv } from '../../functions/http/auth.js';
+import { errorStatus } from '../../functions/core/kernel/errors.js';
+import { routes } from '../../functions/http/contract/routes.js';
 import { dependenciesFor, useDependencies } from '../../functions/http/dependencies.js';
+import { keysFromEnv } from '../../functions/http/edge/auth.js';
 import { handlers } from '../../functions/http/index.js';
-import { routes } from '../../functions/http/routes.js';
 import { localDynamoDbClient } from '../../functions/local/dynamodb-local.js';
-import { createStores } from '../../functions/store/stores.js';
+import { createStores } from '../../functions/store/index.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**

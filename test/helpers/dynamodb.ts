@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll } from 'vitest';
 import { localDynamoDbClient, startDynamoDbLocal } from '../../functions/local/dynamodb-local.js';
-import { ensureTable } from '../../functions/store/table.js';
+import { ensureTable } from '../../functions/store/table/table.js';
 
 // Every test file that imports this module gets an in-memory DynamoDB Local of its own, started
 // here (1.3 s) and stopped after the file's last `afterAll` (hooks run in reverse, and this one

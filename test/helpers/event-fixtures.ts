@@ -1,4 +1,4 @@
-import type { StateChangedEvent } from '../../functions/core/events.js';
+import type { StateChangedEvent } from '../../functions/core/events/events.js';
 
 /**
  * A `state.changed` event of session `s1` at the root, version `version` after `version - 1`,

@@ -3,9 +3,9 @@ import { Annotations, Match } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { corsPolicy } from '../../functions/http/cors.js';
-import { routeGroups, routeKey, routes } from '../../functions/http/routes.js';
-import { tableKeys } from '../../functions/store/table.js';
+import { routeGroups, routeKey, routes } from '../../functions/http/contract/routes.js';
+import { corsPolicy } from '../../functions/http/edge/cors.js';
+import { tableKeys } from '../../functions/store/table/table.js';
 import type { AgentStateStack } from '../../lib/agent-state-stack.js';
 import {
   authorizerAccess,
@@ -47,7 +47,7 @@ const httpRoutes = () =>
     .filter(([, route]) => (route.Properties.ApiId as { Ref: string }).Ref === logicalId(stack.agentState.api));
 
 describe('routes', () => {
-  it('has exactly the routes of functions/http/routes.ts', () => {
+  it('has exactly the routes of functions/http/contract/routes.ts', () => {
     const deployed = httpRoutes().map(([, route]) => route.Properties?.RouteKey);
     expect(deployed.sort()).toEqual(routes.map(routeKey).sort());
   });
@@ -253,7 +253,7 @@ describe('least privilege', () => {
   // synthesized stack itself: test/deployed/least-privilege.test.ts.
 });
 
-describe('secrets at rest (functions/store/key-ring.ts)', () => {
+describe('secrets at rest (functions/store/access/key-ring.ts)', () => {
   const keyArn = () => ({ 'Fn::GetAtt': [logicalId(stack.agentState.sealingKey), 'Arn'] });
   const kmsStatements = (functionId: string) =>
     reader
@@ -345,7 +345,7 @@ describe('table', () => {
     });
   });
 
-  it('has the keys and index of functions/store/table.ts', () => {
+  it('has the keys and index of functions/store/table/table.ts', () => {
     const { partitionKey, sortKey, sessionsIndex, memoryIndex } = tableKeys;
     reader.template.hasResourceProperties('AWS::DynamoDB::GlobalTable', {
       KeySchema: [

@@ -1,9 +1,9 @@
 import { type DynamoDBClient, GetItemCommand, ScanCommand } from '@aws-sdk/client-dynamodb';
 import type { APIGatewayProxyEventV2, APIGatewayRequestAuthorizerEventV2, Context } from 'aws-lambda';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { type AuthorizerResult, createAuthorizer } from '../../functions/http/authorizer.js';
-import { API_KEY_PREFIX, ApiKeyError, ApiKeyStore, apiKeyItems, hashApiKey } from '../../functions/store/api-keys.js';
-import { createStores } from '../../functions/store/stores.js';
+import { type AuthorizerResult, createAuthorizer } from '../../functions/http/edge/authorizer.js';
+import { API_KEY_PREFIX, ApiKeyError, ApiKeyStore, apiKeyItems, hashApiKey } from '../../functions/store/access/api-keys.js';
+import { createStores } from '../../functions/store/index.js';
 import { createTestTable, dynamoEndpoint, testDynamoDbClient } from '../helpers/dynamodb.js';
 
 let client: DynamoDBClient;

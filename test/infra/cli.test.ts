@@ -4,7 +4,7 @@ import { promisify } from 'node:util';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../bin/agentstate.js';
-import { ApiKeyStore } from '../../functions/store/api-keys.js';
+import { ApiKeyStore } from '../../functions/store/access/api-keys.js';
 import { createTestTable, dynamoEndpoint, testDynamoDbClient } from '../helpers/dynamodb.js';
 
 const run = promisify(execFile);

@@ -92,7 +92,7 @@ describe('docs/deploy.md', () => {
     };
     const metrics = new Set([
       ...declared('functions/telemetry/telemetry.ts', 'Metric'),
-      ...declared('functions/core/metrics.ts', 'CoreMetric'),
+      ...declared('functions/core/kernel/metrics.ts', 'CoreMetric'),
     ]);
     const listed = tableRows('metric').map(([metric]) => metric?.replace(/`/g, ''));
     expect(metrics.size).toBeGreaterThan(5);

@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { routeGroups } from '../../functions/http/routes.js';
+import { routeGroups } from '../../functions/http/contract/routes.js';
 import { DEPLOYED_WORKER_ARN, synthesizedAssembly } from '../helpers/synth.js';
 
 type Template = { Resources: Record<string, { Type: string; Properties: Record<string, unknown>; Metadata?: Record<string, string> }> };

@@ -1,12 +1,12 @@
 import { type DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { invoke } from '../../bench/invoke.js';
-import type { KeyResolver } from '../../functions/http/auth.js';
+import { routeKey, routes } from '../../functions/http/contract/routes.js';
 import { dependenciesFor, useDependencies } from '../../functions/http/dependencies.js';
+import type { KeyResolver } from '../../functions/http/edge/auth.js';
 import { handlers } from '../../functions/http/index.js';
-import { routeKey, routes } from '../../functions/http/routes.js';
 import { localDynamoDbClient } from '../../functions/local/dynamodb-local.js';
-import { createStores } from '../../functions/store/stores.js';
+import { createStores } from '../../functions/store/index.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**

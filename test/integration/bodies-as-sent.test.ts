@@ -1,18 +1,18 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { invoke } from '../../bench/invoke.js';
-import type { WorkerInvoker } from '../../functions/core/decide-service.js';
-import { keysFromEnv } from '../../functions/http/auth.js';
+import type { WorkerInvoker } from '../../functions/core/decide/decide-service.js';
 import { dependenciesFor, useDependencies } from '../../functions/http/dependencies.js';
+import { keysFromEnv } from '../../functions/http/edge/auth.js';
 import { handlers } from '../../functions/http/index.js';
 import { localDynamoDbClient } from '../../functions/local/dynamodb-local.js';
-import { createStores } from '../../functions/store/stores.js';
+import { createStores } from '../../functions/store/index.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**
  * What a route stores or hands on, it keeps as it was sent: key order, and keys such as
  * `__proto__` that a copy made by the schema would turn into a prototype. Each route's body is
- * checked by its schema and then used as the JSON that came in (http/request.ts, `asSent`).
+ * checked by its schema and then used as the JSON that came in (http/edge/request.ts, `asSent`).
  */
 
 let client: DynamoDBClient;

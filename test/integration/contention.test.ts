@@ -1,8 +1,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { CommitService } from '../../functions/core/commit-service.js';
-import { SessionService } from '../../functions/core/session-service.js';
-import { dynamoDbClient } from '../../functions/store/client.js';
-import { createStores } from '../../functions/store/stores.js';
+import { CommitService } from '../../functions/core/commits/commit-service.js';
+import { SessionService } from '../../functions/core/sessions/session-service.js';
+import { createStores } from '../../functions/store/index.js';
+import { dynamoDbClient } from '../../functions/store/table/client.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**

@@ -1,17 +1,17 @@
 import { DeleteItemCommand, PutItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { CommitService } from '../../functions/core/commit-service.js';
-import type { SessionScope, Tip } from '../../functions/core/model.js';
-import { StaleTipError, type TipChange } from '../../functions/core/ports.js';
-import { SessionService } from '../../functions/core/session-service.js';
-import { dynamoDbClient } from '../../functions/store/client.js';
-import { LOG_ITEM_KIND } from '../../functions/store/item-kinds.js';
-import * as keys from '../../functions/store/keys.js';
-import { nextPosition } from '../../functions/store/log-items.js';
-import { fenceItem } from '../../functions/store/session-delete.js';
-import type { DynamoDbSessionStore } from '../../functions/store/session-store.js';
-import { createStores } from '../../functions/store/stores.js';
+import { CommitService } from '../../functions/core/commits/commit-service.js';
+import type { SessionScope, Tip } from '../../functions/core/model/model.js';
+import { StaleTipError, type TipChange } from '../../functions/core/model/ports.js';
+import { SessionService } from '../../functions/core/sessions/session-service.js';
+import { createStores } from '../../functions/store/index.js';
+import { nextPosition } from '../../functions/store/log/log-items.js';
+import { fenceItem } from '../../functions/store/sessions/session-delete.js';
+import type { DynamoDbSessionStore } from '../../functions/store/sessions/session-store.js';
+import { dynamoDbClient } from '../../functions/store/table/client.js';
+import { LOG_ITEM_KIND } from '../../functions/store/table/item-kinds.js';
+import * as keys from '../../functions/store/table/keys.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**
@@ -204,7 +204,7 @@ describe('a delete that stopped halfway', () => {
 });
 
 describe('a commit over a delete that stopped halfway', () => {
-  // Was a bug (fixed in functions/core/commit-service.ts): other writes finished an abandoned
+  // Was a bug (fixed in functions/core/commits/commit-service.ts): other writes finished an abandoned
   // delete, but a commit spun on its fence (about 245 consistent reads in 14 s), then
   // answered 409. Expected: the commit finishes the delete and lands in a new session.
   it.each([

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { dependenciesFor } from '../../functions/http/dependencies.js';
-import { dynamoDbClient } from '../../functions/store/client.js';
-import { createStores, type Stores } from '../../functions/store/stores.js';
+import { createStores, type Stores } from '../../functions/store/index.js';
+import { dynamoDbClient } from '../../functions/store/table/client.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**

@@ -1,9 +1,9 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { MemoryService } from '../../functions/core/memory-service.js';
-import { dynamoDbClient } from '../../functions/store/client.js';
-import { DynamoDbMemoryStore } from '../../functions/store/memory-store.js';
-import { DynamoDbMemoryUpkeep } from '../../functions/store/memory-upkeep-store.js';
-import { TableClient } from '../../functions/store/table-client.js';
+import { MemoryService } from '../../functions/core/memory/memory-service.js';
+import { DynamoDbMemoryStore } from '../../functions/store/memory/memory-store.js';
+import { DynamoDbMemoryUpkeep } from '../../functions/store/memory/memory-upkeep-store.js';
+import { dynamoDbClient } from '../../functions/store/table/client.js';
+import { TableClient } from '../../functions/store/table/table-client.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**

@@ -1,15 +1,15 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { SessionScope } from '../../functions/core/model.js';
-import { SessionService } from '../../functions/core/session-service.js';
-import { dynamoDbClient } from '../../functions/store/client.js';
-import * as keys from '../../functions/store/keys.js';
-import type { DynamoDbSessionStore } from '../../functions/store/session-store.js';
-import { createStores } from '../../functions/store/stores.js';
+import type { SessionScope } from '../../functions/core/model/model.js';
+import { SessionService } from '../../functions/core/sessions/session-service.js';
+import { createStores } from '../../functions/store/index.js';
+import type { DynamoDbSessionStore } from '../../functions/store/sessions/session-store.js';
+import { dynamoDbClient } from '../../functions/store/table/client.js';
+import * as keys from '../../functions/store/table/keys.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**
  * A request that names a node off the head reads the session's tip and that node's index
- * (functions/store/node-index.ts). The writer of each change moves the pointers its
+ * (functions/store/log/node-index.ts). The writer of each change moves the pointers its
  * predecessor left before it claims its place, so a change that lands between the two reads
  * can carry a pointer the node read did not see. Before, the two were read side by side: a
  * patch of a branch took the node's older state as its base and wrote over what was there, and

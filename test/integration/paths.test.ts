@@ -1,13 +1,13 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ROOT_NODE } from '../../functions/core/ids.js';
-import type { SessionScope } from '../../functions/core/model.js';
-import { SessionService } from '../../functions/core/session-service.js';
-import { dynamoDbClient } from '../../functions/store/client.js';
-import { createStores, type Stores } from '../../functions/store/stores.js';
+import { ROOT_NODE } from '../../functions/core/kernel/ids.js';
+import type { SessionScope } from '../../functions/core/model/model.js';
+import { SessionService } from '../../functions/core/sessions/session-service.js';
+import { createStores, type Stores } from '../../functions/store/index.js';
+import { dynamoDbClient } from '../../functions/store/table/client.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**
- * Paths read by ranges of the log (functions/store/paths.ts), against a model of the tree kept
+ * Paths read by ranges of the log (functions/store/log/paths.ts), against a model of the tree kept
  * in memory: long conversations, forks, returns to older branches, writes between, so that
  * paths run through many ranges, past the newest changes a tip read brings along, and through
  * ranges merged past their bound. Real DynamoDB Local; a second store reads the same table

@@ -1,9 +1,9 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { CommitService } from '../../functions/core/commit-service.js';
-import { parseJsonPatch } from '../../functions/core/json-patch.js';
-import { SessionService } from '../../functions/core/session-service.js';
-import { dynamoDbClient } from '../../functions/store/client.js';
-import { createStores, type Stores } from '../../functions/store/stores.js';
+import { CommitService } from '../../functions/core/commits/commit-service.js';
+import { parseJsonPatch } from '../../functions/core/json/json-patch.js';
+import { SessionService } from '../../functions/core/sessions/session-service.js';
+import { createStores, type Stores } from '../../functions/store/index.js';
+import { dynamoDbClient } from '../../functions/store/table/client.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**

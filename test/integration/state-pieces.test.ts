@@ -1,11 +1,11 @@
 import { QueryCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { SessionService } from '../../functions/core/session-service.js';
-import { dynamoDbClient } from '../../functions/store/client.js';
-import * as keys from '../../functions/store/keys.js';
-import { DynamoDbSessionStore } from '../../functions/store/session-store.js';
-import { collectPieces, PIECE_GRACE_MS } from '../../functions/store/state-pieces.js';
-import { TableClient } from '../../functions/store/table-client.js';
+import { SessionService } from '../../functions/core/sessions/session-service.js';
+import { DynamoDbSessionStore } from '../../functions/store/sessions/session-store.js';
+import { collectPieces, PIECE_GRACE_MS } from '../../functions/store/state/state-pieces.js';
+import { dynamoDbClient } from '../../functions/store/table/client.js';
+import * as keys from '../../functions/store/table/keys.js';
+import { TableClient } from '../../functions/store/table/table-client.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**

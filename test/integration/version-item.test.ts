@@ -1,9 +1,9 @@
 import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { SessionService } from '../../functions/core/session-service.js';
-import { dynamoDbClient } from '../../functions/store/client.js';
-import * as keys from '../../functions/store/keys.js';
-import { createStores } from '../../functions/store/stores.js';
+import { SessionService } from '../../functions/core/sessions/session-service.js';
+import { createStores } from '../../functions/store/index.js';
+import { dynamoDbClient } from '../../functions/store/table/client.js';
+import * as keys from '../../functions/store/table/keys.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /** What a version item holds on the table, beyond the state: its lineage window, as runs. */

@@ -1,13 +1,13 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { CommitService } from '../../functions/core/commit-service.js';
-import type { DocumentStore, SessionStore } from '../../functions/core/ports.js';
-import { SessionService } from '../../functions/core/session-service.js';
-import { dynamoDbClient } from '../../functions/store/client.js';
-import { createStores } from '../../functions/store/stores.js';
+import { CommitService } from '../../functions/core/commits/commit-service.js';
+import type { DocumentStore, SessionStore } from '../../functions/core/model/ports.js';
+import { SessionService } from '../../functions/core/sessions/session-service.js';
+import { createStores } from '../../functions/store/index.js';
+import { dynamoDbClient } from '../../functions/store/table/client.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**
- * The write queue of a crowded session (functions/core/retry.ts): a change whose writer lost a
+ * The write queue of a crowded session (functions/core/write/write-retry.ts): a change whose writer lost a
  * race first says so on the tip, and for a second after it a blind write's first attempt waits
  * its turn (one more tip read) instead of going straight in. That holds for every blind write
  * to a session's log, appends and commits as much as state writes: an append that ignored the queue took

@@ -21,18 +21,18 @@
 
 import type * as Client from '@agentstate/client';
 import type * as z from 'zod';
-import type { AgentView } from '../../functions/core/agent-service.js';
-import type { Command, CommandScope, MergePolicy } from '../../functions/core/commands.js';
-import type { CommitResult, DocumentView } from '../../functions/core/commit-service.js';
-import type { DecideResult, DecisionRequest } from '../../functions/core/decide-service.js';
-import type { ErrorCode, Problem } from '../../functions/core/errors.js';
-import type { DocumentChangedEvent, StateChangedEvent } from '../../functions/core/events.js';
-import type { FieldDeclaration, FieldScope, FieldType } from '../../functions/core/fields.js';
-import type { JsonNumber } from '../../functions/core/json.js';
-import type { MemoryItem } from '../../functions/core/memory.js';
-import type { MemoryChangedEvent } from '../../functions/core/memory-events.js';
-import type { MemoryService } from '../../functions/core/memory-service.js';
-import type { VersionCause } from '../../functions/core/model.js';
+import type { AgentView } from '../../functions/core/agents/agent-service.js';
+import type { Command, CommandScope, MergePolicy } from '../../functions/core/commits/commands.js';
+import type { CommitResult, DocumentView } from '../../functions/core/commits/commit-service.js';
+import type { DecideResult, DecisionRequest } from '../../functions/core/decide/decide-service.js';
+import type { DocumentChangedEvent, StateChangedEvent } from '../../functions/core/events/events.js';
+import type { JsonNumber } from '../../functions/core/json/json.js';
+import type { ErrorCode, Problem } from '../../functions/core/kernel/errors.js';
+import type { MemoryItem } from '../../functions/core/memory/memory.js';
+import type { MemoryChangedEvent } from '../../functions/core/memory/memory-events.js';
+import type { MemoryService } from '../../functions/core/memory/memory-service.js';
+import type { FieldDeclaration, FieldScope, FieldType } from '../../functions/core/model/fields.js';
+import type { VersionCause } from '../../functions/core/model/model.js';
 import type {
   NodeView,
   SessionService,
@@ -41,16 +41,16 @@ import type {
   TreeNodeView,
   VersionView,
   WriteResult,
-} from '../../functions/core/session-service.js';
-import type { DeadLetterView, ReplayResult, WebhookView } from '../../functions/core/webhooks.js';
-import type { agentBody } from '../../functions/http/agents.js';
-import type { commitBody } from '../../functions/http/commits.js';
+} from '../../functions/core/sessions/session-service.js';
+import type { DeadLetterView, ReplayResult, WebhookView } from '../../functions/core/webhooks/webhooks.js';
 import type { ComponentName, components } from '../../functions/http/contract/schemas.js';
-import type { decideBody } from '../../functions/http/decide.js';
-import type { putMemoryBody, searchMemoryBody } from '../../functions/http/memory.js';
-import type { createSessionBody } from '../../functions/http/sessions.js';
-import type { appendBody } from '../../functions/http/tree.js';
-import type { createWebhookBody } from '../../functions/http/webhooks.js';
+import type { agentBody } from '../../functions/http/handlers/agents.js';
+import type { commitBody } from '../../functions/http/handlers/commits.js';
+import type { decideBody } from '../../functions/http/handlers/decide.js';
+import type { putMemoryBody, searchMemoryBody } from '../../functions/http/handlers/memory.js';
+import type { createSessionBody } from '../../functions/http/handlers/sessions.js';
+import type { appendBody } from '../../functions/http/handlers/tree.js';
+import type { createWebhookBody } from '../../functions/http/handlers/webhooks.js';
 
 // ---- the checks ------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
 import { describe, expect, it } from 'vitest';
-import { type RouteGroup, routeGroups } from '../../functions/http/routes.js';
+import { type RouteGroup, routeGroups } from '../../functions/http/contract/routes.js';
 import { lambdaBundling } from '../../lib/bundling.js';
 import { deployedEntries } from '../../lib/entries.js';
 
@@ -68,15 +68,18 @@ async function bundledInputs(entry: string): Promise<string[]> {
 describe('public route groups', () => {
   // /health and the inspector's files need no key and no table. Their functions must not load
   // the services, the AWS SDK or zod: a megabyte each, for nothing, on every cold start.
-  it.each(['functions/http/health.ts', 'functions/http/inspector.ts'])('%s bundles without the SDK, zod or the store', async (entry) => {
-    const inputs = await bundledInputs(entry);
-    expect(inputs).toContain(entry);
-    const heavy = inputs.filter((input) => /node_modules\/(@aws-sdk|@smithy|zod)\/|functions\/(store|core\/session-service)/.test(input));
-    expect(heavy).toEqual([]);
-  });
+  it.each(['functions/http/handlers/health.ts', 'functions/http/handlers/inspector.ts'])(
+    '%s bundles without the SDK, zod or the store',
+    async (entry) => {
+      const inputs = await bundledInputs(entry);
+      expect(inputs).toContain(entry);
+      const heavy = inputs.filter((input) => /node_modules\/(@aws-sdk|@smithy|zod)\/|functions\/(store|core\/session-service)/.test(input));
+      expect(heavy).toEqual([]);
+    },
+  );
 
   it('a group with routes that need a key does load them (the check above can see them)', async () => {
-    const inputs = await bundledInputs('functions/http/state.ts');
+    const inputs = await bundledInputs('functions/http/handlers/state.ts');
     expect(inputs.some((input) => input.includes('node_modules/@aws-sdk/'))).toBe(true);
     expect(inputs.some((input) => input.includes('node_modules/zod/'))).toBe(true);
   });
@@ -91,34 +94,34 @@ describe('public route groups', () => {
 const usedOnlyBy: ReadonlyArray<{ module: string; groups: readonly RouteGroup[] }> = [
   // decide calls workers; the Lambda client is how it calls a `lambda:` one.
   { module: 'node_modules/@aws-sdk/client-lambda/', groups: ['decide'] },
-  { module: 'functions/core/decide-service.ts', groups: ['decide'] },
+  { module: 'functions/core/decide/decide-service.ts', groups: ['decide'] },
   { module: 'functions/workers/call-worker.ts', groups: ['decide'] },
   { module: 'functions/workers/lambda-worker.ts', groups: ['decide'] },
   // The registry checks a worker's URL where it is registered (agents), a module worker's file
   // too; decide checks both again at a call (a module worker's file in a chunk of its own).
   { module: 'functions/workers/worker-registration.ts', groups: ['agents'] },
   { module: 'functions/workers/module-worker.ts', groups: ['agents', 'decide'] },
-  // Registering, changing and listing agents; decide reads them (core/agent-reader.ts).
-  { module: 'functions/core/agent-service.ts', groups: ['agents'] },
-  { module: 'functions/core/commit-service.ts', groups: ['commits'] },
-  { module: 'functions/store/memory-store.ts', groups: ['memory'] },
-  { module: 'functions/core/memory-service.ts', groups: ['memory'] },
-  { module: 'functions/store/webhook-store.ts', groups: ['webhooks'] },
-  { module: 'functions/core/webhooks.ts', groups: ['webhooks'] },
+  // Registering, changing and listing agents; decide reads them (core/agents/agent-reader.ts).
+  { module: 'functions/core/agents/agent-service.ts', groups: ['agents'] },
+  { module: 'functions/core/commits/commit-service.ts', groups: ['commits'] },
+  { module: 'functions/store/memory/memory-store.ts', groups: ['memory'] },
+  { module: 'functions/core/memory/memory-service.ts', groups: ['memory'] },
+  { module: 'functions/store/events/webhook-store.ts', groups: ['webhooks'] },
+  { module: 'functions/core/webhooks/webhooks.ts', groups: ['webhooks'] },
   { module: 'functions/workers/webhook-delivery.ts', groups: ['webhooks'] },
   // Outbound requests: workers (decide), webhooks, and the URL rules the registry checks.
   { module: 'functions/workers/outbound.ts', groups: ['agents', 'decide', 'webhooks'] },
-  // The session log: what a change and a decision use (store/session-log.ts); the session
+  // The session log: what a change and a decision use (store/log/session-log.ts); the session
   // groups' reads (creating and listing sessions, the tree, the version history) on top of it.
-  { module: 'functions/store/session-log.ts', groups: ['sessions', 'tree', 'state', 'agents', 'decide', 'commits'] },
-  { module: 'functions/store/session-store.ts', groups: ['sessions', 'tree', 'state', 'agents', 'commits'] },
-  { module: 'functions/core/session-tree-service.ts', groups: ['sessions', 'tree', 'state'] },
+  { module: 'functions/store/log/session-log.ts', groups: ['sessions', 'tree', 'state', 'agents', 'decide', 'commits'] },
+  { module: 'functions/store/sessions/session-store.ts', groups: ['sessions', 'tree', 'state', 'agents', 'commits'] },
+  { module: 'functions/core/sessions/session-tree-service.ts', groups: ['sessions', 'tree', 'state'] },
   // The state's writes and versions: JSON Patch, merge patch, typed-field writes.
-  { module: 'functions/core/session-service.ts', groups: ['state'] },
+  { module: 'functions/core/sessions/session-service.ts', groups: ['state'] },
   // Recording a version: the state's writes, decisions and commits (the other groups' bundles
   // must not even hold it: the chunk it loads on first use would split theirs).
-  { module: 'functions/core/next-version.ts', groups: ['state', 'decide', 'commits'] },
-  { module: 'functions/core/json-patch.ts', groups: ['state'] },
+  { module: 'functions/core/write/next-version.ts', groups: ['state', 'decide', 'commits'] },
+  { module: 'functions/core/json/json-patch.ts', groups: ['state'] },
   // The contract is a file beside the health bundle (lib/ copies it); the code that generates
   // it, and the document itself, are in no bundle.
   { module: 'docs/openapi.json', groups: [] },
@@ -168,8 +171,8 @@ const streamConsumers: ReadonlyArray<{ entry: string; own: readonly string[] }> 
       'functions/streams/event-bus.ts',
       'node_modules/@aws-sdk/client-eventbridge/',
       'node_modules/@aws-sdk/client-apigatewaymanagementapi/',
-      'functions/store/live-store.ts',
-      'functions/store/memory-upkeep-store.ts',
+      'functions/store/events/live-store.ts',
+      'functions/store/memory/memory-upkeep-store.ts',
     ],
   },
   {
@@ -178,9 +181,9 @@ const streamConsumers: ReadonlyArray<{ entry: string; own: readonly string[] }> 
     own: [
       'functions/streams/webhook-queue.ts',
       'node_modules/@aws-sdk/client-sqs/',
-      'functions/store/webhook-store.ts',
+      'functions/store/events/webhook-store.ts',
       'functions/workers/webhook-delivery.ts',
-      'functions/store/key-ring.ts',
+      'functions/store/access/key-ring.ts',
       'node_modules/@aws-sdk/client-kms/',
     ],
   },
@@ -202,7 +205,7 @@ describe('each stream consumer bundles only its own code', () => {
     '%s carries none of the stores only the API uses',
     async (entry) => {
       const inputs = await bundledInputs(entry);
-      const apiOnly = ['functions/store/api-keys.ts', 'functions/store/idempotency-store.ts'];
+      const apiOnly = ['functions/store/access/api-keys.ts', 'functions/store/idempotency/idempotency-store.ts'];
       expect(apiOnly.filter((module) => inputs.some((input) => input.includes(module)))).toEqual([]);
     },
   );
@@ -221,16 +224,19 @@ const loadedOnFirstUse: ReadonlyArray<{ module: string; why: string; atImport?: 
   {
     module: 'functions/workers/module-worker.ts',
     why: 'decide calls a module: worker (functions/workers/call-worker.ts)',
-    atImport: ['functions/http/agents.ts'],
+    atImport: ['functions/http/handlers/agents.ts'],
   },
-  { module: 'node_modules/@aws-sdk/client-kms/', why: 'the sealing key is opened, once per process (functions/store/key-ring.ts)' },
-  { module: 'functions/store/key-ring-kms.ts', why: 'the sealing key is opened, once per process (functions/store/key-ring.ts)' },
+  { module: 'node_modules/@aws-sdk/client-kms/', why: 'the sealing key is opened, once per process (functions/store/access/key-ring.ts)' },
+  {
+    module: 'functions/store/access/key-ring-kms.ts',
+    why: 'the sealing key is opened, once per process (functions/store/access/key-ring.ts)',
+  },
   // Behind the authorizer a route group resolves no key (functions/http/parts/middleware.ts);
   // the authorizer and the WebSocket function's $connect resolve one on every call.
   {
-    module: 'functions/store/api-keys.ts',
+    module: 'functions/store/access/api-keys.ts',
     why: 'a key is looked up in the table (locally)',
-    atImport: ['functions/http/authorizer.ts', 'functions/ws/handler.ts'],
+    atImport: ['functions/http/edge/authorizer.ts', 'functions/ws/handler.ts'],
   },
   // The SDK's default credential chain imports each provider when it tries it; a Lambda's
   // credentials are in its environment, the first it tries.
@@ -243,12 +249,15 @@ const loadedOnFirstUse: ReadonlyArray<{ module: string; why: string; atImport?: 
   { module: 'node_modules/@aws-sdk/credential-provider-http/', why: 'container credentials' },
   { module: 'node_modules/@smithy/credential-provider-imds/', why: 'instance metadata credentials' },
   // A session's delete: a DELETE, or a write that finds a delete abandoned halfway.
-  { module: 'functions/store/session-delete.ts', why: 'a session is deleted (functions/store/session-store.ts)' },
+  { module: 'functions/store/sessions/session-delete.ts', why: 'a session is deleted (functions/store/sessions/session-store.ts)' },
   // What a version changed: worked out only for a large state, whose change events carry it.
-  { module: 'functions/core/version-change.ts', why: "a large state's version records its change (functions/core/next-version.ts)" },
-  { module: 'functions/core/json-diff.ts', why: "a large state's version records its change (functions/core/next-version.ts)" },
+  {
+    module: 'functions/core/write/version-change.ts',
+    why: "a large state's version records its change (functions/core/write/next-version.ts)",
+  },
+  { module: 'functions/core/json/json-diff.ts', why: "a large state's version records its change (functions/core/write/next-version.ts)" },
   // zod's English messages: only a refused body needs them.
-  { module: 'node_modules/zod/v4/locales/en.js', why: 'a body is refused (functions/http/request.ts)' },
+  { module: 'node_modules/zod/v4/locales/en.js', why: 'a body is refused (functions/http/edge/request.ts)' },
   // Tracing: by default a function is traced by Lambda alone and loads no X-Ray SDK; at the
   // `detailed` level (AGENTSTATE_TRACING, docs/deploy.md) Powertools' Tracer is imported at INIT.
   ...['@aws-lambda-powertools/tracer', 'aws-xray-sdk-core', 'semver', 'cls-hooked'].map((name) => ({
@@ -275,7 +284,7 @@ describe('what a cold start loads', () => {
   it('ships them beside the file Lambda imports (the check above is not blind)', async () => {
     // decide: the Lambda client, the sealing key's KMS client, the credential providers, a
     // session's delete, zod's messages and the tracer.
-    const decide = await bundleOf('functions/http/decide.ts');
+    const decide = await bundleOf('functions/http/handlers/decide.ts');
     const shipped = loadedOnFirstUse.filter(({ module }) => decide.shipped.some((input) => input.includes(module)));
     expect(shipped).toEqual(loadedOnFirstUse);
     expect(decide.loaded.some((input) => input.includes('node_modules/@aws-sdk/client-dynamodb/'))).toBe(true);
@@ -285,14 +294,20 @@ describe('what a cold start loads', () => {
 describe('the decide group', () => {
   it("reads agents and sessions without the agents and session groups' code", async () => {
     // Act
-    const { loaded } = await bundleOf('functions/http/decide.ts');
+    const { loaded } = await bundleOf('functions/http/handlers/decide.ts');
 
     // Assess: the registry's reader and the session log are there; registering, changing and
     // listing agents, and creating and listing sessions, the tree and the history, are not.
     const carries = (module: string) => loaded.some((input) => input.includes(module));
-    expect(['functions/core/agent-reader.ts', 'functions/store/session-log.ts'].filter((module) => !carries(module))).toEqual([]);
+    expect(['functions/core/agents/agent-reader.ts', 'functions/store/log/session-log.ts'].filter((module) => !carries(module))).toEqual(
+      [],
+    );
     expect(
-      ['functions/core/agent-service.ts', 'functions/workers/worker-registration.ts', 'functions/store/session-store.ts'].filter(carries),
+      [
+        'functions/core/agents/agent-service.ts',
+        'functions/workers/worker-registration.ts',
+        'functions/store/sessions/session-store.ts',
+      ].filter(carries),
     ).toEqual([]);
   });
 
@@ -350,7 +365,7 @@ describe('what every group shares', () => {
     },
     {
       marker: '"$ZodCheckRegex"',
-      what: 'the zod schema of an id (functions/http/id-schema.ts)',
+      what: 'the zod schema of an id (functions/http/edge/id-schema.ts)',
       absentFrom: ['decide', 'state', 'tree', 'commits', 'memory'],
       presentIn: group('sessions'),
     },
@@ -376,7 +391,7 @@ describe('what every group shares', () => {
       marker: 'AttributeType',
       what: 'the table definition (no function creates the table)',
       absentFrom: routeGroups,
-      presentIn: 'functions/store/table.ts',
+      presentIn: 'functions/store/table/table.ts',
     },
   ];
 
@@ -397,10 +412,10 @@ describe('what every group shares', () => {
 describe('the agents group', () => {
   it('reads the session store only for a field type change: a chunk its cold start does not load', async () => {
     // Act
-    const agents = await bundleOf('functions/http/agents.ts');
+    const agents = await bundleOf('functions/http/handlers/agents.ts');
 
     // Assess
-    const store = (inputs: string[]) => inputs.some((input) => input.includes('functions/store/session-store.ts'));
+    const store = (inputs: string[]) => inputs.some((input) => input.includes('functions/store/sessions/session-store.ts'));
     expect(store(agents.loaded)).toBe(false);
     expect(store(agents.shipped)).toBe(true);
   });
@@ -415,7 +430,7 @@ describe('the OpenAPI document beside the health bundle', () => {
     try {
       copyFileSync(`${root}docs/openapi.json`, join(dir, 'openapi.json'));
       process.env.AGENTSTATE_OPENAPI_FILE = join(dir, 'openapi.json');
-      await build({ ...lambdaBundling, entryPoints: [`${root}functions/http/health.ts`], outdir: dir, logLevel: 'silent' });
+      await build({ ...lambdaBundling, entryPoints: [`${root}functions/http/handlers/health.ts`], outdir: dir, logLevel: 'silent' });
       const { handler } = (await import(pathToFileURL(join(dir, 'index.mjs')).href)) as {
         handler: (event: unknown, context: unknown) => Promise<{ statusCode: number; body: string }>;
       };
@@ -448,7 +463,7 @@ describe('zod in a bundle', () => {
   // `import { z } from 'zod'` takes zod's whole namespace object, every locale with it (about
   // 440 KiB minified); `import * as z` lets esbuild keep only what the schemas use.
   it('brings no locale but English', async () => {
-    const inputs = await bundledInputs('functions/http/agents.ts');
+    const inputs = await bundledInputs('functions/http/handlers/agents.ts');
     const locales = inputs.filter((input) => /node_modules\/zod\/.*\/locales\//.test(input) && !/\/(en|index)\.js$/.test(input));
     expect(locales).toEqual([]);
   });

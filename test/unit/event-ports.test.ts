@@ -2,8 +2,8 @@ import { ApiGatewayManagementApiClient, GoneException, PostToConnectionCommand }
 import { EventBridgeClient, PutEventsCommand } from '@aws-sdk/client-eventbridge';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { StateChangedEvent } from '../../functions/core/events.js';
-import type { Json } from '../../functions/core/json.js';
+import type { StateChangedEvent } from '../../functions/core/events/events.js';
+import type { Json } from '../../functions/core/json/json.js';
 import { eventBridgePublisher } from '../../functions/streams/event-bus.js';
 import { liveBroadcaster } from '../../functions/ws/broadcast.js';
 import { managementApiGateway } from '../../functions/ws/connections.js';

@@ -5,7 +5,7 @@ import {
   eventId,
   type RecordedVersion,
   serializeWithin,
-} from '../../functions/core/events.js';
+} from '../../functions/core/events/events.js';
 
 const recorded = (overrides: Partial<RecordedVersion['version']> = {}): RecordedVersion => ({
   tenant: 't1',

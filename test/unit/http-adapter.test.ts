@@ -2,8 +2,8 @@ import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { type RouteGroup, routeGroups } from '../../functions/http/routes.js';
-import type { HttpHandler } from '../../functions/http/types.js';
+import { type RouteGroup, routeGroups } from '../../functions/http/contract/routes.js';
+import type { HttpHandler } from '../../functions/http/edge/types.js';
 import { createRequestListener, MAX_BODY_BYTES } from '../../functions/local/http-adapter.js';
 
 // The local API Gateway stand-in, over a real node:http server, in front of fake handlers

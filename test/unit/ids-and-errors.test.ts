@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { AgentStateError, type ErrorCode, errorStatus, toProblem } from '../../functions/core/errors.js';
-import { isValidId, newId, ROOT_NODE, requireId, requireNodeId } from '../../functions/core/ids.js';
+import { AgentStateError, type ErrorCode, errorStatus, toProblem } from '../../functions/core/kernel/errors.js';
+import { isValidId, newId, ROOT_NODE, requireId, requireNodeId } from '../../functions/core/kernel/ids.js';
 
 /* ------------------------------------------------------------------ helpers (local) */
 

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Context } from 'aws-lambda';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { handler } from '../../functions/http/inspector.js';
+import { handler } from '../../functions/http/handlers/inspector.js';
 import { matchRoute, toApiGatewayEvent } from '../../functions/local/http-adapter.js';
 
 /** The inspector's handler as API Gateway (or the local server) calls it, over a folder of our own. */

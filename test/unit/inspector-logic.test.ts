@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { JsonObject } from '../../functions/core/json.js';
-import { applyJsonPatch, parseJsonPatch } from '../../functions/core/json-patch.js';
-import { messagePreview } from '../../functions/core/preview.js';
+import type { JsonObject } from '../../functions/core/json/json.js';
+import { applyJsonPatch, parseJsonPatch } from '../../functions/core/json/json-patch.js';
+import { messagePreview } from '../../functions/core/sessions/preview.js';
 import { diffJson, formatPath, jsonEqual, jsonPatchOf, pointerOf } from '../../inspector/src/json-diff.js';
 import { memoryHref, parseRoute, sessionHref } from '../../inspector/src/route.js';
 import { layoutTree, type TreeNode, visibleRange } from '../../inspector/src/tree-layout.js';

@@ -1,9 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { Json } from '../../functions/core/json.js';
-import { jsonPatchBetween } from '../../functions/core/json-diff.js';
-import { applyJsonPatch } from '../../functions/core/json-patch.js';
-import { mergePatch, mergePatchBetween } from '../../functions/core/merge-patch.js';
+import type { Json } from '../../functions/core/json/json.js';
+import { jsonPatchBetween } from '../../functions/core/json/json-diff.js';
+import { applyJsonPatch } from '../../functions/core/json/json-patch.js';
+import { mergePatch, mergePatchBetween } from '../../functions/core/json/merge-patch.js';
 
 /** JSON values small enough to compare, with keys that need pointer escapes. */
 const json: fc.Arbitrary<Json> = fc.letrec((tie) => ({

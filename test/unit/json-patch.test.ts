@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { AgentStateError } from '../../functions/core/errors.js';
-import { type Json, parseJson, stringifyJson } from '../../functions/core/json.js';
-import { applyJsonPatch, parseJsonPatch } from '../../functions/core/json-patch.js';
+import { type Json, parseJson, stringifyJson } from '../../functions/core/json/json.js';
+import { applyJsonPatch, parseJsonPatch } from '../../functions/core/json/json-patch.js';
+import { AgentStateError } from '../../functions/core/kernel/errors.js';
 
 const patch = (document: Json, operations: Json) => applyJsonPatch(document, parseJsonPatch(operations));
 

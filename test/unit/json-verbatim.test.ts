@@ -16,8 +16,8 @@ import {
   MAX_JSON_DEPTH,
   parseJson,
   stringifyJson,
-} from '../../functions/core/json.js';
-import { mergePatch } from '../../functions/core/merge-patch.js';
+} from '../../functions/core/json/json.js';
+import { mergePatch } from '../../functions/core/json/merge-patch.js';
 
 /**
  * API.md section 1: values are stored verbatim — a number reads back digit for digit as it was

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { canonicalJson, encodedSize, isJsonObject, type Json, type JsonObject, jsonEqual, setOwn } from '../../functions/core/json.js';
+import { canonicalJson, encodedSize, isJsonObject, type Json, type JsonObject, jsonEqual, setOwn } from '../../functions/core/json/json.js';
 
 /* ------------------------------------------------------------------ helpers (local) */
 

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { LINEAGE_WINDOW } from '../../functions/core/model.js';
-import { decodeLineage, encodeLineage, type LineageEntry } from '../../functions/store/lineage.js';
+import { LINEAGE_WINDOW } from '../../functions/core/model/model.js';
+import { decodeLineage, encodeLineage, type LineageEntry } from '../../functions/store/state/lineage.js';
 
 /** A lineage window as the tree makes one: distinct versions, nearest (largest) first, each with its seq in the log. */
 const lineageWindow = fc

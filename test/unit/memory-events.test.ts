@@ -1,9 +1,9 @@
 import { marshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
-import { buildMemoryChangedEvent } from '../../functions/core/memory-events.js';
-import { memoryRecordFilters, recordedMemoryChangeOf } from '../../functions/store/memory-stream.js';
-import { matchesFilter } from '../../functions/store/stream-images.js';
+import { buildMemoryChangedEvent } from '../../functions/core/memory/memory-events.js';
+import { matchesFilter } from '../../functions/store/events/stream-images.js';
+import { memoryRecordFilters, recordedMemoryChangeOf } from '../../functions/store/memory/memory-stream.js';
 
 const live = {
   pk: 'M#t1#users/u1',

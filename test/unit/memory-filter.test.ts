@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { type JsonObject, parseJson } from '../../functions/core/json.js';
-import { namespaceRoots, readablePrefixes, withinRoots } from '../../functions/core/memory.js';
-import { decideOnFields, indexedFields, matchesFilter, parseFilter } from '../../functions/core/memory-filter.js';
+import { type JsonObject, parseJson } from '../../functions/core/json/json.js';
+import { namespaceRoots, readablePrefixes, withinRoots } from '../../functions/core/memory/memory.js';
+import { decideOnFields, indexedFields, matchesFilter, parseFilter } from '../../functions/core/memory/memory-filter.js';
 
 describe('comparisons over verbatim numbers', () => {
   const value = (text: string) => parseJson(text) as JsonObject;

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Json, type JsonObject, jsonEqual } from '../../functions/core/json.js';
-import { mergePatch, mergePatchBetween } from '../../functions/core/merge-patch.js';
+import { type Json, type JsonObject, jsonEqual } from '../../functions/core/json/json.js';
+import { mergePatch, mergePatchBetween } from '../../functions/core/json/merge-patch.js';
 
 /* ------------------------------------------------------------------ helpers (local) */
 

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, 
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentStateError } from '../../functions/core/errors.js';
+import { AgentStateError } from '../../functions/core/kernel/errors.js';
 import { callWorker, type WorkerCallOptions } from '../../functions/workers/call-worker.js';
 import { type ModuleDirs, moduleDirsFromEnv } from '../../functions/workers/module-dirs.js';
 import { allowedModulePath, ModuleRefusedError } from '../../functions/workers/module-worker.js';

@@ -3,9 +3,9 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { errorStatus } from '../../functions/core/errors.js';
+import { errorStatus } from '../../functions/core/kernel/errors.js';
 import { openApiDocument, openApiText } from '../../functions/http/contract/document.js';
-import { routes } from '../../functions/http/routes.js';
+import { routes } from '../../functions/http/contract/routes.js';
 
 /**
  * The OpenAPI document: generated from the route table and the zod schemas, committed as

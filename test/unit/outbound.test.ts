@@ -1,7 +1,7 @@
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentStateError } from '../../functions/core/errors.js';
+import { AgentStateError } from '../../functions/core/kernel/errors.js';
 import { callWorker } from '../../functions/workers/call-worker.js';
 import { classifyAddress, isPublicAddress, publicOnlyLookup } from '../../functions/workers/outbound.js';
 import { postWebhook, validateWebhookUrl } from '../../functions/workers/webhook-delivery.js';

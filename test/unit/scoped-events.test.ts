@@ -1,16 +1,16 @@
 import type { DynamoDBRecord } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
-import { schemaReader } from '../../functions/core/agent-reader.js';
-import { ChangeFanout, type ChangeFanoutPorts, type ChangeInput } from '../../functions/core/change-fanout.js';
-import { AgentStateError } from '../../functions/core/errors.js';
-import { type ChangeEvent, eventForAgent, type StateChangedEvent } from '../../functions/core/events.js';
-import { type AgentFields, buildSchema, type Schema } from '../../functions/core/fields.js';
-import type { Json } from '../../functions/core/json.js';
-import { type LiveConnection, type LiveFollower, LiveService, type LiveStore } from '../../functions/core/live.js';
-import type { AgentRecord } from '../../functions/core/model.js';
-import { type WebhookRecord, webhookView } from '../../functions/core/webhooks.js';
-import { LOG_ITEM_KIND } from '../../functions/store/item-kinds.js';
-import { recordedVersionOf } from '../../functions/store/stream-images.js';
+import { schemaReader } from '../../functions/core/agents/agent-reader.js';
+import { type ChangeEvent, eventForAgent, type StateChangedEvent } from '../../functions/core/events/events.js';
+import { ChangeFanout, type ChangeFanoutPorts, type ChangeInput } from '../../functions/core/fanout/change-fanout.js';
+import { type LiveConnection, type LiveFollower, LiveService, type LiveStore } from '../../functions/core/fanout/live.js';
+import type { Json } from '../../functions/core/json/json.js';
+import { AgentStateError } from '../../functions/core/kernel/errors.js';
+import { type AgentFields, buildSchema, type Schema } from '../../functions/core/model/fields.js';
+import type { AgentRecord } from '../../functions/core/model/model.js';
+import { type WebhookRecord, webhookView } from '../../functions/core/webhooks/webhooks.js';
+import { recordedVersionOf } from '../../functions/store/events/stream-images.js';
+import { LOG_ITEM_KIND } from '../../functions/store/table/item-kinds.js';
 import { liveBroadcaster } from '../../functions/ws/broadcast.js';
 import { stateChangedEvent } from '../helpers/event-fixtures.js';
 

@@ -11,8 +11,8 @@ import {
   PIECE_MIN_BYTES,
   pieceKeysOf,
   readKeysOf,
-} from '../../functions/store/state-codec.js';
-import { applySplice, decodeSplice, encodeSplice, spliceBetween } from '../../functions/store/state-splice.js';
+} from '../../functions/store/state/state-codec.js';
+import { applySplice, decodeSplice, encodeSplice, spliceBetween } from '../../functions/store/state/state-splice.js';
 
 /** A JSON text of about `bytes`, in the shape agent states take: a log of messages. */
 function largeState(bytes: number, seed = 1): { log: Array<{ id: number; role: string; text: string }> } {

@@ -1,15 +1,15 @@
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
-import { DOCUMENT_ITEM_KIND, LOG_ITEM_KIND } from '../../functions/store/item-kinds.js';
-import { type LogEntry, readLogItem, versionOf } from '../../functions/store/log-items.js';
 import {
   changeRecordFilters,
   matchesFilter,
   recordedChangeOf,
   recordedDocumentOf,
   recordedVersionOf,
-} from '../../functions/store/stream-images.js';
+} from '../../functions/store/events/stream-images.js';
+import { type LogEntry, readLogItem, versionOf } from '../../functions/store/log/log-items.js';
+import { DOCUMENT_ITEM_KIND, LOG_ITEM_KIND } from '../../functions/store/table/item-kinds.js';
 
 /** What a change carries forward (log-items.ts), as JSON text: the head, the session's agent, when activity moved. */
 const carried = (extra: Record<string, unknown> = {}) => ({

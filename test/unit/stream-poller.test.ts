@@ -2,7 +2,7 @@ import { type _Record, DescribeStreamCommand, type GetRecordsCommand, GetShardIt
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
 import { StreamPoller, type StreamsClient, toLambdaRecord } from '../../functions/local/stream-poller.js';
-import { LOG_ITEM_KIND } from '../../functions/store/item-kinds.js';
+import { LOG_ITEM_KIND } from '../../functions/store/table/item-kinds.js';
 
 const ARN = 'arn:aws:dynamodb:ddblocal:000000000000:table/t/stream/2025-01-01T00:00:00.000';
 

@@ -1,11 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
-import { AgentStateError } from '../../functions/core/errors.js';
-import { type CoreMetric, useMetricSink } from '../../functions/core/metrics.js';
-import { LINEAGE_WINDOW, type Tip } from '../../functions/core/model.js';
-import { StaleTipError } from '../../functions/core/ports.js';
-import { othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from '../../functions/core/retry.js';
-import { emptyTip, nextLineage, pointerOf, rootNode } from '../../functions/core/tree.js';
+import { AgentStateError } from '../../functions/core/kernel/errors.js';
+import { type CoreMetric, useMetricSink } from '../../functions/core/kernel/metrics.js';
+import { LINEAGE_WINDOW, type Tip } from '../../functions/core/model/model.js';
+import { StaleTipError } from '../../functions/core/model/ports.js';
+import { emptyTip, nextLineage, pointerOf, rootNode } from '../../functions/core/model/tree.js';
+import { othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from '../../functions/core/write/write-retry.js';
 
 /* ------------------------------------------------------------------ helpers (local) */
 

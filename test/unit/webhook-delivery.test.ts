@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentStateError } from '../../functions/core/errors.js';
+import { AgentStateError } from '../../functions/core/kernel/errors.js';
 import { postWebhook, validateWebhookUrl } from '../../functions/workers/webhook-delivery.js';
 import { expectedSignature } from '../helpers/events.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type DeadLetter, WebhookService, type WebhookStore } from '../../functions/core/webhooks.js';
+import { type DeadLetter, WebhookService, type WebhookStore } from '../../functions/core/webhooks/webhooks.js';
 
 /** A webhook with `count` dead letters, in memory: only what a replay touches. */
 function storeWithDeadLetters(count: number): { store: WebhookStore; letters: DeadLetter[] } {

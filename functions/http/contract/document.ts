@@ -1,10 +1,10 @@
 import * as z from 'zod';
-import { type ErrorCode, errorStatus } from '../../core/errors.js';
-import { ID_PATTERN } from '../../core/ids.js';
-import { jsonObject } from '../request.js';
-import { type RouteKey, routes } from '../routes.js';
+import { type ErrorCode, errorStatus } from '../../core/kernel/errors.js';
+import { ID_PATTERN } from '../../core/kernel/ids.js';
+import { jsonObject } from '../edge/request.js';
 import { answerExamples, problemExample } from './examples.js';
 import { type Operation, operations, pathParameters, type Tag } from './operations.js';
+import { type RouteKey, routes } from './routes.js';
 import { type ComponentName, components } from './schemas.js';
 
 /**

@@ -1,5 +1,11 @@
 import type * as z from 'zod';
-import { AgentStateError, type ErrorCode, type Problem as ProblemDocument, type ProblemExtras, toProblem } from '../../core/errors.js';
+import {
+  AgentStateError,
+  type ErrorCode,
+  type Problem as ProblemDocument,
+  type ProblemExtras,
+  toProblem,
+} from '../../core/kernel/errors.js';
 import type { ComponentName, components } from './schemas.js';
 
 /**

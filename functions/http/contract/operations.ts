@@ -1,14 +1,14 @@
 import type * as z from 'zod';
-import type { ErrorCode } from '../../core/errors.js';
-import { agentBody } from '../agents.js';
-import { commitBody } from '../commits.js';
-import { decideBody } from '../decide.js';
-import { putMemoryBody, searchMemoryBody } from '../memory.js';
-import { jsonValue } from '../request.js';
-import type { RouteKey } from '../routes.js';
-import { createSessionBody } from '../sessions.js';
-import { appendBody, headBody } from '../tree.js';
-import { createWebhookBody, replayBody } from '../webhooks.js';
+import type { ErrorCode } from '../../core/kernel/errors.js';
+import { jsonValue } from '../edge/request.js';
+import { agentBody } from '../handlers/agents.js';
+import { commitBody } from '../handlers/commits.js';
+import { decideBody } from '../handlers/decide.js';
+import { putMemoryBody, searchMemoryBody } from '../handlers/memory.js';
+import { createSessionBody } from '../handlers/sessions.js';
+import { appendBody, headBody } from '../handlers/tree.js';
+import { createWebhookBody, replayBody } from '../handlers/webhooks.js';
+import type { RouteKey } from './routes.js';
 import type { ComponentName } from './schemas.js';
 
 /**

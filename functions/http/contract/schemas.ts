@@ -1,8 +1,8 @@
 import * as z from 'zod';
-import { type ErrorCode, errorStatus } from '../../core/errors.js';
-import { FIELD_TYPES } from '../../core/fields.js';
-import { idSchema } from '../id-schema.js';
-import { jsonValue } from '../request.js';
+import { type ErrorCode, errorStatus } from '../../core/kernel/errors.js';
+import { FIELD_TYPES } from '../../core/model/fields.js';
+import { idSchema } from '../edge/id-schema.js';
+import { jsonValue } from '../edge/request.js';
 
 /**
  * What the routes answer, as zod schemas: the response half of the OpenAPI document

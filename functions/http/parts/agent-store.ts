@@ -1,4 +1,4 @@
-import { DynamoDbAgentReader, DynamoDbAgentStore, DynamoDbTenantAgents } from '../../store/agent-store.js';
+import { DynamoDbAgentReader, DynamoDbAgentStore, DynamoDbTenantAgents } from '../../store/agents/agent-store.js';
 import type { Part } from '../wiring.js';
 
 // The agent registry's store: the agents group writes it.

@@ -1,6 +1,6 @@
-import { AgentService, type WorkerUrlPolicy } from '../../core/agent-service.js';
-import { AgentStateError } from '../../core/errors.js';
-import type { SessionStore } from '../../core/ports.js';
+import { AgentService, type WorkerUrlPolicy } from '../../core/agents/agent-service.js';
+import { AgentStateError } from '../../core/kernel/errors.js';
+import type { SessionStore } from '../../core/model/ports.js';
 import { moduleDirsFromEnv } from '../../workers/module-dirs.js';
 import { validateWorkerUrl } from '../../workers/worker-registration.js';
 import type { Part } from '../wiring.js';

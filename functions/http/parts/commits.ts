@@ -1,4 +1,4 @@
-import { CommitService, DEFAULT_RUN_TTL_SECONDS } from '../../core/commit-service.js';
+import { CommitService, DEFAULT_RUN_TTL_SECONDS } from '../../core/commits/commit-service.js';
 import type { Part } from '../wiring.js';
 import { documentStore } from './document-store.js';
 import { sessionStore } from './session-store.js';

@@ -1,7 +1,7 @@
-import { AgentReader } from '../../core/agent-reader.js';
-import { DecideService, type WorkerInvoker } from '../../core/decide-service.js';
-import { AgentStateError } from '../../core/errors.js';
-import { DynamoDbDecisionStore } from '../../store/decision-store.js';
+import { AgentReader } from '../../core/agents/agent-reader.js';
+import { DecideService, type WorkerInvoker } from '../../core/decide/decide-service.js';
+import { AgentStateError } from '../../core/kernel/errors.js';
+import { DynamoDbDecisionStore } from '../../store/sessions/decision-store.js';
 import { recordMetric } from '../../telemetry/telemetry.js';
 import { callWorker } from '../../workers/call-worker.js';
 import { moduleDirsFromEnv } from '../../workers/module-dirs.js';

@@ -1,4 +1,4 @@
-import { DynamoDbDocumentReader, DynamoDbDocumentStore } from '../../store/document-store.js';
+import { DynamoDbDocumentReader, DynamoDbDocumentStore } from '../../store/documents/document-store.js';
 import type { Part } from '../wiring.js';
 
 // The run, profile and shared documents: commits write them.

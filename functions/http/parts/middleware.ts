@@ -1,7 +1,7 @@
-import type { IdempotencyStore } from '../../core/ports.js';
-import type { ApiKeyStore } from '../../store/api-keys.js';
-import { DynamoDbIdempotencyStore } from '../../store/idempotency-store.js';
-import { type KeyResolver, keysFromEnv } from '../auth.js';
+import type { IdempotencyStore } from '../../core/model/ports.js';
+import type { ApiKeyStore } from '../../store/access/api-keys.js';
+import { DynamoDbIdempotencyStore } from '../../store/idempotency/idempotency-store.js';
+import { type KeyResolver, keysFromEnv } from '../edge/auth.js';
 import type { Part } from '../wiring.js';
 
 // What the middleware of every keyed group uses: the key resolver and the Idempotency-Key store.
@@ -17,7 +17,7 @@ export type TableKeys = () => Promise<Pick<ApiKeyStore, 'resolve'>>;
 export const apiKeyStore: Part<TableKeys> = (wiring) => {
   let store: Promise<ApiKeyStore> | undefined;
   return () => {
-    store ??= import('../../store/api-keys.js').then(
+    store ??= import('../../store/access/api-keys.js').then(
       ({ ApiKeyStore }) => new ApiKeyStore(wiring.client, wiring.table.tableName, () => new Date(wiring.table.now())),
     );
     return store;

@@ -1,6 +1,6 @@
-import { allAgentsOf, schemaReader } from '../../core/agent-reader.js';
-import { SessionTreeService } from '../../core/session-tree-service.js';
-import type { SchemaSource } from '../../core/write-target.js';
+import { allAgentsOf, schemaReader } from '../../core/agents/agent-reader.js';
+import { SessionTreeService } from '../../core/sessions/session-tree-service.js';
+import type { SchemaSource } from '../../core/write/write-target.js';
 import type { Part } from '../wiring.js';
 import { agentRegistryReader } from './agent-store.js';
 import { sessionStore } from './session-store.js';

@@ -1,4 +1,4 @@
-import { SessionService } from '../../core/session-service.js';
+import { SessionService } from '../../core/sessions/session-service.js';
 import type { Part } from '../wiring.js';
 import { sessionStore } from './session-store.js';
 import { schemas } from './session-tree.js';

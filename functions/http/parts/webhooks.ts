@@ -1,5 +1,5 @@
-import { WebhookService } from '../../core/webhooks.js';
-import { DynamoDbWebhookStore } from '../../store/webhook-store.js';
+import { WebhookService } from '../../core/webhooks/webhooks.js';
+import { DynamoDbWebhookStore } from '../../store/events/webhook-store.js';
 import { validateWebhookUrl, webhookSender } from '../../workers/webhook-delivery.js';
 import type { Part } from '../wiring.js';
 

@@ -1,6 +1,6 @@
 import { createSocket } from 'node:dgram';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { ApiKeyStore } from '../../../functions/store/api-keys.js';
+import { ApiKeyStore } from '../../../functions/store/access/api-keys.js';
 import { createTestTable, dynamoEndpoint, testDynamoDbClient } from '../../helpers/dynamodb.js';
 import { synthesizedAssembly } from '../../helpers/synth.js';
 import { HttpApiGateway, WebSocketGateway } from './api-gateway.js';

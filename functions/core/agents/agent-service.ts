@@ -1,0 +1,308 @@
+import { isJsonObject, type Json } from '../json/json.js';
+import { AgentStateError } from '../kernel/errors.js';
+import { checkDeclarations, type StateFields, typeProblem } from '../model/fields.js';
+import { agentConfigExcess, stateFieldsExcess } from '../model/limits.js';
+import type { AgentRecord, Page, WorkerMessages, WorkerRecord } from '../model/model.js';
+import type { AgentStore, SessionStore } from '../model/ports.js';
+import type { AllowedAgents } from './acting-agent.js';
+import { agentNotFound, agentSubtree, requireMayPlace } from './agent-access.js';
+import { allAgentsOf } from './agent-reader.js';
+
+/** Agents form a hierarchy through `parentId`; deeper than this is a mistake, not a design. */
+const MAX_HIERARCHY_DEPTH = 32;
+/** A type change is checked against the head state of at most this many sessions. */
+const TYPE_CHANGE_CHECK_LIMIT = 1000;
+
+/** An agent as clients see it: the worker's secret is never returned, only whether one is set. */
+export interface AgentView {
+  agentId: string;
+  parentId: string | null;
+  /** `messages` only when the worker is shown less than the whole path (`{"last": N}`). */
+  worker: { url: string; timeoutMs: number | null; hasSecret: boolean; messages?: { last: number } } | null;
+  config: Json;
+  stateFields: StateFields | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface AgentInput {
+  parentId?: string | null;
+  worker?: { url: string; secret?: string | null; timeoutMs?: number | null; messages?: WorkerMessages | null } | null;
+  config?: Json;
+  stateFields?: StateFields | null;
+}
+
+/** Checks a worker URL where it is registered (scheme, loopback-only http, allowed Lambdas). */
+export type WorkerUrlPolicy = (url: string) => void;
+
+/**
+ * The agent registry of API.md section 7: registration, reads and listing for the agents
+ * routes. A decision reads agents through agent-reader.ts instead.
+ */
+export class AgentService {
+  private readonly store: AgentStore;
+  private readonly sessions: Pick<SessionStore, 'listSessions' | 'readTip'>;
+
+  constructor(
+    stores: { agents: AgentStore; sessions: Pick<SessionStore, 'listSessions' | 'readTip'> },
+    private readonly checkWorkerUrl: WorkerUrlPolicy,
+    private readonly now: () => Date = () => new Date(),
+  ) {
+    this.store = stores.agents;
+    this.sessions = stores.sessions;
+  }
+
+  /**
+   * Creates or replaces an agent. A key limited to `allowed` agents may write only its subtree
+   * (agent-access.ts): `403 forbidden` before anything else is checked or written.
+   */
+  async putAgent(
+    tenant: string,
+    agentId: string,
+    input: AgentInput,
+    allowed: AllowedAgents = null,
+  ): Promise<{ agent: AgentView; created: boolean }> {
+    if (allowed) {
+      const agents = await this.allAgents(tenant);
+      requireMayPlace(allowed, agentSubtree(allowed, agents) as ReadonlySet<string>, {
+        agentId,
+        parentId: input.parentId ?? null,
+        existing: agents.find((agent) => agent.agentId === agentId) ?? null,
+      });
+    }
+    const config = input.config ?? null;
+    const excess = agentConfigExcess(config);
+    if (excess) {
+      throw new AgentStateError('invalid_request', `config ${excess.detail}`, { field: 'config', limitBytes: excess.limitBytes });
+    }
+    // The registration is one item: its declarations are held to their size before anything is read.
+    const fieldsExcess = input.stateFields && stateFieldsExcess(input.stateFields);
+    if (fieldsExcess) {
+      throw new AgentStateError('invalid_request', `stateFields ${fieldsExcess.detail}`, {
+        field: 'stateFields',
+        limitBytes: fieldsExcess.limitBytes,
+      });
+    }
+    if (input.worker) this.checkWorkerUrl(input.worker.url);
+    const parentId = input.parentId ?? null;
+    const [existing] = await Promise.all([
+      this.store.getAgent(tenant, agentId),
+      parentId === null ? Promise.resolve() : this.assertNoCycle(tenant, agentId, parentId),
+    ]);
+    const stateFields = input.stateFields ?? null;
+    if (stateFields) checkDeclarations(stateFields);
+    // A move takes the agents below along into another tree, with the names they declare.
+    if (stateFields || movesAgent(existing, parentId)) await this.checkFieldChanges(tenant, agentId, parentId, existing, stateFields ?? {});
+    const at = this.now().toISOString();
+    const worker: WorkerRecord | null = input.worker
+      ? {
+          url: input.worker.url,
+          secret: input.worker.secret ?? null,
+          timeoutMs: input.worker.timeoutMs ?? null,
+          ...(input.worker.messages && input.worker.messages !== 'all' ? { messages: input.worker.messages } : {}),
+        }
+      : null;
+    const record: AgentRecord = {
+      agentId,
+      parentId,
+      worker,
+      config,
+      stateFields,
+      createdAt: existing?.createdAt ?? at,
+      updatedAt: at,
+    };
+    const created = await this.store.putAgent(tenant, record);
+    return { agent: agentView(record), created };
+  }
+
+  /** One agent; for a key limited to `allowed` agents, one of its subtree (else `404 agent_not_found`). */
+  async getAgent(tenant: string, agentId: string, allowed: AllowedAgents = null): Promise<AgentView> {
+    if (!allowed) return agentView(await this.requireAgent(tenant, agentId));
+    const agents = await this.allAgents(tenant);
+    const agent = agents.find((candidate) => candidate.agentId === agentId);
+    if (!agent || !agentSubtree(allowed, agents)?.has(agentId)) throw agentNotFound(agentId);
+    return agentView(agent);
+  }
+
+  /** The stored agent (else `404 agent_not_found`). */
+  private async requireAgent(tenant: string, agentId: string): Promise<AgentRecord> {
+    const agent = await this.store.getAgent(tenant, agentId);
+    if (!agent) throw agentNotFound(agentId);
+    return agent;
+  }
+
+  /**
+   * A page of the tenant's agents by id; for a key limited to `allowed` agents only those of
+   * its subtree (so a page may hold fewer than `limit`, as lists may).
+   */
+  async listAgents(tenant: string, options: { limit: number; cursor?: string }, allowed: AllowedAgents = null): Promise<Page<AgentView>> {
+    const [page, subtree] = await Promise.all([
+      this.store.listAgents(tenant, options),
+      allowed ? this.allAgents(tenant).then((agents) => agentSubtree(allowed, agents)) : Promise.resolve(null),
+    ]);
+    const visible = subtree ? page.items.filter((agent) => subtree.has(agent.agentId)) : page.items;
+    return { items: visible.map(agentView), ...(page.next ? { next: page.next } : {}) };
+  }
+
+  private allAgents(tenant: string): Promise<AgentRecord[]> {
+    return allAgentsOf(this.store, tenant);
+  }
+
+  /**
+   * A field name belongs to one agent of a tree; a type may change only when the values stored
+   * under it still fit, or when the declaration says how to migrate (`migrate: "clear"`). When
+   * the agent moves (another parent), the names the agents below it declare join the tree it
+   * moves into too, and must not clash with the names declared there.
+   */
+  private async checkFieldChanges(
+    tenant: string,
+    agentId: string,
+    parentId: string | null,
+    existing: AgentRecord | null,
+    stateFields: StateFields,
+  ): Promise<void> {
+    const agents = (await this.allAgents(tenant)).filter((agent) => agent.agentId !== agentId);
+    const self = { agentId, parentId, stateFields } as AgentRecord;
+    const all = [...agents, self];
+    const rootOf = (id: string): string => {
+      let current = all.find((agent) => agent.agentId === id);
+      for (let depth = 0; current?.parentId && depth < MAX_HIERARCHY_DEPTH; depth++) {
+        const parent = current.parentId;
+        current = all.find((agent) => agent.agentId === parent) ?? current;
+        if (current.agentId !== parent) break;
+      }
+      return current?.agentId ?? id;
+    };
+    const tree = new Set(treeMembers(rootOf(agentId), all));
+    for (const other of agents) {
+      if (!tree.has(other.agentId) || !other.stateFields) continue;
+      const clash = Object.keys(stateFields).find((name) => Object.hasOwn(other.stateFields as StateFields, name));
+      if (clash) {
+        throw new AgentStateError('invalid_request', `field ${clash} is already declared by agent ${other.agentId} of the same hierarchy`, {
+          field: `stateFields.${clash}`,
+        });
+      }
+    }
+    if (movesAgent(existing, parentId)) {
+      const below = new Set(treeMembers(agentId, all).slice(1));
+      for (const mover of agents) {
+        if (!below.has(mover.agentId) || !mover.stateFields) continue;
+        for (const other of agents) {
+          if (!tree.has(other.agentId) || below.has(other.agentId) || !other.stateFields) continue;
+          const clash = Object.keys(mover.stateFields).find((name) => Object.hasOwn(other.stateFields as StateFields, name));
+          if (clash) {
+            throw new AgentStateError(
+              'invalid_request',
+              `agent ${mover.agentId} below ${agentId} declares field ${clash}, which agent ${other.agentId} of the hierarchy it would join declares`,
+              { field: 'parentId' },
+            );
+          }
+        }
+      }
+    }
+    const retyped = Object.entries(stateFields).filter(([name, declaration]) => {
+      const before = existing?.stateFields?.[name];
+      return before !== undefined && before.type !== declaration.type && declaration.migrate !== 'clear';
+    });
+    if (retyped.length === 0) return;
+    const misfits = await this.sessionsNotFitting(
+      tenant,
+      tree,
+      retyped.map(([name, declaration]) => [name, declaration.type]),
+    );
+    if (misfits.length > 0) {
+      throw new AgentStateError(
+        'conflict',
+        `stored values of ${retyped.map(([name]) => name).join(', ')} do not fit the new type; declare migrate: "clear" to read them as cleared`,
+        { sessions: misfits.slice(0, 20) },
+      );
+    }
+  }
+
+  /** Sessions of the tree whose latest state holds a value that does not fit its new type. */
+  private async sessionsNotFitting(
+    tenant: string,
+    tree: Set<string>,
+    retyped: Array<[string, StateFields[string]['type']]>,
+  ): Promise<string[]> {
+    const misfits: string[] = [];
+    let checked = 0;
+    let cursor: string | undefined;
+    do {
+      const page = await this.sessions.listSessions(tenant, { limit: 100, ...(cursor ? { cursor } : {}) });
+      for (const session of page.items) {
+        if (!session.agentId || !tree.has(session.agentId)) continue;
+        if (++checked > TYPE_CHANGE_CHECK_LIMIT) {
+          throw new AgentStateError(
+            'conflict',
+            `too many sessions to check a type change; declare migrate: "clear" to read old values as cleared`,
+          );
+        }
+        const tip = await this.sessions.readTip({ tenant, sessionId: session.sessionId }, { withState: true });
+        const state = tip.latest?.state;
+        if (!isJsonObject(state)) continue;
+        const misfit = retyped.some(([name, type]) => name in state && typeProblem(type, state[name] as Json) !== null);
+        if (misfit) misfits.push(session.sessionId);
+      }
+      cursor = page.next;
+    } while (cursor);
+    return misfits;
+  }
+
+  /** The parent must exist, and the new edge must not close a loop in the hierarchy. */
+  private async assertNoCycle(tenant: string, agentId: string, parentId: string): Promise<void> {
+    if (parentId === agentId) {
+      throw new AgentStateError('invalid_request', 'an agent cannot be its own parent', { field: 'parentId' });
+    }
+    let current: string | null = parentId;
+    for (let depth = 0; current !== null; depth++) {
+      if (depth >= MAX_HIERARCHY_DEPTH) {
+        throw new AgentStateError('invalid_request', `agent hierarchies may be at most ${MAX_HIERARCHY_DEPTH} deep`, {
+          field: 'parentId',
+        });
+      }
+      const ancestor = await this.store.getAgent(tenant, current);
+      if (!ancestor) {
+        throw new AgentStateError('agent_not_found', `parent agent ${current} does not exist`, { agentId: current });
+      }
+      if (ancestor.parentId === agentId) {
+        throw new AgentStateError('invalid_request', `making ${parentId} the parent of ${agentId} would form a cycle`, {
+          field: 'parentId',
+        });
+      }
+      current = ancestor.parentId;
+    }
+  }
+}
+
+function agentView(agent: AgentRecord): AgentView {
+  return {
+    agentId: agent.agentId,
+    parentId: agent.parentId,
+    worker: agent.worker
+      ? {
+          url: agent.worker.url,
+          timeoutMs: agent.worker.timeoutMs,
+          hasSecret: agent.worker.secret !== null,
+          ...(agent.worker.messages ? { messages: agent.worker.messages } : {}),
+        }
+      : null,
+    config: agent.config,
+    stateFields: agent.stateFields,
+    createdAt: agent.createdAt,
+    updatedAt: agent.updatedAt,
+  };
+}
+
+/** Whether a registration gives an existing agent another parent (taking the agents below it along). */
+function movesAgent(existing: AgentRecord | null, parentId: string | null): boolean {
+  return existing !== null && existing.parentId !== parentId;
+}
+
+function treeMembers(root: string, agents: readonly AgentRecord[]): string[] {
+  const members = [root];
+  for (let index = 0; index < members.length; index++) {
+    for (const agent of agents) if (agent.parentId === members[index]) members.push(agent.agentId);
+  }
+  return members;
+}

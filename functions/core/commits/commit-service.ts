@@ -1,0 +1,191 @@
+import { type Json, jsonEqual } from '../json/json.js';
+import { AgentStateError } from '../kernel/errors.js';
+import type { Caller } from '../model/fields.js';
+import { DOCUMENT_LIMIT_BYTES, type DocumentKind, type DocumentRecord, type DocumentRef, type SessionScope } from '../model/model.js';
+import { type DocumentStore, type DocumentWrite, type SessionStore, StaleTipError } from '../model/ports.js';
+import { versionAt } from '../write/next-version.js';
+import { othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from '../write/write-retry.js';
+import {
+  checkedWrite,
+  checkIfMatch,
+  checkStateSize,
+  type SchemaSource,
+  storedState,
+  visibleState,
+  WriteTargets,
+} from '../write/write-target.js';
+import { applySlots, type Command, type CommandScope, foldCommands } from './commands.js';
+
+export interface CommitRequest {
+  commands: Command[];
+  runId?: string;
+  /** Guards the thread scope: the state at the node must still be at this version. */
+  expectedVersion?: number;
+  node?: string;
+  caller?: Caller;
+}
+
+export interface DocumentView {
+  version: number;
+  state: Json;
+  updatedAt: string | null;
+}
+
+export interface CommitResult {
+  sessionId: string;
+  node: string;
+  /** The thread's version after the commit (unchanged when no thread key changed). */
+  version: number;
+  state: Json;
+  changed: boolean;
+  run?: DocumentView & { runId: string };
+  profile?: DocumentView & { userId: string };
+  shared?: DocumentView;
+}
+
+/** Run documents expire this long after their last write unless configured otherwise. */
+export const DEFAULT_RUN_TTL_SECONDS = 7 * 24 * 60 * 60;
+
+export interface CommitServiceOptions {
+  runTtlSeconds?: number;
+  retry?: Partial<RetryPolicy>;
+  now?: () => Date;
+  /** Where typed fields come from; without it every state is untyped. */
+  schemas?: SchemaSource;
+}
+
+/**
+ * `POST /v1/sessions/{sid}/commits` (API.md section 8): a batch of keyed commands over the
+ * thread, run, profile and shared scopes, applied all together or not at all. Without
+ * `expectedVersion` a batch that lost a race is folded again onto fresh state: the policies
+ * are deterministic, so the result is as if batches ran one after another.
+ */
+export class CommitService {
+  private readonly store: SessionStore;
+  private readonly documents: DocumentStore;
+  private readonly targets: WriteTargets;
+
+  constructor(
+    stores: { sessions: SessionStore; documents: DocumentStore },
+    private readonly options: CommitServiceOptions = {},
+  ) {
+    this.store = stores.sessions;
+    this.documents = stores.documents;
+    this.targets = new WriteTargets(stores.sessions, options.schemas ?? (async () => null));
+  }
+
+  async commit(scope: SessionScope, request: CommitRequest): Promise<CommitResult> {
+    const slots = foldCommands(request.commands);
+    const touches = (kind: CommandScope) => slots.has(kind);
+    if (touches('run') && !request.runId) {
+      throw new AgentStateError('invalid_request', 'run commands need a runId', { field: 'runId' });
+    }
+    const caller = request.caller ?? null;
+    const now = this.options.now ?? (() => new Date());
+
+    return retryOnStaleTip(this.options.retry ?? {}, async (attempt) => {
+      const at = now().toISOString();
+      const [resolved, run, shared] = await Promise.all([
+        this.targets.resolveForWrite(scope, request.node),
+        touches('run') ? this.documents.getDocument({ kind: 'run', scope, id: request.runId as string }) : Promise.resolve(null),
+        touches('shared') ? this.documents.getDocument({ kind: 'shared', tenant: scope.tenant }) : Promise.resolve(null),
+      ]);
+      // A documents-only commit writes no tip: it must not slip into a session being deleted.
+      // A delete that died halfway is finished here, as the thread's own commit would.
+      if (resolved.tip.kind === 'closing') {
+        await this.store.settleClosing(scope, resolved.tip);
+        throw new StaleTipError('the session is being deleted');
+      }
+      checkIfMatch(resolved, request.expectedVersion);
+      // The session's user is on its tip; only a session with nothing written reads its item,
+      // once, for both the user and the agent.
+      const meta = resolved.tip.kind === 'empty' ? await this.store.getMeta(scope) : undefined;
+      let userId: string | null = null;
+      if (touches('profile')) {
+        userId = resolved.tip.kind === 'empty' ? (meta?.userId ?? null) : resolved.tip.userId;
+        if (!userId) {
+          throw new AgentStateError('invalid_request', 'profile commands need a session with a userId', { field: 'commands' });
+        }
+      }
+      const profile = userId ? await this.documents.getDocument({ kind: 'profile', tenant: scope.tenant, id: userId }) : null;
+
+      // The thread: top-level keys of the state at the node, typed fields applied as for a write.
+      const target = await this.targets.withFields(scope, resolved, undefined, meta);
+      const { tip, nodeId, pointer, schema, sessionAgentId, sessionUserId } = target;
+      const stored = storedState(target);
+      const thread = touches('thread')
+        ? checkedWrite(target, caller, (seen) => applySlots(seen, slots.get('thread') as Map<string, never>, 'thread'), 'thread')
+        : stored;
+      const threadChanged = !jsonEqual(thread, stored);
+      // A blind commit that moves the thread takes the log's next place like a state write, so
+      // it joins the writers already waiting for this session rather than jump them. One that
+      // changes only documents writes no tip and competes with no one here.
+      if (threadChanged && request.expectedVersion === undefined && othersWaiting(tip, attempt, now())) {
+        throw new QueueBehindOthers();
+      }
+
+      const documents: DocumentWrite[] = [];
+      const result: CommitResult = {
+        sessionId: scope.sessionId,
+        node: nodeId,
+        version: pointer,
+        state: visibleState(schema, caller, thread),
+        changed: threadChanged,
+      };
+      const documentChange = (kind: DocumentKind, id: string, before: DocumentRecord | null) => {
+        const next = applySlots(before?.state ?? null, slots.get(kind) as Map<string, never>, kind);
+        checkStateSize(next, kind, DOCUMENT_LIMIT_BYTES);
+        const unchanged = before !== null && jsonEqual(next, before.state);
+        const record: DocumentRecord = unchanged ? before : { kind, id, version: (before?.version ?? 0) + 1, state: next, updatedAt: at };
+        if (!unchanged) {
+          documents.push({
+            record,
+            basedOnVersion: before?.version ?? 0,
+            author: caller,
+            ...(kind === 'run' ? { ttlSeconds: this.options.runTtlSeconds ?? DEFAULT_RUN_TTL_SECONDS } : {}),
+          });
+        }
+        return { version: record.version, state: record.state, updatedAt: record.updatedAt };
+      };
+      if (touches('run')) result.run = { runId: request.runId as string, ...documentChange('run', request.runId as string, run) };
+      if (touches('profile')) result.profile = { userId: userId as string, ...documentChange('profile', userId as string, profile) };
+      if (touches('shared')) result.shared = documentChange('shared', 'shared', shared);
+
+      if (threadChanged) {
+        const { version, change } = versionAt(target, {
+          state: thread,
+          at,
+          cause: 'commit',
+          author: caller,
+          commands: request.commands as unknown as Json[],
+        });
+        await this.store.commit(scope, {
+          ...change,
+          // With documents (or a first write) this is a transaction, which moves the session's
+          // activity too; a thread-only commit is one PutItem, like a state write, and the
+          // change hook moves it.
+          touchSessionAt: documents.length > 0 || tip.kind === 'empty' ? at : undefined,
+          mayCreateSession: tip.kind === 'empty',
+          sessionAgentId,
+          sessionUserId,
+          documents,
+          contended: attempt.raced,
+        });
+        result.version = version.version;
+      } else if (documents.length > 0) {
+        // No thread change: the documents alone, guarded by the thread's tip when asked to be
+        // (expectedVersion), and always for a run, which belongs to the session: a delete of
+        // the session between this read and the write must make the write fail, not land.
+        const guarded = request.expectedVersion !== undefined || touches('run');
+        await this.documents.commitDocuments(scope, documents, guarded ? tip : null, at);
+      }
+      return result;
+    });
+  }
+
+  /** A run, profile or shared document as a client reads it (version 0 and null when none). */
+  async readDocument(ref: DocumentRef): Promise<DocumentView> {
+    const record = await this.documents.getDocument(ref);
+    return { version: record?.version ?? 0, state: record?.state ?? null, updatedAt: record?.updatedAt ?? null };
+  }
+}

@@ -1,0 +1,340 @@
+import { encodedSize, type Json, stringifyJson } from '../json/json.js';
+import type { PatchOperation } from '../json/json-patch.js';
+import { mergePatchBetween } from '../json/merge-patch.js';
+import { AgentStateError } from '../kernel/errors.js';
+import type { MemoryChangedEvent } from '../memory/memory-events.js';
+import { type Schema, viewOf } from '../model/fields.js';
+import type { DocumentKind, VersionRecord } from '../model/model.js';
+
+/**
+ * Change events (API.md section 9): every recorded version produces one `state.changed`
+ * event. The event is built from the version as it was recorded, so it is the same on every
+ * redelivery, and its `id` is what receivers deduplicate by. Commits' documents add their own
+ * events (`DocumentChangedEvent`, below).
+ */
+
+export const STATE_CHANGED = 'state.changed';
+
+export interface StateChangedEvent {
+  /** `<sessionId>:<version>`: stable across redeliveries. */
+  id: string;
+  type: typeof STATE_CHANGED;
+  sessionId: string;
+  node: string;
+  version: number;
+  prevVersion: number;
+  cause: VersionRecord['cause'];
+  author: string | null;
+  decisionId: string | null;
+  /** The state recorded by this version; left out when `truncated` (and for a `mode: "patch"` subscriber). */
+  next?: Json;
+  /** The state of `prevVersion` (null for prevVersion 0, and when that version is gone); left out as `next` is. */
+  prev?: Json;
+  /**
+   * The RFC 7396 merge patch turning `prev` into `next`. Left out when it alone is larger than
+   * `EVENT_STATES_LIMIT_BYTES`, or when no merge patch can do it (`next` holds a null member a
+   * patch would have to set: a merge patch's null removes a member).
+   */
+  patch?: Json;
+  /**
+   * The same change as RFC 6902 operations, on the events of large states only (an append
+   * to an array is one `add`, where the merge patch would resend the array). Left out like
+   * `patch`.
+   */
+  jsonPatch?: PatchOperation[];
+  /** The agent config; left out only when the event would not fit a channel otherwise. */
+  agent?: Json;
+  /** When the version was recorded. */
+  occurredAt: string;
+  /**
+   * True when the event leaves out what it would otherwise carry: `next` and `prev` together
+   * are over `EVENT_STATES_LIMIT_BYTES` (or, rarely, the event would not fit a channel even
+   * so). The version is one `GET /v1/sessions/{sid}/versions/{version}` away.
+   */
+  truncated?: true;
+  /**
+   * Present only on an event filtered for an agent (a webhook or WebSocket subscription with
+   * `agentId`) when a stored value no longer fits its declared type: `next` and `prev` are
+   * then null, and `viewError` says why, as a read of that state would (`409 conflict`).
+   */
+  viewError?: ViewError;
+}
+
+/** Why an agent's view of an event's states could not be made. */
+export interface ViewError {
+  /** The error code a read of that state answers with (`conflict`). */
+  code: string;
+  /** The fields that do not fit, `[{field, problem}]`; empty when the state is not an object of fields. */
+  fields: unknown[];
+}
+
+/**
+ * A recorded version of a session, as the change stream reports it. `version.sessionAgentId`
+ * is the session's agent when the version was recorded (absent or null: none), which decides
+ * the typed fields an agent-filtered event is cut to.
+ */
+export interface RecordedVersion {
+  tenant: string;
+  sessionId: string;
+  /** Which life of the session id (`Tip.incarnation`): versions restart at 1 in each. */
+  incarnation?: number;
+  version: Omit<VersionRecord, 'lineage' | 'place'>;
+  /**
+   * True when the write that recorded the version also moved the session's activity
+   * (`updatedAt`, the list order); otherwise the change hook moves it.
+   */
+  activityMoved?: boolean;
+}
+
+export function eventId(sessionId: string, version: number): string {
+  return `${sessionId}:${version}`;
+}
+
+/**
+ * The run, profile and shared documents of commits (API.md section 8) have versions of their
+ * own, and each recorded one produces one event of its scope's type. They are not thread
+ * versions, so they are not `state.changed`: a receiver that folds a session's versions can
+ * tell them apart by `type` alone.
+ */
+const DOCUMENT_CHANGED = {
+  run: 'run.changed',
+  profile: 'profile.changed',
+  shared: 'shared.changed',
+} as const satisfies Record<DocumentKind, string>;
+
+export interface DocumentChangedEvent {
+  /**
+   * `run/<sessionId>/<runId>/<version>`, `profile/<userId>/<version>` or `shared/<version>`:
+   * stable across redeliveries, and never equal to a thread event's `<sessionId>:<version>`
+   * (identifiers cannot contain `/`).
+   */
+  id: string;
+  type: (typeof DOCUMENT_CHANGED)[DocumentKind];
+  scope: DocumentKind;
+  /**
+   * The session whose commit made the change. A profile or shared event goes where that
+   * session's events go (webhooks registered for it, its WebSocket followers), and to every
+   * webhook of the tenant registered without a session.
+   */
+  sessionId: string;
+  /** The run (`run` scope). */
+  runId?: string;
+  /** The user whose profile changed (`profile` scope). */
+  userId?: string;
+  /** The document's own version: 1, 2, 3, … (a run that expired starts again at 1). */
+  version: number;
+  /** `version - 1`; 0 for a document's first version. */
+  prevVersion: number;
+  cause: 'commit';
+  /** The agent the commit acted as, or null. */
+  author: string | null;
+  /** As on `state.changed`: left out when `truncated`. */
+  next?: Json;
+  /** The document before this version; null for its first. Left out as `next` is. */
+  prev?: Json;
+  /** As on `state.changed`: the merge patch turning `prev` into `next`. */
+  patch?: Json;
+  occurredAt: string;
+  /** As on `state.changed`. */
+  truncated?: true;
+}
+
+/** Every event of a session the change hook sends. */
+export type ChangeEvent = StateChangedEvent | DocumentChangedEvent;
+
+/** Every event that goes out on a channel: a session's, or a memory item's (memory-events.ts). */
+export type WireEvent = ChangeEvent | MemoryChangedEvent;
+
+/** A recorded version of a run, profile or shared document, as the change stream reports it. */
+export interface RecordedDocument {
+  tenant: string;
+  document: {
+    kind: DocumentKind;
+    /** The run id, the user id, or `shared`. */
+    id: string;
+    /** The session whose commit wrote it. */
+    sessionId: string;
+    version: number;
+    state: Json;
+    /** The state of `version - 1` (the stream's old image); null for version 1. */
+    prevState: Json;
+    author: string | null;
+    createdAt: string;
+  };
+}
+
+/** What the change stream reports: a thread version or a document version. */
+export type RecordedChange = RecordedVersion | RecordedDocument;
+
+export function isRecordedDocument(change: RecordedChange): change is RecordedDocument {
+  return 'document' in change;
+}
+
+function documentEventId(kind: DocumentKind, id: string, sessionId: string, version: number): string {
+  switch (kind) {
+    case 'run':
+      return `run/${sessionId}/${id}/${version}`;
+    case 'profile':
+      return `profile/${id}/${version}`;
+    case 'shared':
+      return `shared/${version}`;
+  }
+}
+
+export function buildDocumentChangedEvent(recorded: RecordedDocument): DocumentChangedEvent {
+  const { kind, id, sessionId, version, state, prevState, author, createdAt } = recorded.document;
+  return {
+    id: documentEventId(kind, id, sessionId, version),
+    type: DOCUMENT_CHANGED[kind],
+    scope: kind,
+    sessionId,
+    ...(kind === 'run' ? { runId: id } : {}),
+    ...(kind === 'profile' ? { userId: id } : {}),
+    version,
+    prevVersion: version - 1,
+    cause: 'commit',
+    author,
+    next: state,
+    prev: version === 1 ? null : prevState,
+    occurredAt: createdAt,
+  };
+}
+
+/**
+ * The event of a version whose state, or the state before it, is kept in pieces (larger than
+ * an event may carry): `truncated`, without `next` and `prev`, with the change its version
+ * recorded (`patch`, `jsonPatch`). The change hook reads no large state to make it.
+ */
+export function buildDeltaEvent(recorded: RecordedVersion): StateChangedEvent {
+  const { next: _next, prev: _prev, ...event } = buildStateChangedEvent(recorded, null);
+  const change = recorded.version.change;
+  return {
+    ...event,
+    truncated: true,
+    ...(change?.patch === undefined ? {} : { patch: change.patch }),
+    ...(change?.jsonPatch === undefined ? {} : { jsonPatch: change.jsonPatch }),
+  };
+}
+
+/** The event of one recorded version; `prev` is the state of its `prevVersion`. */
+export function buildStateChangedEvent(recorded: RecordedVersion, prev: Json): StateChangedEvent {
+  const { sessionId, version: v } = recorded;
+  return {
+    id: eventId(sessionId, v.version),
+    type: STATE_CHANGED,
+    sessionId,
+    node: v.node,
+    version: v.version,
+    prevVersion: v.prevVersion,
+    cause: v.cause,
+    author: v.author,
+    decisionId: v.decisionId,
+    next: v.state,
+    prev: v.prevVersion === 0 ? null : prev,
+    agent: v.agent,
+    occurredAt: v.createdAt,
+  };
+}
+
+/**
+ * The event as `agentId` may see it (API.md section 7: an agent's view of events shows only
+ * its fields). `schema` is that of the session's hierarchy when the version was recorded:
+ * with one, `next` and `prev` are cut to the fields `agentId` may read (`viewOf`); without one
+ * (no typed fields), or without an agent, the event is whole. `agent` (the config) is never cut.
+ * A state that no longer fits its declared types cannot be cut; the event still goes out,
+ * with `next` and `prev` null and `viewError` saying why, rather than being dropped or sent
+ * whole.
+ */
+export function eventForAgent(event: StateChangedEvent, schema: Schema | null, agentId: string | null): StateChangedEvent {
+  if (agentId === null || schema === null) return event;
+  // A large state's recorded change may name fields the agent cannot read: it reads the
+  // version through the API, cut to its view, instead.
+  if (isDeltaEvent(event)) {
+    const { patch: _patch, jsonPatch: _jsonPatch, ...rest } = event;
+    return rest;
+  }
+  try {
+    return { ...event, next: viewOf(schema, agentId, event.next ?? null), prev: viewOf(schema, agentId, event.prev ?? null) };
+  } catch (error) {
+    if (!(error instanceof AgentStateError)) throw error;
+    const fields = error.extras.fields;
+    return { ...event, next: null, prev: null, viewError: { code: error.code, fields: Array.isArray(fields) ? fields : [] } };
+  }
+}
+
+// ---- what an event carries on the wire ------------------------------------------------------
+
+/**
+ * `next` and `prev` together may be this large in an event; beyond it they are left out and
+ * the event says `truncated: true` (API.md section 9). With the patch (at most as large) and
+ * an agent config (at most 64 KiB), an event stays well inside every channel: an EventBridge
+ * entry and an SQS message (256 KB), a dead-letter item (400 KB), a webhook body.
+ */
+export const EVENT_STATES_LIMIT_BYTES = 64 * 1024;
+
+/**
+ * How a receiver asked for events: `full` carries `next` and `prev` when they fit; `patch`
+ * (a WebSocket subscription with `"mode": "patch"`) never does, and relies on `patch`.
+ */
+export type EventMode = 'full' | 'patch';
+export const EVENT_MODES: readonly EventMode[] = ['full', 'patch'];
+
+const fitted = new WeakMap<WireEvent, WireEvent>();
+
+/**
+ * The event as it goes out: with its `patch`, and without `next` and `prev` when together
+ * they pass `EVENT_STATES_LIMIT_BYTES` (`truncated: true`). Computed once per event object
+ * (an agent's view is an object of its own, and gets a patch of its own view).
+ */
+function fitEvent(event: WireEvent): WireEvent {
+  const known = fitted.get(event);
+  if (known) return known;
+  // A large state's event is shaped already: its change, no states.
+  if (isDeltaEvent(event)) return event;
+  const next = event.next ?? null;
+  const prev = event.prev ?? null;
+  const { next: _next, prev: _prev, ...rest } = event;
+  const patch = mergePatchBetween(prev, next);
+  const withPatch = patch !== undefined && encodedSize(patch) <= EVENT_STATES_LIMIT_BYTES ? { patch } : {};
+  const statesFit = encodedSize(next) + encodedSize(prev) <= EVENT_STATES_LIMIT_BYTES;
+  const result = (statesFit ? { ...rest, next, prev, ...withPatch } : { ...rest, ...withPatch, truncated: true }) as WireEvent;
+  fitted.set(event, result);
+  return result;
+}
+
+/**
+ * The event as JSON text for a channel of at most `limitBytes` (an EventBridge entry, a
+ * WebSocket message), in `mode`. First the event as `fitEvent` shapes it (without `next` and
+ * `prev` in patch mode); if that is still too large for the channel, without `next` and
+ * `prev`, then without the agent config, then without the patch: never dropped, at worst an
+ * event that names its version (`truncated: true`).
+ */
+export function serializeWithin(event: WireEvent, limitBytes: number, mode: EventMode = 'full'): string {
+  const shaped = fitEvent(event);
+  const { next: _next, prev: _prev, ...lean } = shaped;
+  const marked = mode === 'patch' && !('patch' in lean) ? { ...lean, truncated: true } : lean;
+  const candidates: unknown[] = [
+    mode === 'full' ? shaped : marked,
+    { ...lean, truncated: true },
+    withoutMembers(lean, ['agent']),
+    withoutMembers(lean, ['agent', 'jsonPatch']),
+    withoutMembers(lean, ['agent', 'jsonPatch', 'patch']),
+  ];
+  let text = '';
+  for (const candidate of candidates) {
+    text = stringifyJson(candidate);
+    if (Buffer.byteLength(text, 'utf8') <= limitBytes) return text;
+  }
+  return text;
+}
+
+/** An event built by `buildDeltaEvent`: truncated from the start, never carrying states. */
+function isDeltaEvent(event: WireEvent): boolean {
+  return event.type === STATE_CHANGED && event.truncated === true && !('next' in event) && !('prev' in event);
+}
+
+function withoutMembers(event: object, names: readonly string[]): object {
+  const copy: Record<string, unknown> = { ...event, truncated: true };
+  for (const name of names) delete copy[name];
+  return copy;
+}

@@ -1,0 +1,488 @@
+import type { SchemaReader } from '../agents/agent-reader.js';
+import {
+  buildDeltaEvent,
+  buildDocumentChangedEvent,
+  buildStateChangedEvent,
+  type ChangeEvent,
+  eventForAgent,
+  isRecordedDocument,
+  type RecordedChange,
+  STATE_CHANGED,
+  serializeWithin,
+  type WireEvent,
+} from '../events/events.js';
+import type { Json } from '../json/json.js';
+import type { Schema } from '../model/fields.js';
+import type { SessionScope } from '../model/model.js';
+import {
+  enqueueAll,
+  fanoutQueue,
+  laneOf,
+  type QueuedDelivery,
+  type WebhookDeliveryPorts,
+  type WebhookQueue,
+  type WebhookReads,
+} from '../webhooks/webhook-lanes.js';
+import { DEFAULT_DELIVERY_POLICY, type DeliveryPolicy, type Sleep, type WebhookRecord } from '../webhooks/webhooks.js';
+
+/**
+ * The most a webhook body (and so its dead letter) may be: an event past it goes without its
+ * states, then without its agent config (events.ts, `serializeWithin`). A dead letter item
+ * holds the body and a little more, inside DynamoDB's 400 KB.
+ */
+export const WEBHOOK_BODY_LIMIT_BYTES = 256 * 1024;
+
+/**
+ * The change hook's work for one batch of recorded versions (DynamoDB stream records, in
+ * stream order): build each version's event, then hand it to webhooks, live clients and the
+ * event bus. A commit's run, profile and shared documents have versions of their own; each is
+ * handled like a session of its own (a "stream" below), and its events go where the events of
+ * the session that made the commit go.
+ *
+ * Ordering: a session's records are in version order within a batch (DynamoDB orders a
+ * partition key's records within a shard). Each (webhook, session) pair and each (WebSocket
+ * connection, session) pair gets the session's events one after the other; different
+ * sessions, webhooks and connections proceed in parallel, so a slow or failing endpoint only
+ * ever waits for itself.
+ *
+ *   session s1: v7 ─ v8 ─ v9      webhook A (healthy):  v7 → v8 → v9        ✓
+ *                                 webhook B (failing):  v7 ✗✗✗ → dead letter
+ *                                                       v8, v9 → dead letters, not tried
+ *   session s2: v3 ─ v4           webhook A:            v3 → v4  (never waits for B)
+ *
+ * Webhook deliveries are only built here and handed to a queue of lanes, one lane per
+ * (webhook, stream) (core/webhooks/webhook-lanes.ts): a dead endpoint's lanes wait, nothing else does.
+ * Without a queue (tests, one-off tools) they are delivered in the batch, by the same rule.
+ *
+ * Typed fields (API.md section 7): a webhook registered with an `agentId`, and a WebSocket
+ * subscription that names one, get each event as that agent may see it (`eventForAgent`):
+ * `next` and `prev` cut to its readable fields of the session's hierarchy. The hierarchy's
+ * fields are read once per (tenant, session agent) and batch, and only when such a receiver
+ * follows the session. Everyone else, and the event bus, gets the whole event.
+ *
+ * Failures that lose nothing are absorbed here (dead letters, live clients that are gone). What
+ * would lose an event is reported instead: the first record of a session whose event could not
+ * be built, dead-lettered or published. The stream handler reports those as batch item
+ * failures, so the stream retries from there (at least once; receivers deduplicate by id).
+ */
+
+/** Reads the state of a version: one GetItem; null when that version no longer exists. */
+/** The state of a recorded version of a session (of its `incarnation`-th life; the first when absent). */
+export type VersionStateReader = (scope: SessionScope, version: number, incarnation?: number) => Promise<{ state: Json } | null>;
+
+/** Puts events on the event bus; resolves with the indexes of the entries that failed. */
+export type EventPublisher = (events: ReadonlyArray<{ tenant: string; event: WireEvent }>) => Promise<number[]>;
+
+/**
+ * The session's events as an agent may see them (`null`: no agent, the whole events), in the
+ * same order as the whole events. Rejects when the typed fields cannot be read: then nothing
+ * may be sent to that agent's followers (never the whole events instead).
+ */
+export type AgentEvents = (agentId: string | null) => Promise<readonly ChangeEvent[]>;
+
+/**
+ * Sends a session's events, in order, to the live clients that follow it. Best effort. A
+ * follower that subscribed as an agent is sent `eventsFor(agentId)`; without `eventsFor`, only
+ * followers without an agent are sent anything.
+ */
+export type LiveBroadcaster = (scope: SessionScope, events: readonly ChangeEvent[], eventsFor?: AgentEvents) => Promise<void>;
+
+/** The webhook ports (`webhooks`, `send`) are needed only by a consumer that delivers them (`WebhookDeliveryPorts`). */
+export type ChangeFanoutPorts = ChangeFanoutOptions & WebhookDeliveryPorts;
+
+interface ChangeFanoutOptions {
+  readState: VersionStateReader;
+  publish?: EventPublisher;
+  broadcast?: LiveBroadcaster;
+  /**
+   * The typed fields of a session's hierarchy, for webhooks and subscriptions with an
+   * `agentId`. Without it such receivers get nothing for sessions that have an agent (their
+   * deliveries are retried as failures), never the whole state.
+   */
+  schemaFor?: SchemaReader;
+  /**
+   * Moves a session's activity (its `updatedAt` and place in the session list) forward to
+   * `at`, never back. Best effort: the list may trail a write (API.md section 2), so a
+   * failure is the port's to log, not a reason to retry the batch.
+   */
+  moveActivity?: (scope: SessionScope, at: string) => Promise<void>;
+  /**
+   * Collects the pieces of large states that no version names (a write that crashed between
+   * its pieces and its version). Called for each session with a large state in a batch; it
+   * decides itself how often it really sweeps. Best effort, like `moveActivity`.
+   */
+  sweepPieces?: (scope: SessionScope) => Promise<void>;
+  /*
+   * `deliversWebhooks` (WebhookDeliveryPorts): whether this consumer delivers webhooks (default
+   * true). The deployment runs two consumers of the stream, each reading it on its own, so that
+   * live pushes never wait on webhooks (API.md section 9): the change hook (`deliversWebhooks:
+   * false`, with `broadcast`, `publish`, `moveActivity`) and the webhook hook (webhooks only).
+   * An endpoint that never answers then holds up webhook deliveries alone.
+   */
+  /**
+   * The stream consumer that delivers here when there is no `queue`, as its dead letters name
+   * it (core/webhooks/webhook-lanes.ts `deliveredBy`). @default 'the change hook'
+   */
+  deliveredBy?: string;
+  /**
+   * Where deliveries go (core/webhooks/webhook-lanes.ts): the webhook consumer only builds them, and
+   * each (webhook, stream) lane delivers on its own. Absent: delivered here and waited for.
+   */
+  queue?: WebhookQueue;
+  sleep?: Sleep;
+  /** The clock of probations, deadlines and dead letters; the system clock by default. */
+  now?: () => Date;
+  log?: (message: string, detail: Record<string, unknown>) => void;
+}
+
+export interface ChangeInput {
+  /** What identifies the record to its source (the stream sequence number). */
+  key: string;
+  change: RecordedChange;
+}
+
+export class ChangeFanout {
+  private readonly log: NonNullable<ChangeFanoutPorts['log']>;
+  /** Where this consumer's deliveries go, and the webhooks it reads; none for the live consumer. */
+  private readonly delivery: { webhooks: WebhookReads; queue: WebhookQueue } | undefined;
+
+  constructor(
+    private readonly ports: ChangeFanoutPorts,
+    policy: DeliveryPolicy = DEFAULT_DELIVERY_POLICY,
+  ) {
+    this.log = ports.log ?? ((message, detail) => console.warn(`agentstate: ${message}`, JSON.stringify(detail)));
+    this.delivery = fanoutQueue(ports, policy);
+  }
+
+  /**
+   * Processes one batch. `deadline` (epoch ms on `now`) is when the invocation must be done: deliveries
+   * not tried by then become dead letters. Resolves with the keys of the records to retry.
+   */
+  async process(inputs: readonly ChangeInput[], options: { deadline?: number } = {}): Promise<{ failed: string[] }> {
+    const sessions = groupByStream(inputs);
+    const { delivery } = this;
+    const webhooksOf = memo((tenant: string) => delivery?.webhooks.allWebhooks(tenant) ?? Promise.resolve([]));
+    const schemas = memo((key: string) => {
+      const [tenant, agentId] = JSON.parse(key) as [string, string];
+      if (!this.ports.schemaFor) return Promise.reject(new Error('no schema reader (ports.schemaFor): typed fields are unknown'));
+      return this.ports.schemaFor(tenant, agentId);
+    });
+    const schemaOf: SchemaOf = (tenant, agentId) => schemas(JSON.stringify([tenant, agentId]));
+
+    await Promise.all(sessions.map((session) => this.buildEvents(session)));
+    await Promise.all([
+      ...(delivery ? [this.deliver(delivery.queue, sessions, webhooksOf, schemaOf, options.deadline)] : []),
+      ...sessions.map((session) => this.broadcast(session, schemaOf)),
+      ...sessions.map((session) => this.moveActivity(session)),
+      ...sessions.map((session) => this.sweepPieces(session)),
+      this.publish(sessions),
+    ]);
+
+    const failed: string[] = [];
+    for (const session of sessions) {
+      if (session.failedAt !== undefined) failed.push((session.inputs[session.failedAt] as ChangeInput).key);
+    }
+    return { failed };
+  }
+
+  /**
+   * Builds the stream's events in order. A thread version's `prev` comes from the batch when
+   * it can, else one read; a document version carries its `prev` (the stream's old image).
+   */
+  private async buildEvents(session: StreamBatch): Promise<void> {
+    // By life and version: a batch may hold a deleted session's last versions and its next life's first.
+    const states = new Map<string, Json>();
+    for (const [index, { change }] of session.inputs.entries()) {
+      if (isRecordedDocument(change)) {
+        session.events.push(buildDocumentChangedEvent(change));
+        continue;
+      }
+      const { prevVersion } = change.version;
+      const thread = session.thread as SessionScope;
+      const life = change.incarnation ?? 0;
+      try {
+        // A large state (or the one after a large state) travels as its recorded change: the
+        // hook reads no state kept in pieces.
+        if (change.version.stateUnread || change.version.change) {
+          session.events.push(buildDeltaEvent(change));
+          continue;
+        }
+        let prev: Json = null;
+        if (prevVersion > 0) {
+          const inBatch = `${life}:${prevVersion}`;
+          prev = states.has(inBatch)
+            ? (states.get(inBatch) as Json)
+            : ((await this.ports.readState(thread, prevVersion, life))?.state ?? null);
+        }
+        session.events.push(buildStateChangedEvent(change, prev));
+        states.set(`${life}:${change.version.version}`, change.version.state);
+      } catch (error) {
+        this.log('could not build a change event; the stream will retry it', {
+          ...thread,
+          version: change.version.version,
+          error: String(error),
+        });
+        session.fail(index);
+        return;
+      }
+    }
+  }
+
+  /**
+   * The stream's events as `agentId` may see them, made once per batch and agent. Each thread
+   * version is cut by the fields of the session's agent when it was recorded; documents have
+   * no typed fields, and every agent of the tenant may read them whole.
+   */
+  private eventsFor(session: StreamBatch, agentId: string | null, schemaOf: SchemaOf): Promise<readonly ChangeEvent[]> {
+    if (agentId === null || session.thread === null) return Promise.resolve(session.events);
+    let views = session.views.get(agentId);
+    if (!views) {
+      views = Promise.all(
+        session.events.map(async (event, index) => {
+          const change = session.inputs[index]?.change;
+          const sessionAgent = change && !isRecordedDocument(change) ? (change.version.sessionAgentId ?? null) : null;
+          const schema = sessionAgent === null ? null : await schemaOf(session.tenant, sessionAgent);
+          return event.type === STATE_CHANGED ? eventForAgent(event, schema, agentId) : event;
+        }),
+      );
+      session.views.set(agentId, views);
+    }
+    return views;
+  }
+
+  /**
+   * The session's deliveries, one per (webhook, event it follows), each webhook's in order:
+   * the event as that webhook may see it, serialized as it goes out. Returns them with the
+   * index of each one's event in the stream.
+   */
+  private async deliveriesOf(
+    session: StreamBatch,
+    webhooksOf: (tenant: string) => Promise<WebhookRecord[]>,
+    schemaOf: SchemaOf,
+  ): Promise<Array<{ index: number; delivery: QueuedDelivery }>> {
+    if (session.events.length === 0) return [];
+    // A webhook registered for a session gets the events that session's writes made.
+    const follows = (webhook: WebhookRecord, event: ChangeEvent) => webhook.sessionId === null || webhook.sessionId === event.sessionId;
+    let webhooks: WebhookRecord[];
+    try {
+      webhooks = (await webhooksOf(session.tenant)).filter((webhook) => session.events.some((event) => follows(webhook, event)));
+    } catch (error) {
+      this.log('could not read webhooks; the stream will retry', { tenant: session.tenant, error: String(error) });
+      session.fail(0);
+      return [];
+    }
+    const perWebhook = await Promise.all(
+      webhooks.map(async (webhook) => {
+        let events: readonly ChangeEvent[];
+        try {
+          events = await this.eventsFor(session, webhook.agentId ?? null, schemaOf);
+        } catch (error) {
+          // Never the whole events instead: retry the session until its fields can be read.
+          this.log('could not read the typed fields of a session; the stream will retry', {
+            ...session.thread,
+            webhookId: webhook.id,
+            error: String(error),
+          });
+          session.fail(0);
+          return [];
+        }
+        return [...events.entries()]
+          .filter(([, event]) => follows(webhook, event))
+          .map(([index, event]) => ({
+            index,
+            delivery: {
+              tenant: session.tenant,
+              webhook,
+              lane: laneOf(session.tenant, webhook.id, session.stream),
+              // The event as it goes out (its patch; without next/prev past 64 KiB), small enough for its dead letter.
+              event: {
+                id: event.id,
+                sessionId: event.sessionId,
+                version: event.version,
+                body: serializeWithin(event, WEBHOOK_BODY_LIMIT_BYTES),
+                ...deadLetterDocument(event),
+              },
+            },
+          }));
+      }),
+    );
+    return perWebhook.flat();
+  }
+
+  /** Hands every session's deliveries to the queue at once; what it could not take is retried from the stream. */
+  private async deliver(
+    queue: WebhookQueue,
+    sessions: readonly StreamBatch[],
+    webhooksOf: (tenant: string) => Promise<WebhookRecord[]>,
+    schemaOf: SchemaOf,
+    deadline: number | undefined,
+  ): Promise<void> {
+    const built = (await Promise.all(sessions.map((session) => this.deliveriesOf(session, webhooksOf, schemaOf)))).flatMap(
+      (deliveries, position) => deliveries.map((entry) => ({ ...entry, session: sessions[position] as StreamBatch })),
+    );
+    if (built.length === 0) return;
+    const failed = await enqueueAll(
+      queue,
+      built.map((entry) => entry.delivery),
+      deadline,
+      this.log,
+    );
+    for (const position of failed) {
+      const entry = built[position];
+      entry?.session.fail(entry.index);
+    }
+  }
+
+  private async broadcast(session: StreamBatch, schemaOf: SchemaOf): Promise<void> {
+    const broadcast = this.ports.broadcast;
+    if (!broadcast || session.events.length === 0) return;
+    // A thread's events go to its followers; a document's to the followers of each session
+    // whose commits changed it (in order within each).
+    const bySession = new Map<string, ChangeEvent[]>();
+    for (const event of session.events) {
+      const events = bySession.get(event.sessionId);
+      if (events) events.push(event);
+      else bySession.set(event.sessionId, [event]);
+    }
+    await Promise.all(
+      [...bySession].map(async ([sessionId, events]) => {
+        const scope = { tenant: session.tenant, sessionId };
+        try {
+          await broadcast(
+            scope,
+            events,
+            session.thread ? (agentId) => this.eventsFor(session, agentId, schemaOf) : () => Promise.resolve(events),
+          );
+        } catch (error) {
+          // Live clients are a view, not a log: a client that missed an event reads the state.
+          this.log('could not send change events to live clients', { ...scope, error: String(error) });
+        }
+      }),
+    );
+  }
+
+  /**
+   * A state write is one PutItem; the session's activity follows here, once per session and
+   * batch, to the newest version whose write did not move it itself.
+   */
+  private async moveActivity(session: StreamBatch): Promise<void> {
+    if (!this.ports.moveActivity || !session.thread) return;
+    let newest: string | undefined;
+    for (const { change } of session.inputs) {
+      if (isRecordedDocument(change) || change.activityMoved) continue;
+      if (newest === undefined || change.version.createdAt > newest) newest = change.version.createdAt;
+    }
+    if (newest === undefined) return;
+    try {
+      await this.ports.moveActivity(session.thread, newest);
+    } catch (error) {
+      this.log('could not move session activity forward', { ...session.thread, error: String(error) });
+    }
+  }
+
+  /** Large states write pieces first; what a crashed write left is collected from here. */
+  private async sweepPieces(session: StreamBatch): Promise<void> {
+    if (!this.ports.sweepPieces || !session.thread) return;
+    const large = session.inputs.some(({ change }) => !isRecordedDocument(change) && change.version.stateUnread);
+    if (!large) return;
+    try {
+      await this.ports.sweepPieces(session.thread);
+    } catch (error) {
+      this.log('could not sweep unused state pieces', { ...session.thread, error: String(error) });
+    }
+  }
+
+  private async publish(sessions: readonly StreamBatch[]): Promise<void> {
+    if (!this.ports.publish) return;
+    const entries = sessions.flatMap((session) =>
+      session.events.map((event, index) => ({ session, index, tenant: session.tenant, event })),
+    );
+    if (entries.length === 0) return;
+    let failed: number[];
+    try {
+      failed = await this.ports.publish(entries);
+    } catch (error) {
+      this.log('could not publish change events; the stream will retry', { error: String(error) });
+      failed = entries.map((_, index) => index);
+    }
+    for (const position of failed) {
+      const entry = entries[position];
+      entry?.session.fail(entry.index);
+    }
+  }
+}
+
+/**
+ * One stream's part of a batch: a session's thread versions, or one document's versions (a
+ * run of a session, a user's profile, the tenant's shared document). The stream orders each
+ * item's records, so each stream's records come in version order.
+ */
+class StreamBatch {
+  readonly inputs: ChangeInput[] = [];
+  readonly events: ChangeEvent[] = [];
+  /** `events` as each agent that receives them may see them. */
+  readonly views = new Map<string, Promise<readonly ChangeEvent[]>>();
+  /** The first record that must be retried, if any. */
+  failedAt: number | undefined;
+
+  /**
+   * `thread`: the session of a thread stream; null for a document stream. `stream`: what
+   * names the stream within its tenant (its webhook lanes, core/webhooks/webhook-lanes.ts).
+   */
+  constructor(
+    readonly tenant: string,
+    readonly thread: SessionScope | null,
+    readonly stream: readonly string[],
+  ) {}
+
+  fail(index: number): void {
+    if (this.failedAt === undefined || index < this.failedAt) this.failedAt = index;
+  }
+}
+
+/** The typed fields of a (tenant, session agent), memoized per batch. */
+type SchemaOf = (tenant: string, agentId: string) => Promise<Schema | null>;
+
+function groupByStream(inputs: readonly ChangeInput[]): StreamBatch[] {
+  const streams = new Map<string, StreamBatch>();
+  for (const input of inputs) {
+    const { change } = input;
+    // JSON arrays as keys: identifiers may hold any character but `#` and `/`, tenants too.
+    const id = isRecordedDocument(change)
+      ? JSON.stringify([
+          change.tenant,
+          change.document.kind,
+          change.document.kind === 'run' ? change.document.sessionId : '',
+          change.document.id,
+        ])
+      : JSON.stringify([change.tenant, 'thread', change.sessionId]);
+    let stream = streams.get(id);
+    if (!stream) {
+      const thread = isRecordedDocument(change) ? null : { tenant: change.tenant, sessionId: change.sessionId };
+      stream = new StreamBatch(change.tenant, thread, (JSON.parse(id) as string[]).slice(1));
+      streams.set(id, stream);
+    }
+    stream.inputs.push(input);
+  }
+  return [...streams.values()];
+}
+
+/** Where a document event's dead letter is kept apart from the session's thread events. */
+function deadLetterDocument(event: ChangeEvent): { document?: string } {
+  if (event.type === STATE_CHANGED) return {};
+  if (event.scope === 'run') return { document: `run#${event.runId}` };
+  if (event.scope === 'profile') return { document: `profile#${event.userId}` };
+  return { document: 'shared' };
+}
+
+function memo<T>(load: (key: string) => Promise<T>): (key: string) => Promise<T> {
+  const cache = new Map<string, Promise<T>>();
+  return (key) => {
+    let value = cache.get(key);
+    if (!value) {
+      value = load(key);
+      cache.set(key, value);
+    }
+    return value;
+  };
+}

@@ -1,0 +1,147 @@
+import type { MemoryItem, Namespace } from './memory.js';
+
+/**
+ * What the table's stream reports of memory items (store/memory/memory-stream.ts reads it), and the
+ * upkeep the change hook does with it, off the request path: the list of namespaces that
+ * hold items (`GET /v1/memory`, and what a search spans) and the versions an item replaced
+ * (`GET /v1/memory/versions`). A put stays one UpdateItem; these follow a moment later.
+ */
+
+export interface RecordedMemoryChange {
+  tenant: string;
+  namespace: string[];
+  key: string;
+  /**
+   * `put`: a version was written (`next`); `delete`: a delete removed the item (`old`);
+   * `removed`: DynamoDB's TTL removed an expired item or a delete's tombstone (no event).
+   */
+  kind: 'put' | 'delete' | 'removed';
+  next: MemoryItem | null;
+  /** The stream's old image, when it was an item (live or expired, never a tombstone). */
+  old: MemoryItem | null;
+  /** The acting agent of the put or delete. */
+  author: string | null;
+  /** When the put or delete happened. */
+  occurredAt: string;
+}
+
+/** The version before `next` of the same item: the old image when it is that item's previous version. */
+function previousOf(change: RecordedMemoryChange): MemoryItem | null {
+  const { next, old } = change;
+  if (change.kind === 'delete') return old;
+  return next && old && old.createdAt === next.createdAt && old.version === next.version - 1 ? old : null;
+}
+
+export interface MemoryUpkeepPorts {
+  /** Keeps a replaced version until `expiresAt` (epoch seconds). Idempotent. */
+  recordHistory(tenant: string, item: MemoryItem, expiresAt: number): Promise<void>;
+  /** Erases the replaced versions of an item's lives up to the one created at `createdAt`. */
+  eraseHistory(tenant: string, namespace: Namespace, key: string, createdAt: string): Promise<void>;
+  /** Lists the namespace (idempotent). */
+  registerNamespace(tenant: string, namespace: Namespace): Promise<void>;
+  /** Whether the namespace holds a live item (read consistently). */
+  namespaceHasItems(tenant: string, namespace: Namespace): Promise<boolean>;
+  forgetNamespace(tenant: string, namespace: Namespace): Promise<void>;
+}
+
+export interface MemoryUpkeepInput {
+  /** The stream record's sequence number, reported back when its upkeep failed. */
+  key: string;
+  change: RecordedMemoryChange;
+}
+
+/** How long a replaced version is kept by default: 30 days. */
+export const DEFAULT_HISTORY_DAYS = 30;
+
+export class MemoryUpkeep {
+  constructor(
+    private readonly ports: MemoryUpkeepPorts,
+    private readonly options: { historySeconds: number; now?: () => number; log?: (message: string, detail: object) => void },
+  ) {}
+
+  /**
+   * One batch, in stream order. An item's records are handled one after the other (a delete
+   * erases its history before a later put of the same key adds to it); items and namespaces
+   * in parallel. Resolves with the record keys to retry: the first failed record of each item
+   * and namespace.
+   */
+  async process(inputs: readonly MemoryUpkeepInput[]): Promise<{ failed: string[] }> {
+    const failed = new Set<string>();
+    const byItem = groupBy(inputs, ({ change }) => JSON.stringify([change.tenant, change.namespace, change.key]));
+    const byNamespace = groupBy(inputs, ({ change }) => JSON.stringify([change.tenant, change.namespace]));
+    await Promise.all([
+      ...[...byItem.values()].map(async (records) => {
+        for (const record of records) {
+          try {
+            await this.keepHistory(record.change);
+          } catch (error) {
+            this.log('could not keep a memory item history; the stream will retry', record, error);
+            failed.add(record.key);
+            return;
+          }
+        }
+      }),
+      ...[...byNamespace.values()].map(async (records) => {
+        try {
+          await this.keepNamespace(records.map((record) => record.change));
+        } catch (error) {
+          this.log('could not update the namespace list; the stream will retry', records[0] as MemoryUpkeepInput, error);
+          failed.add((records[0] as MemoryUpkeepInput).key);
+        }
+      }),
+    ]);
+    return { failed: [...failed] };
+  }
+
+  private async keepHistory(change: RecordedMemoryChange): Promise<void> {
+    const { historySeconds } = this.options;
+    if (change.kind === 'delete' && change.old) {
+      // A deleted item's past goes with it.
+      await this.ports.eraseHistory(change.tenant, change.namespace, change.key, change.old.createdAt);
+      return;
+    }
+    if (change.kind !== 'put' || historySeconds <= 0) return;
+    const replaced = previousOf(change);
+    if (!replaced) return;
+    // Never kept past the expiry the item was written with.
+    const nowSeconds = Math.floor((this.options.now ?? Date.now)() / 1000);
+    const itemExpiry = replaced.expiresAt === undefined ? Number.POSITIVE_INFINITY : Math.floor(Date.parse(replaced.expiresAt) / 1000);
+    const expiresAt = Math.min(nowSeconds + historySeconds, itemExpiry);
+    if (expiresAt <= nowSeconds) return;
+    await this.ports.recordHistory(change.tenant, replaced, expiresAt);
+  }
+
+  /**
+   * A namespace is listed once an item is created in it, and leaves the list once a delete
+   * or TTL leaves it without a live item. The check reads the table as it is now, so it
+   * covers every record of the batch before it; a put that lands after it is listed again by
+   * its own record.
+   */
+  private async keepNamespace(changes: readonly RecordedMemoryChange[]): Promise<void> {
+    const { tenant, namespace } = changes[0] as RecordedMemoryChange;
+    const removes = changes.some((change) => change.kind !== 'put');
+    const creates = changes.some((change) => change.kind === 'put' && change.next?.version === 1);
+    if (!removes && !creates) return;
+    if (removes && !(await this.ports.namespaceHasItems(tenant, namespace))) {
+      await this.ports.forgetNamespace(tenant, namespace);
+      return;
+    }
+    await this.ports.registerNamespace(tenant, namespace);
+  }
+
+  private log(message: string, record: MemoryUpkeepInput, error: unknown): void {
+    const detail = { tenant: record.change.tenant, namespace: record.change.namespace, key: record.change.key, error: String(error) };
+    (this.options.log ?? ((text, extra) => console.warn(`agentstate: ${text}`, JSON.stringify(extra))))(message, detail);
+  }
+}
+
+function groupBy<T>(list: readonly T[], keyOf: (item: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of list) {
+    const key = keyOf(item);
+    const group = groups.get(key);
+    if (group) group.push(item);
+    else groups.set(key, [item]);
+  }
+  return groups;
+}

@@ -1,0 +1,124 @@
+import { encodedSize, type Json, type JsonObject } from '../json/json.js';
+import { AgentStateError } from '../kernel/errors.js';
+
+/**
+ * Count and size limits that come from what one write can carry, in one place, so that every
+ * write is checked against them before it is attempted and none is refused by DynamoDB (a
+ * `500`). DynamoDB's own limits are here as facts; the API's limits are derived from them
+ * with room for the items a write carries besides the caller's.
+ *
+ *   one item:               at most 400 KB
+ *   one TransactWriteItems: at most 100 items and 4 MB
+ *   an append:              ≤ 50 messages of ≤ 256 KiB, ≤ 1 MiB together
+ *   a decision's commit:    the trigger's and the worker's new nodes (≤ 90, the trigger's
+ *                           ≤ 1 MiB, the answer's ≤ 256 KiB besides its state)
+ *                           + the version, the head marker, the departing head's pointer,
+ *                             the session item, the decision record, the lease (≤ 10 items)
+ *   the decision record:    the answer (≤ 256 KiB + a kept state ≤ 64 KiB) + the agent
+ *                           config (≤ 64 KiB): under one item's 400 KB
+ *
+ * A layout that writes a decision in several steps still keeps to these: they are what one
+ * decision may add to a session, which is also what a reader of the DecisionRequest expects.
+ */
+
+/** DynamoDB: the most items one TransactWriteItems may write. */
+const TRANSACTION_ITEM_LIMIT = 100;
+
+/** Items a decision's commit may write besides the message nodes it adds. */
+const DECISION_OTHER_ITEMS = 10;
+
+/** The most messages one decision adds to the tree: its trigger's and its worker's together. */
+const DECISION_MESSAGE_LIMIT = TRANSACTION_ITEM_LIMIT - DECISION_OTHER_ITEMS;
+
+/** The most messages one append (`POST …/messages`, a `client.messages` trigger) carries. */
+export const MAX_MESSAGES_PER_APPEND = 50;
+
+/** A message is one node item (at most 400 KB in DynamoDB, with its node's bookkeeping). */
+const MESSAGE_LIMIT_BYTES = 256 * 1024;
+
+/** The messages of one append together, as encoded JSON: what `POST …/messages` takes in one body. */
+const APPEND_LIMIT_BYTES = 1024 * 1024;
+
+/**
+ * An agent config, as encoded JSON: registered (`PUT /v1/agents`) or answered by a worker. It
+ * rides on every version item and on the decision record, so it is kept small.
+ */
+const AGENT_CONFIG_LIMIT_BYTES = 64 * 1024;
+
+/**
+ * An agent's `stateFields`, as encoded JSON. The registration is one item of at most 400 KB:
+ * this, the config and the worker keep it well within (200 fields may each declare 4,000
+ * characters of description and rules and 200 agents, far more than one item holds).
+ */
+const AGENT_STATE_FIELDS_LIMIT_BYTES = 128 * 1024;
+
+/**
+ * `413 payload_too_large` (with `limitBytes`) when a message, or the messages of one append
+ * together, pass what one append may carry. `field` names them in the error (`messages`,
+ * `trigger.messages`).
+ */
+export function checkAppendSize(messages: readonly JsonObject[], field: string): void {
+  let total = 0;
+  messages.forEach((message, index) => {
+    const bytes = encodedSize(message);
+    if (bytes > MESSAGE_LIMIT_BYTES) {
+      throw new AgentStateError(
+        'payload_too_large',
+        `${field}.${index} is ${bytes} bytes of JSON; a message may be at most ${MESSAGE_LIMIT_BYTES}`,
+        {
+          limitBytes: MESSAGE_LIMIT_BYTES,
+          field: `${field}.${index}`,
+        },
+      );
+    }
+    total += bytes;
+  });
+  if (total > APPEND_LIMIT_BYTES) {
+    throw new AgentStateError(
+      'payload_too_large',
+      `${field} are ${total} bytes of JSON together; one append may carry at most ${APPEND_LIMIT_BYTES}`,
+      { limitBytes: APPEND_LIMIT_BYTES, sizeBytes: total, field },
+    );
+  }
+}
+
+/**
+ * `502 worker_failed` (with `limit: "messages"` and `limitCount`) when a worker answers more
+ * messages than a decision may add after its trigger's: the answer cannot be applied, and the
+ * worker, not the caller, chose its size. For a decision without a worker the answer is the
+ * caller's `proposed`: `400 invalid_request`. Nothing is written.
+ */
+export function checkDecisionMessages(triggerCount: number, answerCount: number, source: 'worker' | 'caller' = 'worker'): void {
+  if (triggerCount + answerCount <= DECISION_MESSAGE_LIMIT) return;
+  const whose = source === 'worker' ? "the worker's answer" : 'proposed';
+  throw new AgentStateError(
+    source === 'worker' ? 'worker_failed' : 'invalid_request',
+    `${whose} has ${answerCount} messages; after the trigger's ${triggerCount}, a decision may add ${DECISION_MESSAGE_LIMIT - triggerCount} (${DECISION_MESSAGE_LIMIT} in all)`,
+    { limit: 'messages', limitCount: DECISION_MESSAGE_LIMIT, count: triggerCount + answerCount },
+  );
+}
+
+/**
+ * The size of an agent config, or why it is too large (`null` when it fits): the registry
+ * answers `400 invalid_request`, a decision blames whoever answered it.
+ */
+export function agentConfigExcess(config: Json): SizeExcess | null {
+  return sizeExcess(config, AGENT_CONFIG_LIMIT_BYTES);
+}
+
+/** The size of an agent's `stateFields`, or why they are too large (`null` when they fit). */
+export function stateFieldsExcess(fields: Readonly<Record<string, unknown>>): SizeExcess | null {
+  return sizeExcess(fields as Json, AGENT_STATE_FIELDS_LIMIT_BYTES);
+}
+
+interface SizeExcess {
+  detail: string;
+  limitBytes: number;
+  sizeBytes: number;
+}
+
+function sizeExcess(value: Json, limitBytes: number): SizeExcess | null {
+  const bytes = encodedSize(value);
+  if (bytes <= limitBytes) return null;
+  return { detail: `is ${bytes} bytes of JSON; the limit is ${limitBytes}`, limitBytes, sizeBytes: bytes };
+}

@@ -1,0 +1,259 @@
+import type { PathRead } from './message-path.js';
+import type {
+  AgentRecord,
+  ClosingTip,
+  DecisionLease,
+  DecisionRecord,
+  DocumentRecord,
+  DocumentRef,
+  DoneDecision,
+  NodeRecord,
+  Page,
+  SessionMeta,
+  SessionScope,
+  Tip,
+  VersionRecord,
+} from './model.js';
+
+/**
+ * One change of a session, applied atomically and only if the tip is still the one read. The
+ * store claims the next place in the session's log with one conditional write holding the
+ * change (a version, new nodes, a head move, a decision's lease or its end); documents, and a
+ * session's first write, make it a transaction.
+ */
+export interface TipChange {
+  /** The tip the change was computed from; the write is conditional on it. */
+  readonly basedOn: Tip;
+  /** A version to record; absent for a change of the head, the nodes or the lease alone. */
+  readonly version?: VersionRecord;
+  /**
+   * The version the written node pointed at before (`version.prevVersion`), as it was read:
+   * the store continues its lineage from there.
+   */
+  readonly prior?: VersionRecord | null;
+  /**
+   * Where the head is after the change and what it points at; a head moved to a node that
+   * exists carries that node's `place` (NodeRecord.place).
+   */
+  readonly head: { readonly id: string; readonly version: number; readonly depth: number; readonly place?: unknown };
+  /** A node other than the head that the change points at a new version (a write off the head). */
+  readonly repoint?: { readonly id: string; readonly version: number };
+  /** New message nodes: one chain, its first node under `parent`; each id must be new. */
+  readonly newNodes: ReadonlyArray<NodeRecord>;
+  /** The node the chain of `newNodes` hangs under, as read (the head, or a node a client named). */
+  readonly parent?: NodeRecord;
+  /**
+   * Create the session item when missing and move its `updatedAt` to this time. A change that
+   * is otherwise a single item moves it after the write, best effort, or leaves it to the
+   * change hook (versions).
+   */
+  readonly touchSessionAt?: string;
+  /** Whether the session may not exist yet: then the session item is written with the change. */
+  readonly mayCreateSession: boolean;
+  /** The session's agent, to carry on the tip; the tip read's when absent. */
+  readonly sessionAgentId?: string | null;
+  /** The session's user, to carry on the tip; the tip read's when absent. */
+  readonly sessionUserId?: string | null;
+  /** A decision completed by this change: its record is kept with it and its lease ends. */
+  readonly decision?: DecisionCompletion;
+  /** Takes the session's decision lease (a change of nothing else). */
+  readonly takeLease?: DecisionLease;
+  /** Ends the lease this holder has, recording nothing else (a decision that failed). */
+  readonly releaseLease?: string;
+  /** Run, profile and shared documents written in the same step (commits). */
+  readonly documents?: ReadonlyArray<DocumentWrite>;
+  /**
+   * The writer lost a race for the log's next place before this change (retry.ts): the tip
+   * then tells the writers that come next that others are waiting, so that they queue too.
+   */
+  readonly contended?: boolean;
+}
+
+/** A document write, conditional on the version it was computed from (0: not there yet). */
+export interface DocumentWrite {
+  readonly record: DocumentRecord;
+  readonly basedOnVersion: number;
+  /** The agent the commit acted as (its change event's `author`), or null. */
+  readonly author: string | null;
+  /** Runs expire this long after their last write. */
+  readonly ttlSeconds?: number;
+}
+
+export interface DecisionCompletion {
+  readonly record: DoneDecision;
+  /** The lease the decision holds, which the change ends. */
+  readonly leaseToken: string;
+  /** Whether a later request may replay the decision by its id (the caller named it). */
+  readonly remember: boolean;
+}
+
+/**
+ * What claiming an `Idempotency-Key` found: the key was free (the request runs), or another
+ * request holds it — still running, done with the answer to replay, or `unfinished`: its
+ * holder neither answered nor let go in time (it died, or its answer could not be kept), so
+ * whether it wrote is unknown and the key is never run again until it expires.
+ */
+export type IdempotencyClaim =
+  | { readonly outcome: 'claimed' }
+  | {
+      readonly outcome: 'in_progress' | 'unfinished';
+      readonly fingerprint: string;
+      /** Epoch ms until which the holder counts as running; past it the claim is `unfinished`. */
+      readonly lockedUntil: number;
+    }
+  | { readonly outcome: 'done'; readonly fingerprint: string; readonly response: StoredResponse };
+
+export interface StoredResponse {
+  statusCode: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** A page of a tenant's sessions, most recently active first. */
+export interface SessionListOptions {
+  limit: number;
+  cursor?: string;
+  /** Only sessions whose id starts with this; the page may then hold fewer than `limit`. */
+  prefix?: string;
+}
+
+/**
+ * How many of the log's newest changes a tip read brings along for a path read at the head:
+ * `true`, the 48 newest (a short path whole, a long one's end); `'page'`, as many as one page
+ * of a Query holds (up to 1 MB of the log), for a decision that shows its worker the whole
+ * path, so that a path whose part of the log fits in a page needs no read after the tip.
+ */
+export type RecentChanges = boolean | 'page';
+
+/**
+ * The persistence port of the session core: sessions, their message nodes, versions and tip.
+ * The DynamoDB adapter (functions/store) is the only implementation the service ships with; it
+ * alone knows keys, conditions and exceptions.
+ */
+export interface SessionStore {
+  /**
+   * The tip of a session; with `withState`, the latest version's state and agent too. With
+   * `recent`, the store also keeps the newest changes of the log it read with the tip, so that
+   * a path read at the head (`readPath`) needs no further read when the path is short.
+   */
+  readTip(scope: SessionScope, options: { withState: boolean; recent?: RecentChanges }): Promise<Tip>;
+  /**
+   * The tip and those of `nodeIds` that exist in the session's current life, each as of the tip
+   * or later. With `expectNew` (the ids of messages about to be appended under the head), the
+   * nodes are read beside the tip, one round: an absent one is taken as absent.
+   */
+  readTipWithNodes(
+    scope: SessionScope,
+    nodeIds: readonly string[],
+    options: { withState: boolean; recent?: RecentChanges; expectNew?: boolean },
+  ): Promise<{ tip: Tip; nodes: Map<string, NodeRecord> }>;
+  getMeta(scope: SessionScope): Promise<SessionMeta | null>;
+  /**
+   * Puts the session item, refusing an id in use (`session_exists`). Throws StaleTipError while
+   * a delete of the same id is still erasing it; finishes a delete that stopped halfway.
+   */
+  createSession(scope: SessionScope, meta: SessionMeta): Promise<void>;
+  listSessions(tenant: string, options: SessionListOptions): Promise<Page<SessionMeta>>;
+  /** Erases every item of the session; false when it had none. */
+  deleteSession(scope: SessionScope): Promise<boolean>;
+  /**
+   * For a write that found the session closing: finishes the delete if it was abandoned (its
+   * function died halfway), so that the write's retry starts a new session; a delete still in
+   * progress is left to finish. Either way the write then retries.
+   */
+  settleClosing(scope: SessionScope, tip: ClosingTip): Promise<void>;
+
+  /** The tip and every node of the session's current life, without messages (with their previews). */
+  readTree(scope: SessionScope): Promise<{ tip: Tip; nodes: NodeRecord[] }>;
+  /**
+   * The path root→`target` (a node read with `tip`, or the tip's head node), oldest first; with
+   * `last`, only its last `last` messages, and how many before them were left out.
+   */
+  readPath(scope: SessionScope, tip: Tip, target: NodeRecord, options?: { last?: number }): Promise<PathRead>;
+
+  /** A recorded version of the session's life that `tip` belongs to (the current one when absent). */
+  getVersion(scope: SessionScope, version: number, tip?: Tip): Promise<VersionRecord | null>;
+  /** The versions of `from`'s lineage after it (its `prevVersion`, that one's, …), at most `limit`. */
+  getLineage(scope: SessionScope, from: VersionRecord, limit: number): Promise<VersionRecord[]>;
+  /** Recorded versions, newest first. A page may hold fewer than `limit` items. */
+  listVersions(scope: SessionScope, options: { limit: number; cursor?: string }): Promise<Page<VersionRecord>>;
+
+  /**
+   * Applies the change atomically and resolves with the tip it made; throws `StaleTipError`
+   * when the tip moved meanwhile (carrying the newer tip when the failed write saw it).
+   */
+  commit(scope: SessionScope, change: TipChange): Promise<Tip>;
+}
+
+/**
+ * What a decision asks of the session store: the tip, the session item, a path, a version and
+ * the commit. The other methods (creating, listing and deleting sessions, the whole tree, the
+ * version history) are the session groups' and commits' alone (store/sessions/session-store.ts).
+ */
+export type SessionLog = Pick<SessionStore, 'readTip' | 'readTipWithNodes' | 'getMeta' | 'readPath' | 'getVersion' | 'commit'>;
+
+/** The run, profile and shared documents of commits (API.md section 8). */
+export interface DocumentStore {
+  getDocument(ref: DocumentRef): Promise<DocumentRecord | null>;
+  /**
+   * Writes documents atomically, each conditional on its version; with `guard`, also only if
+   * the session's tip is still that one. Throws `StaleTipError` when anything moved.
+   */
+  commitDocuments(
+    scope: SessionScope,
+    documents: ReadonlyArray<DocumentWrite>,
+    guard: Tip | null,
+    /** Create the session item when missing (a first write) and move its activity to this time. */
+    touchSessionAt?: string,
+  ): Promise<void>;
+}
+
+export interface IdempotencyStore {
+  /** Claims `key` for a request with `fingerprint`, unless another request holds it. */
+  claim(tenant: string, key: string, fingerprint: string, lockMs: number): Promise<IdempotencyClaim>;
+  complete(tenant: string, key: string, fingerprint: string, response: StoredResponse): Promise<void>;
+  release(tenant: string, key: string, fingerprint: string): Promise<void>;
+}
+
+/** The tip changed between the read and the write: re-read and try again. */
+export class StaleTipError extends Error {
+  constructor(
+    message = 'the session changed since it was read',
+    /** The change that took the place, read back from the failed write: a newer tip to retry on. */
+    readonly newer?: Tip,
+  ) {
+    super(message);
+    this.name = 'StaleTipError';
+  }
+}
+
+export interface AgentStore {
+  /** Creates or replaces an agent; true when it was created. */
+  putAgent(tenant: string, agent: AgentRecord): Promise<boolean>;
+  getAgent(tenant: string, agentId: string): Promise<AgentRecord | null>;
+  listAgents(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<AgentRecord>>;
+  /**
+   * Every agent of the tenant and its shared document (null when none), read together: a
+   * decision needs both, and the store keeps them side by side so that they are one request.
+   */
+  readTenant(tenant: string): Promise<{ agents: AgentRecord[]; shared: DocumentRecord | null }>;
+}
+
+/**
+ * Decision records kept for replays (API.md section 6). The lease and a decision's outcome
+ * travel in the session's log (`TipChange.takeLease`, `decision`); this is where a finished
+ * decision is found by its id once newer changes follow it, and where failed attempts count.
+ */
+export interface DecisionStore {
+  /** The record of a decision id, of whichever life of the session it was in (`incarnation`). */
+  getDecision(scope: SessionScope, decisionId: string): Promise<DecisionRecord | null>;
+  recordFailedAttempt(scope: SessionScope, decisionId: string, incarnation: number): Promise<void>;
+}
+
+/** The decision lease was lost (it expired and another decision took it). */
+export class LeaseLostError extends Error {
+  constructor() {
+    super('the decision lease expired before the decision was recorded');
+    this.name = 'LeaseLostError';
+  }
+}

@@ -1,0 +1,189 @@
+import { type Json, jsonEqual } from '../json/json.js';
+import { applyJsonPatch, type PatchOperation } from '../json/json-patch.js';
+import { mergePatch } from '../json/merge-patch.js';
+import { AgentStateError } from '../kernel/errors.js';
+import { ROOT_NODE } from '../kernel/ids.js';
+import { openCursor, sealCursor } from '../kernel/sealing.js';
+import type { Caller } from '../model/fields.js';
+import type { Page, SessionScope, Tip, VersionRecord } from '../model/model.js';
+import { versionAt } from '../write/next-version.js';
+import { othersWaiting, QueueBehindOthers, retryOnStaleTip } from '../write/write-retry.js';
+import { checkedWrite, checkIfMatch, sessionNotFound, storedState, type VersionPrecondition, visibleState } from '../write/write-target.js';
+import { SessionTreeService } from './session-tree-service.js';
+import { emptyState, type StateView, stateView, type VersionView, versionView, type WriteResult } from './session-views.js';
+
+export type { NodeView, SessionView, StateView, TreeNodeView, VersionView, WriteResult } from './session-views.js';
+
+/** Where a state write lands and who makes it; both `patchState` and `replaceState` take these. */
+export interface StateWriteOptions {
+  /** Target node; the head when absent. */
+  node?: string;
+  /** The version(s) the caller expects the target to be at (`If-Match`). */
+  ifMatch?: VersionPrecondition;
+  /**
+   * The acting agent (`X-Agent-Id`): recorded as the version's author, and with typed fields
+   * the write is computed on its view. Null or absent: no agent, the whole state.
+   */
+  caller?: Caller;
+}
+
+/**
+ * Sessions, the message tree, state and its versions (API.md sections 2–5), on top of a
+ * `SessionStore`. Pure orchestration: every decision is made here, every byte is stored there.
+ * The sessions and the tree are SessionTreeService's (session-tree-service.ts); what this
+ * class adds is the state group's.
+ */
+export class SessionService extends SessionTreeService {
+  // ---- state ----------------------------------------------------------------------------
+
+  async readState(scope: SessionScope, at: { node?: string; version?: number }, caller: Caller = null): Promise<StateView> {
+    if (at.version !== undefined) {
+      const record = at.version === 0 ? null : await this.store.getVersion(scope, at.version);
+      if (!record) {
+        if (!(await this.targets.sessionExists(scope))) return emptyState(scope, at.node ?? ROOT_NODE);
+        if (at.version === 0) return emptyState(scope, ROOT_NODE);
+        throw new AgentStateError('version_not_found', `version ${at.version} does not exist`, { version: at.version });
+      }
+      // Every version carries the session's agent, so time travel needs no other read.
+      const schema = await this.schemas(scope.tenant, record.sessionAgentId ?? null);
+      return stateView(scope, record.node, record, schema, caller);
+    }
+    const target = await this.targets.resolve(scope, at.node, { forRead: true });
+    if (!target) return emptyState(scope, at.node ?? ROOT_NODE);
+    const schema = await this.schemas(scope.tenant, target.tip.agentId);
+    return stateView(scope, target.nodeId, target.current, schema, caller);
+  }
+
+  /** Applies `patch` (RFC 7396 JSON merge patch) to the state at the target node (`PATCH`). */
+  patchState(scope: SessionScope, patch: Json, options: StateWriteOptions = {}): Promise<WriteResult> {
+    return this.writeState(scope, options, 'patch', (current) => mergePatch(current, patch));
+  }
+
+  /** Applies RFC 6902 operations, in order and all or nothing, to the state at the target node (`PATCH`). */
+  jsonPatchState(scope: SessionScope, operations: readonly PatchOperation[], options: StateWriteOptions = {}): Promise<WriteResult> {
+    return this.writeState(scope, options, 'patch', (current) => applyJsonPatch(current, operations));
+  }
+
+  /** Replaces the state at the target node with `state` (`PUT`). */
+  replaceState(scope: SessionScope, state: Json, options: StateWriteOptions = {}): Promise<WriteResult> {
+    return this.writeState(scope, options, 'replace', () => state);
+  }
+
+  /**
+   * Records a new version at the target node unless the result equals the current state.
+   * A lost race re-reads and recomputes `next`, so no update is ever lost; with `ifMatch`, a
+   * moved target answers `412 version_mismatch` instead. With typed fields, the write is
+   * computed on the caller's view and merged back, so fields outside that view are never touched.
+   */
+  private writeState(
+    scope: SessionScope,
+    options: StateWriteOptions,
+    cause: 'patch' | 'replace',
+    next: (current: Json) => Json,
+  ): Promise<WriteResult> {
+    const caller = options.caller ?? null;
+    return retryOnStaleTip(this.retry, async (attempt) => {
+      const target = await this.targets.forWrite(scope, options.node);
+      const { tip, nodeId, pointer, schema, sessionAgentId, sessionUserId } = target;
+      checkIfMatch(target, options.ifMatch);
+      // A blind write joins the writers already waiting for this session rather than jump them.
+      if (options.ifMatch === undefined && othersWaiting(tip, attempt, this.now())) throw new QueueBehindOthers();
+      const stored = storedState(target);
+      const nextState = checkedWrite(target, caller, next);
+      const answer = (state: Json) => visibleState(schema, caller, state);
+      if (jsonEqual(nextState, stored)) {
+        return { sessionId: scope.sessionId, node: nodeId, version: pointer, prevVersion: pointer, state: answer(stored), changed: false };
+      }
+      const { version, change } = versionAt(target, { state: nextState, at: this.now().toISOString(), cause, author: caller });
+      await this.store.commit(scope, {
+        ...change,
+        // A first write creates the session item in the same transaction. After that a state
+        // write is one conditional PutItem: the session's activity (`updatedAt`, the list
+        // order) is moved by the change hook, off the request's path (API.md section 2 lets
+        // it trail the write by a moment).
+        touchSessionAt: tip.kind === 'empty' ? version.createdAt : undefined,
+        mayCreateSession: tip.kind === 'empty',
+        sessionAgentId,
+        sessionUserId,
+        contended: attempt.raced,
+      });
+      return {
+        sessionId: scope.sessionId,
+        node: nodeId,
+        version: version.version,
+        prevVersion: pointer,
+        state: answer(nextState),
+        changed: true,
+      };
+    });
+  }
+
+  // ---- versions -------------------------------------------------------------------------
+
+  async getVersion(scope: SessionScope, version: number, caller: Caller = null): Promise<VersionView> {
+    const record = await this.store.getVersion(scope, version);
+    if (record) return versionView(record, await this.schemas(scope.tenant, record.sessionAgentId ?? null), caller);
+    if (!(await this.targets.sessionExists(scope))) throw sessionNotFound(scope);
+    throw new AgentStateError('version_not_found', `version ${version} does not exist`, { version });
+  }
+
+  /**
+   * History, newest first. With `node`, only the lineage of that node's current state: its
+   * version, that version's `prevVersion`, and so on back to the first.
+   */
+  async listVersions(
+    scope: SessionScope,
+    options: { node?: string; limit: number; cursor?: string },
+    caller: Caller = null,
+  ): Promise<Page<VersionView>> {
+    // Every version carries the session's agent: the schema is known from the records read.
+    const schemaOf = (records: VersionRecord[]) => this.schemas(scope.tenant, records[0]?.sessionAgentId ?? null);
+    if (options.node === undefined) {
+      const page = await this.store.listVersions(scope, { limit: options.limit, cursor: options.cursor });
+      if (page.items.length === 0 && !options.cursor && !(await this.targets.sessionExists(scope))) {
+        throw sessionNotFound(scope);
+      }
+      const schema = await schemaOf(page.items);
+      return { items: page.items.map((record) => versionView(record, schema, caller)), ...(page.next ? { next: page.next } : {}) };
+    }
+
+    let start: number;
+    let tip: Tip | undefined;
+    if (options.cursor !== undefined) {
+      start = decodeLineageCursor(options.cursor, scope, options.node);
+    } else {
+      const target = await this.targets.resolve(scope, options.node, { forRead: false, withState: false });
+      if (!target || (await this.targets.sessionMissing(scope, target.tip))) throw sessionNotFound(scope);
+      start = target.pointer;
+      tip = target.tip;
+    }
+    const records: VersionRecord[] = [];
+    if (start > 0) {
+      const first = await this.store.getVersion(scope, start, tip);
+      if (!first) throw new AgentStateError('invalid_request', 'cursor does not name a version of this session');
+      records.push(first, ...(await this.store.getLineage(scope, first, options.limit - 1)));
+    }
+    const last = records[records.length - 1];
+    const next = last && last.prevVersion > 0 ? encodeLineageCursor(last.prevVersion, scope, options.node) : undefined;
+    const schema = await schemaOf(records);
+    return { items: records.map((record) => versionView(record, schema, caller)), ...(next ? { next } : {}) };
+  }
+}
+
+// ---- lineage cursors --------------------------------------------------------------------
+
+/** The list a lineage cursor belongs to: the lineage of one node of one session of one tenant. */
+function lineageList(scope: SessionScope, node: string): string {
+  return JSON.stringify(['lineage', scope.tenant, scope.sessionId, node]);
+}
+
+/** A lineage cursor: the next version, sealed for its list (sealing.ts). */
+function encodeLineageCursor(version: number, scope: SessionScope, node: string): string {
+  return sealCursor(version, lineageList(scope, node));
+}
+
+function decodeLineageCursor(cursor: string, scope: SessionScope, node: string): number {
+  const version = openCursor(cursor, lineageList(scope, node));
+  if (typeof version === 'number' && Number.isSafeInteger(version) && version > 0) return version;
+  throw new AgentStateError('invalid_request', 'cursor is not valid for this list', { field: 'cursor' });
+}

@@ -1,0 +1,229 @@
+import type { AllowedAgents } from '../agents/acting-agent.js';
+import { agentSubtree } from '../agents/agent-access.js';
+import type { JsonObject } from '../json/json.js';
+import { AgentStateError } from '../kernel/errors.js';
+import { newId, ROOT_NODE } from '../kernel/ids.js';
+import type { MessagePath } from '../model/message-path.js';
+import type { Page, SessionMeta, SessionScope } from '../model/model.js';
+import type { SessionListOptions, SessionStore } from '../model/ports.js';
+import { pointerOf, rootNode } from '../model/tree.js';
+import { othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from '../write/write-retry.js';
+import { nodeNotFound, type SchemaSource, sessionNotFound, WriteTargets } from '../write/write-target.js';
+import { type IncomingMessage, lookupsOf, planChain } from './chain.js';
+import { messagePreview } from './preview.js';
+import { type NodeView, nodeView, type SessionView, type TreeNodeView } from './session-views.js';
+
+export type { IncomingMessage } from './chain.js';
+
+export interface ServiceOptions {
+  now?: () => Date;
+  retry?: Partial<RetryPolicy>;
+  /** Where typed fields come from; without it every state is untyped. */
+  schemas?: SchemaSource;
+  /** The tenant's agents (who is below whom), for what a key limited to agents may delete. */
+  agents?: (tenant: string) => Promise<readonly { agentId: string; parentId: string | null }[]>;
+}
+
+/**
+ * Sessions and their message tree (API.md sections 2 and 3), on top of a `SessionStore`:
+ * what the sessions and tree groups use. SessionService (session-service.ts) adds the state
+ * and its versions, which only the state group writes and reads, so that those two groups'
+ * bundles carry none of it (JSON Patch, merge patch, typed-field writes, versions).
+ */
+export class SessionTreeService {
+  protected readonly now: () => Date;
+  protected readonly retry: Partial<RetryPolicy>;
+  protected readonly schemas: SchemaSource;
+  protected readonly targets: WriteTargets;
+  private readonly agents: NonNullable<ServiceOptions['agents']>;
+
+  constructor(
+    protected readonly store: SessionStore,
+    options: ServiceOptions = {},
+  ) {
+    this.now = options.now ?? (() => new Date());
+    this.retry = options.retry ?? {};
+    this.schemas = options.schemas ?? (async () => null);
+    this.agents = options.agents ?? (async () => []);
+    this.targets = new WriteTargets(store, this.schemas);
+  }
+
+  // ---- sessions -------------------------------------------------------------------------
+
+  async createSession(
+    tenant: string,
+    input: { sessionId?: string; agentId?: string | null; userId?: string | null; metadata?: JsonObject | null },
+  ): Promise<SessionView> {
+    const at = this.now().toISOString();
+    const meta: SessionMeta = {
+      sessionId: input.sessionId ?? newId(),
+      agentId: input.agentId ?? null,
+      userId: input.userId ?? null,
+      metadata: input.metadata ?? null,
+      createdAt: at,
+      updatedAt: at,
+    };
+    // Retried while a delete of the same id is still erasing it (StaleTipError).
+    await retryOnStaleTip(this.retry, () => this.store.createSession({ tenant, sessionId: meta.sessionId }, meta));
+    return { ...meta, head: ROOT_NODE, version: 0 };
+  }
+
+  async getSession(scope: SessionScope): Promise<SessionView> {
+    const [meta, tip] = await Promise.all([this.store.getMeta(scope), this.store.readTip(scope, { withState: false })]);
+    if (!meta || tip.kind === 'closing') throw sessionNotFound(scope);
+    return { ...meta, head: tip.head, version: tip.version };
+  }
+
+  /** Most recently active first; with `prefix`, only ids that start with it (pages may be sparse). */
+  listSessions(tenant: string, options: SessionListOptions): Promise<Page<SessionMeta>> {
+    return this.store.listSessions(tenant, options);
+  }
+
+  /**
+   * Erases the session. A key limited to agents (`allowed`) may erase only a session of one of
+   * its agents or of an agent below them, or one without an agent: a delete erases every field,
+   * and such a key may write only some of them (`403 forbidden`, nothing erased).
+   */
+  async deleteSession(scope: SessionScope, allowed: AllowedAgents = null): Promise<void> {
+    if (allowed) {
+      const [meta, agents] = await Promise.all([this.store.getMeta(scope), this.agents(scope.tenant)]);
+      if (meta?.agentId && !agentSubtree(allowed, agents)?.has(meta.agentId)) {
+        throw new AgentStateError(
+          'forbidden',
+          `this key may delete only sessions of its agents or of the agents below them, not one of ${meta.agentId}`,
+          {
+            agents: allowed,
+          },
+        );
+      }
+    }
+    if (!(await this.store.deleteSession(scope))) throw sessionNotFound(scope);
+  }
+
+  // ---- message tree ---------------------------------------------------------------------
+
+  /**
+   * Appends `messages` as a chain under `parentId` (the head by default) and moves the head
+   * to the last one. Leading messages that already exist under the same parent are taken as
+   * already there, so a client can resend a conversation prefix safely.
+   */
+  async appendMessages(
+    scope: SessionScope,
+    input: { messages: IncomingMessage[]; parentId?: string },
+  ): Promise<{ nodes: NodeView[]; head: string }> {
+    const lookups = lookupsOf(input.messages, input.parentId);
+
+    return retryOnStaleTip(this.retry, async (attempt) => {
+      const { tip, nodes: known } = await this.store.readTipWithNodes(scope, lookups, {
+        withState: false,
+        // Under the head, the ids read are the new messages': one round.
+        expectNew: input.parentId === undefined,
+      });
+      // An append is a blind write: it joins the writers already waiting for this session.
+      if (othersWaiting(tip, attempt, this.now())) throw new QueueBehindOthers();
+      const parent = this.targets.nodeById(tip, known, input.parentId ?? tip.head);
+
+      const at = this.now().toISOString();
+      const { chain, created, last, anchor } = planChain({ parent, messages: input.messages, known, tip, at });
+      const session = await this.targets.sessionOf(scope, tip);
+
+      if (created.length > 0 || last.id !== tip.head) {
+        await this.store.commit(scope, {
+          basedOn: tip,
+          head: { id: last.id, version: pointerOf(last, tip), depth: last.depth, place: last.place },
+          newNodes: created,
+          parent: anchor,
+          touchSessionAt: at,
+          mayCreateSession: tip.kind === 'empty',
+          sessionAgentId: session.agentId,
+          sessionUserId: session.userId,
+          contended: attempt.raced,
+        });
+      }
+      // Pointers as of the tip read: a reused node that was the head has its pointer there.
+      return { nodes: chain.map((node) => nodeView(node, tip)), head: last.id };
+    });
+  }
+
+  /** Moves the head to an existing node: the way a client switches branch. */
+  async switchHead(scope: SessionScope, nodeId: string): Promise<{ head: string }> {
+    return retryOnStaleTip(this.retry, async () => {
+      const { tip, nodes } = await this.store.readTipWithNodes(scope, [nodeId], { withState: false });
+      await this.targets.requireSession(scope, tip);
+      const target = nodes.get(nodeId) ?? (nodeId === ROOT_NODE ? rootNode('') : null);
+      if (!target) throw nodeNotFound(nodeId);
+      if (target.id === tip.head) return { head: tip.head };
+      await this.store.commit(scope, {
+        basedOn: tip,
+        head: { id: target.id, version: target.stateVersion, depth: target.depth, place: target.place },
+        newNodes: [],
+        touchSessionAt: this.now().toISOString(),
+        mayCreateSession: false,
+      });
+      return { head: target.id };
+    });
+  }
+
+  async getNode(scope: SessionScope, nodeId: string): Promise<NodeView> {
+    const isRoot = nodeId === ROOT_NODE;
+    const [{ tip, nodes }, meta] = await Promise.all([
+      this.store.readTipWithNodes(scope, [nodeId], { withState: false }),
+      // The root is as old as its session; its index, if any, only holds its pointer.
+      isRoot ? this.store.getMeta(scope) : Promise.resolve(null),
+    ]);
+    const node = nodes.get(nodeId);
+    if (isRoot) {
+      if (!meta && !node && tip.kind === 'empty') throw sessionNotFound(scope);
+      return nodeView({ ...(node ?? rootNode('')), createdAt: meta?.createdAt ?? '' }, tip);
+    }
+    if (node) return nodeView(node, tip);
+    await this.targets.requireSession(scope, tip);
+    throw nodeNotFound(nodeId);
+  }
+
+  /**
+   * The head and every node, without bodies. With `preview`, each node also carries a short
+   * snippet of its message (`messagePreview`), which its index keeps: the same requests.
+   */
+  async getTree(scope: SessionScope, options: { preview?: boolean } = {}): Promise<{ head: string; nodes: TreeNodeView[] }> {
+    const preview = options.preview ?? false;
+    const [{ tip, nodes }, meta] = await Promise.all([this.store.readTree(scope), this.store.getMeta(scope)]);
+    if (!meta && nodes.length === 0 && tip.kind === 'empty') throw sessionNotFound(scope);
+    const all = nodes.some((node) => node.id === ROOT_NODE) ? nodes : [rootNode(meta?.createdAt ?? ''), ...nodes];
+    all.sort((a, b) => a.depth - b.depth || a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
+    return {
+      head: tip.head,
+      nodes: all.map((node) => ({
+        id: node.id,
+        parentId: node.parentId,
+        depth: node.depth,
+        role: node.role,
+        stateVersion: pointerOf(node, tip),
+        ...(preview ? { preview: node.preview !== undefined ? node.preview : messagePreview(node.message) } : {}),
+      })),
+    };
+  }
+
+  /**
+   * The path root→node (the head by default), oldest first: the tip (with the newest changes,
+   * or with the node's index), then the ranges of the log the path runs through, in parallel.
+   */
+  async getPath(scope: SessionScope, nodeId?: string): Promise<MessagePath> {
+    const { tip, nodes } =
+      nodeId === undefined
+        ? { tip: await this.store.readTip(scope, { withState: false, recent: true }), nodes: new Map() }
+        : await this.store.readTipWithNodes(scope, [nodeId], { withState: false });
+    const targetId = nodeId ?? tip.head;
+    if (targetId === ROOT_NODE) {
+      await this.targets.requireSession(scope, tip);
+      return { messages: [], ancestry: [ROOT_NODE] };
+    }
+    const target = nodes.get(targetId) ?? (targetId === tip.head ? tip.headNode : undefined);
+    if (!target) {
+      await this.targets.requireSession(scope, tip);
+      throw nodeNotFound(targetId);
+    }
+    const { messages, ancestry } = await this.store.readPath(scope, tip, target);
+    return { messages, ancestry };
+  }
+}

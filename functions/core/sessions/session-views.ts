@@ -1,0 +1,112 @@
+import type { Json, JsonObject } from '../json/json.js';
+import type { Caller, Schema } from '../model/fields.js';
+import type { NodeRecord, SessionScope, Tip, VersionCause, VersionRecord } from '../model/model.js';
+import { pointerOf } from '../model/tree.js';
+import { visibleState } from '../write/write-target.js';
+
+/**
+ * What the session routes answer (API.md sections 2–5), built from stored records. With typed
+ * fields, every state in them is the caller's view.
+ */
+
+export interface SessionView {
+  sessionId: string;
+  agentId: string | null;
+  userId: string | null;
+  head: string;
+  version: number;
+  createdAt: string;
+  updatedAt: string;
+  metadata: JsonObject | null;
+}
+
+export interface StateView {
+  sessionId: string;
+  node: string;
+  version: number;
+  state: Json;
+  agent: Json;
+  /** When the version read was recorded; null for version 0. */
+  updatedAt: string | null;
+}
+
+export interface WriteResult {
+  sessionId: string;
+  node: string;
+  version: number;
+  prevVersion: number;
+  state: Json;
+  changed: boolean;
+}
+
+export interface NodeView {
+  id: string;
+  parentId: string | null;
+  depth: number;
+  role: string | null;
+  stateVersion: number;
+  createdAt: string;
+}
+
+/** A node as the tree lists it: no `createdAt`; `preview` only when asked for. */
+export type TreeNodeView = Omit<NodeView, 'createdAt'> & { preview?: string | null };
+
+export interface VersionView {
+  version: number;
+  node: string;
+  prevVersion: number;
+  cause: VersionCause;
+  author: string | null;
+  decisionId?: string;
+  createdAt: string;
+  state: Json;
+  agent: Json;
+}
+
+export function emptyState(scope: SessionScope, node: string): StateView {
+  return { sessionId: scope.sessionId, node, version: 0, state: null, agent: null, updatedAt: null };
+}
+
+export function stateView(
+  scope: SessionScope,
+  node: string,
+  record: VersionRecord | null,
+  schema: Schema | null,
+  caller: Caller,
+): StateView {
+  const state = record?.state ?? null;
+  return {
+    sessionId: scope.sessionId,
+    node,
+    version: record?.version ?? 0,
+    state: visibleState(schema, caller, state),
+    agent: record?.agent ?? null,
+    updatedAt: record?.createdAt ?? null,
+  };
+}
+
+export function nodeView(node: NodeRecord, tip: Pick<Tip, 'head' | 'headVersion'>): NodeView {
+  return {
+    id: node.id,
+    parentId: node.parentId,
+    depth: node.depth,
+    role: node.role,
+    stateVersion: pointerOf(node, tip),
+    createdAt: node.createdAt,
+  };
+}
+
+/** A version as the caller may see it: with typed fields, only the fields it may read. */
+export function versionView(record: VersionRecord, schema: Schema | null = null, caller: Caller = null): VersionView {
+  return {
+    version: record.version,
+    node: record.node,
+    prevVersion: record.prevVersion,
+    cause: record.cause,
+    author: record.author,
+    ...(record.decisionId ? { decisionId: record.decisionId } : {}),
+    createdAt: record.createdAt,
+    state: visibleState(schema, caller, record.state),
+    agent: record.agent,
+  };
+}

@@ -1,0 +1,266 @@
+import { encodedSize, type Json } from '../json/json.js';
+import { AgentStateError } from '../kernel/errors.js';
+import { ROOT_NODE } from '../kernel/ids.js';
+import { applyTypedWrite, type Caller, type Schema, viewOf } from '../model/fields.js';
+import { type NodeRecord, type SessionMeta, type SessionScope, STATE_LIMIT_BYTES, type Tip, type VersionRecord } from '../model/model.js';
+import type { SessionStore } from '../model/ports.js';
+import { pointerOf, rootNode, type VersionBase } from '../model/tree.js';
+
+/**
+ * The first half of every write — a state write, a commit, a decision — in one place: which
+ * node is written, which version it points at, the session's agent and its typed fields; then
+ * the write computed on the caller's view, merged back, checked against the state limit and
+ * against `If-Match`. `SessionService`, `CommitService` and `DecideService` each hold one of
+ * these rather than reaching into one another. Reads at a node resolve it the same way.
+ */
+
+/** The typed fields of a session whose agent is `agentId` (null when none are declared). */
+export type SchemaSource = (tenant: string, agentId: string | null) => Promise<Schema | null>;
+
+/** What resolving a node reads: the tip with the node, the session item, a version. */
+export type TargetStore = Pick<SessionStore, 'readTip' | 'readTipWithNodes' | 'getMeta' | 'getVersion'>;
+
+/**
+ * A node as the tip and its item say: where it is and which version it points at (`current`
+ * is null for version 0, and when the read asked for no state).
+ */
+export interface ResolvedNode extends VersionBase {
+  depth: number;
+}
+
+/** A node about to be written, with what every write needs to know of its session. */
+export interface WriteTarget extends ResolvedNode {
+  /** The session's agent, carried on the tip (and on the version a write records). */
+  sessionAgentId: string | null;
+  /** The session's user, carried on the tip. */
+  sessionUserId: string | null;
+  /** The session's typed fields; null when untyped. */
+  schema: Schema | null;
+}
+
+/** The write targets at a node already in hand (decide's), and what every write target needs: the session's agent, user and typed fields. */
+export class NodeTargets {
+  constructor(protected readonly store: TargetStore) {}
+
+  /**
+   * A node already in hand (decide plans its node before anything is written) as a write
+   * target: the version it points at, then its session's agent and typed fields, from
+   * `schemas` (decide's: the tenant's agents it read already).
+   */
+  async atNode(
+    scope: SessionScope,
+    tip: Tip,
+    node: Pick<NodeRecord, 'id' | 'depth' | 'stateVersion'>,
+    schemas: SchemaSource,
+    meta?: SessionMeta | null,
+  ): Promise<WriteTarget> {
+    const pointer = pointerOf(node, tip);
+    const current = await this.currentVersion(scope, tip, pointer);
+    return this.withFields(scope, { tip, nodeId: node.id, depth: node.depth, pointer, current }, schemas, meta);
+  }
+
+  /** A resolved node with its session's agent and typed fields. */
+  async withFields(scope: SessionScope, node: ResolvedNode, schemas: SchemaSource, meta?: SessionMeta | null): Promise<WriteTarget> {
+    const session = await this.sessionOf(scope, node.tip, meta);
+    const schema = await schemas(scope.tenant, session.agentId);
+    return { ...node, sessionAgentId: session.agentId, sessionUserId: session.userId, schema };
+  }
+
+  /**
+   * The session's agent and user: carried on every tip; read from the session item before the
+   * first write of a life (one extra read, once), or taken from `meta` when the caller has it.
+   */
+  async sessionOf(scope: SessionScope, tip: Tip, meta?: SessionMeta | null): Promise<{ agentId: string | null; userId: string | null }> {
+    if (tip.kind !== 'empty') return { agentId: tip.agentId, userId: tip.userId };
+    const session = meta === undefined ? await this.store.getMeta(scope) : meta;
+    return { agentId: session?.agentId ?? null, userId: session?.userId ?? null };
+  }
+
+  /** The version `pointer` with its state: the tip's own when it is that one, else one read. */
+  async currentVersion(scope: SessionScope, tip: Tip, pointer: number): Promise<VersionRecord | null> {
+    if (pointer === 0) return null;
+    const current = tip.latest?.version === pointer ? tip.latest : await this.store.getVersion(scope, pointer, tip);
+    if (!current) throw new AgentStateError('internal', `version ${pointer} is missing`);
+    return current;
+  }
+
+  /**
+   * A node by id, from what was read with the tip: `known`, or the tip's head; the implicit
+   * root when it has no index. `404 node_not_found` otherwise.
+   */
+  nodeById(tip: Tip, known: ReadonlyMap<string, NodeRecord>, nodeId: string): NodeRecord {
+    const node = known.get(nodeId) ?? (nodeId === tip.head ? tip.headNode : undefined);
+    if (node) return node;
+    if (nodeId === ROOT_NODE) return rootNode('');
+    throw nodeNotFound(nodeId);
+  }
+}
+
+/**
+ * The write targets of the session service and of commits: a node found by id (or the head)
+ * from the tip, and whether the session exists. Decide, which plans its node from what it read
+ * itself, uses the base class alone (esbuild bundles every method of a class it bundles).
+ */
+export class WriteTargets extends NodeTargets {
+  constructor(
+    store: TargetStore,
+    private readonly schemas: SchemaSource,
+  ) {
+    super(store);
+  }
+
+  /** A resolved node with its session's agent and typed fields (from this service's source unless `schemas` is given). */
+  override withFields(
+    scope: SessionScope,
+    node: ResolvedNode,
+    schemas: SchemaSource = this.schemas,
+    meta?: SessionMeta | null,
+  ): Promise<WriteTarget> {
+    return super.withFields(scope, node, schemas, meta);
+  }
+
+  /**
+   * Finds the node a request addresses (the head when `nodeId` is absent) and the version it
+   * points at: at most three rounds of reads (the tip; the node when one is named that the tip
+   * does not hold; that version if the tip is not it). Returns null for a session that does
+   * not exist, when a read may answer "empty"; a write gets `404 node_not_found` instead.
+   */
+  async resolve(
+    scope: SessionScope,
+    nodeId: string | undefined,
+    options: { forRead: boolean; withState?: boolean },
+  ): Promise<ResolvedNode | null> {
+    const withState = options.withState ?? true;
+    const { tip, nodes } = await this.store.readTipWithNodes(scope, nodeId === undefined ? [] : [nodeId], { withState });
+    const node = nodeId === undefined ? undefined : nodes.get(nodeId);
+    let resolved: { id: string; depth: number; pointer: number };
+    if (nodeId === undefined || nodeId === tip.head) {
+      resolved = { id: tip.head, depth: tip.headDepth, pointer: tip.headVersion };
+    } else if (node) {
+      resolved = { id: node.id, depth: node.depth, pointer: node.stateVersion };
+    } else if (nodeId === ROOT_NODE) {
+      resolved = { id: ROOT_NODE, depth: 0, pointer: 0 };
+    } else {
+      // Unknown node of an unknown session: a read answers "empty", a write names the node
+      // (and so needs no read of the session item to say so).
+      if (options.forRead && (await this.sessionMissing(scope, tip))) return null;
+      throw nodeNotFound(nodeId);
+    }
+    const current = withState ? await this.currentVersion(scope, tip, resolved.pointer) : null;
+    return { tip, nodeId: resolved.id, depth: resolved.depth, pointer: resolved.pointer, current };
+  }
+
+  /** The node a write addresses (`404 node_not_found` if none), before its session's fields are read. */
+  async resolveForWrite(scope: SessionScope, nodeId: string | undefined): Promise<ResolvedNode> {
+    const resolved = await this.resolve(scope, nodeId, { forRead: false });
+    if (!resolved) throw nodeNotFound(nodeId ?? ROOT_NODE);
+    return resolved;
+  }
+
+  /** The node a write addresses, with its session's agent and typed fields. */
+  async forWrite(scope: SessionScope, nodeId: string | undefined): Promise<WriteTarget> {
+    return this.withFields(scope, await this.resolveForWrite(scope, nodeId));
+  }
+
+  /**
+   * Whether the session does not exist. A tip means it does; without one (nothing written yet)
+   * only the session item can tell, which costs a read, so callers ask only when it matters.
+   */
+  async sessionMissing(scope: SessionScope, tip: Tip): Promise<boolean> {
+    return tip.kind === 'empty' && !(await this.store.getMeta(scope));
+  }
+
+  /** Whether the session exists, from the tip and the session item read together. */
+  async sessionExists(scope: SessionScope): Promise<boolean> {
+    const [tip, meta] = await Promise.all([this.store.readTip(scope, { withState: false }), this.store.getMeta(scope)]);
+    return tip.kind !== 'empty' || meta !== null;
+  }
+
+  /** `404 session_not_found` unless the session exists (see `sessionMissing`). */
+  async requireSession(scope: SessionScope, tip: Tip): Promise<void> {
+    if (await this.sessionMissing(scope, tip)) throw sessionNotFound(scope);
+  }
+}
+
+// ---- the write itself ---------------------------------------------------------------------
+
+/** The stored state at the target (all fields). */
+export function storedState(target: Pick<ResolvedNode, 'current'>): Json {
+  return target.current?.state ?? null;
+}
+
+/** `state` as `caller` may see it: with typed fields, only the fields it may read. */
+export function visibleState(schema: Schema | null, caller: Caller, state: Json): Json {
+  return schema ? viewOf(schema, caller, state) : state;
+}
+
+/**
+ * A write as its caller means it: `next` gets the caller's view of the stored state; with
+ * typed fields, what it returns is checked against what the caller may write and merged back
+ * into the stored state, so fields outside that view are never touched.
+ */
+function typedWrite(target: Pick<WriteTarget, 'current' | 'schema'>, caller: Caller, next: (seen: Json) => Json): Json {
+  const stored = storedState(target);
+  const seen = visibleState(target.schema, caller, stored);
+  const meant = next(seen);
+  return target.schema ? applyTypedWrite(target.schema, caller, stored, seen, meant) : meant;
+}
+
+/** `typedWrite`, refused with `413 state_too_large` when the result is over the state limit. */
+export function checkedWrite(
+  target: Pick<WriteTarget, 'current' | 'schema'>,
+  caller: Caller,
+  next: (seen: Json) => Json,
+  scope?: string,
+): Json {
+  const state = typedWrite(target, caller, next);
+  checkStateSize(state, scope);
+  return state;
+}
+
+/**
+ * `413 state_too_large` for a state over the limit (the session state's, or `limitBytes` for a
+ * commit's documents); `scope` names a commit's scope.
+ */
+export function checkStateSize(state: Json, scope?: string, limitBytes: number = STATE_LIMIT_BYTES): void {
+  const bytes = encodedSize(state);
+  if (bytes <= limitBytes) return;
+  throw new AgentStateError(
+    'state_too_large',
+    `the ${scope === undefined ? '' : `${scope} `}state would be ${bytes} bytes of JSON; the limit is ${limitBytes}`,
+    { limitBytes, sizeBytes: bytes, ...(scope === undefined ? {} : { scope }) },
+  );
+}
+
+/**
+ * What a write expects of the version its node points at: `If-Match` (RFC 9110: one of some
+ * versions, or `*`, any recorded version), or a commit's `expectedVersion` (that one).
+ */
+export type VersionPrecondition = number | '*' | readonly number[];
+
+/** `412 version_mismatch` when the node is not at a version the caller expects (`If-Match`, `expectedVersion`). */
+export function checkIfMatch(target: Pick<ResolvedNode, 'nodeId' | 'pointer'>, expected: VersionPrecondition | undefined): void {
+  if (expected === undefined) return;
+  const { nodeId, pointer } = target;
+  if (expected === '*') {
+    if (pointer > 0) return;
+    throw new AgentStateError('version_mismatch', `the state at node ${nodeId} has no recorded version (If-Match: *)`, {
+      currentVersion: pointer,
+    });
+  }
+  const versions = typeof expected === 'number' ? [expected] : expected;
+  if (versions.includes(pointer)) return;
+  throw new AgentStateError('version_mismatch', `the state at node ${nodeId} is at version ${pointer}, not ${versions.join(' or ')}`, {
+    currentVersion: pointer,
+  });
+}
+
+export function sessionNotFound(scope: SessionScope): AgentStateError {
+  return new AgentStateError('session_not_found', `session ${scope.sessionId} does not exist`, {
+    sessionId: scope.sessionId,
+  });
+}
+
+export function nodeNotFound(nodeId: string): AgentStateError {
+  return new AgentStateError('node_not_found', `node ${nodeId} does not exist`, { nodeId });
+}

@@ -1,0 +1,68 @@
+import * as z from 'zod/mini';
+import { encodedSize } from '../../core/json/json.js';
+import { AgentStateError } from '../../core/kernel/errors.js';
+import { ID_CHARACTERS, ID_PATTERN } from '../../core/kernel/ids.js';
+import { createHttpHandler } from '../api.js';
+import { idSchema } from '../edge/id-schema.js';
+import { bodyAsSent, jsonObject, pagination, sessionScope } from '../edge/request.js';
+import { json, noContent } from '../edge/responses.js';
+import { sessionTree } from '../parts/session-tree.js';
+
+const METADATA_LIMIT_BYTES = 16 * 1024;
+
+export const createSessionBody = z.strictObject({
+  sessionId: z.optional(idSchema),
+  agentId: z.optional(z.nullable(idSchema)),
+  userId: z.optional(z.nullable(idSchema)),
+  metadata: z.optional(z.nullable(jsonObject)),
+});
+
+/**
+ * `prefix` of `GET /v1/sessions`: the start of a session id, so the same characters as an id
+ * (an empty prefix would match everything and is refused as a likely mistake).
+ */
+function sessionIdPrefix(raw: string): string {
+  // The pattern alone: `.` is no id, but it starts ids such as `.draft`.
+  if (!ID_PATTERN.test(raw)) throw new AgentStateError('invalid_request', `prefix must be ${ID_CHARACTERS}`, { field: 'prefix' });
+  return raw;
+}
+
+/** Sessions: create, read, list by recent activity, delete (API.md section 2). */
+export const handler = createHttpHandler(
+  { sessionTree },
+  {
+    'POST /v1/sessions': async (input) => {
+      // As sent: zod's copy of the metadata would turn a "__proto__" key into a prototype.
+      const request = bodyAsSent(input, createSessionBody, { ids: ['sessionId', 'agentId', 'userId'] });
+      const metadata = request.metadata ?? null;
+      if (metadata && encodedSize(metadata) > METADATA_LIMIT_BYTES) {
+        throw new AgentStateError('invalid_request', `metadata may be at most ${METADATA_LIMIT_BYTES} bytes of JSON`, {
+          field: 'metadata',
+        });
+      }
+      const session = await input.deps.sessionTree.createSession(input.tenant, {
+        sessionId: request.sessionId,
+        agentId: request.agentId ?? null,
+        userId: request.userId ?? null,
+        metadata,
+      });
+      return json(201, session, { location: `/v1/sessions/${encodeURIComponent(session.sessionId)}` });
+    },
+
+    'GET /v1/sessions': async (input) => {
+      const prefix = input.query('prefix');
+      const page = await input.deps.sessionTree.listSessions(input.tenant, {
+        ...pagination(input),
+        ...(prefix === undefined ? {} : { prefix: sessionIdPrefix(prefix) }),
+      });
+      return json(200, { sessions: page.items, ...(page.next ? { next: page.next } : {}) });
+    },
+
+    'GET /v1/sessions/{sid}': async (input) => json(200, await input.deps.sessionTree.getSession(sessionScope(input))),
+
+    'DELETE /v1/sessions/{sid}': async (input) => {
+      await input.deps.sessionTree.deleteSession(sessionScope(input), input.allowedAgents);
+      return noContent();
+    },
+  },
+);

@@ -1,0 +1,151 @@
+import type { AttributeValue } from '@aws-sdk/client-dynamodb';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
+import type { DynamoDBRecord } from 'aws-lambda';
+import type { RecordedChange, RecordedDocument, RecordedVersion } from '../../core/events/events.js';
+import * as documentItem from '../documents/document-item.js';
+import { type LogEntry, readLogItem, versionOf } from '../log/log-items.js';
+import { memoryRecordFilters } from '../memory/memory-stream.js';
+import { DOCUMENT_ITEM_KIND, documentKindOf, LOG_ITEM_KIND } from '../table/item-kinds.js';
+import { logPositionOf } from '../table/keys.js';
+
+/**
+ * The table's change stream, read as recorded versions, through the same codecs the stores
+ * write with (item-codecs.ts):
+ *
+ *   pk S#<tenant>#<session>   sk V#<life>#<base>#<seq>   kind v   version, node, prevVersion,
+ *   cause, author, decisionId, createdAt, state (state-codec.ts), agent (JSON text), and `t`
+ *   (log-items.ts), which carries the session's agent and `ta`, equal to createdAt when the
+ *   write moved the session's activity itself
+ *
+ * A version arrives as an INSERT, always: a change of the log is never overwritten, but by a
+ * delete, which makes it a tombstone (a MODIFY to kind x); and REMOVE (TTL) never is one.
+ *
+ * And what a commit's document item looks like (its kind one of DOCUMENT_ITEM_KIND):
+ *
+ *   pk S#<tenant>#<session>  sk R#<run>     (run)
+ *   pk P#<tenant>#<user>     sk P           (profile)
+ *   pk A#<tenant>            sk G           (shared, beside the agents)
+ *   version, state (JSON text), updatedAt, sessionId (whose commit wrote it), author, ttl (runs)
+ *
+ * A document is written whole, and only when its state changed, so every INSERT or MODIFY of
+ * one is a new version; the old image holds the version before it.
+ */
+
+/**
+ * Lambda event filter patterns (OR'ed) that let through exactly the records that record a
+ * version (of a thread or of a document), so no other write to the table invokes the change
+ * hook; memory items have patterns of their own (memory-stream.ts). lib/ puts them on the event source mapping; the local stream poller applies the same
+ * patterns with `matchesFilter`.
+ */
+export const changeRecordFilters: ReadonlyArray<Record<string, unknown>> = [
+  { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.version] } } } },
+  { eventName: ['INSERT', 'MODIFY'], dynamodb: { NewImage: { kind: { S: Object.values(DOCUMENT_ITEM_KIND) } } } },
+  ...memoryRecordFilters,
+];
+
+/**
+ * Whether a record matches an event filter pattern of the kind above: every leaf is a list of
+ * allowed strings, and every key of the pattern must be present in the record. (The subset of
+ * Lambda's filter syntax that `changeRecordFilters` uses.)
+ */
+export function matchesFilter(pattern: unknown, value: unknown): boolean {
+  if (Array.isArray(pattern)) return pattern.some((allowed) => allowed === value);
+  if (pattern === null || typeof pattern !== 'object') return false;
+  if (value === null || typeof value !== 'object') return false;
+  return Object.entries(pattern).every(([key, inner]) => matchesFilter(inner, (value as Record<string, unknown>)[key]));
+}
+
+type LambdaImage = NonNullable<NonNullable<DynamoDBRecord['dynamodb']>['NewImage']>;
+
+/** The thread or document version a stream record carries, or null when it carries none. */
+export function recordedChangeOf(record: DynamoDBRecord): RecordedChange | null {
+  return recordedVersionOf(record) ?? recordedDocumentOf(record);
+}
+
+/** The document version a stream record carries, or null when it carries none. */
+export function recordedDocumentOf(record: DynamoDBRecord): RecordedDocument | null {
+  const newImage = record.dynamodb?.NewImage;
+  if (record.eventName !== 'INSERT' && record.eventName !== 'MODIFY') return null;
+  const kind = documentKindOf(newImage?.kind?.S);
+  if (!newImage || !kind) return null;
+
+  const item = unmarshall(toSdkImage(newImage));
+  const ref = documentItem.refOf(kind, item);
+  if (!ref) return null;
+  const document = documentItem.decode(ref, item);
+  const origin = documentItem.originOf(item);
+  const oldImage = record.dynamodb?.OldImage;
+  const old = oldImage ? documentItem.decode(ref, unmarshall(toSdkImage(oldImage))) : null;
+  return {
+    tenant: ref.kind === 'run' ? ref.scope.tenant : ref.tenant,
+    document: {
+      kind,
+      id: document.id,
+      // Documents written before they recorded their session carry none; a run's is in its key.
+      sessionId: origin.sessionId ?? (ref.kind === 'run' ? ref.scope.sessionId : ''),
+      version: document.version,
+      state: document.state,
+      // An expired run overwritten by a new one starts again at 1: its old image is not its past.
+      prevState: old && old.version === document.version - 1 ? old.state : null,
+      author: origin.author,
+      createdAt: String(document.updatedAt),
+    },
+  };
+}
+
+/** The recorded version a stream record carries, or null when it carries none. */
+export function recordedVersionOf(record: DynamoDBRecord): RecordedVersion | null {
+  const newImage = record.dynamodb?.NewImage;
+  if (!newImage || newImage.kind?.S !== LOG_ITEM_KIND.version || record.eventName !== 'INSERT') return null;
+
+  const item = unmarshall(toSdkImage(newImage));
+  const pk = String(item.pk ?? '');
+  const partition = /^S#([^#]+)#([^#]+)$/.exec(pk);
+  const position = logPositionOf(String(item.sk ?? ''));
+  if (!partition || !position) return null;
+  const entry = readLogItem(item) as LogEntry;
+  // A large state stays in its pieces: an event needs its size and its change, and reads the
+  // state itself only when it is small enough to travel (core/fanout/change-fanout.ts).
+  const version = versionOf(entry, null);
+  return {
+    tenant: partition[1] as string,
+    sessionId: partition[2] as string,
+    incarnation: position.incarnation,
+    // An event needs neither the lineage window nor a commit's commands.
+    version: {
+      version: version.version,
+      node: version.node,
+      prevVersion: version.prevVersion,
+      cause: version.cause,
+      author: version.author,
+      decisionId: version.decisionId,
+      createdAt: version.createdAt,
+      state: version.state,
+      // A state left in its pieces says how large it is, for the event's size (core/events/events.ts).
+      ...(version.stateUnread ? { stateUnread: true, stateBytes: version.stateBytes } : {}),
+      // Kept when this state or the one before it is large: the event carries it instead.
+      ...(version.change ? { change: version.change } : {}),
+      agent: version.agent,
+      // Whose typed fields the state holds: agent-filtered events are cut by them.
+      ...(version.sessionAgentId == null ? {} : { sessionAgentId: version.sessionAgentId }),
+    },
+    // A write that moved the session's activity itself stamped its change with the same time.
+    activityMoved: entry.carried.ta !== null && entry.carried.ta === version.createdAt,
+  };
+}
+
+/**
+ * Lambda hands images over as JSON, with binary values in base64; the SDK's `unmarshall`
+ * wants bytes. (Version items hold no binary values today; this keeps the parse total.)
+ */
+function toSdkImage(image: LambdaImage): Record<string, AttributeValue> {
+  return Object.fromEntries(Object.entries(image).map(([name, value]) => [name, toSdkValue(value)]));
+}
+
+function toSdkValue(value: LambdaImage[string]): AttributeValue {
+  if (value.B !== undefined) return { B: Buffer.from(value.B, 'base64') };
+  if (value.BS !== undefined) return { BS: value.BS.map((item) => Buffer.from(item, 'base64')) };
+  if (value.M !== undefined) return { M: toSdkImage(value.M) };
+  if (value.L !== undefined) return { L: value.L.map(toSdkValue) };
+  return value as AttributeValue;
+}

@@ -1,0 +1,156 @@
+import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { openSecret, sealSecret } from '../../core/kernel/sealing.js';
+import type { Page } from '../../core/model/model.js';
+import type { DeadLetter, DeadLetterEvent, DeliveryFailure, WebhookRecord, WebhookStore } from '../../core/webhooks/webhooks.js';
+import { secretOwner } from '../table/item-codecs.js';
+import * as keys from '../table/keys.js';
+import { pageOf, prefixPageQuery } from '../table/paging.js';
+import { tableKeys } from '../table/table.js';
+import { conditions, forEachInRange, type Item, type TableClient } from '../table/table-client.js';
+
+/** Dead letters are kept as long as SQS keeps a message at most: two weeks to replay them. */
+const DEAD_LETTER_TTL_SECONDS = 14 * 24 * 60 * 60;
+
+/**
+ * Webhooks and their dead letters (keys.ts):
+ *
+ *   H#<tenant>             H#<webhook id>                 url, secret, sessionId, agentId, createdAt
+ *   X#<tenant>#<webhook>   D#<session>#<000000000042>     body (the event's JSON text),
+ *                                                         attempts, lastError, times, TTL
+ *
+ * A tenant's webhooks are one partition: delivery reads them with one Query per tenant and
+ * batch. A webhook's dead letters are one partition too, in replay order (session, version).
+ * Webhook ids are UUIDv7, so the webhook list reads newest first by key alone.
+ */
+export class DynamoDbWebhookStore implements WebhookStore {
+  constructor(private readonly table: TableClient) {}
+
+  async putWebhook(tenant: string, webhook: WebhookRecord): Promise<void> {
+    const key = { pk: keys.webhooks(tenant), sk: keys.webhook(webhook.id) };
+    await this.table.send(
+      new PutCommand({
+        TableName: this.table.tableName,
+        Item: {
+          ...key,
+          id: webhook.id,
+          url: webhook.url,
+          // Sealed, bound to this item (core/kernel/sealing.ts): a table read shows no secret.
+          secret: webhook.secret ? sealSecret(webhook.secret, secretOwner(key)) : undefined,
+          sessionId: webhook.sessionId,
+          agentId: webhook.agentId ?? undefined,
+          createdAt: webhook.createdAt,
+        },
+        // Ids are fresh UUIDv7s; the condition only makes a collision an error, not an overwrite.
+        ConditionExpression: conditions.itemIsNew,
+      }),
+    );
+  }
+
+  async getWebhook(tenant: string, webhookId: string): Promise<WebhookRecord | null> {
+    const { Item } = await this.table.send(
+      new GetCommand({
+        TableName: this.table.tableName,
+        Key: { pk: keys.webhooks(tenant), sk: keys.webhook(webhookId) },
+        ConsistentRead: true,
+      }),
+    );
+    return Item ? toWebhook(Item) : null;
+  }
+
+  async listWebhooks(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<WebhookRecord>> {
+    const range = { tableName: this.table.tableName, partition: keys.webhooks(tenant), prefix: keys.webhookPrefix };
+    const { Items, LastEvaluatedKey } = await this.table.send(new QueryCommand(prefixPageQuery(range, { ...options, newestFirst: true })));
+    return pageOf((Items ?? []).map(toWebhook), LastEvaluatedKey, range);
+  }
+
+  async allWebhooks(tenant: string): Promise<WebhookRecord[]> {
+    const webhooks: WebhookRecord[] = [];
+    await forEachInRange(this.table, { partition: keys.webhooks(tenant), prefix: keys.webhookPrefix }, (item) =>
+      webhooks.push(toWebhook(item)),
+    );
+    return webhooks;
+  }
+
+  async deleteWebhook(tenant: string, webhookId: string): Promise<boolean> {
+    const { Attributes } = await this.table.send(
+      new DeleteCommand({
+        TableName: this.table.tableName,
+        Key: { pk: keys.webhooks(tenant), sk: keys.webhook(webhookId) },
+        ReturnValues: 'ALL_OLD',
+      }),
+    );
+    return Attributes !== undefined;
+  }
+
+  async recordDeadLetter(tenant: string, webhookId: string, event: DeadLetterEvent, failure: DeliveryFailure): Promise<void> {
+    await this.table.send(
+      new UpdateCommand({
+        TableName: this.table.tableName,
+        Key: { pk: keys.deadLetters(tenant, webhookId), sk: keys.deadLetter(event.sessionId, event.version, event.document) },
+        // One item per event: a redelivered event (or a failed replay) updates its dead letter.
+        UpdateExpression:
+          `SET eventId = :eventId, sessionId = :sessionId, version = :version, ${event.document === undefined ? '' : '#document = :document, '}` +
+          'body = :body, lastError = :error, ' +
+          'lastFailedAt = :at, firstFailedAt = if_not_exists(firstFailedAt, :at), #ttl = :ttl ADD attempts :attempts',
+        ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive, ...(event.document === undefined ? {} : { '#document': 'document' }) },
+        ExpressionAttributeValues: {
+          ...(event.document === undefined ? {} : { ':document': event.document }),
+          ':eventId': event.id,
+          ':sessionId': event.sessionId,
+          ':version': event.version,
+          ':body': event.body,
+          ':error': failure.error.slice(0, 500),
+          ':at': failure.at,
+          ':ttl': Math.floor(Date.parse(failure.at) / 1000) + DEAD_LETTER_TTL_SECONDS,
+          ':attempts': failure.attempts,
+        },
+      }),
+    );
+  }
+
+  async listDeadLetters(tenant: string, webhookId: string, options: { limit: number; cursor?: string }): Promise<Page<DeadLetter>> {
+    const range = { tableName: this.table.tableName, partition: keys.deadLetters(tenant, webhookId), prefix: keys.deadLetterPrefix };
+    const { Items, LastEvaluatedKey } = await this.table.send(new QueryCommand(prefixPageQuery(range, { ...options, consistent: true })));
+    return pageOf(
+      (Items ?? []).map((item) => toDeadLetter(webhookId, item)),
+      LastEvaluatedKey,
+      range,
+    );
+  }
+
+  async deleteDeadLetter(tenant: string, webhookId: string, event: Omit<DeadLetterEvent, 'id' | 'body'>): Promise<void> {
+    await this.table.send(
+      new DeleteCommand({
+        TableName: this.table.tableName,
+        Key: { pk: keys.deadLetters(tenant, webhookId), sk: keys.deadLetter(event.sessionId, event.version, event.document) },
+      }),
+    );
+  }
+}
+
+function toWebhook(item: Item): WebhookRecord {
+  return {
+    id: String(item.id),
+    url: String(item.url),
+    // A secret stored before secrets were sealed reads as it is.
+    secret: typeof item.secret === 'string' ? openSecret(item.secret, secretOwner(item)) : null,
+    sessionId: typeof item.sessionId === 'string' ? item.sessionId : null,
+    agentId: typeof item.agentId === 'string' ? item.agentId : null,
+    createdAt: String(item.createdAt),
+  };
+}
+
+function toDeadLetter(webhookId: string, item: Item): DeadLetter {
+  return {
+    webhookId,
+    eventId: String(item.eventId),
+    sessionId: String(item.sessionId),
+    version: Number(item.version),
+    ...(typeof item.document === 'string' ? { document: item.document } : {}),
+    body: String(item.body),
+    attempts: Number(item.attempts ?? 0),
+    lastError: String(item.lastError ?? ''),
+    firstFailedAt: String(item.firstFailedAt),
+    lastFailedAt: String(item.lastFailedAt),
+  };
+}

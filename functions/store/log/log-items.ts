@@ -1,0 +1,401 @@
+import { randomBytes } from 'node:crypto';
+import { brotliCompressSync, brotliDecompressSync, constants as zlib } from 'node:zlib';
+import { decodeStoredJson, encodeStoredJson, type Json, type JsonObject, stringifyJson } from '../../core/json/json.js';
+import type { DecisionLease, DecisionOutcome, DoneDecision, NodeRecord, SessionScope, Tip, VersionRecord } from '../../core/model/model.js';
+import { emptyTip, rootNode } from '../../core/model/tree.js';
+import { decodeLineage, encodeLineage } from '../state/lineage.js';
+import type { EncodedVersion } from '../state/version-item.js';
+import * as versionItem from '../state/version-item.js';
+import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
+import * as keys from '../table/keys.js';
+import { type LogPosition, logPositionOf } from '../table/keys.js';
+import type { Item } from '../table/table-client.js';
+import type { Run } from './paths.js';
+
+/**
+ * The changes of a session's log (keys.ts: `V#<life>#<base>#<seq>`). Every change — a version,
+ * an append, a head switch, a decision's lease or its end, a delete's fence — is one immutable
+ * item, put once where the log's next place is, on the condition that the place is free; no
+ * item is ever overwritten (but by the delete, which makes each a tombstone). Each carries
+ * forward what the next writer and every reader of the tip needs (`Carried`, attribute `t`):
+ * where the head is and what it points at, the lease, the session's agent and user.
+ *
+ *   kind v  a version: version, node, prevVersion, cause, author, decisionId, createdAt,
+ *           state (state-codec.ts), agent, lineage, commands; a decision's also its messages
+ *   kind a  new message nodes (an append; a decision that changed no state)
+ *   kind m  a head switch
+ *   kind l  a decision took the lease; kind r: it ended it with nothing else to record
+ *   kind x  a delete's fence (`fence`: closing, closed), or a change the delete erased
+ *
+ * A change that makes message nodes holds their messages (`nodes`, compressed JSON text) and
+ * where they hang (`chain`): the parent's place, the first node's depth, the version the nodes
+ * start at, and the path to its last node as ranges of the log (paths.ts).
+ */
+
+/** Where a node's message is: the change that made it, and its position among that change's nodes. */
+export interface NodePlace {
+  /** The change: [base, seq] of its position in the node's life. */
+  readonly s: readonly [number, number];
+  /** Position of the node among the change's nodes. */
+  readonly p: number;
+  /** How many nodes that change made (a node with p = n - 1 ends its chain). */
+  readonly n: number;
+  /** The path to the change's last node, as ranges of the log (paths.ts). */
+  readonly r: readonly Run[];
+}
+
+/** What every change carries forward from the one before (attribute `t`, JSON text). */
+export interface Carried {
+  /** The latest version of this life. */
+  v: number;
+  /** The head, the version it points at, its depth. */
+  h: string;
+  hv: number;
+  hd: number;
+  /** The version the head's index says; -1 while the head is one of the newest change's own nodes. */
+  hx: number;
+  /** Where the head's message is (absent for the root). */
+  hp?: NodePlace;
+  /** The newest change that made nodes ([base, seq]), so the next one knows whether it continues its range. */
+  ln?: readonly [number, number];
+  /** The session's agent and user. */
+  ag: string | null;
+  u: string | null;
+  /** When a writer last moved the session's activity itself. */
+  ta: string | null;
+  /** A decision's lease, while it holds. */
+  ls?: { k: string; u: number };
+  /**
+   * Whether this life of the session has anything written (a version, a node, a head move):
+   * a log of nothing but decisions' leases and their ends reads as a session never written.
+   */
+  w?: true;
+  /** Bytes of the log so far, this change included (to split long path ranges into reads of about a MB). */
+  b: number;
+  /** Its writer lost a race for this place first (TipChange.contended); not carried forward. */
+  c?: 1;
+}
+
+/** Where a change's nodes hang (attribute `chain`, JSON text). */
+export interface Chain {
+  /** The parent of the first node: its place, or null for the root. */
+  up: { s: readonly [number, number]; p: number } | null;
+  /** Depth of the first node. */
+  d: number;
+  /** The version the nodes point at when made (a decision's last node points at its own version). */
+  p0: number;
+  /** The path to the change's last node. */
+  r: readonly Run[];
+}
+
+/** A decision a change completes (attribute `decision`, JSON text). */
+interface StoredDecision {
+  id: string;
+  attempts: number;
+  outcome: DecisionOutcome;
+  /** Whether it is indexed for replays when newer changes follow it (the caller named it). */
+  keep: boolean;
+}
+
+/** A change of the log as the store reads it back. */
+export interface LogEntry {
+  readonly position: LogPosition;
+  readonly kind: string;
+  readonly createdAt: string;
+  readonly carried: Carried;
+  readonly item: Item;
+  /** The node the version is anchored at (version changes only). */
+  readonly versionNode: string | null;
+  readonly chain: Chain | null;
+  /** The messages of its nodes, in order. */
+  readonly messages: readonly JsonObject[];
+  readonly decision: StoredDecision | null;
+  /** The changes just before it, when a tip read asked for them (newest first). */
+  readonly recent?: readonly LogEntry[];
+}
+
+/** A fence or a tombstone: the life it ended, and whether its delete is still erasing. */
+export interface FenceEntry {
+  readonly position: LogPosition;
+  readonly closing: boolean;
+  readonly since: string | null;
+}
+
+// ---- JSON text and compressed JSON text ------------------------------------------------------
+
+/** JSON text as the table keeps it, numbers verbatim (core/json/json.ts): the one place log items write JSON. */
+export function jsonText(value: unknown): string {
+  return encodeStoredJson(value);
+}
+
+export function parseJsonText<T = Json>(value: unknown): T {
+  return (typeof value === 'string' ? decodeStoredJson(value) : null) as T;
+}
+
+/** Compressed text pays from this size on (smaller texts stay readable text). */
+const COMPRESS_FROM_BYTES = 200;
+
+/** JSON text, brotli-compressed (quality 5: about 40 µs for 25 messages) when that is smaller. */
+function packText(text: string): string | Uint8Array {
+  if (Buffer.byteLength(text) < COMPRESS_FROM_BYTES) return text;
+  const packed = brotliCompressSync(text, {
+    params: { [zlib.BROTLI_PARAM_QUALITY]: 5, [zlib.BROTLI_PARAM_SIZE_HINT]: Buffer.byteLength(text) },
+  });
+  return packed.byteLength < Buffer.byteLength(text) ? new Uint8Array(packed) : text;
+}
+
+export function unpackText(value: unknown): string | null {
+  if (typeof value === 'string') return value;
+  if (value instanceof Uint8Array) return brotliDecompressSync(value).toString('utf8');
+  return null;
+}
+
+/** About what DynamoDB counts for an item: names plus values (for `Carried.b`, not for billing). */
+function approximateSize(item: Item): number {
+  let bytes = 0;
+  for (const [name, value] of Object.entries(item)) {
+    bytes += name.length;
+    if (typeof value === 'string') bytes += Buffer.byteLength(value);
+    else if (value instanceof Uint8Array) bytes += value.byteLength;
+    else if (typeof value === 'number') bytes += 8;
+    else if (value !== undefined) bytes += Buffer.byteLength(stringifyJson(value) ?? '');
+  }
+  return bytes;
+}
+
+/** A short random id that a conditional write carries, to know its own item when the SDK retried it. */
+function newWriteId(): string {
+  return randomBytes(12).toString('base64url');
+}
+
+// ---- reading changes --------------------------------------------------------------------------
+
+/** A log item read back: a change, or a fence (or tombstone); null when it is neither. */
+export function readLogItem(item: Item): LogEntry | FenceEntry | null {
+  const position = logPositionOf(String(item.sk));
+  if (!position) return null;
+  if (item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.tombstone) {
+    return { position, closing: item.fence === 'closing', since: typeof item.createdAt === 'string' ? item.createdAt : null };
+  }
+  const carried = parseJsonText<Carried | null>(item.t) ?? nothingCarried(item);
+  const messagesText = unpackText(item.nodes);
+  return {
+    position,
+    kind: String(item[KIND_ATTRIBUTE]),
+    createdAt: String(item.createdAt),
+    carried,
+    item,
+    versionNode: item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.version ? String(item.node) : null,
+    chain: parseJsonText<Chain | null>(item.chain),
+    messages: messagesText === null ? [] : (decodeStoredJson(messagesText) as JsonObject[]),
+    decision: parseJsonText<StoredDecision | null>(item.decision),
+  };
+}
+
+/** What a change without its carried part (never written so; a hand-made item) is read as. */
+function nothingCarried(item: Item): Carried {
+  const version = typeof item.version === 'number' ? item.version : Number(item.version ?? 0);
+  return { v: version, h: 'root', hv: version, hd: 0, hx: 0, ag: null, u: null, ta: null, w: true, b: 0 };
+}
+
+export function isFence(entry: LogEntry | FenceEntry | null): entry is FenceEntry {
+  return entry !== null && 'closing' in entry;
+}
+
+/** The nodes a change made, as records, each with its place. */
+export function nodesOf(entry: LogEntry): NodeRecord[] {
+  const { chain, messages } = entry;
+  if (!chain) return [];
+  const last = messages.length - 1;
+  return messages.map((message, index) => ({
+    id: String(message.id),
+    parentId: typeof message.parentId === 'string' ? message.parentId : null,
+    depth: chain.d + index,
+    role: typeof message.role === 'string' ? message.role : null,
+    message,
+    // A decision's last node is its head, anchored at the decision's own version.
+    stateVersion: index === last && entry.versionNode === message.id ? Number(entry.item.version) : chain.p0,
+    createdAt: entry.createdAt,
+    place: { s: [entry.position.base, entry.position.seq], p: index, n: messages.length, r: chain.r } satisfies NodePlace,
+  }));
+}
+
+/**
+ * The record of a version change. `pieces` holds the piece items its texts are made of
+ * (`versionItem.pieceKeys`); with `null`, a state kept in pieces is left unread (`state: null`,
+ * `stateUnread: true`), for readers that need only its size or its change.
+ */
+export function versionOf(
+  entry: Pick<LogEntry, 'item' | 'position' | 'carried'>,
+  pieces: ReadonlyMap<string, Item> | null = new Map(),
+): VersionRecord {
+  const { item } = entry;
+  const lineage = decodeLineage(item.lineage);
+  const pieceKeys = versionItem.pieceKeys(item);
+  const unread = pieces === null && pieceKeys.length > 0;
+  const read = pieces ?? new Map<string, Item>();
+  const decoded = unread ? null : versionItem.decodeStateAndBase(item, read);
+  return {
+    version: Number(item.version),
+    node: String(item.node),
+    prevVersion: Number(item.prevVersion ?? 0),
+    cause: causeOf(item.cause),
+    author: typeof item.author === 'string' ? item.author : null,
+    decisionId: typeof item.decisionId === 'string' ? item.decisionId : null,
+    createdAt: String(item.createdAt),
+    state: decoded ? decoded.state : null,
+    agent: parseJsonText(item.agent),
+    lineage: lineage.map((entry) => entry.version),
+    sessionAgentId: entry.carried.ag,
+    commands: unread ? null : versionItem.decodeCommands(item, read),
+    place: { incarnation: entry.position.incarnation, seq: entry.position.seq, lineage } satisfies VersionPlace,
+    // Known without reading for a state in pieces (an inline state's size is its text's).
+    ...(pieceKeys.length > 0 ? { stateBytes: versionItem.stateBytes(item) } : {}),
+    ...(decoded?.stored ? { stored: decoded.stored } : {}),
+    ...(unread ? { stateUnread: true as const } : {}),
+    ...changeOf(item),
+  };
+}
+
+/** The change a version keeps when its state, or the one before it, is large (version-item.ts). */
+function changeOf(item: Item): { change?: NonNullable<VersionRecord['change']> } {
+  const change = versionItem.decodeChange(item);
+  return change === null ? {} : { change };
+}
+
+/** Where a version and its lineage window are (VersionRecord.place). */
+export interface VersionPlace {
+  readonly incarnation: number;
+  /** Its seq among the changes after the version before it. */
+  readonly seq: number;
+  /** Its lineage window, each with its seq. */
+  readonly lineage: ReadonlyArray<{ version: number; seq: number }>;
+}
+
+const CAUSES = ['patch', 'replace', 'decide', 'commit'] as const;
+
+/** Causes are a closed set; one this code does not know reads as the plain write it most likely is. */
+function causeOf(value: unknown): VersionRecord['cause'] {
+  return (CAUSES as readonly unknown[]).includes(value) ? (value as VersionRecord['cause']) : 'patch';
+}
+
+/**
+ * The tip a session's newest log item says. A fence that is still erasing closes the session;
+ * a finished one (or a tombstone a lost fence left) starts the next life, empty.
+ */
+export function tipOf(entry: LogEntry | FenceEntry | null, options: { withState: boolean; pieces?: ReadonlyMap<string, Item> }): Tip {
+  if (entry === null) return emptyTip(0);
+  if (isFence(entry)) {
+    const next = emptyTip(entry.position.incarnation + 1);
+    return entry.closing ? { ...emptyTip(entry.position.incarnation), kind: 'closing', since: entry.since, log: entry } : next;
+  }
+  const { carried } = entry;
+  const recentNodes = nodesOf(entry);
+  const head = recentNodes.at(-1)?.id === carried.h ? (recentNodes.at(-1) as NodeRecord) : null;
+  const common = {
+    incarnation: entry.position.incarnation,
+    version: carried.v,
+    head: carried.h,
+    headVersion: carried.hv,
+    headDepth: carried.hd,
+    touchedAt: carried.ta,
+    agentId: carried.ag,
+    userId: carried.u,
+    lease: carried.ls ? ({ holder: carried.ls.k, untilMs: carried.ls.u } satisfies DecisionLease) : null,
+    headNode: head ?? {
+      ...rootNode(''),
+      id: carried.h,
+      depth: carried.hd,
+      stateVersion: carried.hv,
+      ...(carried.hp ? { place: carried.hp } : {}),
+    },
+    recentNodes,
+    recentDecision: decisionOf(entry),
+    ...(carried.c ? { contendedAt: entry.createdAt } : {}),
+    log: entry,
+  };
+  if (!carried.w) return { ...common, kind: 'empty', version: 0, latest: null };
+  if (entry.kind === LOG_ITEM_KIND.version) {
+    return { kind: 'version', ...common, latest: options.withState ? versionOf(entry, options.pieces) : null };
+  }
+  return { kind: 'entry', ...common, latest: null };
+}
+
+function decisionOf(entry: LogEntry): DoneDecision | null {
+  const { decision } = entry;
+  if (!decision) return null;
+  return {
+    decisionId: decision.id,
+    status: 'done',
+    attempts: decision.attempts,
+    outcome: decision.outcome,
+    incarnation: entry.position.incarnation,
+  };
+}
+
+/** The store's reading of a tip's newest change (null for an empty or closing tip). */
+export function entryOf(tip: Tip): LogEntry | null {
+  const entry = tip.log as LogEntry | FenceEntry | undefined;
+  return entry && !isFence(entry) ? entry : null;
+}
+
+// ---- writing changes --------------------------------------------------------------------------
+
+/** The position the next change after `tip` claims: every writer that read the same tip picks the same one. */
+export function nextPosition(tip: Tip): LogPosition {
+  const entry = entryOf(tip);
+  if (!entry) return { incarnation: tip.incarnation, base: 0, seq: 1 };
+  const { incarnation, base, seq } = entry.position;
+  return entry.kind === LOG_ITEM_KIND.version ? { incarnation, base: tip.version, seq: 1 } : { incarnation, base, seq: seq + 1 };
+}
+
+/** A change to write: its kind and own attributes, before the carried part and the key are added. */
+export interface NewChange {
+  readonly kind: string;
+  readonly createdAt: string;
+  readonly carried: Omit<Carried, 'b'>;
+  readonly version?: { encoded: EncodedVersion; lineage: ReadonlyArray<{ version: number; seq: number }> };
+  readonly chain?: Chain;
+  readonly messages?: readonly JsonObject[];
+  readonly decision?: StoredDecision;
+}
+
+/** The item of a change at `position`, with the bytes of the log so far (`before`) counted on. */
+export function logItem(scope: SessionScope, position: LogPosition, change: NewChange, before: number): Item {
+  const own: Item = {
+    pk: keys.session(scope),
+    sk: keys.logEntry(position),
+    [KIND_ATTRIBUTE]: change.kind,
+    createdAt: change.createdAt,
+    writeId: newWriteId(),
+  };
+  if (change.version) {
+    const { encoded, lineage } = change.version;
+    const { record } = encoded;
+    Object.assign(own, {
+      version: record.version,
+      node: record.node,
+      prevVersion: record.prevVersion,
+      cause: record.cause,
+      author: record.author,
+      decisionId: record.decisionId,
+      ...versionItem.textAttributes(encoded),
+      agent: jsonText(record.agent),
+      lineage: lineage.length > 0 ? encodeLineage(lineage) : undefined,
+    });
+  }
+  if (change.chain && change.messages) {
+    own.chain = jsonText(change.chain);
+    own.nodes = packText(jsonText(change.messages));
+  }
+  if (change.decision) own.decision = jsonText(change.decision);
+  // The bytes counted include this item's own carried part, estimated from the part without `b`.
+  const carriedText = jsonText(change.carried);
+  const size = approximateSize(own) + carriedText.length + 24;
+  return { ...own, t: jsonText({ ...change.carried, b: before + size } satisfies Carried) };
+}
+
+/** What a decision completed by a change keeps, for its replay and its index. */
+export function storedDecision(record: DoneDecision, keep: boolean): StoredDecision {
+  return { id: record.decisionId, attempts: record.attempts, outcome: record.outcome, keep };
+}

@@ -1,0 +1,240 @@
+import type { AttributeValue } from '@aws-sdk/client-dynamodb';
+import { PutCommand } from '@aws-sdk/lib-dynamodb';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
+import { encodedSize, type JsonObject } from '../../core/json/json.js';
+import { AgentStateError } from '../../core/kernel/errors.js';
+import { LINEAGE_WINDOW, type SessionScope, type Tip, type VersionRecord } from '../../core/model/model.js';
+import { LeaseLostError, StaleTipError, type TipChange } from '../../core/model/ports.js';
+import { documentPut } from '../documents/document-store.js';
+import { putPieces } from '../state/state-pieces.js';
+import type { EncodedVersion } from '../state/version-item.js';
+import * as versionItem from '../state/version-item.js';
+import { LOG_ITEM_KIND } from '../table/item-kinds.js';
+import type { LogPosition } from '../table/keys.js';
+import { batchPut, type Item, isConditionFailure, isOwnWrite, type TableClient, type TaggedItem, transact } from '../table/table-client.js';
+import {
+  type Carried,
+  type Chain,
+  entryOf,
+  isFence,
+  type LogEntry,
+  logItem,
+  type NewChange,
+  type NodePlace,
+  readLogItem,
+  storedDecision,
+  tipOf,
+  type VersionPlace,
+} from './log-items.js';
+import { departure, movePointer } from './node-index.js';
+import { childRuns } from './paths.js';
+import { type AbandonedDeletes, nextSlot, sessionUpsert } from './session-writes.js';
+
+/**
+ * A change that moves no version moves the session's activity itself, but at most this often:
+ * the list order may trail the latest write by a moment (API.md section 2), and a conversation
+ * appending every second should not pay a second write for it each time.
+ */
+const ACTIVITY_EVERY_MS = 60_000;
+
+/**
+ * The one way anything about a session's versions, head or lease changes: the next change of
+ * its log, put where the log's next place is, on the condition that the place is free.
+ *
+ *   writer A reads tip V#0#41#1 ──┐            ┌── writer B reads tip V#0#41#1
+ *   A puts V#0#41#2 if absent  ✓  │            │   B puts V#0#41#2 if absent ✗ → retries after A's
+ *
+ * Before its own put, a writer does what the change it moves past left to its successor (the
+ * index of that change's nodes, a pointer only it held: node-index.ts, `departure`). Those
+ * writes are safe to repeat and safe to lose a race after: what they write follows from a
+ * change that is already in the log. The common write is one conditional PutItem; documents
+ * and a session's first write make it a transaction (the session item, the documents).
+ */
+export class LogWriter {
+  constructor(
+    private readonly table: TableClient,
+    private readonly deleter: AbandonedDeletes,
+    private readonly moveActivity: (scope: SessionScope, at: string) => Promise<void>,
+  ) {}
+
+  async commit(scope: SessionScope, change: TipChange): Promise<Tip> {
+    const { basedOn } = change;
+    // Nothing may be written into a session while it is deleted; the caller retries. A delete
+    // that stopped halfway (its function timed out) is finished by the writes that find it.
+    if (basedOn.kind === 'closing') {
+      if (this.deleter.isAbandoned(basedOn)) await this.deleter.deleteSession(scope);
+      throw new StaleTipError('the session is being deleted');
+    }
+    const ending = change.decision?.leaseToken ?? change.releaseLease;
+    if (ending !== undefined && basedOn.lease?.holder !== ending) throw new LeaseLostError();
+
+    const { position, claim } = nextSlot(basedOn);
+    const inTransaction = change.mayCreateSession || (change.documents?.length ?? 0) > 0;
+    const at = change.touchSessionAt;
+    const movesActivity = at !== undefined && !inTransaction && !change.version && activityIsStale(basedOn, at);
+    const encoded = change.version ? await versionItem.encodeTexts(change.version) : null;
+    const movedHere = movesActivity || (inTransaction && at !== undefined);
+    const newChange = this.newChange(basedOn, change, position, encoded, movedHere);
+    const item = logItem(scope, position, newChange, entryOf(basedOn)?.carried.b ?? 0);
+
+    // What the change before this one left to its successor, and a large state's pieces: all
+    // before the claim, and all safe to have written if the claim then fails (a crash or a lost
+    // race leaves pieces no version names, never a version without its pieces; the collector,
+    // state-pieces.ts, removes the former).
+    const owed = departure(scope, basedOn, change.head.id !== basedOn.head);
+    await Promise.all([
+      owed.puts.length > 0 ? batchPut(this.table, owed.puts) : undefined,
+      encoded ? putPieces(this.table, scope, encoded) : undefined,
+      ...owed.pointers.map((pointer) => movePointer(this.table, scope, basedOn.incarnation, pointer.nodeId, pointer.version)),
+    ]);
+
+    if (inTransaction) {
+      const items: TaggedItem[] = [
+        { role: 'tip', item: { Put: { TableName: this.table.tableName, Item: item, ...claim } } },
+        ...(change.documents ?? []).map((write) => documentPut(this.table, scope, write)),
+      ];
+      if (at) items.push({ role: 'session', item: { Update: sessionUpsert(this.table.tableName, scope, at) } });
+      await transact(this.table, items);
+    } else {
+      await this.put(item, claim.ConditionExpression);
+      if (movesActivity) await this.moveActivity(scope, at);
+    }
+    const written = readLogItem(item) as LogEntry;
+    const tip = tipOf(written, { withState: false });
+    if (!change.version || tip.kind !== 'version') return tip;
+    return { ...tip, latest: { ...change.version, place: versionPlace(position, change.prior ?? null) } };
+  }
+
+  /** The single conditional put of a change; a lost race comes back with the change that won it. */
+  private async put(item: Item, condition: string): Promise<void> {
+    try {
+      await this.table.send(
+        new PutCommand({
+          TableName: this.table.tableName,
+          Item: item,
+          ConditionExpression: condition,
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
+      // The SDK retries a request whose answer was lost; if the first attempt landed, the
+      // place now holds our own change and the retry fails its condition. That is success.
+      if (isOwnWrite(error.Item, String(item.writeId))) return;
+      throw new StaleTipError(undefined, winnerOf(error.Item));
+    }
+  }
+
+  /** The change to write after `basedOn`: what it records, and what it carries forward. */
+  private newChange(
+    basedOn: Tip,
+    change: TipChange,
+    position: LogPosition,
+    encoded: EncodedVersion | null,
+    movesActivity: boolean,
+  ): NewChange {
+    const entry = entryOf(basedOn);
+    const now = this.table.now();
+    const createdAt = change.version?.createdAt ?? change.touchSessionAt ?? new Date(now).toISOString();
+    const headMoves = change.head.id !== basedOn.head;
+    const nodes = change.newNodes;
+    const kind = change.version
+      ? LOG_ITEM_KIND.version
+      : nodes.length > 0
+        ? LOG_ITEM_KIND.nodes
+        : change.takeLease
+          ? LOG_ITEM_KIND.lease
+          : headMoves
+            ? LOG_ITEM_KIND.head
+            : LOG_ITEM_KIND.release;
+
+    let chain: Chain | undefined;
+    let headPlace: NodePlace | undefined = headMoves ? (change.head.place as NodePlace | undefined) : entry?.carried.hp;
+    if (nodes.length > 0) {
+      const first = nodes[0] as (typeof nodes)[number];
+      const parent = change.parent && change.parent.id === first.parentId ? change.parent : undefined;
+      const parentPlace = (parent?.place as NodePlace | undefined) ?? null;
+      if (first.parentId !== null && first.parentId !== 'root' && !parentPlace) {
+        throw new AgentStateError('internal', `the parent ${first.parentId} of new nodes has no place in the log`);
+      }
+      const bytesBefore = entry?.carried.b ?? 0;
+      const estimate = nodes.reduce((sum, node) => sum + encodedSize(node.message), 512);
+      const runs = childRuns(parentPlace, entry?.carried.ln, {
+        base: position.base,
+        seq: position.seq,
+        bytesBefore,
+        bytesAfter: bytesBefore + estimate,
+      });
+      chain = { up: parentPlace ? { s: parentPlace.s, p: parentPlace.p } : null, d: first.depth, p0: first.stateVersion, r: runs };
+      headPlace = { s: [position.base, position.seq], p: nodes.length - 1, n: nodes.length, r: runs };
+    }
+
+    const lease = basedOn.lease;
+    const carried: Omit<Carried, 'b'> = {
+      v: change.version?.version ?? basedOn.version,
+      h: change.head.id,
+      hv: change.head.version,
+      hd: change.head.depth,
+      hx:
+        nodes.length > 0
+          ? -1
+          : !headMoves
+            ? entry && entry.carried.hx === -1
+              ? basedOn.headVersion
+              : (entry?.carried.hx ?? 0)
+            : change.head.version,
+      ...(headPlace ? { hp: headPlace } : {}),
+      ...(nodes.length > 0 ? { ln: [position.base, position.seq] as const } : entry?.carried.ln ? { ln: entry.carried.ln } : {}),
+      ag: change.sessionAgentId !== undefined ? change.sessionAgentId : basedOn.agentId,
+      u: change.sessionUserId !== undefined ? change.sessionUserId : basedOn.userId,
+      // A write that moves the session's activity itself says so, and when (the change hook skips it).
+      ta: movesActivity ? (change.touchSessionAt ?? createdAt) : basedOn.touchedAt,
+      ...(entry?.carried.w || change.version || nodes.length > 0 || headMoves ? { w: true as const } : {}),
+      ...(change.takeLease
+        ? { ls: { k: change.takeLease.holder, u: change.takeLease.untilMs } }
+        : change.decision || change.releaseLease || !lease || lease.untilMs <= now
+          ? {}
+          : { ls: { k: lease.holder, u: lease.untilMs } }),
+      ...(change.contended ? { c: 1 as const } : {}),
+    };
+    return {
+      kind,
+      createdAt,
+      carried,
+      ...(encoded ? { version: { encoded, lineage: lineageOf(change.prior ?? null) } } : {}),
+      ...(chain ? { chain, messages: nodes.map((node) => node.message as JsonObject) } : {}),
+      ...(change.decision ? { decision: storedDecision(change.decision.record, change.decision.remember) } : {}),
+    };
+  }
+}
+
+/** Whether the session's activity was last moved by a writer long enough ago to move it again. */
+function activityIsStale(tip: Tip, at: string): boolean {
+  return tip.touchedAt === null || Date.parse(at) - Date.parse(tip.touchedAt) >= ACTIVITY_EVERY_MS;
+}
+
+/** The lineage window of a version recorded on top of `prior`, each with where it is. */
+function lineageOf(prior: VersionRecord | null): Array<{ version: number; seq: number }> {
+  if (!prior) return [];
+  const place = prior.place as VersionPlace | undefined;
+  return [{ version: prior.version, seq: place?.seq ?? 1 }, ...(place?.lineage ?? [])].slice(0, LINEAGE_WINDOW);
+}
+
+function versionPlace(position: LogPosition, prior: VersionRecord | null): VersionPlace {
+  return { incarnation: position.incarnation, seq: position.seq, lineage: lineageOf(prior) };
+}
+
+/** The change that took the place a lost write wanted, as a tip to retry on (when its state came with it). */
+function winnerOf(old: Record<string, unknown> | undefined): Tip | undefined {
+  if (!old) return undefined;
+  const item = isWireFormat(old) ? unmarshall(old as Record<string, AttributeValue>) : old;
+  if (versionItem.pieceKeys(item).length > 0) return undefined;
+  const entry = readLogItem(item);
+  if (!entry || isFence(entry)) return undefined;
+  return tipOf(entry, { withState: true });
+}
+
+function isWireFormat(item: Record<string, unknown>): boolean {
+  const sk = item.sk as { S?: string } | string | undefined;
+  return typeof sk === 'object' && sk !== null && typeof sk.S === 'string';
+}

@@ -1,0 +1,276 @@
+import { GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { ROOT_NODE } from '../../core/kernel/ids.js';
+import type { PathRead } from '../../core/model/message-path.js';
+import type { NodeRecord, SessionMeta, SessionScope, Tip, VersionRecord } from '../../core/model/model.js';
+import type { RecentChanges, SessionLog, TipChange } from '../../core/model/ports.js';
+import { rootNode } from '../../core/model/tree.js';
+import type { SessionDeleter } from '../sessions/session-delete.js';
+import * as sessionItem from '../sessions/session-item.js';
+import { piecesOf } from '../state/state-pieces.js';
+import * as versionItem from '../state/version-item.js';
+import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
+import * as keys from '../table/keys.js';
+import { tableKeys } from '../table/table.js';
+import { conditions, type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
+import { entryOf, isFence, type LogEntry, readLogItem, tipOf, versionOf } from './log-items.js';
+import { LogWriter } from './log-writer.js';
+import { readNode, readNodes } from './node-index.js';
+import { PathReader } from './paths.js';
+import { type AbandonedDeletes, isAbandonedDelete } from './session-writes.js';
+
+/** How many of the newest changes a tip read with `recent` keeps (a decision's path at the head). */
+const RECENT_CHANGES = 48;
+/** Every attribute of a change but those its state occupies: a tip read that needs no state. */
+const WITHOUT_STATE = [
+  'pk',
+  'sk',
+  KIND_ATTRIBUTE,
+  'createdAt',
+  'writeId',
+  't',
+  'chain',
+  'nodes',
+  'decision',
+  'fence',
+  'version',
+  'node',
+].filter((name) => !(versionItem.stateAttributes as readonly string[]).includes(name));
+const WITHOUT_STATE_PROJECTION = {
+  ProjectionExpression: WITHOUT_STATE.map((_, index) => `#a${index}`).join(', '),
+  ExpressionAttributeNames: Object.fromEntries(WITHOUT_STATE.map((name, index) => [`#a${index}`, name])),
+};
+
+/**
+ * Sessions, their message nodes and their versions: one item collection per session
+ * (keys.ts, log-items.ts, node-index.ts):
+ *
+ *   S#<tenant>#<session>   S                       the session (also in the activity index)
+ *   S#<tenant>#<session>   V#<life>#<base>#<seq>   the log: one item per change, the tip last
+ *   S#<tenant>#<session>   N#<node>#<life>[#p]     the index of the nodes the log moved past
+ *
+ * Every change of versions, the head or the lease is one conditional write of the log's next
+ * place (log-writer.ts); reads start at the tip, the newest change, which says where the head
+ * is and what it points at.
+ *
+ * This class is what every change and a decision use: the tip, the session item, a path, a
+ * version and the commit (which finishes a delete it finds abandoned). session-store.ts adds
+ * creating, listing and deleting sessions, the whole tree and the version history, which
+ * decide's routes never call, so its bundle carries none of them.
+ */
+export class DynamoDbSessionLog implements SessionLog {
+  private readonly writer: LogWriter;
+  protected readonly deleter: AbandonedDeletes;
+  /** The deleter, imported by the first delete (session-delete.ts: a chunk no other request reads). */
+  private deleterLoad: Promise<SessionDeleter> | undefined;
+
+  constructor(
+    protected readonly table: TableClient,
+    /** How many bytes of the log one part of a path read spans (paths.ts; tests make it small). */
+    private readonly pathSegmentBytes?: number,
+  ) {
+    this.deleter = {
+      isAbandoned: (tip) => isAbandonedDelete(tip, table.now()),
+      deleteSession: async (scope) => (await this.loadDeleter()).deleteSession(scope),
+    };
+    this.writer = new LogWriter(table, this.deleter, (scope, at) => this.moveActivity(scope, at));
+  }
+
+  private loadDeleter(): Promise<SessionDeleter> {
+    this.deleterLoad ??= import('../sessions/session-delete.js').then(
+      ({ SessionDeleter }) => new SessionDeleter(this.table, (scope) => this.readTip(scope, { withState: false })),
+      (error: unknown) => {
+        // Not kept: the next delete tries the import again.
+        this.deleterLoad = undefined;
+        throw error;
+      },
+    );
+    return this.deleterLoad;
+  }
+
+  // ---- the tip and the session item -------------------------------------------------------
+
+  async readTip(scope: SessionScope, options: { withState: boolean; recent?: RecentChanges }): Promise<Tip> {
+    const { Items } = await this.table.send(
+      new QueryCommand({
+        TableName: this.table.tableName,
+        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+        ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.logPrefix },
+        ...(options.withState ? {} : WITHOUT_STATE_PROJECTION),
+        ScanIndexForward: false,
+        // A page: no Limit, so DynamoDB stops at 1 MB of the log (and reads no further).
+        ...(options.recent === 'page' ? {} : { Limit: options.recent ? RECENT_CHANGES : 1 }),
+        ConsistentRead: true,
+      }),
+    );
+    const [top, ...older] = Items ?? [];
+    const entry = top ? readLogItem(top) : null;
+    // A large state is in pieces: one more round, of every piece at once.
+    const pieces = options.withState && top && entry && !isFence(entry) ? await piecesOf(this.table, scope, [top]) : undefined;
+    const tip = tipOf(entry, { withState: options.withState, ...(pieces ? { pieces } : {}) });
+    if (!options.recent || !entry || isFence(entry)) return tip;
+    // The newest changes read with the tip, kept for a path read at the head (readPath).
+    const recent = older.map(readLogItem).filter((read): read is LogEntry => read !== null && !isFence(read));
+    return { ...tip, log: { ...entry, recent } };
+  }
+
+  /**
+   * The tip, then the nodes it does not hold. Not side by side: the writer of each change puts
+   * the index and moves the pointers its predecessor left (node-index.ts, `departure`) before it
+   * claims its place, so once the tip is read, the index holds every change up to it. A node
+   * read beside the tip could miss a change that lands between the two reads: a node indexed
+   * then reads as absent, and a pointer moved then as older, which a write would take as its
+   * base and write over the state that is there. A node of the tip's newest change needs no read.
+   *
+   * `expectNew` (an append under the head, whose ids are its new messages) reads the nodes
+   * beside the tip, so an append stays one round: the head's pointer is the tip's, and an
+   * absent id is what the append expects. Only a node found off the head (a resent message,
+   * whose pointer the append reuses) is read again after the tip. What that leaves open: two
+   * appends of the same new ids at once, with two more changes landing between one's reads,
+   * could both make the node.
+   */
+  async readTipWithNodes(
+    scope: SessionScope,
+    nodeIds: readonly string[],
+    options: { withState: boolean; recent?: RecentChanges; expectNew?: boolean },
+  ): Promise<{ tip: Tip; nodes: Map<string, NodeRecord> }> {
+    const ids = [...new Set(nodeIds)];
+    const [tip, beside] = await Promise.all([
+      this.readTip(scope, options),
+      options.expectNew && ids.length > 0 ? this.readNodesOf(scope, ids, undefined) : undefined,
+    ]);
+    if (tip.kind === 'closing') return { tip, nodes: new Map() };
+    const nodes = new Map<string, NodeRecord>();
+    const recent = new Set<string>();
+    for (const node of tip.recentNodes) {
+      if (!ids.includes(node.id)) continue;
+      nodes.set(node.id, node);
+      recent.add(node.id);
+    }
+    const moved = entryOf(tip)?.versionNode;
+    let unread = ids.filter((id) => !recent.has(id));
+    // A batch beside the tip reads the first life; in another, every id is read again in the tip's.
+    if (beside && (ids.length === 1 || tip.incarnation === 0)) {
+      for (const [id, node] of beside) if (!recent.has(id) && node.incarnation === tip.incarnation) nodes.set(id, node.node);
+      // Found beside the tip: immutable but for its pointer, which the tip gives for the head and a node it moved.
+      unread = unread.filter((id) => nodes.has(id) && id !== tip.head && id !== moved);
+      for (const id of unread) nodes.delete(id);
+    }
+    if (unread.length > 0) {
+      for (const [id, node] of await this.readNodesOf(scope, unread, tip.incarnation)) {
+        if (node.incarnation === tip.incarnation) nodes.set(id, node.node);
+      }
+    }
+    // A write off the head moved its node's pointer in the tip only, so far.
+    if (moved && moved !== tip.head && ids.includes(moved)) {
+      const node = nodes.get(moved) ?? (moved === ROOT_NODE ? rootNode('') : undefined);
+      if (node) nodes.set(moved, { ...node, stateVersion: Math.max(node.stateVersion, tip.version) });
+    }
+    return { tip, nodes };
+  }
+
+  /**
+   * Nodes by id, each with the life it is of: one Query for one id (its newest keys, whatever
+   * life), one batch for several (of `incarnation`'s life, or the first when it is not known).
+   */
+  private async readNodesOf(
+    scope: SessionScope,
+    ids: readonly string[],
+    incarnation: number | undefined,
+  ): Promise<Map<string, { node: NodeRecord; incarnation: number }>> {
+    if (ids.length === 1) {
+      const found = await readNode(this.table, scope, ids[0] as string);
+      return new Map(found ? [[found.node.id, found]] : []);
+    }
+    const life = incarnation ?? 0;
+    const found = await readNodes(this.table, scope, ids, life);
+    return new Map([...found].map(([id, node]) => [id, { node, incarnation: life }]));
+  }
+
+  async getMeta(scope: SessionScope): Promise<SessionMeta | null> {
+    const { Item } = await this.table.send(
+      new GetCommand({ TableName: this.table.tableName, Key: sessionItem.key(scope), ConsistentRead: true }),
+    );
+    return Item ? sessionItem.decode(Item) : null;
+  }
+
+  // ---- the session item's activity ------------------------------------------------------------
+
+  /**
+   * Moves the session's `updatedAt` (and its place in the activity index) forward to `at`,
+   * never back, and never creates a session. The change hook calls it after versions, which
+   * are single PutItems, and the log's writer after other changes, at most once a minute per
+   * session. Best effort: the activity order may trail (API.md section 2), and failing here
+   * must not fail a write that already happened.
+   */
+  async moveActivity(scope: SessionScope, at: string): Promise<void> {
+    try {
+      await this.table.send(
+        new UpdateCommand({
+          TableName: this.table.tableName,
+          Key: sessionItem.key(scope),
+          UpdateExpression: 'SET updatedAt = :at, #activity = :activity',
+          ConditionExpression: `${conditions.itemExists} AND updatedAt < :at`,
+          ExpressionAttributeNames: { '#activity': tableKeys.sessionsIndex.sortKey },
+          ExpressionAttributeValues: { ':at': at, ':activity': keys.activity(at, scope.sessionId) },
+        }),
+      );
+    } catch (error) {
+      if (!isConditionFailure(error)) console.warn('agentstate: could not move session activity forward', error);
+    }
+  }
+
+  // ---- paths ------------------------------------------------------------------------------
+
+  readPath(scope: SessionScope, tip: Tip, target: NodeRecord, options: { last?: number } = {}): Promise<PathRead> {
+    const entry = entryOf(tip);
+    const known = entry ? [entry, ...((entry as LogEntry & { recent?: LogEntry[] }).recent ?? [])] : [];
+    return new PathReader(this.table, scope, tip.incarnation, known, this.pathSegmentBytes).read(target, options.last);
+  }
+
+  // ---- versions ---------------------------------------------------------------------------
+
+  async getVersion(scope: SessionScope, version: number, tip?: Tip): Promise<VersionRecord | null> {
+    if (version <= 0) return null;
+    if (tip?.latest?.version === version) return tip.latest;
+    // Without a tip, the first life is the likely one; a session deleted and made again has another.
+    const incarnation = tip?.incarnation ?? 0;
+    const found = await this.versionIn(scope, incarnation, version);
+    if (found || tip) return found;
+    const current = await this.readTip(scope, { withState: false });
+    return current.incarnation === incarnation ? null : this.versionIn(scope, current.incarnation, version);
+  }
+
+  /** Version `version` of one life, as a record. */
+  private async versionIn(scope: SessionScope, incarnation: number, version: number): Promise<VersionRecord | null> {
+    const item = await this.versionItemIn(scope, incarnation, version);
+    return item ? this.versionRecord(scope, item) : null;
+  }
+
+  /** The log item of version `version` of one life: the last change after version - 1, when it is that version. */
+  protected async versionItemIn(scope: SessionScope, incarnation: number, version: number): Promise<Item | null> {
+    const { Items } = await this.table.send(
+      new QueryCommand({
+        TableName: this.table.tableName,
+        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+        ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.basePrefix(incarnation, version - 1) },
+        ScanIndexForward: false,
+        Limit: 1,
+        ConsistentRead: true,
+      }),
+    );
+    const item = Items?.[0];
+    if (!item || item[KIND_ATTRIBUTE] !== LOG_ITEM_KIND.version || Number(item.version) !== version) return null;
+    return item;
+  }
+
+  protected async versionRecord(scope: SessionScope, item: Item, pieces?: ReadonlyMap<string, Item>): Promise<VersionRecord> {
+    const entry = readLogItem(item) as LogEntry;
+    return versionOf(entry, pieces ?? (await piecesOf(this.table, scope, [item])));
+  }
+
+  // ---- the one way anything about versions, the head or the lease changes --------------------
+
+  commit(scope: SessionScope, change: TipChange): Promise<Tip> {
+    return this.writer.commit(scope, change);
+  }
+}

@@ -1,0 +1,162 @@
+import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { AgentStateError } from '../../core/kernel/errors.js';
+import type { SessionScope, Tip } from '../../core/model/model.js';
+import { type FenceEntry, isFence, type LogEntry } from '../log/log-items.js';
+import { nextSlot } from '../log/session-writes.js';
+import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
+import * as keys from '../table/keys.js';
+import { type LogPosition, logPositionOf } from '../table/keys.js';
+import { queryAll } from '../table/paging.js';
+import { tableKeys } from '../table/table.js';
+import { batchDelete, batchPut, type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
+import * as sessionItem from './session-item.js';
+
+/** How many times a delete tries to close a session that keeps being written. */
+const CLOSE_ATTEMPTS = 20;
+/**
+ * How long a deleted session's tombstones stay: far longer than any write could have been in
+ * flight when the delete began, so that no such write can land. Then TTL removes them (free).
+ */
+const TOMBSTONE_TTL_SECONDS = 24 * 60 * 60;
+
+/**
+ * Deleting a session (API.md section 2: afterwards it reads as unknown, and stays so; nothing
+ * written before the 204 is ever readable again).
+ *
+ * A write reads the tip and claims the log's next place with a conditional put. The delete
+ * first closes the session: its fence takes the next place under the same condition, so every
+ * write based on an earlier tip fails its own. Then it erases the session: every change of the
+ * log becomes a tombstone (no content, removed by TTL a day later), every other item — the
+ * session, the node index, runs, decision records — is deleted. Last, the fence says the
+ * delete is done, and the session's next life begins above it: versions restart at 1 under
+ * `V#<life + 1>#…`, where nothing of the old life is.
+ *
+ *   writer reads tip V#0#41#1 ──┐   delete puts fence V#0#41#2 ✓, tombstones V#0#…, deletes N#, S, …
+ *   writer puts V#0#41#2 ✗ ─────┘   re-reads: closing → retries → closed → V#1#0#1, version 1
+ *
+ * The tombstones are what make the gap of the old design (a write that read the tip before
+ * the delete and puts only after it) impossible: every place such a write could claim is
+ * taken, by a tombstone or the fence, so its put fails and it retries in the new life, or
+ * answers as a write to the session that is deleted. Its index puts, made before its claim,
+ * land under the old life's keys, where no reader looks.
+ *
+ * Only a delete needs this module (a `DELETE`, or a write that finds a delete abandoned,
+ * session-writes.ts `isAbandonedDelete`): session-store.ts imports it on first use, so it is a
+ * chunk that no other cold start reads.
+ */
+export class SessionDeleter {
+  constructor(
+    private readonly table: TableClient,
+    private readonly readTip: (scope: SessionScope) => Promise<Tip>,
+  ) {}
+
+  /** Erases every item of the session; false when it had none. */
+  async deleteSession(scope: SessionScope): Promise<boolean> {
+    const [tip, meta] = await Promise.all([
+      this.readTip(scope),
+      this.table.send(new GetCommand({ TableName: this.table.tableName, Key: sessionItem.key(scope), ConsistentRead: true })),
+    ]);
+    if (tip.kind === 'empty' && !meta.Item) return false;
+    const fence = await this.close(scope, tip);
+    await this.erase(scope, fence);
+    await this.table.send(
+      new UpdateCommand({
+        TableName: this.table.tableName,
+        Key: { pk: keys.session(scope), sk: keys.logEntry(fence) },
+        // The fence itself stays, with no TTL: it says which life comes next. Were it to expire,
+        // the session would start over at life 0, where a write that was in flight during the
+        // delete may have put its node index (under life 0's keys, after the erase read them).
+        UpdateExpression: 'SET fence = :closed',
+        ExpressionAttributeValues: { ':closed': 'closed' },
+      }),
+    );
+    return true;
+  }
+
+  /**
+   * Puts the delete's fence where the next change would go, with that change's condition; a
+   * write that wins the race first makes it read the tip again. A delete already closing the
+   * session (another one, or one that stopped halfway) is joined at its own fence.
+   */
+  private async close(scope: SessionScope, first: Tip): Promise<LogPosition> {
+    let tip = first;
+    for (let attempt = 1; ; attempt++) {
+      const closing = fenceOf(tip);
+      if (tip.kind === 'closing' && closing) return closing.position;
+      const { position, claim } = nextSlot(tip);
+      try {
+        await this.table.send(
+          new PutCommand({
+            TableName: this.table.tableName,
+            Item: fenceItem(scope, position, new Date(this.table.now()).toISOString(), 'closing'),
+            ...claim,
+          }),
+        );
+        return position;
+      } catch (error) {
+        // A write took the place first (or the SDK retried our own landed put: the next read
+        // sees our fence). Writes are short; a session written faster than it can be closed
+        // for this long is refused rather than deleted halfway.
+        if (!isConditionFailure(error) || attempt >= CLOSE_ATTEMPTS) {
+          throw isConditionFailure(error)
+            ? new AgentStateError('conflict', 'the session is changing too fast to delete; try again', { attempts: attempt })
+            : error;
+        }
+      }
+      tip = await this.readTip(scope);
+    }
+  }
+
+  /** Every change of the log up to the fence becomes a tombstone; every other item of the session goes. */
+  private async erase(scope: SessionScope, fence: LogPosition): Promise<void> {
+    const fenceKey = keys.logEntry(fence);
+    const createdAt = new Date(this.table.now()).toISOString();
+    const expiresAt = this.table.nowSeconds() + TOMBSTONE_TTL_SECONDS;
+    const tombstones: Item[] = [];
+    const gone: Item[] = [];
+    await queryAll(
+      (start) =>
+        this.table.send(
+          new QueryCommand({
+            TableName: this.table.tableName,
+            KeyConditionExpression: 'pk = :pk',
+            ExpressionAttributeValues: { ':pk': keys.session(scope) },
+            ProjectionExpression: 'pk, sk, #kind',
+            ExpressionAttributeNames: { '#kind': KIND_ATTRIBUTE },
+            ExclusiveStartKey: start,
+            ConsistentRead: true,
+          }),
+        ),
+      (item) => {
+        const sk = String(item.sk);
+        const position = logPositionOf(sk);
+        if (!position) {
+          gone.push({ pk: item.pk, sk });
+        } else if (sk !== fenceKey && item[KIND_ATTRIBUTE] !== LOG_ITEM_KIND.tombstone) {
+          tombstones.push({ ...fenceItem(scope, position, createdAt), [tableKeys.timeToLive]: expiresAt });
+        }
+      },
+    );
+    await batchPut(this.table, tombstones);
+    await batchDelete(this.table, gone);
+  }
+}
+
+// ---- fences and tombstones: written by a delete alone (log-items.ts reads them back) ----------------
+
+/** The fence of a closing tip. */
+function fenceOf(tip: Tip): FenceEntry | null {
+  const entry = tip.log as LogEntry | FenceEntry | undefined;
+  return entry && isFence(entry) ? entry : null;
+}
+
+/** A delete's fence at `position` (closing: its delete is erasing), or a tombstone over an erased change. */
+export function fenceItem(scope: SessionScope, position: LogPosition, createdAt: string, fence?: 'closing' | 'closed'): Item {
+  return {
+    pk: keys.session(scope),
+    sk: keys.logEntry(position),
+    [KIND_ATTRIBUTE]: LOG_ITEM_KIND.tombstone,
+    createdAt,
+    ...(fence ? { fence } : {}),
+  };
+}

@@ -1,0 +1,205 @@
+import { PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import type { Json } from '../../core/json/json.js';
+import { AgentStateError } from '../../core/kernel/errors.js';
+import { ROOT_NODE } from '../../core/kernel/ids.js';
+import type { ClosingTip, NodeRecord, Page, SessionMeta, SessionScope, Tip, VersionRecord } from '../../core/model/model.js';
+import { type SessionListOptions, type SessionStore, StaleTipError } from '../../core/model/ports.js';
+import { rootNode } from '../../core/model/tree.js';
+import { entryOf, type VersionPlace } from '../log/log-items.js';
+import { nodesOfLife } from '../log/node-index.js';
+import { DynamoDbSessionLog } from '../log/session-log.js';
+import { piecesOf, sweepPieces } from '../state/state-pieces.js';
+import * as versionItem from '../state/version-item.js';
+import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
+import * as keys from '../table/keys.js';
+import { logPositionOf } from '../table/keys.js';
+import { decodeCursor, invalidCursor, pageOf } from '../table/paging.js';
+import { tableKeys } from '../table/table.js';
+import { batchGet, conditions, forEachInRange, type Item, isConditionFailure, isOwnWrite } from '../table/table-client.js';
+import * as sessionItem from './session-item.js';
+
+/**
+ * The session log (session-log.ts) and what only the sessions, tree, state and commits groups
+ * ask of it: creating and listing sessions, the whole tree, the version history, the change
+ * hook's previous state and the sweep of unused pieces.
+ */
+export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionStore {
+  /** Deletes the session (session-delete.ts, a chunk of its own); false when there was none. */
+  deleteSession(scope: SessionScope): Promise<boolean> {
+    return this.deleter.deleteSession(scope);
+  }
+
+  /** Finishes the delete that closed `tip` when it was abandoned halfway (a commit that finds it). */
+  async settleClosing(scope: SessionScope, tip: ClosingTip): Promise<void> {
+    if (this.deleter.isAbandoned(tip)) await this.deleter.deleteSession(scope);
+  }
+
+  async createSession(scope: SessionScope, meta: SessionMeta): Promise<void> {
+    // A session made while a delete erases its id would be erased with it, and one made over
+    // the fence of a delete that stopped halfway would be erased by the write that finishes
+    // that delete. So wait for a delete in progress (the caller retries), and finish one that
+    // was abandoned, before putting the session item.
+    const tip = await this.readTip(scope, { withState: false });
+    if (tip.kind === 'closing') {
+      if (!this.deleter.isAbandoned(tip)) throw new StaleTipError('the session is being deleted');
+      await this.deleter.deleteSession(scope);
+    }
+    const writeId = crypto.randomUUID();
+    try {
+      await this.table.send(
+        new PutCommand({
+          TableName: this.table.tableName,
+          Item: { ...sessionItem.encode(scope, meta), writeId },
+          ConditionExpression: conditions.itemIsNew,
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+    } catch (error) {
+      // A retried put whose first attempt landed finds its own item: that is the session we made.
+      if (isConditionFailure(error) && isOwnWrite(error.Item, writeId)) return;
+      if (isConditionFailure(error)) {
+        throw new AgentStateError('session_exists', `session ${scope.sessionId} already exists`, {
+          sessionId: scope.sessionId,
+        });
+      }
+      throw error;
+    }
+  }
+
+  async listSessions(tenant: string, options: SessionListOptions): Promise<Page<SessionMeta>> {
+    const index = tableKeys.sessionsIndex;
+    const partition = keys.tenantSessions(tenant);
+    const list = JSON.stringify([this.table.tableName, index.name, partition]);
+    const start =
+      options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk', index.partitionKey, index.sortKey], list);
+    if (start && (start[index.partitionKey] !== partition || start.sk !== keys.sessionSort)) throw invalidCursor();
+    const { Items, LastEvaluatedKey } = await this.table.send(
+      new QueryCommand({
+        TableName: this.table.tableName,
+        IndexName: index.name,
+        KeyConditionExpression: `${index.partitionKey} = :tenant`,
+        // The index is ordered by activity, not by id, so a prefix can only filter: `Limit`
+        // counts the entries read before the filter, and a page may come back sparse.
+        ...(options.prefix === undefined
+          ? { ExpressionAttributeValues: { ':tenant': partition } }
+          : {
+              FilterExpression: 'begins_with(sessionId, :prefix)',
+              ExpressionAttributeValues: { ':tenant': partition, ':prefix': options.prefix },
+            }),
+        ScanIndexForward: false,
+        Limit: options.limit,
+        ExclusiveStartKey: start,
+      }),
+    );
+    return pageOf((Items ?? []).map(sessionItem.decode), LastEvaluatedKey, list);
+  }
+
+  // ---- nodes ------------------------------------------------------------------------------
+
+  async readTree(scope: SessionScope): Promise<{ tip: Tip; nodes: NodeRecord[] }> {
+    // The tip, then the index: read side by side, a node indexed or a pointer moved by a change
+    // that lands between the two reads would be missing (session-log.ts, `readTipWithNodes`).
+    const tip = await this.readTip(scope, { withState: false });
+    if (tip.kind === 'closing') return { tip, nodes: [] };
+    const items: Item[] = [];
+    await forEachInRange(this.table, { partition: keys.session(scope), prefix: keys.nodePrefix }, (item) => items.push(item));
+    const nodes = new Map(nodesOfLife(items, tip.incarnation).map((node) => [node.id, node]));
+    for (const node of tip.recentNodes) nodes.set(node.id, { ...node, preview: undefined });
+    const moved = entryOf(tip)?.versionNode;
+    if (moved && moved !== tip.head) {
+      const node = nodes.get(moved) ?? (moved === ROOT_NODE ? rootNode('') : undefined);
+      if (node) nodes.set(moved, { ...node, stateVersion: Math.max(node.stateVersion, tip.version) });
+    }
+    return { tip, nodes: [...nodes.values()] };
+  }
+
+  // ---- versions ---------------------------------------------------------------------------
+
+  async getLineage(scope: SessionScope, from: VersionRecord, limit: number): Promise<VersionRecord[]> {
+    const found: VersionRecord[] = [];
+    let last = from;
+    while (found.length < limit) {
+      const place = last.place as VersionPlace | undefined;
+      const wanted = (place?.lineage ?? []).slice(0, limit - found.length);
+      if (!place || wanted.length === 0) break;
+      const items = await batchGet(
+        this.table,
+        wanted.map(({ version, seq }) => ({
+          pk: keys.session(scope),
+          sk: keys.logEntry({ incarnation: place.incarnation, base: version - 1, seq }),
+        })),
+      );
+      const pieces = await piecesOf(this.table, scope, items);
+      const byVersion = new Map<number, VersionRecord>();
+      for (const item of items) {
+        if (item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.version) {
+          const record = await this.versionRecord(scope, item, pieces);
+          byVersion.set(record.version, record);
+        }
+      }
+      for (const { version } of wanted) {
+        const record = byVersion.get(version);
+        if (!record) throw new AgentStateError('internal', `version ${version} of a lineage is missing`);
+        found.push(record);
+        last = record;
+      }
+    }
+    return found;
+  }
+
+  /**
+   * Versions newest first: the log read backwards, its other changes left out. The first item
+   * is the tip, so the list is of the session's current life; it ends where an older life's
+   * changes begin. A page reads up to twice its limit of changes and ends at its last version.
+   */
+  async listVersions(scope: SessionScope, options: { limit: number; cursor?: string }): Promise<Page<VersionRecord>> {
+    // A cursor is sealed for this session's version list (store/table/paging.ts).
+    const list = JSON.stringify([this.table.tableName, keys.session(scope), 'versions']);
+    const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk'], list);
+    if (start && (start.pk !== keys.session(scope) || !logPositionOf(String(start.sk)))) throw invalidCursor();
+    const { Items, LastEvaluatedKey } = await this.table.send(
+      new QueryCommand({
+        TableName: this.table.tableName,
+        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+        ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.logPrefix },
+        ScanIndexForward: false,
+        Limit: Math.min(1000, options.limit * 2 + 8),
+        ExclusiveStartKey: start,
+        ConsistentRead: true,
+      }),
+    );
+    const items = Items ?? [];
+    const life = logPositionOf(String(start?.sk ?? items[0]?.sk ?? ''))?.incarnation;
+    const versions: Item[] = [];
+    let ended = false;
+    for (const item of items) {
+      if (logPositionOf(String(item.sk))?.incarnation !== life) {
+        ended = true;
+        break;
+      }
+      if (item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.version) versions.push(item);
+      if (versions.length === options.limit) break;
+    }
+    const pieces = await piecesOf(this.table, scope, versions);
+    const records = await Promise.all(versions.map((item) => this.versionRecord(scope, item, pieces)));
+    const lastRead = versions.at(-1);
+    const full = versions.length === options.limit && (items.at(-1) !== lastRead || LastEvaluatedKey !== undefined);
+    const next = ended ? undefined : full && lastRead ? { pk: lastRead.pk, sk: lastRead.sk } : LastEvaluatedKey;
+    return pageOf(records, next, list);
+  }
+
+  /**
+   * The state of one version alone, for the change hook's `prev`: one strongly consistent read
+   * (the previous version may have been written milliseconds before).
+   */
+  async getVersionState(scope: SessionScope, version: number, incarnation = 0): Promise<{ state: Json } | null> {
+    const item = await this.versionItemIn(scope, incarnation, version);
+    if (!item) return null;
+    return { state: versionItem.decodeState(item, await piecesOf(this.table, scope, [item])) };
+  }
+
+  /** Removes pieces of large states that no version names (see state-pieces.ts); how many. */
+  sweepPieces(scope: SessionScope): Promise<number> {
+    return sweepPieces(this.table, scope);
+  }
+}

@@ -1,0 +1,127 @@
+import type { SessionScope } from '../../core/model/model.js';
+
+/**
+ * Key shapes of the single table. Identifiers never contain `#` (API.md section 1), so `#`
+ * separates key parts unambiguously, and the tenant prefix in every partition key keeps
+ * tenants apart by construction.
+ *
+ *   pk                          sk               item
+ *   S#<tenant>#<session>        S                the session (also in the activity index)
+ *   S#<tenant>#<session>        V#<life>#<base>#<seq>   one change of the session's log (log-items.ts):
+ *                                                a version, an append, a head switch, a decision's
+ *                                                lease or its end, a delete's fence; <base> is the
+ *                                                latest version before it, <seq> counts the changes
+ *                                                since that version (version k is the last change
+ *                                                under V#<life>#<k-1>#)
+ *   S#<tenant>#<session>        N#<node>#<life>  a message node's index: where its message is
+ *   S#<tenant>#<session>        N#<node>#<life>#p  the version the node points at, when it moved
+ *   S#<tenant>#<session>        D#<decision>#<life>  a decision's outcome (replayed for its id)
+ *   S#<tenant>#<session>        R#<run>          a run document (commits; TTL after its last write)
+ *   P#<tenant>#<user>           P                a user's profile document, shared by their sessions
+ *   A#<tenant>                  A#<agent>        an agent of the registry
+ *   A#<tenant>                  G                the tenant's shared document (beside the agents, so
+ *                                                that a decision reads both in one Query)
+ *   I#<tenant>#<key>            I                an Idempotency-Key record
+ *   H#<tenant>                  H#<webhook>      a webhook (change events, webhook-store.ts)
+ *   X#<tenant>#<webhook>        D#<session>#<000000000042>  a dead letter: an event the
+ *                                                webhook did not take (TTL 14 days); a
+ *                                                document event's is D#<session>#<document>#<0…42>
+ *   C#<connection>              C                a WebSocket connection: its tenant and the
+ *                                                sessions it follows (TTL, live-store.ts)
+ *   W#<tenant>#<session>        C#<connection>   a connection following the session (TTL)
+ *   WM#<tenant>#<namespace>     C#<connection>   a connection following a memory namespace (TTL)
+ *   K#<sha256 of an API key>    K                an API key (see api-keys.ts)
+ *   M#<tenant>#<namespace path> K#<key>          a memory item (memory-store.ts; also in the
+ *                                                memory index, by `mu`)
+ *   MN#<tenant>                 <namespace path>/  a namespace that holds memory items
+ *   MH#<tenant>#<path>#<key>    <createdAt>#<000000000042>  a version a memory item replaced (TTL)
+ *   (index) T#<tenant>          <updatedAt>#<session>
+ *   (index) KEYS                <createdAt>#<keyId>   every API key, for the admin CLI
+ */
+// Each key shape is an export of its own, and this module is imported whole as a namespace
+// (`import * as keys from './keys.js'`, then `keys.session(scope)`): esbuild then bundles only
+// the shapes a function uses, which it cannot do for the entries of one object.
+export const session = (scope: SessionScope) => `S#${scope.tenant}#${scope.sessionId}`;
+export const sessionSort = 'S';
+/** A change of the log: in life `incarnation`, the `seq`-th after version `base`. */
+export const logEntry = (entry: LogPosition) =>
+  `V#${pad(entry.incarnation, INCARNATION_DIGITS)}#${pad(entry.base, BASE_DIGITS)}#${pad(entry.seq, SEQ_DIGITS)}`;
+export const logPrefix = 'V#';
+/** The changes after version `base` and before the next version (the last of them is version base + 1). */
+export const basePrefix = (incarnation: number, base: number) => `V#${pad(incarnation, INCARNATION_DIGITS)}#${pad(base, BASE_DIGITS)}#`;
+/** A node's index in one life of the session (the newest life sorts last among a node's keys). */
+export const nodeIndex = (nodeId: string, incarnation: number) => `N#${nodeId}#${pad(incarnation, INCARNATION_DIGITS)}`;
+/** The version a node points at, once it moved from the one its index says. */
+export const nodePointer = (nodeId: string, incarnation: number) => `N#${nodeId}#${pad(incarnation, INCARNATION_DIGITS)}#p`;
+/** Every key of one node, in every life. */
+export const nodeKeys = (nodeId: string) => `N#${nodeId}#`;
+export const nodePrefix = 'N#';
+export const decision = (decisionId: string, incarnation: number) => `D#${decisionId}#${pad(incarnation, INCARNATION_DIGITS)}`;
+export const decisionKeys = (decisionId: string) => `D#${decisionId}#`;
+export const run = (runId: string) => `R#${runId}`;
+export const profile = (tenant: string, userId: string) => `P#${tenant}#${userId}`;
+export const profileSort = 'P';
+export const shared = (tenant: string) => `A#${tenant}`;
+export const sharedSort = 'G';
+export const agents = (tenant: string) => `A#${tenant}`;
+export const agent = (agentId: string) => `A#${agentId}`;
+export const agentPrefix = 'A#';
+export const idempotency = (tenant: string, key: string) => `I#${tenant}#${key}`;
+export const idempotencySort = 'I';
+export const tenantSessions = (tenant: string) => `T#${tenant}`;
+export const webhooks = (tenant: string) => `H#${tenant}`;
+export const webhook = (webhookId: string) => `H#${webhookId}`;
+export const webhookPrefix = 'H#';
+export const deadLetters = (tenant: string, webhookId: string) => `X#${tenant}#${webhookId}`;
+// Session, then version: the order a replay delivers them in, and a redelivered event
+// lands on its own earlier dead letter instead of adding a second one.
+// A document event's (`document`: run#<run>, profile#<user>, shared) sorts after the thread's.
+export const deadLetter = (sessionId: string, version: number, document?: string) =>
+  `D#${sessionId}#${document === undefined ? '' : `${document}#`}${String(version).padStart(12, '0')}`;
+export const deadLetterPrefix = 'D#';
+export const connection = (connectionId: string) => `C#${connectionId}`;
+export const connectionSort = 'C';
+export const subscribers = (scope: SessionScope) => `W#${scope.tenant}#${scope.sessionId}`;
+export const subscriber = (connectionId: string) => `C#${connectionId}`;
+export const subscriberPrefix = 'C#';
+export const activity = (updatedAt: string, sessionId: string) => `${updatedAt}#${sessionId}`;
+// Memory (API.md section 10): a namespace's ids are joined by `/`, which no id contains.
+export const memoryNamespace = (tenant: string, namespace: readonly string[]) => `M#${tenant}#${namespace.join('/')}`;
+export const memoryKey = (key: string) => `K#${key}`;
+export const memoryKeyPrefix = 'K#';
+/** The memory index's sort key: newest first by `updatedAt`, the key breaking ties. */
+export const memoryRecency = (updatedAt: string, key: string) => `${updatedAt}#${key}`;
+export const memoryNamespaces = (tenant: string) => `MN#${tenant}`;
+/** Connections following a memory namespace and what lies under it (live-store.ts). */
+export const namespaceFollowers = (tenant: string, namespace: readonly string[]) => `WM#${tenant}#${namespace.join('/')}`;
+export const memoryHistory = (tenant: string, namespace: readonly string[], key: string) => `MH#${tenant}#${namespace.join('/')}#${key}`;
+export const memoryHistoryVersion = (createdAt: string, version: number) => `${createdAt}#${String(version).padStart(12, '0')}`;
+
+/** Where a change sits in a session's log (see `logEntry`). */
+export interface LogPosition {
+  readonly incarnation: number;
+  readonly base: number;
+  readonly seq: number;
+}
+
+const INCARNATION_DIGITS = 6;
+const BASE_DIGITS = 12;
+const SEQ_DIGITS = 8;
+
+function pad(value: number, digits: number): string {
+  return String(value).padStart(digits, '0');
+}
+
+const LOG_ENTRY = /^V#(\d+)#(\d+)#(\d+)$/;
+
+/** The position a `V#…` sort key names, or null when it is not one. */
+export function logPositionOf(sortKey: string): LogPosition | null {
+  const match = LOG_ENTRY.exec(sortKey);
+  return match ? { incarnation: Number(match[1]), base: Number(match[2]), seq: Number(match[3]) } : null;
+}
+
+/** The life a `N#<node>#<life>…` or `D#<decision>#<life>` sort key belongs to. */
+export function incarnationOf(sortKey: string): number {
+  const match = /#(\d+)(?:#p)?$/.exec(sortKey);
+  return match ? Number(match[1]) : -1;
+}

@@ -1,0 +1,139 @@
+import {
+  type AttributeDefinition,
+  CreateTableCommand,
+  type CreateTableCommandInput,
+  DescribeTableCommand,
+  type DynamoDBClient,
+  type GlobalSecondaryIndex,
+  ResourceInUseException,
+  ResourceNotFoundException,
+  UpdateTableCommand,
+  UpdateTimeToLiveCommand,
+} from '@aws-sdk/client-dynamodb';
+
+/**
+ * The one table definition. The CDK construct (lib/) and the local server both build their
+ * table from these names, so a local table is the deployed table, key for key.
+ */
+export const tableKeys = {
+  partitionKey: 'pk',
+  sortKey: 'sk',
+  /** Sessions of a tenant ordered by recent activity. */
+  sessionsIndex: { name: 'bySessionActivity', partitionKey: 'gsi1pk', sortKey: 'gsi1sk' },
+  /**
+   * Memory items of one namespace, most recently updated first (store/memory/memory-store.ts). Keyed
+   * by the namespace's own partition key, so only items with a `mu` attribute are in it, and
+   * it projects only what a search needs to decide on an item: the short top-level fields,
+   * the expiry and the value's size. The values themselves are fetched for the matches only.
+   */
+  memoryIndex: { name: 'byMemoryRecency', partitionKey: 'pk', sortKey: 'mu', projected: ['mf', 'mp', 'expiresAt', 'vs'] },
+  timeToLive: 'expiresAt',
+} as const;
+
+export const defaultTableName = 'agentstate';
+
+const { partitionKey, sortKey, sessionsIndex, memoryIndex } = tableKeys;
+
+/**
+ * The key attributes, as CreateTable and UpdateTable take them. A function, like the two
+ * below: a Lambda bundles this module for `tableKeys` and never creates a table.
+ */
+function attributeDefinitions(): AttributeDefinition[] {
+  return [
+    { AttributeName: partitionKey, AttributeType: 'S' },
+    { AttributeName: sortKey, AttributeType: 'S' },
+    { AttributeName: sessionsIndex.partitionKey, AttributeType: 'S' },
+    { AttributeName: sessionsIndex.sortKey, AttributeType: 'S' },
+    { AttributeName: memoryIndex.sortKey, AttributeType: 'S' },
+  ];
+}
+
+/** The table's global indexes, as CreateTable and UpdateTable take them. */
+function globalIndexes(): GlobalSecondaryIndex[] {
+  return [
+    {
+      IndexName: sessionsIndex.name,
+      KeySchema: [
+        { AttributeName: sessionsIndex.partitionKey, KeyType: 'HASH' },
+        { AttributeName: sessionsIndex.sortKey, KeyType: 'RANGE' },
+      ],
+      Projection: { ProjectionType: 'ALL' },
+    },
+    {
+      IndexName: memoryIndex.name,
+      KeySchema: [
+        { AttributeName: memoryIndex.partitionKey, KeyType: 'HASH' },
+        { AttributeName: memoryIndex.sortKey, KeyType: 'RANGE' },
+      ],
+      Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...memoryIndex.projected] },
+    },
+  ];
+}
+
+/** CreateTable input for DynamoDB Local and tests (on-demand, streams with both images). */
+function createTableInput(tableName: string): CreateTableCommandInput {
+  return {
+    TableName: tableName,
+    BillingMode: 'PAY_PER_REQUEST',
+    AttributeDefinitions: attributeDefinitions(),
+    KeySchema: [
+      { AttributeName: partitionKey, KeyType: 'HASH' },
+      { AttributeName: sortKey, KeyType: 'RANGE' },
+    ],
+    GlobalSecondaryIndexes: globalIndexes(),
+    StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_AND_OLD_IMAGES' },
+  };
+}
+
+/**
+ * Adds the indexes a table made by an older version lacks (a persistent local data folder):
+ * one at a time, as DynamoDB allows, each waited for until it is active.
+ */
+async function addMissingIndexes(
+  client: DynamoDBClient,
+  tableName: string,
+  existing: ReadonlyArray<{ IndexName?: string }>,
+): Promise<void> {
+  const have = new Set(existing.map((index) => index.IndexName));
+  for (const index of globalIndexes()) {
+    if (have.has(index.IndexName)) continue;
+    await client.send(
+      new UpdateTableCommand({
+        TableName: tableName,
+        AttributeDefinitions: attributeDefinitions(),
+        GlobalSecondaryIndexUpdates: [{ Create: index }],
+      }),
+    );
+    for (let attempt = 0; attempt < 600; attempt++) {
+      const { Table } = await client.send(new DescribeTableCommand({ TableName: tableName }));
+      const status = Table?.GlobalSecondaryIndexes?.find((candidate) => candidate.IndexName === index.IndexName)?.IndexStatus;
+      if (status === 'ACTIVE') break;
+      await new Promise((wake) => setTimeout(wake, 100));
+    }
+  }
+}
+
+/** Creates the table (and its TTL setting) unless it exists; returns whether it created it. */
+export async function ensureTable(client: DynamoDBClient, tableName: string): Promise<boolean> {
+  try {
+    const { Table } = await client.send(new DescribeTableCommand({ TableName: tableName }));
+    await addMissingIndexes(client, tableName, Table?.GlobalSecondaryIndexes ?? []);
+    return false;
+  } catch (error) {
+    if (!(error instanceof ResourceNotFoundException)) throw error;
+  }
+  try {
+    await client.send(new CreateTableCommand(createTableInput(tableName)));
+  } catch (error) {
+    // Another process created it between our describe and create: that is the goal anyway.
+    if (error instanceof ResourceInUseException) return false;
+    throw error;
+  }
+  await client.send(
+    new UpdateTimeToLiveCommand({
+      TableName: tableName,
+      TimeToLiveSpecification: { AttributeName: tableKeys.timeToLive, Enabled: true },
+    }),
+  );
+  return true;
+}
