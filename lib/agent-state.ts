@@ -31,7 +31,7 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import { type Route, routeGroups, routes } from '../functions/http/contract/routes.js';
+import { type Route, type RouteGroup, routeGroups, routes } from '../functions/http/contract/routes.js';
 import { corsPolicy, parseCorsOrigins } from '../functions/http/edge/cors.js';
 import { changeRecordFilters } from '../functions/store/events/stream-images.js';
 import { tableKeys } from '../functions/store/table/table.js';
@@ -187,13 +187,68 @@ export interface AgentStateProps {
    * @default false
    */
   readonly webSocketAccessLogs?: boolean;
+
+  /**
+   * How the two consumers of the table's stream (the change hook and the webhook hook) read
+   * it. Partial batch failures, bisecting a failing batch and the on-failure queue always hold:
+   * they are what "delivered or dead-lettered, never dropped" rests on.
+   * @default - batches of 100, 5 retries, records up to 6 hours old, the webhook hook 10 batches of a shard at once
+   */
+  readonly streamReading?: StreamReadingSettings;
+}
+
+/** How a consumer of the table's stream reads it (`AgentStateProps.streamReading`). */
+export interface StreamReadingSettings {
+  /**
+   * Records per invocation, 1 to 10,000.
+   * @default 100
+   */
+  readonly batchSize?: number;
+  /**
+   * Retries of a batch that keeps failing (each retry bisects it), 0 to 10,000; then its
+   * records go to the on-failure queue.
+   * @default 5
+   */
+  readonly retryAttempts?: number;
+  /**
+   * Records older than this (a consumer that fell far behind) go to the on-failure queue rather
+   * than hold up their shard; from 60 seconds to 7 days.
+   * @default Duration.hours(6)
+   */
+  readonly maxRecordAge?: Duration;
+  /**
+   * Batches of one shard the webhook hook takes at once, 1 to 10 (DynamoDB still splits them by
+   * partition key, so each session's events stay in order). The change hook always takes one.
+   * @default 10
+   */
+  readonly webhookParallelization?: number;
+}
+
+/** `streamReading` with its defaults, checked: a value out of range fails the synth, not the deploy. */
+function streamReadingOf(settings: StreamReadingSettings = {}): Required<StreamReadingSettings> {
+  const resolved = {
+    batchSize: settings.batchSize ?? 100,
+    retryAttempts: settings.retryAttempts ?? 5,
+    maxRecordAge: settings.maxRecordAge ?? Duration.hours(6),
+    webhookParallelization: settings.webhookParallelization ?? 10,
+  };
+  const within = (name: string, value: number, low: number, high: number) => {
+    if (!Number.isInteger(value) || value < low || value > high) {
+      throw new Error(`agentstate: streamReading.${name} must be a whole number from ${low} to ${high}, not ${value}`);
+    }
+  };
+  within('batchSize', resolved.batchSize, 1, 10_000);
+  within('retryAttempts', resolved.retryAttempts, 0, 10_000);
+  within('webhookParallelization', resolved.webhookParallelization, 1, 10);
+  within('maxRecordAge (seconds)', resolved.maxRecordAge.toSeconds(), 60, 7 * 24 * 3600);
+  return resolved;
 }
 
 /** The project's esbuild, which bundles every function (lib/bundling.ts). */
 const ESBUILD = join(projectRoot, 'node_modules', '.bin', 'esbuild');
 
 /** The route group that serves the inspector page (functions/http/handlers/inspector.ts). */
-const INSPECTOR_GROUP = 'inspector';
+const INSPECTOR_GROUP: RouteGroup = 'inspector';
 /** Where the page's files are inside that function: the bundle folder is /var/task. */
 const INSPECTOR_DIR_IN_LAMBDA = '/var/task/inspector';
 
@@ -211,7 +266,7 @@ function buildInspectorInto(outputDir: string): string[] {
 }
 
 /** The route group that serves `GET /v1/openapi.json` (functions/http/handlers/health.ts). */
-const CONTRACT_GROUP = 'health';
+const CONTRACT_GROUP: RouteGroup = 'health';
 /** Where that function reads the document: beside its bundle, not in it (140 KiB its `/health` never needs). */
 const OPENAPI_FILE_IN_LAMBDA = '/var/task/openapi.json';
 
@@ -249,7 +304,7 @@ export const FUNCTION_DEFAULTS = {
  *  client ──HTTPS──> HTTP API ($default stage: throttling, JSON access logs)
  *                      │  every route but GET /health: Lambda authorizer (API key → tenant)
  *                      ▼
- *          one function per route group (functions/http/<group>.ts)
+ *          one function per route group (functions/http/handlers/<group>.ts)
  *                      │  least-privilege actions per group (lib/permissions.ts)
  *                      ▼
  *          DynamoDB table (on-demand, PITR, stream NEW_AND_OLD_IMAGES, TTL)
@@ -280,7 +335,7 @@ export class AgentState extends Construct {
   /** The inspector page (docs/inspector.md): `${apiUrl}/`, served by the `inspector` route group. */
   readonly inspectorUrl: string;
   /** The function of each route group, by group name. */
-  readonly functions: Readonly<Record<string, NodejsFunction>>;
+  readonly functions: Readonly<Record<RouteGroup, NodejsFunction>>;
   /** The API key authorizer's function. */
   readonly authorizerFunction: NodejsFunction;
   /** The API access log group. */
@@ -294,7 +349,7 @@ export class AgentState extends Construct {
   /** The webhook hook: the table's stream → the webhook queue, on a mapping of its own. */
   readonly webhookHook: NodejsFunction;
   /**
-   * The webhook lanes (functions/core/webhooks/webhook-lanes.ts): an SQS FIFO queue, one message group
+   * The webhook lanes (functions/core/webhooks/lanes.ts): an SQS FIFO queue, one message group
    * per webhook and stream, so that a dead endpoint's deliveries wait in its own groups only.
    */
   readonly webhookQueue: sqs.Queue;
@@ -345,7 +400,7 @@ export class AgentState extends Construct {
     };
 
     const workers = props.allowedWorkerFunctionArns ?? [];
-    const functions: Record<string, NodejsFunction> = {};
+    const functions: Partial<Record<RouteGroup, NodejsFunction>> = {};
     for (const group of routeGroups) {
       // The hook for `decide`: a group that calls workers may invoke exactly the allowed ARNs,
       // and is told which they are, so it can refuse any other with a clear error.
@@ -376,7 +431,7 @@ export class AgentState extends Construct {
         reservedConcurrency: props.reservedConcurrency,
       });
     }
-    this.functions = functions;
+    this.functions = functions as Record<RouteGroup, NodejsFunction>;
     if (workers.length > 0 && !routeGroups.some((group) => workerCallingGroups.includes(group))) {
       Annotations.of(this).addWarningV2(
         'agentstate:workersWithoutDecide',
@@ -409,7 +464,7 @@ export class AgentState extends Construct {
     functions[INSPECTOR_GROUP]?.addEnvironment('AGENTSTATE_WEBSOCKET_URL', this.webSocketUrl);
     this.inspectorUrl = `${this.apiUrl}/`;
 
-    const changeEvents = this.createChangeHook();
+    const changeEvents = this.createChangeHook(streamReadingOf(props.streamReading));
     this.changeHook = changeEvents.fn;
     this.webhookHook = changeEvents.webhookFn;
     this.webhookQueue = changeEvents.webhookQueue;
@@ -542,7 +597,7 @@ export class AgentState extends Construct {
    * bounded number of times, and what still fails goes to the on-failure queue. Records older
    * than `maxRecordAge` (a hook fell far behind) go there too rather than block the shard.
    */
-  private createChangeHook() {
+  private createChangeHook(reading: Required<StreamReadingSettings>) {
     const bus = new events.EventBus(this, 'EventBus', {
       description: 'agentstate change events: source agentstate, detail-type state.changed',
     });
@@ -618,10 +673,10 @@ export class AgentState extends Construct {
         // From the oldest record still on the stream: a new or replaced mapping delivers
         // everything it can (at least once; receivers deduplicate by event id).
         startingPosition: lambda.StartingPosition.TRIM_HORIZON,
-        batchSize: 100,
+        batchSize: reading.batchSize,
         bisectBatchOnError: true,
-        retryAttempts: 5,
-        maxRecordAge: Duration.hours(6),
+        retryAttempts: reading.retryAttempts,
+        maxRecordAge: reading.maxRecordAge,
         reportBatchItemFailures: true,
         onFailure: new SqsDlq(queue),
         filters: changeRecordFilters.map((pattern) => lambda.FilterCriteria.filter(pattern)),
@@ -630,7 +685,7 @@ export class AgentState extends Construct {
     fn.addEventSource(mapping(1));
     // Up to 10 batches of a shard at once, split by partition key (one session's records stay
     // in order): queueing is quick, and a busy shard's sessions are queued side by side.
-    webhookFn.addEventSource(mapping(10));
+    webhookFn.addEventSource(mapping(reading.webhookParallelization));
     return { fn, webhookFn, queue, bus, webhookQueue, deliveryFailures, deliveryFn };
   }
 
@@ -892,10 +947,10 @@ export class AgentState extends Construct {
     });
 
     const integrations = new Map<string, HttpLambdaIntegration>();
-    const integrationOf = (group: string) => {
+    const integrationOf = (group: RouteGroup) => {
       let integration = integrations.get(group);
       if (!integration) {
-        const fn = this.functions[group] as NodejsFunction;
+        const fn = this.functions[group];
         integration = new HttpLambdaIntegration(`${pascal(group)}Integration`, fn, {
           payloadFormatVersion: PayloadFormatVersion.VERSION_2_0,
         });

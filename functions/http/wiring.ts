@@ -6,7 +6,7 @@ import type { MemoryService } from '../core/memory/memory-service.js';
 import type { IdempotencyStore } from '../core/model/ports.js';
 import type { SessionService } from '../core/sessions/session-service.js';
 import type { SessionTreeService } from '../core/sessions/session-tree-service.js';
-import type { WebhookService } from '../core/webhooks/webhooks.js';
+import type { WebhookService } from '../core/webhooks/registry.js';
 import { dynamoDbClient } from '../store/table/client.js';
 import { defaultTableName } from '../store/table/table.js';
 import { TableClient } from '../store/table/table-client.js';

@@ -5,7 +5,7 @@ import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { AgentStateError, toProblem } from '../core/kernel/errors.js';
 import { useSealingKey } from '../core/kernel/sealing.js';
-import type { WebhookLanes } from '../core/webhooks/webhook-lanes.js';
+import type { WebhookLanes } from '../core/webhooks/lanes.js';
 import type { RouteGroup } from '../http/contract/routes.js';
 import { parseCorsOrigins } from '../http/edge/cors.js';
 import type { HttpHandler } from '../http/edge/types.js';

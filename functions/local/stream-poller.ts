@@ -8,7 +8,7 @@ import {
   type _Record as StreamsRecord,
 } from '@aws-sdk/client-dynamodb-streams';
 import type { AttributeValue, DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
-import { matchesFilter } from '../store/events/stream-images.js';
+import { matchesStreamFilter } from '../store/events/stream-images.js';
 
 /**
  * What Lambda's event source mapping does for a DynamoDB stream, for the local server: it
@@ -247,7 +247,7 @@ export class StreamPoller {
     const filters = this.options.filters;
     let batch = records
       .map((record) => toLambdaRecord(record, this.options.streamArn))
-      .filter((record) => !filters || filters.some((pattern) => matchesFilter(pattern, record)));
+      .filter((record) => !filters || filters.some((pattern) => matchesStreamFilter(pattern, record)));
     for (let attempt = 0; batch.length > 0; attempt++) {
       let failedAt: number;
       try {

@@ -1,7 +1,7 @@
 import { schemaReader } from '../core/agents/agent-reader.js';
 import { ChangeFanout } from '../core/fanout/change-fanout.js';
+import { MemoryFanout } from '../core/fanout/memory-fanout.js';
 import { DEFAULT_HISTORY_DAYS, MemoryUpkeep } from '../core/memory/memory-changes.js';
-import { MemoryFanout } from '../core/memory/memory-events.js';
 import { DynamoDbLiveStore } from '../store/events/live-store.js';
 import { DynamoDbMemoryUpkeep } from '../store/memory/memory-upkeep-store.js';
 import { traced } from '../telemetry/telemetry.js';

@@ -1,20 +1,20 @@
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
-import { type QueuedDelivery, WebhookDeliverer } from '../core/webhooks/webhook-lanes.js';
-import type { WebhookRecord } from '../core/webhooks/webhooks.js';
+import { WebhookDeliverer } from '../core/webhooks/delivery.js';
+import type { QueuedDelivery, WebhookRecord } from '../core/webhooks/records.js';
 import { ensureSealingKey } from '../store/access/key-ring.js';
 import { DynamoDbWebhookStore } from '../store/events/webhook-store.js';
 import { dynamoDbClient } from '../store/table/client.js';
 import { defaultTableName } from '../store/table/table.js';
 import { TableClient } from '../store/table/table-client.js';
 import { instrumented } from '../telemetry/telemetry.js';
-import { webhookSender } from '../workers/webhook-delivery.js';
+import { webhookSender } from '../workers/webhook-sender.js';
 import { queuedDeliveryOf } from './webhook-queue.js';
 
 /**
  * The delivery hook: the webhook queue (an SQS FIFO queue, one message group per webhook and
  * stream; streams/webhook-queue.ts) → webhook endpoints. Its event source mapping hands it
  * one message at a time, so a delivery that waits out a dead endpoint holds no other lane's.
- * Each delivery follows the one rule of core/webhooks/webhook-lanes.ts (3 attempts with backoff, then
+ * Each delivery follows the one rule of core/webhooks/delivery.ts (3 attempts with backoff, then
  * a dead letter of the webhook; one attempt while on probation).
  *
  * It answers with partial batch failures: a delivery whose dead letter could not be recorded

@@ -1,7 +1,7 @@
 import { EventBridgeClient, PutEventsCommand, type PutEventsRequestEntry } from '@aws-sdk/client-eventbridge';
+import type { EventPublisher } from '../core/events/events.js';
 import { serializeWithin } from '../core/events/events.js';
-import type { EventPublisher } from '../core/fanout/change-fanout.js';
-import { type Sleep, sleep } from '../core/webhooks/webhooks.js';
+import { type Sleep, sleep } from '../core/webhooks/delivery.js';
 import { AWS_CALL_TIMEOUTS } from '../store/table/client.js';
 
 const EVENT_SOURCE = 'agentstate';

@@ -1,7 +1,7 @@
 import type { Context, DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
 import type { ChangeFanout, ChangeInput } from '../core/fanout/change-fanout.js';
+import type { MemoryFanout } from '../core/fanout/memory-fanout.js';
 import type { MemoryUpkeep, MemoryUpkeepInput } from '../core/memory/memory-changes.js';
-import type { MemoryFanout } from '../core/memory/memory-events.js';
 import { DynamoDbAgentStore } from '../store/agents/agent-store.js';
 import { recordedChangeOf } from '../store/events/stream-images.js';
 import { recordedMemoryChangeOf } from '../store/memory/memory-stream.js';

@@ -1,10 +1,12 @@
 import { schemaReader } from '../core/agents/agent-reader.js';
 import { ChangeFanout } from '../core/fanout/change-fanout.js';
-import { MemoryFanout } from '../core/memory/memory-events.js';
-import { WebhookDeliverer, WebhookLanes, type WebhookQueue } from '../core/webhooks/webhook-lanes.js';
+import { MemoryFanout } from '../core/fanout/memory-fanout.js';
+import { WebhookDeliverer } from '../core/webhooks/delivery.js';
+import { WebhookLanes } from '../core/webhooks/lanes.js';
+import type { WebhookQueue } from '../core/webhooks/records.js';
 import { ensureSealingKey } from '../store/access/key-ring.js';
 import { DynamoDbWebhookStore } from '../store/events/webhook-store.js';
-import { webhookSender } from '../workers/webhook-delivery.js';
+import { webhookSender } from '../workers/webhook-sender.js';
 import { instrumentedStreamHandler, type StreamConsumer, type StreamHandler, storesFromEnv, streamHandler } from './stream-batch.js';
 import { sqsClient, sqsWebhookQueue } from './webhook-queue.js';
 
@@ -12,7 +14,7 @@ import { sqsClient, sqsWebhookQueue } from './webhook-queue.js';
  * The webhook hook, the stream's webhook consumer: the table's stream → the webhook
  * deliveries of every state, document and memory event. It delivers nothing itself: it builds
  * each delivery (the event as the webhook may see it, cut to its agent's typed fields) and
- * queues it in its lane, one per webhook and stream (core/webhooks/webhook-lanes.ts; in AWS an SQS FIFO
+ * queues it in its lane, one per webhook and stream (core/webhooks/lanes.ts; in AWS an SQS FIFO
  * queue, webhook-queue.ts, which the delivery hook reads, delivery-hook.ts; under `npm start`
  * the local server's lanes).
  *
@@ -47,7 +49,7 @@ function webhookConsumer(env: NodeJS.ProcessEnv, queue: WebhookQueue | undefined
 }
 
 /**
- * The local server's webhook lanes (core/webhooks/webhook-lanes.ts): one in-memory queue per (webhook,
+ * The local server's webhook lanes (core/webhooks/lanes.ts): one in-memory queue per (webhook,
  * stream), delivered by the same rule as the AWS delivery function, so that a dead endpoint
  * holds only its own lanes.
  */

@@ -1,13 +1,12 @@
 import { createHash } from 'node:crypto';
 import { type MessageAttributeValue, SendMessageBatchCommand, type SendMessageBatchRequestEntry, SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSRecord } from 'aws-lambda';
-import type { QueuedDelivery, WebhookQueue } from '../core/webhooks/webhook-lanes.js';
-import type { DeadLetterEvent } from '../core/webhooks/webhooks.js';
+import type { DeadLetterEvent, QueuedDelivery, WebhookQueue } from '../core/webhooks/records.js';
 import { AWS_CALL_TIMEOUTS } from '../store/table/client.js';
 import { traced } from '../telemetry/telemetry.js';
 
 /**
- * The webhook lanes in AWS (core/webhooks/webhook-lanes.ts): an SQS FIFO queue with one message group
+ * The webhook lanes in AWS (core/webhooks/lanes.ts): an SQS FIFO queue with one message group
  * per lane, (webhook, stream). SQS hands out a group's next message only once the one before
  * it is done, and every group on its own, so a lane stays in order and a dead endpoint's
  * backlog waits in its own groups; the delivery function (delivery-hook.ts) takes one message

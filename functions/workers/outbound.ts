@@ -1,6 +1,6 @@
 /**
  * Everything agentstate needs to call out over HTTP safely, for both of its outbound calls:
- * worker calls (call-worker.ts) and webhook deliveries (webhook-delivery.ts). One copy of the
+ * worker calls (call-worker.ts) and webhook deliveries (webhook-sender.ts). One copy of the
  * address rules, the URL rules, the connection pools, the request itself and the signature, so
  * that a worker and a webhook can never be held to different SSRF rules.
  *

@@ -1,7 +1,7 @@
 import { type ChangeEvent, type EventMode, serializeWithin } from '../core/events/events.js';
 import type { LiveBroadcaster } from '../core/fanout/change-fanout.js';
 import type { LiveFollower, LiveStore } from '../core/fanout/live.js';
-import type { MemoryBroadcaster } from '../core/memory/memory-events.js';
+import type { MemoryBroadcaster } from '../core/fanout/memory-fanout.js';
 import type { ConnectionGateway } from './connections.js';
 
 /** API Gateway's WebSocket message limit is 128 KB; larger events go out without their states. */

@@ -3,7 +3,7 @@ import { Annotations, Match } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { routeGroups, routeKey, routes } from '../../functions/http/contract/routes.js';
+import { type RouteGroup, routeGroups, routeKey, routes } from '../../functions/http/contract/routes.js';
 import { corsPolicy } from '../../functions/http/edge/cors.js';
 import { tableKeys } from '../../functions/store/table/table.js';
 import type { AgentStateStack } from '../../lib/agent-state-stack.js';
@@ -186,7 +186,7 @@ describe('least privilege', () => {
     expect(reader.actionsOf(functionId, 'dynamodb')).toEqual(expected);
   });
 
-  it.each(['health', 'inspector'])('gives the %s function no DynamoDB access at all', (group) => {
+  it.each<RouteGroup>(['health', 'inspector'])('gives the %s function no DynamoDB access at all', (group) => {
     const functionId = logicalId(stack.agentState.functions[group] as IConstruct);
     expect(reader.actionsOf(functionId, 'dynamodb')).toEqual([]);
     // Its own log group, and X-Ray's trace upload (active tracing), nothing else.
@@ -393,7 +393,7 @@ describe('table', () => {
 
 describe('operations', () => {
   it.each([...routeGroups, 'authorizer'])('alarms on errors and throttles of the %s function', (name) => {
-    const fn = name === 'authorizer' ? stack.agentState.authorizerFunction : (stack.agentState.functions[name] as IConstruct);
+    const fn = name === 'authorizer' ? stack.agentState.authorizerFunction : stack.agentState.functions[name as RouteGroup];
     for (const metricName of ['Errors', 'Throttles']) {
       reader.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
         Namespace: 'AWS/Lambda',

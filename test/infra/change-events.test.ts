@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { type CfnElement, Stack } from 'aws-cdk-lib';
+import { type CfnElement, Duration, Stack } from 'aws-cdk-lib';
 import { Match } from 'aws-cdk-lib/assertions';
 import type { IConstruct } from 'constructs';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -48,6 +48,42 @@ describe('change hook on the table stream', () => {
       FunctionName: { Ref: logicalId(stack.agentState.webhookHook) },
       ParallelizationFactor: 10,
     });
+  });
+
+  it('takes the stream reading settings of its props, and keeps what delivery rests on whatever they say', () => {
+    // Prepare
+    const custom = synthesize({
+      streamReading: { batchSize: 25, retryAttempts: 2, maxRecordAge: Duration.minutes(30), webhookParallelization: 3 },
+    });
+    const customReader = new TemplateReader(custom.template);
+
+    // Act
+    const mappings = customReader
+      .ofType('AWS::Lambda::EventSourceMapping')
+      .map(([, mapping]) => mapping.Properties)
+      .filter((properties) => properties.StartingPosition === 'TRIM_HORIZON');
+
+    // Assess: both consumers read as told; bisection and partial failures stay on.
+    expect(mappings).toHaveLength(2);
+    for (const mapping of mappings) {
+      expect(mapping).toMatchObject({
+        BatchSize: 25,
+        MaximumRetryAttempts: 2,
+        MaximumRecordAgeInSeconds: 30 * 60,
+        BisectBatchOnFunctionError: true,
+        FunctionResponseTypes: ['ReportBatchItemFailures'],
+      });
+    }
+    expect(mappings.map((mapping) => mapping.ParallelizationFactor ?? 1).sort()).toEqual([1, 3]);
+  });
+
+  it.each([
+    [{ batchSize: 0 }, /batchSize must be a whole number from 1 to 10000, not 0/],
+    [{ retryAttempts: -1 }, /retryAttempts must be a whole number from 0 to 10000/],
+    [{ webhookParallelization: 11 }, /webhookParallelization must be a whole number from 1 to 10, not 11/],
+    [{ maxRecordAge: Duration.seconds(30) }, /maxRecordAge \(seconds\) must be a whole number from 60 to 604800, not 30/],
+  ])('refuses stream reading settings out of range: %o', (streamReading, message) => {
+    expect(() => synthesize({ streamReading })).toThrow(message);
   });
 
   it('filters on INSERTs of version items, document writes and memory items', () => {
@@ -115,9 +151,9 @@ describe('change hook on the table stream', () => {
   it('grants every DynamoDB action the event stores send (tripwire for new store calls)', () => {
     // Prepare: each store file and the functions that use it.
     const users: Record<string, readonly string[]> = {
-      'webhook-store.ts': [...routeGroupAccess.webhooks.table, ...webhookHookAccess.table, ...deliveryHookAccess.table],
-      'live-store.ts': [...webSocketAccess.table, ...liveHookAccess.table],
-      'stream-images.ts': [...liveHookAccess.table, ...webhookHookAccess.table],
+      'events/webhook-store.ts': [...routeGroupAccess.webhooks.table, ...webhookHookAccess.table, ...deliveryHookAccess.table],
+      'events/live-store.ts': [...webSocketAccess.table, ...liveHookAccess.table],
+      'events/stream-images.ts': [...liveHookAccess.table, ...webhookHookAccess.table],
     };
     const commandActions: Record<string, string> = {
       Get: 'dynamodb:GetItem',

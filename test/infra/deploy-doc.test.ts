@@ -76,7 +76,9 @@ describe('docs/deploy.md', () => {
   });
 
   it('names every detail-type the change hook puts on the bus', () => {
-    const core = readdirSync(new URL('../../functions/core/', import.meta.url)).filter((file) => file.endsWith('.ts'));
+    const core = readdirSync(new URL('../../functions/core/', import.meta.url), { recursive: true, encoding: 'utf8' }).filter((file) =>
+      file.endsWith('.ts'),
+    );
     const types = new Set(
       core.flatMap((file) => [...source(`functions/core/${file}`).matchAll(/'([a-z]+\.changed)'/g)].map((match) => match[1])),
     );

@@ -8,7 +8,9 @@ import { compile, npm, pack, root, run, typeErrorsOf, userTsconfig } from './sup
 /**
  * `@agentstate/langgraph` as a user gets it: packed by npm beside the client it depends on,
  * installed from the two tarballs into an empty project outside this repository together with
- * the LangGraph packages it is made for (the versions this repository tests, from npm's cache),
+ * the LangGraph packages it is made for (the versions this repository tests: from npm's cache
+ * when it holds them, else the registry, since `npm ci` caches tarballs but not the package
+ * documents an install by name needs),
  * then a LangGraph program of the user's type-checked against the package's declarations and run
  * against `npm start`: a graph that keeps its thread across two savers, and a store.
  */
@@ -85,7 +87,7 @@ beforeAll(async () => {
   mkdirSync(project);
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'user-project', private: true, type: 'module' }));
   const langchain = ['@langchain/core', '@langchain/langgraph'].map((name) => `${name}@${versionOf(name)}`);
-  await run(npm, ['install', '--offline', '--no-audit', '--no-fund', client, langgraph, ...langchain], {
+  await run(npm, ['install', '--prefer-offline', '--no-audit', '--no-fund', client, langgraph, ...langchain], {
     cwd: project,
     maxBuffer: 16 * 1024 * 1024,
   });

@@ -26,10 +26,10 @@ import type { Command, CommandScope, MergePolicy } from '../../functions/core/co
 import type { CommitResult, DocumentView } from '../../functions/core/commits/commit-service.js';
 import type { DecideResult, DecisionRequest } from '../../functions/core/decide/decide-service.js';
 import type { DocumentChangedEvent, StateChangedEvent } from '../../functions/core/events/events.js';
+import type { MemoryChangedEvent } from '../../functions/core/events/memory-changed.js';
 import type { JsonNumber } from '../../functions/core/json/json.js';
 import type { ErrorCode, Problem } from '../../functions/core/kernel/errors.js';
 import type { MemoryItem } from '../../functions/core/memory/memory.js';
-import type { MemoryChangedEvent } from '../../functions/core/memory/memory-events.js';
 import type { MemoryService } from '../../functions/core/memory/memory-service.js';
 import type { FieldDeclaration, FieldScope, FieldType } from '../../functions/core/model/fields.js';
 import type { VersionCause } from '../../functions/core/model/model.js';
@@ -42,7 +42,8 @@ import type {
   VersionView,
   WriteResult,
 } from '../../functions/core/sessions/session-service.js';
-import type { DeadLetterView, ReplayResult, WebhookView } from '../../functions/core/webhooks/webhooks.js';
+import type { DeadLetterView, WebhookView } from '../../functions/core/webhooks/records.js';
+import type { ReplayResult } from '../../functions/core/webhooks/registry.js';
 import type { ComponentName, components } from '../../functions/http/contract/schemas.js';
 import type { agentBody } from '../../functions/http/handlers/agents.js';
 import type { commitBody } from '../../functions/http/handlers/commits.js';

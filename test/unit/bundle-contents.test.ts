@@ -107,8 +107,8 @@ const usedOnlyBy: ReadonlyArray<{ module: string; groups: readonly RouteGroup[] 
   { module: 'functions/store/memory/memory-store.ts', groups: ['memory'] },
   { module: 'functions/core/memory/memory-service.ts', groups: ['memory'] },
   { module: 'functions/store/events/webhook-store.ts', groups: ['webhooks'] },
-  { module: 'functions/core/webhooks/webhooks.ts', groups: ['webhooks'] },
-  { module: 'functions/workers/webhook-delivery.ts', groups: ['webhooks'] },
+  { module: 'functions/core/webhooks/registry.ts', groups: ['webhooks'] },
+  { module: 'functions/workers/webhook-sender.ts', groups: ['webhooks'] },
   // Outbound requests: workers (decide), webhooks, and the URL rules the registry checks.
   { module: 'functions/workers/outbound.ts', groups: ['agents', 'decide', 'webhooks'] },
   // The session log: what a change and a decision use (store/log/session-log.ts); the session
@@ -131,7 +131,7 @@ const usedOnlyBy: ReadonlyArray<{ module: string; groups: readonly RouteGroup[] 
 describe('each route group bundles only what its routes use', () => {
   const bundles = new Map<RouteGroup, Promise<string[]>>();
   const inputsOf = (group: RouteGroup) => {
-    if (!bundles.has(group)) bundles.set(group, bundledInputs(`functions/http/${group}.ts`));
+    if (!bundles.has(group)) bundles.set(group, bundledInputs(`functions/http/handlers/${group}.ts`));
     return bundles.get(group) as Promise<string[]>;
   };
 
@@ -182,7 +182,7 @@ const streamConsumers: ReadonlyArray<{ entry: string; own: readonly string[] }> 
       'functions/streams/webhook-queue.ts',
       'node_modules/@aws-sdk/client-sqs/',
       'functions/store/events/webhook-store.ts',
-      'functions/workers/webhook-delivery.ts',
+      'functions/workers/webhook-sender.ts',
       'functions/store/access/key-ring.ts',
       'node_modules/@aws-sdk/client-kms/',
     ],
@@ -314,7 +314,7 @@ describe('the decide group', () => {
   // A JSON object in a body (a decision's proposed state, a session's metadata) is checked by
   // request.ts's jsonObject, not by zod's record schema, which neither group needs.
   it.each(['decide', 'sessions'])('%s loads no zod record schema', async (group) => {
-    const { loadedCode } = await bundleOf(`functions/http/${group}.ts`);
+    const { loadedCode } = await bundleOf(`functions/http/handlers/${group}.ts`);
     expect(loadedCode).toContain('"$ZodObject"');
     expect(loadedCode).not.toContain('"$ZodRecord"');
   });
@@ -337,7 +337,7 @@ describe('what every group shares', () => {
       );
     return loaded.get(entry) as Promise<string>;
   };
-  const group = (name: RouteGroup) => `functions/http/${name}.ts`;
+  const group = (name: RouteGroup) => `functions/http/handlers/${name}.ts`;
 
   // What a route group's cold start must not load, each with a function that does load it
   // (so that the check cannot pass by not seeing it).

@@ -1,10 +1,11 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { ChangeEvent, RecordedVersion, StateChangedEvent } from '../../functions/core/events/events.js';
 import { ChangeFanout, type ChangeFanoutPorts, type ChangeInput } from '../../functions/core/fanout/change-fanout.js';
+import type { WebhookReads } from '../../functions/core/fanout/fanout.js';
 import type { Json } from '../../functions/core/json/json.js';
 import { useMetricSink } from '../../functions/core/kernel/metrics.js';
-import { WebhookDeliverer, type WebhookReads } from '../../functions/core/webhooks/webhook-lanes.js';
-import type { DeliveryResult, WebhookRecord, WebhookSender } from '../../functions/core/webhooks/webhooks.js';
+import { WebhookDeliverer } from '../../functions/core/webhooks/delivery.js';
+import type { DeliveryResult, WebhookRecord, WebhookSender } from '../../functions/core/webhooks/records.js';
 
 /** A recorded version of `sessionId` (tenant t1 unless said), keyed by a made-up sequence number. */
 function change(sessionId: string, version: number, prevVersion: number, state: Json, tenant = 't1'): ChangeInput {

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { AgentStateError, type ErrorCode, errorStatus, toProblem } from '../../functions/core/kernel/errors.js';
+import { AgentStateError, type ErrorCode, errorStatus, type ProblemFieldsByCode, toProblem } from '../../functions/core/kernel/errors.js';
 import { isValidId, newId, ROOT_NODE, requireId, requireNodeId } from '../../functions/core/kernel/ids.js';
 
 /* ------------------------------------------------------------------ helpers (local) */
@@ -322,14 +322,10 @@ describe('toProblem: RFC 9457 problem documents', () => {
   });
 
   it('does not let extras override the standard members', () => {
-    const error = new AgentStateError('not_found', 'no such thing', {
-      type: 'evil',
-      title: 'evil',
-      status: 200,
-      code: 'internal',
-      detail: 'evil',
-      hint: 'kept',
-    });
+    // The compiler refuses such members where an error is thrown (ProblemFieldsByCode); a
+    // problem built from data it never saw must hold all the same.
+    const hostile = { type: 'evil', title: 'evil', status: 200, code: 'internal', detail: 'evil', hint: 'kept' };
+    const error = new AgentStateError('not_found', 'no such thing', hostile as unknown as ProblemFieldsByCode['not_found']);
 
     expect(toProblem(error)).toEqual({
       type: 'https://agentstate.dev/problems/not-found',
@@ -380,7 +376,7 @@ describe('AgentStateError.match', () => {
   });
 
   it('narrows the type, so that code is readable after a match', () => {
-    const error: unknown = new AgentStateError('node_exists', 'x');
+    const error: unknown = new AgentStateError('node_exists', 'x', { nodeId: 'x' });
     if (!AgentStateError.match(error, 'node')) throw new Error('expected a match');
     expect(error.code).toBe('node_exists');
   });

@@ -46,7 +46,7 @@ const cases: Case[] = [
   // functions/store: the adapter under core, never the handlers or what runs them.
   { from: 'functions/store', imports: '../http/dependencies.js', crosses: true },
   { from: 'functions/store/log', imports: '../../http/contract/routes.js', form: 'type', crosses: true },
-  { from: 'functions/store', imports: '../workers/webhook-delivery.js', crosses: true },
+  { from: 'functions/store', imports: '../workers/webhook-sender.js', crosses: true },
   { from: 'functions/store', imports: '../streams/change-hook.js', crosses: true },
   { from: 'functions/store/log', imports: '../../core/model/model.js', form: 'type', crosses: false },
   { from: 'functions/store', imports: '@aws-sdk/client-dynamodb', crosses: false },

@@ -1,8 +1,8 @@
 import { marshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
-import { buildMemoryChangedEvent } from '../../functions/core/memory/memory-events.js';
-import { matchesFilter } from '../../functions/store/events/stream-images.js';
+import { buildMemoryChangedEvent } from '../../functions/core/events/memory-changed.js';
+import { matchesStreamFilter } from '../../functions/store/events/stream-images.js';
 import { memoryRecordFilters, recordedMemoryChangeOf } from '../../functions/store/memory/memory-stream.js';
 
 const live = {
@@ -32,7 +32,7 @@ describe('memory records of the stream', () => {
 
     const change = recordedMemoryChangeOf(removal);
 
-    expect(memoryRecordFilters.some((pattern) => matchesFilter(pattern, removal))).toBe(true);
+    expect(memoryRecordFilters.some((pattern) => matchesStreamFilter(pattern, removal))).toBe(true);
     expect(change).toMatchObject({ kind: 'removed', tenant: 't1', namespace: ['users', 'u1'], key: 'k' });
     expect(buildMemoryChangedEvent(change as never)).toBeNull();
   });
@@ -61,7 +61,9 @@ describe('memory records of the stream', () => {
     const session = record('INSERT', { NewImage: { pk: 'S#t1#s1', sk: 'S' } });
     const history = record('INSERT', { NewImage: { pk: 'MH#t1#users/u1#k', sk: 'x', value: '{}' } });
 
-    expect(memoryRecordFilters.some((pattern) => matchesFilter(pattern, session) || matchesFilter(pattern, history))).toBe(false);
+    expect(memoryRecordFilters.some((pattern) => matchesStreamFilter(pattern, session) || matchesStreamFilter(pattern, history))).toBe(
+      false,
+    );
     expect(recordedMemoryChangeOf(history)).toBeNull();
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { type JsonObject, parseJson } from '../../functions/core/json/json.js';
 import { namespaceRoots, readablePrefixes, withinRoots } from '../../functions/core/memory/memory.js';
-import { decideOnFields, indexedFields, matchesFilter, parseFilter } from '../../functions/core/memory/memory-filter.js';
+import { decideOnFields, indexedFields, matchesMemoryFilter, parseFilter } from '../../functions/core/memory/memory-filter.js';
 
 describe('comparisons over verbatim numbers', () => {
   const value = (text: string) => parseJson(text) as JsonObject;
@@ -18,7 +18,7 @@ describe('comparisons over verbatim numbers', () => {
     ['{"n": 123456789012345678901234567890}', '{"n": {"$lt": 123456789012345678901234567891}}', true],
     ['{"n": "10"}', '{"n": {"$gt": 9}}', false],
   ])('%s against %s: %s', (item, filter, expected) => {
-    expect(matchesFilter(parseFilter(parseJson(filter)), value(item))).toBe(expected);
+    expect(matchesMemoryFilter(parseFilter(parseJson(filter)), value(item))).toBe(expected);
   });
 
   it('indexes a verbatim number and decides on it without the value', () => {
@@ -55,7 +55,7 @@ describe('decideOnFields', () => {
     const { fields } = indexedFields(value);
 
     expect(Object.keys(fields)).toEqual(['__proto__', 'a']);
-    expect(matchesFilter(parseFilter(JSON.parse('{"__proto__": "x"}')), value)).toBe(true);
+    expect(matchesMemoryFilter(parseFilter(JSON.parse('{"__proto__": "x"}')), value)).toBe(true);
   });
 });
 

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentStateError } from '../../functions/core/kernel/errors.js';
 import { callWorker } from '../../functions/workers/call-worker.js';
 import { classifyAddress, isPublicAddress, publicOnlyLookup } from '../../functions/workers/outbound.js';
-import { postWebhook, validateWebhookUrl } from '../../functions/workers/webhook-delivery.js';
+import { postWebhook, validateWebhookUrl } from '../../functions/workers/webhook-sender.js';
 import { validateWorkerUrl } from '../../functions/workers/worker-registration.js';
 
 /* ------------------------------------------------------------------ address classification */

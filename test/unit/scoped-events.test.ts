@@ -8,7 +8,7 @@ import type { Json } from '../../functions/core/json/json.js';
 import { AgentStateError } from '../../functions/core/kernel/errors.js';
 import { type AgentFields, buildSchema, type Schema } from '../../functions/core/model/fields.js';
 import type { AgentRecord } from '../../functions/core/model/model.js';
-import { type WebhookRecord, webhookView } from '../../functions/core/webhooks/webhooks.js';
+import { type WebhookRecord, webhookView } from '../../functions/core/webhooks/records.js';
 import { recordedVersionOf } from '../../functions/store/events/stream-images.js';
 import { LOG_ITEM_KIND } from '../../functions/store/table/item-kinds.js';
 import { liveBroadcaster } from '../../functions/ws/broadcast.js';

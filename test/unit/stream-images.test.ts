@@ -3,7 +3,7 @@ import type { DynamoDBRecord } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
 import {
   changeRecordFilters,
-  matchesFilter,
+  matchesStreamFilter,
   recordedChangeOf,
   recordedDocumentOf,
   recordedVersionOf,
@@ -38,7 +38,7 @@ const versionImage = (overrides: Record<string, unknown> = {}) => ({
 const record = (eventName: string, images: { NewImage?: object; OldImage?: object }): DynamoDBRecord =>
   ({ eventName, eventSource: 'aws:dynamodb', dynamodb: { SequenceNumber: '100', ...images } }) as DynamoDBRecord;
 
-const passes = (r: DynamoDBRecord) => changeRecordFilters.some((pattern) => matchesFilter(pattern, r));
+const passes = (r: DynamoDBRecord) => changeRecordFilters.some((pattern) => matchesStreamFilter(pattern, r));
 
 describe('recordedVersionOf and the event filter', () => {
   it('reads a new version item (INSERT)', () => {
@@ -142,13 +142,13 @@ describe('item kinds', () => {
   });
 });
 
-describe('matchesFilter', () => {
+describe('matchesStreamFilter', () => {
   it('needs every key of the pattern, each leaf one of the listed values', () => {
     const pattern = { a: ['x', 'y'], b: { c: ['z'] } };
-    expect(matchesFilter(pattern, { a: 'y', b: { c: 'z', d: 1 }, e: 2 })).toBe(true);
-    expect(matchesFilter(pattern, { a: 'y', b: { c: 'q' } })).toBe(false);
-    expect(matchesFilter(pattern, { a: 'y' })).toBe(false);
-    expect(matchesFilter(pattern, { b: { c: 'z' } })).toBe(false);
+    expect(matchesStreamFilter(pattern, { a: 'y', b: { c: 'z', d: 1 }, e: 2 })).toBe(true);
+    expect(matchesStreamFilter(pattern, { a: 'y', b: { c: 'q' } })).toBe(false);
+    expect(matchesStreamFilter(pattern, { a: 'y' })).toBe(false);
+    expect(matchesStreamFilter(pattern, { b: { c: 'z' } })).toBe(false);
   });
 });
 

@@ -228,7 +228,7 @@ describe('retryOnStaleTip: repeat a write that lost a race', () => {
 
   it.each<[label: string, error: unknown]>([
     ['a plain Error', new Error('boom')],
-    ['an AgentStateError', new AgentStateError('node_not_found', 'no such node')],
+    ['an AgentStateError', new AgentStateError('node_not_found', 'no such node', { nodeId: 'n1' })],
     ['a NodeTakenError', new NodeTakenError('m1')],
     ['an Error merely named StaleTipError', Object.assign(new Error('x'), { name: 'StaleTipError' })],
     ['a thrown string', 'just a string'],

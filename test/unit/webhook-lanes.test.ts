@@ -1,9 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { laneOf, type QueuedDelivery, WebhookDeliverer, WebhookLanes } from '../../functions/core/webhooks/webhook-lanes.js';
-import type { DeadLetterEvent, DeliveryFailure, DeliveryResult, WebhookRecord } from '../../functions/core/webhooks/webhooks.js';
+import { WebhookDeliverer } from '../../functions/core/webhooks/delivery.js';
+import { WebhookLanes } from '../../functions/core/webhooks/lanes.js';
+import type { DeadLetterEvent, DeliveryFailure, DeliveryResult, WebhookRecord } from '../../functions/core/webhooks/records.js';
+import { laneOf, type QueuedDelivery } from '../../functions/core/webhooks/records.js';
 
 /**
- * The local server's webhook lanes (core/webhooks/webhook-lanes.ts), driven through the deliverer with a
+ * The local server's webhook lanes (core/webhooks/lanes.ts), driven through the deliverer with a
  * fake transport: each lane on its own, in order; what cannot be dead-lettered is tried again
  * first; a drain leaves nothing unaccounted for.
  */

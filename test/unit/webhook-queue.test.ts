@@ -1,7 +1,7 @@
 import { SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { mockClient } from 'aws-sdk-client-mock';
 import { describe, expect, it } from 'vitest';
-import { laneOf, type QueuedDelivery } from '../../functions/core/webhooks/webhook-lanes.js';
+import { laneOf, type QueuedDelivery } from '../../functions/core/webhooks/records.js';
 import { sqsWebhookQueue } from '../../functions/streams/webhook-queue.js';
 
 /**

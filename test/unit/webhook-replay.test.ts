@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { type DeadLetter, WebhookService, type WebhookStore } from '../../functions/core/webhooks/webhooks.js';
+import type { DeadLetter, WebhookStore } from '../../functions/core/webhooks/records.js';
+import { WebhookService } from '../../functions/core/webhooks/registry.js';
 
 /** A webhook with `count` dead letters, in memory: only what a replay touches. */
 function storeWithDeadLetters(count: number): { store: WebhookStore; letters: DeadLetter[] } {

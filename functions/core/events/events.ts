@@ -2,9 +2,9 @@ import { encodedSize, type Json, stringifyJson } from '../json/json.js';
 import type { PatchOperation } from '../json/json-patch.js';
 import { mergePatchBetween } from '../json/merge-patch.js';
 import { AgentStateError } from '../kernel/errors.js';
-import type { MemoryChangedEvent } from '../memory/memory-events.js';
 import { type Schema, viewOf } from '../model/fields.js';
 import type { DocumentKind, VersionRecord } from '../model/model.js';
+import type { MemoryChangedEvent } from './memory-changed.js';
 
 /**
  * Change events (API.md section 9): every recorded version produces one `state.changed`
@@ -142,7 +142,7 @@ export interface DocumentChangedEvent {
 /** Every event of a session the change hook sends. */
 export type ChangeEvent = StateChangedEvent | DocumentChangedEvent;
 
-/** Every event that goes out on a channel: a session's, or a memory item's (memory-events.ts). */
+/** Every event that goes out on a channel: a session's, or a memory item's (memory-changed.ts). */
 export type WireEvent = ChangeEvent | MemoryChangedEvent;
 
 /** A recorded version of a run, profile or shared document, as the change stream reports it. */
@@ -271,6 +271,16 @@ export function eventForAgent(event: StateChangedEvent, schema: Schema | null, a
  * entry and an SQS message (256 KB), a dead-letter item (400 KB), a webhook body.
  */
 export const EVENT_STATES_LIMIT_BYTES = 64 * 1024;
+
+/**
+ * The most a webhook body (and so its dead letter) may be: an event past it goes without its
+ * states, then without its agent config (`serializeWithin`). A dead letter item holds the body
+ * and a little more, inside DynamoDB's 400 KB.
+ */
+export const WEBHOOK_BODY_LIMIT_BYTES = 256 * 1024;
+
+/** Puts events on the event bus; resolves with the indexes of the entries that failed. */
+export type EventPublisher = (events: ReadonlyArray<{ tenant: string; event: WireEvent }>) => Promise<number[]>;
 
 /**
  * How a receiver asked for events: `full` carries `next` and `prev` when they fit; `patch`

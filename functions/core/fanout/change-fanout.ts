@@ -9,28 +9,13 @@ import {
   type RecordedChange,
   STATE_CHANGED,
   serializeWithin,
-  type WireEvent,
+  WEBHOOK_BODY_LIMIT_BYTES,
 } from '../events/events.js';
 import type { Json } from '../json/json.js';
 import type { Schema } from '../model/fields.js';
 import type { SessionScope } from '../model/model.js';
-import {
-  enqueueAll,
-  fanoutQueue,
-  laneOf,
-  type QueuedDelivery,
-  type WebhookDeliveryPorts,
-  type WebhookQueue,
-  type WebhookReads,
-} from '../webhooks/webhook-lanes.js';
-import { DEFAULT_DELIVERY_POLICY, type DeliveryPolicy, type Sleep, type WebhookRecord } from '../webhooks/webhooks.js';
-
-/**
- * The most a webhook body (and so its dead letter) may be: an event past it goes without its
- * states, then without its agent config (events.ts, `serializeWithin`). A dead letter item
- * holds the body and a little more, inside DynamoDB's 400 KB.
- */
-export const WEBHOOK_BODY_LIMIT_BYTES = 256 * 1024;
+import { laneOf, type QueuedDelivery, type WebhookQueue, type WebhookRecord } from '../webhooks/records.js';
+import { enqueueDeliveries, type FanoutOptions, publishEvents, StreamFanout, type WebhookDeliveryPorts } from './fanout.js';
 
 /**
  * The change hook's work for one batch of recorded versions (DynamoDB stream records, in
@@ -51,7 +36,7 @@ export const WEBHOOK_BODY_LIMIT_BYTES = 256 * 1024;
  *   session s2: v3 ─ v4           webhook A:            v3 → v4  (never waits for B)
  *
  * Webhook deliveries are only built here and handed to a queue of lanes, one lane per
- * (webhook, stream) (core/webhooks/webhook-lanes.ts): a dead endpoint's lanes wait, nothing else does.
+ * (webhook, stream) (core/webhooks/lanes.ts): a dead endpoint's lanes wait, nothing else does.
  * Without a queue (tests, one-off tools) they are delivered in the batch, by the same rule.
  *
  * Typed fields (API.md section 7): a webhook registered with an `agentId`, and a WebSocket
@@ -66,12 +51,11 @@ export const WEBHOOK_BODY_LIMIT_BYTES = 256 * 1024;
  * failures, so the stream retries from there (at least once; receivers deduplicate by id).
  */
 
-/** Reads the state of a version: one GetItem; null when that version no longer exists. */
-/** The state of a recorded version of a session (of its `incarnation`-th life; the first when absent). */
+/**
+ * The state of a recorded version of a session (of its `incarnation`-th life; the first when
+ * absent): one GetItem; null when that version no longer exists.
+ */
 export type VersionStateReader = (scope: SessionScope, version: number, incarnation?: number) => Promise<{ state: Json } | null>;
-
-/** Puts events on the event bus; resolves with the indexes of the entries that failed. */
-export type EventPublisher = (events: ReadonlyArray<{ tenant: string; event: WireEvent }>) => Promise<number[]>;
 
 /**
  * The session's events as an agent may see them (`null`: no agent, the whole events), in the
@@ -87,12 +71,18 @@ export type AgentEvents = (agentId: string | null) => Promise<readonly ChangeEve
  */
 export type LiveBroadcaster = (scope: SessionScope, events: readonly ChangeEvent[], eventsFor?: AgentEvents) => Promise<void>;
 
-/** The webhook ports (`webhooks`, `send`) are needed only by a consumer that delivers them (`WebhookDeliveryPorts`). */
+/**
+ * The webhook ports (`webhooks`, `send`) are needed only by a consumer that delivers them
+ * (`WebhookDeliveryPorts`, `deliversWebhooks`, default true). The deployment runs two consumers
+ * of the stream, each reading it on its own, so that live pushes never wait on webhooks (API.md
+ * section 9): the change hook (`deliversWebhooks: false`, with `broadcast`, `publish`,
+ * `moveActivity`) and the webhook hook (webhooks only). An endpoint that never answers then
+ * holds up webhook deliveries alone.
+ */
 export type ChangeFanoutPorts = ChangeFanoutOptions & WebhookDeliveryPorts;
 
-interface ChangeFanoutOptions {
+interface ChangeFanoutOptions extends FanoutOptions {
   readState: VersionStateReader;
-  publish?: EventPublisher;
   broadcast?: LiveBroadcaster;
   /**
    * The typed fields of a session's hierarchy, for webhooks and subscriptions with an
@@ -112,27 +102,6 @@ interface ChangeFanoutOptions {
    * decides itself how often it really sweeps. Best effort, like `moveActivity`.
    */
   sweepPieces?: (scope: SessionScope) => Promise<void>;
-  /*
-   * `deliversWebhooks` (WebhookDeliveryPorts): whether this consumer delivers webhooks (default
-   * true). The deployment runs two consumers of the stream, each reading it on its own, so that
-   * live pushes never wait on webhooks (API.md section 9): the change hook (`deliversWebhooks:
-   * false`, with `broadcast`, `publish`, `moveActivity`) and the webhook hook (webhooks only).
-   * An endpoint that never answers then holds up webhook deliveries alone.
-   */
-  /**
-   * The stream consumer that delivers here when there is no `queue`, as its dead letters name
-   * it (core/webhooks/webhook-lanes.ts `deliveredBy`). @default 'the change hook'
-   */
-  deliveredBy?: string;
-  /**
-   * Where deliveries go (core/webhooks/webhook-lanes.ts): the webhook consumer only builds them, and
-   * each (webhook, stream) lane delivers on its own. Absent: delivered here and waited for.
-   */
-  queue?: WebhookQueue;
-  sleep?: Sleep;
-  /** The clock of probations, deadlines and dead letters; the system clock by default. */
-  now?: () => Date;
-  log?: (message: string, detail: Record<string, unknown>) => void;
 }
 
 export interface ChangeInput {
@@ -141,19 +110,7 @@ export interface ChangeInput {
   change: RecordedChange;
 }
 
-export class ChangeFanout {
-  private readonly log: NonNullable<ChangeFanoutPorts['log']>;
-  /** Where this consumer's deliveries go, and the webhooks it reads; none for the live consumer. */
-  private readonly delivery: { webhooks: WebhookReads; queue: WebhookQueue } | undefined;
-
-  constructor(
-    private readonly ports: ChangeFanoutPorts,
-    policy: DeliveryPolicy = DEFAULT_DELIVERY_POLICY,
-  ) {
-    this.log = ports.log ?? ((message, detail) => console.warn(`agentstate: ${message}`, JSON.stringify(detail)));
-    this.delivery = fanoutQueue(ports, policy);
-  }
-
+export class ChangeFanout extends StreamFanout<ChangeFanoutPorts> {
   /**
    * Processes one batch. `deadline` (epoch ms on `now`) is when the invocation must be done: deliveries
    * not tried by then become dead letters. Resolves with the keys of the records to retry.
@@ -320,17 +277,7 @@ export class ChangeFanout {
     const built = (await Promise.all(sessions.map((session) => this.deliveriesOf(session, webhooksOf, schemaOf)))).flatMap(
       (deliveries, position) => deliveries.map((entry) => ({ ...entry, session: sessions[position] as StreamBatch })),
     );
-    if (built.length === 0) return;
-    const failed = await enqueueAll(
-      queue,
-      built.map((entry) => entry.delivery),
-      deadline,
-      this.log,
-    );
-    for (const position of failed) {
-      const entry = built[position];
-      entry?.session.fail(entry.index);
-    }
+    await enqueueDeliveries(queue, built, { deadline, log: this.log, refused: (entry) => entry.session.fail(entry.index) });
   }
 
   private async broadcast(session: StreamBatch, schemaOf: SchemaOf): Promise<void> {
@@ -393,22 +340,14 @@ export class ChangeFanout {
   }
 
   private async publish(sessions: readonly StreamBatch[]): Promise<void> {
-    if (!this.ports.publish) return;
     const entries = sessions.flatMap((session) =>
       session.events.map((event, index) => ({ session, index, tenant: session.tenant, event })),
     );
-    if (entries.length === 0) return;
-    let failed: number[];
-    try {
-      failed = await this.ports.publish(entries);
-    } catch (error) {
-      this.log('could not publish change events; the stream will retry', { error: String(error) });
-      failed = entries.map((_, index) => index);
-    }
-    for (const position of failed) {
-      const entry = entries[position];
-      entry?.session.fail(entry.index);
-    }
+    await publishEvents(this.ports.publish, entries, {
+      what: 'change events',
+      log: this.log,
+      refused: (entry) => entry.session.fail(entry.index),
+    });
   }
 }
 
@@ -427,7 +366,7 @@ class StreamBatch {
 
   /**
    * `thread`: the session of a thread stream; null for a document stream. `stream`: what
-   * names the stream within its tenant (its webhook lanes, core/webhooks/webhook-lanes.ts).
+   * names the stream within its tenant (its webhook lanes, core/webhooks/lanes.ts).
    */
   constructor(
     readonly tenant: string,

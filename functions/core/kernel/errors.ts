@@ -54,22 +54,114 @@ function titleOf(code: ErrorCode): string {
   return TITLES_IN_OTHER_WORDS[code] ?? `${words.charAt(0).toUpperCase()}${words.slice(1)}`;
 }
 
-/** Extra members of a problem document, e.g. `currentVersion` or `limitBytes`. */
-export type ProblemExtras = Record<string, unknown>;
+/** A typed field's problem, as `validation_failed` lists them. */
+export interface FieldProblem {
+  field: string;
+  problem: string;
+}
 
-export class AgentStateError extends Error {
-  readonly code: ErrorCode;
+/** The size of a write against its limit, as `413`s and the limits' `400`s name them. */
+interface SizeFields {
+  limitBytes?: number;
+  sizeBytes?: number;
+  /** The request field (a JSON path) whose value is over the limit. */
+  field?: string;
+}
+
+/** A limit counted in items rather than bytes: what is limited, the limit and the count. */
+interface CountFields {
+  limit?: number | string;
+  limitCount?: number;
+  count?: number;
+}
+
+/** No members beside the standard ones. */
+type NoFields = Record<never, never>;
+
+/**
+ * The members each problem carries beside `type`, `title`, `status`, `code` and `detail`, by
+ * code (API.md section 11): the one place that says what a client may find in a problem, checked
+ * by the compiler where each error is thrown.
+ */
+export interface ProblemFieldsByCode {
+  invalid_json: NoFields;
+  invalid_request: SizeFields &
+    CountFields & {
+      key?: string;
+      scope?: string;
+      maxNamespaces?: number;
+      maxDepth?: number;
+      /** A JSON Patch operation's index. */
+      operation?: number;
+      /** Each problem of a refused body, as its schema found them. */
+      errors?: ReadonlyArray<{ path: string; message: string }>;
+    };
+  invalid_id: { field?: string };
+  unauthorized: NoFields;
+  /** `agents`: what the key may act as (null: any agent). */
+  forbidden: { agents?: readonly string[] | null; namespace?: readonly string[] };
+  field_forbidden: { fields: readonly string[] };
+  not_found: { namespace?: readonly string[]; key?: string; webhookId?: string };
+  session_not_found: { sessionId: string };
+  node_not_found: { nodeId: string };
+  version_not_found: { version: number };
+  agent_not_found: { agentId: string };
+  session_exists: { sessionId: string };
+  node_exists: { nodeId: string; parentId?: string | null };
+  decision_in_progress: { sessionId: string };
+  exclusive_conflict: { key: string; scope: string };
+  conflict: {
+    attempts?: number;
+    scope?: string;
+    version?: number;
+    field?: string;
+    /** Stored fields that no longer fit their declared type. */
+    fields?: readonly FieldProblem[];
+    /** Sessions whose stored values would not fit a field's new type. */
+    sessions?: readonly string[];
+  };
+  patch_conflict: { operation: number; pointer?: string };
+  version_mismatch: { currentVersion: number };
+  state_too_large: SizeFields & CountFields & { scope?: string };
+  payload_too_large: SizeFields;
+  unsupported_media_type: NoFields;
+  validation_failed: { fields: readonly FieldProblem[] };
+  unknown_field: { fields: readonly string[] };
+  idempotency_key_reused: NoFields;
+  throttled: NoFields;
+  internal: NoFields;
+  /** A worker's answer refused by a rule: that rule's members, and its code as `fieldError`. */
+  worker_failed: Partial<UnionToIntersection<ProblemFieldsOf<Exclude<ErrorCode, 'worker_failed'>>>> & { fieldError?: ErrorCode };
+  unavailable: NoFields;
+  worker_timeout: NoFields;
+}
+
+type UnionToIntersection<U> = (U extends unknown ? (arg: U) => void : never) extends (arg: infer I) => void ? I : never;
+
+/** The members of a problem with `code` (one of several codes: what any of them carries). */
+export type ProblemFieldsOf<C extends ErrorCode> = C extends ErrorCode ? ProblemFieldsByCode[C] : never;
+
+/** A code whose problem has members that are always there. */
+type RequiredKeys<T> = { [K in keyof T]-?: undefined extends T[K] ? never : K }[keyof T];
+
+/** The arguments after `detail`: the members, required where the code has required members. */
+type ExtrasArguments<C extends ErrorCode> = [RequiredKeys<ProblemFieldsOf<C>>] extends [never]
+  ? [extras?: ProblemFieldsOf<C>, options?: { cause?: unknown }]
+  : [extras: ProblemFieldsOf<C>, options?: { cause?: unknown }];
+
+export class AgentStateError<C extends ErrorCode = ErrorCode> extends Error {
+  readonly code: C;
   readonly status: number;
-  readonly extras: ProblemExtras;
+  readonly extras: ProblemFieldsOf<C>;
   /** Whether `message` may be shown to the client; 5xx details never are. */
   readonly expose: boolean;
 
-  constructor(code: ErrorCode, detail: string, extras: ProblemExtras = {}, options?: { cause?: unknown }) {
+  constructor(code: C, detail: string, ...[extras, options]: ExtrasArguments<C>) {
     super(detail, options);
     this.name = 'AgentStateError';
     this.code = code;
     this.status = errorStatus[code];
-    this.extras = extras;
+    this.extras = extras ?? ({} as ProblemFieldsOf<C>);
     this.expose = this.status < 500 || code === 'worker_failed' || code === 'worker_timeout';
   }
 

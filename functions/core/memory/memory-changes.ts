@@ -1,3 +1,4 @@
+import { type Log, warnToConsole } from '../kernel/log.js';
 import type { MemoryItem, Namespace } from './memory.js';
 
 /**
@@ -56,7 +57,7 @@ export const DEFAULT_HISTORY_DAYS = 30;
 export class MemoryUpkeep {
   constructor(
     private readonly ports: MemoryUpkeepPorts,
-    private readonly options: { historySeconds: number; now?: () => number; log?: (message: string, detail: object) => void },
+    private readonly options: { historySeconds: number; now?: () => number; log?: Log },
   ) {}
 
   /**
@@ -131,7 +132,7 @@ export class MemoryUpkeep {
 
   private log(message: string, record: MemoryUpkeepInput, error: unknown): void {
     const detail = { tenant: record.change.tenant, namespace: record.change.namespace, key: record.change.key, error: String(error) };
-    (this.options.log ?? ((text, extra) => console.warn(`agentstate: ${text}`, JSON.stringify(extra))))(message, detail);
+    (this.options.log ?? warnToConsole)(message, detail);
   }
 }
 

@@ -78,7 +78,7 @@ function parseCondition(field: string, condition: Json): FieldTest['tests'] {
 }
 
 /** Whether a whole value matches the filter. */
-export function matchesFilter(filter: MemoryFilter, value: JsonObject): boolean {
+export function matchesMemoryFilter(filter: MemoryFilter, value: JsonObject): boolean {
   return filter.every(({ field, tests }) => {
     const present = Object.hasOwn(value, field);
     return tests.every((test) => holds(test.op, test.operand, present, present ? (value[field] as Json) : null));

@@ -15,7 +15,7 @@ import {
   readablePrefixes,
   withinRoots,
 } from './memory.js';
-import { decideOnFields, type MemoryFilter, matchesFilter, parseFilter } from './memory-filter.js';
+import { decideOnFields, type MemoryFilter, matchesMemoryFilter, parseFilter } from './memory-filter.js';
 
 /**
  * The memory routes' use cases (API.md section 10). Every call names the caller's `roots`
@@ -180,7 +180,7 @@ export class MemoryService {
       const byAddress = new Map(found.map((item) => [addressOf(item.namespace, item.key), item]));
       for (const candidate of pending) {
         const item = byAddress.get(addressOf(candidate.namespace, candidate.key));
-        if (item && matchesFilter(filter, item.value)) items.push(item);
+        if (item && matchesMemoryFilter(filter, item.value)) items.push(item);
       }
       pending = [];
     };

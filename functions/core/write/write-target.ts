@@ -2,7 +2,15 @@ import { encodedSize, type Json } from '../json/json.js';
 import { AgentStateError } from '../kernel/errors.js';
 import { ROOT_NODE } from '../kernel/ids.js';
 import { applyTypedWrite, type Caller, type Schema, viewOf } from '../model/fields.js';
-import { type NodeRecord, type SessionMeta, type SessionScope, STATE_LIMIT_BYTES, type Tip, type VersionRecord } from '../model/model.js';
+import {
+  type DocumentKind,
+  type NodeRecord,
+  type SessionMeta,
+  type SessionScope,
+  STATE_LIMIT_BYTES,
+  type Tip,
+  type VersionRecord,
+} from '../model/model.js';
 import type { SessionStore } from '../model/ports.js';
 import { pointerOf, rootNode, type VersionBase } from '../model/tree.js';
 
@@ -211,24 +219,27 @@ export function checkedWrite(
   target: Pick<WriteTarget, 'current' | 'schema'>,
   caller: Caller,
   next: (seen: Json) => Json,
-  scope?: string,
+  commitScope?: CommitScopeName,
 ): Json {
   const state = typedWrite(target, caller, next);
-  checkStateSize(state, scope);
+  checkStateSize(state, commitScope);
   return state;
 }
 
+/** The scope of a commit's command (API.md section 8), as a problem names it: the thread or a document. */
+type CommitScopeName = 'thread' | DocumentKind;
+
 /**
  * `413 state_too_large` for a state over the limit (the session state's, or `limitBytes` for a
- * commit's documents); `scope` names a commit's scope.
+ * commit's documents); `commitScope` names the scope of the commit that would write it.
  */
-export function checkStateSize(state: Json, scope?: string, limitBytes: number = STATE_LIMIT_BYTES): void {
+export function checkStateSize(state: Json, commitScope?: CommitScopeName, limitBytes: number = STATE_LIMIT_BYTES): void {
   const bytes = encodedSize(state);
   if (bytes <= limitBytes) return;
   throw new AgentStateError(
     'state_too_large',
-    `the ${scope === undefined ? '' : `${scope} `}state would be ${bytes} bytes of JSON; the limit is ${limitBytes}`,
-    { limitBytes, sizeBytes: bytes, ...(scope === undefined ? {} : { scope }) },
+    `the ${commitScope === undefined ? '' : `${commitScope} `}state would be ${bytes} bytes of JSON; the limit is ${limitBytes}`,
+    { limitBytes, sizeBytes: bytes, ...(commitScope === undefined ? {} : { scope: commitScope }) },
   );
 }
 

@@ -3,7 +3,7 @@ import {
   AgentStateError,
   type ErrorCode,
   type Problem as ProblemDocument,
-  type ProblemExtras,
+  type ProblemFieldsOf,
   toProblem,
 } from '../../core/kernel/errors.js';
 import type { ComponentName, components } from './schemas.js';
@@ -171,7 +171,7 @@ export const answerExamples: AnswerExamples = {
 };
 
 /** For each error code, what causes it and the members it adds (docs/api.md §9). */
-const problemCauses: Record<ErrorCode, { detail: string; extras?: ProblemExtras }> = {
+const problemCauses: { [C in ErrorCode]: { detail: string; extras?: ProblemFieldsOf<C> } } = {
   invalid_json: { detail: 'the body is not valid JSON: unexpected end of input at position 12' },
   invalid_request: { detail: 'limit must be an integer from 1 to 500', extras: { field: 'limit' } },
   invalid_id: {
@@ -191,7 +191,7 @@ const problemCauses: Record<ErrorCode, { detail: string; extras?: ProblemExtras 
   agent_not_found: { detail: 'agent planner does not exist', extras: { agentId: 'planner' } },
   session_exists: { detail: 'session s1 already exists', extras: { sessionId: 's1' } },
   node_exists: { detail: 'node a1 appears twice in one append', extras: { nodeId: 'a1' } },
-  decision_in_progress: { detail: 'another decision is running in session s1' },
+  decision_in_progress: { detail: 'another decision is running in session s1', extras: { sessionId: 's1' } },
   exclusive_conflict: {
     detail: 'thread:winner is exclusive and was set twice in one batch; nothing was written',
     extras: { key: 'winner', scope: 'thread' },

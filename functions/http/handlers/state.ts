@@ -25,17 +25,13 @@ async function write(input: RouteInput<{ sessions: SessionService }>, method: 'p
   const options = {
     ...(node === undefined ? {} : { node }),
     ...(expected === undefined ? {} : { ifMatch: expected }),
+    // The acting agent (checked for every route by the actingAgent middleware): the version's author.
     caller: input.caller,
   };
   if (method === 'patchState' && mediaType === JSON_PATCH) {
     return versionedJson(await input.deps.sessions.jsonPatchState(scope, parseJsonPatch(input.body), options));
   }
-  const result: WriteResult = await input.deps.sessions[method](scope, input.body, {
-    ...(node === undefined ? {} : { node }),
-    ...(expected === undefined ? {} : { ifMatch: expected }),
-    // The acting agent (checked for every route by the actingAgent middleware): the version's author.
-    caller: input.caller,
-  });
+  const result: WriteResult = await input.deps.sessions[method](scope, input.body, options);
   return versionedJson(result);
 }
 

@@ -2,7 +2,7 @@ import * as z from 'zod/mini';
 import { type ActingAgentWording, mayActAs, requireActingAgent } from '../../core/agents/acting-agent.js';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import { requireId } from '../../core/kernel/ids.js';
-import type { WebhookService } from '../../core/webhooks/webhooks.js';
+import type { WebhookService } from '../../core/webhooks/registry.js';
 import { createHttpHandler, type RouteInput } from '../api.js';
 import { idSchema } from '../edge/id-schema.js';
 import { bodyAsSent, pagination } from '../edge/request.js';

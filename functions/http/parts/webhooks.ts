@@ -1,6 +1,6 @@
-import { WebhookService } from '../../core/webhooks/webhooks.js';
+import { WebhookService } from '../../core/webhooks/registry.js';
 import { DynamoDbWebhookStore } from '../../store/events/webhook-store.js';
-import { validateWebhookUrl, webhookSender } from '../../workers/webhook-delivery.js';
+import { validateWebhookUrl, webhookSender } from '../../workers/webhook-sender.js';
 import type { Part } from '../wiring.js';
 
 /** In a Lambda, webhook URLs follow the AWS rules (public https only); locally http to loopback too. */

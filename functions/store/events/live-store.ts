@@ -10,8 +10,9 @@ import {
 import type { Namespace } from '../../core/memory/memory.js';
 import type { SessionScope } from '../../core/model/model.js';
 import * as keys from '../table/keys.js';
+import { forEachInRange } from '../table/paging.js';
 import { tableKeys } from '../table/table.js';
-import { conditionally, conditions, forEachInRange, type Item, type TableClient } from '../table/table-client.js';
+import { conditionally, conditions, type Item, type TableClient } from '../table/table-client.js';
 
 /**
  * WebSocket connections and what they follow (keys.ts), both with TTL:

@@ -35,7 +35,7 @@ import { logPositionOf } from '../table/keys.js';
  * Lambda event filter patterns (OR'ed) that let through exactly the records that record a
  * version (of a thread or of a document), so no other write to the table invokes the change
  * hook; memory items have patterns of their own (memory-stream.ts). lib/ puts them on the event source mapping; the local stream poller applies the same
- * patterns with `matchesFilter`.
+ * patterns with `matchesStreamFilter`.
  */
 export const changeRecordFilters: ReadonlyArray<Record<string, unknown>> = [
   { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.version] } } } },
@@ -48,11 +48,11 @@ export const changeRecordFilters: ReadonlyArray<Record<string, unknown>> = [
  * allowed strings, and every key of the pattern must be present in the record. (The subset of
  * Lambda's filter syntax that `changeRecordFilters` uses.)
  */
-export function matchesFilter(pattern: unknown, value: unknown): boolean {
+export function matchesStreamFilter(pattern: unknown, value: unknown): boolean {
   if (Array.isArray(pattern)) return pattern.some((allowed) => allowed === value);
   if (pattern === null || typeof pattern !== 'object') return false;
   if (value === null || typeof value !== 'object') return false;
-  return Object.entries(pattern).every(([key, inner]) => matchesFilter(inner, (value as Record<string, unknown>)[key]));
+  return Object.entries(pattern).every(([key, inner]) => matchesStreamFilter(inner, (value as Record<string, unknown>)[key]));
 }
 
 type LambdaImage = NonNullable<NonNullable<DynamoDBRecord['dynamodb']>['NewImage']>;

@@ -1,12 +1,12 @@
 import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { openSecret, sealSecret } from '../../core/kernel/sealing.js';
 import type { Page } from '../../core/model/model.js';
-import type { DeadLetter, DeadLetterEvent, DeliveryFailure, WebhookRecord, WebhookStore } from '../../core/webhooks/webhooks.js';
+import type { DeadLetter, DeadLetterEvent, DeliveryFailure, WebhookRecord, WebhookStore } from '../../core/webhooks/records.js';
 import { secretOwner } from '../table/item-codecs.js';
 import * as keys from '../table/keys.js';
-import { pageOf, prefixPageQuery } from '../table/paging.js';
+import { forEachInRange, pageOf, prefixPageQuery } from '../table/paging.js';
 import { tableKeys } from '../table/table.js';
-import { conditions, forEachInRange, type Item, type TableClient } from '../table/table-client.js';
+import { conditions, type Item, type TableClient } from '../table/table-client.js';
 
 /** Dead letters are kept as long as SQS keeps a message at most: two weeks to replay them. */
 const DEAD_LETTER_TTL_SECONDS = 14 * 24 * 60 * 60;

@@ -10,7 +10,12 @@ import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { type LogPosition, logPositionOf } from '../table/keys.js';
 import type { Item } from '../table/table-client.js';
-import type { Run } from './paths.js';
+
+/**
+ * A run of the log a path read spans (paths.ts): [fromBase, fromSeq, bytes of the log before
+ * it, toBase, toSeq, bytes of the log through it]. A change keeps the runs of its node's path.
+ */
+export type Run = readonly [number, number, number, number, number, number];
 
 /**
  * The changes of a session's log (keys.ts: `V#<life>#<base>#<seq>`). Every change — a version,

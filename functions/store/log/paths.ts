@@ -8,7 +8,7 @@ import type { LogPosition } from '../table/keys.js';
 import * as keys from '../table/keys.js';
 import { queryAll } from '../table/paging.js';
 import type { Item, TableClient } from '../table/table-client.js';
-import { type Chain, type LogEntry, type NodePlace, parseJsonText, unpackText } from './log-items.js';
+import { type Chain, type LogEntry, type NodePlace, parseJsonText, type Run, unpackText } from './log-items.js';
 
 /**
  * Paths through the message tree, read by ranges of the log rather than node by node.
@@ -29,9 +29,6 @@ import { type Chain, type LogEntry, type NodePlace, parseJsonText, unpackText } 
  * still spans more than a page. Ranges are bounded (`MAX_RUNS`): past that, the two closest
  * ranges merge into one that also holds what lies between them — correct, only read wider.
  */
-
-/** [fromBase, fromSeq, bytes of the log before it, toBase, toSeq, bytes of the log through it]. */
-export type Run = readonly [number, number, number, number, number, number];
 
 /** A path keeps at most this many ranges; past it, the closest two merge. */
 const MAX_RUNS = 16;

@@ -13,9 +13,9 @@ import * as versionItem from '../state/version-item.js';
 import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { logPositionOf } from '../table/keys.js';
-import { decodeCursor, invalidCursor, pageOf } from '../table/paging.js';
+import { decodeCursor, forEachInRange, invalidCursor, pageOf } from '../table/paging.js';
 import { tableKeys } from '../table/table.js';
-import { batchGet, conditions, forEachInRange, type Item, isConditionFailure, isOwnWrite } from '../table/table-client.js';
+import { batchGet, conditions, type Item, isConditionFailure, isOwnWrite } from '../table/table-client.js';
 import * as sessionItem from './session-item.js';
 
 /**

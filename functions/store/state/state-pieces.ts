@@ -1,7 +1,8 @@
 import { DeleteCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import type { SessionScope } from '../../core/model/model.js';
 import * as keys from '../table/keys.js';
-import { batchGet, batchPut, conditionally, forEachInRange, type Item, type TableClient } from '../table/table-client.js';
+import { forEachInRange } from '../table/paging.js';
+import { batchGet, batchPut, conditionally, type Item, type TableClient } from '../table/table-client.js';
 import { missingPieces, PIECE_PREFIX, type Piece } from './state-codec.js';
 import type { EncodedVersion } from './version-item.js';
 import * as versionItem from './version-item.js';

@@ -1,8 +1,8 @@
-import type { QueryCommandInput } from '@aws-sdk/lib-dynamodb';
+import { QueryCommand, type QueryCommandInput } from '@aws-sdk/lib-dynamodb';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import { openCursor, sealCursor } from '../../core/kernel/sealing.js';
 import type { Page } from '../../core/model/model.js';
-import type { Item } from './table-client.js';
+import type { Item, TableClient } from './table-client.js';
 
 /** One page of a Query: what came back and the key DynamoDB stopped at. */
 export type QueryPage = { Items?: Item[]; LastEvaluatedKey?: Item };
@@ -41,7 +41,7 @@ export interface PrefixRange {
 }
 
 /** The Query of every item of a range, in sort-key order, read consistently (`TableClient.forEachInRange`). */
-export function rangeQuery(range: PrefixRange): QueryCommandInput {
+function rangeQuery(range: PrefixRange): QueryCommandInput {
   return { ...inRange(range), ConsistentRead: true };
 }
 
@@ -90,4 +90,22 @@ export function decodeCursor(cursor: string, attributes: readonly string[], list
 
 export function invalidCursor(): AgentStateError {
   return new AgentStateError('invalid_request', 'cursor is not valid for this list', { field: 'cursor' });
+}
+
+/**
+ * Hands every item of one partition under a sort-key prefix to `each`, in sort-key order,
+ * read consistently and to the end: what a caller reads whole right before acting on it (a
+ * webhook or follower registered just before a write must get that write's event).
+ */
+export async function forEachInRange(
+  table: TableClient,
+  range: { partition: string; prefix: string },
+  each: (item: Item) => void,
+  projection: { ProjectionExpression?: string; ExpressionAttributeNames?: Record<string, string> } = {},
+): Promise<void> {
+  await queryAll(
+    (start) =>
+      table.send(new QueryCommand({ ...rangeQuery({ tableName: table.tableName, ...range }), ...projection, ExclusiveStartKey: start })),
+    each,
+  );
 }

@@ -4,13 +4,11 @@ import {
   BatchGetCommand,
   BatchWriteCommand,
   DynamoDBDocumentClient,
-  QueryCommand,
   TransactWriteCommand,
   type TransactWriteCommandInput,
 } from '@aws-sdk/lib-dynamodb';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import { StaleTipError } from '../../core/model/ports.js';
-import { queryAll, rangeQuery } from './paging.js';
 
 /** An item as the document client returns it. */
 export type Item = Record<string, unknown>;
@@ -87,24 +85,6 @@ export async function transact(table: TableClient, items: TaggedItem[]): Promise
     if (reasons.some((reason) => isOwnWrite(reason.Item, writeId))) return;
     throw translateCancellation(error, items);
   }
-}
-
-/**
- * Hands every item of one partition under a sort-key prefix to `each`, in sort-key order,
- * read consistently and to the end: what a caller reads whole right before acting on it (a
- * webhook or follower registered just before a write must get that write's event).
- */
-export async function forEachInRange(
-  table: TableClient,
-  range: { partition: string; prefix: string },
-  each: (item: Item) => void,
-  projection: { ProjectionExpression?: string; ExpressionAttributeNames?: Record<string, string> } = {},
-): Promise<void> {
-  await queryAll(
-    (start) =>
-      table.send(new QueryCommand({ ...rangeQuery({ tableName: table.tableName, ...range }), ...projection, ExclusiveStartKey: start })),
-    each,
-  );
 }
 
 /** The items that exist among `itemKeys`, read consistently, 100 a request, all in parallel. */

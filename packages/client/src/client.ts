@@ -144,13 +144,7 @@ export class AgentStateClient extends AgentStateApi {
   }
 
   /** A cell: a key with runtime params, e.g. `review/{id}/state`. The same as `key`. */
-  cell<Schema extends StandardSchemaV1, const Template extends string>(
-    template: Template,
-    schema: Schema,
-    defaultValue: Infer<Schema>,
-  ): KeyDef<Infer<Schema>, Template> {
-    return defineKey(template, schema, defaultValue);
-  }
+  readonly cell: AgentStateClient['key'] = this.key;
 
   /** A fold key: typed deltas applied by `reduce` and committed with retries: see `defineFold`. */
   fold<Schema extends StandardSchemaV1, Delta, const Template extends string>(

@@ -11,7 +11,7 @@
  * answer is read, only to free the socket: the status alone decides.
  */
 import { AgentStateError } from '../core/kernel/errors.js';
-import type { DeliveryResult, WebhookSender } from '../core/webhooks/webhooks.js';
+import type { DeliveryResult, WebhookSender } from '../core/webhooks/records.js';
 import {
   connectionPool,
   NonPublicHostError,

@@ -3,7 +3,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentStateError } from '../../functions/core/kernel/errors.js';
-import { postWebhook, validateWebhookUrl } from '../../functions/workers/webhook-delivery.js';
+import { postWebhook, validateWebhookUrl } from '../../functions/workers/webhook-sender.js';
 import { expectedSignature } from '../helpers/events.js';
 
 describe('validateWebhookUrl', () => {

@@ -1,0 +1,184 @@
+import { type Log, warnToConsole } from '../kernel/log.js';
+import { countMetric } from '../kernel/metrics.js';
+import type { QueuedDelivery, WebhookRecord, WebhookSender, WebhookStore } from './records.js';
+
+/**
+ * Where a webhook delivery is retried and where it becomes a dead letter, in one place: one
+ * body's bounded attempts with backoff (`deliverWithRetries`), and the deliverer that runs
+ * them lane by lane and keeps what still fails as a dead letter of its webhook.
+ */
+
+/**
+ * How hard a delivery is tried before it becomes a dead letter. The attempt timeout lives in
+ * the sender (5 s); with it, a dead endpoint costs at most ~3 × 5 s + 1.25 s per batch.
+ */
+export interface DeliveryPolicy {
+  attempts: number;
+  /** Waits before the 2nd, 3rd, … attempt (full jitter is applied to each). */
+  backoffMs: readonly number[];
+}
+
+export const DEFAULT_DELIVERY_POLICY: DeliveryPolicy = { attempts: 3, backoffMs: [250, 1000] };
+
+export type Sleep = (ms: number) => Promise<void>;
+export const sleep: Sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Delivers one body with up to `attempts` tries and backoff between them. Resolves with the
+ * last failure rather than throwing: the caller decides where a failure goes.
+ */
+async function deliverWithRetries(
+  send: WebhookSender,
+  webhook: Pick<WebhookRecord, 'url' | 'secret'>,
+  body: string,
+  eventIdValue: string,
+  options: {
+    attempts: number;
+    backoffMs: readonly number[];
+    sleep?: Sleep;
+    /** Epoch ms by which the last attempt must have started, on `now`'s clock. */
+    deadline?: number;
+    now?: () => Date;
+  },
+): Promise<{ ok: true; attempts: number } | { ok: false; attempts: number; error: string }> {
+  const wait = options.sleep ?? sleep;
+  const now = options.now ?? (() => new Date());
+  let error = 'not attempted';
+  for (let attempt = 1; attempt <= options.attempts; attempt++) {
+    if (attempt > 1) {
+      const base = options.backoffMs[Math.min(attempt - 2, options.backoffMs.length - 1)] ?? 0;
+      const delay = base / 2 + Math.random() * (base / 2);
+      // Out of time: what is left becomes a dead letter now rather than a timed-out batch.
+      if (options.deadline !== undefined && now().getTime() + delay >= options.deadline) return { ok: false, attempts: attempt - 1, error };
+      await wait(delay);
+    }
+    const result = await send(webhook, body, { eventId: eventIdValue, attempt });
+    if (result.ok) return { ok: true, attempts: attempt };
+    error = result.error;
+  }
+  return { ok: false, attempts: options.attempts, error };
+}
+
+export interface WebhookDelivererPorts {
+  send: WebhookSender;
+  /**
+   * The function that delivers (`the webhook hook`, `the delivery hook`): a dead letter of a
+   * delivery it had no time left to try names it, so that an operator knows whose timeout to raise.
+   */
+  deliveredBy: string;
+  webhooks: Pick<WebhookStore, 'recordDeadLetter'>;
+  sleep?: Sleep;
+  /** The clock of probations, deadlines and dead letters; the system clock by default. */
+  now?: () => Date;
+  log?: Log;
+}
+
+/** A webhook that dead-lettered recently gets one attempt per delivery until one succeeds. */
+const PROBATION_MS = 60_000;
+
+/**
+ * Delivers, with bounded attempts, and keeps what fails as a dead letter of its webhook (visible
+ * and replayable). A webhook whose delivery failed gets no further attempts in the same call:
+ * its later deliveries become dead letters in order, so a replay delivers them in order and a
+ * dead endpoint costs one timeout per call, not one per event. After a failure it is on
+ * probation (one attempt per delivery) for a minute.
+ */
+export class WebhookDeliverer {
+  /** Per process: webhooks that failed recently, until when (epoch ms). */
+  private readonly probation = new Map<string, number>();
+  private readonly now: () => Date;
+  private readonly log: Log;
+
+  constructor(
+    private readonly ports: WebhookDelivererPorts,
+    private readonly policy: DeliveryPolicy = DEFAULT_DELIVERY_POLICY,
+  ) {
+    this.now = ports.now ?? (() => new Date());
+    this.log = ports.log ?? warnToConsole;
+  }
+
+  /**
+   * Delivers each lane's deliveries in order, lanes in parallel. `deadline` (epoch ms on `now`)
+   * is when the caller must be done: deliveries not tried by then become dead letters. Resolves
+   * with the indexes to retry: a delivery whose dead letter could not be recorded, and every
+   * later one of its lane.
+   */
+  async deliver(deliveries: readonly QueuedDelivery[], options: { deadline?: number } = {}): Promise<{ failed: number[] }> {
+    const tripped = new Set<string>();
+    const failed: number[] = [];
+    await Promise.all(
+      lanesOf(deliveries).map(async (lane) => {
+        for (const [position, index] of lane.entries()) {
+          const ok = await this.deliverOne(deliveries[index] as QueuedDelivery, tripped, options.deadline);
+          if (!ok) {
+            failed.push(...lane.slice(position));
+            return;
+          }
+        }
+      }),
+    );
+    return { failed: failed.sort((a, b) => a - b) };
+  }
+
+  /** False when the delivery failed and its dead letter could not be recorded either. */
+  private async deliverOne(delivery: QueuedDelivery, tripped: Set<string>, deadline: number | undefined): Promise<boolean> {
+    const { tenant, webhook, event } = delivery;
+    let failure: { attempts: number; error: string };
+    if (tripped.has(webhook.id)) {
+      failure = { attempts: 0, error: 'not attempted: an earlier delivery to this webhook failed in the same batch' };
+    } else if (deadline !== undefined && this.now().getTime() >= deadline) {
+      failure = { attempts: 0, error: `not attempted: ${this.ports.deliveredBy} ran out of time` };
+    } else {
+      const onProbation = (this.probation.get(webhook.id) ?? 0) > this.now().getTime();
+      const result = await deliverWithRetries(this.ports.send, webhook, event.body, event.id, {
+        attempts: onProbation ? 1 : this.policy.attempts,
+        backoffMs: this.policy.backoffMs,
+        now: this.now,
+        ...(this.ports.sleep ? { sleep: this.ports.sleep } : {}),
+        ...(deadline !== undefined ? { deadline } : {}),
+      });
+      if (result.ok) {
+        this.probation.delete(webhook.id);
+        return true;
+      }
+      failure = result;
+      tripped.add(webhook.id);
+      this.probation.set(webhook.id, this.now().getTime() + PROBATION_MS);
+    }
+    try {
+      await this.ports.webhooks.recordDeadLetter(tenant, webhook.id, event, {
+        attempts: failure.attempts,
+        error: failure.error,
+        at: this.now().toISOString(),
+      });
+    } catch (error) {
+      // Without its dead letter the event would be lost to this webhook: it must be retried.
+      this.log('could not record a dead letter; the delivery will be retried', {
+        webhookId: webhook.id,
+        eventId: event.id,
+        error: String(error),
+      });
+      return false;
+    }
+    countMetric('WebhookDeadLetters');
+    this.log('webhook delivery dead-lettered', {
+      tenant,
+      webhookId: webhook.id,
+      eventId: event.id,
+      attempts: failure.attempts,
+      error: failure.error,
+    });
+    return true;
+  }
+}
+
+/** The indexes of each lane's deliveries, in order; lanes in order of their first delivery. */
+function lanesOf(deliveries: readonly QueuedDelivery[]): number[][] {
+  const lanes = new Map<string, number[]>();
+  for (const [index, delivery] of deliveries.entries()) {
+    const lane = lanes.get(delivery.lane);
+    if (lane) lane.push(index);
+    else lanes.set(delivery.lane, [index]);
+  }
+  return [...lanes.values()];
+}
