@@ -46,7 +46,9 @@ const finishDelete: TableAction = 'dynamodb:BatchWriteItem';
  * Least privilege, reviewable in one place: route group → the DynamoDB actions its handler
  * uses. test/deployed/least-privilege.test.ts proves the table both ways on the synthesized
  * stack: every bundle, driven through its paths with only its own role, is never refused a
- * call, and every grant here is used by one.
+ * call, and every grant here is used by one. And every end-to-end test (test/e2e) runs its
+ * server behind test/helpers/iam-gate.ts, which holds each DynamoDB call of every path the
+ * suite drives to the role of the function that made it: a refused call fails the file.
  *
  * Typed as a record over every `RouteGroup`, so adding a group to functions/http/contract/routes.ts
  * fails type checking until its access is declared here — on purpose: a new group's
@@ -65,14 +67,16 @@ const finishDelete: TableAction = 'dynamodb:BatchWriteItem';
  * |          | pieces), Query (tip, versions) | Update (pointers, touch), Transact (a first    |
  * |          |                                | write), idempotency                            |
  * | agents   | Get (agent, parents), Query    | Put (agent), idempotency                       |
- * |          | (list)                         |                                                |
+ * |          | (list; index: the sessions a   |                                                |
+ * |          | type change checks), BatchGet  |                                                |
+ * |          | (their states' pieces)         |                                                |
  * | decide   | Get (session, agent), BatchGet | Put (the lease and the commit: changes of the  |
  * |          | (nodes named by the trigger or | log), Update (failed attempt, pointers, touch),|
  * |          | the answer), Query (tip and    | BatchWrite (node index, decision record; a     |
  * |          | path, decision record, agents) | dead delete), Transact (a first write)         |
  * | commits  | Get (session, documents,       | Transact Put+Update+ConditionCheck (tip,       |
- * |          | versions), Query (tip, agents) | run/profile/shared documents), BatchWrite (a   |
- * |          |                                | dead delete), idempotency                      |
+ * |          | versions), BatchGet (a state's | run/profile/shared documents), BatchWrite (a   |
+ * |          | pieces), Query (tip, agents)   | dead delete), idempotency                      |
  * | webhooks | Get (webhook), Query (webhooks,| Put (webhook), Delete (webhook, a replayed     |
  * |          | dead letters)                  | dead letter), Update (a failed replay), idem.  |
  * | memory   | Get (item), BatchGet (search  | Update (put, delete: one UpdateItem each),     |
@@ -95,15 +99,18 @@ export const routeGroupAccess = {
     sessionsIndex: [],
   },
   agents: {
-    table: ['dynamodb:GetItem', 'dynamodb:Query', ...idempotency],
-    sessionsIndex: [],
+    // A type change that stored values may not fit reads the agent's sessions (found on the
+    // sessions index) and their states, a large one in pieces (BatchGet).
+    table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', ...idempotency],
+    sessionsIndex: ['dynamodb:Query'],
   },
   decide: {
     table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', finishDelete, ...idempotency],
     sessionsIndex: [],
   },
   commits: {
-    table: ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:ConditionCheckItem', finishDelete, ...idempotency],
+    // BatchGet: a state stored in pieces (over ~4 KiB compressed) is read piece by piece.
+    table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', 'dynamodb:ConditionCheckItem', finishDelete, ...idempotency],
     sessionsIndex: [],
   },
   webhooks: {

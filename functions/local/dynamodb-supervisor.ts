@@ -1,5 +1,6 @@
 import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { type DynamoDbLocal, localDynamoDbClient, startDynamoDbLocal } from './dynamodb-local.js';
+import { runAsServer } from './running-function.js';
 
 /**
  * The local server's DynamoDB Local, kept running: when java exits without being asked to (a
@@ -85,7 +86,8 @@ export async function superviseDynamoDbLocal(options: SuperviseOptions): Promise
     async isAnswering() {
       if (restarting) return false;
       try {
-        await probe.send(new ListTablesCommand({ Limit: 1 }), { abortSignal: AbortSignal.timeout(PROBE_TIMEOUT_MS) });
+        // The server's own look, though `/health` asks for it: no function's call (running-function.ts).
+        await runAsServer(() => probe.send(new ListTablesCommand({ Limit: 1 }), { abortSignal: AbortSignal.timeout(PROBE_TIMEOUT_MS) }));
         return true;
       } catch {
         return false;

@@ -5,6 +5,7 @@ import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context
 import { AgentStateError, type ErrorCode, toProblem } from '../core/kernel/errors.js';
 import { type Route, type RouteGroup, routeKey, routes } from '../http/contract/routes.js';
 import type { HttpHandler } from '../http/edge/types.js';
+import { runAs } from './running-function.js';
 
 /**
  * Local stand-in for API Gateway HTTP API (payload format 2.0) in front of the Lambda
@@ -227,7 +228,8 @@ async function serve(
       match,
       { requestId, now: new Date() },
     );
-    const result = await handlers[match.route.group](event, lambdaContext(match.route.group));
+    const { group } = match.route;
+    const result = await runAs(group, () => handlers[group](event, lambdaContext(group)));
     if (typeof result !== 'object' || result === null) throw new Error(`handler returned ${String(result)}`);
     writeResult(res, result, requestId);
   } catch (error) {

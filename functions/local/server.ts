@@ -6,6 +6,7 @@ import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { AgentStateError, toProblem } from '../core/kernel/errors.js';
 import { useSealingKey } from '../core/kernel/sealing.js';
 import type { WebhookLanes } from '../core/webhooks/lanes.js';
+import type { WebhookQueue } from '../core/webhooks/records.js';
 import type { RouteGroup } from '../http/contract/routes.js';
 import { parseCorsOrigins } from '../http/edge/cors.js';
 import type { HttpHandler } from '../http/edge/types.js';
@@ -20,6 +21,7 @@ import { type DynamoDbLocal, localDynamoDbClient } from './dynamodb-local.js';
 import { type SupervisedDynamoDb, superviseDynamoDbLocal } from './dynamodb-supervisor.js';
 import { createRequestListener } from './http-adapter.js';
 import { type LocalKeyFile, localKeyFile } from './key-file.js';
+import { runAs } from './running-function.js';
 import { StreamPoller } from './stream-poller.js';
 import { attachWebSocketApi, WEBSOCKET_PATH } from './ws-server.js';
 
@@ -146,6 +148,9 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
     const { webhookHook, webhookLanes } = await import('../streams/webhook-hook.js');
     // Webhook deliveries wait in lanes, one per (webhook, session): a dead endpoint holds only its own.
     lanes = webhookLanes();
+    const localLanes = lanes;
+    // What the lanes do is the delivery hook's work in AWS (running-function.ts).
+    const queue: WebhookQueue = { enqueue: (deliveries) => runAs('delivery-hook', () => localLanes.enqueue(deliveries)) };
 
     // Change events: the change hook posts to live clients through this server's WebSockets.
     useLocalConnectionGateway(webSocket.gateway);
@@ -161,14 +166,15 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
       // Two consumers, as in AWS: live pushes never wait on a webhook that does not answer.
       const readStream = (arn: string, startingPosition: 'LATEST' | 'TRIM_HORIZON') =>
         (['live', 'webhooks'] as const).map((consumer) => {
-          const hook = consumer === 'live' ? changeHook() : webhookHook(lanes ? { queue: lanes } : {});
+          const hook = consumer === 'live' ? changeHook() : webhookHook(queue ? { queue } : {});
+          const name = consumer === 'live' ? 'change-hook' : 'webhook-hook';
           return new StreamPoller({
             client,
             streamArn: arn,
             filters: changeRecordFilters,
             handler: (event) => {
               const deadline = Date.now() + timeoutMs;
-              return hook(event, { getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()) });
+              return runAs(name, () => hook(event, { getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()) }));
             },
             startingPosition,
             intervalMs: 100,
@@ -196,7 +202,8 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
     // Each concern its own wrapper: the access log sees every answer, CORS preflights included.
     const cors = withCors(createRequestListener(handlers), options.corsOrigins ?? parseCorsOrigins(process.env.AGENTSTATE_CORS_ORIGINS));
     listener = options.accessLog ? withAccessLog(cors, options.accessLog) : cors;
-    webSocket.serve(options.accessLog ? withWebSocketAccessLog(webSocketHandler, options.accessLog) : webSocketHandler);
+    const webSocketFunction: typeof webSocketHandler = (event) => runAs('websocket', () => webSocketHandler(event));
+    webSocket.serve(options.accessLog ? withWebSocketAccessLog(webSocketFunction, options.accessLog) : webSocketFunction);
 
     const running = supervised;
     // `/health` reports the store: 503 while DynamoDB Local is down or restarting.

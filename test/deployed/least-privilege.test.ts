@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { DeleteItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { routeGroups, routes } from '../../functions/http/contract/routes.js';
@@ -183,13 +184,25 @@ describe('each route group, through its paths, within its role', () => {
     );
   });
 
-  it('agents: register with a parent and typed fields, read, list', async () => {
+  it('agents: register with a parent and typed fields, read, list, and a type change checked against stored states', async () => {
     expectStatus(await call('PUT', '/v1/agents/lp-root', { config: { model: 'm' } }, { headers: { 'idempotency-key': 'lp-a-1' } }), 201);
     const fields = { topic: { type: 'string', description: 'what it is about', read: 'public', write: 'public' } };
     expectStatus(await call('PUT', '/v1/agents/lp-child', { parentId: 'lp-root', stateFields: fields }), 201);
     expectStatus(await call('PUT', '/v1/agents/lp-child', { parentId: 'lp-missing' }, { headers: { 'idempotency-key': 'lp-a-2' } }), 404);
     expectStatus(await call('GET', '/v1/agents/lp-child'), 200);
     expectStatus(await call('GET', '/v1/agents'), 200);
+
+    // A type change that stored values do not fit: the sessions of the agent are found on the
+    // sessions index and their states read (a large one in pieces): 409, then cleared.
+    const typed = { blob: { type: 'json', read: 'public', write: 'public' }, count: { type: 'number', read: 'public', write: 'public' } };
+    expectStatus(await call('PUT', '/v1/agents/lp-typed', { stateFields: typed }), 201);
+    expectStatus(await call('POST', '/v1/sessions', { sessionId: 'lp-typed-s', agentId: 'lp-typed' }), 201);
+    const blob = Array.from({ length: 40 }, () => randomBytes(768).toString('base64'));
+    expectStatus(await call('PUT', '/v1/sessions/lp-typed-s/state', { blob, count: 3 }), 200);
+    const retyped = { ...typed, count: { ...typed.count, type: 'string' } };
+    expectStatus(await call('PUT', '/v1/agents/lp-typed', { stateFields: retyped }), 409);
+    const cleared = { ...typed, count: { ...typed.count, type: 'string', migrate: 'clear' } };
+    expectStatus(await call('PUT', '/v1/agents/lp-typed', { stateFields: cleared }), 200);
   });
 
   it('decide: a proposed decision, its replay, messages, a failing worker, a lambda: worker, a lost answer, and a decision over an abandoned delete', async () => {
@@ -244,7 +257,7 @@ describe('each route group, through its paths, within its role', () => {
     );
   });
 
-  it('commits: every scope, reads of each document, expectedVersion, a lost answer, and a commit over an abandoned delete', async () => {
+  it('commits: every scope, reads of each document, expectedVersion, a lost answer, a large state, and a commit over an abandoned delete', async () => {
     const commits = fn(/the commits routes$/);
     expectStatus(await call('POST', '/v1/sessions', { sessionId: 'lp-c', userId: 'lp-user' }), 201);
     const commands = [
@@ -289,6 +302,16 @@ describe('each route group, through its paths, within its role', () => {
       ),
       200,
     );
+
+    // A state stored in pieces (over ~4 KiB compressed; random text does not compress): the
+    // commit reads them (BatchGetItem).
+    const large = { log: Array.from({ length: 40 }, () => randomBytes(768).toString('base64')) };
+    expectStatus(await call('PUT', '/v1/sessions/lp-cl/state', large), 200);
+    const onLarge = await call('POST', '/v1/sessions/lp-cl/commits', {
+      commands: [{ key: 'notes', scope: 'thread', merge: 'disjoint', set: { a: 1 } }],
+    });
+    expectStatus(onLarge, 200);
+    expect(onLarge.json.state).toEqual({ ...large, notes: { a: 1 } });
 
     await abandonDelete('lp-c');
     expectStatus(

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../bin/agentstate.js';
 import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
-import { type ServerProcess, startServerProcess } from '../helpers/server.js';
+import { type GatedServer, startGatedServer } from '../helpers/e2e.js';
 
 /**
  * A key limited to some agents (made with the admin CLI, as an operator would) against
@@ -12,7 +12,7 @@ import { type ServerProcess, startServerProcess } from '../helpers/server.js';
  * secret), read its registration, and create agents outside its list.
  */
 
-let server: ServerProcess;
+let server: GatedServer;
 let admin: ApiClient;
 let planner: ApiClient;
 const billingWorker = { url: 'http://127.0.0.1:9/billing', secret: 'billing-secret', timeoutMs: 2000 };
@@ -26,7 +26,7 @@ async function cli(endpoint: string, ...args: string[]): Promise<string> {
 }
 
 beforeAll(async () => {
-  server = await startServerProcess();
+  server = await startGatedServer();
   const endpoint = /DynamoDB Local: (\S+)/.exec(server.output())?.[1];
   if (!endpoint) throw new Error(`no DynamoDB Local endpoint in the banner:\n${server.output()}`);
   const { apiKey } = JSON.parse(await cli(endpoint, 'keys', 'create', '--tenant', 'local', '--agents', 'planner', '--json')) as {

@@ -1,6 +1,7 @@
 import { type ApiClient, apiClient } from './api-client.js';
 import { startContractProxy } from './contract-proxy.js';
-import { startServerProcess } from './server.js';
+import { IAM_GATE_PRELOAD, startIamGate } from './iam-gate.js';
+import { type ServerProcessOptions, type StartedServerProcess, startServerProcess } from './server.js';
 
 /** Three tenants: the default one, another to prove isolation, one for list ordering. */
 const TEST_API_KEYS = 'local:dev-key,other:other-key,lists:list-key';
@@ -15,12 +16,44 @@ export interface RunningApi {
   stop(): Promise<void>;
 }
 
+/** A server whose DynamoDB calls pass the IAM gate; `stop()` also fails over any call it refused. */
+export type GatedServer = StartedServerProcess;
+
+/**
+ * Starts the server as `startServerProcess` does, in front of an IAM gate (iam-gate.ts): every
+ * DynamoDB call its functions make is held to that function's role in the synthesized
+ * template, and `stop()` throws, naming them, if any was refused.
+ */
+export async function startGatedServer(options: ServerProcessOptions = {}): Promise<GatedServer> {
+  const gate = await startIamGate(options.env?.AGENTSTATE_TABLE);
+  const server = await startServerProcess({
+    ...options,
+    env: { ...options.env, AGENTSTATE_TEST_IAM_GATE: gate.url },
+    imports: [...(options.imports ?? []), IAM_GATE_PRELOAD],
+  }).catch(async (error: unknown) => {
+    await gate.close();
+    throw error;
+  });
+  return {
+    ...server,
+    stop: async (signal) => {
+      const code = await server.stop(signal);
+      await gate.close();
+      const refused = gate.refused().map(({ fn, action, resource }) => `${fn}: ${action} on ${resource}`);
+      if (refused.length > 0) throw new Error(`calls the synthesized template's roles refuse:\n${[...new Set(refused)].join('\n')}`);
+      return code;
+    },
+  };
+}
+
 /**
  * Starts the server the way `npm start` does (a child process, in-memory data) for one file,
- * behind the contract proxy: `stop()` fails the file if any exchange broke the OpenAPI document.
+ * behind the contract proxy and in front of the IAM gate (`startGatedServer`): `stop()` fails
+ * the file if any exchange broke the OpenAPI document, or any function made a DynamoDB call its
+ * role in the synthesized template does not allow.
  */
 export async function startApi(env: Record<string, string | undefined> = {}): Promise<RunningApi> {
-  const server = await startServerProcess({ env: { AGENTSTATE_API_KEYS: TEST_API_KEYS, ...env } });
+  const server = await startGatedServer({ env: { AGENTSTATE_API_KEYS: TEST_API_KEYS, ...env } });
   const proxy = await startContractProxy(server.url);
   return {
     url: proxy.url,

@@ -20,6 +20,8 @@ export interface ServerProcessOptions {
   startTimeoutMs?: number;
   /** Its own process group, which `signalGroup` signals as a terminal's Ctrl-C does. */
   processGroup?: boolean;
+  /** Modules loaded before bin/start.ts, after tsx (`--import`), e.g. iam-gate-preload.ts. */
+  imports?: readonly string[];
 }
 
 export interface ServerProcess {
@@ -50,7 +52,8 @@ export async function spawnServerProcess(options: ServerProcessOptions = {}): Pr
     if (value === undefined) delete env[name];
     else env[name] = value;
   }
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bin/start.ts'], {
+  const imports = (options.imports ?? []).flatMap((module) => ['--import', module]);
+  const child = spawn(process.execPath, ['--import', 'tsx', ...imports, 'bin/start.ts'], {
     cwd: repoRoot,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

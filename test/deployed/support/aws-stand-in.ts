@@ -363,7 +363,7 @@ export class AwsStandIn {
  * on each table it names; and for a transaction, the action of each item's kind, since
  * `TransactWriteItems` has no action of its own.
  */
-function requiredCalls(operation: string, input: Record<string, any>, tableArn: (table: string) => string): Call[] {
+export function requiredCalls(operation: string, input: Record<string, any>, tableArn: (table: string) => string): Call[] {
   const on = (action: string, table: string, index?: string) => ({
     action: `dynamodb:${action}`,
     resource: index ? `${tableArn(table)}/index/${index}` : tableArn(table),
@@ -395,7 +395,7 @@ function requiredCalls(operation: string, input: Record<string, any>, tableArn: 
   }
 }
 
-function readBody(req: IncomingMessage): Promise<Buffer> {
+export function readBody(req: IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -404,7 +404,7 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
   });
 }
 
-function forward(
+export function forward(
   endpoint: string,
   req: IncomingMessage,
   body: Buffer,

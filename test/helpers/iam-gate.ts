@@ -1,0 +1,116 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { routeGroups } from '../../functions/http/contract/routes.js';
+import { defaultTableName } from '../../functions/store/table/table.js';
+import { forward, readBody, requiredCalls } from '../deployed/support/aws-stand-in.js';
+import { Deployment, readAssembly } from '../deployed/support/deployment.js';
+import { type Call, Iam } from '../deployed/support/iam.js';
+import { synthesizedAssembly } from './synth.js';
+
+/** The module the server is started with (`--import`) to send its DynamoDB calls through a gate. */
+export const IAM_GATE_PRELOAD = fileURLToPath(new URL('./iam-gate-preload.ts', import.meta.url));
+
+/** A call of the local server as the gate judged it: which function made it, and IAM's answer. */
+export interface GatedCall extends Call {
+  /** The function as the local server names it (functions/local/running-function.ts), or `the local server`. */
+  fn: string;
+  allowed: boolean;
+}
+
+export interface IamGate {
+  /** Where the server's DynamoDB calls go (`AGENTSTATE_TEST_IAM_GATE`). */
+  url: string;
+  /** Every call, in the order made. */
+  calls(): GatedCall[];
+  /** The calls refused: each one a call the function's role in the synthesized template does not allow. */
+  refused(): GatedCall[];
+  close(): Promise<void>;
+}
+
+/** Which function of the template each name of functions/local/running-function.ts stands for. */
+const FUNCTIONS: Record<string, RegExp> = {
+  ...Object.fromEntries(routeGroups.map((group) => [group, new RegExp(`the ${group} routes$`)])),
+  'change-hook': /change hook/,
+  'webhook-hook': /webhook hook/,
+  'delivery-hook': /delivery hook/,
+  websocket: /the WebSocket API/,
+};
+
+/**
+ * What the local server does with DynamoDB as itself, not as any function: make the table and
+ * look whether DynamoDB Local answers (in AWS, CloudFormation and nobody).
+ */
+const SERVER_OWN = new Set(['CreateTable', 'DescribeTable', 'UpdateTimeToLive', 'DescribeTimeToLive', 'ListTables']);
+
+/**
+ * The synthesized stack's IAM, between a local server (`npm start`) and its DynamoDB Local.
+ * The server runs every function of the stack in one process and says which one makes each
+ * call (functions/local/running-function.ts; iam-gate-preload.ts puts it on the request and
+ * sends the request here). The gate asks IAM, with that function's own role as the synthesized
+ * template grants it (test/deployed/support/iam.ts), exactly what AWS would ask for that call,
+ * and answers a refusal as AWS does (`AccessDeniedException`, so the request fails as it would
+ * deployed); an allowed call goes on to DynamoDB Local. Every end-to-end file started by
+ * `startApi` runs through one, so every path the suite drives — large states, finished deletes,
+ * dead letters — is held to the roles, and `stop()` fails the file over any refusal.
+ */
+export async function startIamGate(tableName = defaultTableName): Promise<IamGate> {
+  const { template } = readAssembly(await synthesizedAssembly());
+  const deployment = new Deployment(template, tableName);
+  const iam = new Iam(deployment);
+  const logicalIds = new Map(
+    Object.entries(FUNCTIONS).map(([name, description]) => [name, deployment.functionNamed(description).logicalId]),
+  );
+  const calls: GatedCall[] = [];
+
+  const judge = (fn: string, operation: string, input: Record<string, any>): GatedCall[] => {
+    const asked = requiredCalls(operation, input, (table) =>
+      table.startsWith('arn:') ? table : `arn:aws:dynamodb:${deployment.region}:${deployment.account}:table/${table}`,
+    );
+    if (!fn) return asked.map((call) => ({ ...call, fn: 'the local server', allowed: SERVER_OWN.has(operation) }));
+    const logicalId = logicalIds.get(fn);
+    return asked.map((call) => ({ ...call, fn, allowed: logicalId !== undefined && iam.authorize(logicalId, call) }));
+  };
+
+  const serve = async (req: IncomingMessage, res: ServerResponse) => {
+    const body = await readBody(req);
+    const fn = String(req.headers['x-agentstate-function'] ?? '');
+    const upstream = String(req.headers['x-agentstate-upstream'] ?? '');
+    const operation = String(req.headers['x-amz-target'] ?? '').split('.')[1] ?? '';
+    const judged = judge(fn, operation, JSON.parse(body.toString('utf8') || '{}') as Record<string, any>);
+    calls.push(...judged);
+    const refused = judged.find((call) => !call.allowed);
+    if (refused) {
+      res.writeHead(400, { 'content-type': 'application/x-amz-json-1.0' });
+      res.end(
+        JSON.stringify({
+          __type: 'com.amazon.coral.service#AccessDeniedException',
+          Message: `${refused.fn} is not authorized to perform: ${refused.action} on resource: ${refused.resource} (the IAM gate of the e2e tests)`,
+        }),
+      );
+      return;
+    }
+    delete req.headers['x-agentstate-function'];
+    delete req.headers['x-agentstate-upstream'];
+    const answer = await forward(`http://${upstream}`, req, body);
+    res.writeHead(answer.status, answer.headers);
+    res.end(answer.body);
+  };
+
+  const server = createServer((req, res) => {
+    serve(req, res).catch((error: unknown) => {
+      res.writeHead(500, { 'content-type': 'text/plain' });
+      res.end(String(error));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    calls: () => [...calls],
+    refused: () => calls.filter((call) => !call.allowed),
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
