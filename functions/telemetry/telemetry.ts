@@ -55,7 +55,12 @@ function telemetry(): Tools {
   if (!tools) {
     const metrics = new Metrics({ namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? SERVICE, serviceName: SERVICE });
     tools = { logger: new Logger({ serviceName: SERVICE }), metrics };
-    useMetricSink((name, value) => metrics.addMetric(name, MetricUnit.Count, value));
+    // Only while in a Lambda, like `recordMetric`: a process that ran a handler as one and goes
+    // on outside it (the bench) would otherwise hold the core's counts until Powertools
+    // publishes them on its own, as EMF lines among whatever it prints.
+    useMetricSink((name, value) => {
+      if (inLambda()) metrics.addMetric(name, MetricUnit.Count, value);
+    });
   }
   return tools;
 }
