@@ -25,6 +25,7 @@ import { AgentStateError } from '../core/kernel/errors.js';
 import { reportUnexpected } from '../telemetry/report.js';
 import { moduleDirsFromEnv } from './module-dirs.js';
 import {
+  ConnectionLostError,
   connectionPool,
   NonPublicHostError,
   type OutboundAnswer,
@@ -187,6 +188,8 @@ async function callHttp(url: URL, secret: string | undefined, body: string, opti
       throw failed(`the worker's host ${error.hostname} resolves to a non-public address; refused`);
     }
     if (error instanceof AgentStateError) throw error;
+    if (error instanceof ConnectionLostError)
+      throw failed(`the connection to the worker was lost before an answer${error.code ? ` (${error.code})` : ''}`, error);
     const code = (error as NodeJS.ErrnoException).code;
     throw failed(`could not reach the worker${code ? ` (${code})` : ''}`, error);
   }

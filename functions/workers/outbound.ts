@@ -353,9 +353,25 @@ export interface PostOptions {
 }
 
 /**
+ * The peer took the connection (it was open, the request on its way) and it ended before any
+ * answer: a reset mid-request is not a host that could not be reached, and a dead letter or a
+ * worker failure says which it was. `code` is the socket error's (`ECONNRESET`).
+ */
+export class ConnectionLostError extends Error {
+  readonly code: string | undefined;
+  constructor(cause: unknown) {
+    const code = (cause as NodeJS.ErrnoException).code;
+    super(`connection lost before an answer${code ? ` (${code})` : ''}`, { cause });
+    this.name = 'ConnectionLostError';
+    this.code = code;
+  }
+}
+
+/**
  * POSTs `body` (JSON text) once. Redirects are not followed: a 3xx is an answer like any other.
  * Rejects when no answer began (the connection failed, the lookup refused, the signal ended
- * it); once the status is in, always resolves, with how the answer ended.
+ * it; `ConnectionLostError` when the connection was open and ended); once the status is in,
+ * always resolves, with how the answer ended.
  */
 export function postJson(url: URL, body: string, options: PostOptions): Promise<OutboundAnswer> {
   const headers: Record<string, string> = {
@@ -390,11 +406,17 @@ export function postJson(url: URL, body: string, options: PostOptions): Promise<
       });
       response.on('close', () => resolve({ kind: 'cut', status: answered }));
     });
+    // Open: connected now, or a kept-alive socket that was already.
+    let connected = false;
+    request.on('socket', (socket) => {
+      if (!socket.connecting) connected = true;
+      else socket.once('connect', () => (connected = true));
+    });
     // The signal's abort of a body that never ends reaches the request first: the status is in.
     request.on('error', (error) => {
       const answered = status;
-      if (answered === undefined) reject(error);
-      else resolve({ kind: 'cut', status: answered, error });
+      if (answered !== undefined) resolve({ kind: 'cut', status: answered, error });
+      else reject(connected && !options.signal.aborted ? new ConnectionLostError(error) : error);
     });
     request.end(body);
   });

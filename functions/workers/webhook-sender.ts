@@ -13,6 +13,7 @@
 import { AgentStateError } from '../core/kernel/errors.js';
 import type { DeliveryResult, WebhookSender } from '../core/webhooks/records.js';
 import {
+  ConnectionLostError,
   connectionPool,
   NonPublicHostError,
   type OutboundPolicy,
@@ -90,6 +91,7 @@ export async function postWebhook(
   } catch (error) {
     if (signal.aborted) return { ok: false, error: `no answer within ${timeoutMs} ms` };
     if (error instanceof NonPublicHostError) return { ok: false, error: `refused: ${url.hostname} resolves to a non-public address` };
+    if (error instanceof ConnectionLostError) return { ok: false, error: error.message };
     const code = (error as NodeJS.ErrnoException).code;
     return { ok: false, error: `could not connect${code ? ` (${code})` : ''}` };
   }

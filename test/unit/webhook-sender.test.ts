@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentStateError } from '../../functions/core/kernel/errors.js';
 import { postWebhook, validateWebhookUrl } from '../../functions/workers/webhook-sender.js';
@@ -165,6 +165,25 @@ describe('postWebhook', () => {
       { allowLoopbackHttp: true },
     );
     expect(result).toEqual({ ok: false, error: 'could not connect (ECONNREFUSED)' });
+  });
+
+  it('says a receiver that reset the connection mid-request was reached, not that it could not be', async () => {
+    // Prepare: a receiver that takes the connection, reads the request's first bytes, and resets it.
+    const receiver = createNetServer((socket) => socket.once('data', () => socket.resetAndDestroy()));
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    const { port } = receiver.address() as AddressInfo;
+
+    // Act
+    const result = await postWebhook(
+      { url: `http://127.0.0.1:${port}/hook`, secret: null },
+      '{}',
+      { eventId: 'e', attempt: 1 },
+      { allowLoopbackHttp: true },
+    );
+    await new Promise((resolve) => receiver.close(resolve));
+
+    // Assess: before, "could not connect (ECONNRESET)"
+    expect(result).toEqual({ ok: false, error: 'connection lost before an answer (ECONNRESET)' });
   });
 
   it('in AWS mode, refuses a host name that resolves to a private address, without connecting', async () => {
