@@ -71,7 +71,9 @@ export function matchRoute(method: string, rawPath: string): RouteMatch | null {
     if (greedy) {
       const rest = parts.slice(segments.length);
       if (rest.some((part) => part === '')) continue;
-      pathParameters[greedy] = rest.map(decodePathSegment).join('/');
+      // Each segment decoded once, on its own: a `/` sent as `%2F` is a character of its
+      // segment, never a separator, so it stays `%2F` (which no id may hold: 400 invalid_id).
+      pathParameters[greedy] = rest.map((part) => decodePathSegment(part).replaceAll('/', '%2F')).join('/');
     }
     return { route, pathParameters };
   }

@@ -195,6 +195,9 @@ describe('bad input', () => {
     ['no namespace', '/v1/memory/key', { value: {} }, 400, 'invalid_request'],
     ['an invalid namespace id', '/v1/memory/bad%20id/key', { value: {} }, 400, 'invalid_id'],
     ['an invalid key', '/v1/memory/ns/bad%23key', { value: {} }, 400, 'invalid_id'],
+    // A segment is decoded once, as one id: %2F is a character of it, not a separator (API.md section 1).
+    ['a %2F in a namespace id', '/v1/memory/users%2Fu1/key', { value: {} }, 400, 'invalid_id'],
+    ['a %2F in a key', '/v1/memory/ns/a%2Fb', { value: {} }, 400, 'invalid_id'],
     ['an array value', '/v1/memory/ns/key', { value: [1, 2] }, 400, 'invalid_request'],
     ['a string value', '/v1/memory/ns/key', { value: 'text' }, 400, 'invalid_request'],
     ['a null value', '/v1/memory/ns/key', { value: null }, 400, 'invalid_request'],
@@ -224,7 +227,33 @@ describe('bad input', () => {
     expect(accepted.status).toBe(201);
     expect(refused.status).toBe(413);
     expect(refused.body).toMatchObject({ code: 'payload_too_large', limitBytes: 262144 });
+    // The value's limit, named as such (before, "the limit is 262144 bytes", which a body past 1 MiB also named).
+    expect(refused.body.detail).toMatch(/^the value is \d+ bytes; the value limit is 262144 bytes$/);
     expect((await http.get(itemPath(namespace, 'k2'))).status).toBe(404);
+  });
+
+  it('names the body limit, 1 MiB, for a body past it', async () => {
+    const refused = await http.put(itemPath(['big', uniqueId('b')], 'k'), { value: { text: 'x'.repeat(1100 * 1024) } });
+
+    // Before: "the body is … bytes; the body limit is 262144 bytes" (the value's limit, misnamed).
+    expect(refused.status).toBe(413);
+    expect(refused.body).toMatchObject({ code: 'payload_too_large', limitBytes: 1048576 });
+    expect(refused.body.detail).toMatch(/^the body is \d+ bytes; the body limit is 1048576 bytes$/);
+  });
+
+  it('reads a %2F in an item path as a character of one id, never as a separator', async () => {
+    // Prepare: an item that a %2F read as a separator would name.
+    await put(['users', 'u1'], 'k', { n: 1 });
+
+    // Act
+    const read = await http.get('/v1/memory/users%2Fu1/k');
+    const deleted = await http.delete('/v1/memory/users/u1%2Fk');
+
+    // Assess: before, the item itself (200), and a delete of it (204).
+    expect(read.status).toBe(400);
+    expect(read.body.code).toBe('invalid_id');
+    expect(deleted.status).toBe(400);
+    expect((await http.get('/v1/memory/users/u1/k')).status).toBe(200);
   });
 
   it('refuses malformed JSON, a malformed If-Match and If-None-Match on a delete', async () => {

@@ -71,10 +71,14 @@ export class MemoryService {
     }
     const sizeBytes = encodedSize(value);
     if (sizeBytes > MEMORY_VALUE_LIMIT_BYTES) {
-      throw new AgentStateError('payload_too_large', `the value is ${sizeBytes} bytes; the limit is ${MEMORY_VALUE_LIMIT_BYTES} bytes`, {
-        limitBytes: MEMORY_VALUE_LIMIT_BYTES,
-        sizeBytes,
-      });
+      throw new AgentStateError(
+        'payload_too_large',
+        `the value is ${sizeBytes} bytes; the value limit is ${MEMORY_VALUE_LIMIT_BYTES} bytes`,
+        {
+          limitBytes: MEMORY_VALUE_LIMIT_BYTES,
+          sizeBytes,
+        },
+      );
     }
     const ttl = request.ttlSeconds;
     if (ttl !== undefined && (!Number.isSafeInteger(ttl) || ttl < 1 || ttl > MAX_TTL_SECONDS)) {
