@@ -157,6 +157,42 @@ describe('versions and time travel', () => {
     expect(missingTravel.body.code).toBe('version_not_found');
   });
 
+  it('refuses a version number with a leading zero everywhere, as If-Match does: one rule', async () => {
+    const sid = uniqueId('zeros');
+    for (let n = 1; n <= 7; n++) await http.patch(statePath(sid), { n });
+
+    // Act
+    const travelled = await http.get(statePath(sid, '?version=07'));
+    const one = await http.get(`/v1/sessions/${sid}/versions/07`);
+    const matched = await http.patch(statePath(sid), { n: 8 }, { headers: { 'if-match': '"07"' } });
+    const limited = await http.get(`/v1/sessions/${sid}/versions?limit=02`);
+    const plain = await http.get(statePath(sid, '?version=7'));
+
+    // Assess: before, ?version=07, /versions/07 and limit=02 were read as 7, 7 and 2.
+    for (const refused of [travelled, one, matched, limited]) {
+      expect(refused.status, refused.text).toBe(400);
+      expect(refused.body.code).toBe('invalid_request');
+    }
+    expect(plain.body).toMatchObject({ version: 7, state: { n: 7 } });
+  });
+
+  it('refuses a versions cursor of a session deleted since, on the session of the same id after it', async () => {
+    // Prepare: a cursor into the first life's history, then the session deleted and written again.
+    const sid = uniqueId('lives');
+    for (let n = 1; n <= 5; n++) await http.patch(statePath(sid), { life: 1, n });
+    const page = await http.get(`/v1/sessions/${sid}/versions?limit=2`);
+    expect(page.body.next).toBeDefined();
+    expect((await http.delete(`/v1/sessions/${sid}`)).status).toBe(204);
+    for (let n = 1; n <= 5; n++) await http.patch(statePath(sid), { life: 2, n });
+
+    // Act
+    const stale = await http.get(`/v1/sessions/${sid}/versions?limit=2&cursor=${page.body.next}`);
+
+    // Assess: before, 200 with no versions and no next, as if the history had ended.
+    expect(stale.status, stale.text).toBe(400);
+    expect(stale.body.code).toBe('invalid_request');
+  });
+
   it('records cause and author', async () => {
     const sid = uniqueId('author');
     await http.patch(statePath(sid), { a: 1 }, { headers: { 'x-agent-id': 'planner' } });

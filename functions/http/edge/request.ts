@@ -66,7 +66,7 @@ export function pagination(input: RouteInput): { limit: number; cursor?: string 
   let limit = 50;
   if (raw !== undefined) {
     limit = Number(raw);
-    if (!/^\d+$/.test(raw) || limit < 1 || limit > 500) {
+    if (!/^[1-9]\d{0,2}$/.test(raw) || limit > 500) {
       throw new AgentStateError('invalid_request', 'limit must be an integer from 1 to 500', { field: 'limit' });
     }
   }
@@ -74,17 +74,26 @@ export function pagination(input: RouteInput): { limit: number; cursor?: string 
   return cursor === undefined ? { limit } : { limit, cursor };
 }
 
+/**
+ * A version number as this API writes it: decimal digits with no leading zero (`0`, `7`,
+ * `12`), up to 15 of them. One rule for every place a number is sent as text — a path or
+ * query parameter, an `If-Match` ETag, `limit` — so that `07` is refused everywhere rather than
+ * read as 7 in one place and refused in another (docs/api.md, "Numbers in paths, queries and
+ * headers").
+ */
+const DECIMAL = '(0|[1-9]\\d{0,14})';
+
 /** A non-negative integer from a path or query parameter. */
 export function versionNumber(raw: string, field: string): number {
   const value = Number(raw);
-  if (!/^\d{1,15}$/.test(raw) || !Number.isSafeInteger(value)) {
-    throw new AgentStateError('invalid_request', `${field} must be a non-negative integer`, { field });
+  if (!new RegExp(`^${DECIMAL}$`).test(raw) || !Number.isSafeInteger(value)) {
+    throw new AgentStateError('invalid_request', `${field} must be a non-negative integer, written without leading zeros`, { field });
   }
   return value;
 }
 
 /** One entity-tag of ours in an `If-Match` list: `"7"` or (compared as `"7"`) `W/"7"`. */
-const VERSION_ETAG = /^(?:W\/)?"(0|[1-9]\d{0,14})"$/;
+const VERSION_ETAG = new RegExp(`^(?:W/)?"${DECIMAL}"$`);
 
 /**
  * `If-Match` as RFC 9110 section 13.1.1 writes it: `*` (the node has a recorded version), or a

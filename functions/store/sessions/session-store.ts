@@ -170,6 +170,12 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
     );
     const items = Items ?? [];
     const life = logPositionOf(String(start?.sk ?? items[0]?.sk ?? ''))?.incarnation;
+    if (start && logPositionOf(String(items[0]?.sk ?? ''))?.incarnation !== life) {
+      // Nothing of the cursor's life after it: the list ended there, or the session was deleted
+      // since (its log erased, perhaps a new life begun). Only the first is the end of this list.
+      const tip = await this.readTip(scope, { withState: false });
+      if (tip.incarnation !== life || tip.kind === 'closing') throw invalidCursor();
+    }
     const versions: Item[] = [];
     let ended = false;
     for (const item of items) {
