@@ -66,7 +66,9 @@ describe('agentstate keys', () => {
     [['keys', 'create'], /needs --tenant/],
     [['keys', 'revoke'], /needs a key id/],
     [['keys', 'rotate'], /unknown command/],
-    [['keys', 'create', '--tenant', 'bad#tenant'], /not a valid id/],
+    [['keys', 'create', '--tenant', 'bad#tenant'], /not a valid tenant id/],
+    // AGENTSTATE_API_KEYS splits tenant:key at the first colon: such a tenant has no local key.
+    [['keys', 'create', '--tenant', 'acme:eu'], /not a valid tenant id/],
   ])('refuses %j with a clear message', async (args, message) => {
     const result = await cli(...args);
 

@@ -28,6 +28,18 @@ export function isValidId(value: unknown): value is string {
   return typeof value === 'string' && ID_PATTERN.test(value) && !isDotSegment(value);
 }
 
+/**
+ * A tenant id is an identifier without `:`: `AGENTSTATE_API_KEYS` holds `tenant:key` pairs split
+ * at the first colon, so a tenant with one could be issued a key (`agentstate keys create`) but
+ * never be given one locally. One rule, for the CLI, the key store and the environment alike.
+ */
+export function isValidTenantId(value: unknown): value is string {
+  return isValidId(value) && !value.includes(':');
+}
+
+/** What `isValidTenantId` accepts, in words. */
+export const TENANT_ID_RULE = '1–128 characters of A-Z a-z 0-9 . _ ~ @ - (no colon), other than . and ..';
+
 /** Returns `value` when it is a valid identifier, else throws `400 invalid_id` naming `what`. */
 export function requireId(value: unknown, what: string): string {
   if (!isValidId(value)) {

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { AgentStateError } from '../../core/kernel/errors.js';
-import { isValidId } from '../../core/kernel/ids.js';
+import { isValidTenantId } from '../../core/kernel/ids.js';
 
 /** What a key grants: its tenant and, when the key is limited to some agents, those agents. */
 export interface Grant {
@@ -40,7 +40,7 @@ export function parseKeyPairs(value: string): Array<{ tenant: string; key: strin
       const colon = pair.indexOf(':');
       const tenant = pair.slice(0, colon);
       const key = pair.slice(colon + 1);
-      if (colon <= 0 || key.length === 0 || !isValidId(tenant)) {
+      if (colon <= 0 || key.length === 0 || !isValidTenantId(tenant)) {
         throw new Error(`AGENTSTATE_API_KEYS: "${pair.slice(0, 40)}" is not a tenant:key pair with a valid tenant id`);
       }
       return { tenant, key };

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { isValidId } from '../../core/kernel/ids.js';
+import { isValidId, isValidTenantId, TENANT_ID_RULE } from '../../core/kernel/ids.js';
 import { tableKeys } from '../table/table.js';
 import { TableClient } from '../table/table-client.js';
 
@@ -84,8 +84,8 @@ export class ApiKeyStore {
 
   /** Issues a key for a tenant; the returned `apiKey` is the only copy there will ever be. */
   async create(input: { tenant: string; agents?: readonly string[] | null }): Promise<{ apiKey: string; key: ApiKey }> {
-    if (!isValidId(input.tenant)) {
-      throw new ApiKeyError(`tenant "${input.tenant}" is not a valid id (1–128 characters of A-Z a-z 0-9 . _ : ~ @ -)`);
+    if (!isValidTenantId(input.tenant)) {
+      throw new ApiKeyError(`tenant "${input.tenant}" is not a valid tenant id (${TENANT_ID_RULE})`);
     }
     // An empty list limits to nothing, and a stored empty list reads as any agent: refused.
     if (input.agents?.length === 0) throw new ApiKeyError('a key limited to agents needs at least one agent');
