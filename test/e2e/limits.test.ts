@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type ApiClient, uniqueId } from '../helpers/api-client.js';
+import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 
 /**
@@ -37,6 +37,7 @@ beforeEach(() => {
 });
 
 const KIB = 1024;
+const MIB = KIB * KIB;
 const messages = (count: number, prefix: string) =>
   Array.from({ length: count }, (_, index) => ({ role: 'assistant', content: `${prefix} ${index}` }));
 
@@ -84,6 +85,37 @@ describe('agents', () => {
   it('takes stateFields of just under 128 KiB', async () => {
     const response = await http.put(`/v1/agents/${uniqueId('fields')}`, { stateFields: fields(30, 2000) });
     expect(response.status, response.text).toBe(201);
+  });
+
+  it('pages the agent list by bytes as well as by count, so a page of 64 KiB configs stays under Lambda’s 6 MB', async () => {
+    // Prepare: 110 agents of a tenant of their own, each with a config of 64 KiB (7 MiB in all).
+    const lists = apiClient(api.url, 'list-key');
+    const config = { blob: 'c'.repeat(64 * KIB - 16) };
+    const registered = new Set<string>();
+    for (let n = 0; n < 110; n++) {
+      const agentId = uniqueId(`wide${n}`);
+      const response = await lists.put(`/v1/agents/${agentId}`, { config });
+      expect(response.status, response.text).toBe(201);
+      registered.add(agentId);
+    }
+
+    // Act: every page, 500 at a time.
+    const seen: string[] = [];
+    const sizes: number[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await lists.get(`/v1/agents?limit=500${cursor ? `&cursor=${cursor}` : ''}`);
+      expect(page.status, page.text.slice(0, 300)).toBe(200);
+      sizes.push(Buffer.byteLength(page.text));
+      seen.push(...page.body.agents.map((agent: { agentId: string }) => agent.agentId));
+      cursor = page.body.next;
+    } while (cursor);
+
+    // Assess: before, one page of 7 MiB (a Lambda's answer may hold 6 MB).
+    expect(sizes.length).toBeGreaterThan(1);
+    for (const size of sizes) expect(size).toBeLessThan(5 * MIB);
+    expect(seen.filter((agentId) => registered.has(agentId)).sort()).toEqual([...registered].sort());
+    expect(new Set(seen).size).toBe(seen.length);
   });
 });
 
@@ -297,7 +329,6 @@ describe('decide, the sizes one commit carries', () => {
 });
 
 describe('decide with typed fields: the merged state is held to the limit', () => {
-  const MIB = KIB * KIB;
   let owner: string;
   let child: string;
 

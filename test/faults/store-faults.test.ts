@@ -278,6 +278,20 @@ describe('throttling after the SDK has given up', () => {
   });
 });
 
+describe('the read of an API key issued in the table', () => {
+  it.each([
+    ['ProvisionedThroughputExceededException', errors.provisioned, 'throttled'],
+    ['ThrottlingException', errors.throttling, 'throttled'],
+    ['InternalServerError', errors.internal, 'unavailable'],
+  ])('is translated as every store translates it when it gets %s (429 or 503, never 500)', async (_name, error, code) => {
+    // A key as `agentstate keys create` issues it, which the server looks up in the table.
+    const { apiKey } = await stores.apiKeys.create({ tenant: TENANT });
+    arm(GetCommand, () => ({ error: error() }), { when: (input) => String(input.Key?.pk).startsWith('K#') });
+
+    await expect(stores.apiKeys.resolve(apiKey)).rejects.toMatchObject({ code });
+  });
+});
+
 describe('an unavailable or failing DynamoDB', () => {
   it.each([
     ['InternalServerError', errors.internal],
