@@ -23,6 +23,13 @@ describe('the OpenAPI document', () => {
     expect(committed).toBe(openApiText(openApiDocument()));
   });
 
+  it('states the size limits of an agent’s registration: 64 KiB of config, 128 KiB of stateFields', () => {
+    const put = (document.paths['/v1/agents/{agentId}'] as Record<string, { description?: string }>).put;
+
+    expect(put?.description).toContain('`config` holds at most 64 KiB of JSON');
+    expect(put?.description).toContain('`stateFields` at most 200 fields and 128 KiB (131,072 bytes) of JSON');
+  });
+
   it('describes every route of the route table, and nothing else', () => {
     // Prepare
     const documented = Object.entries(document.paths).flatMap(([path, methods]) =>

@@ -43,14 +43,14 @@ const APPEND_LIMIT_BYTES = 1024 * 1024;
  * An agent config, as encoded JSON: registered (`PUT /v1/agents`) or answered by a worker. It
  * rides on every version item and on the decision record, so it is kept small.
  */
-const AGENT_CONFIG_LIMIT_BYTES = 64 * 1024;
+export const AGENT_CONFIG_LIMIT_BYTES = 64 * 1024;
 
 /**
  * An agent's `stateFields`, as encoded JSON. The registration is one item of at most 400 KB:
  * this, the config and the worker keep it well within (200 fields may each declare 4,000
  * characters of description and rules and 200 agents, far more than one item holds).
  */
-const AGENT_STATE_FIELDS_LIMIT_BYTES = 128 * 1024;
+export const AGENT_STATE_FIELDS_LIMIT_BYTES = 128 * 1024;
 
 /**
  * `413 payload_too_large` (with `limitBytes`) when a message, or the messages of one append

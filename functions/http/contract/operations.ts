@@ -1,5 +1,6 @@
 import type * as z from 'zod';
 import type { ErrorCode } from '../../core/kernel/errors.js';
+import { AGENT_CONFIG_LIMIT_BYTES, AGENT_STATE_FIELDS_LIMIT_BYTES } from '../../core/model/limits.js';
 import { jsonValue } from '../edge/request.js';
 import { agentBody } from '../handlers/agents.js';
 import { commitBody } from '../handlers/commits.js';
@@ -235,6 +236,10 @@ export const operations: Record<RouteKey, Operation> = {
   'PUT /v1/agents/{agentId}': {
     tag: 'agents',
     summary: 'Register or replace an agent',
+    description:
+      `\`config\` holds at most ${AGENT_CONFIG_LIMIT_BYTES / 1024} KiB of JSON; \`stateFields\` at most 200 fields and ` +
+      `${AGENT_STATE_FIELDS_LIMIT_BYTES / 1024} KiB (${AGENT_STATE_FIELDS_LIMIT_BYTES.toLocaleString('en-US')} bytes) of JSON in all. ` +
+      'Past either, `400 invalid_request` naming the `field` and its `limitBytes`; nothing is written.',
     body: { schema: agentBody, example: { worker: { url: 'module:examples/worker.ts' }, config: { model: 'small-fast' } } },
     responses: {
       201: { description: 'Registered.', schema: 'Agent', headers: ['Location'] },
