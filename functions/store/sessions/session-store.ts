@@ -170,12 +170,6 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
     );
     const items = Items ?? [];
     const life = logPositionOf(String(start?.sk ?? items[0]?.sk ?? ''))?.incarnation;
-    if (start && logPositionOf(String(items[0]?.sk ?? ''))?.incarnation !== life) {
-      // Nothing of the cursor's life after it: the list ended there, or the session was deleted
-      // since (its log erased, perhaps a new life begun). Only the first is the end of this list.
-      const tip = await this.readTip(scope, { withState: false });
-      if (tip.incarnation !== life || tip.kind === 'closing') throw invalidCursor();
-    }
     const versions: Item[] = [];
     let ended = false;
     for (const item of items) {
@@ -185,6 +179,13 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
       }
       if (item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.version) versions.push(item);
       if (versions.length === options.limit) break;
+    }
+    if (start && versions.length === 0) {
+      // No version of the cursor's life after it: the list ended there, or the session was
+      // deleted since (its log erased but the delete's fence, perhaps a new life begun). Only
+      // the first is the end of this list; the second is a cursor of a session that is gone.
+      const tip = await this.readTip(scope, { withState: false });
+      if (tip.incarnation !== life || tip.kind === 'closing') throw invalidCursor();
     }
     const pieces = await piecesOf(this.table, scope, versions);
     const records = await Promise.all(versions.map((item) => this.versionRecord(scope, item, pieces)));
