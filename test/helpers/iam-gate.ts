@@ -4,9 +4,9 @@ import { fileURLToPath } from 'node:url';
 import { routeGroups } from '../../functions/http/contract/routes.js';
 import { defaultTableName } from '../../functions/store/table/table.js';
 import { forward, readBody, requiredCalls } from '../deployed/support/aws-stand-in.js';
-import { Deployment, readAssembly } from '../deployed/support/deployment.js';
+import { Deployment } from '../deployed/support/deployment.js';
 import { type Call, Iam } from '../deployed/support/iam.js';
-import { synthesizedAssembly } from './synth.js';
+import { synthesizedTemplate } from './synth.js';
 
 /** The module the server is started with (`--import`) to send its DynamoDB calls through a gate. */
 export const IAM_GATE_PRELOAD = fileURLToPath(new URL('./iam-gate-preload.ts', import.meta.url));
@@ -55,7 +55,7 @@ const SERVER_OWN = new Set(['CreateTable', 'DescribeTable', 'UpdateTimeToLive', 
  * dead letters — is held to the roles, and `stop()` fails the file over any refusal.
  */
 export async function startIamGate(tableName = defaultTableName): Promise<IamGate> {
-  const { template } = readAssembly(await synthesizedAssembly());
+  const template = await synthesizedTemplate();
   const deployment = new Deployment(template, tableName);
   const iam = new Iam(deployment);
   const logicalIds = new Map(

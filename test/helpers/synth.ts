@@ -1,9 +1,10 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { readAssembly, type Template } from '../deployed/support/deployment.js';
 import { withFileLock } from './file-lock.js';
 
 const run = promisify(execFile);
@@ -49,6 +50,33 @@ export async function synthesizedAssembly(): Promise<string> {
     });
     renameSync(building, outdir);
     return outdir;
+  });
+}
+
+/**
+ * The stack's template alone, as `cdk synth` makes it (the same app, feature flags and props)
+ * but without bundling the functions: what the e2e tests' IAM gate reads (roles and policies),
+ * in seconds instead of the minutes a bundling synth takes on a busy machine. Taken from the
+ * full assembly when one exists for these sources; else synthesized in this process once per
+ * sources, under a lock, and kept beside the assemblies.
+ */
+export async function synthesizedTemplate(): Promise<Template> {
+  const hash = inputsHash();
+  const full = join(CACHE_DIR, hash);
+  if (existsSync(join(full, 'manifest.json'))) return readAssembly(full).template;
+  const file = join(CACHE_DIR, `${hash}.template.json`);
+  if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as Template;
+  mkdirSync(CACHE_DIR, { recursive: true });
+  return withFileLock(`${file}.lock`, async () => {
+    if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as Template;
+    const [{ App }, { AgentStateStack }] = await Promise.all([import('aws-cdk-lib'), import('../../lib/agent-state-stack.js')]);
+    const cdkJson = JSON.parse(readFileSync(join(projectRoot, 'cdk.json'), 'utf8')) as { context?: Record<string, unknown> };
+    const app = new App({ context: { ...cdkJson.context, 'aws:cdk:bundling-stacks': [] } });
+    new AgentStateStack(app, 'AgentState', { agentState: { allowedWorkerFunctionArns: [DEPLOYED_WORKER_ARN] } });
+    const template = app.synth().getStackByName('AgentState').template as Template;
+    writeFileSync(`${file}.tmp`, JSON.stringify(template));
+    renameSync(`${file}.tmp`, file);
+    return template;
   });
 }
 
