@@ -15,6 +15,8 @@ import { type GatedServer, startGatedServer } from '../helpers/e2e.js';
 let server: GatedServer;
 let admin: ApiClient;
 let planner: ApiClient;
+/** Where the admin CLI issues keys: the server's DynamoDB Local. */
+let endpoint: string;
 const billingWorker = { url: 'http://127.0.0.1:9/billing', secret: 'billing-secret', timeoutMs: 2000 };
 const billingFields = { card: { type: 'string', read: 'private', write: 'private' } };
 
@@ -27,7 +29,7 @@ async function cli(endpoint: string, ...args: string[]): Promise<string> {
 
 beforeAll(async () => {
   server = await startGatedServer();
-  const endpoint = /DynamoDB Local: (\S+)/.exec(server.output())?.[1];
+  endpoint = /DynamoDB Local: (\S+)/.exec(server.output())?.[1] as string;
   if (!endpoint) throw new Error(`no DynamoDB Local endpoint in the banner:\n${server.output()}`);
   const { apiKey } = JSON.parse(await cli(endpoint, 'keys', 'create', '--tenant', 'local', '--agents', 'planner', '--json')) as {
     apiKey: string;
@@ -289,5 +291,186 @@ describe('a decisionId replay', () => {
     expect(again.body).toEqual(first.body);
     expect(asAdmin.body).toEqual(first.body);
     expect((await admin.get(`/v1/sessions/${sid}`)).body.version).toBe(1);
+  });
+});
+
+describe('a key limited to mid, in the conversations of its tenant', () => {
+  // The registry: top ── mid ── low, and top ── side ── far. A key limited to mid works in the
+  // sessions of top (above it), mid, low (below it) and of no agent; side's and far's (a
+  // sibling's and a cousin's) are not its conversations (API.md section 7, last paragraph).
+  // top declares `budget` (everyone reads it, only top writes it) and `topic` (anyone writes it).
+  let mid: ApiClient;
+  const asMid = { headers: { 'x-agent-id': 'mid' } };
+  const asTop = { headers: { 'x-agent-id': 'top' } };
+  const topFields = {
+    budget: { type: 'number', read: 'public', write: 'private' },
+    topic: { type: 'string', read: 'public', write: 'public' },
+  };
+
+  beforeAll(async () => {
+    const { apiKey } = JSON.parse(await cli(endpoint, 'keys', 'create', '--tenant', 'local', '--agents', 'mid', '--json')) as {
+      apiKey: string;
+    };
+    mid = apiClient(server.url, apiKey);
+    for (const [agentId, body] of [
+      ['top', { stateFields: topFields }],
+      ['mid', { parentId: 'top' }],
+      ['low', { parentId: 'mid' }],
+      ['side', { parentId: 'top' }],
+      ['far', { parentId: 'side' }],
+    ] as const) {
+      expect((await admin.put(`/v1/agents/${agentId}`, body)).status).toBe(201);
+    }
+  });
+
+  it.each([
+    ['its own agent', 'mid'],
+    ['the agent above it', 'top'],
+    ['an agent below it', 'low'],
+    ['no agent', null],
+  ])('works in a session of %s: appends, writes, commits, decides, switches the head and deletes', async (_name, agentId) => {
+    // Prepare
+    const sid = uniqueId('mid-works');
+    expect((await mid.post('/v1/sessions', { sessionId: sid, agentId, userId: 'ada' }, asMid)).status).toBe(201);
+    const topic = agentId === null ? 'hello' : { topic: 'hello' };
+
+    // Act
+    const appended = await mid.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'u1', role: 'user' }] }, asMid);
+    const written = await mid.patch(`/v1/sessions/${sid}/state`, agentId === null ? { topic } : topic, asMid);
+    const committed = await mid.post(
+      `/v1/sessions/${sid}/commits`,
+      {
+        commands: [
+          { key: 'topic', scope: 'thread', merge: 'disjoint', set: 'committed' },
+          { key: 'seen', scope: 'profile', merge: 'disjoint', set: true },
+        ],
+      },
+      asMid,
+    );
+    const decided = await mid.post(
+      `/v1/sessions/${sid}/decide`,
+      { trigger: { type: 'tick' }, proposed: { state: { topic: 'decided' } } },
+      asMid,
+    );
+    const switched = await mid.put(`/v1/sessions/${sid}/head`, { nodeId: 'u1' }, asMid);
+    const deleted = await mid.delete(`/v1/sessions/${sid}`, asMid);
+
+    // Assess
+    expect([appended, written, committed, decided, switched, deleted].map((response) => [response.status, response.body?.code])).toEqual([
+      [201, undefined],
+      [200, undefined],
+      [200, undefined],
+      [200, undefined],
+      [200, undefined],
+      [204, undefined],
+    ]);
+  });
+
+  it.each([
+    ['a sibling', 'side'],
+    ['a cousin', 'far'],
+  ])('is refused every write in a session of %s with 403, and nothing of it is written', async (_name, agentId) => {
+    // Prepare: a session of that agent, with a message and a state the admin key wrote.
+    const sid = uniqueId('not-mine');
+    await admin.post('/v1/sessions', { sessionId: sid, agentId, userId: 'bob' });
+    await admin.post(`/v1/sessions/${sid}/messages`, {
+      messages: [
+        { id: 'u1', role: 'user' },
+        { id: 'a1', role: 'assistant' },
+      ],
+    });
+    await admin.patch(`/v1/sessions/${sid}/state`, { topic: 'theirs' });
+    const before = { tree: (await admin.get(`/v1/sessions/${sid}/tree`)).body, state: (await admin.get(`/v1/sessions/${sid}/state`)).body };
+
+    // Act
+    const attempts = {
+      append: await mid.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'x1', role: 'user' }] }, asMid),
+      offHead: await mid.post(`/v1/sessions/${sid}/messages`, { parentId: 'u1', messages: [{ id: 'x2', role: 'user' }] }, asMid),
+      head: await mid.put(`/v1/sessions/${sid}/head`, { nodeId: 'u1' }, asMid),
+      state: await mid.patch(`/v1/sessions/${sid}/state`, { topic: 'mine' }, asMid),
+      commit: await mid.post(
+        `/v1/sessions/${sid}/commits`,
+        { commands: [{ key: 'topic', scope: 'thread', merge: 'disjoint', set: 'mine' }] },
+        asMid,
+      ),
+      profile: await mid.post(
+        `/v1/sessions/${sid}/commits`,
+        { commands: [{ key: 'x', scope: 'profile', merge: 'disjoint', set: 1 }] },
+        asMid,
+      ),
+      decide: await mid.post(`/v1/sessions/${sid}/decide`, { trigger: { type: 'tick' }, proposed: { state: { topic: 'mine' } } }, asMid),
+      delete: await mid.delete(`/v1/sessions/${sid}`, asMid),
+      create: await mid.post('/v1/sessions', { sessionId: uniqueId('theirs'), agentId }, asMid),
+    };
+
+    // Assess: before, every one but the delete went through (the append fed that
+    // agent's worker its messages, the head switch changed what it reads next).
+    for (const [attempt, response] of Object.entries(attempts)) {
+      expect([attempt, response.status, response.body.code]).toEqual([attempt, 403, 'forbidden']);
+    }
+    expect((await admin.get(`/v1/sessions/${sid}/tree`)).body).toEqual(before.tree);
+    expect((await admin.get(`/v1/sessions/${sid}/state`)).body).toEqual(before.state);
+    expect((await admin.get('/v1/profiles/bob/state')).body.version).toBe(0);
+  });
+
+  it('may not move the head where it reads another value of a field the key may not write: 403 field_forbidden', async () => {
+    // Prepare: a session of top. At u1 top's budget is 1; at a1, below it, 2. b1 under a1 reads the same.
+    const sid = uniqueId('budget');
+    await admin.post('/v1/sessions', { sessionId: sid, agentId: 'top' });
+    await admin.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'u1', role: 'user' }] });
+    await admin.patch(`/v1/sessions/${sid}/state`, { budget: 1 }, asTop);
+    await admin.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'a1', role: 'assistant' }] });
+    await admin.patch(`/v1/sessions/${sid}/state`, { budget: 2 }, asTop);
+    await admin.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'b1', role: 'user' }] });
+    // mid changes only what it may write, at the head (b1).
+    expect((await mid.patch(`/v1/sessions/${sid}/state`, { topic: 'plans' }, asMid)).status).toBe(200);
+    const before = await admin.get(`/v1/sessions/${sid}`);
+
+    // Act
+    const toU1 = await mid.put(`/v1/sessions/${sid}/head`, { nodeId: 'u1' }, asMid);
+    const underU1 = await mid.post(`/v1/sessions/${sid}/messages`, { parentId: 'u1', messages: [{ id: 'x1', role: 'user' }] }, asMid);
+    const decideUnderU1 = await mid.post(`/v1/sessions/${sid}/decide`, { parentId: 'u1', trigger: { type: 'tick' } }, asMid);
+    const toA1 = await mid.put(`/v1/sessions/${sid}/head`, { nodeId: 'a1' }, asMid);
+
+    // Assess: back to u1 the head would read budget 1 instead of 2 (before: 200 and 201); to a1
+    // only the topic differs, which mid may write.
+    for (const refused of [toU1, underU1, decideUnderU1]) {
+      expect(refused.status, refused.text).toBe(403);
+      expect(refused.body).toMatchObject({ code: 'field_forbidden', fields: ['budget'] });
+    }
+    expect(before.body.head).toBe('b1');
+    expect(toA1.status).toBe(200);
+    expect((await admin.get(`/v1/sessions/${sid}/state`)).body.state).toEqual({ budget: 2 });
+    expect((await admin.get(`/v1/sessions/${sid}/nodes/x1`)).status).toBe(404);
+  });
+
+  it('writes the shared document only once an unlimited key grants one of its agents "documents": {"shared": "write"}', async () => {
+    // Prepare
+    const sid = uniqueId('shared');
+    await admin.post('/v1/sessions', { sessionId: sid, agentId: 'mid' });
+    const commit = () =>
+      mid.post(`/v1/sessions/${sid}/commits`, { commands: [{ key: uniqueId('k'), scope: 'shared', merge: 'disjoint', set: 1 }] }, asMid);
+    const sharedBefore = (await admin.get('/v1/shared/state')).body.version;
+
+    // Act
+    const ungranted = await commit();
+    const selfGranted = await mid.put('/v1/agents/low', { parentId: 'mid', documents: { shared: 'write' } }, asMid);
+    const granted = await admin.put('/v1/agents/mid', { parentId: 'top', documents: { shared: 'write' } });
+    const allowed = await commit();
+    const kept = await mid.put('/v1/agents/mid', { parentId: 'top', config: { role: 'middle' } }, asMid);
+    const dropped = await mid.put('/v1/agents/mid', { parentId: 'top', documents: null }, asMid);
+
+    // Assess: before, the first commit answered 200.
+    expect(ungranted.status).toBe(403);
+    expect(ungranted.body.code).toBe('forbidden');
+    expect(selfGranted.status).toBe(403);
+    expect((await admin.get('/v1/agents/low')).body.documents).toBeNull();
+    expect(granted.status).toBe(200);
+    expect(granted.body.documents).toEqual({ shared: 'write' });
+    expect(allowed.status, allowed.text).toBe(200);
+    expect(allowed.body.shared.version).toBe(sharedBefore + 1);
+    expect(kept.status).toBe(200);
+    expect(kept.body.documents).toEqual({ shared: 'write' });
+    expect(dropped.status).toBe(403);
   });
 });

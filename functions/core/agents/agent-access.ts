@@ -68,3 +68,32 @@ export function requireMayPlace(
     );
   }
 }
+
+/**
+ * The conversations a limited key works in (API.md section 7): a session with no agent, or
+ * whose agent is one of the key's agents, above one of them (a sub-agent works in its parent's
+ * session) or below one (a parent oversees its sub-agents' sessions). A sibling's or a
+ * cousin's session is not its conversation. Always true for a key that is not limited.
+ */
+function mayWorkIn(allowed: AllowedAgents, agents: readonly Placed[], sessionAgentId: string | null): boolean {
+  if (!allowed || sessionAgentId === null) return true;
+  const parentOf = new Map(agents.map((agent) => [agent.agentId, agent.parentId]));
+  // Whether `upper` is `lower` or one of its ancestors (the hierarchy is at most 32 deep, no cycles).
+  const atOrAbove = (upper: string, lower: string) => {
+    for (let at: string | null | undefined = lower, depth = 0; at != null && depth <= 64; at = parentOf.get(at), depth++) {
+      if (at === upper) return true;
+    }
+    return false;
+  };
+  return allowed.some((agentId) => atOrAbove(agentId, sessionAgentId) || atOrAbove(sessionAgentId, agentId));
+}
+
+/** `403 forbidden` unless a key with `allowed` may work in a session of `sessionAgentId` (`mayWorkIn`). */
+export function requireMayWorkIn(allowed: AllowedAgents, agents: readonly Placed[], sessionAgentId: string | null, what: string): void {
+  if (mayWorkIn(allowed, agents, sessionAgentId)) return;
+  throw new AgentStateError(
+    'forbidden',
+    `this key may ${what} only sessions without an agent, or of its agents, the agents above them or below them; not one of ${sessionAgentId}`,
+    { agents: allowed },
+  );
+}

@@ -2,7 +2,7 @@ import { isJsonObject, type Json } from '../json/json.js';
 import { AgentStateError } from '../kernel/errors.js';
 import { checkDeclarations, type StateFields, typeProblem } from '../model/fields.js';
 import { agentConfigExcess, stateFieldsExcess } from '../model/limits.js';
-import type { AgentRecord, Page, WorkerMessages, WorkerRecord } from '../model/model.js';
+import type { AgentDocuments, AgentRecord, Page, WorkerMessages, WorkerRecord } from '../model/model.js';
 import type { AgentStore, SessionStore } from '../model/ports.js';
 import type { AllowedAgents } from './acting-agent.js';
 import { agentNotFound, agentSubtree, requireMayPlace } from './agent-access.js';
@@ -21,6 +21,8 @@ export interface AgentView {
   worker: { url: string; timeoutMs: number | null; hasSecret: boolean; messages?: { last: number } } | null;
   config: Json;
   stateFields: StateFields | null;
+  /** The agent's grants on the tenant's documents (`{shared: "write"}`), null when none. */
+  documents: AgentDocuments | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -30,6 +32,8 @@ export interface AgentInput {
   worker?: { url: string; secret?: string | null; timeoutMs?: number | null; messages?: WorkerMessages | null } | null;
   config?: Json;
   stateFields?: StateFields | null;
+  /** `{shared: "write"}`: see `AgentRecord.documents`. Absent: kept as it is for a limited key, none for another. */
+  documents?: AgentDocuments | null;
 }
 
 /** Checks a worker URL where it is registered (scheme, loopback-only http, allowed Lambdas). */
@@ -102,12 +106,14 @@ export class AgentService {
           ...(input.worker.messages && input.worker.messages !== 'all' ? { messages: input.worker.messages } : {}),
         }
       : null;
+    const documents = documentsOf(input, existing, allowed);
     const record: AgentRecord = {
       agentId,
       parentId,
       worker,
       config,
       stateFields,
+      ...(documents ? { documents } : {}),
       createdAt: existing?.createdAt ?? at,
       updatedAt: at,
     };
@@ -289,9 +295,25 @@ function agentView(agent: AgentRecord): AgentView {
       : null,
     config: agent.config,
     stateFields: agent.stateFields,
+    documents: agent.documents ?? null,
     createdAt: agent.createdAt,
     updatedAt: agent.updatedAt,
   };
+}
+
+/**
+ * The document grants a registration stores. Only a key that is not limited grants them: a
+ * limited key's registration keeps what the agent had (sending the same is fine), and any
+ * other value is `403 forbidden`, so no limited key can give itself the tenant's `shared`
+ * document (API.md section 7).
+ */
+function documentsOf(input: AgentInput, existing: AgentRecord | null, allowed: AllowedAgents): AgentDocuments | null {
+  const had = existing?.documents?.shared ? { shared: existing.documents.shared } : null;
+  if (!allowed) return input.documents?.shared ? { shared: input.documents.shared } : null;
+  if (input.documents === undefined || (input.documents?.shared ?? null) === (had?.shared ?? null)) return had;
+  throw new AgentStateError('forbidden', 'only a key that is not limited to agents may grant an agent the tenant’s documents', {
+    agents: allowed,
+  });
 }
 
 /** Whether a registration gives an existing agent another parent (taking the agents below it along). */

@@ -1,7 +1,16 @@
+import type { AllowedAgents } from '../agents/acting-agent.js';
+import { requireMayWorkIn } from '../agents/agent-access.js';
 import { type Json, jsonEqual } from '../json/json.js';
 import { AgentStateError } from '../kernel/errors.js';
 import type { Caller } from '../model/fields.js';
-import { DOCUMENT_LIMIT_BYTES, type DocumentKind, type DocumentRecord, type DocumentRef, type SessionScope } from '../model/model.js';
+import {
+  type AgentRecord,
+  DOCUMENT_LIMIT_BYTES,
+  type DocumentKind,
+  type DocumentRecord,
+  type DocumentRef,
+  type SessionScope,
+} from '../model/model.js';
 import { type DocumentStore, type DocumentWrite, type SessionStore, StaleTipError } from '../model/ports.js';
 import { versionAt } from '../write/next-version.js';
 import { othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from '../write/write-retry.js';
@@ -23,6 +32,8 @@ export interface CommitRequest {
   expectedVersion?: number;
   node?: string;
   caller?: Caller;
+  /** The agents of a key limited to some (null or absent: not limited), API.md section 7. */
+  allowed?: AllowedAgents;
 }
 
 export interface DocumentView {
@@ -52,6 +63,8 @@ export interface CommitServiceOptions {
   now?: () => Date;
   /** Where typed fields come from; without it every state is untyped. */
   schemas?: SchemaSource;
+  /** The tenant's agents: whose sessions, and which grants, a key limited to agents commits under. */
+  agents?: (tenant: string) => Promise<readonly AgentRecord[]>;
 }
 
 /**
@@ -72,6 +85,29 @@ export class CommitService {
     this.store = stores.sessions;
     this.documents = stores.documents;
     this.targets = new WriteTargets(stores.sessions, options.schemas ?? (async () => null));
+  }
+
+  /**
+   * A key limited to agents commits only in its conversations (`mayWorkIn`), so a `profile`
+   * only of the user of a session it may work in; and to `shared` only when one of its agents
+   * is registered with `"documents": {"shared": "write"}` (API.md section 7). `403 forbidden`
+   * otherwise, before anything is written.
+   */
+  private async checkLimitedKey(
+    scope: SessionScope,
+    allowed: readonly string[],
+    sessionAgentId: string | null,
+    shared: boolean,
+  ): Promise<void> {
+    const agents = (await this.options.agents?.(scope.tenant)) ?? [];
+    requireMayWorkIn(allowed, agents, sessionAgentId, 'commit to');
+    if (shared && !agents.some((agent) => allowed.includes(agent.agentId) && agent.documents?.shared === 'write')) {
+      throw new AgentStateError(
+        'forbidden',
+        'this key may write the shared document only when one of its agents is registered with "documents": {"shared": "write"}',
+        { agents: allowed },
+      );
+    }
   }
 
   async commit(scope: SessionScope, request: CommitRequest): Promise<CommitResult> {
@@ -112,6 +148,7 @@ export class CommitService {
       // The thread: top-level keys of the state at the node, typed fields applied as for a write.
       const target = await this.targets.withFields(scope, resolved, undefined, meta);
       const { tip, nodeId, pointer, schema, sessionAgentId, sessionUserId } = target;
+      if (request.allowed) await this.checkLimitedKey(scope, request.allowed, sessionAgentId, touches('shared'));
       const stored = storedState(target);
       const thread = touches('thread')
         ? checkedWrite(target, caller, (seen) => applySlots(seen, slots.get('thread') as Map<string, never>, 'thread'), 'thread')

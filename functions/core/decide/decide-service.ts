@@ -1,3 +1,4 @@
+import type { AllowedAgents } from '../agents/acting-agent.js';
 import type { AgentReader, AgentSnapshot } from '../agents/agent-reader.js';
 import { workerTimeoutMs } from '../agents/worker-timeout.js';
 import { encodedSize, type Json, type JsonObject, jsonEqual, stringifyJson } from '../json/json.js';
@@ -29,6 +30,7 @@ import { pointerOf } from '../model/tree.js';
 import { type ChainPlan, type IncomingMessage, lookupsOf, planChain, suppliedIds } from '../sessions/chain.js';
 import { nextVersion } from '../write/next-version.js';
 import { NodeTargets, type SchemaSource, storedState, visibleState, type WriteTarget } from '../write/write-target.js';
+import { checkDecisionAccess } from './decision-access.js';
 import {
   type AnswerSource,
   answeredState,
@@ -53,6 +55,8 @@ export interface DecideRequest {
   proposed?: JsonObject;
   /** Typed fields seeded into the state the worker sees, for this request only. */
   stateOverlay?: JsonObject;
+  /** The agents of a key limited to some (null or absent: not limited): it decides only in its conversations. */
+  allowed?: AllowedAgents;
 }
 
 export interface DecideResult {
@@ -204,6 +208,8 @@ export class DecideService {
     const meta = tip.kind === 'empty' ? await this.store.getMeta(scope) : null;
     const session = await this.targets.sessionOf(scope, tip, meta);
     const agentId = request.agentId ?? session.agentId;
+    const parentOf = (id: string) => this.targets.nodeById(tip, nodes, id);
+    await checkDecisionAccess(this.store, { scope, tip, agents, parentOf, sessionAgentId: session.agentId, request });
     const agent = agentId ? agents.agent(agentId) : null;
     const timeoutMs = workerTimeoutMs(agent?.worker ?? {});
     const failedBefore = previous?.status === 'failed' && previous.incarnation === tip.incarnation ? previous.attempts : 0;

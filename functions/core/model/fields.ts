@@ -237,6 +237,27 @@ export function applyTypedWrite(schema: Schema, caller: Caller, stored: Json, se
   return result;
 }
 
+/**
+ * A head switch, or an append under a parent other than the head, changes which state the head
+ * reads: from `from` to `to`. A limited key may make that move only if every declared field
+ * whose value it changes is one it may write (API.md section 7); else `403 field_forbidden`
+ * naming them, as a state write touching them would be.
+ */
+export function requireMayMoveHead(schema: Schema, caller: Caller, from: Json, to: Json): void {
+  const before = isJsonObject(from) ? from : {};
+  const after = isJsonObject(to) ? to : {};
+  const changed = [...new Set([...Object.keys(before), ...Object.keys(after)])].filter((name) => {
+    const had = Object.hasOwn(before, name);
+    return had !== Object.hasOwn(after, name) || (had && !jsonEqual(before[name] as Json, after[name] as Json));
+  });
+  const forbidden = changed.filter((name) => schema.fields.has(name) && !canWrite(schema, caller, name));
+  if (forbidden.length > 0) {
+    throw new AgentStateError('field_forbidden', `moving the head would change ${forbidden.join(', ')}, which this key may not write`, {
+      fields: forbidden,
+    });
+  }
+}
+
 /** Validates a field-level patch (`stateOverlay`): declared fields, right types; null clears. */
 export function checkOverlay(schema: Schema, caller: Caller, overlay: JsonObject): void {
   const unknown = Object.keys(overlay).filter((name) => !schema.fields.has(name));

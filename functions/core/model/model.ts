@@ -254,8 +254,19 @@ export interface AgentRecord {
   stateFields: StateFields | null;
   /** The config a session starts with, until a version records another. */
   config: Json;
+  /**
+   * What the agent may do to the tenant's documents beyond its sessions: `{shared: "write"}`
+   * lets a key limited to it write the `shared` document (API.md section 7). Only a key that
+   * is not limited may set it. Null (or absent, as stored before it existed): nothing more.
+   */
+  documents?: AgentDocuments | null;
   createdAt: string;
   updatedAt: string;
+}
+
+/** An agent's grants on the tenant's documents (`AgentRecord.documents`). */
+export interface AgentDocuments {
+  shared?: 'write';
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { AllowedAgents } from '../agents/acting-agent.js';
 import { type Json, jsonEqual } from '../json/json.js';
 import { applyJsonPatch, type PatchOperation } from '../json/json-patch.js';
 import { mergePatch } from '../json/merge-patch.js';
@@ -25,6 +26,8 @@ export interface StateWriteOptions {
    * the write is computed on its view. Null or absent: no agent, the whole state.
    */
   caller?: Caller;
+  /** The agents of a key limited to some (null or absent: not limited): it writes only in its conversations. */
+  allowed?: AllowedAgents;
 }
 
 /**
@@ -85,6 +88,7 @@ export class SessionService extends SessionTreeService {
     return retryOnStaleTip(this.retry, async (attempt) => {
       const target = await this.targets.forWrite(scope, options.node);
       const { tip, nodeId, pointer, schema, sessionAgentId, sessionUserId } = target;
+      await this.checkKeyAccess(scope.tenant, sessionAgentId, { allowed: options.allowed, caller }, 'write the state of');
       checkIfMatch(target, options.ifMatch);
       // A blind write joins the writers already waiting for this session rather than jump them.
       if (options.ifMatch === undefined && othersWaiting(tip, attempt, this.now())) throw new QueueBehindOthers();

@@ -1,12 +1,13 @@
 import type { AllowedAgents } from '../agents/acting-agent.js';
-import { agentSubtree } from '../agents/agent-access.js';
+import { requireMayWorkIn } from '../agents/agent-access.js';
 import type { JsonObject } from '../json/json.js';
-import { AgentStateError } from '../kernel/errors.js';
 import { newId, ROOT_NODE } from '../kernel/ids.js';
+import type { Caller } from '../model/fields.js';
 import type { MessagePath } from '../model/message-path.js';
 import type { Page, SessionMeta, SessionScope } from '../model/model.js';
 import type { SessionListOptions, SessionStore } from '../model/ports.js';
 import { pointerOf, rootNode } from '../model/tree.js';
+import { type HeadMove, requireMayMoveHeadTo } from '../write/head-move.js';
 import { othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from '../write/write-retry.js';
 import { nodeNotFound, type SchemaSource, sessionNotFound, WriteTargets } from '../write/write-target.js';
 import { type IncomingMessage, lookupsOf, planChain } from './chain.js';
@@ -15,12 +16,21 @@ import { type NodeView, nodeView, type SessionView, type TreeNodeView } from './
 
 export type { IncomingMessage } from './chain.js';
 
+/**
+ * Who makes a write, for what a key limited to agents may do (API.md section 7): the key's
+ * agents (`allowed`, null when not limited) and the agent it acts as (`caller`).
+ */
+export interface KeyAccess {
+  allowed: AllowedAgents;
+  caller: Caller;
+}
+
 export interface ServiceOptions {
   now?: () => Date;
   retry?: Partial<RetryPolicy>;
   /** Where typed fields come from; without it every state is untyped. */
   schemas?: SchemaSource;
-  /** The tenant's agents (who is below whom), for what a key limited to agents may delete. */
+  /** The tenant's agents (who is below whom), for the sessions a key limited to agents may work in. */
   agents?: (tenant: string) => Promise<readonly { agentId: string; parentId: string | null }[]>;
 }
 
@@ -35,7 +45,7 @@ export class SessionTreeService {
   protected readonly retry: Partial<RetryPolicy>;
   protected readonly schemas: SchemaSource;
   protected readonly targets: WriteTargets;
-  private readonly agents: NonNullable<ServiceOptions['agents']>;
+  protected readonly agents: NonNullable<ServiceOptions['agents']>;
 
   constructor(
     protected readonly store: SessionStore,
@@ -53,7 +63,10 @@ export class SessionTreeService {
   async createSession(
     tenant: string,
     input: { sessionId?: string; agentId?: string | null; userId?: string | null; metadata?: JsonObject | null },
+    access?: KeyAccess,
   ): Promise<SessionView> {
+    // A limited key opens conversations only where it may work in them.
+    await this.checkKeyAccess(tenant, input.agentId ?? null, access, 'create');
     const at = this.now().toISOString();
     const meta: SessionMeta = {
       sessionId: input.sessionId ?? newId(),
@@ -80,24 +93,34 @@ export class SessionTreeService {
   }
 
   /**
-   * Erases the session. A key limited to agents (`allowed`) may erase only a session of one of
-   * its agents or of an agent below them, or one without an agent: a delete erases every field,
-   * and such a key may write only some of them (`403 forbidden`, nothing erased).
+   * Erases the session. A key limited to agents (`allowed`) may erase only a session it may
+   * work in (`mayWorkIn`): `403 forbidden` otherwise, nothing erased.
    */
   async deleteSession(scope: SessionScope, allowed: AllowedAgents = null): Promise<void> {
     if (allowed) {
-      const [meta, agents] = await Promise.all([this.store.getMeta(scope), this.agents(scope.tenant)]);
-      if (meta?.agentId && !agentSubtree(allowed, agents)?.has(meta.agentId)) {
-        throw new AgentStateError(
-          'forbidden',
-          `this key may delete only sessions of its agents or of the agents below them, not one of ${meta.agentId}`,
-          {
-            agents: allowed,
-          },
-        );
-      }
+      const meta = await this.store.getMeta(scope);
+      await this.checkKeyAccess(scope.tenant, meta?.agentId ?? null, { allowed, caller: null }, 'delete');
     }
     if (!(await this.store.deleteSession(scope))) throw sessionNotFound(scope);
+  }
+
+  /**
+   * What a key limited to agents may do in a session (API.md section 7): work only in its
+   * conversations (`mayWorkIn`: `403 forbidden`), and where a write moves what the head reads
+   * (`move`: from the head's version to another), change no declared field it may not write
+   * (`403 field_forbidden`). Nothing to check for a key that is not limited.
+   */
+  protected async checkKeyAccess(
+    tenant: string,
+    sessionAgentId: string | null,
+    access: KeyAccess | undefined,
+    what: string,
+    move?: HeadMove,
+  ): Promise<void> {
+    if (!access?.allowed || sessionAgentId === null) return;
+    requireMayWorkIn(access.allowed, await this.agents(tenant), sessionAgentId, what);
+    if (!move || move.from === move.to) return;
+    await requireMayMoveHeadTo(this.store, move, await this.schemas(tenant, sessionAgentId), access.caller);
   }
 
   // ---- message tree ---------------------------------------------------------------------
@@ -110,6 +133,7 @@ export class SessionTreeService {
   async appendMessages(
     scope: SessionScope,
     input: { messages: IncomingMessage[]; parentId?: string },
+    access?: KeyAccess,
   ): Promise<{ nodes: NodeView[]; head: string }> {
     const lookups = lookupsOf(input.messages, input.parentId);
 
@@ -126,6 +150,9 @@ export class SessionTreeService {
       const at = this.now().toISOString();
       const { chain, created, last, anchor } = planChain({ parent, messages: input.messages, known, tip, at });
       const session = await this.targets.sessionOf(scope, tip);
+      // Under a parent other than the head, the head moves to a node that reads the parent's state.
+      const move = parent.id === tip.head ? undefined : { scope, tip, from: tip.headVersion, to: pointerOf(parent, tip) };
+      await this.checkKeyAccess(scope.tenant, session.agentId, access, 'append to', move);
 
       if (created.length > 0 || last.id !== tip.head) {
         await this.store.commit(scope, {
@@ -146,13 +173,20 @@ export class SessionTreeService {
   }
 
   /** Moves the head to an existing node: the way a client switches branch. */
-  async switchHead(scope: SessionScope, nodeId: string): Promise<{ head: string }> {
+  async switchHead(scope: SessionScope, nodeId: string, access?: KeyAccess): Promise<{ head: string }> {
     return retryOnStaleTip(this.retry, async () => {
       const { tip, nodes } = await this.store.readTipWithNodes(scope, [nodeId], { withState: false });
       await this.targets.requireSession(scope, tip);
       const target = nodes.get(nodeId) ?? (nodeId === ROOT_NODE ? rootNode('') : null);
       if (!target) throw nodeNotFound(nodeId);
       if (target.id === tip.head) return { head: tip.head };
+      const session = await this.targets.sessionOf(scope, tip);
+      await this.checkKeyAccess(scope.tenant, session.agentId, access, 'switch the head of', {
+        scope,
+        tip,
+        from: tip.headVersion,
+        to: pointerOf(target, tip),
+      });
       await this.store.commit(scope, {
         basedOn: tip,
         head: { id: target.id, version: target.stateVersion, depth: target.depth, place: target.place },

@@ -48,6 +48,7 @@ const agent = {
   worker: { url: 'module:examples/worker.ts', timeoutMs: null, hasSecret: false },
   config: { model: 'small-fast' },
   stateFields: null,
+  documents: null,
   createdAt: at,
   updatedAt: at,
 } satisfies Example<'Agent'>;

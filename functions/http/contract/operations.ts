@@ -147,7 +147,8 @@ export const operations: Record<RouteKey, Operation> = {
       },
     },
     responses: { 201: { description: 'Appended; the head is the last message.', schema: 'AppendResult' } },
-    problems: ['invalid_request', 'node_not_found', 'node_exists', 'payload_too_large', 'conflict'],
+    // field_forbidden: a key limited to agents moving the head off a field it may not write (API.md section 7).
+    problems: ['invalid_request', 'node_not_found', 'node_exists', 'payload_too_large', 'conflict', 'field_forbidden'],
   },
   'GET /v1/sessions/{sid}/messages': {
     tag: 'tree',
@@ -180,7 +181,7 @@ export const operations: Record<RouteKey, Operation> = {
     summary: 'Switch the head (branch)',
     body: { schema: headBody, example: { nodeId: 'a1' } },
     responses: { 200: { description: 'The new head.', schema: 'HeadResult' } },
-    problems: ['invalid_request', 'session_not_found', 'node_not_found', 'conflict'],
+    problems: ['invalid_request', 'session_not_found', 'node_not_found', 'conflict', 'field_forbidden'],
   },
 
   'GET /v1/sessions/{sid}/state': {

@@ -110,6 +110,10 @@ const agent = z.object({
     .nullable(),
   config: jsonValue,
   stateFields: z.record(z.string(), fieldDeclaration).nullable(),
+  documents: z
+    .object({ shared: z.literal('write').optional() })
+    .nullable()
+    .meta({ description: '`{"shared": "write"}`: a key limited to this agent may write the tenant\'s `shared` document.' }),
   createdAt: time,
   updatedAt: time,
 });

@@ -1,4 +1,5 @@
 import * as z from 'zod/mini';
+import type { AllowedAgents } from '../../core/agents/acting-agent.js';
 import { isJsonNumber, isJsonObject, type Json, type JsonObject } from '../../core/json/json.js';
 import { AgentStateError, LateDetailError } from '../../core/kernel/errors.js';
 import { requireId } from '../../core/kernel/ids.js';
@@ -52,6 +53,11 @@ export const jsonObject = z.custom<JsonObject>(isJsonObject, { message: 'must be
 
 export function sessionScope(input: RouteInput): SessionScope {
   return { tenant: input.tenant, sessionId: requireId(input.path('sid'), 'sessionId') };
+}
+
+/** The key's agents and the agent it acts as: what a session write of a limited key is held to (API.md section 7). */
+export function keyAccess(input: RouteInput): { allowed: AllowedAgents; caller: string | null } {
+  return { allowed: input.allowedAgents, caller: input.caller };
 }
 
 /** `?node=`: the node a read or write is about; undefined when absent. */

@@ -48,6 +48,8 @@ export const agentBody = z.strictObject({
   ),
   config: z.optional(jsonValue),
   stateFields: z.optional(z.nullable(stateFields)),
+  // What a key limited to this agent may do to the tenant's documents (API.md section 7).
+  documents: z.optional(z.nullable(z.strictObject({ shared: z.optional(z.literal('write')) }))),
 });
 
 const agentId = (input: RouteInput) => requireId(input.path('agentId'), 'agentId');
@@ -85,6 +87,8 @@ export const handler = createHttpHandler(
           worker: request.worker ?? null,
           config: request.config ?? null,
           stateFields: request.stateFields ?? null,
+          // Absent stays absent: a limited key's registration then keeps the agent's grants.
+          ...(request.documents === undefined ? {} : { documents: request.documents }),
         },
         input.allowedAgents,
       );

@@ -52,6 +52,7 @@ export const handler = createHttpHandler(
         ...(expectedVersion === undefined ? {} : { expectedVersion }),
         ...(node === undefined ? {} : { node }),
         caller: input.caller,
+        allowed: input.allowedAgents,
       });
       return versionedJson(result);
     },

@@ -41,7 +41,7 @@ export const handler = createHttpHandler(
       // the middleware checked); one named in the body must be one the key may act as, too.
       if (body.agentId !== undefined) requireActingAgent(input.allowedAgents, body.agentId, HEADER_WORDING);
       const agentId = body.agentId ?? input.caller ?? undefined;
-      return json(200, await input.deps.decide.decide(scope, { ...body, ...(agentId ? { agentId } : {}) }));
+      return json(200, await input.deps.decide.decide(scope, { ...body, ...(agentId ? { agentId } : {}), allowed: input.allowedAgents }));
     },
   },
   // A commit may set a thread key to a state of up to 4 MiB; a decision may carry one in `proposed`.

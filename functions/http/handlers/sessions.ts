@@ -4,7 +4,7 @@ import { AgentStateError } from '../../core/kernel/errors.js';
 import { ID_CHARACTERS, ID_PATTERN } from '../../core/kernel/ids.js';
 import { createHttpHandler } from '../api.js';
 import { idSchema } from '../edge/id-schema.js';
-import { bodyAsSent, jsonObject, pagination, sessionScope } from '../edge/request.js';
+import { bodyAsSent, jsonObject, keyAccess, pagination, sessionScope } from '../edge/request.js';
 import { json, noContent } from '../edge/responses.js';
 import { sessionTree } from '../parts/session-tree.js';
 
@@ -40,12 +40,16 @@ export const handler = createHttpHandler(
           field: 'metadata',
         });
       }
-      const session = await input.deps.sessionTree.createSession(input.tenant, {
-        sessionId: request.sessionId,
-        agentId: request.agentId ?? null,
-        userId: request.userId ?? null,
-        metadata,
-      });
+      const session = await input.deps.sessionTree.createSession(
+        input.tenant,
+        {
+          sessionId: request.sessionId,
+          agentId: request.agentId ?? null,
+          userId: request.userId ?? null,
+          metadata,
+        },
+        keyAccess(input),
+      );
       return json(201, session, { location: `/v1/sessions/${encodeURIComponent(session.sessionId)}` });
     },
 

@@ -27,6 +27,8 @@ async function write(input: RouteInput<{ sessions: SessionService }>, method: 'p
     ...(expected === undefined ? {} : { ifMatch: expected }),
     // The acting agent (checked for every route by the actingAgent middleware): the version's author.
     caller: input.caller,
+    // A key limited to agents writes only in its conversations (API.md section 7).
+    allowed: input.allowedAgents,
   };
   if (method === 'patchState' && mediaType === JSON_PATCH) {
     return versionedJson(await input.deps.sessions.jsonPatchState(scope, parseJsonPatch(input.body), options));

@@ -2,7 +2,7 @@ import * as z from 'zod/mini';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import { requireId } from '../../core/kernel/ids.js';
 import { createHttpHandler, type RouteInput } from '../api.js';
-import { bodyAsSent, queryNode, sessionScope } from '../edge/request.js';
+import { bodyAsSent, keyAccess, queryNode, sessionScope } from '../edge/request.js';
 import { json } from '../edge/responses.js';
 import { sessionTree } from '../parts/session-tree.js';
 import { checkMessages, MAX_MESSAGES_PER_APPEND, messageSchema } from './messages.js';
@@ -31,7 +31,11 @@ export const handler = createHttpHandler(
       // As sent: messages are stored with their keys in the order they came.
       const { messages, parentId } = bodyAsSent(input, appendBody, { required: 'send {"messages": [...]}', ids: ['parentId'] });
       checkMessages(messages, 'messages');
-      const result = await input.deps.sessionTree.appendMessages(scope, { messages, ...(parentId === undefined ? {} : { parentId }) });
+      const result = await input.deps.sessionTree.appendMessages(
+        scope,
+        { messages, ...(parentId === undefined ? {} : { parentId }) },
+        keyAccess(input),
+      );
       return json(201, result);
     },
 
@@ -49,7 +53,7 @@ export const handler = createHttpHandler(
     'PUT /v1/sessions/{sid}/head': async (input) => {
       const scope = sessionScope(input);
       const { nodeId } = bodyAsSent(input, headBody, { required: 'send {"nodeId": "..."}', ids: ['nodeId'] });
-      return json(200, await input.deps.sessionTree.switchHead(scope, nodeId));
+      return json(200, await input.deps.sessionTree.switchHead(scope, nodeId, keyAccess(input)));
     },
   },
 );

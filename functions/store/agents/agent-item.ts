@@ -22,6 +22,7 @@ export const encode = (tenant: string, agent: AgentRecord): Item => ({
     : undefined,
   config: encodeStoredJson(agent.config),
   stateFields: agent.stateFields ? encodeStoredJson(agent.stateFields) : undefined,
+  documents: agent.documents?.shared ? { shared: agent.documents.shared } : undefined,
   createdAt: agent.createdAt,
   updatedAt: agent.updatedAt,
 });
@@ -44,6 +45,7 @@ export function decode(item: Item): AgentRecord {
       : null,
     config: parseJsonText(item.config),
     stateFields: parseJsonText(item.stateFields) as StateFields | null,
+    documents: (item.documents as { shared?: unknown } | undefined)?.shared === 'write' ? { shared: 'write' } : null,
     createdAt: String(item.createdAt),
     updatedAt: String(item.updatedAt),
   };

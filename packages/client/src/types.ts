@@ -248,6 +248,11 @@ export interface PutAgentRequest {
   /** The config a session of this agent starts with (≤ 64 KiB). */
   config?: Json;
   stateFields?: Record<string, FieldDeclaration> | null;
+  /**
+   * `{"shared": "write"}`: a key limited to this agent may write the tenant's `shared` document.
+   * Only a key that is not limited may grant it; a limited key's registration keeps what was there.
+   */
+  documents?: { shared?: 'write' } | null;
 }
 
 /** An agent as the API returns it: never the secret, only whether one is set. */
@@ -259,6 +264,8 @@ export interface Agent {
   config: Json;
   /** As declared, with `read` and `write` filled in. */
   stateFields: Record<string, FieldDeclaration> | null;
+  /** The agent's grants on the tenant's documents; null when none. */
+  documents: { shared?: 'write' } | null;
   createdAt: string;
   updatedAt: string;
 }
