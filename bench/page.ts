@@ -16,6 +16,7 @@ import { median, ms, requestsText } from './measure.js';
 import { type MemoryResult, memoryFlatTable, memoryTable } from './memory.js';
 import { type OperationsResult, operationsTable } from './operations.js';
 import { type OwnCodeResult, ownCodeTable } from './own-code.js';
+import { type PartitionLoad, partitionLoadSection } from './partition-load.js';
 import { pairTable, type ScaleResult, TICK_WARMUP } from './scale.js';
 import { type TelemetryLevels, telemetrySection } from './telemetry.js';
 
@@ -35,6 +36,7 @@ export interface PageInput {
   largeState: LargeStateResult;
   scale: ScaleResult;
   contention: ContentionResult[];
+  partition: PartitionLoad;
   langgraph: { rows: SaverRow[] };
   memory: MemoryResult;
   bundles: BundleRun;
@@ -82,6 +84,7 @@ export function benchmarksPage({
   telemetry,
   scale,
   contention,
+  partition,
   langgraph,
   memory,
   largeState,
@@ -296,6 +299,7 @@ walk that slowed the tests costs only a table made after other tables' records. 
 the target is met by a quiet, warm process and missed by a loaded one; DynamoDB itself, whose
 writes take a few ms and do not share the caller's CPU, is not measured here.
 
+${partitionLoadSection(partition)}
 ${langGraphSection(langgraph)}
 
 ${memorySection(memory)}

@@ -23,7 +23,9 @@
  *        --memory-only (section 6 alone, written into the page in place of its last run),
  *        --bundles-only (section 4 alone, the same way; no DynamoDB needed),
  *        --only=scale,concurrency (either or both of those sections alone, printed only),
- *        --operations-only (section 1's table and section 7 without its depth rows, written into the page).
+ *        --operations-only (section 1's table and section 7 without its depth rows, written into the page),
+ *        --partition-only (the partition-load section alone, written into the page in place of its last run;
+ *        --only=partition prints it).
  * Env:   BENCH_ITERATIONS (default 300; 40 with --quick), BENCH_DEPTH (the scale section's deep chains:
  *        default 10,000; 1,000 with --quick).
  */
@@ -47,6 +49,7 @@ import { Meter } from './meter.js';
 import { measureOperations, operationsTable } from './operations.js';
 import { measureOwnCode } from './own-code.js';
 import { benchmarksPage, memorySection } from './page.js';
+import { measurePartitionLoad, PARTITION_LOAD, partitionLoadSection } from './partition-load.js';
 import { writeRawItems } from './raw-sdk.js';
 import { measureScale } from './scale.js';
 import { measureTelemetryLevels } from './telemetry.js';
@@ -109,9 +112,23 @@ if (process.argv.includes('--operations-only')) {
   process.exit(0);
 }
 
+if (process.argv.includes('--partition-only')) {
+  // The partition-load section alone (its own server and DynamoDB Local), spliced into the page.
+  const section = partitionLoadSection(await measurePartitionLoad(PARTITION_LOAD));
+  log(`\n${section}`);
+  const page = readFileSync(DOC, 'utf8');
+  const start = page.indexOf('## Partition load');
+  const end = page.indexOf('## LangGraph\n');
+  if (end < 0) throw new Error(`${DOC} has no "## LangGraph" to put the partition-load section before`);
+  if (WRITE_DOC) writeDoc(`${page.slice(0, start < 0 ? end : start)}${section}\n${page.slice(end)}`);
+  await dynamo.stop();
+  process.exit(0);
+}
+
 if (ONLY) {
   if (ONLY.includes('scale')) await measureScale(meter, main);
   if (ONLY.includes('concurrency')) await measureConcurrency(meter, main);
+  if (ONLY.includes('partition')) log(`\n${partitionLoadSection(await measurePartitionLoad(PARTITION_LOAD))}`);
   await dynamo.stop();
   process.exit(0);
 }
@@ -126,6 +143,9 @@ const contention = await measureConcurrency(meter, main);
 const langgraph = await measureLangGraph(meter, client);
 const memory = await measureMemory(meter, client, 'bench');
 const bundles = await measureBundles();
+// Last: it runs a server of its own, which sets the handlers' environment and dependencies.
+const partition = await measurePartitionLoad(PARTITION_LOAD);
+log(`\n${partitionLoadSection(partition)}`);
 log(
   `\n7. What it costs in AWS (USD per million, estimated from the requests and units above)\n${costTable(costRows(operations.rows, scale.depthResults))}`,
 );
@@ -134,7 +154,20 @@ const finished = new Date();
 if (WRITE_DOC) {
   const run = { started, finished, loadAtStart };
   writeDoc(
-    benchmarksPage({ run, stateBytes: STATE_BYTES, operations, own, telemetry, largeState, scale, contention, langgraph, memory, bundles }),
+    benchmarksPage({
+      run,
+      stateBytes: STATE_BYTES,
+      operations,
+      own,
+      telemetry,
+      largeState,
+      scale,
+      contention,
+      partition,
+      langgraph,
+      memory,
+      bundles,
+    }),
   );
   log(`\nwrote ${DOC}`);
 }

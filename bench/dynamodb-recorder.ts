@@ -1,0 +1,385 @@
+/**
+ * A recording proxy in front of DynamoDB: every request that passes it is priced per partition
+ * key, whoever sent it (the handlers, the change hook, the webhook hook). It asks each request
+ * for `ReturnConsumedCapacity: INDEXES`, reads the capacity from the answer, and splits a batch's
+ * or a transaction's capacity over the keys it names. Used by the partition-load measurement
+ * (bench/partition-load.ts); the index writes a write causes are priced from the table's stream
+ * (bench/index-writes.ts), because no answer says which index key a write moved.
+ *
+ * Where DynamoDB Local does not say what AWS would bill, the recorder estimates by DynamoDB's
+ * published rules: a transaction's write costs 2 units per started KB of each item (DynamoDB
+ * Local reports 2 for any transaction), a write that failed its condition or a cancelled
+ * transaction is billed as if it had written (AWS bills both), and a read that failed costs
+ * nothing.
+ */
+import { createServer, request as httpRequest, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** An attribute value as DynamoDB's JSON protocol carries it (`{"S": "x"}`). */
+export type WireValue = Record<string, unknown>;
+export type WireItem = Record<string, WireValue>;
+
+/** One key's share of one request. */
+export interface KeyCharge {
+  /** The partition key's value, e.g. `S#t#session-1`. */
+  key: string;
+  /** `table`, or the index's name for a query of an index (index writes: index-writes.ts). */
+  where: string;
+  readUnits: number;
+  writeUnits: number;
+  /** The request (or its part) that touched this key: the operation's name. */
+  operation: string;
+}
+
+export interface RecordedRequest {
+  operation: string;
+  /** The error's name when DynamoDB refused the request (`ConditionalCheckFailedException`…). */
+  error?: string;
+  charges: KeyCharge[];
+}
+
+const CAPACITY_OPERATIONS = new Set([
+  'GetItem',
+  'PutItem',
+  'UpdateItem',
+  'DeleteItem',
+  'Query',
+  'Scan',
+  'BatchGetItem',
+  'BatchWriteItem',
+  'TransactGetItems',
+  'TransactWriteItems',
+]);
+const READ_OPERATIONS = new Set(['GetItem', 'Query', 'Scan', 'BatchGetItem', 'TransactGetItems']);
+
+export interface DynamoDbRecorder {
+  /** The proxy's endpoint, to give the clients in place of DynamoDB's. */
+  url: string;
+  /** The requests recorded since the last `take()`, and a fresh start. */
+  take(): RecordedRequest[];
+  close(): Promise<void>;
+}
+
+/** Starts the proxy in front of `target` (DynamoDB Local's endpoint). */
+export async function startDynamoDbRecorder(target: string): Promise<DynamoDbRecorder> {
+  const upstream = new URL(target);
+  /** Each table's partition key and each index's, from DescribeTable answers seen on the way (or asked). */
+  const schema = new TableSchemas(target);
+  let recorded: RecordedRequest[] = [];
+  const server: Server = createServer((req, res) => {
+    void (async () => {
+      const body = await readBody(req);
+      const targetHeader = String(req.headers['x-amz-target'] ?? '');
+      const operation = targetHeader.startsWith('DynamoDB_20120810.') ? targetHeader.slice('DynamoDB_20120810.'.length) : '';
+      let input: Record<string, unknown> | undefined;
+      let sent = body;
+      if (CAPACITY_OPERATIONS.has(operation)) {
+        input = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
+        input.ReturnConsumedCapacity = 'INDEXES';
+        sent = Buffer.from(JSON.stringify(input));
+      }
+      const headers = { ...req.headers, host: upstream.host, 'content-length': String(sent.length) };
+      const forwarded = httpRequest(
+        { hostname: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers },
+        (answer) => {
+          const chunks: Buffer[] = [];
+          answer.on('data', (chunk: Buffer) => chunks.push(chunk));
+          answer.on('end', () => {
+            const raw = Buffer.concat(chunks);
+            if (input) {
+              void schema
+                .ready(input)
+                .then(() => {
+                  recorded.push(priceRequest(schema, operation, input as Record<string, unknown>, answer.statusCode ?? 0, raw));
+                })
+                .catch(() => {});
+            }
+            res.writeHead(answer.statusCode ?? 500, answer.headers);
+            res.end(raw);
+          });
+        },
+      );
+      forwarded.on('error', () => {
+        res.destroy();
+      });
+      forwarded.end(sent);
+    })();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    take: () => {
+      const taken = recorded;
+      recorded = [];
+      return taken;
+    },
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+function readBody(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+/** The partition key attribute of each table and index, learnt once per table by DescribeTable. */
+class TableSchemas {
+  private readonly known = new Map<string, Promise<Map<string, string>>>();
+  private readonly resolved = new Map<string, Map<string, string>>();
+
+  constructor(private readonly endpoint: string) {}
+
+  /** Waits until the tables `input` names are described. */
+  async ready(input: Record<string, unknown>): Promise<void> {
+    await Promise.all(tablesOf(input).map((table) => this.describe(table)));
+  }
+
+  /** The partition key attribute of `table` (or of its index `index`). */
+  partitionKey(table: string, index?: string): string {
+    return this.resolved.get(table)?.get(index ?? '') ?? 'pk';
+  }
+
+  private describe(table: string): Promise<Map<string, string>> {
+    let found = this.known.get(table);
+    if (!found) {
+      found = describeTable(this.endpoint, table).then((keys) => {
+        this.resolved.set(table, keys);
+        return keys;
+      });
+      this.known.set(table, found);
+    }
+    return found;
+  }
+}
+
+async function describeTable(endpoint: string, table: string): Promise<Map<string, string>> {
+  const response = await fetch(endpoint, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/x-amz-json-1.0',
+      'x-amz-target': 'DynamoDB_20120810.DescribeTable',
+      authorization: 'AWS4-HMAC-SHA256 Credential=local/20200101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0',
+    },
+    body: JSON.stringify({ TableName: table }),
+  });
+  const keys = new Map<string, string>();
+  if (!response.ok) return keys;
+  const { Table } = (await response.json()) as {
+    Table?: {
+      KeySchema?: Array<{ AttributeName: string; KeyType: string }>;
+      GlobalSecondaryIndexes?: Array<{ IndexName: string; KeySchema: Array<{ AttributeName: string; KeyType: string }> }>;
+    };
+  };
+  const hash = (schema?: Array<{ AttributeName: string; KeyType: string }>) => schema?.find((key) => key.KeyType === 'HASH')?.AttributeName;
+  keys.set('', hash(Table?.KeySchema) ?? 'pk');
+  for (const index of Table?.GlobalSecondaryIndexes ?? []) keys.set(index.IndexName, hash(index.KeySchema) ?? 'pk');
+  return keys;
+}
+
+function tablesOf(input: Record<string, unknown>): string[] {
+  if (typeof input.TableName === 'string') return [input.TableName];
+  if (input.RequestItems && typeof input.RequestItems === 'object') return Object.keys(input.RequestItems);
+  const items = (input.TransactItems ?? []) as Array<Record<string, { TableName?: string } | undefined>>;
+  return [...new Set(items.flatMap((item) => Object.values(item).map((part) => part?.TableName ?? '')))].filter(Boolean);
+}
+
+interface Capacity {
+  TableName?: string;
+  CapacityUnits?: number;
+  Table?: { CapacityUnits?: number };
+  GlobalSecondaryIndexes?: Record<string, { CapacityUnits?: number }>;
+}
+
+/** What one request cost, per partition key. */
+function priceRequest(
+  schema: TableSchemas,
+  operation: string,
+  input: Record<string, unknown>,
+  status: number,
+  raw: Buffer,
+): RecordedRequest {
+  let output: Record<string, unknown> = {};
+  try {
+    output = JSON.parse(raw.toString('utf8')) as Record<string, unknown>;
+  } catch {
+    // Not JSON: priced as a failure below.
+  }
+  const failed = status >= 400;
+  const error = failed ? String(output.__type ?? 'Unknown').replace(/^.*#/, '') : undefined;
+  const read = READ_OPERATIONS.has(operation);
+  const consumed = ([] as Capacity[]).concat((output.ConsumedCapacity as Capacity | Capacity[] | undefined) ?? []);
+  const charge = (key: string, units: number, where = 'table'): KeyCharge => ({
+    key,
+    where,
+    operation,
+    readUnits: read ? units : 0,
+    writeUnits: read ? 0 : units,
+  });
+  const pkOf = (table: string, item: WireItem | undefined) => stringOf(item?.[schema.partitionKey(table)]);
+  // A read that finds nothing still costs its minimum in AWS (DynamoDB Local reports 0).
+  const least = read ? (input.ConsistentRead === true ? 1 : 0.5) : 0;
+  const tableUnits = (capacity: Capacity | undefined) => Math.max(least, capacity?.Table?.CapacityUnits ?? capacity?.CapacityUnits ?? 0);
+
+  switch (operation) {
+    case 'GetItem':
+    case 'DeleteItem':
+    case 'UpdateItem': {
+      const table = String(input.TableName);
+      const key = pkOf(table, input.Key as WireItem);
+      // A failed conditional write is billed (1 unit for an item under 1 KB); a failed read is not.
+      const units = failed ? (read ? 0 : 1) : tableUnits(consumed[0]);
+      return { operation, ...(error ? { error } : {}), charges: [charge(key, units)] };
+    }
+    case 'PutItem': {
+      const table = String(input.TableName);
+      const item = input.Item as WireItem;
+      const units = failed ? kilobytes(itemSize(item)) : tableUnits(consumed[0]);
+      return { operation, ...(error ? { error } : {}), charges: [charge(pkOf(table, item), units)] };
+    }
+    case 'Query':
+    case 'Scan': {
+      const table = String(input.TableName);
+      const index = typeof input.IndexName === 'string' ? input.IndexName : undefined;
+      const key = operation === 'Scan' ? '<scan>' : queryPartition(input, schema.partitionKey(table, index));
+      const units = failed
+        ? 0
+        : index
+          ? Math.max(least, consumed[0]?.GlobalSecondaryIndexes?.[index]?.CapacityUnits ?? consumed[0]?.CapacityUnits ?? 0)
+          : tableUnits(consumed[0]);
+      return { operation, ...(error ? { error } : {}), charges: [charge(key, units, index ?? 'table')] };
+    }
+    case 'BatchGetItem': {
+      const charges: KeyCharge[] = [];
+      for (const [table, request] of Object.entries(input.RequestItems as Record<string, { Keys: WireItem[] }>)) {
+        const units = failed ? 0 : tableUnits(consumed.find((entry) => entry.TableName === table));
+        // Each key's share: the units split evenly (the answer does not say per item).
+        for (const key of request.Keys) charges.push(charge(pkOf(table, key), units / request.Keys.length));
+      }
+      return { operation, ...(error ? { error } : {}), charges };
+    }
+    case 'BatchWriteItem': {
+      const charges: KeyCharge[] = [];
+      for (const [table, requests] of Object.entries(
+        input.RequestItems as Record<string, Array<{ PutRequest?: { Item: WireItem }; DeleteRequest?: { Key: WireItem } }>>,
+      )) {
+        const sized = requests.map((entry) =>
+          entry.PutRequest
+            ? { key: pkOf(table, entry.PutRequest.Item), units: kilobytes(itemSize(entry.PutRequest.Item)) }
+            : { key: pkOf(table, entry.DeleteRequest?.Key), units: 1 },
+        );
+        // Unprocessed items are sent again and priced then: only what was processed counts here.
+        const unprocessed = new Set(
+          (
+            (
+              output.UnprocessedItems as
+                | Record<string, Array<{ PutRequest?: { Item: WireItem }; DeleteRequest?: { Key: WireItem } }>>
+                | undefined
+            )?.[table] ?? []
+          ).map((entry) => JSON.stringify(entry)),
+        );
+        const reported = tableUnits(consumed.find((entry) => entry.TableName === table));
+        const estimated = sized.reduce((sum, entry) => sum + entry.units, 0);
+        requests.forEach((entry, position) => {
+          if (failed || unprocessed.has(JSON.stringify(entry))) return;
+          const share = sized[position] as { key: string; units: number };
+          charges.push(charge(share.key, estimated > 0 ? (reported * share.units) / estimated : 0));
+        });
+      }
+      return { operation, ...(error ? { error } : {}), charges };
+    }
+    case 'TransactWriteItems': {
+      // DynamoDB Local reports 2 for any transaction: every item is priced by the rules instead,
+      // cancelled or not (AWS bills a cancelled transaction's writes).
+      const charges: KeyCharge[] = [];
+      for (const item of input.TransactItems as Array<Record<string, { TableName: string; Item?: WireItem; Key?: WireItem } | undefined>>) {
+        const [kind, part] = Object.entries(item)[0] as [string, { TableName: string; Item?: WireItem; Key?: WireItem }];
+        const units = kind === 'Put' ? 2 * kilobytes(itemSize(part.Item ?? {})) : 2;
+        charges.push(charge(pkOf(part.TableName, part.Item ?? part.Key), units));
+      }
+      return { operation, ...(error ? { error } : {}), charges };
+    }
+    case 'TransactGetItems': {
+      const items = input.TransactItems as Array<{ Get: { TableName: string; Key: WireItem } }>;
+      const total = failed ? 0 : consumed.reduce((sum, entry) => sum + tableUnits(entry), 0);
+      return {
+        operation,
+        ...(error ? { error } : {}),
+        charges: items.map(({ Get }) => charge(pkOf(Get.TableName, Get.Key), total / items.length)),
+      };
+    }
+    default:
+      return { operation, charges: [] };
+  }
+}
+
+/** The value a Query's key condition binds to the partition key (`pk = :pk`, `#p = :v`). */
+function queryPartition(input: Record<string, unknown>, partitionKey: string): string {
+  const names = (input.ExpressionAttributeNames ?? {}) as Record<string, string>;
+  const values = (input.ExpressionAttributeValues ?? {}) as Record<string, WireValue>;
+  const condition = String(input.KeyConditionExpression ?? '');
+  for (const match of condition.matchAll(/([#\w]+)\s*=\s*(:\w+)/g)) {
+    const name = (match[1] as string).startsWith('#') ? names[match[1] as string] : match[1];
+    if (name === partitionKey) return stringOf(values[match[2] as string]);
+  }
+  return '<unknown>';
+}
+
+function stringOf(value: WireValue | undefined): string {
+  if (!value) return '<none>';
+  if (typeof value.S === 'string') return value.S;
+  if (typeof value.N === 'string') return value.N;
+  return JSON.stringify(value);
+}
+
+/** Write units of an item of `bytes`: one per started KB. */
+export function kilobytes(bytes: number): number {
+  return Math.max(1, Math.ceil(bytes / 1024));
+}
+
+/** An item's size as DynamoDB counts it: attribute names plus values, in the wire format. */
+export function itemSize(item: WireItem): number {
+  return Object.entries(item).reduce((sum, [name, value]) => sum + Buffer.byteLength(name) + valueSize(value), 0);
+}
+
+function valueSize(value: WireValue): number {
+  const [type, inner] = Object.entries(value)[0] ?? ['NULL', true];
+  switch (type) {
+    case 'S':
+      return Buffer.byteLength(String(inner));
+    case 'N':
+      return (
+        Math.ceil(
+          Math.max(
+            1,
+            String(inner)
+              .replace(/[^0-9]/g, '')
+              .replace(/^0+/, '').length,
+          ) / 2,
+        ) + 1
+      );
+    case 'B':
+      // Base64 on the wire; bytes in the images a stream client hands over.
+      return inner instanceof Uint8Array ? inner.byteLength : Buffer.from(String(inner), 'base64').byteLength;
+    case 'SS':
+      return (inner as string[]).reduce((sum, entry) => sum + Buffer.byteLength(entry), 0);
+    case 'NS':
+      return (inner as string[]).reduce((sum, entry) => sum + valueSize({ N: entry }), 0);
+    case 'BS':
+      return (inner as Array<string | Uint8Array>).reduce((sum, entry) => sum + valueSize({ B: entry }), 0);
+    case 'L':
+      return 3 + (inner as WireValue[]).reduce((sum, entry) => sum + 1 + valueSize(entry), 0);
+    case 'M':
+      return 3 + Object.entries(inner as WireItem).reduce((sum, [name, entry]) => sum + 1 + Buffer.byteLength(name) + valueSize(entry), 0);
+    default:
+      return 1;
+  }
+}
