@@ -18,11 +18,11 @@
  * second, in the table and in every index alike.
  */
 import { randomUUID } from 'node:crypto';
-import { keysFromEnv } from '../functions/http/auth.js';
 import { dependenciesFor, useDependencies } from '../functions/http/dependencies.js';
+import { keysFromEnv } from '../functions/http/edge/auth.js';
 import { startLocalServer } from '../functions/local/server.js';
-import { dynamoDbClient } from '../functions/store/client.js';
-import { createStores } from '../functions/store/stores.js';
+import { createStores } from '../functions/store/index.js';
+import { dynamoDbClient } from '../functions/store/table/client.js';
 import { type KeyCharge, type RecordedRequest, startDynamoDbRecorder } from './dynamodb-recorder.js';
 import { IndexWriteTap } from './index-writes.js';
 
