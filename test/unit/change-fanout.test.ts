@@ -538,12 +538,12 @@ describe('document events', () => {
 });
 
 describe('session activity', () => {
-  const at = (input: ChangeInput, createdAt: string, activityMoved = false): ChangeInput => {
+  const at = (input: ChangeInput, createdAt: string, activityDue = true): ChangeInput => {
     const recorded = input.change as RecordedVersion;
-    return { ...input, change: { ...recorded, version: { ...recorded.version, createdAt }, activityMoved } };
+    return { ...input, change: { ...recorded, version: { ...recorded.version, createdAt }, activityDue } };
   };
 
-  it('moves each written session to its newest version once per batch, unless the write moved it already', async () => {
+  it('moves each written session once per batch, to its newest version whose move was due', async () => {
     // Prepare
     const moved: Array<[string, string]> = [];
     const h = harness({});
@@ -554,12 +554,12 @@ describe('session activity', () => {
     // Act
     const result = await new ChangeFanout(h.ports).process([
       at(change('s1', 1, 0, { a: 1 }), '2025-06-01T10:00:01.000Z'),
-      at(change('s2', 1, 0, { b: 1 }), '2025-06-01T10:00:02.000Z', true),
+      at(change('s2', 1, 0, { b: 1 }), '2025-06-01T10:00:02.000Z', false),
       at(change('s1', 2, 1, { a: 2 }), '2025-06-01T10:00:03.000Z'),
-      at(change('s1', 3, 2, { a: 3 }), '2025-06-01T10:00:04.000Z', true),
+      at(change('s1', 3, 2, { a: 3 }), '2025-06-01T10:00:04.000Z', false),
     ]);
 
-    // Assess: s1 to its newest version the hook must move it for; s2 moved itself.
+    // Assess: s1 to its newest version whose move was due; s2's was not (it moved within the interval).
     expect(result.failed).toEqual([]);
     expect(moved).toEqual([['s1', '2025-06-01T10:00:03.000Z']]);
   });
@@ -570,7 +570,7 @@ describe('session activity', () => {
       throw new Error('throttled');
     };
 
-    const result = await new ChangeFanout(h.ports).process([change('s1', 1, 0, { a: 1 })]);
+    const result = await new ChangeFanout(h.ports).process([at(change('s1', 1, 0, { a: 1 }), '2025-06-01T10:00:01.000Z')]);
 
     expect(result.failed).toEqual([]);
     expect(h.sent.map((sent) => sent.id)).toEqual(['s1:1']);

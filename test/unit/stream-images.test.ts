@@ -60,16 +60,16 @@ describe('recordedVersionOf and the event filter', () => {
         state: { turns: 2 },
         agent: { model: 'fast' },
       },
-      activityMoved: false,
+      activityDue: false,
     });
   });
 
-  it('tells whether the write moved the session activity itself (touchedAt equals createdAt)', () => {
+  it('tells whether the write found the session activity due to move (touchedAt equals createdAt)', () => {
     const moved = record('INSERT', { NewImage: versionImage({ t: carried({ ta: '2025-06-01T10:00:00.000Z' }) }) });
     const earlier = record('INSERT', { NewImage: versionImage({ t: carried({ ta: '2025-06-01T09:59:00.000Z' }) }) });
 
-    expect(recordedVersionOf(moved)?.activityMoved).toBe(true);
-    expect(recordedVersionOf(earlier)?.activityMoved).toBe(false);
+    expect(recordedVersionOf(moved)?.activityDue).toBe(true);
+    expect(recordedVersionOf(earlier)?.activityDue).toBe(false);
   });
 
   it('reads the life of the session a version belongs to from its key', () => {

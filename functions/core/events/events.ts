@@ -80,10 +80,11 @@ export interface RecordedVersion {
   incarnation?: number;
   version: Omit<VersionRecord, 'lineage' | 'place'>;
   /**
-   * True when the write that recorded the version also moved the session's activity
-   * (`updatedAt`, the list order); otherwise the change hook moves it.
+   * True when the session's activity (`updatedAt`, the list order) is due to move to this
+   * version: the write stamped it so, at most once an interval (store/log/log-writer.ts
+   * `ACTIVITY_EVERY_MS`), and the change hook moves it. False for every other version.
    */
-  activityMoved?: boolean;
+  activityDue?: boolean;
 }
 
 export function eventId(sessionId: string, version: number): string {

@@ -310,13 +310,13 @@ export class ChangeFanout extends StreamFanout<ChangeFanoutPorts> {
 
   /**
    * A state write is one PutItem; the session's activity follows here, once per session and
-   * batch, to the newest version whose write did not move it itself.
+   * batch, to the newest version whose write found its move due (at most once an interval).
    */
   private async moveActivity(session: StreamBatch): Promise<void> {
     if (!this.ports.moveActivity || !session.thread) return;
     let newest: string | undefined;
     for (const { change } of session.inputs) {
-      if (isRecordedDocument(change) || change.activityMoved) continue;
+      if (isRecordedDocument(change) || !change.activityDue) continue;
       if (newest === undefined || change.version.createdAt > newest) newest = change.version.createdAt;
     }
     if (newest === undefined) return;

@@ -15,7 +15,7 @@ import { logPositionOf } from '../table/keys.js';
  *   pk S#<tenant>#<session>   sk V#<life>#<base>#<seq>   kind v   version, node, prevVersion,
  *   cause, author, decisionId, createdAt, state (state-codec.ts), agent (JSON text), and `t`
  *   (log-items.ts), which carries the session's agent and `ta`, equal to createdAt when the
- *   write moved the session's activity itself
+ *   write found the session's activity due to move (the change hook moves it)
  *
  * A version arrives as an INSERT, always: a change of the log is never overwritten, but by a
  * delete, which makes it a tombstone (a MODIFY to kind x); and REMOVE (TTL) never is one.
@@ -129,8 +129,8 @@ export function recordedVersionOf(record: DynamoDBRecord): RecordedVersion | nul
       // Whose typed fields the state holds: agent-filtered events are cut by them.
       ...(version.sessionAgentId == null ? {} : { sessionAgentId: version.sessionAgentId }),
     },
-    // A write that moved the session's activity itself stamped its change with the same time.
-    activityMoved: entry.carried.ta !== null && entry.carried.ta === version.createdAt,
+    // A version whose write found the activity due stamped its change with its own time.
+    activityDue: entry.carried.ta !== null && entry.carried.ta === version.createdAt,
   };
 }
 

@@ -31,11 +31,13 @@ import { childRuns } from './paths.js';
 import { type AbandonedDeletes, nextSlot, sessionUpsert } from './session-writes.js';
 
 /**
- * A change that moves no version moves the session's activity itself, but at most this often:
- * the list order may trail the latest write by a moment (API.md section 2), and a conversation
- * appending every second should not pay a second write for it each time.
+ * A session's activity (`updatedAt`, its place in the sessions list) moves at most this often,
+ * whatever writes it: each move is a delete and a put in the activity index, whose partitions
+ * the tenant's conversations share (API.md section 14: no cost per turn there), and the list
+ * may trail the latest write by up to 30 s (API.md section 2): a move due at this age, made by
+ * the next write or the change hook a moment later, keeps it within that.
  */
-const ACTIVITY_EVERY_MS = 60_000;
+export const ACTIVITY_EVERY_MS = 20_000;
 
 /**
  * The one way anything about a session's versions, head or lease changes: the next change of
@@ -70,11 +72,16 @@ export class LogWriter {
 
     const { position, claim } = nextSlot(basedOn);
     const inTransaction = change.mayCreateSession || (change.documents?.length ?? 0) > 0;
-    const at = change.touchSessionAt;
-    const movesActivity = at !== undefined && !inTransaction && !change.version && activityIsStale(basedOn, at);
+    // The activity moves with the first change (the session item may be new: the transaction's
+    // upsert creates it) and then once an interval: a version's change only says that its move is
+    // due (`ta`, the change hook makes it, so that a state write stays one PutItem), any other
+    // change makes it itself, and a transaction carries it.
+    const at = change.touchSessionAt ?? change.version?.createdAt;
+    const due = at !== undefined && (basedOn.kind === 'empty' || activityIsStale(basedOn, at));
+    const movesActivity = due && !inTransaction && !change.version;
+    const upsertsSession = inTransaction && change.touchSessionAt !== undefined && (due || change.mayCreateSession === true);
     const encoded = change.version ? await versionItem.encodeTexts(change.version) : null;
-    const movedHere = movesActivity || (inTransaction && at !== undefined);
-    const newChange = this.newChange(basedOn, change, position, encoded, movedHere);
+    const newChange = this.newChange(basedOn, change, position, encoded, due || upsertsSession);
     const item = logItem(scope, position, newChange, entryOf(basedOn)?.carried.b ?? 0);
 
     // What the change before this one left to its successor, and a large state's pieces: all
@@ -93,11 +100,11 @@ export class LogWriter {
         { role: 'tip', item: { Put: { TableName: this.table.tableName, Item: item, ...claim } } },
         ...(change.documents ?? []).map((write) => documentPut(this.table, scope, write)),
       ];
-      if (at) items.push({ role: 'session', item: { Update: sessionUpsert(this.table.tableName, scope, at) } });
+      if (upsertsSession && at) items.push({ role: 'session', item: { Update: sessionUpsert(this.table.tableName, scope, at) } });
       await transact(this.table, items);
     } else {
       await this.put(item, claim.ConditionExpression);
-      if (movesActivity) await this.moveActivity(scope, at);
+      if (movesActivity && at) await this.moveActivity(scope, at);
     }
     const written = readLogItem(item) as LogEntry;
     const tip = tipOf(written, { withState: false });
@@ -187,8 +194,8 @@ export class LogWriter {
       ...(nodes.length > 0 ? { ln: [position.base, position.seq] as const } : entry?.carried.ln ? { ln: entry.carried.ln } : {}),
       ag: change.sessionAgentId !== undefined ? change.sessionAgentId : basedOn.agentId,
       u: change.sessionUserId !== undefined ? change.sessionUserId : basedOn.userId,
-      // A write that moves the session's activity itself says so, and when (the change hook skips it).
-      ta: movesActivity ? (change.touchSessionAt ?? createdAt) : basedOn.touchedAt,
+      // When the activity last moved, or was due to (a version's: the change hook moves it then).
+      ta: movesActivity ? (change.version ? createdAt : (change.touchSessionAt ?? createdAt)) : basedOn.touchedAt,
       ...(entry?.carried.w || change.version || nodes.length > 0 || headMoves ? { w: true as const } : {}),
       ...(change.takeLease
         ? { ls: { k: change.takeLease.holder, u: change.takeLease.untilMs } }

@@ -66,7 +66,7 @@ export function sessionUpsert(tableName: string, scope: SessionScope, at: string
     ExpressionAttributeValues: {
       ':sessionId': scope.sessionId,
       ':at': at,
-      ':tenant': keys.tenantSessions(scope.tenant),
+      ':tenant': keys.tenantSessions(scope.tenant, keys.activityShard(scope.sessionId)),
       ':activity': keys.activity(at, scope.sessionId),
       ':null': null,
     },

@@ -13,7 +13,7 @@ export const key = (scope: SessionScope): Item => ({ pk: keys.session(scope), sk
 export function encode(scope: SessionScope, meta: SessionMeta): Item {
   return {
     ...key(scope),
-    [tableKeys.sessionsIndex.partitionKey]: keys.tenantSessions(scope.tenant),
+    [tableKeys.sessionsIndex.partitionKey]: keys.tenantSessions(scope.tenant, keys.activityShard(scope.sessionId)),
     [tableKeys.sessionsIndex.sortKey]: keys.activity(meta.updatedAt, meta.sessionId),
     sessionId: meta.sessionId,
     agentId: meta.agentId,

@@ -14,9 +14,9 @@ import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { logPositionOf } from '../table/keys.js';
 import { decodeCursor, forEachInRange, invalidCursor, pageOf } from '../table/paging.js';
-import { tableKeys } from '../table/table.js';
 import { batchGet, conditions, type Item, isConditionFailure, isOwnWrite } from '../table/table-client.js';
 import * as sessionItem from './session-item.js';
+import { listSessions } from './session-list.js';
 
 /**
  * The session log (session-log.ts) and what only the sessions, tree, state and commits groups
@@ -66,32 +66,8 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
     }
   }
 
-  async listSessions(tenant: string, options: SessionListOptions): Promise<Page<SessionMeta>> {
-    const index = tableKeys.sessionsIndex;
-    const partition = keys.tenantSessions(tenant);
-    const list = JSON.stringify([this.table.tableName, index.name, partition]);
-    const start =
-      options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk', index.partitionKey, index.sortKey], list);
-    if (start && (start[index.partitionKey] !== partition || start.sk !== keys.sessionSort)) throw invalidCursor();
-    const { Items, LastEvaluatedKey } = await this.table.send(
-      new QueryCommand({
-        TableName: this.table.tableName,
-        IndexName: index.name,
-        KeyConditionExpression: `${index.partitionKey} = :tenant`,
-        // The index is ordered by activity, not by id, so a prefix can only filter: `Limit`
-        // counts the entries read before the filter, and a page may come back sparse.
-        ...(options.prefix === undefined
-          ? { ExpressionAttributeValues: { ':tenant': partition } }
-          : {
-              FilterExpression: 'begins_with(sessionId, :prefix)',
-              ExpressionAttributeValues: { ':tenant': partition, ':prefix': options.prefix },
-            }),
-        ScanIndexForward: false,
-        Limit: options.limit,
-        ExclusiveStartKey: start,
-      }),
-    );
-    return pageOf((Items ?? []).map(sessionItem.decode), LastEvaluatedKey, list);
+  listSessions(tenant: string, options: SessionListOptions): Promise<Page<SessionMeta>> {
+    return listSessions(this.table, tenant, options);
   }
 
   // ---- nodes ------------------------------------------------------------------------------

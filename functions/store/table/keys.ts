@@ -35,7 +35,7 @@ import type { SessionScope } from '../../core/model/model.js';
  *                                                memory index, by `mu`)
  *   MN#<tenant>                 <namespace path>/  a namespace that holds memory items
  *   MH#<tenant>#<path>#<key>    <createdAt>#<000000000042>  a version a memory item replaced (TTL)
- *   (index) T#<tenant>          <updatedAt>#<session>
+ *   (index) T#<tenant>#<shard>  <updatedAt>#<session>   the sessions list, in ACTIVITY_SHARDS partitions
  *   (index) KEYS                <createdAt>#<keyId>   every API key, for the admin CLI
  */
 // Each key shape is an export of its own, and this module is imported whole as a namespace
@@ -68,7 +68,23 @@ export const agent = (agentId: string) => `A#${agentId}`;
 export const agentPrefix = 'A#';
 export const idempotency = (tenant: string, key: string) => `I#${tenant}#${key}`;
 export const idempotencySort = 'I';
-export const tenantSessions = (tenant: string) => `T#${tenant}`;
+/**
+ * The activity index's partitions of one tenant: a session's entry is in one of them, chosen by
+ * its id, so that the writes of a tenant's conversations spread over all of them (API.md
+ * section 14: no key that every conversation shares takes a cost per turn) and a list reads
+ * them all side by side, one round, and merges (session-store.ts `listSessions`).
+ */
+export const ACTIVITY_SHARDS = 16;
+export const tenantSessions = (tenant: string, shard: number) => `T#${tenant}#${String(shard).padStart(2, '0')}`;
+/** The activity partition of a session: FNV-1a of its id, so the same id always lands in the same one. */
+export function activityShard(sessionId: string): number {
+  let hash = 0x811c9dc5;
+  for (let index = 0; index < sessionId.length; index++) {
+    hash ^= sessionId.charCodeAt(index);
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash % ACTIVITY_SHARDS;
+}
 export const webhooks = (tenant: string) => `H#${tenant}`;
 export const webhook = (webhookId: string) => `H#${webhookId}`;
 export const webhookPrefix = 'H#';

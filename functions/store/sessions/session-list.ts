@@ -1,0 +1,97 @@
+import { QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { openCursor, sealCursor } from '../../core/kernel/sealing.js';
+import type { Page, SessionMeta } from '../../core/model/model.js';
+import type { SessionListOptions } from '../../core/model/ports.js';
+import * as keys from '../table/keys.js';
+import { invalidCursor } from '../table/paging.js';
+import { tableKeys } from '../table/table.js';
+import type { Item, TableClient } from '../table/table-client.js';
+import * as sessionItem from './session-item.js';
+
+/**
+ * A tenant's sessions, most recently active first, from the activity index's partitions
+ * (`T#<tenant>#<shard>`, keys.ts `ACTIVITY_SHARDS`): each is read side by side, newest first,
+ * `limit` entries at most, and the answers are merged. One round of reads per page, at any
+ * number of sessions.
+ *
+ * Exact: a partition that stopped early (DynamoDB's `LastEvaluatedKey`) holds nothing newer
+ * than where it stopped, so an entry may be handed out only when it is newer than every such
+ * stop; without a filter the `limit` newest entries always are (a partition that stopped has
+ * `limit` entries at least as new as its stop). With `prefix`, a filter that DynamoDB applies
+ * after `Limit`, a page may come back short or empty, with `next`, as before.
+ *
+ * The cursor holds, for each partition, the activity (`<updatedAt>#<session>`) of the last
+ * entry handed out from it (or of where it stopped, when all it read was handed out or
+ * filtered away), `''` for not read yet, or `null` for read to its end; sealed for this
+ * tenant's list (core/kernel/sealing.ts), so it shows nothing.
+ */
+export async function listSessions(table: TableClient, tenant: string, options: SessionListOptions): Promise<Page<SessionMeta>> {
+  const index = tableKeys.sessionsIndex;
+  const list = JSON.stringify([table.tableName, index.name, `T#${tenant}`]);
+  const positions =
+    options.cursor === undefined ? Array<string | null>(keys.ACTIVITY_SHARDS).fill('') : openPositions(options.cursor, list);
+  const reads = await Promise.all(
+    positions.map(async (position, shard) => {
+      if (position === null) return { shard, items: [] as Item[], stop: null };
+      const partition = keys.tenantSessions(tenant, shard);
+      const { Items, LastEvaluatedKey } = await table.send(
+        new QueryCommand({
+          TableName: table.tableName,
+          IndexName: index.name,
+          KeyConditionExpression: `${index.partitionKey} = :partition`,
+          ...(options.prefix === undefined
+            ? { ExpressionAttributeValues: { ':partition': partition } }
+            : {
+                FilterExpression: 'begins_with(sessionId, :prefix)',
+                ExpressionAttributeValues: { ':partition': partition, ':prefix': options.prefix },
+              }),
+          ScanIndexForward: false,
+          Limit: options.limit,
+          ExclusiveStartKey: position === '' ? undefined : startKey(tenant, shard, position),
+        }),
+      );
+      const stop = LastEvaluatedKey ? String(LastEvaluatedKey[index.sortKey]) : null;
+      return { shard, items: Items ?? [], stop };
+    }),
+  );
+  // Nothing older than the newest stop may go out yet: a partition that stopped there may hold more.
+  const frontier = reads.reduce((newest, read) => (read.stop !== null && read.stop > newest ? read.stop : newest), '');
+  const candidates = reads
+    .flatMap((read) => read.items.map((item) => ({ shard: read.shard, item, activity: String(item[index.sortKey]) })))
+    .sort((a, b) => (a.activity < b.activity ? 1 : a.activity > b.activity ? -1 : 0));
+  const page = candidates.filter((candidate) => candidate.activity > frontier).slice(0, options.limit);
+
+  const next = reads.map((read): string | null => {
+    const position = positions[read.shard] as string | null;
+    if (position === null) return null;
+    const handed = page.filter((candidate) => candidate.shard === read.shard);
+    // All it read went out (or was filtered away): it goes on from where it stopped, or is done.
+    if (handed.length === read.items.length) return read.stop;
+    return handed.length > 0 ? (handed[handed.length - 1] as { activity: string }).activity : position;
+  });
+  const items = page.map((candidate) => sessionItem.decode(candidate.item));
+  return next.some((position) => position !== null) ? { items, next: sealCursor(next, list) } : { items };
+}
+
+/** The positions a cursor of this list holds: one per partition, each a string or null. */
+function openPositions(cursor: string, list: string): Array<string | null> {
+  const parsed = openCursor(cursor, list);
+  const shaped =
+    Array.isArray(parsed) &&
+    parsed.length === keys.ACTIVITY_SHARDS &&
+    parsed.every((position) => position === null || (typeof position === 'string' && (position === '' || position.includes('#'))));
+  if (!shaped) throw invalidCursor();
+  return parsed as Array<string | null>;
+}
+
+/** The index key of the entry with `activity` in `shard`: where a Query goes on from. */
+function startKey(tenant: string, shard: number, activity: string): Item {
+  const sessionId = activity.slice(activity.indexOf('#') + 1);
+  const index = tableKeys.sessionsIndex;
+  return {
+    pk: keys.session({ tenant, sessionId }),
+    sk: keys.sessionSort,
+    [index.partitionKey]: keys.tenantSessions(tenant, shard),
+    [index.sortKey]: activity,
+  };
+}
