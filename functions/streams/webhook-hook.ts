@@ -1,11 +1,13 @@
 import { schemaReader } from '../core/agents/agent-reader.js';
 import { ChangeFanout } from '../core/fanout/change-fanout.js';
 import { MemoryFanout } from '../core/fanout/memory-fanout.js';
+import { TenantCache } from '../core/kernel/tenant-cache.js';
 import { WebhookDeliverer } from '../core/webhooks/delivery.js';
 import { WebhookLanes } from '../core/webhooks/lanes.js';
-import type { WebhookQueue } from '../core/webhooks/records.js';
+import type { WebhookQueue, WebhookRecord } from '../core/webhooks/records.js';
 import { ensureSealingKey } from '../store/access/key-ring.js';
 import { DynamoDbWebhookStore } from '../store/events/webhook-store.js';
+import type { TableClient } from '../store/table/table-client.js';
 import { webhookSender } from '../workers/webhook-sender.js';
 import { instrumentedStreamHandler, type StreamConsumer, type StreamHandler, storesFromEnv, streamHandler } from './stream-batch.js';
 import { sqsClient, sqsWebhookQueue } from './webhook-queue.js';
@@ -30,9 +32,27 @@ import { sqsClient, sqsWebhookQueue } from './webhook-queue.js';
 /** Who delivers when there is no queue, as its dead letters name it. */
 const DELIVERED_BY = 'the webhook hook';
 
+/**
+ * The webhook store, with each tenant's webhook list read at most once a second per instance
+ * however many batches come (API.md section 14; core/kernel/tenant-cache.ts: a registration
+ * through this process is seen by the next batch, elsewhere within that second).
+ */
+class ListedOnceASecond extends DynamoDbWebhookStore {
+  private readonly lists: TenantCache<WebhookRecord[]>;
+
+  constructor(table: TableClient) {
+    super(table);
+    this.lists = new TenantCache('webhooks', (tenant) => super.allWebhooks(tenant), table.now);
+  }
+
+  override allWebhooks(tenant: string): Promise<WebhookRecord[]> {
+    return this.lists.get(tenant);
+  }
+}
+
 function webhookConsumer(env: NodeJS.ProcessEnv, queue: WebhookQueue | undefined): StreamConsumer {
   const stores = storesFromEnv(env);
-  const webhooks = new DynamoDbWebhookStore(stores.table);
+  const webhooks = new ListedOnceASecond(stores.table);
   // Same address rules as workers: in a Lambda only public https endpoints.
   const send = webhookSender({ allowLoopbackHttp: !env.AWS_LAMBDA_FUNCTION_NAME });
   const delivery = { webhooks, send, deliveredBy: DELIVERED_BY, ...(queue ? { queue } : {}) };

@@ -1,5 +1,6 @@
 import { isJsonObject, type Json } from '../json/json.js';
 import { AgentStateError } from '../kernel/errors.js';
+import { invalidateTenant } from '../kernel/tenant-cache.js';
 import { checkDeclarations, type StateFields, typeProblem } from '../model/fields.js';
 import { agentConfigExcess, stateFieldsExcess } from '../model/limits.js';
 import type { AgentDocuments, AgentRecord, Page, WorkerMessages, WorkerRecord } from '../model/model.js';
@@ -118,6 +119,8 @@ export class AgentService {
       updatedAt: at,
     };
     const created = await this.store.putAgent(tenant, record);
+    // The registry this process's requests read (kernel/tenant-cache.ts): the next one sees the change.
+    invalidateTenant('registry', tenant);
     return { agent: agentView(record), created };
   }
 

@@ -2,6 +2,7 @@ import type { AllowedAgents } from '../agents/acting-agent.js';
 import { requireMayWorkIn } from '../agents/agent-access.js';
 import { type Json, jsonEqual } from '../json/json.js';
 import { AgentStateError } from '../kernel/errors.js';
+import { invalidateTenant } from '../kernel/tenant-cache.js';
 import type { Caller } from '../model/fields.js';
 import {
   type AgentRecord,
@@ -216,6 +217,8 @@ export class CommitService {
         const guarded = request.expectedVersion !== undefined || touches('run');
         await this.documents.commitDocuments(scope, documents, guarded ? tip : null, at);
       }
+      // The shared document rides the registry this process's decisions read (kernel/tenant-cache.ts).
+      if (result.shared) invalidateTenant('registry', scope.tenant);
       return result;
     });
   }

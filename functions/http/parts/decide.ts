@@ -6,7 +6,7 @@ import { recordMetric } from '../../telemetry/telemetry.js';
 import { callWorker } from '../../workers/call-worker.js';
 import { moduleDirsFromEnv } from '../../workers/module-dirs.js';
 import type { Part } from '../wiring.js';
-import { tenantAgents } from './agent-store.js';
+import { tenantRegistry } from './agent-store.js';
 import { documentReader } from './document-store.js';
 import { sessionLog } from './session-log.js';
 import { inLambda, lambdaWorkerAllowed } from './worker-rules.js';
@@ -16,7 +16,7 @@ import { inLambda, lambdaWorkerAllowed } from './worker-rules.js';
 export const decisionStore: Part<DynamoDbDecisionStore> = (wiring) => new DynamoDbDecisionStore(wiring.table);
 
 /** The agent registry as a decision reads it: no registration rules in decide's bundle. */
-const agentReader: Part<AgentReader> = (wiring) => new AgentReader(wiring.use(tenantAgents));
+const agentReader: Part<AgentReader> = (wiring) => new AgentReader(wiring.use(tenantRegistry));
 
 /**
  * How decide calls a worker. In a Lambda (AWS mode) only https to public addresses and the

@@ -1,18 +1,22 @@
-import { allAgentsOf, schemaReader } from '../../core/agents/agent-reader.js';
+import { allAgentsOf } from '../../core/agents/agent-reader.js';
+import { buildSchema } from '../../core/model/fields.js';
 import { SessionTreeService } from '../../core/sessions/session-tree-service.js';
 import type { SchemaSource } from '../../core/write/write-target.js';
 import type { Part } from '../wiring.js';
-import { agentRegistryReader } from './agent-store.js';
+import { agentRegistryReader, tenantRegistry } from './agent-store.js';
 import { sessionStore } from './session-store.js';
 
 // Sessions and the message tree (the sessions and tree groups), and the typed fields the
 // session writes check (the state and commits parts share them). The state's writes and
 // versions are parts/sessions.ts's, a module of its own: these groups record no version.
 
-/** The typed fields of a session's agent, for the writes that check them: the agent store alone. */
+/**
+ * The typed fields of a session's agent, for the writes that check them: from the registry as
+ * this instance last read it (at most a second ago, parts/agent-store.ts `tenantRegistry`).
+ */
 export const schemas: Part<SchemaSource> = (wiring) => {
-  const read = schemaReader(wiring.use(agentRegistryReader));
-  return async (tenant, agentId) => (agentId === null ? null : read(tenant, agentId));
+  const registry = wiring.use(tenantRegistry);
+  return async (tenant, agentId) => (agentId === null ? null : buildSchema(agentId, (await registry.readTenant(tenant)).agents));
 };
 
 /** Sessions and the message tree without the state's writes and versions: the sessions and tree groups. */

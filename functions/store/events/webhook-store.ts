@@ -1,5 +1,6 @@
 import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { openSecret, sealSecret } from '../../core/kernel/sealing.js';
+import { invalidateTenant } from '../../core/kernel/tenant-cache.js';
 import type { Page } from '../../core/model/model.js';
 import type { DeadLetter, DeadLetterEvent, DeliveryFailure, WebhookRecord, WebhookStore } from '../../core/webhooks/records.js';
 import { secretOwner } from '../table/item-codecs.js';
@@ -44,6 +45,8 @@ export class DynamoDbWebhookStore implements WebhookStore {
         ConditionExpression: conditions.itemIsNew,
       }),
     );
+    // The lists this process's hooks keep (core/kernel/tenant-cache.ts): the next batch sees it.
+    invalidateTenant('webhooks', tenant);
   }
 
   async getWebhook(tenant: string, webhookId: string): Promise<WebhookRecord | null> {
@@ -79,6 +82,7 @@ export class DynamoDbWebhookStore implements WebhookStore {
         ReturnValues: 'ALL_OLD',
       }),
     );
+    invalidateTenant('webhooks', tenant);
     return Attributes !== undefined;
   }
 
