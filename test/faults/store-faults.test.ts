@@ -255,6 +255,8 @@ describe('throttling after the SDK has given up', () => {
     const response = await call('PATCH', `/v1/sessions/${session}/state`, { n: 1 });
 
     expectProblem(response, 429, 'throttled');
+    // API.md section 14: a throttled answer says when to retry (@agentstate/client waits that long).
+    expect(response.headers['retry-after']).toBe('1');
     expect(await items(session)).toEqual(before);
     expect((await call('GET', `/v1/sessions/${session}/state`, undefined, auth)).json).toMatchObject({ version: 1, state: { n: 0 } });
   });
@@ -262,7 +264,10 @@ describe('throttling after the SDK has given up', () => {
   it('answers 429 throttled when a read is throttled', async () => {
     arm(QueryCommand, () => ({ error: errors.provisioned() }));
 
-    expectProblem(await call('GET', `/v1/sessions/${sid('throttled-read')}/state`, undefined, auth), 429, 'throttled');
+    const response = await call('GET', `/v1/sessions/${sid('throttled-read')}/state`, undefined, auth);
+
+    expectProblem(response, 429, 'throttled');
+    expect(response.headers['retry-after']).toBe('1');
   });
 
   it('answers 429 throttled when a transaction is cancelled for throttling, and writes none of it', async () => {

@@ -391,6 +391,30 @@ describe('table', () => {
   });
 });
 
+describe('the table at scale', () => {
+  it('takes a cost guard and warm throughput for the table and each index (API.md section 14)', () => {
+    const { template } = synthesize({
+      maxReadRequestUnits: 40_000,
+      maxWriteRequestUnits: 12_000,
+      warmThroughput: { readUnitsPerSecond: 15_000, writeUnitsPerSecond: 5_000 },
+    });
+    const [, table] = new TemplateReader(template).ofType('AWS::DynamoDB::GlobalTable')[0] ?? [];
+    const properties = table?.Properties as {
+      WriteOnDemandThroughputSettings?: unknown;
+      WarmThroughput?: unknown;
+      Replicas: Array<{ ReadOnDemandThroughputSettings?: unknown }>;
+      GlobalSecondaryIndexes: Array<{ WriteOnDemandThroughputSettings?: unknown; WarmThroughput?: unknown }>;
+    };
+    expect(properties.WriteOnDemandThroughputSettings).toEqual({ MaxWriteRequestUnits: 12_000 });
+    expect(properties.Replicas[0]?.ReadOnDemandThroughputSettings).toEqual({ MaxReadRequestUnits: 40_000 });
+    expect(properties.WarmThroughput).toEqual({ ReadUnitsPerSecond: 15_000, WriteUnitsPerSecond: 5_000 });
+    for (const index of properties.GlobalSecondaryIndexes) {
+      expect(index.WriteOnDemandThroughputSettings).toEqual({ MaxWriteRequestUnits: 12_000 });
+      expect(index.WarmThroughput).toEqual({ ReadUnitsPerSecond: 15_000, WriteUnitsPerSecond: 5_000 });
+    }
+  });
+});
+
 describe('operations', () => {
   it.each([...routeGroups, 'authorizer'])('alarms on errors and throttles of the %s function', (name) => {
     const fn = name === 'authorizer' ? stack.agentState.authorizerFunction : stack.agentState.functions[name as RouteGroup];

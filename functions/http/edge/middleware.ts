@@ -21,10 +21,20 @@ export type ApiEvent = Omit<APIGatewayProxyEventV2, 'body'> & {
 };
 type Middleware = MiddlewareObj<ApiEvent, APIGatewayProxyStructuredResultV2, Error, Context>;
 
+/**
+ * How long a client should wait before it retries a throttled request (API.md section 14):
+ * DynamoDB refills a partition's and a table's capacity each second, and @agentstate/client
+ * waits at least this long before its retry.
+ */
+const THROTTLED_RETRY_AFTER_SECONDS = 1;
+
 function problemResponse(error: AgentStateError): APIGatewayProxyStructuredResultV2 {
   return {
     statusCode: error.status,
-    headers: { 'content-type': 'application/problem+json' },
+    headers: {
+      'content-type': 'application/problem+json',
+      ...(error.code === 'throttled' ? { 'retry-after': String(THROTTLED_RETRY_AFTER_SECONDS) } : {}),
+    },
     body: stringifyJson(toProblem(error)),
   };
 }
