@@ -441,8 +441,8 @@ describe('conversations at scale (issue 20): cost at message 10 and at message 1
     for (const scope of [shallow, deep]) for (let n = 0; n < 2; n++) await deps.decide.decide(scope, turn(n));
 
     // Act
-    const atTen = await cost(() => registryDue('budget', () => deps.decide.decide(shallow, turn(9))));
-    const atDeep = await cost(() => registryDue('budget', () => deps.decide.decide(deep, turn(9))));
+    const atTen = await cost(() => registryDue('everything', () => deps.decide.decide(shallow, turn(9))));
+    const atDeep = await cost(() => registryDue('everything', () => deps.decide.decide(deep, turn(9))));
 
     // Assess: the agents with the shared document (one Query, which says the worker is shown
     // everything), the tip with a page of the log (the whole path, at 10 and at 10,000), the

@@ -112,4 +112,27 @@ describe('the registry, read once a second per instance', () => {
       'https://worker.example/c',
     ]);
   });
+
+  it('finds an agent registered elsewhere a moment ago: a request that names an agent the copy lacks reads again', async () => {
+    // Prepare: the instance holds the registry, then another process registers a new agent.
+    const reader = instance();
+    await decideIn(reader, 'n-1');
+    const record = (await reader.stores.agents.getAgent(tenant, 'helper')) as NonNullable<
+      Awaited<ReturnType<Stores['agents']['getAgent']>>
+    >;
+    await reader.stores.agents.putAgent(tenant, {
+      ...record,
+      agentId: 'newcomer',
+      worker: { ...(record.worker as NonNullable<typeof record.worker>), url: 'https://worker.example/new' },
+    });
+    reader.registryReads = 0;
+
+    // Act: two decisions for it, at once after its registration.
+    await reader.deps.decide.decide({ tenant, sessionId: 'n-2' }, { agentId: 'newcomer', trigger: { type: 'tick' } });
+    await reader.deps.decide.decide({ tenant, sessionId: 'n-3' }, { agentId: 'newcomer', trigger: { type: 'tick' } });
+
+    // Assess: found, with one read more, not one per request.
+    expect(reader.called.at(-1)).toBe('https://worker.example/new');
+    expect(reader.registryReads).toBe(1);
+  });
 });

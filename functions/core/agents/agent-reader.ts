@@ -29,8 +29,8 @@ export class AgentReader {
    * agent by id (secret included, for the worker call) and the typed fields of any session
    * agent, without a read each.
    */
-  async snapshot(tenant: string): Promise<AgentSnapshot> {
-    const { agents, shared } = await this.store.readTenant(tenant);
+  async snapshot(tenant: string, options: { missing?: string } = {}): Promise<AgentSnapshot> {
+    const { agents, shared } = await this.store.readTenant(tenant, options);
     return {
       agents,
       shared,

@@ -187,7 +187,7 @@ export class DecideService {
     const lookups = lookupsOf(triggerMessagesOf(request.trigger), request.parentId);
     // First the tenant's agents with its shared document (one Query): they tell how much of the
     // path the worker will be shown, and so how much of the log the tip read brings (`recentFor`).
-    const agents = await this.agents.snapshot(scope.tenant);
+    let agents = await this.agents.snapshot(scope.tenant);
     // Then the tip, the nodes named, and the decision's record, together: a record read before
     // the tip could miss a decision that finished and was followed by another change meanwhile.
     const [{ tip, nodes }, previous] = await Promise.all([
@@ -208,6 +208,9 @@ export class DecideService {
     const meta = tip.kind === 'empty' ? await this.store.getMeta(scope) : null;
     const session = await this.targets.sessionOf(scope, tip, meta);
     const agentId = request.agentId ?? session.agentId;
+    // An agent registered through another instance within the second: read the registry again.
+    if (agentId && !agents.agents.some((known) => known.agentId === agentId))
+      agents = await this.agents.snapshot(scope.tenant, { missing: agentId });
     const parentOf = (id: string) => this.targets.nodeById(tip, nodes, id);
     await checkDecisionAccess(this.store, { scope, tip, agents, parentOf, sessionAgentId: session.agentId, request });
     const agent = agentId ? agents.agent(agentId) : null;

@@ -35,11 +35,14 @@ export class TenantCache<T> {
     caches.set(kind, ofKind);
   }
 
-  /** The tenant's value, read when none was read within the bound; requests at once share one read. */
-  get(tenant: string): Promise<T> {
+  /**
+   * The tenant's value, read when none was read within the bound (or within `maxAgeMs`: 0 for a
+   * request that missed something in the copy); requests at once share one read.
+   */
+  get(tenant: string, maxAgeMs: number = this.maxAgeMs): Promise<T> {
     const now = this.now();
     const entry = this.entries.get(tenant);
-    if (entry && now - entry.readAt < this.maxAgeMs && now >= entry.readAt) {
+    if (entry && now - entry.readAt < Math.min(maxAgeMs, this.maxAgeMs) && now >= entry.readAt) {
       // Most recently read last, so that the oldest is dropped first.
       this.entries.delete(tenant);
       this.entries.set(tenant, entry);

@@ -236,7 +236,11 @@ export interface AgentStore {
    * Every agent of the tenant and its shared document (null when none), read together: a
    * decision needs both, and the store keeps them side by side so that they are one request.
    */
-  readTenant(tenant: string): Promise<{ agents: AgentRecord[]; shared: DocumentRecord | null }>;
+  /**
+   * `missing`: an agent the request names that the copy this instance holds lacks (a cached
+   * registry, kernel/tenant-cache.ts): read again, once a second at most for that agent.
+   */
+  readTenant(tenant: string, options?: { missing?: string }): Promise<{ agents: AgentRecord[]; shared: DocumentRecord | null }>;
 }
 
 /**

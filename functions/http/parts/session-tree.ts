@@ -16,7 +16,15 @@ import { sessionStore } from './session-store.js';
  */
 export const schemas: Part<SchemaSource> = (wiring) => {
   const registry = wiring.use(tenantRegistry);
-  return async (tenant, agentId) => (agentId === null ? null : buildSchema(agentId, (await registry.readTenant(tenant)).agents));
+  return async (tenant, agentId) => {
+    if (agentId === null) return null;
+    const { agents } = await registry.readTenant(tenant);
+    // An agent registered through another instance within the second: read again, not untyped.
+    const known = agents.some((agent) => agent.agentId === agentId)
+      ? agents
+      : (await registry.readTenant(tenant, { missing: agentId })).agents;
+    return buildSchema(agentId, known);
+  };
 };
 
 /** Sessions and the message tree without the state's writes and versions: the sessions and tree groups. */
