@@ -12,8 +12,9 @@
  * transaction is billed as if it had written (AWS bills both), and a read that failed costs
  * nothing.
  */
-import { createServer, request as httpRequest, type IncomingMessage, type Server } from 'node:http';
+import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { buffer } from 'node:stream/consumers';
 
 /** An attribute value as DynamoDB's JSON protocol carries it (`{"S": "x"}`). */
 export type WireValue = Record<string, unknown>;
@@ -68,7 +69,7 @@ export async function startDynamoDbRecorder(target: string): Promise<DynamoDbRec
   let recorded: RecordedRequest[] = [];
   const server: Server = createServer((req, res) => {
     void (async () => {
-      const body = await readBody(req);
+      const body = await buffer(req);
       const targetHeader = String(req.headers['x-amz-target'] ?? '');
       const operation = targetHeader.startsWith('DynamoDB_20120810.') ? targetHeader.slice('DynamoDB_20120810.'.length) : '';
       let input: Record<string, unknown> | undefined;
@@ -120,15 +121,6 @@ export async function startDynamoDbRecorder(target: string): Promise<DynamoDbRec
         server.close(() => resolve());
       }),
   };
-}
-
-function readBody(req: IncomingMessage): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
-  });
 }
 
 /** The partition key attribute of each table and index, learnt once per table by DescribeTable. */
