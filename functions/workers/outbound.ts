@@ -342,6 +342,12 @@ export type OutboundAnswer =
   | { kind: 'too-large'; status: number }
   | { kind: 'cut'; status: number; error?: unknown };
 
+/** With `statusOnly`: the status, as soon as it came; the body is read and dropped behind it. */
+export interface StatusAnswer {
+  kind: 'status';
+  status: number;
+}
+
 export interface PostOptions {
   /** Sent after the JSON content type, `user-agent` and `content-length`. */
   headers: Record<string, string>;
@@ -350,6 +356,12 @@ export interface PostOptions {
   signal: AbortSignal;
   /** The most of an answer that is read; the socket is let go beyond it. */
   maxAnswerBytes: number;
+  /**
+   * Only the status matters (a webhook delivery): resolve as soon as it arrives. The body is
+   * drained and dropped behind the answer, so a receiver that keeps it open holds a socket
+   * until `signal` ends it, but never the delivery (nor its lane) waiting for it.
+   */
+  statusOnly?: boolean;
 }
 
 /**
@@ -373,7 +385,9 @@ export class ConnectionLostError extends Error {
  * it; `ConnectionLostError` when the connection was open and ended); once the status is in,
  * always resolves, with how the answer ended.
  */
-export function postJson(url: URL, body: string, options: PostOptions): Promise<OutboundAnswer> {
+export function postJson(url: URL, body: string, options: PostOptions & { statusOnly: true }): Promise<StatusAnswer>;
+export function postJson(url: URL, body: string, options: PostOptions): Promise<OutboundAnswer>;
+export function postJson(url: URL, body: string, options: PostOptions): Promise<OutboundAnswer | StatusAnswer> {
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     'user-agent': 'agentstate',
@@ -381,11 +395,16 @@ export function postJson(url: URL, body: string, options: PostOptions): Promise<
     ...options.headers,
   };
   const transport = url.protocol === 'https:' ? https : http;
-  return new Promise<OutboundAnswer>((resolve, reject) => {
+  return new Promise<OutboundAnswer | StatusAnswer>((resolve, reject) => {
     let status: number | undefined;
     const request = transport.request(url, { method: 'POST', headers, agent: options.agent, signal: options.signal }, (response) => {
       const answered = response.statusCode ?? 0;
       status = answered;
+      if (options.statusOnly) {
+        resolve({ kind: 'status', status: answered });
+        response.on('error', () => {}).resume();
+        return;
+      }
       const chunks: Buffer[] = [];
       let size = 0;
       response.on('data', (chunk: Buffer) => {

@@ -87,7 +87,14 @@ export async function postWebhook(
   let status: number;
   try {
     // The status decides; an answer cut short (or too long) does not change it.
-    ({ status } = await postJson(url, body, { headers, agent: agentFor(url, options), signal, maxAnswerBytes: MAX_ANSWER_BYTES }));
+    ({ status } = await postJson(url, body, {
+      headers,
+      agent: agentFor(url, options),
+      signal,
+      maxAnswerBytes: MAX_ANSWER_BYTES,
+      // At once: a receiver that answers 200 and keeps its body open held its lane 5 s per event.
+      statusOnly: true,
+    }));
   } catch (error) {
     if (signal.aborted) return { ok: false, error: `no answer within ${timeoutMs} ms` };
     if (error instanceof NonPublicHostError) return { ok: false, error: `refused: ${url.hostname} resolves to a non-public address` };

@@ -157,6 +157,24 @@ describe('postWebhook', () => {
     expect(result).toEqual(expected);
   });
 
+  it('takes a 200 whose body never ends as delivered at once, not when its time runs out', async () => {
+    // Prepare: a minute to answer, twice the test's own time: only an answer taken at its
+    // status ends this test in time (before, it waited for the body until the minute ran out,
+    // holding the webhook's lane 5 s per event with the default time).
+    answer = { status: 200, rest: 'hang' };
+
+    // Act
+    const result = await postWebhook(
+      { url: `${base}/hook`, secret: null },
+      '{}',
+      { eventId: 'e', attempt: 1 },
+      { allowLoopbackHttp: true, timeoutMs: 60_000 },
+    );
+
+    // Assess
+    expect(result).toEqual({ ok: true, status: 200 });
+  });
+
   it('fails on an endpoint that cannot be reached', async () => {
     const result = await postWebhook(
       { url: 'http://127.0.0.1:1/hook', secret: null },
