@@ -68,6 +68,7 @@ export const sessionIds = {
   versions: 'versions',
   servicePatch: 'service-patch',
   decide: 'decide',
+  routed: 'routed',
   turn: 'turn',
   commit: 'commit',
 };
@@ -78,6 +79,19 @@ export const BENCH_AGENT = 'bench-agent';
 /** Puts the agent of the decide rows (its worker is `wire`'s in-process one). */
 export const putBenchAgent = (wired: Wired) =>
   wired.deps.agents.putAgent(TENANT, BENCH_AGENT, { worker: { url: 'module:examples/worker.ts' }, config: { model: 'fast' } });
+
+/** The routed decide row's agents: a router whose one route (the state has a counter) hands every decision to the agent below it. */
+const ROUTER_AGENT = 'bench-router';
+async function putRouterAgents(wired: Wired): Promise<void> {
+  const worker = { url: 'module:examples/worker.ts' };
+  await wired.deps.agents.putAgent(TENANT, ROUTER_AGENT, { worker, config: { model: 'fast' } });
+  await wired.deps.agents.putAgent(TENANT, `${ROUTER_AGENT}-below`, { parentId: ROUTER_AGENT, worker });
+  await wired.deps.agents.putAgent(TENANT, ROUTER_AGENT, {
+    worker,
+    config: { model: 'fast' },
+    routes: [{ when: { counter: { $exists: true } }, to: `${ROUTER_AGENT}-below` }],
+  });
+}
 
 /** A client's message of a conversation turn: the trigger of the turn rows. */
 export const turnBody = (iteration: number) =>
@@ -105,8 +119,10 @@ export async function writeSessions(main: Wired): Promise<void> {
   await main.service.replaceState(scope(s.node), kilobyteState(3));
   await putBenchAgent(main);
   await main.deps.sessions.createSession(TENANT, { sessionId: s.decide, agentId: BENCH_AGENT });
+  await putRouterAgents(main);
+  await main.deps.sessions.createSession(TENANT, { sessionId: s.routed, agentId: ROUTER_AGENT });
   await main.deps.sessions.createSession(TENANT, { sessionId: s.turn, agentId: BENCH_AGENT });
-  for (const sessionId of [s.patch, s.put, s.append1, s.append25, s.servicePatch, s.decide, s.turn, s.commit]) {
+  for (const sessionId of [s.patch, s.put, s.append1, s.append25, s.servicePatch, s.decide, s.routed, s.turn, s.commit]) {
     await main.service.replaceState(scope(sessionId), kilobyteState(0));
   }
   for (let version = 1; version <= 60; version++) await main.service.replaceState(scope(s.versions), kilobyteState(version));

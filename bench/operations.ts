@@ -127,6 +127,17 @@ function handlerOperations(main: Wired): Operation[] {
         ),
     },
     {
+      // Routing (issue 37) costs no request: the same decision, handed by a route to the agent below.
+      name: 'POST decide (routed by the state to the agent below)',
+      layer: 'handler',
+      kind: 'write',
+      make: () =>
+        handlerRun(
+          { method: 'POST', url: `/v1/sessions/${s.routed}/decide`, headers: jsonHeaders, body: '{"trigger":{"type":"tick"}}' },
+          200,
+        ),
+    },
+    {
       // A conversation turn (issue 20): the client's message, the worker's reply, a state change.
       name: 'POST decide (a turn: client.messages, one reply, state changes)',
       layer: 'handler',

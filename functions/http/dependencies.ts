@@ -1,4 +1,4 @@
-import type { WorkerInvoker } from '../core/decide/decide-service.js';
+import type { WorkerInvoker } from '../core/decide/decision-hops.js';
 import type { Stores } from '../store/index.js';
 import { type KeyResolver, keysFromEnv } from './edge/auth.js';
 import { agentRegistryReader, agentStore, tenantAgents } from './parts/agent-store.js';

@@ -1,10 +1,19 @@
 // The API's shapes, as the typed client declares them (type-only: nothing of the client is
 // bundled into the page).
-import type { MemoryItem, Session, SessionSummary, StateChangedEvent, StateView, TreeNode, Version } from '@agentstate/client';
+import type {
+  DecisionSummary,
+  MemoryItem,
+  Session,
+  SessionSummary,
+  StateChangedEvent,
+  StateView,
+  TreeNode,
+  Version,
+} from '@agentstate/client';
 
 /** The API as the inspector uses it: same origin as the page, `Authorization: Bearer <key>`. */
 
-export type { MemoryItem, Session, SessionSummary, StateChangedEvent, StateView, TreeNode, Version };
+export type { DecisionSummary, MemoryItem, Session, SessionSummary, StateChangedEvent, StateView, TreeNode, Version };
 
 /** A problem+json answer (or a network failure, status 0). */
 export class ApiError extends Error {
@@ -97,6 +106,15 @@ export class Api {
       },
     );
     return { items: page.versions, ...(page.next ? { next: page.next } : {}) };
+  }
+
+  /** The session's latest decisions: which agent decided each, and why (routes, handoffs). */
+  async listDecisions(sessionId: string, limit: number, signal?: AbortSignal): Promise<DecisionSummary[]> {
+    const page = await this.request<{ decisions: DecisionSummary[] }>('GET', `/v1/sessions/${encodeURIComponent(sessionId)}/decisions`, {
+      query: { limit: String(limit) },
+      ...(signal ? { signal } : {}),
+    });
+    return page.decisions;
   }
 
   /** Version 0 is the empty state: it is not stored, so it is made here. */

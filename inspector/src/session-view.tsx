@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { Api, ApiError, type Session, type StateChangedEvent, type TreeNode } from './api.js';
+import { Api, ApiError, type DecisionSummary, type Session, type StateChangedEvent, type TreeNode } from './api.js';
 import { fullTime, timeAgo } from './format.js';
 import { followSession, type LiveStatus } from './live.js';
 import { NodePanel } from './node-panel.js';
@@ -209,11 +209,66 @@ export function SessionView({ api, apiKey, sessionId, nodeId, onUnauthorized }: 
           ) : (
             tree && <p class="card empty">{selectedId ? `No node ${selectedId} in this session.` : ''}</p>
           )}
+          <Decisions api={api} sessionId={sessionId} revision={revision} onError={fail} />
           <LiveFeed events={feed} sessionId={sessionId} />
         </div>
       </div>
     </main>
   );
+}
+
+/** How many of the latest decisions the card shows. */
+const DECISIONS_SHOWN = 20;
+
+/** Which agent decided each turn, and why: the session agent itself, a route, or a handoff. */
+function Decisions({
+  api,
+  sessionId,
+  revision,
+  onError,
+}: {
+  api: Api;
+  sessionId: string;
+  revision: number;
+  onError: (failure: unknown) => void;
+}) {
+  const [decisions, setDecisions] = useState<DecisionSummary[] | null>(null);
+  useEffect(() => {
+    const controller = new AbortController();
+    api.listDecisions(sessionId, DECISIONS_SHOWN, controller.signal).then(setDecisions, onError);
+    return () => controller.abort();
+  }, [api, sessionId, revision, onError]);
+  return (
+    <section class="card decisions" aria-labelledby="decisions-title">
+      <div class="card-head">
+        <h2 id="decisions-title">Decisions</h2>
+      </div>
+      <ol class="feed-list">
+        {decisions === null && <li class="muted">Loading…</li>}
+        {decisions?.length === 0 && <li class="muted">No decision was made in this session yet.</li>}
+        {decisions?.map((decision) => (
+          <li key={decision.decisionId} class="feed-item decision-item">
+            <span>
+              <span class="version">v{decision.version}</span> <span class="mono">{decision.agentId ?? 'no agent'}</span>
+              <span class="why">{` decided${whyDecided(decision)}`}</span>
+            </span>
+            <span class="muted" title={fullTime(decision.createdAt)}>
+              {timeAgo(decision.createdAt)}
+            </span>
+          </li>
+        ))}
+      </ol>
+    </section>
+  );
+}
+
+/** Why the deciding agent decided, in words: its own session, or each hop that led to it. */
+function whyDecided(decision: Pick<DecisionSummary, 'routing'>): string {
+  if (decision.routing.length === 0) return " (the session's agent)";
+  const hops = decision.routing.map((hop) =>
+    hop.via === 'route' ? `${hop.from} routed it (route ${hop.index})` : `${hop.from} handed it off${hop.reason ? `: ${hop.reason}` : ''}`,
+  );
+  return `: ${hops.join(', then ')}`;
 }
 
 function LiveBadge({ status }: { status: LiveStatus }) {

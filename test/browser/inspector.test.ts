@@ -148,6 +148,32 @@ describe('inspector page', () => {
     expect(await row(trip.head).getAttribute('aria-label')).not.toContain(', head,');
   });
 
+  it('shows which agent decided each turn, and why', async () => {
+    // Prepare: support routes to billing once an order is named (no workers: each decision is
+    // what the caller proposed, decided by the agent routing chose).
+    const support = uniqueId('support');
+    const billing = uniqueId('billing');
+    expect((await api.client.put(`/v1/agents/${support}`, {})).status).toBe(201);
+    expect((await api.client.put(`/v1/agents/${billing}`, { parentId: support })).status).toBe(201);
+    const routes = [{ when: { order_id: { $exists: true } }, to: billing }];
+    expect((await api.client.put(`/v1/agents/${support}`, { routes })).status).toBe(200);
+    const sessionId = uniqueId('routed');
+    expect((await api.client.post('/v1/sessions', { sessionId, agentId: support })).status).toBe(201);
+    const decide = (proposed: object) => api.client.post(`/v1/sessions/${sessionId}/decide`, { trigger: { type: 'tick' }, proposed });
+    expect((await decide({ state: { step: 1 } })).status).toBe(200);
+    expect((await api.client.patch(`/v1/sessions/${sessionId}/state`, { order_id: 'o-1' })).status).toBe(200);
+    expect((await decide({ state: { step: 2, order_id: 'o-1' } })).status).toBe(200);
+
+    // Act
+    await page.goto(`${api.url}/#/s/${sessionId}`);
+
+    // Assess: newest first, the routed decision says who routed it and by which route.
+    const items = page.locator('.decision-item');
+    await expect.poll(() => items.count()).toBe(2);
+    expect(await items.nth(0).textContent()).toContain(`${billing} decided: ${support} routed it (route 0)`);
+    expect(await items.nth(1).textContent()).toContain(`${support} decided (the session's agent)`);
+  });
+
   it("shows the client's tagged values as the values they stand for", async () => {
     // Prepare: a state a session handle wrote with a Date, a Map, a BigInt and a `$` key.
     const sessionId = uniqueId('rich');

@@ -124,6 +124,36 @@ describe('every route', () => {
     expect([...found].sort()).toEqual([`${stem}-a`, `${stem}-b`]);
   });
 
+  it('decisions: routes on an agent, and who decided each turn, listed and iterated', async () => {
+    // Prepare: a router whose route hands a decision to the agent below once `urgent` is set.
+    const router = uniqueId('router');
+    const below = uniqueId('below');
+    await client.agents.put(router, {});
+    await client.agents.put(below, { parentId: router });
+    const { agent } = await client.agents.put(router, { routes: [{ when: { urgent: true }, to: below }] });
+    const sid = uniqueId('decisions');
+    await client.sessions.create({ sessionId: sid, agentId: router });
+
+    // Act
+    await client.decide(sid, { decisionId: 'calm', trigger: { type: 'tick' }, proposed: { state: { urgent: false } } });
+    await client.decide(sid, { decisionId: 'urgent', trigger: { type: 'tick' }, proposed: { state: { urgent: true } } });
+    await client.decide(sid, { decisionId: 'routed', trigger: { type: 'tick' } });
+    const page = await client.decisions.list(sid, { limit: 2 });
+    const all: string[] = [];
+    for await (const decision of client.decisions.iterate(sid)) all.push(`${decision.decisionId}:${decision.agentId}`);
+
+    // Assess
+    expect(agent.routes).toEqual([{ when: { urgent: true }, to: below }]);
+    expect(page.decisions.map((decision) => decision.decisionId)).toEqual(['routed', 'urgent']);
+    expect(page.decisions[0]).toMatchObject({
+      agentId: below,
+      routedFrom: router,
+      routing: [{ from: router, to: below, via: 'route', index: 0 }],
+    });
+    expect(page.next).toEqual(expect.any(String));
+    expect(all).toEqual([`routed:${below}`, `urgent:${router}`, `calm:${router}`]);
+  });
+
   it('state and versions: patch, replace, If-Match, time travel, history', async () => {
     const sid = uniqueId('state');
 

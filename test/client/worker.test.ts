@@ -15,6 +15,8 @@ const decisionRequest: DecisionRequest = {
   session_id: 's1',
   decision_id: 'd1',
   agent_id: 'counter',
+  routed_from: null,
+  routing: [],
   turn_id: null,
   trigger: { type: 'client.messages', messages: [{ role: 'user', content: 'hi' }] },
   proposed: {},

@@ -145,6 +145,9 @@ describe('decide', () => {
       session_id: sid,
       decision_id: 'd-fields',
       agent_id: agentId,
+      // Nobody routed this decision (API.md section 13): the session's agent decides.
+      routed_from: null,
+      routing: [],
       turn_id: 'turn-1',
       trigger: { type: 'client.messages', messages: [{ id: 'u1', role: 'user', content: 'hello' }], extra: true },
       proposed: { hint: 1 },

@@ -1,7 +1,7 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { invoke } from '../../bench/invoke.js';
-import type { WorkerInvoker } from '../../functions/core/decide/decide-service.js';
+import type { WorkerInvoker } from '../../functions/core/decide/decision-hops.js';
 import { dependenciesFor, useDependencies } from '../../functions/http/dependencies.js';
 import { keysFromEnv } from '../../functions/http/edge/auth.js';
 import { handlers } from '../../functions/http/index.js';

@@ -24,7 +24,8 @@ import type * as z from 'zod';
 import type { AgentView } from '../../functions/core/agents/agent-service.js';
 import type { Command, CommandScope, MergePolicy } from '../../functions/core/commits/commands.js';
 import type { CommitResult, DocumentView } from '../../functions/core/commits/commit-service.js';
-import type { DecideResult, DecisionRequest } from '../../functions/core/decide/decide-service.js';
+import type { DecideResult } from '../../functions/core/decide/decide-service.js';
+import type { DecisionRequest } from '../../functions/core/decide/decision-hops.js';
 import type { DocumentChangedEvent, StateChangedEvent } from '../../functions/core/events/events.js';
 import type { MemoryChangedEvent } from '../../functions/core/events/memory-changed.js';
 import type { JsonNumber } from '../../functions/core/json/json.js';
@@ -151,6 +152,7 @@ export type Sessions = [
   NoDrift<Same<WriteResult, Client.WriteResult>>,
   NoDrift<Same<VersionView, Client.Version>>,
   NoDrift<Sent<Returned<SessionService['listVersions']>['items'][number], Client.Version>>,
+  NoDrift<Same<Returned<SessionService['listDecisions']>['items'][number], Client.DecisionSummary>>,
 ];
 
 // Agents: the request body and the agent as answered (declarations with `read` and `write` filled in).
@@ -228,6 +230,13 @@ export type Document = [
   NoDrift<ThroughTheDocument<WriteResult, 'WriteResult', Client.WriteResult>>,
   NoDrift<ThroughTheDocument<VersionView, 'Version', Client.Version>>,
   NoDrift<ThroughTheDocument<AgentView, 'Agent', Client.Agent>>,
+  NoDrift<
+    ThroughTheDocument<
+      { decisions: Returned<SessionService['listDecisions']>['items']; next?: string },
+      'DecisionList',
+      Client.DecisionList
+    >
+  >,
   NoDrift<ThroughTheDocument<DecideResult, 'DecideResult', Client.DecideResult>>,
   NoDrift<ThroughTheDocument<DocumentView, 'DocumentView', Client.DocumentView>>,
   NoDrift<ThroughTheDocument<CommitResult, 'CommitResult', Client.CommitResult>>,

@@ -256,6 +256,24 @@ const loadedOnFirstUse: ReadonlyArray<{ module: string; why: string; atImport?: 
     why: "a large state's version records its change (functions/core/write/next-version.ts)",
   },
   { module: 'functions/core/json/json-diff.ts', why: "a large state's version records its change (functions/core/write/next-version.ts)" },
+  // Routing: only a decision whose agent routes, or whose worker hands the decision on, needs it
+  // (and the filter its routes are in); the agents group checks routes where they are registered.
+  {
+    module: 'functions/core/agents/routing.ts',
+    why: 'a decision is routed or handed on (functions/core/decide/decision-hops.ts)',
+    atImport: ['functions/http/handlers/agents.ts'],
+  },
+  {
+    module: 'functions/core/memory/memory-filter.ts',
+    why: 'a decision is routed or handed on (functions/core/decide/decision-hops.ts)',
+    // The stream's consumers index memory items with it (indexedFields), at every batch.
+    atImport: [
+      'functions/http/handlers/agents.ts',
+      'functions/http/handlers/memory.ts',
+      'functions/streams/change-hook.ts',
+      'functions/streams/webhook-hook.ts',
+    ],
+  },
   // zod's English messages: only a refused body needs them.
   { module: 'node_modules/zod/v4/locales/en.js', why: 'a body is refused (functions/http/edge/request.ts)' },
   // Tracing: by default a function is traced by Lambda alone and loads no X-Ray SDK; at the

@@ -2,12 +2,13 @@ import { isJsonObject, type Json } from '../json/json.js';
 import { AgentStateError } from '../kernel/errors.js';
 import { invalidateTenant } from '../kernel/tenant-cache.js';
 import { checkDeclarations, type StateFields, typeProblem } from '../model/fields.js';
-import { agentConfigExcess, stateFieldsExcess } from '../model/limits.js';
-import type { AgentDocuments, AgentRecord, Page, WorkerMessages, WorkerRecord } from '../model/model.js';
+import { agentConfigExcess, routesExcess, stateFieldsExcess } from '../model/limits.js';
+import type { AgentDocuments, AgentRecord, AgentRoute, Page, WorkerMessages, WorkerRecord } from '../model/model.js';
 import type { AgentStore, SessionStore } from '../model/ports.js';
 import type { AllowedAgents } from './acting-agent.js';
 import { agentNotFound, agentSubtree, requireMayPlace } from './agent-access.js';
 import { allAgentsOf } from './agent-reader.js';
+import { checkRoutes, checkRoutesStillHold } from './routing.js';
 
 /** Agents form a hierarchy through `parentId`; deeper than this is a mistake, not a design. */
 const MAX_HIERARCHY_DEPTH = 32;
@@ -24,6 +25,8 @@ export interface AgentView {
   stateFields: StateFields | null;
   /** The agent's grants on the tenant's documents (`{shared: "write"}`), null when none. */
   documents: AgentDocuments | null;
+  /** Present only when the agent declares routes (API.md section 13). */
+  routes?: AgentRoute[];
   createdAt: string;
   updatedAt: string;
 }
@@ -35,6 +38,7 @@ export interface AgentInput {
   stateFields?: StateFields | null;
   /** `{shared: "write"}`: see `AgentRecord.documents`. Absent: kept as it is for a limited key, none for another. */
   documents?: AgentDocuments | null;
+  routes?: AgentRoute[] | null;
 }
 
 /** Checks a worker URL where it is registered (scheme, loopback-only http, allowed Lambdas). */
@@ -88,6 +92,13 @@ export class AgentService {
         limitBytes: fieldsExcess.limitBytes,
       });
     }
+    const routesTooLarge = input.routes && routesExcess(input.routes as unknown as Json);
+    if (routesTooLarge) {
+      throw new AgentStateError('invalid_request', `routes ${routesTooLarge.detail}`, {
+        field: 'routes',
+        limitBytes: routesTooLarge.limitBytes,
+      });
+    }
     if (input.worker) this.checkWorkerUrl(input.worker.url);
     const parentId = input.parentId ?? null;
     const [existing] = await Promise.all([
@@ -108,6 +119,7 @@ export class AgentService {
         }
       : null;
     const documents = documentsOf(input, existing, allowed);
+    const routes = input.routes && input.routes.length > 0 ? input.routes : null;
     const record: AgentRecord = {
       agentId,
       parentId,
@@ -115,9 +127,17 @@ export class AgentService {
       config,
       stateFields,
       ...(documents ? { documents } : {}),
+      ...(routes ? { routes } : {}),
       createdAt: existing?.createdAt ?? at,
       updatedAt: at,
     };
+    // Routes lead down the hierarchy: this agent's must, and a move must not take a route's
+    // target out from under the agent that routes to it.
+    if (routes || movesAgent(existing, parentId)) {
+      const after = [...(await this.allAgents(tenant)).filter((agent) => agent.agentId !== agentId), record];
+      if (routes) checkRoutes(agentId, routes, after);
+      if (movesAgent(existing, parentId)) checkRoutesStillHold(agentId, after);
+    }
     const created = await this.store.putAgent(tenant, record);
     // The registry this process's requests read (kernel/tenant-cache.ts): the next one sees the change.
     invalidateTenant('registry', tenant);
@@ -299,6 +319,7 @@ function agentView(agent: AgentRecord): AgentView {
     config: agent.config,
     stateFields: agent.stateFields,
     documents: agent.documents ?? null,
+    ...(agent.routes ? { routes: agent.routes } : {}),
     createdAt: agent.createdAt,
     updatedAt: agent.updatedAt,
   };

@@ -1,63 +1,31 @@
-import type { AllowedAgents } from '../agents/acting-agent.js';
 import type { AgentReader, AgentSnapshot } from '../agents/agent-reader.js';
-import { workerTimeoutMs } from '../agents/worker-timeout.js';
-import { encodedSize, type Json, type JsonObject, jsonEqual, stringifyJson } from '../json/json.js';
+import { encodedSize, type Json, type JsonObject, jsonEqual } from '../json/json.js';
 import { AgentStateError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
-import { checkDecisionMessages } from '../model/limits.js';
 import type { PathRead } from '../model/message-path.js';
 import type {
   AgentRecord,
   DecisionOutcome,
-  DecisionRecord,
   DocumentRecord,
   DoneDecision,
   NodeRecord,
   SessionMeta,
   SessionScope,
   Tip,
-  WorkerRecord,
 } from '../model/model.js';
-import {
-  type DecisionStore,
-  type DocumentStore,
-  LeaseLostError,
-  type RecentChanges,
-  type SessionLog,
-  StaleTipError,
-} from '../model/ports.js';
+import { type DecisionStore, type DocumentStore, LeaseLostError, type SessionLog, StaleTipError } from '../model/ports.js';
 import { pointerOf } from '../model/tree.js';
-import { type ChainPlan, type IncomingMessage, lookupsOf, planChain, suppliedIds } from '../sessions/chain.js';
+import { type ChainPlan, type IncomingMessage, lookupsOf, planChain } from '../sessions/chain.js';
 import { nextVersion } from '../write/next-version.js';
 import { NodeTargets, type SchemaSource, storedState, visibleState, type WriteTarget } from '../write/write-target.js';
 import { checkDecisionAccess } from './decision-access.js';
-import {
-  type AnswerSource,
-  answeredState,
-  planReply,
-  triggerMessagesOf,
-  type ValidDecision,
-  validateDecisionResponse,
-  withIds,
-  withOverlay,
-} from './decision-answer.js';
+import { answeredState, planReply, triggerMessagesOf, withIds } from './decision-answer.js';
+import { askWorkers, type DecideRequest, decisionBudgetMs, type WorkerAnswer, type WorkerInvoker } from './decision-hops.js';
 import { COMMIT_ATTEMPTS, DecisionLeases } from './decision-lease.js';
+import { doneDecision, recentFor } from './decision-reads.js';
 
 /** An answered state larger than this is replayed from its version rather than kept with the decision. */
 const KEPT_ANSWER_STATE_BYTES = 64 * 1024;
-
-export interface DecideRequest {
-  trigger: JsonObject & { type: string };
-  decisionId?: string;
-  agentId?: string;
-  turnId?: string;
-  parentId?: string;
-  proposed?: JsonObject;
-  /** Typed fields seeded into the state the worker sees, for this request only. */
-  stateOverlay?: JsonObject;
-  /** The agents of a key limited to some (null or absent: not limited): it decides only in its conversations. */
-  allowed?: AllowedAgents;
-}
 
 export interface DecideResult {
   decisionId: string;
@@ -69,47 +37,20 @@ export interface DecideResult {
   head: string;
 }
 
-/** The body a worker receives: snake_case, as in the Substructure worker protocol. */
-export interface DecisionRequest {
-  session_id: string;
-  decision_id: string;
-  agent_id: string | null;
-  turn_id: string | null;
-  trigger: JsonObject;
-  proposed: JsonObject;
-  state: Json;
-  agent: Json;
-  messages: JsonObject[];
-  ancestry: string[];
-  /**
-   * With the agent's `worker.messages` at `{"last": N}`: how many messages of the path came
-   * before `messages` and were left out (0 when `messages` is the whole path, which `ancestry`
-   * then starts at the root). Absent when the worker is shown every message.
-   */
-  messages_omitted?: number;
-  attempts: number;
-  version: number;
-  head: string;
-  /** The profile document of the session's user (commits' `profile` scope); null when none. */
-  profile: Json;
-  /** The tenant's shared document (commits' `shared` scope); null when none. */
-  shared: Json;
-}
-
-/**
- * Calls a worker with a serialized DecisionRequest; answers its parsed JSON or throws 502/504.
- * `call.messageId` names this call in its signature (`webhook-id`).
- */
-export type WorkerInvoker = (worker: WorkerRecord, body: string, timeoutMs: number, call?: { messageId: string }) => Promise<unknown>;
-
 /** One decision, fixed once its lease is held: what each of its steps needs. */
 interface DecisionContext {
   readonly scope: SessionScope;
   readonly request: DecideRequest & { decisionId: string };
-  /** The deciding agent (the request's, else the session's) and its record; null for none. */
+  /**
+   * The agent the decision starts at (the request's, else the session's), as whom the caller
+   * decides and sees the answer; routes and handoffs may give the decision to another agent.
+   */
   readonly agentId: string | null;
   readonly agent: AgentRecord | null;
-  readonly timeoutMs: number;
+  /** The registry as this decision read it: routes and handoffs choose from it. */
+  readonly agents: AgentSnapshot;
+  /** What every worker call of the decision may take together (its lease holds that long). */
+  readonly budgetMs: number;
   /** This attempt of the decision id: its failed attempts so far, plus one. */
   readonly attempts: number;
   /** The session's lease this decision holds; its commit releases it. */
@@ -128,8 +69,6 @@ interface DecisionContext {
   readonly triggerMessages: readonly IncomingMessage[];
   /** The ids the client gave its trigger messages and the parent it named: what must be looked up. */
   readonly lookups: readonly string[];
-  /** How much of the path the worker is shown (`worker.messages`): all of it, or the last N. */
-  readonly last: number | undefined;
 }
 
 /** Everything a decision read before asking its worker. */
@@ -142,18 +81,8 @@ interface Prepared {
   parent: NodeRecord;
   /** The trigger's messages appended under the parent: the decision happens at `plan.last`. */
   plan: ChainPlan;
-  /** The state at the decision's node as the deciding agent may see it. */
-  state: Json;
   /** The agent config at the decision's node. */
   agent: Json;
-}
-
-/** The worker's answer, checked, and its messages with their ids fixed. */
-interface WorkerAnswer {
-  decision: ValidDecision;
-  replyMessages: IncomingMessage[];
-  /** The ids the worker gave its messages itself: those may exist already. */
-  replyLookups: string[];
 }
 
 /**
@@ -214,11 +143,11 @@ export class DecideService {
     const parentOf = (id: string) => this.targets.nodeById(tip, nodes, id);
     await checkDecisionAccess(this.store, { scope, tip, agents, parentOf, sessionAgentId: session.agentId, request });
     const agent = agentId ? agents.agent(agentId) : null;
-    const timeoutMs = workerTimeoutMs(agent?.worker ?? {});
+    const budgetMs = decisionBudgetMs(agents, agent, session.agentId);
     const failedBefore = previous?.status === 'failed' && previous.incarnation === tip.incarnation ? previous.attempts : 0;
 
     const leaseToken = newId();
-    const leased = await this.leases.take(scope, tip, this.leases.leaseFor(leaseToken, timeoutMs), decisionId, session);
+    const leased = await this.leases.take(scope, tip, this.leases.leaseFor(leaseToken, budgetMs), decisionId, session);
     if ('replay' in leased) return this.replay(scope, leased.replay, agentId, agents);
     let leaseHeld = true;
     try {
@@ -228,7 +157,8 @@ export class DecideService {
           request: { ...request, decisionId },
           agentId,
           agent,
-          timeoutMs,
+          agents,
+          budgetMs,
           attempts: failedBefore + 1,
           leaseToken,
           named: request.decisionId !== undefined,
@@ -238,7 +168,6 @@ export class DecideService {
           shared: agents.shared,
           triggerMessages,
           lookups,
-          last: pathShown(agent),
         },
         { read: tip, leased: leased.tip, nodes },
       );
@@ -255,49 +184,33 @@ export class DecideService {
   }
 
   private async run(context: DecisionContext, reads: Reads): Promise<DecideResult> {
-    const { scope, request, agentId, agent } = context;
+    const { scope } = context;
     const prepared = await this.prepare(context, reads.read, reads.nodes);
-    const [path, profile] = await Promise.all([
-      this.pathTo(scope, reads.read, prepared, context.last),
-      context.userId ? this.documents.getDocument({ kind: 'profile', tenant: scope.tenant, id: context.userId }) : Promise.resolve(null),
-    ]);
-    const shown = withOverlay(prepared.target.schema, agentId, prepared.state, request.stateOverlay);
-
-    const decisionRequest: DecisionRequest = {
-      session_id: scope.sessionId,
-      decision_id: request.decisionId,
-      agent_id: agentId,
-      turn_id: request.turnId ?? null,
-      trigger: request.trigger,
-      proposed: request.proposed ?? {},
-      state: shown,
-      agent: prepared.agent,
-      messages: path.messages,
-      ancestry: path.ancestry,
-      // Said only when the agent shows its worker the last messages alone (`worker.messages`).
-      ...(context.last === undefined ? {} : { messages_omitted: path.omitted }),
-      attempts: context.attempts,
-      version: prepared.target.pointer,
-      head: prepared.plan.last.id,
-      profile: profile?.state ?? null,
-      shared: context.shared?.state ?? null,
-    };
-    // Without a worker the decision is the caller's own `proposed`, and so is any fault in it.
-    const source: AnswerSource = agent?.worker ? 'worker' : 'caller';
-    const answer = agent?.worker
-      ? await this.invokeWorker(agent.worker, stringifyJson(decisionRequest), context.timeoutMs, {
-          // The call's id for its signature (webhook-id): this attempt of this decision.
-          messageId: `${context.request.decisionId}:${context.attempts}`,
-        })
-      : (request.proposed ?? {});
-    const decision = validateDecisionResponse(answer, source);
-    // Checked before anything is written: the trigger's nodes and the answer's go in one commit.
-    checkDecisionMessages(context.triggerMessages.length, decision.messages?.length ?? 0, source);
-    const worker: WorkerAnswer = {
-      decision,
-      replyMessages: withIds(decision.messages ?? []),
-      replyLookups: suppliedIds(decision.messages ?? []),
-    };
+    const paths = new Map<number | undefined, Promise<PathRead>>();
+    const worker = await askWorkers(
+      {
+        scope,
+        request: context.request,
+        agentId: context.agentId,
+        agent: context.agent,
+        agents: context.agents,
+        attempts: context.attempts,
+        budgetMs: context.budgetMs,
+        triggerCount: context.triggerMessages.length,
+        target: prepared.target,
+        config: prepared.agent,
+        head: prepared.plan.last.id,
+        // Each `last` a deciding agent shows is read once, however many agents it passes.
+        pathFor: (last) => {
+          if (!paths.has(last)) paths.set(last, this.pathTo(scope, reads.read, prepared, last));
+          return paths.get(last) as Promise<PathRead>;
+        },
+        profile: context.userId
+          ? this.documents.getDocument({ kind: 'profile', tenant: scope.tenant, id: context.userId })
+          : Promise.resolve(null),
+      },
+      { invokeWorker: this.invokeWorker, now: this.now },
+    );
 
     let tip = reads.leased;
     let current = prepared;
@@ -327,7 +240,7 @@ export class DecideService {
 
   /** What the worker will see: the trigger's messages planned under the parent, at the tip read. */
   private async prepare(context: DecisionContext, tip: Tip, known: ReadonlyMap<string, NodeRecord>): Promise<Prepared> {
-    const { scope, request, triggerMessages, agentId, agent } = context;
+    const { scope, request, triggerMessages, agent } = context;
     const parent = this.targets.nodeById(tip, known, request.parentId ?? tip.head);
     const plan = planChain({ parent, messages: triggerMessages, known, tip, at: this.now().toISOString() });
     const target = await this.targets.atNode(scope, tip, plan.last, context.schemas, context.meta);
@@ -336,8 +249,6 @@ export class DecideService {
       known,
       parent,
       plan,
-      // The worker sees only what its agent may read.
-      state: visibleState(target.schema, agentId, storedState(target)),
       // A session starts with its agent's registered config until a version records another.
       agent: target.current?.agent ?? agent?.config ?? null,
     };
@@ -361,7 +272,8 @@ export class DecideService {
     // A value overwrites, {} clears; omitted or null keeps. The same for the agent config.
     // With typed fields the answer is the agent's view: what it cannot see is kept as stored.
     const stored = storedState(target);
-    const nextState = answeredState(target, agentId, decision);
+    const decidedBy = worker.decidedBy;
+    const nextState = answeredState(target, decidedBy, decision);
     const nextAgent = decision.agent === undefined || decision.agent === null ? agent : decision.agent;
     const changed = !jsonEqual(nextState, stored) || !jsonEqual(nextAgent, agent);
     const before = pointerOf(head, tip);
@@ -369,7 +281,7 @@ export class DecideService {
     const version = changed
       ? nextVersion(
           { tip, nodeId: head.id, pointer: before, current: target.current },
-          { state: nextState, agent: nextAgent, at, cause: 'decide', author: agentId, decisionId },
+          { state: nextState, agent: nextAgent, at, cause: 'decide', author: decidedBy, decisionId },
         )
       : undefined;
     const resultVersion = version?.version ?? before;
@@ -377,9 +289,12 @@ export class DecideService {
     // A large answered state is not kept twice: the version has it, and a replay reads it there.
     const stateInVersion =
       version !== undefined && 'state' in decision.raw && encodedSize(decision.raw.state as Json) > KEPT_ANSWER_STATE_BYTES;
-    const { state: _answered, ...answerWithoutState } = decision.raw;
+    // The caller sees the answer as the agent it decided as may: a routed decision's worker may
+    // have written fields that agent cannot read.
+    const answered = decidedBy === agentId || !('state' in decision.raw) ? decision.raw : { ...decision.raw, state: visible };
+    const { state: _answered, ...answerWithoutState } = answered;
     const outcome: DecisionOutcome = {
-      decision: stateInVersion ? answerWithoutState : decision.raw,
+      decision: stateInVersion ? answerWithoutState : answered,
       ...(stateInVersion ? { decisionStateInVersion: true } : {}),
       version: resultVersion,
       changed,
@@ -387,6 +302,7 @@ export class DecideService {
       agent: nextAgent,
       ...(resultVersion === 0 ? { state: visible } : {}),
       agentId,
+      ...(worker.routing.length > 0 ? { decidedBy, routing: worker.routing } : {}),
     };
     const record: DoneDecision = { decisionId, status: 'done', attempts: context.attempts, outcome };
     const newNodes: NodeRecord[] = [...plan.created, ...reply.created];
@@ -404,7 +320,7 @@ export class DecideService {
       sessionUserId: target.sessionUserId,
       decision: { record, leaseToken: context.leaseToken, remember: context.named },
     });
-    return { decisionId, decision: decision.raw, state: visible, agent: nextAgent, version: resultVersion, changed, head: head.id };
+    return { decisionId, decision: answered, state: visible, agent: nextAgent, version: resultVersion, changed, head: head.id };
   }
 
   /**
@@ -427,7 +343,8 @@ export class DecideService {
     if (outcome.state === undefined && outcome.version > 0) {
       const version = await this.store.getVersion(scope, outcome.version);
       const schema = agents.schemaFor(version?.sessionAgentId ?? null);
-      state = visibleState(schema, version?.author ?? null, version?.state ?? null);
+      // As the agent the decision was made as sees it (its author may be another: routes, handoffs).
+      state = visibleState(schema, outcome.agentId === undefined ? (version?.author ?? null) : outcome.agentId, version?.state ?? null);
       if (outcome.decisionStateInVersion) decision = { ...decision, state };
     }
     return {
@@ -465,40 +382,6 @@ interface Reads {
   read: Tip;
   leased: Tip;
   nodes: ReadonlyMap<string, NodeRecord>;
-}
-
-/** A decision id already done in this life of the session: in its newest change, or in its record. */
-function doneDecision(tip: Tip, decisionId: string, previous: DecisionRecord | null): DoneDecision | null {
-  if (tip.recentDecision?.decisionId === decisionId) return tip.recentDecision;
-  if (previous?.status === 'done' && previous.incarnation === tip.incarnation) return previous;
-  return null;
-}
-
-/**
- * How much of the log a decision's tip read brings along, chosen before the tip names the
- * session's agent (docs/architecture.md, "What the whole path costs a decision"). A page of the
- * log (up to 1 MB, newest first) for a turn of a conversation (a trigger with messages) whose
- * worker is shown the whole path: such a log is mostly its path, so the page costs the read
- * units a range read of the path would, and holds the whole path of any log under a page. The
- * 48 newest changes otherwise: a worker shown only its last messages needs no more, and a
- * decision without messages (a tick, a tool's result) may follow a pile of versions after the
- * path's last message that a page would read for nothing. The deciding agent is the one the
- * request names, else the session's, which only the tip tells: then a page unless some agent of
- * the tenant shows only the last messages. A wrong guess changes no answer, only the reads
- * after the tip (a range read more, or a page read wider than needed).
- */
-function recentFor(agents: AgentSnapshot, agentId: string | undefined, turn: boolean): RecentChanges {
-  if (!turn) return true;
-  if (agentId !== undefined) {
-    const named = agents.agents.find((agent) => agent.agentId === agentId);
-    return named && pathShown(named) === undefined ? 'page' : true;
-  }
-  return agents.agents.some((agent) => pathShown(agent) !== undefined) ? true : 'page';
-}
-
-/** How much of the path an agent's worker is shown: all of it (undefined), or its last N messages. */
-function pathShown(agent: AgentRecord | null): number | undefined {
-  return agent?.worker?.messages?.last;
 }
 
 function leaseOutlived(): AgentStateError {

@@ -5,7 +5,7 @@ import { type Caller, checkOverlay, type Schema } from '../model/fields.js';
 import { agentConfigExcess } from '../model/limits.js';
 import { type NodeRecord, STATE_LIMIT_BYTES } from '../model/model.js';
 import { type ChainPlan, type IncomingMessage, planChain } from '../sessions/chain.js';
-import { checkedWrite, type WriteTarget } from '../write/write-target.js';
+import { checkedWrite, storedState, type WriteTarget } from '../write/write-target.js';
 
 /**
  * What goes to a decision's worker and what comes back: the state it is shown, and its answer
@@ -142,6 +142,9 @@ export function withOverlay(schema: Schema | null, agentId: Caller, view: Json, 
  * a decision without a worker, the caller's own error (`403`, `422`, `413`).
  */
 export function answeredState(target: Pick<WriteTarget, 'current' | 'schema'>, agentId: Caller, decision: ValidDecision): Json {
+  // Nothing written over nothing: a session whose state is still null keeps it, typed fields or not
+  // (a typed write of null would be refused as "not an object", failing a worker that wrote nothing).
+  if ((decision.state === undefined || decision.state === null) && storedState(target) === null) return null;
   const answer = (seen: Json) => (decision.state === undefined || decision.state === null ? seen : decision.state);
   try {
     return checkedWrite(target, agentId, answer);

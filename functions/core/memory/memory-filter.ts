@@ -27,7 +27,18 @@ import { AgentStateError } from '../kernel/errors.js';
  */
 
 const FILTER_OPERATORS = ['$eq', '$ne', '$gt', '$gte', '$lt', '$lte', '$in'] as const;
-type Operator = (typeof FILTER_OPERATORS)[number];
+/** Whether a field is there at all (`true`) or not (`false`): routes over state (API.md section 13) have it too. */
+const EXISTS = '$exists';
+type Operator = (typeof FILTER_OPERATORS)[number] | typeof EXISTS;
+
+/** Where a filter sits in its request (named by its errors), and whether it may use `$exists`. */
+export interface FilterSyntax {
+  /** The request field of the filter, e.g. `filter` or `routes.0.when`. */
+  path: string;
+  exists: boolean;
+}
+
+const SEARCH_FILTER: FilterSyntax = { path: 'filter', exists: false };
 
 /** Bounds that keep a filter's evaluation cheap and its cursor binding short. */
 const MAX_FILTER_FIELDS = 32;
@@ -41,40 +52,49 @@ interface FieldTest {
 /** A checked filter: one test list per field. */
 export type MemoryFilter = readonly FieldTest[];
 
-function invalidFilter(detail: string, field?: string): AgentStateError {
-  return new AgentStateError('invalid_request', detail, field === undefined ? { field: 'filter' } : { field: `filter.${field}` });
+function invalidFilter(syntax: FilterSyntax, detail: string, field?: string): AgentStateError {
+  return new AgentStateError('invalid_request', detail, { field: field === undefined ? syntax.path : `${syntax.path}.${field}` });
 }
 
-/** Checks a request's `filter` (`400 invalid_request` naming the field). Absent: matches everything. */
-export function parseFilter(raw: Json | undefined): MemoryFilter {
+/**
+ * Checks a filter (`400 invalid_request` naming the field): a memory search's `filter` by
+ * default, or another request field's with `syntax`. Absent: matches everything.
+ */
+export function parseFilter(raw: Json | undefined, syntax: FilterSyntax = SEARCH_FILTER): MemoryFilter {
   if (raw === undefined || raw === null) return [];
-  if (!isJsonObject(raw)) throw invalidFilter('filter must be an object of top-level fields');
+  if (!isJsonObject(raw)) throw invalidFilter(syntax, `${syntax.path} must be an object of top-level fields`);
   const entries = Object.entries(raw);
-  if (entries.length > MAX_FILTER_FIELDS) throw invalidFilter(`filter may name at most ${MAX_FILTER_FIELDS} fields`);
-  return entries.map(([field, condition]) => ({ field, tests: parseCondition(field, condition) }));
+  if (entries.length > MAX_FILTER_FIELDS) throw invalidFilter(syntax, `${syntax.path} may name at most ${MAX_FILTER_FIELDS} fields`);
+  return entries.map(([field, condition]) => ({ field, tests: parseCondition(syntax, field, condition) }));
 }
 
-function parseCondition(field: string, condition: Json): FieldTest['tests'] {
+function parseCondition(syntax: FilterSyntax, field: string, condition: Json): FieldTest['tests'] {
+  const where = `${syntax.path}.${field}`;
   if (!isJsonObject(condition)) return [{ op: '$eq', operand: condition }];
   const keys = Object.keys(condition);
   const operators = keys.filter((key) => key.startsWith('$'));
   if (operators.length === 0) return [{ op: '$eq', operand: condition }];
   if (operators.length !== keys.length) {
-    throw invalidFilter(`filter.${field} mixes operators with plain keys; use {"$eq": {...}} to match an object with $ keys`, field);
+    throw invalidFilter(syntax, `${where} mixes operators with plain keys; use {"$eq": {...}} to match an object with $ keys`, field);
   }
+  const known: readonly string[] = syntax.exists ? [...FILTER_OPERATORS, EXISTS] : FILTER_OPERATORS;
   return operators.map((op) => {
-    if (!(FILTER_OPERATORS as readonly string[]).includes(op)) {
-      throw invalidFilter(`filter.${field}: unknown operator ${op}; use one of ${FILTER_OPERATORS.join(' ')}`, field);
-    }
+    if (!known.includes(op)) throw invalidFilter(syntax, `${where}: unknown operator ${op}; use one of ${known.join(' ')}`, field);
     const operand = condition[op] as Json;
     if (op === '$in' && (!Array.isArray(operand) || operand.length > MAX_IN_VALUES)) {
-      throw invalidFilter(`filter.${field}.$in must be an array of at most ${MAX_IN_VALUES} values`, field);
+      throw invalidFilter(syntax, `${where}.$in must be an array of at most ${MAX_IN_VALUES} values`, field);
     }
     if ((op === '$gt' || op === '$gte' || op === '$lt' || op === '$lte') && !isNumeric(operand) && typeof operand !== 'string') {
-      throw invalidFilter(`filter.${field}.${op} compares with a number or a string`, field);
+      throw invalidFilter(syntax, `${where}.${op} compares with a number or a string`, field);
     }
+    if (op === EXISTS && typeof operand !== 'boolean') throw invalidFilter(syntax, `${where}.$exists is true or false`, field);
     return { op: op as Operator, operand };
   });
+}
+
+/** The top-level fields a filter names. */
+export function fieldsOf(filter: MemoryFilter): string[] {
+  return filter.map((test) => test.field);
 }
 
 /** Whether a whole value matches the filter. */
@@ -106,6 +126,8 @@ export function decideOnFields(filter: MemoryFilter, fields: JsonObject, partial
 
 function holds(op: Operator, operand: Json, present: boolean, value: Json): boolean {
   switch (op) {
+    case EXISTS:
+      return present === operand;
     case '$eq':
       return present && jsonValueEqual(value, operand);
     case '$ne':

@@ -117,7 +117,7 @@ function allows(scope: FieldScope, owner: string, caller: Caller, schema: Schema
   return scope.agents.includes(caller);
 }
 
-function canRead(schema: Schema, caller: Caller, name: string): boolean {
+export function canRead(schema: Schema, caller: Caller, name: string): boolean {
   const field = schema.fields.get(name);
   return field !== undefined && allows(field.declaration.read, field.owner, caller, schema);
 }

@@ -106,6 +106,17 @@ export function agentConfigExcess(config: Json): SizeExcess | null {
   return sizeExcess(config, AGENT_CONFIG_LIMIT_BYTES);
 }
 
+/**
+ * An agent's routes (API.md section 13), encoded: 20 routes of a few filters each take a few KiB;
+ * with config and stateFields the registration stays one item well inside 400 KB.
+ */
+const AGENT_ROUTES_LIMIT_BYTES = 32 * 1024;
+
+/** The size of an agent's `routes`, or why they are too large (`null` when they fit). */
+export function routesExcess(routes: Json): SizeExcess | null {
+  return sizeExcess(routes, AGENT_ROUTES_LIMIT_BYTES);
+}
+
 /** The size of an agent's `stateFields`, or why they are too large (`null` when they fit). */
 export function stateFieldsExcess(fields: Readonly<Record<string, unknown>>): SizeExcess | null {
   return sizeExcess(fields as Json, AGENT_STATE_FIELDS_LIMIT_BYTES);

@@ -246,12 +246,40 @@ export interface WorkerRecord {
   messages?: { last: number };
 }
 
+/** A route of an agent's registration (API.md section 13): when the state matches `when`, `to` decides. */
+export interface AgentRoute {
+  /** A filter over the state's top-level fields, as the routing agent may read them. */
+  when: JsonObject;
+  /** An agent below the routing agent. */
+  to: string;
+}
+
+/** A decision as `GET /v1/sessions/{sid}/decisions` lists it (API.md section 13). */
+export interface DecisionSummary {
+  decisionId: string;
+  /** The agent whose worker decided (or, without a worker, whose `proposed` was taken). */
+  agentId: string | null;
+  /** The agent the decision started at, when routes or handoffs gave it to another; else null. */
+  routedFrom: string | null;
+  routing: RoutingHop[];
+  /** The version the decision left the state at (its own, or the one it found when it changed nothing). */
+  version: number;
+  createdAt: string;
+}
+
+/** One hop of a decision from one agent to another: a route that matched, or a worker's handoff. */
+export type RoutingHop =
+  | { from: string; to: string; via: 'route'; index: number }
+  | { from: string; to: string; via: 'handoff'; reason: string | null };
+
 export interface AgentRecord {
   agentId: string;
   parentId: string | null;
   worker: WorkerRecord | null;
   /** Typed fields this agent declares; null when none. */
   stateFields: StateFields | null;
+  /** Routes tried at each decision of its sessions; absent or null when none. */
+  routes?: AgentRoute[] | null;
   /** The config a session starts with, until a version records another. */
   config: Json;
   /**
@@ -309,4 +337,10 @@ export interface DecisionOutcome {
    * Absent in records made before it was kept (a week at most).
    */
   agentId?: string | null;
+  /**
+   * The agent whose worker decided when routes or handoffs passed the decision on (absent when
+   * `agentId` decided), and the hops that led there.
+   */
+  decidedBy?: string | null;
+  routing?: RoutingHop[];
 }

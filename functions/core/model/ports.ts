@@ -4,6 +4,7 @@ import type {
   ClosingTip,
   DecisionLease,
   DecisionRecord,
+  DecisionSummary,
   DocumentRecord,
   DocumentRef,
   DoneDecision,
@@ -177,6 +178,8 @@ export interface SessionStore {
   getLineage(scope: SessionScope, from: VersionRecord, limit: number): Promise<VersionRecord[]>;
   /** Recorded versions, newest first. A page may hold fewer than `limit` items. */
   listVersions(scope: SessionScope, options: { limit: number; cursor?: string }): Promise<Page<VersionRecord>>;
+  /** The decisions of the session's current life, newest first. A page may hold fewer than `limit` items. */
+  listDecisions(scope: SessionScope, options: { limit: number; cursor?: string }): Promise<Page<DecisionSummary>>;
 
   /**
    * Applies the change atomically and resolves with the tip it made; throws `StaleTipError`

@@ -6,7 +6,7 @@ import { AgentStateError } from '../kernel/errors.js';
 import { ROOT_NODE } from '../kernel/ids.js';
 import { openCursor, sealCursor } from '../kernel/sealing.js';
 import type { Caller } from '../model/fields.js';
-import type { Page, SessionScope, Tip, VersionRecord } from '../model/model.js';
+import type { DecisionSummary, Page, SessionScope, Tip, VersionRecord } from '../model/model.js';
 import { versionAt } from '../write/next-version.js';
 import { othersWaiting, QueueBehindOthers, retryOnStaleTip } from '../write/write-retry.js';
 import { checkedWrite, checkIfMatch, sessionNotFound, storedState, type VersionPrecondition, visibleState } from '../write/write-target.js';
@@ -129,6 +129,16 @@ export class SessionService extends SessionTreeService {
     if (record) return versionView(record, await this.schemas(scope.tenant, record.sessionAgentId ?? null), caller);
     if (!(await this.targets.sessionExists(scope))) throw sessionNotFound(scope);
     throw new AgentStateError('version_not_found', `version ${version} does not exist`, { version });
+  }
+
+  /**
+   * The session's decisions, newest first (API.md section 13): who decided each, and how the
+   * decision got there. No state is in it, so it is the same for every caller.
+   */
+  async listDecisions(scope: SessionScope, options: { limit: number; cursor?: string }): Promise<Page<DecisionSummary>> {
+    const page = await this.store.listDecisions(scope, options);
+    if (page.items.length === 0 && !options.cursor && !(await this.targets.sessionExists(scope))) throw sessionNotFound(scope);
+    return page;
   }
 
   /**

@@ -121,6 +121,19 @@ export const answerExamples: AnswerExamples = {
   VersionList: {
     versions: [version, { ...version, version: 1, node: 'u1', prevVersion: 0, state: { model: 'fast', turns: 0 }, createdAt: at }],
   },
+  DecisionList: {
+    decisions: [
+      {
+        decisionId: 'd2',
+        agentId: 'billing',
+        routedFrom: 'support',
+        routing: [{ from: 'support', to: 'billing', via: 'route', index: 0 }],
+        version: 4,
+        createdAt: later,
+      },
+      { decisionId: 'd1', agentId: 'support', routedFrom: null, routing: [], version: 2, createdAt: at },
+    ],
+  },
   Agent: agent,
   AgentList: { agents: [agent], next: cursor },
   DecideResult: {

@@ -227,6 +227,13 @@ export const operations: Record<RouteKey, Operation> = {
     responses: { 200: { description: 'One page.', schema: 'VersionList' } },
     problems: ['invalid_request', 'session_not_found', 'node_not_found', 'conflict'],
   },
+  'GET /v1/sessions/{sid}/decisions': {
+    tag: 'state',
+    summary: 'Decisions, newest first: which agent decided each, and why',
+    query: page,
+    responses: { 200: { description: 'One page.', schema: 'DecisionList' } },
+    problems: ['invalid_request', 'session_not_found', 'conflict'],
+  },
   'GET /v1/sessions/{sid}/versions/{v}': {
     tag: 'state',
     summary: 'Read one version',

@@ -47,6 +47,7 @@ export const routes = [
   { method: 'PUT', path: '/v1/sessions/{sid}/state', group: 'state' },
   { method: 'GET', path: '/v1/sessions/{sid}/versions', group: 'state' },
   { method: 'GET', path: '/v1/sessions/{sid}/versions/{v}', group: 'state' },
+  { method: 'GET', path: '/v1/sessions/{sid}/decisions', group: 'state' },
 
   { method: 'PUT', path: '/v1/agents/{agentId}', group: 'agents' },
   { method: 'GET', path: '/v1/agents/{agentId}', group: 'agents' },

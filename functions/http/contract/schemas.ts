@@ -86,6 +86,26 @@ const versionRecord = z.object({
   agent: jsonValue,
 });
 const versionList = z.object({ versions: z.array(versionRecord), next });
+const routingHop = z.union([
+  z.object({
+    from: idSchema,
+    to: idSchema,
+    via: z.literal('route'),
+    index: z.number().int().meta({ description: "The route's place in `from`'s routes." }),
+  }),
+  z.object({ from: idSchema, to: idSchema, via: z.literal('handoff'), reason: z.string().nullable() }),
+]);
+const decisionSummary = z.object({
+  decisionId: z.string(),
+  agentId: z.nullable(idSchema).meta({ description: 'The agent whose worker decided.' }),
+  routedFrom: z.nullable(idSchema).meta({ description: 'The agent the decision started at, when another decided.' }),
+  routing: z
+    .array(routingHop)
+    .meta({ description: 'The hops that led to `agentId`, in order; empty when the agent it started at decided.' }),
+  version,
+  createdAt: time,
+});
+const decisionList = z.object({ decisions: z.array(decisionSummary), next });
 
 const fieldScope = z.union([z.literal('private'), z.literal('public'), z.object({ agents: z.array(idSchema) })]);
 const fieldDeclaration = z.object({
@@ -114,6 +134,15 @@ const agent = z.object({
     .object({ shared: z.literal('write').optional() })
     .nullable()
     .meta({ description: '`{"shared": "write"}`: a key limited to this agent may write the tenant\'s `shared` document.' }),
+  routes: z
+    .array(
+      z.object({
+        when: jsonObject.meta({ description: "A filter over the state's top-level fields (section 10's operators and `$exists`)." }),
+        to: idSchema,
+      }),
+    )
+    .optional()
+    .meta({ description: 'Tried in order at each decision of its sessions (API.md section 13); absent when none.' }),
   createdAt: time,
   updatedAt: time,
 });
@@ -282,6 +311,7 @@ export const components = {
   WriteResult: writeResult,
   Version: versionRecord,
   VersionList: versionList,
+  DecisionList: decisionList,
   FieldDeclaration: fieldDeclaration,
   Agent: agent,
   AgentList: agentList,

@@ -4,7 +4,7 @@ import { isJsonObject, type Json } from '../../core/json/json.js';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import { requireId } from '../../core/kernel/ids.js';
 import { FIELD_TYPES } from '../../core/model/fields.js';
-import { MAX_LAST_MESSAGES } from '../../core/model/model.js';
+import { type AgentRoute, MAX_LAST_MESSAGES } from '../../core/model/model.js';
 import { createHttpHandler, type RouteInput } from '../api.js';
 import { idSchema } from '../edge/id-schema.js';
 import { jsonValue, pagination, parsedBody } from '../edge/request.js';
@@ -50,6 +50,8 @@ export const agentBody = z.strictObject({
   stateFields: z.optional(z.nullable(stateFields)),
   // What a key limited to this agent may do to the tenant's documents (API.md section 7).
   documents: z.optional(z.nullable(z.strictObject({ shared: z.optional(z.literal('write')) }))),
+  // Routes (API.md section 13): `when` is kept as sent (a filter over the state, checked by the core).
+  routes: z.optional(z.nullable(z.array(z.strictObject({ when: jsonValue, to: idSchema })))),
 });
 
 const agentId = (input: RouteInput) => requireId(input.path('agentId'), 'agentId');
@@ -89,6 +91,7 @@ export const handler = createHttpHandler(
           stateFields: request.stateFields ?? null,
           // Absent stays absent: a limited key's registration then keeps the agent's grants.
           ...(request.documents === undefined ? {} : { documents: request.documents }),
+          routes: (request.routes ?? null) as AgentRoute[] | null,
         },
         input.allowedAgents,
       );

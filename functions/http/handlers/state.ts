@@ -74,6 +74,11 @@ export const handler = createHttpHandler(
       return json(200, { versions: page.items, ...(page.next ? { next: page.next } : {}) });
     },
 
+    'GET /v1/sessions/{sid}/decisions': async (input) => {
+      const page = await input.deps.sessions.listDecisions(sessionScope(input), pagination(input));
+      return json(200, { decisions: page.items, ...(page.next ? { next: page.next } : {}) });
+    },
+
     'GET /v1/sessions/{sid}/versions/{v}': async (input) => {
       const scope = sessionScope(input);
       return json(200, await input.deps.sessions.getVersion(scope, versionNumber(input.path('v'), 'version'), input.caller));

@@ -1,5 +1,6 @@
 import { AgentReader } from '../../core/agents/agent-reader.js';
-import { DecideService, type WorkerInvoker } from '../../core/decide/decide-service.js';
+import { DecideService } from '../../core/decide/decide-service.js';
+import type { WorkerInvoker } from '../../core/decide/decision-hops.js';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import { DynamoDbDecisionStore } from '../../store/sessions/decision-store.js';
 import { recordMetric } from '../../telemetry/telemetry.js';

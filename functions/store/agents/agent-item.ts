@@ -1,7 +1,7 @@
 import { encodeStoredJson } from '../../core/json/json.js';
 import { openSecret, sealSecret } from '../../core/kernel/sealing.js';
 import type { StateFields } from '../../core/model/fields.js';
-import type { AgentRecord } from '../../core/model/model.js';
+import type { AgentRecord, AgentRoute } from '../../core/model/model.js';
 import { parseJsonText, secretOwner, stringOrNull } from '../table/item-codecs.js';
 import * as keys from '../table/keys.js';
 import type { Item } from '../table/table-client.js';
@@ -23,6 +23,7 @@ export const encode = (tenant: string, agent: AgentRecord): Item => ({
   config: encodeStoredJson(agent.config),
   stateFields: agent.stateFields ? encodeStoredJson(agent.stateFields) : undefined,
   documents: agent.documents?.shared ? { shared: agent.documents.shared } : undefined,
+  routes: agent.routes ? encodeStoredJson(agent.routes) : undefined,
   createdAt: agent.createdAt,
   updatedAt: agent.updatedAt,
 });
@@ -46,6 +47,7 @@ export function decode(item: Item): AgentRecord {
     config: parseJsonText(item.config),
     stateFields: parseJsonText(item.stateFields) as StateFields | null,
     documents: (item.documents as { shared?: unknown } | undefined)?.shared === 'write' ? { shared: 'write' } : null,
+    ...(item.routes === undefined ? {} : { routes: parseJsonText(item.routes) as AgentRoute[] | null }),
     createdAt: String(item.createdAt),
     updatedAt: String(item.updatedAt),
   };

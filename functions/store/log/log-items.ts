@@ -1,7 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { brotliCompressSync, brotliDecompressSync, constants as zlib } from 'node:zlib';
 import { decodeStoredJson, encodeStoredJson, type Json, type JsonObject, stringifyJson } from '../../core/json/json.js';
-import type { DecisionLease, DecisionOutcome, DoneDecision, NodeRecord, SessionScope, Tip, VersionRecord } from '../../core/model/model.js';
+import type {
+  DecisionLease,
+  DecisionOutcome,
+  DecisionSummary,
+  DoneDecision,
+  NodeRecord,
+  SessionScope,
+  Tip,
+  VersionRecord,
+} from '../../core/model/model.js';
 import { emptyTip, rootNode } from '../../core/model/tree.js';
 import { decodeLineage, encodeLineage } from '../state/lineage.js';
 import type { EncodedVersion } from '../state/version-item.js';
@@ -398,6 +407,22 @@ export function logItem(scope: SessionScope, position: LogPosition, change: NewC
   const carriedText = jsonText(change.carried);
   const size = approximateSize(own) + carriedText.length + 24;
   return { ...own, t: jsonText({ ...change.carried, b: before + size } satisfies Carried) };
+}
+
+/** The decision a change of the log completed, as the decisions list shows it; null for any other change. */
+export function decisionSummaryOf(item: Item): DecisionSummary | null {
+  const decision = parseJsonText<StoredDecision | null>(item.decision);
+  if (!decision) return null;
+  const { outcome } = decision;
+  const routing = outcome.routing ?? [];
+  return {
+    decisionId: decision.id,
+    agentId: outcome.decidedBy !== undefined ? outcome.decidedBy : (outcome.agentId ?? null),
+    routedFrom: routing.length > 0 ? (outcome.agentId ?? null) : null,
+    routing,
+    version: outcome.version,
+    createdAt: String(item.createdAt),
+  };
 }
 
 /** What a decision completed by a change keeps, for its replay and its index. */

@@ -2,10 +2,19 @@ import { PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import type { Json } from '../../core/json/json.js';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import { ROOT_NODE } from '../../core/kernel/ids.js';
-import type { ClosingTip, NodeRecord, Page, SessionMeta, SessionScope, Tip, VersionRecord } from '../../core/model/model.js';
+import type {
+  ClosingTip,
+  DecisionSummary,
+  NodeRecord,
+  Page,
+  SessionMeta,
+  SessionScope,
+  Tip,
+  VersionRecord,
+} from '../../core/model/model.js';
 import { type SessionListOptions, type SessionStore, StaleTipError } from '../../core/model/ports.js';
 import { rootNode } from '../../core/model/tree.js';
-import { entryOf, type VersionPlace } from '../log/log-items.js';
+import { decisionSummaryOf, entryOf, type VersionPlace } from '../log/log-items.js';
 import { nodesOfLife } from '../log/node-index.js';
 import { DynamoDbSessionLog } from '../log/session-log.js';
 import { piecesOf, sweepPieces } from '../state/state-pieces.js';
@@ -169,6 +178,55 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
     const full = versions.length === options.limit && (items.at(-1) !== lastRead || LastEvaluatedKey !== undefined);
     const next = ended ? undefined : full && lastRead ? { pk: lastRead.pk, sk: lastRead.sk } : LastEvaluatedKey;
     return pageOf(records, next, list);
+  }
+
+  /**
+   * Decisions newest first, from the log read backwards (the change that completed a decision
+   * holds its record), as `listVersions` reads versions: the current life only, a page of up to
+   * three Queries, each only the attributes a summary needs. A decision costs no write of its own
+   * to be listed; a page may be short where many other changes lie between decisions.
+   */
+  async listDecisions(scope: SessionScope, options: { limit: number; cursor?: string }): Promise<Page<DecisionSummary>> {
+    const list = JSON.stringify([this.table.tableName, keys.session(scope), 'decisions']);
+    let start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk'], list);
+    if (start && (start.pk !== keys.session(scope) || !logPositionOf(String(start.sk)))) throw invalidCursor();
+    let life = start ? logPositionOf(String(start.sk))?.incarnation : undefined;
+    const found: DecisionSummary[] = [];
+    for (let round = 0; round < 3; round++) {
+      const { Items, LastEvaluatedKey } = await this.table.send(
+        new QueryCommand({
+          TableName: this.table.tableName,
+          KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+          ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.logPrefix },
+          ProjectionExpression: 'pk, sk, createdAt, decision',
+          ScanIndexForward: false,
+          Limit: Math.min(1000, options.limit * 4 + 8),
+          ExclusiveStartKey: start,
+          ConsistentRead: true,
+        }),
+      );
+      const items = Items ?? [];
+      // Of this life only: the log of an older life ends the list (a deleted session's changes are tombstones).
+      const inLife = (item: Item) => {
+        life ??= logPositionOf(String(item.sk))?.incarnation;
+        return logPositionOf(String(item.sk))?.incarnation === life;
+      };
+      for (const [index, item] of items.entries()) {
+        if (!inLife(item)) return pageOf(found, undefined, list);
+        const summary = decisionSummaryOf(item);
+        if (summary) found.push(summary);
+        if (found.length < options.limit) continue;
+        // A full page: another follows if what is left of this read holds a decision, or more is unread.
+        const rest = items.slice(index + 1);
+        const more = rest.some((next) => inLife(next) && decisionSummaryOf(next) !== null);
+        const ended = rest.some((next) => !inLife(next));
+        const next = more ? { pk: item.pk, sk: item.sk } : ended ? undefined : LastEvaluatedKey;
+        return pageOf(found, next, list);
+      }
+      if (!LastEvaluatedKey) return pageOf(found, undefined, list);
+      start = LastEvaluatedKey;
+    }
+    return pageOf(found, start, list);
   }
 
   /**

@@ -14,6 +14,8 @@ import type {
   DeadLetterList,
   DecideRequest,
   DecideResult,
+  DecisionList,
+  DecisionSummary,
   DocumentView,
   HeadResult,
   Health,
@@ -234,6 +236,24 @@ export class AgentStateApi {
     /** `GET /v1/sessions/{sid}/versions/{v}`. `404 version_not_found`. */
     get: async <S = Json>(sessionId: string, version: number, options?: CallOptions): Promise<Version<S>> =>
       (await this.http.request<Version<S>>({ method: 'GET', path: path`/v1/sessions/${sessionId}/versions/${version}` }, options)).body,
+  };
+
+  /** Who decided each turn, and why (docs/api.md §7d). */
+  readonly decisions = {
+    /** `GET /v1/sessions/{sid}/decisions`: one page, newest first. */
+    list: async (sessionId: string, query: PageQuery = {}, options?: CallOptions): Promise<DecisionList> =>
+      (
+        await this.http.request<DecisionList>(
+          { method: 'GET', path: path`/v1/sessions/${sessionId}/decisions`, query: { ...query } },
+          options,
+        )
+      ).body,
+    /** Every decision, newest first, following `next`. */
+    iterate: (sessionId: string, options?: CallOptions): AsyncGenerator<DecisionSummary, void, undefined> =>
+      pages(
+        (cursor) => this.decisions.list(sessionId, cursor ? { cursor } : {}, options),
+        (page) => page.decisions,
+      ),
   };
 
   /** The agent registry (docs/api.md §6). */

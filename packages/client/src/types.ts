@@ -253,6 +253,42 @@ export interface PutAgentRequest {
    * Only a key that is not limited may grant it; a limited key's registration keeps what was there.
    */
   documents?: { shared?: 'write' } | null;
+  /**
+   * Tried in order at each decision of this agent's sessions: the first whose `when` matches the
+   * state (as this agent may read it) hands the decision to `to`, an agent below this one.
+   */
+  routes?: AgentRoute[] | null;
+}
+
+/** One hop of a decision from one agent to another: a route that matched (its index), or a worker's handoff. */
+export type RoutingHop =
+  | { from: string; to: string; via: 'route'; index: number }
+  | { from: string; to: string; via: 'handoff'; reason: string | null };
+
+/** A decision as `GET /v1/sessions/{sid}/decisions` lists it: who decided, and how it got there. */
+export interface DecisionSummary {
+  decisionId: string;
+  /** The agent whose worker decided. */
+  agentId: string | null;
+  /** The agent the decision started at, when routes or handoffs gave it to another; else null. */
+  routedFrom: string | null;
+  routing: RoutingHop[];
+  /** The version the decision left the state at. */
+  version: number;
+  createdAt: string;
+}
+
+/** `GET /v1/sessions/{sid}/decisions`, newest first. */
+export interface DecisionList {
+  decisions: DecisionSummary[];
+  next?: string;
+}
+
+/** A route of an agent: a filter over the state's top-level fields, and the agent it hands decisions to. */
+export interface AgentRoute {
+  /** Section 10's filter operators, plus `{"$exists": true | false}`. */
+  when: JsonObject;
+  to: string;
 }
 
 /** An agent as the API returns it: never the secret, only whether one is set. */
@@ -266,6 +302,8 @@ export interface Agent {
   stateFields: Record<string, FieldDeclaration> | null;
   /** The agent's grants on the tenant's documents; null when none. */
   documents: { shared?: 'write' } | null;
+  /** Present only when the agent declares routes. */
+  routes?: AgentRoute[];
   createdAt: string;
   updatedAt: string;
 }
@@ -318,7 +356,12 @@ export interface DecideResult<S = Json> {
 export interface DecisionRequest<S = Json> {
   session_id: string;
   decision_id: string;
+  /** The deciding agent: the session's (or the request's), or the one routes or handoffs led to. */
   agent_id: string | null;
+  /** The agent the decision started at, when another decides; else null. */
+  routed_from: string | null;
+  /** The hops that led to `agent_id`, in order; empty when the agent it started at decides. */
+  routing: RoutingHop[];
   turn_id: string | null;
   trigger: Trigger;
   proposed: JsonObject;
@@ -355,6 +398,14 @@ export interface DecisionResponse<S = Json> {
   agent?: Json;
   messages?: Message[];
   [member: string]: unknown;
+}
+
+/**
+ * What a worker answers instead of a decision to pass the same decision to another agent of the
+ * session's hierarchy (API.md section 13): nothing else may come with it; 3 hops in all, no loops.
+ */
+export interface DecisionHandoff {
+  handoff: { agentId: string; reason?: string };
 }
 
 /* ------------------------------------------------------------------ commits */
