@@ -27,13 +27,20 @@ import {
  * }
  * ```
  *
- * A new checkpoint's node starts with its parent's state (agentstate's resolution rule), and
- * `put` patches onto it only the channels `newVersions` names: unchanged channels are carried
- * over by the tree itself, never resent, and a write costs what changed. Pending writes are a
- * merge patch into `writes:<checkpoint id>` at the checkpoint's node, one version each. They
- * are a member of their own, named by the checkpoint, because LangGraph may send a step's
- * writes while the checkpoint's own `put` is still patching that node: the `put` never touches
- * that member (it only drops the parent's, which the node inherited), so neither undoes the other.
+ * `put` of a checkpoint under its parent writes every channel value the checkpoint carries, as
+ * LangGraph's in-memory saver keeps the whole checkpoint: what it reads back never depends on
+ * `newVersions` (a `__copy__` fork puts the current values under the parent with no new
+ * versions, so the parent's values would be wrong). A checkpoint with no parent in the session
+ * keeps only the channels `newVersions` names (all of them when it is left out): a value
+ * belongs to a channel's version, and one not new here was written with an earlier checkpoint
+ * (LangGraph's conformance suite asks for this). agentstate stores a version as the change from
+ * the one it was computed from (docs/architecture.md, "Changes are splices"), so unchanged
+ * channels cost the wire, not the
+ * table. Pending writes are a merge patch into `writes:<checkpoint id>` at the checkpoint's
+ * node, one version each. They are a member of their own, named by the checkpoint, because
+ * LangGraph may send a step's writes while the checkpoint's own `put` is still patching that
+ * node: the `put` never touches that member (it only drops the parent's, which the node
+ * inherited), so neither undoes the other.
  */
 export interface CheckpointState {
   thread_id: string;
@@ -95,25 +102,35 @@ export function checkpointIdIn(state: CheckpointState): string {
 export interface CheckpointWrite {
   checkpoint: Json;
   metadata: Json;
-  /** Changed channels: a stored value, or null for a channel that has none now. */
-  channels: Map<string, Stored | null>;
+  /** Every channel value of the checkpoint, as stored. */
+  channels: Map<string, Stored>;
+  /** The channels `newVersions` names; undefined when it was left out (all are new). */
+  changed: Set<string> | undefined;
 }
 
 export async function encodeCheckpoint(
   serde: SerializerProtocol,
   checkpoint: Checkpoint,
   metadata: CheckpointMetadata,
-  newVersions: ChannelVersions,
+  newVersions: ChannelVersions | undefined,
 ): Promise<CheckpointWrite> {
   const { channel_values: values, ...rest } = checkpoint;
   const [storedCheckpoint, storedMetadata] = await Promise.all([store(serde, rest), store(serde, metadata)]);
-  const channels = new Map<string, Stored | null>();
+  const channels = new Map<string, Stored>();
   await Promise.all(
-    Object.keys(newVersions).map(async (channel) => {
-      channels.set(channel, Object.hasOwn(values, channel) ? await store(serde, values[channel]) : null);
+    Object.entries(values ?? {}).map(async ([channel, value]) => {
+      channels.set(channel, await store(serde, value));
     }),
   );
-  return { checkpoint: jsonOf(storedCheckpoint, 'checkpoint'), metadata: jsonOf(storedMetadata, 'metadata'), channels };
+  const changed = newVersions === undefined ? undefined : new Set(Object.keys(newVersions));
+  return { checkpoint: jsonOf(storedCheckpoint, 'checkpoint'), metadata: jsonOf(storedMetadata, 'metadata'), channels, changed };
+}
+
+/** The write of a checkpoint with no parent to carry values from: only its new channels (see above). */
+export function newChannelsOnly(write: CheckpointWrite): CheckpointWrite {
+  const { changed } = write;
+  if (changed === undefined) return write;
+  return { ...write, channels: new Map([...write.channels].filter(([channel]) => changed.has(channel))) };
 }
 
 function jsonOf(stored: Stored, what: string): Json {
@@ -121,8 +138,8 @@ function jsonOf(stored: Stored, what: string): Json {
   throw new TypeError(`the serializer wrote the ${what} as ${stored.blob[0]}; agentstate keeps it as JSON`);
 }
 
-/** The whole state of a checkpoint with no parent to inherit from. */
-export function wholeState(threadId: string, checkpointNs: string, write: CheckpointWrite, parent: string | null): CheckpointState {
+/** The state of a checkpoint's node, but for its pending writes. */
+export function checkpointState(threadId: string, checkpointNs: string, write: CheckpointWrite, parent: string | null): CheckpointState {
   const state: CheckpointState = {
     thread_id: threadId,
     checkpoint_ns: checkpointNs,
@@ -133,7 +150,6 @@ export function wholeState(threadId: string, checkpointNs: string, write: Checkp
     blobs: {},
   };
   for (const [channel, stored] of write.channels) {
-    if (stored === null) continue;
     if ('json' in stored) state.channels[channel] = stored.json;
     else state.blobs[channel] = stored.blob;
   }
@@ -159,30 +175,22 @@ function removeMember(...segments: string[]): JsonPatchOperation[] {
 
 /**
  * The JSON Patch that turns the parent's state (which a new node starts with) into this
- * checkpoint's: its own checkpoint, metadata and parent, not the parent's pending writes, and
- * only the channels that changed. `add` sets a member verbatim (an object value replaces, never
- * merges). The checkpoint's own writes, which may have landed already, are left as they are.
+ * checkpoint's: its own checkpoint, metadata, parent and channel values (`add` sets a member
+ * verbatim: an object value replaces, never merges), not the parent's pending writes. The
+ * checkpoint's own writes, which may have landed already, are left as they are.
  */
 export function childPatch(threadId: string, checkpointNs: string, write: CheckpointWrite, parent: string): JsonPatchOperation[] {
-  const operations: JsonPatchOperation[] = [
+  const { channels, blobs } = checkpointState(threadId, checkpointNs, write, parent);
+  return [
     { op: 'add', path: '/thread_id', value: threadId },
     { op: 'add', path: '/checkpoint_ns', value: checkpointNs },
     { op: 'add', path: '/checkpoint', value: write.checkpoint },
     { op: 'add', path: '/metadata', value: write.metadata },
     { op: 'add', path: '/parent', value: parent },
+    { op: 'add', path: '/channels', value: channels },
+    { op: 'add', path: '/blobs', value: blobs as unknown as Json },
     ...removeMember(writesMember(parent)),
   ];
-  for (const [channel, stored] of write.channels) {
-    if (stored === null) {
-      operations.push(...removeMember('channels', channel), ...removeMember('blobs', channel));
-    } else if ('json' in stored) {
-      // A blob of this channel left by an ancestor is shadowed by the JSON value (read first).
-      operations.push({ op: 'add', path: pointer('channels', channel), value: stored.json });
-    } else {
-      operations.push(...removeMember('channels', channel), { op: 'add', path: pointer('blobs', channel), value: stored.blob });
-    }
-  }
-  return operations;
 }
 
 /**
@@ -234,21 +242,15 @@ export async function pendingWritesOf(serde: SerializerProtocol, state: Checkpoi
   );
 }
 
-/** The checkpoint a state holds, its channel values rebuilt from the channels it has a version of. */
+/** The checkpoint a state holds, with every channel value the state stores. */
 export async function checkpointOf(serde: SerializerProtocol, state: CheckpointState): Promise<Checkpoint> {
   const checkpoint = (await load(serde, 'json', state.checkpoint)) as Omit<Checkpoint, 'channel_values'>;
-  const channel_values: Record<string, unknown> = {};
-  await Promise.all(
-    Object.keys(checkpoint.channel_versions ?? {}).map(async (channel) => {
-      if (Object.hasOwn(state.channels, channel)) {
-        channel_values[channel] = await load(serde, 'json', state.channels[channel] as Json);
-      } else if (Object.hasOwn(state.blobs ?? {}, channel)) {
-        const [type, data] = state.blobs[channel] as [string, string];
-        channel_values[channel] = await load(serde, type, data);
-      }
-    }),
-  );
-  return { ...checkpoint, channel_values };
+  const stored = [
+    ...Object.entries(state.blobs ?? {}).map(([channel, [type, data]]) => [channel, type, data] as const),
+    ...Object.entries(state.channels).map(([channel, value]) => [channel, 'json', value] as const),
+  ];
+  const values = await Promise.all(stored.map(async ([channel, type, value]) => [channel, await load(serde, type, value)] as const));
+  return { ...checkpoint, channel_values: Object.fromEntries(values) };
 }
 
 export async function metadataOf(serde: SerializerProtocol, state: CheckpointState): Promise<CheckpointMetadata> {

@@ -19,13 +19,14 @@ import {
   type CheckpointWrite,
   checkpointIdIn,
   checkpointOf,
+  checkpointState,
   childPatch,
   encodeCheckpoint,
   isCheckpointState,
   metadataOf,
+  newChannelsOnly,
   pendingWritesOf,
   rootedPatch,
-  wholeState,
   writesPatch,
 } from './layout.js';
 import { inBatches, NamespaceRegistry, REGISTRY_KEY } from './namespaces.js';
@@ -46,6 +47,18 @@ export interface AgentStateSaverOptions {
   client?: AgentStateApi;
   /** LangGraph's serializer; its JSON is stored as JSON, so the inspector shows channel values as they are. */
   serde?: SerializerProtocol;
+}
+
+/** Checkpoints whose states `list` reads at a time. */
+const LIST_BATCH = 50;
+/** The versions one page of `list` reads to find recent checkpoints' states (see `statesOf`). */
+const RECENT_VERSIONS = 200;
+
+/** A checkpoint node `list` may yield, and the version its state is. */
+interface ListCandidate {
+  sessionId: string;
+  checkpointId: string;
+  stateVersion: number;
 }
 
 /** How long writes wait for the `put` of their checkpoint (see `awaitingPut`). */
@@ -132,23 +145,22 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     const beforeId = before?.configurable?.checkpoint_id as string | undefined;
 
     const sessions = await this.sessionsOf(threadId === undefined ? undefined : threadName(threadId), checkpointNs);
+    const trees = await inBatches(sessions, (sessionId) => this.checkpointNodes(sessionId));
+    const newest = new Map(trees.map(({ sessionId, newest }) => [sessionId, newest]));
     // Every checkpoint node of those sessions, newest first by checkpoint id (uuid6 ids sort by time).
-    const candidates = (await inBatches(sessions, (sessionId) => this.checkpointNodes(sessionId)))
-      .flat()
+    const candidates = trees
+      .flatMap(({ nodes }) => nodes)
       .filter(({ checkpointId }) => (!onlyId || checkpointId === onlyId) && (!beforeId || checkpointId < beforeId))
       .sort((a, b) => (a.checkpointId < b.checkpointId ? 1 : a.checkpointId > b.checkpointId ? -1 : 0));
 
-    // States are read a batch at a time (at most 8, no more than `limit` still needs), so a
-    // `list` with a limit reads about as many states as it yields.
+    // States are read a batch at a time (no more than `limit` still needs), so a `list` with a
+    // limit reads about as many states as it yields.
     for (let start = 0; start < candidates.length; ) {
       if (remaining !== undefined && remaining <= 0) return;
-      const size = Math.min(8, remaining === undefined ? 8 : Math.max(remaining, 1));
+      const size = Math.min(LIST_BATCH, remaining === undefined ? LIST_BATCH : Math.max(remaining, 1));
       const slice = candidates.slice(start, start + size);
       start += size;
-      const states = await inBatches(slice, async (candidate) => ({
-        candidate,
-        state: await this.versionState(candidate.sessionId, candidate.stateVersion),
-      }));
+      const states = await this.statesOf(slice, newest);
       for (const { candidate, state } of states) {
         if (!state || checkpointIdIn(state) !== candidate.checkpointId) continue;
         if (checkpointNs !== undefined && state.checkpoint_ns !== checkpointNs) continue;
@@ -170,7 +182,8 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     config: RunnableConfig,
     checkpoint: Checkpoint,
     metadata: CheckpointMetadata,
-    newVersions: ChannelVersions,
+    // Left out, every channel is new (LangGraph's own tests call it so, as MemorySaver takes it).
+    newVersions?: ChannelVersions,
   ): Promise<RunnableConfig> {
     const threadId = config.configurable?.thread_id as unknown;
     if (threadId === undefined) {
@@ -254,6 +267,36 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     }
   }
 
+  /**
+   * The states of some checkpoint nodes, by the versions they point at. Where those are among a
+   * session's newest `RECENT_VERSIONS` versions (a thread's latest checkpoints, and what their
+   * steps wrote since), one page of the session's versions, newest first, holds them all; any
+   * other is read by itself.
+   */
+  private async statesOf(
+    candidates: ListCandidate[],
+    newest: ReadonlyMap<string, number>,
+  ): Promise<Array<{ candidate: ListCandidate; state: CheckpointState | undefined }>> {
+    const found = new Map<string, CheckpointState | undefined>();
+    const keyOf = (sessionId: string, version: number) => `${version} ${sessionId}`;
+    const bySession = new Map<string, ListCandidate[]>();
+    for (const candidate of candidates) bySession.set(candidate.sessionId, [...(bySession.get(candidate.sessionId) ?? []), candidate]);
+    await inBatches([...bySession], async ([sessionId, some]) => {
+      const oldest = Math.min(...some.map((candidate) => candidate.stateVersion).filter((version) => version > 0));
+      const span = (newest.get(sessionId) ?? 0) - oldest + 1;
+      if (some.length < 2 || !(span <= RECENT_VERSIONS)) return;
+      const page = await this.client.versions.list(sessionId, { limit: span });
+      for (const version of page.versions) {
+        if (isCheckpointState(version.state)) found.set(keyOf(sessionId, version.version), version.state);
+      }
+    });
+    return inBatches(candidates, async (candidate) => {
+      const key = keyOf(candidate.sessionId, candidate.stateVersion);
+      const state = found.has(key) ? found.get(key) : await this.versionState(candidate.sessionId, candidate.stateVersion);
+      return { candidate, state };
+    });
+  }
+
   private async versionState(sessionId: string, version: number): Promise<CheckpointState | undefined> {
     if (version === 0) return undefined;
     const view = await this.client.versions.get(sessionId, version);
@@ -308,15 +351,18 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     return sessions;
   }
 
-  /** The checkpoint nodes of a session, with the version each points at. */
-  private async checkpointNodes(sessionId: string): Promise<Array<{ sessionId: string; checkpointId: string; stateVersion: number }>> {
+  /** The checkpoint nodes of a session, with the version each points at, and the session's newest version. */
+  private async checkpointNodes(sessionId: string): Promise<{ sessionId: string; nodes: ListCandidate[]; newest: number }> {
     try {
       const tree = await this.client.tree.get(sessionId);
-      return tree.nodes
+      const nodes = tree.nodes
         .filter((node) => node.role === CHECKPOINT_ROLE)
         .map((node) => ({ sessionId, checkpointId: checkpointIdOf(node.id), stateVersion: node.stateVersion }));
+      // Every version is the one its node points at until that node is written again.
+      const newest = Math.max(0, ...tree.nodes.map((node) => node.stateVersion));
+      return { sessionId, nodes, newest };
     } catch (error) {
-      if (AgentStateError.is(error, 'session_not_found')) return [];
+      if (AgentStateError.is(error, 'session_not_found')) return { sessionId, nodes: [], newest: 0 };
       throw error;
     }
   }
@@ -343,7 +389,7 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     }
     // No parent, one this session does not have, or a checkpoint id put again under another
     // parent (its node stays where it is): the state is all the checkpoint's own.
-    const state = wholeState(thread, checkpointNs, write, parentId ?? null);
+    const state = checkpointState(thread, checkpointNs, newChannelsOnly(write), parentId ?? null);
     if (underParent === 'missing') {
       await this.append(sessionId, 'root', message);
       await this.writeRooted(sessionId, nodeId, state);

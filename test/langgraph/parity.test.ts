@@ -1,0 +1,208 @@
+import { createClient } from '@agentstate/client';
+import { AgentStateSaver } from '@agentstate/langgraph';
+import type { RunnableConfig } from '@langchain/core/runnables';
+import { Annotation, Command, END, interrupt, Send, START, StateGraph } from '@langchain/langgraph';
+import {
+  type BaseCheckpointSaver,
+  type Checkpoint,
+  type CheckpointMetadata,
+  emptyCheckpoint,
+  MemorySaver,
+  uuid6,
+} from '@langchain/langgraph-checkpoint';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type RunningApi, startApi } from '../helpers/e2e.js';
+
+/**
+ * What LangGraph.js's own test files found when run on AgentStateSaver instead of MemorySaver
+ * (docs/langgraph.md, "LangGraph's own tests"): each scenario runs on both savers, and ours must
+ * answer as MemorySaver does.
+ */
+let api: RunningApi;
+let savers = 0;
+
+beforeAll(async () => {
+  api = await startApi();
+});
+afterAll(async () => {
+  await api?.stop();
+});
+
+/** A fresh AgentStateSaver (its own prefix: it starts empty, as a new MemorySaver does), counting its requests. */
+function agentStateSaver(counter = { requests: 0 }): AgentStateSaver {
+  const counting: typeof fetch = (input, init) => {
+    counter.requests += 1;
+    return fetch(input, init);
+  };
+  savers += 1;
+  return new AgentStateSaver({
+    client: createClient({ baseUrl: api.url, apiKey: 'dev-key', fetch: counting }),
+    prefix: `parity-${savers}`,
+  });
+}
+
+/** The scenario's answer on MemorySaver and on AgentStateSaver. */
+async function onBoth<T>(scenario: (saver: BaseCheckpointSaver) => Promise<T>): Promise<{ memory: T; ours: T }> {
+  return { memory: await scenario(new MemorySaver()), ours: await scenario(agentStateSaver()) };
+}
+
+const Counter = Annotation.Root({
+  x: Annotation<number>,
+  log: Annotation<string[]>({ reducer: (a, b) => [...a, ...b], default: () => [] }),
+});
+
+function counterGraph(saver: BaseCheckpointSaver) {
+  return new StateGraph(Counter)
+    .addNode('one', () => ({ x: 1, log: ['one'] }))
+    .addNode('two', () => ({ x: 2, log: ['two'] }))
+    .addEdge(START, 'one')
+    .addEdge('one', 'two')
+    .addEdge('two', END)
+    .compile({ checkpointer: saver });
+}
+
+describe('AgentStateSaver as MemorySaver', () => {
+  it('reads a __copy__ fork with the values of the checkpoint it copies, not its parent', async () => {
+    // Prepare: a copy is put under the copied checkpoint's parent, with no new channel versions.
+    const scenario = async (saver: BaseCheckpointSaver) => {
+      const graph = counterGraph(saver);
+      const config = { configurable: { thread_id: 'copy' } };
+      await graph.invoke({ x: 0 }, config);
+
+      // Act
+      const copy = await graph.updateState(config, null, '__copy__');
+      const copied = await graph.getState(copy);
+      return { values: copied.values, latest: (await graph.getState(config)).values };
+    };
+    const { memory, ours } = await onBoth(scenario);
+
+    // Assess
+    expect(memory.values).toEqual({ x: 2, log: ['one', 'two'] });
+    expect(ours).toEqual(memory);
+  });
+
+  it('asks again on a __copy__ fork of the checkpoint before an interrupt, and resumes it with the new answer', async () => {
+    // Prepare
+    const scenario = async (saver: BaseCheckpointSaver) => {
+      const graph = new StateGraph(Counter)
+        .addNode('draft', () => ({ log: ['a'] }))
+        .addNode('ask', () => ({ log: [`human:${interrupt('your input?')}`] }))
+        .addNode('finish', () => ({ log: ['b'] }))
+        .addEdge(START, 'draft')
+        .addEdge('draft', 'ask')
+        .addEdge('ask', 'finish')
+        .compile({ checkpointer: saver });
+      const config = { configurable: { thread_id: 'copy-interrupt' } };
+      await graph.invoke({ log: [] }, config);
+      await graph.invoke(new Command({ resume: 'hello' }), config);
+      const history = [];
+      for await (const snapshot of graph.getStateHistory(config)) history.push(snapshot);
+      const beforeAsk = history.filter((snapshot) => snapshot.next.includes('ask')).at(-1);
+
+      // Act
+      const fork = await graph.updateState(beforeAsk?.config ?? config, null, '__copy__');
+      const asked = await graph.invoke(null, fork);
+      const final = await graph.invoke(new Command({ resume: 'new answer' }), fork);
+      const interrupts = (asked as { __interrupt__?: Array<{ value: unknown }> }).__interrupt__;
+      return { asked: interrupts?.map((one) => one.value), final: final.log };
+    };
+    const { memory, ours } = await onBoth(scenario);
+
+    // Assess
+    expect(memory).toEqual({ asked: ['your input?'], final: ['a', 'human:new answer', 'b'] });
+    expect(ours).toEqual(memory);
+  });
+
+  it('takes a put without newVersions, and reads back every channel value as it was put', async () => {
+    // Prepare: LangGraph's own tests put checkpoints so; a channel without a version (as the
+    // tasks channel) and a value with nulls inside are kept as they are.
+    const scenario = async (saver: BaseCheckpointSaver) => {
+      const thread = { configurable: { thread_id: 'no-versions', checkpoint_ns: '' } };
+      const first: Checkpoint = { ...emptyCheckpoint(), id: uuid6(1) };
+      first.channel_values = { a: 1, b: { keep: null, list: [null, 2] }, __pregel_tasks: [] };
+      first.channel_versions = { a: 1, b: 1 };
+      const second: Checkpoint = { ...emptyCheckpoint(), id: uuid6(2) };
+      second.channel_values = { a: 2 };
+      second.channel_versions = { a: 2, b: 1 };
+
+      // Act: the first without newVersions (as LangGraph's own tests call it), the second with
+      // newVersions that name nothing.
+      const putWithout = saver.put.bind(saver) as (
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+      ) => Promise<RunnableConfig>;
+      const firstConfig = await putWithout(thread, first, { source: 'input', step: -1, parents: {} });
+      await saver.put(firstConfig, second, { source: 'loop', step: 0, parents: {} }, {});
+      const [atFirst, latest] = await Promise.all([saver.getTuple(firstConfig), saver.getTuple(thread)]);
+      return { first: atFirst?.checkpoint.channel_values, latest: latest?.checkpoint.channel_values };
+    };
+    const { memory, ours } = await onBoth(scenario);
+
+    // Assess
+    expect(memory).toEqual({ first: { a: 1, b: { keep: null, list: [null, 2] }, __pregel_tasks: [] }, latest: { a: 2 } });
+    expect(ours).toEqual(memory);
+  });
+
+  it('resumes interrupts in subgraphs sent in a fan-out, each with its own answer', async () => {
+    // Prepare: five subgraph tasks each stop at an interrupt in their own namespace.
+    const scenario = async (saver: BaseCheckpointSaver) => {
+      const child = new StateGraph(Annotation.Root({ prompt: Annotation<string>, answers: Annotation<string[]> }))
+        .addNode('ask', (state) => ({ answers: [interrupt(state.prompt) as string] }))
+        .addEdge(START, 'ask')
+        .compile();
+      const graph = new StateGraph(
+        Annotation.Root({
+          prompts: Annotation<string[]>,
+          answers: Annotation<string[]>({ reducer: (a, b) => [...a, ...b], default: () => [] }),
+        }),
+      )
+        .addNode('child', child)
+        .addConditionalEdges(START, ({ prompts }) => prompts.map((prompt) => new Send('child', { prompt })), ['child'])
+        .addEdge('child', END)
+        .compile({ checkpointer: saver });
+      const config = { configurable: { thread_id: 'fan-out-interrupts' } };
+      await graph.invoke({ prompts: ['a', 'b', 'c', 'd', 'e'] }, config);
+      const waiting = (await graph.getState(config)).tasks.flatMap((task) => task.interrupts);
+
+      // Act
+      const resume = Object.fromEntries(waiting.map((one) => [one.id, `answer ${one.value}`]));
+      const done = await graph.invoke(new Command({ resume }), config);
+      return { asked: waiting.map((one) => one.value).sort(), answers: [...done.answers].sort() };
+    };
+    const { memory, ours } = await onBoth(scenario);
+
+    // Assess
+    expect(memory.answers).toEqual(['answer a', 'answer b', 'answer c', 'answer d', 'answer e']);
+    expect(ours).toEqual(memory);
+  });
+
+  it('answers getTuple in 1 request and list(limit 10) in at most 2, over a thread of 20 steps', async () => {
+    // Prepare
+    const counter = { requests: 0 };
+    const saver = agentStateSaver(counter);
+    const graph = new StateGraph(Counter)
+      .addNode('step', (state) => ({ x: state.x + 1, log: [`${state.x}`] }))
+      .addEdge(START, 'step')
+      .addConditionalEdges('step', (state) => (state.x < 20 ? 'step' : END))
+      .compile({ checkpointer: saver });
+    const config = { configurable: { thread_id: 'counted', checkpoint_ns: '' } };
+    await graph.invoke({ x: 0 }, config);
+
+    // Act
+    counter.requests = 0;
+    const latest = await saver.getTuple(config);
+    const forTuple = counter.requests;
+    counter.requests = 0;
+    const listed = [];
+    for await (const tuple of saver.list(config, { limit: 10 })) listed.push(tuple);
+    const forList = counter.requests;
+
+    // Assess
+    expect(latest?.checkpoint.channel_values.x).toBe(20);
+    expect(forTuple).toBe(1);
+    expect(listed.map((tuple) => tuple.metadata?.step)).toEqual([20, 19, 18, 17, 16, 15, 14, 13, 12, 11]);
+    expect(listed[1]?.pendingWrites?.length).toBeGreaterThan(0);
+    expect(forList).toBeLessThanOrEqual(2);
+  });
+});
