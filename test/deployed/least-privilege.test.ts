@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { DeleteItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TENANT_READ_MAX_AGE_MS } from '../../functions/core/kernel/tenant-cache.js';
 import { routeGroups, routes } from '../../functions/http/contract/routes.js';
 import { DEPLOYED_WORKER_ARN } from '../helpers/synth.js';
 import type { GatewayResponse } from './support/api-gateway.js';
@@ -390,6 +391,9 @@ describe('change events and live sync, within their roles', () => {
     stack.aws.goneConnections.add('lp-gone');
     expectStatus(await call('POST', '/v1/sessions', { sessionId: 'lp-ev', agentId: 'lp-child' }), 201);
     await stack.stream.read(0, 200);
+    // The webhook hook read the tenant's webhooks for earlier tests a moment ago: the two new
+    // ones reach its instance within a second (API.md section 14, core/kernel/tenant-cache.ts).
+    await new Promise((resolve) => setTimeout(resolve, TENANT_READ_MAX_AGE_MS + 50));
 
     // Act: writes of every kind of change, then the stream into the hook.
     // (Two batches: the second version's `prev` is then read from the table, not the batch.)
