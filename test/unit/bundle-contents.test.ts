@@ -118,9 +118,10 @@ const usedOnlyBy: ReadonlyArray<{ module: string; groups: readonly RouteGroup[] 
   { module: 'functions/core/sessions/session-tree-service.ts', groups: ['sessions', 'tree', 'state'] },
   // The state's writes and versions: JSON Patch, merge patch, typed-field writes.
   { module: 'functions/core/sessions/session-service.ts', groups: ['state'] },
-  // Recording a version: the state's writes, decisions and commits (the other groups' bundles
-  // must not even hold it: the chunk it loads on first use would split theirs).
-  { module: 'functions/core/write/next-version.ts', groups: ['state', 'decide', 'commits'] },
+  // Recording a version: the state's writes, decisions, commits, and an append that carries
+  // the new head's state (API.md section 3); the other groups' bundles must not even hold it:
+  // the chunk it loads on first use would split theirs.
+  { module: 'functions/core/write/next-version.ts', groups: ['state', 'decide', 'commits', 'tree'] },
   { module: 'functions/core/json/json-patch.ts', groups: ['state'] },
   // The contract is a file beside the health bundle (lib/ copies it); the code that generates
   // it, and the document itself, are in no bundle.

@@ -1,5 +1,6 @@
 import { encodedSize, type Json, type JsonObject } from '../json/json.js';
 import { AgentStateError } from '../kernel/errors.js';
+import { STATE_BODY_LIMIT_BYTES } from './model.js';
 
 /**
  * Count and size limits that come from what one write can carry, in one place, so that every
@@ -38,6 +39,12 @@ const MESSAGE_LIMIT_BYTES = 256 * 1024;
 
 /** The messages of one append together, as encoded JSON: what `POST …/messages` takes in one body. */
 const APPEND_LIMIT_BYTES = 1024 * 1024;
+
+/**
+ * The body of `POST …/messages`: its messages, and the new head's state it may carry (API.md
+ * section 3: the state's limit plus the messages'), with the JSON around them.
+ */
+export const APPEND_BODY_LIMIT_BYTES = STATE_BODY_LIMIT_BYTES + APPEND_LIMIT_BYTES;
 
 /**
  * An agent config, as encoded JSON: registered (`PUT /v1/agents`) or answered by a worker. It

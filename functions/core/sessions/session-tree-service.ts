@@ -1,15 +1,25 @@
 import type { AllowedAgents } from '../agents/acting-agent.js';
 import { requireMayWorkIn } from '../agents/agent-access.js';
-import type { JsonObject } from '../json/json.js';
+import type { Json, JsonObject } from '../json/json.js';
+import { AgentStateError } from '../kernel/errors.js';
 import { newId, ROOT_NODE } from '../kernel/ids.js';
 import type { Caller } from '../model/fields.js';
 import type { MessagePath } from '../model/message-path.js';
-import type { Page, SessionMeta, SessionScope } from '../model/model.js';
+import type { NodeRecord, Page, SessionMeta, SessionScope, Tip, VersionRecord } from '../model/model.js';
 import type { SessionListOptions, SessionStore } from '../model/ports.js';
 import { pointerOf, rootNode } from '../model/tree.js';
 import { type HeadMove, requireMayMoveHeadTo } from '../write/head-move.js';
 import { othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from '../write/write-retry.js';
-import { nodeNotFound, type SchemaSource, sessionNotFound, WriteTargets } from '../write/write-target.js';
+import {
+  checkIfMatch,
+  nodeNotFound,
+  type SchemaSource,
+  sessionNotFound,
+  type VersionPrecondition,
+  visibleState,
+  type WriteTarget,
+  WriteTargets,
+} from '../write/write-target.js';
 import { type IncomingMessage, lookupsOf, planChain } from './chain.js';
 import { messagePreview } from './preview.js';
 import { type NodeView, nodeView, type SessionView, type TreeNodeView } from './session-views.js';
@@ -25,6 +35,27 @@ export interface KeyAccess {
   caller: Caller;
 }
 
+/** The new head's state an append writes with its messages: a merge patch, or a whole value. */
+export type StateChange = { replace: false; value: Json } | { replace: true; value: Json };
+
+export interface AppendInput {
+  messages: IncomingMessage[];
+  parentId?: string;
+  /** The new head's state, written in the same change (API.md section 3). */
+  state?: StateChange;
+  /** The version the parent's state must be at (`If-Match`). */
+  ifMatch?: VersionPrecondition;
+}
+
+/** `201` of an append; with a state, also the head's version and state after it. */
+export interface AppendResult {
+  nodes: NodeView[];
+  head: string;
+  version?: number;
+  state?: Json;
+  changed?: boolean;
+}
+
 export interface ServiceOptions {
   now?: () => Date;
   retry?: Partial<RetryPolicy>;
@@ -32,6 +63,27 @@ export interface ServiceOptions {
   schemas?: SchemaSource;
   /** The tenant's agents (who is below whom), for the sessions a key limited to agents may work in. */
   agents?: (tenant: string) => Promise<readonly { agentId: string; parentId: string | null }[]>;
+  /** Writes the new head's state of an append that carries one (head-state.ts); without it, such an append is not taken. */
+  headState?: (input: HeadStateInput) => Promise<HeadState>;
+}
+
+/** What the new head's state of an append is computed from. */
+export interface HeadStateInput {
+  targets: WriteTargets;
+  schemas: SchemaSource;
+  scope: SessionScope;
+  tip: Tip;
+  head: NodeRecord;
+  change: StateChange;
+  caller: Caller;
+  at: string;
+}
+
+/** The new head's state, where it is written, and the version that records it (none when nothing changes). */
+export interface HeadState {
+  target: WriteTarget;
+  state: Json;
+  version: VersionRecord | undefined;
 }
 
 /**
@@ -46,6 +98,7 @@ export class SessionTreeService {
   protected readonly schemas: SchemaSource;
   protected readonly targets: WriteTargets;
   protected readonly agents: NonNullable<ServiceOptions['agents']>;
+  private readonly headState: ServiceOptions['headState'];
 
   constructor(
     protected readonly store: SessionStore,
@@ -55,6 +108,7 @@ export class SessionTreeService {
     this.retry = options.retry ?? {};
     this.schemas = options.schemas ?? (async () => null);
     this.agents = options.agents ?? (async () => []);
+    this.headState = options.headState;
     this.targets = new WriteTargets(store, this.schemas);
   }
 
@@ -128,24 +182,25 @@ export class SessionTreeService {
   /**
    * Appends `messages` as a chain under `parentId` (the head by default) and moves the head
    * to the last one. Leading messages that already exist under the same parent are taken as
-   * already there, so a client can resend a conversation prefix safely.
+   * already there, so a client can resend a conversation prefix safely. With `state`, the new
+   * head's state is written in the same change (API.md section 3): a merge patch or a whole
+   * value on the state the head starts with, `ifMatch` checked against the parent's version,
+   * all or nothing.
    */
-  async appendMessages(
-    scope: SessionScope,
-    input: { messages: IncomingMessage[]; parentId?: string },
-    access?: KeyAccess,
-  ): Promise<{ nodes: NodeView[]; head: string }> {
+  async appendMessages(scope: SessionScope, input: AppendInput, access?: KeyAccess): Promise<AppendResult> {
     const lookups = lookupsOf(input.messages, input.parentId);
+    const withState = input.state !== undefined;
 
     return retryOnStaleTip(this.retry, async (attempt) => {
       const { tip, nodes: known } = await this.store.readTipWithNodes(scope, lookups, {
-        withState: false,
+        withState,
         // Under the head, the ids read are the new messages': one round.
         expectNew: input.parentId === undefined,
       });
       // An append is a blind write: it joins the writers already waiting for this session.
-      if (othersWaiting(tip, attempt, this.now())) throw new QueueBehindOthers();
+      if (input.ifMatch === undefined && othersWaiting(tip, attempt, this.now())) throw new QueueBehindOthers();
       const parent = this.targets.nodeById(tip, known, input.parentId ?? tip.head);
+      checkIfMatch({ nodeId: parent.id, pointer: pointerOf(parent, tip) }, input.ifMatch);
 
       const at = this.now().toISOString();
       const { chain, created, last, anchor } = planChain({ parent, messages: input.messages, known, tip, at });
@@ -153,11 +208,16 @@ export class SessionTreeService {
       // Under a parent other than the head, the head moves to a node that reads the parent's state.
       const move = parent.id === tip.head ? undefined : { scope, tip, from: tip.headVersion, to: pointerOf(parent, tip) };
       await this.checkKeyAccess(scope.tenant, session.agentId, access, 'append to', move);
+      const turn =
+        input.state === undefined
+          ? undefined
+          : await this.headStateOf({ scope, tip, head: last, input, caller: access?.caller ?? null, at });
 
-      if (created.length > 0 || last.id !== tip.head) {
+      if (created.length > 0 || last.id !== tip.head || turn?.version) {
         await this.store.commit(scope, {
           basedOn: tip,
-          head: { id: last.id, version: pointerOf(last, tip), depth: last.depth, place: last.place },
+          ...(turn?.version ? { version: turn.version, prior: turn.target.current } : {}),
+          head: { id: last.id, version: turn?.version?.version ?? pointerOf(last, tip), depth: last.depth, place: last.place },
           newNodes: created,
           parent: anchor,
           touchSessionAt: at,
@@ -168,7 +228,39 @@ export class SessionTreeService {
         });
       }
       // Pointers as of the tip read: a reused node that was the head has its pointer there.
-      return { nodes: chain.map((node) => nodeView(node, tip)), head: last.id };
+      const views = chain.map((node) => nodeView(node, tip));
+      if (!turn) return { nodes: views, head: last.id };
+      const version = turn.version?.version ?? turn.target.pointer;
+      return {
+        nodes: views.map((view) => (view.id === last.id ? { ...view, stateVersion: version } : view)),
+        head: last.id,
+        version,
+        state: visibleState(turn.target.schema, access?.caller ?? null, turn.state),
+        changed: turn.version !== undefined,
+      };
+    });
+  }
+
+  /** The new head's state of an append that carries one, by the writer this service was given. */
+  private headStateOf(at: {
+    scope: SessionScope;
+    tip: Tip;
+    head: NodeRecord;
+    input: AppendInput;
+    caller: Caller;
+    at: string;
+  }): Promise<HeadState> {
+    const { scope, tip, head, input, caller } = at;
+    if (!this.headState || !input.state) throw new AgentStateError('internal', 'this service writes no state with an append');
+    return this.headState({
+      targets: this.targets,
+      schemas: this.schemas,
+      scope,
+      tip,
+      head,
+      change: input.state,
+      caller,
+      at: at.at,
     });
   }
 

@@ -146,9 +146,24 @@ export const operations: Record<RouteKey, Operation> = {
         ],
       },
     },
-    responses: { 201: { description: 'Appended; the head is the last message.', schema: 'AppendResult' } },
+    responses: {
+      201: {
+        description:
+          "Appended; the head is the last message. With `state` (a merge patch) or `replaceState`, the new head's state is written in the same change, `If-Match` naming the version of the parent's state.",
+        schema: 'AppendResult',
+      },
+    },
     // field_forbidden: a key limited to agents moving the head off a field it may not write (API.md section 7).
-    problems: ['invalid_request', 'node_not_found', 'node_exists', 'payload_too_large', 'conflict', 'field_forbidden'],
+    problems: [
+      'invalid_request',
+      'node_not_found',
+      'node_exists',
+      'payload_too_large',
+      'state_too_large',
+      'version_mismatch',
+      'conflict',
+      'field_forbidden',
+    ],
   },
   'GET /v1/sessions/{sid}/messages': {
     tag: 'tree',

@@ -46,7 +46,13 @@ const messageNode = z.object({
   stateVersion: version,
   createdAt: time,
 });
-const appendResult = z.object({ nodes: z.array(messageNode), head: z.string() });
+const appendResult = z.object({
+  nodes: z.array(messageNode),
+  head: z.string(),
+  version: version.optional().meta({ description: 'With `state` or `replaceState`: the version the new head points at.' }),
+  state: z.optional(jsonValue).meta({ description: "With `state` or `replaceState`: the new head's state." }),
+  changed: z.boolean().optional().meta({ description: 'With `state` or `replaceState`: whether a version was recorded.' }),
+});
 const messagePath = z.object({
   messages: z.array(storedMessage).meta({ description: 'Root → node, oldest first, root excluded.' }),
   ancestry: z.array(z.string()).meta({ description: 'Node ids from `root` to the node, both included.' }),

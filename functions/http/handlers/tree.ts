@@ -1,18 +1,39 @@
 import * as z from 'zod/mini';
+import type { Json } from '../../core/json/json.js';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import { requireId } from '../../core/kernel/ids.js';
+import { APPEND_BODY_LIMIT_BYTES } from '../../core/model/limits.js';
+import type { StateChange } from '../../core/sessions/session-tree-service.js';
 import { createHttpHandler, type RouteInput } from '../api.js';
-import { bodyAsSent, keyAccess, queryNode, sessionScope } from '../edge/request.js';
+import { bodyAsSent, ifMatch, jsonValue, keyAccess, queryNode, sessionScope } from '../edge/request.js';
 import { json } from '../edge/responses.js';
-import { sessionTree } from '../parts/session-tree.js';
+import { messageTree } from '../parts/session-tree.js';
 import { checkMessages, MAX_MESSAGES_PER_APPEND, messageSchema } from './messages.js';
 
 export const appendBody = z.strictObject({
   messages: z.array(messageSchema).check(z.minLength(1), z.maxLength(MAX_MESSAGES_PER_APPEND)),
   parentId: z.optional(z.string()),
+  /** A merge patch of the new head's state (API.md section 3). */
+  state: z.optional(jsonValue),
+  /** The new head's whole state. */
+  replaceState: z.optional(jsonValue),
 });
 
 export const headBody = z.strictObject({ nodeId: z.string() });
+
+/** The state an append writes with its messages: `state` (a merge patch) or `replaceState`, not both. */
+function stateChangeOf(body: { state?: Json; replaceState?: Json }): StateChange | undefined {
+  const patch = Object.hasOwn(body, 'state');
+  const whole = Object.hasOwn(body, 'replaceState');
+  if (patch && whole) {
+    throw new AgentStateError('invalid_request', 'send state (a merge patch) or replaceState (a whole state), not both', {
+      field: 'replaceState',
+    });
+  }
+  if (patch) return { replace: false, value: body.state as Json };
+  if (whole) return { replace: true, value: body.replaceState as Json };
+  return undefined;
+}
 
 /** `?preview=1` (or `true`) adds message snippets to the tree; `0`, `false` or absent leaves them out. */
 function previewFlag(input: RouteInput): boolean {
@@ -24,16 +45,24 @@ function previewFlag(input: RouteInput): boolean {
 
 /** The message tree: append, path, node, tree, head (API.md section 3). */
 export const handler = createHttpHandler(
-  { sessionTree },
+  { sessionTree: messageTree },
   {
     'POST /v1/sessions/{sid}/messages': async (input) => {
       const scope = sessionScope(input);
       // As sent: messages are stored with their keys in the order they came.
-      const { messages, parentId } = bodyAsSent(input, appendBody, { required: 'send {"messages": [...]}', ids: ['parentId'] });
+      const body = bodyAsSent(input, appendBody, { required: 'send {"messages": [...]}', ids: ['parentId'] });
+      const { messages, parentId } = body;
       checkMessages(messages, 'messages');
+      const state = stateChangeOf(body);
+      const precondition = ifMatch(input);
       const result = await input.deps.sessionTree.appendMessages(
         scope,
-        { messages, ...(parentId === undefined ? {} : { parentId }) },
+        {
+          messages,
+          ...(parentId === undefined ? {} : { parentId }),
+          ...(state === undefined ? {} : { state }),
+          ...(precondition === undefined ? {} : { ifMatch: precondition }),
+        },
         keyAccess(input),
       );
       return json(201, result);
@@ -56,4 +85,6 @@ export const handler = createHttpHandler(
       return json(200, await input.deps.sessionTree.switchHead(scope, nodeId, keyAccess(input)));
     },
   },
+  // An append may carry the new head's state: the state's limit plus the messages'.
+  { bodyLimitBytes: APPEND_BODY_LIMIT_BYTES },
 );

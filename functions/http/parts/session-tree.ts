@@ -1,5 +1,6 @@
 import { allAgentsOf } from '../../core/agents/agent-reader.js';
 import { buildSchema } from '../../core/model/fields.js';
+import { headState } from '../../core/sessions/head-state.js';
 import { SessionTreeService } from '../../core/sessions/session-tree-service.js';
 import type { SchemaSource } from '../../core/write/write-target.js';
 import type { Part } from '../wiring.js';
@@ -34,5 +35,15 @@ export const sessionTree: Part<SessionTreeService> = (wiring) => {
     schemas: wiring.use(schemas),
     // Who is below whom: what a key limited to agents may delete.
     agents: (tenant) => allAgentsOf(registry, tenant),
+  });
+};
+
+/** The message tree's group: the above, and appends that carry the new head's state (head-state.ts). */
+export const messageTree: Part<SessionTreeService> = (wiring) => {
+  const registry = wiring.use(agentRegistryReader);
+  return new SessionTreeService(wiring.use(sessionStore), {
+    schemas: wiring.use(schemas),
+    agents: (tenant) => allAgentsOf(registry, tenant),
+    headState,
   });
 };

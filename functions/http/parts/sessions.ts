@@ -1,4 +1,5 @@
 import { allAgentsOf } from '../../core/agents/agent-reader.js';
+import { headState } from '../../core/sessions/head-state.js';
 import { SessionService } from '../../core/sessions/session-service.js';
 import type { Part } from '../wiring.js';
 import { agentRegistryReader } from './agent-store.js';
@@ -13,5 +14,6 @@ export const sessions: Part<SessionService> = (wiring) => {
     schemas: wiring.use(schemas),
     // Who is below whom: the sessions a key limited to agents may write in.
     agents: (tenant) => allAgentsOf(registry, tenant),
+    headState,
   });
 };

@@ -121,11 +121,19 @@ export class AgentStateApi {
 
   /** Messages (docs/api.md §3). */
   readonly messages = {
-    /** `POST /v1/sessions/{sid}/messages` → 201: appends a chain and moves the head to its end. */
-    append: async (sessionId: string, request: AppendMessagesRequest, options?: CallOptions): Promise<AppendMessagesResult> =>
+    /**
+     * `POST /v1/sessions/{sid}/messages` → 201: appends a chain and moves the head to its end;
+     * with `state` or `replaceState`, writes the new head's state in the same change
+     * (`ifMatch`: the version the parent's state must be at).
+     */
+    append: async (
+      sessionId: string,
+      request: AppendMessagesRequest,
+      options: CallOptions & { ifMatch?: number } = {},
+    ): Promise<AppendMessagesResult> =>
       (
         await this.http.request<AppendMessagesResult>(
-          { method: 'POST', path: path`/v1/sessions/${sessionId}/messages`, body: request },
+          { method: 'POST', path: path`/v1/sessions/${sessionId}/messages`, body: request, ifMatch: options.ifMatch },
           options,
         )
       ).body,

@@ -88,6 +88,10 @@ export interface AppendMessagesRequest {
   messages: Message[];
   /** The node to append under; default: the head. */
   parentId?: string;
+  /** A JSON Merge Patch of the new head's state, written with the messages (not with `replaceState`). */
+  state?: Json;
+  /** The new head's whole state, written with the messages (not with `state`). */
+  replaceState?: Json;
 }
 
 /** A node of the message tree (the API's node object). */
@@ -108,6 +112,12 @@ export interface AppendMessagesResult {
   /** Every message of the request, existing ones included, in order. */
   nodes: MessageNode[];
   head: string;
+  /** With `state` or `replaceState`: the version the new head points at. */
+  version?: number;
+  /** With `state` or `replaceState`: the new head's state. */
+  state?: Json;
+  /** With `state` or `replaceState`: whether a version was recorded. */
+  changed?: boolean;
 }
 
 /** `GET /v1/sessions/{sid}/messages?node=` */
