@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 
 const argv = process.argv.slice(2);
 export const QUICK = argv.includes('--quick');
-/** `--only=scale,concurrency`: those sections alone, printed, the page left as it is. */
+/** `--only=scale,concurrency,langgraph`: those sections alone, printed, the page left as it is. */
 export const ONLY = argv
   .find((arg) => arg.startsWith('--only='))
   ?.slice('--only='.length)

@@ -187,7 +187,7 @@ export function langGraphSection({ rows }: { rows: SaverRow[] }): string {
 the handlers in-process, in the same interleaved rounds as a raw \`GetItem\` and \`PutItem\` (× raw
 is over those medians: reads over \`GetItem\`, writes over \`PutItem\`). The thread read and listed
 has ${THREAD_CHECKPOINTS} checkpoints of two channels (about 1 KB); each \`put\` adds a checkpoint under the last.
-A \`put\` is two HTTP requests (append the node, JSON Patch its state); \`getTuple\` and
+A \`put\` is one HTTP request (append the node with its state, \`replaceState\`); \`getTuple\` and
 \`putWrites\` one; \`list\` one for the tree and one per checkpoint it yields (and one more to find a
 thread's namespaces when the list names none).
 

@@ -22,7 +22,7 @@
  * Flags: --quick (few iterations, small scale, prints only), --no-doc (do not write the doc),
  *        --memory-only (section 6 alone, written into the page in place of its last run),
  *        --bundles-only (section 4 alone, the same way; no DynamoDB needed),
- *        --only=scale,concurrency (either or both of those sections alone, printed only),
+ *        --only=scale,concurrency,langgraph (any of those sections alone, printed only),
  *        --operations-only (section 1's table and section 7 without its depth rows, written into the page),
  *        --partition-only (the partition-load section alone, written into the page in place of its last run;
  *        --only=partition prints it).
@@ -128,6 +128,7 @@ if (process.argv.includes('--partition-only')) {
 if (ONLY) {
   if (ONLY.includes('scale')) await measureScale(meter, main);
   if (ONLY.includes('concurrency')) await measureConcurrency(meter, main);
+  if (ONLY.includes('langgraph')) await measureLangGraph(meter, client);
   if (ONLY.includes('partition')) log(`\n${partitionLoadSection(await measurePartitionLoad(PARTITION_LOAD))}`);
   await dynamo.stop();
   process.exit(0);

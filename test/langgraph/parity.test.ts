@@ -177,7 +177,7 @@ describe('AgentStateSaver as MemorySaver', () => {
     expect(ours).toEqual(memory);
   });
 
-  it('answers getTuple in 1 request and list(limit 10) in at most 2, over a thread of 20 steps', async () => {
+  it('answers getTuple in 1 request, list(limit 10) in at most 2 and put in 1, over a thread of 20 steps', async () => {
     // Prepare
     const counter = { requests: 0 };
     const saver = agentStateSaver(counter);
@@ -197,6 +197,11 @@ describe('AgentStateSaver as MemorySaver', () => {
     const listed = [];
     for await (const tuple of saver.list(config, { limit: 10 })) listed.push(tuple);
     const forList = counter.requests;
+    const next = { ...(latest?.checkpoint as Checkpoint), id: uuid6(-1), channel_values: { x: 21, log: ['20'] } };
+    counter.requests = 0;
+    const put = await saver.put(latest?.config as RunnableConfig, next, { source: 'update', step: 21, parents: {} }, { x: 22 });
+    const forPut = counter.requests;
+    const afterPut = await saver.getTuple(put);
 
     // Assess
     expect(latest?.checkpoint.channel_values.x).toBe(20);
@@ -204,5 +209,8 @@ describe('AgentStateSaver as MemorySaver', () => {
     expect(listed.map((tuple) => tuple.metadata?.step)).toEqual([20, 19, 18, 17, 16, 15, 14, 13, 12, 11]);
     expect(listed[1]?.pendingWrites?.length).toBeGreaterThan(0);
     expect(forList).toBeLessThanOrEqual(2);
+    expect(forPut).toBe(1);
+    expect(afterPut?.checkpoint.channel_values).toEqual({ x: 21, log: ['20'] });
+    expect(afterPut?.parentConfig?.configurable?.checkpoint_id).toBe(latest?.config.configurable?.checkpoint_id);
   });
 });

@@ -35,12 +35,9 @@ import {
  * belongs to a channel's version, and one not new here was written with an earlier checkpoint
  * (LangGraph's conformance suite asks for this). agentstate stores a version as the change from
  * the one it was computed from (docs/architecture.md, "Changes are splices"), so unchanged
- * channels cost the wire, not the
- * table. Pending writes are a merge patch into `writes:<checkpoint id>` at the checkpoint's
- * node, one version each. They are a member of their own, named by the checkpoint, because
- * LangGraph may send a step's writes while the checkpoint's own `put` is still patching that
- * node: the `put` never touches that member (it only drops the parent's, which the node
- * inherited), so neither undoes the other.
+ * channels cost the wire, not the table. Pending writes are a merge patch into `writes:<checkpoint id>` at the checkpoint's
+ * node, one version each, a member of their own named by the checkpoint: a node's state is
+ * its checkpoint's alone (`put` sets it whole, so the parent's writes are not carried over).
  */
 export interface CheckpointState {
   thread_id: string;
@@ -154,58 +151,6 @@ export function checkpointState(threadId: string, checkpointNs: string, write: C
     else state.blobs[channel] = stored.blob;
   }
   return state;
-}
-
-/** RFC 6902 operations. */
-export type JsonPatchOperation = { op: 'add' | 'test'; path: string; value: Json } | { op: 'remove'; path: string };
-
-/** RFC 6901: a member name as a JSON Pointer segment. */
-function pointer(...segments: string[]): string {
-  return segments.map((segment) => `/${segment.replaceAll('~', '~0').replaceAll('/', '~1')}`).join('');
-}
-
-/** Removes a member whether or not it is there (`remove` alone fails on a missing one). */
-function removeMember(...segments: string[]): JsonPatchOperation[] {
-  const path = pointer(...segments);
-  return [
-    { op: 'add', path, value: null },
-    { op: 'remove', path },
-  ];
-}
-
-/**
- * The JSON Patch that turns the parent's state (which a new node starts with) into this
- * checkpoint's: its own checkpoint, metadata, parent and channel values (`add` sets a member
- * verbatim: an object value replaces, never merges), not the parent's pending writes. The
- * checkpoint's own writes, which may have landed already, are left as they are.
- */
-export function childPatch(threadId: string, checkpointNs: string, write: CheckpointWrite, parent: string): JsonPatchOperation[] {
-  const { channels, blobs } = checkpointState(threadId, checkpointNs, write, parent);
-  return [
-    { op: 'add', path: '/thread_id', value: threadId },
-    { op: 'add', path: '/checkpoint_ns', value: checkpointNs },
-    { op: 'add', path: '/checkpoint', value: write.checkpoint },
-    { op: 'add', path: '/metadata', value: write.metadata },
-    { op: 'add', path: '/parent', value: parent },
-    { op: 'add', path: '/channels', value: channels },
-    { op: 'add', path: '/blobs', value: blobs as unknown as Json },
-    ...removeMember(writesMember(parent)),
-  ];
-}
-
-/**
- * The JSON Patch that makes a node under `root` (which starts with the root's state) hold a
- * checkpoint with no parent in this session: every member its own, the members `foreign` names
- * (the root's) gone, and the checkpoint's own writes, which may have landed already, kept.
- */
-export function rootedPatch(state: CheckpointState, foreign: readonly string[]): JsonPatchOperation[] {
-  const operations: JsonPatchOperation[] = Object.entries(state).map(([member, value]) => ({
-    op: 'add',
-    path: pointer(member),
-    value: value as Json,
-  }));
-  for (const member of foreign) operations.push(...removeMember(member));
-  return operations;
 }
 
 /** The merge patch (RFC 7396) of `putWrites`: one member of the checkpoint's writes per write. */

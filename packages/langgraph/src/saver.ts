@@ -1,4 +1,4 @@
-import { type AgentStateApi, AgentStateError, createClient, type Json } from '@agentstate/client';
+import { type AgentStateApi, AgentStateError, createClient, defaultRetry, type Json } from '@agentstate/client';
 import type { RunnableConfig } from '@langchain/core/runnables';
 import {
   BaseCheckpointSaver,
@@ -20,16 +20,14 @@ import {
   checkpointIdIn,
   checkpointOf,
   checkpointState,
-  childPatch,
   encodeCheckpoint,
   isCheckpointState,
   metadataOf,
   newChannelsOnly,
   pendingWritesOf,
-  rootedPatch,
   writesPatch,
 } from './layout.js';
-import { inBatches, NamespaceRegistry, REGISTRY_KEY } from './namespaces.js';
+import { inBatches, NamespaceRegistry } from './namespaces.js';
 
 /** Options of `new AgentStateSaver(…)`. */
 export interface AgentStateSaverOptions {
@@ -75,9 +73,10 @@ const CHECKPOINT_ROLE = 'checkpoint';
  * - A checkpoint is a node of that session's tree, under its parent checkpoint's node: replays,
  *   `updateState` on a past checkpoint and forks are branches of the tree.
  * - The state at the node holds the checkpoint, its metadata, its channel values and its pending
- *   writes; a new node starts with its parent's state, so `put` sends only the changed channels.
+ *   writes; `put` appends the node and sets its state in one request (agentstate stores the
+ *   version as its change from the parent's, so unchanged channels cost the wire, not the table).
  *
- * `getTuple` is one request, `put` two (append the node, patch its state), `putWrites` one.
+ * `getTuple` is one request, `put` one, `putWrites` one.
  */
 export class AgentStateSaver extends BaseCheckpointSaver {
   private readonly client: AgentStateApi;
@@ -88,12 +87,12 @@ export class AgentStateSaver extends BaseCheckpointSaver {
    * one after the other but sends a step's `putWrites` without waiting for them, so the writes
    * of a checkpoint may arrive before the checkpoint does:
    *
-   *   put(c1) ── append c1 ── patch c1 ──▶ put(c2) ── append c2 ── patch c2 ──▶
-   *   putWrites(c2) ──▶ ✗ c2 not there yet ┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄▶ patch c2's writes
+   *   put(c1) ── append c1 with its state ──▶ put(c2) ── append c2 with its state ──▶
+   *   putWrites(c2) ──▶ ✗ c2 not there yet ┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄▶ patch c2's writes
    *
    * Such writes wait here for the `put` of their checkpoint by this saver (the one process that
-   * runs the step writes both), at most `PUT_WAIT_MS`. Writes that land between the append and
-   * the patch of the `put` are safe: the `put` never touches the checkpoint's writes member.
+   * runs the step writes both), at most `PUT_WAIT_MS`. A `put` is one request that creates the
+   * node and its state together, so a write finds either no node or the checkpoint's own state.
    */
   private readonly awaitingPut = new Map<string, Set<() => void>>();
 
@@ -369,7 +368,12 @@ export class AgentStateSaver extends BaseCheckpointSaver {
 
   // ---- writes ------------------------------------------------------------------------------
 
-  /** The checkpoint's node and its state: under its parent, patched; anywhere else, whole. */
+  /**
+   * The checkpoint's node and its state, in one request: the node appended under its parent's
+   * node (or under `root`) with the checkpoint's state as the new node's whole state (API.md
+   * section 3), so no reader ever sees the node without its checkpoint, and no write of the
+   * checkpoint can land before it (`putWrites` waits for this `put`, see `awaitingPut`).
+   */
   private async writeCheckpoint(put: {
     sessionId: string;
     nodeId: string;
@@ -382,33 +386,32 @@ export class AgentStateSaver extends BaseCheckpointSaver {
   }): Promise<void> {
     const { sessionId, nodeId, parentId, thread, checkpointNs, write } = put;
     const message = { id: nodeId, role: CHECKPOINT_ROLE, content: summary(put.checkpoint, put.metadata, checkpointNs) };
-    const underParent = parentId ? await this.append(sessionId, nodeIdOf(parentId), message) : 'missing';
-    if (underParent === 'appended') {
-      await this.patchState(sessionId, nodeId, childPatch(thread, checkpointNs, write, parentId as string));
-      return;
-    }
+    // Under its parent: every channel value it carries (layout.ts says why).
+    const underParent = parentId
+      ? await this.append(sessionId, nodeIdOf(parentId), message, checkpointState(thread, checkpointNs, write, parentId))
+      : 'missing';
+    if (underParent === 'appended') return;
     // No parent, one this session does not have, or a checkpoint id put again under another
     // parent (its node stays where it is): the state is all the checkpoint's own.
     const state = checkpointState(thread, checkpointNs, newChannelsOnly(write), parentId ?? null);
-    if (underParent === 'missing') {
-      await this.append(sessionId, 'root', message);
-      await this.writeRooted(sessionId, nodeId, state);
-      return;
-    }
+    if (underParent === 'missing' && (await this.append(sessionId, 'root', message, state)) === 'appended') return;
     await this.client.state.replace(sessionId, state as unknown as Json, { node: nodeId });
   }
 
   /**
-   * Appends the checkpoint's node under `parentNode` (which moves the session's head to it).
-   * A node that is there already under that parent (a retried `put`) is taken as appended.
+   * Appends the checkpoint's node under `parentNode` (which moves the session's head to it) with
+   * `state` as its whole state. A node that is there already under that parent (a retried `put`)
+   * is taken as appended, its state set again.
    */
   private async append(
     sessionId: string,
     parentNode: string,
     message: { id: string; role: string; content: string },
+    state: CheckpointState,
   ): Promise<'appended' | 'missing' | 'elsewhere'> {
+    const request = { parentId: parentNode, messages: [message], replaceState: state as unknown as Json };
     try {
-      await this.client.messages.append(sessionId, { parentId: parentNode, messages: [message] });
+      await resent(() => this.client.messages.append(sessionId, request, { idempotencyKey: false }));
       return 'appended';
     } catch (error) {
       if (AgentStateError.is(error, 'node_not_found')) return 'missing';
@@ -418,41 +421,37 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     }
   }
 
-  /**
-   * The state of a new node under `root`, which starts with the root's state: nothing (null) in
-   * a new session, and the thread's list of namespaces once it has some. While it is still the
-   * root's null, the state is set whole in one request; once it is an object — the list of
-   * namespaces, or the checkpoint's own writes when they got there between the append and this
-   * patch — the `test` fails, nothing is written, and the members are set one by one instead,
-   * the root's list taken away and the writes left as they are.
-   */
-  private async writeRooted(sessionId: string, nodeId: string, state: CheckpointState): Promise<void> {
-    try {
-      await this.patchState(sessionId, nodeId, [
-        { op: 'test', path: '', value: null },
-        { op: 'add', path: '', value: state as unknown as Json },
-      ]);
-    } catch (error) {
-      if (!AgentStateError.is(error, 'patch_conflict')) throw error;
-      await this.patchState(sessionId, nodeId, rootedPatch(state, [REGISTRY_KEY]));
-    }
-  }
-
-  private async patchState(sessionId: string, nodeId: string, operations: unknown[]): Promise<void> {
-    await this.client.request({
-      method: 'PATCH',
-      path: `/v1/sessions/${encodeURIComponent(sessionId)}/state`,
-      query: { node: nodeId },
-      body: operations,
-      contentType: 'application/json-patch+json',
-    });
-  }
-
   private async deleteSession(sessionId: string): Promise<void> {
     try {
       await this.client.sessions.delete(sessionId);
     } catch (error) {
       if (!AgentStateError.is(error, 'session_not_found')) throw error;
+    }
+  }
+}
+
+/**
+ * Failures after which the append wrote nothing, or wrote and lost its answer. Not a timeout:
+ * the first attempt may still be running, and two appends of one new node at once may both make it.
+ */
+const RESENDABLE = new Set(['network_error', 'throttled', 'unavailable']);
+
+/**
+ * Sends a `put`'s append again after a failure that may have lost its answer (up to the
+ * client's default attempts, with its backoff). The append goes without an `Idempotency-Key`:
+ * the key's record would cost two more DynamoDB writes per checkpoint, and the append needs
+ * none, since sending it again finds its node under the same parent and sets the same state,
+ * and no write of that checkpoint can come between (its `putWrites` wait for this `put`).
+ */
+async function resent<T>(send: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await send();
+    } catch (error) {
+      const again = error instanceof AgentStateError && RESENDABLE.has(error.code) && attempt < defaultRetry.attempts;
+      if (!again) throw error;
+      const ceiling = Math.min(defaultRetry.maxDelayMs, defaultRetry.baseDelayMs * 2 ** (attempt - 1));
+      await new Promise((resolve) => setTimeout(resolve, Math.random() * ceiling));
     }
   }
 }
