@@ -236,6 +236,36 @@ describe('state follows the tree', () => {
     expect(fresh.body.nodes[0].stateVersion).toBe(2);
   });
 
+  it("starts a node appended under root with root's state once the head has left root", async () => {
+    // Prepare: state written at root while it is the head, then the head leaves it and writes on.
+    const sid = uniqueId('under-root');
+    await http.put(`/v1/sessions/${sid}/state`, { at: 'root' });
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'm1', role: 'user' }] });
+    await http.patch(`/v1/sessions/${sid}/state`, { at: 'm1' });
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'm2', role: 'assistant' }] });
+
+    // Act: a new branch under root, and a write at root off the head followed by another branch.
+    const first = await http.post(`/v1/sessions/${sid}/messages`, { parentId: 'root', messages: [{ id: 'b1', role: 'user' }] });
+    const atB1 = await http.get(`/v1/sessions/${sid}/state?node=b1`);
+    const atRoot = await http.patch(`/v1/sessions/${sid}/state?node=root`, { later: true });
+    await http.post(`/v1/sessions/${sid}/messages`, { parentId: 'm1', messages: [{ id: 'm3', role: 'assistant' }] });
+    const second = await http.post(`/v1/sessions/${sid}/messages`, { parentId: 'root', messages: [{ id: 'b2', role: 'user' }] });
+    const atB2 = await http.get(`/v1/sessions/${sid}/state?node=b2`);
+    const turn = await http.post(`/v1/sessions/${sid}/messages`, {
+      parentId: 'root',
+      messages: [{ id: 'b3', role: 'user' }],
+      state: { b3: 1 },
+    });
+
+    // Assess
+    expect(first.body.nodes[0]).toMatchObject({ id: 'b1', stateVersion: 1 });
+    expect(atB1.body).toMatchObject({ node: 'b1', version: 1, state: { at: 'root' } });
+    expect(atRoot.body).toMatchObject({ node: 'root', version: 3, prevVersion: 1, state: { at: 'root', later: true } });
+    expect(second.body.nodes[0]).toMatchObject({ id: 'b2', stateVersion: 3 });
+    expect(atB2.body).toMatchObject({ node: 'b2', version: 3, state: { at: 'root', later: true } });
+    expect(turn.body).toMatchObject({ version: 4, state: { at: 'root', later: true, b3: 1 } });
+  });
+
   it("switches the head between branches and reads each branch's state", async () => {
     const sid = uniqueId('switch');
     await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'b1', role: 'user' }] });

@@ -1,6 +1,6 @@
 import type { JsonObject } from '../json/json.js';
 import { AgentStateError } from '../kernel/errors.js';
-import { newId, ROOT_NODE } from '../kernel/ids.js';
+import { newId } from '../kernel/ids.js';
 import type { NodeRecord, Tip } from '../model/model.js';
 import { pointerOf } from '../model/tree.js';
 
@@ -81,8 +81,9 @@ export function suppliedIds(messages: readonly IncomingMessage[]): string[] {
 
 /**
  * The nodes an append or a decision must look up: the ids its messages name and the parent it
- * names. The root is no item of its own (it is always there), so naming it reads nothing.
+ * names. The root too: it has no index, but once the head has left it, the version it points at
+ * is its pointer item (a new node under it starts there, not at version 0).
  */
 export function lookupsOf(messages: readonly IncomingMessage[], parentId: string | undefined): string[] {
-  return [...new Set([...suppliedIds(messages), ...(parentId && parentId !== ROOT_NODE ? [parentId] : [])])];
+  return [...new Set([...suppliedIds(messages), ...(parentId ? [parentId] : [])])];
 }

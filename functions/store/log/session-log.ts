@@ -147,7 +147,8 @@ export class DynamoDbSessionLog implements SessionLog {
       recent.add(node.id);
     }
     const moved = entryOf(tip)?.versionNode;
-    let unread = ids.filter((id) => !recent.has(id));
+    // The root while it is the head is the tip's to tell (it has no index): nothing to read.
+    let unread = ids.filter((id) => !recent.has(id) && !(id === ROOT_NODE && tip.head === ROOT_NODE));
     // A batch beside the tip reads the first life; in another, every id is read again in the tip's.
     if (beside && (ids.length === 1 || tip.incarnation === 0)) {
       for (const [id, node] of beside) if (!recent.has(id) && node.incarnation === tip.incarnation) nodes.set(id, node.node);
