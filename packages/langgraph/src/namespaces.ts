@@ -2,7 +2,7 @@ import { type AgentStateApi, AgentStateError, type Json } from '@agentstate/clie
 import type { SessionIds } from './ids.js';
 
 /** The member of the root node's state that lists a thread's other namespaces. */
-export const REGISTRY_KEY = 'checkpoint_namespaces';
+const REGISTRY_KEY = 'checkpoint_namespaces';
 
 /**
  * A thread's subgraph namespaces, each a session of its own, listed in the state of the thread
