@@ -767,7 +767,7 @@ export class AgentState extends Construct {
   }
 
   private createTable(props: AgentStateProps): dynamodb.TableV2 {
-    const { partitionKey, sortKey, sessionsIndex, memoryIndex, timeToLive } = tableKeys;
+    const { partitionKey, sortKey, sessionsIndex, keysIndex, memoryIndex, timeToLive } = tableKeys;
     const string = dynamodb.AttributeType.STRING;
     // The cost guard and warm throughput hold for the table and for every index alike.
     const limits = {
@@ -781,9 +781,9 @@ export class AgentState extends Construct {
       sortKey: { name: sortKey, type: string },
       globalSecondaryIndexes: [
         {
-          indexName: sessionsIndex.name,
-          partitionKey: { name: sessionsIndex.partitionKey, type: string },
-          sortKey: { name: sessionsIndex.sortKey, type: string },
+          indexName: keysIndex.name,
+          partitionKey: { name: keysIndex.partitionKey, type: string },
+          sortKey: { name: keysIndex.sortKey, type: string },
           projectionType: dynamodb.ProjectionType.ALL,
           ...limits,
           ...warm,
@@ -794,6 +794,16 @@ export class AgentState extends Construct {
           sortKey: { name: memoryIndex.sortKey, type: string },
           projectionType: dynamodb.ProjectionType.INCLUDE,
           nonKeyAttributes: [...memoryIndex.projected],
+          ...limits,
+          ...warm,
+        },
+        {
+          // Added after the two above: a stack deployed before it gains one index in one update.
+          indexName: sessionsIndex.name,
+          partitionKey: { name: sessionsIndex.partitionKey, type: string },
+          sortKey: { name: sessionsIndex.sortKey, type: string },
+          projectionType: dynamodb.ProjectionType.INCLUDE,
+          nonKeyAttributes: [...sessionsIndex.projected],
           ...limits,
           ...warm,
         },

@@ -57,8 +57,9 @@ const finishDelete: TableAction = 'dynamodb:BatchWriteItem';
  * | group    | reads                          | writes                                         |
  * |----------|--------------------------------|------------------------------------------------|
  * | health   | —                              | —                                              |
- * | sessions | Get (meta), Query (tip, items, | Put (create), BatchWrite (delete the session's |
- * |          | index: list by activity)       | items), idempotency                            |
+ * | sessions | Get (meta), Query (tip, items, | Put (create), Transact Put (create with its    |
+ * |          | index: the lists), BatchGet    | list entries), BatchWrite (delete the          |
+ * |          | (the sessions a list shows)    | session's items), idempotency                  |
  * | tree     | Get, BatchGet (nodes), Query   | Put (the log's next change), BatchWrite (the   |
  * |          | (tip, node index, path ranges) | node index; a dead delete), Update (pointers,  |
  * |          |                                | touch), Transact Put+Update (a first write     |
@@ -87,7 +88,7 @@ const finishDelete: TableAction = 'dynamodb:BatchWriteItem';
 export const routeGroupAccess = {
   health: { table: [], sessionsIndex: [] },
   sessions: {
-    table: ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:BatchWriteItem', ...idempotency],
+    table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', 'dynamodb:BatchWriteItem', ...idempotency],
     sessionsIndex: ['dynamodb:Query'],
   },
   tree: {

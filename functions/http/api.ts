@@ -19,6 +19,12 @@ export interface RouteInput<D = unknown> {
   body: Json | undefined;
   path: (name: string) => string;
   query: (name: string) => string | undefined;
+  /**
+   * Every query parameter as sent, in order, a repeated one as often as it came (decoded from
+   * the raw query string: API Gateway joins a repeated one's values with commas), for the
+   * parameters a prefix names (`metadata.<key>`).
+   */
+  queryPairs: () => Array<[string, string]>;
   header: (name: string) => string | undefined;
   /** The agent the caller acts as (`X-Agent-Id`, checked against the key); null for none. */
   caller: string | null;
@@ -68,6 +74,7 @@ export function createHttpHandler<K extends keyof Dependencies>(
       // Decoded once, by API Gateway (or the local server): `x%2541` arrives as `x%41`, an invalid id.
       path: (name) => event.pathParameters?.[name] ?? '',
       query: (name) => event.queryStringParameters?.[name],
+      queryPairs: () => [...new URLSearchParams(event.rawQueryString ?? '')],
       header: (name) => event.headers?.[name.toLowerCase()],
       caller: event.caller ?? null,
       allowedAgents: event.allowedAgents,

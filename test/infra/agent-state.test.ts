@@ -346,7 +346,7 @@ describe('table', () => {
   });
 
   it('has the keys and index of functions/store/table/table.ts', () => {
-    const { partitionKey, sortKey, sessionsIndex, memoryIndex } = tableKeys;
+    const { partitionKey, sortKey, sessionsIndex, keysIndex, memoryIndex } = tableKeys;
     reader.template.hasResourceProperties('AWS::DynamoDB::GlobalTable', {
       KeySchema: [
         { AttributeName: partitionKey, KeyType: 'HASH' },
@@ -354,10 +354,10 @@ describe('table', () => {
       ],
       GlobalSecondaryIndexes: [
         {
-          IndexName: sessionsIndex.name,
+          IndexName: keysIndex.name,
           KeySchema: [
-            { AttributeName: sessionsIndex.partitionKey, KeyType: 'HASH' },
-            { AttributeName: sessionsIndex.sortKey, KeyType: 'RANGE' },
+            { AttributeName: keysIndex.partitionKey, KeyType: 'HASH' },
+            { AttributeName: keysIndex.sortKey, KeyType: 'RANGE' },
           ],
           Projection: { ProjectionType: 'ALL' },
         },
@@ -368,6 +368,14 @@ describe('table', () => {
             { AttributeName: memoryIndex.sortKey, KeyType: 'RANGE' },
           ],
           Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...memoryIndex.projected] },
+        },
+        {
+          IndexName: sessionsIndex.name,
+          KeySchema: [
+            { AttributeName: sessionsIndex.partitionKey, KeyType: 'HASH' },
+            { AttributeName: sessionsIndex.sortKey, KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...sessionsIndex.projected] },
         },
       ],
     });

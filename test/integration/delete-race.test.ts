@@ -199,7 +199,8 @@ describe('a delete that stopped halfway', () => {
     expect(created).toMatchObject({ sessionId: scope.sessionId, agentId: 'fresh', version: 0 });
     expect(read).toMatchObject({ agentId: 'fresh', version: 0 });
     expect(written).toMatchObject({ version: 1, prevVersion: 0, state: { after: true } });
-    expect((await sortKeys(scope)).sort()).toEqual([keys.sessionSort, firstVersionAfterDelete].sort());
+    // The session, its entry in its agent's list (list-entries.ts) and its first version: nothing of the old life.
+    expect((await sortKeys(scope)).sort()).toEqual([keys.agentEntry, keys.sessionSort, firstVersionAfterDelete].sort());
   });
 });
 
@@ -278,7 +279,8 @@ describe('creating a session while a delete of its id is erasing it', () => {
     expect(settledDuringDelete).toBe(false);
     expect(created).toMatchObject({ agentId: 'after', version: 0 });
     expect(await service.getSession(scope)).toMatchObject({ agentId: 'after', version: 0 });
-    expect(await sortKeys(scope)).toEqual([keys.sessionSort]);
+    // The session and its entry in its agent's list (list-entries.ts): the old life's were erased.
+    expect((await sortKeys(scope)).sort()).toEqual([keys.agentEntry, keys.sessionSort].sort());
   });
 });
 

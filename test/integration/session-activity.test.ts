@@ -1,5 +1,6 @@
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
+import type { SessionFilter } from '../../functions/core/model/ports.js';
 import { SessionService } from '../../functions/core/sessions/session-service.js';
 import { createStores, type Stores } from '../../functions/store/index.js';
 import { ACTIVITY_EVERY_MS } from '../../functions/store/log/log-writer.js';
@@ -67,6 +68,15 @@ describe('the sessions list over the activity partitions', () => {
     expect(Items).toEqual([]);
   });
 
+  it('pages one by one too: a partition that stops at its limit hands out the entry it stopped at', async () => {
+    // Was a bug: every partition read one entry and stopped there, nothing was newer than the
+    // newest stop, so every page was empty and its cursor the same (the list never ended).
+    const pages = await listAll(1);
+
+    expect(pages.flat().slice(0, 45)).toEqual(Array.from({ length: 45 }, (_, n) => `list-${String(44 - n).padStart(2, '0')}`));
+    expect(pages.slice(0, 45).every((page) => page.length === 1)).toBe(true);
+  });
+
   it('finds sessions by a prefix across partitions, every one once, pages short but never wrong', async () => {
     const pages = await listAll(4, 'list-1');
     expect(pages.flat()).toEqual([
@@ -115,5 +125,86 @@ describe('a session activity', () => {
     // Assess
     expect(within).toBe(first);
     expect(await touchedAt('busy')).toBe(due);
+  });
+});
+
+describe('the filtered lists (by user, agent, metadata string)', () => {
+  const listed = async (filter: SessionFilter, limit = 500) => {
+    const pages: string[][] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await stores.sessions.listSessions(tenant, { limit, filter, ...(cursor ? { cursor } : {}) });
+      pages.push(page.items.map((session) => session.sessionId));
+      cursor = page.next;
+    } while (cursor && pages.length < 200);
+    return pages;
+  };
+
+  it('hold a session from its creation, follow its activity, and write nothing of its metadata to the index', async () => {
+    // Prepare: two sessions of one user, agent and channel, a second apart; a large metadata.
+    clock += 60_000;
+    const padding = 'x'.repeat(12_000);
+    await service.createSession(tenant, { sessionId: 'f-old', userId: 'ann', agentId: 'helper', metadata: { channel: 'web', padding } });
+    clock += 1_000;
+    await service.createSession(tenant, { sessionId: 'f-new', userId: 'ann', agentId: 'helper', metadata: { channel: 'web', n: 1 } });
+    const created = await Promise.all([
+      listed({ userId: 'ann' }),
+      listed({ agentId: 'helper' }),
+      listed({ metadata: { key: 'channel', value: 'web' } }),
+    ]);
+
+    // Act: the older one is written an interval later (a version: the change hook moves it, as here).
+    clock += ACTIVITY_EVERY_MS + 1_000;
+    const at = new Date(clock).toISOString();
+    await service.patchState(scope('f-old'), { n: 1 });
+    await stores.sessions.moveActivity(scope('f-old'), at);
+    const moved = await Promise.all([
+      listed({ userId: 'ann' }),
+      listed({ agentId: 'helper' }),
+      listed({ metadata: { key: 'channel', value: 'web' } }),
+    ]);
+
+    // Assess: newest first, then the written one first; only strings match; the index holds ids and keys alone.
+    expect(created).toEqual([[['f-new', 'f-old']], [['f-new', 'f-old']], [['f-new', 'f-old']]]);
+    expect(moved).toEqual([[['f-old', 'f-new']], [['f-old', 'f-new']], [['f-old', 'f-new']]]);
+    expect(await listed({ metadata: { key: 'n', value: '1' } })).toEqual([[]]);
+    expect(await listed({ userId: 'bob' })).toEqual([[]]);
+    const page = await stores.sessions.listSessions(tenant, { limit: 1, filter: { userId: 'ann' } });
+    expect(page.items[0]).toMatchObject({ sessionId: 'f-old', updatedAt: at, metadata: { channel: 'web', padding } });
+    const { Items } = await stores.table.send(
+      new QueryCommand({
+        TableName: stores.table.tableName,
+        IndexName: tableKeys.sessionsIndex.name,
+        KeyConditionExpression: `${tableKeys.sessionsIndex.partitionKey} = :p`,
+        ExpressionAttributeValues: { ':p': keys.tenantSessions(tenant, keys.activityShard('f-old')) },
+      }),
+    );
+    const entry = Items?.find((item) => item.sessionId === 'f-old');
+    expect(entry && Object.keys(entry).sort()).toEqual(['lpk', 'lsk', 'pk', 'sessionId', 'sk']);
+  });
+
+  it('page exactly through many sessions of one user, across every partition, and never into another list', async () => {
+    // Prepare: 40 sessions of one user a second apart, and others of another user between them.
+    clock += 60_000;
+    const ids = Array.from({ length: 40 }, (_, n) => `many-${String(n).padStart(2, '0')}`);
+    for (const sessionId of ids) {
+      clock += 1_000;
+      await service.createSession(tenant, { sessionId, userId: 'many' });
+      await service.createSession(tenant, { sessionId: `${sessionId}-else`, userId: 'many-else' });
+    }
+
+    // Act
+    const pages = await listed({ userId: 'many' }, 6);
+
+    // Assess
+    expect(pages.flat()).toEqual([...ids].reverse());
+    expect(pages.map((page) => page.length)).toEqual([6, 6, 6, 6, 6, 6, 4]);
+    const first = await stores.sessions.listSessions(tenant, { limit: 6, filter: { userId: 'many' } });
+    await expect(
+      stores.sessions.listSessions(tenant, { limit: 6, filter: { userId: 'many-else' }, cursor: first.next as string }),
+    ).rejects.toMatchObject({ code: 'invalid_request' });
+    await expect(stores.sessions.listSessions(tenant, { limit: 6, cursor: first.next as string })).rejects.toMatchObject({
+      code: 'invalid_request',
+    });
   });
 });

@@ -148,7 +148,7 @@ export class CommitService {
 
       // The thread: top-level keys of the state at the node, typed fields applied as for a write.
       const target = await this.targets.withFields(scope, resolved, undefined, meta);
-      const { tip, nodeId, pointer, schema, sessionAgentId, sessionUserId } = target;
+      const { tip, nodeId, pointer, schema, sessionAgentId, sessionUserId, sessionListed } = target;
       if (request.allowed) await this.checkLimitedKey(scope, request.allowed, sessionAgentId, touches('shared'));
       const stored = storedState(target);
       const thread = touches('thread')
@@ -206,6 +206,7 @@ export class CommitService {
           mayCreateSession: tip.kind === 'empty',
           sessionAgentId,
           sessionUserId,
+          ...(sessionListed === undefined ? {} : { sessionListed }),
           documents,
           contended: attempt.raced,
         });

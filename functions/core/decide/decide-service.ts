@@ -318,6 +318,7 @@ export class DecideService {
       mayCreateSession: tip.kind === 'empty',
       sessionAgentId: target.sessionAgentId,
       sessionUserId: target.sessionUserId,
+      ...(target.sessionListed === undefined ? {} : { sessionListed: target.sessionListed }),
       decision: { record, leaseToken: context.leaseToken, remember: context.named },
     });
     return { decisionId, decision: answered, state: visible, agent: nextAgent, version: resultVersion, changed, head: head.id };

@@ -55,6 +55,12 @@ export interface TipChange {
   readonly sessionAgentId?: string | null;
   /** The session's user, to carry on the tip; the tip read's when absent. */
   readonly sessionUserId?: string | null;
+  /**
+   * Whether the session is in a list besides the tenant's (its user's, agent's, a metadata
+   * string's), as read before its first write: that write moves those entries too. Unknown
+   * when absent (the store then reads the session).
+   */
+  readonly sessionListed?: boolean;
   /** A decision completed by this change: its record is kept with it and its lease ends. */
   readonly decision?: DecisionCompletion;
   /** Takes the session's decision lease (a change of nothing else). */
@@ -116,7 +122,12 @@ export interface SessionListOptions {
   cursor?: string;
   /** Only sessions whose id starts with this; the page may then hold fewer than `limit`. */
   prefix?: string;
+  /** Only the sessions of one list: a user's, an agent's, or those with one metadata string. */
+  filter?: SessionFilter;
 }
+
+/** One filter of the sessions list (API.md section 2): by user, by agent, or by one top-level metadata string. */
+export type SessionFilter = { userId: string } | { agentId: string } | { metadata: { key: string; value: string } };
 
 /**
  * How many of the log's newest changes a tip read brings along for a path read at the head:

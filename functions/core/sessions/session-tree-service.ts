@@ -224,6 +224,7 @@ export class SessionTreeService {
           mayCreateSession: tip.kind === 'empty',
           sessionAgentId: session.agentId,
           sessionUserId: session.userId,
+          ...(session.listed === undefined ? {} : { sessionListed: session.listed }),
           contended: attempt.raced,
         });
       }

@@ -13,6 +13,7 @@ import {
 } from '../model/model.js';
 import type { SessionStore } from '../model/ports.js';
 import { pointerOf, rootNode, type VersionBase } from '../model/tree.js';
+import { isInFilteredList } from '../sessions/session-lists.js';
 
 /**
  * The first half of every write — a state write, a commit, a decision — in one place: which
@@ -42,6 +43,8 @@ export interface WriteTarget extends ResolvedNode {
   sessionAgentId: string | null;
   /** The session's user, carried on the tip. */
   sessionUserId: string | null;
+  /** Whether the session is in a filtered list, when its item was read (a first write): TipChange `sessionListed`. */
+  sessionListed?: boolean;
   /** The session's typed fields; null when untyped. */
   schema: Schema | null;
 }
@@ -71,17 +74,27 @@ export class NodeTargets {
   async withFields(scope: SessionScope, node: ResolvedNode, schemas: SchemaSource, meta?: SessionMeta | null): Promise<WriteTarget> {
     const session = await this.sessionOf(scope, node.tip, meta);
     const schema = await schemas(scope.tenant, session.agentId);
-    return { ...node, sessionAgentId: session.agentId, sessionUserId: session.userId, schema };
+    return {
+      ...node,
+      sessionAgentId: session.agentId,
+      sessionUserId: session.userId,
+      ...(session.listed === undefined ? {} : { sessionListed: session.listed }),
+      schema,
+    };
   }
 
   /**
    * The session's agent and user: carried on every tip; read from the session item before the
    * first write of a life (one extra read, once), or taken from `meta` when the caller has it.
    */
-  async sessionOf(scope: SessionScope, tip: Tip, meta?: SessionMeta | null): Promise<{ agentId: string | null; userId: string | null }> {
+  async sessionOf(
+    scope: SessionScope,
+    tip: Tip,
+    meta?: SessionMeta | null,
+  ): Promise<{ agentId: string | null; userId: string | null; listed?: boolean }> {
     if (tip.kind !== 'empty') return { agentId: tip.agentId, userId: tip.userId };
     const session = meta === undefined ? await this.store.getMeta(scope) : meta;
-    return { agentId: session?.agentId ?? null, userId: session?.userId ?? null };
+    return { agentId: session?.agentId ?? null, userId: session?.userId ?? null, listed: session ? isInFilteredList(session) : false };
   }
 
   /** The version `pointer` with its state: the tip's own when it is that one, else one read. */

@@ -114,6 +114,14 @@ function problemResponses(method: string, operation: Operation): Record<string, 
     const list = [...codes].sort();
     responses[String(status)] = {
       description: `A problem: ${list.map((code) => `\`${code}\``).join(', ')}.`,
+      // DynamoDB's throttling answers with how long to wait (API.md section 14, middleware.ts).
+      ...(status === 429
+        ? {
+            headers: {
+              'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'integer', minimum: 0 } },
+            },
+          }
+        : {}),
       content: {
         'application/problem+json': {
           schema: { allOf: [{ $ref: `${COMPONENT_PREFIX}Problem` }, { properties: { code: { enum: list } } }] },

@@ -1,5 +1,6 @@
 import type * as z from 'zod';
 import type { ErrorCode } from '../../core/kernel/errors.js';
+import { ID_PATTERN } from '../../core/kernel/ids.js';
 import { AGENT_CONFIG_LIMIT_BYTES, AGENT_STATE_FIELDS_LIMIT_BYTES } from '../../core/model/limits.js';
 import { jsonValue } from '../edge/request.js';
 import { agentBody } from '../handlers/agents.js';
@@ -25,7 +26,7 @@ export type Tag = 'health' | 'sessions' | 'tree' | 'state' | 'agents' | 'decide'
 export interface QueryParameter {
   name: string;
   description: string;
-  schema: { type: 'string' | 'integer' | 'boolean'; minimum?: number; maximum?: number; enum?: string[] };
+  schema: { type: 'string' | 'integer' | 'boolean'; minimum?: number; maximum?: number; enum?: string[]; pattern?: string };
 }
 
 export interface Operation {
@@ -117,7 +118,14 @@ export const operations: Record<RouteKey, Operation> = {
   'GET /v1/sessions': {
     tag: 'sessions',
     summary: 'List sessions, most recently active first',
-    query: [...page, { name: 'prefix', description: 'Only ids that start with it (pages may then be short).', schema: { type: 'string' } }],
+    description:
+      'One filter at a time: `userId`, `agentId`, or `metadata.<key>=<string>` (a top-level metadata key, matching string values; e.g. `?metadata.channel=web`). A session is in every list it belongs to once the request that created it has answered; the order may trail its latest write by up to 30 s.',
+    query: [
+      ...page,
+      { name: 'prefix', description: 'Only ids that start with it (pages may then be short).', schema: { type: 'string' } },
+      { name: 'userId', description: "Only this user's sessions.", schema: { type: 'string', pattern: ID_PATTERN.source } },
+      { name: 'agentId', description: "Only this agent's sessions.", schema: { type: 'string', pattern: ID_PATTERN.source } },
+    ],
     responses: { 200: { description: 'One page.', schema: 'SessionList' } },
     problems: ['invalid_request'],
   },

@@ -1,8 +1,10 @@
 import * as z from 'zod/mini';
 import { encodedSize } from '../../core/json/json.js';
 import { AgentStateError } from '../../core/kernel/errors.js';
-import { ID_CHARACTERS, ID_PATTERN } from '../../core/kernel/ids.js';
-import { createHttpHandler } from '../api.js';
+import { ID_CHARACTERS, ID_PATTERN, requireId } from '../../core/kernel/ids.js';
+import type { SessionFilter } from '../../core/model/ports.js';
+import { checkListedMetadata } from '../../core/sessions/session-lists.js';
+import { createHttpHandler, type RouteInput } from '../api.js';
 import { idSchema } from '../edge/id-schema.js';
 import { bodyAsSent, jsonObject, keyAccess, pagination, sessionScope } from '../edge/request.js';
 import { json, noContent } from '../edge/responses.js';
@@ -27,6 +29,32 @@ function sessionIdPrefix(raw: string): string {
   return raw;
 }
 
+/**
+ * The filter of `GET /v1/sessions` (API.md section 2): `userId`, `agentId` or
+ * `metadata.<key>` (a top-level key, matched against string values), one at a time, each sent
+ * once. Two filters, or one sent twice, are `400 invalid_request`: each filter is a list of its
+ * own (store/sessions/list-entries.ts), and a combination would read one and sift it, pages
+ * short without end; `prefix` still sifts whatever list is read.
+ */
+function sessionFilter(input: RouteInput): SessionFilter | undefined {
+  const filters = input.queryPairs().filter(([name]) => name === 'userId' || name === 'agentId' || name.startsWith('metadata'));
+  if (filters.length === 0) return undefined;
+  const [name, value] = filters[0] as [string, string];
+  if (filters.length > 1) {
+    throw new AgentStateError('invalid_request', 'filter by one of userId, agentId, metadata.<key> at a time, each sent once', {
+      field: filters[1]?.[0] ?? name,
+    });
+  }
+  if (name === 'userId' || name === 'agentId') {
+    const id = requireId(value, name);
+    return name === 'userId' ? { userId: id } : { agentId: id };
+  }
+  if (!name.startsWith('metadata.')) {
+    throw new AgentStateError('invalid_request', 'a metadata filter is metadata.<key>=<string value>', { field: name });
+  }
+  return { metadata: { key: name.slice('metadata.'.length), value } };
+}
+
 /** Sessions: create, read, list by recent activity, delete (API.md section 2). */
 export const handler = createHttpHandler(
   { sessionTree },
@@ -40,6 +68,7 @@ export const handler = createHttpHandler(
           field: 'metadata',
         });
       }
+      checkListedMetadata(metadata);
       const session = await input.deps.sessionTree.createSession(
         input.tenant,
         {
@@ -55,9 +84,11 @@ export const handler = createHttpHandler(
 
     'GET /v1/sessions': async (input) => {
       const prefix = input.query('prefix');
+      const filter = sessionFilter(input);
       const page = await input.deps.sessionTree.listSessions(input.tenant, {
         ...pagination(input),
         ...(prefix === undefined ? {} : { prefix: sessionIdPrefix(prefix) }),
+        ...(filter === undefined ? {} : { filter }),
       });
       return json(200, { sessions: page.items, ...(page.next ? { next: page.next } : {}) });
     },

@@ -101,7 +101,7 @@ export class ApiKeyStore {
       createdAt: this.now().toISOString(),
       revokedAt: null,
     };
-    const index = tableKeys.sessionsIndex;
+    const index = tableKeys.keysIndex;
     await this.table.send(
       new PutCommand({
         TableName: this.tableName,
@@ -168,7 +168,7 @@ export class ApiKeyStore {
 
   /** The `KEYS` partition of the index, newest first. Admin-sized: one partition, paged. */
   private async listItems(tenant?: string): Promise<Item[]> {
-    const index = tableKeys.sessionsIndex;
+    const index = tableKeys.keysIndex;
     const items: Item[] = [];
     let cursor: Item | undefined;
     do {

@@ -56,7 +56,7 @@ export class LogWriter {
   constructor(
     private readonly table: TableClient,
     private readonly deleter: AbandonedDeletes,
-    private readonly moveActivity: (scope: SessionScope, at: string) => Promise<void>,
+    private readonly moveActivity: (scope: SessionScope, at: string, sessionMoved?: boolean) => Promise<void>,
   ) {}
 
   async commit(scope: SessionScope, change: TipChange): Promise<Tip> {
@@ -102,6 +102,9 @@ export class LogWriter {
       ];
       if (upsertsSession && at) items.push({ role: 'session', item: { Update: sessionUpsert(this.table.tableName, scope, at) } });
       await transact(this.table, items);
+      // The transaction moved the session item; its list entries follow (list-entries.ts),
+      // unless the session is known to be in no list but the tenant's (most first writes).
+      if (upsertsSession && due && at && change.sessionListed !== false) await this.moveActivity(scope, at, true);
     } else {
       await this.put(item, claim.ConditionExpression);
       if (movesActivity && at) await this.moveActivity(scope, at);

@@ -4,6 +4,7 @@ import type { PathRead } from '../../core/model/message-path.js';
 import type { NodeRecord, SessionMeta, SessionScope, Tip, VersionRecord } from '../../core/model/model.js';
 import type { RecentChanges, SessionLog, TipChange } from '../../core/model/ports.js';
 import { rootNode } from '../../core/model/tree.js';
+import { moveEntries } from '../sessions/list-entries.js';
 import type { SessionDeleter } from '../sessions/session-delete.js';
 import * as sessionItem from '../sessions/session-item.js';
 import { piecesOf } from '../state/state-pieces.js';
@@ -72,7 +73,7 @@ export class DynamoDbSessionLog implements SessionLog {
       isAbandoned: (tip) => isAbandonedDelete(tip, table.now()),
       deleteSession: async (scope) => (await this.loadDeleter()).deleteSession(scope),
     };
-    this.writer = new LogWriter(table, this.deleter, (scope, at) => this.moveActivity(scope, at));
+    this.writer = new LogWriter(table, this.deleter, (scope, at, sessionMoved) => this.moveActivity(scope, at, sessionMoved));
   }
 
   private loadDeleter(): Promise<SessionDeleter> {
@@ -197,24 +198,51 @@ export class DynamoDbSessionLog implements SessionLog {
   // ---- the session item's activity ------------------------------------------------------------
 
   /**
-   * Moves the session's `updatedAt` (and its place in the activity index) forward to `at`,
+   * Moves the session's `updatedAt` (and its place in every list it is in) forward to `at`,
    * never back, and never creates a session. The change hook calls it after versions, which
-   * are single PutItems, and the log's writer after other changes, at most once a minute per
-   * session. Best effort: the activity order may trail (API.md section 2), and failing here
-   * must not fail a write that already happened.
+   * are single PutItems, and the log's writer after other changes, at most once an interval
+   * per session (`sessionMoved`: a transaction of the writer already moved the session item,
+   * so only its list entries follow). Best effort: the activity order may trail (API.md
+   * section 2), and failing here must not fail a write that already happened.
    */
-  async moveActivity(scope: SessionScope, at: string): Promise<void> {
+  async moveActivity(scope: SessionScope, at: string, sessionMoved = false): Promise<void> {
+    const index = tableKeys.sessionsIndex;
     try {
-      await this.table.send(
-        new UpdateCommand({
-          TableName: this.table.tableName,
-          Key: sessionItem.key(scope),
-          UpdateExpression: 'SET updatedAt = :at, #activity = :activity',
-          ConditionExpression: `${conditions.itemExists} AND updatedAt < :at`,
-          ExpressionAttributeNames: { '#activity': tableKeys.sessionsIndex.sortKey },
-          ExpressionAttributeValues: { ':at': at, ':activity': keys.activity(at, scope.sessionId) },
-        }),
-      );
+      const session = sessionMoved
+        ? (
+            await this.table.send(
+              new GetCommand({
+                TableName: this.table.tableName,
+                Key: sessionItem.key(scope),
+                ProjectionExpression: 'userId, agentId, metadata',
+              }),
+            )
+          ).Item
+        : (
+            await this.table.send(
+              new UpdateCommand({
+                TableName: this.table.tableName,
+                Key: sessionItem.key(scope),
+                // Both list keys: a session item written before the list index gains its place
+                // there with its first move, and leaves the index that held every attribute.
+                UpdateExpression: 'SET updatedAt = :at, #partition = :partition, #activity = :activity REMOVE #oldPartition, #oldActivity',
+                ConditionExpression: `${conditions.itemExists} AND updatedAt < :at`,
+                ExpressionAttributeNames: {
+                  '#partition': index.partitionKey,
+                  '#activity': index.sortKey,
+                  '#oldPartition': tableKeys.keysIndex.partitionKey,
+                  '#oldActivity': tableKeys.keysIndex.sortKey,
+                },
+                ExpressionAttributeValues: {
+                  ':at': at,
+                  ':partition': keys.tenantSessions(scope.tenant, keys.activityShard(scope.sessionId)),
+                  ':activity': keys.activity(at, scope.sessionId),
+                },
+                ReturnValues: 'ALL_NEW',
+              }),
+            )
+          ).Attributes;
+      if (session) await moveEntries(this.table, scope, sessionItem.decode({ ...session, sessionId: scope.sessionId }), at);
     } catch (error) {
       if (!isConditionFailure(error)) console.warn('agentstate: could not move session activity forward', error);
     }

@@ -1,39 +1,48 @@
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { openCursor, sealCursor } from '../../core/kernel/sealing.js';
 import type { Page, SessionMeta } from '../../core/model/model.js';
-import type { SessionListOptions } from '../../core/model/ports.js';
+import type { SessionFilter, SessionListOptions } from '../../core/model/ports.js';
+import { isListedUnder } from '../../core/sessions/session-lists.js';
 import * as keys from '../table/keys.js';
 import { invalidCursor } from '../table/paging.js';
 import { tableKeys } from '../table/table.js';
-import type { Item, TableClient } from '../table/table-client.js';
+import { batchGet, type Item, type TableClient } from '../table/table-client.js';
+import { entrySortOf, listOf } from './list-entries.js';
 import * as sessionItem from './session-item.js';
 
 /**
- * A tenant's sessions, most recently active first, from the activity index's partitions
- * (`T#<tenant>#<shard>`, keys.ts `ACTIVITY_SHARDS`): each is read side by side, newest first,
- * `limit` entries at most, and the answers are merged. One round of reads per page, at any
- * number of sessions.
+ * A tenant's sessions, most recently active first, from the list index's partitions: the
+ * tenant's list (`T#<tenant>#<shard>`, keys.ts `ACTIVITY_SHARDS`, the session items
+ * themselves), or a filtered one (`T#<tenant>#<list>#<shard>`, the entries of list-entries.ts).
+ * Each partition is read side by side, newest first, `limit` entries at most, and the answers
+ * are merged; then the sessions of the page are read by key (one BatchGet a hundred: the index
+ * holds the session id alone, so that metadata never enters it). Two rounds of reads per page,
+ * at any number of sessions.
  *
- * Exact: a partition that stopped early (DynamoDB's `LastEvaluatedKey`) holds nothing newer
- * than where it stopped, so an entry may be handed out only when it is newer than every such
- * stop; without a filter the `limit` newest entries always are (a partition that stopped has
+ * Exact: a partition that stopped early (DynamoDB's `LastEvaluatedKey`) holds nothing unread
+ * as new as where it stopped, so an entry may be handed out only when it is at least as new as
+ * every such stop; without a filter the `limit` newest entries always are (a partition that stopped has
  * `limit` entries at least as new as its stop). With `prefix`, a filter that DynamoDB applies
  * after `Limit`, a page may come back short or empty, with `next`, as before.
  *
  * The cursor holds, for each partition, the activity (`<updatedAt>#<session>`) of the last
  * entry handed out from it (or of where it stopped, when all it read was handed out or
  * filtered away), `''` for not read yet, or `null` for read to its end; sealed for this
- * tenant's list (core/kernel/sealing.ts), so it shows nothing.
+ * tenant's list and filter (core/kernel/sealing.ts), so it shows nothing.
  */
 export async function listSessions(table: TableClient, tenant: string, options: SessionListOptions): Promise<Page<SessionMeta>> {
   const index = tableKeys.sessionsIndex;
-  const list = JSON.stringify([table.tableName, index.name, `T#${tenant}`]);
+  const { filter } = options;
+  const listName = filter === undefined ? null : listOf(filter);
+  const partitionOf = (shard: number) =>
+    listName === null ? keys.tenantSessions(tenant, shard) : keys.listSessions(tenant, listName, shard);
+  const list = JSON.stringify([table.tableName, index.name, `T#${tenant}`, listName]);
   const positions =
     options.cursor === undefined ? Array<string | null>(keys.ACTIVITY_SHARDS).fill('') : openPositions(options.cursor, list);
   const reads = await Promise.all(
     positions.map(async (position, shard) => {
       if (position === null) return { shard, items: [] as Item[], stop: null };
-      const partition = keys.tenantSessions(tenant, shard);
+      const partition = partitionOf(shard);
       const { Items, LastEvaluatedKey } = await table.send(
         new QueryCommand({
           TableName: table.tableName,
@@ -47,19 +56,20 @@ export async function listSessions(table: TableClient, tenant: string, options: 
               }),
           ScanIndexForward: false,
           Limit: options.limit,
-          ExclusiveStartKey: position === '' ? undefined : startKey(tenant, shard, position),
+          ExclusiveStartKey: position === '' ? undefined : startKey(tenant, partition, position, filter),
         }),
       );
       const stop = LastEvaluatedKey ? String(LastEvaluatedKey[index.sortKey]) : null;
       return { shard, items: Items ?? [], stop };
     }),
   );
-  // Nothing older than the newest stop may go out yet: a partition that stopped there may hold more.
+  // Nothing older than the newest stop may go out yet: a partition that stopped there may hold
+  // more. The stop itself may (it is the last entry its partition read; activities are unique).
   const frontier = reads.reduce((newest, read) => (read.stop !== null && read.stop > newest ? read.stop : newest), '');
   const candidates = reads
     .flatMap((read) => read.items.map((item) => ({ shard: read.shard, item, activity: String(item[index.sortKey]) })))
     .sort((a, b) => (a.activity < b.activity ? 1 : a.activity > b.activity ? -1 : 0));
-  const page = candidates.filter((candidate) => candidate.activity > frontier).slice(0, options.limit);
+  const page = candidates.filter((candidate) => candidate.activity >= frontier).slice(0, options.limit);
 
   const next = reads.map((read): string | null => {
     const position = positions[read.shard] as string | null;
@@ -69,8 +79,33 @@ export async function listSessions(table: TableClient, tenant: string, options: 
     if (handed.length === read.items.length) return read.stop;
     return handed.length > 0 ? (handed[handed.length - 1] as { activity: string }).activity : position;
   });
-  const items = page.map((candidate) => sessionItem.decode(candidate.item));
+  const items = await sessionsOf(
+    table,
+    tenant,
+    page.map((candidate) => String(candidate.item.sessionId)),
+    filter,
+  );
   return next.some((position) => position !== null) ? { items, next: sealCursor(next, list) } : { items };
+}
+
+/**
+ * The sessions of a page, in its order, read by key: what a list shows of each comes from the
+ * session item, never from the index. The one place that decides whether a session the index
+ * names is shown: it must exist (a delete erases its entries with it, but the index follows
+ * the table), and be in the filtered list still (its entry may trail a change of its user,
+ * agent or metadata).
+ */
+async function sessionsOf(table: TableClient, tenant: string, sessionIds: string[], filter?: SessionFilter): Promise<SessionMeta[]> {
+  if (sessionIds.length === 0) return [];
+  const found = await batchGet(
+    table,
+    sessionIds.map((sessionId) => sessionItem.key({ tenant, sessionId })),
+  );
+  const byId = new Map(found.map((item) => [String(item.sessionId), sessionItem.decode(item)]));
+  return sessionIds.flatMap((sessionId) => {
+    const meta = byId.get(sessionId);
+    return meta && (filter === undefined || isListedUnder(meta, filter)) ? [meta] : [];
+  });
 }
 
 /** The positions a cursor of this list holds: one per partition, each a string or null. */
@@ -84,14 +119,14 @@ function openPositions(cursor: string, list: string): Array<string | null> {
   return parsed as Array<string | null>;
 }
 
-/** The index key of the entry with `activity` in `shard`: where a Query goes on from. */
-function startKey(tenant: string, shard: number, activity: string): Item {
+/** The index key of the entry with `activity` in `partition`: where a Query goes on from. */
+function startKey(tenant: string, partition: string, activity: string, filter?: SessionFilter): Item {
   const sessionId = activity.slice(activity.indexOf('#') + 1);
   const index = tableKeys.sessionsIndex;
   return {
     pk: keys.session({ tenant, sessionId }),
-    sk: keys.sessionSort,
-    [index.partitionKey]: keys.tenantSessions(tenant, shard),
+    sk: filter === undefined ? keys.sessionSort : entrySortOf(filter),
+    [index.partitionKey]: partition,
     [index.sortKey]: activity,
   };
 }

@@ -1,4 +1,4 @@
-import { PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { PutCommand, QueryCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import type { Json } from '../../core/json/json.js';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import { ROOT_NODE } from '../../core/kernel/ids.js';
@@ -24,6 +24,7 @@ import * as keys from '../table/keys.js';
 import { logPositionOf } from '../table/keys.js';
 import { decodeCursor, forEachInRange, invalidCursor, pageOf } from '../table/paging.js';
 import { batchGet, conditions, type Item, isConditionFailure, isOwnWrite } from '../table/table-client.js';
+import { entryItems } from './list-entries.js';
 import * as sessionItem from './session-item.js';
 import { listSessions } from './session-list.js';
 
@@ -54,25 +55,44 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
       await this.deleter.deleteSession(scope);
     }
     const writeId = crypto.randomUUID();
+    const put = {
+      TableName: this.table.tableName,
+      Item: { ...sessionItem.encode(scope, meta), writeId },
+      ConditionExpression: conditions.itemIsNew,
+      ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const,
+    };
+    // In every list it belongs to once this answers (API.md section 2): the session item is its
+    // entry in the tenant's list, and its entries in its user's, agent's and metadata's lists
+    // (list-entries.ts) are written with it, all or nothing.
+    const entries = entryItems(scope, meta);
+    let existing: Item | undefined;
     try {
-      await this.table.send(
-        new PutCommand({
-          TableName: this.table.tableName,
-          Item: { ...sessionItem.encode(scope, meta), writeId },
-          ConditionExpression: conditions.itemIsNew,
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      );
-    } catch (error) {
-      // A retried put whose first attempt landed finds its own item: that is the session we made.
-      if (isConditionFailure(error) && isOwnWrite(error.Item, writeId)) return;
-      if (isConditionFailure(error)) {
-        throw new AgentStateError('session_exists', `session ${scope.sessionId} already exists`, {
-          sessionId: scope.sessionId,
-        });
+      if (entries.length === 0) {
+        await this.table.send(new PutCommand(put));
+      } else {
+        await this.table.send(
+          new TransactWriteCommand({
+            TransactItems: [{ Put: put }, ...entries.map((Item) => ({ Put: { TableName: this.table.tableName, Item } }))],
+          }),
+        );
       }
-      throw error;
+      return;
+    } catch (error) {
+      if (isConditionFailure(error)) {
+        existing = error.Item ?? {};
+      } else {
+        const reasons = (error as { name?: string; CancellationReasons?: Array<{ Code?: string; Item?: Item }> }).CancellationReasons;
+        const first = (error as { name?: string }).name === 'TransactionCanceledException' ? reasons?.[0] : undefined;
+        if (first?.Code !== 'ConditionalCheckFailed') {
+          if (reasons?.some((reason) => reason.Code === 'TransactionConflict')) throw new StaleTipError();
+          throw error;
+        }
+        existing = first.Item ?? {};
+      }
     }
+    // A retried write whose first attempt landed finds its own item: that is the session we made.
+    if (isOwnWrite(existing, writeId)) return;
+    throw new AgentStateError('session_exists', `session ${scope.sessionId} already exists`, { sessionId: scope.sessionId });
   }
 
   listSessions(tenant: string, options: SessionListOptions): Promise<Page<SessionMeta>> {

@@ -17,6 +17,8 @@ import type { SessionScope } from '../../core/model/model.js';
  *   S#<tenant>#<session>        N#<node>#<life>#p  the version the node points at, when it moved
  *   S#<tenant>#<session>        D#<decision>#<life>  a decision's outcome (replayed for its id)
  *   S#<tenant>#<session>        R#<run>          a run document (commits; TTL after its last write)
+ *   S#<tenant>#<session>        L#u, L#a, L#m#<digest of a key>  the session's entry in its user's,
+ *                                                its agent's and each metadata string's list (list-entries.ts)
  *   P#<tenant>#<user>           P                a user's profile document, shared by their sessions
  *   A#<tenant>                  A#<agent>        an agent of the registry
  *   A#<tenant>                  G                the tenant's shared document (beside the agents, so
@@ -36,6 +38,8 @@ import type { SessionScope } from '../../core/model/model.js';
  *   MN#<tenant>                 <namespace path>/  a namespace that holds memory items
  *   MH#<tenant>#<path>#<key>    <createdAt>#<000000000042>  a version a memory item replaced (TTL)
  *   (index) T#<tenant>#<shard>  <updatedAt>#<session>   the sessions list, in ACTIVITY_SHARDS partitions
+ *   (index) T#<tenant>#<list>#<shard>  <updatedAt>#<session>   a filtered list: <list> is u:<user>,
+ *                                                a:<agent> or m:<digest of a metadata key and value>
  *   (index) KEYS                <createdAt>#<keyId>   every API key, for the admin CLI
  */
 // Each key shape is an export of its own, and this module is imported whole as a namespace
@@ -76,6 +80,16 @@ export const idempotencySort = 'I';
  */
 export const ACTIVITY_SHARDS = 16;
 export const tenantSessions = (tenant: string, shard: number) => `T#${tenant}#${String(shard).padStart(2, '0')}`;
+/**
+ * A filtered list's partitions (`list`: `u:<user>`, `a:<agent>`, `m:<digest>`), cut like the
+ * tenant's: every session of one agent, or with one metadata value, may be every conversation
+ * of the tenant. Ids hold no `#` and the shard is two digits, so no list's key is another's.
+ */
+export const listSessions = (tenant: string, list: string, shard: number) => `T#${tenant}#${list}#${String(shard).padStart(2, '0')}`;
+/** The sort key of a session's entry in its user's list, its agent's, and a metadata key's (by the key's digest). */
+export const userEntry = 'L#u';
+export const agentEntry = 'L#a';
+export const metadataEntry = (keyDigest: string) => `L#m#${keyDigest}`;
 /** The activity partition of a session: FNV-1a of its id, so the same id always lands in the same one. */
 export function activityShard(sessionId: string): number {
   let hash = 0x811c9dc5;

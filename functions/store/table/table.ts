@@ -18,8 +18,20 @@ import {
 export const tableKeys = {
   partitionKey: 'pk',
   sortKey: 'sk',
-  /** Sessions of a tenant ordered by recent activity. */
-  sessionsIndex: { name: 'bySessionActivity', partitionKey: 'gsi1pk', sortKey: 'gsi1sk' },
+  /**
+   * The sessions lists (store/sessions/session-list.ts): every list a session is in (the
+   * tenant's, its user's, its agent's, one per string of its metadata), newest activity first.
+   * It projects the session id alone (for `prefix`): a list entry is a few hundred bytes
+   * whatever the session's metadata holds, so moving it costs one write unit; a page reads
+   * the sessions it shows by key (a bounded BatchGet).
+   */
+  sessionsIndex: { name: 'bySessionList', partitionKey: 'lpk', sortKey: 'lsk', projected: ['sessionId'] },
+  /**
+   * Every API key, for the admin CLI (store/access/api-keys.ts). It once held the sessions
+   * list too, with every attribute of a session (metadata included): sessions written before
+   * `bySessionList` may still be in it; nothing reads them there.
+   */
+  keysIndex: { name: 'bySessionActivity', partitionKey: 'gsi1pk', sortKey: 'gsi1sk' },
   /**
    * Memory items of one namespace, most recently updated first (store/memory/memory-store.ts). Keyed
    * by the namespace's own partition key, so only items with a `mu` attribute are in it, and
@@ -32,7 +44,7 @@ export const tableKeys = {
 
 export const defaultTableName = 'agentstate';
 
-const { partitionKey, sortKey, sessionsIndex, memoryIndex } = tableKeys;
+const { partitionKey, sortKey, sessionsIndex, keysIndex, memoryIndex } = tableKeys;
 
 /**
  * The key attributes, as CreateTable and UpdateTable take them. A function, like the two
@@ -44,6 +56,8 @@ function attributeDefinitions(): AttributeDefinition[] {
     { AttributeName: sortKey, AttributeType: 'S' },
     { AttributeName: sessionsIndex.partitionKey, AttributeType: 'S' },
     { AttributeName: sessionsIndex.sortKey, AttributeType: 'S' },
+    { AttributeName: keysIndex.partitionKey, AttributeType: 'S' },
+    { AttributeName: keysIndex.sortKey, AttributeType: 'S' },
     { AttributeName: memoryIndex.sortKey, AttributeType: 'S' },
   ];
 }
@@ -52,10 +66,10 @@ function attributeDefinitions(): AttributeDefinition[] {
 function globalIndexes(): GlobalSecondaryIndex[] {
   return [
     {
-      IndexName: sessionsIndex.name,
+      IndexName: keysIndex.name,
       KeySchema: [
-        { AttributeName: sessionsIndex.partitionKey, KeyType: 'HASH' },
-        { AttributeName: sessionsIndex.sortKey, KeyType: 'RANGE' },
+        { AttributeName: keysIndex.partitionKey, KeyType: 'HASH' },
+        { AttributeName: keysIndex.sortKey, KeyType: 'RANGE' },
       ],
       Projection: { ProjectionType: 'ALL' },
     },
@@ -66,6 +80,14 @@ function globalIndexes(): GlobalSecondaryIndex[] {
         { AttributeName: memoryIndex.sortKey, KeyType: 'RANGE' },
       ],
       Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...memoryIndex.projected] },
+    },
+    {
+      IndexName: sessionsIndex.name,
+      KeySchema: [
+        { AttributeName: sessionsIndex.partitionKey, KeyType: 'HASH' },
+        { AttributeName: sessionsIndex.sortKey, KeyType: 'RANGE' },
+      ],
+      Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...sessionsIndex.projected] },
     },
   ];
 }

@@ -101,9 +101,12 @@ export class AgentStateApi {
     /** `POST /v1/sessions` → 201. `409 session_exists` when the id is taken. */
     create: async (request: CreateSessionRequest = {}, options?: CallOptions): Promise<Session> =>
       (await this.http.request<Session>({ method: 'POST', path: '/v1/sessions', body: request }, options)).body,
-    /** `GET /v1/sessions`: one page, most recently active first. */
-    list: async (query: SessionListQuery = {}, options?: CallOptions): Promise<SessionList> =>
-      (await this.http.request<SessionList>({ method: 'GET', path: '/v1/sessions', query: { ...query } }, options)).body,
+    /** `GET /v1/sessions`: one page, most recently active first; `userId`, `agentId` or `metadata` filter it. */
+    list: async (query: SessionListQuery = {}, options?: CallOptions): Promise<SessionList> => {
+      const { metadata, ...rest } = query;
+      const filters = Object.fromEntries(Object.entries(metadata ?? {}).map(([key, value]) => [`metadata.${key}`, value]));
+      return (await this.http.request<SessionList>({ method: 'GET', path: '/v1/sessions', query: { ...rest, ...filters } }, options)).body;
+    },
     /** Every session, following `next`. */
     iterate: (query: Omit<SessionListQuery, 'cursor'> = {}, options?: CallOptions): AsyncGenerator<SessionSummary, void, undefined> =>
       pages(

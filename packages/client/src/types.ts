@@ -20,6 +20,15 @@ export interface PageQuery {
 export interface SessionListQuery extends PageQuery {
   /** Pages may then hold fewer than `limit` sessions, even none, while `next` is present. */
   prefix?: string;
+  /** Only this user's sessions. One filter at a time: `userId`, `agentId` or `metadata`. */
+  userId?: string;
+  /** Only this agent's sessions. */
+  agentId?: string;
+  /**
+   * Only sessions whose metadata holds this string at this top-level key (`{channel: "web"}`
+   * sends `?metadata.channel=web`); one key.
+   */
+  metadata?: Record<string, string>;
 }
 
 /* ------------------------------------------------------------------ health */

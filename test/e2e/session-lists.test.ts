@@ -1,0 +1,133 @@
+import { createClient } from '@agentstate/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ApiClient, uniqueId } from '../helpers/api-client.js';
+import { type RunningApi, startApi } from '../helpers/e2e.js';
+
+/**
+ * `GET /v1/sessions?userId=`, `?agentId=`, `?metadata.<key>=` (API.md section 2) over HTTP: a
+ * session is in every list it belongs to as soon as its creation answered, lists are newest
+ * first and page exactly, a tenant never sees another's, and a malformed filter is a 400.
+ */
+let api: RunningApi;
+let http: ApiClient;
+
+beforeAll(async () => {
+  api = await startApi();
+  http = api.client;
+});
+afterAll(async () => {
+  await api?.stop();
+});
+
+const idsOf = (response: { body: { sessions: Array<{ sessionId: string }> } }) =>
+  response.body.sessions.map((session) => session.sessionId);
+
+describe('the sessions list filters', () => {
+  it('list a user’s, an agent’s and a metadata string’s sessions at once after creation, newest first, and nothing else', async () => {
+    // Prepare: a user with three sessions (two of one agent), another user, another tenant with the same ids.
+    const user = uniqueId('user');
+    const agent = uniqueId('agent');
+    const channel = uniqueId('channel');
+    const [a, b, c, d] = ['a', 'b', 'c', 'd'].map((name) => uniqueId(`f-${name}`)) as [string, string, string, string];
+    const made = [
+      await http.post('/v1/sessions', { sessionId: a, userId: user, agentId: agent, metadata: { channel, tier: 'pro', n: 7 } }),
+      await http.post('/v1/sessions', { sessionId: b, userId: user, metadata: { channel: `${channel}-x`, 'a.b c': 'dotted key' } }),
+      await http.post('/v1/sessions', { sessionId: c, userId: user, agentId: agent, metadata: { channel } }),
+      await http.post('/v1/sessions', { sessionId: d, userId: `${user}-2`, agentId: `${agent}-2`, metadata: { tier: 'pro' } }),
+      await http.post('/v1/sessions', { sessionId: a, userId: user, agentId: agent, metadata: { channel } }, { key: 'other-key' }),
+    ];
+
+    // Act: each list read right after the creations answered.
+    const byUser = await http.get(`/v1/sessions?userId=${user}`);
+    const byAgent = await http.get(`/v1/sessions?agentId=${agent}`);
+    const byChannel = await http.get(`/v1/sessions?metadata.channel=${channel}`);
+    const byDottedKey = await http.get(`/v1/sessions?${new URLSearchParams({ 'metadata.a.b c': 'dotted key' })}`);
+    const byNumber = await http.get(`/v1/sessions?userId=${user}&limit=1`);
+    const notString = await http.get('/v1/sessions?metadata.n=7');
+    const otherTenant = await http.get(`/v1/sessions?userId=${user}`, { key: 'other-key' });
+
+    // Assess
+    expect(made.map((response) => response.status)).toEqual([201, 201, 201, 201, 201]);
+    expect(idsOf(byUser)).toEqual([c, b, a]);
+    expect(byUser.body.sessions[2]).toEqual({
+      sessionId: a,
+      agentId: agent,
+      userId: user,
+      metadata: { channel, tier: 'pro', n: 7 },
+      createdAt: made[0]?.body.createdAt,
+      updatedAt: made[0]?.body.updatedAt,
+    });
+    expect(idsOf(byAgent)).toEqual([c, a]);
+    expect(idsOf(byChannel)).toEqual([c, a]);
+    expect(idsOf(byDottedKey)).toEqual([b]);
+    expect(idsOf(byNumber)).toEqual([c]);
+    expect(byNumber.body.next).toEqual(expect.any(String));
+    expect(idsOf(notString).filter((id) => id === a)).toEqual([]);
+    expect(idsOf(otherTenant)).toEqual([a]);
+  });
+
+  it('page exactly through many sessions, every one once, and leave a deleted one out', async () => {
+    // Prepare: 30 sessions of one agent, 3 of them written (moved to the top by their first write).
+    const agent = uniqueId('many');
+    const ids = Array.from({ length: 30 }, (_, n) => `${agent}-${String(n).padStart(2, '0')}`);
+    for (const sessionId of ids) await http.post('/v1/sessions', { sessionId, agentId: agent, metadata: { batch: agent } });
+    await http.delete(`/v1/sessions/${ids[5]}`);
+
+    // Act
+    const pages: string[][] = [];
+    let next: string | undefined;
+    do {
+      const page = await http.get(`/v1/sessions?agentId=${agent}&limit=8${next ? `&cursor=${next}` : ''}`);
+      expect(page.status).toBe(200);
+      pages.push(idsOf(page));
+      next = page.body.next;
+    } while (next && pages.length < 20);
+    const client = createClient({ baseUrl: api.url, apiKey: 'dev-key' });
+    const viaClient = await client.sessions.list({ metadata: { batch: agent }, limit: 500 });
+
+    // Assess
+    const expected = [...ids].reverse().filter((id) => id !== ids[5]);
+    expect(pages.flat()).toEqual(expected);
+    expect(pages.map((page) => page.length)).toEqual([8, 8, 8, 5]);
+    expect(viaClient.sessions.map((session) => session.sessionId)).toEqual(expected);
+  });
+
+  it('refuse a malformed filter, two filters, a filter sent twice, a cursor of another list, and metadata with too many strings', async () => {
+    const someone = uniqueId('someone');
+    for (const n of [1, 2]) await http.post('/v1/sessions', { sessionId: `${someone}-${n}`, userId: someone });
+    const own = await http.get(`/v1/sessions?userId=${someone}&limit=1`);
+    const tooMany = Object.fromEntries(Array.from({ length: 51 }, (_, n) => [`k${n}`, 'v']));
+    const answers = [
+      await http.get('/v1/sessions?userId=a%2Fb'),
+      await http.get('/v1/sessions?agentId='),
+      await http.get('/v1/sessions?userId=a&agentId=b'),
+      await http.get('/v1/sessions?userId=a&userId=b'),
+      await http.get('/v1/sessions?metadata.k=a&metadata.k=b'),
+      await http.get('/v1/sessions?metadata=x'),
+      await http.get('/v1/sessions?metadataX=x'),
+      await http.post('/v1/sessions', { sessionId: uniqueId('strings'), metadata: tooMany }),
+    ];
+    const fifty = await http.post('/v1/sessions', {
+      sessionId: uniqueId('fifty'),
+      metadata: { ...Object.fromEntries(Object.entries(tooMany).slice(0, 50)), counted: 1, nested: { s: 'x' } },
+    });
+
+    expect(answers.map((response) => [response.status, response.body.code])).toEqual([
+      [400, 'invalid_id'],
+      [400, 'invalid_id'],
+      [400, 'invalid_request'],
+      [400, 'invalid_request'],
+      [400, 'invalid_request'],
+      [400, 'invalid_request'],
+      [400, 'invalid_request'],
+      [400, 'invalid_request'],
+    ]);
+    expect(fifty.status).toBe(201);
+    expect(own.status).toBe(200);
+    expect(own.body.next).toEqual(expect.any(String));
+    for (const other of ['?userId=other&', '?agentId=other&', '?metadata.k=v&', '?']) {
+      expect((await http.get(`/v1/sessions${other}cursor=${own.body.next}`)).status).toBe(400);
+    }
+    expect((await http.get(`/v1/sessions?userId=${someone}&cursor=${own.body.next}`)).status).toBe(200);
+  });
+});
