@@ -256,25 +256,28 @@ export class AgentService {
   ): Promise<string[]> {
     const misfits: string[] = [];
     let checked = 0;
-    let cursor: string | undefined;
-    do {
-      const page = await this.sessions.listSessions(tenant, { limit: 100, ...(cursor ? { cursor } : {}) });
-      for (const session of page.items) {
-        if (!session.agentId || !tree.has(session.agentId)) continue;
-        if (++checked > TYPE_CHANGE_CHECK_LIMIT) {
-          throw new AgentStateError(
-            'conflict',
-            `too many sessions to check a type change; declare migrate: "clear" to read old values as cleared`,
-          );
+    // Each agent's own list (API.md section 2, `?agentId=`): the sessions of the tree, never
+    // every session of the tenant.
+    for (const agentId of tree) {
+      let cursor: string | undefined;
+      do {
+        const page = await this.sessions.listSessions(tenant, { limit: 100, filter: { agentId }, ...(cursor ? { cursor } : {}) });
+        for (const session of page.items) {
+          if (++checked > TYPE_CHANGE_CHECK_LIMIT) {
+            throw new AgentStateError(
+              'conflict',
+              `too many sessions to check a type change; declare migrate: "clear" to read old values as cleared`,
+            );
+          }
+          const tip = await this.sessions.readTip({ tenant, sessionId: session.sessionId }, { withState: true });
+          const state = tip.latest?.state;
+          if (!isJsonObject(state)) continue;
+          const misfit = retyped.some(([name, type]) => name in state && typeProblem(type, state[name] as Json) !== null);
+          if (misfit) misfits.push(session.sessionId);
         }
-        const tip = await this.sessions.readTip({ tenant, sessionId: session.sessionId }, { withState: true });
-        const state = tip.latest?.state;
-        if (!isJsonObject(state)) continue;
-        const misfit = retyped.some(([name, type]) => name in state && typeProblem(type, state[name] as Json) !== null);
-        if (misfit) misfits.push(session.sessionId);
-      }
-      cursor = page.next;
-    } while (cursor);
+        cursor = page.next;
+      } while (cursor);
+    }
     return misfits;
   }
 
