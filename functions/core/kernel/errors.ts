@@ -91,6 +91,9 @@ export interface ProblemFieldsByCode {
       scope?: string;
       maxNamespaces?: number;
       maxDepth?: number;
+      /** An embedding's numbers: those a namespace's embeddings share, the most one may have. */
+      dimensions?: number;
+      maxDimensions?: number;
       /** A JSON Patch operation's index. */
       operation?: number;
       /** Each problem of a refused body, as its schema found them. */

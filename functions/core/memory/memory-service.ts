@@ -3,6 +3,7 @@ import { canonicalJson, encodedSize, isJsonObject, type Json } from '../json/jso
 import { AgentStateError } from '../kernel/errors.js';
 import type { Page } from '../model/model.js';
 import {
+  type EmbeddingOption,
   MAX_TTL_SECONDS,
   MEMORY_VALUE_LIMIT_BYTES,
   type MemoryCandidate,
@@ -13,9 +14,11 @@ import {
   type Namespace,
   type NamespaceRoots,
   readablePrefixes,
+  type VectorCandidate,
   withinRoots,
 } from './memory.js';
 import { decideOnFields, type MemoryFilter, matchesMemoryFilter, parseFilter } from './memory-filter.js';
+import { QueryVector, requireEmbedding, TopScores } from './memory-vector.js';
 
 /**
  * The memory routes' use cases (API.md section 10). Every call names the caller's `roots`
@@ -36,6 +39,8 @@ const FILTERED_PAGE = 1_000;
 export interface MemoryPutRequest {
   value: Json;
   ttlSeconds?: number;
+  /** The caller's embedding of the item (memory-vector.ts). */
+  embedding?: Json;
 }
 
 export interface MemorySearchRequest {
@@ -43,6 +48,9 @@ export interface MemorySearchRequest {
   filter?: Json;
   limit: number;
   cursor?: string;
+  /** Ranks by cosine similarity to this vector instead of by recency (memory-vector.ts). */
+  vector?: Json;
+  includeEmbedding?: boolean;
 }
 
 export class MemoryService {
@@ -51,8 +59,8 @@ export class MemoryService {
     private readonly now: () => number = Date.now,
   ) {}
 
-  async get(tenant: string, roots: NamespaceRoots, namespace: Namespace, key: string): Promise<MemoryItem> {
-    const item = withinRoots(namespace, roots) ? await this.store.get({ tenant, namespace, key }) : null;
+  async get(tenant: string, roots: NamespaceRoots, namespace: Namespace, key: string, options: EmbeddingOption = {}): Promise<MemoryItem> {
+    const item = withinRoots(namespace, roots) ? await this.store.get({ tenant, namespace, key }, options) : null;
     if (!item) throw notFound(namespace, key);
     return item;
   }
@@ -84,6 +92,7 @@ export class MemoryService {
     if (ttl !== undefined && (!Number.isSafeInteger(ttl) || ttl < 1 || ttl > MAX_TTL_SECONDS)) {
       throw new AgentStateError('invalid_request', `ttlSeconds must be an integer from 1 to ${MAX_TTL_SECONDS}`, { field: 'ttlSeconds' });
     }
+    const embedding = request.embedding === undefined ? undefined : requireEmbedding(request.embedding, 'embedding');
     const result = await this.store.put(
       { tenant, ...target },
       {
@@ -91,9 +100,17 @@ export class MemoryService {
         author: options.author,
         condition: options.condition,
         ...(ttl === undefined ? {} : { expiresAt: Math.floor(this.now() / 1000) + ttl }),
+        ...(embedding === undefined ? {} : { embedding }),
       },
     );
     if (result.outcome === 'precondition_failed') throw versionMismatch(options.condition, result.currentVersion);
+    if (result.outcome === 'dimensions_mismatch') {
+      throw new AgentStateError(
+        'invalid_request',
+        `the embeddings of namespace ${target.namespace.join('/')} have ${result.dimensions} numbers; this one has ${embedding?.length}`,
+        { field: 'embedding', dimensions: result.dimensions },
+      );
+    }
     return { item: result.item, created: result.created };
   }
 
@@ -133,6 +150,12 @@ export class MemoryService {
    */
   async search(tenant: string, roots: NamespaceRoots, request: MemorySearchRequest): Promise<Page<MemoryItem>> {
     const filter = parseFilter(request.filter);
+    const vector = request.vector === undefined ? undefined : new QueryVector(requireEmbedding(request.vector, 'vector'));
+    if (vector && request.cursor !== undefined) {
+      throw new AgentStateError('invalid_request', 'a search with vector answers its best `limit` items in one page: it takes no cursor', {
+        field: 'cursor',
+      });
+    }
     const prefixes = readablePrefixes(request.namespacePrefix, roots);
     const namespaces = prefixes.length === 0 ? [] : await this.store.namespacesWithin(tenant, prefixes, MAX_SEARCH_NAMESPACES + 1);
     if (namespaces.length > MAX_SEARCH_NAMESPACES) {
@@ -142,13 +165,46 @@ export class MemoryService {
         { field: 'namespacePrefix', maxNamespaces: MAX_SEARCH_NAMESPACES },
       );
     }
+    if (vector) return this.ranked(tenant, namespaces, vector, filter, request);
     // Made even over no namespace: it checks the cursor.
     const walk = this.store.walk(tenant, namespaces, {
       pageSize: filter.length > 0 ? FILTERED_PAGE : request.limit + 1,
       binding: searchBinding(request.namespacePrefix, request.filter),
       ...(request.cursor === undefined ? {} : { cursor: request.cursor }),
     });
-    return this.collect(tenant, walk, filter, request.limit);
+    const page = await this.collect(tenant, walk, filter, request.limit, { withEmbedding: request.includeEmbedding === true });
+    return page;
+  }
+
+  /**
+   * The items of `namespaces` that pass `filter` and have an embedding of the vector's
+   * dimensions, ranked by cosine similarity, highest first: every such item is scored (exact,
+   * no approximate index), its value decoded only when the filter needs it. At most `limit`
+   * items and 4 MiB of values; no cursor.
+   */
+  private async ranked(
+    tenant: string,
+    namespaces: ReadonlyArray<Namespace>,
+    vector: QueryVector,
+    filter: MemoryFilter,
+    request: MemorySearchRequest,
+  ): Promise<Page<MemoryItem>> {
+    const best = new TopScores<VectorCandidate>(request.limit);
+    await this.store.scanEmbeddings(tenant, namespaces, vector.dimensions, (candidate) => {
+      const verdict = filter.length === 0 ? true : decideOnFields(filter, candidate.fields, candidate.partial);
+      if (verdict === false) return;
+      if (verdict === 'unknown' && !matchesMemoryFilter(filter, candidate.item().value)) return;
+      best.offer(vector.cosine(candidate.vector), candidate);
+    });
+    const items: MemoryItem[] = [];
+    let bytes = 0;
+    for (const { score, value: candidate } of best.best()) {
+      const item = candidate.item();
+      bytes += encodedSize(item.value);
+      if (items.length > 0 && bytes > SEARCH_PAGE_BYTES) break;
+      items.push({ ...item, ...(request.includeEmbedding ? { embedding: Array.from(candidate.vector) } : {}), score });
+    }
+    return { items };
   }
 
   /**
@@ -170,7 +226,13 @@ export class MemoryService {
    * still needed, so the page never overshoots `limit` and the walk's position is exactly
    * where the next page starts.
    */
-  private async collect(tenant: string, walk: MemoryWalk, filter: MemoryFilter, limit: number): Promise<Page<MemoryItem>> {
+  private async collect(
+    tenant: string,
+    walk: MemoryWalk,
+    filter: MemoryFilter,
+    limit: number,
+    options: EmbeddingOption,
+  ): Promise<Page<MemoryItem>> {
     const items: MemoryItem[] = [];
     let pending: MemoryCandidate[] = [];
     let bytes = 0;
@@ -179,7 +241,7 @@ export class MemoryService {
     const nowSeconds = Math.floor(this.now() / 1000);
     const flush = async () => {
       if (pending.length === 0) return;
-      const found = await this.store.getMany(tenant, pending);
+      const found = await this.store.getMany(tenant, pending, options);
       fetched += pending.length;
       const byAddress = new Map(found.map((item) => [addressOf(item.namespace, item.key), item]));
       for (const candidate of pending) {

@@ -31,6 +31,20 @@ export interface MemoryItem {
   updatedAt: string;
   /** When the item expires (it is never returned after), present only for an item put with `ttlSeconds`. */
   expiresAt?: string;
+  /** The item's embedding, as stored (32-bit floats), only when asked for (`includeEmbedding`). */
+  embedding?: number[];
+  /** In a search with `vector`: the cosine of the item's embedding and the vector. */
+  score?: number;
+}
+
+/** An item that has an embedding of the dimensions a search asks for, its value not decoded yet. */
+export interface VectorCandidate {
+  readonly vector: Float32Array;
+  /** The short scalar fields of the value, as the memory index keeps them (`MemoryCandidate`). */
+  readonly fields: JsonObject;
+  readonly partial: boolean;
+  /** The item (its value decoded on the first call). */
+  item(): MemoryItem;
 }
 
 /** Which item a request addresses; the tenant always comes from the API key. */
@@ -57,12 +71,16 @@ export interface MemoryWrite {
   /** The acting agent (`X-Agent-Id`): the change event's `author`. */
   readonly author: string | null;
   readonly condition: MemoryPrecondition;
+  /** The caller's embedding of the item (memory-vector.ts); absent: the item has none. */
+  readonly embedding?: readonly number[];
 }
 
 /** What a put came to: the item after it, or the precondition that failed with the current version (0: none). */
 export type MemoryPutResult =
   | { readonly outcome: 'written'; readonly item: MemoryItem; readonly created: boolean }
-  | { readonly outcome: 'precondition_failed'; readonly currentVersion: number };
+  | { readonly outcome: 'precondition_failed'; readonly currentVersion: number }
+  /** The namespace's embeddings have other dimensions; nothing was written. */
+  | { readonly outcome: 'dimensions_mismatch'; readonly dimensions: number };
 
 export type MemoryDeleteResult =
   | { readonly outcome: 'deleted' }
@@ -104,10 +122,15 @@ export interface MemoryWalk {
   position(): string;
 }
 
+/** Whether a read returns the items' embeddings (`includeEmbedding`). */
+export interface EmbeddingOption {
+  withEmbedding?: boolean;
+}
+
 export interface MemoryStore {
-  get(address: MemoryAddress): Promise<MemoryItem | null>;
+  get(address: MemoryAddress, options?: EmbeddingOption): Promise<MemoryItem | null>;
   /** The live items among `items` (one request per 100), in no particular order. */
-  getMany(tenant: string, items: ReadonlyArray<{ namespace: Namespace; key: string }>): Promise<MemoryItem[]>;
+  getMany(tenant: string, items: ReadonlyArray<{ namespace: Namespace; key: string }>, options?: EmbeddingOption): Promise<MemoryItem[]>;
   put(address: MemoryAddress, write: MemoryWrite): Promise<MemoryPutResult>;
   delete(address: MemoryAddress, condition: MemoryPrecondition, author: string | null): Promise<MemoryDeleteResult>;
   /**
@@ -125,6 +148,16 @@ export interface MemoryStore {
    * a walk with the same `binding` (the search's prefix and filter); another is `400`.
    */
   walk(tenant: string, namespaces: ReadonlyArray<Namespace>, options: { cursor?: string; pageSize: number; binding: string }): MemoryWalk;
+  /**
+   * Every live item of `namespaces` with an embedding of `dimensions` numbers, handed to
+   * `visit` as it is read, read consistently (a put is seen as soon as it answered).
+   */
+  scanEmbeddings(
+    tenant: string,
+    namespaces: ReadonlyArray<Namespace>,
+    dimensions: number,
+    visit: (candidate: VectorCandidate) => void,
+  ): Promise<void>;
   /** The live item's versions, newest first: `item` itself, then the versions it replaced. */
   history(tenant: string, item: MemoryItem, options: { limit: number; cursor?: string }): Promise<Page<MemoryItem>>;
 }

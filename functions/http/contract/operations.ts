@@ -398,7 +398,8 @@ export const operations: Record<RouteKey, Operation> = {
   'GET /v1/memory': {
     tag: 'memory',
     summary: 'List the namespaces under a prefix',
-    description: 'In path order. A namespace is listed a moment after its first item, and leaves a moment after its last.',
+    description:
+      'In path order. A namespace is listed as soon as the put of its first item answered, and leaves a moment after its last item.',
     query: [
       { name: 'prefix', description: 'A namespace path, `users/u1`; absent: every namespace.', schema: { type: 'string' } },
       {
@@ -413,9 +414,9 @@ export const operations: Record<RouteKey, Operation> = {
   },
   'POST /v1/memory/search': {
     tag: 'memory',
-    summary: 'Search items under a namespace prefix, newest first',
+    summary: 'Search items under a namespace prefix, newest first, or by similarity to a vector',
     description:
-      'Filters top-level fields by equality or `$eq $ne $gt $gte $lt $lte $in`. A page holds at most `limit` items and 4 MiB of values, and may hold fewer: follow `next`.',
+      'Filters top-level fields by equality or `$eq $ne $gt $gte $lt $lte $in`. A page holds at most `limit` items and 4 MiB of values, and may hold fewer: follow `next`. With `vector` (1–4,096 numbers): the items whose embedding has its dimensions, ranked by cosine similarity (exact), each with `score`; one page of the best `limit`, no cursor. `includeEmbedding`: each item with its embedding. A put is found as soon as it answered.',
     body: {
       schema: searchMemoryBody,
       optional: true,
@@ -439,13 +440,21 @@ export const operations: Record<RouteKey, Operation> = {
   'GET /v1/memory/{path+}': {
     tag: 'memory',
     summary: 'Read an item',
+    query: [
+      {
+        name: 'includeEmbedding',
+        description: '`true`: the item with its embedding (as stored: 32-bit floats).',
+        schema: { type: 'boolean' },
+      },
+    ],
     responses: { 200: { description: 'The item.', schema: 'MemoryItem', headers: ['ETag'] } },
     problems: ['invalid_request', 'not_found'],
   },
   'PUT /v1/memory/{path+}': {
     tag: 'memory',
     summary: 'Put an item (replace it whole)',
-    description: '`If-Match: "7"` or `*`, and `If-None-Match: *` (create only), else `412 version_mismatch`.',
+    description:
+      '`If-Match: "7"` or `*`, and `If-None-Match: *` (create only), else `412 version_mismatch`. `embedding`: your own embedding of the item (1–4,096 finite numbers, not all zero; the items of a namespace share their dimensions, else `400`), for searches with `vector`; stored as 32-bit floats, not part of the value.',
     body: { schema: putMemoryBody, example: { value: { food: 'vegetarian', since: 2019 }, ttlSeconds: 2592000 } },
     responses: {
       200: { description: 'Replaced.', schema: 'MemoryItem', headers: ['ETag'] },

@@ -285,6 +285,14 @@ const memoryItem = z.object({
   createdAt: time,
   updatedAt: time,
   expiresAt: time.optional().meta({ description: 'Present for an item put with `ttlSeconds`; never returned after it.' }),
+  embedding: z
+    .array(z.number())
+    .optional()
+    .meta({ description: "The item's embedding as stored (32-bit floats), only with `includeEmbedding`." }),
+  score: z
+    .number()
+    .optional()
+    .meta({ description: "In a search with `vector`: the cosine of the item's embedding and the vector, 1 = same direction." }),
 });
 const memoryItemList = z.object({ items: z.array(memoryItem), next });
 const memoryNamespaceList = z.object({ namespaces: z.array(z.array(idSchema).min(1).max(8)), next });

@@ -1,4 +1,5 @@
 import * as z from 'zod/mini';
+import { isJsonNumber, type JsonNumber } from '../../core/json/json.js';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import {
   MAX_TTL_SECONDS,
@@ -14,9 +15,16 @@ import { bodyAsSent, ifMatch, pagination } from '../edge/request.js';
 import { json, noContent } from '../edge/responses.js';
 import { memory } from '../parts/memory.js';
 
+/**
+ * An embedding's numbers as sent: memory-vector.ts checks them (1–4,096 finite numbers, not all
+ * zero), taking a number kept as its text (`1.0`) by its value.
+ */
+const embeddingNumbers = z.array(z.union([z.number(), z.custom<JsonNumber>(isJsonNumber, { message: 'must be a number' })]));
+
 export const putMemoryBody = z.strictObject({
   value: z.unknown().check(z.refine((value) => value !== undefined, 'is required')),
   ttlSeconds: z.optional(z.number().check(z.int(), z.minimum(1), z.maximum(MAX_TTL_SECONDS))),
+  embedding: z.optional(embeddingNumbers),
 });
 
 export const searchMemoryBody = z.strictObject({
@@ -24,7 +32,17 @@ export const searchMemoryBody = z.strictObject({
   filter: z.optional(z.record(z.string(), z.unknown())),
   limit: z.optional(z.number().check(z.int(), z.minimum(1), z.maximum(500))),
   cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(4096))),
+  vector: z.optional(embeddingNumbers),
+  includeEmbedding: z.optional(z.boolean()),
 });
+
+/** `?includeEmbedding=true` (or `1`); `false`, `0` or absent leaves the embedding out. */
+function includeEmbedding(input: RouteInput): boolean {
+  const raw = input.query('includeEmbedding');
+  if (raw === undefined || raw === 'false' || raw === '0') return false;
+  if (raw === 'true' || raw === '1') return true;
+  throw new AgentStateError('invalid_request', 'includeEmbedding must be true or false', { field: 'includeEmbedding' });
+}
 
 /** `/v1/memory/users/u1/facts/k1`: the namespace (1–8 ids) and the key, from the path's last segments. */
 function itemPath(input: RouteInput): { namespace: string[]; key: string } {
@@ -104,6 +122,8 @@ export const handler = createHttpHandler(
         limit: request.limit ?? 50,
         ...(request.filter === undefined ? {} : { filter: request.filter }),
         ...(request.cursor === undefined ? {} : { cursor: request.cursor }),
+        ...(request.vector === undefined ? {} : { vector: request.vector }),
+        ...(request.includeEmbedding === undefined ? {} : { includeEmbedding: request.includeEmbedding }),
       });
       return json(200, { items: page.items, ...(page.next ? { next: page.next } : {}) });
     },
@@ -122,7 +142,10 @@ export const handler = createHttpHandler(
 
     'GET /v1/memory/{path+}': async (input) => {
       const { namespace, key } = itemPath(input);
-      return itemResponse(await input.deps.memory.get(input.tenant, namespaceRoots(input.allowedAgents), namespace, key));
+      const withEmbedding = includeEmbedding(input);
+      return itemResponse(
+        await input.deps.memory.get(input.tenant, namespaceRoots(input.allowedAgents), namespace, key, { withEmbedding }),
+      );
     },
 
     'PUT /v1/memory/{path+}': async (input) => {
@@ -133,7 +156,11 @@ export const handler = createHttpHandler(
         input.tenant,
         namespaceRoots(input.allowedAgents),
         target,
-        { value: request.value, ...(request.ttlSeconds === undefined ? {} : { ttlSeconds: request.ttlSeconds }) },
+        {
+          value: request.value,
+          ...(request.ttlSeconds === undefined ? {} : { ttlSeconds: request.ttlSeconds }),
+          ...(request.embedding === undefined ? {} : { embedding: request.embedding }),
+        },
         { condition, author: input.caller },
       );
       return created ? itemResponse(item, 201, { location: itemLocation(item) }) : itemResponse(item);

@@ -42,14 +42,27 @@ function isoFromSeconds(seconds: number): string {
   return new Date(seconds * 1000).toISOString();
 }
 
+/**
+ * An embedding as the item keeps it (`ve`): its numbers as 32-bit floats in the platform's byte
+ * order (little-endian on every platform Lambda and Node run on), 4 bytes each, where JSON text
+ * takes some 20. Read back through a copy, so the floats start 4-byte aligned.
+ */
+export function embeddingBytes(vector: readonly number[]): Uint8Array {
+  return new Uint8Array(Float32Array.from(vector).buffer);
+}
+
+export function floatsOf(bytes: Uint8Array): Float32Array {
+  return new Float32Array(bytes.slice().buffer);
+}
+
 export const memoryItem = {
   key: (tenant: string, namespace: Namespace, key: string): Item => ({
     pk: keys.memoryNamespace(tenant, namespace),
     sk: keys.memoryKey(key),
   }),
 
-  /** The attributes a put sets (besides version and createdAt, which the write's expression decides). */
-  attributes(value: JsonObject, updatedAt: string, key: string, author: string | null): Item {
+  /** The attributes a put sets (besides version and createdAt, which the write's expression decides); `ve`: the embedding's bytes (memory-vectors.ts). */
+  attributes(value: JsonObject, updatedAt: string, key: string, author: string | null, embedding?: Uint8Array): Item {
     const { fields, partial } = indexedFields(value);
     const text = encodeStoredJson(value);
     return {
@@ -61,6 +74,7 @@ export const memoryItem = {
       mf: encodeStoredJson(fields),
       mp: partial ? true : undefined,
       vs: Buffer.byteLength(text, 'utf8'),
+      ve: embedding,
     };
   },
 
@@ -71,9 +85,11 @@ export const memoryItem = {
     return typeof expiresAt !== 'number' || expiresAt > nowSeconds;
   },
 
-  decode(item: Item): MemoryItem {
+  /** The item as the API shows it; its embedding only `withEmbedding` (as the numbers its 32-bit floats are). */
+  decode(item: Item, options: { withEmbedding?: boolean } = {}): MemoryItem {
     const place = namespaceOfPartition(item.pk);
     const expiresAt = optionalNumber(item[tableKeys.timeToLive]);
+    const embedding = options.withEmbedding && item.ve instanceof Uint8Array ? { embedding: Array.from(floatsOf(item.ve)) } : {};
     return {
       namespace: place?.namespace ?? [],
       key: keyOfSort(item.sk),
@@ -82,6 +98,7 @@ export const memoryItem = {
       createdAt: String(item.createdAt),
       updatedAt: String(item.updatedAt),
       ...(expiresAt === undefined ? {} : { expiresAt: isoFromSeconds(expiresAt) }),
+      ...embedding,
     };
   },
 

@@ -2,8 +2,8 @@ import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { GetCommand, QueryCommand, type QueryCommandOutput, UpdateCommand, type UpdateCommandInput } from '@aws-sdk/lib-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { AgentStateError } from '../../core/kernel/errors.js';
-import { openCursor, sealCursor } from '../../core/kernel/sealing.js';
 import {
+  type EmbeddingOption,
   type MemoryAddress,
   type MemoryCandidate,
   type MemoryDeleteResult,
@@ -15,14 +15,25 @@ import {
   type MemoryWrite,
   type Namespace,
   pathKey,
+  type VectorCandidate,
 } from '../../core/memory/memory.js';
 import type { Page } from '../../core/model/model.js';
 import { MEMORY_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
-import { invalidCursor, pageOf, prefixPageQuery } from '../table/paging.js';
+import { pageOf, prefixPageQuery } from '../table/paging.js';
 import { tableKeys } from '../table/table.js';
 import { batchGet, conditions, type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
-import { historyItem, memoryItem, namespaceEntry } from './memory-codecs.js';
+import { embeddingBytes, historyItem, memoryItem, namespaceEntry } from './memory-codecs.js';
+import {
+  decodeListCursor,
+  decodeWalkCursor,
+  encodeListCursor,
+  encodeWalkCursor,
+  namespaceList,
+  searchList,
+  type WalkPosition,
+} from './memory-cursors.js';
+import { claimDimensions, listNamespace, scanEmbeddings } from './memory-vectors.js';
 
 /**
  * Memory items (API.md section 10; memory-codecs.ts has their shapes). A get is one GetItem;
@@ -40,7 +51,7 @@ import { historyItem, memoryItem, namespaceEntry } from './memory-codecs.js';
 export class DynamoDbMemoryStore implements MemoryStore {
   constructor(private readonly table: TableClient) {}
 
-  async get(address: MemoryAddress): Promise<MemoryItem | null> {
+  async get(address: MemoryAddress, options: EmbeddingOption = {}): Promise<MemoryItem | null> {
     const { Item } = await this.table.send(
       new GetCommand({
         TableName: this.table.tableName,
@@ -48,19 +59,48 @@ export class DynamoDbMemoryStore implements MemoryStore {
         ConsistentRead: true,
       }),
     );
-    return memoryItem.isLive(Item, this.table.nowSeconds()) ? memoryItem.decode(Item) : null;
+    return memoryItem.isLive(Item, this.table.nowSeconds()) ? memoryItem.decode(Item, options) : null;
   }
 
-  async getMany(tenant: string, items: ReadonlyArray<{ namespace: Namespace; key: string }>): Promise<MemoryItem[]> {
+  async getMany(
+    tenant: string,
+    items: ReadonlyArray<{ namespace: Namespace; key: string }>,
+    options: EmbeddingOption = {},
+  ): Promise<MemoryItem[]> {
     const found = await batchGet(
       this.table,
       items.map((item) => memoryItem.key(tenant, item.namespace, item.key)),
     );
     const nowSeconds = this.table.nowSeconds();
-    return found.filter((item) => memoryItem.isLive(item, nowSeconds)).map((item) => memoryItem.decode(item));
+    return found.filter((item) => memoryItem.isLive(item, nowSeconds)).map((item) => memoryItem.decode(item, options));
   }
 
+  /**
+   * An item with an embedding first claims the namespace's dimensions (which also lists the
+   * namespace); an item created without one lists its namespace after it is written. Either
+   * way a search and the namespace list find it as soon as the put answered.
+   */
   async put(address: MemoryAddress, write: MemoryWrite): Promise<MemoryPutResult> {
+    if (write.embedding) {
+      const held = await claimDimensions(this.table, address.tenant, address.namespace, write.embedding.length);
+      if (held !== null) return { outcome: 'dimensions_mismatch', dimensions: held };
+    }
+    const result = await this.putItem(address, write);
+    if (result.outcome === 'written' && result.created && !write.embedding)
+      await listNamespace(this.table, address.tenant, address.namespace);
+    return result;
+  }
+
+  scanEmbeddings(
+    tenant: string,
+    namespaces: ReadonlyArray<Namespace>,
+    dimensions: number,
+    visit: (candidate: VectorCandidate) => void,
+  ): Promise<void> {
+    return scanEmbeddings(this.table, tenant, namespaces, dimensions, visit);
+  }
+
+  private async putItem(address: MemoryAddress, write: MemoryWrite): Promise<MemoryPutResult> {
     // At most three rounds: a put that finds an expired item replaces it, and only a writer
     // that raced that very replacement goes round again.
     for (let round = 0; ; round++) {
@@ -90,7 +130,13 @@ export class DynamoDbMemoryStore implements MemoryStore {
    * 1, on the condition that the expired one is still there unchanged).
    */
   private putInput(address: MemoryAddress, write: MemoryWrite, now: string, nowSeconds: number, expired: Item | null): UpdateCommandInput {
-    const attributes = memoryItem.attributes(write.value, now, address.key, write.author);
+    const attributes = memoryItem.attributes(
+      write.value,
+      now,
+      address.key,
+      write.author,
+      write.embedding && embeddingBytes(write.embedding),
+    );
     const names: Record<string, string> = { '#kind': 'kind', '#value': 'value', '#ttl': tableKeys.timeToLive };
     const values: Record<string, unknown> = { ':now': now, ':nowSeconds': nowSeconds };
     const set: string[] = [];
@@ -176,7 +222,7 @@ export class DynamoDbMemoryStore implements MemoryStore {
           TableName: this.table.tableName,
           Key: memoryItem.key(address.tenant, address.namespace, address.key),
           // Expired at once: TTL removes the tombstone; until then it reads as absent.
-          UpdateExpression: `SET #kind = :deleted, deletedAt = :now, #ttl = :nowSeconds${author === null ? '' : ', author = :author'} REMOVE #value, version, createdAt, updatedAt, mu, mf, mp, vs${author === null ? ', author' : ''}`,
+          UpdateExpression: `SET #kind = :deleted, deletedAt = :now, #ttl = :nowSeconds${author === null ? '' : ', author = :author'} REMOVE #value, version, createdAt, updatedAt, mu, mf, mp, vs, ve${author === null ? ', author' : ''}`,
           ConditionExpression: guard,
           ExpressionAttributeNames: { '#kind': 'kind', '#value': 'value', '#ttl': tableKeys.timeToLive },
           ExpressionAttributeValues: values,
@@ -320,12 +366,6 @@ function liveVersion(old: Item | undefined, nowSeconds: number): number {
   return memoryItem.isLive(old, nowSeconds) ? Number(old.version) : 0;
 }
 
-/** Where a walk stands: after the entry `(recency, namespace)`; null before the first. */
-interface WalkPosition {
-  recency: string;
-  namespace: string;
-}
-
 /** One namespace's part of a walk: its entries read so far and where its index read stopped. */
 interface Stream {
   namespace: Namespace;
@@ -433,42 +473,4 @@ class IndexWalk implements MemoryWalk {
       stream.next = LastEvaluatedKey ?? null;
     }
   }
-}
-
-/*
- * Memory cursors are sealed (core/kernel/sealing.ts) like every list cursor: they show no namespace,
- * no position and no tenant, and open only for the list that made them (the tenant and, for a
- * search, its prefix and filter), so a tampered or borrowed one is `400 invalid_request`.
- */
-
-/** What a search cursor is bound to: the table, the tenant and the search (its binding). */
-function searchList(table: TableClient, tenant: string, binding: string): string {
-  return JSON.stringify(['memory search', table.tableName, tenant, binding]);
-}
-
-function encodeWalkCursor(list: string, position: WalkPosition | null): string {
-  return sealCursor(position === null ? {} : { r: position.recency, n: position.namespace }, list);
-}
-
-function decodeWalkCursor(cursor: string, list: string): WalkPosition | null {
-  const payload = openCursor(cursor, list) as { r?: unknown; n?: unknown } | null;
-  if (!payload || typeof payload !== 'object') throw invalidCursor();
-  if (payload.r === undefined && payload.n === undefined) return null;
-  if (typeof payload.r !== 'string' || typeof payload.n !== 'string') throw invalidCursor();
-  return { recency: payload.r, namespace: payload.n };
-}
-
-/** What a namespace list's cursor is bound to: the table and the tenant. */
-function namespaceList(table: TableClient, tenant: string): string {
-  return JSON.stringify(['memory namespaces', table.tableName, tenant]);
-}
-
-function encodeListCursor(after: string, list: string): string {
-  return sealCursor({ a: after }, list);
-}
-
-function decodeListCursor(cursor: string, list: string): string {
-  const payload = openCursor(cursor, list) as { a?: unknown } | null;
-  if (typeof payload?.a !== 'string') throw invalidCursor();
-  return payload.a;
 }

@@ -7,6 +7,7 @@ import { queryAll } from '../table/paging.js';
 import { tableKeys } from '../table/table.js';
 import { batchDelete, type Item, type TableClient } from '../table/table-client.js';
 import { historyItem, namespaceEntry } from './memory-codecs.js';
+import { listNamespace } from './memory-vectors.js';
 
 /** Pages of a namespace the emptiness check reads before it takes the namespace as in use. */
 const EMPTINESS_PAGES = 20;
@@ -44,12 +45,8 @@ export class DynamoDbMemoryUpkeep implements MemoryUpkeepPorts {
   }
 
   async registerNamespace(tenant: string, namespace: Namespace): Promise<void> {
-    await this.table.send(
-      new PutCommand({
-        TableName: this.table.tableName,
-        Item: { ...namespaceEntry.key(tenant, namespace), listedAt: new Date(this.table.now()).toISOString() },
-      }),
-    );
+    // An update: the entry may hold the dimensions of the namespace's embeddings (memory-vectors.ts).
+    await listNamespace(this.table, tenant, namespace);
   }
 
   async namespaceHasItems(tenant: string, namespace: Namespace): Promise<boolean> {

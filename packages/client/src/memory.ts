@@ -51,9 +51,10 @@ export class MemoryRoutes {
     return { item: response.body, created: response.status === 201 };
   }
 
-  /** `GET /v1/memory/{namespace…}/{key}`. `404 not_found` when there is no live item. */
-  async get(namespace: readonly string[], key: string, options?: CallOptions): Promise<MemoryItem> {
-    return (await this.http.request<MemoryItem>({ method: 'GET', path: itemPath(namespace, key) }, options)).body;
+  /** `GET /v1/memory/{namespace…}/{key}`. `404 not_found` when there is no live item; `includeEmbedding`: with its embedding. */
+  async get(namespace: readonly string[], key: string, options: CallOptions & { includeEmbedding?: boolean } = {}): Promise<MemoryItem> {
+    const query = options.includeEmbedding ? { includeEmbedding: 'true' } : undefined;
+    return (await this.http.request<MemoryItem>({ method: 'GET', path: itemPath(namespace, key), query }, options)).body;
   }
 
   /** `DELETE /v1/memory/{namespace…}/{key}` → 204, also when there was no item. */

@@ -652,6 +652,10 @@ export interface MemoryItem<V = JsonObject> {
   updatedAt: string;
   /** Only for an item put with `ttlSeconds`. */
   expiresAt?: string;
+  /** The item's embedding as stored (32-bit floats), only with `includeEmbedding`. */
+  embedding?: number[];
+  /** In a search with `vector`: the cosine of the item's embedding and the vector (1 = same direction). */
+  score?: number;
 }
 
 /** `PUT /v1/memory/{namespace…}/{key}` body. */
@@ -659,6 +663,11 @@ export interface PutMemoryRequest {
   value: JsonObject;
   /** The item expires this many seconds after the put (1 s – 10 years); absent: never. */
   ttlSeconds?: number;
+  /**
+   * Your own embedding of the item, 1–4,096 finite numbers (not all zero), for searches with
+   * `vector`; the items of one namespace share their dimensions. Not part of the value.
+   */
+  embedding?: number[];
 }
 
 /** A filter operand set on one top-level field (docs/api.md §7c). */
@@ -681,10 +690,18 @@ export interface MemorySearchRequest {
   filter?: Record<string, Json | MemoryOperators>;
   /** 1–500, default 50. */
   limit?: number;
+  /** Not with `vector`. */
   cursor?: string;
+  /**
+   * Ranks the items whose embedding has this many numbers by cosine similarity, highest first,
+   * each with `score`; items without one are left out. One page: the best `limit`, no `next`.
+   */
+  vector?: number[];
+  /** Each item with its `embedding`. */
+  includeEmbedding?: boolean;
 }
 
-/** `POST /v1/memory/search` answer: newest first. */
+/** `POST /v1/memory/search` answer: newest first, or by `score` with `vector`. */
 export interface MemorySearchResult<V = JsonObject> {
   items: MemoryItem<V>[];
   next?: string;
