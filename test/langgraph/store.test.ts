@@ -1,6 +1,8 @@
 import { type AgentStateApi, createClient } from '@agentstate/client';
 import { AgentStateStore } from '@agentstate/langgraph';
+import { Embeddings } from '@langchain/core/embeddings';
 import { Annotation, END, type LangGraphRunnableConfig, MemorySaver, START, StateGraph } from '@langchain/langgraph';
+import type { IndexConfig } from '@langchain/langgraph-checkpoint';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 
@@ -13,7 +15,7 @@ let agentstate: AgentStateApi;
 let stores = 0;
 
 /** A store with a prefix of its own, so that no two tests see each other's items. */
-function newStore(options: { ttl?: { defaultTtl?: number } } = {}): { store: AgentStateStore; prefix: string } {
+function newStore(options: { ttl?: { defaultTtl?: number }; index?: IndexConfig } = {}): { store: AgentStateStore; prefix: string } {
   stores += 1;
   const prefix = `store-${stores}`;
   return { store: new AgentStateStore({ baseUrl: api.url, apiKey: 'dev-key', prefix, ...options }), prefix };
@@ -93,8 +95,8 @@ describe('AgentStateStore', () => {
     const keys = async (prefix: string[], options: Parameters<AgentStateStore['search']>[1] = {}) =>
       (await store.search(prefix, options)).map((item) => item.key).sort();
 
-    // Assess (search is eventually consistent: it follows writes within a moment)
-    await expect.poll(() => keys(['users']), { timeout: 10_000 }).toEqual(['a', 'b', 'c', 'd']);
+    // Assess: a search sees every put that answered (read-your-writes, no waiting)
+    expect(await keys(['users'])).toEqual(['a', 'b', 'c', 'd']);
     expect(await keys(['users', 'u1'])).toEqual(['a', 'b', 'c']);
     expect(await keys(['users', 'u1'], { filter: { topic: 'travel' } })).toEqual(['a', 'b']);
     expect(await keys(['users'], { filter: { score: { $gte: 0.7 } } })).toEqual(['a', 'c', 'd']);
@@ -105,7 +107,7 @@ describe('AgentStateStore', () => {
     expect(all).toHaveLength(4);
     expect(page.map((item) => item.key)).toEqual(all.slice(1, 3).map((item) => item.key));
     expect(all[0]).toMatchObject({ namespace: expect.any(Array), score: undefined });
-    await expect(store.search(['users'], { query: 'where did u1 go?' })).rejects.toThrow(/no semantic search/);
+    await expect(store.search(['users'], { query: 'where did u1 go?' })).rejects.toThrow(/no index configured/);
   });
 
   it('lists namespaces by prefix, suffix, wildcard and depth, with limit and offset', async () => {
@@ -119,8 +121,8 @@ describe('AgentStateStore', () => {
     // Act
     const list = (options: Parameters<AgentStateStore['listNamespaces']>[0] = {}) => store.listNamespaces(options);
 
-    // Assess
-    await expect.poll(() => list(), { timeout: 10_000 }).toEqual([['a', 'b', 'c'], ['a', 'b', 'd'], ['a', 'x', 'c'], ['z']]);
+    // Assess: the namespaces of puts that answered, at once
+    expect(await list()).toEqual([['a', 'b', 'c'], ['a', 'b', 'd'], ['a', 'x', 'c'], ['z']]);
     expect(await list({ prefix: ['a', 'b'] })).toEqual([
       ['a', 'b', 'c'],
       ['a', 'b', 'd'],
@@ -207,5 +209,157 @@ describe('AgentStateStore', () => {
 
     // Assess
     expect([first.greeting, second.greeting, other.greeting]).toEqual(['hello Ada', 'hello Ada', 'hello stranger']);
+  });
+});
+
+/**
+ * A deterministic embeddings model: a text's characters counted into `dims` buckets, normalized
+ * (texts that share characters point the same way), and how many texts it embedded.
+ */
+class CharacterEmbeddings extends Embeddings {
+  embedded = 0;
+
+  constructor(readonly dims: number) {
+    super({});
+  }
+
+  async embedDocuments(texts: string[]): Promise<number[][]> {
+    this.embedded += texts.length;
+    return texts.map((text) => this.vector(text));
+  }
+
+  async embedQuery(text: string): Promise<number[]> {
+    return this.vector(text);
+  }
+
+  private vector(text: string): number[] {
+    const counts = new Array<number>(this.dims).fill(0);
+    for (const char of text.toLowerCase()) {
+      const bucket = (char.codePointAt(0) as number) % this.dims;
+      counts[bucket] = (counts[bucket] as number) + 1;
+    }
+    const norm = Math.hypot(...counts) || 1;
+    return counts.map((count) => count / norm);
+  }
+}
+
+/** The cosine of two texts' embeddings, as the server ranks them. */
+function cosineOf(embeddings: CharacterEmbeddings, a: string, b: string): Promise<number> {
+  return Promise.all([embeddings.embedQuery(a), embeddings.embedQuery(b)]).then(([x, y]) =>
+    (x as number[]).reduce((sum, value, index) => sum + value * ((y as number[])[index] as number), 0),
+  );
+}
+
+describe('AgentStateStore semantic search', () => {
+  it('embeds each put and ranks a query by cosine similarity, highest first, found as soon as the put answered', async () => {
+    // Prepare
+    const embeddings = new CharacterEmbeddings(64);
+    const { store } = newStore({ index: { dims: 64, embeddings } });
+    const docs: Array<[string, Record<string, string>]> = [
+      ['doc1', { text: 'short text' }],
+      ['doc2', { text: 'longer text document' }],
+      ['doc3', { text: 'zany zebra xerxes' }],
+      ['doc4', { description: 'text in a description field' }],
+    ];
+    for (const [key, value] of docs) await store.put(['docs'], key, value);
+
+    // Act
+    const results = await store.search(['docs'], { query: 'zebra xerxes', limit: 4 });
+    const top2 = await store.search(['docs'], { query: 'zebra xerxes', limit: 2, offset: 1 });
+
+    // Assess: the order and the scores of the whole documents' embeddings (fields default to "$").
+    const expected = await Promise.all(
+      docs.map(async ([key, value]) => ({ key, score: await cosineOf(embeddings, 'zebra xerxes', JSON.stringify(value, null, 2)) })),
+    );
+    expected.sort((a, b) => b.score - a.score);
+    expect(results.map((item) => item.key)).toEqual(expected.map((entry) => entry.key));
+    results.forEach((item, index) => {
+      expect(item.score).toBeCloseTo(expected[index]?.score as number, 5);
+    });
+    expect(results[0]?.key).toBe('doc3');
+    expect(top2.map((item) => item.key)).toEqual(expected.slice(1, 3).map((entry) => entry.key));
+    expect(store.indexConfig?.dims).toBe(64);
+  });
+
+  it('embeds again on update, combines a query with filters, and fills a page with unindexed items, unscored, last', async () => {
+    // Prepare
+    const embeddings = new CharacterEmbeddings(64);
+    const { store } = newStore({ index: { dims: 64, embeddings, fields: ['text'] } });
+    await store.put(['t'], 'apple', { text: 'red apple', color: 'red', weight: 4.5 });
+    await store.put(['t'], 'car', { text: 'red car', color: 'red', weight: 3 });
+    await store.put(['t'], 'green', { text: 'green apple', color: 'green', weight: 4 });
+    await store.put(['t'], 'plain', { text: 'red apple', color: 'red', weight: 5 }, false);
+    await store.put(['t'], 'untexted', { color: 'red', weight: 1 });
+    const before = (await store.search(['t'], { query: 'xylophone' })).find((item) => item.key === 'car')?.score as number;
+
+    // Act
+    await store.put(['t'], 'car', { text: 'xylophone', color: 'red', weight: 3 });
+    const after = (await store.search(['t'], { query: 'xylophone' })).find((item) => item.key === 'car')?.score as number;
+    const red = await store.search(['t'], { query: 'apple', filter: { color: 'red' }, limit: 10 });
+    const heavy = await store.search(['t'], { query: 'apple', filter: { weight: { $gte: 4 }, color: 'green' } });
+
+    // Assess
+    expect(after).toBeGreaterThan(before);
+    expect(after).toBeCloseTo(1, 5);
+    expect(red.slice(0, 2).map((item) => item.key)).toEqual(['apple', 'car']);
+    expect(red.slice(0, 2).every((item) => typeof item.score === 'number')).toBe(true);
+    expect(
+      red
+        .slice(2)
+        .map((item) => [item.key, item.score])
+        .sort(),
+    ).toEqual([
+      ['plain', undefined],
+      ['untexted', undefined],
+    ]);
+    expect(heavy.map((item) => item.key)).toEqual(['green']);
+  });
+
+  it('indexes the fields a put names over the store’s, embeds a batch in one call, and refuses a model of other dims before writing', async () => {
+    // Prepare
+    const embeddings = new CharacterEmbeddings(32);
+    const { store } = newStore({ index: { dims: 32, embeddings, fields: ['missing'] } });
+    const wrong = newStore({ index: { dims: 16, embeddings: new CharacterEmbeddings(32) } }).store;
+
+    // Act
+    await store.batch([
+      { namespace: ['f'], key: 'a', value: { title: 'qqqq', body: 'zzzz' }, index: ['title'] },
+      { namespace: ['f'], key: 'b', value: { title: 'zzzz', body: 'qqqq' }, index: ['title'] },
+      { namespace: ['f'], key: 'c', value: { title: 'qqqq' } },
+    ]);
+    const found = await store.search(['f'], { query: 'qqqq' });
+    const refused = await wrong.put(['f'], 'x', { text: 'abc' }).then(
+      () => null,
+      (error: Error) => error,
+    );
+
+    // Assess: `a` matches by its title; `b`'s title differs; `c` has nothing at the store's field.
+    expect(embeddings.embedded).toBe(2);
+    expect(found.map((item) => [item.key, item.score === undefined ? undefined : Number(item.score.toFixed(5))])).toEqual([
+      ['a', 1],
+      ['b', 0],
+      ['c', undefined],
+    ]);
+    expect(refused?.message).toMatch(/dims 16/);
+    expect(await wrong.get(['f'], 'x')).toBeNull();
+  });
+
+  it('lists a namespace and finds an item as soon as its put answered, and forgets a delete at once', async () => {
+    // Prepare
+    const { store } = newStore({ index: { dims: 8, embeddings: new CharacterEmbeddings(8) } });
+
+    // Act
+    await store.put(['fresh', 'deep', 'ns'], 'k', { text: 'hello' });
+    const listed = await store.listNamespaces({ prefix: ['fresh'] });
+    const byQuery = await store.search(['fresh'], { query: 'hello' });
+    const byFilter = await store.search(['fresh'], { filter: { text: 'hello' } });
+    await store.delete(['fresh', 'deep', 'ns'], 'k');
+    const gone = await store.search(['fresh'], { query: 'hello' });
+
+    // Assess
+    expect(listed).toEqual([['fresh', 'deep', 'ns']]);
+    expect(byQuery.map((item) => item.key)).toEqual(['k']);
+    expect(byFilter.map((item) => item.key)).toEqual(['k']);
+    expect(gone).toEqual([]);
   });
 });

@@ -9,6 +9,8 @@ import {
 import {
   BaseStore,
   type GetOperation,
+  getTextAtPath,
+  type IndexConfig,
   type Item,
   type ListNamespacesOperation,
   type MatchCondition,
@@ -37,6 +39,13 @@ export interface AgentStateStoreOptions {
   prefix?: string;
   /** Expiry of every put that names none, in minutes (LangGraph's unit); none by default. */
   ttl?: { defaultTtl?: number };
+  /**
+   * Semantic search (LangGraph's `IndexConfig`): each put embeds the text at `fields` (default
+   * `["$"]`, the whole value) with `embeddings` and stores the vector beside the item; a
+   * `search` with `query` ranks by cosine similarity on the server. An item's texts are embedded
+   * as one document (joined by blank lines): one vector per item.
+   */
+  index?: IndexConfig;
 }
 
 /** A put of `batch`, with the expiry agentstate keeps (`null`: never expires). */
@@ -63,6 +72,7 @@ export class AgentStateStore extends BaseStore {
   private readonly client: AgentStateApi;
   private readonly root: string[];
   private readonly defaultTtl: number | undefined;
+  private readonly index: IndexConfig | undefined;
 
   constructor(options: AgentStateStoreOptions) {
     super();
@@ -76,6 +86,12 @@ export class AgentStateStore extends BaseStore {
     this.root = prefix === '' ? [] : [prefix];
     this.defaultTtl = options.ttl?.defaultTtl;
     if (this.defaultTtl !== undefined) ttlSecondsOf(this.defaultTtl);
+    this.index = options.index;
+  }
+
+  /** The semantic-search configuration, as LangGraph's stores expose it. */
+  get indexConfig(): IndexConfig | undefined {
+    return this.index;
   }
 
   /**
@@ -89,8 +105,9 @@ export class AgentStateStore extends BaseStore {
     for (const operation of operations) {
       if ('value' in operation) puts.set(JSON.stringify([operation.namespace, operation.key]), operation);
     }
-    // Every put is checked before anything is sent: a bad one fails the batch, which writes nothing.
-    const writes = [...puts.values()].map((operation) => this.write(operation));
+    // Every put is checked and embedded before anything is sent: a bad one fails the batch, which writes nothing.
+    const embeddings = await this.embed([...puts.values()]);
+    const writes = [...puts.values()].map((operation) => this.write(operation, embeddings.get(operation)));
     await Promise.all(
       operations.map(async (operation, index) => {
         if ('value' in operation) return;
@@ -139,7 +156,7 @@ export class AgentStateStore extends BaseStore {
    * A put (a delete for a null value), ready to send; throws at once, before anything is sent,
    * on a ttl agentstate would refuse.
    */
-  private write(operation: AgentStatePutOperation): () => Promise<unknown> {
+  private write(operation: AgentStatePutOperation, embedding: number[] | undefined): () => Promise<unknown> {
     const ids = this.idsOf(operation.namespace);
     const key = escapeName(operation.key);
     const { value } = operation;
@@ -148,14 +165,77 @@ export class AgentStateStore extends BaseStore {
     const request = {
       value: value as JsonObject,
       ...(ttl === undefined || ttl === null ? {} : { ttlSeconds: ttlSecondsOf(ttl) }),
+      ...(embedding ? { embedding } : {}),
     };
     return () => this.client.memoryItems.put(ids, key, request);
   }
 
-  private async searchOperation({ namespacePrefix, filter, limit = 10, offset = 0, query }: SearchOperation): Promise<SearchItem[]> {
-    if (query !== undefined && query !== '') {
-      throw new TypeError('AgentStateStore has no semantic search: search with a filter, or leave query out');
+  /**
+   * The embedding of each put that is indexed (one call of `embedDocuments` for the batch): its
+   * texts at the index's fields, or at the put's own `index` fields; none for `index: false`, a
+   * delete, or a value with no text there.
+   */
+  private async embed(operations: readonly AgentStatePutOperation[]): Promise<Map<AgentStatePutOperation, number[]>> {
+    const { index } = this;
+    const embedded = new Map<AgentStatePutOperation, number[]>();
+    if (!index) return embedded;
+    const documents: Array<{ operation: AgentStatePutOperation; text: string }> = [];
+    for (const operation of operations) {
+      if (operation.value === null || operation.index === false) continue;
+      const fields = operation.index ?? index.fields ?? ['$'];
+      // "$" is the whole value, as LangGraph's in-memory store embeds it (the exported getTextAtPath has no "$").
+      const texts = fields.flatMap((field) =>
+        field === '$' ? [JSON.stringify(operation.value, null, 2)] : getTextAtPath(operation.value, field),
+      );
+      if (texts.length > 0) documents.push({ operation, text: texts.join('\n\n') });
     }
+    if (documents.length === 0) return embedded;
+    const vectors = await index.embeddings.embedDocuments(documents.map(({ text }) => text));
+    documents.forEach(({ operation }, at) => {
+      embedded.set(operation, checkedVector(vectors[at], index.dims));
+    });
+    return embedded;
+  }
+
+  private async searchOperation(operation: SearchOperation): Promise<SearchItem[]> {
+    const { query } = operation;
+    if (query === undefined || query === '') return this.recentItems(operation);
+    if (!this.index) throw new TypeError('AgentStateStore has no index configured: pass `index` to search with a query');
+    return this.similarItems(operation, checkedVector(await this.index.embeddings.embedQuery(query), this.index.dims));
+  }
+
+  /**
+   * The items most similar to `vector` (ranked on the server), then, as LangGraph's in-memory
+   * store does, items with no embedding, unscored, to fill the page.
+   */
+  private async similarItems(
+    { namespacePrefix, filter, limit = 10, offset = 0 }: SearchOperation,
+    vector: number[],
+  ): Promise<SearchItem[]> {
+    const wanted = offset + limit;
+    if (wanted > MAX_PAGE) throw new RangeError(`offset + limit of a search with a query may be at most ${MAX_PAGE}`);
+    const body = await this.client.memoryItems.search({
+      namespacePrefix: this.idsOf(namespacePrefix),
+      ...(filter && Object.keys(filter).length > 0 ? { filter: filter as MemorySearchRequest['filter'] } : {}),
+      limit: wanted,
+      vector,
+    });
+    const found: SearchItem[] = body.items.map((item) => ({ ...this.itemOf(item), score: item.score }));
+    if (found.length < wanted) {
+      const scored = new Set(found.map((item) => JSON.stringify([item.namespace, item.key])));
+      const unscored = await this.recentItems({ namespacePrefix, ...(filter ? { filter } : {}), limit: MAX_PAGE }, (item) =>
+        scored.has(JSON.stringify([item.namespace, item.key])),
+      );
+      found.push(...unscored.slice(0, wanted - found.length));
+    }
+    return found.slice(offset, wanted);
+  }
+
+  /** Items newest first, those `skip` names left out. */
+  private async recentItems(
+    { namespacePrefix, filter, limit = 10, offset = 0 }: Omit<SearchOperation, 'query'>,
+    skip: (item: SearchItem) => boolean = () => false,
+  ): Promise<SearchItem[]> {
     const wanted = offset + limit;
     const found: SearchItem[] = [];
     let cursor: string | undefined;
@@ -167,7 +247,10 @@ export class AgentStateStore extends BaseStore {
         ...(cursor ? { cursor } : {}),
       };
       const body = await this.client.memoryItems.search(request);
-      for (const item of body.items) found.push({ ...this.itemOf(item), score: undefined });
+      for (const item of body.items) {
+        const entry = { ...this.itemOf(item), score: undefined };
+        if (!skip(entry)) found.push(entry);
+      }
       cursor = body.next;
     } while (cursor && found.length < wanted);
     return found.slice(offset, wanted);
@@ -230,6 +313,14 @@ export class AgentStateStore extends BaseStore {
       updatedAt: new Date(item.updatedAt),
     };
   }
+}
+
+/** An embedding from the model, checked against the index's dimensions before it is sent. */
+function checkedVector(vector: number[] | undefined, dims: number): number[] {
+  if (!Array.isArray(vector) || vector.length !== dims) {
+    throw new RangeError(`the embeddings model returned ${vector?.length ?? 'no'} numbers; the index has dims ${dims}`);
+  }
+  return vector;
 }
 
 /** Minutes as agentstate's whole seconds, checked before anything is sent. */
