@@ -12,6 +12,7 @@ import { DynamoDbMemoryUpkeep } from '../functions/store/memory/memory-upkeep-st
 import { TableClient } from '../functions/store/table/table-client.js';
 import { jsonHeaders, log, MEMORY, TENANT } from './config.js';
 import { handlerRun, type Measured, measureAll, median, ms, type Operation, pad, padLeft, per, requestsText, tableRow } from './measure.js';
+import { measureVectorSearch } from './memory-vectors.js';
 import type { Meter } from './meter.js';
 
 export interface MemoryResult {
@@ -137,6 +138,8 @@ export async function measureMemory(meter: Meter, client: DynamoDBClient, tableN
         ` RCU ${per(row.cost.readUnits, row.samples.length)}  WCU ${per(row.cost.writeUnits, row.samples.length)}`,
     );
   }
+
+  rows.push(...(await measureVectorSearch(meter, table)));
 
   // Flat in namespaces and tenants: the 10 % search again, after 1,000 other namespaces of this
   // tenant (siblings of the one searched) and 10 other tenants with the same namespace.

@@ -22,7 +22,8 @@
  * Flags: --quick (few iterations, small scale, prints only), --no-doc (do not write the doc),
  *        --memory-only (section 6 alone, written into the page in place of its last run),
  *        --bundles-only (section 4 alone, the same way; no DynamoDB needed),
- *        --only=scale,concurrency,langgraph (any of those sections alone, printed only),
+ *        --only=scale,concurrency,langgraph,vectors (any of those sections alone, printed only; vectors: section 6's
+ *        semantic search rows),
  *        --operations-only (section 1's table and section 7 without its depth rows, written into the page),
  *        --partition-only (the partition-load section alone, written into the page in place of its last run;
  *        --only=partition prints it).
@@ -37,6 +38,7 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 import { useDependencies } from '../functions/http/dependencies.js';
 import { startDynamoDbLocal } from '../functions/local/dynamodb-local.js';
 import { dynamoDbClient } from '../functions/store/table/client.js';
+import { TableClient } from '../functions/store/table/table-client.js';
 import { bundleSection, measureBundles } from './bundles.js';
 import { measureConcurrency } from './concurrency.js';
 import { DOC, ITERATIONS, log, ONLY, QUICK, WARMUP, WRITE_DOC, writeDoc } from './config.js';
@@ -45,6 +47,7 @@ import { STATE_BYTES, wire, writeSessions } from './fixture.js';
 import { measureLangGraph } from './langgraph.js';
 import { largeStateTable, measureLargeState } from './large-state.js';
 import { measureMemory } from './memory.js';
+import { measureVectorSearch } from './memory-vectors.js';
 import { Meter } from './meter.js';
 import { measureOperations, operationsTable } from './operations.js';
 import { measureOwnCode } from './own-code.js';
@@ -129,6 +132,7 @@ if (ONLY) {
   if (ONLY.includes('scale')) await measureScale(meter, main);
   if (ONLY.includes('concurrency')) await measureConcurrency(meter, main);
   if (ONLY.includes('langgraph')) await measureLangGraph(meter, client);
+  if (ONLY.includes('vectors')) await measureVectorSearch(meter, new TableClient(client, 'bench'));
   if (ONLY.includes('partition')) log(`\n${partitionLoadSection(await measurePartitionLoad(PARTITION_LOAD))}`);
   await dynamo.stop();
   process.exit(0);

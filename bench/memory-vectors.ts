@@ -1,0 +1,112 @@
+/**
+ * Section 6, semantic search (docs/api.md, "Semantic search"): a put with an embedding, and a
+ * search with a vector over namespaces of 1,000 and 10,000 items with embeddings of 384
+ * numbers (a small sentence model's), with and without a filter: latency, requests, RCU. The
+ * ranking is exact, so a search reads every item with an embedding under its prefix; 100,000
+ * items (some 200 MB of reads a search) are left out of the bench's time budget.
+ */
+import { MemoryService } from '../functions/core/memory/memory-service.js';
+import { DynamoDbMemoryStore } from '../functions/store/memory/memory-store.js';
+import type { TableClient } from '../functions/store/table/table-client.js';
+import { jsonHeaders, log, QUICK, TENANT } from './config.js';
+import { handlerRun, type Measured, measureAll, median, ms, type Operation, pad, padLeft, per, requestsText } from './measure.js';
+import type { Meter } from './meter.js';
+
+const DIMENSIONS = 384;
+const SIZES = QUICK ? [1_000] : [1_000, 10_000];
+
+/** A deterministic pseudo-random embedding. */
+function embeddingOf(seed: number): number[] {
+  let state = (seed + 1) * 2654435761;
+  return Array.from({ length: DIMENSIONS }, () => {
+    state = (state * 1103515245 + 12345) % 2147483648;
+    return state / 2147483648 - 0.5;
+  });
+}
+
+/** A value of some 200 bytes: short fields a filter decides on, and a line of text. */
+function itemValue(n: number): Record<string, unknown> {
+  return { topic: n % 10 === 0 ? 'travel' : 'food', n, text: `memory ${n}: ${'the user said something worth keeping. '.repeat(4)}` };
+}
+
+async function fill(service: MemoryService, namespace: string[], count: number): Promise<void> {
+  for (let start = 0; start < count; start += 25) {
+    await Promise.all(
+      Array.from({ length: Math.min(25, count - start) }, (_, offset) =>
+        service.put(
+          TENANT,
+          null,
+          { namespace, key: `k${start + offset}` },
+          { value: itemValue(start + offset) as never, embedding: embeddingOf(start + offset) },
+          { condition: { kind: 'none' }, author: null },
+        ),
+      ),
+    );
+  }
+}
+
+const search = (namespace: string[], filter: object | undefined, seed: number) =>
+  handlerRun(
+    {
+      method: 'POST',
+      url: '/v1/memory/search',
+      headers: jsonHeaders,
+      body: JSON.stringify({ namespacePrefix: namespace, vector: embeddingOf(1_000_000 + seed), limit: 10, ...(filter ? { filter } : {}) }),
+    },
+    200,
+  );
+
+export async function measureVectorSearch(meter: Meter, table: TableClient): Promise<Measured[]> {
+  const service = new MemoryService(new DynamoDbMemoryStore(table));
+  const rows: Measured[] = [];
+  const put: Operation = {
+    name: `PUT memory item with an embedding (${DIMENSIONS} numbers)`,
+    layer: 'handler',
+    kind: 'write',
+    make: (i) =>
+      handlerRun(
+        {
+          method: 'PUT',
+          url: `/v1/memory/bench/vec-rw/k${i % 50}`,
+          headers: jsonHeaders,
+          body: JSON.stringify({ value: itemValue(i), embedding: embeddingOf(i) }),
+        },
+        i < 50 ? 201 : 200,
+      ),
+  };
+  rows.push(...(await measureAll(meter, [put], QUICK ? 20 : 40, 50)));
+  for (const size of SIZES) {
+    const namespace = ['bench', `vec-${size}`];
+    await fill(service, namespace, size);
+    meter.reset();
+    const rounds = size >= 10_000 ? 5 : 20;
+    rows.push(
+      ...(await measureAll(
+        meter,
+        [
+          {
+            name: `search by vector over ${size} items (limit 10)`,
+            layer: 'handler',
+            kind: 'read',
+            make: (i) => search(namespace, undefined, i),
+          },
+          {
+            name: `search by vector over ${size} items, filter matching 10 %`,
+            layer: 'handler',
+            kind: 'read',
+            make: (i) => search(namespace, { topic: 'travel' }, i),
+          },
+        ],
+        rounds,
+        1,
+      )),
+    );
+  }
+  for (const row of rows) {
+    log(
+      `  ${pad(row.operation.name, 56)} ${padLeft(ms(median(row.samples)), 9)} ms  ${pad(requestsText(row.cost, row.samples.length), 34)}` +
+        ` RCU ${per(row.cost.readUnits, row.samples.length)}  WCU ${per(row.cost.writeUnits, row.samples.length)}`,
+    );
+  }
+  return rows;
+}
