@@ -53,7 +53,7 @@ async function count<T>(operation: () => Promise<T>): Promise<{ requests: string
 }
 
 describe('memory requests per operation', () => {
-  it('puts with one UpdateItem, with or without If-Match, and gets with one GetItem', async () => {
+  it('puts with one UpdateItem (and one more that lists the namespace when it creates the item), with or without If-Match, and gets with one GetItem', async () => {
     const created = await count(() =>
       service.put(tenant, null, { namespace, key: 'fresh' }, { value: { a: 1 } }, { condition: { kind: 'none' }, author: null }),
     );
@@ -71,7 +71,8 @@ describe('memory requests per operation', () => {
       service.delete(tenant, null, { namespace, key: 'fresh' }, { condition: { kind: 'none' }, author: null }),
     );
 
-    expect(created.requests).toEqual(['UpdateItem']);
+    // A put that creates an item lists its namespace before it answers (read-your-writes, API.md section 10).
+    expect(created.requests).toEqual(['UpdateItem', 'UpdateItem']);
     expect(guarded.requests).toEqual(['UpdateItem']);
     expect(read.requests).toEqual(['GetItem']);
     expect(removed.requests).toEqual(['UpdateItem']);

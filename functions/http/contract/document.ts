@@ -2,6 +2,7 @@ import * as z from 'zod';
 import { type ErrorCode, errorStatus } from '../../core/kernel/errors.js';
 import { ID_PATTERN } from '../../core/kernel/ids.js';
 import { jsonObject } from '../edge/request.js';
+import { embeddingNumber } from '../handlers/memory.js';
 import { answerExamples, problemExample } from './examples.js';
 import { type Operation, operations, pathParameters, type Tag } from './operations.js';
 import { type RouteKey, routes } from './routes.js';
@@ -45,6 +46,12 @@ function jsonSchemaOf(root: z.core.$ZodType, io: 'input' | 'output'): JsonSchema
           propertyNames: { type: 'string' },
           additionalProperties: { $ref: `${COMPONENT_PREFIX}Json` },
         });
+        return;
+      }
+      // An embedding's number is a custom check too (a number kept as its text counts): a number.
+      if (schema === embeddingNumber) {
+        for (const key of Object.keys(context.jsonSchema)) delete (context.jsonSchema as JsonSchema)[key];
+        Object.assign(context.jsonSchema, { type: 'number' });
         return;
       }
       const name = schema === root ? undefined : (componentOf.get(schema) ?? (schema._zod.def.type === 'lazy' ? 'Json' : undefined));

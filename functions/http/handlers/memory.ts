@@ -19,7 +19,10 @@ import { memory } from '../parts/memory.js';
  * An embedding's numbers as sent: memory-vector.ts checks them (1–4,096 finite numbers, not all
  * zero), taking a number kept as its text (`1.0`) by its value.
  */
-const embeddingNumbers = z.array(z.union([z.number(), z.custom<JsonNumber>(isJsonNumber, { message: 'must be a number' })]));
+export const embeddingNumber = z.custom<number | JsonNumber>((value) => typeof value === 'number' || isJsonNumber(value), {
+  message: 'must be a number',
+});
+const embeddingNumbers = z.array(embeddingNumber);
 
 export const putMemoryBody = z.strictObject({
   value: z.unknown().check(z.refine((value) => value !== undefined, 'is required')),
