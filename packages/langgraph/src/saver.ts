@@ -76,7 +76,7 @@ const CHECKPOINT_ROLE = 'checkpoint';
  *   writes; `put` appends the node and sets its state in one request (agentstate stores the
  *   version as its change from the parent's, so unchanged channels cost the wire, not the table).
  *
- * `getTuple` is one request, `put` one, `putWrites` one.
+ * `getTuple` is one request, `put` one, `putWrites` one (neither write with an `Idempotency-Key`, see `resent`).
  */
 export class AgentStateSaver extends BaseCheckpointSaver {
   private readonly client: AgentStateApi;
@@ -216,12 +216,15 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     const patch = (await writesPatch(this.serde, checkpointId, writes, taskId, taskPath)) as unknown as Json;
     // Listening before the first try, so a put that finishes while it fails is not missed.
     const put = this.whenPut(`${sessionId} ${nodeId}`);
+    // No Idempotency-Key (its record would cost two more DynamoDB writes): the merge patch sets
+    // the same members to the same values when it is sent again (see `resent`).
+    const send = () => resent(() => this.client.state.patch(sessionId, patch, { node: nodeId, idempotencyKey: false }));
     try {
-      await this.client.state.patch(sessionId, patch, { node: nodeId });
+      await send();
     } catch (error) {
       if (!AgentStateError.is(error, 'node_not_found') && !AgentStateError.is(error, 'session_not_found')) throw error;
       if (!(await put.arrived)) throw error;
-      await this.client.state.patch(sessionId, patch, { node: nodeId });
+      await send();
     } finally {
       put.cancel();
     }
@@ -437,11 +440,12 @@ export class AgentStateSaver extends BaseCheckpointSaver {
 const RESENDABLE = new Set(['network_error', 'throttled', 'unavailable']);
 
 /**
- * Sends a `put`'s append again after a failure that may have lost its answer (up to the
- * client's default attempts, with its backoff). The append goes without an `Idempotency-Key`:
- * the key's record would cost two more DynamoDB writes per checkpoint, and the append needs
- * none, since sending it again finds its node under the same parent and sets the same state,
- * and no write of that checkpoint can come between (its `putWrites` wait for this `put`).
+ * Sends a write again after a failure that may have lost its answer (up to the client's default
+ * attempts, with its backoff). `put`'s append and `putWrites`' patch go without an
+ * `Idempotency-Key`: its record would cost two more DynamoDB writes per call, and neither needs
+ * one. Sent again, the append finds its node under the same parent and sets the same state (no
+ * write of that checkpoint can come between: its `putWrites` wait for this `put`), and the
+ * patch sets the same members of the checkpoint's writes to the same values.
  */
 async function resent<T>(send: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
