@@ -106,7 +106,8 @@ export const routeGroupAccess = {
     sessionsIndex: ['dynamodb:Query'],
   },
   decide: {
-    table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', finishDelete, ...idempotency],
+    // ConditionCheck: the lease on a session nothing was written to checks that its item has not expired.
+    table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', 'dynamodb:ConditionCheckItem', finishDelete, ...idempotency],
     sessionsIndex: [],
   },
   commits: {

@@ -1,4 +1,5 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { Lifetime } from '../core/model/lifetime.js';
 import { ApiKeyStore } from './access/api-keys.js';
 import { DynamoDbAgentStore } from './agents/agent-store.js';
 import { DynamoDbDocumentStore } from './documents/document-store.js';
@@ -30,6 +31,8 @@ interface StoreOptions {
   now?: () => number;
   /** How many bytes of a session's log one part of a path read spans (tests make it small). */
   pathSegmentBytes?: number;
+  /** The deployment's session lifetime defaults (API.md section 12; `sessionDefaultsFrom` reads them from the environment). */
+  sessionDefaults?: Lifetime;
 }
 
 export function createStores(client: DynamoDBClient, tableName: string, options: StoreOptions = {}): Stores {
@@ -38,7 +41,7 @@ export function createStores(client: DynamoDBClient, tableName: string, options:
   return {
     client,
     table,
-    sessions: new DynamoDbSessionStore(table, options.pathSegmentBytes),
+    sessions: new DynamoDbSessionStore(table, options.pathSegmentBytes, options.sessionDefaults),
     documents: new DynamoDbDocumentStore(table),
     decisions: new DynamoDbDecisionStore(table),
     agents: new DynamoDbAgentStore(table),

@@ -2,6 +2,7 @@ import type { Context, DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-la
 import type { ChangeFanout, ChangeInput } from '../core/fanout/change-fanout.js';
 import type { MemoryFanout } from '../core/fanout/memory-fanout.js';
 import type { MemoryUpkeep, MemoryUpkeepInput } from '../core/memory/memory-changes.js';
+import { sessionDefaultsFrom } from '../core/model/lifetime.js';
 import { DynamoDbAgentStore } from '../store/agents/agent-store.js';
 import { recordedChangeOf } from '../store/events/stream-images.js';
 import { recordedMemoryChangeOf } from '../store/memory/memory-stream.js';
@@ -55,7 +56,7 @@ export interface StreamStores {
  */
 export function storesFromEnv(env: NodeJS.ProcessEnv): StreamStores {
   const table = new TableClient(dynamoDbClient(env), env.AGENTSTATE_TABLE ?? defaultTableName);
-  return { table, sessions: new DynamoDbSessionStore(table), agents: new DynamoDbAgentStore(table) };
+  return { table, sessions: new DynamoDbSessionStore(table, undefined, sessionDefaultsFrom(env)), agents: new DynamoDbAgentStore(table) };
 }
 
 /** A stream handler over a consumer built on first use. */

@@ -2,8 +2,9 @@ import { isJsonObject, type Json } from '../json/json.js';
 import { AgentStateError } from '../kernel/errors.js';
 import { invalidateTenant } from '../kernel/tenant-cache.js';
 import { checkDeclarations, type StateFields, typeProblem } from '../model/fields.js';
+import { checkLifetimeSettings } from '../model/lifetime.js';
 import { agentConfigExcess, routesExcess, stateFieldsExcess } from '../model/limits.js';
-import type { AgentDocuments, AgentRecord, AgentRoute, Page, WorkerMessages, WorkerRecord } from '../model/model.js';
+import type { AgentDocuments, AgentLifetime, AgentRecord, AgentRoute, Page, WorkerMessages, WorkerRecord } from '../model/model.js';
 import type { AgentStore, SessionStore } from '../model/ports.js';
 import type { AllowedAgents } from './acting-agent.js';
 import { agentNotFound, agentSubtree, requireMayPlace } from './agent-access.js';
@@ -27,6 +28,8 @@ export interface AgentView {
   documents: AgentDocuments | null;
   /** Present only when the agent declares routes (API.md section 13). */
   routes?: AgentRoute[];
+  /** What the agent's new sessions live by (API.md section 12); null when nothing. */
+  lifetime: AgentLifetime | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -39,6 +42,8 @@ export interface AgentInput {
   /** `{shared: "write"}`: see `AgentRecord.documents`. Absent: kept as it is for a limited key, none for another. */
   documents?: AgentDocuments | null;
   routes?: AgentRoute[] | null;
+  /** `{ttlSeconds?, retention?}` for the agent's new sessions (API.md section 12). */
+  lifetime?: AgentLifetime | null;
 }
 
 /** Checks a worker URL where it is registered (scheme, loopback-only http, allowed Lambdas). */
@@ -100,6 +105,7 @@ export class AgentService {
       });
     }
     if (input.worker) this.checkWorkerUrl(input.worker.url);
+    if (input.lifetime) checkLifetimeSettings(input.lifetime, this.now().getTime(), 'lifetime.');
     const parentId = input.parentId ?? null;
     const [existing] = await Promise.all([
       this.store.getAgent(tenant, agentId),
@@ -128,6 +134,7 @@ export class AgentService {
       stateFields,
       ...(documents ? { documents } : {}),
       ...(routes ? { routes } : {}),
+      ...(input.lifetime ? { lifetime: input.lifetime } : {}),
       createdAt: existing?.createdAt ?? at,
       updatedAt: at,
     };
@@ -323,6 +330,7 @@ function agentView(agent: AgentRecord): AgentView {
     stateFields: agent.stateFields,
     documents: agent.documents ?? null,
     ...(agent.routes ? { routes: agent.routes } : {}),
+    lifetime: agent.lifetime ?? null,
     createdAt: agent.createdAt,
     updatedAt: agent.updatedAt,
   };

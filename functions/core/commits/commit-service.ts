@@ -148,7 +148,7 @@ export class CommitService {
 
       // The thread: top-level keys of the state at the node, typed fields applied as for a write.
       const target = await this.targets.withFields(scope, resolved, undefined, meta);
-      const { tip, nodeId, pointer, schema, sessionAgentId, sessionUserId, sessionListed } = target;
+      const { tip, nodeId, pointer, schema, sessionAgentId, sessionUserId, sessionListed, sessionLifetime } = target;
       if (request.allowed) await this.checkLimitedKey(scope, request.allowed, sessionAgentId, touches('shared'));
       const stored = storedState(target);
       const thread = touches('thread')
@@ -207,6 +207,7 @@ export class CommitService {
           sessionAgentId,
           sessionUserId,
           ...(sessionListed === undefined ? {} : { sessionListed }),
+          ...(sessionLifetime ? { lifetime: sessionLifetime } : {}),
           documents,
           contended: attempt.raced,
         });

@@ -319,6 +319,7 @@ export class DecideService {
       sessionAgentId: target.sessionAgentId,
       sessionUserId: target.sessionUserId,
       ...(target.sessionListed === undefined ? {} : { sessionListed: target.sessionListed }),
+      ...(target.sessionLifetime ? { lifetime: target.sessionLifetime } : {}),
       decision: { record, leaseToken: context.leaseToken, remember: context.named },
     });
     return { decisionId, decision: answered, state: visible, agent: nextAgent, version: resultVersion, changed, head: head.id };

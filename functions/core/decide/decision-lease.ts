@@ -1,4 +1,5 @@
 import { AgentStateError } from '../kernel/errors.js';
+import type { Lifetime } from '../model/lifetime.js';
 import type { DecisionLease, DoneDecision, SessionScope, Tip } from '../model/model.js';
 import { type SessionStore, StaleTipError } from '../model/ports.js';
 
@@ -33,7 +34,7 @@ export class DecisionLeases {
     first: Tip,
     lease: DecisionLease,
     decisionId: string,
-    session: { agentId: string | null; userId: string | null },
+    session: { agentId: string | null; userId: string | null; lifetime?: Lifetime },
   ): Promise<{ tip: Tip } | { replay: DoneDecision }> {
     let tip = first;
     for (let attempt = 1; ; attempt++) {
@@ -53,6 +54,7 @@ export class DecisionLeases {
           mayCreateSession: false,
           sessionAgentId: session.agentId,
           sessionUserId: session.userId,
+          ...(session.lifetime ? { lifetime: session.lifetime } : {}),
         });
         return { tip: leased };
       } catch (error) {

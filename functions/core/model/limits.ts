@@ -140,3 +140,13 @@ function sizeExcess(value: Json, limitBytes: number): SizeExcess | null {
   if (bytes <= limitBytes) return null;
   return { detail: `is ${bytes} bytes of JSON; the limit is ${limitBytes}`, limitBytes, sizeBytes: bytes };
 }
+
+/** A session's metadata, as encoded JSON: it rides on the session item, which the activity index copies on every move. */
+const METADATA_LIMIT_BYTES = 16 * 1024;
+
+/** `400` naming `metadata` when it is over its limit (a `POST`, or what a `PATCH` merges it into). */
+export function checkMetadata(metadata: JsonObject | null): void {
+  if (metadata && encodedSize(metadata) > METADATA_LIMIT_BYTES) {
+    throw new AgentStateError('invalid_request', `metadata may be at most ${METADATA_LIMIT_BYTES} bytes of JSON`, { field: 'metadata' });
+  }
+}

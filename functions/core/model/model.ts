@@ -1,6 +1,7 @@
 import type { Json, JsonObject } from '../json/json.js';
 import type { PatchOperation } from '../json/json-patch.js';
 import type { StateFields } from './fields.js';
+import type { Lifetime, LifetimeSettings } from './lifetime.js';
 
 /** Which session a request addresses; the tenant always comes from the API key. */
 export interface SessionScope {
@@ -15,6 +16,16 @@ export interface SessionMeta {
   metadata: JsonObject | null;
   createdAt: string;
   updatedAt: string;
+  /**
+   * The session's lifetime settings (API.md section 12), resolved when it started and changed
+   * by `PATCH`; absent: none.
+   */
+  lifetime?: Lifetime;
+  /**
+   * When the session item says the session expires (epoch ms): exact while nothing is in its
+   * log (the tip says it otherwise), else from its activity, which may trail the last write.
+   */
+  expiresAtMs?: number | null;
 }
 
 /**
@@ -159,6 +170,10 @@ interface TipHead {
   agentId: string | null;
   /** The session's user (whose profile decisions and commits read), carried on every tip. */
   userId: string | null;
+  /** The session's lifetime settings, carried on every change (absent: none, or nothing in the log yet). */
+  lifetime?: Lifetime;
+  /** When the session expires unless written again (epoch ms); absent or null: never, or not known from the log. */
+  expiresAtMs?: number | null;
   /** The recorded version the tip is, when the read asked for its state (version tips only). */
   latest: VersionRecord | null;
   /** The lease of a decision in progress, or null. */
@@ -201,6 +216,12 @@ export interface ClosingTip extends TipHead {
   kind: 'closing';
   /** When the delete closed the session (ISO time); null when the fence does not say. */
   since: string | null;
+  /**
+   * Set when the session is closed because it expired (API.md section 12): the moment it did.
+   * No delete has begun yet; the next write carries one out (session-delete.ts) and starts
+   * the session's next life.
+   */
+  expiredAt?: string;
   latest: null;
 }
 
@@ -288,9 +309,14 @@ export interface AgentRecord {
    * is not limited may set it. Null (or absent, as stored before it existed): nothing more.
    */
   documents?: AgentDocuments | null;
+  /** What its new sessions live by (API.md section 12), over the deployment's defaults; absent or null: nothing. */
+  lifetime?: AgentLifetime | null;
   createdAt: string;
   updatedAt: string;
 }
+
+/** An agent registration's `lifetime`: an idle expiry and a retention for its new sessions (no absolute time). */
+export type AgentLifetime = Pick<LifetimeSettings, 'ttlSeconds' | 'retention'>;
 
 /** An agent's grants on the tenant's documents (`AgentRecord.documents`). */
 export interface AgentDocuments {

@@ -1,3 +1,5 @@
+import type { JsonObject } from '../json/json.js';
+import type { Lifetime, LifetimeSettings } from './lifetime.js';
 import type { PathRead } from './message-path.js';
 import type {
   AgentRecord,
@@ -61,6 +63,18 @@ export interface TipChange {
    * when absent (the store then reads the session).
    */
   readonly sessionListed?: boolean;
+  /**
+   * The session's lifetime (API.md section 12) from this change on: set by `PATCH`, and by the
+   * first change of a life (its session item's, when there is one). Absent: the tip's; on a
+   * first change, the deployment's defaults.
+   */
+  readonly lifetime?: Lifetime;
+  /**
+   * A change of the session's settings (`PATCH /v1/sessions/{sid}`): recorded in the log, so
+   * that it counts as a write for an idle expiry, with the session item's metadata and
+   * lifetime in the same transaction. The session item must exist.
+   */
+  readonly settings?: { readonly metadata?: JsonObject | null };
   /** A decision completed by this change: its record is kept with it and its lease ends. */
   readonly decision?: DecisionCompletion;
   /** Takes the session's decision lease (a change of nothing else). */
@@ -161,10 +175,12 @@ export interface SessionStore {
   ): Promise<{ tip: Tip; nodes: Map<string, NodeRecord> }>;
   getMeta(scope: SessionScope): Promise<SessionMeta | null>;
   /**
-   * Puts the session item, refusing an id in use (`session_exists`). Throws StaleTipError while
-   * a delete of the same id is still erasing it; finishes a delete that stopped halfway.
+   * Puts the session item, refusing an id in use (`session_exists`), with its lifetime: the
+   * deployment's defaults under `agentLifetime` (API.md section 12); resolves with what it put.
+   * Throws StaleTipError while a delete of the same id is still erasing it; finishes a delete
+   * that stopped halfway, and erases a session of that id that expired.
    */
-  createSession(scope: SessionScope, meta: SessionMeta): Promise<void>;
+  createSession(scope: SessionScope, meta: SessionMeta, agentLifetime?: LifetimeSettings): Promise<SessionMeta>;
   listSessions(tenant: string, options: SessionListOptions): Promise<Page<SessionMeta>>;
   /** Erases every item of the session; false when it had none. */
   deleteSession(scope: SessionScope): Promise<boolean>;

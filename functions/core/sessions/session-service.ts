@@ -87,7 +87,7 @@ export class SessionService extends SessionTreeService {
     const caller = options.caller ?? null;
     return retryOnStaleTip(this.retry, async (attempt) => {
       const target = await this.targets.forWrite(scope, options.node);
-      const { tip, nodeId, pointer, schema, sessionAgentId, sessionUserId, sessionListed } = target;
+      const { tip, nodeId, pointer, schema, sessionAgentId, sessionUserId, sessionListed, sessionLifetime } = target;
       await this.checkKeyAccess(scope.tenant, sessionAgentId, { allowed: options.allowed, caller }, 'write the state of');
       checkIfMatch(target, options.ifMatch);
       // A blind write joins the writers already waiting for this session rather than jump them.
@@ -110,6 +110,7 @@ export class SessionService extends SessionTreeService {
         sessionAgentId,
         sessionUserId,
         ...(sessionListed === undefined ? {} : { sessionListed }),
+        ...(sessionLifetime ? { lifetime: sessionLifetime } : {}),
         contended: attempt.raced,
       });
       return {

@@ -1,17 +1,29 @@
 import type { AllowedAgents } from '../agents/acting-agent.js';
 import { requireMayWorkIn } from '../agents/agent-access.js';
 import type { Json, JsonObject } from '../json/json.js';
+import { mergePatch } from '../json/merge-patch.js';
 import { AgentStateError } from '../kernel/errors.js';
 import { newId, ROOT_NODE } from '../kernel/ids.js';
 import type { Caller } from '../model/fields.js';
+import {
+  checkLifetimeSettings,
+  expiryOf,
+  hasExpired,
+  type LifetimeSettings,
+  layerOf,
+  NO_LIFETIME,
+  resolveLifetime,
+} from '../model/lifetime.js';
+import { checkMetadata } from '../model/limits.js';
 import type { MessagePath } from '../model/message-path.js';
 import type { NodeRecord, Page, SessionMeta, SessionScope, Tip, VersionRecord } from '../model/model.js';
 import type { SessionListOptions, SessionStore } from '../model/ports.js';
-import { pointerOf, rootNode } from '../model/tree.js';
+import { emptyTip, pointerOf, rootNode } from '../model/tree.js';
 import { type HeadMove, requireMayMoveHeadTo } from '../write/head-move.js';
 import { othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from '../write/write-retry.js';
 import {
   checkIfMatch,
+  liveMeta,
   nodeNotFound,
   type SchemaSource,
   sessionNotFound,
@@ -22,9 +34,23 @@ import {
 } from '../write/write-target.js';
 import { type IncomingMessage, lookupsOf, planChain } from './chain.js';
 import { messagePreview } from './preview.js';
-import { type NodeView, nodeView, type SessionView, type TreeNodeView } from './session-views.js';
+import { checkListedMetadata } from './session-lists.js';
+import {
+  type NodeView,
+  nodeView,
+  type SessionSummaryView,
+  type SessionView,
+  sessionSummaryView,
+  sessionView,
+  type TreeNodeView,
+} from './session-views.js';
 
 export type { IncomingMessage } from './chain.js';
+
+/** What `PATCH /v1/sessions/{sid}` may change (API.md sections 2 and 12): the metadata (merge-patched) and the lifetime. */
+export interface SessionUpdate extends LifetimeSettings {
+  metadata?: JsonObject | null;
+}
 
 /**
  * Who makes a write, for what a key limited to agents may do (API.md section 7): the key's
@@ -61,8 +87,11 @@ export interface ServiceOptions {
   retry?: Partial<RetryPolicy>;
   /** Where typed fields come from; without it every state is untyped. */
   schemas?: SchemaSource;
-  /** The tenant's agents (who is below whom), for the sessions a key limited to agents may work in. */
-  agents?: (tenant: string) => Promise<readonly { agentId: string; parentId: string | null }[]>;
+  /**
+   * The tenant's agents (who is below whom), for the sessions a key limited to agents may work
+   * in, and the lifetime each gives its new sessions.
+   */
+  agents?: (tenant: string) => Promise<readonly { agentId: string; parentId: string | null; lifetime?: LifetimeSettings | null }[]>;
   /** Writes the new head's state of an append that carries one (head-state.ts); without it, such an append is not taken. */
   headState?: (input: HeadStateInput) => Promise<HeadState>;
 }
@@ -109,7 +138,7 @@ export class SessionTreeService {
     this.schemas = options.schemas ?? (async () => null);
     this.agents = options.agents ?? (async () => []);
     this.headState = options.headState;
-    this.targets = new WriteTargets(store, this.schemas);
+    this.targets = new WriteTargets(store, this.schemas, this.now);
   }
 
   // ---- sessions -------------------------------------------------------------------------
@@ -130,20 +159,81 @@ export class SessionTreeService {
       createdAt: at,
       updatedAt: at,
     };
+    // The session starts with its agent's lifetime over the deployment's defaults (API.md section 12).
+    const agentLifetime = meta.agentId === null ? undefined : await this.agentLifetime(tenant, meta.agentId);
     // Retried while a delete of the same id is still erasing it (StaleTipError).
-    await retryOnStaleTip(this.retry, () => this.store.createSession({ tenant, sessionId: meta.sessionId }, meta));
-    return { ...meta, head: ROOT_NODE, version: 0 };
+    const created = await retryOnStaleTip(this.retry, () =>
+      this.store.createSession({ tenant, sessionId: meta.sessionId }, meta, agentLifetime),
+    );
+    return sessionView(created, emptyTip());
   }
 
   async getSession(scope: SessionScope): Promise<SessionView> {
     const [meta, tip] = await Promise.all([this.store.getMeta(scope), this.store.readTip(scope, { withState: false })]);
-    if (!meta || tip.kind === 'closing') throw sessionNotFound(scope);
-    return { ...meta, head: tip.head, version: tip.version };
+    const live = liveMeta(meta, tip, this.now());
+    if (!live) throw sessionNotFound(scope);
+    return sessionView(live, tip);
   }
 
-  /** Most recently active first; with `prefix`, only ids that start with it (pages may be sparse). */
-  listSessions(tenant: string, options: SessionListOptions): Promise<Page<SessionMeta>> {
-    return this.store.listSessions(tenant, options);
+  /**
+   * Most recently active first; with `prefix`, only ids that start with it (pages may be
+   * sparse). A session its item says expired is left out (API.md section 12), so a page may be
+   * short.
+   */
+  async listSessions(tenant: string, options: SessionListOptions): Promise<Page<SessionSummaryView>> {
+    const page = await this.store.listSessions(tenant, options);
+    const now = this.now().getTime();
+    const items = page.items.filter((meta) => !hasExpired(meta.expiresAtMs, now)).map((meta) => sessionSummaryView(meta));
+    return { items, ...(page.next ? { next: page.next } : {}) };
+  }
+
+  /**
+   * `PATCH /v1/sessions/{sid}` (API.md sections 2 and 12): merge-patches the metadata and
+   * changes the lifetime, field by field. Recorded as a change of the log, so that it is a
+   * write like any other: it restarts an idle expiry, and every later write carries the new
+   * lifetime. Settings are checked before anything is written.
+   */
+  async updateSession(scope: SessionScope, input: SessionUpdate, access?: KeyAccess): Promise<SessionView> {
+    checkLifetimeSettings(input, this.now().getTime());
+    return retryOnStaleTip(this.retry, async (attempt) => {
+      const [tip, meta] = await Promise.all([this.store.readTip(scope, { withState: false }), this.store.getMeta(scope)]);
+      const live = liveMeta(meta, tip, this.now());
+      if (!live) throw sessionNotFound(scope);
+      await this.checkKeyAccess(scope.tenant, tip.kind === 'empty' ? live.agentId : tip.agentId, access, 'change');
+      if (othersWaiting(tip, attempt, this.now())) throw new QueueBehindOthers();
+      const current = tip.lifetime ?? live.lifetime ?? NO_LIFETIME;
+      const lifetime = resolveLifetime(layerOf(current), input);
+      const metadata = input.metadata === undefined ? undefined : (mergePatch(live.metadata, input.metadata) as JsonObject | null);
+      if (metadata !== undefined) {
+        checkMetadata(metadata);
+        checkListedMetadata(metadata);
+      }
+      const at = this.now().toISOString();
+      const written = await this.store.commit(scope, {
+        basedOn: tip,
+        head: { id: tip.head, version: tip.headVersion, depth: tip.headDepth },
+        newNodes: [],
+        touchSessionAt: at,
+        mayCreateSession: false,
+        lifetime,
+        settings: metadata === undefined ? {} : { metadata },
+        contended: attempt.raced,
+      });
+      const updated: SessionMeta = {
+        ...live,
+        ...(metadata === undefined ? {} : { metadata }),
+        updatedAt: at,
+        lifetime,
+        expiresAtMs: expiryOf(lifetime, Date.parse(at)),
+      };
+      return sessionView(updated, { ...written, lifetime, expiresAtMs: updated.expiresAtMs });
+    });
+  }
+
+  /** The lifetime an agent's registration gives its new sessions (absent: none, or no such agent). */
+  private async agentLifetime(tenant: string, agentId: string): Promise<LifetimeSettings | undefined> {
+    const agent = (await this.agents(tenant)).find((candidate) => candidate.agentId === agentId);
+    return agent?.lifetime ?? undefined;
   }
 
   /**
@@ -225,6 +315,7 @@ export class SessionTreeService {
           sessionAgentId: session.agentId,
           sessionUserId: session.userId,
           ...(session.listed === undefined ? {} : { sessionListed: session.listed }),
+          ...(session.lifetime ? { lifetime: session.lifetime } : {}),
           contended: attempt.raced,
         });
       }

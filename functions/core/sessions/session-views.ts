@@ -1,6 +1,7 @@
 import type { Json, JsonObject } from '../json/json.js';
 import type { Caller, Schema } from '../model/fields.js';
-import type { NodeRecord, SessionScope, Tip, VersionCause, VersionRecord } from '../model/model.js';
+import { NO_LIFETIME, type Retention } from '../model/lifetime.js';
+import type { NodeRecord, SessionMeta, SessionScope, Tip, VersionCause, VersionRecord } from '../model/model.js';
 import { pointerOf } from '../model/tree.js';
 import { visibleState } from '../write/write-target.js';
 
@@ -9,15 +10,51 @@ import { visibleState } from '../write/write-target.js';
  * fields, every state in them is the caller's view.
  */
 
-export interface SessionView {
+/** A session as lists show it (`GET /v1/sessions`): its item, without what only its tip says. */
+export interface SessionSummaryView {
   sessionId: string;
   agentId: string | null;
   userId: string | null;
-  head: string;
-  version: number;
   createdAt: string;
   updatedAt: string;
   metadata: JsonObject | null;
+  /** Idle expiry in seconds (API.md section 12); null: none. */
+  ttlSeconds: number | null;
+  /** When the session expires unless written again; null: never. */
+  expiresAt: string | null;
+  retention: Retention | null;
+}
+
+export interface SessionView extends SessionSummaryView {
+  head: string;
+  version: number;
+}
+
+/**
+ * A session item as a list entry. `expiresAtMs` is when the session expires, known exactly
+ * from its tip where one was read, else what its item says.
+ */
+export function sessionSummaryView(meta: SessionMeta, expiresAtMs: number | null | undefined = meta.expiresAtMs): SessionSummaryView {
+  const lifetime = meta.lifetime ?? NO_LIFETIME;
+  return {
+    sessionId: meta.sessionId,
+    agentId: meta.agentId,
+    userId: meta.userId,
+    createdAt: meta.createdAt,
+    updatedAt: meta.updatedAt,
+    metadata: meta.metadata,
+    ttlSeconds: lifetime.ttlSeconds,
+    expiresAt: expiresAtMs === null || expiresAtMs === undefined ? null : new Date(expiresAtMs).toISOString(),
+    retention: lifetime.retention,
+  };
+}
+
+/** A session as `GET /v1/sessions/{sid}` answers: its item, with its tip's head, version and lifetime. */
+export function sessionView(meta: SessionMeta, tip: Tip): SessionView {
+  // The tip carries the session's lifetime once anything is in its log; before, the item says it exactly.
+  const fromTip = tip.lifetime !== undefined;
+  const summary = sessionSummaryView(fromTip ? { ...meta, lifetime: tip.lifetime } : meta, fromTip ? tip.expiresAtMs : meta.expiresAtMs);
+  return { ...summary, head: tip.head, version: tip.version };
 }
 
 export interface StateView {

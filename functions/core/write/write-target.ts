@@ -2,6 +2,7 @@ import { encodedSize, type Json } from '../json/json.js';
 import { AgentStateError } from '../kernel/errors.js';
 import { ROOT_NODE } from '../kernel/ids.js';
 import { applyTypedWrite, type Caller, type Schema, viewOf } from '../model/fields.js';
+import { hasExpired, type Lifetime, NO_LIFETIME } from '../model/lifetime.js';
 import {
   type DocumentKind,
   type NodeRecord,
@@ -45,6 +46,8 @@ export interface WriteTarget extends ResolvedNode {
   sessionUserId: string | null;
   /** Whether the session is in a filtered list, when its item was read (a first write): TipChange `sessionListed`. */
   sessionListed?: boolean;
+  /** The session's lifetime for a first change of a life (its item's); absent: the tip carries it. */
+  sessionLifetime?: Lifetime;
   /** The session's typed fields; null when untyped. */
   schema: Schema | null;
 }
@@ -79,6 +82,7 @@ export class NodeTargets {
       sessionAgentId: session.agentId,
       sessionUserId: session.userId,
       ...(session.listed === undefined ? {} : { sessionListed: session.listed }),
+      ...(session.lifetime ? { sessionLifetime: session.lifetime } : {}),
       schema,
     };
   }
@@ -91,10 +95,18 @@ export class NodeTargets {
     scope: SessionScope,
     tip: Tip,
     meta?: SessionMeta | null,
-  ): Promise<{ agentId: string | null; userId: string | null; listed?: boolean }> {
+  ): Promise<{ agentId: string | null; userId: string | null; listed?: boolean; lifetime?: Lifetime }> {
     if (tip.kind !== 'empty') return { agentId: tip.agentId, userId: tip.userId };
     const session = meta === undefined ? await this.store.getMeta(scope) : meta;
-    return { agentId: session?.agentId ?? null, userId: session?.userId ?? null, listed: session ? isInFilteredList(session) : false };
+    // A first change carries the lifetime the session started with (API.md section 12); without
+    // a session item, the store's defaults. A tip that carries one already says it.
+    const lifetime = tip.lifetime ?? (session ? (session.lifetime ?? NO_LIFETIME) : undefined);
+    return {
+      agentId: session?.agentId ?? null,
+      userId: session?.userId ?? null,
+      listed: session ? isInFilteredList(session) : false,
+      ...(lifetime ? { lifetime } : {}),
+    };
   }
 
   /** The version `pointer` with its state: the tip's own when it is that one, else one read. */
@@ -126,6 +138,8 @@ export class WriteTargets extends NodeTargets {
   constructor(
     store: TargetStore,
     private readonly schemas: SchemaSource,
+    /** The clock an expiry is compared with. */
+    private readonly now: () => Date = () => new Date(),
   ) {
     super(store);
   }
@@ -188,13 +202,15 @@ export class WriteTargets extends NodeTargets {
    * only the session item can tell, which costs a read, so callers ask only when it matters.
    */
   async sessionMissing(scope: SessionScope, tip: Tip): Promise<boolean> {
-    return tip.kind === 'empty' && !(await this.store.getMeta(scope));
+    if (tip.kind === 'closing') return true;
+    return tip.kind === 'empty' && !liveMeta(await this.store.getMeta(scope), tip, this.now());
   }
 
   /** Whether the session exists, from the tip and the session item read together. */
   async sessionExists(scope: SessionScope): Promise<boolean> {
     const [tip, meta] = await Promise.all([this.store.readTip(scope, { withState: false }), this.store.getMeta(scope)]);
-    return tip.kind !== 'empty' || meta !== null;
+    if (tip.kind === 'closing') return false;
+    return tip.kind !== 'empty' || liveMeta(meta, tip, this.now()) !== null;
   }
 
   /** `404 session_not_found` unless the session exists (see `sessionMissing`). */
@@ -277,6 +293,17 @@ export function checkIfMatch(target: Pick<ResolvedNode, 'nodeId' | 'pointer'>, e
   throw new AgentStateError('version_mismatch', `the state at node ${nodeId} is at version ${pointer}, not ${versions.join(' or ')}`, {
     currentVersion: pointer,
   });
+}
+
+/**
+ * The session item, unless it says the session expired (API.md section 12) where the tip
+ * cannot: nothing in the log of this life carries a lifetime, so the item's expiry is exact.
+ * (A tip that expired is closed by the store already.)
+ */
+export function liveMeta(meta: SessionMeta | null, tip: Tip, now: Date): SessionMeta | null {
+  if (!meta || tip.kind === 'closing') return null;
+  if (tip.lifetime === undefined && hasExpired(meta.expiresAtMs, now.getTime())) return null;
+  return meta;
 }
 
 export function sessionNotFound(scope: SessionScope): AgentStateError {

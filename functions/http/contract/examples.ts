@@ -30,6 +30,9 @@ const session = {
   metadata: { channel: 'web' },
   createdAt: at,
   updatedAt: later,
+  ttlSeconds: 604800,
+  expiresAt: '2025-07-08T10:01:00.000Z',
+  retention: null,
 } satisfies Example<'SessionSummary'>;
 const node = { id: 'a1', parentId: 'u1', depth: 2, role: 'assistant', stateVersion: 2, createdAt: later } satisfies Example<'MessageNode'>;
 const version = {
@@ -49,6 +52,7 @@ const agent = {
   config: { model: 'small-fast' },
   stateFields: null,
   documents: null,
+  lifetime: { ttlSeconds: 604800 },
   createdAt: at,
   updatedAt: at,
 } satisfies Example<'Agent'>;

@@ -34,6 +34,7 @@ export const routes = [
   { method: 'POST', path: '/v1/sessions', group: 'sessions' },
   { method: 'GET', path: '/v1/sessions', group: 'sessions' },
   { method: 'GET', path: '/v1/sessions/{sid}', group: 'sessions' },
+  { method: 'PATCH', path: '/v1/sessions/{sid}', group: 'sessions' },
   { method: 'DELETE', path: '/v1/sessions/{sid}', group: 'sessions' },
 
   { method: 'POST', path: '/v1/sessions/{sid}/messages', group: 'tree' },

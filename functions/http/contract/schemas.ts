@@ -23,6 +23,7 @@ const next = z.string().optional().meta({ description: 'Present while there may 
 
 const health = z.object({ ok: z.boolean() });
 
+const retention = z.object({ keepVersions: z.optional(z.number().int().min(1)), keepDays: z.optional(z.number().int().min(1)) }).nullable();
 const sessionSummary = z.object({
   sessionId: idSchema,
   agentId: z.nullable(idSchema),
@@ -30,6 +31,17 @@ const sessionSummary = z.object({
   metadata: jsonObject.nullable(),
   createdAt: time,
   updatedAt: time.meta({ description: 'Last activity; may trail the latest state write by a moment.' }),
+  ttlSeconds: z
+    .number()
+    .int()
+    .min(1)
+    .nullable()
+    .meta({ description: 'Idle expiry: the session expires this long after its last write (null: none).' }),
+  expiresAt: time.nullable().meta({
+    description:
+      'When the session expires unless written again (null: never). In lists, from its activity: up to 20 s early for an idle expiry.',
+  }),
+  retention: retention.meta({ description: 'Which versions the session keeps (null: every one).' }),
 });
 const session = sessionSummary.extend({
   head: z.string().meta({ description: 'The current head node (`root` for a new session).' }),
@@ -136,6 +148,10 @@ const agent = z.object({
     .nullable(),
   config: jsonValue,
   stateFields: z.record(z.string(), fieldDeclaration).nullable(),
+  lifetime: z
+    .object({ ttlSeconds: z.number().int().min(1).nullable().optional(), retention: retention.optional() })
+    .nullable()
+    .meta({ description: "What the agent's new sessions live by (API.md section 12), over the deployment's defaults." }),
   documents: z
     .object({ shared: z.literal('write').optional() })
     .nullable()

@@ -11,3 +11,9 @@ export const idSchema = z.string().check(
   z.regex(ID_PATTERN, `must be ${ID_RULE}`),
   z.refine((id) => !isDotSegment(id), `must be ${ID_RULE}`),
 );
+
+/**
+ * `retention` of a session or an agent (API.md section 12); its windows are checked by the
+ * core, naming the field. Here beside the id beside which the same two groups use it.
+ */
+export const retentionSchema = z.nullable(z.strictObject({ keepVersions: z.optional(z.number()), keepDays: z.optional(z.number()) }));

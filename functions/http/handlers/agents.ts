@@ -6,7 +6,7 @@ import { requireId } from '../../core/kernel/ids.js';
 import { FIELD_TYPES } from '../../core/model/fields.js';
 import { type AgentRoute, MAX_LAST_MESSAGES } from '../../core/model/model.js';
 import { createHttpHandler, type RouteInput } from '../api.js';
-import { idSchema } from '../edge/id-schema.js';
+import { idSchema, retentionSchema } from '../edge/id-schema.js';
 import { jsonValue, pagination, parsedBody } from '../edge/request.js';
 import { json } from '../edge/responses.js';
 import { agents } from '../parts/agents.js';
@@ -52,6 +52,10 @@ export const agentBody = z.strictObject({
   documents: z.optional(z.nullable(z.strictObject({ shared: z.optional(z.literal('write')) }))),
   // Routes (API.md section 13): `when` is kept as sent (a filter over the state, checked by the core).
   routes: z.optional(z.nullable(z.array(z.strictObject({ when: jsonValue, to: idSchema })))),
+  // What its new sessions live by (API.md section 12): checked by the core, naming the field.
+  lifetime: z.optional(
+    z.nullable(z.strictObject({ ttlSeconds: z.optional(z.nullable(z.number())), retention: z.optional(retentionSchema) })),
+  ),
 });
 
 const agentId = (input: RouteInput) => requireId(input.path('agentId'), 'agentId');
@@ -92,6 +96,7 @@ export const handler = createHttpHandler(
           // Absent stays absent: a limited key's registration then keeps the agent's grants.
           ...(request.documents === undefined ? {} : { documents: request.documents }),
           routes: (request.routes ?? null) as AgentRoute[] | null,
+          lifetime: request.lifetime ?? null,
         },
         input.allowedAgents,
       );

@@ -1,16 +1,22 @@
 import * as z from 'zod/mini';
-import { encodedSize } from '../../core/json/json.js';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import { ID_CHARACTERS, ID_PATTERN, requireId } from '../../core/kernel/ids.js';
+import { checkMetadata } from '../../core/model/limits.js';
 import type { SessionFilter } from '../../core/model/ports.js';
 import { checkListedMetadata } from '../../core/sessions/session-lists.js';
 import { createHttpHandler, type RouteInput } from '../api.js';
-import { idSchema } from '../edge/id-schema.js';
+import { idSchema, retentionSchema } from '../edge/id-schema.js';
 import { bodyAsSent, jsonObject, keyAccess, pagination, sessionScope } from '../edge/request.js';
 import { json, noContent } from '../edge/responses.js';
 import { sessionTree } from '../parts/session-tree.js';
 
-const METADATA_LIMIT_BYTES = 16 * 1024;
+/** `PATCH /v1/sessions/{sid}`: the metadata (merge-patched) and the lifetime; each field given changes. */
+export const updateSessionBody = z.strictObject({
+  metadata: z.optional(z.nullable(jsonObject)),
+  ttlSeconds: z.optional(z.nullable(z.number())),
+  expiresAt: z.optional(z.nullable(z.string())),
+  retention: z.optional(retentionSchema),
+});
 
 export const createSessionBody = z.strictObject({
   sessionId: z.optional(idSchema),
@@ -63,11 +69,7 @@ export const handler = createHttpHandler(
       // As sent: zod's copy of the metadata would turn a "__proto__" key into a prototype.
       const request = bodyAsSent(input, createSessionBody, { ids: ['sessionId', 'agentId', 'userId'] });
       const metadata = request.metadata ?? null;
-      if (metadata && encodedSize(metadata) > METADATA_LIMIT_BYTES) {
-        throw new AgentStateError('invalid_request', `metadata may be at most ${METADATA_LIMIT_BYTES} bytes of JSON`, {
-          field: 'metadata',
-        });
-      }
+      checkMetadata(metadata);
       checkListedMetadata(metadata);
       const session = await input.deps.sessionTree.createSession(
         input.tenant,
@@ -94,6 +96,11 @@ export const handler = createHttpHandler(
     },
 
     'GET /v1/sessions/{sid}': async (input) => json(200, await input.deps.sessionTree.getSession(sessionScope(input))),
+
+    'PATCH /v1/sessions/{sid}': async (input) => {
+      const request = bodyAsSent(input, updateSessionBody);
+      return json(200, await input.deps.sessionTree.updateSession(sessionScope(input), request, keyAccess(input)));
+    },
 
     'DELETE /v1/sessions/{sid}': async (input) => {
       await input.deps.sessionTree.deleteSession(sessionScope(input), input.allowedAgents);

@@ -1,7 +1,7 @@
 import { encodeStoredJson } from '../../core/json/json.js';
 import { openSecret, sealSecret } from '../../core/kernel/sealing.js';
 import type { StateFields } from '../../core/model/fields.js';
-import type { AgentRecord, AgentRoute } from '../../core/model/model.js';
+import type { AgentLifetime, AgentRecord, AgentRoute } from '../../core/model/model.js';
 import { parseJsonText, secretOwner, stringOrNull } from '../table/item-codecs.js';
 import * as keys from '../table/keys.js';
 import type { Item } from '../table/table-client.js';
@@ -24,6 +24,7 @@ export const encode = (tenant: string, agent: AgentRecord): Item => ({
   stateFields: agent.stateFields ? encodeStoredJson(agent.stateFields) : undefined,
   documents: agent.documents?.shared ? { shared: agent.documents.shared } : undefined,
   routes: agent.routes ? encodeStoredJson(agent.routes) : undefined,
+  lifetime: agent.lifetime ? encodeStoredJson(agent.lifetime) : undefined,
   createdAt: agent.createdAt,
   updatedAt: agent.updatedAt,
 });
@@ -48,6 +49,7 @@ export function decode(item: Item): AgentRecord {
     stateFields: parseJsonText(item.stateFields) as StateFields | null,
     documents: (item.documents as { shared?: unknown } | undefined)?.shared === 'write' ? { shared: 'write' } : null,
     ...(item.routes === undefined ? {} : { routes: parseJsonText(item.routes) as AgentRoute[] | null }),
+    ...(item.lifetime === undefined ? {} : { lifetime: parseJsonText(item.lifetime) as AgentLifetime | null }),
     createdAt: String(item.createdAt),
     updatedAt: String(item.updatedAt),
   };

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { brotliCompressSync, brotliDecompressSync, constants as zlib } from 'node:zlib';
 import { decodeStoredJson, encodeStoredJson, type Json, type JsonObject, stringifyJson } from '../../core/json/json.js';
+import { expiryOf, hasExpired, lifetimeOf, type StoredLifetime } from '../../core/model/lifetime.js';
 import type {
   DecisionLease,
   DecisionOutcome,
@@ -77,6 +78,11 @@ export interface Carried {
   u: string | null;
   /** When a writer last moved the session's activity itself. */
   ta: string | null;
+  /**
+   * The session's lifetime settings (API.md section 12), absent when it has none: with this
+   * change's `createdAt` they say when the session expires, so a read of the tip knows it.
+   */
+  lt?: StoredLifetime;
   /** A decision's lease, while it holds. */
   ls?: { k: string; u: number };
   /**
@@ -315,6 +321,7 @@ export function tipOf(entry: LogEntry | FenceEntry | null, options: { withState:
     touchedAt: carried.ta,
     agentId: carried.ag,
     userId: carried.u,
+    ...(carried.lt ? { lifetime: lifetimeOf(carried.lt), expiresAtMs: expiryOf(lifetimeOf(carried.lt), Date.parse(entry.createdAt)) } : {}),
     lease: carried.ls ? ({ holder: carried.ls.k, untilMs: carried.ls.u } satisfies DecisionLease) : null,
     headNode: head ?? {
       ...rootNode(''),
@@ -333,6 +340,25 @@ export function tipOf(entry: LogEntry | FenceEntry | null, options: { withState:
     return { kind: 'version', ...common, latest: options.withState ? versionOf(entry, options.pieces) : null };
   }
   return { kind: 'entry', ...common, latest: null };
+}
+
+/**
+ * The tip as a reader at `nowMs` sees it: a session whose expiry has come is closed (API.md
+ * section 12: it reads as unknown, and the next write erases it and starts its next life, as
+ * after a delete). The newest change stays in `log`, so that the write that erases it can claim
+ * the place after it (session-delete.ts).
+ */
+export function closeIfExpired(tip: Tip, nowMs: number): Tip {
+  if (tip.kind === 'closing' || !hasExpired(tip.expiresAtMs, nowMs)) return tip;
+  return {
+    ...emptyTip(tip.incarnation),
+    agentId: tip.agentId,
+    userId: tip.userId,
+    kind: 'closing',
+    since: null,
+    expiredAt: new Date(tip.expiresAtMs as number).toISOString(),
+    log: tip.log,
+  };
 }
 
 function decisionOf(entry: LogEntry): DoneDecision | null {

@@ -3,6 +3,7 @@ import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { encodedSize, type JsonObject } from '../../core/json/json.js';
 import { AgentStateError } from '../../core/kernel/errors.js';
+import { hasExpired, type Lifetime, NO_LIFETIME, storedLifetime } from '../../core/model/lifetime.js';
 import { LINEAGE_WINDOW, type SessionScope, type Tip, type VersionRecord } from '../../core/model/model.js';
 import { LeaseLostError, StaleTipError, type TipChange } from '../../core/model/ports.js';
 import { documentPut } from '../documents/document-store.js';
@@ -11,7 +12,16 @@ import type { EncodedVersion } from '../state/version-item.js';
 import * as versionItem from '../state/version-item.js';
 import { LOG_ITEM_KIND } from '../table/item-kinds.js';
 import type { LogPosition } from '../table/keys.js';
-import { batchPut, type Item, isConditionFailure, isOwnWrite, type TableClient, type TaggedItem, transact } from '../table/table-client.js';
+import {
+  batchPut,
+  type Item,
+  isConditionFailure,
+  isOwnWrite,
+  SessionItemRefused,
+  type TableClient,
+  type TaggedItem,
+  transact,
+} from '../table/table-client.js';
 import {
   type Carried,
   type Chain,
@@ -28,7 +38,7 @@ import {
 } from './log-items.js';
 import { departure, movePointer } from './node-index.js';
 import { childRuns } from './paths.js';
-import { type AbandonedDeletes, nextSlot, sessionUpsert } from './session-writes.js';
+import { type AbandonedDeletes, nextSlot, sessionNotExpired, sessionUpsert } from './session-writes.js';
 
 /**
  * A session's activity (`updatedAt`, its place in the sessions list) moves at most this often,
@@ -56,7 +66,9 @@ export class LogWriter {
   constructor(
     private readonly table: TableClient,
     private readonly deleter: AbandonedDeletes,
-    private readonly moveActivity: (scope: SessionScope, at: string, sessionMoved?: boolean) => Promise<void>,
+    private readonly moveActivity: (scope: SessionScope, at: string, sessionMoved?: boolean, lifetime?: Lifetime) => Promise<void>,
+    /** The deployment's lifetime defaults: what a session's first change carries when nothing says otherwise. */
+    private readonly defaults: Lifetime | undefined,
   ) {}
 
   async commit(scope: SessionScope, change: TipChange): Promise<Tip> {
@@ -71,7 +83,12 @@ export class LogWriter {
     if (ending !== undefined && basedOn.lease?.holder !== ending) throw new LeaseLostError();
 
     const { position, claim } = nextSlot(basedOn);
-    const inTransaction = change.mayCreateSession || (change.documents?.length ?? 0) > 0;
+    // The first change of a life: nothing in the log says when the session expires, its item
+    // does, so the change is a transaction that checks it (a decision's lease on a session
+    // nothing was written to is the one first change that would otherwise be a single put).
+    const first = entryOf(basedOn) === null;
+    const inTransaction = first || change.mayCreateSession || change.settings !== undefined || (change.documents?.length ?? 0) > 0;
+    const lifetime = change.lifetime ?? basedOn.lifetime ?? (first ? this.defaults : undefined);
     // The activity moves with the first change (the session item may be new: the transaction's
     // upsert creates it) and then once an interval: a version's change only says that its move is
     // due (`ta`, the change hook makes it, so that a state write stays one PutItem), any other
@@ -79,9 +96,10 @@ export class LogWriter {
     const at = change.touchSessionAt ?? change.version?.createdAt;
     const due = at !== undefined && (basedOn.kind === 'empty' || activityIsStale(basedOn, at));
     const movesActivity = due && !inTransaction && !change.version;
-    const upsertsSession = inTransaction && change.touchSessionAt !== undefined && (due || change.mayCreateSession === true);
+    const upsertsSession =
+      inTransaction && change.touchSessionAt !== undefined && (due || change.mayCreateSession === true || change.settings !== undefined);
     const encoded = change.version ? await versionItem.encodeTexts(change.version) : null;
-    const newChange = this.newChange(basedOn, change, position, encoded, due || upsertsSession);
+    const newChange = this.newChange(basedOn, change, position, encoded, { movesActivity: due || upsertsSession, lifetime });
     const item = logItem(scope, position, newChange, entryOf(basedOn)?.carried.b ?? 0);
 
     // What the change before this one left to its successor, and a large state's pieces: all
@@ -95,19 +113,42 @@ export class LogWriter {
       ...owed.pointers.map((pointer) => movePointer(this.table, scope, basedOn.incarnation, pointer.nodeId, pointer.version)),
     ]);
 
+    // A write that read the tip before the session expired and comes after it: the expiry
+    // wins (API.md section 12), the write retries and finds the session closed. Checked the
+    // moment before the claim, on the clock every reader compares with.
+    if (hasExpired(basedOn.expiresAtMs, this.table.now())) throw new StaleTipError('the session expired');
     if (inTransaction) {
       const items: TaggedItem[] = [
         { role: 'tip', item: { Put: { TableName: this.table.tableName, Item: item, ...claim } } },
         ...(change.documents ?? []).map((write) => documentPut(this.table, scope, write)),
       ];
-      if (upsertsSession && at) items.push({ role: 'session', item: { Update: sessionUpsert(this.table.tableName, scope, at) } });
-      await transact(this.table, items);
+      if (upsertsSession && at) {
+        const upsert = sessionUpsert(this.table.tableName, scope, at, {
+          lifetime: lifetime ?? NO_LIFETIME,
+          first,
+          nowMs: this.table.now(),
+          ...(change.settings ? { settings: change.settings } : {}),
+        });
+        items.push({ role: 'session', item: { Update: upsert } });
+      } else if (first) {
+        items.push({ role: 'session', item: { ConditionCheck: sessionNotExpired(this.table.tableName, scope, this.table.now()) } });
+      }
+      try {
+        await transact(this.table, items);
+      } catch (error) {
+        // The session item of a session with nothing in its log says it expired: erase it (its
+        // next life starts empty, API.md section 12), then the write retries on a new session.
+        if (error instanceof SessionItemRefused && first && change.settings === undefined) await this.deleter.deleteSession(scope);
+        throw error;
+      }
       // The transaction moved the session item; its list entries follow (list-entries.ts),
       // unless the session is known to be in no list but the tenant's (most first writes).
-      if (upsertsSession && due && at && change.sessionListed !== false) await this.moveActivity(scope, at, true);
+      // A PATCH of the metadata puts the session in the lists of its new strings at once.
+      const listsMove = due || change.settings?.metadata !== undefined;
+      if (upsertsSession && listsMove && at && change.sessionListed !== false) await this.moveActivity(scope, at, true);
     } else {
       await this.put(item, claim.ConditionExpression);
-      if (movesActivity && at) await this.moveActivity(scope, at);
+      if (movesActivity && at) await this.moveActivity(scope, at, false, lifetime);
     }
     const written = readLogItem(item) as LogEntry;
     const tip = tipOf(written, { withState: false });
@@ -141,8 +182,9 @@ export class LogWriter {
     change: TipChange,
     position: LogPosition,
     encoded: EncodedVersion | null,
-    movesActivity: boolean,
+    carry: { movesActivity: boolean; lifetime: Lifetime | undefined },
   ): NewChange {
+    const { movesActivity, lifetime } = carry;
     const entry = entryOf(basedOn);
     const now = this.table.now();
     const createdAt = change.version?.createdAt ?? change.touchSessionAt ?? new Date(now).toISOString();
@@ -156,7 +198,10 @@ export class LogWriter {
           ? LOG_ITEM_KIND.lease
           : headMoves
             ? LOG_ITEM_KIND.head
-            : LOG_ITEM_KIND.release;
+            : change.settings
+              ? LOG_ITEM_KIND.settings
+              : LOG_ITEM_KIND.release;
+    const stored = lifetime ? storedLifetime(lifetime) : undefined;
 
     let chain: Chain | undefined;
     let headPlace: NodePlace | undefined = headMoves ? (change.head.place as NodePlace | undefined) : entry?.carried.hp;
@@ -199,6 +244,7 @@ export class LogWriter {
       u: change.sessionUserId !== undefined ? change.sessionUserId : basedOn.userId,
       // When the activity last moved, or was due to (a version's: the change hook moves it then).
       ta: movesActivity ? (change.version ? createdAt : (change.touchSessionAt ?? createdAt)) : basedOn.touchedAt,
+      ...(stored ? { lt: stored } : {}),
       ...(entry?.carried.w || change.version || nodes.length > 0 || headMoves ? { w: true as const } : {}),
       ...(change.takeLease
         ? { ls: { k: change.takeLease.holder, u: change.takeLease.untilMs } }

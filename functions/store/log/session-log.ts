@@ -1,5 +1,6 @@
 import { GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { ROOT_NODE } from '../../core/kernel/ids.js';
+import type { Lifetime } from '../../core/model/lifetime.js';
 import type { PathRead } from '../../core/model/message-path.js';
 import type { NodeRecord, SessionMeta, SessionScope, Tip, VersionRecord } from '../../core/model/model.js';
 import type { RecentChanges, SessionLog, TipChange } from '../../core/model/ports.js';
@@ -13,7 +14,7 @@ import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
 import { conditions, type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
-import { entryOf, isFence, type LogEntry, readLogItem, tipOf, versionOf } from './log-items.js';
+import { closeIfExpired, entryOf, isFence, type LogEntry, readLogItem, tipOf, versionOf } from './log-items.js';
 import { LogWriter } from './log-writer.js';
 import { readNode, readNodes } from './node-index.js';
 import { PathReader } from './paths.js';
@@ -68,12 +69,19 @@ export class DynamoDbSessionLog implements SessionLog {
     protected readonly table: TableClient,
     /** How many bytes of the log one part of a path read spans (paths.ts; tests make it small). */
     private readonly pathSegmentBytes?: number,
+    /** The deployment's lifetime defaults (API.md section 12): what a new session starts with. */
+    protected readonly lifetimeDefaults?: Lifetime,
   ) {
     this.deleter = {
       isAbandoned: (tip) => isAbandonedDelete(tip, table.now()),
       deleteSession: async (scope) => (await this.loadDeleter()).deleteSession(scope),
     };
-    this.writer = new LogWriter(table, this.deleter, (scope, at, sessionMoved) => this.moveActivity(scope, at, sessionMoved));
+    this.writer = new LogWriter(
+      table,
+      this.deleter,
+      (scope, at, sessionMoved, lifetime) => this.moveActivity(scope, at, sessionMoved, lifetime),
+      lifetimeDefaults,
+    );
   }
 
   private loadDeleter(): Promise<SessionDeleter> {
@@ -107,8 +115,9 @@ export class DynamoDbSessionLog implements SessionLog {
     const entry = top ? readLogItem(top) : null;
     // A large state is in pieces: one more round, of every piece at once.
     const pieces = options.withState && top && entry && !isFence(entry) ? await piecesOf(this.table, scope, [top]) : undefined;
-    const tip = tipOf(entry, { withState: options.withState, ...(pieces ? { pieces } : {}) });
-    if (!options.recent || !entry || isFence(entry)) return tip;
+    // A session whose expiry has come reads as closed from that moment (API.md section 12).
+    const tip = closeIfExpired(tipOf(entry, { withState: options.withState, ...(pieces ? { pieces } : {}) }), this.table.now());
+    if (!options.recent || !entry || isFence(entry) || tip.kind === 'closing') return tip;
     // The newest changes read with the tip, kept for a path read at the head (readPath).
     const recent = older.map(readLogItem).filter((read): read is LogEntry => read !== null && !isFence(read));
     return { ...tip, log: { ...entry, recent } };
@@ -205,8 +214,11 @@ export class DynamoDbSessionLog implements SessionLog {
    * so only its list entries follow). Best effort: the activity order may trail (API.md
    * section 2), and failing here must not fail a write that already happened.
    */
-  async moveActivity(scope: SessionScope, at: string, sessionMoved = false): Promise<void> {
+  async moveActivity(scope: SessionScope, at: string, sessionMoved = false, lifetime?: Lifetime): Promise<void> {
     const index = tableKeys.sessionsIndex;
+    // A session with an idle expiry expires later with each write: its item says so too (lists, TTL).
+    const expiry = lifetime ? sessionItem.lifetimeAttributes(lifetime, Date.parse(at)) : {};
+    const moved = Object.entries(expiry).filter(([name]) => name !== 'lt');
     try {
       const session = sessionMoved
         ? (
@@ -225,18 +237,24 @@ export class DynamoDbSessionLog implements SessionLog {
                 Key: sessionItem.key(scope),
                 // Both list keys: a session item written before the list index gains its place
                 // there with its first move, and leaves the index that held every attribute.
-                UpdateExpression: 'SET updatedAt = :at, #partition = :partition, #activity = :activity REMOVE #oldPartition, #oldActivity',
+                UpdateExpression:
+                  [
+                    'SET updatedAt = :at, #partition = :partition, #activity = :activity',
+                    ...moved.map((_, position) => `#x${position} = :x${position}`),
+                  ].join(', ') + ' REMOVE #oldPartition, #oldActivity',
                 ConditionExpression: `${conditions.itemExists} AND updatedAt < :at`,
                 ExpressionAttributeNames: {
                   '#partition': index.partitionKey,
                   '#activity': index.sortKey,
                   '#oldPartition': tableKeys.keysIndex.partitionKey,
                   '#oldActivity': tableKeys.keysIndex.sortKey,
+                  ...Object.fromEntries(moved.map(([name], position) => [`#x${position}`, name])),
                 },
                 ExpressionAttributeValues: {
                   ':at': at,
                   ':partition': keys.tenantSessions(scope.tenant, keys.activityShard(scope.sessionId)),
                   ':activity': keys.activity(at, scope.sessionId),
+                  ...Object.fromEntries(moved.map(([, value], position) => [`:x${position}`, value])),
                 },
                 ReturnValues: 'ALL_NEW',
               }),
@@ -261,12 +279,19 @@ export class DynamoDbSessionLog implements SessionLog {
   async getVersion(scope: SessionScope, version: number, tip?: Tip): Promise<VersionRecord | null> {
     if (version <= 0) return null;
     if (tip?.latest?.version === version) return tip.latest;
-    // Without a tip, the first life is the likely one; a session deleted and made again has another.
-    const incarnation = tip?.incarnation ?? 0;
-    const found = await this.versionIn(scope, incarnation, version);
-    if (found || tip) return found;
-    const current = await this.readTip(scope, { withState: false });
-    return current.incarnation === incarnation ? null : this.versionIn(scope, current.incarnation, version);
+    if (tip) return tip.kind === 'closing' ? null : this.versionIn(scope, tip.incarnation, version);
+    // Without a tip, the first life is the likely one; a session deleted and made again has
+    // another. The tip is read beside it, in the same round: a version tells neither whether
+    // its session has expired since (API.md section 12) nor whether its life is the current one.
+    const [current, found] = await Promise.all([this.readTip(scope, { withState: false }), this.versionIn(scope, 0, version)]);
+    if (current.kind === 'closing') return null;
+    return current.incarnation === 0 ? found : this.versionIn(scope, current.incarnation, version);
+  }
+
+  /** Whether the change a log read found newest says its session has expired (a tip read by a list of the log). */
+  protected expiredAtTop(item: Item | undefined): boolean {
+    const entry = item ? readLogItem(item) : null;
+    return entry !== null && closeIfExpired(tipOf(entry, { withState: false }), this.table.now()).kind === 'closing';
   }
 
   /** Version `version` of one life, as a record. */

@@ -1,3 +1,5 @@
+import { encodeStoredJson, type JsonObject } from '../../core/json/json.js';
+import type { Lifetime } from '../../core/model/lifetime.js';
 import type { ClosingTip, SessionScope, Tip } from '../../core/model/model.js';
 import { StaleTipError } from '../../core/model/ports.js';
 import * as sessionItem from '../sessions/session-item.js';
@@ -22,10 +24,12 @@ const ABANDONED_DELETE_MS = 60_000;
 
 /** Whether the delete that is closing the session at `tip` stopped halfway, so that a write must finish it. */
 export function isAbandonedDelete(tip: ClosingTip, now: number): boolean {
+  // An expired session is closed by its clock, not by a delete: nobody else erases it.
+  if (tip.expiredAt !== undefined) return true;
   return tip.since !== null && now - Date.parse(tip.since) > ABANDONED_DELETE_MS;
 }
 
-/** How a write finishes a delete that stopped halfway, and how it knows one did. */
+/** How a write finishes a delete that stopped halfway (or carries out an expiry), and how it knows one did. */
 export interface AbandonedDeletes {
   isAbandoned(tip: ClosingTip): boolean;
   /** Erases every item of the session; false when it had none. */
@@ -43,32 +47,82 @@ interface SlotClaim {
  * documents-only commit) claims it this way, so any two that read the same tip cannot both
  * succeed. Nothing claims a place in a session that is being deleted: the writer re-reads.
  */
-export function nextSlot(tip: Tip): { position: LogPosition; key: string; claim: SlotClaim } {
-  if (tip.kind === 'closing') throw new StaleTipError('the session is being deleted');
+export function nextSlot(tip: Tip, options: { fence?: boolean } = {}): { position: LogPosition; key: string; claim: SlotClaim } {
+  // Only the fence of the delete that carries out an expiry is put after an expired change.
+  const fenceOfExpiry = options.fence === true && tip.kind === 'closing' && tip.expiredAt !== undefined;
+  if (tip.kind === 'closing' && !fenceOfExpiry) throw new StaleTipError('the session is being deleted');
   const position = nextPosition(tip);
   return { position, key: keys.logEntry(position), claim: { ConditionExpression: conditions.itemIsNew } };
 }
 
-/** Creates the session item when missing (a first write) and moves its activity time. */
-export function sessionUpsert(tableName: string, scope: SessionScope, at: string): NonNullable<TransactItem['Update']> {
-  const index = tableKeys.sessionsIndex;
+/** The condition of a first change that does not write the session item: the item, if any, has not expired. */
+export function sessionNotExpired(tableName: string, scope: SessionScope, nowMs: number): NonNullable<TransactItem['ConditionCheck']> {
   return {
     TableName: tableName,
     Key: sessionItem.key(scope),
-    UpdateExpression: [
-      'SET sessionId = :sessionId, updatedAt = :at, #gpk = :tenant, #gsk = :activity',
-      'createdAt = if_not_exists(createdAt, :at)',
-      'agentId = if_not_exists(agentId, :null)',
-      'userId = if_not_exists(userId, :null)',
-      'metadata = if_not_exists(metadata, :null)',
-    ].join(', '),
-    ExpressionAttributeNames: { '#gpk': index.partitionKey, '#gsk': index.sortKey },
-    ExpressionAttributeValues: {
-      ':sessionId': scope.sessionId,
-      ':at': at,
-      ':tenant': keys.tenantSessions(scope.tenant, keys.activityShard(scope.sessionId)),
-      ':activity': keys.activity(at, scope.sessionId),
-      ':null': null,
-    },
+    ConditionExpression: 'attribute_not_exists(#xa) OR #xa > :now',
+    ExpressionAttributeNames: { '#xa': sessionItem.EXPIRES_ATTRIBUTE },
+    ExpressionAttributeValues: { ':now': nowMs },
+  };
+}
+
+/**
+ * Creates the session item when missing and moves its activity time; with `lifetime`, sets the
+ * session's lifetime as of `at` (a first change of a life, a `PATCH`). `first`: nothing is in
+ * the log of this life yet, so the session item alone says whether the session expired, and
+ * the update is refused when it did (`SessionItemRefused`: the writer erases it first).
+ * `settings` (a `PATCH`) changes the metadata too, and only a session item that exists.
+ */
+export function sessionUpsert(
+  tableName: string,
+  scope: SessionScope,
+  at: string,
+  options: { lifetime?: Lifetime; first?: boolean; nowMs?: number; settings?: { metadata?: JsonObject | null } } = {},
+): NonNullable<TransactItem['Update']> {
+  const index = tableKeys.sessionsIndex;
+  const values: Record<string, unknown> = {
+    ':sessionId': scope.sessionId,
+    ':at': at,
+    ':tenant': keys.tenantSessions(scope.tenant, keys.activityShard(scope.sessionId)),
+    ':activity': keys.activity(at, scope.sessionId),
+    ':null': null,
+  };
+  const names: Record<string, string> = { '#gpk': index.partitionKey, '#gsk': index.sortKey };
+  const set = [
+    'sessionId = :sessionId, updatedAt = :at, #gpk = :tenant, #gsk = :activity',
+    'createdAt = if_not_exists(createdAt, :at)',
+    'agentId = if_not_exists(agentId, :null)',
+    'userId = if_not_exists(userId, :null)',
+    options.settings?.metadata !== undefined ? 'metadata = :metadata' : 'metadata = if_not_exists(metadata, :null)',
+  ];
+  if (options.settings?.metadata !== undefined) {
+    values[':metadata'] = options.settings.metadata === null ? null : encodeStoredJson(options.settings.metadata);
+  }
+  const remove: string[] = [];
+  if (options.lifetime) {
+    const attributes = sessionItem.lifetimeAttributes(options.lifetime, Date.parse(at));
+    for (const [index, name] of ['lt', sessionItem.EXPIRES_ATTRIBUTE, tableKeys.timeToLive].entries()) {
+      names[`#l${index}`] = name;
+      if (attributes[name] === undefined) remove.push(`#l${index}`);
+      else {
+        set.push(`#l${index} = :l${index}`);
+        values[`:l${index}`] = attributes[name];
+      }
+    }
+  }
+  const conditionParts: string[] = [];
+  if (options.settings) conditionParts.push(conditions.itemExists);
+  if (options.first) {
+    names['#xa'] = sessionItem.EXPIRES_ATTRIBUTE;
+    values[':now'] = options.nowMs ?? Date.now();
+    conditionParts.push('(attribute_not_exists(#xa) OR #xa > :now)');
+  }
+  return {
+    TableName: tableName,
+    Key: sessionItem.key(scope),
+    UpdateExpression: `SET ${set.join(', ')}${remove.length > 0 ? ` REMOVE ${remove.join(', ')}` : ''}`,
+    ...(conditionParts.length > 0 ? { ConditionExpression: conditionParts.join(' AND ') } : {}),
+    ExpressionAttributeNames: names,
+    ExpressionAttributeValues: values,
   };
 }

@@ -57,7 +57,16 @@ export class SessionDeleter {
       this.table.send(new GetCommand({ TableName: this.table.tableName, Key: sessionItem.key(scope), ConsistentRead: true })),
     ]);
     if (tip.kind === 'empty' && !meta.Item) return false;
-    const fence = await this.close(scope, tip);
+    // Carrying out an expiry (API.md section 12): its fence says so, and becomes the session's
+    // `session.expired` event (stream-images.ts). Known from the tip, or, with nothing in the
+    // log, from the session item.
+    const expiredAt =
+      tip.kind === 'closing'
+        ? tip.expiredAt
+        : tip.kind === 'empty' && tip.lifetime === undefined
+          ? itemExpiry(meta.Item, this.table.now())
+          : undefined;
+    const fence = await this.close(scope, tip, expiredAt);
     await this.erase(scope, fence);
     await this.table.send(
       new UpdateCommand({
@@ -78,17 +87,18 @@ export class SessionDeleter {
    * write that wins the race first makes it read the tip again. A delete already closing the
    * session (another one, or one that stopped halfway) is joined at its own fence.
    */
-  private async close(scope: SessionScope, first: Tip): Promise<LogPosition> {
+  private async close(scope: SessionScope, first: Tip, expiredAt: string | undefined): Promise<LogPosition> {
     let tip = first;
     for (let attempt = 1; ; attempt++) {
       const closing = fenceOf(tip);
       if (tip.kind === 'closing' && closing) return closing.position;
-      const { position, claim } = nextSlot(tip);
+      const { position, claim } = nextSlot(tip, { fence: true });
       try {
+        const fence = fenceItem(scope, position, new Date(this.table.now()).toISOString(), 'closing');
         await this.table.send(
           new PutCommand({
             TableName: this.table.tableName,
-            Item: fenceItem(scope, position, new Date(this.table.now()).toISOString(), 'closing'),
+            Item: expiredAt === undefined ? fence : { ...fence, cause: FENCE_CAUSE_EXPIRED, expiredAt, ...lifeOf(tip) },
             ...claim,
           }),
         );
@@ -143,6 +153,20 @@ export class SessionDeleter {
 }
 
 // ---- fences and tombstones: written by a delete alone (log-items.ts reads them back) ----------------
+
+/** The `cause` of a fence that carries out an expiry (its stream record is the `session.expired` event). */
+const FENCE_CAUSE_EXPIRED = 'expired';
+
+/** Who the expired session belonged to, for its event: its agent and user as its tip carried them. */
+function lifeOf(tip: Tip): Item {
+  return { agentId: tip.agentId, userId: tip.userId };
+}
+
+/** When a session item says its session expired (ISO), if it did by `nowMs`. */
+function itemExpiry(item: Item | undefined, nowMs: number): string | undefined {
+  const expires = item?.[sessionItem.EXPIRES_ATTRIBUTE];
+  return typeof expires === 'number' && expires <= nowMs ? new Date(expires).toISOString() : undefined;
+}
 
 /** The fence of a closing tip. */
 function fenceOf(tip: Tip): FenceEntry | null {

@@ -1,4 +1,5 @@
 import { encodeStoredJson, type JsonObject } from '../../core/json/json.js';
+import { expiryOf, type Lifetime, lifetimeOf, type StoredLifetime, storedLifetime } from '../../core/model/lifetime.js';
 import type { SessionMeta, SessionScope } from '../../core/model/model.js';
 import { parseJsonText, stringOrNull } from '../table/item-codecs.js';
 import * as keys from '../table/keys.js';
@@ -9,6 +10,32 @@ import type { Item } from '../table/table-client.js';
 // (item-codecs.ts): `sessionItem.encode`.
 
 export const key = (scope: SessionScope): Item => ({ pk: keys.session(scope), sk: keys.sessionSort });
+
+/**
+ * The attribute that says when the session item says the session expires (epoch ms): exact
+ * while the log is empty, otherwise from its activity (which may trail the last write by up
+ * to the activity interval). Writes compare it; lists leave out what it says has expired.
+ */
+export const EXPIRES_ATTRIBUTE = 'xa';
+
+/**
+ * How long after it the table's TTL removes the session item: longer than its activity can
+ * trail the last write (the change hook moves it a moment after), so that TTL never removes
+ * the item of a live session. Its removal is what makes the change hook erase the rest of an
+ * expired session that nobody wrote again (API.md section 12: gone within 48 h).
+ */
+const TTL_MARGIN_SECONDS = 60 * 60;
+
+/** The attributes that carry a session's lifetime, as of a write at `atMs`: none when it has none. */
+export function lifetimeAttributes(lifetime: Lifetime | undefined, atMs: number): Item {
+  const stored = lifetime ? storedLifetime(lifetime) : undefined;
+  if (!lifetime || !stored) return {};
+  const expires = expiryOf(lifetime, atMs);
+  return {
+    lt: encodeStoredJson(stored),
+    ...(expires === null ? {} : { [EXPIRES_ATTRIBUTE]: expires, [tableKeys.timeToLive]: Math.ceil(expires / 1000) + TTL_MARGIN_SECONDS }),
+  };
+}
 
 export function encode(scope: SessionScope, meta: SessionMeta): Item {
   return {
@@ -21,10 +48,12 @@ export function encode(scope: SessionScope, meta: SessionMeta): Item {
     metadata: meta.metadata === null ? null : encodeStoredJson(meta.metadata),
     createdAt: meta.createdAt,
     updatedAt: meta.updatedAt,
+    ...lifetimeAttributes(meta.lifetime, Date.parse(meta.updatedAt)),
   };
 }
 
 export function decode(item: Item): SessionMeta {
+  const stored = parseJsonText(item.lt) as StoredLifetime | null;
   return {
     sessionId: String(item.sessionId),
     agentId: stringOrNull(item.agentId),
@@ -32,5 +61,7 @@ export function decode(item: Item): SessionMeta {
     metadata: parseJsonText(item.metadata) as JsonObject | null,
     createdAt: String(item.createdAt),
     updatedAt: String(item.updatedAt),
+    ...(stored ? { lifetime: lifetimeOf(stored) } : {}),
+    ...(typeof item[EXPIRES_ATTRIBUTE] === 'number' ? { expiresAtMs: item[EXPIRES_ATTRIBUTE] } : {}),
   };
 }

@@ -2,6 +2,7 @@ import { PutCommand, QueryCommand, TransactWriteCommand } from '@aws-sdk/lib-dyn
 import type { Json } from '../../core/json/json.js';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import { ROOT_NODE } from '../../core/kernel/ids.js';
+import { expiryOf, type LifetimeSettings, layerOf, resolveLifetime } from '../../core/model/lifetime.js';
 import type {
   ClosingTip,
   DecisionSummary,
@@ -44,20 +45,22 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
     if (this.deleter.isAbandoned(tip)) await this.deleter.deleteSession(scope);
   }
 
-  async createSession(scope: SessionScope, meta: SessionMeta): Promise<void> {
+  async createSession(scope: SessionScope, meta: SessionMeta, agentLifetime?: LifetimeSettings): Promise<SessionMeta> {
     // A session made while a delete erases its id would be erased with it, and one made over
     // the fence of a delete that stopped halfway would be erased by the write that finishes
     // that delete. So wait for a delete in progress (the caller retries), and finish one that
-    // was abandoned, before putting the session item.
+    // was abandoned (or carry out an expiry), before putting the session item.
     const tip = await this.readTip(scope, { withState: false });
     if (tip.kind === 'closing') {
       if (!this.deleter.isAbandoned(tip)) throw new StaleTipError('the session is being deleted');
       await this.deleter.deleteSession(scope);
     }
+    const lifetime = resolveLifetime(this.lifetimeDefaults && layerOf(this.lifetimeDefaults), agentLifetime);
+    const created: SessionMeta = { ...meta, lifetime, expiresAtMs: expiryOf(lifetime, Date.parse(meta.updatedAt)) };
     const writeId = crypto.randomUUID();
     const put = {
       TableName: this.table.tableName,
-      Item: { ...sessionItem.encode(scope, meta), writeId },
+      Item: { ...sessionItem.encode(scope, created), writeId },
       ConditionExpression: conditions.itemIsNew,
       ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const,
     };
@@ -76,7 +79,7 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
           }),
         );
       }
-      return;
+      return created;
     } catch (error) {
       if (isConditionFailure(error)) {
         existing = error.Item ?? {};
@@ -91,7 +94,13 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
       }
     }
     // A retried write whose first attempt landed finds its own item: that is the session we made.
-    if (isOwnWrite(existing, writeId)) return;
+    if (isOwnWrite(existing, writeId)) return created;
+    // A session of that id with nothing in its log that expired: erased first, as a delete
+    // would (API.md section 12), then the caller tries again on the empty id.
+    if (tip.kind === 'empty' && tip.lifetime === undefined && expiredItem(existing, this.table.now())) {
+      await this.deleter.deleteSession(scope);
+      throw new StaleTipError('the session expired');
+    }
     throw new AgentStateError('session_exists', `session ${scope.sessionId} already exists`, { sessionId: scope.sessionId });
   }
 
@@ -162,19 +171,27 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
     const list = JSON.stringify([this.table.tableName, keys.session(scope), 'versions']);
     const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk'], list);
     if (start && (start.pk !== keys.session(scope) || !logPositionOf(String(start.sk)))) throw invalidCursor();
-    const { Items, LastEvaluatedKey } = await this.table.send(
-      new QueryCommand({
-        TableName: this.table.tableName,
-        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
-        ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.logPrefix },
-        ScanIndexForward: false,
-        Limit: Math.min(1000, options.limit * 2 + 8),
-        ExclusiveStartKey: start,
-        ConsistentRead: true,
-      }),
-    );
+    const [{ Items, LastEvaluatedKey }, tip] = await Promise.all([
+      this.table.send(
+        new QueryCommand({
+          TableName: this.table.tableName,
+          KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+          ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.logPrefix },
+          ScanIndexForward: false,
+          Limit: Math.min(1000, options.limit * 2 + 8),
+          ExclusiveStartKey: start,
+          ConsistentRead: true,
+        }),
+      ),
+      // A later page does not read the tip with its items: read beside them, it says whether the
+      // session expired or was deleted since the first page (API.md section 12).
+      start ? this.readTip(scope, { withState: false }) : undefined,
+    ]);
     const items = Items ?? [];
+    // An expired session lists nothing: it reads as unknown.
+    if (!start && this.expiredAtTop(items[0])) return pageOf([], undefined, list);
     const life = logPositionOf(String(start?.sk ?? items[0]?.sk ?? ''))?.incarnation;
+    if (tip && (tip.kind === 'closing' || tip.incarnation !== life)) throw invalidCursor();
     const versions: Item[] = [];
     let ended = false;
     for (const item of items) {
@@ -184,13 +201,6 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
       }
       if (item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.version) versions.push(item);
       if (versions.length === options.limit) break;
-    }
-    if (start && versions.length === 0) {
-      // No version of the cursor's life after it: the list ended there, or the session was
-      // deleted since (its log erased but the delete's fence, perhaps a new life begun). Only
-      // the first is the end of this list; the second is a cursor of a session that is gone.
-      const tip = await this.readTip(scope, { withState: false });
-      if (tip.incarnation !== life || tip.kind === 'closing') throw invalidCursor();
     }
     const pieces = await piecesOf(this.table, scope, versions);
     const records = await Promise.all(versions.map((item) => this.versionRecord(scope, item, pieces)));
@@ -211,6 +221,11 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
     let start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk'], list);
     if (start && (start.pk !== keys.session(scope) || !logPositionOf(String(start.sk)))) throw invalidCursor();
     let life = start ? logPositionOf(String(start.sk))?.incarnation : undefined;
+    if (start) {
+      // As for versions: a later page reads the tip, for a session that expired or was deleted since.
+      const tip = await this.readTip(scope, { withState: false });
+      if (tip.kind === 'closing' || tip.incarnation !== life) throw invalidCursor();
+    }
     const found: DecisionSummary[] = [];
     for (let round = 0; round < 3; round++) {
       const { Items, LastEvaluatedKey } = await this.table.send(
@@ -218,7 +233,8 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
           TableName: this.table.tableName,
           KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
           ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.logPrefix },
-          ProjectionExpression: 'pk, sk, createdAt, decision',
+          // `t` (what a change carries) only for the first item: whether the session has expired.
+          ProjectionExpression: round === 0 && !start ? 'pk, sk, createdAt, decision, t' : 'pk, sk, createdAt, decision',
           ScanIndexForward: false,
           Limit: Math.min(1000, options.limit * 4 + 8),
           ExclusiveStartKey: start,
@@ -226,6 +242,7 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
         }),
       );
       const items = Items ?? [];
+      if (round === 0 && !start && this.expiredAtTop(items[0])) return pageOf([], undefined, list);
       // Of this life only: the log of an older life ends the list (a deleted session's changes are tombstones).
       const inLife = (item: Item) => {
         life ??= logPositionOf(String(item.sk))?.incarnation;
@@ -263,4 +280,11 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
   sweepPieces(scope: SessionScope): Promise<number> {
     return sweepPieces(this.table, scope);
   }
+}
+
+/** Whether a session item returned by a failed condition says its session expired (wire format or not). */
+function expiredItem(item: Record<string, unknown> | undefined, nowMs: number): boolean {
+  const value = item?.[sessionItem.EXPIRES_ATTRIBUTE] as { N?: string } | number | undefined;
+  const expires = typeof value === 'number' ? value : value?.N === undefined ? undefined : Number(value.N);
+  return expires !== undefined && expires <= nowMs;
 }

@@ -23,6 +23,8 @@ export const LOG_ITEM_KIND = {
   lease: 'l',
   /** A decision ended its lease and changed nothing (its worker failed, or its answer was empty). */
   release: 'r',
+  /** The session's settings changed (`PATCH /v1/sessions/{sid}`: its lifetime, its metadata). */
+  settings: 's',
   /** A delete's fence, and the tombstone every erased change becomes. */
   tombstone: 'x',
 } as const;

@@ -87,6 +87,12 @@ export async function transact(table: TableClient, items: TaggedItem[]): Promise
   }
 }
 
+/**
+ * A transaction's session item refused it: gone, or expired while nothing is in its log
+ * (session-writes.ts, `sessionUpsert`). A moved tip to its caller, who may carry out the expiry.
+ */
+export class SessionItemRefused extends StaleTipError {}
+
 /** The items that exist among `itemKeys`, read consistently, 100 a request, all in parallel. */
 export async function batchGet(table: TableClient, itemKeys: readonly Item[]): Promise<Item[]> {
   const found: Item[] = [];
@@ -209,6 +215,7 @@ function translateCancellation(error: unknown, items: readonly TaggedItem[]): un
   const codes = reasons.map((reason) => reason.Code ?? 'None');
   if (codes.includes('TransactionConflict')) return new StaleTipError();
   const failed = codes.indexOf('ConditionalCheckFailed');
+  if (failed >= 0 && items[failed]?.role === 'session') return new SessionItemRefused();
   if (failed >= 0 && items[failed]) return new StaleTipError();
   if (codes.some((code) => throttlingErrors.has(code) || code === 'ThrottlingError')) return throttled(error);
   return error;

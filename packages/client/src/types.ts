@@ -63,6 +63,27 @@ export interface Session {
   head: string;
   /** The latest recorded version (0: none); always exact. */
   version: number;
+  /** Idle expiry in seconds: the session expires this long after its last write (null: none). */
+  ttlSeconds: number | null;
+  /** When the session expires unless written again (null: never). */
+  expiresAt: string | null;
+  /** Which versions the session keeps (null: every one). */
+  retention: Retention | null;
+}
+
+/** Which versions a session keeps: the newest `keepVersions`, and those younger than `keepDays`. */
+export interface Retention {
+  keepVersions?: number;
+  keepDays?: number;
+}
+
+/** `PATCH /v1/sessions/{sid}`: each field given changes; `null` removes a setting (the session then keeps it forever). */
+export interface UpdateSessionRequest {
+  /** Merge-patched into the session's metadata (RFC 7396). */
+  metadata?: JsonObject | null;
+  ttlSeconds?: number | null;
+  expiresAt?: string | null;
+  retention?: Retention | null;
 }
 
 /** An entry of `GET /v1/sessions`: no `head` or `version` (read the session for those). */
@@ -277,6 +298,14 @@ export interface PutAgentRequest {
    * state (as this agent may read it) hands the decision to `to`, an agent below this one.
    */
   routes?: AgentRoute[] | null;
+  /** What the agent's new sessions live by: an idle expiry and a retention, over the deployment's defaults. */
+  lifetime?: AgentLifetime | null;
+}
+
+/** An agent's `lifetime` (docs/api.md §12): `null` in a field says "none" over the deployment's default. */
+export interface AgentLifetime {
+  ttlSeconds?: number | null;
+  retention?: Retention | null;
 }
 
 /** One hop of a decision from one agent to another: a route that matched (its index), or a worker's handoff. */
@@ -323,6 +352,8 @@ export interface Agent {
   documents: { shared?: 'write' } | null;
   /** Present only when the agent declares routes. */
   routes?: AgentRoute[];
+  /** What the agent's new sessions live by; null when nothing. */
+  lifetime: AgentLifetime | null;
   createdAt: string;
   updatedAt: string;
 }
