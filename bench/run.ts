@@ -22,8 +22,8 @@
  * Flags: --quick (few iterations, small scale, prints only), --no-doc (do not write the doc),
  *        --memory-only (section 6 alone, written into the page in place of its last run),
  *        --bundles-only (section 4 alone, the same way; no DynamoDB needed),
- *        --only=scale,concurrency,langgraph,vectors (any of those sections alone, printed only; vectors: section 6's
- *        semantic search rows),
+ *        --only=scale,concurrency,langgraph,vectors,expiry (any of those sections alone, printed only; vectors:
+ *        section 6's semantic search rows; expiry: a state write and reads with and without a TTL, issue 34),
  *        --operations-only (section 1's table and section 7 without its depth rows, written into the page),
  *        --partition-only (the partition-load section alone, written into the page in place of its last run;
  *        --only=partition prints it).
@@ -43,6 +43,7 @@ import { bundleSection, measureBundles } from './bundles.js';
 import { measureConcurrency } from './concurrency.js';
 import { DOC, ITERATIONS, log, ONLY, QUICK, WARMUP, WRITE_DOC, writeDoc } from './config.js';
 import { costRows, costSection, costTable } from './cost.js';
+import { measureExpiry } from './expiry.js';
 import { STATE_BYTES, wire, writeSessions } from './fixture.js';
 import { measureLangGraph } from './langgraph.js';
 import { largeStateTable, measureLargeState } from './large-state.js';
@@ -134,6 +135,7 @@ if (ONLY) {
   if (ONLY.includes('langgraph')) await measureLangGraph(meter, client);
   if (ONLY.includes('vectors')) await measureVectorSearch(meter, new TableClient(client, 'bench'));
   if (ONLY.includes('partition')) log(`\n${partitionLoadSection(await measurePartitionLoad(PARTITION_LOAD))}`);
+  if (ONLY.includes('expiry')) await measureExpiry(meter);
   await dynamo.stop();
   process.exit(0);
 }

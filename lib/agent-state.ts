@@ -195,6 +195,14 @@ export interface AgentStateProps {
   readonly corsOrigins?: readonly string[];
 
   /**
+   * What a new session lives by unless its agent's registration or the session says otherwise
+   * (API.md section 12): `ttlSeconds`, an idle expiry (1 s to 10 years). Its items are removed
+   * by the table's TTL and the change hook within 48 h of its expiry.
+   * @default {} - sessions live until deleted
+   */
+  readonly sessionDefaults?: { readonly ttlSeconds?: number };
+
+  /**
    * Request rate limits of the WebSocket API's stage (connects and messages together).
    * @default { rateLimit: 50, burstLimit: 100 }
    */
@@ -418,6 +426,7 @@ export class AgentState extends Construct {
       // The tenant comes from the authorizer only: no key is ever resolved in the handlers,
       // so the local `AGENTSTATE_API_KEYS` default (`local:dev-key`) can never apply here.
       AGENTSTATE_AUTH: 'authorizer',
+      ...sessionDefaultsEnvironment(props.sessionDefaults),
     };
 
     const workers = props.allowedWorkerFunctionArns ?? [];
@@ -1076,4 +1085,14 @@ function httpMethod(route: Route): HttpMethod {
 /** `sessions` → `Sessions`, `change-hook` → `ChangeHook`: construct ids. */
 function pascal(name: string): string {
   return name.replace(/(^|[-_])([a-z])/g, (_match, _sep: string, letter: string) => letter.toUpperCase());
+}
+
+/** The construct's `sessionDefaults` as the functions read them (core/model/lifetime.ts `sessionDefaultsFrom`). */
+function sessionDefaultsEnvironment(defaults: AgentStateProps['sessionDefaults']): Record<string, string> {
+  const ttlSeconds = defaults?.ttlSeconds;
+  if (ttlSeconds === undefined) return {};
+  if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds < 1 || ttlSeconds > 10 * 365 * 24 * 60 * 60) {
+    throw new Error(`sessionDefaults.ttlSeconds must be a whole number of seconds from 1 to 10 years, not ${ttlSeconds}`);
+  }
+  return { AGENTSTATE_SESSION_TTL_DAYS: String(ttlSeconds / 86_400) };
 }

@@ -138,7 +138,15 @@ export const routeGroupAccess = {
  * itself is granted on the stream's ARN by the event source mapping, not here.
  */
 export const liveHookAccess: TableAccess = {
-  table: ['dynamodb:Query', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem', 'dynamodb:BatchWriteItem'],
+  // GetItem: the sweep of a session whose item TTL removed reads what is left of it (session-delete.ts).
+  table: [
+    'dynamodb:GetItem',
+    'dynamodb:Query',
+    'dynamodb:PutItem',
+    'dynamodb:UpdateItem',
+    'dynamodb:DeleteItem',
+    'dynamodb:BatchWriteItem',
+  ],
   sessionsIndex: [],
 };
 

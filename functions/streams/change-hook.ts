@@ -48,7 +48,7 @@ function liveConsumer(env: NodeJS.ProcessEnv): StreamConsumer {
       readState: (scope, version, incarnation) => stores.sessions.getVersionState(scope, version, incarnation),
       deliversWebhooks: false,
       schemaFor: schemaReader(stores.agents),
-      moveActivity: (scope, at) => stores.sessions.moveActivity(scope, at),
+      moveActivity: (scope, at, lifetime) => stores.sessions.moveActivity(scope, at, lifetime),
       sweepPieces: async (scope) => {
         await stores.sessions.sweepPieces(scope);
       },
@@ -60,6 +60,7 @@ function liveConsumer(env: NodeJS.ProcessEnv): StreamConsumer {
       ...(gateway && live ? { broadcast: memoryBroadcaster(live, gateway) } : {}),
       ...publish,
     }),
+    sweepExpired: (scope, expiredAt) => stores.sessions.sweepExpired(scope, expiredAt),
     upkeep: new MemoryUpkeep(new DynamoDbMemoryUpkeep(stores.table), {
       historySeconds: Number.isFinite(days) && days > 0 ? Math.round(days * 86_400) : 0,
     }),

@@ -3,8 +3,9 @@ import type { ChangeFanout, ChangeInput } from '../core/fanout/change-fanout.js'
 import type { MemoryFanout } from '../core/fanout/memory-fanout.js';
 import type { MemoryUpkeep, MemoryUpkeepInput } from '../core/memory/memory-changes.js';
 import { sessionDefaultsFrom } from '../core/model/lifetime.js';
+import type { SessionScope } from '../core/model/model.js';
 import { DynamoDbAgentStore } from '../store/agents/agent-store.js';
-import { recordedChangeOf } from '../store/events/stream-images.js';
+import { expiredSessionOf, recordedChangeOf } from '../store/events/stream-images.js';
 import { recordedMemoryChangeOf } from '../store/memory/memory-stream.js';
 import { DynamoDbSessionStore } from '../store/sessions/session-store.js';
 import { dynamoDbClient } from '../store/table/client.js';
@@ -39,6 +40,11 @@ export interface StreamConsumer {
   memory: MemoryFanout;
   /** The memory upkeep (namespace list, replaced versions): the live consumer's alone. */
   upkeep?: MemoryUpkeep;
+  /**
+   * Sweeps a session whose item TTL removed (API.md section 12): the change hook carries out
+   * its expiry; the webhook consumer has none, and leaves it alone.
+   */
+  sweepExpired?: (scope: SessionScope, expiredAt: string) => Promise<void>;
   /** Runs once before a batch with events is handed over (the webhook consumer opens its sealed secrets). */
   beforeEvents?: () => Promise<void>;
 }
@@ -92,6 +98,7 @@ export function instrumentedStreamHandler(name: string, consumer: string, handle
 async function processBatch(consumer: StreamConsumer, event: DynamoDBStreamEvent, context?: StreamContext): Promise<DynamoDBBatchResponse> {
   const inputs: ChangeInput[] = [];
   const memory: MemoryUpkeepInput[] = [];
+  const swept: Array<{ key: string; scope: SessionScope; expiredAt: string }> = [];
   let unreadable: string | undefined;
   for (const record of event.Records) {
     const key = record.dynamodb?.SequenceNumber ?? '';
@@ -105,6 +112,8 @@ async function processBatch(consumer: StreamConsumer, event: DynamoDBStreamEvent
       // event source filter keeps it away, and this check keeps a misconfigured filter harmless.
       const change = recordedChangeOf(record);
       if (change) inputs.push({ key, change });
+      const expired = expiredSessionOf(record);
+      if (expired) swept.push({ key, scope: { tenant: expired.tenant, sessionId: expired.sessionId }, expiredAt: expired.expiredAt });
     } catch (error) {
       // A record that cannot be read fails with everything after it (their order matters);
       // retries, bisection and finally the on-failure queue take it from there.
@@ -122,7 +131,30 @@ async function processBatch(consumer: StreamConsumer, event: DynamoDBStreamEvent
     memory.length > 0 && consumer.upkeep ? consumer.upkeep.process(memory) : { failed: [] },
     memory.length > 0 ? consumer.memory.process(memory, within) : { failed: [] },
   ]);
-  const failed = [...events.failed, ...kept.failed, ...memoryDelivered.failed];
+  // Its fence is a record of the stream in turn: the expiry's event comes in a later batch.
+  const sweepFailed = await sweepAll(consumer, swept);
+  const failed = [...events.failed, ...kept.failed, ...memoryDelivered.failed, ...sweepFailed];
   if (unreadable !== undefined) failed.push(unreadable);
   return { batchItemFailures: failed.map((itemIdentifier) => ({ itemIdentifier })) };
+}
+
+/** Carries out the expiries of sessions whose items TTL removed; the keys of those that failed (retried from the stream). */
+async function sweepAll(
+  consumer: StreamConsumer,
+  swept: ReadonlyArray<{ key: string; scope: SessionScope; expiredAt: string }>,
+): Promise<string[]> {
+  const sweep = consumer.sweepExpired;
+  if (!sweep || swept.length === 0) return [];
+  const failed: string[] = [];
+  await Promise.all(
+    swept.map(async ({ key, scope, expiredAt }) => {
+      try {
+        await sweep(scope, expiredAt);
+      } catch (error) {
+        console.error('agentstate: could not sweep an expired session; the stream will retry', scope, error);
+        failed.push(key);
+      }
+    }),
+  );
+  return failed;
 }

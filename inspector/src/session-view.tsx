@@ -161,6 +161,12 @@ export function SessionView({ api, apiKey, sessionId, nodeId, onUnauthorized }: 
                 <dd data-testid="session-version">{session.version}</dd>
               </div>
               <div>
+                <dt>Expires</dt>
+                <dd data-testid="session-expires" title={expiryTitle(session)}>
+                  {session.expiresAt ? timeAgo(session.expiresAt) : 'never'}
+                </dd>
+              </div>
+              <div>
                 <dt>Nodes</dt>
                 <dd>
                   {rows.length}
@@ -304,4 +310,11 @@ function LiveFeed({ events, sessionId }: { events: StateChangedEvent[]; sessionI
       </ol>
     </section>
   );
+}
+
+/** What a session's expiry is made of, for the title of its "Expires" (docs/api.md §2a). */
+function expiryTitle(session: Session): string {
+  if (!session.expiresAt) return 'kept until deleted';
+  const idle = session.ttlSeconds === null ? '' : `, ${session.ttlSeconds} s after its last write`;
+  return `${fullTime(session.expiresAt)}${idle}`;
 }

@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { DeleteItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TENANT_READ_MAX_AGE_MS } from '../../functions/core/kernel/tenant-cache.js';
 import { DEPLOYED_WORKER_ARN, synthesizedAssembly } from '../helpers/synth.js';
@@ -466,6 +467,48 @@ describe('change events from the stream', () => {
     const live = (stack.aws.posted.get('conn-follow') ?? []).map((frame) => JSON.parse(frame));
     // At least once: the failed batch may have reached the follower before the bus refused it.
     expect(new Set(live.map((event) => event.id))).toEqual(new Set(['events:1', 'events:2']));
+  });
+});
+
+describe('expiry from the stream', () => {
+  it('sweeps a session whose item TTL removed with the change hook’s own role, and sends session.expired', async () => {
+    // Prepare: a session that expires a second after its last write, and that moment passed.
+    await stack.stream.read(0, 200);
+    expect((await call('PATCH', '/v1/sessions/fleeting/state', { step: 1 })).status).toBe(200);
+    expect((await call('PATCH', '/v1/sessions/fleeting', { ttlSeconds: 1 })).status).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    expect((await call('GET', '/v1/sessions/fleeting')).status).toBe(404);
+    // DynamoDB Local runs no TTL: the test removes the item, and its record says who did, as DynamoDB's own does.
+    await stack.admin.send(
+      new DeleteItemCommand({ TableName: stack.deployment.tableName, Key: { pk: { S: 'S#acme#fleeting' }, sk: { S: 'S' } } }),
+    );
+    const removed = (await stack.stream.read(1)).filter((record) => record.eventName === 'REMOVE' && record.dynamodb?.Keys?.sk?.S === 'S');
+    const byTtl = removed.map((record) => ({ ...record, userIdentity: { Type: 'Service', PrincipalId: 'dynamodb.amazonaws.com' } }));
+
+    // Act: the mappings deliver the TTL deletion, then what the sweep wrote.
+    const swept = await stack.stream.deliver(stack.stream.eventRecords(byTtl));
+    const fence = stack.stream.eventRecords(await stack.stream.read(1));
+    const delivered = await stack.stream.deliver(fence);
+
+    // Assess: the change hook swept it (no failure, every change a tombstone), and the event went out.
+    expect(removed).toHaveLength(1);
+    const sweeper = swept.find(({ fn }) => fn.description.includes('change hook'));
+    expect(sweeper?.invocation.result).toEqual({ batchItemFailures: [] });
+    expect(delivered.every(({ invocation }) => invocation.result.batchItemFailures.length === 0)).toBe(true);
+    const { Items } = await stack.admin.send(
+      new QueryCommand({
+        TableName: stack.deployment.tableName,
+        KeyConditionExpression: 'pk = :pk',
+        ExpressionAttributeValues: { ':pk': { S: 'S#acme#fleeting' } },
+      }),
+    );
+    expect((Items ?? []).map((item) => item.kind?.S)).toEqual((Items ?? []).map(() => 'x'));
+    const entries = stack.aws.eventBridgeEntries.filter((entry) => JSON.parse(entry.Detail).sessionId === 'fleeting');
+    expect(entries.map((entry) => entry.DetailType)).toContain('session.expired');
+    expect(JSON.parse(entries.find((entry) => entry.DetailType === 'session.expired')?.Detail)).toMatchObject({
+      id: 'expired/fleeting/0',
+      version: 1,
+    });
   });
 });
 

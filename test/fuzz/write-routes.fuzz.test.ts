@@ -43,6 +43,7 @@ afterAll(() => {
 const templates: Record<string, { path: string; body: string; readBack?: string }> = {
   'POST /v1/sessions': { path: '/v1/sessions', body: '{"metadata":{"n":N}}' },
   'POST /v1/sessions/{sid}/messages': { path: '/v1/sessions/fz/messages', body: '{"messages":[{"role":"user","n":N}]}' },
+  'PATCH /v1/sessions/{sid}': { path: '/v1/sessions/fz', body: '{"metadata":{"n":N}}', readBack: '/v1/sessions/fz' },
   'PUT /v1/sessions/{sid}/head': { path: '/v1/sessions/fz/head', body: '{"nodeId":"root","n":N}' },
   'PATCH /v1/sessions/{sid}/state': { path: '/v1/sessions/fz/state', body: '{"n":N}', readBack: '/v1/sessions/fz/state' },
   'PUT /v1/sessions/{sid}/state': { path: '/v1/sessions/fz/state', body: '{"n":N}', readBack: '/v1/sessions/fz/state' },

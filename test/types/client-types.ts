@@ -26,7 +26,7 @@ import type { Command, CommandScope, MergePolicy } from '../../functions/core/co
 import type { CommitResult, DocumentView } from '../../functions/core/commits/commit-service.js';
 import type { DecideResult } from '../../functions/core/decide/decide-service.js';
 import type { DecisionRequest } from '../../functions/core/decide/decision-hops.js';
-import type { DocumentChangedEvent, StateChangedEvent } from '../../functions/core/events/events.js';
+import type { DocumentChangedEvent, SessionExpiredEvent, StateChangedEvent } from '../../functions/core/events/events.js';
 import type { MemoryChangedEvent } from '../../functions/core/events/memory-changed.js';
 import type { JsonNumber } from '../../functions/core/json/json.js';
 import type { ErrorCode, Problem } from '../../functions/core/kernel/errors.js';
@@ -197,6 +197,7 @@ export type Memory = [
   NoDrift<Sent<Returned<MemoryService['history']>['items'][number], Client.MemoryItem>>,
   NoDrift<Sent<{ namespaces: Returned<MemoryService['listNamespaces']>['items']; next?: string }, Client.NamespaceList>>,
   NoDrift<Sent<MemoryChangedEvent, Client.MemoryChangedEvent>>,
+  NoDrift<Sent<SessionExpiredEvent, Client.SessionExpiredEvent>>,
 ];
 
 // Errors: a problem document (the client also keeps codes it does not know yet).
@@ -248,4 +249,5 @@ export type Document = [
   NoDrift<ThroughTheDocument<Problem, 'Problem', Client.Problem>>,
   NoDrift<ThroughTheDocument<MemoryItem, 'MemoryItem', Client.MemoryItem>>,
   NoDrift<ThroughTheDocument<MemoryChangedEvent, 'MemoryChangedEvent', Client.MemoryChangedEvent>>,
+  NoDrift<ThroughTheDocument<SessionExpiredEvent, 'SessionExpiredEvent', Client.SessionExpiredEvent>>,
 ];

@@ -100,7 +100,7 @@ describe('building events', () => {
       { sessionId: 's1', version: 3 },
       { sessionId: 's1', version: 3 },
     ]);
-    expect(events.map((event) => [event.id, event.prev, event.next])).toEqual([
+    expect(events.map((event) => [event.id, (event as StateChangedEvent).prev, (event as StateChangedEvent).next])).toEqual([
       ['s1:4', { n: 3 }, { n: 4 }],
       ['s1:5', { n: 4 }, { n: 5 }],
       ['s1:6', { n: 3 }, { n: 6 }],
@@ -117,7 +117,7 @@ describe('building events', () => {
     await new ChangeFanout(h.ports).process([change('s1', 1, 0, { a: 1 }), change('s1', 9, 8, { a: 9 })]);
 
     expect(h.reads).toEqual([{ sessionId: 's1', version: 8 }]);
-    expect(events.map((event) => event.prev)).toEqual([null, null]);
+    expect(events.map((event) => (event as StateChangedEvent).prev)).toEqual([null, null]);
   });
 
   it('reports the first record of a session whose event cannot be built, and delivers nothing after it', async () => {
@@ -533,7 +533,7 @@ describe('document events', () => {
     const result = await new ChangeFanout(h.ports).process([documentChange('profile', 'u1', 's1', 1, { private: 'kept' })]);
 
     expect(result.failed).toEqual([]);
-    expect(bodies.map((body) => body.next)).toEqual([{ private: 'kept' }]);
+    expect(bodies.map((body) => (body as StateChangedEvent).next)).toEqual([{ private: 'kept' }]);
   });
 });
 

@@ -16,6 +16,9 @@ const session = {
   updatedAt: '2025-06-01T10:00:00.000Z',
   head: 'root',
   version: 0,
+  ttlSeconds: null,
+  expiresAt: null,
+  retention: null,
 };
 const problem = (status: number, code: string) => JSON.stringify({ type: 'about:blank', title: code, status, code, detail: code });
 

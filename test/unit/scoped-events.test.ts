@@ -286,7 +286,7 @@ describe('ChangeFanout with agent-scoped receivers', () => {
     await new ChangeFanout(h.ports).process([change('s1', 1, 0, full)]);
 
     expect(h.broadcasts).toHaveLength(1);
-    expect(h.broadcasts[0]?.whole[0]?.next).toEqual(full);
+    expect((h.broadcasts[0]?.whole[0] as StateChangedEvent | undefined)?.next).toEqual(full);
     expect((h.broadcasts[0]?.cut as StateChangedEvent[] | undefined)?.[0]?.next).toEqual({ plan: 'ship', topic: 'refunds' });
   });
 });

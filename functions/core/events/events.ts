@@ -3,6 +3,7 @@ import type { PatchOperation } from '../json/json-patch.js';
 import { mergePatchBetween } from '../json/merge-patch.js';
 import { AgentStateError } from '../kernel/errors.js';
 import { type Schema, viewOf } from '../model/fields.js';
+import type { Lifetime } from '../model/lifetime.js';
 import type { DocumentKind, VersionRecord } from '../model/model.js';
 import type { MemoryChangedEvent } from './memory-changed.js';
 
@@ -79,6 +80,8 @@ export interface RecordedVersion {
   /** Which life of the session id (`Tip.incarnation`): versions restart at 1 in each. */
   incarnation?: number;
   version: Omit<VersionRecord, 'lineage' | 'place'>;
+  /** The session's lifetime as the version carries it: its item's expiry moves with its activity. */
+  lifetime?: Lifetime;
   /**
    * True when the session's activity (`updatedAt`, the list order) is due to move to this
    * version: the write stamped it so, at most once an interval (store/log/log-writer.ts
@@ -140,8 +143,31 @@ export interface DocumentChangedEvent {
   truncated?: true;
 }
 
+export const SESSION_EXPIRED = 'session.expired';
+
+/**
+ * A session expired (API.md section 12), sent when its expiry is carried out: by the first
+ * write after it, or by the sweep of a session nobody wrote again (within 48 h). By then the
+ * session has read as unknown since `expiredAt`.
+ */
+export interface SessionExpiredEvent {
+  /** `expired/<sessionId>/<life>`: stable across redeliveries, never a thread's or a document's event id. */
+  id: string;
+  type: typeof SESSION_EXPIRED;
+  sessionId: string;
+  /** The last version of the life that expired (0: none was recorded). */
+  version: number;
+  /** The session's agent and user when it expired. */
+  agentId: string | null;
+  userId: string | null;
+  /** The moment the session expired. */
+  expiredAt: string;
+  /** When the expiry was carried out. */
+  occurredAt: string;
+}
+
 /** Every event of a session the change hook sends. */
-export type ChangeEvent = StateChangedEvent | DocumentChangedEvent;
+export type ChangeEvent = StateChangedEvent | DocumentChangedEvent | SessionExpiredEvent;
 
 /** Every event that goes out on a channel: a session's, or a memory item's (memory-changed.ts). */
 export type WireEvent = ChangeEvent | MemoryChangedEvent;
@@ -164,11 +190,36 @@ export interface RecordedDocument {
   };
 }
 
-/** What the change stream reports: a thread version or a document version. */
-export type RecordedChange = RecordedVersion | RecordedDocument;
+/** The expiry of a session carried out (the fence its delete put, store/events/stream-images.ts). */
+export interface RecordedExpiry {
+  tenant: string;
+  sessionId: string;
+  expiry: { incarnation: number; version: number; agentId: string | null; userId: string | null; expiredAt: string; occurredAt: string };
+}
+
+/** What the change stream reports: a thread version, a document version, or a session's expiry. */
+export type RecordedChange = RecordedVersion | RecordedDocument | RecordedExpiry;
 
 export function isRecordedDocument(change: RecordedChange): change is RecordedDocument {
   return 'document' in change;
+}
+
+export function isRecordedExpiry(change: RecordedChange): change is RecordedExpiry {
+  return 'expiry' in change;
+}
+
+export function buildSessionExpiredEvent(recorded: RecordedExpiry): SessionExpiredEvent {
+  const { expiry } = recorded;
+  return {
+    id: `expired/${recorded.sessionId}/${expiry.incarnation}`,
+    type: SESSION_EXPIRED,
+    sessionId: recorded.sessionId,
+    version: expiry.version,
+    agentId: expiry.agentId,
+    userId: expiry.userId,
+    expiredAt: expiry.expiredAt,
+    occurredAt: expiry.occurredAt,
+  };
 }
 
 function documentEventId(kind: DocumentKind, id: string, sessionId: string, version: number): string {
@@ -290,14 +341,14 @@ export type EventPublisher = (events: ReadonlyArray<{ tenant: string; event: Wir
 export type EventMode = 'full' | 'patch';
 export const EVENT_MODES: readonly EventMode[] = ['full', 'patch'];
 
-const fitted = new WeakMap<WireEvent, WireEvent>();
+const fitted = new WeakMap<WireEvent, Exclude<WireEvent, SessionExpiredEvent>>();
 
 /**
  * The event as it goes out: with its `patch`, and without `next` and `prev` when together
  * they pass `EVENT_STATES_LIMIT_BYTES` (`truncated: true`). Computed once per event object
  * (an agent's view is an object of its own, and gets a patch of its own view).
  */
-function fitEvent(event: WireEvent): WireEvent {
+function fitEvent(event: Exclude<WireEvent, SessionExpiredEvent>): Exclude<WireEvent, SessionExpiredEvent> {
   const known = fitted.get(event);
   if (known) return known;
   // A large state's event is shaped already: its change, no states.
@@ -308,7 +359,7 @@ function fitEvent(event: WireEvent): WireEvent {
   const patch = mergePatchBetween(prev, next);
   const withPatch = patch !== undefined && encodedSize(patch) <= EVENT_STATES_LIMIT_BYTES ? { patch } : {};
   const statesFit = encodedSize(next) + encodedSize(prev) <= EVENT_STATES_LIMIT_BYTES;
-  const result = (statesFit ? { ...rest, next, prev, ...withPatch } : { ...rest, ...withPatch, truncated: true }) as WireEvent;
+  const result = (statesFit ? { ...rest, next, prev, ...withPatch } : { ...rest, ...withPatch, truncated: true }) as typeof event;
   fitted.set(event, result);
   return result;
 }
@@ -321,6 +372,8 @@ function fitEvent(event: WireEvent): WireEvent {
  * event that names its version (`truncated: true`).
  */
 export function serializeWithin(event: WireEvent, limitBytes: number, mode: EventMode = 'full'): string {
+  // An expiry carries no state: it is small, and goes as it is.
+  if (event.type === SESSION_EXPIRED) return stringifyJson(event) ?? '';
   const shaped = fitEvent(event);
   const { next: _next, prev: _prev, ...lean } = shaped;
   const marked = mode === 'patch' && !('patch' in lean) ? { ...lean, truncated: true } : lean;

@@ -2,17 +2,22 @@ import type { SchemaReader } from '../agents/agent-reader.js';
 import {
   buildDeltaEvent,
   buildDocumentChangedEvent,
+  buildSessionExpiredEvent,
   buildStateChangedEvent,
   type ChangeEvent,
   eventForAgent,
   isRecordedDocument,
+  isRecordedExpiry,
   type RecordedChange,
+  type RecordedVersion,
+  SESSION_EXPIRED,
   STATE_CHANGED,
   serializeWithin,
   WEBHOOK_BODY_LIMIT_BYTES,
 } from '../events/events.js';
 import type { Json } from '../json/json.js';
 import type { Schema } from '../model/fields.js';
+import type { Lifetime } from '../model/lifetime.js';
 import type { SessionScope } from '../model/model.js';
 import { laneOf, type QueuedDelivery, type WebhookQueue, type WebhookRecord } from '../webhooks/records.js';
 import { enqueueDeliveries, type FanoutOptions, publishEvents, StreamFanout, type WebhookDeliveryPorts } from './fanout.js';
@@ -95,7 +100,7 @@ interface ChangeFanoutOptions extends FanoutOptions {
    * `at`, never back. Best effort: the list may trail a write (API.md section 2), so a
    * failure is the port's to log, not a reason to retry the batch.
    */
-  moveActivity?: (scope: SessionScope, at: string) => Promise<void>;
+  moveActivity?: (scope: SessionScope, at: string, lifetime?: Lifetime) => Promise<void>;
   /**
    * Collects the pieces of large states that no version names (a write that crashed between
    * its pieces and its version). Called for each session with a large state in a batch; it
@@ -150,6 +155,10 @@ export class ChangeFanout extends StreamFanout<ChangeFanoutPorts> {
     // By life and version: a batch may hold a deleted session's last versions and its next life's first.
     const states = new Map<string, Json>();
     for (const [index, { change }] of session.inputs.entries()) {
+      if (isRecordedExpiry(change)) {
+        session.events.push(buildSessionExpiredEvent(change));
+        continue;
+      }
       if (isRecordedDocument(change)) {
         session.events.push(buildDocumentChangedEvent(change));
         continue;
@@ -197,7 +206,7 @@ export class ChangeFanout extends StreamFanout<ChangeFanoutPorts> {
       views = Promise.all(
         session.events.map(async (event, index) => {
           const change = session.inputs[index]?.change;
-          const sessionAgent = change && !isRecordedDocument(change) ? (change.version.sessionAgentId ?? null) : null;
+          const sessionAgent = change && isRecordedVersion(change) ? (change.version.sessionAgentId ?? null) : null;
           const schema = sessionAgent === null ? null : await schemaOf(session.tenant, sessionAgent);
           return event.type === STATE_CHANGED ? eventForAgent(event, schema, agentId) : event;
         }),
@@ -315,13 +324,17 @@ export class ChangeFanout extends StreamFanout<ChangeFanoutPorts> {
   private async moveActivity(session: StreamBatch): Promise<void> {
     if (!this.ports.moveActivity || !session.thread) return;
     let newest: string | undefined;
+    let lifetime: Lifetime | undefined;
     for (const { change } of session.inputs) {
-      if (isRecordedDocument(change) || !change.activityDue) continue;
-      if (newest === undefined || change.version.createdAt > newest) newest = change.version.createdAt;
+      if (!isRecordedVersion(change) || !change.activityDue) continue;
+      if (newest === undefined || change.version.createdAt > newest) {
+        newest = change.version.createdAt;
+        lifetime = change.lifetime;
+      }
     }
     if (newest === undefined) return;
     try {
-      await this.ports.moveActivity(session.thread, newest);
+      await this.ports.moveActivity(session.thread, newest, lifetime);
     } catch (error) {
       this.log('could not move session activity forward', { ...session.thread, error: String(error) });
     }
@@ -330,7 +343,7 @@ export class ChangeFanout extends StreamFanout<ChangeFanoutPorts> {
   /** Large states write pieces first; what a crashed write left is collected from here. */
   private async sweepPieces(session: StreamBatch): Promise<void> {
     if (!this.ports.sweepPieces || !session.thread) return;
-    const large = session.inputs.some(({ change }) => !isRecordedDocument(change) && change.version.stateUnread);
+    const large = session.inputs.some(({ change }) => isRecordedVersion(change) && change.version.stateUnread);
     if (!large) return;
     try {
       await this.ports.sweepPieces(session.thread);
@@ -408,7 +421,7 @@ function groupByStream(inputs: readonly ChangeInput[]): StreamBatch[] {
 
 /** Where a document event's dead letter is kept apart from the session's thread events. */
 function deadLetterDocument(event: ChangeEvent): { document?: string } {
-  if (event.type === STATE_CHANGED) return {};
+  if (event.type === STATE_CHANGED || event.type === SESSION_EXPIRED) return {};
   if (event.scope === 'run') return { document: `run#${event.runId}` };
   if (event.scope === 'profile') return { document: `profile#${event.userId}` };
   return { document: 'shared' };
@@ -424,4 +437,9 @@ function memo<T>(load: (key: string) => Promise<T>): (key: string) => Promise<T>
     }
     return value;
   };
+}
+
+/** A thread's version (neither a document's nor a session's expiry). */
+function isRecordedVersion(change: RecordedChange): change is RecordedVersion {
+  return !isRecordedDocument(change) && !isRecordedExpiry(change);
 }

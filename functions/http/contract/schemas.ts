@@ -264,7 +264,17 @@ const memoryChangedEvent = z.object({
   occurredAt: time,
   truncated: z.literal(true).optional(),
 });
-const changeEvent = z.union([stateChangedEvent, documentChangedEvent, memoryChangedEvent]);
+const sessionExpiredEvent = z.object({
+  id: z.string().meta({ description: '`expired/<sessionId>/<life>`' }),
+  type: z.literal('session.expired'),
+  sessionId: idSchema,
+  version: version.meta({ description: 'The last version of the life that expired (0: none).' }),
+  agentId: z.nullable(idSchema),
+  userId: z.nullable(idSchema),
+  expiredAt: time.meta({ description: 'The moment the session expired; it has read as unknown since.' }),
+  occurredAt: time.meta({ description: 'When the expiry was carried out (the first write after it, or the sweep within 48 h).' }),
+});
+const changeEvent = z.union([stateChangedEvent, documentChangedEvent, sessionExpiredEvent, memoryChangedEvent]);
 
 const webhook = z.object({
   id: z.string(),
@@ -353,6 +363,7 @@ export const components = {
   StateChangedEvent: stateChangedEvent,
   DocumentChangedEvent: documentChangedEvent,
   MemoryChangedEvent: memoryChangedEvent,
+  SessionExpiredEvent: sessionExpiredEvent,
   ChangeEvent: changeEvent,
   JsonPatchOperation: jsonPatchOperation,
   Webhook: webhook,

@@ -1,12 +1,14 @@
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
-import type { RecordedChange, RecordedDocument, RecordedVersion } from '../../core/events/events.js';
+import type { RecordedChange, RecordedDocument, RecordedExpiry, RecordedVersion } from '../../core/events/events.js';
+import { lifetimeOf } from '../../core/model/lifetime.js';
 import * as documentItem from '../documents/document-item.js';
 import { type LogEntry, readLogItem, versionOf } from '../log/log-items.js';
 import { memoryRecordFilters } from '../memory/memory-stream.js';
-import { DOCUMENT_ITEM_KIND, documentKindOf, LOG_ITEM_KIND } from '../table/item-kinds.js';
-import { logPositionOf } from '../table/keys.js';
+import * as sessionItem from '../sessions/session-item.js';
+import { DOCUMENT_ITEM_KIND, documentKindOf, FENCE_CAUSE_EXPIRED, LOG_ITEM_KIND } from '../table/item-kinds.js';
+import { logPositionOf, sessionSort } from '../table/keys.js';
 
 /**
  * The table's change stream, read as recorded versions, through the same codecs the stores
@@ -31,6 +33,9 @@ import { logPositionOf } from '../table/keys.js';
  * one is a new version; the old image holds the version before it.
  */
 
+/** Who a DynamoDB TTL deletion is made by, in its stream record. */
+const TTL_PRINCIPAL = 'dynamodb.amazonaws.com';
+
 /**
  * Lambda event filter patterns (OR'ed) that let through exactly the records that record a
  * version (of a thread or of a document), so no other write to the table invokes the change
@@ -39,6 +44,14 @@ import { logPositionOf } from '../table/keys.js';
  */
 export const changeRecordFilters: ReadonlyArray<Record<string, unknown>> = [
   { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.version] } } } },
+  // The fence of a delete that carried out an expiry: the `session.expired` event.
+  { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.tombstone] }, cause: { S: [FENCE_CAUSE_EXPIRED] } } } },
+  // TTL removed a session's item: the change hook sweeps what is left of it (API.md section 12).
+  {
+    eventName: ['REMOVE'],
+    userIdentity: { type: ['Service'], principalId: [TTL_PRINCIPAL] },
+    dynamodb: { Keys: { sk: { S: [sessionSort] } } },
+  },
   { eventName: ['INSERT', 'MODIFY'], dynamodb: { NewImage: { kind: { S: Object.values(DOCUMENT_ITEM_KIND) } } } },
   ...memoryRecordFilters,
 ];
@@ -57,9 +70,50 @@ export function matchesStreamFilter(pattern: unknown, value: unknown): boolean {
 
 type LambdaImage = NonNullable<NonNullable<DynamoDBRecord['dynamodb']>['NewImage']>;
 
-/** The thread or document version a stream record carries, or null when it carries none. */
+/** The thread or document version, or the session expiry, a stream record carries, or null when it carries none. */
 export function recordedChangeOf(record: DynamoDBRecord): RecordedChange | null {
-  return recordedVersionOf(record) ?? recordedDocumentOf(record);
+  return recordedVersionOf(record) ?? recordedDocumentOf(record) ?? recordedExpiryOf(record);
+}
+
+/** The expiry a delete's fence records (an INSERT of kind x with cause `expired`), or null. */
+function recordedExpiryOf(record: DynamoDBRecord): RecordedExpiry | null {
+  const newImage = record.dynamodb?.NewImage;
+  if (record.eventName !== 'INSERT' || newImage?.kind?.S !== LOG_ITEM_KIND.tombstone || newImage.cause?.S !== FENCE_CAUSE_EXPIRED)
+    return null;
+  const item = unmarshall(toSdkImage(newImage));
+  const partition = /^S#([^#]+)#([^#]+)$/.exec(String(item.pk ?? ''));
+  const position = logPositionOf(String(item.sk ?? ''));
+  if (!partition || !position) return null;
+  return {
+    tenant: partition[1] as string,
+    sessionId: partition[2] as string,
+    expiry: {
+      incarnation: position.incarnation,
+      version: Number(item.lastVersion ?? 0),
+      agentId: typeof item.agentId === 'string' ? item.agentId : null,
+      userId: typeof item.userId === 'string' ? item.userId : null,
+      expiredAt: String(item.expiredAt),
+      occurredAt: String(item.createdAt),
+    },
+  };
+}
+
+/**
+ * A session item that DynamoDB's TTL removed (a REMOVE by its service principal): the session
+ * it belonged to and when its item said it expired; null for any other record.
+ */
+export function expiredSessionOf(record: DynamoDBRecord): { tenant: string; sessionId: string; expiredAt: string } | null {
+  if (record.eventName !== 'REMOVE' || record.userIdentity?.principalId !== TTL_PRINCIPAL) return null;
+  const keysOf = record.dynamodb?.Keys;
+  if (keysOf?.sk?.S !== sessionSort) return null;
+  const partition = /^S#([^#]+)#([^#]+)$/.exec(keysOf.pk?.S ?? '');
+  if (!partition) return null;
+  const expires = Number(record.dynamodb?.OldImage?.[sessionItem.EXPIRES_ATTRIBUTE]?.N);
+  return {
+    tenant: partition[1] as string,
+    sessionId: partition[2] as string,
+    expiredAt: new Date(Number.isFinite(expires) ? expires : Date.now()).toISOString(),
+  };
 }
 
 /** The document version a stream record carries, or null when it carries none. */
@@ -131,6 +185,7 @@ export function recordedVersionOf(record: DynamoDBRecord): RecordedVersion | nul
     },
     // A version whose write found the activity due stamped its change with its own time.
     activityDue: entry.carried.ta !== null && entry.carried.ta === version.createdAt,
+    ...(entry.carried.lt ? { lifetime: lifetimeOf(entry.carried.lt) } : {}),
   };
 }
 

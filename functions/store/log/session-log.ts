@@ -74,7 +74,7 @@ export class DynamoDbSessionLog implements SessionLog {
   ) {
     this.deleter = {
       isAbandoned: (tip) => isAbandonedDelete(tip, table.now()),
-      deleteSession: async (scope) => (await this.loadDeleter()).deleteSession(scope),
+      deleteSession: async (scope, sweep) => (await this.loadDeleter()).deleteSession(scope, sweep),
     };
     this.writer = new LogWriter(
       table,

@@ -32,8 +32,8 @@ export function isAbandonedDelete(tip: ClosingTip, now: number): boolean {
 /** How a write finishes a delete that stopped halfway (or carries out an expiry), and how it knows one did. */
 export interface AbandonedDeletes {
   isAbandoned(tip: ClosingTip): boolean;
-  /** Erases every item of the session; false when it had none. */
-  deleteSession(scope: SessionScope): Promise<boolean>;
+  /** Erases every item of the session; false when it had none (session-delete.ts; `sweep`: carries out an expiry only). */
+  deleteSession(scope: SessionScope, sweep?: { expiredAt: string }): Promise<boolean>;
 }
 
 /** The condition parts of a write that claims the log's next place. */

@@ -1,9 +1,9 @@
 import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import type { SessionScope, Tip } from '../../core/model/model.js';
-import { type FenceEntry, isFence, type LogEntry } from '../log/log-items.js';
+import { entryOf, type FenceEntry, isFence, type LogEntry } from '../log/log-items.js';
 import { nextSlot } from '../log/session-writes.js';
-import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
+import { FENCE_CAUSE_EXPIRED, KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { type LogPosition, logPositionOf } from '../table/keys.js';
 import { queryAll } from '../table/paging.js';
@@ -50,23 +50,27 @@ export class SessionDeleter {
     private readonly readTip: (scope: SessionScope) => Promise<Tip>,
   ) {}
 
-  /** Erases every item of the session; false when it had none. */
-  async deleteSession(scope: SessionScope): Promise<boolean> {
+  /**
+   * Erases every item of the session; false when it had none. With `sweep` (the change hook,
+   * when TTL removed the item of a session that expired at `sweep.expiredAt`): carries out that
+   * expiry, if the session's log agrees it expired, and nothing else.
+   */
+  async deleteSession(scope: SessionScope, sweep?: { expiredAt: string }): Promise<boolean> {
     const [tip, meta] = await Promise.all([
       this.readTip(scope),
       this.table.send(new GetCommand({ TableName: this.table.tableName, Key: sessionItem.key(scope), ConsistentRead: true })),
     ]);
-    if (tip.kind === 'empty' && !meta.Item) return false;
+    // A session nothing was written to whose item TTL removed: only its expiry is left to record.
+    const unwritten = tip.kind === 'empty' && tip.lifetime === undefined;
+    if (sweep && !((tip.kind === 'closing' && tip.expiredAt !== undefined) || unwritten)) return false;
+    if (tip.kind === 'empty' && !meta.Item && !sweep) return false;
     // Carrying out an expiry (API.md section 12): its fence says so, and becomes the session's
     // `session.expired` event (stream-images.ts). Known from the tip, or, with nothing in the
     // log, from the session item.
     const expiredAt =
-      tip.kind === 'closing'
-        ? tip.expiredAt
-        : tip.kind === 'empty' && tip.lifetime === undefined
-          ? itemExpiry(meta.Item, this.table.now())
-          : undefined;
-    const fence = await this.close(scope, tip, expiredAt);
+      tip.kind === 'closing' ? tip.expiredAt : unwritten ? (itemExpiry(meta.Item, this.table.now()) ?? sweep?.expiredAt) : undefined;
+    const expiry = expiredAt === undefined ? undefined : { cause: FENCE_CAUSE_EXPIRED, expiredAt, ...lifeOf(tip, meta.Item) };
+    const fence = await this.close(scope, tip, expiry);
     await this.erase(scope, fence);
     await this.table.send(
       new UpdateCommand({
@@ -87,7 +91,7 @@ export class SessionDeleter {
    * write that wins the race first makes it read the tip again. A delete already closing the
    * session (another one, or one that stopped halfway) is joined at its own fence.
    */
-  private async close(scope: SessionScope, first: Tip, expiredAt: string | undefined): Promise<LogPosition> {
+  private async close(scope: SessionScope, first: Tip, expiry: Item | undefined): Promise<LogPosition> {
     let tip = first;
     for (let attempt = 1; ; attempt++) {
       const closing = fenceOf(tip);
@@ -98,7 +102,7 @@ export class SessionDeleter {
         await this.table.send(
           new PutCommand({
             TableName: this.table.tableName,
-            Item: expiredAt === undefined ? fence : { ...fence, cause: FENCE_CAUSE_EXPIRED, expiredAt, ...lifeOf(tip) },
+            Item: { ...fence, ...expiry },
             ...claim,
           }),
         );
@@ -154,12 +158,11 @@ export class SessionDeleter {
 
 // ---- fences and tombstones: written by a delete alone (log-items.ts reads them back) ----------------
 
-/** The `cause` of a fence that carries out an expiry (its stream record is the `session.expired` event). */
-const FENCE_CAUSE_EXPIRED = 'expired';
-
-/** Who the expired session belonged to, for its event: its agent and user as its tip carried them. */
-function lifeOf(tip: Tip): Item {
-  return { agentId: tip.agentId, userId: tip.userId };
+/** Who the expired session belonged to and how far it got, for its event: as its tip carried it, or its item. */
+function lifeOf(tip: Tip, item: Item | undefined): Item {
+  const entry = entryOf(tip);
+  if (entry) return { agentId: entry.carried.ag, userId: entry.carried.u, lastVersion: entry.carried.v };
+  return { agentId: item?.agentId ?? null, userId: item?.userId ?? null, lastVersion: 0 };
 }
 
 /** When a session item says its session expired (ISO), if it did by `nowMs`. */

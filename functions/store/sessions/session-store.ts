@@ -40,6 +40,14 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
     return this.deleter.deleteSession(scope);
   }
 
+  /**
+   * The change hook's sweep of a session whose item TTL removed (API.md section 12: gone within
+   * 48 h): carries out its expiry as the next write would, when its log agrees that it expired.
+   */
+  async sweepExpired(scope: SessionScope, expiredAt: string): Promise<void> {
+    await this.deleter.deleteSession(scope, { expiredAt });
+  }
+
   /** Finishes the delete that closed `tip` when it was abandoned halfway (a commit that finds it). */
   async settleClosing(scope: SessionScope, tip: ClosingTip): Promise<void> {
     if (this.deleter.isAbandoned(tip)) await this.deleter.deleteSession(scope);

@@ -29,6 +29,9 @@ export const LOG_ITEM_KIND = {
   tombstone: 'x',
 } as const;
 
+/** The `cause` of the fence of a delete that carried out an expiry: its stream record is the `session.expired` event. */
+export const FENCE_CAUSE_EXPIRED = 'expired';
+
 /** The kinds of a memory item (`M#<tenant>#<namespace>` / `K#<key>`, memory-codecs.ts). */
 export const MEMORY_ITEM_KIND = {
   /** An item: its value, version and times (live unless its `expiresAt` has passed). */

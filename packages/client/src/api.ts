@@ -36,6 +36,7 @@ import type {
   StateView,
   Tree,
   TreeQuery,
+  UpdateSessionRequest,
   Version,
   VersionList,
   VersionsQuery,
@@ -116,6 +117,13 @@ export class AgentStateApi {
     /** `GET /v1/sessions/{sid}`. `404 session_not_found`. */
     get: async (sessionId: string, options?: CallOptions): Promise<Session> =>
       (await this.http.request<Session>({ method: 'GET', path: path`/v1/sessions/${sessionId}` }, options)).body,
+    /**
+     * `PATCH /v1/sessions/{sid}`: merge-patches the metadata and changes the lifetime (`ttlSeconds`,
+     * `expiresAt`, `retention`; `null` removes one). A write: it restarts an idle expiry.
+     * `404 session_not_found` (also once the session expired), `400` naming a bad field.
+     */
+    update: async (sessionId: string, changes: UpdateSessionRequest, options?: CallOptions): Promise<Session> =>
+      (await this.http.request<Session>({ method: 'PATCH', path: path`/v1/sessions/${sessionId}`, body: changes }, options)).body,
     /** `DELETE /v1/sessions/{sid}` → 204: erases nodes, messages, versions. */
     delete: async (sessionId: string, options?: CallOptions): Promise<void> => {
       await this.http.request<undefined>({ method: 'DELETE', path: path`/v1/sessions/${sessionId}` }, options);

@@ -607,8 +607,26 @@ export interface MemoryChangedEvent<V = JsonObject> {
   truncated?: true;
 }
 
+/**
+ * A session expired (docs/api.md §12): sent when its expiry is carried out, by the first write
+ * after it or by the sweep of a session nobody wrote again (within 48 h). The session has read as
+ * unknown since `expiredAt`.
+ */
+export interface SessionExpiredEvent {
+  /** `expired/<sessionId>/<life>`. */
+  id: string;
+  type: 'session.expired';
+  sessionId: string;
+  /** The last version of the life that expired (0: none). */
+  version: number;
+  agentId: string | null;
+  userId: string | null;
+  expiredAt: string;
+  occurredAt: string;
+}
+
 /** Every event a webhook, the WebSocket or the event bus carries. */
-export type ChangeEvent = StateChangedEvent | DocumentChangedEvent | MemoryChangedEvent;
+export type ChangeEvent = StateChangedEvent | DocumentChangedEvent | SessionExpiredEvent | MemoryChangedEvent;
 
 /** `POST /v1/webhooks` body. */
 export interface CreateWebhookRequest {

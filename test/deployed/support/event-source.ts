@@ -136,6 +136,8 @@ export class StreamEventSource {
         SizeBytes: dynamodb?.SizeBytes,
         StreamViewType: dynamodb?.StreamViewType,
       },
+      // Who made the change, when it was not a request (a TTL deletion: DynamoDB's own principal).
+      ...(record.userIdentity ? { userIdentity: { type: record.userIdentity.Type, principalId: record.userIdentity.PrincipalId } } : {}),
       eventSourceARN: this.streamArn,
     };
   }
