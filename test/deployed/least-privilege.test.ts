@@ -419,6 +419,23 @@ describe('change events and live sync, within their roles', () => {
     expect(stack.aws.posted.get('lp-follower')?.length).toBeGreaterThan(0);
     expect(stack.aws.eventBridgeEntries.length).toBeGreaterThan(0);
 
+    // The sweep of a session whose item TTL removed (API.md section 12): DynamoDB Local runs no
+    // TTL, so the test removes the item, and the record names DynamoDB's principal, as TTL's does.
+    expectStatus(await call('PATCH', '/v1/sessions/lp-ttl/state', { v: 1 }), 200);
+    expectStatus(await call('PATCH', '/v1/sessions/lp-ttl', { ttlSeconds: 1 }), 200);
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    await stack.stream.read(0, 200);
+    await stack.admin.send(
+      new DeleteItemCommand({ TableName: stack.deployment.tableName, Key: { pk: { S: 'S#acme#lp-ttl' }, sk: { S: 'S' } } }),
+    );
+    const removed = (await stack.stream.read(1)).map((record) => ({
+      ...record,
+      userIdentity: { Type: 'Service', PrincipalId: 'dynamodb.amazonaws.com' },
+    }));
+    for (const { invocation } of await stack.stream.deliver(stack.stream.eventRecords(removed))) {
+      expect(invocation.result, invocation.logs.join('\n')).toEqual({ batchItemFailures: [] });
+    }
+
     // And the webhooks group over what the hook left: dead letters listed, replayed, a webhook deleted.
     const hookId = hook.json.id as string;
     const letters = await call('GET', `/v1/webhooks/${hookId}/dead-letters`);
