@@ -48,7 +48,7 @@ function liveConsumer(env: NodeJS.ProcessEnv): StreamConsumer {
       readState: (scope, version, incarnation) => stores.sessions.getVersionState(scope, version, incarnation),
       deliversWebhooks: false,
       schemaFor: schemaReader(stores.agents),
-      moveActivity: (scope, at, lifetime) => stores.sessions.moveActivity(scope, at, lifetime),
+      moveActivity: (scope, at, lifetime) => stores.sessions.moveActivity(scope, at, false, lifetime),
       sweepPieces: async (scope) => {
         await stores.sessions.sweepPieces(scope);
       },
