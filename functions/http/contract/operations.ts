@@ -140,10 +140,7 @@ export const operations: Record<RouteKey, Operation> = {
     summary: "Change a session's metadata (merge patch) and lifetime",
     description:
       'Each field given changes, field by field over what the session has (API.md section 12): `ttlSeconds` (idle expiry, 1 s to 10 years), `expiresAt` (an absolute time in the future), `retention` (`keepVersions`, `keepDays`, each at least 1); `null` removes a setting. A change is a write: it restarts an idle expiry. Bad settings are `400` naming the field.',
-    body: {
-      schema: updateSessionBody,
-      example: { metadata: { channel: 'email' }, ttlSeconds: 604800, retention: { keepVersions: 100 } },
-    },
+    body: { schema: updateSessionBody, example: { metadata: { channel: 'email' }, ttlSeconds: 604800, retention: { keepVersions: 100 } } },
     responses: { 200: { description: 'The session after the change.', schema: 'Session' } },
     problems: ['invalid_request', 'session_not_found', 'forbidden', 'conflict'],
   },
