@@ -86,9 +86,17 @@ describe('change hook on the table stream', () => {
     expect(() => synthesize({ streamReading })).toThrow(message);
   });
 
-  it('filters on INSERTs of version items, document writes and memory items', () => {
+  it('filters on INSERTs of version items, expiry fences, TTL removals of session items, document writes and memory items', () => {
     expect(changeRecordFilters).toEqual([
       { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.version] } } } },
+      // Expiry (API.md section 12): the fence of the delete that carries one out (its event), and
+      // DynamoDB's TTL removing a session's item (the change hook sweeps the rest).
+      { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.tombstone] }, cause: { S: ['expired'] } } } },
+      {
+        eventName: ['REMOVE'],
+        userIdentity: { type: ['Service'], principalId: ['dynamodb.amazonaws.com'] },
+        dynamodb: { Keys: { sk: { S: ['S'] } } },
+      },
       {
         eventName: ['INSERT', 'MODIFY'],
         dynamodb: { NewImage: { kind: { S: [DOCUMENT_ITEM_KIND.run, DOCUMENT_ITEM_KIND.profile, DOCUMENT_ITEM_KIND.shared] } } },
