@@ -56,6 +56,10 @@ describe('the sessions list filters', () => {
       metadata: { channel, tier: 'pro', n: 7 },
       createdAt: made[0]?.body.createdAt,
       updatedAt: made[0]?.body.updatedAt,
+      // Its lifetime (API.md section 12): none by default.
+      ttlSeconds: null,
+      expiresAt: null,
+      retention: null,
     });
     expect(idsOf(byAgent)).toEqual([c, a]);
     expect(idsOf(byChannel)).toEqual([c, a]);
