@@ -15,7 +15,7 @@ import { queuedDeliveryOf } from './webhook-queue.js';
  * stream; streams/webhook-queue.ts) → webhook endpoints. Its event source mapping hands it
  * one message at a time, so a delivery that waits out a dead endpoint holds no other lane's.
  * Each delivery follows the one rule of core/webhooks/delivery.ts (3 attempts with backoff, then
- * a dead letter of the webhook; one attempt while on probation).
+ * a dead letter of the webhook; none while the endpoint's breaker is open, breaker.ts).
  *
  * It answers with partial batch failures: a delivery whose dead letter could not be recorded
  * is reported, with everything after it of its lane (FIFO order), and SQS gives it again once

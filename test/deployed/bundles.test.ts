@@ -415,6 +415,35 @@ describe('what a function tells its operator', () => {
     expect((await call('DELETE', `/v1/webhooks/${webhookId}`)).status).toBe(204);
   });
 
+  it("opens a dead endpoint's breaker for every lane: after one failed delivery, the others are dead letters without an attempt", async () => {
+    // Prepare: a webhook that cannot be reached, followed by three sessions (three lanes).
+    const hook = await call('POST', '/v1/webhooks', { url: 'https://breaker.invalid/hook' });
+    const webhookId = hook.json.id as string;
+    await webhookListsRenewed();
+    const mine = (message: QueuedMessage) => message.attributes.webhookId?.StringValue === webhookId;
+    await stack.stream.read(0, 200);
+    for (const sessionId of ['breaker-1', 'breaker-2', 'breaker-3']) {
+      expect((await call('PATCH', `/v1/sessions/${sessionId}/state`, { step: 1 })).status).toBe(200);
+    }
+    await stack.stream.deliver(stack.stream.eventRecords(await stack.stream.read(3)));
+
+    // Act: the delivery hook takes the three lanes' messages, one per invocation.
+    const sent = await stack.queue.deliver(mine);
+
+    // Assess: the first tried 3 times and opened the breaker on the webhook's item; the two
+    // after it read it there and did not try.
+    expect(sent.map(({ invocation }) => invocation.result)).toEqual([0, 1, 2].map(() => ({ batchItemFailures: [] })));
+    const letters = (await call('GET', `/v1/webhooks/${webhookId}/dead-letters`)).json.deadLetters as Array<{
+      attempts: number;
+      lastError: string;
+    }>;
+    expect(letters.map((letter) => letter.attempts).toSorted()).toEqual([0, 0, 3]);
+    for (const letter of letters.filter((candidate) => candidate.attempts === 0)) {
+      expect(letter.lastError).toMatch(/^not attempted: the endpoint failed a delivery, so its breaker is open until /);
+    }
+    expect((await call('DELETE', `/v1/webhooks/${webhookId}`)).status).toBe(204);
+  });
+
   it('logs every WebSocket event as a line of its own: the WebSocket access log', async () => {
     const connected = await stack.webSocket.connect('conn-logged', { token: key });
     const line = connected.logs.map((entry) => JSON.parse(entry)).find((entry) => entry.message === 'websocket');

@@ -205,13 +205,20 @@ describe('webhooks', () => {
       lastError: 'HTTP 500',
       event: { id: `${failingSid}:1`, next: { n: 1 }, prev: null },
     });
-    expect(letters[1]).toMatchObject({ version: 2, event: { prev: { n: 1 }, next: { n: 2 } } });
+    // The second was not tried: the first failure opened the endpoint's breaker.
+    expect(letters[1]).toMatchObject({
+      version: 2,
+      attempts: 0,
+      lastError: expect.stringMatching(/^not attempted: the endpoint failed a delivery, so its breaker is open until /),
+      event: { prev: { n: 1 }, next: { n: 2 } },
+    });
     // Another tenant cannot see them.
     expect((await other.get(`/v1/webhooks/${failingId}/dead-letters`)).status).toBe(404);
 
     // Act: the endpoint still fails; a replay stops at the first failure and keeps both.
     const stillFailing = await http.post(`/v1/webhooks/${failingId}/dead-letters/replay`, {});
-    // Then it recovers; the replay delivers both, in version order, with the same ids.
+    // Then it recovers; the replay delivers both, in version order, with the same ids, and
+    // closes the breaker.
     failing.answer(200);
     const replayed = await http.post(`/v1/webhooks/${failingId}/dead-letters/replay`, {});
     const after = await http.get(`/v1/webhooks/${failingId}/dead-letters`);

@@ -6,6 +6,7 @@ import type { Json } from '../../functions/core/json/json.js';
 import { useMetricSink } from '../../functions/core/kernel/metrics.js';
 import { WebhookDeliverer } from '../../functions/core/webhooks/delivery.js';
 import type { DeliveryResult, WebhookRecord, WebhookSender } from '../../functions/core/webhooks/records.js';
+import { memoryBreakers } from '../helpers/breakers.js';
 
 /** A recorded version of `sessionId` (tenant t1 unless said), keyed by a made-up sequence number. */
 function change(sessionId: string, version: number, prevVersion: number, state: Json, tenant = 't1'): ChangeInput {
@@ -51,6 +52,7 @@ function harness(options: {
   states?: Record<string, Json>;
 }): Harness {
   const h: Harness = { sent: [], deadLetters: [], reads: [], broadcasts: [], ports: undefined as never };
+  const breakers = memoryBreakers();
   h.ports = {
     readState: async (scope, version) => {
       h.reads.push({ sessionId: scope.sessionId, version });
@@ -58,7 +60,10 @@ function harness(options: {
       return options.states && key in options.states ? { state: options.states[key] as Json } : null;
     },
     webhooks: {
-      allWebhooks: async (tenant) => options.webhooks?.[tenant] ?? [],
+      allWebhooks: async (tenant) => (options.webhooks?.[tenant] ?? []).map((webhook) => breakers.withBreaker(tenant, webhook)),
+      openBreaker: breakers.openBreaker,
+      claimProbe: breakers.claimProbe,
+      closeBreaker: breakers.closeBreaker,
       recordDeadLetter: async (_tenant, webhookId, event, failure) => {
         h.deadLetters.push({ webhookId, id: event.id, attempts: failure.attempts, error: failure.error });
       },
@@ -238,7 +243,7 @@ describe('webhooks', () => {
     expect(h.deadLetters.map((letter) => letter.id)).toEqual(['s1:1']);
   });
 
-  it('gives a webhook that failed recently one attempt per event, until it succeeds again', async () => {
+  it('stops trying a webhook whose delivery failed until its breaker lets a probe through', async () => {
     // Prepare
     let healthy = false;
     const h = harness({
@@ -247,25 +252,16 @@ describe('webhooks', () => {
     });
     const fanout = new ChangeFanout(h.ports);
 
-    // Act
+    // Act: the endpoint recovers within the breaker's 30 s.
     await fanout.process([change('s1', 1, 0, 1)]);
     await fanout.process([change('s1', 2, 1, 2)]);
     healthy = true;
     await fanout.process([change('s1', 3, 2, 3)]);
-    healthy = false;
-    await fanout.process([change('s1', 4, 3, 4)]);
 
-    // Assess
-    expect(h.sent.map((delivery) => `${delivery.id}#${delivery.attempt}`)).toEqual([
-      's1:1#1',
-      's1:1#2',
-      's1:1#3',
-      's1:2#1',
-      's1:3#1',
-      's1:4#1',
-      's1:4#2',
-      's1:4#3',
-    ]);
+    // Assess: one failed delivery (3 attempts), then dead letters without an attempt, which a
+    // replay delivers; the breaker's clock is what lets deliveries try again.
+    expect(h.sent.map((delivery) => `${delivery.id}#${delivery.attempt}`)).toEqual(['s1:1#1', 's1:1#2', 's1:1#3']);
+    expect(h.deadLetters.map((letter) => `${letter.id}:${letter.attempts}`)).toEqual(['s1:1:3', 's1:2:0', 's1:3:0']);
   });
 
   it('dead-letters without trying once the invocation is out of time, naming the function that ran out', async () => {
@@ -294,7 +290,7 @@ describe('webhooks', () => {
     expect(error(asDeliveryHook)).toEqual(['not attempted: the delivery hook ran out of time']);
   });
 
-  it('keeps probations and deadlines on its own clock', async () => {
+  it('keeps breakers and deadlines on its own clock', async () => {
     // Prepare: a clock a year ahead of the system's, moved by hand.
     let clock = Date.now() + 365 * 24 * 60 * 60 * 1000;
     let healthy = false;
@@ -304,29 +300,35 @@ describe('webhooks', () => {
     });
     const fanout = new ChangeFanout({ ...h.ports, now: () => new Date(clock) });
 
-    // Act: a failure starts a probation; a minute later on the clock it is over. A deadline
-    // past on the clock (though not on the system's) stops deliveries; one ahead does not.
+    // Act: a failure opens the breaker for 30 s on the clock; then one probe fails and opens it
+    // for 60 s. A deadline past on the clock (though not on the system's) stops deliveries; one
+    // ahead does not, and the probe that gets through closes the breaker.
     await fanout.process([change('s1', 1, 0, 1)]);
     await fanout.process([change('s1', 2, 1, 2)]);
-    clock += 60_001;
+    clock += 30_001;
     await fanout.process([change('s1', 3, 2, 3)]);
-    clock += 60_001;
-    await fanout.process([change('s1', 4, 3, 4)], { deadline: clock - 1 });
+    clock += 30_001;
+    await fanout.process([change('s1', 4, 3, 4)]);
+    clock += 30_001;
+    await fanout.process([change('s1', 5, 4, 5)], { deadline: clock - 1 });
     healthy = true;
-    await fanout.process([change('s1', 5, 4, 5)], { deadline: clock + 1 });
+    await fanout.process([change('s1', 6, 5, 6)], { deadline: clock + 1 });
+    await fanout.process([change('s1', 7, 6, 7)]);
 
     // Assess
     expect(h.sent.map((delivery) => `${delivery.id}#${delivery.attempt}`)).toEqual([
       's1:1#1',
       's1:1#2',
       's1:1#3',
-      's1:2#1',
       's1:3#1',
-      's1:3#2',
-      's1:3#3',
-      's1:5#1',
+      's1:6#1',
+      's1:7#1',
     ]);
-    expect(h.deadLetters.map((letter) => `${letter.id}:${letter.attempts}`)).toEqual(['s1:1:3', 's1:2:1', 's1:3:3', 's1:4:0']);
+    expect(h.deadLetters.map((letter) => `${letter.id}:${letter.attempts}`)).toEqual(['s1:1:3', 's1:2:0', 's1:3:1', 's1:4:0', 's1:5:0']);
+    expect(h.deadLetters[1]?.error).toBe(
+      `not attempted: the endpoint failed a delivery, so its breaker is open until ${new Date(clock - 90_003 + 30_000).toISOString()}`,
+    );
+    expect(h.deadLetters[3]?.error).toMatch(/^not attempted: the endpoint failed 2 deliveries in a row, so its breaker is open until /);
   });
 
   it('stops retrying a delivery when the backoff would run past the deadline on its clock', async () => {

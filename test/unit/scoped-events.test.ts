@@ -12,6 +12,7 @@ import { type WebhookRecord, webhookView } from '../../functions/core/webhooks/r
 import { recordedVersionOf } from '../../functions/store/events/stream-images.js';
 import { LOG_ITEM_KIND } from '../../functions/store/table/item-kinds.js';
 import { liveBroadcaster } from '../../functions/ws/broadcast.js';
+import { memoryBreakers } from '../helpers/breakers.js';
 import { stateChangedEvent } from '../helpers/event-fixtures.js';
 
 /**
@@ -175,6 +176,7 @@ function harness(webhooks: WebhookRecord[]) {
   const ports: ChangeFanoutPorts = {
     readState: async () => ({ state: { plan: 'draft' } }),
     webhooks: {
+      ...memoryBreakers(),
       allWebhooks: async () => webhooks,
       recordDeadLetter: async (_tenant, webhookId, letter) => {
         deadLetters.push({ webhook: webhookId, body: letter.body });

@@ -3,6 +3,7 @@ import { WebhookDeliverer } from '../../functions/core/webhooks/delivery.js';
 import { WebhookLanes } from '../../functions/core/webhooks/lanes.js';
 import type { DeadLetterEvent, DeliveryFailure, DeliveryResult, WebhookRecord } from '../../functions/core/webhooks/records.js';
 import { laneOf, type QueuedDelivery } from '../../functions/core/webhooks/records.js';
+import { memoryBreakers } from '../helpers/breakers.js';
 
 /**
  * The local server's webhook lanes (core/webhooks/lanes.ts), driven through the deliverer with a
@@ -31,7 +32,10 @@ function harness(answer: (url: string, eventId: string) => Promise<DeliveryResul
   const sent: string[] = [];
   const deadLetters: Array<{ webhookId: string; id: string; error: string }> = [];
   let refuseDeadLetters = 0;
+  const breakers = memoryBreakers();
   const webhooks = {
+    ...breakers,
+    getWebhook: async (tenant: string, webhookId: string) => breakers.withBreaker(tenant, webhook(webhookId)),
     recordDeadLetter: async (_tenant: string, webhookId: string, event: DeadLetterEvent, failure: DeliveryFailure) => {
       if (refuseDeadLetters > 0) {
         refuseDeadLetters--;

@@ -22,6 +22,9 @@ function storeWithDeadLetters(count: number): { store: WebhookStore; letters: De
     allWebhooks: unused,
     deleteWebhook: unused,
     recordDeadLetter: unused,
+    openBreaker: unused,
+    claimProbe: unused,
+    closeBreaker: unused,
     getWebhook: async () => ({ id: 'w', url: 'https://w.example', secret: null, sessionId: null, createdAt: '2025-06-01T00:00:00.000Z' }),
     listDeadLetters: async (_tenant, _webhookId, options) => ({
       items: letters.slice(0, options.limit),

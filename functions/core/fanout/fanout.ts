@@ -32,13 +32,13 @@ export interface FanoutOptions {
    */
   queue?: WebhookQueue;
   sleep?: Sleep;
-  /** The clock of probations, deadlines and dead letters; the system clock by default. */
+  /** The clock of breakers, deadlines and dead letters; the system clock by default. */
   now?: () => Date;
   log?: Log;
 }
 
-/** What a stream consumer needs to read the webhooks of a tenant and record what failed. */
-export type WebhookReads = Pick<WebhookStore, 'allWebhooks' | 'recordDeadLetter'>;
+/** What a stream consumer needs to read the webhooks of a tenant and record what failed (dead letters, breakers). */
+export type WebhookReads = Pick<WebhookStore, 'allWebhooks' | 'recordDeadLetter' | 'openBreaker' | 'claimProbe' | 'closeBreaker'>;
 
 /**
  * Whether a stream consumer delivers webhooks, and with what: the webhook consumer needs the

@@ -1,5 +1,6 @@
 import { type Log, warnToConsole } from '../kernel/log.js';
 import { countMetric } from '../kernel/metrics.js';
+import { type BreakerGate, breakerAfterFailure, breakerGate, breakerOpenError, PROBE_HOLD_MS, type WebhookBreaker } from './breaker.js';
 import type { QueuedDelivery, WebhookRecord, WebhookSender, WebhookStore } from './records.js';
 
 /**
@@ -66,26 +67,21 @@ export interface WebhookDelivererPorts {
    * delivery it had no time left to try names it, so that an operator knows whose timeout to raise.
    */
   deliveredBy: string;
-  webhooks: Pick<WebhookStore, 'recordDeadLetter'>;
+  webhooks: Pick<WebhookStore, 'recordDeadLetter' | 'openBreaker' | 'claimProbe' | 'closeBreaker'>;
   sleep?: Sleep;
-  /** The clock of probations, deadlines and dead letters; the system clock by default. */
+  /** The clock of breakers, deadlines and dead letters; the system clock by default. */
   now?: () => Date;
   log?: Log;
 }
 
-/** A webhook that dead-lettered recently gets one attempt per delivery until one succeeds. */
-const PROBATION_MS = 60_000;
-
 /**
  * Delivers, with bounded attempts, and keeps what fails as a dead letter of its webhook (visible
  * and replayable). A webhook whose delivery failed gets no further attempts in the same call:
- * its later deliveries become dead letters in order, so a replay delivers them in order and a
- * dead endpoint costs one timeout per call, not one per event. After a failure it is on
- * probation (one attempt per delivery) for a minute.
+ * its later deliveries become dead letters in order, so a replay delivers them in order. A
+ * failed delivery opens the endpoint's breaker (breaker.ts), shared through the webhook's item:
+ * while it is open, no instance tries the endpoint, so dead endpoints hold no delivery slots.
  */
 export class WebhookDeliverer {
-  /** Per process: webhooks that failed recently, until when (epoch ms). */
-  private readonly probation = new Map<string, number>();
   private readonly now: () => Date;
   private readonly log: Log;
 
@@ -122,29 +118,77 @@ export class WebhookDeliverer {
 
   /** False when the delivery failed and its dead letter could not be recorded either. */
   private async deliverOne(delivery: QueuedDelivery, tripped: Set<string>, deadline: number | undefined): Promise<boolean> {
-    const { tenant, webhook, event } = delivery;
+    const { webhook } = delivery;
     let failure: { attempts: number; error: string };
     if (tripped.has(webhook.id)) {
       failure = { attempts: 0, error: 'not attempted: an earlier delivery to this webhook failed in the same batch' };
     } else if (deadline !== undefined && this.now().getTime() >= deadline) {
       failure = { attempts: 0, error: `not attempted: ${this.ports.deliveredBy} ran out of time` };
     } else {
-      const onProbation = (this.probation.get(webhook.id) ?? 0) > this.now().getTime();
-      const result = await deliverWithRetries(this.ports.send, webhook, event.body, event.id, {
-        attempts: onProbation ? 1 : this.policy.attempts,
-        backoffMs: this.policy.backoffMs,
-        now: this.now,
-        ...(this.ports.sleep ? { sleep: this.ports.sleep } : {}),
-        ...(deadline !== undefined ? { deadline } : {}),
-      });
-      if (result.ok) {
-        this.probation.delete(webhook.id);
-        return true;
-      }
-      failure = result;
-      tripped.add(webhook.id);
-      this.probation.set(webhook.id, this.now().getTime() + PROBATION_MS);
+      const outcome = await this.attempt(delivery, deadline);
+      if (outcome.ok) return true;
+      failure = outcome;
+      if (outcome.attempts > 0) tripped.add(webhook.id);
     }
+    return this.deadLetter(delivery, failure);
+  }
+
+  /** Tries the endpoint as its breaker allows, and moves the breaker by the outcome. */
+  private async attempt(
+    delivery: QueuedDelivery,
+    deadline: number | undefined,
+  ): Promise<{ ok: true } | { ok: false; attempts: number; error: string }> {
+    const { tenant, webhook, event } = delivery;
+    const now = this.now().getTime();
+    // As the webhook's item was read for this delivery: the delivery hook and the local lanes
+    // read it fresh (lanes.ts), so a breaker moved by another instance counts at once.
+    const breaker = webhook.breaker;
+    const gate = breakerGate(breaker, now);
+    if (gate.kind === 'open') return { ok: false, attempts: 0, error: breakerOpenError(gate) };
+    if (gate.kind === 'half-open' && !(await this.claimProbe(tenant, webhook.id, now))) {
+      return { ok: false, attempts: 0, error: breakerOpenError(probeTaken(gate, now)) };
+    }
+    const result = await deliverWithRetries(this.ports.send, webhook, event.body, event.id, {
+      // A half-open breaker lets one attempt through: the probe.
+      attempts: gate.kind === 'half-open' ? 1 : this.policy.attempts,
+      backoffMs: this.policy.backoffMs,
+      now: this.now,
+      ...(this.ports.sleep ? { sleep: this.ports.sleep } : {}),
+      ...(deadline !== undefined ? { deadline } : {}),
+    });
+    if (result.ok) {
+      if (breaker) await this.moveBreaker(tenant, webhook.id, undefined);
+      return { ok: true };
+    }
+    // Out of time before the first attempt says nothing about the endpoint.
+    if (result.attempts > 0) await this.moveBreaker(tenant, webhook.id, breakerAfterFailure(breaker, this.now().getTime()));
+    return result;
+  }
+
+  private async claimProbe(tenant: string, webhookId: string, now: number): Promise<boolean> {
+    try {
+      return await this.ports.webhooks.claimProbe(tenant, webhookId, { now, until: now + PROBE_HOLD_MS });
+    } catch (error) {
+      // Unknown whether it was claimed: leave the probe to a delivery that knows.
+      this.log('could not claim the probe of a webhook breaker', { webhookId, error: String(error) });
+      return false;
+    }
+  }
+
+  /** Opens (`next`) or closes (undefined) the breaker, for every instance. */
+  private async moveBreaker(tenant: string, webhookId: string, next: WebhookBreaker | undefined): Promise<void> {
+    try {
+      if (next) await this.ports.webhooks.openBreaker(tenant, webhookId, next);
+      else await this.ports.webhooks.closeBreaker(tenant, webhookId);
+    } catch (error) {
+      // The breaker only saves attempts; the delivery's own outcome is what must not be lost.
+      this.log('could not move a webhook breaker', { webhookId, open: next !== undefined, error: String(error) });
+    }
+  }
+
+  /** Keeps a failed delivery as a dead letter; false when even that failed (retry it). */
+  private async deadLetter(delivery: QueuedDelivery, failure: { attempts: number; error: string }): Promise<boolean> {
+    const { tenant, webhook, event } = delivery;
     try {
       await this.ports.webhooks.recordDeadLetter(tenant, webhook.id, event, {
         attempts: failure.attempts,
@@ -170,6 +214,11 @@ export class WebhookDeliverer {
     });
     return true;
   }
+}
+
+/** A half-open breaker whose probe another delivery holds: open for this one until the hold ends. */
+function probeTaken(gate: Extract<BreakerGate, { kind: 'half-open' }>, now: number): Extract<BreakerGate, { kind: 'open' }> {
+  return { kind: 'open', until: now + PROBE_HOLD_MS, failures: gate.failures };
 }
 
 /** The indexes of each lane's deliveries, in order; lanes in order of their first delivery. */

@@ -5,7 +5,8 @@ import type { QueuedDelivery, WebhookQueue, WebhookStore } from './records.js';
  * Webhook deliveries travel in lanes (API.md section 9: a slow or dead endpoint delays only
  * its own deliveries). A lane is one webhook and one stream of events it follows (a session's
  * thread, one of its documents, one memory item): a lane's deliveries go one after the other,
- * in version order, and lanes never wait for each other.
+ * in version order, and lanes never wait for each other. A lane is one webhook's, so it reads
+ * that webhook once per batch.
  *
  *   stream consumer ── enqueue ──> lane (webhook A, session s1): v7 → v8 → v9
  *                                  lane (webhook B, session s1): v7 ✗✗✗ (B's wait alone)
@@ -41,7 +42,7 @@ export class WebhookLanes implements WebhookQueue {
   constructor(
     private readonly deliverer: WebhookDeliverer,
     private readonly ports: {
-      webhooks: Pick<WebhookStore, 'recordDeadLetter'>;
+      webhooks: Pick<WebhookStore, 'recordDeadLetter' | 'getWebhook'>;
       sleep?: Sleep;
       now?: () => Date;
       /** Pause before a lane tries again what it could not dead-letter. @default 1000 */
@@ -86,6 +87,24 @@ export class WebhookLanes implements WebhookQueue {
     );
   }
 
+  /**
+   * Delivers a lane's batch with its webhook as the table has it now, as the delivery hook reads
+   * it for each message: a breaker another delivery moved counts at once, and the deliveries of a
+   * webhook deleted since end with it. A read that fails retries the whole batch.
+   */
+  private async deliverFresh(batch: QueuedDelivery[]): Promise<{ failed: number[] }> {
+    const { tenant, webhook } = batch[0] as QueuedDelivery;
+    let fresh: Awaited<ReturnType<WebhookStore['getWebhook']>>;
+    try {
+      fresh = await this.ports.webhooks.getWebhook(tenant, webhook.id);
+    } catch (error) {
+      console.warn('agentstate: could not read a webhook; its lane will try again', webhook.id, String(error));
+      return { failed: batch.map((_, index) => index) };
+    }
+    if (!fresh) return { failed: [] };
+    return this.deliverer.deliver(batch.map((delivery) => ({ ...delivery, webhook: fresh })));
+  }
+
   private run(lane: string): void {
     const runner = (async () => {
       const wait = this.ports.sleep ?? sleep;
@@ -94,7 +113,7 @@ export class WebhookLanes implements WebhookQueue {
         if (queued.length === 0) break;
         // What waits now, in order; it stays at the head of its lane until done, so `drain` sees it.
         const batch = [...queued];
-        const { failed } = await this.deliverer.deliver(batch);
+        const { failed } = await this.deliverFresh(batch);
         queued.splice(0, failed.length === 0 ? batch.length : (failed[0] as number));
         if (failed.length > 0) await wait(this.ports.retryMs ?? 1_000);
       }

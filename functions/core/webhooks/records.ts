@@ -1,6 +1,7 @@
 import type { WireEvent } from '../events/events.js';
 import { parseJson } from '../json/json.js';
 import type { Page } from '../model/model.js';
+import type { WebhookBreaker } from './breaker.js';
 
 /**
  * Webhooks (API.md section 9): per tenant, optionally limited to one session. Every change
@@ -22,6 +23,8 @@ export interface WebhookRecord {
    */
   agentId?: string | null;
   createdAt: string;
+  /** Present while its endpoint's breaker is open or half-open (breaker.ts); never shown to clients. */
+  breaker?: WebhookBreaker;
 }
 
 /** A webhook as clients see it: whether it has a secret, never the secret. */
@@ -97,6 +100,15 @@ export interface WebhookStore {
   /** In replay order: by session, then version. */
   listDeadLetters(tenant: string, webhookId: string, options: { limit: number; cursor?: string }): Promise<Page<DeadLetter>>;
   deleteDeadLetter(tenant: string, webhookId: string, event: Omit<DeadLetterEvent, 'id' | 'body'>): Promise<void>;
+  /** Opens (or reopens) the webhook's breaker as `breaker` says; nothing for a deleted webhook. */
+  openBreaker(tenant: string, webhookId: string, breaker: WebhookBreaker): Promise<void>;
+  /**
+   * Claims the probe of a half-open breaker until `until`: true for the one delivery that may
+   * try the endpoint, false when the breaker is open again, claimed by another, or closed.
+   */
+  claimProbe(tenant: string, webhookId: string, options: { now: number; until: number }): Promise<boolean>;
+  /** Closes the breaker after a delivery got through; nothing for a deleted webhook. */
+  closeBreaker(tenant: string, webhookId: string): Promise<void>;
 }
 
 /** What one HTTP delivery came to. */

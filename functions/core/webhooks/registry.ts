@@ -111,6 +111,8 @@ export class WebhookService {
         return { delivered, failed: { eventId: letter.eventId, error: result.error }, remaining: true };
       }
       await this.store.deleteDeadLetter(tenant, webhookId, deadLetterEvent(letter));
+      // The endpoint answers again: deliveries need not wait for the breaker's probe.
+      if (delivered === 0 && webhook.breaker) await this.store.closeBreaker(tenant, webhookId);
       delivered++;
     }
     const remaining = next !== undefined && (await this.store.listDeadLetters(tenant, webhookId, { limit: 1 })).items.length > 0;

@@ -2,12 +2,13 @@ import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } fr
 import { openSecret, sealSecret } from '../../core/kernel/sealing.js';
 import { invalidateTenant } from '../../core/kernel/tenant-cache.js';
 import type { Page } from '../../core/model/model.js';
+import type { WebhookBreaker } from '../../core/webhooks/breaker.js';
 import type { DeadLetter, DeadLetterEvent, DeliveryFailure, WebhookRecord, WebhookStore } from '../../core/webhooks/records.js';
 import { secretOwner } from '../table/item-codecs.js';
 import * as keys from '../table/keys.js';
 import { forEachInRange, pageOf, prefixPageQuery } from '../table/paging.js';
 import { tableKeys } from '../table/table.js';
-import { conditions, type Item, type TableClient } from '../table/table-client.js';
+import { conditionally, conditions, type Item, type TableClient } from '../table/table-client.js';
 
 /** Dead letters are kept as long as SQS keeps a message at most: two weeks to replay them. */
 const DEAD_LETTER_TTL_SECONDS = 14 * 24 * 60 * 60;
@@ -15,7 +16,9 @@ const DEAD_LETTER_TTL_SECONDS = 14 * 24 * 60 * 60;
 /**
  * Webhooks and their dead letters (keys.ts):
  *
- *   H#<tenant>             H#<webhook id>                 url, secret, sessionId, agentId, createdAt
+ *   H#<tenant>             H#<webhook id>                 url, secret, sessionId, agentId, createdAt,
+ *                                                         breakerFailures, breakerOpenUntil,
+ *                                                         breakerProbeUntil (core/webhooks/breaker.ts)
  *   X#<tenant>#<webhook>   D#<session>#<000000000042>     body (the event's JSON text),
  *                                                         attempts, lastError, times, TTL
  *
@@ -112,6 +115,49 @@ export class DynamoDbWebhookStore implements WebhookStore {
     );
   }
 
+  async openBreaker(tenant: string, webhookId: string, breaker: WebhookBreaker): Promise<void> {
+    // The webhook's own item: every delivery reads it anyway, so every instance sees the breaker.
+    await conditionally(
+      this.table.send(
+        new UpdateCommand({
+          TableName: this.table.tableName,
+          Key: { pk: keys.webhooks(tenant), sk: keys.webhook(webhookId) },
+          UpdateExpression: 'SET breakerFailures = :failures, breakerOpenUntil = :until REMOVE breakerProbeUntil',
+          ConditionExpression: conditions.itemExists,
+          ExpressionAttributeValues: { ':failures': breaker.failures, ':until': breaker.openUntil },
+        }),
+      ),
+    );
+  }
+
+  async claimProbe(tenant: string, webhookId: string, options: { now: number; until: number }): Promise<boolean> {
+    return conditionally(
+      this.table.send(
+        new UpdateCommand({
+          TableName: this.table.tableName,
+          Key: { pk: keys.webhooks(tenant), sk: keys.webhook(webhookId) },
+          UpdateExpression: 'SET breakerProbeUntil = :until',
+          // Still half-open, and nobody's probe under way: one delivery wins, the rest see it open.
+          ConditionExpression: 'breakerOpenUntil <= :now AND (attribute_not_exists(breakerProbeUntil) OR breakerProbeUntil <= :now)',
+          ExpressionAttributeValues: { ':now': options.now, ':until': options.until },
+        }),
+      ),
+    );
+  }
+
+  async closeBreaker(tenant: string, webhookId: string): Promise<void> {
+    await conditionally(
+      this.table.send(
+        new UpdateCommand({
+          TableName: this.table.tableName,
+          Key: { pk: keys.webhooks(tenant), sk: keys.webhook(webhookId) },
+          UpdateExpression: 'REMOVE breakerFailures, breakerOpenUntil, breakerProbeUntil',
+          ConditionExpression: conditions.itemExists,
+        }),
+      ),
+    );
+  }
+
   async listDeadLetters(tenant: string, webhookId: string, options: { limit: number; cursor?: string }): Promise<Page<DeadLetter>> {
     const range = { tableName: this.table.tableName, partition: keys.deadLetters(tenant, webhookId), prefix: keys.deadLetterPrefix };
     const { Items, LastEvaluatedKey } = await this.table.send(new QueryCommand(prefixPageQuery(range, { ...options, consistent: true })));
@@ -141,6 +187,15 @@ function toWebhook(item: Item): WebhookRecord {
     sessionId: typeof item.sessionId === 'string' ? item.sessionId : null,
     agentId: typeof item.agentId === 'string' ? item.agentId : null,
     createdAt: String(item.createdAt),
+    ...(typeof item.breakerOpenUntil === 'number' ? { breaker: breakerOf(item) } : {}),
+  };
+}
+
+function breakerOf(item: Item): WebhookBreaker {
+  return {
+    failures: Number(item.breakerFailures ?? 1),
+    openUntil: Number(item.breakerOpenUntil),
+    ...(typeof item.breakerProbeUntil === 'number' ? { probeUntil: item.breakerProbeUntil } : {}),
   };
 }
 
