@@ -219,6 +219,27 @@ export async function measureLargeState(meter: Meter, client: DynamoDBClient, ma
   );
   row('1 KB replaced at random places in a row, checkpoints included', replaces, { writeUnits: 4 }, 'mean');
 
+  // A copy (API.md section 12) of a 1,000-message path under a 4 MiB state, against writing the
+  // same state and messages once: the copy writes the messages again and the state's pieces once.
+  const source = scope('large-copy-source');
+  meter.reset();
+  await service.replaceState(source, state);
+  const stateWrite = meter.reset();
+  for (let turn = 0; turn < 20; turn++) {
+    await service.appendMessages(source, {
+      messages: Array.from({ length: 50 }, (_, n) => ({
+        id: `c${turn * 50 + n}`,
+        role: n % 2 ? 'assistant' : 'user',
+        text: prose(random(turn * 50 + n), 200),
+      })),
+    });
+  }
+  const messagesWrite = meter.reset();
+  const copied = await perOperation(meter, 1, () => main.deps.copier.copy(source, { sessionId: 'large-copy' }));
+  row('copy a 1,000-message path under a 4 MiB state (POST …/copy)', copied, {
+    writeUnits: Math.ceil(stateWrite.writeUnits + messagesWrite.writeUnits),
+  });
+
   // GET of the 4 MiB state, against BatchGetItem of the same JSON text in 11 raw items.
   const text = JSON.stringify(state);
   const rawKeys: Array<{ pk: { S: string }; sk: { S: string } }> = [];
@@ -301,6 +322,10 @@ runs are the mean, checkpoints included. Capacity units are DynamoDB Local's own
 bytes are every item of the session's partition, counted as DynamoDB counts item size.
 
 ${largeStateTable(result).join('\n')}
+
+The copy row's target is what writing the same 4 MiB state and the same 1,000 messages (20
+appends of 50) cost the source in write units: a copy writes the messages again, as appends, and
+the state once, as a version whose pieces are new to the copy's partition.
 
 A 1 KB change is three requests: the tip (\`Query\`), one \`BatchGetItem\` of the checkpoint's
 pieces and the versions whose splices come after it, and the \`PutItem\` of a version item that

@@ -22,8 +22,9 @@
  * Flags: --quick (few iterations, small scale, prints only), --no-doc (do not write the doc),
  *        --memory-only (section 6 alone, written into the page in place of its last run),
  *        --bundles-only (section 4 alone, the same way; no DynamoDB needed),
- *        --only=scale,concurrency,langgraph,vectors,expiry (any of those sections alone, printed only; vectors:
- *        section 6's semantic search rows; expiry: a state write and reads with and without a TTL, issue 34),
+ *        --only=scale,concurrency,langgraph,vectors,expiry,large (any of those sections alone, printed only; vectors:
+ *        section 6's semantic search rows; expiry: a state write and reads with and without a TTL, issue 34; large:
+ *        section 1d),
  *        --operations-only (section 1's table and section 7 without its depth rows, written into the page),
  *        --partition-only (the partition-load section alone, written into the page in place of its last run;
  *        --only=partition prints it).
@@ -134,6 +135,8 @@ if (ONLY) {
   if (ONLY.includes('concurrency')) await measureConcurrency(meter, main);
   if (ONLY.includes('langgraph')) await measureLangGraph(meter, client);
   if (ONLY.includes('vectors')) await measureVectorSearch(meter, new TableClient(client, 'bench'));
+  if (ONLY.includes('large'))
+    log(`\n1d. State at scale (a 4 MiB state)\n${largeStateTable(await measureLargeState(meter, client, main)).join('\n')}`);
   if (ONLY.includes('partition')) log(`\n${partitionLoadSection(await measurePartitionLoad(PARTITION_LOAD))}`);
   if (ONLY.includes('expiry')) await measureExpiry(meter);
   await dynamo.stop();

@@ -10,6 +10,7 @@ import { memory } from './parts/memory.js';
 import { apiKeyStore, idempotency, resolveKey } from './parts/middleware.js';
 import { sessionLog } from './parts/session-log.js';
 import { sessionStore } from './parts/session-store.js';
+import { sessionCopier } from './parts/session-tree.js';
 import { sessions } from './parts/sessions.js';
 import { webhooks } from './parts/webhooks.js';
 import { createWiring, type Dependencies, type Part, type Wiring } from './wiring.js';
@@ -53,6 +54,7 @@ export function dependenciesFor(
     sessions: wiring.use(sessions),
     // The same service: the whole one is also the sessions and the tree.
     sessionTree: wiring.use(sessions),
+    copier: wiring.use(sessionCopier),
     agents: wiring.use(agents),
     decide: wiring.use(decide),
     commits: wiring.use(commits),

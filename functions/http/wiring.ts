@@ -4,6 +4,7 @@ import type { CommitService } from '../core/commits/commit-service.js';
 import type { DecideService } from '../core/decide/decide-service.js';
 import type { MemoryService } from '../core/memory/memory-service.js';
 import type { IdempotencyStore } from '../core/model/ports.js';
+import type { SessionCopier } from '../core/sessions/session-copy.js';
 import type { SessionService } from '../core/sessions/session-service.js';
 import type { SessionTreeService } from '../core/sessions/session-tree-service.js';
 import type { WebhookService } from '../core/webhooks/registry.js';
@@ -17,6 +18,8 @@ export interface Dependencies {
   sessions: SessionService;
   /** Sessions and the message tree alone (the sessions and tree groups): no state writes in their bundles. */
   sessionTree: SessionTreeService;
+  /** Copies of sessions (the tree group). */
+  copier: SessionCopier;
   agents: AgentService;
   decide: DecideService;
   commits: CommitService;

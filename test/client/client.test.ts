@@ -110,6 +110,21 @@ describe('every route', () => {
     expect(head).toEqual({ head: 'a1' });
   });
 
+  it('copies a session: a path, or the whole tree', async () => {
+    const sid = uniqueId('copy');
+    await client.messages.append(sid, { messages: [{ id: 'u1', role: 'user', content: 'Plan a trip' }] });
+    await client.state.replace(sid, { city: 'Lisbon' });
+    await client.messages.append(sid, { parentId: 'u1', messages: [{ id: 'a2', role: 'assistant', content: 'Porto?' }] });
+
+    const path = await client.sessions.copy(sid, { node: 'u1', metadata: { from: sid } });
+    const whole = await client.sessions.copy(sid, { tree: true });
+
+    expect(path).toMatchObject({ head: 'u1', version: 1, metadata: { from: sid } });
+    expect((await client.state.get(path.sessionId)).state).toEqual({ city: 'Lisbon' });
+    expect((await client.tree.get(whole.sessionId)).nodes.map((each) => each.id)).toEqual(['root', 'u1', 'a2']);
+    expect(whole.head).toBe('a2');
+  });
+
   it('finds sessions by the start of their id', async () => {
     const stem = uniqueId('prefix');
     for (const suffix of ['a', 'b']) await client.sessions.create({ sessionId: `${stem}-${suffix}` });

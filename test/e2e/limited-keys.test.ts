@@ -190,6 +190,30 @@ describe('a key limited to planner, deleting sessions', () => {
   });
 });
 
+describe('a key limited to planner, copying sessions', () => {
+  it("is refused a copy of billing's session with 403 and no copy is made; copies its own agent's", async () => {
+    // Prepare
+    const theirs = uniqueId('billing-copied');
+    const mine = uniqueId('planner-copied');
+    await admin.post('/v1/sessions', { sessionId: theirs, agentId: 'billing' });
+    await admin.patch(`/v1/sessions/${theirs}/state`, { card: '4111' }, { headers: { 'x-agent-id': 'billing' } });
+    await admin.post('/v1/sessions', { sessionId: mine, agentId: 'researcher' });
+    await admin.patch(`/v1/sessions/${mine}/state`, { notes: 'x' });
+    const stolen = uniqueId('stolen-copy');
+
+    // Act
+    const refused = await planner.post(`/v1/sessions/${theirs}/copy`, { sessionId: stolen }, asPlanner);
+    const copied = await planner.post(`/v1/sessions/${mine}/copy`, {}, asPlanner);
+
+    // Assess
+    expect(refused.body).toMatchObject({ status: 403, code: 'forbidden' });
+    expect((await admin.get(`/v1/sessions/${stolen}`)).status).toBe(404);
+    expect(copied.status).toBe(201);
+    expect(copied.body).toMatchObject({ agentId: 'researcher', version: 1 });
+    expect((await admin.get(`/v1/sessions/${copied.body.sessionId}/state`)).body.state).toEqual({ notes: 'x' });
+  });
+});
+
 describe('Idempotency-Key across keys of one tenant', () => {
   it("never replays another key's answer to a request this key may not make", async () => {
     // Prepare: the admin key writes as billing under an Idempotency-Key.

@@ -38,7 +38,7 @@ export const MAX_MESSAGES_PER_APPEND = 50;
 const MESSAGE_LIMIT_BYTES = 256 * 1024;
 
 /** The messages of one append together, as encoded JSON: what `POST …/messages` takes in one body. */
-const APPEND_LIMIT_BYTES = 1024 * 1024;
+export const APPEND_LIMIT_BYTES = 1024 * 1024;
 
 /**
  * The body of `POST …/messages`: its messages, and the new head's state it may carry (API.md

@@ -11,11 +11,23 @@ import type { HeadState, HeadStateInput } from './session-tree-service.js';
  * own, handed to the service by the groups that take such an append (tree, state), so that the
  * sessions group, which shares the service, bundles no version writing.
  */
-export async function headState({ targets, schemas, scope, tip, head, change, caller, at }: HeadStateInput): Promise<HeadState> {
+export async function headState({
+  targets,
+  schemas,
+  scope,
+  tip,
+  head,
+  change,
+  caller,
+  at,
+  recordedAs,
+}: HeadStateInput): Promise<HeadState> {
   const target = await targets.atNode(scope, tip, head, schemas);
   const state = checkedWrite(target, caller, (seen) => (change.replace ? change.value : mergePatch(seen, change.value)));
-  if (jsonEqual(state, storedState(target))) return { target, state, version: undefined };
+  if (jsonEqual(state, storedState(target)) && (!recordedAs || jsonEqual(recordedAs.agent, target.current?.agent ?? null))) {
+    return { target, state, version: undefined };
+  }
   const base = { tip, nodeId: head.id, pointer: target.pointer, current: target.current };
-  const version = nextVersion(base, { state, at, cause: change.replace ? 'replace' : 'patch', author: caller });
+  const version = nextVersion(base, { state, at, cause: change.replace ? 'replace' : 'patch', author: caller, ...recordedAs });
   return { target, state, version };
 }

@@ -71,6 +71,18 @@ export interface AppendInput {
   state?: StateChange;
   /** The version the parent's state must be at (`If-Match`). */
   ifMatch?: VersionPrecondition;
+  /**
+   * Never from a request: the new version records these instead of the append's own (a copy,
+   * session-copy.ts, keeps each version's agent config, cause and author as the source has them).
+   */
+  recordedAs?: RecordedAs;
+}
+
+/** What a copied version records as its source did. */
+export interface RecordedAs {
+  agent: Json;
+  cause: VersionRecord['cause'];
+  author: string | null;
 }
 
 /** `201` of an append; with a state, also the head's version and state after it. */
@@ -106,6 +118,7 @@ export interface HeadStateInput {
   change: StateChange;
   caller: Caller;
   at: string;
+  recordedAs?: RecordedAs;
 }
 
 /** The new head's state, where it is written, and the version that records it (none when nothing changes). */
@@ -353,6 +366,7 @@ export class SessionTreeService {
       change: input.state,
       caller,
       at: at.at,
+      ...(input.recordedAs ? { recordedAs: input.recordedAs } : {}),
     });
   }
 

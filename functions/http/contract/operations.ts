@@ -8,7 +8,7 @@ import { commitBody } from '../handlers/commits.js';
 import { decideBody } from '../handlers/decide.js';
 import { putMemoryBody, searchMemoryBody } from '../handlers/memory.js';
 import { createSessionBody, updateSessionBody } from '../handlers/sessions.js';
-import { appendBody, headBody } from '../handlers/tree.js';
+import { appendBody, copyBody, headBody } from '../handlers/tree.js';
 import { createWebhookBody, replayBody } from '../handlers/webhooks.js';
 import type { RouteKey } from './routes.js';
 import type { ComponentName } from './schemas.js';
@@ -181,6 +181,15 @@ export const operations: Record<RouteKey, Operation> = {
       'conflict',
       'field_forbidden',
     ],
+  },
+  'POST /v1/sessions/{sid}/copy': {
+    tag: 'tree',
+    summary: 'Copy a session: the path root → node, or the whole tree',
+    description:
+      "A new session of the source's agent and user whose every node reads the state it reads in the source, with versions numbered from 1, one for each state its nodes read. Default: the path to the head, which is also the copy's head; `node` names another path's end; `\"tree\": true` copies every node (the copy's head is the source's). `metadata` replaces the source's. Independent of the source afterwards. A key limited to agents copies only sessions it may work in.",
+    body: { schema: copyBody, optional: true, example: { sessionId: 's1-copy', node: 'a1' } },
+    responses: { 201: { description: 'The copy.', schema: 'Session', headers: ['Location'] } },
+    problems: ['invalid_request', 'session_not_found', 'node_not_found', 'session_exists', 'forbidden', 'conflict'],
   },
   'GET /v1/sessions/{sid}/messages': {
     tag: 'tree',

@@ -42,6 +42,7 @@ export const routes = [
   { method: 'GET', path: '/v1/sessions/{sid}/nodes/{nid}', group: 'tree' },
   { method: 'GET', path: '/v1/sessions/{sid}/tree', group: 'tree' },
   { method: 'PUT', path: '/v1/sessions/{sid}/head', group: 'tree' },
+  { method: 'POST', path: '/v1/sessions/{sid}/copy', group: 'tree' },
 
   { method: 'GET', path: '/v1/sessions/{sid}/state', group: 'state' },
   { method: 'PATCH', path: '/v1/sessions/{sid}/state', group: 'state' },

@@ -2,12 +2,13 @@ import * as z from 'zod/mini';
 import type { Json } from '../../core/json/json.js';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import { requireId } from '../../core/kernel/ids.js';
-import { APPEND_BODY_LIMIT_BYTES } from '../../core/model/limits.js';
+import { APPEND_BODY_LIMIT_BYTES, checkMetadata } from '../../core/model/limits.js';
+import { checkListedMetadata } from '../../core/sessions/session-lists.js';
 import type { StateChange } from '../../core/sessions/session-tree-service.js';
 import { createHttpHandler, type RouteInput } from '../api.js';
-import { bodyAsSent, ifMatch, jsonValue, keyAccess, queryNode, sessionScope } from '../edge/request.js';
+import { bodyAsSent, ifMatch, jsonObject, jsonValue, keyAccess, queryNode, sessionScope } from '../edge/request.js';
 import { json } from '../edge/responses.js';
-import { messageTree } from '../parts/session-tree.js';
+import { messageTree, sessionCopier } from '../parts/session-tree.js';
 import { checkMessages, MAX_MESSAGES_PER_APPEND, messageSchema } from './messages.js';
 
 export const appendBody = z.strictObject({
@@ -20,6 +21,16 @@ export const appendBody = z.strictObject({
 });
 
 export const headBody = z.strictObject({ nodeId: z.string() });
+
+export const copyBody = z.strictObject({
+  /** Checked as an id by `bodyAsSent` (the zod id schema stays out of this group's bundle). */
+  sessionId: z.optional(z.string()),
+  /** The path root→node is copied (default: the head). */
+  node: z.optional(z.string()),
+  /** The whole tree instead. */
+  tree: z.optional(z.boolean()),
+  metadata: z.optional(z.nullable(jsonObject)),
+});
 
 /** The state an append writes with its messages: `state` (a merge patch) or `replaceState`, not both. */
 function stateChangeOf(body: { state?: Json; replaceState?: Json }): StateChange | undefined {
@@ -45,7 +56,7 @@ function previewFlag(input: RouteInput): boolean {
 
 /** The message tree: append, path, node, tree, head (API.md section 3). */
 export const handler = createHttpHandler(
-  { sessionTree: messageTree },
+  { sessionTree: messageTree, copier: sessionCopier },
   {
     'POST /v1/sessions/{sid}/messages': async (input) => {
       const scope = sessionScope(input);
@@ -78,6 +89,29 @@ export const handler = createHttpHandler(
 
     'GET /v1/sessions/{sid}/tree': async (input) =>
       json(200, await input.deps.sessionTree.getTree(sessionScope(input), { preview: previewFlag(input) })),
+
+    'POST /v1/sessions/{sid}/copy': async (input) => {
+      // As sent: zod's copy of the metadata would turn a "__proto__" key into a prototype.
+      const body = bodyAsSent(input, copyBody, { ids: ['sessionId', 'node'] });
+      if (body.tree === true && body.node !== undefined) {
+        throw new AgentStateError('invalid_request', 'send node (a path) or "tree": true (the whole tree), not both', { field: 'node' });
+      }
+      if (body.metadata !== undefined) {
+        checkMetadata(body.metadata);
+        checkListedMetadata(body.metadata);
+      }
+      const copy = await input.deps.copier.copy(
+        sessionScope(input),
+        {
+          ...(body.sessionId === undefined ? {} : { sessionId: body.sessionId }),
+          ...(body.node === undefined ? {} : { node: body.node }),
+          ...(body.tree === undefined ? {} : { tree: body.tree }),
+          ...(body.metadata === undefined ? {} : { metadata: body.metadata }),
+        },
+        input.allowedAgents,
+      );
+      return json(201, copy, { location: `/v1/sessions/${encodeURIComponent(copy.sessionId)}` });
+    },
 
     'PUT /v1/sessions/{sid}/head': async (input) => {
       const scope = sessionScope(input);

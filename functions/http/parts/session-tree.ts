@@ -1,6 +1,7 @@
 import { allAgentsOf } from '../../core/agents/agent-reader.js';
 import { buildSchema } from '../../core/model/fields.js';
 import { headState } from '../../core/sessions/head-state.js';
+import { SessionCopier } from '../../core/sessions/session-copy.js';
 import { SessionTreeService } from '../../core/sessions/session-tree-service.js';
 import type { SchemaSource } from '../../core/write/write-target.js';
 import type { Part } from '../wiring.js';
@@ -45,5 +46,16 @@ export const messageTree: Part<SessionTreeService> = (wiring) => {
     schemas: wiring.use(schemas),
     agents: (tenant) => allAgentsOf(registry, tenant),
     headState,
+  });
+};
+
+/** Copies of sessions (API.md section 12): appends of the message tree's, with each state as the source has it. */
+export const sessionCopier: Part<SessionCopier> = (wiring) => {
+  const registry = wiring.use(agentRegistryReader);
+  const store = wiring.use(sessionStore);
+  return new SessionCopier({
+    tree: wiring.use(messageTree),
+    readVersion: (scope, version) => store.getVersion(scope, version),
+    agents: (tenant) => allAgentsOf(registry, tenant),
   });
 };

@@ -8,6 +8,7 @@ import type {
   AppendMessagesResult,
   CommitRequest,
   CommitResult,
+  CopySessionRequest,
   CreateSessionRequest,
   CreateWebhookRequest,
   DeadLetter,
@@ -128,6 +129,12 @@ export class AgentStateApi {
     delete: async (sessionId: string, options?: CallOptions): Promise<void> => {
       await this.http.request<undefined>({ method: 'DELETE', path: path`/v1/sessions/${sessionId}` }, options);
     },
+    /**
+     * `POST /v1/sessions/{sid}/copy` → 201: a new session whose nodes read what they read in
+     * this one (a path, or the whole tree), independent afterwards.
+     */
+    copy: async (sessionId: string, request: CopySessionRequest = {}, options?: CallOptions): Promise<Session> =>
+      (await this.http.request<Session>({ method: 'POST', path: path`/v1/sessions/${sessionId}/copy`, body: request }, options)).body,
   };
 
   /** Messages (docs/api.md §3). */

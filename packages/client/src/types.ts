@@ -50,6 +50,18 @@ export interface CreateSessionRequest {
   metadata?: JsonObject | null;
 }
 
+/** `POST /v1/sessions/{sid}/copy`: the path root → `node` (default: the head), or the whole tree. */
+export interface CopySessionRequest {
+  /** The copy's id; generated when absent. `409 session_exists` when taken. */
+  sessionId?: string;
+  /** The copy holds the path root → node and its head is node. */
+  node?: string;
+  /** The copy holds every node, with the source's head (not with `node`). */
+  tree?: boolean;
+  /** The copy's metadata; the source's when absent. */
+  metadata?: JsonObject | null;
+}
+
 /** `GET /v1/sessions/{sid}`, `POST /v1/sessions` (201). */
 export interface Session {
   sessionId: string;

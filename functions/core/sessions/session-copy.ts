@@ -1,0 +1,198 @@
+import type { AllowedAgents } from '../agents/acting-agent.js';
+import { requireMayWorkIn } from '../agents/agent-access.js';
+import { encodedSize, type JsonObject } from '../json/json.js';
+import { AgentStateError } from '../kernel/errors.js';
+import { ROOT_NODE } from '../kernel/ids.js';
+import { APPEND_LIMIT_BYTES, MAX_MESSAGES_PER_APPEND } from '../model/limits.js';
+import type { SessionScope, VersionRecord } from '../model/model.js';
+import { nodeNotFound } from '../write/write-target.js';
+import type { IncomingMessage } from './chain.js';
+import type { SessionTreeService } from './session-tree-service.js';
+import type { SessionView, TreeNodeView } from './session-views.js';
+
+/** `POST /v1/sessions/{sid}/copy` (API.md section 12). */
+export interface CopyRequest {
+  /** The copy's id; generated when absent. An existing one is `409 session_exists`. */
+  sessionId?: string;
+  /** The path root→`node` (default: the source's head); the copy's head is `node`. */
+  node?: string;
+  /** The whole tree instead of one path; the copy's head is the source's. */
+  tree?: boolean;
+  /** The copy's metadata; the source's when absent. */
+  metadata?: JsonObject | null;
+}
+
+export interface CopyPorts {
+  /** The sessions and tree service that writes the copy: its appends must take a state (head-state.ts). */
+  tree: SessionTreeService;
+  /** A version of the source, with its state whole. */
+  readVersion(scope: SessionScope, version: number): Promise<VersionRecord | null>;
+  /** The tenant's agents (who is below whom), for the sessions a key limited to agents may copy. */
+  agents(tenant: string): Promise<readonly { agentId: string; parentId: string | null }[]>;
+}
+
+/**
+ * Copies a session (API.md section 12): a new session whose nodes read what they read in the
+ * source, made of ordinary appends, so that every rule of a write holds for it (limits, the
+ * log's claims, activity, events). Each append carries a run of the source's messages; where a
+ * node reads a state other than its parent's, the run ends with it and the append records that
+ * state (with its agent config, cause and author) as the node's version. So the copy has one
+ * version for each state its nodes read, numbered from 1, and costs about what writing the
+ * messages once does; a large state is written in pieces the copy's later versions share, as
+ * any state write's are. One state at a time is held, read just before the append that needs
+ * it, so a long path of large states takes no more memory than one.
+ *
+ * Not a snapshot of one instant: versions are immutable, so the states are exact, but a message
+ * appended to the source while the copy runs is in it only if the tree read saw it. A copy that
+ * fails halfway leaves a session with the part it wrote: delete it, or copy again to another id.
+ */
+export class SessionCopier {
+  constructor(private readonly ports: CopyPorts) {}
+
+  async copy(source: SessionScope, request: CopyRequest, allowed: AllowedAgents = null): Promise<SessionView> {
+    const { tree } = this.ports;
+    const meta = await tree.getSession(source);
+    // A key limited to agents copies only conversations it may work in (the copy is of the same agent).
+    if (allowed && meta.agentId !== null) {
+      requireMayWorkIn(allowed, await this.ports.agents(source.tenant), meta.agentId, 'copy');
+    }
+    const { head, nodes } = await tree.getTree(source);
+    const byId = new Map(nodes.map((node) => [node.id, node]));
+    const target = request.tree ? head : (request.node ?? head);
+    if (!byId.has(target)) throw nodeNotFound(target);
+    const copied = request.tree ? nodes : pathTo(byId, target);
+    const messages = await this.messagesOf(source, request.tree ? leavesOf(nodes) : [target]);
+
+    const copy = await tree.createSession(source.tenant, {
+      ...(request.sessionId === undefined ? {} : { sessionId: request.sessionId }),
+      agentId: meta.agentId,
+      userId: meta.userId,
+      metadata: request.metadata === undefined ? meta.metadata : request.metadata,
+    });
+    const scope = { tenant: source.tenant, sessionId: copy.sessionId };
+    const writer = new CopyWriter(this.ports, source, scope);
+    const root = byId.get(ROOT_NODE) as TreeNodeView;
+    await writer.write(ROOT_NODE, 0, [], root.stateVersion);
+    // Parents before children: each chain hangs under a node already copied.
+    for (const chain of chainsOf(copied)) {
+      const parent = byId.get(chain[0]?.parentId as string) as TreeNodeView;
+      await writer.chain(parent, chain, messages);
+    }
+    if (request.tree && head !== ROOT_NODE) await tree.switchHead(scope, head);
+    return tree.getSession(scope);
+  }
+
+  /** The messages of the paths to `leaves`, by node id (a path read per leaf; shared prefixes read again). */
+  private async messagesOf(source: SessionScope, leaves: readonly string[]): Promise<Map<string, JsonObject>> {
+    const messages = new Map<string, JsonObject>();
+    for (const leaf of leaves) {
+      if (leaf === ROOT_NODE) continue;
+      for (const message of (await this.ports.tree.getPath(source, leaf)).messages) messages.set(String(message.id), message);
+    }
+    return messages;
+  }
+}
+
+/** Writes the copy's appends, remembering which source version each copied node reads. */
+class CopyWriter {
+  /** Which source version the copy's head state is (what the last append recorded). */
+  constructor(
+    private readonly ports: CopyPorts,
+    private readonly source: SessionScope,
+    private readonly scope: SessionScope,
+  ) {}
+
+  /** Copies `chain` (each node the child of the one before) under `parent`, already copied. */
+  async chain(parent: TreeNodeView, chain: readonly TreeNodeView[], messages: ReadonlyMap<string, JsonObject>): Promise<void> {
+    let under = parent.id;
+    let reads = parent.stateVersion;
+    let run: IncomingMessage[] = [];
+    let runBytes = 0;
+    for (const node of chain) {
+      const message = messages.get(node.id);
+      if (!message) throw new AgentStateError('conflict', `node ${node.id} changed while it was being copied; copy again`);
+      const { parentId: _parentId, ...incoming } = message;
+      const bytes = encodedSize(incoming);
+      // One append carries what `POST …/messages` may: the run is cut where it would not.
+      if (run.length === MAX_MESSAGES_PER_APPEND || (run.length > 0 && runBytes + bytes > APPEND_LIMIT_BYTES)) {
+        under = await this.write(under, reads, run, reads);
+        run = [];
+        runBytes = 0;
+      }
+      run.push(incoming as IncomingMessage);
+      runBytes += bytes;
+      if (node.stateVersion !== reads) {
+        under = await this.write(under, reads, run, node.stateVersion);
+        reads = node.stateVersion;
+        run = [];
+        runBytes = 0;
+      }
+    }
+    if (run.length > 0) await this.write(under, reads, run, reads);
+  }
+
+  /**
+   * Appends `run` under `under` (which reads source version `reads`); its last node reads source
+   * version `then`, recorded with the append when it differs. Resolves with the last node's id.
+   */
+  async write(under: string, reads: number, run: IncomingMessage[], then: number): Promise<string> {
+    if (run.length === 0 && then === reads) return under;
+    const version = then === reads ? null : await this.ports.readVersion(this.source, then);
+    if (then !== reads && !version) {
+      throw new AgentStateError('conflict', `version ${then} of the source is gone (it was deleted while copied); copy again`);
+    }
+    const result = await this.ports.tree.appendMessages(this.scope, {
+      messages: run,
+      parentId: under,
+      ...(version
+        ? {
+            state: { replace: true, value: version.state },
+            recordedAs: { agent: version.agent, cause: version.cause, author: version.author },
+          }
+        : {}),
+    });
+    return result.head;
+  }
+}
+
+/** The nodes of the path root→`target`, root excluded, in order. */
+function pathTo(byId: ReadonlyMap<string, TreeNodeView>, target: string): TreeNodeView[] {
+  const path: TreeNodeView[] = [];
+  for (let node = byId.get(target); node && node.id !== ROOT_NODE; node = byId.get(node.parentId ?? '')) path.push(node);
+  return path.reverse();
+}
+
+/** Nodes with no child (the root of a tree without messages is one). */
+function leavesOf(nodes: readonly TreeNodeView[]): string[] {
+  const parents = new Set(nodes.map((node) => node.parentId));
+  return nodes.filter((node) => !parents.has(node.id)).map((node) => node.id);
+}
+
+/**
+ * `nodes` (root excluded, parents before children) as chains: each chain is a node and, for as
+ * long as there is one, its first child among `nodes`; every other child starts a chain of its
+ * own, after the chain its parent is in. So each chain's first node hangs under a node copied
+ * before it.
+ */
+function chainsOf(nodes: readonly TreeNodeView[]): TreeNodeView[][] {
+  const children = new Map<string, TreeNodeView[]>();
+  for (const node of nodes) {
+    if (node.id === ROOT_NODE) continue;
+    const siblings = children.get(node.parentId ?? '');
+    if (siblings) siblings.push(node);
+    else children.set(node.parentId ?? '', [node]);
+  }
+  const chains: TreeNodeView[][] = [];
+  const starts = [...(children.get(ROOT_NODE) ?? [])];
+  while (starts.length > 0) {
+    const chain: TreeNodeView[] = [];
+    for (let node = starts.shift(); node; ) {
+      chain.push(node);
+      const [first, ...others] = children.get(node.id) ?? [];
+      starts.push(...others);
+      node = first;
+    }
+    chains.push(chain);
+  }
+  return chains;
+}
