@@ -9,7 +9,9 @@ const conformance = 'test/langgraph/conformance.test.ts';
  * land within the write path's 15 s retry budget, which a second file sharing two cores can
  * exhaust (it did, once in a cold-cache run with two workers). They run after the others, alone.
  */
-const alone = ['test/integration/contention.test.ts'];
+// turn.test.ts lands 50 concurrent turns on one session: 14.9 s and 16.2 s of the 15 s budget
+// in two full runs beside other files, a few seconds alone.
+const alone = ['test/integration/contention.test.ts', 'test/e2e/turn.test.ts'];
 
 export default defineConfig({
   // Tests import the workspace's packages by name, from source (tsconfig.json says the same to tsc).
