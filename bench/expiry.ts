@@ -38,8 +38,9 @@ async function measure(meter: Meter, ttlSeconds: number | null): Promise<Row[]> 
       body: JSON.stringify({ ttlSeconds }),
     });
     if (set.status !== 200) throw new Error(`PATCH of the session answered ${set.status}`);
-    // The first write after the PATCH reads the version its change stands above (one Query, once): not measured.
-    await write(0);
+    // The first write after the PATCH reads the version its change stands above (one Query, once): not
+    // measured. It must change the state (an equal one records nothing, and leaves that read to round 1).
+    await write(-1);
   }
   const operations: Array<[string, (round: number) => Promise<{ status: number }>]> = [
     ['state write (PATCH …/state)', write],
