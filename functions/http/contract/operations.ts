@@ -103,7 +103,6 @@ export const operations: Record<RouteKey, Operation> = {
     responses: { 200: { description: 'The OpenAPI document.' } },
     problems: [],
   },
-
   'POST /v1/sessions': {
     tag: 'sessions',
     summary: 'Create a session',
@@ -150,7 +149,6 @@ export const operations: Record<RouteKey, Operation> = {
     responses: { 204: { description: 'Deleted.' } },
     problems: ['session_not_found', 'conflict'],
   },
-
   'POST /v1/sessions/{sid}/messages': {
     tag: 'tree',
     summary: 'Append messages as a chain (creates the session)',
@@ -224,7 +222,6 @@ export const operations: Record<RouteKey, Operation> = {
     responses: { 200: { description: 'The new head.', schema: 'HeadResult' } },
     problems: ['invalid_request', 'session_not_found', 'node_not_found', 'conflict', 'field_forbidden'],
   },
-
   'GET /v1/sessions/{sid}/state': {
     tag: 'state',
     summary: 'Read the state at a node or a version',
@@ -281,7 +278,6 @@ export const operations: Record<RouteKey, Operation> = {
     responses: { 200: { description: 'The version.', schema: 'Version' } },
     problems: ['invalid_request', 'session_not_found', 'version_not_found', 'conflict'],
   },
-
   'PUT /v1/agents/{agentId}': {
     tag: 'agents',
     summary: 'Register or replace an agent',
@@ -309,7 +305,6 @@ export const operations: Record<RouteKey, Operation> = {
     responses: { 200: { description: 'One page.', schema: 'AgentList' } },
     problems: ['invalid_request'],
   },
-
   'POST /v1/sessions/{sid}/decide': {
     tag: 'decide',
     summary: "Run one decision: the agent's worker sees the state and answers what to store",
@@ -333,7 +328,6 @@ export const operations: Record<RouteKey, Operation> = {
       ...typedWriteProblems,
     ],
   },
-
   'POST /v1/sessions/{sid}/commits': {
     tag: 'commits',
     summary: 'Apply keyed commands atomically (thread, run, profile, shared)',
@@ -371,7 +365,6 @@ export const operations: Record<RouteKey, Operation> = {
     responses: { 200: { description: 'The document (version 0 when never written).', schema: 'DocumentView', headers: ['ETag'] } },
     problems: [],
   },
-
   'POST /v1/webhooks': {
     tag: 'webhooks',
     summary: 'Register a webhook',
@@ -412,7 +405,6 @@ export const operations: Record<RouteKey, Operation> = {
     responses: { 200: { description: 'What was delivered.', schema: 'ReplayResult' } },
     problems: ['invalid_request', 'not_found'],
   },
-
   'GET /v1/memory': {
     tag: 'memory',
     summary: 'List the namespaces under a prefix',
