@@ -4,7 +4,8 @@ import { ID_PATTERN } from '../../core/kernel/ids.js';
 import { jsonObject } from '../edge/request.js';
 import { embeddingNumber } from '../handlers/memory.js';
 import { answerExamples, problemExample } from './examples.js';
-import { type Operation, operations, pathParameters, type Tag } from './operations.js';
+import type { Operation, Tag } from './operation-types.js';
+import { operations, pathParameters } from './operations.js';
 import { type RouteKey, routes } from './routes.js';
 import { type ComponentName, components } from './schemas.js';
 

@@ -1,5 +1,3 @@
-import type * as z from 'zod';
-import type { ErrorCode } from '../../core/kernel/errors.js';
 import { ID_PATTERN } from '../../core/kernel/ids.js';
 import { AGENT_CONFIG_LIMIT_BYTES, AGENT_STATE_FIELDS_LIMIT_BYTES } from '../../core/model/limits.js';
 import { jsonValue } from '../edge/request.js';
@@ -10,8 +8,8 @@ import { putMemoryBody, searchMemoryBody } from '../handlers/memory.js';
 import { createSessionBody, updateSessionBody } from '../handlers/sessions.js';
 import { appendBody, copyBody, headBody } from '../handlers/tree.js';
 import { createWebhookBody, replayBody } from '../handlers/webhooks.js';
+import type { Operation, QueryParameter } from './operation-types.js';
 import type { RouteKey } from './routes.js';
-import type { ComponentName } from './schemas.js';
 
 /**
  * What each route is, for the OpenAPI document (document.ts). The table is keyed by every
@@ -20,47 +18,6 @@ import type { ComponentName } from './schemas.js';
  * name a schema of schemas.ts. `problems` lists the route's own error codes; the document adds
  * those every keyed route or every write can answer (see `commonProblems` in document.ts).
  */
-
-export type Tag = 'health' | 'sessions' | 'tree' | 'state' | 'agents' | 'decide' | 'commits' | 'webhooks' | 'memory' | 'inspector';
-
-export interface QueryParameter {
-  name: string;
-  description: string;
-  schema: { type: 'string' | 'integer' | 'boolean'; minimum?: number; maximum?: number; enum?: string[]; pattern?: string };
-}
-
-export interface Operation {
-  tag: Tag;
-  summary: string;
-  description?: string;
-  /** No API key: `/health`, this document, the inspector's files. */
-  public?: true;
-  query?: readonly QueryParameter[];
-  body?: {
-    schema: z.core.$ZodType;
-    /** Default `application/json`. */
-    contentTypes?: readonly string[];
-    /** An absent body counts as `{}`. */
-    optional?: true;
-    /** Shown by API tools; `redocly lint` checks it against the schema. */
-    example: unknown;
-    /** A media type whose body takes another form than `example`'s. */
-    exampleOf?: Readonly<Record<string, unknown>>;
-  };
-  /** The success answers: status → what they carry (each schema's example is in examples.ts). */
-  responses: Partial<Record<200 | 201 | 204, Answer>>;
-  problems: readonly ErrorCode[];
-  /** State routes answer an oversize body with `413 state_too_large` rather than `payload_too_large`. */
-  tooLarge?: 'state_too_large';
-}
-
-export interface Answer {
-  description: string;
-  schema?: ComponentName;
-  /** A body that is not JSON (the inspector's page and files). */
-  contentType?: string;
-  headers?: readonly ('ETag' | 'Location')[];
-}
 
 const node: QueryParameter = { name: 'node', description: 'The node to read or write at; default: the head.', schema: { type: 'string' } };
 const limit: QueryParameter = { name: 'limit', description: 'Page size, 1–500.', schema: { type: 'integer', minimum: 1, maximum: 500 } };
