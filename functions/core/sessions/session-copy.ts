@@ -93,9 +93,8 @@ export class SessionCopier {
   }
 }
 
-/** Writes the copy's appends, remembering which source version each copied node reads. */
+/** Writes the copy's appends into `scope`, reading states from `source` as they are needed. */
 class CopyWriter {
-  /** Which source version the copy's head state is (what the last append recorded). */
   constructor(
     private readonly ports: CopyPorts,
     private readonly source: SessionScope,
