@@ -96,6 +96,34 @@ describe('a write racing the expiry', () => {
 });
 
 describe('PATCH of a session under 50 concurrent writers', () => {
+  it('merges into the metadata of the tip it claims after: a PATCH that landed in between keeps its key', async () => {
+    // Prepare: writer A's tip read waits until writer B's PATCH has landed, so A reads the
+    // session item before B's change and the tip after it (the interleaving that lost a key of
+    // 50 concurrent PATCHes in a CI run, when the two reads went side by side).
+    const scope = { tenant: 't', sessionId: 'patched-in-between' };
+    const service = new SessionService(store, { now });
+    await service.patchState(scope, { v: 1 });
+    let landB: () => Promise<unknown> = async () => undefined;
+    let waited = false;
+    const slowTip = Object.create(store) as DynamoDbSessionStore;
+    slowTip.readTip = async (target, options) => {
+      if (!waited) {
+        waited = true;
+        await landB();
+      }
+      return store.readTip(target, options);
+    };
+    const writerA = new SessionService(slowTip, { now });
+    landB = () => service.updateSession(scope, { metadata: { b: true } });
+
+    // Act
+    await writerA.updateSession(scope, { metadata: { a: true } });
+
+    // Assess
+    expect(waited).toBe(true);
+    expect((await service.getSession(scope)).metadata).toEqual({ a: true, b: true });
+  });
+
   it('lands every change: each metadata key is there, and the lifetime is the last one written', async () => {
     const scope = { tenant: 't', sessionId: 'patched-by-many' };
     const service = new SessionService(store, { now });

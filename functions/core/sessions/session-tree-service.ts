@@ -209,8 +209,13 @@ export class SessionTreeService {
   async updateSession(scope: SessionScope, input: SessionUpdate, access?: KeyAccess): Promise<SessionView> {
     checkLifetimeSettings(input, this.now().getTime());
     return retryOnStaleTip(this.retry, async (attempt) => {
-      const [tip, meta] = await Promise.all([this.store.readTip(scope, { withState: false }), this.store.getMeta(scope)]);
-      const live = liveMeta(meta, tip, this.now());
+      // The tip first, then the session item: the metadata is rewritten in the same transaction
+      // that claims a log place, so an item read after the tip holds every metadata change up
+      // to that tip (or a later one, whose claim makes this write's claim fail and retry). Read
+      // side by side, the item could trail the tip, and the merge would drop a key another PATCH
+      // had just landed.
+      const tip = await this.store.readTip(scope, { withState: false });
+      const live = liveMeta(await this.store.getMeta(scope), tip, this.now());
       if (!live) throw sessionNotFound(scope);
       await this.checkKeyAccess(scope.tenant, tip.kind === 'empty' ? live.agentId : tip.agentId, access, 'change');
       if (othersWaiting(tip, attempt, this.now())) throw new QueueBehindOthers();
