@@ -62,6 +62,37 @@ function counterGraph(saver: BaseCheckpointSaver) {
 }
 
 describe('AgentStateSaver as MemorySaver', () => {
+  it('reads a __copy__ fork of the first checkpoint (no parent) with the input it copies, and its update as a task', async () => {
+    // Prepare: the first checkpoint has no parent, so its copy is put under none, with no new
+    // versions; the values it carries (the __start__ input) are the thread's own at those versions.
+    const scenario = async (saver: BaseCheckpointSaver) => {
+      const graph = counterGraph(saver);
+      const config = { configurable: { thread_id: 'copy-first' } };
+      await graph.invoke({ x: 0 }, config);
+      const history = [];
+      for await (const snapshot of graph.getStateHistory(config)) history.push(snapshot);
+      const first = history[history.length - 1];
+
+      // Act
+      const fork = await graph.updateState(first?.config ?? config, [[{ x: 5 }, '__start__']] as never, '__copy__');
+      const forked = await graph.getState(fork);
+      const copy = await graph.getState(forked.parentConfig ?? fork);
+      const done = await graph.invoke(null, fork);
+      return {
+        copyTasks: copy.tasks.map((task) => ({ name: task.name, result: task.result })),
+        forked: forked.values,
+        next: forked.next,
+        done,
+      };
+    };
+    const { memory, ours } = await onBoth(scenario);
+
+    // Assess
+    expect(memory.copyTasks).toEqual([{ name: '__start__', result: { x: 5 } }]);
+    expect(memory.done).toEqual({ x: 2, log: ['one', 'two'] });
+    expect(ours).toEqual(memory);
+  });
+
   it('reads a __copy__ fork with the values of the checkpoint it copies, not its parent', async () => {
     // Prepare: a copy is put under the copied checkpoint's parent, with no new channel versions.
     const scenario = async (saver: BaseCheckpointSaver) => {

@@ -25,16 +25,27 @@ export class NamespaceRegistry {
 
   /** The sessions of a thread's other namespaces (none when its session does not exist). */
   async sessionsOf(rootSession: string): Promise<string[]> {
+    return [...(await this.entriesOf(rootSession)).values()];
+  }
+
+  /** A thread's other namespaces, each with its session (none when its session does not exist). */
+  async entriesOf(rootSession: string): Promise<Map<string, string>> {
     let state: Json;
     try {
       state = (await this.client.state.get(rootSession, { node: 'root' })).state;
     } catch (error) {
-      if (AgentStateError.is(error, 'node_not_found')) return [];
+      if (AgentStateError.is(error, 'node_not_found')) return new Map();
       throw error;
     }
     const registry = state !== null && typeof state === 'object' && !Array.isArray(state) ? state[REGISTRY_KEY] : undefined;
-    if (registry === null || typeof registry !== 'object' || Array.isArray(registry)) return [];
-    return Object.values(registry).filter((value): value is string => typeof value === 'string');
+    if (registry === null || typeof registry !== 'object' || Array.isArray(registry)) return new Map();
+    return new Map(Object.entries(registry).filter((entry): entry is [string, string] => typeof entry[1] === 'string'));
+  }
+
+  /** Points a thread session's registry at other sessions (a copy's own), in one merge patch. */
+  async point(rootSession: string, sessions: ReadonlyMap<string, string>): Promise<void> {
+    if (sessions.size === 0) return;
+    await this.client.state.patch(rootSession, { [REGISTRY_KEY]: Object.fromEntries(sessions) }, { node: 'root' });
   }
 }
 

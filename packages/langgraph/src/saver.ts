@@ -28,6 +28,8 @@ import {
   writesPatch,
 } from './layout.js';
 import { inBatches, NamespaceRegistry } from './namespaces.js';
+import { COPY_THREAD_KEY, type PruneStrategy, ThreadLifetime } from './threads.js';
+import { ttlSecondsOf } from './ttl.js';
 
 /** Options of `new AgentStateSaver(…)`. */
 export interface AgentStateSaverOptions {
@@ -45,6 +47,12 @@ export interface AgentStateSaverOptions {
   client?: AgentStateApi;
   /** LangGraph's serializer; its JSON is stored as JSON, so the inspector shows channel values as they are. */
   serde?: SerializerProtocol;
+  /**
+   * `{ defaultTtl }`: minutes a thread lives after its last checkpoint or write (each namespace's
+   * session gets agentstate's idle expiry, `ttlSeconds`); then it reads as never written and its
+   * storage is freed. None by default.
+   */
+  ttl?: { defaultTtl?: number };
 }
 
 /** Checkpoints whose states `list` reads at a time. */
@@ -82,6 +90,7 @@ export class AgentStateSaver extends BaseCheckpointSaver {
   private readonly client: AgentStateApi;
   private readonly ids: SessionIds;
   private readonly namespaces: NamespaceRegistry;
+  private readonly threads: ThreadLifetime;
   /**
    * Who waits for a checkpoint's `put`, by session and node. LangGraph's loop chains its `put`s
    * one after the other but sends a step's `putWrites` without waiting for them, so the writes
@@ -106,6 +115,12 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     }
     this.ids = new SessionIds(checkedPrefix(options.prefix));
     this.namespaces = new NamespaceRegistry(this.client, this.ids);
+    this.threads = new ThreadLifetime(
+      this.client,
+      this.ids,
+      this.namespaces,
+      options.ttl?.defaultTtl === undefined ? undefined : ttlSecondsOf(options.ttl.defaultTtl),
+    );
   }
 
   /**
@@ -127,12 +142,12 @@ export class AgentStateSaver extends BaseCheckpointSaver {
       const state = await this.stateAt(sessionId, nodeIdOf(checkpointId));
       // A node whose `put` did not get to write its state still holds its parent's.
       if (!state || checkpointIdIn(state) !== checkpointId) return undefined;
-      return this.tupleOf(sessionId, state);
+      return this.tupleOf(sessionId, state, thread);
     }
     // The head is the checkpoint put last (the one LangGraph resumes from); a node appended by a
     // `put` that did not finish holds its parent's state, which is then the latest.
     const state = await this.stateAt(sessionId, undefined);
-    return state ? this.tupleOf(sessionId, state) : undefined;
+    return state ? this.tupleOf(sessionId, state, thread) : undefined;
   }
 
   override async *list(config: RunnableConfig, options: CheckpointListOptions = {}): AsyncGenerator<CheckpointTuple> {
@@ -143,8 +158,8 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     const onlyId = config.configurable?.checkpoint_id as string | undefined;
     const beforeId = before?.configurable?.checkpoint_id as string | undefined;
 
-    const sessions = await this.sessionsOf(threadId === undefined ? undefined : threadName(threadId), checkpointNs);
-    const trees = await inBatches(sessions, (sessionId) => this.checkpointNodes(sessionId));
+    const threads = await this.sessionsOf(threadId === undefined ? undefined : threadName(threadId), checkpointNs);
+    const trees = await inBatches([...threads.keys()], (sessionId) => this.checkpointNodes(sessionId));
     const newest = new Map(trees.map(({ sessionId, newest }) => [sessionId, newest]));
     // Every checkpoint node of those sessions, newest first by checkpoint id (uuid6 ids sort by time).
     const candidates = trees
@@ -163,7 +178,6 @@ export class AgentStateSaver extends BaseCheckpointSaver {
       for (const { candidate, state } of states) {
         if (!state || checkpointIdIn(state) !== candidate.checkpointId) continue;
         if (checkpointNs !== undefined && state.checkpoint_ns !== checkpointNs) continue;
-        if (threadId !== undefined && state.thread_id !== threadName(threadId)) continue;
         if (filter) {
           const metadata = (await metadataOf(this.serde, state)) as Record<string, unknown>;
           if (!Object.entries(filter).every(([key, value]) => metadata[key] === value)) continue;
@@ -172,7 +186,7 @@ export class AgentStateSaver extends BaseCheckpointSaver {
           if (remaining <= 0) return;
           remaining -= 1;
         }
-        yield await this.tupleOf(candidate.sessionId, state);
+        yield await this.tupleOf(candidate.sessionId, state, threads.get(candidate.sessionId) ?? state.thread_id);
       }
     }
   }
@@ -235,6 +249,22 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     const root = await this.ids.of(thread, '');
     const children = await this.namespaces.sessionsOf(root);
     await inBatches([...children, root], (sessionId) => this.deleteSession(sessionId));
+  }
+
+  /**
+   * Copies every checkpoint and pending write of a thread (every namespace) to a thread that has
+   * none, as LangGraph's `copy_thread`: the copy is independent afterwards (see `ThreadLifetime.copy`).
+   */
+  async copyThread(sourceThreadId: string, targetThreadId: string): Promise<void> {
+    await this.threads.copy(threadName(sourceThreadId), threadName(targetThreadId));
+  }
+
+  /**
+   * LangGraph's `prune`: `keep_latest` (the default) leaves each thread only its latest
+   * checkpoint of every namespace; `delete` deletes the threads (see `ThreadLifetime.prune`).
+   */
+  async prune(threadIds: readonly string[], options: { strategy?: PruneStrategy } = {}): Promise<void> {
+    await this.threads.prune(threadIds.map(threadName), options.strategy ?? 'keep_latest', this);
   }
 
   /** Resolves `arrived` with true when this saver has put the checkpoint, false after `PUT_WAIT_MS`. */
@@ -305,8 +335,13 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     return isCheckpointState(view.state) ? view.state : undefined;
   }
 
-  private async tupleOf(sessionId: string, state: CheckpointState): Promise<CheckpointTuple> {
-    const { thread_id, checkpoint_ns, parent } = state;
+  /**
+   * The tuple of a checkpoint's state, in `thread`: the thread whose session holds it, which is
+   * not the thread the state names when the session is a copy (`copyThread`).
+   */
+  private async tupleOf(sessionId: string, state: CheckpointState, thread: string): Promise<CheckpointTuple> {
+    const { checkpoint_ns, parent } = state;
+    const thread_id = thread;
     const [checkpoint, metadata, pendingWrites] = await Promise.all([
       checkpointOf(this.serde, state),
       metadataOf(this.serde, state),
@@ -334,21 +369,26 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     checkpoint.channel_versions[TASKS] = versions.length > 0 ? maxChannelVersion(...versions) : this.getNextVersion(undefined);
   }
 
-  /** The sessions a `list` reads: one thread's (every namespace, or one), or every thread's. */
-  private async sessionsOf(thread: string | undefined, checkpointNs: string | undefined): Promise<string[]> {
+  /**
+   * The sessions a `list` reads, each with its thread: one thread's (every namespace, or one), or
+   * every thread's. A session's thread is the one its id names; a hashed id does not say, and a
+   * copy's metadata then does (`undefined`: the thread its states name).
+   */
+  private async sessionsOf(thread: string | undefined, checkpointNs: string | undefined): Promise<Map<string, string | undefined>> {
     if (thread !== undefined) {
       const root = await this.ids.of(thread, '');
-      if (checkpointNs === '') return [root];
-      if (checkpointNs !== undefined) return [await this.ids.of(thread, checkpointNs)];
-      return [root, ...(await this.namespaces.sessionsOf(root))];
+      if (checkpointNs === '') return new Map([[root, thread]]);
+      if (checkpointNs !== undefined) return new Map([[await this.ids.of(thread, checkpointNs), thread]]);
+      return new Map([root, ...(await this.namespaces.sessionsOf(root))].map((sessionId) => [sessionId, thread]));
     }
-    const sessions: string[] = [];
+    const sessions = new Map<string, string | undefined>();
     const prefix = this.ids.start === '' ? {} : { prefix: this.ids.start };
     for await (const session of this.client.sessions.iterate({ ...prefix, limit: 500 })) {
       const decoded = this.ids.decode(session.sessionId);
       if (decoded.kind === 'foreign') continue;
       if (decoded.kind === 'named' && checkpointNs !== undefined && decoded.checkpointNs !== checkpointNs) continue;
-      sessions.push(session.sessionId);
+      const copiedFor = session.metadata?.[COPY_THREAD_KEY];
+      sessions.set(session.sessionId, decoded.kind === 'named' ? decoded.threadId : typeof copiedFor === 'string' ? copiedFor : undefined);
     }
     return sessions;
   }
@@ -395,9 +435,17 @@ export class AgentStateSaver extends BaseCheckpointSaver {
       : 'missing';
     if (underParent === 'appended') return;
     // No parent, one this session does not have, or a checkpoint id put again under another
-    // parent (its node stays where it is): the state is all the checkpoint's own.
-    const state = checkpointState(thread, checkpointNs, newChannelsOnly(write), parentId ?? null);
-    if (underParent === 'missing' && (await this.append(sessionId, 'root', message, state)) === 'appended') return;
+    // parent (its node stays where it is): the state is all the checkpoint's own. A fork
+    // (`updateState(config, …, "__copy__")`, put with no new versions) copies a checkpoint of
+    // this thread, so every value it carries is one the thread stored at that version: a saver
+    // that keeps values by version (MemorySaver, LangGraph's SQL savers) reads them all back.
+    const fork = (put.metadata as { source?: string }).source === 'fork';
+    const state = checkpointState(thread, checkpointNs, fork ? write : newChannelsOnly(write), parentId ?? null);
+    if (underParent === 'missing' && (await this.append(sessionId, 'root', message, state)) === 'appended') {
+      // A checkpoint under `root` is the first of its session (or of a session that expired): it gets the expiry.
+      await this.threads.expire(sessionId);
+      return;
+    }
     await this.client.state.replace(sessionId, state as unknown as Json, { node: nodeId });
   }
 
