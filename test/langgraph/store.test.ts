@@ -15,7 +15,10 @@ let agentstate: AgentStateApi;
 let stores = 0;
 
 /** A store with a prefix of its own, so that no two tests see each other's items. */
-function newStore(options: { ttl?: { defaultTtl?: number }; index?: IndexConfig } = {}): { store: AgentStateStore; prefix: string } {
+function newStore(options: { ttl?: { defaultTtl?: number; refreshOnRead?: boolean }; index?: IndexConfig } = {}): {
+  store: AgentStateStore;
+  prefix: string;
+} {
   stores += 1;
   const prefix = `store-${stores}`;
   return { store: new AgentStateStore({ baseUrl: api.url, apiKey: 'dev-key', prefix, ...options }), prefix };
@@ -107,7 +110,10 @@ describe('AgentStateStore', () => {
     expect(all).toHaveLength(4);
     expect(page.map((item) => item.key)).toEqual(all.slice(1, 3).map((item) => item.key));
     expect(all[0]).toMatchObject({ namespace: expect.any(Array), score: undefined });
-    await expect(store.search(['users'], { query: 'where did u1 go?' })).rejects.toThrow(/no index configured/);
+    // Without an index a query is ignored, as LangGraph's InMemoryStore does (a subgraph's node may search so).
+    const unranked = await store.search(['users'], { query: 'where did u1 go?', limit: 10 });
+    expect(unranked.map((item) => item.key)).toEqual(all.map((item) => item.key));
+    expect(unranked.every((item) => item.score === undefined)).toBe(true);
   });
 
   it('lists namespaces by prefix, suffix, wildcard and depth, with limit and offset', async () => {
@@ -361,5 +367,75 @@ describe('AgentStateStore semantic search', () => {
     expect(byQuery.map((item) => item.key)).toEqual(['k']);
     expect(byFilter.map((item) => item.key)).toEqual(['k']);
     expect(gone).toEqual([]);
+  });
+});
+
+describe('AgentStateStore refreshOnRead', () => {
+  /** The item as agentstate holds it: its version, its expiry, its embedding. */
+  const rawItem = (prefix: string, namespace: string[], key: string) =>
+    agentstate.memoryItems.get([prefix, ...namespace], key, { includeEmbedding: true });
+  const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  /** The TTL an item was last put with: agentstate keeps its expiry in whole seconds from the put's second. */
+  const ttlOf = (item: { expiresAt?: string; updatedAt: string }) =>
+    Math.ceil((Date.parse(item.expiresAt as string) - Date.parse(item.updatedAt)) / 1000);
+
+  it('starts an item’s TTL again on get and search, keeps its embedding, and leaves items without a TTL alone', async () => {
+    // Prepare
+    const embeddings = new CharacterEmbeddings(16);
+    const { store, prefix } = newStore({ ttl: { defaultTtl: 60 }, index: { dims: 16, embeddings } });
+    await store.put(['notes'], 'read', { text: 'read me' });
+    await store.put(['notes'], 'searched', { text: 'find me' });
+    await store.put(['notes'], 'forever', { text: 'no ttl' }, undefined, { ttl: null });
+    const before = await rawItem(prefix, ['notes'], 'read');
+    const searchedBefore = await rawItem(prefix, ['notes'], 'searched');
+    await pause(1_100);
+
+    // Act
+    const got = await store.get(['notes'], 'read');
+    const found = await store.search(['notes'], { query: 'find me', limit: 3 });
+
+    // Assess
+    const after = await rawItem(prefix, ['notes'], 'read');
+    const searchedAfter = await rawItem(prefix, ['notes'], 'searched');
+    expect(got?.value).toEqual({ text: 'read me' });
+    expect(found.map((item) => item.key).sort()).toEqual(['forever', 'read', 'searched']);
+    expect(Date.parse(after.expiresAt as string) - Date.parse(before.expiresAt as string)).toBeGreaterThanOrEqual(1_000);
+    expect(ttlOf(after)).toBe(3_600);
+    expect(Date.parse(searchedAfter.expiresAt as string)).toBeGreaterThan(Date.parse(searchedBefore.expiresAt as string));
+    expect(after.embedding).toEqual(before.embedding);
+    expect(after.embedding).toHaveLength(16);
+    expect(after.value).toEqual(before.value);
+    expect((await rawItem(prefix, ['notes'], 'forever')).version).toBe(1);
+  });
+
+  it('does nothing with refreshOnRead false', async () => {
+    // Prepare
+    const { store, prefix } = newStore({ ttl: { defaultTtl: 60, refreshOnRead: false } });
+    await store.put(['notes'], 'still', { text: 'x' });
+    const before = await rawItem(prefix, ['notes'], 'still');
+
+    // Act
+    await store.get(['notes'], 'still');
+    await store.search(['notes']);
+
+    // Assess
+    expect(await rawItem(prefix, ['notes'], 'still')).toMatchObject({ version: 1, expiresAt: before.expiresAt });
+  });
+
+  it('answers 60 concurrent gets of one item, each refreshing it, and a put racing them keeps its value', async () => {
+    // Prepare
+    const { store, prefix } = newStore({ ttl: { defaultTtl: 60 } });
+    await store.put(['hot'], 'item', { n: 0 });
+
+    // Act
+    const reads = Array.from({ length: 60 }, () => store.get(['hot'], 'item'));
+    const racing = store.put(['hot'], 'item', { n: 1 });
+    const answers = await Promise.allSettled([...reads, racing]);
+
+    // Assess
+    expect(answers.filter((answer) => answer.status === 'rejected')).toEqual([]);
+    const item = await rawItem(prefix, ['hot'], 'item');
+    expect(item.value).toEqual({ n: 1 });
+    expect(ttlOf(item)).toBe(3_600);
   });
 });

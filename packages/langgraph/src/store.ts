@@ -22,6 +22,7 @@ import {
   validateNamespace,
 } from '@langchain/langgraph-checkpoint';
 import { checkedPrefix, escapeName, unescapeName } from './ids.js';
+import { ttlSecondsOf } from './ttl.js';
 
 /** Options of `new AgentStateStore(…)`. */
 export interface AgentStateStoreOptions {
@@ -37,8 +38,12 @@ export interface AgentStateStoreOptions {
    * Without one, a LangGraph namespace is the memory namespace itself (up to 8 labels).
    */
   prefix?: string;
-  /** Expiry of every put that names none, in minutes (LangGraph's unit); none by default. */
-  ttl?: { defaultTtl?: number };
+  /**
+   * `defaultTtl`: expiry of every put that names none, in minutes (LangGraph's unit); none by
+   * default. `refreshOnRead` (default true, as LangGraph's TTL config): a `get` or `search` that
+   * returns an item with an expiry starts its TTL again (see `refresh`).
+   */
+  ttl?: { defaultTtl?: number; refreshOnRead?: boolean };
   /**
    * Semantic search (LangGraph's `IndexConfig`): each put embeds the text at `fields` (default
    * `["$"]`, the whole value) with `embeddings` and stores the vector beside the item; a
@@ -56,8 +61,6 @@ export interface AgentStatePutOperation extends PutOperation {
 
 /** The most items one search page may ask for. */
 const MAX_PAGE = 500;
-/** The longest expiry agentstate takes: ten years, in seconds. */
-const MAX_TTL_SECONDS = 315_360_000;
 
 /**
  * A LangGraph store on agentstate's memory items, over its HTTP API (docs/langgraph.md).
@@ -65,13 +68,14 @@ const MAX_TTL_SECONDS = 315_360_000;
  * A LangGraph namespace is a memory namespace (its labels escaped into agentstate ids, behind
  * the store's `prefix`), a key an item's key, a value the item's value (a JSON object). `get`,
  * `put` and `delete` are one request each; `search` filters on top-level fields with
- * agentstate's operators (`$eq $ne $gt $gte $lt $lte $in`), newest first, and is eventually
- * consistent, as agentstate's search is. There is no semantic search: a `query` is refused.
+ * agentstate's operators (`$eq $ne $gt $gte $lt $lte $in`), newest first, and sees every put
+ * that answered. With an `index`, a `query` ranks by similarity on the server.
  */
 export class AgentStateStore extends BaseStore {
   private readonly client: AgentStateApi;
   private readonly root: string[];
   private readonly defaultTtl: number | undefined;
+  private readonly refreshOnRead: boolean;
   private readonly index: IndexConfig | undefined;
 
   constructor(options: AgentStateStoreOptions) {
@@ -86,6 +90,7 @@ export class AgentStateStore extends BaseStore {
     this.root = prefix === '' ? [] : [prefix];
     this.defaultTtl = options.ttl?.defaultTtl;
     if (this.defaultTtl !== undefined) ttlSecondsOf(this.defaultTtl);
+    this.refreshOnRead = options.ttl?.refreshOnRead ?? true;
     this.index = options.index;
   }
 
@@ -145,7 +150,9 @@ export class AgentStateStore extends BaseStore {
     const ids = this.idsOf(namespace);
     if (ids.length === 0) return null;
     try {
-      return this.itemOf(await this.client.memoryItems.get(ids, escapeName(key)));
+      const item = await this.client.memoryItems.get(ids, escapeName(key), { includeEmbedding: this.refreshesEmbedded() });
+      await this.refresh([item]);
+      return this.itemOf(item);
     } catch (error) {
       if (AgentStateError.is(error, 'not_found')) return null;
       throw error;
@@ -199,8 +206,8 @@ export class AgentStateStore extends BaseStore {
 
   private async searchOperation(operation: SearchOperation): Promise<SearchItem[]> {
     const { query } = operation;
-    if (query === undefined || query === '') return this.recentItems(operation);
-    if (!this.index) throw new TypeError('AgentStateStore has no index configured: pass `index` to search with a query');
+    // Without an index the query is ignored, as LangGraph's InMemoryStore ignores it: items come newest first, unscored.
+    if (query === undefined || query === '' || !this.index) return this.recentItems(operation);
     return this.similarItems(operation, checkedVector(await this.index.embeddings.embedQuery(query), this.index.dims));
   }
 
@@ -219,7 +226,9 @@ export class AgentStateStore extends BaseStore {
       ...(filter && Object.keys(filter).length > 0 ? { filter: filter as MemorySearchRequest['filter'] } : {}),
       limit: wanted,
       vector,
+      ...(this.refreshesEmbedded() ? { includeEmbedding: true } : {}),
     });
+    await this.refresh(body.items);
     const found: SearchItem[] = body.items.map((item) => ({ ...this.itemOf(item), score: item.score }));
     if (found.length < wanted) {
       const scored = new Set(found.map((item) => JSON.stringify([item.namespace, item.key])));
@@ -245,8 +254,10 @@ export class AgentStateStore extends BaseStore {
         ...(filter && Object.keys(filter).length > 0 ? { filter: filter as MemorySearchRequest['filter'] } : {}),
         limit: Math.min(Math.max(wanted - found.length, 1), MAX_PAGE),
         ...(cursor ? { cursor } : {}),
+        ...(this.refreshesEmbedded() ? { includeEmbedding: true } : {}),
       };
       const body = await this.client.memoryItems.search(request);
+      await this.refresh(body.items);
       for (const item of body.items) {
         const entry = { ...this.itemOf(item), score: undefined };
         if (!skip(entry)) found.push(entry);
@@ -291,6 +302,36 @@ export class AgentStateStore extends BaseStore {
     return namespaces.slice(offset, offset + limit);
   }
 
+  /**
+   * Starts the TTL of each read item that has one again (`refreshOnRead`): agentstate has no
+   * write that moves only an expiry, so the item is put again as it is (its value, its
+   * embedding, its TTL: `expiresAt - updatedAt` of its last put), on the version just read.
+   * That is a new version of the item and a `memory.changed` event (what the read returns keeps
+   * the `updatedAt` it read, as LangGraph's stores do); a put that came in between (`412`) set
+   * an expiry of its own and is left alone.
+   */
+  private async refresh(items: readonly MemoryItem[]): Promise<void> {
+    if (!this.refreshOnRead) return;
+    await Promise.all(
+      items.map(async (item) => {
+        if (item.expiresAt === undefined) return;
+        // agentstate keeps an expiry in whole seconds (the put's second plus its TTL): round up.
+        const ttlSeconds = Math.ceil((Date.parse(item.expiresAt) - Date.parse(item.updatedAt)) / 1000);
+        const request = { value: item.value, ttlSeconds, ...(item.embedding ? { embedding: item.embedding } : {}) };
+        try {
+          await this.client.memoryItems.put(item.namespace, item.key, request, { ifMatch: item.version });
+        } catch (error) {
+          if (!AgentStateError.is(error, 'version_mismatch') && !AgentStateError.is(error, 'not_found')) throw error;
+        }
+      }),
+    );
+  }
+
+  /** Whether reads fetch embeddings: a refresh puts an item again, and must not drop its vector. */
+  private refreshesEmbedded(): boolean {
+    return this.refreshOnRead && this.index !== undefined;
+  }
+
   // ---- names -------------------------------------------------------------------------------
 
   /** A LangGraph namespace as memory namespace ids: the prefix, then each label escaped. */
@@ -321,15 +362,6 @@ function checkedVector(vector: number[] | undefined, dims: number): number[] {
     throw new RangeError(`the embeddings model returned ${vector?.length ?? 'no'} numbers; the index has dims ${dims}`);
   }
   return vector;
-}
-
-/** Minutes as agentstate's whole seconds, checked before anything is sent. */
-function ttlSecondsOf(minutes: number): number {
-  const seconds = Math.round(minutes * 60);
-  if (!Number.isFinite(minutes) || seconds < 1 || seconds > MAX_TTL_SECONDS) {
-    throw new RangeError(`ttl must be from 1/60 to ${MAX_TTL_SECONDS / 60} minutes (got ${minutes})`);
-  }
-  return seconds;
 }
 
 /** LangGraph's namespace match: labels in order, `*` matching any one label. */
