@@ -6,6 +6,7 @@ import { agents } from './parts/agents.js';
 import { commits } from './parts/commits.js';
 import { decide, decisionStore, workerInvoker } from './parts/decide.js';
 import { documentReader, documentStore } from './parts/document-store.js';
+import { erasures } from './parts/erasures.js';
 import { memory } from './parts/memory.js';
 import { apiKeyStore, idempotency, resolveKey } from './parts/middleware.js';
 import { sessionLog } from './parts/session-log.js';
@@ -55,6 +56,7 @@ export function dependenciesFor(
     // The same service: the whole one is also the sessions and the tree.
     sessionTree: wiring.use(sessions),
     copier: wiring.use(sessionCopier),
+    erasures: wiring.use(erasures),
     agents: wiring.use(agents),
     decide: wiring.use(decide),
     commits: wiring.use(commits),

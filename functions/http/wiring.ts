@@ -2,6 +2,7 @@ import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { AgentService } from '../core/agents/agent-service.js';
 import type { CommitService } from '../core/commits/commit-service.js';
 import type { DecideService } from '../core/decide/decide-service.js';
+import type { ErasureService } from '../core/erasure/erasure.js';
 import type { MemoryService } from '../core/memory/memory-service.js';
 import type { IdempotencyStore } from '../core/model/ports.js';
 import type { SessionCopier } from '../core/sessions/session-copy.js';
@@ -20,6 +21,8 @@ export interface Dependencies {
   sessionTree: SessionTreeService;
   /** Copies of sessions (the tree group). */
   copier: SessionCopier;
+  /** Erasures of users (the sessions group). */
+  erasures: ErasureService;
   agents: AgentService;
   decide: DecideService;
   commits: CommitService;

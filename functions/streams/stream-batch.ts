@@ -5,7 +5,7 @@ import type { MemoryUpkeep, MemoryUpkeepInput } from '../core/memory/memory-chan
 import { sessionDefaultsFrom } from '../core/model/lifetime.js';
 import type { SessionScope } from '../core/model/model.js';
 import { DynamoDbAgentStore } from '../store/agents/agent-store.js';
-import { expiredSessionOf, recordedChangeOf } from '../store/events/stream-images.js';
+import { erasureToFinishOf, expiredSessionOf, recordedChangeOf } from '../store/events/stream-images.js';
 import { recordedMemoryChangeOf } from '../store/memory/memory-stream.js';
 import { DynamoDbSessionStore } from '../store/sessions/session-store.js';
 import { dynamoDbClient } from '../store/table/client.js';
@@ -45,6 +45,11 @@ export interface StreamConsumer {
    * its expiry; the webhook consumer has none, and leaves it alone.
    */
   sweepExpired?: (scope: SessionScope, expiredAt: string) => Promise<void>;
+  /**
+   * Finishes a user's erasure whose first step is done (API.md section 12): the change hook
+   * erases what it closed; the webhook consumer has none.
+   */
+  finishErasure?: (tenant: string, erasureId: string) => Promise<void>;
   /** Runs once before a batch with events is handed over (the webhook consumer opens its sealed secrets). */
   beforeEvents?: () => Promise<void>;
 }
@@ -99,6 +104,7 @@ async function processBatch(consumer: StreamConsumer, event: DynamoDBStreamEvent
   const inputs: ChangeInput[] = [];
   const memory: MemoryUpkeepInput[] = [];
   const swept: Array<{ key: string; scope: SessionScope; expiredAt: string }> = [];
+  const erasures: Array<{ key: string; tenant: string; erasureId: string }> = [];
   let unreadable: string | undefined;
   for (const record of event.Records) {
     const key = record.dynamodb?.SequenceNumber ?? '';
@@ -114,6 +120,8 @@ async function processBatch(consumer: StreamConsumer, event: DynamoDBStreamEvent
       if (change) inputs.push({ key, change });
       const expired = expiredSessionOf(record);
       if (expired) swept.push({ key, scope: { tenant: expired.tenant, sessionId: expired.sessionId }, expiredAt: expired.expiredAt });
+      const erasure = erasureToFinishOf(record);
+      if (erasure) erasures.push({ key, ...erasure });
     } catch (error) {
       // A record that cannot be read fails with everything after it (their order matters);
       // retries, bisection and finally the on-failure queue take it from there.
@@ -132,8 +140,8 @@ async function processBatch(consumer: StreamConsumer, event: DynamoDBStreamEvent
     memory.length > 0 ? consumer.memory.process(memory, within) : { failed: [] },
   ]);
   // Its fence is a record of the stream in turn: the expiry's event comes in a later batch.
-  const sweepFailed = await sweepAll(consumer, swept);
-  const failed = [...events.failed, ...kept.failed, ...memoryDelivered.failed, ...sweepFailed];
+  const [sweepFailed, erasuresFailed] = await Promise.all([sweepAll(consumer, swept), finishErasures(consumer, erasures)]);
+  const failed = [...events.failed, ...kept.failed, ...memoryDelivered.failed, ...sweepFailed, ...erasuresFailed];
   if (unreadable !== undefined) failed.push(unreadable);
   return { batchItemFailures: failed.map((itemIdentifier) => ({ itemIdentifier })) };
 }
@@ -156,5 +164,24 @@ async function sweepAll(
       }
     }),
   );
+  return failed;
+}
+
+/** Finishes the erasures whose first step is done; the keys of those that failed (retried from the stream: each step can run again). */
+async function finishErasures(
+  consumer: StreamConsumer,
+  erasures: ReadonlyArray<{ key: string; tenant: string; erasureId: string }>,
+): Promise<string[]> {
+  const finish = consumer.finishErasure;
+  if (!finish || erasures.length === 0) return [];
+  const failed: string[] = [];
+  for (const { key, tenant, erasureId } of erasures) {
+    try {
+      await finish(tenant, erasureId);
+    } catch (error) {
+      console.error('agentstate: could not finish an erasure; the stream will retry', { tenant, erasureId }, error);
+      failed.push(key);
+    }
+  }
   return failed;
 }

@@ -26,7 +26,8 @@ import type { Command, CommandScope, MergePolicy } from '../../functions/core/co
 import type { CommitResult, DocumentView } from '../../functions/core/commits/commit-service.js';
 import type { DecideResult } from '../../functions/core/decide/decide-service.js';
 import type { DecisionRequest } from '../../functions/core/decide/decision-hops.js';
-import type { DocumentChangedEvent, SessionExpiredEvent, StateChangedEvent } from '../../functions/core/events/events.js';
+import type { ErasureRecord } from '../../functions/core/erasure/erasure.js';
+import type { DocumentChangedEvent, SessionExpiredEvent, StateChangedEvent, UserErasedEvent } from '../../functions/core/events/events.js';
 import type { MemoryChangedEvent } from '../../functions/core/events/memory-changed.js';
 import type { JsonNumber } from '../../functions/core/json/json.js';
 import type { ErrorCode, Problem } from '../../functions/core/kernel/errors.js';
@@ -198,6 +199,8 @@ export type Memory = [
   NoDrift<Sent<{ namespaces: Returned<MemoryService['listNamespaces']>['items']; next?: string }, Client.NamespaceList>>,
   NoDrift<Sent<MemoryChangedEvent, Client.MemoryChangedEvent>>,
   NoDrift<Sent<SessionExpiredEvent, Client.SessionExpiredEvent>>,
+  NoDrift<Sent<UserErasedEvent, Client.UserErasedEvent>>,
+  NoDrift<Sent<ErasureRecord, Client.Erasure>>,
 ];
 
 // Errors: a problem document (the client also keeps codes it does not know yet).
@@ -250,4 +253,6 @@ export type Document = [
   NoDrift<ThroughTheDocument<MemoryItem, 'MemoryItem', Client.MemoryItem>>,
   NoDrift<ThroughTheDocument<MemoryChangedEvent, 'MemoryChangedEvent', Client.MemoryChangedEvent>>,
   NoDrift<ThroughTheDocument<SessionExpiredEvent, 'SessionExpiredEvent', Client.SessionExpiredEvent>>,
+  NoDrift<ThroughTheDocument<UserErasedEvent, 'UserErasedEvent', Client.UserErasedEvent>>,
+  NoDrift<ThroughTheDocument<ErasureRecord, 'Erasure', Client.Erasure>>,
 ];

@@ -166,8 +166,30 @@ export interface SessionExpiredEvent {
   occurredAt: string;
 }
 
-/** Every event of a session the change hook sends. */
-export type ChangeEvent = StateChangedEvent | DocumentChangedEvent | SessionExpiredEvent;
+export const USER_ERASED = 'user.erased';
+
+/**
+ * A user's erasure is done (API.md section 12): their sessions, profile and memory items are
+ * no longer stored. Of no one session (`sessionId` is empty): it goes to the tenant's webhooks
+ * registered without a session, and to the event bus.
+ */
+export interface UserErasedEvent {
+  /** `erased/<erasureId>`: stable across redeliveries. */
+  id: string;
+  type: typeof USER_ERASED;
+  sessionId: '';
+  erasureId: string;
+  userId: string;
+  /** What it erased, as `GET /v1/erasures/{erasureId}` counts it. */
+  sessions: number;
+  memoryItems: number;
+  documents: number;
+  /** When the erasure was done. */
+  occurredAt: string;
+}
+
+/** Every event of a session the change hook sends (and of an erasure). */
+export type ChangeEvent = StateChangedEvent | DocumentChangedEvent | SessionExpiredEvent | UserErasedEvent;
 
 /** Every event that goes out on a channel: a session's, or a memory item's (memory-changed.ts). */
 export type WireEvent = ChangeEvent | MemoryChangedEvent;
@@ -197,8 +219,14 @@ export interface RecordedExpiry {
   expiry: { incarnation: number; version: number; agentId: string | null; userId: string | null; expiredAt: string; occurredAt: string };
 }
 
-/** What the change stream reports: a thread version, a document version, or a session's expiry. */
-export type RecordedChange = RecordedVersion | RecordedDocument | RecordedExpiry;
+/** A user's erasure done (its item set `done`, store/events/stream-images.ts). */
+export interface RecordedErasure {
+  tenant: string;
+  erasure: Omit<UserErasedEvent, 'id' | 'type' | 'sessionId'>;
+}
+
+/** What the change stream reports: a thread version, a document version, a session's expiry, or an erasure done. */
+export type RecordedChange = RecordedVersion | RecordedDocument | RecordedExpiry | RecordedErasure;
 
 export function isRecordedDocument(change: RecordedChange): change is RecordedDocument {
   return 'document' in change;
@@ -206,6 +234,14 @@ export function isRecordedDocument(change: RecordedChange): change is RecordedDo
 
 export function isRecordedExpiry(change: RecordedChange): change is RecordedExpiry {
   return 'expiry' in change;
+}
+
+export function isRecordedErasure(change: RecordedChange): change is RecordedErasure {
+  return 'erasure' in change;
+}
+
+export function buildUserErasedEvent(recorded: RecordedErasure): UserErasedEvent {
+  return { id: `erased/${recorded.erasure.erasureId}`, type: USER_ERASED, sessionId: '', ...recorded.erasure };
 }
 
 export function buildSessionExpiredEvent(recorded: RecordedExpiry): SessionExpiredEvent {
@@ -341,14 +377,16 @@ export type EventPublisher = (events: ReadonlyArray<{ tenant: string; event: Wir
 export type EventMode = 'full' | 'patch';
 export const EVENT_MODES: readonly EventMode[] = ['full', 'patch'];
 
-const fitted = new WeakMap<WireEvent, Exclude<WireEvent, SessionExpiredEvent>>();
+const fitted = new WeakMap<WireEvent, Exclude<WireEvent, SessionExpiredEvent | UserErasedEvent>>();
 
 /**
  * The event as it goes out: with its `patch`, and without `next` and `prev` when together
  * they pass `EVENT_STATES_LIMIT_BYTES` (`truncated: true`). Computed once per event object
  * (an agent's view is an object of its own, and gets a patch of its own view).
  */
-function fitEvent(event: Exclude<WireEvent, SessionExpiredEvent>): Exclude<WireEvent, SessionExpiredEvent> {
+function fitEvent(
+  event: Exclude<WireEvent, SessionExpiredEvent | UserErasedEvent>,
+): Exclude<WireEvent, SessionExpiredEvent | UserErasedEvent> {
   const known = fitted.get(event);
   if (known) return known;
   // A large state's event is shaped already: its change, no states.
@@ -372,8 +410,8 @@ function fitEvent(event: Exclude<WireEvent, SessionExpiredEvent>): Exclude<WireE
  * event that names its version (`truncated: true`).
  */
 export function serializeWithin(event: WireEvent, limitBytes: number, mode: EventMode = 'full'): string {
-  // An expiry carries no state: it is small, and goes as it is.
-  if (event.type === SESSION_EXPIRED) return stringifyJson(event) ?? '';
+  // An expiry or an erasure carries no state: it is small, and goes as it is.
+  if (event.type === SESSION_EXPIRED || event.type === USER_ERASED) return stringifyJson(event) ?? '';
   const shaped = fitEvent(event);
   const { next: _next, prev: _prev, ...lean } = shaped;
   const marked = mode === 'patch' && !('patch' in lean) ? { ...lean, truncated: true } : lean;

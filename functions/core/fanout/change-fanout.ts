@@ -4,15 +4,18 @@ import {
   buildDocumentChangedEvent,
   buildSessionExpiredEvent,
   buildStateChangedEvent,
+  buildUserErasedEvent,
   type ChangeEvent,
   eventForAgent,
   isRecordedDocument,
+  isRecordedErasure,
   isRecordedExpiry,
   type RecordedChange,
   type RecordedVersion,
   SESSION_EXPIRED,
   STATE_CHANGED,
   serializeWithin,
+  USER_ERASED,
   WEBHOOK_BODY_LIMIT_BYTES,
 } from '../events/events.js';
 import type { Json } from '../json/json.js';
@@ -159,6 +162,10 @@ export class ChangeFanout extends StreamFanout<ChangeFanoutPorts> {
         session.events.push(buildSessionExpiredEvent(change));
         continue;
       }
+      if (isRecordedErasure(change)) {
+        session.events.push(buildUserErasedEvent(change));
+        continue;
+      }
       if (isRecordedDocument(change)) {
         session.events.push(buildDocumentChangedEvent(change));
         continue;
@@ -264,7 +271,7 @@ export class ChangeFanout extends StreamFanout<ChangeFanoutPorts> {
               event: {
                 id: event.id,
                 sessionId: event.sessionId,
-                version: event.version,
+                version: event.type === USER_ERASED ? 0 : event.version,
                 body: serializeWithin(event, WEBHOOK_BODY_LIMIT_BYTES),
                 ...deadLetterDocument(event),
               },
@@ -296,6 +303,8 @@ export class ChangeFanout extends StreamFanout<ChangeFanoutPorts> {
     // whose commits changed it (in order within each).
     const bySession = new Map<string, ChangeEvent[]>();
     for (const event of session.events) {
+      // An erasure is of no one session: no live client follows it.
+      if (event.type === USER_ERASED) continue;
       const events = bySession.get(event.sessionId);
       if (events) events.push(event);
       else bySession.set(event.sessionId, [event]);
@@ -407,10 +416,13 @@ function groupByStream(inputs: readonly ChangeInput[]): StreamBatch[] {
           change.document.kind === 'run' ? change.document.sessionId : '',
           change.document.id,
         ])
-      : JSON.stringify([change.tenant, 'thread', change.sessionId]);
+      : isRecordedErasure(change)
+        ? JSON.stringify([change.tenant, 'erasure', change.erasure.erasureId])
+        : JSON.stringify([change.tenant, 'thread', change.sessionId]);
     let stream = streams.get(id);
     if (!stream) {
-      const thread = isRecordedDocument(change) ? null : { tenant: change.tenant, sessionId: change.sessionId };
+      const thread =
+        isRecordedDocument(change) || isRecordedErasure(change) ? null : { tenant: change.tenant, sessionId: change.sessionId };
       stream = new StreamBatch(change.tenant, thread, (JSON.parse(id) as string[]).slice(1));
       streams.set(id, stream);
     }
@@ -422,6 +434,7 @@ function groupByStream(inputs: readonly ChangeInput[]): StreamBatch[] {
 /** Where a document event's dead letter is kept apart from the session's thread events. */
 function deadLetterDocument(event: ChangeEvent): { document?: string } {
   if (event.type === STATE_CHANGED || event.type === SESSION_EXPIRED) return {};
+  if (event.type === USER_ERASED) return { document: `erasure#${event.erasureId}` };
   if (event.scope === 'run') return { document: `run#${event.runId}` };
   if (event.scope === 'profile') return { document: `profile#${event.userId}` };
   return { document: 'shared' };
@@ -439,7 +452,7 @@ function memo<T>(load: (key: string) => Promise<T>): (key: string) => Promise<T>
   };
 }
 
-/** A thread's version (neither a document's nor a session's expiry). */
+/** A thread's version (neither a document's, a session's expiry nor an erasure). */
 function isRecordedVersion(change: RecordedChange): change is RecordedVersion {
-  return !isRecordedDocument(change) && !isRecordedExpiry(change);
+  return !isRecordedDocument(change) && !isRecordedExpiry(change) && !isRecordedErasure(change);
 }

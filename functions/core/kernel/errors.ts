@@ -104,7 +104,7 @@ export interface ProblemFieldsByCode {
   /** `agents`: what the key may act as (null: any agent). */
   forbidden: { agents?: readonly string[] | null; namespace?: readonly string[] };
   field_forbidden: { fields: readonly string[] };
-  not_found: { namespace?: readonly string[]; key?: string; webhookId?: string };
+  not_found: { namespace?: readonly string[]; key?: string; webhookId?: string; erasureId?: string };
   session_not_found: { sessionId: string };
   node_not_found: { nodeId: string };
   version_not_found: { version: number };

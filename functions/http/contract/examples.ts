@@ -177,6 +177,16 @@ export const answerExamples: AnswerExamples = {
     ],
   },
   ReplayResult: { delivered: 0, failed: { eventId: 's1:2', error: 'HTTP 500' }, remaining: true },
+  ErasureStarted: { erasureId: '0197a1c2-8d4e-7b21-9f3a-5c6d7e8f9a0c' },
+  Erasure: {
+    erasureId: '0197a1c2-8d4e-7b21-9f3a-5c6d7e8f9a0c',
+    status: 'done',
+    sessions: 12,
+    memoryItems: 40,
+    documents: 1,
+    createdAt: at,
+    finishedAt: later,
+  },
   MemoryItem: memoryItem,
   MemoryItemList: { items: [memoryItem], next: cursor },
   MemoryNamespaceList: {

@@ -32,7 +32,7 @@ export interface Operation {
     exampleOf?: Readonly<Record<string, unknown>>;
   };
   /** The success answers: status → what they carry (each schema's example is in examples.ts). */
-  responses: Partial<Record<200 | 201 | 204, Answer>>;
+  responses: Partial<Record<200 | 201 | 202 | 204, Answer>>;
   problems: readonly ErrorCode[];
   /** State routes answer an oversize body with `413 state_too_large` rather than `payload_too_large`. */
   tooLarge?: 'state_too_large';

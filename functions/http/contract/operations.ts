@@ -106,6 +106,20 @@ export const operations: Record<RouteKey, Operation> = {
     responses: { 204: { description: 'Deleted.' } },
     problems: ['session_not_found', 'conflict'],
   },
+  'DELETE /v1/users/{userId}': {
+    tag: 'sessions',
+    summary: 'Erase a user: their sessions, profile and memory under users/<userId>',
+    description:
+      'From the `202` on none of it is readable; once the erasure is `done` none of it is stored (history and kept versions included). Every call starts an erasure of its own. A user nobody has is erased all the same, with zero counts. Only a key not limited to agents may erase (`403`).',
+    responses: { 202: { description: 'Started; follow it at `Location`.', schema: 'ErasureStarted', headers: ['Location'] } },
+    problems: ['forbidden', 'conflict'],
+  },
+  'GET /v1/erasures/{erasureId}': {
+    tag: 'sessions',
+    summary: 'Read an erasure: running or done, and the counts of what it erased',
+    responses: { 200: { description: 'The erasure.', schema: 'Erasure' } },
+    problems: ['forbidden', 'not_found'],
+  },
   'POST /v1/sessions/{sid}/messages': {
     tag: 'tree',
     summary: 'Append messages as a chain (creates the session)',
@@ -462,6 +476,7 @@ export const pathParameters: Record<string, { description: string; type: 'string
   runId: { description: 'The run id.', type: 'string' },
   userId: { description: 'The user id.', type: 'string' },
   webhookId: { description: 'The webhook id.', type: 'string' },
+  erasureId: { description: 'The erasure id (from `DELETE /v1/users/{userId}`).', type: 'string' },
   file: { description: 'A file name of the page (flat, no directories).', type: 'string' },
   path: {
     description: 'A memory item: its namespace (1–8 ids) and its key, joined by `/`, e.g. `users/u1/facts/diet`.',

@@ -36,6 +36,9 @@ export const routes = [
   { method: 'GET', path: '/v1/sessions/{sid}', group: 'sessions' },
   { method: 'PATCH', path: '/v1/sessions/{sid}', group: 'sessions' },
   { method: 'DELETE', path: '/v1/sessions/{sid}', group: 'sessions' },
+  // Erasure of a user (API.md section 12): their sessions, profile and memory.
+  { method: 'DELETE', path: '/v1/users/{userId}', group: 'sessions' },
+  { method: 'GET', path: '/v1/erasures/{erasureId}', group: 'sessions' },
 
   { method: 'POST', path: '/v1/sessions/{sid}/messages', group: 'tree' },
   { method: 'GET', path: '/v1/sessions/{sid}/messages', group: 'tree' },

@@ -18,6 +18,7 @@ import { jsonValue } from '../edge/request.js';
 const jsonObject = z.record(z.string(), jsonValue);
 const time = z.iso.datetime().meta({ description: 'ISO 8601 UTC with milliseconds', examples: ['2025-06-01T10:00:00.000Z'] });
 const version = z.number().int().min(0);
+const count = z.number().int().min(0);
 /** `next` of a page: present while there may be more; pass it back as `cursor`. */
 const next = z.string().optional().meta({ description: 'Present while there may be more; pass it back as `cursor`.' });
 
@@ -274,7 +275,29 @@ const sessionExpiredEvent = z.object({
   expiredAt: time.meta({ description: 'The moment the session expired; it has read as unknown since.' }),
   occurredAt: time.meta({ description: 'When the expiry was carried out (the first write after it, or the sweep within 48 h).' }),
 });
-const changeEvent = z.union([stateChangedEvent, documentChangedEvent, sessionExpiredEvent, memoryChangedEvent]);
+const userErasedEvent = z.object({
+  id: z.string().meta({ description: '`erased/<erasureId>`' }),
+  type: z.literal('user.erased'),
+  sessionId: z.literal('').meta({ description: 'Empty: an erasure is of no one session.' }),
+  erasureId: z.string(),
+  userId: idSchema,
+  sessions: count,
+  memoryItems: count,
+  documents: count,
+  occurredAt: time.meta({ description: 'When the erasure was done.' }),
+});
+const changeEvent = z.union([stateChangedEvent, documentChangedEvent, sessionExpiredEvent, userErasedEvent, memoryChangedEvent]);
+
+const erasureStarted = z.object({ erasureId: z.string() });
+const erasure = z.object({
+  erasureId: z.string(),
+  status: z.enum(['running', 'done']),
+  sessions: count.meta({ description: 'Sessions erased (closed, while running).' }),
+  memoryItems: count.meta({ description: 'Memory items erased.' }),
+  documents: count.meta({ description: "Documents erased: the user's profile." }),
+  createdAt: time,
+  finishedAt: time.optional(),
+});
 
 const webhook = z.object({
   id: z.string(),
@@ -364,6 +387,9 @@ export const components = {
   DocumentChangedEvent: documentChangedEvent,
   MemoryChangedEvent: memoryChangedEvent,
   SessionExpiredEvent: sessionExpiredEvent,
+  UserErasedEvent: userErasedEvent,
+  ErasureStarted: erasureStarted,
+  Erasure: erasure,
   ChangeEvent: changeEvent,
   JsonPatchOperation: jsonPatchOperation,
   Webhook: webhook,

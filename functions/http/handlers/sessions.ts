@@ -8,6 +8,7 @@ import { createHttpHandler, type RouteInput } from '../api.js';
 import { idSchema, retentionSchema } from '../edge/id-schema.js';
 import { bodyAsSent, jsonObject, keyAccess, pagination, sessionScope } from '../edge/request.js';
 import { json, noContent } from '../edge/responses.js';
+import { erasures } from '../parts/erasures.js';
 import { sessionTree } from '../parts/session-tree.js';
 
 /** `PATCH /v1/sessions/{sid}`: the metadata (merge-patched) and the lifetime; each field given changes. */
@@ -61,9 +62,9 @@ function sessionFilter(input: RouteInput): SessionFilter | undefined {
   return { metadata: { key: name.slice('metadata.'.length), value } };
 }
 
-/** Sessions: create, read, list by recent activity, delete (API.md section 2). */
+/** Sessions: create, read, list by recent activity, delete (API.md section 2); erasures of users (section 12). */
 export const handler = createHttpHandler(
-  { sessionTree },
+  { sessionTree, erasures },
   {
     'POST /v1/sessions': async (input) => {
       // As sent: zod's copy of the metadata would turn a "__proto__" key into a prototype.
@@ -106,5 +107,14 @@ export const handler = createHttpHandler(
       await input.deps.sessionTree.deleteSession(sessionScope(input), input.allowedAgents);
       return noContent();
     },
+
+    'DELETE /v1/users/{userId}': async (input) => {
+      const userId = requireId(input.path('userId'), 'userId');
+      const erasure = await input.deps.erasures.erase(input.tenant, userId, input.allowedAgents);
+      return json(202, { erasureId: erasure.erasureId }, { location: `/v1/erasures/${encodeURIComponent(erasure.erasureId)}` });
+    },
+
+    'GET /v1/erasures/{erasureId}': async (input) =>
+      json(200, await input.deps.erasures.get(input.tenant, requireId(input.path('erasureId'), 'erasureId'), input.allowedAgents)),
   },
 );

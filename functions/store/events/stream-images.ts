@@ -1,13 +1,13 @@
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
-import type { RecordedChange, RecordedDocument, RecordedExpiry, RecordedVersion } from '../../core/events/events.js';
+import type { RecordedChange, RecordedDocument, RecordedErasure, RecordedExpiry, RecordedVersion } from '../../core/events/events.js';
 import { lifetimeOf } from '../../core/model/lifetime.js';
 import * as documentItem from '../documents/document-item.js';
 import { type LogEntry, readLogItem, versionOf } from '../log/log-items.js';
 import { memoryRecordFilters } from '../memory/memory-stream.js';
 import * as sessionItem from '../sessions/session-item.js';
-import { DOCUMENT_ITEM_KIND, documentKindOf, FENCE_CAUSE_EXPIRED, LOG_ITEM_KIND } from '../table/item-kinds.js';
+import { DOCUMENT_ITEM_KIND, documentKindOf, ERASURE_ITEM_KIND, FENCE_CAUSE_EXPIRED, LOG_ITEM_KIND } from '../table/item-kinds.js';
 import { logPositionOf, sessionSort } from '../table/keys.js';
 
 /**
@@ -53,6 +53,8 @@ export const changeRecordFilters: ReadonlyArray<Record<string, unknown>> = [
     dynamodb: { Keys: { sk: { S: [sessionSort] } } },
   },
   { eventName: ['INSERT', 'MODIFY'], dynamodb: { NewImage: { kind: { S: Object.values(DOCUMENT_ITEM_KIND) } } } },
+  // A user's erasure set running (the change hook finishes it) or done (the `user.erased` event).
+  { eventName: ['MODIFY'], dynamodb: { NewImage: { kind: { S: [ERASURE_ITEM_KIND] }, status: { S: ['running', 'done'] } } } },
   ...memoryRecordFilters,
 ];
 
@@ -70,9 +72,48 @@ export function matchesStreamFilter(pattern: unknown, value: unknown): boolean {
 
 type LambdaImage = NonNullable<NonNullable<DynamoDBRecord['dynamodb']>['NewImage']>;
 
-/** The thread or document version, or the session expiry, a stream record carries, or null when it carries none. */
+/** The thread or document version, the session expiry or the erasure done a stream record carries, or null when it carries none. */
 export function recordedChangeOf(record: DynamoDBRecord): RecordedChange | null {
-  return recordedVersionOf(record) ?? recordedDocumentOf(record) ?? recordedExpiryOf(record);
+  return recordedVersionOf(record) ?? recordedDocumentOf(record) ?? recordedExpiryOf(record) ?? recordedErasureOf(record);
+}
+
+/** The erasure an item's change set `running` or `done` (erasure-store.ts), or null. */
+function erasureChangeOf(
+  record: DynamoDBRecord,
+  status: string,
+): { tenant: string; erasureId: string; item: Record<string, unknown> } | null {
+  const newImage = record.dynamodb?.NewImage;
+  if (record.eventName !== 'MODIFY' || newImage?.kind?.S !== ERASURE_ITEM_KIND || newImage.status?.S !== status) return null;
+  // Once: the change that set it so (a later change of a running erasure is not its start).
+  if (record.dynamodb?.OldImage?.status?.S === status) return null;
+  const item = unmarshall(toSdkImage(newImage));
+  const partition = /^E#([^#]+)#([^#]+)$/.exec(String(item.pk ?? ''));
+  return partition ? { tenant: partition[1] as string, erasureId: partition[2] as string, item } : null;
+}
+
+/** An erasure whose first step is done (set `running`): the change hook erases the rest. */
+export function erasureToFinishOf(record: DynamoDBRecord): { tenant: string; erasureId: string } | null {
+  const change = erasureChangeOf(record, 'running');
+  return change && { tenant: change.tenant, erasureId: change.erasureId };
+}
+
+/** An erasure done: the `user.erased` event (its user from the old image: a done erasure keeps no user id). */
+function recordedErasureOf(record: DynamoDBRecord): RecordedErasure | null {
+  const change = erasureChangeOf(record, 'done');
+  const oldImage = record.dynamodb?.OldImage;
+  if (!change || !oldImage) return null;
+  const { item } = change;
+  return {
+    tenant: change.tenant,
+    erasure: {
+      erasureId: change.erasureId,
+      userId: String(unmarshall(toSdkImage(oldImage)).userId ?? ''),
+      sessions: Number(item.sessions ?? 0),
+      memoryItems: Number(item.memoryItems ?? 0),
+      documents: Number(item.documents ?? 0),
+      occurredAt: String(item.finishedAt ?? ''),
+    },
+  };
 }
 
 /** The expiry a delete's fence records (an INSERT of kind x with cause `expired`), or null. */

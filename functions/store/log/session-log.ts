@@ -84,7 +84,7 @@ export class DynamoDbSessionLog implements SessionLog {
     );
   }
 
-  private loadDeleter(): Promise<SessionDeleter> {
+  protected loadDeleter(): Promise<SessionDeleter> {
     this.deleterLoad ??= import('../sessions/session-delete.js').then(
       ({ SessionDeleter }) => new SessionDeleter(this.table, (scope) => this.readTip(scope, { withState: false })),
       (error: unknown) => {

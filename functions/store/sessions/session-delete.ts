@@ -87,6 +87,29 @@ export class SessionDeleter {
   }
 
   /**
+   * The first step of a user's erasure (API.md section 12, erasure/erasure-store.ts): closes the
+   * session at once, as a delete does, so that it reads as unknown from the erasure's `202`;
+   * the change hook erases it later (`finishClosed`). The life it closed; a delete already
+   * closing it is joined at its own fence.
+   */
+  async closeOnly(scope: SessionScope): Promise<number> {
+    const tip = await this.readTip(scope);
+    const position = await this.close(scope, tip, undefined);
+    return position.incarnation;
+  }
+
+  /**
+   * Erases a session `closeOnly` closed in `life`, if it is still closing there: once it is
+   * not, that delete is done (a write that found it abandoned finished it) and the session's
+   * next life is not the erasure's to touch.
+   */
+  async finishClosed(scope: SessionScope, life: number): Promise<void> {
+    const tip = await this.readTip(scope);
+    if (tip.kind !== 'closing' || tip.incarnation !== life || !fenceOf(tip)) return;
+    await this.deleteSession(scope);
+  }
+
+  /**
    * Puts the delete's fence where the next change would go, with that change's condition; a
    * write that wins the race first makes it read the tip again. A delete already closing the
    * session (another one, or one that stopped halfway) is joined at its own fence.

@@ -48,6 +48,16 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
     await this.deleter.deleteSession(scope, { expiredAt });
   }
 
+  /** Closes the session for a user's erasure (session-delete.ts `closeOnly`): the life it closed. */
+  async closeForErasure(scope: SessionScope): Promise<number> {
+    return (await this.loadDeleter()).closeOnly(scope);
+  }
+
+  /** Erases a session an erasure closed in `life`, unless that delete is done already (session-delete.ts `finishClosed`). */
+  async finishErasure(scope: SessionScope, life: number): Promise<void> {
+    await (await this.loadDeleter()).finishClosed(scope, life);
+  }
+
   /** Finishes the delete that closed `tip` when it was abandoned halfway (a commit that finds it). */
   async settleClosing(scope: SessionScope, tip: ClosingTip): Promise<void> {
     if (this.deleter.isAbandoned(tip)) await this.deleter.deleteSession(scope);

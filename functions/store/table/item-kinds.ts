@@ -40,6 +40,9 @@ export const MEMORY_ITEM_KIND = {
   deleted: 'mem:deleted',
 } as const;
 
+/** The kind of an erasure's item (`E#<tenant>#<erasure>` / `E`): its stream record drives the erasure (erasure-store.ts). */
+export const ERASURE_ITEM_KIND = 'erasure';
+
 /** The kind of each commit document's item (`R#<run>`, `P`, `G`). */
 export const DOCUMENT_ITEM_KIND = {
   run: 'doc:run',

@@ -37,6 +37,9 @@ import type { SessionScope } from '../../core/model/model.js';
  *                                                memory index, by `mu`)
  *   MN#<tenant>                 <namespace path>/  a namespace that holds memory items
  *   MH#<tenant>#<path>#<key>    <createdAt>#<000000000042>  a version a memory item replaced (TTL)
+ *   E#<tenant>#<erasure>        E                the erasure of a user (erasure-store.ts)
+ *   E#<tenant>#<erasure>        S#<session>      a session it closed and has yet to erase
+ *   E#<tenant>#<erasure>        N#<path>         a memory namespace it closed items in, until their past is erased
  *   (index) T#<tenant>#<shard>  <updatedAt>#<session>   the sessions list, in ACTIVITY_SHARDS partitions
  *   (index) T#<tenant>#<list>#<shard>  <updatedAt>#<session>   a filtered list: <list> is u:<user>,
  *                                                a:<agent> or m:<digest of a metadata key and value>
@@ -125,6 +128,12 @@ export const memoryNamespaces = (tenant: string) => `MN#${tenant}`;
 /** Connections following a memory namespace and what lies under it (live-store.ts). */
 export const namespaceFollowers = (tenant: string, namespace: readonly string[]) => `WM#${tenant}#${namespace.join('/')}`;
 export const memoryHistory = (tenant: string, namespace: readonly string[], key: string) => `MH#${tenant}#${namespace.join('/')}#${key}`;
+export const erasure = (tenant: string, erasureId: string) => `E#${tenant}#${erasureId}`;
+export const erasureSort = 'E';
+export const erasedSession = (sessionId: string) => `S#${sessionId}`;
+export const erasedSessionPrefix = 'S#';
+export const erasedNamespace = (namespace: readonly string[]) => `N#${namespace.join('/')}`;
+export const erasedNamespacePrefix = 'N#';
 export const memoryHistoryVersion = (createdAt: string, version: number) => `${createdAt}#${String(version).padStart(12, '0')}`;
 
 /** Where a change sits in a session's log (see `logEntry`). */

@@ -18,6 +18,8 @@ import type {
   DecisionList,
   DecisionSummary,
   DocumentView,
+  Erasure,
+  ErasureStarted,
   HeadResult,
   Health,
   Json,
@@ -336,6 +338,24 @@ export class AgentStateApi {
     /** `GET /v1/shared/state` */
     shared: async (options?: CallOptions): Promise<DocumentView> =>
       (await this.http.request<DocumentView>({ method: 'GET', path: '/v1/shared/state' }, options)).body,
+  };
+
+  /** Users (docs/api.md §12). */
+  readonly users = {
+    /**
+     * `DELETE /v1/users/{userId}` → 202: erases the user's sessions, profile and memory under
+     * `users/<userId>`; none of it is readable once this answers. Follow it with
+     * `erasures.get`. A key limited to agents gets `403 forbidden`.
+     */
+    erase: async (userId: string, options?: CallOptions): Promise<ErasureStarted> =>
+      (await this.http.request<ErasureStarted>({ method: 'DELETE', path: path`/v1/users/${userId}` }, options)).body,
+  };
+
+  /** Erasures of users (docs/api.md §12). */
+  readonly erasures = {
+    /** `GET /v1/erasures/{erasureId}`: `running` or `done`, and the counts of what it erased. */
+    get: async (erasureId: string, options?: CallOptions): Promise<Erasure> =>
+      (await this.http.request<Erasure>({ method: 'GET', path: path`/v1/erasures/${erasureId}` }, options)).body,
   };
 
   /** Webhooks of change events (API.md §9). */

@@ -637,8 +637,43 @@ export interface SessionExpiredEvent {
   occurredAt: string;
 }
 
+/**
+ * A user's erasure is done (docs/api.md §12): their sessions, profile and memory items are no
+ * longer stored. Of no one session (`sessionId` is empty): sent to webhooks registered without
+ * a session and to the event bus.
+ */
+export interface UserErasedEvent {
+  /** `erased/<erasureId>`. */
+  id: string;
+  type: 'user.erased';
+  sessionId: '';
+  erasureId: string;
+  userId: string;
+  sessions: number;
+  memoryItems: number;
+  documents: number;
+  occurredAt: string;
+}
+
 /** Every event a webhook, the WebSocket or the event bus carries. */
-export type ChangeEvent = StateChangedEvent | DocumentChangedEvent | SessionExpiredEvent | MemoryChangedEvent;
+export type ChangeEvent = StateChangedEvent | DocumentChangedEvent | SessionExpiredEvent | UserErasedEvent | MemoryChangedEvent;
+
+/** `DELETE /v1/users/{userId}` (202). */
+export interface ErasureStarted {
+  erasureId: string;
+}
+
+/** `GET /v1/erasures/{erasureId}`: how far an erasure got, and the counts of what it erased. */
+export interface Erasure {
+  erasureId: string;
+  status: 'running' | 'done';
+  sessions: number;
+  memoryItems: number;
+  /** The user's profile: 1 when there was one. */
+  documents: number;
+  createdAt: string;
+  finishedAt?: string;
+}
 
 /** `POST /v1/webhooks` body. */
 export interface CreateWebhookRequest {

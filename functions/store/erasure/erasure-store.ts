@@ -1,0 +1,354 @@
+import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { type ErasureRecord, type ErasureStore, userNamespace } from '../../core/erasure/erasure.js';
+import { pathKey } from '../../core/memory/memory.js';
+import type { SessionScope } from '../../core/model/model.js';
+import { DynamoDbMemoryStore } from '../memory/memory-store.js';
+import { DynamoDbMemoryUpkeep } from '../memory/memory-upkeep-store.js';
+import type { DynamoDbSessionStore } from '../sessions/session-store.js';
+import { ERASURE_ITEM_KIND, KIND_ATTRIBUTE, MEMORY_ITEM_KIND } from '../table/item-kinds.js';
+import * as keys from '../table/keys.js';
+import { queryAll } from '../table/paging.js';
+import { tableKeys } from '../table/table.js';
+import { batchPut, conditionally, type Item, type TableClient } from '../table/table-client.js';
+
+/**
+ * Erasures of users (core/erasure/erasure.ts has the two steps):
+ *
+ *   E#<tenant>#<erasure>  E            kind erasure: status (closing, running, done), userId
+ *                                      (removed when done), the counts, createdAt, finishedAt
+ *   E#<tenant>#<erasure>  S#<session>  a session the erasure closed in life `life`, until it is erased
+ *   E#<tenant>#<erasure>  N#<path>     a memory namespace it closed items in (the namespace list
+ *                                      forgets it at once), until their past is erased
+ *
+ * The `DELETE` puts the item as `closing`, closes the user's sessions (writing one `S#` item
+ * each), profile and memory items, and then sets it `running` with the counts: that MODIFY is
+ * what the change hook's filter lets through (stream-images.ts), so the erasure's second step
+ * starts only once its first is complete. A `DELETE` that died before its `202` leaves a
+ * `closing` erasure nobody continues (its caller, who got no `202`, sends it again: a new
+ * erasure, which closes and erases the same things).
+ */
+
+/** How many sessions or memory items are closed or erased side by side. */
+const PARALLEL = 16;
+/** A session list page while closing a user's sessions. */
+const LIST_PAGE = 100;
+/** How long a finished erasure's record is kept, then TTL removes it: 30 days. */
+const RECORD_TTL_SECONDS = 30 * 86_400;
+
+export class DynamoDbErasureStore implements ErasureStore {
+  private readonly memory: DynamoDbMemoryStore;
+  private readonly upkeep: DynamoDbMemoryUpkeep;
+
+  constructor(
+    private readonly table: TableClient,
+    private readonly sessions: DynamoDbSessionStore,
+  ) {
+    this.memory = new DynamoDbMemoryStore(table);
+    this.upkeep = new DynamoDbMemoryUpkeep(table);
+  }
+
+  async start(tenant: string, userId: string): Promise<ErasureRecord> {
+    const erasureId = crypto.randomUUID();
+    const createdAt = new Date(this.table.now()).toISOString();
+    const key = { pk: keys.erasure(tenant, erasureId), sk: keys.erasureSort };
+    await this.table.send(
+      new PutCommand({
+        TableName: this.table.tableName,
+        Item: { ...key, [KIND_ATTRIBUTE]: ERASURE_ITEM_KIND, status: 'closing', userId, createdAt },
+      }),
+    );
+    const [sessions, memoryItems, documents] = await Promise.all([
+      this.closeSessions(tenant, erasureId, userId, createdAt),
+      this.closeMemory(tenant, erasureId, userId, createdAt),
+      this.deleteProfile(tenant, userId),
+    ]);
+    await this.table.send(
+      new UpdateCommand({
+        TableName: this.table.tableName,
+        Key: key,
+        UpdateExpression: 'SET #status = :running, sessions = :sessions, memoryItems = :memory, documents = :documents',
+        ExpressionAttributeNames: { '#status': 'status' },
+        ExpressionAttributeValues: { ':running': 'running', ':sessions': sessions, ':memory': memoryItems, ':documents': documents },
+      }),
+    );
+    return { erasureId, status: 'running', sessions, memoryItems, documents, createdAt };
+  }
+
+  async get(tenant: string, erasureId: string): Promise<ErasureRecord | null> {
+    const { Item } = await this.table.send(
+      new GetCommand({
+        TableName: this.table.tableName,
+        Key: { pk: keys.erasure(tenant, erasureId), sk: keys.erasureSort },
+        ConsistentRead: true,
+      }),
+    );
+    return Item ? recordOf(Item) : null;
+  }
+
+  /**
+   * The second step (the change hook, on the record of the erasure set `running`): erases the
+   * sessions closed, looks once more for sessions of the user the list index did not show yet,
+   * erases the memory items' past, and sets the erasure `done`. Idempotent: run again after a
+   * crash, it finds what is left by what is still stored.
+   */
+  async finish(tenant: string, erasureId: string): Promise<void> {
+    const key = { pk: keys.erasure(tenant, erasureId), sk: keys.erasureSort };
+    const { Item } = await this.table.send(new GetCommand({ TableName: this.table.tableName, Key: key, ConsistentRead: true }));
+    if (Item?.status !== 'running' || typeof Item.userId !== 'string') return;
+    const userId = Item.userId;
+    const createdAt = String(Item.createdAt);
+    const closed = await this.workOf(key.pk, keys.erasedSessionPrefix);
+    await inParallel(closed, async (item) => {
+      const scope = { tenant, sessionId: String(item.sessionId) };
+      await this.sessions.finishErasure(scope, Number(item.life));
+      await this.table.send(new DeleteCommand({ TableName: this.table.tableName, Key: { pk: item.pk, sk: item.sk } }));
+    });
+    // A session made just before the DELETE may have been missing from the list index, which
+    // trails the table: what the list shows now of sessions made before the erasure goes too.
+    const late = await this.userSessions(tenant, userId, createdAt);
+    await inParallel(late, async (scope) => {
+      const life = await this.sessions.closeForErasure(scope);
+      await this.sessions.finishErasure(scope, life);
+    });
+    const lateMemory = await this.closeMemory(tenant, erasureId, userId, createdAt);
+    const namespaces = (await this.workOf(key.pk, keys.erasedNamespacePrefix)).map((item) => String(item.namespace).split('/'));
+    await this.eraseMemoryPast(tenant, erasureId, namespaces, createdAt);
+    // Only while running: a redelivered record that ran beside this one may have finished it.
+    await conditionally(
+      this.table.send(
+        new UpdateCommand({
+          TableName: this.table.tableName,
+          Key: key,
+          // The user's id goes with the rest: a finished erasure says what it erased, not whose.
+          UpdateExpression: 'SET #status = :done, finishedAt = :now, #ttl = :ttl ADD sessions :late, memoryItems :lateMemory REMOVE userId',
+          ConditionExpression: '#status = :running',
+          ExpressionAttributeNames: { '#status': 'status', '#ttl': tableKeys.timeToLive },
+          ExpressionAttributeValues: {
+            ':done': 'done',
+            ':running': 'running',
+            ':now': new Date(this.table.now()).toISOString(),
+            ':ttl': this.table.nowSeconds() + RECORD_TTL_SECONDS,
+            ':late': late.length,
+            ':lateMemory': lateMemory,
+          },
+        }),
+      ),
+    );
+  }
+
+  /** The erasure's records of what it closed (`S#` sessions, `N#` namespaces). */
+  private async workOf(partition: string, prefix: string): Promise<Item[]> {
+    const work: Item[] = [];
+    await queryAll(
+      (start) =>
+        this.table.send(
+          new QueryCommand({
+            TableName: this.table.tableName,
+            KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+            ExpressionAttributeValues: { ':pk': partition, ':prefix': prefix },
+            ConsistentRead: true,
+            ExclusiveStartKey: start,
+          }),
+        ),
+      (item) => work.push(item),
+    );
+    return work;
+  }
+
+  // ---- the first step: closing ------------------------------------------------------------
+
+  /** Closes every session of the user (its list, API.md section 2), recording each; how many. */
+  private async closeSessions(tenant: string, erasureId: string, userId: string, before: string): Promise<number> {
+    const scopes = await this.userSessions(tenant, userId, before);
+    const closed: Item[] = [];
+    await inParallel(scopes, async (scope) => {
+      const life = await this.sessions.closeForErasure(scope);
+      closed.push({
+        pk: keys.erasure(tenant, erasureId),
+        sk: keys.erasedSession(scope.sessionId),
+        sessionId: scope.sessionId,
+        life,
+      });
+    });
+    await batchPut(this.table, closed);
+    return closed.length;
+  }
+
+  /** The user's sessions made at or before `before`, from the user's list (never a scan). */
+  private async userSessions(tenant: string, userId: string, before: string): Promise<SessionScope[]> {
+    const found: SessionScope[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await this.sessions.listSessions(tenant, {
+        limit: LIST_PAGE,
+        filter: { userId },
+        ...(cursor === undefined ? {} : { cursor }),
+      });
+      for (const session of page.items) {
+        if (session.createdAt <= before) found.push({ tenant, sessionId: session.sessionId });
+      }
+      cursor = page.next;
+    } while (cursor !== undefined);
+    return found;
+  }
+
+  /** Deletes the user's profile document; 1 when there was one. */
+  private async deleteProfile(tenant: string, userId: string): Promise<number> {
+    const { Attributes } = await this.table.send(
+      new DeleteCommand({
+        TableName: this.table.tableName,
+        Key: { pk: keys.profile(tenant, userId), sk: keys.profileSort },
+        ReturnValues: 'ALL_OLD',
+      }),
+    );
+    return Attributes ? 1 : 0;
+  }
+
+  /**
+   * Every live memory item under `users/<userId>` made at or before `before` becomes a
+   * delete's tombstone (the memory store's own delete: it reads as absent at once, and the
+   * change hook erases its history on its record); how many. An item made later is a write
+   * after the erasure, and stays.
+   */
+  private async closeMemory(tenant: string, erasureId: string, userId: string, before: string): Promise<number> {
+    let count = 0;
+    const namespaces = await this.userNamespaces(tenant, userId);
+    // Recorded first: once it holds tombstones alone, the namespace list no longer names it.
+    await batchPut(
+      this.table,
+      namespaces.map((namespace) => ({
+        pk: keys.erasure(tenant, erasureId),
+        sk: keys.erasedNamespace(namespace),
+        namespace: namespace.join('/'),
+      })),
+    );
+    for (const namespace of namespaces) {
+      const live: string[] = [];
+      await this.itemsOf(tenant, namespace, (item) => {
+        if (item[KIND_ATTRIBUTE] === MEMORY_ITEM_KIND.item && String(item.createdAt) <= before)
+          live.push(String(item.sk).slice(keys.memoryKeyPrefix.length));
+      });
+      await inParallel(live, async (key) => {
+        const { outcome } = await this.memory.delete({ tenant, namespace, key }, { kind: 'none' }, null);
+        if (outcome === 'deleted') count++;
+      });
+      // Its name leaves the namespace list at once too (the change hook would, a moment later).
+      if (!(await this.upkeep.namespaceHasItems(tenant, namespace))) await this.upkeep.forgetNamespace(tenant, namespace);
+    }
+    return count;
+  }
+
+  // ---- the second step: what the tombstones stand over ------------------------------------
+
+  /**
+   * The replaced versions of every item erased (its lives made before the erasure), the
+   * tombstones themselves, and the namespace entries left with no item. (The change hook's
+   * memory upkeep erases the history of each tombstone's record too, after any version it was
+   * still keeping: the stream orders an item's records.)
+   */
+  private async eraseMemoryPast(tenant: string, erasureId: string, namespaces: readonly string[][], before: string): Promise<void> {
+    for (const namespace of namespaces) {
+      // Tombstones, and items that expired (a delete leaves them be; TTL would take them in 48 h).
+      const nowSeconds = this.table.nowSeconds();
+      const tombstones: string[] = [];
+      await this.itemsOf(tenant, namespace, (item) => {
+        const expired = typeof item[tableKeys.timeToLive] === 'number' && (item[tableKeys.timeToLive] as number) <= nowSeconds;
+        if (item[KIND_ATTRIBUTE] === MEMORY_ITEM_KIND.deleted || (expired && String(item.createdAt) <= before))
+          tombstones.push(String(item.sk).slice(keys.memoryKeyPrefix.length));
+      });
+      await inParallel(tombstones, async (key) => {
+        await this.upkeep.eraseHistory(tenant, namespace, key, before);
+        // Only while it is still a tombstone or expired: a put since is a new item.
+        await conditionally(
+          this.table.send(
+            new DeleteCommand({
+              TableName: this.table.tableName,
+              Key: { pk: keys.memoryNamespace(tenant, namespace), sk: keys.memoryKey(key) },
+              ConditionExpression: '#kind = :deleted OR #ttl <= :now',
+              ExpressionAttributeNames: { '#kind': KIND_ATTRIBUTE, '#ttl': tableKeys.timeToLive },
+              ExpressionAttributeValues: { ':deleted': MEMORY_ITEM_KIND.deleted, ':now': nowSeconds },
+            }),
+          ),
+        );
+      });
+      if (!(await this.upkeep.namespaceHasItems(tenant, namespace))) await this.upkeep.forgetNamespace(tenant, namespace);
+      await this.table.send(
+        new DeleteCommand({
+          TableName: this.table.tableName,
+          Key: { pk: keys.erasure(tenant, erasureId), sk: keys.erasedNamespace(namespace) },
+        }),
+      );
+    }
+  }
+
+  /** The namespaces listed under `users/<userId>` (`users/u1` reaches `users/u1/facts`, never `users/u10`). */
+  private async userNamespaces(tenant: string, userId: string): Promise<string[][]> {
+    const low = pathKey(userNamespace(userId));
+    const found: string[][] = [];
+    await queryAll(
+      (start) =>
+        this.table.send(
+          new QueryCommand({
+            TableName: this.table.tableName,
+            KeyConditionExpression: 'pk = :pk AND sk BETWEEN :low AND :high',
+            ExpressionAttributeValues: { ':pk': keys.memoryNamespaces(tenant), ':low': low, ':high': `${low}\x7f` },
+            ProjectionExpression: 'sk',
+            ConsistentRead: true,
+            ExclusiveStartKey: start,
+          }),
+        ),
+      (entry) => found.push(String(entry.sk).slice(0, -1).split('/')),
+    );
+    return found;
+  }
+
+  /** Every item of a namespace's partition, live or a tombstone (its key, kind and creation). */
+  private itemsOf(tenant: string, namespace: readonly string[], each: (item: Item) => void): Promise<void> {
+    return queryAll(
+      (start) =>
+        this.table.send(
+          new QueryCommand({
+            TableName: this.table.tableName,
+            KeyConditionExpression: 'pk = :pk AND begins_with(sk, :items)',
+            ExpressionAttributeValues: { ':pk': keys.memoryNamespace(tenant, namespace), ':items': keys.memoryKeyPrefix },
+            ExpressionAttributeNames: { '#kind': KIND_ATTRIBUTE, '#ttl': tableKeys.timeToLive },
+            ProjectionExpression: 'sk, #kind, createdAt, #ttl',
+            ConsistentRead: true,
+            ExclusiveStartKey: start,
+          }),
+        ),
+      each,
+    );
+  }
+}
+
+/** An erasure as `GET /v1/erasures/{erasureId}` shows it (`closing` is `running` to the caller). */
+function recordOf(item: Item): ErasureRecord {
+  return {
+    erasureId: String(item.pk).split('#')[2] as string,
+    status: item.status === 'done' ? 'done' : 'running',
+    sessions: Number(item.sessions ?? 0),
+    memoryItems: Number(item.memoryItems ?? 0),
+    documents: Number(item.documents ?? 0),
+    createdAt: String(item.createdAt),
+    ...(typeof item.finishedAt === 'string' ? { finishedAt: item.finishedAt } : {}),
+  };
+}
+
+/** Runs `work` over `items`, `PARALLEL` at a time; rejects with the first failure once all settled. */
+async function inParallel<T>(items: readonly T[], work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failure: unknown;
+  const lane = async () => {
+    while (next < items.length) {
+      const item = items[next++] as T;
+      try {
+        await work(item);
+      } catch (error) {
+        failure ??= error;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(PARALLEL, items.length) }, lane));
+  if (failure !== undefined) throw failure;
+}

@@ -1,0 +1,254 @@
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main } from '../../bin/agentstate.js';
+import { defaultTableName } from '../../functions/store/table/table.js';
+import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
+import { type RunningApi, startApi } from '../helpers/e2e.js';
+
+/**
+ * Erasure of a user (API.md section 12) through `npm start`: from the `202` none of the user's
+ * sessions, profile or memory under `users/<userId>` is readable; once `done` (the change hook
+ * finishes it, as in AWS) none of it is stored, read raw from DynamoDB Local. Another user, a
+ * user whose id begins the same (`u1` and `u10`), and another tenant's user of the same id are
+ * untouched; a key limited to agents may not erase; writes racing the erasure leave nothing of
+ * before readable.
+ */
+
+let api: RunningApi;
+let http: ApiClient;
+let other: ApiClient;
+let raw: DynamoDBDocumentClient;
+let endpoint: string;
+
+beforeAll(async () => {
+  api = await startApi();
+  http = api.client;
+  other = apiClient(api.url, 'other-key');
+  endpoint = /DynamoDB Local: (\S+)/.exec(api.output())?.[1] as string;
+  if (!endpoint) throw new Error(`no DynamoDB Local endpoint in the banner:\n${api.output()}`);
+  raw = DynamoDBDocumentClient.from(
+    new DynamoDBClient({ endpoint, region: 'local', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }),
+  );
+});
+afterAll(async () => {
+  raw?.destroy();
+  await api?.stop();
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Waits until the erasure is done (the change hook finishes it a moment after the 202). */
+async function done(client: ApiClient, erasureId: string): Promise<Record<string, unknown>> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const answer = await client.get(`/v1/erasures/${erasureId}`);
+    expect(answer.status).toBe(200);
+    if (answer.body.status === 'done') return answer.body;
+    await sleep(100);
+  }
+  throw new Error(`erasure ${erasureId} was not done within 20 s`);
+}
+
+/** Every item of a partition, read raw. */
+async function stored(pk: string): Promise<Array<Record<string, unknown>>> {
+  const { Items = [] } = await raw.send(
+    new QueryCommand({
+      TableName: defaultTableName,
+      KeyConditionExpression: 'pk = :pk',
+      ExpressionAttributeValues: { ':pk': pk },
+      ConsistentRead: true,
+    }),
+  );
+  return Items;
+}
+
+/** A session of `userId` with messages and versions. */
+async function sessionOf(client: ApiClient, userId: string, prefix: string): Promise<string> {
+  const sid = uniqueId(prefix);
+  expect((await client.post('/v1/sessions', { sessionId: sid, userId })).status).toBe(201);
+  expect(
+    (await client.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'm1', role: 'user', content: 'my address' }] })).status,
+  ).toBe(201);
+  expect((await client.patch(`/v1/sessions/${sid}/state`, { secret: `old ${userId}` })).status).toBe(200);
+  expect((await client.patch(`/v1/sessions/${sid}/state`, { more: 1 })).status).toBe(200);
+  return sid;
+}
+
+/** The profile of `userId`, written by a commit in `sid`, a session of that user. */
+async function profileOf(client: ApiClient, sid: string, userId: string): Promise<void> {
+  const commit = await client.post(`/v1/sessions/${sid}/commits`, {
+    commands: [{ key: 'language', scope: 'profile', merge: 'disjoint', set: 'en' }],
+  });
+  expect(commit.status, JSON.stringify(commit.body)).toBe(200);
+  expect((await client.get(`/v1/profiles/${userId}/state`)).body.state).toMatchObject({ language: 'en' });
+}
+
+async function remember(client: ApiClient, path: string, value: Record<string, unknown>): Promise<void> {
+  const put = await client.put(`/v1/memory/${path}`, { value });
+  expect([200, 201]).toContain(put.status);
+}
+
+describe('DELETE /v1/users/{userId}', () => {
+  it('erases the sessions, profile and memory of the user, readable from the 202, stored until done, and nothing else', async () => {
+    // Prepare: u1's three sessions, profile and memory (with a replaced version); u10 beside it;
+    // another user of this tenant; the other tenant's u1.
+    const user = uniqueId('u1');
+    const near = `${user}0`;
+    const sessions = [await sessionOf(http, user, 'er'), await sessionOf(http, user, 'er'), await sessionOf(http, user, 'er')];
+    const bystander = await sessionOf(http, 'someone-else', 'by');
+    const nearSession = await sessionOf(http, near, 'near');
+    const theirs = await sessionOf(other, user, 'theirs');
+    await profileOf(http, sessions[0] as string, user);
+    await profileOf(http, nearSession, near);
+    await profileOf(other, theirs, user);
+    await remember(http, `users/${user}/facts/diet`, { food: 'vegan' });
+    await remember(http, `users/${user}/facts/diet`, { food: 'vegetarian' });
+    await remember(http, `users/${user}/k1`, { a: 1 });
+    await remember(http, `users/${near}/facts/diet`, { food: 'omnivore' });
+    await remember(other, `users/${user}/facts/diet`, { food: 'theirs' });
+    expect((await http.get(`/v1/memory/versions?namespace=users/${user}/facts&key=diet`)).body.versions).toHaveLength(2);
+
+    // Act
+    const erase = await http.delete(`/v1/users/${user}`);
+
+    // Assess: from the 202 on, none of it is readable.
+    expect(erase.status).toBe(202);
+    const { erasureId } = erase.body;
+    expect(erase.headers.get('location')).toBe(`/v1/erasures/${erasureId}`);
+    for (const sid of sessions) {
+      expect((await http.get(`/v1/sessions/${sid}`)).status).toBe(404);
+      expect((await http.get(`/v1/sessions/${sid}/state`)).body).toMatchObject({ state: null, version: 0 });
+      expect((await http.get(`/v1/sessions/${sid}/versions/1`)).status).toBe(404);
+    }
+    expect((await http.get(`/v1/sessions?userId=${user}`)).body.sessions).toEqual([]);
+    expect((await http.get(`/v1/profiles/${user}/state`)).body).toMatchObject({ state: null, version: 0 });
+    expect((await http.get(`/v1/memory/users/${user}/facts/diet`)).status).toBe(404);
+    expect((await http.get(`/v1/memory/users/${user}/k1`)).status).toBe(404);
+    expect((await http.post('/v1/memory/search', { namespacePrefix: ['users', user] })).body.items).toEqual([]);
+    expect((await http.get(`/v1/memory?prefix=users/${user}`)).body.namespaces).toEqual([]);
+
+    const finished = await done(http, erasureId);
+    expect(finished).toMatchObject({ erasureId, status: 'done', sessions: 3, memoryItems: 2, documents: 1 });
+
+    // Nothing of it is stored: a session keeps only its delete's fence and the tombstones of its
+    // changes (no content, TTL), memory and its history partitions are empty, the profile is gone.
+    for (const sid of sessions) {
+      const left = await stored(`S#local#${sid}`);
+      expect(
+        left.every(
+          (item) =>
+            item.kind === 'x' && Object.keys(item).every((name) => ['pk', 'sk', 'kind', 'createdAt', 'fence', 'expiresAt'].includes(name)),
+        ),
+      ).toBe(true);
+      expect(JSON.stringify(left)).not.toContain('old');
+    }
+    expect(await stored(`P#local#${user}`)).toEqual([]);
+    expect(await stored(`M#local#users/${user}/facts`)).toEqual([]);
+    expect(await stored(`M#local#users/${user}`)).toEqual([]);
+    expect(await stored(`MH#local#users/${user}/facts#diet`)).toEqual([]);
+    const erasureItem = await stored(`E#local#${erasureId}`);
+    expect(JSON.stringify(erasureItem)).not.toContain(user);
+
+    // Untouched: the other user, u1's near namesake, the other tenant's u1.
+    expect((await http.get(`/v1/sessions/${bystander}/state`)).body).toMatchObject({
+      state: { secret: 'old someone-else', more: 1 },
+      version: 2,
+    });
+    expect((await http.get(`/v1/sessions/${nearSession}`)).status).toBe(200);
+    expect((await http.get(`/v1/profiles/${near}/state`)).body.state).toMatchObject({ language: 'en' });
+    expect((await http.get(`/v1/memory/users/${near}/facts/diet`)).body.value).toEqual({ food: 'omnivore' });
+    expect((await other.get(`/v1/sessions/${theirs}/state`)).body.version).toBe(2);
+    expect((await other.get(`/v1/profiles/${user}/state`)).body.state).toMatchObject({ language: 'en' });
+    expect((await other.get(`/v1/memory/users/${user}/facts/diet`)).body.value).toEqual({ food: 'theirs' });
+    // And the other tenant cannot read this tenant's erasure.
+    expect((await other.get(`/v1/erasures/${erasureId}`)).status).toBe(404);
+  });
+
+  it('erases 100 sessions of the user and none of another user', async () => {
+    const user = uniqueId('many');
+    const mine = Array.from({ length: 100 }, (_, index) => `${user}-s${index}`);
+    const theirs = Array.from({ length: 10 }, (_, index) => `${user}-t${index}`);
+    for (const sid of mine) expect((await http.post('/v1/sessions', { sessionId: sid, userId: user })).status).toBe(201);
+    for (const sid of theirs) expect((await http.post('/v1/sessions', { sessionId: sid, userId: `${user}-other` })).status).toBe(201);
+    await Promise.all(mine.slice(0, 20).map((sid) => http.patch(`/v1/sessions/${sid}/state`, { n: 1 })));
+
+    const erase = await http.delete(`/v1/users/${user}`);
+    expect(erase.status).toBe(202);
+    expect(await done(http, erase.body.erasureId)).toMatchObject({ sessions: 100, memoryItems: 0, documents: 0 });
+
+    const gone = await Promise.all(mine.map(async (sid) => (await http.get(`/v1/sessions/${sid}`)).status));
+    expect(gone.every((status) => status === 404)).toBe(true);
+    const kept = await Promise.all(theirs.map(async (sid) => (await http.get(`/v1/sessions/${sid}`)).status));
+    expect(kept.every((status) => status === 200)).toBe(true);
+    expect((await http.get(`/v1/sessions?userId=${user}-other&limit=100`)).body.sessions).toHaveLength(10);
+    for (const sid of mine.slice(0, 20)) expect((await stored(`S#local#${sid}`)).every((item) => item.kind === 'x')).toBe(true);
+  });
+
+  it('answers 202 and done with zero counts for a user nobody has; each DELETE is an erasure of its own', async () => {
+    const first = await http.delete(`/v1/users/${uniqueId('nobody')}`);
+    expect(first.status).toBe(202);
+    expect(await done(http, first.body.erasureId)).toMatchObject({ status: 'done', sessions: 0, memoryItems: 0, documents: 0 });
+    const user = uniqueId('twice');
+    const a = await http.delete(`/v1/users/${user}`);
+    const b = await http.delete(`/v1/users/${user}`);
+    expect(a.body.erasureId).not.toBe(b.body.erasureId);
+    expect((await http.get('/v1/erasures/not-an-erasure')).status).toBe(404);
+  });
+
+  it('leaves nothing of before readable to writes that race it', async () => {
+    const user = uniqueId('race');
+    const sids = [await sessionOf(http, user, 'race'), await sessionOf(http, user, 'race')];
+    for (let index = 0; index < 10; index++) await remember(http, `users/${user}/notes/n${index}`, { old: true });
+
+    // Act: 50 writers on the user's sessions and memory while the erasure runs.
+    const writers = Array.from({ length: 50 }, async (_, index) => {
+      await sleep(index % 10);
+      if (index % 2 === 0) return http.patch(`/v1/sessions/${sids[index % 2] as string}/state`, { [`w${index}`]: true });
+      return http.put(`/v1/memory/users/${user}/notes/n${index % 10}`, { value: { fresh: index } });
+    });
+    const erase = await http.delete(`/v1/users/${user}`);
+    const answers = await Promise.all(writers);
+    expect(erase.status).toBe(202);
+    await done(http, erase.body.erasureId);
+
+    // Assess: no write failed with a 500; whatever is readable now was written after the
+    // erasure closed what it overwrote: no state of before, no memory value of before, no
+    // history of before.
+    expect(answers.every((answer) => answer.status < 500)).toBe(true);
+    for (const sid of sids) {
+      const state = await http.get(`/v1/sessions/${sid}/state`);
+      expect(JSON.stringify(state.body.state ?? null)).not.toContain('old');
+      const versions = await http.get(`/v1/sessions/${sid}/versions?limit=100`);
+      expect(JSON.stringify(versions.body)).not.toContain('old');
+    }
+    for (let index = 0; index < 10; index++) {
+      const item = await http.get(`/v1/memory/users/${user}/notes/n${index}`);
+      if (item.status === 404) continue;
+      expect(item.body.value).not.toHaveProperty('old');
+      const history = await http.get(`/v1/memory/versions?namespace=users/${user}/notes&key=n${index}`);
+      expect(JSON.stringify(history.body.versions)).not.toContain('"old"');
+    }
+  });
+});
+
+describe('a key limited to agents', () => {
+  it('may not erase a user nor read an erasure: 403, nothing erased', async () => {
+    const out: string[] = [];
+    const code = await main(['keys', 'create', '--tenant', 'local', '--agents', 'planner', '--json', '--endpoint', endpoint], {
+      out: (line) => out.push(line),
+      err: () => {},
+      env: {},
+    });
+    expect(code).toBe(0);
+    const limited = apiClient(api.url, (JSON.parse(out.join('\n')) as { apiKey: string }).apiKey);
+    const user = uniqueId('kept');
+    const sid = await sessionOf(http, user, 'kept');
+    const { erasureId } = (await http.delete(`/v1/users/${uniqueId('nobody')}`)).body;
+
+    const refused = await limited.delete(`/v1/users/${user}`, { headers: { 'x-agent-id': 'planner' } });
+    expect(refused.status).toBe(403);
+    expect(refused.body.code).toBe('forbidden');
+    expect((await limited.get(`/v1/erasures/${erasureId}`, { headers: { 'x-agent-id': 'planner' } })).status).toBe(403);
+    expect((await http.get(`/v1/sessions/${sid}/state`)).body.version).toBe(2);
+  });
+});
