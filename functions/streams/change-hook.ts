@@ -2,7 +2,7 @@ import { schemaReader } from '../core/agents/agent-reader.js';
 import { ChangeFanout } from '../core/fanout/change-fanout.js';
 import { MemoryFanout } from '../core/fanout/memory-fanout.js';
 import { DEFAULT_HISTORY_DAYS, MemoryUpkeep } from '../core/memory/memory-changes.js';
-import { DynamoDbErasureStore } from '../store/erasure/erasure-store.js';
+import { ErasureFinisher } from '../store/erasure/erasure-finish.js';
 import { DynamoDbLiveStore } from '../store/events/live-store.js';
 import { DynamoDbMemoryUpkeep } from '../store/memory/memory-upkeep-store.js';
 import { traced } from '../telemetry/telemetry.js';
@@ -62,7 +62,7 @@ function liveConsumer(env: NodeJS.ProcessEnv): StreamConsumer {
       ...publish,
     }),
     sweepExpired: (scope, expiredAt) => stores.sessions.sweepExpired(scope, expiredAt),
-    finishErasure: (tenant, erasureId) => new DynamoDbErasureStore(stores.table, stores.sessions).finish(tenant, erasureId),
+    finishErasure: (tenant, erasureId) => new ErasureFinisher(stores.table, stores.sessions).finish(tenant, erasureId),
     upkeep: new MemoryUpkeep(new DynamoDbMemoryUpkeep(stores.table), {
       historySeconds: Number.isFinite(days) && days > 0 ? Math.round(days * 86_400) : 0,
     }),

@@ -55,7 +55,7 @@ const CONTRACT_CODES: Record<string, number> = {
   idempotency_key_reused: 422,
   worker_failed: 502,
 };
-const DOCUMENTED_STATUSES = new Set([200, 201, 204, 400, 401, 403, 404, 409, 412, 413, 415, 422, 502]);
+const DOCUMENTED_STATUSES = new Set([200, 201, 202, 204, 400, 401, 403, 404, 409, 412, 413, 415, 422, 502]);
 
 const TENANT = 'fuzz';
 const OTHER = 'other';

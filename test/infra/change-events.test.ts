@@ -86,7 +86,7 @@ describe('change hook on the table stream', () => {
     expect(() => synthesize({ streamReading })).toThrow(message);
   });
 
-  it('filters on INSERTs of version items, expiry fences, TTL removals of session items, document writes and memory items', () => {
+  it('filters on INSERTs of version items, expiry fences, TTL removals of session items, document writes, erasures and memory items', () => {
     expect(changeRecordFilters).toEqual([
       { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.version] } } } },
       // Expiry (API.md section 12): the fence of the delete that carries one out (its event), and
@@ -101,6 +101,8 @@ describe('change hook on the table stream', () => {
         eventName: ['INSERT', 'MODIFY'],
         dynamodb: { NewImage: { kind: { S: [DOCUMENT_ITEM_KIND.run, DOCUMENT_ITEM_KIND.profile, DOCUMENT_ITEM_KIND.shared] } } },
       },
+      // A user's erasure set running (the change hook finishes it) and done (its user.erased event).
+      { eventName: ['MODIFY'], dynamodb: { NewImage: { kind: { S: ['erasure'] }, status: { S: ['running', 'done'] } } } },
       // Memory: puts and deletes, and TTL's removals (the namespace list follows those too).
       { eventName: ['INSERT', 'MODIFY'], dynamodb: { NewImage: { kind: { S: [MEMORY_ITEM_KIND.item, MEMORY_ITEM_KIND.deleted] } } } },
       {

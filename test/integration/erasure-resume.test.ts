@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { JsonObject } from '../../functions/core/json/json.js';
 import { MemoryService } from '../../functions/core/memory/memory-service.js';
 import { SessionService } from '../../functions/core/sessions/session-service.js';
-import { DynamoDbErasureStore } from '../../functions/store/erasure/erasure-store.js';
+import { ErasureFinisher } from '../../functions/store/erasure/erasure-finish.js';
 import { createStores, type Stores } from '../../functions/store/index.js';
 import { DynamoDbMemoryStore } from '../../functions/store/memory/memory-store.js';
 import { DynamoDbMemoryUpkeep } from '../../functions/store/memory/memory-upkeep-store.js';
@@ -44,7 +44,7 @@ async function stored(pk: string) {
 }
 
 /** An erasure store whose client fails every request after the first `allowed` writes of the table. */
-function failingAfter(allowed: number): DynamoDbErasureStore {
+function failingAfter(allowed: number): ErasureFinisher {
   const faulty = dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamoEndpoint() });
   let writes = 0;
   faulty.middlewareStack.add(
@@ -57,7 +57,7 @@ function failingAfter(allowed: number): DynamoDbErasureStore {
     { step: 'initialize', name: 'dieHalfway' },
   );
   const halfway = createStores(faulty, tableName);
-  return new DynamoDbErasureStore(halfway.table, halfway.sessions);
+  return new ErasureFinisher(halfway.table, halfway.sessions);
 }
 
 describe('an erasure interrupted halfway', () => {
@@ -90,7 +90,7 @@ describe('an erasure interrupted halfway', () => {
       }
     }
     await put(['users', 'u10'], 'a', { kept: true });
-    const erasures = new DynamoDbErasureStore(stores.table, stores.sessions);
+    const erasures = new ErasureFinisher(stores.table, stores.sessions);
     const { erasureId } = await erasures.start(tenant, 'u1');
 
     // Act: the second step dies after a few writes, then runs again.

@@ -2,14 +2,14 @@ import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } fr
 import { type ErasureRecord, type ErasureStore, userNamespace } from '../../core/erasure/erasure.js';
 import { pathKey } from '../../core/memory/memory.js';
 import type { SessionScope } from '../../core/model/model.js';
-import { DynamoDbMemoryStore } from '../memory/memory-store.js';
-import { DynamoDbMemoryUpkeep } from '../memory/memory-upkeep-store.js';
+import { deleteMemoryItem } from '../memory/memory-delete.js';
+import { forgetNamespace, namespaceHasItems } from '../memory/namespace-entries.js';
 import type { DynamoDbSessionStore } from '../sessions/session-store.js';
 import { ERASURE_ITEM_KIND, KIND_ATTRIBUTE, MEMORY_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { queryAll } from '../table/paging.js';
 import { tableKeys } from '../table/table.js';
-import { batchPut, conditionally, type Item, type TableClient } from '../table/table-client.js';
+import { batchPut, type Item, type TableClient } from '../table/table-client.js';
 
 /**
  * Erasures of users (core/erasure/erasure.ts has the two steps):
@@ -32,20 +32,12 @@ import { batchPut, conditionally, type Item, type TableClient } from '../table/t
 const PARALLEL = 16;
 /** A session list page while closing a user's sessions. */
 const LIST_PAGE = 100;
-/** How long a finished erasure's record is kept, then TTL removes it: 30 days. */
-const RECORD_TTL_SECONDS = 30 * 86_400;
 
 export class DynamoDbErasureStore implements ErasureStore {
-  private readonly memory: DynamoDbMemoryStore;
-  private readonly upkeep: DynamoDbMemoryUpkeep;
-
   constructor(
-    private readonly table: TableClient,
-    private readonly sessions: DynamoDbSessionStore,
-  ) {
-    this.memory = new DynamoDbMemoryStore(table);
-    this.upkeep = new DynamoDbMemoryUpkeep(table);
-  }
+    protected readonly table: TableClient,
+    protected readonly sessions: DynamoDbSessionStore,
+  ) {}
 
   async start(tenant: string, userId: string): Promise<ErasureRecord> {
     const erasureId = crypto.randomUUID();
@@ -85,59 +77,8 @@ export class DynamoDbErasureStore implements ErasureStore {
     return Item ? recordOf(Item) : null;
   }
 
-  /**
-   * The second step (the change hook, on the record of the erasure set `running`): erases the
-   * sessions closed, looks once more for sessions of the user the list index did not show yet,
-   * erases the memory items' past, and sets the erasure `done`. Idempotent: run again after a
-   * crash, it finds what is left by what is still stored.
-   */
-  async finish(tenant: string, erasureId: string): Promise<void> {
-    const key = { pk: keys.erasure(tenant, erasureId), sk: keys.erasureSort };
-    const { Item } = await this.table.send(new GetCommand({ TableName: this.table.tableName, Key: key, ConsistentRead: true }));
-    if (Item?.status !== 'running' || typeof Item.userId !== 'string') return;
-    const userId = Item.userId;
-    const createdAt = String(Item.createdAt);
-    const closed = await this.workOf(key.pk, keys.erasedSessionPrefix);
-    await inParallel(closed, async (item) => {
-      const scope = { tenant, sessionId: String(item.sessionId) };
-      await this.sessions.finishErasure(scope, Number(item.life));
-      await this.table.send(new DeleteCommand({ TableName: this.table.tableName, Key: { pk: item.pk, sk: item.sk } }));
-    });
-    // A session made just before the DELETE may have been missing from the list index, which
-    // trails the table: what the list shows now of sessions made before the erasure goes too.
-    const late = await this.userSessions(tenant, userId, createdAt);
-    await inParallel(late, async (scope) => {
-      const life = await this.sessions.closeForErasure(scope);
-      await this.sessions.finishErasure(scope, life);
-    });
-    const lateMemory = await this.closeMemory(tenant, erasureId, userId, createdAt);
-    const namespaces = (await this.workOf(key.pk, keys.erasedNamespacePrefix)).map((item) => String(item.namespace).split('/'));
-    await this.eraseMemoryPast(tenant, erasureId, namespaces, createdAt);
-    // Only while running: a redelivered record that ran beside this one may have finished it.
-    await conditionally(
-      this.table.send(
-        new UpdateCommand({
-          TableName: this.table.tableName,
-          Key: key,
-          // The user's id goes with the rest: a finished erasure says what it erased, not whose.
-          UpdateExpression: 'SET #status = :done, finishedAt = :now, #ttl = :ttl ADD sessions :late, memoryItems :lateMemory REMOVE userId',
-          ConditionExpression: '#status = :running',
-          ExpressionAttributeNames: { '#status': 'status', '#ttl': tableKeys.timeToLive },
-          ExpressionAttributeValues: {
-            ':done': 'done',
-            ':running': 'running',
-            ':now': new Date(this.table.now()).toISOString(),
-            ':ttl': this.table.nowSeconds() + RECORD_TTL_SECONDS,
-            ':late': late.length,
-            ':lateMemory': lateMemory,
-          },
-        }),
-      ),
-    );
-  }
-
   /** The erasure's records of what it closed (`S#` sessions, `N#` namespaces). */
-  private async workOf(partition: string, prefix: string): Promise<Item[]> {
+  protected async workOf(partition: string, prefix: string): Promise<Item[]> {
     const work: Item[] = [];
     await queryAll(
       (start) =>
@@ -175,7 +116,7 @@ export class DynamoDbErasureStore implements ErasureStore {
   }
 
   /** The user's sessions made at or before `before`, from the user's list (never a scan). */
-  private async userSessions(tenant: string, userId: string, before: string): Promise<SessionScope[]> {
+  protected async userSessions(tenant: string, userId: string, before: string): Promise<SessionScope[]> {
     const found: SessionScope[] = [];
     let cursor: string | undefined;
     do {
@@ -210,7 +151,7 @@ export class DynamoDbErasureStore implements ErasureStore {
    * change hook erases its history on its record); how many. An item made later is a write
    * after the erasure, and stays.
    */
-  private async closeMemory(tenant: string, erasureId: string, userId: string, before: string): Promise<number> {
+  protected async closeMemory(tenant: string, erasureId: string, userId: string, before: string): Promise<number> {
     let count = 0;
     const namespaces = await this.userNamespaces(tenant, userId);
     // Recorded first: once it holds tombstones alone, the namespace list no longer names it.
@@ -229,56 +170,13 @@ export class DynamoDbErasureStore implements ErasureStore {
           live.push(String(item.sk).slice(keys.memoryKeyPrefix.length));
       });
       await inParallel(live, async (key) => {
-        const { outcome } = await this.memory.delete({ tenant, namespace, key }, { kind: 'none' }, null);
+        const { outcome } = await deleteMemoryItem(this.table, { tenant, namespace, key }, { kind: 'none' }, null);
         if (outcome === 'deleted') count++;
       });
       // Its name leaves the namespace list at once too (the change hook would, a moment later).
-      if (!(await this.upkeep.namespaceHasItems(tenant, namespace))) await this.upkeep.forgetNamespace(tenant, namespace);
+      if (!(await namespaceHasItems(this.table, tenant, namespace))) await forgetNamespace(this.table, tenant, namespace);
     }
     return count;
-  }
-
-  // ---- the second step: what the tombstones stand over ------------------------------------
-
-  /**
-   * The replaced versions of every item erased (its lives made before the erasure), the
-   * tombstones themselves, and the namespace entries left with no item. (The change hook's
-   * memory upkeep erases the history of each tombstone's record too, after any version it was
-   * still keeping: the stream orders an item's records.)
-   */
-  private async eraseMemoryPast(tenant: string, erasureId: string, namespaces: readonly string[][], before: string): Promise<void> {
-    for (const namespace of namespaces) {
-      // Tombstones, and items that expired (a delete leaves them be; TTL would take them in 48 h).
-      const nowSeconds = this.table.nowSeconds();
-      const tombstones: string[] = [];
-      await this.itemsOf(tenant, namespace, (item) => {
-        const expired = typeof item[tableKeys.timeToLive] === 'number' && (item[tableKeys.timeToLive] as number) <= nowSeconds;
-        if (item[KIND_ATTRIBUTE] === MEMORY_ITEM_KIND.deleted || (expired && String(item.createdAt) <= before))
-          tombstones.push(String(item.sk).slice(keys.memoryKeyPrefix.length));
-      });
-      await inParallel(tombstones, async (key) => {
-        await this.upkeep.eraseHistory(tenant, namespace, key, before);
-        // Only while it is still a tombstone or expired: a put since is a new item.
-        await conditionally(
-          this.table.send(
-            new DeleteCommand({
-              TableName: this.table.tableName,
-              Key: { pk: keys.memoryNamespace(tenant, namespace), sk: keys.memoryKey(key) },
-              ConditionExpression: '#kind = :deleted OR #ttl <= :now',
-              ExpressionAttributeNames: { '#kind': KIND_ATTRIBUTE, '#ttl': tableKeys.timeToLive },
-              ExpressionAttributeValues: { ':deleted': MEMORY_ITEM_KIND.deleted, ':now': nowSeconds },
-            }),
-          ),
-        );
-      });
-      if (!(await this.upkeep.namespaceHasItems(tenant, namespace))) await this.upkeep.forgetNamespace(tenant, namespace);
-      await this.table.send(
-        new DeleteCommand({
-          TableName: this.table.tableName,
-          Key: { pk: keys.erasure(tenant, erasureId), sk: keys.erasedNamespace(namespace) },
-        }),
-      );
-    }
   }
 
   /** The namespaces listed under `users/<userId>` (`users/u1` reaches `users/u1/facts`, never `users/u10`). */
@@ -303,7 +201,7 @@ export class DynamoDbErasureStore implements ErasureStore {
   }
 
   /** Every item of a namespace's partition, live or a tombstone (its key, kind and creation). */
-  private itemsOf(tenant: string, namespace: readonly string[], each: (item: Item) => void): Promise<void> {
+  protected itemsOf(tenant: string, namespace: readonly string[], each: (item: Item) => void): Promise<void> {
     return queryAll(
       (start) =>
         this.table.send(
@@ -336,7 +234,7 @@ function recordOf(item: Item): ErasureRecord {
 }
 
 /** Runs `work` over `items`, `PARALLEL` at a time; rejects with the first failure once all settled. */
-async function inParallel<T>(items: readonly T[], work: (item: T) => Promise<void>): Promise<void> {
+export async function inParallel<T>(items: readonly T[], work: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
   let failure: unknown;
   const lane = async () => {

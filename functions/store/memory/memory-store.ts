@@ -1,6 +1,4 @@
-import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { GetCommand, QueryCommand, type QueryCommandOutput, UpdateCommand, type UpdateCommandInput } from '@aws-sdk/lib-dynamodb';
-import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import {
   type EmbeddingOption,
@@ -33,6 +31,7 @@ import {
   searchList,
   type WalkPosition,
 } from './memory-cursors.js';
+import { deleteMemoryItem, expectedVersions, liveVersion, oldItemOf } from './memory-delete.js';
 import { claimDimensions, listNamespace, scanEmbeddings } from './memory-vectors.js';
 
 /**
@@ -205,36 +204,8 @@ export class DynamoDbMemoryStore implements MemoryStore {
     };
   }
 
-  async delete(address: MemoryAddress, condition: MemoryPrecondition, author: string | null): Promise<MemoryDeleteResult> {
-    const nowSeconds = this.table.nowSeconds();
-    const values: Record<string, unknown> = {
-      ':live': MEMORY_ITEM_KIND.item,
-      ':deleted': MEMORY_ITEM_KIND.deleted,
-      ':now': new Date(this.table.now()).toISOString(),
-      ':nowSeconds': nowSeconds,
-    };
-    let guard = '#kind = :live AND (attribute_not_exists(#ttl) OR #ttl > :nowSeconds)';
-    if (condition.kind === 'version') guard += ` AND version IN (${expectedVersions(condition.versions, values)})`;
-    if (author !== null) values[':author'] = author;
-    try {
-      await this.table.send(
-        new UpdateCommand({
-          TableName: this.table.tableName,
-          Key: memoryItem.key(address.tenant, address.namespace, address.key),
-          // Expired at once: TTL removes the tombstone; until then it reads as absent.
-          UpdateExpression: `SET #kind = :deleted, deletedAt = :now, #ttl = :nowSeconds${author === null ? '' : ', author = :author'} REMOVE #value, version, createdAt, updatedAt, mu, mf, mp, vs, ve${author === null ? ', author' : ''}`,
-          ConditionExpression: guard,
-          ExpressionAttributeNames: { '#kind': 'kind', '#value': 'value', '#ttl': tableKeys.timeToLive },
-          ExpressionAttributeValues: values,
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      );
-      return { outcome: 'deleted' };
-    } catch (error) {
-      if (!isConditionFailure(error)) throw error;
-      if (condition.kind === 'none') return { outcome: 'absent' };
-      return { outcome: 'precondition_failed', currentVersion: liveVersion(oldItemOf(error), nowSeconds) };
-    }
+  delete(address: MemoryAddress, condition: MemoryPrecondition, author: string | null): Promise<MemoryDeleteResult> {
+    return deleteMemoryItem(this.table, address, condition, author);
   }
 
   async listNamespaces(
@@ -337,33 +308,9 @@ export class DynamoDbMemoryStore implements MemoryStore {
   }
 }
 
-/** The placeholders of `If-Match` versions for an `IN (…)` (DynamoDB takes up to 100), added to `values`. */
-function expectedVersions(versions: readonly number[], values: Record<string, unknown>): string {
-  return versions
-    .slice(0, 100)
-    .map((version, index) => {
-      values[`:expected${index}`] = version;
-      return `:expected${index}`;
-    })
-    .join(', ');
-}
-
 function written(attributes: Item): MemoryPutResult {
   const item = memoryItem.decode(attributes);
   return { outcome: 'written', item, created: item.version === 1 };
-}
-
-/**
- * The old item a failed condition returned. The document client leaves it in wire format
- * (`{version: {N: "3"}}`), so it is unmarshalled here.
- */
-function oldItemOf(error: { Item?: Record<string, unknown> }): Item | undefined {
-  return error.Item ? unmarshall(error.Item as Record<string, AttributeValue>) : undefined;
-}
-
-/** The version of the live item among what a failed condition returned; 0 when there is none. */
-function liveVersion(old: Item | undefined, nowSeconds: number): number {
-  return memoryItem.isLive(old, nowSeconds) ? Number(old.version) : 0;
 }
 
 /** One namespace's part of a walk: its entries read so far and where its index read stopped. */

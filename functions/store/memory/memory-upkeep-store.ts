@@ -1,16 +1,11 @@
-import { DeleteCommand, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import type { MemoryItem, Namespace } from '../../core/memory/memory.js';
 import type { MemoryUpkeepPorts } from '../../core/memory/memory-changes.js';
-import { MEMORY_ITEM_KIND } from '../table/item-kinds.js';
-import * as keys from '../table/keys.js';
 import { queryAll } from '../table/paging.js';
-import { tableKeys } from '../table/table.js';
 import { batchDelete, type Item, type TableClient } from '../table/table-client.js';
-import { historyItem, namespaceEntry } from './memory-codecs.js';
+import { historyItem } from './memory-codecs.js';
 import { listNamespace } from './memory-vectors.js';
-
-/** Pages of a namespace the emptiness check reads before it takes the namespace as in use. */
-const EMPTINESS_PAGES = 20;
+import { forgetNamespace, namespaceHasItems } from './namespace-entries.js';
 
 /**
  * The change hook's writes for memory (core/memory/memory-changes.ts): the namespace list
@@ -49,36 +44,11 @@ export class DynamoDbMemoryUpkeep implements MemoryUpkeepPorts {
     await listNamespace(this.table, tenant, namespace);
   }
 
-  async namespaceHasItems(tenant: string, namespace: Namespace): Promise<boolean> {
-    let start: Item | undefined;
-    for (let page = 0; page < EMPTINESS_PAGES; page++) {
-      const { Items = [], LastEvaluatedKey } = await this.table.send(
-        new QueryCommand({
-          TableName: this.table.tableName,
-          KeyConditionExpression: 'pk = :pk AND begins_with(sk, :items)',
-          FilterExpression: '#kind = :live AND (attribute_not_exists(#ttl) OR #ttl > :now)',
-          ExpressionAttributeNames: { '#kind': 'kind', '#ttl': tableKeys.timeToLive },
-          ExpressionAttributeValues: {
-            ':pk': keys.memoryNamespace(tenant, namespace),
-            ':items': keys.memoryKeyPrefix,
-            ':live': MEMORY_ITEM_KIND.item,
-            ':now': this.table.nowSeconds(),
-          },
-          ProjectionExpression: 'pk',
-          ConsistentRead: true,
-          Limit: 25,
-          ExclusiveStartKey: start,
-        }),
-      );
-      if (Items.length > 0) return true;
-      if (!LastEvaluatedKey) return false;
-      start = LastEvaluatedKey;
-    }
-    // Page after page of tombstones and expired items: rather listed a while longer than lost.
-    return true;
+  namespaceHasItems(tenant: string, namespace: Namespace): Promise<boolean> {
+    return namespaceHasItems(this.table, tenant, namespace);
   }
 
-  async forgetNamespace(tenant: string, namespace: Namespace): Promise<void> {
-    await this.table.send(new DeleteCommand({ TableName: this.table.tableName, Key: namespaceEntry.key(tenant, namespace) }));
+  forgetNamespace(tenant: string, namespace: Namespace): Promise<void> {
+    return forgetNamespace(this.table, tenant, namespace);
   }
 }
