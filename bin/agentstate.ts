@@ -2,6 +2,8 @@ import { parseArgs } from 'node:util';
 import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { type ApiKey, ApiKeyError, ApiKeyStore } from '../functions/store/access/api-keys.js';
+import { TenantEraser } from '../functions/store/erasure/tenant-erasure.js';
+import { createStores } from '../functions/store/index.js';
 import { defaultTableName } from '../functions/store/table/table.js';
 
 const USAGE = `agentstate: the admin CLI
@@ -11,6 +13,10 @@ Usage:
   agentstate keys list [--tenant T]                   list keys (never the keys themselves)
   agentstate keys revoke <keyId>                      revoke a key (may take up to the
                                                       authorizer cache TTL, 5 min, to bite)
+  agentstate tenants erase <tenant> --yes             erase every session, profile, memory
+                                                      item, agent, webhook and dead letter of
+                                                      the tenant (its keys stay: revoke them);
+                                                      --confirm <tenant> instead of --yes too
 
 Which table:
   --table NAME       the table (default: env AGENTSTATE_TABLE, else the TableName
@@ -45,6 +51,8 @@ const parseCommandLine = (argv: readonly string[]) =>
       endpoint: { type: 'string' },
       region: { type: 'string' },
       json: { type: 'boolean', default: false },
+      yes: { type: 'boolean', default: false },
+      confirm: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -64,7 +72,8 @@ export async function main(argv: readonly string[], io: Io = defaultIo): Promise
     (values.help ? io.out : io.err)(USAGE);
     return values.help ? 0 : 2;
   }
-  if (topic !== 'keys' || !['create', 'list', 'revoke'].includes(command ?? '')) {
+  const known = (topic === 'keys' && ['create', 'list', 'revoke'].includes(command ?? '')) || (topic === 'tenants' && command === 'erase');
+  if (!known) {
     io.err(`unknown command: ${positionals.join(' ')}\n\n${USAGE}`);
     return 2;
   }
@@ -80,6 +89,7 @@ export async function main(argv: readonly string[], io: Io = defaultIo): Promise
     ...(endpoint && !io.env.AWS_ACCESS_KEY_ID ? { credentials: { accessKeyId: 'local', secretAccessKey: 'local' } } : {}),
   });
   try {
+    if (topic === 'tenants') return await eraseTenant(rest[0], values, { client, io, endpoint, region });
     const tableName = await resolveTable({ ...values, endpoint, region }, io.env);
     const store = new ApiKeyStore(client, tableName);
 
@@ -132,6 +142,35 @@ export async function main(argv: readonly string[], io: Io = defaultIo): Promise
   } finally {
     client.destroy();
   }
+}
+
+/**
+ * `tenants erase <tenant>`: the tenant's data, as `DELETE /v1/users/{userId}` erases a user's
+ * (functions/store/erasure/tenant-erasure.ts), after a confirmation: `--yes`, or `--confirm`
+ * naming the tenant again. Nothing of it is readable once the first step is done, nothing
+ * stored once the command answers.
+ */
+async function eraseTenant(
+  tenant: string | undefined,
+  values: ReturnType<typeof parseCommandLine>['values'],
+  context: { client: DynamoDBClient; io: Io; endpoint: string | undefined; region: string | undefined },
+): Promise<number> {
+  if (!tenant) throw new UsageError('tenants erase needs the tenant');
+  if (!values.yes && values.confirm !== tenant) {
+    throw new UsageError(`tenants erase erases everything of tenant ${tenant} for good: pass --yes, or --confirm ${tenant}`);
+  }
+  const { io } = context;
+  const tableName = await resolveTable({ ...values, endpoint: context.endpoint, region: context.region }, io.env);
+  const stores = createStores(context.client, tableName);
+  const { erasure, unlisted } = await new TenantEraser(stores.table, stores.sessions).eraseTenant(tenant);
+  const result = { tenant, ...erasure, unlisted };
+  io.out(
+    values.json
+      ? JSON.stringify(result, null, 2)
+      : `erased tenant ${tenant} in table ${tableName}: ${erasure.sessions} sessions, ${erasure.memoryItems} memory items, ` +
+          `${erasure.documents} profiles, ${unlisted} other items (agents, webhooks, dead letters, …). Its API keys stay: revoke them with keys revoke.`,
+  );
+  return 0;
 }
 
 class UsageError extends Error {}

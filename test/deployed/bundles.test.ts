@@ -571,6 +571,63 @@ describe('memory events from the stream', () => {
   });
 });
 
+describe('erasure of a user', () => {
+  it('closes everything at the 202 with the sessions function’s role, and the change hook’s role erases it and sends user.erased', async () => {
+    // Prepare: a user with a session (versions), a profile and memory; the change hook has
+    // kept the memory item's replaced version.
+    await stack.stream.read(0, 200);
+    expect((await call('POST', '/v1/sessions', { sessionId: 'forget-me', userId: 'ada-e' })).status).toBe(201);
+    expect((await call('PATCH', '/v1/sessions/forget-me/state', { secret: 'old' })).status).toBe(200);
+    const commit = await call('POST', '/v1/sessions/forget-me/commits', {
+      commands: [{ key: 'lang', scope: 'profile', merge: 'disjoint', set: 'en' }],
+    });
+    expect(commit.status).toBe(200);
+    expect((await call('PUT', '/v1/memory/users/ada-e/facts/diet', { value: { food: 'vegan' } })).status).toBe(201);
+    expect((await call('PUT', '/v1/memory/users/ada-e/facts/diet', { value: { food: 'vegetarian' } })).status).toBe(200);
+    await stack.stream.deliver(stack.stream.eventRecords(await stack.stream.read(4)));
+
+    // Act: the DELETE, a session of the user made after its 202 (kept), then the stream: the
+    // erasure set running (the change hook finishes it), then set done (its event).
+    const erase = await call('DELETE', '/v1/users/ada-e');
+    expect(erase.status).toBe(202);
+    const { erasureId } = JSON.parse(erase.body) as { erasureId: string };
+    expect((await call('GET', '/v1/sessions/forget-me')).status).toBe(404);
+    expect((await call('GET', '/v1/memory/users/ada-e/facts/diet')).status).toBe(404);
+    expect((await call('POST', '/v1/sessions', { sessionId: 'after-erasure', userId: 'ada-e' })).status).toBe(201);
+    const closing = stack.stream.eventRecords(await stack.stream.read(1));
+    const finished = await stack.stream.deliver(closing);
+    const done = await stack.stream.deliver(stack.stream.eventRecords(await stack.stream.read(1)));
+
+    // Assess
+    for (const { invocation } of [...finished, ...done])
+      expect(invocation.result, invocation.logs.join('\n')).toEqual({ batchItemFailures: [] });
+    expect(JSON.parse((await call('GET', `/v1/erasures/${erasureId}`)).body)).toMatchObject({
+      status: 'done',
+      sessions: 1,
+      memoryItems: 1,
+      documents: 1,
+    });
+    expect((await call('GET', '/v1/sessions/after-erasure')).status).toBe(200);
+    for (const pk of ['S#acme#forget-me', 'P#acme#ada-e', 'M#acme#users/ada-e/facts', 'MH#acme#users/ada-e/facts#diet']) {
+      const { Items = [] } = await stack.admin.send(
+        new QueryCommand({
+          TableName: stack.deployment.tableName,
+          KeyConditionExpression: 'pk = :pk',
+          ExpressionAttributeValues: { ':pk': { S: pk } },
+        }),
+      );
+      expect(
+        Items.filter((item) => item.kind?.S !== 'x'),
+        pk,
+      ).toEqual([]);
+    }
+    const erased = stack.aws.eventBridgeEntries.filter((entry) => entry.DetailType === 'user.erased');
+    expect(erased.map((entry) => JSON.parse(entry.Detail))).toEqual([
+      expect.objectContaining({ id: `erased/${erasureId}`, userId: 'ada-e', sessions: 1, memoryItems: 1, documents: 1 }),
+    ]);
+  });
+});
+
 describe('the WebSocket API', () => {
   it('refuses a connection without a valid key, answers unknown messages, and forgets a connection on $disconnect', async () => {
     // Act

@@ -436,6 +436,23 @@ describe('change events and live sync, within their roles', () => {
       expect(invocation.result, invocation.logs.join('\n')).toEqual({ batchItemFailures: [] });
     }
 
+    // A user's erasure: the sessions function closes (its role), the change hook finishes it
+    // (its role: the user's list once more, which names a session made after the 202, kept).
+    expectStatus(await call('POST', '/v1/sessions', { sessionId: 'lp-erased', userId: 'lp-user' }), 201);
+    expectStatus(await call('PATCH', '/v1/sessions/lp-erased/state', { v: 1 }), 200);
+    expectStatus(await call('PUT', '/v1/memory/users/lp-user/k', { value: { v: 1 } }), 201);
+    await stack.stream.read(0, 200);
+    const erasure = await call('DELETE', '/v1/users/lp-user');
+    expectStatus(erasure, 202);
+    expectStatus(await call('POST', '/v1/sessions', { sessionId: 'lp-after', userId: 'lp-user' }), 201);
+    for (let round = 0; round < 2; round++) {
+      for (const { invocation } of await stack.stream.deliver(stack.stream.eventRecords(await stack.stream.read(1)))) {
+        expect(invocation.result, invocation.logs.join('\n')).toEqual({ batchItemFailures: [] });
+      }
+    }
+    const erased = await call('GET', `/v1/erasures/${erasure.json.erasureId as string}`);
+    expect(erased.json).toMatchObject({ status: 'done', sessions: 1, memoryItems: 1 });
+
     // And the webhooks group over what the hook left: dead letters listed, replayed, a webhook deleted.
     const hookId = hook.json.id as string;
     const letters = await call('GET', `/v1/webhooks/${hookId}/dead-letters`);

@@ -34,8 +34,10 @@ export class ErasureFinisher extends DynamoDbErasureStore {
   async finish(tenant: string, erasureId: string): Promise<void> {
     const key = { pk: keys.erasure(tenant, erasureId), sk: keys.erasureSort };
     const { Item } = await this.table.send(new GetCommand({ TableName: this.table.tableName, Key: key, ConsistentRead: true }));
-    if (Item?.status !== 'running' || typeof Item.userId !== 'string') return;
-    const userId = Item.userId;
+    if (Item?.status !== 'running') return;
+    // A user's erasure names the user; a tenant's (the admin CLI) says so.
+    const userId = typeof Item.userId === 'string' ? Item.userId : Item.subject === 'tenant' ? null : undefined;
+    if (userId === undefined) return;
     const createdAt = String(Item.createdAt);
     const closed = await this.workOf(key.pk, keys.erasedSessionPrefix);
     await inParallel(closed, async (item) => {
@@ -46,7 +48,7 @@ export class ErasureFinisher extends DynamoDbErasureStore {
     // A session made just before the DELETE may have been missing from the list index, which
     // trails the table: what the list shows now of sessions made before the erasure goes too.
     const late = await this.userSessions(tenant, userId, createdAt);
-    await inParallel(late, async (scope) => {
+    await inParallel(late, async ({ scope }) => {
       const life = await this.sessions.closeForErasure(scope);
       await this.sessions.finishErasure(scope, life);
     });

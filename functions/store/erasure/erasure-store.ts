@@ -39,21 +39,40 @@ export class DynamoDbErasureStore implements ErasureStore {
     protected readonly sessions: DynamoDbSessionStore,
   ) {}
 
-  async start(tenant: string, userId: string): Promise<ErasureRecord> {
+  start(tenant: string, userId: string): Promise<ErasureRecord> {
+    return this.startErasure(tenant, userId);
+  }
+
+  /**
+   * The erasure of what a user has (`userId`), or of every session, profile and memory item of
+   * the tenant (null: the admin CLI's `tenants erase`, which then erases the rest of the tenant
+   * itself, erasure-finish.ts `eraseTenantRest`).
+   */
+  protected async startErasure(tenant: string, userId: string | null): Promise<ErasureRecord> {
     const erasureId = crypto.randomUUID();
     const createdAt = new Date(this.table.now()).toISOString();
     const key = { pk: keys.erasure(tenant, erasureId), sk: keys.erasureSort };
     await this.table.send(
       new PutCommand({
         TableName: this.table.tableName,
-        Item: { ...key, [KIND_ATTRIBUTE]: ERASURE_ITEM_KIND, status: 'closing', userId, createdAt },
+        Item: {
+          ...key,
+          [KIND_ATTRIBUTE]: ERASURE_ITEM_KIND,
+          status: 'closing',
+          ...(userId === null ? { subject: 'tenant' } : { userId }),
+          createdAt,
+        },
       }),
     );
-    const [sessions, memoryItems, documents] = await Promise.all([
+    const [closed, memoryItems] = await Promise.all([
       this.closeSessions(tenant, erasureId, userId, createdAt),
       this.closeMemory(tenant, erasureId, userId, createdAt),
-      this.deleteProfile(tenant, userId),
     ]);
+    const sessions = closed.length;
+    // A user's profile; for a tenant, the profiles of the users of its sessions.
+    const profiles =
+      userId === null ? [...new Set(closed.flatMap((session) => (session.userId === null ? [] : [session.userId])))] : [userId];
+    const documents = (await Promise.all(profiles.map((user) => this.deleteProfile(tenant, user)))).reduce((sum, one) => sum + one, 0);
     await this.table.send(
       new UpdateCommand({
         TableName: this.table.tableName,
@@ -98,35 +117,35 @@ export class DynamoDbErasureStore implements ErasureStore {
 
   // ---- the first step: closing ------------------------------------------------------------
 
-  /** Closes every session of the user (its list, API.md section 2), recording each; how many. */
-  private async closeSessions(tenant: string, erasureId: string, userId: string, before: string): Promise<number> {
-    const scopes = await this.userSessions(tenant, userId, before);
-    const closed: Item[] = [];
-    await inParallel(scopes, async (scope) => {
-      const life = await this.sessions.closeForErasure(scope);
-      closed.push({
+  /** Closes every session of the user (its list, API.md section 2; null: the tenant's), recording each; those closed. */
+  private async closeSessions(tenant: string, erasureId: string, userId: string | null, before: string): Promise<SessionOf[]> {
+    const found = await this.userSessions(tenant, userId, before);
+    const records: Item[] = [];
+    await inParallel(found, async (session) => {
+      const life = await this.sessions.closeForErasure(session.scope);
+      records.push({
         pk: keys.erasure(tenant, erasureId),
-        sk: keys.erasedSession(scope.sessionId),
-        sessionId: scope.sessionId,
+        sk: keys.erasedSession(session.scope.sessionId),
+        sessionId: session.scope.sessionId,
         life,
       });
     });
-    await batchPut(this.table, closed);
-    return closed.length;
+    await batchPut(this.table, records);
+    return found;
   }
 
-  /** The user's sessions made at or before `before`, from the user's list (never a scan). */
-  protected async userSessions(tenant: string, userId: string, before: string): Promise<SessionScope[]> {
-    const found: SessionScope[] = [];
+  /** The user's sessions made at or before `before`, from the user's list (null: the tenant's list); never a scan. */
+  protected async userSessions(tenant: string, userId: string | null, before: string): Promise<SessionOf[]> {
+    const found: SessionOf[] = [];
     let cursor: string | undefined;
     do {
       const page = await this.sessions.listSessions(tenant, {
         limit: LIST_PAGE,
-        filter: { userId },
+        ...(userId === null ? {} : { filter: { userId } }),
         ...(cursor === undefined ? {} : { cursor }),
       });
       for (const session of page.items) {
-        if (session.createdAt <= before) found.push({ tenant, sessionId: session.sessionId });
+        if (session.createdAt <= before) found.push({ scope: { tenant, sessionId: session.sessionId }, userId: session.userId });
       }
       cursor = page.next;
     } while (cursor !== undefined);
@@ -151,7 +170,7 @@ export class DynamoDbErasureStore implements ErasureStore {
    * change hook erases its history on its record); how many. An item made later is a write
    * after the erasure, and stays.
    */
-  protected async closeMemory(tenant: string, erasureId: string, userId: string, before: string): Promise<number> {
+  protected async closeMemory(tenant: string, erasureId: string, userId: string | null, before: string): Promise<number> {
     let count = 0;
     const namespaces = await this.userNamespaces(tenant, userId);
     // Recorded first: once it holds tombstones alone, the namespace list no longer names it.
@@ -179,17 +198,23 @@ export class DynamoDbErasureStore implements ErasureStore {
     return count;
   }
 
-  /** The namespaces listed under `users/<userId>` (`users/u1` reaches `users/u1/facts`, never `users/u10`). */
-  private async userNamespaces(tenant: string, userId: string): Promise<string[][]> {
-    const low = pathKey(userNamespace(userId));
+  /**
+   * The namespaces listed under `users/<userId>` (`users/u1` reaches `users/u1/facts`, never
+   * `users/u10`); null: every namespace of the tenant.
+   */
+  private async userNamespaces(tenant: string, userId: string | null): Promise<string[][]> {
+    const low = userId === null ? '' : pathKey(userNamespace(userId));
     const found: string[][] = [];
     await queryAll(
       (start) =>
         this.table.send(
           new QueryCommand({
             TableName: this.table.tableName,
-            KeyConditionExpression: 'pk = :pk AND sk BETWEEN :low AND :high',
-            ExpressionAttributeValues: { ':pk': keys.memoryNamespaces(tenant), ':low': low, ':high': `${low}\x7f` },
+            KeyConditionExpression: userId === null ? 'pk = :pk' : 'pk = :pk AND sk BETWEEN :low AND :high',
+            ExpressionAttributeValues:
+              userId === null
+                ? { ':pk': keys.memoryNamespaces(tenant) }
+                : { ':pk': keys.memoryNamespaces(tenant), ':low': low, ':high': `${low}\x7f` },
             ProjectionExpression: 'sk',
             ConsistentRead: true,
             ExclusiveStartKey: start,
@@ -218,6 +243,12 @@ export class DynamoDbErasureStore implements ErasureStore {
       each,
     );
   }
+}
+
+/** A session an erasure found, and its user. */
+interface SessionOf {
+  scope: SessionScope;
+  userId: string | null;
 }
 
 /** An erasure as `GET /v1/erasures/{erasureId}` shows it (`closing` is `running` to the caller). */

@@ -101,13 +101,15 @@ export function erasureToFinishOf(record: DynamoDBRecord): { tenant: string; era
 function recordedErasureOf(record: DynamoDBRecord): RecordedErasure | null {
   const change = erasureChangeOf(record, 'done');
   const oldImage = record.dynamodb?.OldImage;
-  if (!change || !oldImage) return null;
+  // A tenant's erasure (the admin CLI) is of no user, and sends no event.
+  const userId = oldImage && unmarshall(toSdkImage(oldImage)).userId;
+  if (!change || typeof userId !== 'string') return null;
   const { item } = change;
   return {
     tenant: change.tenant,
     erasure: {
       erasureId: change.erasureId,
-      userId: String(unmarshall(toSdkImage(oldImage)).userId ?? ''),
+      userId,
       sessions: Number(item.sessions ?? 0),
       memoryItems: Number(item.memoryItems ?? 0),
       documents: Number(item.documents ?? 0),
