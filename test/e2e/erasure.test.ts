@@ -5,6 +5,7 @@ import { main } from '../../bin/agentstate.js';
 import { defaultTableName } from '../../functions/store/table/table.js';
 import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
+import { EventFixtures, waitFor } from '../helpers/events.js';
 
 /**
  * Erasure of a user (API.md section 12) through `npm start`: from the `202` none of the user's
@@ -20,6 +21,7 @@ let http: ApiClient;
 let other: ApiClient;
 let raw: DynamoDBDocumentClient;
 let endpoint: string;
+const fixtures = new EventFixtures(() => api.url);
 
 beforeAll(async () => {
   api = await startApi();
@@ -32,6 +34,7 @@ beforeAll(async () => {
   );
 });
 afterAll(async () => {
+  await fixtures.close();
   raw?.destroy();
   await api?.stop();
 });
@@ -106,7 +109,11 @@ describe('DELETE /v1/users/{userId}', () => {
     await remember(http, `users/${user}/k1`, { a: 1 });
     await remember(http, `users/${near}/facts/diet`, { food: 'omnivore' });
     await remember(other, `users/${user}/facts/diet`, { food: 'theirs' });
-    expect((await http.get(`/v1/memory/versions?namespace=users/${user}/facts&key=diet`)).body.versions).toHaveLength(2);
+    // The change hook keeps the replaced version a moment after the put.
+    await waitFor('the replaced version kept', async () => {
+      const versions = await http.get(`/v1/memory/versions?namespace=users/${user}/facts&key=diet`);
+      return versions.body.versions.length === 2 ? true : null;
+    });
 
     // Act
     const erase = await http.delete(`/v1/users/${user}`);
@@ -228,6 +235,42 @@ describe('DELETE /v1/users/{userId}', () => {
       const history = await http.get(`/v1/memory/versions?namespace=users/${user}/notes&key=n${index}`);
       expect(JSON.stringify(history.body.versions)).not.toContain('"old"');
     }
+  });
+});
+
+describe('the user.erased event', () => {
+  it('goes to the tenant’s webhooks without a session, once the erasure is done; not to another tenant’s, nor a session’s', async () => {
+    // Prepare
+    const [tenantWide, sessionOnly, theirs] = [await fixtures.receiver(), await fixtures.receiver(), await fixtures.receiver()];
+    const user = uniqueId('evt');
+    const sid = await sessionOf(http, user, 'evt');
+    const hooks = [
+      await http.post('/v1/webhooks', { url: tenantWide.url, secret: 'shh' }),
+      await http.post('/v1/webhooks', { url: sessionOnly.url, sessionId: sid }),
+      await other.post('/v1/webhooks', { url: theirs.url }),
+    ];
+    expect(hooks.map((hook) => hook.status)).toEqual([201, 201, 201]);
+
+    // Act
+    const { erasureId } = (await http.delete(`/v1/users/${user}`)).body;
+    await done(http, erasureId);
+
+    // Assess
+    const event = await waitFor('user.erased', () => tenantWide.accepted().find((body) => body.type === 'user.erased'));
+    expect(event).toEqual({
+      id: `erased/${erasureId}`,
+      type: 'user.erased',
+      sessionId: '',
+      erasureId,
+      userId: user,
+      sessions: 1,
+      memoryItems: 0,
+      documents: 0,
+      occurredAt: expect.any(String),
+    });
+    await sleep(500);
+    expect(sessionOnly.accepted().filter((body) => body.type === 'user.erased')).toEqual([]);
+    expect(theirs.accepted().filter((body) => body.type === 'user.erased')).toEqual([]);
   });
 });
 

@@ -141,6 +141,8 @@ const eventSchemas: Record<string, string> = {
   'profile.changed': 'DocumentChangedEvent',
   'shared.changed': 'DocumentChangedEvent',
   'memory.changed': 'MemoryChangedEvent',
+  'session.expired': 'SessionExpiredEvent',
+  'user.erased': 'UserErasedEvent',
 };
 
 /**

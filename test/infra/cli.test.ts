@@ -1,10 +1,14 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { type DynamoDBClient, PutItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../bin/agentstate.js';
+import { MemoryService } from '../../functions/core/memory/memory-service.js';
+import { SessionService } from '../../functions/core/sessions/session-service.js';
 import { ApiKeyStore } from '../../functions/store/access/api-keys.js';
+import { createStores } from '../../functions/store/index.js';
+import { DynamoDbMemoryStore } from '../../functions/store/memory/memory-store.js';
 import { createTestTable, dynamoEndpoint, testDynamoDbClient } from '../helpers/dynamodb.js';
 
 const run = promisify(execFile);
@@ -116,5 +120,93 @@ describe('agentstate keys', () => {
     );
 
     expect(JSON.parse(stdout)).toMatchObject({ tenant: 'via-npx', apiKey: expect.stringMatching(/^as_/) });
+  });
+});
+
+describe('agentstate tenants erase', () => {
+  /** Every item of a partition, read raw. */
+  async function stored(pk: string) {
+    const { Items = [] } = await client.send(
+      new QueryCommand({
+        TableName: tableName,
+        KeyConditionExpression: 'pk = :pk',
+        ExpressionAttributeValues: { ':pk': { S: pk } },
+        ConsistentRead: true,
+      }),
+    );
+    return Items;
+  }
+
+  /** A tenant's data of every kind: sessions (one of a user, one of none), a profile, memory, an agent, a webhook and a dead letter. */
+  async function tenantData(tenant: string): Promise<void> {
+    const stores = createStores(client, tableName);
+    const sessions = new SessionService(stores.sessions);
+    const now = new Date().toISOString();
+    for (const [sessionId, userId] of [
+      ['s1', 'u1'],
+      ['s2', null],
+    ] as const) {
+      await stores.sessions.createSession(
+        { tenant, sessionId },
+        { sessionId, agentId: null, userId, metadata: null, createdAt: now, updatedAt: now },
+      );
+      await sessions.patchState({ tenant, sessionId }, { secret: tenant });
+    }
+    const memory = new MemoryService(new DynamoDbMemoryStore(stores.table));
+    for (const namespace of [
+      ['users', 'u1'],
+      ['agents', 'planner'],
+    ]) {
+      await memory.put(tenant, null, { namespace, key: 'k' }, { value: { secret: tenant } }, { condition: { kind: 'none' }, author: null });
+    }
+    for (const [pk, sk] of [
+      [`P#${tenant}#u1`, 'P'],
+      [`P#${tenant}#no-session-left`, 'P'],
+      [`A#${tenant}`, 'A#planner'],
+      [`H#${tenant}`, 'H#w1'],
+      [`X#${tenant}#w1`, 'D#s1#000000000001'],
+    ] as const) {
+      await client.send(new PutItemCommand({ TableName: tableName, Item: { pk: { S: pk }, sk: { S: sk }, secret: { S: tenant } } }));
+    }
+  }
+
+  it('refuses without a confirmation, then erases everything of the tenant and nothing of another', async () => {
+    // Prepare: the tenant, another, and one whose name begins with the first's.
+    for (const tenant of ['gone', 'kept', 'gone2']) await tenantData(tenant);
+
+    // Act: without a confirmation, with the wrong one, then with one.
+    const refused = await cli('tenants', 'erase', 'gone');
+    const wrong = await cli('tenants', 'erase', 'gone', '--confirm', 'kept');
+    expect(await stored('P#gone#u1')).toHaveLength(1);
+    const erased = await cli('tenants', 'erase', 'gone', '--confirm', 'gone', '--json');
+
+    // Assess
+    expect(refused.code).toBe(2);
+    expect(refused.err).toContain('--yes');
+    expect(wrong.code).toBe(2);
+    expect(erased.code).toBe(0);
+    expect(JSON.parse(erased.out)).toMatchObject({ tenant: 'gone', status: 'done', sessions: 2, memoryItems: 2, documents: 1 });
+    for (const tenant of ['gone', 'kept', 'gone2']) {
+      const partitions = [
+        `P#${tenant}#u1`,
+        `P#${tenant}#no-session-left`,
+        `A#${tenant}`,
+        `H#${tenant}`,
+        `X#${tenant}#w1`,
+        `M#${tenant}#users/u1`,
+        `M#${tenant}#agents/planner`,
+        `MN#${tenant}`,
+      ];
+      const left = (await Promise.all(partitions.map(stored))).flat();
+      const sessions = (await Promise.all(['s1', 's2'].map((sessionId) => stored(`S#${tenant}#${sessionId}`)))).flat();
+      if (tenant === 'gone') {
+        expect(left).toEqual([]);
+        expect(sessions.every((item) => item.kind?.S === 'x')).toBe(true);
+        expect(JSON.stringify(sessions)).not.toContain('secret');
+      } else {
+        expect(left.length).toBeGreaterThanOrEqual(partitions.length);
+        expect(sessions.some((item) => item.kind?.S === 'v')).toBe(true);
+      }
+    }
   });
 });
