@@ -10,6 +10,7 @@ import { type BundleRun, bundleSection } from './bundles.js';
 import { type ContentionResult, contentionTable } from './concurrency.js';
 import { CONTENTION, DOC, ITERATIONS, MEMORY, SCALE, STUB_ROUNDS, WARMUP } from './config.js';
 import { costRows, costSection } from './cost.js';
+import { type ErasureStep, erasureSection } from './erasure.js';
 import { langGraphSection, type SaverRow } from './langgraph.js';
 import { type LargeStateResult, largeStateSection } from './large-state.js';
 import { median, ms, requestsText } from './measure.js';
@@ -38,6 +39,7 @@ export interface PageInput {
   contention: ContentionResult[];
   partition: PartitionLoad;
   langgraph: { rows: SaverRow[] };
+  erasure: ErasureStep[];
   memory: MemoryResult;
   bundles: BundleRun;
 }
@@ -88,6 +90,7 @@ export function benchmarksPage({
   langgraph,
   memory,
   largeState,
+  erasure,
   bundles,
 }: PageInput): string {
   const { rows, rawGetMedian, rmwMedian, getRow, patchRow, putRow, serviceRead, serviceWrite, queryRow, queryPutRow, append25Row } =
@@ -303,6 +306,7 @@ ${partitionLoadSection(partition)}
 ${langGraphSection(langgraph)}
 
 ${memorySection(memory)}
+${erasureSection(erasure)}
 ${bundleSection(bundles)}
 ## Decide and commits
 

@@ -22,8 +22,9 @@
  * Flags: --quick (few iterations, small scale, prints only), --no-doc (do not write the doc),
  *        --memory-only (section 6 alone, written into the page in place of its last run),
  *        --bundles-only (section 4 alone, the same way; no DynamoDB needed),
- *        --only=scale,concurrency,langgraph,vectors,expiry,large (any of those sections alone, printed only; vectors:
- *        section 6's semantic search rows; expiry: a state write and reads with and without a TTL, issue 34; large:
+ *        --only=scale,concurrency,langgraph,vectors,expiry,erasure,large (any of those sections alone, printed only; vectors:
+ *        section 6's semantic search rows; expiry: a state write and reads with and without a TTL, issue 34; erasure: a user
+ *        with 100 sessions and 1,000 memory items erased, its two steps' time and units, issue 34; large:
  *        section 1d),
  *        --operations-only (section 1's table and section 7 without its depth rows, written into the page),
  *        --partition-only (the partition-load section alone, written into the page in place of its last run;
@@ -44,6 +45,7 @@ import { bundleSection, measureBundles } from './bundles.js';
 import { measureConcurrency } from './concurrency.js';
 import { DOC, ITERATIONS, log, ONLY, QUICK, WARMUP, WRITE_DOC, writeDoc } from './config.js';
 import { costRows, costSection, costTable } from './cost.js';
+import { measureErasure } from './erasure.js';
 import { measureExpiry } from './expiry.js';
 import { STATE_BYTES, wire, writeSessions } from './fixture.js';
 import { measureLangGraph } from './langgraph.js';
@@ -139,6 +141,7 @@ if (ONLY) {
     log(`\n1d. State at scale (a 4 MiB state)\n${largeStateTable(await measureLargeState(meter, client, main)).join('\n')}`);
   if (ONLY.includes('partition')) log(`\n${partitionLoadSection(await measurePartitionLoad(PARTITION_LOAD))}`);
   if (ONLY.includes('expiry')) await measureExpiry(meter);
+  if (ONLY.includes('erasure')) await measureErasure(meter, main);
   await dynamo.stop();
   process.exit(0);
 }
@@ -152,6 +155,7 @@ const scale = await measureScale(meter, main);
 const contention = await measureConcurrency(meter, main);
 const langgraph = await measureLangGraph(meter, client);
 const memory = await measureMemory(meter, client, 'bench');
+const erasure = await measureErasure(meter, main);
 const bundles = await measureBundles();
 // Last: it runs a server of its own, which sets the handlers' environment and dependencies.
 const partition = await measurePartitionLoad(PARTITION_LOAD);
@@ -176,6 +180,7 @@ if (WRITE_DOC) {
       partition,
       langgraph,
       memory,
+      erasure,
       bundles,
     }),
   );
