@@ -13,7 +13,7 @@ import { invoke } from './invoke.js';
 import { tableRow } from './measure.js';
 import type { Cost, Meter } from './meter.js';
 
-export const ERASURE = { sessions: 100, versionsEach: 3, memoryItems: 1_000 };
+const ERASURE = { sessions: 100, versionsEach: 3, memoryItems: 1_000 };
 
 export interface ErasureStep {
   label: string;
