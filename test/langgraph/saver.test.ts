@@ -1,5 +1,6 @@
 import { createClient } from '@agentstate/client';
 import { AgentStateSaver } from '@agentstate/langgraph';
+import { Annotation, END, START, StateGraph } from '@langchain/langgraph';
 import { type Checkpoint, emptyCheckpoint, uuid6 } from '@langchain/langgraph-checkpoint';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
@@ -102,5 +103,35 @@ describe('AgentStateSaver', () => {
     for (const prefix of ['a@b', 'a~b', 'x'.repeat(65), 'with space']) {
       expect(() => saverWith(prefix)).toThrow(TypeError);
     }
+  });
+
+  it('sends a run’s writes to its session one at a time: none that lands overlaps another, over a 20-step graph', async () => {
+    // Prepare: a client that records when each write to agentstate was in flight, and how it ended.
+    const writes: Array<{ start: number; end: number; status: number }> = [];
+    const recording: typeof fetch = async (input, init) => {
+      const start = performance.now();
+      const response = await fetch(input, init);
+      if (init?.method === 'POST' || init?.method === 'PATCH') writes.push({ start, end: performance.now(), status: response.status });
+      return response;
+    };
+    const saver = new AgentStateSaver({ client: createClient({ baseUrl: api.url, apiKey: 'dev-key', fetch: recording }), prefix: 'turns' });
+    const State = Annotation.Root({ n: Annotation<number> });
+    let builder = new StateGraph(State) as unknown as StateGraph<typeof State.spec>;
+    for (let step = 1; step <= 20; step++) builder = builder.addNode(`s${step}`, (state) => ({ n: state.n + 1 })) as typeof builder;
+    builder = builder.addEdge(START, 's1' as never) as typeof builder;
+    for (let step = 1; step < 20; step++) builder = builder.addEdge(`s${step}` as never, `s${step + 1}` as never) as typeof builder;
+    const graph = builder.addEdge('s20' as never, END).compile({ checkpointer: saver });
+
+    // Act: LangGraph sends a step's writes while the next checkpoint's put is under way.
+    const out = await graph.invoke({ n: 0 }, { configurable: { thread_id: 'twenty' } });
+
+    // Assess: every write that landed (2xx: 22 puts, a step's writes, the input's) ran alone, so none raced another for the session's
+    // next version (a lost race is a read again and a backoff on the server); writes sent before
+    // their checkpoint existed answer 404 without writing, and are sent again in turn.
+    expect(out.n).toBe(20);
+    const landed = writes.filter((write) => write.status < 300).sort((a, b) => a.start - b.start);
+    expect(landed.length).toBeGreaterThanOrEqual(42);
+    const overlapping = landed.filter((write, index) => index > 0 && write.start < (landed[index - 1] as { end: number }).end);
+    expect(overlapping).toEqual([]);
   });
 });

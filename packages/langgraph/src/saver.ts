@@ -30,6 +30,7 @@ import {
 import { inBatches, NamespaceRegistry } from './namespaces.js';
 import { COPY_THREAD_KEY, type PruneStrategy, ThreadLifetime } from './threads.js';
 import { ttlSecondsOf } from './ttl.js';
+import { WriteTurns } from './write-turns.js';
 
 /** Options of `new AgentStateSaver(…)`. */
 export interface AgentStateSaverOptions {
@@ -104,6 +105,8 @@ export class AgentStateSaver extends BaseCheckpointSaver {
    * node and its state together, so a write finds either no node or the checkpoint's own state.
    */
   private readonly awaitingPut = new Map<string, Set<() => void>>();
+  /** This saver's writes to each session, one at a time (see `WriteTurns`). */
+  private readonly turns = new WriteTurns();
 
   constructor(options: AgentStateSaverOptions) {
     super(options.serde);
@@ -211,7 +214,11 @@ export class AgentStateSaver extends BaseCheckpointSaver {
 
     // A subgraph's namespace starts without a parent: its thread's session learns of it then.
     const register = checkpointNs !== '' && !parentId ? this.namespaces.register(thread, checkpointNs, sessionId) : Promise.resolve();
-    await Promise.all([register, this.writeCheckpoint({ sessionId, nodeId, parentId, thread, checkpointNs, checkpoint, metadata, write })]);
+    const written = this.turns.inTurn(sessionId, () =>
+      this.writeCheckpoint({ sessionId, nodeId, parentId, thread, checkpointNs, checkpoint, metadata, write }),
+    );
+    await Promise.all([register, written]);
+    this.turns.notePut(sessionId, nodeId);
     for (const arrived of this.awaitingPut.get(`${sessionId} ${nodeId}`) ?? []) arrived();
     return { configurable: { thread_id: thread, checkpoint_ns: checkpointNs, checkpoint_id: checkpoint.id } };
   }
@@ -233,12 +240,15 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     // No Idempotency-Key (its record would cost two more DynamoDB writes): the merge patch sets
     // the same members to the same values when it is sent again (see `resent`).
     const send = () => resent(() => this.client.state.patch(sessionId, patch, { node: nodeId, idempotencyKey: false }));
+    // Writes of a checkpoint this saver put take their turn with its next put; writes of one
+    // it has not put yet go at once (their node is not there: they wait below, out of turn).
+    const inTurn = () => this.turns.inTurn(sessionId, send);
     try {
-      await send();
+      await (this.turns.wasPut(sessionId, nodeId) ? inTurn() : send());
     } catch (error) {
       if (!AgentStateError.is(error, 'node_not_found') && !AgentStateError.is(error, 'session_not_found')) throw error;
       if (!(await put.arrived)) throw error;
-      await send();
+      await inTurn();
     } finally {
       put.cancel();
     }
