@@ -23,9 +23,10 @@ export function memoryBreakers(): Pick<WebhookStore, 'openBreaker' | 'claimProbe
     },
     claimProbe: async (tenant, webhookId, { now, until }) => {
       const breaker = breakers.get(key(tenant, webhookId));
-      if (!breaker || breaker.openUntil > now || (breaker.probeUntil !== undefined && breaker.probeUntil > now)) return false;
+      if (!breaker) return 'closed';
+      if (breaker.openUntil > now || (breaker.probeUntil !== undefined && breaker.probeUntil > now)) return 'taken';
       breaker.probeUntil = until;
-      return true;
+      return 'claimed';
     },
     closeBreaker: async (tenant, webhookId) => {
       breakers.delete(key(tenant, webhookId));

@@ -27,10 +27,12 @@ interface Endpoint {
   /** Requests received, by path. */
   received: string[];
   status: number;
+  /** How long it takes to answer. */
+  delayMs: number;
 }
 
 async function endpoint(status: number): Promise<Endpoint> {
-  const made: Endpoint = { server: undefined as unknown as Server, url: '', received: [], status };
+  const made: Endpoint = { server: undefined as unknown as Server, url: '', received: [], status, delayMs: 0 };
   made.server = createServer((req, res) => {
     let body = '';
     req.on('data', (chunk: Buffer) => {
@@ -38,7 +40,7 @@ async function endpoint(status: number): Promise<Endpoint> {
     });
     req.on('end', () => {
       made.received.push(`${req.url} ${(JSON.parse(body) as { id: string }).id}`);
-      res.writeHead(made.status).end();
+      setTimeout(() => res.writeHead(made.status).end(), made.delayMs);
     });
   });
   await new Promise<void>((resolve) => made.server.listen(0, '127.0.0.1', resolve));
@@ -51,10 +53,12 @@ let store: DynamoDbWebhookStore;
 let dead: Endpoint;
 let live: Endpoint;
 let clock = Date.now();
+let tableName: string;
 
 beforeAll(async () => {
   client = testDynamoDbClient();
-  store = new DynamoDbWebhookStore(new TableClient(client, await createTestTable('breaker')));
+  tableName = await createTestTable('breaker');
+  store = new DynamoDbWebhookStore(new TableClient(client, tableName));
   dead = await endpoint(503);
   live = await endpoint(200);
 });
@@ -175,8 +179,11 @@ describe('a breaker per endpoint, shared through the table', () => {
   });
 
   it('lets one delivery of many at once probe a half-open breaker, and closes it when the endpoint answers', async () => {
-    // Prepare: the endpoint is back; the breaker's 30 s are over.
+    // Prepare: the endpoint is back, and slow enough that every other delivery of the wave
+    // claims while the probe is under way (one that claims after the probe closed the breaker
+    // delivers as usual: the next test); the breaker's 30 s are over.
     dead.status = 200;
+    dead.delayMs = 1_000;
     dead.received.length = 0;
     clock += 30_001;
     const [hook] = deadHooks as [string];
@@ -187,6 +194,7 @@ describe('a breaker per endpoint, shared through the table', () => {
       Array.from({ length: 20 }, (_, session) => ({ tenant: 'many-dead', webhookId: hook, sessionId: `p${session}`, version }));
     await runDeliveryHook(wave(1), 20);
     const probed = dead.received.length;
+    dead.delayMs = 0;
     await runDeliveryHook(wave(2), 20);
 
     // Assess: exactly one delivery of the first wave tried (the probe); the others are dead
@@ -195,5 +203,83 @@ describe('a breaker per endpoint, shared through the table', () => {
     expect((await deadLetters('many-dead', hook)).length - before).toBe(19);
     expect(dead.received.length).toBe(21);
     expect((await store.getWebhook('many-dead', hook))?.breaker).toBeUndefined();
+  });
+});
+
+describe('the probe of a half-open breaker, claimed on DynamoDB Local', () => {
+  it('delivers as usual when another delivery’s probe closed the breaker after this one read it', async () => {
+    // Prepare: a webhook whose breaker is half-open as this delivery reads it, then closed by
+    // another instance's probe before this one claims.
+    const hook = await register('closed-meanwhile', live.url);
+    await store.openBreaker('closed-meanwhile', hook, { failures: 1, openUntil: clock - 1 });
+    const asRead = await store.getWebhook('closed-meanwhile', hook);
+    await store.closeBreaker('closed-meanwhile', hook);
+    live.received.length = 0;
+    const deliverer = new WebhookDeliverer({
+      webhooks: store,
+      send: webhookSender({ allowLoopbackHttp: true }),
+      deliveredBy: 'the delivery hook',
+      now: () => new Date(clock),
+      log: () => {},
+    });
+
+    // Act
+    const id = 'closed:1';
+    const { failed } = await deliverer.deliver([
+      {
+        tenant: 'closed-meanwhile',
+        webhook: asRead as NonNullable<typeof asRead>,
+        lane: laneOf('closed-meanwhile', hook, ['closed']),
+        event: { id, sessionId: 'closed', version: 1, body: JSON.stringify({ id }) },
+      },
+    ]);
+
+    // Assess: no dead letter saying the breaker is open; the endpoint got the event.
+    expect(asRead?.breaker).toMatchObject({ failures: 1 });
+    expect(failed).toEqual([]);
+    expect(await deadLetters('closed-meanwhile', hook)).toEqual([]);
+    expect(live.received).toEqual([`/ ${id}`]);
+    expect((await store.getWebhook('closed-meanwhile', hook))?.breaker).toBeUndefined();
+  });
+
+  it('answers claimed to one of 30 claims in the same millisecond, taken to the others, closed once closed', async () => {
+    // Prepare
+    const hook = await register('claims', live.url);
+    await store.openBreaker('claims', hook, { failures: 2, openUntil: clock - 1 });
+
+    // Act: 30 claims at once, all in the same millisecond; then a closed breaker.
+    const claims = await Promise.all(
+      Array.from({ length: 30 }, () => store.claimProbe('claims', hook, { now: clock, until: clock + 10_000 })),
+    );
+    await store.closeBreaker('claims', hook);
+    const afterClose = await store.claimProbe('claims', hook, { now: clock, until: clock + 20_000 });
+
+    // Assess
+    expect(claims.filter((claim) => claim === 'claimed')).toHaveLength(1);
+    expect(claims.filter((claim) => claim === 'taken')).toHaveLength(29);
+    expect(afterClose).toBe('closed');
+  });
+
+  it('takes its own claim, landed by an attempt whose answer was lost, as claimed', async () => {
+    // Prepare: a table client that sends each probe claim twice, as the SDK resends a request
+    // whose answer it lost after DynamoDB had applied it (a fault DynamoDB Local cannot make).
+    const hook = await register('resent-claim', live.url);
+    await store.openBreaker('resent-claim', hook, { failures: 1, openUntil: clock - 1 });
+    const table = new TableClient(client, tableName);
+    const send = table.send;
+    (table as { send: TableClient['send'] }).send = (async (command: Parameters<TableClient['send']>[0]) => {
+      const update = (command as { input?: { UpdateExpression?: string } }).input?.UpdateExpression ?? '';
+      if (update.includes('breakerProbeBy =')) await send(command);
+      return send(command);
+    }) as TableClient['send'];
+    const resending = new DynamoDbWebhookStore(table);
+
+    // Act
+    const claim = await resending.claimProbe('resent-claim', hook, { now: clock, until: clock + 10_000 });
+    const other = await store.claimProbe('resent-claim', hook, { now: clock, until: clock + 10_000 });
+
+    // Assess
+    expect(claim).toBe('claimed');
+    expect(other).toBe('taken');
   });
 });

@@ -1,7 +1,7 @@
 import { type Log, warnToConsole } from '../kernel/log.js';
 import { countMetric } from '../kernel/metrics.js';
 import { type BreakerGate, breakerAfterFailure, breakerGate, breakerOpenError, PROBE_HOLD_MS, type WebhookBreaker } from './breaker.js';
-import type { QueuedDelivery, WebhookRecord, WebhookSender, WebhookStore } from './records.js';
+import type { ProbeClaim, QueuedDelivery, WebhookRecord, WebhookSender, WebhookStore } from './records.js';
 
 /**
  * Where a webhook delivery is retried and where it becomes a dead letter, in one place: one
@@ -142,11 +142,17 @@ export class WebhookDeliverer {
     const now = this.now().getTime();
     // As the webhook's item was read for this delivery: the delivery hook and the local lanes
     // read it fresh (lanes.ts), so a breaker moved by another instance counts at once.
-    const breaker = webhook.breaker;
-    const gate = breakerGate(breaker, now);
+    let breaker = webhook.breaker;
+    let gate = breakerGate(breaker, now);
     if (gate.kind === 'open') return { ok: false, attempts: 0, error: breakerOpenError(gate) };
-    if (gate.kind === 'half-open' && !(await this.claimProbe(tenant, webhook.id, now))) {
-      return { ok: false, attempts: 0, error: breakerOpenError(probeTaken(gate, now)) };
+    if (gate.kind === 'half-open') {
+      const claim = await this.claimProbe(tenant, webhook.id, now);
+      if (claim === 'taken') return { ok: false, attempts: 0, error: breakerOpenError(probeTaken(gate, now)) };
+      // Another delivery's probe got through since this one read the webhook: deliver as usual.
+      if (claim === 'closed') {
+        breaker = undefined;
+        gate = { kind: 'closed' };
+      }
     }
     const result = await deliverWithRetries(this.ports.send, webhook, event.body, event.id, {
       // A half-open breaker lets one attempt through: the probe.
@@ -165,13 +171,13 @@ export class WebhookDeliverer {
     return result;
   }
 
-  private async claimProbe(tenant: string, webhookId: string, now: number): Promise<boolean> {
+  private async claimProbe(tenant: string, webhookId: string, now: number): Promise<ProbeClaim> {
     try {
       return await this.ports.webhooks.claimProbe(tenant, webhookId, { now, until: now + PROBE_HOLD_MS });
     } catch (error) {
       // Unknown whether it was claimed: leave the probe to a delivery that knows.
       this.log('could not claim the probe of a webhook breaker', { webhookId, error: String(error) });
-      return false;
+      return 'taken';
     }
   }
 

@@ -103,13 +103,18 @@ export interface WebhookStore {
   /** Opens (or reopens) the webhook's breaker as `breaker` says; nothing for a deleted webhook. */
   openBreaker(tenant: string, webhookId: string, breaker: WebhookBreaker): Promise<void>;
   /**
-   * Claims the probe of a half-open breaker until `until`: true for the one delivery that may
-   * try the endpoint, false when the breaker is open again, claimed by another, or closed.
+   * Claims the probe of a half-open breaker until `until`: `claimed` for the one delivery that
+   * may try the endpoint; `closed` when another delivery's probe got through meanwhile (the
+   * endpoint works: deliver as usual); `taken` when the breaker is open again or another
+   * delivery holds the probe.
    */
-  claimProbe(tenant: string, webhookId: string, options: { now: number; until: number }): Promise<boolean>;
+  claimProbe(tenant: string, webhookId: string, options: { now: number; until: number }): Promise<ProbeClaim>;
   /** Closes the breaker after a delivery got through; nothing for a deleted webhook. */
   closeBreaker(tenant: string, webhookId: string): Promise<void>;
 }
+
+/** What a claim of a half-open breaker's probe found (`WebhookStore.claimProbe`). */
+export type ProbeClaim = 'claimed' | 'closed' | 'taken';
 
 /** What one HTTP delivery came to. */
 export type DeliveryResult = { ok: true; status: number } | { ok: false; error: string };

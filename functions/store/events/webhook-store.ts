@@ -1,14 +1,17 @@
+import { randomUUID } from 'node:crypto';
+import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { openSecret, sealSecret } from '../../core/kernel/sealing.js';
 import { invalidateTenant } from '../../core/kernel/tenant-cache.js';
 import type { Page } from '../../core/model/model.js';
 import type { WebhookBreaker } from '../../core/webhooks/breaker.js';
-import type { DeadLetter, DeadLetterEvent, DeliveryFailure, WebhookRecord, WebhookStore } from '../../core/webhooks/records.js';
+import type { DeadLetter, DeadLetterEvent, DeliveryFailure, ProbeClaim, WebhookRecord, WebhookStore } from '../../core/webhooks/records.js';
 import { secretOwner } from '../table/item-codecs.js';
 import * as keys from '../table/keys.js';
 import { forEachInRange, pageOf, prefixPageQuery } from '../table/paging.js';
 import { tableKeys } from '../table/table.js';
-import { conditionally, conditions, type Item, type TableClient } from '../table/table-client.js';
+import { conditionally, conditions, type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
 
 /** Dead letters are kept as long as SQS keeps a message at most: two weeks to replay them. */
 const DEAD_LETTER_TTL_SECONDS = 14 * 24 * 60 * 60;
@@ -18,7 +21,8 @@ const DEAD_LETTER_TTL_SECONDS = 14 * 24 * 60 * 60;
  *
  *   H#<tenant>             H#<webhook id>                 url, secret, sessionId, agentId, createdAt,
  *                                                         breakerFailures, breakerOpenUntil,
- *                                                         breakerProbeUntil (core/webhooks/breaker.ts)
+ *                                                         breakerProbeUntil, breakerProbeBy (the claim's id)
+ *                                                         (core/webhooks/breaker.ts)
  *   X#<tenant>#<webhook>   D#<session>#<000000000042>     body (the event's JSON text),
  *                                                         attempts, lastError, times, TTL
  *
@@ -122,7 +126,7 @@ export class DynamoDbWebhookStore implements WebhookStore {
         new UpdateCommand({
           TableName: this.table.tableName,
           Key: { pk: keys.webhooks(tenant), sk: keys.webhook(webhookId) },
-          UpdateExpression: 'SET breakerFailures = :failures, breakerOpenUntil = :until REMOVE breakerProbeUntil',
+          UpdateExpression: 'SET breakerFailures = :failures, breakerOpenUntil = :until REMOVE breakerProbeUntil, breakerProbeBy',
           ConditionExpression: conditions.itemExists,
           ExpressionAttributeValues: { ':failures': breaker.failures, ':until': breaker.openUntil },
         }),
@@ -130,19 +134,30 @@ export class DynamoDbWebhookStore implements WebhookStore {
     );
   }
 
-  async claimProbe(tenant: string, webhookId: string, options: { now: number; until: number }): Promise<boolean> {
-    return conditionally(
-      this.table.send(
+  async claimProbe(tenant: string, webhookId: string, options: { now: number; until: number }): Promise<ProbeClaim> {
+    // Tells our own claim from another's when the SDK resends a claim whose answer was lost.
+    const claimId = randomUUID();
+    try {
+      await this.table.send(
         new UpdateCommand({
           TableName: this.table.tableName,
           Key: { pk: keys.webhooks(tenant), sk: keys.webhook(webhookId) },
-          UpdateExpression: 'SET breakerProbeUntil = :until',
+          UpdateExpression: 'SET breakerProbeUntil = :until, breakerProbeBy = :claim',
           // Still half-open, and nobody's probe under way: one delivery wins, the rest see it open.
           ConditionExpression: 'breakerOpenUntil <= :now AND (attribute_not_exists(breakerProbeUntil) OR breakerProbeUntil <= :now)',
-          ExpressionAttributeValues: { ':now': options.now, ':until': options.until },
+          ExpressionAttributeValues: { ':now': options.now, ':until': options.until, ':claim': claimId },
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         }),
-      ),
-    );
+      );
+      return 'claimed';
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
+      // The item as the condition found it: a deleted webhook or a closed breaker has no opening
+      // left; our own claim, landed by an attempt whose answer the SDK lost, holds our id.
+      const found = error.Item ? unmarshall(error.Item as Record<string, AttributeValue>) : undefined;
+      if (found?.breakerProbeBy === claimId) return 'claimed';
+      return found === undefined || found.breakerOpenUntil === undefined ? 'closed' : 'taken';
+    }
   }
 
   async closeBreaker(tenant: string, webhookId: string): Promise<void> {
@@ -151,7 +166,7 @@ export class DynamoDbWebhookStore implements WebhookStore {
         new UpdateCommand({
           TableName: this.table.tableName,
           Key: { pk: keys.webhooks(tenant), sk: keys.webhook(webhookId) },
-          UpdateExpression: 'REMOVE breakerFailures, breakerOpenUntil, breakerProbeUntil',
+          UpdateExpression: 'REMOVE breakerFailures, breakerOpenUntil, breakerProbeUntil, breakerProbeBy',
           ConditionExpression: conditions.itemExists,
         }),
       ),
