@@ -132,7 +132,8 @@ export const routeGroupAccess = {
  * The change hook, the stream's live consumer (functions/streams/change-hook.ts): Query (a version's state, for `prev`: the last change
  * under its key's prefix in the session's log; a session's WebSocket followers, a tenant's
  * agents for the typed fields of events sent as an agent; a memory namespace's live items),
- * Update (a session's activity; an erasure), Put (the memory namespace list, a memory item's replaced
+ * Update (a session's activity; an erasure; retention: a pruned version stripped, a change given its TTL,
+ * the run's marker), Put (the memory namespace list, a memory item's replaced
  * versions), Delete (the records of a WebSocket connection that is gone, a namespace left
  * empty; what an erasure closed), BatchWrite (the replaced versions of a deleted memory item;
  * the items of sessions an erasure closed). Reading the stream
@@ -141,7 +142,8 @@ export const routeGroupAccess = {
 export const liveHookAccess: TableAccess = {
   // GetItem: the sweep of a session whose item TTL removed reads what is left of it (session-delete.ts).
   // Query on the sessions index and BatchGetItem: a user's erasure reads the user's list once
-  // more for sessions the index did not show its DELETE yet (erasure-store.ts).
+  // more for sessions the index did not show its DELETE yet (erasure-store.ts); retention reads
+  // the versions it keeps of a session with large states, for their splice chains (history-prune.ts).
   table: [
     'dynamodb:GetItem',
     'dynamodb:BatchGetItem',

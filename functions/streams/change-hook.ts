@@ -18,7 +18,8 @@ import { instrumentedStreamHandler, type StreamConsumer, type StreamHandler, sto
  * clients and (in AWS) the EventBridge bus; and the upkeep that follows writes: each written
  * session's activity (`updatedAt`, the session list's order) moved to its newest version, once
  * per session and batch (a state write is then one PutItem), the pieces no version names
- * swept, and memory's namespace list and replaced versions kept.
+ * swept, the history of sessions with retention pruned (at most once a minute each), and
+ * memory's namespace list and replaced versions kept.
  *
  * In AWS it is the target of one of the stream's two event source mappings, which let through
  * only version records (store/events/stream-images.ts `changeRecordFilters`); locally
@@ -52,6 +53,9 @@ function liveConsumer(env: NodeJS.ProcessEnv): StreamConsumer {
       moveActivity: (scope, at, lifetime) => stores.sessions.moveActivity(scope, at, false, lifetime),
       sweepPieces: async (scope) => {
         await stores.sessions.sweepPieces(scope);
+      },
+      pruneHistory: async (scope, builtThrough) => {
+        await stores.sessions.pruneHistory(scope, { builtThrough });
       },
       ...(gateway && live ? { broadcast: liveBroadcaster(live, gateway) } : {}),
       ...publish,

@@ -46,6 +46,7 @@ const CONTRACT_CODES: Record<string, number> = {
   decision_in_progress: 409,
   exclusive_conflict: 409,
   conflict: 409,
+  version_pruned: 410,
   version_mismatch: 412,
   state_too_large: 413,
   payload_too_large: 413,

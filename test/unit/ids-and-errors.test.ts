@@ -277,6 +277,7 @@ describe('toProblem: RFC 9457 problem documents', () => {
     exclusive_conflict: 'Exclusive conflict',
     conflict: 'Conflict',
     patch_conflict: 'Patch conflict',
+    version_pruned: 'Version pruned',
     version_mismatch: 'Version mismatch',
     state_too_large: 'State too large',
     payload_too_large: 'Payload too large',

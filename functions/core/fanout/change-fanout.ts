@@ -110,6 +110,14 @@ interface ChangeFanoutOptions extends FanoutOptions {
    * decides itself how often it really sweeps. Best effort, like `moveActivity`.
    */
   sweepPieces?: (scope: SessionScope) => Promise<void>;
+  /**
+   * Prunes the history of a session with retention (API.md section 12), once this batch's
+   * events are built: `builtThrough` is the newest version of the batch, whose events (and so
+   * every `prev` they read) are done; the pruner leaves later ones and their previous versions
+   * alone. Called for each session whose versions in the batch carry a retention; it decides
+   * itself how often it really runs. Best effort, like `sweepPieces`.
+   */
+  pruneHistory?: (scope: SessionScope, builtThrough: { incarnation: number; version: number }) => Promise<void>;
 }
 
 export interface ChangeInput {
@@ -140,6 +148,7 @@ export class ChangeFanout extends StreamFanout<ChangeFanoutPorts> {
       ...sessions.map((session) => this.broadcast(session, schemaOf)),
       ...sessions.map((session) => this.moveActivity(session)),
       ...sessions.map((session) => this.sweepPieces(session)),
+      ...sessions.map((session) => this.pruneHistory(session)),
       this.publish(sessions),
     ]);
 
@@ -358,6 +367,27 @@ export class ChangeFanout extends StreamFanout<ChangeFanoutPorts> {
       await this.ports.sweepPieces(session.thread);
     } catch (error) {
       this.log('could not sweep unused state pieces', { ...session.thread, error: String(error) });
+    }
+  }
+
+  /** Retention: after the batch's events are built (`process` awaits them first). */
+  private async pruneHistory(session: StreamBatch): Promise<void> {
+    if (!this.ports.pruneHistory || !session.thread) return;
+    let newest: { incarnation: number; version: number } | undefined;
+    let retained = false;
+    for (const { change } of session.inputs) {
+      if (!isRecordedVersion(change)) continue;
+      const at = { incarnation: change.incarnation ?? 0, version: change.version.version };
+      if (!newest || at.incarnation > newest.incarnation || (at.incarnation === newest.incarnation && at.version > newest.version)) {
+        newest = at;
+        retained = Boolean(change.lifetime?.retention);
+      }
+    }
+    if (!newest || !retained || session.failedAt !== undefined) return;
+    try {
+      await this.ports.pruneHistory(session.thread, newest);
+    } catch (error) {
+      this.log('could not prune history', { ...session.thread, error: String(error) });
     }
   }
 

@@ -20,6 +20,7 @@ export const errorStatus = {
   exclusive_conflict: 409,
   conflict: 409,
   patch_conflict: 409,
+  version_pruned: 410,
   version_mismatch: 412,
   state_too_large: 413,
   payload_too_large: 413,
@@ -124,6 +125,8 @@ export interface ProblemFieldsByCode {
     sessions?: readonly string[];
   };
   patch_conflict: { operation: number; pointer?: string };
+  /** The version retention removed (API.md section 12). */
+  version_pruned: { version: number };
   version_mismatch: { currentVersion: number };
   state_too_large: SizeFields & CountFields & { scope?: string };
   payload_too_large: SizeFields;

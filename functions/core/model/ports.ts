@@ -201,10 +201,17 @@ export interface SessionStore {
 
   /** A recorded version of the session's life that `tip` belongs to (the current one when absent). */
   getVersion(scope: SessionScope, version: number, tip?: Tip): Promise<VersionRecord | null>;
-  /** The versions of `from`'s lineage after it (its `prevVersion`, that one's, …), at most `limit`. */
-  getLineage(scope: SessionScope, from: VersionRecord, limit: number): Promise<VersionRecord[]>;
-  /** Recorded versions, newest first. A page may hold fewer than `limit` items. */
-  listVersions(scope: SessionScope, options: { limit: number; cursor?: string }): Promise<Page<VersionRecord>>;
+  /**
+   * The versions of `from`'s lineage after it (its `prevVersion`, that one's, …), at most
+   * `limit`, without those retention pruned; `prunedBefore`: the version listed (or `from`) just
+   * above the first that is missing.
+   */
+  getLineage(scope: SessionScope, from: VersionRecord, limit: number): Promise<{ versions: VersionRecord[]; prunedBefore?: number }>;
+  /**
+   * Recorded versions, newest first, without those retention pruned (`prunedBefore`: the version
+   * listed just above the newest missing one). A page may hold fewer than `limit` items.
+   */
+  listVersions(scope: SessionScope, options: { limit: number; cursor?: string }): Promise<Page<VersionRecord> & { prunedBefore?: number }>;
   /** The decisions of the session's current life, newest first. A page may hold fewer than `limit` items. */
   listDecisions(scope: SessionScope, options: { limit: number; cursor?: string }): Promise<Page<DecisionSummary>>;
 

@@ -6,10 +6,19 @@ import { AgentStateError } from '../kernel/errors.js';
 import { ROOT_NODE } from '../kernel/ids.js';
 import { openCursor, sealCursor } from '../kernel/sealing.js';
 import type { Caller } from '../model/fields.js';
-import type { DecisionSummary, Page, SessionScope, Tip, VersionRecord } from '../model/model.js';
+import type { DecisionSummary, Page, SessionScope, VersionRecord } from '../model/model.js';
+import { StaleTipError } from '../model/ports.js';
 import { versionAt } from '../write/next-version.js';
 import { othersWaiting, QueueBehindOthers, retryOnStaleTip } from '../write/write-retry.js';
-import { checkedWrite, checkIfMatch, sessionNotFound, storedState, type VersionPrecondition, visibleState } from '../write/write-target.js';
+import {
+  checkedWrite,
+  checkIfMatch,
+  pointedVersion,
+  sessionNotFound,
+  storedState,
+  type VersionPrecondition,
+  visibleState,
+} from '../write/write-target.js';
 import { SessionTreeService } from './session-tree-service.js';
 import { emptyState, type StateView, stateView, type VersionView, versionView, type WriteResult } from './session-views.js';
 
@@ -145,13 +154,14 @@ export class SessionService extends SessionTreeService {
 
   /**
    * History, newest first. With `node`, only the lineage of that node's current state: its
-   * version, that version's `prevVersion`, and so on back to the first.
+   * version, that version's `prevVersion`, and so on back to the first. Versions retention
+   * pruned are left out, and the page says where history was cut (`pruned: {before}`).
    */
   async listVersions(
     scope: SessionScope,
     options: { node?: string; limit: number; cursor?: string },
     caller: Caller = null,
-  ): Promise<Page<VersionView>> {
+  ): Promise<VersionPage> {
     // Every version carries the session's agent: the schema is known from the records read.
     const schemaOf = (records: VersionRecord[]) => this.schemas(scope.tenant, records[0]?.sessionAgentId ?? null);
     if (options.node === undefined) {
@@ -160,40 +170,79 @@ export class SessionService extends SessionTreeService {
         throw sessionNotFound(scope);
       }
       const schema = await schemaOf(page.items);
-      return { items: page.items.map((record) => versionView(record, schema, caller)), ...(page.next ? { next: page.next } : {}) };
+      return versionPage(
+        page.items.map((record) => versionView(record, schema, caller)),
+        page.next,
+        page.prunedBefore,
+      );
     }
 
-    let start: number;
-    let tip: Tip | undefined;
-    if (options.cursor !== undefined) {
-      start = decodeLineageCursor(options.cursor, scope, options.node);
-    } else {
-      const target = await this.targets.resolve(scope, options.node, { forRead: false, withState: false });
-      if (!target || (await this.targets.sessionMissing(scope, target.tip))) throw sessionNotFound(scope);
-      start = target.pointer;
-      tip = target.tip;
-    }
+    // A lineage page after the first goes on below the last version the one before listed.
     const records: VersionRecord[] = [];
-    if (start > 0) {
-      const first = await this.store.getVersion(scope, start, tip);
-      if (!first) throw new AgentStateError('invalid_request', 'cursor does not name a version of this session');
-      records.push(first, ...(await this.store.getLineage(scope, first, options.limit - 1)));
+    let prunedBefore: number | undefined;
+    let from: VersionRecord | null;
+    if (options.cursor !== undefined) {
+      const after = decodeLineageCursor(options.cursor, scope, options.node);
+      from = await this.store.getVersion(scope, after).catch((error: unknown) => {
+        // Pruned since the page before was read: history ends there.
+        if (error instanceof AgentStateError && error.code === 'version_pruned') return null;
+        throw error;
+      });
+      if (!from) return versionPage([], undefined, after);
+    } else {
+      from = await this.lineageStart(scope, options.node);
+      if (from) records.push(from);
     }
-    const last = records[records.length - 1];
-    const next = last && last.prevVersion > 0 ? encodeLineageCursor(last.prevVersion, scope, options.node) : undefined;
+    if (from && records.length < options.limit) {
+      const lineage = await this.store.getLineage(scope, from, options.limit - records.length);
+      records.push(...lineage.versions);
+      prunedBefore = lineage.prunedBefore;
+    }
+    const last = records.at(-1);
+    // More while the last one listed has a previous version (a cut found first ends the list).
+    const next =
+      last && last.prevVersion > 0 && records.length === options.limit ? encodeLineageCursor(last.version, scope, options.node) : undefined;
     const schema = await schemaOf(records);
-    return { items: records.map((record) => versionView(record, schema, caller)), ...(next ? { next } : {}) };
+    return versionPage(
+      records.map((record) => versionView(record, schema, caller)),
+      next,
+      prunedBefore,
+    );
   }
+
+  /** The version a node points at, where its lineage starts (read again if it was pruned under the read). */
+  private async lineageStart(scope: SessionScope, node: string): Promise<VersionRecord | null> {
+    for (let attempt = 1; ; attempt++) {
+      const target = await this.targets.resolve(scope, node, { forRead: false, withState: false });
+      if (!target || (await this.targets.sessionMissing(scope, target.tip))) throw sessionNotFound(scope);
+      if (target.pointer === 0) return null;
+      try {
+        return await pointedVersion(this.store, scope, target.pointer, target.tip);
+      } catch (error) {
+        if (!(error instanceof StaleTipError) || attempt >= 3) throw error;
+      }
+    }
+  }
+}
+
+/** A page of versions, with where history was cut when it was. */
+export interface VersionPage extends Page<VersionView> {
+  prunedBefore?: number;
+}
+
+function versionPage(items: VersionView[], next: string | undefined, prunedBefore: number | undefined): VersionPage {
+  return { items, ...(next ? { next } : {}), ...(prunedBefore === undefined ? {} : { prunedBefore }) };
 }
 
 // ---- lineage cursors --------------------------------------------------------------------
 
 /** The list a lineage cursor belongs to: the lineage of one node of one session of one tenant. */
 function lineageList(scope: SessionScope, node: string): string {
-  return JSON.stringify(['lineage', scope.tenant, scope.sessionId, node]);
+  // `after`: a cursor names the last version listed (before retention, the next one to list).
+  return JSON.stringify(['lineage-after', scope.tenant, scope.sessionId, node]);
 }
 
-/** A lineage cursor: the next version, sealed for its list (sealing.ts). */
+/** A lineage cursor: the last version listed, sealed for its list (sealing.ts). */
 function encodeLineageCursor(version: number, scope: SessionScope, node: string): string {
   return sealCursor(version, lineageList(scope, node));
 }

@@ -2,6 +2,7 @@ import type { Caller, Schema } from '../model/fields.js';
 import { requireMayMoveHead } from '../model/fields.js';
 import type { SessionScope, Tip } from '../model/model.js';
 import type { SessionStore } from '../model/ports.js';
+import { pointedVersion } from './write-target.js';
 
 /** A write that moves what the head reads: from the head's version to `to` (a head switch, an append off the head). */
 export interface HeadMove {
@@ -24,7 +25,7 @@ export async function requireMayMoveHeadTo(
 ): Promise<void> {
   if (!schema || move.from === move.to) return;
   const stateAt = async (version: number) =>
-    version === 0 ? null : ((await store.getVersion(move.scope, version, move.tip))?.state ?? null);
+    version === 0 ? null : ((await pointedVersion(store, move.scope, version, move.tip))?.state ?? null);
   const [from, to] = await Promise.all([stateAt(move.from), stateAt(move.to)]);
   requireMayMoveHead(schema, caller, from, to);
 }

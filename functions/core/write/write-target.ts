@@ -12,7 +12,7 @@ import {
   type Tip,
   type VersionRecord,
 } from '../model/model.js';
-import type { SessionStore } from '../model/ports.js';
+import { type SessionStore, StaleTipError } from '../model/ports.js';
 import { pointerOf, rootNode, type VersionBase } from '../model/tree.js';
 import { isInFilteredList } from '../sessions/session-lists.js';
 
@@ -112,7 +112,7 @@ export class NodeTargets {
   /** The version `pointer` with its state: the tip's own when it is that one, else one read. */
   async currentVersion(scope: SessionScope, tip: Tip, pointer: number): Promise<VersionRecord | null> {
     if (pointer === 0) return null;
-    const current = tip.latest?.version === pointer ? tip.latest : await this.store.getVersion(scope, pointer, tip);
+    const current = tip.latest?.version === pointer ? tip.latest : await pointedVersion(this.store, scope, pointer, tip);
     if (!current) throw new AgentStateError('internal', `version ${pointer} is missing`);
     return current;
   }
@@ -161,6 +161,21 @@ export class WriteTargets extends NodeTargets {
    * not exist, when a read may answer "empty"; a write gets `404 node_not_found` instead.
    */
   async resolve(
+    scope: SessionScope,
+    nodeId: string | undefined,
+    options: { forRead: boolean; withState?: boolean },
+  ): Promise<ResolvedNode | null> {
+    // A version pruned under a read (its node moved on after the tip was read) reads again.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.resolveOnce(scope, nodeId, options);
+      } catch (error) {
+        if (!(error instanceof StaleTipError) || attempt >= RESOLVE_ATTEMPTS) throw error;
+      }
+    }
+  }
+
+  private async resolveOnce(
     scope: SessionScope,
     nodeId: string | undefined,
     options: { forRead: boolean; withState?: boolean },
@@ -314,4 +329,27 @@ export function sessionNotFound(scope: SessionScope): AgentStateError {
 
 export function nodeNotFound(nodeId: string): AgentStateError {
   return new AgentStateError('node_not_found', `node ${nodeId} does not exist`, { nodeId });
+}
+
+/** How many times a read resolves its node again when the version it found was pruned under it. */
+const RESOLVE_ATTEMPTS = 3;
+
+/**
+ * The version a node or the head points at as of `tip`. Retention never prunes a version
+ * something points at (store/log/history-prune.ts), so finding it pruned means the tip is
+ * stale: the node moved on since, and the caller reads again (`StaleTipError`).
+ */
+export async function pointedVersion(
+  store: Pick<SessionStore, 'getVersion'>,
+  scope: SessionScope,
+  version: number,
+  tip: Tip,
+): Promise<VersionRecord | null> {
+  try {
+    return await store.getVersion(scope, version, tip);
+  } catch (error) {
+    if (error instanceof AgentStateError && error.code === 'version_pruned')
+      throw new StaleTipError('the version read was pruned: the node moved on');
+    throw error;
+  }
 }

@@ -216,6 +216,7 @@ const problemCauses: { [C in ErrorCode]: { detail: string; extras?: ProblemField
   session_not_found: { detail: 'session s1 does not exist', extras: { sessionId: 's1' } },
   node_not_found: { detail: 'node a9 does not exist', extras: { nodeId: 'a9' } },
   version_not_found: { detail: 'version 9 does not exist', extras: { version: 9 } },
+  version_pruned: { detail: "version 3 was pruned by the session's retention", extras: { version: 3 } },
   agent_not_found: { detail: 'agent planner does not exist', extras: { agentId: 'planner' } },
   session_exists: { detail: 'session s1 already exists', extras: { sessionId: 's1' } },
   node_exists: { detail: 'node a1 appears twice in one append', extras: { nodeId: 'a1' } },

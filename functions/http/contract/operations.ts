@@ -199,7 +199,7 @@ export const operations: Record<RouteKey, Operation> = {
     description: 'An unknown session reads `null` at version 0.',
     query: [node, { name: 'version', description: 'A historical version (time travel).', schema: { type: 'integer', minimum: 0 } }],
     responses: { 200: { description: 'The state.', schema: 'StateView', headers: ['ETag'] } },
-    problems: ['invalid_request', 'node_not_found', 'version_not_found', 'conflict'],
+    problems: ['invalid_request', 'node_not_found', 'version_not_found', 'version_pruned', 'conflict'],
   },
   'PATCH /v1/sessions/{sid}/state': {
     tag: 'state',
@@ -247,7 +247,7 @@ export const operations: Record<RouteKey, Operation> = {
     tag: 'state',
     summary: 'Read one version',
     responses: { 200: { description: 'The version.', schema: 'Version' } },
-    problems: ['invalid_request', 'session_not_found', 'version_not_found', 'conflict'],
+    problems: ['invalid_request', 'session_not_found', 'version_not_found', 'version_pruned', 'conflict'],
   },
   'PUT /v1/agents/{agentId}': {
     tag: 'agents',
@@ -296,6 +296,8 @@ export const operations: Record<RouteKey, Operation> = {
       'state_too_large',
       'worker_failed',
       'worker_timeout',
+      // A replay (the same decisionId) of a decision whose version retention pruned.
+      'version_pruned',
       ...typedWriteProblems,
     ],
   },

@@ -104,7 +104,14 @@ const versionRecord = z.object({
   state: jsonValue,
   agent: jsonValue,
 });
-const versionList = z.object({ versions: z.array(versionRecord), next });
+const versionList = z.object({
+  versions: z.array(versionRecord),
+  next,
+  pruned: z.object({ before: version }).optional().meta({
+    description:
+      "Present when the session's retention pruned history: versions older than `before` may be missing (those a node points at are listed).",
+  }),
+});
 const routingHop = z.union([
   z.object({
     from: idSchema,

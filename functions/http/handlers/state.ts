@@ -71,7 +71,11 @@ export const handler = createHttpHandler(
         { ...pagination(input), ...(node === undefined ? {} : { node }) },
         input.caller,
       );
-      return json(200, { versions: page.items, ...(page.next ? { next: page.next } : {}) });
+      return json(200, {
+        versions: page.items,
+        ...(page.next ? { next: page.next } : {}),
+        ...(page.prunedBefore === undefined ? {} : { pruned: { before: page.prunedBefore } }),
+      });
     },
 
     'GET /v1/sessions/{sid}/decisions': async (input) => {

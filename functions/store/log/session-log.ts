@@ -1,4 +1,5 @@
 import { GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { AgentStateError } from '../../core/kernel/errors.js';
 import { ROOT_NODE } from '../../core/kernel/ids.js';
 import type { Lifetime } from '../../core/model/lifetime.js';
 import type { PathRead } from '../../core/model/message-path.js';
@@ -276,16 +277,24 @@ export class DynamoDbSessionLog implements SessionLog {
 
   // ---- versions ---------------------------------------------------------------------------
 
+  /**
+   * Version `version` of the session's current life; null when there is none. A version that
+   * retention pruned (its item stripped, or already removed: a life's versions have no gaps, so
+   * one up to the tip's is missing only so) is `410 version_pruned`. With `tip`, the version a
+   * node or the head pointed at as of that tip: found pruned, that tip was stale (the pruner
+   * read a later one in which nothing pointed at it), which the caller turns into a re-read.
+   */
   async getVersion(scope: SessionScope, version: number, tip?: Tip): Promise<VersionRecord | null> {
     if (version <= 0) return null;
     if (tip?.latest?.version === version) return tip.latest;
-    if (tip) return tip.kind === 'closing' ? null : this.versionIn(scope, tip.incarnation, version);
+    if (tip) return tip.kind === 'closing' ? null : this.versionIn(scope, tip.incarnation, version, tip.version);
     // Without a tip, the first life is the likely one; a session deleted and made again has
     // another. The tip is read beside it, in the same round: a version tells neither whether
     // its session has expired since (API.md section 12) nor whether its life is the current one.
-    const [current, found] = await Promise.all([this.readTip(scope, { withState: false }), this.versionIn(scope, 0, version)]);
+    const [current, found] = await Promise.all([this.readTip(scope, { withState: false }), this.versionItemIn(scope, 0, version)]);
     if (current.kind === 'closing') return null;
-    return current.incarnation === 0 ? found : this.versionIn(scope, current.incarnation, version);
+    if (current.incarnation !== 0) return this.versionIn(scope, current.incarnation, version, current.version);
+    return this.recordOf(scope, found, version, current.version);
   }
 
   /** Whether the change a log read found newest says its session has expired (a tip read by a list of the log). */
@@ -294,10 +303,16 @@ export class DynamoDbSessionLog implements SessionLog {
     return entry !== null && closeIfExpired(tipOf(entry, { withState: false }), this.table.now()).kind === 'closing';
   }
 
-  /** Version `version` of one life, as a record. */
-  private async versionIn(scope: SessionScope, incarnation: number, version: number): Promise<VersionRecord | null> {
-    const item = await this.versionItemIn(scope, incarnation, version);
-    return item ? this.versionRecord(scope, item) : null;
+  /** Version `version` of one life, as a record (`newest`: the life's latest version). */
+  private async versionIn(scope: SessionScope, incarnation: number, version: number, newest: number): Promise<VersionRecord | null> {
+    return this.recordOf(scope, await this.versionItemIn(scope, incarnation, version), version, newest);
+  }
+
+  /** The record of a version item read for `version`, or `410 version_pruned` when retention took it. */
+  private async recordOf(scope: SessionScope, item: Item | null, version: number, newest: number): Promise<VersionRecord | null> {
+    if (item && !versionItem.isPruned(item)) return this.versionRecord(scope, item);
+    if (!item && version > newest) return null;
+    throw new AgentStateError('version_pruned', `version ${version} was pruned by the session's retention`, { version });
   }
 
   /** The log item of version `version` of one life: the last change after version - 1, when it is that version. */

@@ -15,9 +15,11 @@ import type {
 } from '../../core/model/model.js';
 import { type SessionListOptions, type SessionStore, StaleTipError } from '../../core/model/ports.js';
 import { rootNode } from '../../core/model/tree.js';
+import type { PruneReport } from '../log/history-prune.js';
 import { decisionSummaryOf, entryOf, type VersionPlace } from '../log/log-items.js';
 import { nodesOfLife } from '../log/node-index.js';
 import { DynamoDbSessionLog } from '../log/session-log.js';
+import { decodeLineage, type LineageEntry } from '../state/lineage.js';
 import { piecesOf, sweepPieces } from '../state/state-pieces.js';
 import * as versionItem from '../state/version-item.js';
 import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
@@ -147,36 +149,51 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
 
   // ---- versions ---------------------------------------------------------------------------
 
-  async getLineage(scope: SessionScope, from: VersionRecord, limit: number): Promise<VersionRecord[]> {
+  /**
+   * The lineage after `from`, each window of 32 (`lineage`) one BatchGetItem. A version that
+   * retention pruned is left out: while its stripped item is there, its own window carries the
+   * walk on; once TTL removed it, the walk goes on from the windows it already holds, and ends
+   * when none of them names a version that is left.
+   */
+  async getLineage(scope: SessionScope, from: VersionRecord, limit: number): Promise<{ versions: VersionRecord[]; prunedBefore?: number }> {
     const found: VersionRecord[] = [];
-    let last = from;
-    while (found.length < limit) {
-      const place = last.place as VersionPlace | undefined;
-      const wanted = (place?.lineage ?? []).slice(0, limit - found.length);
-      if (!place || wanted.length === 0) break;
+    let prunedBefore: number | undefined;
+    let above = from.version;
+    const place = from.place as VersionPlace | undefined;
+    let window: readonly LineageEntry[] = place?.lineage ?? [];
+    while (found.length < limit && window.length > 0 && place) {
       const items = await batchGet(
         this.table,
-        wanted.map(({ version, seq }) => ({
+        window.map(({ version, seq }) => ({
           pk: keys.session(scope),
           sk: keys.logEntry({ incarnation: place.incarnation, base: version - 1, seq }),
         })),
       );
-      const pieces = await piecesOf(this.table, scope, items);
-      const byVersion = new Map<number, VersionRecord>();
-      for (const item of items) {
-        if (item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.version) {
-          const record = await this.versionRecord(scope, item, pieces);
-          byVersion.set(record.version, record);
+      const byVersion = new Map<number, Item>();
+      for (const item of items) if (item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.version) byVersion.set(Number(item.version), item);
+      const pieces = await piecesOf(
+        this.table,
+        scope,
+        [...byVersion.values()].filter((item) => !versionItem.isPruned(item)),
+      );
+      // The window of the farthest item still there, stripped or not, carries the walk on.
+      let farther: LineageEntry[] = [];
+      for (const { version } of window) {
+        const item = byVersion.get(version);
+        if (item) farther = decodeLineage(item.lineage);
+        if (!item || versionItem.isPruned(item)) {
+          prunedBefore ??= above;
+          continue;
         }
-      }
-      for (const { version } of wanted) {
-        const record = byVersion.get(version);
-        if (!record) throw new AgentStateError('internal', `version ${version} of a lineage is missing`);
+        const record = await this.versionRecord(scope, item, pieces);
         found.push(record);
-        last = record;
+        above = record.version;
+        if (found.length === limit) break;
       }
+      const reached = window.at(-1)?.version ?? 0;
+      window = farther.filter((entry) => entry.version < reached);
     }
-    return found;
+    return { versions: found, ...(prunedBefore === undefined ? {} : { prunedBefore }) };
   }
 
   /**
@@ -212,20 +229,38 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
     if (tip && (tip.kind === 'closing' || tip.incarnation !== life)) throw invalidCursor();
     const versions: Item[] = [];
     let ended = false;
+    // Where history was cut (API.md section 5): a version of a life is missing only by
+    // retention, so a gap in the numbers, or a pruned item, is a cut. A later page starts
+    // below the version its cursor names.
+    let above = start ? (logPositionOf(String(start.sk))?.base ?? 0) + 1 : undefined;
+    let prunedBefore: number | undefined;
+    let peeked = false;
     for (const item of items) {
       if (logPositionOf(String(item.sk))?.incarnation !== life) {
         ended = true;
         break;
       }
-      if (item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.version) versions.push(item);
-      if (versions.length === options.limit) break;
+      if (item[KIND_ATTRIBUTE] !== LOG_ITEM_KIND.version) continue;
+      const version = Number(item.version);
+      if (above !== undefined && prunedBefore === undefined && (version < above - 1 || versionItem.isPruned(item))) prunedBefore = above;
+      if (versionItem.isPruned(item)) continue;
+      // One version past a full page only tells whether the cut is right below it.
+      if (versions.length === options.limit) {
+        peeked = true;
+        break;
+      }
+      versions.push(item);
+      above = version;
     }
+    const lastRead = versions.at(-1);
+    const full = versions.length === options.limit && (peeked || items.at(-1) !== lastRead || LastEvaluatedKey !== undefined);
+    // The page reached the first version there is: a list that ends above 1 was cut there.
+    if (!full && (ended || LastEvaluatedKey === undefined) && prunedBefore === undefined && above !== undefined && above > 1)
+      prunedBefore = above;
     const pieces = await piecesOf(this.table, scope, versions);
     const records = await Promise.all(versions.map((item) => this.versionRecord(scope, item, pieces)));
-    const lastRead = versions.at(-1);
-    const full = versions.length === options.limit && (items.at(-1) !== lastRead || LastEvaluatedKey !== undefined);
     const next = ended ? undefined : full && lastRead ? { pk: lastRead.pk, sk: lastRead.sk } : LastEvaluatedKey;
-    return pageOf(records, next, list);
+    return { ...pageOf(records, next, list), ...(prunedBefore === undefined ? {} : { prunedBefore }) };
   }
 
   /**
@@ -290,8 +325,22 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
    */
   async getVersionState(scope: SessionScope, version: number, incarnation = 0): Promise<{ state: Json } | null> {
     const item = await this.versionItemIn(scope, incarnation, version);
-    if (!item) return null;
+    // Pruned by retention: the event goes without `prev` (history-prune.ts keeps it while the hook may still need it).
+    if (!item || versionItem.isPruned(item)) return null;
     return { state: versionItem.decodeState(item, await piecesOf(this.table, scope, [item])) };
+  }
+
+  /**
+   * Retention (API.md section 12): one run of the session's pruning (log/history-prune.ts, a
+   * chunk only the change hook loads), at most once a minute unless `force`. `builtThrough`:
+   * the newest version whose change event is built; null when it was not its turn.
+   */
+  async pruneHistory(
+    scope: SessionScope,
+    options: { builtThrough?: { incarnation: number; version: number }; force?: boolean } = {},
+  ): Promise<PruneReport | null> {
+    const { pruneHistory } = await import('../log/history-prune.js');
+    return pruneHistory(this.table, scope, () => this.readTree(scope), options);
   }
 
   /** Removes pieces of large states that no version names (see state-pieces.ts); how many. */

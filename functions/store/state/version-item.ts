@@ -90,6 +90,22 @@ export const stateAttributes = [
   `${TEXTS.state}K`,
 ] as const;
 
+/**
+ * Every attribute that holds a version's content (its state, commands, change and agent config):
+ * what pruning removes (store/log/history-prune.ts), leaving the item's place, its numbers and
+ * the messages of a decision.
+ */
+export const contentAttributes = [
+  ...Object.values(TEXTS).flatMap((text) => [text, `${text}Z`, `${text}P`, `${text}N`, `${text}S`, `${text}K`]),
+  'agent',
+] as const;
+
+/** Whether a version item's content was pruned (history-prune.ts): it reads as `410 version_pruned`. */
+export const isPruned = (item: Item): boolean => item[PRUNED_ATTRIBUTE] !== undefined;
+
+/** When retention pruned a version (epoch ms), on its stripped item. */
+export const PRUNED_ATTRIBUTE = 'pruned';
+
 /** The sort keys of the pieces a version item's texts are made of (none when inline): what it keeps alive. */
 export const pieceKeys = (item: Item): string[] => [...pieceKeysOf(item, TEXTS.state), ...pieceKeysOf(item, TEXTS.commands)];
 

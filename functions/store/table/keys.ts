@@ -56,6 +56,8 @@ export const logEntry = (entry: LogPosition) =>
 export const logPrefix = 'V#';
 /** The changes after version `base` and before the next version (the last of them is version base + 1). */
 export const basePrefix = (incarnation: number, base: number) => `V#${pad(incarnation, INCARNATION_DIGITS)}#${pad(base, BASE_DIGITS)}#`;
+/** Every change of one life sorts below this key (a range read to the end of the life's log). */
+export const logEndOf = (incarnation: number) => `V#${pad(incarnation, INCARNATION_DIGITS)}#~`;
 /** A node's index in one life of the session (the newest life sorts last among a node's keys). */
 export const nodeIndex = (nodeId: string, incarnation: number) => `N#${nodeId}#${pad(incarnation, INCARNATION_DIGITS)}`;
 /** The version a node points at, once it moved from the one its index says. */

@@ -261,7 +261,7 @@ export class AgentStateApi {
         (cursor) => this.versions.list<S>(sessionId, { ...query, ...(cursor ? { cursor } : {}) }, options),
         (page) => page.versions,
       ),
-    /** `GET /v1/sessions/{sid}/versions/{v}`. `404 version_not_found`. */
+    /** `GET /v1/sessions/{sid}/versions/{v}`. `404 version_not_found`; `410 version_pruned` when retention removed it. */
     get: async <S = Json>(sessionId: string, version: number, options?: CallOptions): Promise<Version<S>> =>
       (await this.http.request<Version<S>>({ method: 'GET', path: path`/v1/sessions/${sessionId}/versions/${version}` }, options)).body,
   };

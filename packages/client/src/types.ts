@@ -263,6 +263,11 @@ export interface VersionsQuery extends PageQuery {
 export interface VersionList<S = Json> {
   versions: Version<S>[];
   next?: string;
+  /**
+   * Present when the session's retention pruned history (docs/api.md section 12): versions
+   * older than `before` may be missing from this list; those a node points at are still in it.
+   */
+  pruned?: { before: number };
 }
 
 /* ------------------------------------------------------------------ agents */
@@ -852,6 +857,7 @@ export type ErrorCode =
   | 'exclusive_conflict'
   | 'patch_conflict'
   | 'conflict'
+  | 'version_pruned'
   | 'version_mismatch'
   | 'state_too_large'
   | 'payload_too_large'

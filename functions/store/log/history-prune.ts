@@ -1,0 +1,380 @@
+import { QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import type { NodeRecord, SessionScope, Tip } from '../../core/model/model.js';
+import { countWindowStart, inWindow, PRUNE_INTERVAL_MS, PRUNED_TTL_SECONDS } from '../../core/model/retention.js';
+import { decodeLineage, encodeLineage, type LineageEntry } from '../state/lineage.js';
+import * as versionItem from '../state/version-item.js';
+import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
+import * as keys from '../table/keys.js';
+import { logPositionOf } from '../table/keys.js';
+import { tableKeys } from '../table/table.js';
+import { batchGet, conditionally, type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
+
+/**
+ * Retention (API.md section 12): the versions of a session outside its windows, that no node
+ * and not the head points at, are pruned; the change hook runs this, at most once a minute per
+ * session (core/model/retention.ts has the rules).
+ *
+ * A version's item is a place of the log, and places are write claims (log-writer.ts): a write
+ * that read a tip from before a place was freed could claim it again. So a pruned version is
+ * never deleted. Its item is stripped of its content (state, commands, change, agent config:
+ * `versionItem.contentAttributes`) and marked `pruned`, and, unless it holds a decision's
+ * messages or record, DynamoDB's TTL removes it a day later, when no write can hold a tip that
+ * old. Other changes that hold nothing any read needs (a head switch, a lease, its end, a
+ * settings change) get the same TTL; changes that made nodes stay, since their nodes' messages
+ * are in them. The pieces of large states that only pruned versions named are then unnamed, and
+ * the piece collector (state-pieces.ts) removes them.
+ *
+ * Why it never removes what a read or a write still needs:
+ *
+ * - What a node points at only ever moves to a version newer than every existing one (a write
+ *   at the node), and a new node starts at its parent's version. So a version that no node and
+ *   not the head points at, as of a tip, is never pointed at again. The pruner reads the tip,
+ *   then the node index (after the tip, as every reader does: session-log.ts), and prunes only
+ *   versions up to that tip that nothing points at then.
+ * - A write computes its version from the version its node points at (its base) and claims the
+ *   log's next place after the tip it read. If the base was pruned, the pruner read a tip in
+ *   which nothing pointed at it, which is later than the writer's, so the writer's claim fails
+ *   and it reads again. A read that finds its node's version pruned is as stale and reads again.
+ * - A large state kept as a splice needs the versions of its chain (`stateK`): every version
+ *   in the chain of a kept version is kept too, and a new version's chain is its base's chain
+ *   and its base, so it only names versions that are kept.
+ * - A change event's `prev` is read from the previous version: versions whose event this
+ *   process has not built yet (`builtThrough`) are left alone, and so is each one's previous
+ *   version.
+ *
+ *   S#<tenant>#<session>   U~prune   at: when a run last claimed the session (epoch ms);
+ *                                    life, w: the first version not yet decided on;
+ *                                    kept: the versions below w that were kept (lineage runs)
+ *
+ * A run reads the log from `w` to the edge of the window (each change once in its life, as it
+ * falls out), the node index (the pointers), and the versions kept below `w`; a session with
+ * large states also reads the window's versions, for their chains. It writes one UpdateItem per
+ * pruned or expiring change, then the marker; a run that dies midway is redone by the next one
+ * (every write is conditional and idempotent), and a session with a long history is caught up
+ * over several runs of at most MAX_CHANGES_PER_RUN changes each.
+ */
+
+const MARKER = 'U~prune';
+/** Changes read as candidates in one run at most; a longer backlog is taken over the next runs. */
+const MAX_CHANGES_PER_RUN = 4000;
+/** Writes in flight at once. */
+const PARALLEL_WRITES = 16;
+
+/** What one run did. */
+export interface PruneReport {
+  /** Versions pruned. */
+  pruned: number;
+  /** Other changes given their removal time (they hold nothing a read needs). */
+  expiring: number;
+  /** Versions kept below the window (a node or the head points at them, or a kept splice needs them). */
+  kept: number;
+  /** Versions left undecided for the next run (a long backlog). */
+  behind: boolean;
+}
+
+/** A session's pointers as of a tip: the tip, then every node (store `readTree`). */
+type TreeReader = () => Promise<{ tip: Tip; nodes: readonly NodeRecord[] }>;
+
+interface Marker {
+  life: number;
+  /** The first version not yet decided on. */
+  w: number;
+  kept: LineageEntry[];
+  /** Whether the session had a large state (splice chains to keep). */
+  large: boolean;
+}
+
+/** A version that may be pruned: its place and what its item holds. */
+interface Candidate extends LineageEntry {
+  /** Holds a decision's messages or record: stripped, never removed (undefined: not known, its item says). */
+  holdsNodes?: boolean;
+}
+
+/**
+ * One run for a session: when `force` is not set, only if no run claimed it in the last
+ * PRUNE_INTERVAL_MS. Resolves with what it did, or null when it was not its turn or the session
+ * has no retention.
+ */
+export async function pruneHistory(
+  table: TableClient,
+  scope: SessionScope,
+  readTree: TreeReader,
+  options: { builtThrough?: { incarnation: number; version: number }; force?: boolean } = {},
+): Promise<PruneReport | null> {
+  const claim = await claimRun(table, scope, options.force === true);
+  if (!claim) return null;
+  const { tip, nodes } = await readTree();
+  const retention = tip.lifetime?.retention;
+  if ((tip.kind !== 'version' && tip.kind !== 'entry') || !retention) return null;
+  const life = tip.incarnation;
+  const newest = tip.version;
+  // Events built for an older life only: none of this life's are, so nothing of it is touched yet.
+  if (options.builtThrough && options.builtThrough.incarnation !== life) return null;
+  const nowMs = table.now();
+  const marker: Marker = claim.marker?.life === life ? claim.marker : { life, w: 1, kept: [], large: false };
+  const builtThrough = Math.min(options.builtThrough?.version ?? newest, newest);
+
+  // The versions that fell out of the window since the last run (each read once), up to those
+  // whose events are built.
+  let edge = Math.min(countWindowStart(retention, newest), builtThrough + 1);
+  const candidates: Candidate[] = [];
+  const expiring: string[] = [];
+  let large = marker.large;
+  let behind = false;
+  if (marker.w < edge) {
+    const read = await readRange(table, scope, keys.basePrefix(life, marker.w - 1), keys.basePrefix(life, edge - 1), MAX_CHANGES_PER_RUN);
+    const others: Array<{ sk: string; base: number }> = [];
+    for (const item of read.items) {
+      const position = logPositionOf(String(item.sk));
+      if (!position) continue;
+      if (item[KIND_ATTRIBUTE] !== LOG_ITEM_KIND.version) {
+        if (!holdsNodes(item) && item[KIND_ATTRIBUTE] !== LOG_ITEM_KIND.tombstone && item[tableKeys.timeToLive] === undefined) {
+          others.push({ sk: String(item.sk), base: position.base });
+        }
+        continue;
+      }
+      const version = Number(item.version);
+      // Younger than keepDays: this one and every later one are in the window.
+      if (inWindow(retention, version, Date.parse(String(item.createdAt)), newest, nowMs)) {
+        edge = version;
+        break;
+      }
+      if (typeof item.stateN === 'number') large = true;
+      if (!versionItem.isPruned(item)) candidates.push({ version, seq: position.seq, holdsNodes: holdsNodes(item) });
+    }
+    if (read.cut !== undefined && read.cut < edge) {
+      edge = read.cut;
+      behind = true;
+    }
+    // Other changes before the last version decided on (those after it wait for the next run).
+    expiring.push(...others.filter((change) => change.base < edge - 1).map((change) => change.sk));
+  }
+  const decided = candidates.filter((candidate) => candidate.version < edge);
+
+  // What is pointed at, as of the tip; and what must stay for events and splice chains.
+  // The head's pointer is the tip's (its index says where it started).
+  const pointed = new Set<number>([tip.headVersion, ...nodes.map((node) => (node.id === tip.head ? tip.headVersion : node.stateVersion))]);
+  const pinned = await pinnedVersions(table, scope, { life, edge, builtThrough, newest, large, kept: marker.kept, pointed, decided });
+  const keep = (version: number) => pointed.has(version) || pinned.has(version);
+
+  const retained: LineageEntry[] = [];
+  const pruned: Candidate[] = [];
+  for (const entry of [...marker.kept, ...decided]) {
+    if (keep(entry.version)) retained.push({ version: entry.version, seq: entry.seq });
+    else pruned.push(entry);
+  }
+
+  const ttl = table.nowSeconds() + PRUNED_TTL_SECONDS;
+  await inParallel(pruned, (candidate) => stripVersion(table, scope, candidate, { life, nowMs, ttl }));
+  await inParallel(expiring, (sk) => expireChange(table, scope, sk, ttl));
+  retained.sort((a, b) => b.version - a.version);
+  await saveMarker(table, scope, claim.at, { life, w: Math.max(marker.w, edge), kept: retained, large });
+  return { pruned: pruned.length, expiring: expiring.length, kept: retained.length, behind };
+}
+
+/** Whether a change holds what must stay: a decision's (or an append's) messages, or a decision's record. */
+function holdsNodes(item: Item): boolean {
+  return item.chain !== undefined || item.decision !== undefined;
+}
+
+/**
+ * The versions that must stay though nothing points at them: the previous version of each
+ * version whose event is not built yet, and, in a session with large states, every version in
+ * the splice chain of a version that stays (the window, what is pointed at).
+ */
+async function pinnedVersions(
+  table: TableClient,
+  scope: SessionScope,
+  at: {
+    life: number;
+    edge: number;
+    builtThrough: number;
+    newest: number;
+    large: boolean;
+    kept: readonly LineageEntry[];
+    pointed: ReadonlySet<number>;
+    decided: readonly Candidate[];
+  },
+): Promise<Set<number>> {
+  const pinned = new Set<number>();
+  const from = at.large ? Math.min(at.edge, at.builtThrough + 1) : at.builtThrough + 1;
+  if (from > at.newest && !at.large) return pinned;
+  // The window (with large states), or only the versions whose events are not built yet.
+  const window = from <= at.newest ? (await readRange(table, scope, keys.basePrefix(at.life, from - 1), keys.logEndOf(at.life))).items : [];
+  const staying: Item[] = [];
+  for (const item of window) {
+    if (item[KIND_ATTRIBUTE] !== LOG_ITEM_KIND.version) continue;
+    if (Number(item.version) > at.builtThrough) pinned.add(Number(item.prevVersion ?? 0));
+    staying.push(item);
+  }
+  if (at.large) {
+    // Kept below the window, or about to be: read for their chains.
+    const below = [...at.kept, ...at.decided].filter((entry) => at.pointed.has(entry.version));
+    staying.push(
+      ...(await batchGet(
+        table,
+        below.map((entry) => ({
+          pk: keys.session(scope),
+          sk: keys.logEntry({ incarnation: at.life, base: entry.version - 1, seq: entry.seq }),
+        })),
+      )),
+    );
+    for (const item of staying) {
+      for (const sk of versionItem.readKeys(item)) {
+        const position = logPositionOf(sk);
+        if (position) pinned.add(position.base + 1);
+      }
+    }
+  }
+  return pinned;
+}
+
+/**
+ * Strips a version of its content and marks it pruned; TTL removes it a day later unless it
+ * holds a decision's messages or record (when that is not known, its item decides).
+ */
+async function stripVersion(
+  table: TableClient,
+  scope: SessionScope,
+  candidate: Candidate,
+  stamp: { life: number; nowMs: number; ttl: number },
+): Promise<void> {
+  const { life, nowMs, ttl } = stamp;
+  const key = { pk: keys.session(scope), sk: keys.logEntry({ incarnation: life, base: candidate.version - 1, seq: candidate.seq }) };
+  const strip = (removed: boolean, onlyWithoutNodes: boolean) =>
+    conditionally(
+      table.send(
+        new UpdateCommand({
+          TableName: table.tableName,
+          Key: key,
+          UpdateExpression: `SET #pruned = :now${removed ? ', #ttl = :ttl' : ''} REMOVE ${versionItem.contentAttributes.map((_, index) => `#c${index}`).join(', ')}`,
+          // Only a version not pruned yet (a run that died midway is redone), and never a tombstone.
+          ConditionExpression: `#kind = :version AND attribute_not_exists(#pruned)${onlyWithoutNodes ? ' AND attribute_not_exists(#chain) AND attribute_not_exists(#decision)' : ''}`,
+          ExpressionAttributeNames: {
+            '#pruned': versionItem.PRUNED_ATTRIBUTE,
+            '#kind': KIND_ATTRIBUTE,
+            ...(removed ? { '#ttl': tableKeys.timeToLive } : {}),
+            ...(onlyWithoutNodes ? { '#chain': 'chain', '#decision': 'decision' } : {}),
+            ...Object.fromEntries(versionItem.contentAttributes.map((name, index) => [`#c${index}`, name])),
+          },
+          ExpressionAttributeValues: { ':now': nowMs, ':version': LOG_ITEM_KIND.version, ...(removed ? { ':ttl': ttl } : {}) },
+        }),
+      ),
+    );
+  if (candidate.holdsNodes === undefined) {
+    if (!(await strip(true, true))) await strip(false, false);
+    return;
+  }
+  await strip(!candidate.holdsNodes, false);
+}
+
+/** Gives a change that holds nothing a read needs its removal time. */
+async function expireChange(table: TableClient, scope: SessionScope, sk: string, ttl: number): Promise<void> {
+  await conditionally(
+    table.send(
+      new UpdateCommand({
+        TableName: table.tableName,
+        Key: { pk: keys.session(scope), sk },
+        UpdateExpression: 'SET #ttl = :ttl',
+        // Not a tombstone (a delete's own TTL stands), and only once.
+        ConditionExpression: 'attribute_exists(pk) AND #kind <> :tombstone AND attribute_not_exists(#ttl)',
+        ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive, '#kind': KIND_ATTRIBUTE },
+        ExpressionAttributeValues: { ':ttl': ttl, ':tombstone': LOG_ITEM_KIND.tombstone },
+      }),
+    ),
+  );
+}
+
+/** The log's changes from `from` (inclusive) to `to` (exclusive) in order; `cut`: the version a read cut short at `limit` stopped before. */
+async function readRange(
+  table: TableClient,
+  scope: SessionScope,
+  from: string,
+  to: string,
+  limit = Number.POSITIVE_INFINITY,
+): Promise<{ items: Item[]; cut?: number }> {
+  const items: Item[] = [];
+  let start: Item | undefined;
+  do {
+    const page = await table.send(
+      new QueryCommand({
+        TableName: table.tableName,
+        KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
+        ExpressionAttributeValues: { ':pk': keys.session(scope), ':from': from, ':to': to },
+        ExclusiveStartKey: start,
+        ConsistentRead: true,
+      }),
+    );
+    for (const item of page.Items ?? []) {
+      if (String(item.sk) >= to) continue;
+      items.push(item);
+    }
+    start = page.LastEvaluatedKey;
+    if (items.length >= limit && start) {
+      // Decide on whole versions only: stop at the last version read.
+      const lastVersion = items.findLast((item) => item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.version);
+      return { items, cut: lastVersion ? Number(lastVersion.version) + 1 : (logPositionOf(String(items[0]?.sk))?.base ?? 1) };
+    }
+  } while (start);
+  return { items };
+}
+
+/** Claims the session's next run: at most one per PRUNE_INTERVAL_MS (or at once, `force`). */
+async function claimRun(table: TableClient, scope: SessionScope, force: boolean): Promise<{ at: number; marker: Marker | null } | null> {
+  const at = table.now();
+  try {
+    const { Attributes } = await table.send(
+      new UpdateCommand({
+        TableName: table.tableName,
+        Key: { pk: keys.session(scope), sk: MARKER },
+        UpdateExpression: 'SET #at = :at',
+        ...(force ? {} : { ConditionExpression: 'attribute_not_exists(pk) OR #at < :since' }),
+        ExpressionAttributeNames: { '#at': 'at' },
+        ExpressionAttributeValues: { ':at': at, ...(force ? {} : { ':since': at - PRUNE_INTERVAL_MS }) },
+        ReturnValues: 'ALL_OLD',
+      }),
+    );
+    return { at, marker: markerOf(Attributes) };
+  } catch (error) {
+    if (isConditionFailure(error)) return null;
+    throw error;
+  }
+}
+
+function markerOf(item: Item | undefined): Marker | null {
+  if (!item || typeof item.life !== 'number' || typeof item.w !== 'number') return null;
+  return { life: item.life, w: item.w, kept: decodeLineage(item.kept), large: item.large === true };
+}
+
+/** Records where the run got to, if no later run claimed the session meanwhile. */
+async function saveMarker(table: TableClient, scope: SessionScope, claimedAt: number, marker: Marker): Promise<void> {
+  await conditionally(
+    table.send(
+      new UpdateCommand({
+        TableName: table.tableName,
+        Key: { pk: keys.session(scope), sk: MARKER },
+        UpdateExpression: 'SET #life = :life, #w = :w, #kept = :kept, #large = :large',
+        ConditionExpression: '#at = :claimed',
+        ExpressionAttributeNames: { '#at': 'at', '#life': 'life', '#w': 'w', '#kept': 'kept', '#large': 'large' },
+        ExpressionAttributeValues: {
+          ':claimed': claimedAt,
+          ':life': marker.life,
+          ':w': marker.w,
+          ':kept': encodeLineage(marker.kept),
+          ':large': marker.large,
+        },
+      }),
+    ),
+  );
+}
+
+async function inParallel<T>(items: readonly T[], run: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const item = items[next++] as T;
+      await run(item);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(PARALLEL_WRITES, items.length) }, worker));
+}
