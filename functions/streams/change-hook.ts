@@ -2,6 +2,7 @@ import { schemaReader } from '../core/agents/agent-reader.js';
 import { ChangeFanout } from '../core/fanout/change-fanout.js';
 import { MemoryFanout } from '../core/fanout/memory-fanout.js';
 import { DEFAULT_HISTORY_DAYS, MemoryUpkeep } from '../core/memory/memory-changes.js';
+import { pruneIntervalFrom } from '../core/model/retention.js';
 import { ErasureFinisher } from '../store/erasure/erasure-finish.js';
 import { DynamoDbLiveStore } from '../store/events/live-store.js';
 import { DynamoDbMemoryUpkeep } from '../store/memory/memory-upkeep-store.js';
@@ -9,6 +10,7 @@ import { traced } from '../telemetry/telemetry.js';
 import { liveBroadcaster, memoryBroadcaster } from '../ws/broadcast.js';
 import { connectionGatewayFromEnv } from '../ws/connections.js';
 import { eventBridgeClient, eventBridgePublisher } from './event-bus.js';
+import { withFollowUp } from './prune-follow-up.js';
 import { instrumentedStreamHandler, type StreamConsumer, type StreamHandler, storesFromEnv, streamHandler } from './stream-batch.js';
 
 /**
@@ -35,7 +37,8 @@ import { instrumentedStreamHandler, type StreamConsumer, type StreamHandler, sto
  * Env: AGENTSTATE_TABLE, AGENTSTATE_EVENT_BUS (EventBridge bus name; unset: no bus),
  * AGENTSTATE_WEBSOCKET_ENDPOINT (the WebSocket stage's callback URL; unset: the local shim),
  * AGENTSTATE_MEMORY_HISTORY_DAYS (how long a replaced memory version is kept; default 30, 0
- * keeps none).
+ * keeps none), AGENTSTATE_PRUNE_INTERVAL_SECONDS (how often a session's history is pruned at
+ * most; default 60).
  */
 
 function liveConsumer(env: NodeJS.ProcessEnv): StreamConsumer {
@@ -45,6 +48,7 @@ function liveConsumer(env: NodeJS.ProcessEnv): StreamConsumer {
   const publish = bus ? { publish: eventBridgePublisher(traced(eventBridgeClient()), bus) } : {};
   const live = gateway ? new DynamoDbLiveStore(stores.table) : undefined;
   const days = Number(env.AGENTSTATE_MEMORY_HISTORY_DAYS ?? DEFAULT_HISTORY_DAYS);
+  const pruneEvery = pruneIntervalFrom(env);
   return {
     state: new ChangeFanout({
       readState: (scope, version, incarnation) => stores.sessions.getVersionState(scope, version, incarnation),
@@ -54,9 +58,11 @@ function liveConsumer(env: NodeJS.ProcessEnv): StreamConsumer {
       sweepPieces: async (scope) => {
         await stores.sessions.sweepPieces(scope);
       },
-      pruneHistory: async (scope, builtThrough) => {
-        await stores.sessions.pruneHistory(scope, { builtThrough });
-      },
+      pruneHistory: withFollowUp(
+        (scope, builtThrough) => stores.sessions.pruneHistory(scope, { builtThrough, everyMs: pruneEvery }),
+        pruneEvery,
+        (error) => console.warn('agentstate: could not prune history', error),
+      ),
       ...(gateway && live ? { broadcast: liveBroadcaster(live, gateway) } : {}),
       ...publish,
     }),

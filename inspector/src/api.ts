@@ -9,6 +9,7 @@ import type {
   StateView,
   TreeNode,
   Version,
+  VersionList,
 } from '@agentstate/client';
 
 /** The API as the inspector uses it: same origin as the page, `Authorization: Bearer <key>`. */
@@ -96,16 +97,17 @@ export class Api {
     node: string,
     query: { limit: number; cursor?: string },
     signal?: AbortSignal,
-  ): Promise<Page<Version>> {
-    const page = await this.request<{ versions: Version[]; next?: string }>(
-      'GET',
-      `/v1/sessions/${encodeURIComponent(sessionId)}/versions`,
-      {
-        query: { node, ...query },
-        ...(signal ? { signal } : {}),
-      },
-    );
-    return { items: page.versions, ...(page.next ? { next: page.next } : {}) };
+  ): Promise<Page<Version> & { prunedBefore?: number }> {
+    const page = await this.request<VersionList>('GET', `/v1/sessions/${encodeURIComponent(sessionId)}/versions`, {
+      query: { node, ...query },
+      ...(signal ? { signal } : {}),
+    });
+    // `pruned`: the session's retention cut history below that version (older ones may be missing).
+    return {
+      items: page.versions,
+      ...(page.next ? { next: page.next } : {}),
+      ...(page.pruned ? { prunedBefore: page.pruned.before } : {}),
+    };
   }
 
   /** The session's latest decisions: which agent decided each, and why (routes, handoffs). */

@@ -30,7 +30,10 @@ interface NodePanelProps {
 export function NodePanel({ api, sessionId, node, isHead, latestVersion, revision, onMakeHead, onError }: NodePanelProps) {
   const [tab, setTab] = useState<TabId>('state');
   const [view, setView] = useState<StateView | null>(null);
-  const [lineage, setLineage] = useState<{ items: Version[]; next?: string; loading: boolean }>({ items: [], loading: true });
+  const [lineage, setLineage] = useState<{ items: Version[]; next?: string; prunedBefore?: number; loading: boolean }>({
+    items: [],
+    loading: true,
+  });
   const [pair, setPair] = useState<{ from: number; to: number } | null>(null);
   const [switching, setSwitching] = useState(false);
   const tabRefs = useRef<Record<string, HTMLButtonElement | null>>({});
@@ -46,7 +49,7 @@ export function NodePanel({ api, sessionId, node, isHead, latestVersion, revisio
           api.listLineage(sessionId, node.id, { limit: LINEAGE_PAGE }, controller.signal),
         ]);
         setView(state);
-        setLineage({ items: page.items, ...(page.next ? { next: page.next } : {}), loading: false });
+        setLineage({ ...page, loading: false });
       } catch (error) {
         onError(error);
       }
@@ -71,7 +74,13 @@ export function NodePanel({ api, sessionId, node, isHead, latestVersion, revisio
     setLineage((state) => ({ ...state, loading: true }));
     try {
       const page = await api.listLineage(sessionId, node.id, { limit: LINEAGE_PAGE, cursor: lineage.next });
-      setLineage((state) => ({ items: [...state.items, ...page.items], ...(page.next ? { next: page.next } : {}), loading: false }));
+      setLineage((state) => ({
+        items: [...state.items, ...page.items],
+        ...(page.next ? { next: page.next } : {}),
+        // The newest cut: the first page that found one says it.
+        ...((state.prunedBefore ?? page.prunedBefore) !== undefined ? { prunedBefore: state.prunedBefore ?? page.prunedBefore } : {}),
+        loading: false,
+      }));
     } catch (error) {
       onError(error);
     }
@@ -169,6 +178,7 @@ export function NodePanel({ api, sessionId, node, isHead, latestVersion, revisio
         {tab === 'lineage' && (
           <Lineage
             items={lineage.items}
+            {...(lineage.prunedBefore !== undefined ? { prunedBefore: lineage.prunedBefore } : {})}
             hasMore={Boolean(lineage.next)}
             loading={lineage.loading}
             onLoadOlder={loadOlder}
@@ -196,6 +206,8 @@ export function NodePanel({ api, sessionId, node, isHead, latestVersion, revisio
 
 function Lineage(props: {
   items: Version[];
+  /** The session's retention cut the lineage below this version. */
+  prunedBefore?: number;
   hasMore: boolean;
   loading: boolean;
   onLoadOlder: () => void;
@@ -207,7 +219,7 @@ function Lineage(props: {
     <>
       <p class="panel-note muted">The versions this node's state was built from, newest first.</p>
       <ol class="lineage">
-        {props.items.map((version) => (
+        {props.items.flatMap((version) => [
           <li key={version.version} class="lineage-item">
             <span class="version">v{version.version}</span>
             <span class="lineage-what">
@@ -221,8 +233,16 @@ function Lineage(props: {
             <button type="button" class="button small" onClick={() => props.onCompare(version.prevVersion, version.version)}>
               Diff v{version.prevVersion} → v{version.version}
             </button>
-          </li>
-        ))}
+          </li>,
+          ...(version.version === props.prunedBefore
+            ? [
+                <li key={`pruned-${version.version}`} class="lineage-pruned muted" data-testid="lineage-pruned">
+                  History pruned below v{version.version} by the session's retention: older versions may be missing (those a node points at
+                  are kept).
+                </li>,
+              ]
+            : []),
+        ])}
       </ol>
       {props.hasMore && (
         <button type="button" class="button" disabled={props.loading} onClick={props.onLoadOlder}>

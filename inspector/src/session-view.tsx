@@ -167,6 +167,12 @@ export function SessionView({ api, apiKey, sessionId, nodeId, onUnauthorized }: 
                 </dd>
               </div>
               <div>
+                <dt>History</dt>
+                <dd data-testid="session-retention" title={retentionTitle(session)}>
+                  {retentionText(session)}
+                </dd>
+              </div>
+              <div>
                 <dt>Nodes</dt>
                 <dd>
                   {rows.length}
@@ -317,4 +323,20 @@ function expiryTitle(session: Session): string {
   if (!session.expiresAt) return 'kept until deleted';
   const idle = session.ttlSeconds === null ? '' : `, ${session.ttlSeconds} s after its last write`;
   return `${fullTime(session.expiresAt)}${idle}`;
+}
+
+/** What the session's retention keeps, in a few words (every version when it has none). */
+function retentionText(session: Session): string {
+  const retention = session.retention;
+  if (!retention) return 'every version';
+  const windows = [
+    ...(retention.keepVersions !== undefined ? [`newest ${retention.keepVersions}`] : []),
+    ...(retention.keepDays !== undefined ? [`${retention.keepDays} d`] : []),
+  ];
+  return windows.length > 0 ? `keeps ${windows.join(' + ')}` : 'keeps what nodes point at';
+}
+
+function retentionTitle(session: Session): string {
+  if (!session.retention) return 'No retention: every version is kept until the session is deleted or expires';
+  return 'Older versions are pruned; every version a node or the head points at is kept';
 }

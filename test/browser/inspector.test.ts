@@ -15,7 +15,8 @@ describe('inspector page', () => {
   let trip: TripSession;
 
   beforeAll(async () => {
-    [api, browser] = await Promise.all([startApi(), launchChromium()]);
+    // History is pruned at most once a second per session here (a minute by default).
+    [api, browser] = await Promise.all([startApi({ AGENTSTATE_PRUNE_INTERVAL_SECONDS: '1' }), launchChromium()]);
     trip = await seedTripSession(api.client, uniqueId('trip'));
     page = await browser.newPage({ viewport: { width: 1360, height: 860 } });
     page.setDefaultTimeout(10_000);
@@ -258,4 +259,23 @@ describe('inspector page', () => {
     const patch = JSON.parse((await page.getByLabel('JSON Patch').textContent()) ?? '');
     expect(patch).toEqual([{ op: 'add', path: '/log/3800', value: { id: 'last', text: 'the newest line' } }]);
   }, 60_000);
+
+  it("shows the session's retention and where its history was pruned", async () => {
+    // Prepare: ten versions at the root, then a window of 2; the change hook prunes the rest.
+    const sessionId = uniqueId('pruned');
+    for (let n = 0; n < 10; n++) expect((await api.client.patch(`/v1/sessions/${sessionId}/state`, { n })).status).toBe(200);
+    expect((await api.client.patch(`/v1/sessions/${sessionId}`, { retention: { keepVersions: 2 } })).status).toBe(200);
+    expect((await api.client.patch(`/v1/sessions/${sessionId}/state`, { n: 10 })).status).toBe(200);
+    await expect.poll(async () => (await api.client.get(`/v1/sessions/${sessionId}/versions/1`)).status, { timeout: 15_000 }).toBe(410);
+
+    // Act
+    await page.goto(`${api.url}/#/s/${sessionId}`);
+    await row('root').click();
+    await tab('Lineage').click();
+
+    // Assess: the header says what it keeps; the lineage says where it was cut.
+    await expect.poll(() => page.getByTestId('session-retention').textContent()).toBe('keeps newest 2');
+    await expect.poll(() => page.locator('.lineage-item').count()).toBe(2);
+    expect(await page.getByTestId('lineage-pruned').textContent()).toContain('History pruned below v10');
+  }, 30_000);
 });

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { DeleteItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TENANT_READ_MAX_AGE_MS } from '../../functions/core/kernel/tenant-cache.js';
+import { PRUNE_GRACE_MS } from '../../functions/core/model/retention.js';
 import { DEPLOYED_WORKER_ARN, synthesizedAssembly } from '../helpers/synth.js';
 import type { QueuedMessage } from './support/aws-stand-in.js';
 import { type DeployedStack, deployStack } from './support/world.js';
@@ -538,6 +539,35 @@ describe('expiry from the stream', () => {
       id: 'expired/fleeting/0',
       version: 1,
     });
+  });
+});
+
+describe('retention from the stream', () => {
+  it('prunes a session with a large state with the change hook’s own role: 410 for what fell out, the splice chain of what stays kept', async () => {
+    // Prepare: a large state (in pieces) and small changes to it (splices on it), past a window of 2.
+    await stack.stream.read(0, 200);
+    const big = Array.from({ length: 1500 }, (_, index) => `${index}:${Math.random().toString(36).repeat(4)}`);
+    expect((await call('PUT', '/v1/sessions/pruned/state', { big, n: 0 })).status).toBe(200);
+    expect((await call('PATCH', '/v1/sessions/pruned', { retention: { keepVersions: 2 } })).status).toBe(200);
+    for (let n = 1; n <= 6; n++) expect((await call('PATCH', '/v1/sessions/pruned/state', { n })).status).toBe(200);
+    const records = stack.stream.eventRecords(await stack.stream.read(7));
+    // Past the grace in which the webhook consumer may still read a version's previous one.
+    await new Promise((resolve) => setTimeout(resolve, PRUNE_GRACE_MS + 100));
+
+    // Act: the mappings deliver the versions; the change hook's first run for the session prunes.
+    const delivered = await stack.stream.deliver(records);
+
+    // Assess: no failure; version 1 (the checkpoint: its pieces are named by the chain) is pruned,
+    // the versions of the head's chain of splices stay, and the head reads whole.
+    expect(delivered.every(({ invocation }) => invocation.result.batchItemFailures.length === 0)).toBe(true);
+    const pruned = await call('GET', '/v1/sessions/pruned/versions/1');
+    expect(pruned.status).toBe(410);
+    expect(pruned.json).toMatchObject({ code: 'version_pruned', version: 1 });
+    expect((await call('GET', '/v1/sessions/pruned/versions/3')).status).toBe(200);
+    expect((await call('GET', '/v1/sessions/pruned/state')).json).toMatchObject({ version: 7, state: { big, n: 6 } });
+    const list = await call('GET', '/v1/sessions/pruned/versions?limit=10');
+    expect(list.json.versions.map((version: { version: number }) => version.version)).toEqual([7, 6, 5, 4, 3, 2]);
+    expect(list.json.pruned).toEqual({ before: 2 });
   });
 });
 

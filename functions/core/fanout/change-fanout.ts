@@ -20,7 +20,7 @@ import {
 } from '../events/events.js';
 import type { Json } from '../json/json.js';
 import type { Schema } from '../model/fields.js';
-import type { Lifetime } from '../model/lifetime.js';
+import type { Lifetime, Retention } from '../model/lifetime.js';
 import type { SessionScope } from '../model/model.js';
 import { laneOf, type QueuedDelivery, type WebhookQueue, type WebhookRecord } from '../webhooks/records.js';
 import { enqueueDeliveries, type FanoutOptions, publishEvents, StreamFanout, type WebhookDeliveryPorts } from './fanout.js';
@@ -374,16 +374,18 @@ export class ChangeFanout extends StreamFanout<ChangeFanoutPorts> {
   private async pruneHistory(session: StreamBatch): Promise<void> {
     if (!this.ports.pruneHistory || !session.thread) return;
     let newest: { incarnation: number; version: number } | undefined;
-    let retained = false;
+    let retention: Retention | null = null;
     for (const { change } of session.inputs) {
       if (!isRecordedVersion(change)) continue;
       const at = { incarnation: change.incarnation ?? 0, version: change.version.version };
       if (!newest || at.incarnation > newest.incarnation || (at.incarnation === newest.incarnation && at.version > newest.version)) {
         newest = at;
-        retained = Boolean(change.lifetime?.retention);
+        retention = change.lifetime?.retention ?? null;
       }
     }
-    if (!newest || !retained || session.failedAt !== undefined) return;
+    if (!newest || !retention || session.failedAt !== undefined) return;
+    // Nothing can have fallen out of a count window yet: no run is claimed (it would wait a minute).
+    if (retention.keepDays === undefined && retention.keepVersions !== undefined && newest.version <= retention.keepVersions) return;
     try {
       await this.ports.pruneHistory(session.thread, newest);
     } catch (error) {

@@ -13,6 +13,26 @@ import type { Retention } from './lifetime.js';
 export const PRUNE_INTERVAL_MS = 60_000;
 
 /**
+ * A version is not pruned within this long of being written (nor of the interval, when that is
+ * shorter): the stream's webhook consumer, which reads the stream on its own, may trail the
+ * change hook by a moment, and a version's event reads its previous version.
+ */
+export const PRUNE_GRACE_MS = 5_000;
+
+/**
+ * The deployment's interval (env `AGENTSTATE_PRUNE_INTERVAL_SECONDS`, default 60): longer costs
+ * fewer runs and prunes later; shorter (tests, a demo) prunes sooner.
+ */
+export function pruneIntervalFrom(env: Readonly<Record<string, string | undefined>>): number {
+  const raw = env.AGENTSTATE_PRUNE_INTERVAL_SECONDS?.trim();
+  if (!raw) return PRUNE_INTERVAL_MS;
+  const seconds = Number(raw);
+  if (!Number.isFinite(seconds) || seconds < 0)
+    throw new Error(`AGENTSTATE_PRUNE_INTERVAL_SECONDS must be a number of seconds, not "${raw}"`);
+  return seconds * 1000;
+}
+
+/**
  * How long a pruned change's place stays taken (its item stripped, then removed by TTL): far
  * longer than any write that read a tip from before it can still be running, so that no such
  * write can claim the place again (a Lambda runs 20 s at most).

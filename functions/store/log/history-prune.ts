@@ -1,6 +1,6 @@
 import { QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { NodeRecord, SessionScope, Tip } from '../../core/model/model.js';
-import { countWindowStart, inWindow, PRUNE_INTERVAL_MS, PRUNED_TTL_SECONDS } from '../../core/model/retention.js';
+import { countWindowStart, inWindow, PRUNE_GRACE_MS, PRUNE_INTERVAL_MS, PRUNED_TTL_SECONDS } from '../../core/model/retention.js';
 import { decodeLineage, encodeLineage, type LineageEntry } from '../state/lineage.js';
 import * as versionItem from '../state/version-item.js';
 import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
@@ -70,7 +70,16 @@ export interface PruneReport {
   kept: number;
   /** Versions left undecided for the next run (a long backlog). */
   behind: boolean;
+  /** False when another run claimed the session within the interval (nothing was done). */
+  ran: boolean;
+  /**
+   * Versions that fell out but were left for a moment: their events may not be built yet by
+   * every stream consumer. A run a little later prunes them (the change hook schedules one).
+   */
+  waiting: boolean;
 }
+
+const NOT_ITS_TURN: PruneReport = { pruned: 0, expiring: 0, kept: 0, behind: false, ran: false, waiting: true };
 
 /** A session's pointers as of a tip: the tip, then every node (store `readTree`). */
 type TreeReader = () => Promise<{ tip: Tip; nodes: readonly NodeRecord[] }>;
@@ -92,17 +101,22 @@ interface Candidate extends LineageEntry {
 
 /**
  * One run for a session: when `force` is not set, only if no run claimed it in the last
- * PRUNE_INTERVAL_MS. Resolves with what it did, or null when it was not its turn or the session
- * has no retention.
+ * `everyMs` (PRUNE_INTERVAL_MS). Resolves with what it did (`ran: false` when it was not its
+ * turn), or null when the session has no retention (or no history).
  */
 export async function pruneHistory(
   table: TableClient,
   scope: SessionScope,
   readTree: TreeReader,
-  options: { builtThrough?: { incarnation: number; version: number }; force?: boolean } = {},
+  options: { builtThrough?: { incarnation: number; version: number }; force?: boolean; everyMs?: number } = {},
 ): Promise<PruneReport | null> {
-  const claim = await claimRun(table, scope, options.force === true);
-  if (!claim) return null;
+  const everyMs = options.everyMs ?? PRUNE_INTERVAL_MS;
+  const nowMs = table.now();
+  const claim = await claimRun(table, scope, options.force === true ? 0 : everyMs);
+  // The other stream consumer (webhooks) may trail this one by a moment: the previous versions
+  // of versions this young stay for its events.
+  const youngSince = nowMs - Math.min(PRUNE_GRACE_MS, everyMs);
+  if (!claim) return NOT_ITS_TURN;
   const { tip, nodes } = await readTree();
   const retention = tip.lifetime?.retention;
   if ((tip.kind !== 'version' && tip.kind !== 'entry') || !retention) return null;
@@ -110,13 +124,13 @@ export async function pruneHistory(
   const newest = tip.version;
   // Events built for an older life only: none of this life's are, so nothing of it is touched yet.
   if (options.builtThrough && options.builtThrough.incarnation !== life) return null;
-  const nowMs = table.now();
   const marker: Marker = claim.marker?.life === life ? claim.marker : { life, w: 1, kept: [], large: false };
   const builtThrough = Math.min(options.builtThrough?.version ?? newest, newest);
 
   // The versions that fell out of the window since the last run (each read once), up to those
   // whose events are built.
-  let edge = Math.min(countWindowStart(retention, newest), builtThrough + 1);
+  const windowStart = countWindowStart(retention, newest);
+  let edge = Math.min(windowStart, builtThrough + 1);
   const candidates: Candidate[] = [];
   const expiring: string[] = [];
   let large = marker.large;
@@ -154,14 +168,27 @@ export async function pruneHistory(
   // What is pointed at, as of the tip; and what must stay for events and splice chains.
   // The head's pointer is the tip's (its index says where it started).
   const pointed = new Set<number>([tip.headVersion, ...nodes.map((node) => (node.id === tip.head ? tip.headVersion : node.stateVersion))]);
-  const pinned = await pinnedVersions(table, scope, { life, edge, builtThrough, newest, large, kept: marker.kept, pointed, decided });
-  const keep = (version: number) => pointed.has(version) || pinned.has(version);
+  const pinned = await pinnedVersions(table, scope, {
+    life,
+    edge,
+    builtThrough,
+    youngSince,
+    newest,
+    large,
+    kept: marker.kept,
+    pointed,
+    decided,
+  });
+  const keep = (version: number) => pointed.has(version) || pinned.chains.has(version) || pinned.events.has(version);
 
   const retained: LineageEntry[] = [];
   const pruned: Candidate[] = [];
+  // Left only for the events not built yet: a later run takes them.
+  let waiting = windowStart > builtThrough + 1;
   for (const entry of [...marker.kept, ...decided]) {
     if (keep(entry.version)) retained.push({ version: entry.version, seq: entry.seq });
     else pruned.push(entry);
+    if (!pointed.has(entry.version) && !pinned.chains.has(entry.version) && pinned.events.has(entry.version)) waiting = true;
   }
 
   const ttl = table.nowSeconds() + PRUNED_TTL_SECONDS;
@@ -169,7 +196,7 @@ export async function pruneHistory(
   await inParallel(expiring, (sk) => expireChange(table, scope, sk, ttl));
   retained.sort((a, b) => b.version - a.version);
   await saveMarker(table, scope, claim.at, { life, w: Math.max(marker.w, edge), kept: retained, large });
-  return { pruned: pruned.length, expiring: expiring.length, kept: retained.length, behind };
+  return { pruned: pruned.length, expiring: expiring.length, kept: retained.length, behind, ran: true, waiting };
 }
 
 /** Whether a change holds what must stay: a decision's (or an append's) messages, or a decision's record. */
@@ -179,8 +206,9 @@ function holdsNodes(item: Item): boolean {
 
 /**
  * The versions that must stay though nothing points at them: the previous version of each
- * version whose event is not built yet, and, in a session with large states, every version in
- * the splice chain of a version that stays (the window, what is pointed at).
+ * version whose event a stream consumer may not have built yet (this hook's: after
+ * `builtThrough`; the other's: written since `youngSince`), and, in a session with large states,
+ * every version in the splice chain of a version that stays (the window, what is pointed at).
  */
 async function pinnedVersions(
   table: TableClient,
@@ -189,22 +217,25 @@ async function pinnedVersions(
     life: number;
     edge: number;
     builtThrough: number;
+    youngSince: number;
     newest: number;
     large: boolean;
     kept: readonly LineageEntry[];
     pointed: ReadonlySet<number>;
     decided: readonly Candidate[];
   },
-): Promise<Set<number>> {
-  const pinned = new Set<number>();
-  const from = at.large ? Math.min(at.edge, at.builtThrough + 1) : at.builtThrough + 1;
-  if (from > at.newest && !at.large) return pinned;
-  // The window (with large states), or only the versions whose events are not built yet.
-  const window = from <= at.newest ? (await readRange(table, scope, keys.basePrefix(at.life, from - 1), keys.logEndOf(at.life))).items : [];
+): Promise<{ events: Set<number>; chains: Set<number> }> {
+  const events = new Set<number>();
+  const chains = new Set<number>();
+  const young = (item: Item) => Number(item.version) > at.builtThrough || Date.parse(String(item.createdAt)) > at.youngSince;
+  // With large states, the window whole (for its chains); else the newest versions back to the first that is not young.
+  const recent = at.large
+    ? (await readRange(table, scope, keys.basePrefix(at.life, Math.min(at.edge, at.builtThrough + 1) - 1), keys.logEndOf(at.life))).items
+    : await readNewest(table, scope, at.life, (item) => !young(item));
   const staying: Item[] = [];
-  for (const item of window) {
+  for (const item of recent) {
     if (item[KIND_ATTRIBUTE] !== LOG_ITEM_KIND.version) continue;
-    if (Number(item.version) > at.builtThrough) pinned.add(Number(item.prevVersion ?? 0));
+    if (young(item)) events.add(Number(item.prevVersion ?? 0));
     staying.push(item);
   }
   if (at.large) {
@@ -222,11 +253,36 @@ async function pinnedVersions(
     for (const item of staying) {
       for (const sk of versionItem.readKeys(item)) {
         const position = logPositionOf(sk);
-        if (position) pinned.add(position.base + 1);
+        if (position) chains.add(position.base + 1);
       }
     }
   }
-  return pinned;
+  return { events, chains };
+}
+
+/** The life's newest changes, newest first, down to the first version for which `last` holds (included). */
+async function readNewest(table: TableClient, scope: SessionScope, life: number, last: (item: Item) => boolean): Promise<Item[]> {
+  const items: Item[] = [];
+  let start: Item | undefined;
+  do {
+    const page = await table.send(
+      new QueryCommand({
+        TableName: table.tableName,
+        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :life)',
+        ExpressionAttributeValues: { ':pk': keys.session(scope), ':life': keys.lifePrefix(life) },
+        ScanIndexForward: false,
+        Limit: 100,
+        ExclusiveStartKey: start,
+        ConsistentRead: true,
+      }),
+    );
+    for (const item of page.Items ?? []) {
+      items.push(item);
+      if (item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.version && last(item)) return items;
+    }
+    start = page.LastEvaluatedKey;
+  } while (start);
+  return items;
 }
 
 /**
@@ -319,8 +375,8 @@ async function readRange(
   return { items };
 }
 
-/** Claims the session's next run: at most one per PRUNE_INTERVAL_MS (or at once, `force`). */
-async function claimRun(table: TableClient, scope: SessionScope, force: boolean): Promise<{ at: number; marker: Marker | null } | null> {
+/** Claims the session's next run: at most one per `everyMs` (0: at once). */
+async function claimRun(table: TableClient, scope: SessionScope, everyMs: number): Promise<{ at: number; marker: Marker | null } | null> {
   const at = table.now();
   try {
     const { Attributes } = await table.send(
@@ -328,9 +384,9 @@ async function claimRun(table: TableClient, scope: SessionScope, force: boolean)
         TableName: table.tableName,
         Key: { pk: keys.session(scope), sk: MARKER },
         UpdateExpression: 'SET #at = :at',
-        ...(force ? {} : { ConditionExpression: 'attribute_not_exists(pk) OR #at < :since' }),
+        ...(everyMs > 0 ? { ConditionExpression: 'attribute_not_exists(pk) OR #at < :since' } : {}),
         ExpressionAttributeNames: { '#at': 'at' },
-        ExpressionAttributeValues: { ':at': at, ...(force ? {} : { ':since': at - PRUNE_INTERVAL_MS }) },
+        ExpressionAttributeValues: { ':at': at, ...(everyMs > 0 ? { ':since': at - everyMs } : {}) },
         ReturnValues: 'ALL_OLD',
       }),
     );

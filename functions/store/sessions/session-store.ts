@@ -337,7 +337,7 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
    */
   async pruneHistory(
     scope: SessionScope,
-    options: { builtThrough?: { incarnation: number; version: number }; force?: boolean } = {},
+    options: { builtThrough?: { incarnation: number; version: number }; force?: boolean; everyMs?: number } = {},
   ): Promise<PruneReport | null> {
     const { pruneHistory } = await import('../log/history-prune.js');
     return pruneHistory(this.table, scope, () => this.readTree(scope), options);

@@ -56,8 +56,10 @@ export const logEntry = (entry: LogPosition) =>
 export const logPrefix = 'V#';
 /** The changes after version `base` and before the next version (the last of them is version base + 1). */
 export const basePrefix = (incarnation: number, base: number) => `V#${pad(incarnation, INCARNATION_DIGITS)}#${pad(base, BASE_DIGITS)}#`;
+/** The changes of one life of the log. */
+export const lifePrefix = (incarnation: number) => `V#${pad(incarnation, INCARNATION_DIGITS)}#`;
 /** Every change of one life sorts below this key (a range read to the end of the life's log). */
-export const logEndOf = (incarnation: number) => `V#${pad(incarnation, INCARNATION_DIGITS)}#~`;
+export const logEndOf = (incarnation: number) => `${lifePrefix(incarnation)}~`;
 /** A node's index in one life of the session (the newest life sorts last among a node's keys). */
 export const nodeIndex = (nodeId: string, incarnation: number) => `N#${nodeId}#${pad(incarnation, INCARNATION_DIGITS)}`;
 /** The version a node points at, once it moved from the one its index says. */
