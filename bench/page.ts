@@ -18,6 +18,7 @@ import { type MemoryResult, memoryFlatTable, memoryTable } from './memory.js';
 import { type OperationsResult, operationsTable } from './operations.js';
 import { type OwnCodeResult, ownCodeTable } from './own-code.js';
 import { type PartitionLoad, partitionLoadSection } from './partition-load.js';
+import { type RetentionResult, retentionSection } from './retention.js';
 import { pairTable, type ScaleResult, TICK_WARMUP } from './scale.js';
 import { type TelemetryLevels, telemetrySection } from './telemetry.js';
 
@@ -36,6 +37,7 @@ export interface PageInput {
   telemetry: TelemetryLevels;
   largeState: LargeStateResult;
   scale: ScaleResult;
+  retention: RetentionResult;
   contention: ContentionResult[];
   partition: PartitionLoad;
   langgraph: { rows: SaverRow[] };
@@ -85,6 +87,7 @@ export function benchmarksPage({
   own,
   telemetry,
   scale,
+  retention,
   contention,
   partition,
   langgraph,
@@ -260,6 +263,7 @@ and cost one request less; after that the path's range is read after the tip at 
 Measured from a new session instead, depth 10 would look cheaper for its age, not its depth
 (docs/architecture.md, "How much of the log the tip read brings").
 
+${retentionSection(retention)}
 ## Concurrency: writers on one session
 
 ${CONTENTION.writers} concurrent writers, each sending ${CONTENTION.writesEach} PATCHes that set a key of

@@ -22,9 +22,10 @@
  * Flags: --quick (few iterations, small scale, prints only), --no-doc (do not write the doc),
  *        --memory-only (section 6 alone, written into the page in place of its last run),
  *        --bundles-only (section 4 alone, the same way; no DynamoDB needed),
- *        --only=scale,concurrency,langgraph,vectors,expiry,erasure,large (any of those sections alone, printed only; vectors:
- *        section 6's semantic search rows; expiry: a state write and reads with and without a TTL, issue 34; erasure: a user
- *        with 100 sessions and 1,000 memory items erased, its two steps' time and units, issue 34; large:
+ *        --only=scale,concurrency,langgraph,vectors,expiry,erasure,retention,large (any of those sections alone, printed
+ *        only; vectors: section 6's semantic search rows; expiry: a state write and reads with and without a TTL, issue 34;
+ *        erasure: a user with 100 sessions and 1,000 memory items erased, its two steps' time and units, issue 34;
+ *        retention: what a session stores after 10,000 writes with and without keepVersions, issue 34; large:
  *        section 1d),
  *        --operations-only (section 1's table and section 7 without its depth rows, written into the page),
  *        --partition-only (the partition-load section alone, written into the page in place of its last run;
@@ -58,6 +59,7 @@ import { measureOwnCode } from './own-code.js';
 import { benchmarksPage, memorySection } from './page.js';
 import { measurePartitionLoad, PARTITION_LOAD, partitionLoadSection } from './partition-load.js';
 import { writeRawItems } from './raw-sdk.js';
+import { logRetention, measureRetention } from './retention.js';
 import { measureScale } from './scale.js';
 import { measureTelemetryLevels } from './telemetry.js';
 
@@ -142,6 +144,7 @@ if (ONLY) {
   if (ONLY.includes('partition')) log(`\n${partitionLoadSection(await measurePartitionLoad(PARTITION_LOAD))}`);
   if (ONLY.includes('expiry')) await measureExpiry(meter);
   if (ONLY.includes('erasure')) await measureErasure(meter, main);
+  if (ONLY.includes('retention')) logRetention(await measureRetention(meter, client, main));
   await dynamo.stop();
   process.exit(0);
 }
@@ -152,6 +155,8 @@ const telemetry = await measureTelemetryLevels(meter, client, main, dynamo.endpo
 const largeState = await measureLargeState(meter, client, main);
 log(`\n1d. State at scale (a 4 MiB state)\n${largeStateTable(largeState).join('\n')}`);
 const scale = await measureScale(meter, main);
+const retention = await measureRetention(meter, client, main);
+logRetention(retention);
 const contention = await measureConcurrency(meter, main);
 const langgraph = await measureLangGraph(meter, client);
 const memory = await measureMemory(meter, client, 'bench');
@@ -176,6 +181,7 @@ if (WRITE_DOC) {
       telemetry,
       largeState,
       scale,
+      retention,
       contention,
       partition,
       langgraph,

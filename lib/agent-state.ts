@@ -197,10 +197,15 @@ export interface AgentStateProps {
   /**
    * What a new session lives by unless its agent's registration or the session says otherwise
    * (API.md section 12): `ttlSeconds`, an idle expiry (1 s to 10 years). Its items are removed
-   * by the table's TTL and the change hook within 48 h of its expiry.
-   * @default {} - sessions live until deleted
+   * by the table's TTL and the change hook within 48 h of its expiry. `retention`: the versions
+   * its history keeps (`keepVersions`, `keepDays`; every version a node points at is kept too),
+   * the rest pruned by the change hook.
+   * @default {} - sessions live until deleted and keep every version
    */
-  readonly sessionDefaults?: { readonly ttlSeconds?: number };
+  readonly sessionDefaults?: {
+    readonly ttlSeconds?: number;
+    readonly retention?: { readonly keepVersions?: number; readonly keepDays?: number };
+  };
 
   /**
    * Request rate limits of the WebSocket API's stage (connects and messages together).
@@ -1090,9 +1095,16 @@ function pascal(name: string): string {
 /** The construct's `sessionDefaults` as the functions read them (core/model/lifetime.ts `sessionDefaultsFrom`). */
 function sessionDefaultsEnvironment(defaults: AgentStateProps['sessionDefaults']): Record<string, string> {
   const ttlSeconds = defaults?.ttlSeconds;
-  if (ttlSeconds === undefined) return {};
+  const retention = Object.entries(defaults?.retention ?? {}).filter(([, window]) => window !== undefined);
+  for (const [name, window] of retention) {
+    if (!Number.isSafeInteger(window) || (window as number) < 1)
+      throw new Error(`sessionDefaults.retention.${name} must be a whole number from 1, not ${window}`);
+  }
+  const kept: Record<string, string> =
+    retention.length > 0 ? { AGENTSTATE_RETENTION: retention.map(([name, window]) => `${name}=${window}`).join(',') } : {};
+  if (ttlSeconds === undefined) return kept;
   if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds < 1 || ttlSeconds > 10 * 365 * 24 * 60 * 60) {
     throw new Error(`sessionDefaults.ttlSeconds must be a whole number of seconds from 1 to 10 years, not ${ttlSeconds}`);
   }
-  return { AGENTSTATE_SESSION_TTL_DAYS: String(ttlSeconds / 86_400) };
+  return { AGENTSTATE_SESSION_TTL_DAYS: String(ttlSeconds / 86_400), ...kept };
 }

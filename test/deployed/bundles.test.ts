@@ -543,13 +543,19 @@ describe('expiry from the stream', () => {
 });
 
 describe('retention from the stream', () => {
-  it('prunes a session with a large state with the change hook’s own role: 410 for what fell out, the splice chain of what stays kept', async () => {
-    // Prepare: a large state (in pieces) and small changes to it (splices on it), past a window of 2.
+  it('prunes a session with large states with the change hook’s own role: 410 for what fell out, what nodes point at and splice chains kept', async () => {
+    // Prepare: a large state at the root (kept: the root points at it), a message under it, then
+    // changes at the message: splices on it, a large change (a checkpoint of its own), splices on that.
     await stack.stream.read(0, 200);
-    const big = Array.from({ length: 1500 }, (_, index) => `${index}:${Math.random().toString(36).repeat(4)}`);
+    const random = (count: number) => Array.from({ length: count }, (_, index) => `${index}:${Math.random().toString(36).repeat(4)}`);
+    const big = random(1500);
+    const other = random(400);
     expect((await call('PUT', '/v1/sessions/pruned/state', { big, n: 0 })).status).toBe(200);
     expect((await call('PATCH', '/v1/sessions/pruned', { retention: { keepVersions: 2 } })).status).toBe(200);
-    for (let n = 1; n <= 6; n++) expect((await call('PATCH', '/v1/sessions/pruned/state', { n })).status).toBe(200);
+    expect((await call('POST', '/v1/sessions/pruned/messages', { messages: [{ id: 'a', role: 'user', content: 'hi' }] })).status).toBe(201);
+    for (const patch of [{ n: 1 }, { n: 2 }, { other }, { n: 4 }, { n: 5 }, { n: 6 }]) {
+      expect((await call('PATCH', '/v1/sessions/pruned/state', patch)).status).toBe(200);
+    }
     const records = stack.stream.eventRecords(await stack.stream.read(7));
     // Past the grace in which the webhook consumer may still read a version's previous one.
     await new Promise((resolve) => setTimeout(resolve, PRUNE_GRACE_MS + 100));
@@ -557,17 +563,17 @@ describe('retention from the stream', () => {
     // Act: the mappings deliver the versions; the change hook's first run for the session prunes.
     const delivered = await stack.stream.deliver(records);
 
-    // Assess: no failure; version 1 (the checkpoint: its pieces are named by the chain) is pruned,
-    // the versions of the head's chain of splices stay, and the head reads whole.
+    // Assess: no failure; 2 to 4 are pruned; the root's version, the window (6, 7) and the
+    // version of the head's chain below the window (5) stay, and both nodes read whole.
     expect(delivered.every(({ invocation }) => invocation.result.batchItemFailures.length === 0)).toBe(true);
-    const pruned = await call('GET', '/v1/sessions/pruned/versions/1');
+    const pruned = await call('GET', '/v1/sessions/pruned/versions/3');
     expect(pruned.status).toBe(410);
-    expect(pruned.json).toMatchObject({ code: 'version_pruned', version: 1 });
-    expect((await call('GET', '/v1/sessions/pruned/versions/3')).status).toBe(200);
-    expect((await call('GET', '/v1/sessions/pruned/state')).json).toMatchObject({ version: 7, state: { big, n: 6 } });
+    expect(pruned.json).toMatchObject({ code: 'version_pruned', version: 3 });
     const list = await call('GET', '/v1/sessions/pruned/versions?limit=10');
-    expect(list.json.versions.map((version: { version: number }) => version.version)).toEqual([7, 6, 5, 4, 3, 2]);
-    expect(list.json.pruned).toEqual({ before: 2 });
+    expect(list.json.versions.map((version: { version: number }) => version.version)).toEqual([7, 6, 5, 1]);
+    expect(list.json.pruned).toEqual({ before: 5 });
+    expect((await call('GET', '/v1/sessions/pruned/state?node=root')).json).toMatchObject({ version: 1, state: { big, n: 0 } });
+    expect((await call('GET', '/v1/sessions/pruned/state')).json).toMatchObject({ version: 7, state: { big, n: 6, other } });
   });
 });
 

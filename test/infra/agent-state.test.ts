@@ -507,6 +507,22 @@ describe('operations', () => {
     expect(() => synthesize({ corsOrigins: ['app.example.com'] })).toThrow(/is not an origin/);
   });
 
+  it('hands sessionDefaults (an idle expiry, a retention) to the functions as the local server reads them, and refuses bad ones', () => {
+    const { template } = synthesize({ sessionDefaults: { ttlSeconds: 86_400, retention: { keepVersions: 100, keepDays: 7 } } });
+    const functions = Object.values(template.findResources('AWS::Lambda::Function')) as Array<{
+      Properties: { Environment?: { Variables?: Record<string, unknown> } };
+    }>;
+    const withDefaults = functions.filter((fn) => fn.Properties.Environment?.Variables?.AGENTSTATE_RETENTION !== undefined);
+    expect(withDefaults.length).toBeGreaterThan(0);
+    for (const fn of withDefaults) {
+      expect(fn.Properties.Environment?.Variables).toMatchObject({
+        AGENTSTATE_SESSION_TTL_DAYS: '1',
+        AGENTSTATE_RETENTION: 'keepVersions=100,keepDays=7',
+      });
+    }
+    expect(() => synthesize({ sessionDefaults: { retention: { keepVersions: 0 } } })).toThrow(/retention.keepVersions/);
+  });
+
   it('has a dashboard', () => {
     reader.template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
   });

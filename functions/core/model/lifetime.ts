@@ -154,8 +154,32 @@ export function lifetimeOf(stored: StoredLifetime | null | undefined): Lifetime 
   };
 }
 
-/** The deployment's defaults from its environment (the construct sets it from `sessionDefaults`): `AGENTSTATE_SESSION_TTL_DAYS` (a number of days, maybe fractional). */
+/**
+ * The deployment's defaults from its environment (the construct sets it from `sessionDefaults`):
+ * `AGENTSTATE_SESSION_TTL_DAYS` (a number of days, maybe fractional) and `AGENTSTATE_RETENTION`
+ * (`keepVersions=100`, `keepDays=30`, or both, comma-separated).
+ */
 function lifetimeDefaultsFrom(env: Readonly<Record<string, string | undefined>>): LifetimeSettings {
+  const retention = retentionFrom(env.AGENTSTATE_RETENTION);
+  return { ...ttlFrom(env), ...(retention ? { retention } : {}) };
+}
+
+function retentionFrom(text: string | undefined): Retention | undefined {
+  const raw = text?.trim();
+  if (!raw) return undefined;
+  const retention: Retention = {};
+  for (const part of raw.split(',')) {
+    const [name = '', value = ''] = part.split('=').map((piece) => piece.trim());
+    const window = Number(value);
+    if ((name !== 'keepVersions' && name !== 'keepDays') || value === '' || !Number.isSafeInteger(window) || window < 1) {
+      throw new Error(`AGENTSTATE_RETENTION must be keepVersions=<n>, keepDays=<n> or both (whole numbers from 1), not "${raw}"`);
+    }
+    retention[name] = window;
+  }
+  return retention;
+}
+
+function ttlFrom(env: Readonly<Record<string, string | undefined>>): LifetimeSettings {
   const raw = env.AGENTSTATE_SESSION_TTL_DAYS?.trim();
   if (!raw) return {};
   const days = Number(raw);

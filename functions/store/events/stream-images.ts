@@ -234,7 +234,7 @@ export function recordedVersionOf(record: DynamoDBRecord): RecordedVersion | nul
 
 /**
  * Lambda hands images over as JSON, with binary values in base64; the SDK's `unmarshall`
- * wants bytes. (Version items hold no binary values today; this keeps the parse total.)
+ * wants bytes (a version of a large state names its pieces in binary: `stateP`).
  */
 function toSdkImage(image: LambdaImage): Record<string, AttributeValue> {
   return Object.fromEntries(Object.entries(image).map(([name, value]) => [name, toSdkValue(value)]));

@@ -57,6 +57,13 @@ import { batchGet, conditionally, type Item, isConditionFailure, type TableClien
 const MARKER = 'U~prune';
 /** Changes read as candidates in one run at most; a longer backlog is taken over the next runs. */
 const MAX_CHANGES_PER_RUN = 4000;
+/**
+ * What a pruned version that TTL removes also drops: what it carried forward (every later change
+ * carries it), its lineage and numbers. Its `kind`, `version` and `createdAt` stay, so that it
+ * still reads as a pruned version (not as a missing one) until it is gone.
+ */
+const WHAT_A_REMOVED_VERSION_DROPS = ['t', 'writeId', 'lineage', 'node', 'prevVersion', 'cause', 'author', 'decisionId'] as const;
+
 /** Writes in flight at once. */
 const PARALLEL_WRITES = 16;
 
@@ -297,13 +304,15 @@ async function stripVersion(
 ): Promise<void> {
   const { life, nowMs, ttl } = stamp;
   const key = { pk: keys.session(scope), sk: keys.logEntry({ incarnation: life, base: candidate.version - 1, seq: candidate.seq }) };
-  const strip = (removed: boolean, onlyWithoutNodes: boolean) =>
-    conditionally(
+  const strip = (removed: boolean, onlyWithoutNodes: boolean) => {
+    // What goes: the content; for an item TTL removes, also what only a read of its version used.
+    const gone = [...versionItem.contentAttributes, ...(removed ? WHAT_A_REMOVED_VERSION_DROPS : [])];
+    return conditionally(
       table.send(
         new UpdateCommand({
           TableName: table.tableName,
           Key: key,
-          UpdateExpression: `SET #pruned = :now${removed ? ', #ttl = :ttl' : ''} REMOVE ${versionItem.contentAttributes.map((_, index) => `#c${index}`).join(', ')}`,
+          UpdateExpression: `SET #pruned = :now${removed ? ', #ttl = :ttl' : ''} REMOVE ${gone.map((_, index) => `#c${index}`).join(', ')}`,
           // Only a version not pruned yet (a run that died midway is redone), and never a tombstone.
           ConditionExpression: `#kind = :version AND attribute_not_exists(#pruned)${onlyWithoutNodes ? ' AND attribute_not_exists(#chain) AND attribute_not_exists(#decision)' : ''}`,
           ExpressionAttributeNames: {
@@ -311,12 +320,13 @@ async function stripVersion(
             '#kind': KIND_ATTRIBUTE,
             ...(removed ? { '#ttl': tableKeys.timeToLive } : {}),
             ...(onlyWithoutNodes ? { '#chain': 'chain', '#decision': 'decision' } : {}),
-            ...Object.fromEntries(versionItem.contentAttributes.map((name, index) => [`#c${index}`, name])),
+            ...Object.fromEntries(gone.map((name, index) => [`#c${index}`, name])),
           },
           ExpressionAttributeValues: { ':now': nowMs, ':version': LOG_ITEM_KIND.version, ...(removed ? { ':ttl': ttl } : {}) },
         }),
       ),
     );
+  };
   if (candidate.holdsNodes === undefined) {
     if (!(await strip(true, true))) await strip(false, false);
     return;
@@ -331,10 +341,11 @@ async function expireChange(table: TableClient, scope: SessionScope, sk: string,
       new UpdateCommand({
         TableName: table.tableName,
         Key: { pk: keys.session(scope), sk },
-        UpdateExpression: 'SET #ttl = :ttl',
+        // What it carried forward is in every later change: only its place is left to hold.
+        UpdateExpression: 'SET #ttl = :ttl REMOVE #t, #writeId',
         // Not a tombstone (a delete's own TTL stands), and only once.
         ConditionExpression: 'attribute_exists(pk) AND #kind <> :tombstone AND attribute_not_exists(#ttl)',
-        ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive, '#kind': KIND_ATTRIBUTE },
+        ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive, '#kind': KIND_ATTRIBUTE, '#t': 't', '#writeId': 'writeId' },
         ExpressionAttributeValues: { ':ttl': ttl, ':tombstone': LOG_ITEM_KIND.tombstone },
       }),
     ),

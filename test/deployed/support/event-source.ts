@@ -130,8 +130,8 @@ export class StreamEventSource {
       dynamodb: {
         ApproximateCreationDateTime: Math.floor(new Date(dynamodb?.ApproximateCreationDateTime ?? Date.now()).getTime() / 1000),
         Keys: dynamodb?.Keys,
-        ...(dynamodb?.NewImage ? { NewImage: dynamodb.NewImage } : {}),
-        ...(dynamodb?.OldImage ? { OldImage: dynamodb.OldImage } : {}),
+        ...(dynamodb?.NewImage ? { NewImage: lambdaImage(dynamodb.NewImage) } : {}),
+        ...(dynamodb?.OldImage ? { OldImage: lambdaImage(dynamodb.OldImage) } : {}),
         SequenceNumber: dynamodb?.SequenceNumber,
         SizeBytes: dynamodb?.SizeBytes,
         StreamViewType: dynamodb?.StreamViewType,
@@ -141,6 +141,19 @@ export class StreamEventSource {
       eventSourceARN: this.streamArn,
     };
   }
+}
+
+/** An image as Lambda hands it over: JSON, binary values in base64 (the SDK reads them as bytes). */
+function lambdaImage(image: Record<string, any>): Record<string, any> {
+  return Object.fromEntries(Object.entries(image).map(([name, value]) => [name, lambdaValue(value)]));
+}
+
+function lambdaValue(value: Record<string, any>): Record<string, any> {
+  if (value.B instanceof Uint8Array) return { B: Buffer.from(value.B).toString('base64') };
+  if (Array.isArray(value.BS)) return { BS: value.BS.map((item: Uint8Array) => Buffer.from(item).toString('base64')) };
+  if (value.M) return { M: lambdaImage(value.M) };
+  if (Array.isArray(value.L)) return { L: value.L.map(lambdaValue) };
+  return value;
 }
 
 function passes(mapping: Mapping, record: Record<string, any>): boolean {
