@@ -1,4 +1,4 @@
-import { QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { QueryCommand, type QueryCommandInput, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { NodeRecord, SessionScope, Tip } from '../../core/model/model.js';
 import { countWindowStart, inWindow, PRUNE_GRACE_MS, PRUNE_INTERVAL_MS, PRUNED_TTL_SECONDS } from '../../core/model/retention.js';
 import { decodeLineage, encodeLineage, type LineageEntry } from '../state/lineage.js';
@@ -270,25 +270,19 @@ async function pinnedVersions(
 /** The life's newest changes, newest first, down to the first version for which `last` holds (included). */
 async function readNewest(table: TableClient, scope: SessionScope, life: number, last: (item: Item) => boolean): Promise<Item[]> {
   const items: Item[] = [];
-  let start: Item | undefined;
-  do {
-    const page = await table.send(
-      new QueryCommand({
-        TableName: table.tableName,
-        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :life)',
-        ExpressionAttributeValues: { ':pk': keys.session(scope), ':life': keys.lifePrefix(life) },
-        ScanIndexForward: false,
-        Limit: 100,
-        ExclusiveStartKey: start,
-        ConsistentRead: true,
-      }),
-    );
-    for (const item of page.Items ?? []) {
+  await queryUntil(
+    table,
+    {
+      KeyConditionExpression: 'pk = :pk AND begins_with(sk, :life)',
+      ExpressionAttributeValues: { ':pk': keys.session(scope), ':life': keys.lifePrefix(life) },
+      ScanIndexForward: false,
+      Limit: 100,
+    },
+    (item) => {
       items.push(item);
-      if (item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.version && last(item)) return items;
-    }
-    start = page.LastEvaluatedKey;
-  } while (start);
+      return item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.version && last(item);
+    },
+  );
   return items;
 }
 
@@ -361,29 +355,41 @@ async function readRange(
   limit = Number.POSITIVE_INFINITY,
 ): Promise<{ items: Item[]; cut?: number }> {
   const items: Item[] = [];
+  const stopped = await queryUntil(
+    table,
+    {
+      KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
+      ExpressionAttributeValues: { ':pk': keys.session(scope), ':from': from, ':to': to },
+    },
+    (item) => {
+      if (String(item.sk) < to) items.push(item);
+      return items.length >= limit;
+    },
+  );
+  if (!stopped) return { items };
+  // Decide on whole versions only: stop at the last version read.
+  const lastVersion = items.findLast((item) => item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.version);
+  return { items, cut: lastVersion ? Number(lastVersion.version) + 1 : (logPositionOf(String(items[0]?.sk))?.base ?? 1) };
+}
+
+/** A consistent Query, page by page, each item handed to `each` until it says stop; whether it stopped before the end. */
+async function queryUntil(
+  table: TableClient,
+  input: Omit<QueryCommandInput, 'TableName' | 'ExclusiveStartKey' | 'ConsistentRead'>,
+  each: (item: Item) => boolean,
+): Promise<boolean> {
   let start: Item | undefined;
   do {
     const page = await table.send(
-      new QueryCommand({
-        TableName: table.tableName,
-        KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
-        ExpressionAttributeValues: { ':pk': keys.session(scope), ':from': from, ':to': to },
-        ExclusiveStartKey: start,
-        ConsistentRead: true,
-      }),
+      new QueryCommand({ ...input, TableName: table.tableName, ExclusiveStartKey: start, ConsistentRead: true }),
     );
-    for (const item of page.Items ?? []) {
-      if (String(item.sk) >= to) continue;
-      items.push(item);
+    const found = page.Items ?? [];
+    for (const [index, item] of found.entries()) {
+      if (each(item)) return index < found.length - 1 || page.LastEvaluatedKey !== undefined;
     }
     start = page.LastEvaluatedKey;
-    if (items.length >= limit && start) {
-      // Decide on whole versions only: stop at the last version read.
-      const lastVersion = items.findLast((item) => item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.version);
-      return { items, cut: lastVersion ? Number(lastVersion.version) + 1 : (logPositionOf(String(items[0]?.sk))?.base ?? 1) };
-    }
   } while (start);
-  return { items };
+  return false;
 }
 
 /** Claims the session's next run: at most one per `everyMs` (0: at once). */
