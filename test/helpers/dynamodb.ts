@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { type AttributeValue, type DynamoDBClient, QueryCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll } from 'vitest';
 import { localDynamoDbClient, startDynamoDbLocal } from '../../functions/local/dynamodb-local.js';
 import { ensureTable } from '../../functions/store/table/table.js';
@@ -32,6 +32,23 @@ export function dynamoEndpoint(): string {
 /** A client for this test file's DynamoDB Local; `destroy()` it when done. */
 export function testDynamoDbClient(): DynamoDBClient {
   return localDynamoDbClient(dynamoEndpoint());
+}
+
+/** Every item of one partition of `tableName`, read raw and strongly consistent (what a test checks is stored). */
+export async function partitionItems(
+  client: DynamoDBClient,
+  tableName: string,
+  pk: string,
+): Promise<Array<Record<string, AttributeValue>>> {
+  const { Items = [] } = await client.send(
+    new QueryCommand({
+      TableName: tableName,
+      KeyConditionExpression: 'pk = :pk',
+      ExpressionAttributeValues: { ':pk': { S: pk } },
+      ConsistentRead: true,
+    }),
+  );
+  return Items;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { type DynamoDBClient, PutItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
+import { type DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../bin/agentstate.js';
 import { MemoryService } from '../../functions/core/memory/memory-service.js';
@@ -9,7 +9,7 @@ import { SessionService } from '../../functions/core/sessions/session-service.js
 import { ApiKeyStore } from '../../functions/store/access/api-keys.js';
 import { createStores } from '../../functions/store/index.js';
 import { DynamoDbMemoryStore } from '../../functions/store/memory/memory-store.js';
-import { createTestTable, dynamoEndpoint, testDynamoDbClient } from '../helpers/dynamodb.js';
+import { createTestTable, dynamoEndpoint, partitionItems, testDynamoDbClient } from '../helpers/dynamodb.js';
 
 const run = promisify(execFile);
 const projectRoot = fileURLToPath(new URL('../..', import.meta.url));
@@ -124,18 +124,7 @@ describe('agentstate keys', () => {
 });
 
 describe('agentstate tenants erase', () => {
-  /** Every item of a partition, read raw. */
-  async function stored(pk: string) {
-    const { Items = [] } = await client.send(
-      new QueryCommand({
-        TableName: tableName,
-        KeyConditionExpression: 'pk = :pk',
-        ExpressionAttributeValues: { ':pk': { S: pk } },
-        ConsistentRead: true,
-      }),
-    );
-    return Items;
-  }
+  const stored = (pk: string) => partitionItems(client, tableName, pk);
 
   /** A tenant's data of every kind: sessions (one of a user, one of none), a profile, memory, an agent, a webhook and a dead letter. */
   async function tenantData(tenant: string): Promise<void> {

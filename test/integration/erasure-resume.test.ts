@@ -92,6 +92,9 @@ describe('an erasure interrupted halfway', () => {
     await put(['users', 'u10'], 'a', { kept: true });
     const erasures = new ErasureFinisher(stores.table, stores.sessions);
     const { erasureId } = await erasures.start(tenant, 'u1');
+    // Unreadable from the first step on, before the second runs: no list shows a session of u1.
+    expect((await stores.sessions.listSessions(tenant, { limit: 100, filter: { userId: 'u1' } })).items).toEqual([]);
+    expect((await stores.sessions.listSessions(tenant, { limit: 100 })).items).toEqual([]);
 
     // Act: the second step dies after a few writes, then runs again.
     await expect(failingAfter(5).finish(tenant, erasureId)).rejects.toThrow('unavailable');

@@ -1,4 +1,4 @@
-import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import type { SessionScope, Tip } from '../../core/model/model.js';
 import { entryOf, type FenceEntry, isFence, type LogEntry } from '../log/log-items.js';
@@ -95,6 +95,9 @@ export class SessionDeleter {
   async closeOnly(scope: SessionScope): Promise<number> {
     const tip = await this.readTip(scope);
     const position = await this.close(scope, tip, undefined);
+    // Lists show a session by its item (session-list.ts `sessionsOf`), not by its tip: the item
+    // goes now, so that no list shows the session's user or metadata after the erasure's 202.
+    await this.table.send(new DeleteCommand({ TableName: this.table.tableName, Key: sessionItem.key(scope) }));
     return position.incarnation;
   }
 
