@@ -99,7 +99,7 @@ export class MemoryService {
         value,
         author: options.author,
         condition: options.condition,
-        ...(ttl === undefined ? {} : { expiresAt: Math.floor(this.now() / 1000) + ttl }),
+        ...(ttl === undefined ? {} : { ttlSeconds: ttl }),
         ...(embedding === undefined ? {} : { embedding }),
       },
     );

@@ -66,8 +66,11 @@ export type MemoryPrecondition =
 
 export interface MemoryWrite {
   readonly value: JsonObject;
-  /** Epoch seconds; absent: the item never expires. */
-  readonly expiresAt?: number;
+  /**
+   * Seconds from the put until the item expires; absent: never. The store counts them from the
+   * same instant it stamps `updatedAt` with, so `expiresAt - updatedAt` is the TTL to the second.
+   */
+  readonly ttlSeconds?: number;
   /** The acting agent (`X-Agent-Id`): the change event's `author`. */
   readonly author: string | null;
   readonly condition: MemoryPrecondition;

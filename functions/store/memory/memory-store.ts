@@ -103,8 +103,10 @@ export class DynamoDbMemoryStore implements MemoryStore {
     // At most three rounds: a put that finds an expired item replaces it, and only a writer
     // that raced that very replacement goes round again.
     for (let round = 0; ; round++) {
-      const now = new Date(this.table.now()).toISOString();
-      const nowSeconds = this.table.nowSeconds();
+      // One instant for `updatedAt` and the expiry counted from it.
+      const nowMs = this.table.now();
+      const now = new Date(nowMs).toISOString();
+      const nowSeconds = Math.floor(nowMs / 1000);
       try {
         const { Attributes } = await this.table.send(new UpdateCommand(this.putInput(address, write, now, nowSeconds, null)));
         return written(Attributes as Item);
@@ -148,10 +150,10 @@ export class DynamoDbMemoryStore implements MemoryStore {
         values[`:${name}`] = value;
       }
     }
-    if (write.expiresAt === undefined) remove.push('#ttl');
+    if (write.ttlSeconds === undefined) remove.push('#ttl');
     else {
       set.push('#ttl = :expiresAt');
-      values[':expiresAt'] = write.expiresAt;
+      values[':expiresAt'] = nowSeconds + write.ttlSeconds;
     }
     const notExpired = '(attribute_not_exists(#ttl) OR #ttl > :nowSeconds)';
     let condition: string;
