@@ -65,8 +65,8 @@ const finishDelete: TableAction = 'dynamodb:BatchWriteItem';
  * |          |                                | touch), Transact Put+Update (a first write     |
  * |          |                                | with the session upsert), idempotency          |
  * | state    | Get, BatchGet (lineage,        | Put (the log's next change), BatchWrite,       |
- * |          | pieces), Query (tip, versions) | Update (pointers, touch), Transact (a first    |
- * |          |                                | write), idempotency                            |
+ * |          | pieces), Query (tip, versions, | Update (pointers, touch), Transact (a first    |
+ * |          | the write queue's tickets)     | write), Put/Delete (a queue ticket), idempot.  |
  * | agents   | Get (agent, parents), Query    | Put (agent), idempotency                       |
  * |          | (list; index: the sessions a   |                                                |
  * |          | type change checks), BatchGet  |                                                |
@@ -77,7 +77,8 @@ const finishDelete: TableAction = 'dynamodb:BatchWriteItem';
  * |          | path, decision record, agents) | dead delete), Transact (a first write)         |
  * | commits  | Get (session, documents,       | Transact Put+Update+ConditionCheck (tip,       |
  * |          | versions), BatchGet (a state's | run/profile/shared documents), BatchWrite (a   |
- * |          | pieces), Query (tip, agents)   | dead delete), idempotency                      |
+ * |          | pieces), Query (tip, agents,   | dead delete), Put/Delete (a queue ticket),     |
+ * |          | the write queue's tickets)     | idempotency                                    |
  * | webhooks | Get (webhook), Query (webhooks,| Put (webhook), Delete (webhook, a replayed     |
  * |          | dead letters)                  | dead letter), Update (a failed replay), idem.  |
  * | memory   | Get (item), BatchGet (search  | Update (put, delete: one UpdateItem each),     |

@@ -4,6 +4,7 @@ import { ApiKeyStore } from './access/api-keys.js';
 import { DynamoDbAgentStore } from './agents/agent-store.js';
 import { DynamoDbDocumentStore } from './documents/document-store.js';
 import { DynamoDbIdempotencyStore } from './idempotency/idempotency-store.js';
+import { DynamoDbWriteQueue } from './log/write-queue.js';
 import { DynamoDbDecisionStore } from './sessions/decision-store.js';
 import { DynamoDbSessionStore } from './sessions/session-store.js';
 import { TableClient } from './table/table-client.js';
@@ -24,6 +25,8 @@ export interface Stores {
   agents: DynamoDbAgentStore;
   idempotency: DynamoDbIdempotencyStore;
   apiKeys: ApiKeyStore;
+  /** Where blind writes of a crowded session or document wait their turn. */
+  queue: DynamoDbWriteQueue;
 }
 
 interface StoreOptions {
@@ -47,5 +50,6 @@ export function createStores(client: DynamoDBClient, tableName: string, options:
     agents: new DynamoDbAgentStore(table),
     idempotency: new DynamoDbIdempotencyStore(table),
     apiKeys: new ApiKeyStore(client, tableName, () => new Date(now())),
+    queue: new DynamoDbWriteQueue(table),
   };
 }

@@ -3,7 +3,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { AgentStateError } from '../../functions/core/kernel/errors.js';
 import { type CoreMetric, useMetricSink } from '../../functions/core/kernel/metrics.js';
 import { LINEAGE_WINDOW, type Tip } from '../../functions/core/model/model.js';
-import { StaleTipError } from '../../functions/core/model/ports.js';
+import { type QueueTicket, StaleTipError } from '../../functions/core/model/ports.js';
 import { emptyTip, nextLineage, pointerOf, rootNode } from '../../functions/core/model/tree.js';
 import { othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from '../../functions/core/write/write-retry.js';
 
@@ -350,4 +350,83 @@ describe('retryOnStaleTip on a crowded session: writers wait their turn', () => 
     expect(othersWaiting({ contendedAt: '2026-12-01T10:00:01.200Z' }, { attempt: 1, raced: false }, now)).toBe(true);
     expect(othersWaiting({ contendedAt: '2026-12-01T11:00:01.000Z' }, { attempt: 1, raced: false }, now)).toBe(false);
   });
+});
+
+describe('retryOnStaleTip with a write queue: writers that lost a race take turns', () => {
+  /** A queue in memory: tickets in the order taken, each gone when left. */
+  function memoryQueue() {
+    const line: string[] = [];
+    let taken = 0;
+    const events: string[] = [];
+    const join = async (): Promise<QueueTicket> => {
+      const id = `t${++taken}`;
+      line.push(id);
+      events.push(`join ${id}`);
+      return {
+        ahead: async () => line.slice(0, line.indexOf(id)),
+        leave: async () => {
+          line.splice(line.indexOf(id), 1);
+          events.push(`leave ${id}`);
+        },
+      };
+    };
+    return { line, join, events };
+  }
+
+  it('takes a ticket after a lost race, attempts again only when no ticket is ahead, and gives it back', async () => {
+    // Prepare: a ticket taken earlier by another writer, given back a moment later.
+    const queue = memoryQueue();
+    const other = await queue.join();
+    setTimeout(() => void other.leave(), 50);
+    const seen: Array<{ attempt: number; raced: boolean; queued?: boolean; at: number }> = [];
+    const started = Date.now();
+    const failures: Error[] = [new StaleTipError()];
+
+    // Act
+    const result = await retryOnStaleTip(
+      fast,
+      async (context) => {
+        seen.push({ ...context, at: Date.now() - started });
+        const failure = failures.shift();
+        if (failure) throw failure;
+        return 'landed';
+      },
+      undefined,
+      queue.join,
+    );
+
+    // Assess: the second attempt came after the other's ticket was gone, as a queued one; no ticket is left.
+    expect(result).toBe('landed');
+    expect(seen.map(({ at: _, ...context }) => context)).toEqual([
+      { attempt: 1, raced: false },
+      { attempt: 2, raced: true, queued: true },
+    ]);
+    expect(seen[1]?.at).toBeGreaterThanOrEqual(45);
+    expect(queue.events).toEqual(['join t1', 'join t2', 'leave t1', 'leave t2']);
+    expect(queue.line).toEqual([]);
+  });
+
+  it('gives the ticket back when the write fails for good, and passes over a ticket whose writer stopped', async () => {
+    // Prepare: a ticket nobody gives back, and an attempt that fails for good once its turn comes.
+    const queue = memoryQueue();
+    await queue.join();
+    const fatal = new Error('fatal');
+    const failures: Error[] = [new QueueBehindOthers(), fatal];
+
+    // Act: the stalled ticket is passed over after its time (5 s), so the budget must outlast it.
+    const outcome = retryOnStaleTip(
+      { ...fast, maxElapsedMs: 20_000 },
+      async () => {
+        const failure = failures.shift();
+        if (failure) throw failure;
+        return 'landed';
+      },
+      undefined,
+      queue.join,
+    );
+
+    // Assess
+    await expect(outcome).rejects.toBe(fatal);
+    expect(queue.line).toEqual(['t1']);
+  }, 15_000);
 });

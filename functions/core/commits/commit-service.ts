@@ -12,7 +12,14 @@ import {
   type DocumentRef,
   type SessionScope,
 } from '../model/model.js';
-import { type DocumentStore, type DocumentWrite, type SessionStore, StaleTipError } from '../model/ports.js';
+import {
+  type DocumentStore,
+  type DocumentWrite,
+  type QueueTarget,
+  type SessionStore,
+  StaleTipError,
+  type WriteQueue,
+} from '../model/ports.js';
 import { versionAt } from '../write/next-version.js';
 import { othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from '../write/write-retry.js';
 import {
@@ -66,6 +73,8 @@ export interface CommitServiceOptions {
   schemas?: SchemaSource;
   /** The tenant's agents: whose sessions, and which grants, a key limited to agents commits under. */
   agents?: (tenant: string) => Promise<readonly AgentRecord[]>;
+  /** Where blind commits that lost a race wait their turn (write-retry.ts); without it they back off and retry. */
+  queue?: WriteQueue;
 }
 
 /**
@@ -120,109 +129,128 @@ export class CommitService {
     const caller = request.caller ?? null;
     const now = this.options.now ?? (() => new Date());
 
-    return retryOnStaleTip(this.options.retry ?? {}, async (attempt) => {
-      const at = now().toISOString();
-      const [resolved, run, shared] = await Promise.all([
-        this.targets.resolveForWrite(scope, request.node),
-        touches('run') ? this.documents.getDocument({ kind: 'run', scope, id: request.runId as string }) : Promise.resolve(null),
-        touches('shared') ? this.documents.getDocument({ kind: 'shared', tenant: scope.tenant }) : Promise.resolve(null),
-      ]);
-      // A documents-only commit writes no tip: it must not slip into a session being deleted.
-      // A delete that died halfway is finished here, as the thread's own commit would.
-      if (resolved.tip.kind === 'closing') {
-        await this.store.settleClosing(scope, resolved.tip);
-        throw new StaleTipError('the session is being deleted');
-      }
-      checkIfMatch(resolved, request.expectedVersion);
-      // The session's user is on its tip; only a session with nothing written reads its item,
-      // once, for both the user and the agent.
-      const meta = resolved.tip.kind === 'empty' ? await this.store.getMeta(scope) : undefined;
-      let userId: string | null = null;
-      if (touches('profile')) {
-        userId = resolved.tip.kind === 'empty' ? (meta?.userId ?? null) : resolved.tip.userId;
-        if (!userId) {
-          throw new AgentStateError('invalid_request', 'profile commands need a session with a userId', { field: 'commands' });
+    // A blind commit that lost a race waits its turn among the writers of what it writes; one
+    // with `expectedVersion` answers 412 instead and never waits.
+    const queue = this.options.queue;
+    // What it waits for is known once an attempt has read the session: the thread's log when it
+    // moves the thread, else the document it writes (a profile's user is on the tip).
+    let waitsFor: QueueTarget = { session: scope };
+    const join = queue && request.expectedVersion === undefined ? () => queue.join(waitsFor) : undefined;
+    return retryOnStaleTip(
+      this.options.retry ?? {},
+      async (attempt) => {
+        const at = now().toISOString();
+        const [resolved, run, shared] = await Promise.all([
+          this.targets.resolveForWrite(scope, request.node),
+          touches('run') ? this.documents.getDocument({ kind: 'run', scope, id: request.runId as string }) : Promise.resolve(null),
+          touches('shared') ? this.documents.getDocument({ kind: 'shared', tenant: scope.tenant }) : Promise.resolve(null),
+        ]);
+        // A documents-only commit writes no tip: it must not slip into a session being deleted.
+        // A delete that died halfway is finished here, as the thread's own commit would.
+        if (resolved.tip.kind === 'closing') {
+          await this.store.settleClosing(scope, resolved.tip);
+          throw new StaleTipError('the session is being deleted');
         }
-      }
-      const profile = userId ? await this.documents.getDocument({ kind: 'profile', tenant: scope.tenant, id: userId }) : null;
+        checkIfMatch(resolved, request.expectedVersion);
+        // The session's user is on its tip; only a session with nothing written reads its item,
+        // once, for both the user and the agent.
+        const meta = resolved.tip.kind === 'empty' ? await this.store.getMeta(scope) : undefined;
+        let userId: string | null = null;
+        if (touches('profile')) {
+          userId = resolved.tip.kind === 'empty' ? (meta?.userId ?? null) : resolved.tip.userId;
+          if (!userId) {
+            throw new AgentStateError('invalid_request', 'profile commands need a session with a userId', { field: 'commands' });
+          }
+        }
+        const profile = userId ? await this.documents.getDocument({ kind: 'profile', tenant: scope.tenant, id: userId }) : null;
 
-      // The thread: top-level keys of the state at the node, typed fields applied as for a write.
-      const target = await this.targets.withFields(scope, resolved, undefined, meta);
-      const { tip, nodeId, pointer, schema, sessionAgentId, sessionUserId, sessionListed, sessionLifetime } = target;
-      if (request.allowed) await this.checkLimitedKey(scope, request.allowed, sessionAgentId, touches('shared'));
-      const stored = storedState(target);
-      const thread = touches('thread')
-        ? checkedWrite(target, caller, (seen) => applySlots(seen, slots.get('thread') as Map<string, never>, 'thread'), 'thread')
-        : stored;
-      const threadChanged = !jsonEqual(thread, stored);
-      // A blind commit that moves the thread takes the log's next place like a state write, so
-      // it joins the writers already waiting for this session rather than jump them. One that
-      // changes only documents writes no tip and competes with no one here.
-      if (threadChanged && request.expectedVersion === undefined && othersWaiting(tip, attempt, now())) {
-        throw new QueueBehindOthers();
-      }
+        // The thread: top-level keys of the state at the node, typed fields applied as for a write.
+        const target = await this.targets.withFields(scope, resolved, undefined, meta);
+        const { tip, nodeId, pointer, schema, sessionAgentId, sessionUserId, sessionListed, sessionLifetime } = target;
+        if (request.allowed) await this.checkLimitedKey(scope, request.allowed, sessionAgentId, touches('shared'));
+        const stored = storedState(target);
+        const thread = touches('thread')
+          ? checkedWrite(target, caller, (seen) => applySlots(seen, slots.get('thread') as Map<string, never>, 'thread'), 'thread')
+          : stored;
+        const threadChanged = !jsonEqual(thread, stored);
+        waitsFor = threadChanged
+          ? { session: scope }
+          : touches('shared')
+            ? { document: { kind: 'shared', tenant: scope.tenant } }
+            : userId
+              ? { document: { kind: 'profile', tenant: scope.tenant, id: userId } }
+              : { session: scope };
+        // A blind commit that moves the thread takes the log's next place like a state write, so
+        // it joins the writers already waiting for this session rather than jump them. One that
+        // changes only documents writes no tip and competes with no one here.
+        if (threadChanged && request.expectedVersion === undefined && othersWaiting(tip, attempt, now())) {
+          throw new QueueBehindOthers();
+        }
 
-      const documents: DocumentWrite[] = [];
-      const result: CommitResult = {
-        sessionId: scope.sessionId,
-        node: nodeId,
-        version: pointer,
-        state: visibleState(schema, caller, thread),
-        changed: threadChanged,
-      };
-      const documentChange = (kind: DocumentKind, id: string, before: DocumentRecord | null) => {
-        const next = applySlots(before?.state ?? null, slots.get(kind) as Map<string, never>, kind);
-        checkStateSize(next, kind, DOCUMENT_LIMIT_BYTES);
-        const unchanged = before !== null && jsonEqual(next, before.state);
-        const record: DocumentRecord = unchanged ? before : { kind, id, version: (before?.version ?? 0) + 1, state: next, updatedAt: at };
-        if (!unchanged) {
-          documents.push({
-            record,
-            basedOnVersion: before?.version ?? 0,
+        const documents: DocumentWrite[] = [];
+        const result: CommitResult = {
+          sessionId: scope.sessionId,
+          node: nodeId,
+          version: pointer,
+          state: visibleState(schema, caller, thread),
+          changed: threadChanged,
+        };
+        const documentChange = (kind: DocumentKind, id: string, before: DocumentRecord | null) => {
+          const next = applySlots(before?.state ?? null, slots.get(kind) as Map<string, never>, kind);
+          checkStateSize(next, kind, DOCUMENT_LIMIT_BYTES);
+          const unchanged = before !== null && jsonEqual(next, before.state);
+          const record: DocumentRecord = unchanged ? before : { kind, id, version: (before?.version ?? 0) + 1, state: next, updatedAt: at };
+          if (!unchanged) {
+            documents.push({
+              record,
+              basedOnVersion: before?.version ?? 0,
+              author: caller,
+              ...(kind === 'run' ? { ttlSeconds: this.options.runTtlSeconds ?? DEFAULT_RUN_TTL_SECONDS } : {}),
+            });
+          }
+          return { version: record.version, state: record.state, updatedAt: record.updatedAt };
+        };
+        if (touches('run')) result.run = { runId: request.runId as string, ...documentChange('run', request.runId as string, run) };
+        if (touches('profile')) result.profile = { userId: userId as string, ...documentChange('profile', userId as string, profile) };
+        if (touches('shared')) result.shared = documentChange('shared', 'shared', shared);
+
+        if (threadChanged) {
+          const { version, change } = versionAt(target, {
+            state: thread,
+            at,
+            cause: 'commit',
             author: caller,
-            ...(kind === 'run' ? { ttlSeconds: this.options.runTtlSeconds ?? DEFAULT_RUN_TTL_SECONDS } : {}),
+            commands: request.commands as unknown as Json[],
           });
+          await this.store.commit(scope, {
+            ...change,
+            // With documents (or a first write) this is a transaction, which moves the session's
+            // activity too; a thread-only commit is one PutItem, like a state write, and the
+            // change hook moves it.
+            touchSessionAt: documents.length > 0 || tip.kind === 'empty' ? at : undefined,
+            mayCreateSession: tip.kind === 'empty',
+            sessionAgentId,
+            sessionUserId,
+            ...(sessionListed === undefined ? {} : { sessionListed }),
+            ...(sessionLifetime ? { lifetime: sessionLifetime } : {}),
+            documents,
+            contended: attempt.raced || attempt.queued === true,
+          });
+          result.version = version.version;
+        } else if (documents.length > 0) {
+          // No thread change: the documents alone, guarded by the thread's tip when asked to be
+          // (expectedVersion), and always for a run, which belongs to the session: a delete of
+          // the session between this read and the write must make the write fail, not land.
+          const guarded = request.expectedVersion !== undefined || touches('run');
+          await this.documents.commitDocuments(scope, documents, guarded ? tip : null, at);
         }
-        return { version: record.version, state: record.state, updatedAt: record.updatedAt };
-      };
-      if (touches('run')) result.run = { runId: request.runId as string, ...documentChange('run', request.runId as string, run) };
-      if (touches('profile')) result.profile = { userId: userId as string, ...documentChange('profile', userId as string, profile) };
-      if (touches('shared')) result.shared = documentChange('shared', 'shared', shared);
-
-      if (threadChanged) {
-        const { version, change } = versionAt(target, {
-          state: thread,
-          at,
-          cause: 'commit',
-          author: caller,
-          commands: request.commands as unknown as Json[],
-        });
-        await this.store.commit(scope, {
-          ...change,
-          // With documents (or a first write) this is a transaction, which moves the session's
-          // activity too; a thread-only commit is one PutItem, like a state write, and the
-          // change hook moves it.
-          touchSessionAt: documents.length > 0 || tip.kind === 'empty' ? at : undefined,
-          mayCreateSession: tip.kind === 'empty',
-          sessionAgentId,
-          sessionUserId,
-          ...(sessionListed === undefined ? {} : { sessionListed }),
-          ...(sessionLifetime ? { lifetime: sessionLifetime } : {}),
-          documents,
-          contended: attempt.raced,
-        });
-        result.version = version.version;
-      } else if (documents.length > 0) {
-        // No thread change: the documents alone, guarded by the thread's tip when asked to be
-        // (expectedVersion), and always for a run, which belongs to the session: a delete of
-        // the session between this read and the write must make the write fail, not land.
-        const guarded = request.expectedVersion !== undefined || touches('run');
-        await this.documents.commitDocuments(scope, documents, guarded ? tip : null, at);
-      }
-      // The shared document rides the registry this process's decisions read (kernel/tenant-cache.ts).
-      if (result.shared) invalidateTenant('registry', scope.tenant);
-      return result;
-    });
+        // The shared document rides the registry this process's decisions read (kernel/tenant-cache.ts).
+        if (result.shared) invalidateTenant('registry', scope.tenant);
+        return result;
+      },
+      undefined,
+      join,
+    );
   }
 
   /** A run, profile or shared document as a client reads it (version 0 and null when none). */

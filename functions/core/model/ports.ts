@@ -252,6 +252,27 @@ export interface IdempotencyStore {
   release(tenant: string, key: string, fingerprint: string): Promise<void>;
 }
 
+/**
+ * What blind writers of one target wait in (issue 33): the session's log, or one document. A
+ * write that lost a race, or found others waiting, takes a ticket and goes when no live ticket
+ * taken before its own is left, so that writers take turns instead of racing again and again.
+ * An order to go in, not a lock: every write stays conditional on what it read, and a writer
+ * that goes out of turn (a ticket's holder stopped) loses at most a race.
+ */
+export interface WriteQueue {
+  join(target: QueueTarget): Promise<QueueTicket>;
+}
+
+/** The target a queue orders writers for. */
+export type QueueTarget = { readonly session: SessionScope } | { readonly document: DocumentRef };
+
+export interface QueueTicket {
+  /** The live tickets taken before this one, oldest first (their ids). */
+  ahead(): Promise<string[]>;
+  /** Gives the ticket back (its write is done, or gave up). */
+  leave(): Promise<void>;
+}
+
 /** The tip changed between the read and the write: re-read and try again. */
 export class StaleTipError extends Error {
   constructor(

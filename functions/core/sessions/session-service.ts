@@ -94,43 +94,59 @@ export class SessionService extends SessionTreeService {
     next: (current: Json) => Json,
   ): Promise<WriteResult> {
     const caller = options.caller ?? null;
-    return retryOnStaleTip(this.retry, async (attempt) => {
-      const target = await this.targets.forWrite(scope, options.node);
-      const { tip, nodeId, pointer, schema, sessionAgentId, sessionUserId, sessionListed, sessionLifetime } = target;
-      await this.checkKeyAccess(scope.tenant, sessionAgentId, { allowed: options.allowed, caller }, 'write the state of');
-      checkIfMatch(target, options.ifMatch);
-      // A blind write joins the writers already waiting for this session rather than jump them.
-      if (options.ifMatch === undefined && othersWaiting(tip, attempt, this.now())) throw new QueueBehindOthers();
-      const stored = storedState(target);
-      const nextState = checkedWrite(target, caller, next);
-      const answer = (state: Json) => visibleState(schema, caller, state);
-      if (jsonEqual(nextState, stored)) {
-        return { sessionId: scope.sessionId, node: nodeId, version: pointer, prevVersion: pointer, state: answer(stored), changed: false };
-      }
-      const { version, change } = versionAt(target, { state: nextState, at: this.now().toISOString(), cause, author: caller });
-      await this.store.commit(scope, {
-        ...change,
-        // A first write creates the session item in the same transaction. After that a state
-        // write is one conditional PutItem: the session's activity (`updatedAt`, the list
-        // order) is moved by the change hook, off the request's path (API.md section 2 lets
-        // it trail the write by a moment).
-        touchSessionAt: tip.kind === 'empty' ? version.createdAt : undefined,
-        mayCreateSession: tip.kind === 'empty',
-        sessionAgentId,
-        sessionUserId,
-        ...(sessionListed === undefined ? {} : { sessionListed }),
-        ...(sessionLifetime ? { lifetime: sessionLifetime } : {}),
-        contended: attempt.raced,
-      });
-      return {
-        sessionId: scope.sessionId,
-        node: nodeId,
-        version: version.version,
-        prevVersion: pointer,
-        state: answer(nextState),
-        changed: true,
-      };
-    });
+    // A blind write that lost a race waits its turn among the session's writers; a guarded
+    // one answers 412 instead and never waits.
+    const queue = this.queue;
+    const join = queue && options.ifMatch === undefined ? () => queue.join({ session: scope }) : undefined;
+    return retryOnStaleTip(
+      this.retry,
+      async (attempt) => {
+        const target = await this.targets.forWrite(scope, options.node);
+        const { tip, nodeId, pointer, schema, sessionAgentId, sessionUserId, sessionListed, sessionLifetime } = target;
+        await this.checkKeyAccess(scope.tenant, sessionAgentId, { allowed: options.allowed, caller }, 'write the state of');
+        checkIfMatch(target, options.ifMatch);
+        // A blind write joins the writers already waiting for this session rather than jump them.
+        if (options.ifMatch === undefined && othersWaiting(tip, attempt, this.now())) throw new QueueBehindOthers();
+        const stored = storedState(target);
+        const nextState = checkedWrite(target, caller, next);
+        const answer = (state: Json) => visibleState(schema, caller, state);
+        if (jsonEqual(nextState, stored)) {
+          return {
+            sessionId: scope.sessionId,
+            node: nodeId,
+            version: pointer,
+            prevVersion: pointer,
+            state: answer(stored),
+            changed: false,
+          };
+        }
+        const { version, change } = versionAt(target, { state: nextState, at: this.now().toISOString(), cause, author: caller });
+        await this.store.commit(scope, {
+          ...change,
+          // A first write creates the session item in the same transaction. After that a state
+          // write is one conditional PutItem: the session's activity (`updatedAt`, the list
+          // order) is moved by the change hook, off the request's path (API.md section 2 lets
+          // it trail the write by a moment).
+          touchSessionAt: tip.kind === 'empty' ? version.createdAt : undefined,
+          mayCreateSession: tip.kind === 'empty',
+          sessionAgentId,
+          sessionUserId,
+          ...(sessionListed === undefined ? {} : { sessionListed }),
+          ...(sessionLifetime ? { lifetime: sessionLifetime } : {}),
+          contended: attempt.raced || attempt.queued === true,
+        });
+        return {
+          sessionId: scope.sessionId,
+          node: nodeId,
+          version: version.version,
+          prevVersion: pointer,
+          state: answer(nextState),
+          changed: true,
+        };
+      },
+      undefined,
+      join,
+    );
   }
 
   // ---- versions -------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import {
 import { checkMetadata } from '../model/limits.js';
 import type { MessagePath } from '../model/message-path.js';
 import type { NodeRecord, Page, SessionMeta, SessionScope, Tip, VersionRecord } from '../model/model.js';
-import type { SessionListOptions, SessionStore } from '../model/ports.js';
+import type { SessionListOptions, SessionStore, WriteQueue } from '../model/ports.js';
 import { emptyTip, pointerOf, rootNode } from '../model/tree.js';
 import { type HeadMove, requireMayMoveHeadTo } from '../write/head-move.js';
 import { othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from '../write/write-retry.js';
@@ -106,6 +106,8 @@ export interface ServiceOptions {
   agents?: (tenant: string) => Promise<readonly { agentId: string; parentId: string | null; lifetime?: LifetimeSettings | null }[]>;
   /** Writes the new head's state of an append that carries one (head-state.ts); without it, such an append is not taken. */
   headState?: (input: HeadStateInput) => Promise<HeadState>;
+  /** Where blind state writes that lost a race wait their turn (write-retry.ts); without it they back off and retry. */
+  queue?: WriteQueue;
 }
 
 /** What the new head's state of an append is computed from. */
@@ -141,6 +143,7 @@ export class SessionTreeService {
   protected readonly targets: WriteTargets;
   protected readonly agents: NonNullable<ServiceOptions['agents']>;
   private readonly headState: ServiceOptions['headState'];
+  protected readonly queue: WriteQueue | undefined;
 
   constructor(
     protected readonly store: SessionStore,
@@ -151,6 +154,7 @@ export class SessionTreeService {
     this.schemas = options.schemas ?? (async () => null);
     this.agents = options.agents ?? (async () => []);
     this.headState = options.headState;
+    this.queue = options.queue;
     this.targets = new WriteTargets(store, this.schemas, this.now);
   }
 

@@ -1,7 +1,7 @@
 import { AgentStateError } from '../kernel/errors.js';
 import { countMetric } from '../kernel/metrics.js';
 import type { Tip } from '../model/model.js';
-import { StaleTipError } from '../model/ports.js';
+import { type QueueTicket, StaleTipError } from '../model/ports.js';
 
 export interface RetryPolicy {
   /** Give up after this many attempts. */
@@ -43,6 +43,8 @@ export interface AttemptContext {
   attempt: number;
   /** Whether an earlier attempt lost a race for the session's log (not only waited its turn). */
   raced: boolean;
+  /** Whether this attempt waited its turn in the target's queue (`join`). */
+  queued?: boolean;
 }
 
 /**
@@ -76,11 +78,17 @@ export function othersWaiting(tip: Pick<Tip, 'contendedAt'>, context: AttemptCon
  * colliding again in lockstep; on a crowded session they narrow with each turn waited (the
  * longest waiting go first), and a first attempt that finds others waiting queues behind them
  * (`QueueBehindOthers`), so that no writer is passed over again and again.
+ *
+ * With `join` (the target's queue, ports.ts `WriteQueue`), a writer that lost a race or found
+ * others waiting takes a ticket instead and attempts again only when no live ticket is ahead of
+ * its own: the writers of a crowded target go one after another, each in about one attempt,
+ * instead of all racing for every place and paying for every lost race (issue 33).
  */
 export async function retryOnStaleTip<T>(
   policy: Partial<RetryPolicy>,
   attempt: (context: AttemptContext) => Promise<T>,
   isAlsoRetryable: (error: unknown) => boolean = () => false,
+  join?: () => Promise<QueueTicket>,
 ): Promise<T> {
   const { maxAttempts, maxElapsedMs, baseDelayMs, maxDelayMs, queueWindowMs, queueMinMs } = { ...defaults, ...policy };
   // Wall time, not a service's injected clock: the budget bounds real sleeps inside a real
@@ -88,34 +96,103 @@ export async function retryOnStaleTip<T>(
   const started = Date.now();
   let raced = false;
   let turnsWaited = 0;
-  for (let attemptNumber = 1; ; attemptNumber++) {
-    try {
-      return await attempt({ attempt: attemptNumber, raced });
-    } catch (error) {
-      const retryable = error instanceof StaleTipError || error instanceof QueueBehindOthers || isAlsoRetryable(error);
-      if (!retryable) throw error;
-      if (attemptNumber >= maxAttempts || Date.now() - started >= maxElapsedMs) {
-        throw new AgentStateError(
-          'conflict',
-          'the session is changing too fast to apply this write; try again',
-          { attempts: attemptNumber },
-          { cause: error },
-        );
+  let ticket: QueueTicket | undefined;
+  let turn: Turn | undefined;
+  try {
+    for (let attemptNumber = 1; ; attemptNumber++) {
+      if (ticket && turn) await turn.wait(ticket, started + maxElapsedMs);
+      try {
+        return await attempt({ attempt: attemptNumber, raced, ...(ticket ? { queued: true } : {}) });
+      } catch (error) {
+        const retryable = error instanceof StaleTipError || error instanceof QueueBehindOthers || isAlsoRetryable(error);
+        if (!retryable) throw error;
+        if (attemptNumber >= maxAttempts || Date.now() - started >= maxElapsedMs) {
+          throw new AgentStateError(
+            'conflict',
+            'the session is changing too fast to apply this write; try again',
+            { attempts: attemptNumber },
+            { cause: error },
+          );
+        }
+        if (error instanceof StaleTipError) {
+          raced = true;
+          countMetric('VersionRacesRetried');
+        }
+        if (join && !ticket && (error instanceof StaleTipError || error instanceof QueueBehindOthers)) {
+          ticket = await join();
+          turn = new Turn();
+          continue;
+        }
+        // Two regimes. A race lost to a writer that won at its first try is a brief one: retry
+        // at once, backing off exponentially (full jitter). Once the session is crowded (the
+        // winner had lost races itself, or others are waiting), wait in a wide window that
+        // narrows with each turn waited, so that the writers waiting longest go first. A writer
+        // whose turn it is in the queue lost to one outside it (an append, a decision): it is
+        // still first, so it retries at once.
+        const crowded =
+          !ticket && (error instanceof QueueBehindOthers || (error instanceof StaleTipError && error.newer?.contendedAt !== undefined));
+        if (crowded) turnsWaited++;
+        const delay = crowded
+          ? Math.random() * Math.max(queueMinMs, queueWindowMs / turnsWaited)
+          : Math.random() * Math.min(maxDelayMs, baseDelayMs * 2 ** (attemptNumber - 1));
+        await sleep(delay);
       }
-      if (error instanceof StaleTipError) {
-        raced = true;
-        countMetric('VersionRacesRetried');
+    }
+  } finally {
+    // Best effort: a ticket left behind is passed over by the others and removed by its TTL.
+    await ticket?.leave().catch(() => undefined);
+  }
+}
+
+/**
+ * A writer with n tickets ahead looks again when about half of them should be gone, so a long
+ * line costs each writer a few small reads rather than one per turn of the others (100 writers
+ * each looking every few ms kept the server busier than the writes they waited for). How long a
+ * turn takes is learnt from the line itself, and capped: a writer that sleeps through its turn
+ * holds up every writer behind it (an uncapped estimate, inflated while writers outside the line
+ * held it up, let 100 writers crawl at one every 300 ms where a write takes 20).
+ */
+const FIRST_TURN_MS = 40;
+const MIN_TURN_MS = 5;
+const NEXT_LOOK_MS = 8;
+const MAX_TURN_MS = 100;
+const MAX_LOOK_MS = 1_000;
+/**
+ * A ticket first in line for longer than this belongs to a writer that stopped (or stalls):
+ * the others pass it over. Going out of turn costs at most a lost race, never a lost write.
+ */
+const STALLED_MS = 5_000;
+
+/** One writer's wait for its turn: which ticket it saw first in line, since when, and how fast the line moves. */
+class Turn {
+  private first: { id: string; since: number } | undefined;
+  private readonly passed = new Set<string>();
+  private seen: { at: number; ahead: number } | undefined;
+  private turnMs = FIRST_TURN_MS;
+
+  /** Resolves when no live ticket is ahead of `ticket` (or at `deadline`: the attempt then decides). */
+  async wait(ticket: QueueTicket, deadline: number): Promise<void> {
+    for (;;) {
+      const ahead = (await ticket.ahead()).filter((id) => !this.passed.has(id));
+      const now = Date.now();
+      const front = ahead[0];
+      if (front === undefined || now >= deadline) return;
+      if (this.first?.id !== front) this.first = { id: front, since: now };
+      else if (now - this.first.since > STALLED_MS) {
+        this.passed.add(front);
+        continue;
       }
-      // Two regimes. A race lost to a writer that won at its first try is a brief one: retry
-      // at once, backing off exponentially (full jitter). Once the session is crowded (the
-      // winner had lost races itself, or others are waiting), wait in a wide window that
-      // narrows with each turn waited, so that the writers waiting longest go first.
-      const crowded = error instanceof QueueBehindOthers || (error instanceof StaleTipError && error.newer?.contendedAt !== undefined);
-      if (crowded) turnsWaited++;
-      const delay = crowded
-        ? Math.random() * Math.max(queueMinMs, queueWindowMs / turnsWaited)
-        : Math.random() * Math.min(maxDelayMs, baseDelayMs * 2 ** (attemptNumber - 1));
-      await sleep(delay);
+      // How long a turn takes, from the line's last move seen (a line that stood still while
+      // others outside it wrote says nothing of its pace); never more than a write may take when
+      // all goes well, so that no writer sleeps through its turn.
+      if (this.seen && this.seen.ahead > ahead.length) {
+        this.turnMs = Math.min(MAX_TURN_MS, Math.max(MIN_TURN_MS, (now - this.seen.at) / (this.seen.ahead - ahead.length)));
+      }
+      if (!this.seen || this.seen.ahead !== ahead.length) this.seen = { at: now, ahead: ahead.length };
+      // Next in line: look often (a turn slept through is a turn every writer behind waits too).
+      // Further back: come back when about half of those ahead should be gone.
+      const look = ahead.length === 1 ? NEXT_LOOK_MS : Math.min(MAX_LOOK_MS, ((ahead.length - 1) * this.turnMs) / 2);
+      await sleep(Math.min(deadline - now, look * (0.9 + Math.random() / 5)));
     }
   }
 }

@@ -3,7 +3,7 @@ import { CommitService, DEFAULT_RUN_TTL_SECONDS } from '../../core/commits/commi
 import type { Part } from '../wiring.js';
 import { agentRegistryReader } from './agent-store.js';
 import { documentStore } from './document-store.js';
-import { sessionStore } from './session-store.js';
+import { sessionStore, writeQueue } from './session-store.js';
 import { schemas } from './session-tree.js';
 
 export const commits: Part<CommitService> = (wiring) => {
@@ -15,6 +15,7 @@ export const commits: Part<CommitService> = (wiring) => {
       runTtlSeconds: runTtlSeconds(wiring.env),
       // Whose sessions, and which document grants, a key limited to agents commits under.
       agents: (tenant) => allAgentsOf(registry, tenant),
+      queue: wiring.use(writeQueue),
     },
   );
 };

@@ -3,7 +3,7 @@ import { headState } from '../../core/sessions/head-state.js';
 import { SessionService } from '../../core/sessions/session-service.js';
 import type { Part } from '../wiring.js';
 import { agentRegistryReader } from './agent-store.js';
-import { sessionStore } from './session-store.js';
+import { sessionStore, writeQueue } from './session-store.js';
 import { schemas } from './session-tree.js';
 
 // The service over the session's log with the state's writes and versions (the state group).
@@ -15,5 +15,6 @@ export const sessions: Part<SessionService> = (wiring) => {
     // Who is below whom: the sessions a key limited to agents may write in.
     agents: (tenant) => allAgentsOf(registry, tenant),
     headState,
+    queue: wiring.use(writeQueue),
   });
 };

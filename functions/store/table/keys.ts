@@ -19,6 +19,8 @@ import type { SessionScope } from '../../core/model/model.js';
  *   S#<tenant>#<session>        R#<run>          a run document (commits; TTL after its last write)
  *   S#<tenant>#<session>        L#u, L#a, L#m#<digest of a key>  the session's entry in its user's,
  *                                                its agent's and each metadata string's list (list-entries.ts)
+ *   S#<tenant>#<session>,       Q#<ms>#<id>      a writer's ticket in the queue of the writers waiting
+ *   P#<tenant>#<user>, A#<tenant>                for the session's log, or for that document (TTL, write-queue.ts)
  *   P#<tenant>#<user>           P                a user's profile document, shared by their sessions
  *   A#<tenant>                  A#<agent>        an agent of the registry
  *   A#<tenant>                  G                the tenant's shared document (beside the agents, so
@@ -70,6 +72,11 @@ export const nodePrefix = 'N#';
 export const decision = (decisionId: string, incarnation: number) => `D#${decisionId}#${pad(incarnation, INCARNATION_DIGITS)}`;
 export const decisionKeys = (decisionId: string) => `D#${decisionId}#`;
 export const run = (runId: string) => `R#${runId}`;
+/** A writer's ticket in a queue (write-queue.ts): tickets sort by when they were taken. */
+export const queueTicket = (takenAtMs: number, id: string) => `Q#${pad(takenAtMs, TICKET_TIME_DIGITS)}#${id}`;
+export const queuePrefix = 'Q#';
+/** When a ticket was taken (epoch ms), from its sort key. */
+export const ticketTakenAt = (sk: string) => Number(sk.slice(queuePrefix.length, queuePrefix.length + TICKET_TIME_DIGITS));
 export const profile = (tenant: string, userId: string) => `P#${tenant}#${userId}`;
 export const profileSort = 'P';
 export const shared = (tenant: string) => `A#${tenant}`;
@@ -150,6 +157,7 @@ export interface LogPosition {
 const INCARNATION_DIGITS = 6;
 const BASE_DIGITS = 12;
 const SEQ_DIGITS = 8;
+const TICKET_TIME_DIGITS = 13;
 
 function pad(value: number, digits: number): string {
   return String(value).padStart(digits, '0');
