@@ -30,6 +30,8 @@ export interface KeyCharge {
   writeUnits: number;
   /** The request (or its part) that touched this key: the operation's name. */
   operation: string;
+  /** The item's sort key, for a request (or a transaction's part) that names one item. */
+  sortKey?: string;
 }
 
 export interface RecordedRequest {
@@ -209,12 +211,13 @@ function priceRequest(
   const error = failed ? String(output.__type ?? 'Unknown').replace(/^.*#/, '') : undefined;
   const read = READ_OPERATIONS.has(operation);
   const consumed = ([] as Capacity[]).concat((output.ConsumedCapacity as Capacity | Capacity[] | undefined) ?? []);
-  const charge = (key: string, units: number, where = 'table'): KeyCharge => ({
+  const charge = (key: string, units: number, where = 'table', item?: WireItem): KeyCharge => ({
     key,
     where,
     operation,
     readUnits: read ? units : 0,
     writeUnits: read ? 0 : units,
+    ...(item?.sk ? { sortKey: stringOf(item.sk) } : {}),
   });
   const pkOf = (table: string, item: WireItem | undefined) => stringOf(item?.[schema.partitionKey(table)]);
   // A read that finds nothing still costs its minimum in AWS (DynamoDB Local reports 0).
@@ -229,13 +232,13 @@ function priceRequest(
       const key = pkOf(table, input.Key as WireItem);
       // A failed conditional write is billed (1 unit for an item under 1 KB); a failed read is not.
       const units = failed ? (read ? 0 : 1) : tableUnits(consumed[0]);
-      return { operation, ...(error ? { error } : {}), charges: [charge(key, units)] };
+      return { operation, ...(error ? { error } : {}), charges: [charge(key, units, 'table', input.Key as WireItem)] };
     }
     case 'PutItem': {
       const table = String(input.TableName);
       const item = input.Item as WireItem;
       const units = failed ? kilobytes(itemSize(item)) : tableUnits(consumed[0]);
-      return { operation, ...(error ? { error } : {}), charges: [charge(pkOf(table, item), units)] };
+      return { operation, ...(error ? { error } : {}), charges: [charge(pkOf(table, item), units, 'table', item)] };
     }
     case 'Query':
     case 'Scan': {
@@ -295,7 +298,7 @@ function priceRequest(
       for (const item of input.TransactItems as Array<Record<string, { TableName: string; Item?: WireItem; Key?: WireItem } | undefined>>) {
         const [kind, part] = Object.entries(item)[0] as [string, { TableName: string; Item?: WireItem; Key?: WireItem }];
         const units = kind === 'Put' ? 2 * kilobytes(itemSize(part.Item ?? {})) : 2;
-        charges.push(charge(pkOf(part.TableName, part.Item ?? part.Key), units));
+        charges.push(charge(pkOf(part.TableName, part.Item ?? part.Key), units, 'table', part.Item ?? part.Key));
       }
       return { operation, ...(error ? { error } : {}), charges };
     }

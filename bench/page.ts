@@ -9,6 +9,7 @@ import os from 'node:os';
 import { type BundleRun, bundleSection } from './bundles.js';
 import { type ContentionResult, contentionTable } from './concurrency.js';
 import { CONTENTION, DOC, ITERATIONS, MEMORY, SCALE, STUB_ROUNDS, WARMUP } from './config.js';
+import { type ContendedWrites, contendedWritesSection } from './contended-writes.js';
 import { costRows, costSection } from './cost.js';
 import { type ErasureStep, erasureSection } from './erasure.js';
 import { langGraphSection, type SaverRow } from './langgraph.js';
@@ -39,6 +40,7 @@ export interface PageInput {
   scale: ScaleResult;
   retention: RetentionResult;
   contention: ContentionResult[];
+  contended: ContendedWrites;
   partition: PartitionLoad;
   langgraph: { rows: SaverRow[] };
   erasure: ErasureStep[];
@@ -89,6 +91,7 @@ export function benchmarksPage({
   scale,
   retention,
   contention,
+  contended,
   partition,
   langgraph,
   memory,
@@ -305,6 +308,8 @@ records written to the table before the runs changed nothing (0.72–0.83 s): th
 walk that slowed the tests costs only a table made after other tables' records. On this VM
 the target is met by a quiet, warm process and missed by a loaded one; DynamoDB itself, whose
 writes take a few ms and do not share the caller's CPU, is not measured here.
+
+${contendedWritesSection(contended)}
 
 ${partitionLoadSection(partition)}
 ${langGraphSection(langgraph)}

@@ -29,7 +29,9 @@
  *        section 1d),
  *        --operations-only (section 1's table and section 7 without its depth rows, written into the page),
  *        --partition-only (the partition-load section alone, written into the page in place of its last run;
- *        --only=partition prints it).
+ *        --only=partition prints it),
+ *        --contended-only (100 blind writers on one target at once, a core kept busy: the section alone, written
+ *        into the page in place of its last run; --only=contended prints it).
  * Env:   BENCH_ITERATIONS (default 300; 40 with --quick), BENCH_DEPTH (the scale section's deep chains:
  *        default 10,000; 1,000 with --quick).
  */
@@ -45,6 +47,7 @@ import { TableClient } from '../functions/store/table/table-client.js';
 import { bundleSection, measureBundles } from './bundles.js';
 import { measureConcurrency } from './concurrency.js';
 import { DOC, ITERATIONS, log, ONLY, QUICK, WARMUP, WRITE_DOC, writeDoc } from './config.js';
+import { CONTENDED_HEADING, CONTENDED_WRITES, contendedWritesSection, measureContendedWrites } from './contended-writes.js';
 import { costRows, costSection, costTable } from './cost.js';
 import { measureErasure } from './erasure.js';
 import { measureExpiry } from './expiry.js';
@@ -134,6 +137,19 @@ if (process.argv.includes('--partition-only')) {
   process.exit(0);
 }
 
+if (process.argv.includes('--contended-only')) {
+  // The contended writes' section alone (its own server and DynamoDB Local), spliced into the page.
+  const section = contendedWritesSection(await measureContendedWrites(CONTENDED_WRITES));
+  log(`\n${section}`);
+  const page = readFileSync(DOC, 'utf8');
+  const start = page.indexOf(CONTENDED_HEADING);
+  const end = page.indexOf('## Partition load');
+  if (end < 0) throw new Error(`${DOC} has no "## Partition load" to put the contended writes' section before`);
+  if (WRITE_DOC) writeDoc(`${page.slice(0, start < 0 ? end : start)}${section}\n\n${page.slice(end)}`);
+  await dynamo.stop();
+  process.exit(0);
+}
+
 if (ONLY) {
   if (ONLY.includes('scale')) await measureScale(meter, main);
   if (ONLY.includes('concurrency')) await measureConcurrency(meter, main);
@@ -142,6 +158,7 @@ if (ONLY) {
   if (ONLY.includes('large'))
     log(`\n1d. State at scale (a 4 MiB state)\n${largeStateTable(await measureLargeState(meter, client, main)).join('\n')}`);
   if (ONLY.includes('partition')) log(`\n${partitionLoadSection(await measurePartitionLoad(PARTITION_LOAD))}`);
+  if (ONLY.includes('contended')) log(`\n${contendedWritesSection(await measureContendedWrites(CONTENDED_WRITES))}`);
   if (ONLY.includes('expiry')) await measureExpiry(meter);
   if (ONLY.includes('erasure')) await measureErasure(meter, main);
   if (ONLY.includes('retention')) logRetention(await measureRetention(meter, client, main));
@@ -167,6 +184,8 @@ logRetention(retention);
 // Last: it runs a server of its own, which sets the handlers' environment and dependencies.
 const partition = await measurePartitionLoad(PARTITION_LOAD);
 log(`\n${partitionLoadSection(partition)}`);
+const contended = await measureContendedWrites(CONTENDED_WRITES);
+log(`\n${contendedWritesSection(contended)}`);
 log(
   `\n7. What it costs in AWS (USD per million, estimated from the requests and units above)\n${costTable(costRows(operations.rows, scale.depthResults))}`,
 );
@@ -185,6 +204,7 @@ if (WRITE_DOC) {
       scale,
       retention,
       contention,
+      contended,
       partition,
       langgraph,
       memory,

@@ -1,0 +1,297 @@
+/**
+ * Many blind writers on one target at once (issue 33, API.md section 8): 100 clients commit
+ * commutative keys to one shared document, one profile, one thread, and PATCH distinct keys at
+ * one node off the head, all at the same moment, through the HTTP API of `npm start` with every
+ * DynamoDB request recorded (dynamodb-recorder.ts). For each path: the answers, the attempts at
+ * the target (the conditional writes that claim its next version, lost races included), the
+ * units per write, and whether every key is there with its versions contiguous. With `loaded`,
+ * a child process burns a core meanwhile, as another tenant's work would.
+ *
+ * The contention test (test/integration/contended-writes.test.ts) and the bench's
+ * `--only=contended` section both run it.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { dependenciesFor, useDependencies } from '../functions/http/dependencies.js';
+import { keysFromEnv } from '../functions/http/edge/auth.js';
+import { startLocalServer } from '../functions/local/server.js';
+import { createStores } from '../functions/store/index.js';
+import { dynamoDbClient } from '../functions/store/table/client.js';
+import { type RecordedRequest, startDynamoDbRecorder } from './dynamodb-recorder.js';
+
+export interface ContendedPath {
+  label: string;
+  writes: number;
+  /** Answers by HTTP status. */
+  statuses: Record<string, number>;
+  /** Conditional writes that claimed (or tried to claim) the target's next version. */
+  attempts: number;
+  /** Of those, the ones that lost a race (their condition failed, or their transaction was cancelled). */
+  lost: number;
+  writeUnits: number;
+  readUnits: number;
+  requests: number;
+  /** Requests by operation (and `<op> lost` for the ones that failed their condition). */
+  operations: Record<string, number>;
+  seconds: number;
+  /** What is wrong with the outcome: a key missing, versions not contiguous, a version answered twice. */
+  problems: string[];
+}
+
+export interface ContendedWrites {
+  writers: number;
+  loaded: boolean;
+  paths: ContendedPath[];
+}
+
+/** What the bench measures: 100 writers, a core busy meanwhile. */
+export const CONTENDED_WRITES = { writers: 100, loaded: true };
+
+const TENANT = 'contended';
+const API_KEY = 'contended-key';
+const USER = 'user-1';
+
+interface Answer {
+  status: number;
+  body: Record<string, unknown>;
+}
+
+/** Runs the four paths one after the other on a server of its own. */
+export async function measureContendedWrites(options: {
+  writers: number;
+  loaded: boolean;
+  /** Told each path's figures as soon as they are measured. */
+  onPath?: (path: ContendedPath) => void;
+}): Promise<ContendedWrites> {
+  const tableName = `contended-${Date.now().toString(36)}`;
+  const server = await startLocalServer({ port: 0, dataDir: 'memory', apiKeys: `${TENANT}:${API_KEY}`, tableName });
+  const recorder = await startDynamoDbRecorder(server.dynamoDb.endpoint);
+  const endpointBefore = process.env.AGENTSTATE_DYNAMODB_ENDPOINT;
+  // The handlers build their stores from the environment on first use: through the recorder.
+  process.env.AGENTSTATE_DYNAMODB_ENDPOINT = recorder.url;
+  const client = dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: recorder.url });
+  useDependencies(dependenciesFor(createStores(client, tableName), { resolveKey: keysFromEnv(`${TENANT}:${API_KEY}`) }));
+  const api = apiOf(server.url);
+  let burner: ChildProcess | undefined;
+  try {
+    const n = options.writers;
+    // The sessions the clients commit from (one each for the documents), made before the burst.
+    for (let index = 0; index < n; index++) {
+      await api('POST', '/v1/sessions', { sessionId: `s-${index}`, userId: USER });
+    }
+    await api('POST', '/v1/sessions', { sessionId: 'thread', userId: USER });
+    await api('POST', '/v1/sessions', { sessionId: 'node', userId: USER });
+    await api('POST', '/v1/sessions/node/messages', { messages: [{ id: 'first', role: 'user', content: 'hi' }] });
+    await api('POST', '/v1/sessions/node/messages', { messages: [{ id: 'second', role: 'user', content: 'and then' }] });
+    // One write of each kind first, elsewhere, so that the burst does not pay for loading code.
+    const warm = (scope: string) =>
+      api('POST', '/v1/sessions/warm/commits', { commands: [{ key: 'warm', scope, merge: 'commutative', set: { by: 'warm' } }] });
+    await api('POST', '/v1/sessions', { sessionId: 'warm', userId: USER });
+    for (const scope of ['shared', 'profile', 'thread']) await warm(scope);
+    await api('PATCH', '/v1/sessions/warm/state', { warm: true });
+    if (options.loaded) burner = burnACore();
+
+    const measured: ContendedPath[] = [];
+    const paths = {
+      push: (path: ContendedPath) => {
+        measured.push(path);
+        options.onPath?.(path);
+      },
+    };
+    const commit = (sessionId: string, scope: string, index: number) =>
+      api('POST', `/v1/sessions/${sessionId}/commits`, {
+        commands: [{ key: `k${index}`, scope, merge: 'commutative', set: { by: index } }],
+      });
+
+    paths.push(
+      await burst(recorder, 'commits to one shared document', n, (index) => commit(`s-${index}`, 'shared', index), {
+        isTarget: (key, sort) => key === `A#${TENANT}` && sort === 'G',
+        check: async (answers) => {
+          const shared = (await api('GET', '/v1/shared/state')).body;
+          return documentProblems(
+            shared,
+            answers.map((answer) => (answer.body.shared as { version?: number } | undefined)?.version),
+            n,
+            1,
+          );
+        },
+      }),
+    );
+    paths.push(
+      await burst(recorder, 'commits to one profile', n, (index) => commit(`s-${index}`, 'profile', index), {
+        isTarget: (key, sort) => key === `P#${TENANT}#${USER}` && sort === 'P',
+        check: async (answers) => {
+          const profile = (await api('GET', `/v1/profiles/${USER}/state`)).body;
+          return documentProblems(
+            profile,
+            answers.map((answer) => (answer.body.profile as { version?: number } | undefined)?.version),
+            n,
+            1,
+          );
+        },
+      }),
+    );
+    paths.push(
+      await burst(recorder, 'commits to one thread', n, (index) => commit('thread', 'thread', index), {
+        isTarget: (key, sort) => key === `S#${TENANT}#thread` && (sort?.startsWith('V#') ?? false),
+        check: async (answers) => threadProblems(api, 'thread', undefined, answers, n, 0),
+      }),
+    );
+    paths.push(
+      await burst(
+        recorder,
+        'merge patches at one node off the head',
+        n,
+        (index) => api('PATCH', '/v1/sessions/node/state?node=first', { [`k${index}`]: { by: index } }),
+        {
+          isTarget: (key, sort) => key === `S#${TENANT}#node` && (sort?.startsWith('V#') ?? false),
+          check: async (answers) => threadProblems(api, 'node', 'first', answers, n, 0),
+        },
+      ),
+    );
+    return { writers: n, loaded: options.loaded, paths: measured };
+  } finally {
+    burner?.kill('SIGKILL');
+    useDependencies(undefined);
+    if (endpointBefore === undefined) delete process.env.AGENTSTATE_DYNAMODB_ENDPOINT;
+    else process.env.AGENTSTATE_DYNAMODB_ENDPOINT = endpointBefore;
+    client.destroy();
+    await server.stop();
+    await recorder.close();
+  }
+}
+
+/** Sends `writes` writes at once and prices what they cost. */
+async function burst(
+  recorder: { take(): RecordedRequest[] },
+  label: string,
+  writes: number,
+  write: (index: number) => Promise<Answer>,
+  target: { isTarget: (key: string, sortKey: string | undefined) => boolean; check: (answers: Answer[]) => Promise<string[]> },
+): Promise<ContendedPath> {
+  recorder.take();
+  const started = performance.now();
+  const answers = await Promise.all(Array.from({ length: writes }, (_, index) => write(index)));
+  const seconds = (performance.now() - started) / 1000;
+  // The recorder prices an answer after it has passed it on: give the last ones a moment.
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const requests = recorder.take();
+  const statuses: Record<string, number> = {};
+  for (const answer of answers) statuses[answer.status] = (statuses[answer.status] ?? 0) + 1;
+  const claims = requests.filter(
+    (request) =>
+      (request.operation === 'PutItem' || request.operation === 'TransactWriteItems') &&
+      request.charges.some((charge) => target.isTarget(charge.key, charge.sortKey)),
+  );
+  const problems = answers.filter((answer) => answer.status !== 200).map((answer) => `${answer.status} ${JSON.stringify(answer.body)}`);
+  problems.push(...(await target.check(answers)));
+  return {
+    label,
+    writes,
+    statuses,
+    attempts: claims.length,
+    lost: claims.filter((request) => request.error !== undefined).length,
+    writeUnits: sum(requests.flatMap((request) => request.charges.map((charge) => charge.writeUnits))),
+    readUnits: sum(requests.flatMap((request) => request.charges.map((charge) => charge.readUnits))),
+    requests: requests.length,
+    operations: countOperations(requests),
+    seconds,
+    problems,
+  };
+}
+
+/** A document at version `before` written by `writes` commits: every key there, the next `writes` versions, each answered once. */
+function documentProblems(
+  document: Record<string, unknown>,
+  answered: Array<number | undefined>,
+  writes: number,
+  before: number,
+): string[] {
+  const problems: string[] = [];
+  const state = (document.state ?? {}) as Record<string, unknown>;
+  for (let index = 0; index < writes; index++) if (!(`k${index}` in state)) problems.push(`k${index} is missing`);
+  const last = before + writes;
+  if (document.version !== last) problems.push(`the document is at version ${String(document.version)}, not ${last}`);
+  const versions = new Set(answered);
+  if (versions.size !== writes || [...versions].some((version) => version === undefined || version <= before || version > last)) {
+    problems.push(`the answers' versions are not ${before + 1}..${last} once each: ${JSON.stringify(answered)}`);
+  }
+  return problems;
+}
+
+/** A thread written by `writes` writes: every key at the node, the session's versions contiguous, each write's version its own. */
+async function threadProblems(
+  api: ReturnType<typeof apiOf>,
+  sessionId: string,
+  node: string | undefined,
+  answers: Answer[],
+  writes: number,
+  before: number,
+): Promise<string[]> {
+  const problems: string[] = [];
+  const state = ((await api('GET', `/v1/sessions/${sessionId}/state${node ? `?node=${node}` : ''}`)).body.state ?? {}) as Record<
+    string,
+    unknown
+  >;
+  for (let index = 0; index < writes; index++) if (!(`k${index}` in state)) problems.push(`k${index} is missing`);
+  const listed = (await api('GET', `/v1/sessions/${sessionId}/versions?limit=200`)).body.versions as Array<{ version: number }>;
+  const versions = listed.map((item) => item.version).sort((a, b) => a - b);
+  const expected = Array.from({ length: before + writes }, (_, index) => index + 1);
+  if (JSON.stringify(versions) !== JSON.stringify(expected))
+    problems.push(`versions are ${JSON.stringify(versions)}, not 1..${before + writes}`);
+  const answered = new Set(answers.map((answer) => answer.body.version));
+  if (answered.size !== writes) problems.push(`${writes} writes answered ${answered.size} distinct versions`);
+  return problems;
+}
+
+/** Another process that keeps a core busy, as another tenant's work on the same machine would. */
+function burnACore(): ChildProcess {
+  const child = spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' });
+  child.unref();
+  return child;
+}
+
+function apiOf(url: string) {
+  return async (method: string, path: string, body?: unknown): Promise<Answer> => {
+    const response = await fetch(`${url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${API_KEY}`, ...(method === 'GET' ? {} : { 'content-type': 'application/json' }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await response.text();
+    return { status: response.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+  };
+}
+
+function countOperations(requests: RecordedRequest[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const request of requests) {
+    const name = request.error ? `${request.operation} lost` : request.operation;
+    counts[name] = (counts[name] ?? 0) + 1;
+  }
+  return counts;
+}
+
+const sum = (values: number[]) => values.reduce((total, value) => total + value, 0);
+
+/** The heading of the section on the bench page (run.ts `--contended-only` puts a new run in its place). */
+export const CONTENDED_HEADING = '### Blind writers on one target at once';
+
+/** The bench page's section: per path, the answers, attempts and units per write. */
+export function contendedWritesSection(result: ContendedWrites): string {
+  const rows = result.paths.map((path) => {
+    const ok = path.statuses['200'] ?? 0;
+    const outcome = path.problems.length === 0 ? 'every key there, versions contiguous' : path.problems.slice(0, 3).join('; ');
+    return `| ${path.label} | ${ok} of ${path.writes} | ${(path.attempts / path.writes).toFixed(2)} (${path.lost} lost) | ${(path.writeUnits / path.writes).toFixed(1)} | ${(path.readUnits / path.writes).toFixed(1)} | ${path.seconds.toFixed(1)} s | ${outcome} |`;
+  });
+  return [
+    CONTENDED_HEADING,
+    '',
+    `${result.writers} clients each send one write without \`If-Match\`/\`expectedVersion\` (and without an \`Idempotency-Key\`, as the LangGraph saver's \`putWrites\`), all at the same moment, through the HTTP API of \`npm start\`${result.loaded ? ', while another process keeps a core busy' : ''} (bench/contended-writes.ts; \`npm run bench -- --only=contended\`; test/integration/contended-writes.test.ts runs the same). Attempts: the conditional writes that claimed, or tried to claim, the target's next version, per write. Units: every DynamoDB request of the burst (the write queue's tickets and looks, reads, lost races billed as AWS bills them), per write.`,
+    '',
+    '| path | answered 200 | attempts per write | WCU per write | RCU per write | all answered in | outcome |',
+    '| --- | --- | --- | --- | --- | --- | --- |',
+    ...rows,
+    '',
+    'A burst\'s writers first try at once and all but one lose (the lost attempts above: about one a write); each then takes a ticket in the target\'s write queue and tries again when no ticket is ahead of its own, and lands (docs/architecture.md, "Many blind writers on one session wait their turn"). Before the queue, the same burst on the same machine made 10 to 21 attempts a write at 23 to 56 write units a write, and 54 of the 100 commits to the shared document and 64 of the 100 patches at the node answered `409`.',
+  ].join('\n');
+}
