@@ -98,22 +98,20 @@ export async function retryOnStaleTip<T>(
   let turnsWaited = 0;
   let ticket: QueueTicket | undefined;
   let turn: Turn | undefined;
+  let landed = false;
   try {
     for (let attemptNumber = 1; ; attemptNumber++) {
-      if (ticket && turn) await turn.wait(ticket, started + maxElapsedMs);
+      // A writer whose turn has not come within the budget answers at once: an attempt past
+      // it would only make the answer later.
+      if (ticket && turn && !(await turn.wait(ticket, started + maxElapsedMs))) throw tooFast(attemptNumber - 1);
       try {
-        return await attempt({ attempt: attemptNumber, raced, ...(ticket ? { queued: true } : {}) });
+        const result = await attempt({ attempt: attemptNumber, raced, ...(ticket ? { queued: true } : {}) });
+        landed = true;
+        return result;
       } catch (error) {
         const retryable = error instanceof StaleTipError || error instanceof QueueBehindOthers || isAlsoRetryable(error);
         if (!retryable) throw error;
-        if (attemptNumber >= maxAttempts || Date.now() - started >= maxElapsedMs) {
-          throw new AgentStateError(
-            'conflict',
-            'the session is changing too fast to apply this write; try again',
-            { attempts: attemptNumber },
-            { cause: error },
-          );
-        }
+        if (attemptNumber >= maxAttempts || Date.now() - started >= maxElapsedMs) throw tooFast(attemptNumber, error);
         if (error instanceof StaleTipError) {
           raced = true;
           countMetric('VersionRacesRetried');
@@ -139,9 +137,21 @@ export async function retryOnStaleTip<T>(
       }
     }
   } finally {
-    // Best effort: a ticket left behind is passed over by the others and removed by its TTL.
-    await ticket?.leave().catch(() => undefined);
+    // Best effort: a ticket left behind is passed over by the others and removed by its TTL. A
+    // write that failed answers without waiting for it (with the database down, the delete
+    // would hold the answer for its whole timeout).
+    const leaving = ticket?.leave().catch(() => undefined);
+    if (landed) await leaving;
   }
+}
+
+function tooFast(attempts: number, cause?: unknown): AgentStateError {
+  return new AgentStateError(
+    'conflict',
+    'the session is changing too fast to apply this write; try again',
+    { attempts },
+    cause === undefined ? undefined : { cause },
+  );
 }
 
 /**
@@ -170,13 +180,14 @@ class Turn {
   private seen: { at: number; ahead: number } | undefined;
   private turnMs = FIRST_TURN_MS;
 
-  /** Resolves when no live ticket is ahead of `ticket` (or at `deadline`: the attempt then decides). */
-  async wait(ticket: QueueTicket, deadline: number): Promise<void> {
+  /** Resolves with true when no live ticket is ahead of `ticket`, with false at `deadline`. */
+  async wait(ticket: QueueTicket, deadline: number): Promise<boolean> {
     for (;;) {
       const ahead = (await ticket.ahead()).filter((id) => !this.passed.has(id));
       const now = Date.now();
       const front = ahead[0];
-      if (front === undefined || now >= deadline) return;
+      if (front === undefined) return true;
+      if (now >= deadline) return false;
       if (this.first?.id !== front) this.first = { id: front, since: now };
       else if (now - this.first.since > STALLED_MS) {
         this.passed.add(front);
