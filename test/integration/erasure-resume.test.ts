@@ -1,4 +1,3 @@
-import { QueryCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { JsonObject } from '../../functions/core/json/json.js';
 import { MemoryService } from '../../functions/core/memory/memory-service.js';
@@ -10,7 +9,7 @@ import { DynamoDbMemoryUpkeep } from '../../functions/store/memory/memory-upkeep
 import { dynamoDbClient } from '../../functions/store/table/client.js';
 import { LOG_ITEM_KIND } from '../../functions/store/table/item-kinds.js';
 import * as keys from '../../functions/store/table/keys.js';
-import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
+import { createTestTable, dynamoEndpoint, partitionItems } from '../helpers/dynamodb.js';
 
 /**
  * An erasure of a user (API.md section 12) whose second step dies halfway, as a change hook
@@ -31,16 +30,8 @@ beforeAll(async () => {
 });
 
 /** Every item of a partition, read raw. */
-async function stored(pk: string) {
-  const { Items = [] } = await client.send(
-    new QueryCommand({
-      TableName: tableName,
-      KeyConditionExpression: 'pk = :pk',
-      ExpressionAttributeValues: { ':pk': { S: pk } },
-      ConsistentRead: true,
-    }),
-  );
-  return Items;
+function stored(pk: string) {
+  return partitionItems(client, tableName, pk);
 }
 
 /** An erasure store whose client fails every request after the first `allowed` writes of the table. */

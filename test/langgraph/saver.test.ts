@@ -1,8 +1,8 @@
 import { createClient } from '@agentstate/client';
 import { AgentStateSaver } from '@agentstate/langgraph';
 import { Annotation, END, START, StateGraph } from '@langchain/langgraph';
-import { type Checkpoint, emptyCheckpoint, uuid6 } from '@langchain/langgraph-checkpoint';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { checkpoint } from '../helpers/checkpoints.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 
 /**
@@ -21,14 +21,6 @@ afterAll(async () => {
 
 const saverWith = (prefix?: string) => new AgentStateSaver({ baseUrl: api.url, apiKey: 'dev-key', ...(prefix ? { prefix } : {}) });
 const metadata = { source: 'loop' as const, step: 0, parents: {} };
-
-function checkpoint(step: number, values: Record<string, unknown>): Checkpoint {
-  const made = emptyCheckpoint();
-  made.id = uuid6(step);
-  made.channel_values = values;
-  made.channel_versions = Object.fromEntries(Object.keys(values).map((channel) => [channel, step]));
-  return made;
-}
 
 describe('AgentStateSaver', () => {
   it('keeps writes sent before their checkpoint is put, first and later checkpoints alike', async () => {

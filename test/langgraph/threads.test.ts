@@ -2,9 +2,10 @@ import { type AgentStateApi, createClient } from '@agentstate/client';
 import { AgentStateSaver } from '@agentstate/langgraph';
 import type { RunnableConfig } from '@langchain/core/runnables';
 import { Command } from '@langchain/langgraph';
-import { type Checkpoint, type CheckpointTuple, emptyCheckpoint, uuid6 } from '@langchain/langgraph-checkpoint';
+import type { CheckpointTuple } from '@langchain/langgraph-checkpoint';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tripPlanner } from '../../examples/langgraph.js';
+import { checkpoint } from '../helpers/checkpoints.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 
 /**
@@ -27,14 +28,6 @@ afterAll(async () => {
 const saverWith = (prefix: string, options: { ttl?: { defaultTtl?: number }; client?: AgentStateApi } = {}) =>
   new AgentStateSaver({ baseUrl: api.url, apiKey: 'dev-key', prefix, ...options });
 const metadata = (step: number) => ({ source: 'loop' as const, step, parents: {} });
-
-function checkpoint(step: number, values: Record<string, unknown>): Checkpoint {
-  const made = emptyCheckpoint();
-  made.id = uuid6(step);
-  made.channel_values = values;
-  made.channel_versions = Object.fromEntries(Object.keys(values).map((channel) => [channel, step]));
-  return made;
-}
 
 /** A thread of three checkpoints in its own namespace and two in a subgraph's, with pending writes. */
 async function threadWithSubgraph(saver: AgentStateSaver, thread: string): Promise<void> {
