@@ -238,11 +238,10 @@ export class DynamoDbSessionLog implements SessionLog {
                 Key: sessionItem.key(scope),
                 // Both list keys: a session item written before the list index gains its place
                 // there with its first move, and leaves the index that held every attribute.
-                UpdateExpression:
-                  [
-                    'SET updatedAt = :at, #partition = :partition, #activity = :activity',
-                    ...moved.map((_, position) => `#x${position} = :x${position}`),
-                  ].join(', ') + ' REMOVE #oldPartition, #oldActivity',
+                UpdateExpression: `${[
+                  'SET updatedAt = :at, #partition = :partition, #activity = :activity',
+                  ...moved.map((_, position) => `#x${position} = :x${position}`),
+                ].join(', ')} REMOVE #oldPartition, #oldActivity`,
                 ConditionExpression: `${conditions.itemExists} AND updatedAt < :at`,
                 ExpressionAttributeNames: {
                   '#partition': index.partitionKey,
