@@ -6,6 +6,66 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+/** The sections `--only=` takes (any of them, comma-separated): each alone, printed, the page left as it is. */
+export const ONLY_SECTIONS = {
+  scale: 'section 2: deep trees, long histories, many sessions',
+  concurrency: 'section 3: writers on one session',
+  langgraph: "section 5: LangGraph's checkpoint saver",
+  vectors: "section 6's semantic search rows",
+  large: 'section 1d: a 4 MiB state',
+  partition: 'the partition load of one tenant, many conversations',
+  contended: '100 blind writers on one target at once',
+  expiry: 'a state write and reads with and without a TTL (issue 34)',
+  erasure: 'a user with 100 sessions and 1,000 memory items erased (issue 34)',
+  retention: 'what a session stores after 10,000 writes with and without keepVersions (issue 34)',
+} as const;
+
+/** Flags that run one part and write it into the page in place of its last run (the rest of the page is kept). */
+const SPLICE_FLAGS = {
+  '--memory-only': 'section 6, memory items',
+  '--bundles-only': 'section 4, bundle size per Lambda (no DynamoDB needed)',
+  '--operations-only': "section 1's table and section 7 without its depth rows",
+  '--partition-only': 'the partition-load section',
+  '--contended-only': "the blind writers' section",
+  '--expiry-only': 'the expiry section',
+} as const;
+
+/** What `npm run bench -- --help` prints (and an unknown flag, before it stops). */
+export const USAGE = [
+  'npm run bench [-- flags]: the whole bench, printed and written to docs/benchmarks.md.',
+  '',
+  'Flags:',
+  '  --quick            few iterations, small scale; prints only',
+  '  --no-doc           do not write docs/benchmarks.md',
+  '  --only=a,b,...     those sections alone, printed only:',
+  ...Object.entries(ONLY_SECTIONS).map(([name, what]) => `                       ${name.padEnd(12)} ${what}`),
+  ...Object.entries(SPLICE_FLAGS).map(([flag, what]) => `  ${flag.padEnd(18)} ${what} alone, written into the page`),
+  '  --help, -h         this text',
+  '',
+  "Env: BENCH_ITERATIONS (default 300; 40 with --quick), BENCH_DEPTH (the scale section's deep chains:",
+  '     default 10,000; 1,000 with --quick).',
+].join('\n');
+
+/**
+ * The bench's command line: whether it asks for help, and what it holds that the bench does not
+ * know (an unknown flag, or a section `--only=` does not have). A typo must not start a
+ * twelve-minute run that then writes the page.
+ */
+export function benchArguments(args: readonly string[]): { help: boolean; unknown: string[] } {
+  const known = new Set<string>(['--quick', '--no-doc', ...Object.keys(SPLICE_FLAGS)]);
+  const unknown: string[] = [];
+  for (const arg of args) {
+    if (arg === '--help' || arg === '-h' || known.has(arg)) continue;
+    if (arg.startsWith('--only=')) {
+      const sections = arg.slice('--only='.length).split(',');
+      unknown.push(...sections.filter((name) => !Object.hasOwn(ONLY_SECTIONS, name)).map((name) => `--only=${name}`));
+      continue;
+    }
+    unknown.push(arg);
+  }
+  return { help: args.includes('--help') || args.includes('-h'), unknown };
+}
+
 const argv = process.argv.slice(2);
 export const QUICK = argv.includes('--quick');
 /** `--only=scale,concurrency,langgraph`: those sections alone, printed, the page left as it is. */

@@ -2,7 +2,8 @@
  * Expiry (issue 34, API.md section 12): what a session with a TTL costs against one without.
  * Expiry rides on what every read and write touches anyway (the tip carries the session's
  * lifetime), so a state write and a state read should cost the same requests and units with
- * and without it. `npm run bench -- --only=expiry` prints it.
+ * and without it. The whole bench writes it into docs/benchmarks.md; `npm run bench --
+ * --only=expiry` prints it, `--expiry-only` writes it into the page alone.
  */
 import { handlers } from '../functions/http/index.js';
 import { jsonHeaders, log } from './config.js';
@@ -12,7 +13,10 @@ import type { Cost, Meter } from './meter.js';
 
 const ROUNDS = 50;
 
-interface Row {
+/** Heading of the section on the page (`--expiry-only` replaces the section under it). */
+export const EXPIRY_HEADING = '## Expiry: what a TTL costs';
+
+export interface ExpiryRow {
   label: string;
   requests: number;
   readUnits: number;
@@ -20,7 +24,7 @@ interface Row {
 }
 
 /** Requests and units per operation, averaged over `ROUNDS`, on a session with `ttlSeconds` or none. */
-async function measure(meter: Meter, ttlSeconds: number | null): Promise<Row[]> {
+async function measure(meter: Meter, ttlSeconds: number | null): Promise<ExpiryRow[]> {
   const sessionId = `expiry-bench-${ttlSeconds ?? 'none'}-${Date.now()}`;
   const write = (round: number) =>
     invoke(handlers, {
@@ -50,7 +54,7 @@ async function measure(meter: Meter, ttlSeconds: number | null): Promise<Row[]> 
       () => invoke(handlers, { method: 'GET', url: `/v1/sessions/${sessionId}`, headers: jsonHeaders }),
     ],
   ];
-  const rows: Row[] = [];
+  const rows: ExpiryRow[] = [];
   for (const [label, operation] of operations) {
     const total: Cost[] = [];
     for (let round = 1; round <= ROUNDS; round++) {
@@ -69,16 +73,36 @@ async function measure(meter: Meter, ttlSeconds: number | null): Promise<Row[]> 
   return rows;
 }
 
-export async function measureExpiry(meter: Meter): Promise<string> {
+export interface ExpiryResult {
+  without: ExpiryRow[];
+  withTtl: ExpiryRow[];
+}
+
+export async function measureExpiry(meter: Meter): Promise<ExpiryResult> {
   const without = await measure(meter, null);
-  const withTtl = await measure(meter, 86_400);
-  const cell = (row: Row) => `${row.requests.toFixed(2)} / ${row.readUnits.toFixed(2)} / ${row.writeUnits.toFixed(2)}`;
+  const withTtl = await measure(meter, TTL_SECONDS);
+  const result = { without, withTtl };
+  log(`\n${expirySection(result)}`);
+  return result;
+}
+
+const TTL_SECONDS = 86_400;
+
+export function expirySection({ without, withTtl }: ExpiryResult): string {
+  const cell = (row: ExpiryRow) => `${row.requests.toFixed(2)} / ${row.readUnits.toFixed(2)} / ${row.writeUnits.toFixed(2)}`;
   const lines = [
-    tableRow(['operation (1 KB state)', 'without a TTL: requests / RCU / WCU', 'ttlSeconds 86400: requests / RCU / WCU']),
+    tableRow(['operation (1 KB state)', 'without a TTL: requests / RCU / WCU', `ttlSeconds ${TTL_SECONDS}: requests / RCU / WCU`]),
     tableRow(['---', '---:', '---:']),
-    ...without.map((row, index) => tableRow([row.label, cell(row), cell(withTtl[index] as Row)])),
+    ...without.map((row, index) => tableRow([row.label, cell(row), cell(withTtl[index] as ExpiryRow)])),
   ];
-  const section = `Expiry: the same operations on a session without and with an idle TTL (${ROUNDS} rounds each, averaged)\n${lines.join('\n')}`;
-  log(`\n${section}`);
-  return section;
+  return `${EXPIRY_HEADING}
+
+The same operations through the handlers on two sessions, one without a lifetime and one with
+\`ttlSeconds: ${TTL_SECONDS}\` (set by \`PATCH /v1/sessions/{sid}\` before the rounds), ${ROUNDS} rounds each,
+averaged (\`npm run bench -- --only=expiry\`). The contract: expiry adds no request to any read or
+write (API.md section 12): the expiry moment rides on the session's newest change, which every
+read and write of the state reads anyway (docs/api.md, "Expiry").
+
+${lines.join('\n')}
+`;
 }

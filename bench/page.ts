@@ -12,6 +12,7 @@ import { CONTENTION, DOC, ITERATIONS, MEMORY, SCALE, STUB_ROUNDS, WARMUP } from 
 import { type ContendedWrites, contendedWritesSection } from './contended-writes.js';
 import { costRows, costSection } from './cost.js';
 import { type ErasureStep, erasureSection } from './erasure.js';
+import { type ExpiryResult, expirySection } from './expiry.js';
 import { langGraphSection, type SaverRow } from './langgraph.js';
 import { type LargeStateResult, largeStateSection } from './large-state.js';
 import { median, ms, requestsText } from './measure.js';
@@ -39,6 +40,7 @@ export interface PageInput {
   largeState: LargeStateResult;
   scale: ScaleResult;
   retention: RetentionResult;
+  expiry: ExpiryResult;
   contention: ContentionResult[];
   contended: ContendedWrites;
   partition: PartitionLoad;
@@ -90,6 +92,7 @@ export function benchmarksPage({
   telemetry,
   scale,
   retention,
+  expiry,
   contention,
   contended,
   partition,
@@ -267,6 +270,7 @@ Measured from a new session instead, depth 10 would look cheaper for its age, no
 (docs/architecture.md, "How much of the log the tip read brings").
 
 ${retentionSection(retention)}
+${expirySection(expiry)}
 ## Concurrency: writers on one session
 
 ${CONTENTION.writers} concurrent writers, each sending ${CONTENTION.writesEach} PATCHes that set a key of

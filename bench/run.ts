@@ -19,21 +19,7 @@
  * bundles.ts (4), langgraph.ts (5, LangGraph's checkpoint saver), memory.ts (6), cost.ts (7, priced from 1 and 2);
  * fixture.ts writes what they measure on, page.ts writes the doc.
  *
- * Flags: --quick (few iterations, small scale, prints only), --no-doc (do not write the doc),
- *        --memory-only (section 6 alone, written into the page in place of its last run),
- *        --bundles-only (section 4 alone, the same way; no DynamoDB needed),
- *        --only=scale,concurrency,langgraph,vectors,expiry,erasure,retention,large (any of those sections alone, printed
- *        only; vectors: section 6's semantic search rows; expiry: a state write and reads with and without a TTL, issue 34;
- *        erasure: a user with 100 sessions and 1,000 memory items erased, its two steps' time and units, issue 34;
- *        retention: what a session stores after 10,000 writes with and without keepVersions, issue 34; large:
- *        section 1d),
- *        --operations-only (section 1's table and section 7 without its depth rows, written into the page),
- *        --partition-only (the partition-load section alone, written into the page in place of its last run;
- *        --only=partition prints it),
- *        --contended-only (100 blind writers on one target at once, a core kept busy: the section alone, written
- *        into the page in place of its last run; --only=contended prints it).
- * Env:   BENCH_ITERATIONS (default 300; 40 with --quick), BENCH_DEPTH (the scale section's deep chains:
- *        default 10,000; 1,000 with --quick).
+ * Flags and env: `npm run bench -- --help` (bench/config.ts `USAGE`, the one list of them).
  */
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
@@ -46,11 +32,11 @@ import { dynamoDbClient } from '../functions/store/table/client.js';
 import { TableClient } from '../functions/store/table/table-client.js';
 import { bundleSection, measureBundles } from './bundles.js';
 import { measureConcurrency } from './concurrency.js';
-import { DOC, ITERATIONS, log, ONLY, QUICK, WARMUP, WRITE_DOC, writeDoc } from './config.js';
+import { benchArguments, DOC, ITERATIONS, log, ONLY, QUICK, USAGE, WARMUP, WRITE_DOC, writeDoc } from './config.js';
 import { CONTENDED_HEADING, CONTENDED_WRITES, contendedWritesSection, measureContendedWrites } from './contended-writes.js';
 import { costRows, costSection, costTable } from './cost.js';
 import { measureErasure } from './erasure.js';
-import { measureExpiry } from './expiry.js';
+import { EXPIRY_HEADING, expirySection, measureExpiry } from './expiry.js';
 import { STATE_BYTES, wire, writeSessions } from './fixture.js';
 import { measureLangGraph } from './langgraph.js';
 import { largeStateTable, measureLargeState } from './large-state.js';
@@ -65,6 +51,14 @@ import { writeRawItems } from './raw-sdk.js';
 import { logRetention, measureRetention } from './retention.js';
 import { measureScale } from './scale.js';
 import { measureTelemetryLevels } from './telemetry.js';
+
+const { help, unknown } = benchArguments(process.argv.slice(2));
+if (help || unknown.length > 0) {
+  // Before anything starts: a typo must not run the whole bench and write the page.
+  if (unknown.length > 0) process.stderr.write(`npm run bench: unknown ${unknown.join(', ')}\n\n`);
+  process.stdout.write(`${USAGE}\n`);
+  process.exit(unknown.length > 0 ? 2 : 0);
+}
 
 const started = new Date();
 const loadAtStart = os.loadavg()[0] as number;
@@ -150,6 +144,18 @@ if (process.argv.includes('--contended-only')) {
   process.exit(0);
 }
 
+if (process.argv.includes('--expiry-only')) {
+  // The expiry section alone, spliced into the page after the retention section.
+  const section = expirySection(await measureExpiry(meter));
+  const page = readFileSync(DOC, 'utf8');
+  const start = page.indexOf(EXPIRY_HEADING);
+  const end = page.indexOf('## Concurrency: writers on one session\n');
+  if (end < 0) throw new Error(`${DOC} has no "## Concurrency: writers on one session" to put the expiry section before`);
+  if (WRITE_DOC) writeDoc(`${page.slice(0, start < 0 ? end : start)}${section}\n${page.slice(end)}`);
+  await dynamo.stop();
+  process.exit(0);
+}
+
 if (ONLY) {
   if (ONLY.includes('scale')) await measureScale(meter, main);
   if (ONLY.includes('concurrency')) await measureConcurrency(meter, main);
@@ -181,6 +187,7 @@ const bundles = await measureBundles();
 // longer for every write after them (bench/scale-fixture.ts says why that costs).
 const retention = await measureRetention(meter, client, main);
 logRetention(retention);
+const expiry = await measureExpiry(meter);
 // Last: it runs a server of its own, which sets the handlers' environment and dependencies.
 const partition = await measurePartitionLoad(PARTITION_LOAD);
 log(`\n${partitionLoadSection(partition)}`);
@@ -203,6 +210,7 @@ if (WRITE_DOC) {
       largeState,
       scale,
       retention,
+      expiry,
       contention,
       contended,
       partition,
