@@ -21,6 +21,7 @@ import type * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
+import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
@@ -718,6 +719,14 @@ export class AgentState extends Construct {
         ...(parallelizationFactor > 1 ? { parallelizationFactor } : {}),
       });
     fn.addEventSource(mapping(1));
+    // Retention that is due without a write (an age window, a write that came when it was not a
+    // run's turn, a new setting): every minute the change hook sweeps the sessions due
+    // (functions/streams/prune-sweep.ts). A sweep that fails is simply the next minute's.
+    new events.Rule(this, 'RetentionSweep', {
+      description: 'agentstate: every minute, the change hook prunes the history of sessions whose retention run is due',
+      schedule: events.Schedule.rate(Duration.minutes(1)),
+      targets: [new targets.LambdaFunction(fn, { retryAttempts: 0 })],
+    });
     // Up to 10 batches of a shard at once, split by partition key (one session's records stay
     // in order): queueing is quick, and a busy shard's sessions are queued side by side.
     webhookFn.addEventSource(mapping(reading.webhookParallelization));
@@ -781,7 +790,7 @@ export class AgentState extends Construct {
   }
 
   private createTable(props: AgentStateProps): dynamodb.TableV2 {
-    const { partitionKey, sortKey, sessionsIndex, keysIndex, memoryIndex, timeToLive } = tableKeys;
+    const { partitionKey, sortKey, sessionsIndex, keysIndex, memoryIndex, pruneDueIndex, timeToLive } = tableKeys;
     const string = dynamodb.AttributeType.STRING;
     // The cost guard and warm throughput hold for the table and for every index alike.
     const limits = {
@@ -818,6 +827,15 @@ export class AgentState extends Construct {
           sortKey: { name: sessionsIndex.sortKey, type: string },
           projectionType: dynamodb.ProjectionType.INCLUDE,
           nonKeyAttributes: [...sessionsIndex.projected],
+          ...limits,
+          ...warm,
+        },
+        {
+          // Added after the three above (one index per update, as DynamoDB allows).
+          indexName: pruneDueIndex.name,
+          partitionKey: { name: pruneDueIndex.partitionKey, type: string },
+          sortKey: { name: pruneDueIndex.sortKey, type: string },
+          projectionType: dynamodb.ProjectionType.KEYS_ONLY,
           ...limits,
           ...warm,
         },
@@ -870,6 +888,14 @@ export class AgentState extends Construct {
         new iam.PolicyStatement({
           actions: [...options.access.sessionsIndex],
           resources: [`${this.table.tableArn}/index/${tableKeys.sessionsIndex.name}`],
+        }),
+      );
+    }
+    if (options.access.pruneDueIndex && options.access.pruneDueIndex.length > 0) {
+      role.addToPrincipalPolicy(
+        new iam.PolicyStatement({
+          actions: [...options.access.pruneDueIndex],
+          resources: [`${this.table.tableArn}/index/${tableKeys.pruneDueIndex.name}`],
         }),
       );
     }

@@ -25,6 +25,8 @@ export interface TableAccess {
   readonly sessionsIndex: readonly TableAction[];
   /** Actions on the memory index `byMemoryRecency` (that one index's ARN); none when absent. */
   readonly memoryIndex?: readonly TableAction[];
+  /** Actions on the retention index `byPruneDue` (that one index's ARN); none when absent. */
+  readonly pruneDueIndex?: readonly TableAction[];
 }
 
 /**
@@ -155,6 +157,9 @@ export const liveHookAccess: TableAccess = {
     'dynamodb:BatchWriteItem',
   ],
   sessionsIndex: ['dynamodb:Query'],
+  // Its scheduled sweep (every minute) finds the sessions whose history is due for a retention
+  // run without a write (store/log/prune-due.ts).
+  pruneDueIndex: ['dynamodb:Query'],
 };
 
 /**

@@ -5,6 +5,7 @@ import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { AgentStateError, toProblem } from '../core/kernel/errors.js';
 import { useSealingKey } from '../core/kernel/sealing.js';
+import { pruneIntervalFrom } from '../core/model/retention.js';
 import type { WebhookLanes } from '../core/webhooks/lanes.js';
 import type { WebhookQueue } from '../core/webhooks/records.js';
 import type { RouteGroup } from '../http/contract/routes.js';
@@ -21,6 +22,7 @@ import { type DynamoDbLocal, localDynamoDbClient } from './dynamodb-local.js';
 import { type SupervisedDynamoDb, superviseDynamoDbLocal } from './dynamodb-supervisor.js';
 import { createRequestListener } from './http-adapter.js';
 import { type LocalKeyFile, localKeyFile } from './key-file.js';
+import { startPruneSchedule } from './prune-schedule.js';
 import { runAs } from './running-function.js';
 import { StreamPoller } from './stream-poller.js';
 import { attachWebSocketApi, WEBSOCKET_PATH } from './ws-server.js';
@@ -113,6 +115,7 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
   let supervised: SupervisedDynamoDb | undefined;
   let keyFile: LocalKeyFile | undefined;
   let pollers: StreamPoller[] = [];
+  let pruneSchedule: { stop(): Promise<void> } | undefined;
   let lanes: WebhookLanes | undefined;
   let streams: DynamoDBStreamsClient | undefined;
   // Set once the stream is read: what a restart of DynamoDB Local does to the stream readers.
@@ -144,7 +147,7 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
     // Imported only now, so that nothing in them can read the environment before it is set.
     const handlers = await (options.loadHandlers ?? importHandlers)();
     const { handler: webSocketHandler } = await import('../ws/handler.js');
-    const { changeHook } = await import('../streams/change-hook.js');
+    const { changeHook, pruneSweeper } = await import('../streams/change-hook.js');
     const { webhookHook, webhookLanes } = await import('../streams/webhook-hook.js');
     // Webhook deliveries wait in lanes, one per (webhook, session): a dead endpoint holds only its own.
     lanes = webhookLanes();
@@ -198,6 +201,8 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
     } else {
       console.warn(`agentstate: table ${tableName} has no stream; change events are off (recreate the table to get them)`);
     }
+    // The change hook's schedule (an EventBridge rule in AWS): retention that is due without a write.
+    pruneSchedule = startPruneSchedule(pruneSweeper(), pruneIntervalFrom(process.env));
 
     // Each concern its own wrapper: the access log sees every answer, CORS preflights included.
     const cors = withCors(createRequestListener(handlers), options.corsOrigins ?? parseCorsOrigins(process.env.AGENTSTATE_CORS_ORIGINS));
@@ -229,6 +234,7 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
         // Requests and sockets first; then what the last writes put on the stream is still
         // handed to the change hook (webhooks), and only then does DynamoDB Local stop.
         await close(server, webSocket.close);
+        await pruneSchedule?.stop();
         await Promise.all(pollers.map((poller) => poller.stop({ drain: true })));
         // Deliveries under way may finish; what a dead endpoint still holds becomes a dead letter.
         await lanes?.drain(LANES_DRAIN_MS);
@@ -240,6 +246,7 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
       },
     };
   } catch (error) {
+    await pruneSchedule?.stop();
     await Promise.all(pollers.map((poller) => poller.stop()));
     streams?.destroy();
     await close(server, webSocket.close);

@@ -6,12 +6,20 @@ import { pruneIntervalFrom } from '../core/model/retention.js';
 import { ErasureFinisher } from '../store/erasure/erasure-finish.js';
 import { DynamoDbLiveStore } from '../store/events/live-store.js';
 import { DynamoDbMemoryUpkeep } from '../store/memory/memory-upkeep-store.js';
-import { traced } from '../telemetry/telemetry.js';
+import { instrumented, traced } from '../telemetry/telemetry.js';
 import { liveBroadcaster, memoryBroadcaster } from '../ws/broadcast.js';
 import { connectionGatewayFromEnv } from '../ws/connections.js';
 import { eventBridgeClient, eventBridgePublisher } from './event-bus.js';
-import { withFollowUp } from './prune-follow-up.js';
-import { instrumentedStreamHandler, type StreamConsumer, type StreamHandler, storesFromEnv, streamHandler } from './stream-batch.js';
+import { isScheduledEvent, type PruneSweep, sweepDuePrunes } from './prune-sweep.js';
+import {
+  instrumentedStreamHandler,
+  type StreamConsumer,
+  type StreamContext,
+  type StreamHandler,
+  type StreamStores,
+  storesFromEnv,
+  streamHandler,
+} from './stream-batch.js';
 
 /**
  * The change hook, the stream's live consumer: the table's stream → one `state.changed` event
@@ -21,7 +29,9 @@ import { instrumentedStreamHandler, type StreamConsumer, type StreamHandler, sto
  * session's activity (`updatedAt`, the session list's order) moved to its newest version, once
  * per session and batch (a state write is then one PutItem), the pieces no version names
  * swept, the history of sessions with retention pruned (at most once a minute each), and
- * memory's namespace list and replaced versions kept.
+ * memory's namespace list and replaced versions kept. An EventBridge rule also invokes it every
+ * minute with a scheduled event: then it runs the retention that is due without a write
+ * (prune-sweep.ts; locally a timer of the server).
  *
  * In AWS it is the target of one of the stream's two event source mappings, which let through
  * only version records (store/events/stream-images.ts `changeRecordFilters`); locally
@@ -41,8 +51,7 @@ import { instrumentedStreamHandler, type StreamConsumer, type StreamHandler, sto
  * most; default 60).
  */
 
-function liveConsumer(env: NodeJS.ProcessEnv): StreamConsumer {
-  const stores = storesFromEnv(env);
+function liveConsumer(env: NodeJS.ProcessEnv, stores: StreamStores): StreamConsumer {
   const gateway = connectionGatewayFromEnv(env);
   const bus = env.AGENTSTATE_EVENT_BUS;
   const publish = bus ? { publish: eventBridgePublisher(traced(eventBridgeClient()), bus) } : {};
@@ -58,11 +67,10 @@ function liveConsumer(env: NodeJS.ProcessEnv): StreamConsumer {
       sweepPieces: async (scope) => {
         await stores.sessions.sweepPieces(scope);
       },
-      pruneHistory: withFollowUp(
-        (scope, builtThrough) => stores.sessions.pruneHistory(scope, { builtThrough, everyMs: pruneEvery }),
-        pruneEvery,
-        (error) => console.warn('agentstate: could not prune history', error),
-      ),
+      // What a run leaves for later is marked due on the session, and the scheduled sweep runs it.
+      pruneHistory: async (scope, builtThrough) => {
+        await stores.sessions.pruneHistory(scope, { builtThrough, everyMs: pruneEvery });
+      },
       ...(gateway && live ? { broadcast: liveBroadcaster(live, gateway) } : {}),
       ...publish,
     }),
@@ -81,8 +89,41 @@ function liveConsumer(env: NodeJS.ProcessEnv): StreamConsumer {
 
 /** A live consumer built from `process.env` on first use (the local server runs one per stream reader). */
 export function changeHook(): StreamHandler {
-  return streamHandler(() => liveConsumer(process.env));
+  return streamHandler(() => liveConsumer(process.env, storesFromEnv(process.env)));
 }
 
-/** The Lambda handler. */
-export const handler = instrumentedStreamHandler('change hook', 'live', changeHook());
+/**
+ * The scheduled sweep over `process.env`'s table (stores built on first use): runs the retention
+ * that is due, until `deadline` (epoch ms) comes near.
+ */
+export function pruneSweeper(): (deadline?: number) => Promise<PruneSweep> {
+  let stores: StreamStores | undefined;
+  return (deadline) => {
+    stores ??= storesFromEnv(process.env);
+    const sessions = stores.sessions;
+    return sweepDuePrunes(
+      {
+        duePrunes: (perShard) => sessions.duePrunes(perShard),
+        pruneHistory: (scope, options) => sessions.pruneHistory(scope, options),
+        log: (message, error) => console.warn(`agentstate: ${message}`, error),
+      },
+      { everyMs: pruneIntervalFrom(process.env), ...(deadline === undefined ? {} : { deadline }) },
+    );
+  };
+}
+
+const streamed = instrumentedStreamHandler('change hook', 'live', changeHook());
+const sweep = pruneSweeper();
+const scheduled = instrumented(
+  'prune sweep',
+  (_event: unknown, context: StreamContext) => sweep(Date.now() + context.getRemainingTimeInMillis()),
+  (_event, { result }) => ({
+    message: 'prune sweep',
+    level: 'info',
+    fields: { sessions: result?.sessions ?? 0, pruned: result?.pruned ?? 0, cut: result?.cut ?? false },
+  }),
+);
+
+/** The Lambda handler: stream batches, and every minute the schedule's sweep. */
+export const handler = (event: unknown, context: StreamContext) =>
+  isScheduledEvent(event) ? scheduled(event, context as never) : streamed(event as never, context);

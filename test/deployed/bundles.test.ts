@@ -577,6 +577,48 @@ describe('retention from the stream', () => {
   });
 });
 
+describe('retention on the schedule', () => {
+  it('prunes with the change hook’s own role, invoked by the schedule rule, what aged out of keepDays with no write after it', async () => {
+    // Prepare: three versions, then a day's window; the PATCH marks the session due at once.
+    for (const n of [1, 2, 3]) expect((await call('PATCH', '/v1/sessions/aging/state', { n })).status).toBe(200);
+    expect((await call('PATCH', '/v1/sessions/aging', { retention: { keepDays: 1 } })).status).toBe(200);
+    // The rule's one target, invoked as EventBridge invokes it.
+    const rules = stack.deployment.ofType('AWS::Events::Rule').filter(([, resource]) => resource.Properties?.ScheduleExpression);
+    expect(rules.map(([, rule]) => rule.Properties?.ScheduleExpression)).toEqual(['rate(1 minute)']);
+    const targetId = rules[0]?.[1].Properties?.Targets[0].Arn['Fn::GetAtt'][0];
+    const target = stack.deployment.functions().find((fn) => fn.logicalId === targetId);
+    expect(target?.description).toMatch(/change hook/);
+    const scheduled = (time: number) => ({
+      version: '0',
+      id: `sweep-${time}`,
+      'detail-type': 'Scheduled Event',
+      source: 'aws.events',
+      account: stack.deployment.account,
+      time: new Date(time).toISOString(),
+      region: stack.deployment.region,
+      resources: [`arn:aws:events:${stack.deployment.region}:${stack.deployment.account}:rule/RetentionSweep`],
+      detail: {},
+    });
+    const sweep = async (clockOffsetMs: number) => {
+      const invocation = await stack.lambda.invoke(target as never, scheduled(Date.now() + clockOffsetMs), { clockOffsetMs });
+      expect(invocation.error).toBeUndefined();
+      return invocation.logs.map((line) => JSON.parse(line)).find((line) => line.message === 'prune sweep');
+    };
+
+    // Act: a sweep now runs it and prunes nothing (every version is younger than a day); one a
+    // day and a minute later (a function whose clock is that far on) prunes what aged out.
+    expect(await sweep(0)).toMatchObject({ level: 'INFO', sessions: expect.any(Number) });
+    expect((await call('GET', '/v1/sessions/aging/versions/1')).status).toBe(200);
+    const later = await sweep(24 * 60 * 60_000 + 60_000);
+
+    // Assess: versions 1 and 2 are pruned; the head's (3) reads.
+    expect(later.pruned).toBeGreaterThanOrEqual(1);
+    expect((await call('GET', '/v1/sessions/aging/versions/1')).status).toBe(410);
+    expect((await call('GET', '/v1/sessions/aging/versions/2')).json).toMatchObject({ code: 'version_pruned', version: 2 });
+    expect((await call('GET', '/v1/sessions/aging/state')).json).toMatchObject({ version: 3, state: { n: 3 } });
+  });
+});
+
 describe('memory events from the stream', () => {
   it('reach EventBridge and a follower of the namespace: every put and delete, in order, with next and prev', async () => {
     // Prepare: a connection following a namespace, then a put, a replace and a delete below it.

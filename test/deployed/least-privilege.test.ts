@@ -436,6 +436,17 @@ describe('change events and live sync, within their roles', () => {
       expect(invocation.result, invocation.logs.join('\n')).toEqual({ batchItemFailures: [] });
     }
 
+    // Its schedule (an EventBridge rule, every minute): retention due without a write, found on
+    // the index of sessions due (its role: Query on that one index), run as the stream's runs are.
+    expectStatus(await call('PATCH', '/v1/sessions/lp-ev', { retention: { keepVersions: 1 } }), 200);
+    const sweep = await stack.lambda.invoke(
+      fn(/change hook/),
+      { version: '0', id: 'lp-sweep', 'detail-type': 'Scheduled Event', source: 'aws.events', time: new Date().toISOString(), detail: {} },
+      { clockOffsetMs: LATER_MS },
+    );
+    expect(sweep.error, sweep.logs.join('\n')).toBeUndefined();
+    expect(sweep.logs.map((line) => JSON.parse(line)).find((line) => line.message === 'prune sweep')?.sessions).toBeGreaterThan(0);
+
     // A user's erasure: the sessions function closes (its role), the change hook finishes it
     // (its role: the user's list once more, which names a session made after the 202, kept).
     expectStatus(await call('POST', '/v1/sessions', { sessionId: 'lp-erased', userId: 'lp-user' }), 201);

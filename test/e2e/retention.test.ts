@@ -56,8 +56,13 @@ describe('a session with retention', () => {
     const newest = (await http.get(`/v1/sessions/${sid}`)).body.version as number;
     expect(newest).toBe(15);
 
-    // Act: the change hook prunes (version 4, at c before its writes, fell out; nothing points at it).
+    // Act: the change hook prunes (version 4, at c before its writes, fell out; nothing points at it),
+    // and the runs after it the versions that waited for their events (the newest below the window).
     await eventually(async () => (await http.get(`/v1/sessions/${sid}/versions/4`)).status === 410, 'version 4 pruned');
+    await eventually(
+      async () => (await http.get(`/v1/sessions/${sid}/versions?limit=100`)).body.pruned?.before === 13,
+      'every version below the window that nothing points at pruned',
+    );
 
     // Assess
     const pruned = await http.get(`/v1/sessions/${sid}/versions/4`);
@@ -85,6 +90,23 @@ describe('a session with retention', () => {
     expect(lineage.body.pruned).toEqual({ before: 13 });
     // Writes go on at any node, on its state.
     expect((await http.patch(`/v1/sessions/${sid}/state?node=b`, { more: true })).body.state).toEqual({ at: 'b', more: true });
+  });
+
+  it('prunes an idle session whose retention is set after its writes, with no write after it (the scheduled sweep)', async () => {
+    // Prepare: ten versions without retention, then a window of three, and nothing more.
+    const sid = uniqueId('retention-idle');
+    for (let n = 0; n < 10; n++) expect((await http.patch(`/v1/sessions/${sid}/state`, { n })).status).toBe(200);
+    expect((await http.patch(`/v1/sessions/${sid}`, { retention: { keepVersions: 3 } })).status).toBe(200);
+
+    // Act: the server's timer sweeps the sessions due (an EventBridge rule in AWS); no request but reads.
+    await eventually(async () => (await http.get(`/v1/sessions/${sid}/versions/7`)).status === 410, 'version 7 pruned');
+
+    // Assess: the window reads, the list says where history was cut, the state is whole.
+    const list = await http.get(`/v1/sessions/${sid}/versions?limit=100`);
+    expect(list.body.versions.map((version: { version: number }) => version.version)).toEqual([10, 9, 8]);
+    expect(list.body.pruned).toEqual({ before: 8 });
+    expect((await http.get(`/v1/sessions/${sid}/versions/1`)).status).toBe(410);
+    expect((await http.get(`/v1/sessions/${sid}/state`)).body).toMatchObject({ version: 10, state: { n: 9 } });
   });
 
   it('does not tell another tenant that a version was pruned: its session does not exist there', async () => {

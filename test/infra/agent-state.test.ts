@@ -205,6 +205,7 @@ describe('least privilege', () => {
   it('scopes table actions to the table, index actions to the one index, and stream actions to the stream', () => {
     const indexArn = { 'Fn::Join': ['', [tableArn(), `/index/${tableKeys.sessionsIndex.name}`]] };
     const memoryIndexArn = { 'Fn::Join': ['', [tableArn(), `/index/${tableKeys.memoryIndex.name}`]] };
+    const pruneDueIndexArn = { 'Fn::Join': ['', [tableArn(), `/index/${tableKeys.pruneDueIndex.name}`]] };
     const streamArn = { 'Fn::GetAtt': [logicalId(stack.agentState.table), 'StreamArn'] };
     const streamActions = ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams'];
     for (const [id] of reader.ofType('AWS::IAM::Role')) {
@@ -212,7 +213,10 @@ describe('least privilege', () => {
         const actions = [statement.Action].flat();
         if (!actions.some((action) => action.startsWith('dynamodb:'))) continue;
         if (actions.every((action) => streamActions.includes(action))) expect(statement.Resource, id).toEqual(streamArn);
-        else expect([tableArn(), indexArn, memoryIndexArn], id).toContainEqual(statement.Resource);
+        // (Statements with the same actions on several of them are merged into one, with a list.)
+        else
+          for (const resource of [statement.Resource].flat())
+            expect([tableArn(), indexArn, memoryIndexArn, pruneDueIndexArn], id).toContainEqual(resource);
       }
     }
   });
@@ -223,6 +227,28 @@ describe('least privilege', () => {
       .map(([id]) => id)
       .filter((id) => reader.actionsOf(id, 'dynamodb').includes('dynamodb:GetRecords'));
     expect(readers.sort()).toEqual([logicalId(stack.agentState.changeHook), logicalId(stack.agentState.webhookHook)].sort());
+  });
+
+  it('invokes the change hook every minute for retention that falls due without a write, and grants it Query on that index alone', () => {
+    // The schedule: one rule, rate(1 minute), whose one target is the change hook.
+    const rules = reader.ofType('AWS::Events::Rule').filter(([, rule]) => rule.Properties?.ScheduleExpression !== undefined);
+    expect(rules.map(([, rule]) => rule.Properties.ScheduleExpression)).toEqual(['rate(1 minute)']);
+    const ruleTargets = rules[0]?.[1].Properties.Targets as Array<{ Arn: unknown }>;
+    expect(ruleTargets.map((target) => target.Arn)).toEqual([{ 'Fn::GetAtt': [logicalId(stack.agentState.changeHook), 'Arn'] }]);
+    reader.template.hasResourceProperties('AWS::Lambda::Permission', {
+      Action: 'lambda:InvokeFunction',
+      Principal: 'events.amazonaws.com',
+      FunctionName: { 'Fn::GetAtt': [logicalId(stack.agentState.changeHook), 'Arn'] },
+    });
+    // Its index: the change hook's role only, Query only.
+    const dueIndexArn = { 'Fn::Join': ['', [tableArn(), `/index/${tableKeys.pruneDueIndex.name}`]] };
+    const granted = reader
+      .ofType('AWS::IAM::Role')
+      .flatMap(([id]) => reader.statementsOf(id).map((statement) => ({ id, statement })))
+      .filter(({ statement }) => [statement.Resource].flat().some((resource) => JSON.stringify(resource) === JSON.stringify(dueIndexArn)));
+    expect(granted.map(({ id, statement }) => [id, statement.Action])).toEqual([
+      [reader.roleOf(logicalId(stack.agentState.changeHook)), 'dynamodb:Query'],
+    ]);
   });
 
   it('grants the stream consumers and the WebSocket function exactly their DynamoDB actions of lib/permissions.ts', () => {
@@ -346,7 +372,7 @@ describe('table', () => {
   });
 
   it('has the keys and index of functions/store/table/table.ts', () => {
-    const { partitionKey, sortKey, sessionsIndex, keysIndex, memoryIndex } = tableKeys;
+    const { partitionKey, sortKey, sessionsIndex, keysIndex, memoryIndex, pruneDueIndex } = tableKeys;
     reader.template.hasResourceProperties('AWS::DynamoDB::GlobalTable', {
       KeySchema: [
         { AttributeName: partitionKey, KeyType: 'HASH' },
@@ -376,6 +402,14 @@ describe('table', () => {
             { AttributeName: sessionsIndex.sortKey, KeyType: 'RANGE' },
           ],
           Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...sessionsIndex.projected] },
+        },
+        {
+          IndexName: pruneDueIndex.name,
+          KeySchema: [
+            { AttributeName: pruneDueIndex.partitionKey, KeyType: 'HASH' },
+            { AttributeName: pruneDueIndex.sortKey, KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'KEYS_ONLY' },
         },
       ],
     });

@@ -191,6 +191,13 @@ export interface SessionStore {
    */
   settleClosing(scope: SessionScope, tip: ClosingTip): Promise<void>;
 
+  /**
+   * Retention (API.md section 12): marks the session's history due for a run now, so that what a
+   * new retention setting left outside its windows is pruned within the prune interval, without
+   * another write (the change hook only sees versions; a settings change is none).
+   */
+  markPruneDue(scope: SessionScope): Promise<void>;
+
   /** The tip and every node of the session's current life, without messages (with their previews). */
   readTree(scope: SessionScope): Promise<{ tip: Tip; nodes: NodeRecord[] }>;
   /**

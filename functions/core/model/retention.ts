@@ -48,6 +48,11 @@ export function inWindow(retention: Retention, version: number, createdAtMs: num
   return byCount || byAge;
 }
 
+/** When a version written at `createdAtMs` leaves the age window (null: there is none, only writes move the count window). */
+export function fallsOutAt(retention: Retention, createdAtMs: number): number | null {
+  return retention.keepDays === undefined ? null : createdAtMs + retention.keepDays * DAY_MS;
+}
+
 /**
  * The first version the count window keeps (every version from it on is kept); `newest + 1`
  * when there is no count window.

@@ -212,7 +212,7 @@ export class SessionTreeService {
    */
   async updateSession(scope: SessionScope, input: SessionUpdate, access?: KeyAccess): Promise<SessionView> {
     checkLifetimeSettings(input, this.now().getTime());
-    return retryOnStaleTip(this.retry, async (attempt) => {
+    const view = await retryOnStaleTip(this.retry, async (attempt) => {
       // The tip first, then the session item: the metadata is rewritten in the same transaction
       // that claims a log place, so an item read after the tip holds every metadata change up
       // to that tip (or a later one, whose claim makes this write's claim fail and retry). Read
@@ -250,6 +250,10 @@ export class SessionTreeService {
       };
       return sessionView(updated, { ...written, lifetime, expiresAtMs: updated.expiresAtMs });
     });
+    // What the new windows leave out is pruned without waiting for a write (a count window
+    // moves only with writes, and the change hook sees no version in a settings change).
+    if (input.retention && view.retention) await this.store.markPruneDue(scope);
+    return view;
   }
 
   /** The lifetime an agent's registration gives its new sessions (absent: none, or no such agent). */

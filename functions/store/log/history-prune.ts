@@ -1,13 +1,21 @@
 import { QueryCommand, type QueryCommandInput, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { NodeRecord, SessionScope, Tip } from '../../core/model/model.js';
-import { countWindowStart, inWindow, PRUNE_GRACE_MS, PRUNE_INTERVAL_MS, PRUNED_TTL_SECONDS } from '../../core/model/retention.js';
-import { decodeLineage, encodeLineage, type LineageEntry } from '../state/lineage.js';
+import {
+  countWindowStart,
+  fallsOutAt,
+  inWindow,
+  PRUNE_GRACE_MS,
+  PRUNE_INTERVAL_MS,
+  PRUNED_TTL_SECONDS,
+} from '../../core/model/retention.js';
+import type { LineageEntry } from '../state/lineage.js';
 import * as versionItem from '../state/version-item.js';
 import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { logPositionOf } from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
-import { batchGet, conditionally, type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
+import { batchGet, conditionally, type Item, type TableClient } from '../table/table-client.js';
+import { claimRun, clearDue, type Marker, saveMarker } from './prune-marker.js';
 
 /**
  * Retention (API.md section 12): the versions of a session outside its windows, that no node
@@ -42,9 +50,8 @@ import { batchGet, conditionally, type Item, isConditionFailure, type TableClien
  *   process has not built yet (`builtThrough`) are left alone, and so is each one's previous
  *   version.
  *
- *   S#<tenant>#<session>   U~prune   at: when a run last claimed the session (epoch ms);
- *                                    life, w: the first version not yet decided on;
- *                                    kept: the versions below w that were kept (lineage runs)
+ * Where runs got to is the session's marker (prune-marker.ts), which also says when the next
+ * run is due without a write: the change hook's scheduled sweep (prune-due.ts) runs those.
  *
  * A run reads the log from `w` to the edge of the window (each change once in its life, as it
  * falls out), the node index (the pointers), and the versions kept below `w`; a session with
@@ -54,7 +61,6 @@ import { batchGet, conditionally, type Item, isConditionFailure, type TableClien
  * over several runs of at most MAX_CHANGES_PER_RUN changes each.
  */
 
-const MARKER = 'U~prune';
 /** Changes read as candidates in one run at most; a longer backlog is taken over the next runs. */
 const MAX_CHANGES_PER_RUN = 4000;
 /**
@@ -88,17 +94,19 @@ export interface PruneReport {
 
 const NOT_ITS_TURN: PruneReport = { pruned: 0, expiring: 0, kept: 0, behind: false, ran: false, waiting: true };
 
+export interface PruneOptions {
+  /** The newest version whose change event this process built (the change hook's runs). */
+  builtThrough?: { incarnation: number; version: number };
+  /** Run now, whenever the last run was. */
+  force?: boolean;
+  /** At most one run per this long (PRUNE_INTERVAL_MS). */
+  everyMs?: number;
+  /** The previous version of a version younger than this stays, for its event (default PRUNE_GRACE_MS). */
+  graceMs?: number;
+}
+
 /** A session's pointers as of a tip: the tip, then every node (store `readTree`). */
 type TreeReader = () => Promise<{ tip: Tip; nodes: readonly NodeRecord[] }>;
-
-interface Marker {
-  life: number;
-  /** The first version not yet decided on. */
-  w: number;
-  kept: LineageEntry[];
-  /** Whether the session had a large state (splice chains to keep). */
-  large: boolean;
-}
 
 /** A version that may be pruned: its place and what its item holds. */
 interface Candidate extends LineageEntry {
@@ -115,22 +123,29 @@ export async function pruneHistory(
   table: TableClient,
   scope: SessionScope,
   readTree: TreeReader,
-  options: { builtThrough?: { incarnation: number; version: number }; force?: boolean; everyMs?: number } = {},
+  options: PruneOptions = {},
 ): Promise<PruneReport | null> {
   const everyMs = options.everyMs ?? PRUNE_INTERVAL_MS;
   const nowMs = table.now();
   const claim = await claimRun(table, scope, options.force === true ? 0 : everyMs);
   // The other stream consumer (webhooks) may trail this one by a moment: the previous versions
   // of versions this young stay for its events.
-  const youngSince = nowMs - Math.min(PRUNE_GRACE_MS, everyMs);
+  const youngSince = nowMs - (options.graceMs ?? Math.min(PRUNE_GRACE_MS, everyMs));
   if (!claim) return NOT_ITS_TURN;
   const { tip, nodes } = await readTree();
   const retention = tip.lifetime?.retention;
-  if ((tip.kind !== 'version' && tip.kind !== 'entry') || !retention) return null;
   const life = tip.incarnation;
+  // No history or no retention; or events built for an older life only: none of this life's
+  // are, so nothing of it is touched yet (the hook runs again when they are).
+  if (
+    (tip.kind !== 'version' && tip.kind !== 'entry') ||
+    !retention ||
+    (options.builtThrough && options.builtThrough.incarnation !== life)
+  ) {
+    await clearDue(table, scope, claim.at);
+    return null;
+  }
   const newest = tip.version;
-  // Events built for an older life only: none of this life's are, so nothing of it is touched yet.
-  if (options.builtThrough && options.builtThrough.incarnation !== life) return null;
   const marker: Marker = claim.marker?.life === life ? claim.marker : { life, w: 1, kept: [], large: false };
   const builtThrough = Math.min(options.builtThrough?.version ?? newest, newest);
 
@@ -142,6 +157,8 @@ export async function pruneHistory(
   const expiring: string[] = [];
   let large = marker.large;
   let behind = false;
+  // When the first version still in the window by age alone leaves it (keepDays).
+  let agesOutAt: number | null = null;
   if (marker.w < edge) {
     const read = await readRange(table, scope, keys.basePrefix(life, marker.w - 1), keys.basePrefix(life, edge - 1), MAX_CHANGES_PER_RUN);
     const others: Array<{ sk: string; base: number }> = [];
@@ -156,8 +173,10 @@ export async function pruneHistory(
       }
       const version = Number(item.version);
       // Younger than keepDays: this one and every later one are in the window.
-      if (inWindow(retention, version, Date.parse(String(item.createdAt)), newest, nowMs)) {
+      const createdAt = Date.parse(String(item.createdAt));
+      if (inWindow(retention, version, createdAt, newest, nowMs)) {
         edge = version;
+        agesOutAt = fallsOutAt(retention, createdAt);
         break;
       }
       if (typeof item.stateN === 'number') large = true;
@@ -202,7 +221,10 @@ export async function pruneHistory(
   await inParallel(pruned, (candidate) => stripVersion(table, scope, candidate, { life, nowMs, ttl }));
   await inParallel(expiring, (sk) => expireChange(table, scope, sk, ttl));
   retained.sort((a, b) => b.version - a.version);
-  await saveMarker(table, scope, claim.at, { life, w: Math.max(marker.w, edge), kept: retained, large });
+  // Due again: in an interval when something was left for later, else when a version ages out
+  // (none, until a write, for a count window alone: only writes move it).
+  const due = waiting || behind ? claim.at + everyMs : agesOutAt;
+  await saveMarker(table, scope, claim.at, { life, w: Math.max(marker.w, edge), kept: retained, large }, due);
   return { pruned: pruned.length, expiring: expiring.length, kept: retained.length, behind, ran: true, waiting };
 }
 
@@ -390,55 +412,6 @@ async function queryUntil(
     start = page.LastEvaluatedKey;
   } while (start);
   return false;
-}
-
-/** Claims the session's next run: at most one per `everyMs` (0: at once). */
-async function claimRun(table: TableClient, scope: SessionScope, everyMs: number): Promise<{ at: number; marker: Marker | null } | null> {
-  const at = table.now();
-  try {
-    const { Attributes } = await table.send(
-      new UpdateCommand({
-        TableName: table.tableName,
-        Key: { pk: keys.session(scope), sk: MARKER },
-        UpdateExpression: 'SET #at = :at',
-        ...(everyMs > 0 ? { ConditionExpression: 'attribute_not_exists(pk) OR #at < :since' } : {}),
-        ExpressionAttributeNames: { '#at': 'at' },
-        ExpressionAttributeValues: { ':at': at, ...(everyMs > 0 ? { ':since': at - everyMs } : {}) },
-        ReturnValues: 'ALL_OLD',
-      }),
-    );
-    return { at, marker: markerOf(Attributes) };
-  } catch (error) {
-    if (isConditionFailure(error)) return null;
-    throw error;
-  }
-}
-
-function markerOf(item: Item | undefined): Marker | null {
-  if (!item || typeof item.life !== 'number' || typeof item.w !== 'number') return null;
-  return { life: item.life, w: item.w, kept: decodeLineage(item.kept), large: item.large === true };
-}
-
-/** Records where the run got to, if no later run claimed the session meanwhile. */
-async function saveMarker(table: TableClient, scope: SessionScope, claimedAt: number, marker: Marker): Promise<void> {
-  await conditionally(
-    table.send(
-      new UpdateCommand({
-        TableName: table.tableName,
-        Key: { pk: keys.session(scope), sk: MARKER },
-        UpdateExpression: 'SET #life = :life, #w = :w, #kept = :kept, #large = :large',
-        ConditionExpression: '#at = :claimed',
-        ExpressionAttributeNames: { '#at': 'at', '#life': 'life', '#w': 'w', '#kept': 'kept', '#large': 'large' },
-        ExpressionAttributeValues: {
-          ':claimed': claimedAt,
-          ':life': marker.life,
-          ':w': marker.w,
-          ':kept': encodeLineage(marker.kept),
-          ':large': marker.large,
-        },
-      }),
-    ),
-  );
 }
 
 async function inParallel<T>(items: readonly T[], run: (item: T) => Promise<void>): Promise<void> {

@@ -15,7 +15,7 @@ import type {
 } from '../../core/model/model.js';
 import { type SessionListOptions, type SessionStore, StaleTipError } from '../../core/model/ports.js';
 import { rootNode } from '../../core/model/tree.js';
-import type { PruneReport } from '../log/history-prune.js';
+import type { PruneOptions, PruneReport } from '../log/history-prune.js';
 import { decisionSummaryOf, entryOf, type VersionPlace } from '../log/log-items.js';
 import { nodesOfLife } from '../log/node-index.js';
 import { DynamoDbSessionLog } from '../log/session-log.js';
@@ -335,12 +335,20 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
    * chunk only the change hook loads), at most once a minute unless `force`. `builtThrough`:
    * the newest version whose change event is built; null when it was not its turn.
    */
-  async pruneHistory(
-    scope: SessionScope,
-    options: { builtThrough?: { incarnation: number; version: number }; force?: boolean; everyMs?: number } = {},
-  ): Promise<PruneReport | null> {
+  async pruneHistory(scope: SessionScope, options: PruneOptions = {}): Promise<PruneReport | null> {
     const { pruneHistory } = await import('../log/history-prune.js');
     return pruneHistory(this.table, scope, () => this.readTree(scope), options);
+  }
+
+  async markPruneDue(scope: SessionScope): Promise<void> {
+    const { markDue } = await import('../log/prune-marker.js');
+    await markDue(this.table, scope, this.table.now());
+  }
+
+  /** Sessions whose history is due for a retention run by now (log/prune-due.ts), at most `perShard` per index partition. */
+  async duePrunes(perShard: number): Promise<SessionScope[]> {
+    const { dueSessions } = await import('../log/prune-due.js');
+    return dueSessions(this.table, this.table.now(), perShard);
   }
 
   /** Removes pieces of large states that no version names (see state-pieces.ts); how many. */

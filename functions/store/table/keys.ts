@@ -46,11 +46,18 @@ import type { SessionScope } from '../../core/model/model.js';
  *   (index) T#<tenant>#<list>#<shard>  <updatedAt>#<session>   a filtered list: <list> is u:<user>,
  *                                                a:<agent> or m:<digest of a metadata key and value>
  *   (index) KEYS                <createdAt>#<keyId>   every API key, for the admin CLI
+ *   (index) PD#<shard>          <due ms>         a session whose history is due for a retention run
+ *                                                (its marker `U~prune`, in PRUNE_DUE_SHARDS partitions)
  */
 // Each key shape is an export of its own, and this module is imported whole as a namespace
 // (`import * as keys from './keys.js'`, then `keys.session(scope)`): esbuild then bundles only
 // the shapes a function uses, which it cannot do for the entries of one object.
 export const session = (scope: SessionScope) => `S#${scope.tenant}#${scope.sessionId}`;
+/** The session a session partition's key names (ids hold no `#`); null for any other key. */
+export function sessionScopeOf(pk: string): SessionScope | null {
+  const [kind, tenant, sessionId, ...rest] = pk.split('#');
+  return kind === 'S' && tenant && sessionId && rest.length === 0 ? { tenant, sessionId } : null;
+}
 export const sessionSort = 'S';
 /** A change of the log: in life `incarnation`, the `seq`-th after version `base`. */
 export const logEntry = (entry: LogPosition) =>
@@ -106,12 +113,28 @@ export const agentEntry = 'L#a';
 export const metadataEntry = (keyDigest: string) => `L#m#${keyDigest}`;
 /** The activity partition of a session: FNV-1a of its id, so the same id always lands in the same one. */
 export function activityShard(sessionId: string): number {
+  return fnv1a(sessionId) % ACTIVITY_SHARDS;
+}
+function fnv1a(text: string): number {
   let hash = 0x811c9dc5;
-  for (let index = 0; index < sessionId.length; index++) {
-    hash ^= sessionId.charCodeAt(index);
+  for (let index = 0; index < text.length; index++) {
+    hash ^= text.charCodeAt(index);
     hash = Math.imul(hash, 0x01000193) >>> 0;
   }
-  return hash % ACTIVITY_SHARDS;
+  return hash;
+}
+/**
+ * The retention index's partitions (store/log/prune-due.ts): a session's entry is in the one its
+ * tenant and id hash to. The entries of every tenant share them: a session's is written at most
+ * twice per prune interval (a run, and a write that found it was not its turn), never per turn,
+ * and spread over all of them (API.md section 14); the scheduled sweep reads each once a minute.
+ */
+export const PRUNE_DUE_SHARDS = 32;
+export const pruneDue = (shard: number) => `PD#${String(shard).padStart(2, '0')}`;
+/** When the entry is due (epoch ms, so that the index sorts by it). */
+export const pruneDueAt = (dueMs: number) => pad(Math.max(0, Math.round(dueMs)), TICKET_TIME_DIGITS);
+export function pruneDueShard(scope: SessionScope): number {
+  return fnv1a(`${scope.tenant}#${scope.sessionId}`) % PRUNE_DUE_SHARDS;
 }
 export const webhooks = (tenant: string) => `H#${tenant}`;
 export const webhook = (webhookId: string) => `H#${webhookId}`;

@@ -39,12 +39,19 @@ export const tableKeys = {
    * the expiry and the value's size. The values themselves are fetched for the matches only.
    */
   memoryIndex: { name: 'byMemoryRecency', partitionKey: 'pk', sortKey: 'mu', projected: ['mf', 'mp', 'expiresAt', 'vs'] },
+  /**
+   * Sessions whose history is due for a retention run (store/log/prune-due.ts): only the
+   * retention marker `U~prune` of a session with something due carries `dpk`/`dsk`, so the
+   * index holds one entry per such session, in PRUNE_DUE_SHARDS partitions, by when it is due.
+   * Keys only: the marker's other attributes change with every run, and would rewrite the entry.
+   */
+  pruneDueIndex: { name: 'byPruneDue', partitionKey: 'dpk', sortKey: 'dsk' },
   timeToLive: 'expiresAt',
 } as const;
 
 export const defaultTableName = 'agentstate';
 
-const { partitionKey, sortKey, sessionsIndex, keysIndex, memoryIndex } = tableKeys;
+const { partitionKey, sortKey, sessionsIndex, keysIndex, memoryIndex, pruneDueIndex } = tableKeys;
 
 /**
  * The key attributes, as CreateTable and UpdateTable take them. A function, like the two
@@ -59,6 +66,8 @@ function attributeDefinitions(): AttributeDefinition[] {
     { AttributeName: keysIndex.partitionKey, AttributeType: 'S' },
     { AttributeName: keysIndex.sortKey, AttributeType: 'S' },
     { AttributeName: memoryIndex.sortKey, AttributeType: 'S' },
+    { AttributeName: pruneDueIndex.partitionKey, AttributeType: 'S' },
+    { AttributeName: pruneDueIndex.sortKey, AttributeType: 'S' },
   ];
 }
 
@@ -88,6 +97,14 @@ function globalIndexes(): GlobalSecondaryIndex[] {
         { AttributeName: sessionsIndex.sortKey, KeyType: 'RANGE' },
       ],
       Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...sessionsIndex.projected] },
+    },
+    {
+      IndexName: pruneDueIndex.name,
+      KeySchema: [
+        { AttributeName: pruneDueIndex.partitionKey, KeyType: 'HASH' },
+        { AttributeName: pruneDueIndex.sortKey, KeyType: 'RANGE' },
+      ],
+      Projection: { ProjectionType: 'KEYS_ONLY' },
     },
   ];
 }

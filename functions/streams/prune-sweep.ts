@@ -1,0 +1,83 @@
+import type { ScheduledEvent } from 'aws-lambda';
+import type { SessionScope } from '../core/model/model.js';
+import type { PruneOptions, PruneReport } from '../store/log/history-prune.js';
+
+/**
+ * Retention on a schedule (API.md section 12). The change hook prunes a session's history when
+ * its versions reach it, at most once an interval per session; what falls out of a window
+ * without a write (an age window, a write that came when it was not a run's turn, a backlog, a
+ * new setting) is marked due on the session's marker (store/log/prune-marker.ts). This sweep
+ * finds the sessions due (the index `byPruneDue`: no scan, nothing per tenant) and runs theirs.
+ * In AWS an EventBridge rule invokes the change hook with a scheduled event every minute; under
+ * `npm start` a timer of the local server does the same (functions/local/server.ts).
+ *
+ * One sweep stops starting runs near its deadline; what it did not reach is still due and
+ * the next sweep takes it. A run is safe whenever it comes (what nothing pointed at as of its
+ * tip is never pointed at again), and a run for a session the change hook is pruning at the
+ * same moment loses the claim and does nothing.
+ */
+
+/** Due sessions read from each index partition per round. */
+const PER_SHARD = 25;
+/** Runs in flight at once. */
+const PARALLEL_RUNS = 8;
+/** A sweep starts no run this close to its deadline. */
+const DEADLINE_MARGIN_MS = 10_000;
+
+export interface PruneSweepPorts {
+  duePrunes(perShard: number): Promise<SessionScope[]>;
+  pruneHistory(scope: SessionScope, options: PruneOptions): Promise<PruneReport | null>;
+  log(message: string, error: unknown): void;
+}
+
+/** What one sweep did. */
+export interface PruneSweep {
+  /** Sessions whose run it started. */
+  sessions: number;
+  /** Runs that pruned or expired something. */
+  pruned: number;
+  /** Whether it stopped at its deadline with due sessions left. */
+  cut: boolean;
+}
+
+/** Whether the change hook was invoked by its schedule (an EventBridge scheduled event), not by the stream. */
+export function isScheduledEvent(event: unknown): event is ScheduledEvent {
+  return typeof event === 'object' && event !== null && (event as { 'detail-type'?: unknown })['detail-type'] === 'Scheduled Event';
+}
+
+/**
+ * One sweep: the due sessions, round after round, each run once, until none is left or the
+ * deadline (epoch ms) comes near. `everyMs` is the prune interval; a version younger than it
+ * keeps its previous version, since the change hook may not have built its event yet.
+ */
+export async function sweepDuePrunes(ports: PruneSweepPorts, options: { everyMs: number; deadline?: number }): Promise<PruneSweep> {
+  const done = new Set<string>();
+  const sweep: PruneSweep = { sessions: 0, pruned: 0, cut: false };
+  const late = () => options.deadline !== undefined && Date.now() > options.deadline - DEADLINE_MARGIN_MS;
+  for (;;) {
+    const due = (await ports.duePrunes(PER_SHARD)).filter((scope) => !done.has(keyOf(scope)));
+    if (due.length === 0) return sweep;
+    let next = 0;
+    const worker = async () => {
+      while (next < due.length) {
+        if (late()) {
+          sweep.cut = true;
+          return;
+        }
+        const scope = due[next++] as SessionScope;
+        done.add(keyOf(scope));
+        sweep.sessions += 1;
+        try {
+          const report = await ports.pruneHistory(scope, { everyMs: options.everyMs, graceMs: options.everyMs });
+          if (report && report.pruned + report.expiring > 0) sweep.pruned += 1;
+        } catch (error) {
+          ports.log('could not prune history', error);
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(PARALLEL_RUNS, due.length) }, worker));
+    if (sweep.cut) return sweep;
+  }
+}
+
+const keyOf = (scope: SessionScope) => `${scope.tenant}#${scope.sessionId}`;
