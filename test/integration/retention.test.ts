@@ -173,6 +173,80 @@ describe('retention on a tree', () => {
   });
 });
 
+describe('a tree larger than what one run reads', () => {
+  /** One run as the hook's are, on the test's clock (past the grace), reading at most `nodePage` node index items. */
+  const run = async (scope: SessionScope, nodePage: number) => {
+    clock += 6_000;
+    return store.pruneHistory(scope, { force: true, nodePage });
+  };
+
+  it('reads the node index a page a run, and decides only once the pass has read it whole', async () => {
+    // Prepare: 12 nodes under the root, then writes at the head past a window of two.
+    const scope = { tenant: 't', sessionId: 'paged' };
+    await retained(scope, 2);
+    await service.patchState(scope, { at: 'root' });
+    await service.appendMessages(scope, { messages: Array.from({ length: 12 }, (_, index) => ({ id: `n${index}`, role: 'user' })) });
+    for (let n = 0; n < 8; n++) await service.patchState(scope, { n });
+
+    // Act: runs of at most 4 index items each, until one decides.
+    const reports = [];
+    for (let runs = 0; runs < 20; runs++) {
+      const report = await run(scope, 4);
+      reports.push(report);
+      if (report && !report.behind) break;
+    }
+
+    // Assess: the first runs only read (12 nodes, each an index item, and the root's pointer:
+    // 13 items, 4 a run); the last decides: the root's version (its nodes start there too) and
+    // the window stay, the rest is pruned.
+    expect(reports.slice(0, 3).map((report) => [report?.behind, report?.pruned])).toEqual([
+      [true, 0],
+      [true, 0],
+      [true, 0],
+    ]);
+    expect(reports.at(-1)?.behind).toBe(false);
+    expect(await errorOf(service.getVersion(scope, 2))).toBe('version_pruned');
+    expect((await service.readState(scope, { node: 'n3' })).state).toEqual({ at: 'root' });
+    expect((await service.listVersions(scope, { limit: 10 })).items.map((version) => version.version)).toEqual([9, 8, 1]);
+  });
+
+  it('keeps the version a node made while its pass ran starts at, though its index sorts before the pages read and its parent moved on', async () => {
+    // Prepare: p points at version 2 (written there as the head); b (a node that sorts first)
+    // and z beside it; the head then goes to z, written past a window of one.
+    const scope = { tenant: 't', sessionId: 'paged-race' };
+    await retained(scope, 1);
+    await service.patchState(scope, { at: 'root' });
+    await service.appendMessages(scope, { messages: [{ id: 'b', role: 'user' }] });
+    await service.appendMessages(scope, { parentId: 'root', messages: [{ id: 'p', role: 'user' }] });
+    await service.patchState(scope, { at: 'p' });
+    await service.appendMessages(scope, { parentId: 'root', messages: [{ id: 'z', role: 'user' }] });
+    for (let n = 0; n < 5; n++) await service.patchState(scope, { at: 'z', n });
+    // The pass starts at version 7: its first page is b's index item (p's items are left to the next).
+    expect(await run(scope, 2)).toMatchObject({ behind: true, pruned: 0 });
+
+    // Act: a node under p, starting at p's version 2 (its index sorts before the pages still to
+    // read); the head back to z; a write at p, and one after it (which puts p's moved pointer):
+    // when the pass reads p, p points past 2, and only a0 points at it.
+    await service.appendMessages(scope, { parentId: 'p', messages: [{ id: 'a0', role: 'assistant' }] });
+    await service.switchHead(scope, 'z');
+    await service.patchState(scope, { at: 'p', again: true }, { node: 'p' });
+    await service.patchState(scope, { at: 'z', n: 5 });
+    const reports = [];
+    for (let runs = 0; runs < 20; runs++) {
+      const report = await run(scope, 2);
+      reports.push(report);
+      if (report && !report.behind) break;
+    }
+
+    // Assess: a0 reads p's old state: version 2 stayed; what nothing points at is pruned.
+    expect(reports.at(-1)?.behind).toBe(false);
+    expect((await service.readState(scope, { node: 'a0' })).state).toEqual({ at: 'p' });
+    expect((await service.getVersion(scope, 2)).state).toEqual({ at: 'p' });
+    expect(await errorOf(service.getVersion(scope, 4))).toBe('version_pruned');
+    expect((await service.readState(scope, { node: 'p' })).state).toEqual({ at: 'p', again: true });
+  });
+});
+
 describe('pruning racing writes and reads', () => {
   it('a write at an old node whose version is pruned while it is in flight retries on the newer state, and loses nothing', async () => {
     // Prepare: node x points at an old version, outside a window of 1.

@@ -1,5 +1,5 @@
 import { QueryCommand, type QueryCommandInput, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import type { NodeRecord, SessionScope, Tip } from '../../core/model/model.js';
+import type { SessionScope, Tip } from '../../core/model/model.js';
 import {
   countWindowStart,
   fallsOutAt,
@@ -16,6 +16,7 @@ import { logPositionOf } from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
 import { batchGet, conditionally, type Item, type TableClient } from '../table/table-client.js';
 import { claimRun, clearDue, type Marker, saveMarker } from './prune-marker.js';
+import { continuePass, startPass } from './prune-pointers.js';
 
 /**
  * Retention (API.md section 12): the versions of a session outside its windows, that no node
@@ -36,9 +37,10 @@ import { claimRun, clearDue, type Marker, saveMarker } from './prune-marker.js';
  *
  * - What a node points at only ever moves to a version newer than every existing one (a write
  *   at the node), and a new node starts at its parent's version. So a version that no node and
- *   not the head points at, as of a tip, is never pointed at again. The pruner reads the tip,
- *   then the node index (after the tip, as every reader does: session-log.ts), and prunes only
- *   versions up to that tip that nothing points at then.
+ *   not the head points at, as of a tip, is never pointed at again. The pruner reads the node
+ *   index in a pass that starts at a tip and may take several runs (prune-pointers.ts says why
+ *   it sees every pointer that still holds when it ends), and prunes only versions up to that
+ *   tip that nothing points at when it decides, as of the tip of the run that decides.
  * - A write computes its version from the version its node points at (its base) and claims the
  *   log's next place after the tip it read. If the base was pruned, the pruner read a tip in
  *   which nothing pointed at it, which is later than the writer's, so the writer's claim fails
@@ -53,8 +55,10 @@ import { claimRun, clearDue, type Marker, saveMarker } from './prune-marker.js';
  * Where runs got to is the session's marker (prune-marker.ts), which also says when the next
  * run is due without a write: the change hook's scheduled sweep (prune-due.ts) runs those.
  *
- * A run reads the log from `w` to the edge of the window (each change once in its life, as it
- * falls out), the node index (the pointers), and the versions kept below `w`; a session with
+ * A run reads a page of the node index (5,000 items at most, a pass over a larger tree takes
+ * several runs and decides at its last) and the changes since the last run, then, deciding, the
+ * log from `w` to the edge of the window (each change once in its life, as it falls out) and the
+ * versions kept below `w`; a session with
  * large states also reads the window's versions, for their chains. It writes one UpdateItem per
  * pruned or expiring change, then the marker; a run that dies midway is redone by the next one
  * (every write is conditional and idempotent), and a session with a long history is caught up
@@ -103,10 +107,12 @@ export interface PruneOptions {
   everyMs?: number;
   /** The previous version of a version younger than this stays, for its event (default PRUNE_GRACE_MS). */
   graceMs?: number;
+  /** Node index items a run reads at most (prune-pointers.ts; default 5,000): tests make it small. */
+  nodePage?: number;
 }
 
-/** A session's pointers as of a tip: the tip, then every node (store `readTree`). */
-type TreeReader = () => Promise<{ tip: Tip; nodes: readonly NodeRecord[] }>;
+/** The session's tip (store `readTip`, without the state). */
+type TipReader = () => Promise<Tip>;
 
 /** A version that may be pruned: its place and what its item holds. */
 interface Candidate extends LineageEntry {
@@ -122,7 +128,7 @@ interface Candidate extends LineageEntry {
 export async function pruneHistory(
   table: TableClient,
   scope: SessionScope,
-  readTree: TreeReader,
+  readTip: TipReader,
   options: PruneOptions = {},
 ): Promise<PruneReport | null> {
   const everyMs = options.everyMs ?? PRUNE_INTERVAL_MS;
@@ -132,7 +138,7 @@ export async function pruneHistory(
   // of versions this young stay for its events.
   const youngSince = nowMs - (options.graceMs ?? Math.min(PRUNE_GRACE_MS, everyMs));
   if (!claim) return NOT_ITS_TURN;
-  const { tip, nodes } = await readTree();
+  const tip = await readTip();
   const retention = tip.lifetime?.retention;
   const life = tip.incarnation;
   // No history or no retention; or events built for an older life only: none of this life's
@@ -146,13 +152,29 @@ export async function pruneHistory(
     return null;
   }
   const newest = tip.version;
-  const marker: Marker = claim.marker?.life === life ? claim.marker : { life, w: 1, kept: [], large: false };
+  const marker: Marker = claim.marker?.life === life ? claim.marker : { life, w: 1, kept: [], large: false, scan: null };
   const builtThrough = Math.min(options.builtThrough?.version ?? newest, newest);
+  const windowStart = countWindowStart(retention, newest);
+  let edge = Math.min(windowStart, builtThrough + 1);
+
+  // What nodes point at: a pass over the node index, a page a run (prune-pointers.ts). Not
+  // needed while nothing below the window is left to decide on.
+  if (!marker.scan && marker.w >= edge && marker.kept.length === 0) {
+    await saveMarker(table, scope, claim.at, marker, windowStart > builtThrough + 1 ? claim.at + everyMs : null);
+    return { pruned: 0, expiring: 0, kept: 0, behind: false, ran: true, waiting: windowStart > builtThrough + 1 };
+  }
+  // Versions kept below `w` are decided on again: the pass covers them too.
+  const pass = marker.scan?.life === life ? marker.scan : startPass(tip, Math.max(edge, marker.w));
+  if (!(await continuePass(table, scope, tip, pass, options.nodePage))) {
+    // The rest of the pass in the next runs, an interval apart.
+    await saveMarker(table, scope, claim.at, { ...marker, scan: pass }, claim.at + everyMs);
+    return { pruned: 0, expiring: 0, kept: marker.kept.length, behind: true, ran: true, waiting: false };
+  }
+  // Decided on: only versions the pass covers.
+  edge = Math.min(edge, pass.edge);
 
   // The versions that fell out of the window since the last run (each read once), up to those
   // whose events are built.
-  const windowStart = countWindowStart(retention, newest);
-  let edge = Math.min(windowStart, builtThrough + 1);
   const candidates: Candidate[] = [];
   const expiring: string[] = [];
   let large = marker.large;
@@ -191,9 +213,8 @@ export async function pruneHistory(
   }
   const decided = candidates.filter((candidate) => candidate.version < edge);
 
-  // What is pointed at, as of the tip; and what must stay for events and splice chains.
-  // The head's pointer is the tip's (its index says where it started).
-  const pointed = new Set<number>([tip.headVersion, ...nodes.map((node) => (node.id === tip.head ? tip.headVersion : node.stateVersion))]);
+  // What is pointed at, as the pass read it; and what must stay for events and splice chains.
+  const pointed = new Set<number>([tip.headVersion, ...pass.pointed]);
   const pinned = await pinnedVersions(table, scope, {
     life,
     edge,
@@ -224,7 +245,7 @@ export async function pruneHistory(
   // Due again: in an interval when something was left for later, else when a version ages out
   // (none, until a write, for a count window alone: only writes move it).
   const due = waiting || behind ? claim.at + everyMs : agesOutAt;
-  await saveMarker(table, scope, claim.at, { life, w: Math.max(marker.w, edge), kept: retained, large }, due);
+  await saveMarker(table, scope, claim.at, { life, w: Math.max(marker.w, edge), kept: retained, large, scan: null }, due);
   return { pruned: pruned.length, expiring: expiring.length, kept: retained.length, behind, ran: true, waiting };
 }
 

@@ -4,6 +4,7 @@ import { decodeLineage, encodeLineage, type LineageEntry } from '../state/lineag
 import * as keys from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
 import { conditionally, type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
+import { type PointerPass, passOf, storedPass } from './prune-pointers.js';
 
 /**
  * A session's retention marker (history-prune.ts): where its runs got to, when the last one
@@ -13,6 +14,7 @@ import { conditionally, type Item, isConditionFailure, type TableClient } from '
  *                                    life, w: the first version not yet decided on;
  *                                    kept: the versions below w that were kept (lineage runs);
  *                                    large: whether the session had a large state;
+ *                                    scan: a pass over the node index under way (prune-pointers.ts);
  *                                    dpk, dsk: when a run is due (the index `byPruneDue`), only
  *                                    while one is: prune-due.ts finds them every minute
  *
@@ -31,6 +33,8 @@ export interface Marker {
   kept: LineageEntry[];
   /** Whether the session had a large state (splice chains to keep). */
   large: boolean;
+  /** A pass over the node index under way (prune-pointers.ts), or null. */
+  scan: PointerPass | null;
 }
 
 /**
@@ -107,7 +111,12 @@ export async function saveMarker(
       new UpdateCommand({
         TableName: table.tableName,
         Key: markerKey(scope),
-        UpdateExpression: `SET #life = :life, #w = :w, #kept = :kept, #large = :large${dueMs === null ? ' REMOVE #dpk, #dsk' : ', #dpk = :dpk, #dsk = :dsk'}`,
+        UpdateExpression: [
+          `SET #life = :life, #w = :w, #kept = :kept, #large = :large${dueMs === null ? '' : ', #dpk = :dpk, #dsk = :dsk'}${marker.scan ? ', #scan = :scan' : ''}`,
+          [...(dueMs === null ? ['#dpk', '#dsk'] : []), ...(marker.scan ? [] : ['#scan'])].join(', '),
+        ]
+          .filter(Boolean)
+          .join(' REMOVE '),
         ConditionExpression: '#at = :claimed',
         ExpressionAttributeNames: {
           '#at': 'at',
@@ -117,6 +126,7 @@ export async function saveMarker(
           '#large': 'large',
           '#dpk': partitionKey,
           '#dsk': sortKey,
+          '#scan': 'scan',
         },
         ExpressionAttributeValues: {
           ':claimed': claimedAt,
@@ -125,6 +135,7 @@ export async function saveMarker(
           ':kept': encodeLineage(marker.kept),
           ':large': marker.large,
           ...due,
+          ...(marker.scan ? { ':scan': storedPass(marker.scan) } : {}),
         },
       }),
     ),
@@ -158,7 +169,7 @@ function markerKey(scope: SessionScope) {
 
 function markerOf(item: Item | undefined): Marker | null {
   if (!item || typeof item.life !== 'number' || typeof item.w !== 'number') return null;
-  return { life: item.life, w: item.w, kept: decodeLineage(item.kept), large: item.large === true };
+  return { life: item.life, w: item.w, kept: decodeLineage(item.kept), large: item.large === true, scan: passOf(item.scan) };
 }
 
 // An item returned with a failed condition comes in wire format ({N: …}), or unmarshalled.

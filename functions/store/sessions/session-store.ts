@@ -337,7 +337,7 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
    */
   async pruneHistory(scope: SessionScope, options: PruneOptions = {}): Promise<PruneReport | null> {
     const { pruneHistory } = await import('../log/history-prune.js');
-    return pruneHistory(this.table, scope, () => this.readTree(scope), options);
+    return pruneHistory(this.table, scope, () => this.readTip(scope, { withState: false }), options);
   }
 
   async markPruneDue(scope: SessionScope): Promise<void> {
