@@ -97,16 +97,9 @@ describe('AgentStateSaver', () => {
     }
   });
 
-  it('sends a run’s writes to its session one at a time: none that lands overlaps another, over a 20-step graph', async () => {
+  it('sends a run’s writes to its session one at a time, each once: none overlaps another and none arrives before its checkpoint, over a 20-step graph', async () => {
     // Prepare: a client that records when each write to agentstate was in flight, and how it ended.
-    const writes: Array<{ start: number; end: number; status: number }> = [];
-    const recording: typeof fetch = async (input, init) => {
-      const start = performance.now();
-      const response = await fetch(input, init);
-      if (init?.method === 'POST' || init?.method === 'PATCH') writes.push({ start, end: performance.now(), status: response.status });
-      return response;
-    };
-    const saver = new AgentStateSaver({ client: createClient({ baseUrl: api.url, apiKey: 'dev-key', fetch: recording }), prefix: 'turns' });
+    const { writes, saver } = recordingSaver('turns');
     const State = Annotation.Root({ n: Annotation<number> });
     let builder = new StateGraph(State) as unknown as StateGraph<typeof State.spec>;
     for (let step = 1; step <= 20; step++) builder = builder.addNode(`s${step}`, (state) => ({ n: state.n + 1 })) as typeof builder;
@@ -114,16 +107,93 @@ describe('AgentStateSaver', () => {
     for (let step = 1; step < 20; step++) builder = builder.addEdge(`s${step}` as never, `s${step + 1}` as never) as typeof builder;
     const graph = builder.addEdge('s20' as never, END).compile({ checkpointer: saver });
 
-    // Act: LangGraph sends a step's writes while the next checkpoint's put is under way.
+    // Act: LangGraph chains a run's puts but sends each step's writes at once, before the put
+    // of their checkpoint has even started.
     const out = await graph.invoke({ n: 0 }, { configurable: { thread_id: 'twenty' } });
 
-    // Assess: every write that landed (2xx: 22 puts, a step's writes, the input's) ran alone, so none raced another for the session's
-    // next version (a lost race is a read again and a backoff on the server); writes sent before
-    // their checkpoint existed answer 404 without writing, and are sent again in turn.
+    // Assess: 22 puts and 21 steps' writes (the input's included), every one answered 2xx the
+    // first time (a write sent before its checkpoint exists answers 404 and costs a request),
+    // and none ran beside another, so none raced another for the session's next version (a lost
+    // race is a read again and a backoff on the server).
     expect(out.n).toBe(20);
-    const landed = writes.filter((write) => write.status < 300).sort((a, b) => a.start - b.start);
-    expect(landed.length).toBeGreaterThanOrEqual(42);
-    const overlapping = landed.filter((write, index) => index > 0 && write.start < (landed[index - 1] as { end: number }).end);
-    expect(overlapping).toEqual([]);
+    expect(writes.filter((write) => write.status >= 300)).toEqual([]);
+    expect(writes).toHaveLength(43);
+    expect(overlapsIn(writes)).toEqual([]);
+  });
+
+  it('lists a subgraph’s namespace in its turn on the thread’s session, beside the parent graph’s writes there', async () => {
+    // Prepare: a parent of 5 steps whose third is a 3-step subgraph (a namespace of its own, so
+    // its first put lists it in the thread session's registry).
+    const { writes, saver } = recordingSaver('nested');
+    const State = Annotation.Root({ n: Annotation<number> });
+    const inner = new StateGraph(State)
+      .addNode('i1', (state) => ({ n: state.n + 1 }))
+      .addNode('i2', (state) => ({ n: state.n + 1 }))
+      .addNode('i3', (state) => ({ n: state.n + 1 }))
+      .addEdge(START, 'i1')
+      .addEdge('i1', 'i2')
+      .addEdge('i2', 'i3')
+      .addEdge('i3', END)
+      .compile();
+    const graph = new StateGraph(State)
+      .addNode('p1', (state) => ({ n: state.n + 1 }))
+      .addNode('p2', (state) => ({ n: state.n + 1 }))
+      .addNode('sub', inner)
+      .addNode('p4', (state) => ({ n: state.n + 1 }))
+      .addNode('p5', (state) => ({ n: state.n + 1 }))
+      .addEdge(START, 'p1')
+      .addEdge('p1', 'p2')
+      .addEdge('p2', 'sub')
+      .addEdge('sub', 'p4')
+      .addEdge('p4', 'p5')
+      .addEdge('p5', END)
+      .compile({ checkpointer: saver });
+
+    // Act
+    const out = await graph.invoke({ n: 0 }, { configurable: { thread_id: 'with-sub' } });
+
+    // Assess: the thread session's writes (the parent's puts and writes, and the registration)
+    // never overlap, and the subgraph's namespace is listed, so `list` finds its checkpoints.
+    expect(out.n).toBe(7);
+    const threadSession = encodeURIComponent(await saver.sessionIdOf('with-sub'));
+    const onThread = writes.filter((write) => write.path.startsWith(`/v1/sessions/${threadSession}/`));
+    expect(onThread.filter((write) => write.path.includes('node=root'))).toHaveLength(1);
+    expect(writes.filter((write) => write.status >= 300)).toEqual([]);
+    expect(overlapsIn(onThread)).toEqual([]);
+    const namespaces = new Set<string>();
+    for await (const tuple of saver.list({ configurable: { thread_id: 'with-sub' } }))
+      namespaces.add(String(tuple.config.configurable?.checkpoint_ns));
+    expect([...namespaces].some((ns) => ns.startsWith('sub:'))).toBe(true);
   });
 });
+
+interface RecordedWrite {
+  path: string;
+  start: number;
+  end: number;
+  status: number;
+}
+
+/** A saver whose client records when each write (POST, PATCH) was in flight, where to, and how it ended. */
+function recordingSaver(prefix: string): { writes: RecordedWrite[]; saver: AgentStateSaver } {
+  const writes: RecordedWrite[] = [];
+  const recording: typeof fetch = async (input, init) => {
+    const start = performance.now();
+    const response = await fetch(input, init);
+    if (init?.method === 'POST' || init?.method === 'PATCH') {
+      const url = new URL(String(input));
+      writes.push({ path: url.pathname + url.search, start, end: performance.now(), status: response.status });
+    }
+    return response;
+  };
+  return {
+    writes,
+    saver: new AgentStateSaver({ client: createClient({ baseUrl: api.url, apiKey: 'dev-key', fetch: recording }), prefix }),
+  };
+}
+
+/** The writes that started before the one started just before them had ended. */
+function overlapsIn(writes: readonly RecordedWrite[]): RecordedWrite[] {
+  const ordered = [...writes].sort((a, b) => a.start - b.start);
+  return ordered.filter((write, index) => index > 0 && write.start < (ordered[index - 1] as RecordedWrite).end);
+}

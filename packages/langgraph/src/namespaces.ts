@@ -1,5 +1,4 @@
 import { type AgentStateApi, AgentStateError, type Json } from '@agentstate/client';
-import type { SessionIds } from './ids.js';
 
 /** The member of the root node's state that lists a thread's other namespaces. */
 const REGISTRY_KEY = 'checkpoint_namespaces';
@@ -13,13 +12,10 @@ const REGISTRY_KEY = 'checkpoint_namespaces';
  * starts with, and every other one starts from its parent's.
  */
 export class NamespaceRegistry {
-  constructor(
-    private readonly client: AgentStateApi,
-    private readonly ids: SessionIds,
-  ) {}
+  constructor(private readonly client: AgentStateApi) {}
 
-  async register(threadId: string, checkpointNs: string, sessionId: string): Promise<void> {
-    const root = await this.ids.of(threadId, '');
+  /** Lists `checkpointNs` (a session of its own) in the registry of the thread session `root`. */
+  async register(root: string, checkpointNs: string, sessionId: string): Promise<void> {
     await this.client.state.patch(root, { [REGISTRY_KEY]: { [checkpointNs]: sessionId } }, { node: 'root' });
   }
 

@@ -117,7 +117,7 @@ export class AgentStateSaver extends BaseCheckpointSaver {
       this.client = createClient({ baseUrl: options.baseUrl, apiKey: options.apiKey });
     }
     this.ids = new SessionIds(checkedPrefix(options.prefix));
-    this.namespaces = new NamespaceRegistry(this.client, this.ids);
+    this.namespaces = new NamespaceRegistry(this.client);
     this.threads = new ThreadLifetime(
       this.client,
       this.ids,
@@ -213,12 +213,24 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     const write = await encodeCheckpoint(this.serde, checkpoint, metadata, newVersions);
 
     // A subgraph's namespace starts without a parent: its thread's session learns of it then.
-    const register = checkpointNs !== '' && !parentId ? this.namespaces.register(thread, checkpointNs, sessionId) : Promise.resolve();
+    // Its patch takes the thread session's turn, so it does not race the parent graph's writes there.
+    const register =
+      checkpointNs !== '' && !parentId
+        ? this.ids.of(thread, '').then((root) => this.turns.inTurn(root, () => this.namespaces.register(root, checkpointNs, sessionId)))
+        : Promise.resolve();
+    // Noted before it is sent, so the writes LangGraph sends for this checkpoint while it is on its
+    // way queue behind it instead of arriving first and answering `404` (a request each).
+    this.turns.notePut(sessionId, nodeId);
+    this.turns.notePutOf(sessionId, checkpoint.id);
     const written = this.turns.inTurn(sessionId, () =>
       this.writeCheckpoint({ sessionId, nodeId, parentId, thread, checkpointNs, checkpoint, metadata, write }),
     );
-    await Promise.all([register, written]);
-    this.turns.notePut(sessionId, nodeId);
+    try {
+      await Promise.all([register, written]);
+    } catch (error) {
+      this.turns.forgetPut(sessionId, nodeId);
+      throw error;
+    }
     for (const arrived of this.awaitingPut.get(`${sessionId} ${nodeId}`) ?? []) arrived();
     return { configurable: { thread_id: thread, checkpoint_ns: checkpointNs, checkpoint_id: checkpoint.id } };
   }
@@ -240,14 +252,19 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     // No Idempotency-Key (its record would cost two more DynamoDB writes): the merge patch sets
     // the same members to the same values when it is sent again (see `resent`).
     const send = () => resent(() => this.client.state.patch(sessionId, patch, { node: nodeId, idempotencyKey: false }));
-    // Writes of a checkpoint this saver put take their turn with its next put; writes of one
-    // it has not put yet go at once (their node is not there: they wait below, out of turn).
+    // Writes of a checkpoint this saver puts (or put) take their turn after that put; writes of
+    // one another process puts go at once (if its node is not there yet, they wait below).
     const inTurn = () => this.turns.inTurn(sessionId, send);
+    // The writes of a step whose checkpoint this saver's run is still to put wait for that put.
+    if (!this.turns.wasPut(sessionId, nodeId) && this.turns.expectsPut(sessionId, checkpointId)) await put.arrived;
+    const afterOwnPut = this.turns.wasPut(sessionId, nodeId);
     try {
-      await (this.turns.wasPut(sessionId, nodeId) ? inTurn() : send());
+      await (afterOwnPut ? inTurn() : send());
     } catch (error) {
       if (!AgentStateError.is(error, 'node_not_found') && !AgentStateError.is(error, 'session_not_found')) throw error;
-      if (!(await put.arrived)) throw error;
+      // In turn after this saver's put of the checkpoint, the node is gone (the put failed, or
+      // the thread was deleted since): no put is coming to wait for.
+      if (afterOwnPut || !(await put.arrived)) throw error;
       await inTurn();
     } finally {
       put.cancel();

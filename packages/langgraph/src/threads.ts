@@ -79,7 +79,8 @@ export class ThreadLifetime {
       // A checkpoint put under a parent does not list its namespace (only a namespace's first does).
       for (const tuple of latest) {
         const checkpointNs = namespaceIn(tuple);
-        if (checkpointNs !== '') await this.namespaces.register(scratch, checkpointNs, await this.ids.of(scratch, checkpointNs));
+        if (checkpointNs !== '')
+          await this.namespaces.register(await this.ids.of(scratch, ''), checkpointNs, await this.ids.of(scratch, checkpointNs));
       }
       await saver.deleteThread(thread);
       await this.copy(scratch, thread);

@@ -14,6 +14,8 @@ const REMEMBERED_PUTS = 1_000;
 export class WriteTurns {
   private readonly tails = new Map<string, Promise<unknown>>();
   private readonly puts = new Set<string>();
+  /** Per session, the id of the newest checkpoint this saver started to put there. */
+  private readonly newestPut = new Map<string, string>();
 
   /** Runs `write` after every write already queued for `sessionId` has finished (or failed). */
   inTurn<T>(sessionId: string, write: () => Promise<T>): Promise<T> {
@@ -30,7 +32,7 @@ export class WriteTurns {
     return run;
   }
 
-  /** Notes that this saver has put the checkpoint at `node` of `sessionId`. */
+  /** Notes that this saver puts (or has put) the checkpoint at `node` of `sessionId`. */
   notePut(sessionId: string, node: string): void {
     const key = `${sessionId} ${node}`;
     this.puts.delete(key);
@@ -38,7 +40,30 @@ export class WriteTurns {
     if (this.puts.size > REMEMBERED_PUTS) this.puts.delete(this.puts.values().next().value as string);
   }
 
-  /** Whether this saver put the checkpoint at `node` lately (its writes then race the next put). */
+  /** Notes the checkpoint id of a put this saver starts on `sessionId`. */
+  notePutOf(sessionId: string, checkpointId: string): void {
+    const newest = this.newestPut.get(sessionId);
+    this.newestPut.delete(sessionId);
+    this.newestPut.set(sessionId, newest !== undefined && newest > checkpointId ? newest : checkpointId);
+    if (this.newestPut.size > REMEMBERED_PUTS) this.newestPut.delete(this.newestPut.keys().next().value as string);
+  }
+
+  /**
+   * Whether this saver is running a graph on `sessionId` whose later checkpoint `checkpointId`
+   * is (LangGraph chains a run's puts but sends each step's writes at once, so these arrive
+   * first): it put an older one there. Checkpoint ids are uuid6, so they sort by time.
+   */
+  expectsPut(sessionId: string, checkpointId: string): boolean {
+    const newest = this.newestPut.get(sessionId);
+    return newest !== undefined && checkpointId > newest;
+  }
+
+  /** Forgets a put that failed: its checkpoint is not there to write to. */
+  forgetPut(sessionId: string, node: string): void {
+    this.puts.delete(`${sessionId} ${node}`);
+  }
+
+  /** Whether this saver puts, or lately put, the checkpoint at `node` (its writes then take their turn after it). */
   wasPut(sessionId: string, node: string): boolean {
     return this.puts.has(`${sessionId} ${node}`);
   }
