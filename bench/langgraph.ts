@@ -12,6 +12,7 @@ import { type Checkpoint, emptyCheckpoint, uuid6 } from '@langchain/langgraph-ch
 import { handlers } from '../functions/http/index.js';
 import { API_KEY, ITERATIONS, log, WARMUP } from './config.js';
 import { invoke } from './invoke.js';
+import { type GraphRunRow, graphRunsText, measureGraphRuns } from './langgraph-graph.js';
 import { measureAll, median, ms, type Operation, pad, padLeft, per, percentile, requestsText, tableRow } from './measure.js';
 import { type Meter, totalRequests } from './meter.js';
 import { RAW_GET, RAW_PUT, rawGet, rawPut } from './raw-sdk.js';
@@ -60,7 +61,13 @@ function checkpointAt(step: number): Checkpoint {
   return checkpoint;
 }
 
-export async function measureLangGraph(meter: Meter, client: DynamoDBClient): Promise<{ rows: SaverRow[] }> {
+/** Section 5: the saver's calls one by one, then whole graph runs beside the peer saver. */
+export interface LangGraphResults {
+  rows: SaverRow[];
+  graph: GraphRunRow[];
+}
+
+export async function measureLangGraph(meter: Meter, client: DynamoDBClient): Promise<LangGraphResults> {
   const http = { requests: 0 };
   const saver = new AgentStateSaver({
     client: createClient({ baseUrl: 'http://localhost:4000', apiKey: API_KEY, fetch: inProcessFetch(http), retry: false }),
@@ -160,11 +167,11 @@ export async function measureLangGraph(meter: Meter, client: DynamoDBClient): Pr
       `${pad(row.name, 58)} ${padLeft(ms(row.median), 8)} ${padLeft(row.ratio.toFixed(2), 7)}  ${pad(row.httpRequests, 5)} ${pad(row.requests, 44)} ${row.rcu} / ${row.wcu}`,
     );
   }
-  return { rows };
+  return { rows, graph: await measureGraphRuns(log) };
 }
 
 /** The section of docs/benchmarks.md. */
-export function langGraphSection({ rows }: { rows: SaverRow[] }): string {
+export function langGraphSection({ rows, graph }: LangGraphResults): string {
   const table = [
     '| call | median ms | p99 ms | × raw | HTTP requests / call | DynamoDB requests / call | RCU / call | WCU / call |',
     '|---|---:|---:|---:|---:|---|---:|---:|',
@@ -192,5 +199,6 @@ A \`put\` is one HTTP request (append the node with its state, \`replaceState\`)
 thread's namespaces when the list names none).
 
 ${table}
-`;
+
+${graphRunsText(graph)}`;
 }

@@ -13,13 +13,13 @@
  * Env: LOAD_SECONDS (20), LOAD_WARMUP_SECONDS (5, not measured but checked), LOAD_CONNECTIONS
  * (32), LOAD_SESSIONS (100), LOAD_HOT_SHARE (0.2: the share of requests on the hot session).
  */
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { writeDoc } from './config.js';
+import { startServerProcess } from './server-process.js';
 
 const SECONDS = Number(process.env.LOAD_SECONDS ?? 20);
 /** Unmeasured load first: DynamoDB Local is a JVM and runs slowly until its JIT has warmed up. */
@@ -37,31 +37,8 @@ const log = (line = '') => process.stdout.write(`${line}\n`);
 
 // ---- the server -------------------------------------------------------------------------------
 
-const tsxCli = join(repoRoot, 'node_modules', 'tsx', 'dist', 'cli.mjs');
-const child = spawn(process.execPath, [tsxCli, join(repoRoot, 'bench', 'load-server.ts')], {
-  cwd: repoRoot,
-  env: { ...process.env, AGENTSTATE_API_KEYS: `load:${API_KEY}`, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
-  stdio: ['pipe', 'pipe', 'pipe'],
-});
-let serverOutput = '';
-child.stderr.setEncoding('utf8').on('data', (chunk: string) => (serverOutput += chunk));
-const killServer = () => child.kill('SIGTERM');
-process.once('exit', killServer);
-const baseUrl = await new Promise<string>((resolveUrl, reject) => {
-  let text = '';
-  const timer = setTimeout(() => reject(new Error(`the server did not start in 60 s:\n${text}${serverOutput}`)), 60_000);
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-    text += chunk;
-    const match = /LISTENING (\S+)/.exec(text);
-    if (match) {
-      clearTimeout(timer);
-      resolveUrl((match[1] as string).replace('localhost', '127.0.0.1'));
-    }
-  });
-  child.once('exit', (code) => reject(new Error(`the server exited (${code}):\n${text}${serverOutput}`)));
-});
-const url = new URL(baseUrl);
-if (!['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname)) throw new Error(`refusing to load a non-loopback address: ${baseUrl}`);
+const server = await startServerProcess(`load:${API_KEY}`);
+const baseUrl = server.url;
 log(`server at ${baseUrl}; ${CONNECTIONS} connections for ${SECONDS} s over ${SESSIONS} sessions + 1 hot session`);
 
 // ---- the load -------------------------------------------------------------------------------
@@ -224,8 +201,7 @@ for (const [sessionId, keys] of acknowledged) {
   // Every version is a changed PATCH; a version no one was told about is a write whose answer was lost.
   extraVersions += numbers.length - keys.size;
 }
-
-killServer();
+const serverStopped = server.stop();
 
 // ---- report ---------------------------------------------------------------------------------
 
@@ -289,4 +265,4 @@ if (!process.argv.includes('--no-doc')) {
 const failed = lostKeys > 0 || gapSessions > 0 || extraVersions < 0 || extraVersions > patchesBuilt - patchesAnswered;
 if (failed) log('\nFAILED: a write was lost, versions have a gap, or there are versions no PATCH accounts for');
 process.exitCode = failed ? 1 : 0;
-await new Promise((resolveExit) => child.once('exit', resolveExit));
+await serverStopped;

@@ -13,7 +13,7 @@ import { type ContendedWrites, contendedWritesSection } from './contended-writes
 import { costRows, costSection } from './cost.js';
 import { type ErasureStep, erasureSection } from './erasure.js';
 import { type ExpiryResult, expirySection } from './expiry.js';
-import { langGraphSection, type SaverRow } from './langgraph.js';
+import { type LangGraphResults, langGraphSection } from './langgraph.js';
 import { type LargeStateResult, largeStateSection } from './large-state.js';
 import { median, ms, requestsText } from './measure.js';
 import { type MemoryResult, memoryFlatTable, memoryTable } from './memory.js';
@@ -44,7 +44,7 @@ export interface PageInput {
   contention: ContentionResult[];
   contended: ContendedWrites;
   partition: PartitionLoad;
-  langgraph: { rows: SaverRow[] };
+  langgraph: LangGraphResults;
   erasure: ErasureStep[];
   memory: MemoryResult;
   bundles: BundleRun;
