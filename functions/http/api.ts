@@ -3,8 +3,10 @@ import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import type { AllowedAgents } from '../core/agents/acting-agent.js';
 import type { Json } from '../core/json/json.js';
 import { AgentStateError } from '../core/kernel/errors.js';
+import type { AnswerKeeper } from '../core/model/ports.js';
 import { ensureSealingKey } from '../store/access/key-ring.js';
-import { type ApiEvent, actingAgent, authenticate, idempotency, jsonBody, problemErrors } from './edge/middleware.js';
+import { idempotency } from './edge/idempotency.js';
+import { type ApiEvent, actingAgent, authenticate, jsonBody, problemErrors } from './edge/middleware.js';
 import { loggedRequests } from './edge/request-log.js';
 import { securedHandler } from './edge/security-headers.js';
 import type { HttpHandler } from './edge/types.js';
@@ -30,6 +32,12 @@ export interface RouteInput<D = unknown> {
   caller: string | null;
   /** The agents the caller's key may act as; null when it is not limited to any. */
   allowedAgents: AllowedAgents;
+  /**
+   * Under an `Idempotency-Key`: what a write hands its service so that the change it makes keeps
+   * the answer `shape` makes of its result, and the key needs no write of its own (middleware.ts);
+   * undefined without a key.
+   */
+  keeper: <R>(shape: (result: R) => APIGatewayProxyStructuredResultV2) => AnswerKeeper<R> | undefined;
 }
 
 export type RouteFunction<D = unknown> = (input: RouteInput<D>) => Promise<APIGatewayProxyStructuredResultV2>;
@@ -78,6 +86,10 @@ export function createHttpHandler<K extends keyof Dependencies>(
       header: (name) => event.headers?.[name.toLowerCase()],
       caller: event.caller ?? null,
       allowedAgents: event.allowedAgents,
+      keeper: (shape) => {
+        const keep = event.keepAnswer;
+        return keep ? (result) => keep(shape(result)) : undefined;
+      },
     });
   };
 

@@ -311,9 +311,11 @@ describe('a retry under an Idempotency-Key whose first answer could not be kept'
   // right after the write). Its claim stayed pending, and once its one-minute lock lapsed a retry
   // took the key over and ran the request again: a decision re-ran and its state overwrote a
   // PATCH acknowledged in between. Expected: the retry is refused, the PATCH stays.
+  // An answer over 2 KiB is kept apart from the write (with the claim), so it can be lost so.
+  const padding = 'p'.repeat(3_000);
   it.each([
-    ['a decision', 'POST', 'decide', '{"trigger":{"type":"tick"},"proposed":{"state":{"plan":"first"}}}'],
-    ['a state write', 'PUT', 'state', '{"plan":"first"}'],
+    ['a decision', 'POST', 'decide', `{"trigger":{"type":"tick"},"proposed":{"state":{"plan":"first","pad":"${padding}"}}}`],
+    ['a state write', 'PUT', 'state', `{"plan":"first","pad":"${padding}"}`],
   ])(
     'refuses to run %s again, so a later acknowledged write is never undone',
     async (_name, method, route, body) => {
@@ -337,6 +339,40 @@ describe('a retry under an Idempotency-Key whose first answer could not be kept'
       expect(patched.status, patched.text).toBe(200);
       expect(retried.status, retried.text).toBe(409);
       expect(retried.json).toMatchObject({ code: 'conflict', field: 'Idempotency-Key' });
+      expect(read.json).toMatchObject({ version: 2, state: { plan: 'first', extra: true } });
+    },
+    30_000,
+  );
+
+  // An answer of up to 2 KiB is kept in the change the write makes, in the same conditional
+  // put: it cannot be lost while the write lands, and a failing claim item does not matter.
+  it.each([
+    ['a decision', 'POST', 'decide', '{"trigger":{"type":"tick"},"proposed":{"state":{"plan":"first"}}}'],
+    ['a state write', 'PUT', 'state', '{"plan":"first"}'],
+  ])(
+    'replays %s whose answer the write kept, after the lock lapsed, and never undoes a later write',
+    async (_name, method, route, body) => {
+      // Prepare: the first request writes and answers, every write to its claim failing afterwards.
+      const key = `kept-answer-${route}`;
+      const url = `/v1/sessions/${key}/${route}`;
+      skewMs = 0;
+      loseAnswersOf(key);
+      const first = await invoke(handlers, { method, url, headers: { ...json, 'idempotency-key': key }, body });
+      const patched = await invoke(handlers, { method: 'PATCH', url: `/v1/sessions/${key}/state`, headers: json, body: '{"extra":true}' });
+
+      // Act: the same request, retried after the claim's lock has lapsed.
+      skewMs = 62_000;
+      const retried = await invoke(handlers, { method, url, headers: { ...json, 'idempotency-key': key }, body });
+      const read = await invoke(handlers, { method: 'GET', url: `/v1/sessions/${key}/state`, headers: auth });
+      skewMs = 0;
+      wired.setFault(undefined);
+
+      // Assess
+      expect(first.status, first.text).toBe(200);
+      expect(patched.status, patched.text).toBe(200);
+      expect(retried.status, retried.text).toBe(200);
+      expect(retried.headers['idempotency-replayed']).toBe('true');
+      expect(retried.text).toBe(first.text);
       expect(read.json).toMatchObject({ version: 2, state: { plan: 'first', extra: true } });
     },
     30_000,

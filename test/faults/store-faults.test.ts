@@ -382,15 +382,35 @@ describe('an unavailable or failing DynamoDB', () => {
   });
 
   it('answers a write whose response could not be remembered, and tells a retry to wait rather than write twice', async () => {
+    // An answer over 2 KiB is kept with the claim (an UpdateItem of I#…), not in the write.
     const session = sid('idempotent-complete');
     const headers = { ...json, 'idempotency-key': `complete-${session}` };
+    const body = { n: 1, pad: 'p'.repeat(3_000) };
     arm(UpdateCommand, () => ({ error: errors.internal() }), { when: (input) => String(input.Key?.pk).startsWith('I#') });
+
+    const first = await call('PATCH', `/v1/sessions/${session}/state`, body, headers);
+    const retry = await call('PATCH', `/v1/sessions/${session}/state`, body, headers);
+
+    expect(first.status, first.text).toBe(200);
+    expectProblem(retry, 409, 'conflict');
+    const versions = await call('GET', `/v1/sessions/${session}/versions`, undefined, auth);
+    expect(versions.json.versions).toHaveLength(1);
+  });
+
+  it('keeps a small answer in the write itself: a failing claim item loses nothing, and a retry gets the answer', async () => {
+    const session = sid('idempotent-kept');
+    const headers = { ...json, 'idempotency-key': `kept-${session}` };
+    const keptApart = arm(UpdateCommand, () => ({ error: errors.internal() }), { when: (input) => String(input.Key?.pk).startsWith('I#') });
 
     const first = await call('PATCH', `/v1/sessions/${session}/state`, { n: 1 }, headers);
     const retry = await call('PATCH', `/v1/sessions/${session}/state`, { n: 1 }, headers);
 
     expect(first.status, first.text).toBe(200);
-    expectProblem(retry, 409, 'conflict');
+    expect(retry.status, retry.text).toBe(200);
+    expect(retry.headers['idempotency-replayed']).toBe('true');
+    expect(retry.text).toBe(first.text);
+    // The claim was the key's one write: nothing tried to keep the answer apart.
+    expect(keptApart.hits).toBe(0);
     const versions = await call('GET', `/v1/sessions/${session}/versions`, undefined, auth);
     expect(versions.json.versions).toHaveLength(1);
   });

@@ -13,7 +13,14 @@ import type {
   SessionScope,
   Tip,
 } from '../model/model.js';
-import { type DecisionStore, type DocumentStore, LeaseLostError, type SessionLog, StaleTipError } from '../model/ports.js';
+import {
+  type AnswerKeeper,
+  type DecisionStore,
+  type DocumentStore,
+  LeaseLostError,
+  type SessionLog,
+  StaleTipError,
+} from '../model/ports.js';
 import { pointerOf } from '../model/tree.js';
 import { type ChainPlan, type IncomingMessage, lookupsOf, planChain } from '../sessions/chain.js';
 import { nextVersion } from '../write/next-version.js';
@@ -69,6 +76,8 @@ interface DecisionContext {
   readonly triggerMessages: readonly IncomingMessage[];
   /** The ids the client gave its trigger messages and the parent it named: what must be looked up. */
   readonly lookups: readonly string[];
+  /** Under an `Idempotency-Key`: the answer to keep in the decision's commit (ports.ts, TipChange.kept). */
+  readonly keep?: AnswerKeeper<DecideResult>;
 }
 
 /** Everything a decision read before asking its worker. */
@@ -110,7 +119,7 @@ export class DecideService {
     this.leases = new DecisionLeases(stores.sessions, now);
   }
 
-  async decide(scope: SessionScope, request: DecideRequest): Promise<DecideResult> {
+  async decide(scope: SessionScope, request: DecideRequest, keep?: AnswerKeeper<DecideResult>): Promise<DecideResult> {
     const decisionId = request.decisionId ?? newId();
     const triggerMessages = withIds(triggerMessagesOf(request.trigger));
     const lookups = lookupsOf(triggerMessagesOf(request.trigger), request.parentId);
@@ -168,6 +177,7 @@ export class DecideService {
           shared: agents.shared,
           triggerMessages,
           lookups,
+          ...(keep ? { keep } : {}),
         },
         { read: tip, leased: leased.tip, nodes },
       );
@@ -306,6 +316,16 @@ export class DecideService {
     };
     const record: DoneDecision = { decisionId, status: 'done', attempts: context.attempts, outcome };
     const newNodes: NodeRecord[] = [...plan.created, ...reply.created];
+    const result: DecideResult = {
+      decisionId,
+      decision: answered,
+      state: visible,
+      agent: nextAgent,
+      version: resultVersion,
+      changed,
+      head: head.id,
+    };
+    const kept = context.keep?.(result);
     // One change of the log holds all of it, and ends the lease: the trigger's and the worker's
     // messages, the version, the head's move, the decision's answer for replays.
     await this.store.commit(scope, {
@@ -321,8 +341,9 @@ export class DecideService {
       ...(target.sessionListed === undefined ? {} : { sessionListed: target.sessionListed }),
       ...(target.sessionLifetime ? { lifetime: target.sessionLifetime } : {}),
       decision: { record, leaseToken: context.leaseToken, remember: context.named },
+      ...(kept ? { kept } : {}),
     });
-    return { decisionId, decision: answered, state: visible, agent: nextAgent, version: resultVersion, changed, head: head.id };
+    return result;
   }
 
   /**

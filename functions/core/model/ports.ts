@@ -77,6 +77,12 @@ export interface TipChange {
   readonly settings?: { readonly metadata?: JsonObject | null };
   /** A decision completed by this change: its record is kept with it and its lease ends. */
   readonly decision?: DecisionCompletion;
+  /**
+   * The answer of the request this change is, kept in the change itself under its
+   * `Idempotency-Key` claim (API.md section 1): a retry finds it there, so the key costs no
+   * write of its own. Absent without a key, or when the answer is too large to keep here.
+   */
+  readonly kept?: KeptAnswer;
   /** Takes the session's decision lease (a change of nothing else). */
   readonly takeLease?: DecisionLease;
   /** Ends the lease this holder has, recording nothing else (a decision that failed). */
@@ -115,12 +121,14 @@ export interface DecisionCompletion {
  * whether it wrote is unknown and the key is never run again until it expires.
  */
 export type IdempotencyClaim =
-  | { readonly outcome: 'claimed' }
+  | { readonly outcome: 'claimed'; readonly claim: ClaimId }
   | {
       readonly outcome: 'in_progress' | 'unfinished';
       readonly fingerprint: string;
       /** Epoch ms until which the holder counts as running; past it the claim is `unfinished`. */
       readonly lockedUntil: number;
+      /** The holder's claim, by which a change that kept its answer is found (absent on claims made before it). */
+      readonly claim?: ClaimId;
     }
   | { readonly outcome: 'done'; readonly fingerprint: string; readonly response: StoredResponse };
 
@@ -129,6 +137,26 @@ export interface StoredResponse {
   headers: Record<string, string>;
   body: string;
 }
+
+/** One claim of an `Idempotency-Key`: its own id (a key claimed again after expiry has another) and when it was made. */
+export interface ClaimId {
+  readonly id: string;
+  /** Epoch ms of the claim: the change that kept its answer was made after it. */
+  readonly since: number;
+}
+
+/** A request's answer kept in the change it made, under its claim's id. */
+export interface KeptAnswer {
+  readonly claimId: string;
+  readonly response: StoredResponse;
+}
+
+/**
+ * How a write's service hands its result's answer to the change that records it: null when
+ * the request has no `Idempotency-Key` or the answer is too large to keep in the change (then
+ * it is kept apart, as before).
+ */
+export type AnswerKeeper<R> = (result: R) => KeptAnswer | null;
 
 /** A page of a tenant's sessions, most recently active first. */
 export interface SessionListOptions {
@@ -257,6 +285,8 @@ export interface IdempotencyStore {
   claim(tenant: string, key: string, fingerprint: string, lockMs: number): Promise<IdempotencyClaim>;
   complete(tenant: string, key: string, fingerprint: string, response: StoredResponse): Promise<void>;
   release(tenant: string, key: string, fingerprint: string): Promise<void>;
+  /** The answer a change of `session` kept under `claim` (TipChange.kept); null when no change has it. */
+  recover(scope: SessionScope, claim: ClaimId): Promise<StoredResponse | null>;
 }
 
 /**

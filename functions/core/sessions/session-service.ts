@@ -7,7 +7,7 @@ import { ROOT_NODE } from '../kernel/ids.js';
 import { openCursor, sealCursor } from '../kernel/sealing.js';
 import type { Caller } from '../model/fields.js';
 import type { DecisionSummary, Page, SessionScope, VersionRecord } from '../model/model.js';
-import { StaleTipError } from '../model/ports.js';
+import { type AnswerKeeper, StaleTipError } from '../model/ports.js';
 import { versionAt } from '../write/next-version.js';
 import { othersWaiting, QueueBehindOthers, retryOnStaleTip } from '../write/write-retry.js';
 import {
@@ -37,6 +37,8 @@ export interface StateWriteOptions {
   caller?: Caller;
   /** The agents of a key limited to some (null or absent: not limited): it writes only in its conversations. */
   allowed?: AllowedAgents;
+  /** Under an `Idempotency-Key`: the answer to keep in the version the write records (ports.ts, TipChange.kept). */
+  keep?: AnswerKeeper<WriteResult>;
 }
 
 /**
@@ -121,8 +123,18 @@ export class SessionService extends SessionTreeService {
           };
         }
         const { version, change } = versionAt(target, { state: nextState, at: this.now().toISOString(), cause, author: caller });
+        const result: WriteResult = {
+          sessionId: scope.sessionId,
+          node: nodeId,
+          version: version.version,
+          prevVersion: pointer,
+          state: answer(nextState),
+          changed: true,
+        };
+        const kept = options.keep?.(result);
         await this.store.commit(scope, {
           ...change,
+          ...(kept ? { kept } : {}),
           // A first write creates the session item in the same transaction. After that a state
           // write is one conditional PutItem: the session's activity (`updatedAt`, the list
           // order) is moved by the change hook, off the request's path (API.md section 2 lets
@@ -135,14 +147,7 @@ export class SessionService extends SessionTreeService {
           ...(sessionLifetime ? { lifetime: sessionLifetime } : {}),
           contended: attempt.raced || attempt.queued === true,
         });
-        return {
-          sessionId: scope.sessionId,
-          node: nodeId,
-          version: version.version,
-          prevVersion: pointer,
-          state: answer(nextState),
-          changed: true,
-        };
+        return result;
       },
       undefined,
       join,

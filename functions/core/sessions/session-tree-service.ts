@@ -17,7 +17,7 @@ import {
 import { checkMetadata } from '../model/limits.js';
 import type { MessagePath } from '../model/message-path.js';
 import type { NodeRecord, Page, SessionMeta, SessionScope, Tip, VersionRecord } from '../model/model.js';
-import type { SessionListOptions, SessionStore, WriteQueue } from '../model/ports.js';
+import type { AnswerKeeper, SessionListOptions, SessionStore, WriteQueue } from '../model/ports.js';
 import { emptyTip, pointerOf, rootNode } from '../model/tree.js';
 import { type HeadMove, requireMayMoveHeadTo } from '../write/head-move.js';
 import { othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from '../write/write-retry.js';
@@ -76,6 +76,8 @@ export interface AppendInput {
    * session-copy.ts, keeps each version's agent config, cause and author as the source has them).
    */
   recordedAs?: RecordedAs;
+  /** Under an `Idempotency-Key`: the answer to keep in the change the append makes (ports.ts, TipChange.kept). */
+  keep?: AnswerKeeper<AppendResult>;
 }
 
 /** What a copied version records as its source did. */
@@ -329,9 +331,23 @@ export class SessionTreeService {
           ? undefined
           : await this.headStateOf({ scope, tip, head: last, input, caller: access?.caller ?? null, at });
 
+      // Pointers as of the tip read: a reused node that was the head has its pointer there.
+      const views = chain.map((node) => nodeView(node, tip));
+      const version = turn ? (turn.version?.version ?? turn.target.pointer) : undefined;
+      const result: AppendResult = !turn
+        ? { nodes: views, head: last.id }
+        : {
+            nodes: views.map((view) => (view.id === last.id ? { ...view, stateVersion: version as number } : view)),
+            head: last.id,
+            version,
+            state: visibleState(turn.target.schema, access?.caller ?? null, turn.state),
+            changed: turn.version !== undefined,
+          };
       if (created.length > 0 || last.id !== tip.head || turn?.version) {
+        const kept = input.keep?.(result);
         await this.store.commit(scope, {
           basedOn: tip,
+          ...(kept ? { kept } : {}),
           ...(turn?.version ? { version: turn.version, prior: turn.target.current } : {}),
           head: { id: last.id, version: turn?.version?.version ?? pointerOf(last, tip), depth: last.depth, place: last.place },
           newNodes: created,
@@ -345,17 +361,7 @@ export class SessionTreeService {
           contended: attempt.raced,
         });
       }
-      // Pointers as of the tip read: a reused node that was the head has its pointer there.
-      const views = chain.map((node) => nodeView(node, tip));
-      if (!turn) return { nodes: views, head: last.id };
-      const version = turn.version?.version ?? turn.target.pointer;
-      return {
-        nodes: views.map((view) => (view.id === last.id ? { ...view, stateVersion: version } : view)),
-        head: last.id,
-        version,
-        state: visibleState(turn.target.schema, access?.caller ?? null, turn.state),
-        changed: turn.version !== undefined,
-      };
+      return result;
     });
   }
 

@@ -1,11 +1,10 @@
-import { createHash } from 'node:crypto';
 import type { MiddlewareObj } from '@middy/core';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
 import { type ActingAgentWording, requireActingAgent } from '../../core/agents/acting-agent.js';
-import { canonicalJson, type Json, JsonTextError, parseJson, stringifyJson } from '../../core/json/json.js';
+import { type Json, JsonTextError, parseJson, stringifyJson } from '../../core/json/json.js';
 import { AgentStateError, LateDetailError, toProblem } from '../../core/kernel/errors.js';
 import { requireId } from '../../core/kernel/ids.js';
-import type { IdempotencyStore, StoredResponse } from '../../core/model/ports.js';
+import type { KeptAnswer } from '../../core/model/ports.js';
 import { reportExpected, reportUnexpected } from '../../telemetry/report.js';
 import { bearerToken, type KeyResolver, unauthorized } from './auth.js';
 
@@ -18,8 +17,13 @@ export type ApiEvent = Omit<APIGatewayProxyEventV2, 'body'> & {
   allowedAgents?: string[] | null;
   /** The agent the caller acts as (`X-Agent-Id`, checked against the key); null for none. */
   caller?: string | null;
+  /**
+   * Under an `Idempotency-Key` the request claimed: how a write keeps its answer in the change
+   * it makes (the idempotency middleware then keeps it nowhere else).
+   */
+  keepAnswer?: (response: APIGatewayProxyStructuredResultV2) => KeptAnswer | null;
 };
-type Middleware = MiddlewareObj<ApiEvent, APIGatewayProxyStructuredResultV2, Error, Context>;
+export type Middleware = MiddlewareObj<ApiEvent, APIGatewayProxyStructuredResultV2, Error, Context>;
 
 /**
  * How long a client should wait before it retries a throttled request (API.md section 14):
@@ -123,7 +127,7 @@ export function actingAgent(): Middleware {
   };
 }
 
-const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH']);
+export const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
 /**
  * Parses JSON bodies of writes (API.md section 1), refusing, in this order: an oversize body
@@ -205,132 +209,4 @@ function requireJsonMediaType(header: string | undefined): void {
       throw new AgentStateError('unsupported_media_type', `JSON bodies are UTF-8; charset=${charset} is not supported`);
     }
   }
-}
-
-const IDEMPOTENCY_LOCK_MS = 60_000;
-const idempotencyKeyPattern = /^[\x21-\x7e]{1,255}$/;
-
-/**
- * `Idempotency-Key` on POST, PUT and PATCH (API.md section 1): the first request under a key
- * runs and its answer is kept for 24 hours; a retry gets that answer back and writes nothing;
- * the same key with a different request is `422 idempotency_key_reused`. A request that fails
- * (`5xx`, which writes nothing) lets go of its key, so its retry runs again. A request that
- * neither answered nor let go within its lock (it died, or its answer could not be kept) may
- * have written: its retries are refused with `409 conflict`, never run again.
- *
- * Replays belong to the API key that made the first request: the key is part of what makes
- * two requests "the same", so another key of the tenant reusing the Idempotency-Key gets
- * `422`, never the stored answer (which its own authorization checks might have refused).
- * It runs after the acting agent (`X-Agent-Id`) is checked against the key.
- */
-export function idempotency(store: () => IdempotencyStore): Middleware {
-  const claims = new WeakMap<object, { key: string; fingerprint: string }>();
-  return {
-    before: async (request) => {
-      const { event } = request;
-      const key = event.headers?.['idempotency-key'];
-      if (key === undefined || !WRITE_METHODS.has(event.requestContext.http.method)) return;
-      if (!idempotencyKeyPattern.test(key)) {
-        throw new AgentStateError('invalid_request', 'Idempotency-Key must be 1–255 visible ASCII characters', {
-          field: 'Idempotency-Key',
-        });
-      }
-      const tenant = event.tenant as string;
-      const fingerprint = fingerprintOf(event);
-      const holder = await store().claim(tenant, key, fingerprint, IDEMPOTENCY_LOCK_MS);
-      if (holder.outcome === 'claimed') {
-        claims.set(request, { key, fingerprint });
-        return;
-      }
-      if (holder.fingerprint !== fingerprint) {
-        throw new AgentStateError('idempotency_key_reused', 'this Idempotency-Key was used with a different request in the last 24 hours');
-      }
-      if (holder.outcome === 'done') {
-        const { statusCode, headers, body } = holder.response;
-        return { statusCode, headers: { ...headers, 'idempotency-replayed': 'true' }, body };
-      }
-      if (holder.outcome === 'unfinished') {
-        // Its holder may have written before it died: running the request again could undo
-        // what was acknowledged since. Refused until the key expires; the caller decides.
-        throw new AgentStateError(
-          'conflict',
-          'the first request with this Idempotency-Key never finished, so whether it was applied is unknown; it is not run again. Read what you meant to change, then send a new key',
-          { field: 'Idempotency-Key' },
-        );
-      }
-      throw new AgentStateError('conflict', 'a request with this Idempotency-Key is still in progress; retry later');
-    },
-    after: async (request) => {
-      const claim = claims.get(request);
-      const response = request.response;
-      if (!claim || !response) return;
-      const tenant = request.event.tenant as string;
-      const statusCode = response.statusCode ?? 200;
-      if (statusCode >= 500) {
-        await store().release(tenant, claim.key, claim.fingerprint);
-        return;
-      }
-      const stored: StoredResponse = {
-        statusCode,
-        headers: Object.fromEntries(Object.entries(response.headers ?? {}).map(([name, value]) => [name, String(value)])),
-        body: response.body ?? '',
-      };
-      try {
-        await store().complete(tenant, claim.key, claim.fingerprint, stored);
-      } catch (error) {
-        // The write is done: answer it. The key stays claimed until its lock lapses, so a
-        // retry in the meantime is told to wait rather than running the write twice.
-        console.warn('agentstate: could not store an idempotent response', error);
-      }
-    },
-    onError: async (request) => {
-      const claim = claims.get(request);
-      if (!claim) return;
-      try {
-        await store().release(request.event.tenant as string, claim.key, claim.fingerprint);
-      } catch (error) {
-        // The lock then expires by itself; the original error is what the client must see.
-        console.warn('agentstate: could not release an idempotency key', error);
-      }
-    },
-  };
-}
-
-/**
- * What makes two requests "the same": the API key, method, path, query, acting agent, the
- * preconditions (If-Match, If-None-Match), whether the body is a JSON Patch (`[]` is a JSON
- * Patch that changes nothing, or a merge patch that replaces the state) and the body's JSON
- * meaning. The key enters as a digest of its digest, so the claim item holds nothing that
- * resolves a key (keys are stored as sha256 digests, api-keys.ts). If-None-Match and the JSON
- * Patch mark enter only when present, so every other request keeps the fingerprint it had
- * before they were compared, and a retry made across that upgrade still replays.
- */
-function fingerprintOf(event: ApiEvent): string {
-  const query = new URLSearchParams(event.rawQueryString ?? '');
-  query.sort();
-  const token = bearerToken(event.headers?.authorization) ?? '';
-  const keyDigest = createHash('sha256').update(createHash('sha256').update(token, 'utf8').digest()).digest('hex');
-  return createHash('sha256')
-    .update(keyDigest)
-    .update('\n')
-    .update(event.requestContext.http.method)
-    .update('\n')
-    .update(event.rawPath)
-    .update('\n')
-    .update(query.toString())
-    .update('\n')
-    .update(event.headers?.['x-agent-id'] ?? '')
-    .update('\n')
-    .update(event.headers?.['if-match'] ?? '')
-    .update('\n')
-    .update(event.body === undefined ? '' : canonicalJson(event.body))
-    .update(meaningMarks(event))
-    .digest('hex');
-}
-
-/** What else changes a request's meaning, as `\n`-led lines; empty for most requests. */
-function meaningMarks(event: ApiEvent): string {
-  const ifNoneMatch = event.headers?.['if-none-match'];
-  const mediaType = (event.headers?.['content-type'] ?? '').split(';')[0]?.trim().toLowerCase();
-  return `${ifNoneMatch === undefined ? '' : `\nif-none-match:${ifNoneMatch}`}${mediaType === 'application/json-patch+json' ? '\njson-patch' : ''}`;
 }

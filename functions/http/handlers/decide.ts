@@ -1,5 +1,6 @@
 import * as z from 'zod/mini';
 import { requireActingAgent } from '../../core/agents/acting-agent.js';
+import type { DecideResult } from '../../core/decide/decide-service.js';
 import { STATE_BODY_LIMIT_BYTES } from '../../core/model/model.js';
 import { createHttpHandler } from '../api.js';
 import { HEADER_WORDING } from '../edge/middleware.js';
@@ -41,7 +42,11 @@ export const handler = createHttpHandler(
       // the middleware checked); one named in the body must be one the key may act as, too.
       if (body.agentId !== undefined) requireActingAgent(input.allowedAgents, body.agentId, HEADER_WORDING);
       const agentId = body.agentId ?? input.caller ?? undefined;
-      return json(200, await input.deps.decide.decide(scope, { ...body, ...(agentId ? { agentId } : {}), allowed: input.allowedAgents }));
+      const answer = (result: DecideResult) => json(200, result);
+      const keep = input.keeper(answer);
+      return answer(
+        await input.deps.decide.decide(scope, { ...body, ...(agentId ? { agentId } : {}), allowed: input.allowedAgents }, keep),
+      );
     },
   },
   // A commit may set a thread key to a state of up to 4 MiB; a decision may carry one in `proposed`.

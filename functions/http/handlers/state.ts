@@ -29,6 +29,7 @@ async function write(input: RouteInput<{ sessions: SessionService }>, method: 'p
     caller: input.caller,
     // A key limited to agents writes only in its conversations (API.md section 7).
     allowed: input.allowedAgents,
+    keep: input.keeper(versionedJson<WriteResult>),
   };
   if (method === 'patchState' && mediaType === JSON_PATCH) {
     return versionedJson(await input.deps.sessions.jsonPatchState(scope, parseJsonPatch(input.body), options));

@@ -4,7 +4,7 @@ import { AgentStateError } from '../../core/kernel/errors.js';
 import { requireId } from '../../core/kernel/ids.js';
 import { APPEND_BODY_LIMIT_BYTES, checkMetadata } from '../../core/model/limits.js';
 import { checkListedMetadata } from '../../core/sessions/session-lists.js';
-import type { StateChange } from '../../core/sessions/session-tree-service.js';
+import type { AppendResult, StateChange } from '../../core/sessions/session-tree-service.js';
 import { createHttpHandler, type RouteInput } from '../api.js';
 import { bodyAsSent, ifMatch, jsonObject, jsonValue, keyAccess, queryNode, sessionScope } from '../edge/request.js';
 import { json } from '../edge/responses.js';
@@ -55,6 +55,9 @@ function previewFlag(input: RouteInput): boolean {
 }
 
 /** The message tree: append, path, node, tree, head (API.md section 3). */
+/** The `201` of an append (also what its change keeps for an `Idempotency-Key` retry). */
+const appended = (result: AppendResult) => json(201, result);
+
 export const handler = createHttpHandler(
   { sessionTree: messageTree, copier: sessionCopier },
   {
@@ -73,10 +76,11 @@ export const handler = createHttpHandler(
           ...(parentId === undefined ? {} : { parentId }),
           ...(state === undefined ? {} : { state }),
           ...(precondition === undefined ? {} : { ifMatch: precondition }),
+          keep: input.keeper(appended),
         },
         keyAccess(input),
       );
-      return json(201, result);
+      return appended(result);
     },
 
     'GET /v1/sessions/{sid}/messages': async (input) =>

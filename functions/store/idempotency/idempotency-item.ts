@@ -37,6 +37,7 @@ export function decodeHolder(
   item: Item,
   pieces: ReadonlyMap<string, Item>,
   now: number,
+  lifetimeSeconds: number,
 ): Exclude<IdempotencyClaim, { outcome: 'claimed' }> {
   const fingerprint = String(item.fingerprint);
   const response = item.status === 'done' ? decodeText(item, responseText, pieces) : null;
@@ -44,5 +45,15 @@ export function decodeHolder(
     return { outcome: 'done', fingerprint, response: decodeStoredJson(response) as unknown as StoredResponse };
   }
   const lockedUntil = Number(item.lockedUntil);
-  return { outcome: item.status === 'pending' && lockedUntil >= now ? 'in_progress' : 'unfinished', fingerprint, lockedUntil };
+  // The claim's id is its writer's; it was made a lifetime before it expires.
+  const claim =
+    typeof item.writeId === 'string'
+      ? { id: item.writeId, since: (Number(item[tableKeys.timeToLive]) - lifetimeSeconds) * 1000 }
+      : undefined;
+  return {
+    outcome: item.status === 'pending' && lockedUntil >= now ? 'in_progress' : 'unfinished',
+    fingerprint,
+    lockedUntil,
+    ...(claim ? { claim } : {}),
+  };
 }

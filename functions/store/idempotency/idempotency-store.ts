@@ -1,8 +1,10 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { DeleteCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
-import type { IdempotencyClaim, IdempotencyStore, StoredResponse } from '../../core/model/ports.js';
+import type { SessionScope } from '../../core/model/model.js';
+import type { ClaimId, IdempotencyClaim, IdempotencyStore, StoredResponse } from '../../core/model/ports.js';
+import { findKeptAnswer } from '../log/kept-answers.js';
 import { encodeText, pieceKeysOf } from '../state/state-codec.js';
 import { tableKeys } from '../table/table.js';
 import { batchGet, batchPut, conditionally, type Item, isConditionFailure, isOwnWrite, type TableClient } from '../table/table-client.js';
@@ -17,7 +19,10 @@ const IDEMPOTENCY_TTL_SECONDS = 24 * 60 * 60;
  *   I#<tenant>#<key>   I   fingerprint, status (pending | done), lockedUntil, response (done)
  *
  * A claim is one conditional put: the key is free or expired; otherwise the put fails and
- * hands back the holder, so the answer needs no extra read. A pending claim is never taken
+ * hands back the holder, so the answer needs no extra read. A write that records a change of
+ * a session's log keeps its answer in that change, under the claim's id (kept-answers.ts), and
+ * its claim stays pending: the claim is then the key's one write, and a retry that finds it
+ * pending looks for the answer there (`recover`). Every other answer is kept here (`complete`). A pending claim is never taken
  * over, not even once its holder's lock has lapsed: the holder may have written and died (or
  * failed to keep its answer) before completing, and running the request again would then
  * undo whatever was acknowledged since. Such a key answers `409` until its TTL.
@@ -31,7 +36,8 @@ export class DynamoDbIdempotencyStore implements IdempotencyStore {
   async claim(tenant: string, key: string, fingerprint: string, lockMs: number): Promise<IdempotencyClaim> {
     const now = this.table.now();
     const nowSeconds = Math.floor(now / 1000);
-    const writeId = randomUUID();
+    // Also the claim's id, which a change that keeps the answer carries (kept-answers.ts): short.
+    const writeId = randomBytes(12).toString('base64url');
     try {
       await this.table.send(
         new PutCommand({
@@ -51,14 +57,14 @@ export class DynamoDbIdempotencyStore implements IdempotencyStore {
           ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         }),
       );
-      return { outcome: 'claimed' };
+      return { outcome: 'claimed', claim: { id: writeId, since: now } };
     } catch (error) {
       if (isConditionFailure(error) && error.Item) {
         // A retried claim whose first attempt landed finds its own claim: it holds the key.
-        if (isOwnWrite(error.Item, writeId)) return { outcome: 'claimed' };
+        if (isOwnWrite(error.Item, writeId)) return { outcome: 'claimed', claim: { id: writeId, since: now } };
         // The SDK hands back the old item in wire format, even through the document client.
         const holder = unmarshall(error.Item as Record<string, AttributeValue>);
-        return idempotencyItem.decodeHolder(holder, await this.piecesOf(holder), now);
+        return idempotencyItem.decodeHolder(holder, await this.piecesOf(holder), now, IDEMPOTENCY_TTL_SECONDS);
       }
       throw error;
     }
@@ -104,6 +110,10 @@ export class DynamoDbIdempotencyStore implements IdempotencyStore {
       sortKeys.map((sk) => ({ pk: holder.pk, sk })),
     );
     return new Map(found.map((item) => [String(item.sk), item]));
+  }
+
+  recover(scope: SessionScope, claim: ClaimId): Promise<StoredResponse | null> {
+    return findKeptAnswer(this.table, scope, claim);
   }
 
   async release(tenant: string, key: string, fingerprint: string): Promise<void> {

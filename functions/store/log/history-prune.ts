@@ -15,6 +15,7 @@ import * as keys from '../table/keys.js';
 import { logPositionOf } from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
 import { batchGet, conditionally, type Item, type TableClient } from '../table/table-client.js';
+import { KEPT_ANSWER_ATTRIBUTES } from './kept-answers.js';
 import { claimRun, clearDue, type Marker, saveMarker } from './prune-marker.js';
 import { continuePass, startPass } from './prune-pointers.js';
 
@@ -343,7 +344,8 @@ async function stripVersion(
   const key = { pk: keys.session(scope), sk: keys.logEntry({ incarnation: life, base: candidate.version - 1, seq: candidate.seq }) };
   const strip = (removed: boolean, onlyWithoutNodes: boolean) => {
     // What goes: the content; for an item TTL removes, also what only a read of its version used.
-    const gone = [...versionItem.contentAttributes, ...(removed ? WHAT_A_REMOVED_VERSION_DROPS : [])];
+    // A kept answer holds the state too (kept-answers.ts): it goes with the content.
+    const gone = [...versionItem.contentAttributes, ...KEPT_ANSWER_ATTRIBUTES, ...(removed ? WHAT_A_REMOVED_VERSION_DROPS : [])];
     return conditionally(
       table.send(
         new UpdateCommand({

@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { brotliCompressSync, brotliDecompressSync, constants as zlib } from 'node:zlib';
 import { decodeStoredJson, encodeStoredJson, type Json, type JsonObject, stringifyJson } from '../../core/json/json.js';
 import { expiryOf, hasExpired, lifetimeOf, type StoredLifetime } from '../../core/model/lifetime.js';
 import type {
@@ -12,6 +11,7 @@ import type {
   Tip,
   VersionRecord,
 } from '../../core/model/model.js';
+import type { KeptAnswer } from '../../core/model/ports.js';
 import { emptyTip, rootNode } from '../../core/model/tree.js';
 import { decodeLineage, encodeLineage } from '../state/lineage.js';
 import type { EncodedVersion } from '../state/version-item.js';
@@ -20,6 +20,10 @@ import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { type LogPosition, logPositionOf } from '../table/keys.js';
 import type { Item } from '../table/table-client.js';
+import { keptAttributes } from './kept-answers.js';
+import { packText, unpackText } from './packed-text.js';
+
+export { unpackText };
 
 /**
  * A run of the log a path read spans (paths.ts): [fromBase, fromSeq, bytes of the log before
@@ -150,24 +154,6 @@ export function jsonText(value: unknown): string {
 
 export function parseJsonText<T = Json>(value: unknown): T {
   return (typeof value === 'string' ? decodeStoredJson(value) : null) as T;
-}
-
-/** Compressed text pays from this size on (smaller texts stay readable text). */
-const COMPRESS_FROM_BYTES = 200;
-
-/** JSON text, brotli-compressed (quality 5: about 40 µs for 25 messages) when that is smaller. */
-function packText(text: string): string | Uint8Array {
-  if (Buffer.byteLength(text) < COMPRESS_FROM_BYTES) return text;
-  const packed = brotliCompressSync(text, {
-    params: { [zlib.BROTLI_PARAM_QUALITY]: 5, [zlib.BROTLI_PARAM_SIZE_HINT]: Buffer.byteLength(text) },
-  });
-  return packed.byteLength < Buffer.byteLength(text) ? new Uint8Array(packed) : text;
-}
-
-export function unpackText(value: unknown): string | null {
-  if (typeof value === 'string') return value;
-  if (value instanceof Uint8Array) return brotliDecompressSync(value).toString('utf8');
-  return null;
 }
 
 /** About what DynamoDB counts for an item: names plus values (for `Carried.b`, not for billing). */
@@ -398,6 +384,8 @@ export interface NewChange {
   readonly chain?: Chain;
   readonly messages?: readonly JsonObject[];
   readonly decision?: StoredDecision;
+  /** The answer of the request that made the change, under its `Idempotency-Key` claim (kept-answers.ts). */
+  readonly kept?: KeptAnswer;
 }
 
 /** The item of a change at `position`, with the bytes of the log so far (`before`) counted on. */
@@ -429,6 +417,7 @@ export function logItem(scope: SessionScope, position: LogPosition, change: NewC
     own.nodes = packText(jsonText(change.messages));
   }
   if (change.decision) own.decision = jsonText(change.decision);
+  Object.assign(own, keptAttributes(change.kept));
   // The bytes counted include this item's own carried part, estimated from the part without `b`.
   const carriedText = jsonText(change.carried);
   const size = approximateSize(own) + carriedText.length + 24;

@@ -260,6 +260,7 @@ export class LogWriter {
       ...(encoded ? { version: { encoded, lineage: lineageOf(change.prior ?? null) } } : {}),
       ...(chain ? { chain, messages: nodes.map((node) => node.message as JsonObject) } : {}),
       ...(change.decision ? { decision: storedDecision(change.decision.record, change.decision.remember) } : {}),
+      ...(change.kept ? { kept: change.kept } : {}),
     };
   }
 }
