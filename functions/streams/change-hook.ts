@@ -80,7 +80,7 @@ function liveConsumer(env: NodeJS.ProcessEnv, stores: StreamStores): StreamConsu
       ...publish,
     }),
     sweepExpired: (scope, expiredAt) => stores.sessions.sweepExpired(scope, expiredAt),
-    finishErasure: (tenant, erasureId) => new ErasureFinisher(stores.table, stores.sessions).finish(tenant, erasureId),
+    finishErasure: (tenant, erasureId, deadline) => new ErasureFinisher(stores.table, stores.sessions).finish(tenant, erasureId, deadline),
     upkeep: new MemoryUpkeep(new DynamoDbMemoryUpkeep(stores.table), {
       historySeconds: Number.isFinite(days) && days > 0 ? Math.round(days * 86_400) : 0,
     }),

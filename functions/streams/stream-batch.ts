@@ -46,10 +46,10 @@ export interface StreamConsumer {
    */
   sweepExpired?: (scope: SessionScope, expiredAt: string) => Promise<void>;
   /**
-   * Finishes a user's erasure whose first step is done (API.md section 12): the change hook
-   * erases what it closed; the webhook consumer has none.
+   * Goes on with a user's erasure under way (API.md section 12) until `deadline` (epoch ms, when
+   * the stream gives one): the change hook closes and erases; the webhook consumer has none.
    */
-  finishErasure?: (tenant: string, erasureId: string) => Promise<void>;
+  finishErasure?: (tenant: string, erasureId: string, deadline?: number) => Promise<void>;
   /** Runs once before a batch with events is handed over (the webhook consumer opens its sealed secrets). */
   beforeEvents?: () => Promise<void>;
 }
@@ -140,7 +140,7 @@ async function processBatch(consumer: StreamConsumer, event: DynamoDBStreamEvent
     memory.length > 0 ? consumer.memory.process(memory, within) : { failed: [] },
   ]);
   // Its fence is a record of the stream in turn: the expiry's event comes in a later batch.
-  const [sweepFailed, erasuresFailed] = await Promise.all([sweepAll(consumer, swept), finishErasures(consumer, erasures)]);
+  const [sweepFailed, erasuresFailed] = await Promise.all([sweepAll(consumer, swept), finishErasures(consumer, erasures, deadline)]);
   const failed = [...events.failed, ...kept.failed, ...memoryDelivered.failed, ...sweepFailed, ...erasuresFailed];
   if (unreadable !== undefined) failed.push(unreadable);
   return { batchItemFailures: failed.map((itemIdentifier) => ({ itemIdentifier })) };
@@ -167,17 +167,21 @@ async function sweepAll(
   return failed;
 }
 
-/** Finishes the erasures whose first step is done; the keys of those that failed (retried from the stream: each step can run again). */
+/** Goes on with the erasures under way, each once a batch; the keys of those that failed (retried from the stream: each step can run again). */
 async function finishErasures(
   consumer: StreamConsumer,
   erasures: ReadonlyArray<{ key: string; tenant: string; erasureId: string }>,
+  deadline: number | undefined,
 ): Promise<string[]> {
   const finish = consumer.finishErasure;
   if (!finish || erasures.length === 0) return [];
   const failed: string[] = [];
+  const seen = new Set<string>();
   for (const { key, tenant, erasureId } of erasures) {
+    if (seen.has(`${tenant}#${erasureId}`)) continue;
+    seen.add(`${tenant}#${erasureId}`);
     try {
-      await finish(tenant, erasureId);
+      await finish(tenant, erasureId, deadline);
     } catch (error) {
       console.error('agentstate: could not finish an erasure; the stream will retry', { tenant, erasureId }, error);
       failed.push(key);

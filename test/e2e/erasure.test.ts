@@ -191,15 +191,42 @@ describe('DELETE /v1/users/{userId}', () => {
     for (const sid of mine.slice(0, 20)) expect((await stored(`S#local#${sid}`)).every((item) => item.kind === 'x')).toBe(true);
   });
 
-  it('answers 202 and done with zero counts for a user nobody has; each DELETE is an erasure of its own', async () => {
+  it('answers 202 and done with zero counts for a user nobody has; a DELETE after done is an erasure of its own', async () => {
     const first = await http.delete(`/v1/users/${uniqueId('nobody')}`);
     expect(first.status).toBe(202);
     expect(await done(http, first.body.erasureId)).toMatchObject({ status: 'done', sessions: 0, memoryItems: 0, documents: 0 });
     const user = uniqueId('twice');
     const a = await http.delete(`/v1/users/${user}`);
+    await done(http, a.body.erasureId);
     const b = await http.delete(`/v1/users/${user}`);
+    expect(b.status).toBe(202);
     expect(a.body.erasureId).not.toBe(b.body.erasureId);
     expect((await http.get('/v1/erasures/not-an-erasure')).status).toBe(404);
+  });
+
+  it('makes one erasure of 50 concurrent DELETEs of the user: every answer names it, everything erased, each thing counted once', async () => {
+    // Prepare: three sessions with a profile, and five memory items, of the user.
+    const user = uniqueId('fifty');
+    const sids = [await sessionOf(http, user, 'fifty'), await sessionOf(http, user, 'fifty'), await sessionOf(http, user, 'fifty')];
+    await profileOf(http, sids[0] as string, user);
+    for (let index = 0; index < 5; index++) await remember(http, `users/${user}/notes/n${index}`, { old: index });
+
+    // Act
+    const answers = await Promise.all(Array.from({ length: 50 }, () => http.delete(`/v1/users/${user}`)));
+
+    // Assess: all 202 with one erasure id, which counts each thing once.
+    expect(answers.map((answer) => answer.status)).toEqual(Array(50).fill(202));
+    const ids = new Set(answers.map((answer) => answer.body.erasureId));
+    expect(ids.size).toBe(1);
+    const [erasureId] = [...ids] as [string];
+    for (const sid of sids) expect((await http.get(`/v1/sessions/${sid}`)).status).toBe(404);
+    expect(await done(http, erasureId)).toMatchObject({ status: 'done', sessions: 3, memoryItems: 5, documents: 1 });
+    for (const sid of sids) expect((await stored(`S#local#${sid}`)).every((item) => item.kind === 'x')).toBe(true);
+    expect(await stored(`M#local#users/${user}/notes`)).toEqual([]);
+    // Done: the user's next DELETE is an erasure of its own, of nothing.
+    const again = await http.delete(`/v1/users/${user}`);
+    expect(again.body.erasureId).not.toBe(erasureId);
+    expect(await done(http, again.body.erasureId)).toMatchObject({ sessions: 0, memoryItems: 0, documents: 0 });
   });
 
   it('leaves nothing of before readable to writes that race it', async () => {

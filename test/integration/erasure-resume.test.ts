@@ -3,6 +3,7 @@ import type { JsonObject } from '../../functions/core/json/json.js';
 import { MemoryService } from '../../functions/core/memory/memory-service.js';
 import { SessionService } from '../../functions/core/sessions/session-service.js';
 import { ErasureFinisher } from '../../functions/store/erasure/erasure-finish.js';
+import { DynamoDbErasureStore } from '../../functions/store/erasure/erasure-store.js';
 import { createStores, type Stores } from '../../functions/store/index.js';
 import { DynamoDbMemoryStore } from '../../functions/store/memory/memory-store.js';
 import { DynamoDbMemoryUpkeep } from '../../functions/store/memory/memory-upkeep-store.js';
@@ -12,11 +13,14 @@ import * as keys from '../../functions/store/table/keys.js';
 import { createTestTable, dynamoEndpoint, partitionItems } from '../helpers/dynamodb.js';
 
 /**
- * An erasure of a user (API.md section 12) whose second step dies halfway, as a change hook
- * past its timeout would, and is run again, as the stream's retry would: the run again finishes
- * it, nothing of the user is left stored, and the counts are those of what was there. Real
- * DynamoDB Local; the fault is a request that fails after a number of others, injected on the
- * client (DynamoDB Local cannot be told to fail).
+ * An erasure of a user (API.md section 12) at a size: its `DELETE` (the store's `start`) does
+ * the same few requests for a user with many sessions and memory items as for a user with
+ * none, whatever it finds; the change hook's runs (`finish`) then close and erase everything,
+ * and a run that dies anywhere — halfway through a page of sessions, between a tombstone and
+ * the cursor's move, during the second step — is followed by another that goes on from what
+ * is stored: nothing of the user is readable once closing is done, nothing stored once done,
+ * each thing counted once. Real DynamoDB Local; the fault is a request that fails after a
+ * number of others, injected on the client (DynamoDB Local cannot be told to fail).
  */
 
 const client = dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamoEndpoint() });
@@ -34,82 +38,128 @@ function stored(pk: string) {
   return partitionItems(client, tableName, pk);
 }
 
-/** An erasure store whose client fails every request after the first `allowed` writes of the table. */
-function failingAfter(allowed: number): ErasureFinisher {
+/** A client of the table that counts its requests and, past `allowed` writes, fails every request as a run past its timeout would. */
+function faultyClient(allowed = Number.POSITIVE_INFINITY) {
   const faulty = dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamoEndpoint() });
-  let writes = 0;
+  const counts = { requests: 0, writes: 0 };
   faulty.middlewareStack.add(
     (next, context) => async (args) => {
-      if (/BatchWriteItem|DeleteItem|PutItem|UpdateItem/.test(String(context.commandName)) && ++writes > allowed) {
+      counts.requests++;
+      if (
+        /BatchWriteItem|DeleteItem|PutItem|UpdateItem|TransactWriteItems/.test(String(context.commandName)) &&
+        ++counts.writes > allowed
+      ) {
         throw Object.assign(new Error('the function timed out'), { name: 'TimeoutError' });
       }
       return next(args);
     },
     { step: 'initialize', name: 'dieHalfway' },
   );
-  const halfway = createStores(faulty, tableName);
+  return { stores: createStores(faulty, tableName), counts };
+}
+
+/** A change hook's run that dies after `allowed` writes. */
+function dyingRun(allowed: number): ErasureFinisher {
+  const { stores: halfway } = faultyClient(allowed);
   return new ErasureFinisher(halfway.table, halfway.sessions);
 }
 
-describe('an erasure interrupted halfway', () => {
-  it('is finished by the next run: nothing of the user stored, the counts of what there was, and a third run changes nothing', async () => {
-    // Prepare: u1's 12 sessions with versions, 6 memory items (with a replaced version each,
-    // kept as the change hook keeps them) in two namespaces; u10's memory beside them.
+/** The requests one `DELETE /v1/users/{userId}` makes (the hook not running: it answers that closing goes on). */
+async function deleteRequests(userId: string): Promise<{ erasureId: string; closed: boolean; requests: number }> {
+  const { stores: counted, counts } = faultyClient();
+  const started = await new DynamoDbErasureStore(counted.table, counted.sessions, 0).start(tenant, userId);
+  return { ...started, requests: counts.requests };
+}
+
+describe('an erasure of a user with many sessions and memory items', () => {
+  it('is started by a DELETE of bounded work, and finished by runs of the change hook that die anywhere and go on', async () => {
+    // Prepare: u1's 40 sessions with versions, 300 memory items in two namespaces (one with a
+    // replaced version kept, as the change hook keeps them); u10's memory beside them.
     const sessions = new SessionService(stores.sessions);
     const memory = new MemoryService(new DynamoDbMemoryStore(stores.table));
     const upkeep = new DynamoDbMemoryUpkeep(stores.table);
     const now = new Date().toISOString();
-    const sids = Array.from({ length: 12 }, (_, index) => `u1-session-${index}`);
-    for (const sessionId of sids) {
-      await stores.sessions.createSession(
-        { tenant, sessionId },
-        { sessionId, agentId: null, userId: 'u1', metadata: null, createdAt: now, updatedAt: now },
-      );
-      await sessions.patchState({ tenant, sessionId }, { secret: 'old' });
-      await sessions.patchState({ tenant, sessionId }, { more: 1 });
-    }
+    const sids = Array.from({ length: 40 }, (_, index) => `u1-session-${index}`);
+    await Promise.all(
+      sids.map(async (sessionId) => {
+        await stores.sessions.createSession(
+          { tenant, sessionId },
+          { sessionId, agentId: null, userId: 'u1', metadata: null, createdAt: now, updatedAt: now },
+        );
+        await sessions.patchState({ tenant, sessionId }, { secret: 'old' });
+        await sessions.patchState({ tenant, sessionId }, { more: 1 });
+      }),
+    );
     const put = (namespace: string[], key: string, value: JsonObject) =>
       memory.put(tenant, null, { namespace, key }, { value }, { condition: { kind: 'none' }, author: null });
+    const keysOf = Array.from({ length: 150 }, (_, index) => `k${index}`);
     for (const namespace of [
       ['users', 'u1'],
       ['users', 'u1', 'facts'],
     ]) {
-      for (const key of ['a', 'b', 'c']) {
-        await put(namespace, key, { old: 1 });
-        const second = await put(namespace, key, { old: 2 });
-        await upkeep.recordHistory(tenant, { ...second.item, version: 1, value: { old: 1 } }, Math.floor(Date.now() / 1000) + 3600);
-      }
+      await Promise.all(keysOf.map((key) => put(namespace, key, { old: 1 })));
     }
+    const second = await put(['users', 'u1', 'facts'], 'k0', { old: 2 });
+    await upkeep.recordHistory(tenant, { ...second.item, version: 1, value: { old: 1 } }, Math.floor(Date.now() / 1000) + 3600);
     await put(['users', 'u10'], 'a', { kept: true });
+
+    // Act 1: the DELETE, against a user with all that and a user with nothing.
+    const big = await deleteRequests('u1');
+    const none = await deleteRequests('nobody');
+
+    // Assess 1: the same requests whatever the user has (its U item, the erasure, one look at it).
+    expect(big.requests).toBe(none.requests);
+    expect(big.requests).toBeLessThanOrEqual(5);
+    expect(big.closed).toBe(false);
+
+    // Act 2: change hook runs that die after 12 writes each, until one leaves closing done.
     const erasures = new ErasureFinisher(stores.table, stores.sessions);
-    const { erasureId } = await erasures.start(tenant, 'u1');
-    // Unreadable from the first step on, before the second runs: no list shows a session of u1.
+    const status = async () => (await stored(`E#${tenant}#${big.erasureId}`)).find((item) => item.sk?.S === 'E')?.status?.S;
+    let runs = 0;
+    while ((await status()) === 'closing') {
+      await dyingRun(12)
+        .finish(tenant, big.erasureId)
+        .catch(() => {});
+      runs++;
+      expect(runs).toBeLessThan(500);
+    }
+    // Assess 2: nothing of u1 readable, though nothing is erased yet; joined by a DELETE now, which answers at once.
+    expect(runs).toBeGreaterThan(10);
+    expect((await deleteRequests('u1')).erasureId).toBe(big.erasureId);
+    expect((await deleteRequests('u1')).closed).toBe(true);
     expect((await stores.sessions.listSessions(tenant, { limit: 100, filter: { userId: 'u1' } })).items).toEqual([]);
     expect((await stores.sessions.listSessions(tenant, { limit: 100 })).items).toEqual([]);
+    for (const sessionId of sids) {
+      expect((await stores.sessions.readTip({ tenant, sessionId }, { withState: false })).kind).toBe('closing');
+    }
+    for (const key of keysOf.slice(0, 20)) await expect(memory.get(tenant, null, ['users', 'u1'], key)).rejects.toThrow();
+    expect(await erasures.get(tenant, big.erasureId)).toMatchObject({ status: 'running', sessions: 40, memoryItems: 300 });
 
-    // Act: the second step dies after a few writes, then runs again.
-    await expect(failingAfter(5).finish(tenant, erasureId)).rejects.toThrow('unavailable');
-    expect(await erasures.get(tenant, erasureId)).toMatchObject({ status: 'running', sessions: 12, memoryItems: 6 });
-    await erasures.finish(tenant, erasureId);
+    // Act 3: the second step dies the same way, run after run, until done.
+    while ((await status()) !== 'done') {
+      await dyingRun(12)
+        .finish(tenant, big.erasureId)
+        .catch(() => {});
+      runs++;
+      expect(runs).toBeLessThan(2000);
+    }
 
-    // Assess
-    const finished = await erasures.get(tenant, erasureId);
-    expect(finished).toMatchObject({ status: 'done', sessions: 12, memoryItems: 6, documents: 0 });
+    // Assess 3
+    const finished = await erasures.get(tenant, big.erasureId);
+    expect(finished).toMatchObject({ status: 'done', sessions: 40, memoryItems: 300, documents: 0 });
     for (const sessionId of sids) {
       const left = await stored(keys.session({ tenant, sessionId }));
       expect(left.every((item) => item.kind?.S === LOG_ITEM_KIND.tombstone)).toBe(true);
       expect(JSON.stringify(left)).not.toContain('old');
     }
-    for (const path of ['users/u1', 'users/u1/facts']) {
-      expect(await stored(`M#${tenant}#${path}`)).toEqual([]);
-      for (const key of ['a', 'b', 'c']) expect(await stored(`MH#${tenant}#${path}#${key}`)).toEqual([]);
-    }
-    expect(await stored(`E#${tenant}#${erasureId}`)).toHaveLength(1);
-    expect(await stored(keys.memoryNamespaces(tenant))).toHaveLength(1);
+    for (const path of ['users/u1', 'users/u1/facts']) expect(await stored(`M#${tenant}#${path}`)).toEqual([]);
+    expect(await stored(`MH#${tenant}#users/u1/facts#k0`)).toEqual([]);
+    expect(await stored(`E#${tenant}#${big.erasureId}`)).toHaveLength(1);
+    expect(await stored(keys.userErasure(tenant, 'u1'))).toEqual([]);
     expect((await memory.get(tenant, null, ['users', 'u10'], 'a')).value).toEqual({ kept: true });
 
     // A redelivered record runs it once more: done stays done, counts unchanged.
-    await erasures.finish(tenant, erasureId);
-    expect(await erasures.get(tenant, erasureId)).toEqual(finished);
+    await erasures.finish(tenant, big.erasureId);
+    expect(await erasures.get(tenant, big.erasureId)).toEqual(finished);
   });
 });

@@ -123,6 +123,8 @@ export interface ProblemFieldsByCode {
     fields?: readonly FieldProblem[];
     /** Sessions whose stored values would not fit a field's new type. */
     sessions?: readonly string[];
+    /** The erasure of a user still closing what the user has (send the `DELETE` again). */
+    erasureId?: string;
   };
   patch_conflict: { operation: number; pointer?: string };
   /** The version retention removed (API.md section 12). */

@@ -110,8 +110,8 @@ export const handler = createHttpHandler(
 
     'DELETE /v1/users/{userId}': async (input) => {
       const userId = requireId(input.path('userId'), 'userId');
-      const erasure = await input.deps.erasures.erase(input.tenant, userId, input.allowedAgents);
-      return json(202, { erasureId: erasure.erasureId }, { location: `/v1/erasures/${encodeURIComponent(erasure.erasureId)}` });
+      const erasureId = await input.deps.erasures.erase(input.tenant, userId, input.allowedAgents);
+      return json(202, { erasureId }, { location: `/v1/erasures/${encodeURIComponent(erasureId)}` });
     },
 
     'GET /v1/erasures/{erasureId}': async (input) =>

@@ -1,23 +1,32 @@
-import { DeleteCommand, GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { DeleteCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { DynamoDbMemoryUpkeep } from '../memory/memory-upkeep-store.js';
 import { forgetNamespace, namespaceHasItems } from '../memory/namespace-entries.js';
 import type { DynamoDbSessionStore } from '../sessions/session-store.js';
 import { KIND_ATTRIBUTE, MEMORY_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
+import { queryAll } from '../table/paging.js';
 import { tableKeys } from '../table/table.js';
-import { conditionally, type TableClient } from '../table/table-client.js';
-import { DynamoDbErasureStore, inParallel } from './erasure-store.js';
+import { batchDelete, conditionally, type Item, type TableClient } from '../table/table-client.js';
+import { ErasureCloser, inParallel, type OpenErasure } from './erasure-close.js';
+import { erasureKey, RECORD_TTL_SECONDS } from './erasure-store.js';
 
 /**
- * The second step of a user's erasure (erasure-store.ts has the first): the change hook's
- * alone, a module of its own so that the sessions group, which starts erasures, carries none
- * of it (the memory items' history above all).
+ * What the change hook does with an erasure (erasure-store.ts has the items): on every stream
+ * record of it that is `closing` or `running`, it goes on from where it is, for a bounded
+ * time, so that any size of user is erased in as many runs as it takes, and a run that dies
+ * is followed by the stream's retry of its record. Closing is erasure-close.ts; then the
+ * second step (`running`): it erases the sessions recorded (the deleter's erase and next life,
+ * as `DELETE /v1/sessions/{sid}` does, only if the session is still closed at the recorded
+ * life), goes once more over the user's list for a session the index had not shown yet,
+ * erases each recorded namespace's tombstones and expired items with their kept versions, and
+ * sets the erasure `done`, counting the sessions recorded and removing the user id. A module
+ * of its own, so that the sessions group, which starts erasures, carries none of it.
  */
 
-/** How long a finished erasure's record is kept, then TTL removes it: 30 days. */
-const RECORD_TTL_SECONDS = 30 * 86_400;
+/** How long one run goes on when the stream gives no deadline (locally): then the next record goes on. */
+const RUN_MS = 20_000;
 
-export class ErasureFinisher extends DynamoDbErasureStore {
+export class ErasureFinisher extends ErasureCloser {
   private readonly upkeep: DynamoDbMemoryUpkeep;
 
   constructor(table: TableClient, sessions: DynamoDbSessionStore) {
@@ -26,43 +35,76 @@ export class ErasureFinisher extends DynamoDbErasureStore {
   }
 
   /**
-   * The second step (the change hook, on the record of the erasure set `running`): erases the
-   * sessions closed, looks once more for sessions of the user the list index did not show yet,
-   * erases the memory items' past, and sets the erasure `done`. Idempotent: run again after a
-   * crash, it finds what is left by what is still stored.
+   * Goes on with the erasure until it is done or `deadline` (epoch ms) has passed. Idempotent:
+   * run again, or beside another run, it finds what is left by what is stored.
    */
-  async finish(tenant: string, erasureId: string): Promise<void> {
-    const key = { pk: keys.erasure(tenant, erasureId), sk: keys.erasureSort };
-    const { Item } = await this.table.send(new GetCommand({ TableName: this.table.tableName, Key: key, ConsistentRead: true }));
-    if (Item?.status !== 'running') return;
-    // A user's erasure names the user; a tenant's (the admin CLI) says so.
-    const userId = typeof Item.userId === 'string' ? Item.userId : Item.subject === 'tenant' ? null : undefined;
-    if (userId === undefined) return;
-    const createdAt = String(Item.createdAt);
-    const closed = await this.workOf(key.pk, keys.erasedSessionPrefix);
-    await inParallel(closed, async (item) => {
-      const scope = { tenant, sessionId: String(item.sessionId) };
-      await this.sessions.finishErasure(scope, Number(item.life));
-      await this.table.send(new DeleteCommand({ TableName: this.table.tableName, Key: { pk: item.pk, sk: item.sk } }));
+  async finish(tenant: string, erasureId: string, deadline = Date.now() + RUN_MS): Promise<void> {
+    for (;;) {
+      const item = await this.itemOf(tenant, erasureId);
+      if (!item || (item.status !== 'closing' && item.status !== 'running')) return;
+      // A user's erasure names the user; a tenant's (the admin CLI) says so.
+      const userId = typeof item.userId === 'string' ? item.userId : item.subject === 'tenant' ? null : undefined;
+      if (userId === undefined) return;
+      const erasure: OpenErasure = { tenant, erasureId, userId, createdAt: String(item.createdAt), cursor: String(item.cursor ?? '') };
+      if (item.status === 'closing') {
+        await this.closeStep(erasure);
+      } else if (await this.erase(erasure, deadline)) {
+        return;
+      }
+      if (Date.now() >= deadline) {
+        // Closing's own writes are stream records that bring the next run; erasing's are not: this one is.
+        if (item.status === 'running') await this.nudge(erasure);
+        return;
+      }
+    }
+  }
+
+  /** The second step; false when the deadline stopped it. */
+  private async erase(erasure: OpenErasure, deadline: number): Promise<boolean> {
+    const { tenant, erasureId } = erasure;
+    const partition = keys.erasure(tenant, erasureId);
+    let complete = true;
+    const closed = (await this.workOf(partition, keys.erasedSessionPrefix)).filter((record) => record.erased !== true);
+    await inParallel(closed, async (record) => {
+      if (Date.now() >= deadline) {
+        complete = false;
+        return;
+      }
+      await this.sessions.finishErasure({ tenant, sessionId: String(record.sessionId) }, Number(record.life));
+      await this.table.send(
+        new UpdateCommand({
+          TableName: this.table.tableName,
+          Key: { pk: record.pk, sk: record.sk },
+          UpdateExpression: 'SET erased = :yes',
+          ExpressionAttributeValues: { ':yes': true },
+        }),
+      );
     });
+    if (!complete) return false;
     // A session made just before the DELETE may have been missing from the list index, which
-    // trails the table: what the list shows now of sessions made before the erasure goes too.
-    const late = await this.userSessions(tenant, userId, createdAt);
-    await inParallel(late, async ({ scope }) => {
-      const life = await this.sessions.closeForErasure(scope);
-      await this.sessions.finishErasure(scope, life);
-    });
-    const lateMemory = await this.closeMemory(tenant, erasureId, userId, createdAt);
-    const namespaces = (await this.workOf(key.pk, keys.erasedNamespacePrefix)).map((item) => String(item.namespace).split('/'));
-    await this.eraseMemoryPast(tenant, erasureId, namespaces, createdAt);
+    // trails the table: what the list shows now of sessions made before the erasure goes too
+    // (closed and recorded as closing does, erased by the next run).
+    let late = 0;
+    let list: string | undefined;
+    do {
+      const page = await this.closePage(erasure, list);
+      late += page.closed;
+      list = page.next;
+    } while (list !== undefined);
+    if (late > 0) return this.erase(erasure, deadline);
+    const namespaces = (await this.workOf(partition, keys.erasedNamespacePrefix)).map((item) => String(item.namespace).split('/'));
+    for (const namespace of namespaces) {
+      if (!(await this.eraseMemoryPast(erasure, namespace, deadline))) return false;
+    }
+    const records = await this.workOf(partition, keys.erasedSessionPrefix);
     // Only while running: a redelivered record that ran beside this one may have finished it.
-    await conditionally(
+    const finished = await conditionally(
       this.table.send(
         new UpdateCommand({
           TableName: this.table.tableName,
-          Key: key,
+          Key: erasureKey(tenant, erasureId),
           // The user's id goes with the rest: a finished erasure says what it erased, not whose.
-          UpdateExpression: 'SET #status = :done, finishedAt = :now, #ttl = :ttl ADD sessions :late, memoryItems :lateMemory REMOVE userId',
+          UpdateExpression: 'SET #status = :done, finishedAt = :now, #ttl = :ttl, sessions = :sessions REMOVE userId',
           ConditionExpression: '#status = :running',
           ExpressionAttributeNames: { '#status': 'status', '#ttl': tableKeys.timeToLive },
           ExpressionAttributeValues: {
@@ -70,52 +112,113 @@ export class ErasureFinisher extends DynamoDbErasureStore {
             ':running': 'running',
             ':now': new Date(this.table.now()).toISOString(),
             ':ttl': this.table.nowSeconds() + RECORD_TTL_SECONDS,
-            ':late': late.length,
-            ':lateMemory': lateMemory,
+            ':sessions': records.length,
           },
+        }),
+      ),
+    );
+    if (finished) {
+      await batchDelete(
+        this.table,
+        records.map((record) => ({ pk: record.pk, sk: record.sk })),
+      );
+      // The next DELETE of the user starts an erasure of its own.
+      if (erasure.userId !== null) {
+        await conditionally(
+          this.table.send(
+            new DeleteCommand({
+              TableName: this.table.tableName,
+              Key: { pk: keys.userErasure(tenant, erasure.userId), sk: keys.userErasureSort },
+              ConditionExpression: 'erasureId = :id',
+              ExpressionAttributeValues: { ':id': erasureId },
+            }),
+          ),
+        );
+      }
+    }
+    return true;
+  }
+
+  /** A write of a running erasure that nothing reads: its stream record brings the next run. */
+  private async nudge(erasure: OpenErasure): Promise<void> {
+    await conditionally(
+      this.table.send(
+        new UpdateCommand({
+          TableName: this.table.tableName,
+          Key: erasureKey(erasure.tenant, erasure.erasureId),
+          UpdateExpression: 'ADD runs :one',
+          ConditionExpression: '#status = :running',
+          ExpressionAttributeNames: { '#status': 'status' },
+          ExpressionAttributeValues: { ':one': 1, ':running': 'running' },
         }),
       ),
     );
   }
 
   /**
-   * The replaced versions of every item erased (its lives made before the erasure), the
-   * tombstones themselves, and the namespace entries left with no item. (The change hook's
-   * memory upkeep erases the history of each tombstone's record too, after any version it was
-   * still keeping: the stream orders an item's records.)
+   * The replaced versions of every item of the namespace the erasure tombstoned (its lives made
+   * before the erasure), the tombstones themselves, and expired items; then the namespace's
+   * entry if it is left with no item, and its record. False when the deadline stopped it (what
+   * it erased is gone; the rest is found again). (The change hook's memory upkeep erases the
+   * history of each tombstone's record too, after any version it was still keeping: the stream
+   * orders an item's records.)
    */
-  private async eraseMemoryPast(tenant: string, erasureId: string, namespaces: readonly string[][], before: string): Promise<void> {
-    for (const namespace of namespaces) {
-      // Tombstones, and items that expired (a delete leaves them be; TTL would take them in 48 h).
-      const nowSeconds = this.table.nowSeconds();
-      const tombstones: string[] = [];
-      await this.itemsOf(tenant, namespace, (item) => {
-        const expired = typeof item[tableKeys.timeToLive] === 'number' && (item[tableKeys.timeToLive] as number) <= nowSeconds;
-        if (item[KIND_ATTRIBUTE] === MEMORY_ITEM_KIND.deleted || (expired && String(item.createdAt) <= before))
-          tombstones.push(String(item.sk).slice(keys.memoryKeyPrefix.length));
-      });
-      await inParallel(tombstones, async (key) => {
-        await this.upkeep.eraseHistory(tenant, namespace, key, before);
-        // Only while it is still a tombstone or expired: a put since is a new item.
-        await conditionally(
-          this.table.send(
-            new DeleteCommand({
-              TableName: this.table.tableName,
-              Key: { pk: keys.memoryNamespace(tenant, namespace), sk: keys.memoryKey(key) },
-              ConditionExpression: '#kind = :deleted OR #ttl <= :now',
-              ExpressionAttributeNames: { '#kind': KIND_ATTRIBUTE, '#ttl': tableKeys.timeToLive },
-              ExpressionAttributeValues: { ':deleted': MEMORY_ITEM_KIND.deleted, ':now': nowSeconds },
-            }),
-          ),
-        );
-      });
-      if (!(await namespaceHasItems(this.table, tenant, namespace))) await forgetNamespace(this.table, tenant, namespace);
-      await this.table.send(
-        new DeleteCommand({
-          TableName: this.table.tableName,
-          Key: { pk: keys.erasure(tenant, erasureId), sk: keys.erasedNamespace(namespace) },
-        }),
+  private async eraseMemoryPast(erasure: OpenErasure, namespace: readonly string[], deadline: number): Promise<boolean> {
+    const { tenant, erasureId, createdAt: before } = erasure;
+    const nowSeconds = this.table.nowSeconds();
+    const tombstones: string[] = [];
+    await this.itemsOf(tenant, namespace, (item) => {
+      const expired = typeof item[tableKeys.timeToLive] === 'number' && (item[tableKeys.timeToLive] as number) <= nowSeconds;
+      if (item[KIND_ATTRIBUTE] === MEMORY_ITEM_KIND.deleted || (expired && String(item.createdAt) <= before))
+        tombstones.push(String(item.sk).slice(keys.memoryKeyPrefix.length));
+    });
+    let complete = true;
+    await inParallel(tombstones, async (key) => {
+      if (Date.now() >= deadline) {
+        complete = false;
+        return;
+      }
+      await this.upkeep.eraseHistory(tenant, namespace, key, before);
+      // Only while it is still a tombstone or expired: a put since is a new item.
+      await conditionally(
+        this.table.send(
+          new DeleteCommand({
+            TableName: this.table.tableName,
+            Key: { pk: keys.memoryNamespace(tenant, namespace), sk: keys.memoryKey(key) },
+            ConditionExpression: '#kind = :deleted OR #ttl <= :now',
+            ExpressionAttributeNames: { '#kind': KIND_ATTRIBUTE, '#ttl': tableKeys.timeToLive },
+            ExpressionAttributeValues: { ':deleted': MEMORY_ITEM_KIND.deleted, ':now': nowSeconds },
+          }),
+        ),
       );
-    }
+    });
+    if (!complete) return false;
+    if (!(await namespaceHasItems(this.table, tenant, namespace))) await forgetNamespace(this.table, tenant, namespace);
+    await this.table.send(
+      new DeleteCommand({
+        TableName: this.table.tableName,
+        Key: { pk: keys.erasure(tenant, erasureId), sk: keys.erasedNamespace(namespace) },
+      }),
+    );
+    return true;
+  }
+
+  /** Every item of a namespace's partition, live or a tombstone (its key, kind, creation and expiry). */
+  private itemsOf(tenant: string, namespace: readonly string[], each: (item: Item) => void): Promise<void> {
+    return queryAll(
+      (start) =>
+        this.table.send(
+          new QueryCommand({
+            TableName: this.table.tableName,
+            KeyConditionExpression: 'pk = :pk AND begins_with(sk, :items)',
+            ExpressionAttributeValues: { ':pk': keys.memoryNamespace(tenant, namespace), ':items': keys.memoryKeyPrefix },
+            ExpressionAttributeNames: { '#kind': KIND_ATTRIBUTE, '#ttl': tableKeys.timeToLive },
+            ProjectionExpression: 'sk, #kind, createdAt, #ttl',
+            ConsistentRead: true,
+            ExclusiveStartKey: start,
+          }),
+        ),
+      each,
+    );
   }
 }

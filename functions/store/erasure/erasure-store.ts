@@ -1,255 +1,169 @@
-import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { type ErasureRecord, type ErasureStore, userNamespace } from '../../core/erasure/erasure.js';
-import { pathKey } from '../../core/memory/memory.js';
-import type { SessionScope } from '../../core/model/model.js';
-import { deleteMemoryItem } from '../memory/memory-delete.js';
-import { forgetNamespace, namespaceHasItems } from '../memory/namespace-entries.js';
+import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
+import type { ErasureRecord, ErasureStart, ErasureStore } from '../../core/erasure/erasure.js';
 import type { DynamoDbSessionStore } from '../sessions/session-store.js';
-import { ERASURE_ITEM_KIND, KIND_ATTRIBUTE, MEMORY_ITEM_KIND } from '../table/item-kinds.js';
+import { ERASURE_ITEM_KIND, KIND_ATTRIBUTE } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
-import { queryAll } from '../table/paging.js';
-import { tableKeys } from '../table/table.js';
-import { batchPut, type Item, type TableClient } from '../table/table-client.js';
+import { type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
 
 /**
- * Erasures of users (core/erasure/erasure.ts has the two steps):
+ * Erasures of users (core/erasure/erasure.ts has the steps):
  *
- *   E#<tenant>#<erasure>  E            kind erasure: status (closing, running, done), userId
- *                                      (removed when done), the counts, createdAt, finishedAt
- *   E#<tenant>#<erasure>  S#<session>  a session the erasure closed in life `life`, until it is erased
- *   E#<tenant>#<erasure>  N#<path>     a memory namespace it closed items in (the namespace list
- *                                      forgets it at once), until their past is erased
+ *   E#<tenant>#<erasure>    E            kind erasure: status (closing, running, done), userId
+ *                                        (removed when done; `subject: tenant` for the admin
+ *                                        CLI's), `cursor` (how far closing got), the counts,
+ *                                        createdAt, finishedAt
+ *   E#<tenant>#<erasure>    S#<session>  a session the erasure closed in life `life`, until it is erased
+ *   E#<tenant>#<erasure>    N#<path>     a memory namespace it closed items in, until their past is erased
+ *   E#<tenant>#user#<user>  U            the erasure of the user that is not done yet (`erasureId`)
  *
- * The `DELETE` puts the item as `closing`, closes the user's sessions (writing one `S#` item
- * each), profile and memory items, and then sets it `running` with the counts: that MODIFY is
- * what the change hook's filter lets through (stream-images.ts), so the erasure's second step
- * starts only once its first is complete. A `DELETE` that died before its `202` leaves a
- * `closing` erasure nobody continues (its caller, who got no `202`, sends it again: a new
- * erasure, which closes and erases the same things).
+ * The `DELETE` does a bounded amount of work whatever the user has: it claims the user's
+ * `U` item (or joins the erasure that holds it), puts the erasure's item as `closing`, and
+ * waits, reading that item, until the change hook has closed everything of the user
+ * (erasure-close.ts: in steps of bounded size, each of which moves `cursor` and so makes the
+ * stream record that drives the next) and set it `running`. Then it answers `202`. If the
+ * wait runs out first, it answers `409 conflict` with the erasure's id: the hook goes on
+ * regardless, and the `DELETE` sent again joins the same erasure and answers `202` once
+ * closing is done. Nothing of the work depends on the request that started it, so a request
+ * that dies does not stop it.
  */
 
-/** How many sessions or memory items are closed or erased side by side. */
-const PARALLEL = 16;
-/** A session list page while closing a user's sessions. */
-const LIST_PAGE = 100;
+/** How long a `DELETE` waits for the hook to close what the user has (then `409`, the work goes on). */
+const DEFAULT_WAIT_MS = 20_000;
+/** The first pause between reads of the erasure while waiting; each is longer, up to `MAX_POLL_MS`. */
+const FIRST_POLL_MS = 50;
+const MAX_POLL_MS = 500;
+/**
+ * A `U` item naming an erasure that does not exist (its `DELETE` died between the two puts) is
+ * completed by the next `DELETE` while it is this young, and replaced once older: an erasure
+ * done whose `U` item was left behind (the hook died after `done`) may have been removed by TTL.
+ */
+const ORPHAN_MS = 60 * 60_000;
+
+/** The wait of a `DELETE` (env `AGENTSTATE_ERASURE_WAIT_MS`, default 20 s: within API Gateway's 29). */
+export function erasureWaitFrom(env: NodeJS.ProcessEnv): number {
+  const raw = env.AGENTSTATE_ERASURE_WAIT_MS?.trim();
+  if (!raw) return DEFAULT_WAIT_MS;
+  const wait = Number(raw);
+  if (!Number.isFinite(wait) || wait < 0) throw new Error(`AGENTSTATE_ERASURE_WAIT_MS must be a number of milliseconds, not "${raw}"`);
+  return wait;
+}
 
 export class DynamoDbErasureStore implements ErasureStore {
   constructor(
     protected readonly table: TableClient,
     protected readonly sessions: DynamoDbSessionStore,
+    private readonly waitMs = DEFAULT_WAIT_MS,
   ) {}
 
-  start(tenant: string, userId: string): Promise<ErasureRecord> {
-    return this.startErasure(tenant, userId);
-  }
-
   /**
-   * The erasure of what a user has (`userId`), or of every session, profile and memory item of
-   * the tenant (null: the admin CLI's `tenants erase`, which then erases the rest of the tenant
-   * itself, erasure-finish.ts `eraseTenantRest`).
+   * Starts the erasure of the user, or joins the one of that user that is not done yet (so that
+   * concurrent `DELETE`s make one erasure, counted once), and waits up to `waitMs` for its
+   * closing. `closed`: everything of the user is unreadable.
    */
-  protected async startErasure(tenant: string, userId: string | null): Promise<ErasureRecord> {
-    const erasureId = crypto.randomUUID();
-    const createdAt = new Date(this.table.now()).toISOString();
-    const key = { pk: keys.erasure(tenant, erasureId), sk: keys.erasureSort };
-    await this.table.send(
-      new PutCommand({
-        TableName: this.table.tableName,
-        Item: {
-          ...key,
-          [KIND_ATTRIBUTE]: ERASURE_ITEM_KIND,
-          status: 'closing',
-          ...(userId === null ? { subject: 'tenant' } : { userId }),
-          createdAt,
-        },
-      }),
-    );
-    const [closed, memoryItems] = await Promise.all([
-      this.closeSessions(tenant, erasureId, userId, createdAt),
-      this.closeMemory(tenant, erasureId, userId, createdAt),
-    ]);
-    const sessions = closed.length;
-    // A user's profile; for a tenant, the profiles of the users of its sessions.
-    const profiles =
-      userId === null ? [...new Set(closed.flatMap((session) => (session.userId === null ? [] : [session.userId])))] : [userId];
-    const documents = (await Promise.all(profiles.map((user) => this.deleteProfile(tenant, user)))).reduce((sum, one) => sum + one, 0);
-    await this.table.send(
-      new UpdateCommand({
-        TableName: this.table.tableName,
-        Key: key,
-        UpdateExpression: 'SET #status = :running, sessions = :sessions, memoryItems = :memory, documents = :documents',
-        ExpressionAttributeNames: { '#status': 'status' },
-        ExpressionAttributeValues: { ':running': 'running', ':sessions': sessions, ':memory': memoryItems, ':documents': documents },
-      }),
-    );
-    return { erasureId, status: 'running', sessions, memoryItems, documents, createdAt };
+  async start(tenant: string, userId: string): Promise<ErasureStart> {
+    const erasure = await this.claim(tenant, userId);
+    const closed = await this.waitClosed(tenant, erasure.erasureId);
+    return { erasureId: erasure.erasureId, closed };
   }
 
   async get(tenant: string, erasureId: string): Promise<ErasureRecord | null> {
+    const found = await this.itemOf(tenant, erasureId);
+    return found ? recordOf(found) : null;
+  }
+
+  /** The erasure's item, read consistently. */
+  protected async itemOf(tenant: string, erasureId: string): Promise<Item | null> {
     const { Item } = await this.table.send(
-      new GetCommand({
-        TableName: this.table.tableName,
-        Key: { pk: keys.erasure(tenant, erasureId), sk: keys.erasureSort },
-        ConsistentRead: true,
-      }),
+      new GetCommand({ TableName: this.table.tableName, Key: erasureKey(tenant, erasureId), ConsistentRead: true }),
     );
-    return Item ? recordOf(Item) : null;
-  }
-
-  /** The erasure's records of what it closed (`S#` sessions, `N#` namespaces). */
-  protected async workOf(partition: string, prefix: string): Promise<Item[]> {
-    const work: Item[] = [];
-    await queryAll(
-      (start) =>
-        this.table.send(
-          new QueryCommand({
-            TableName: this.table.tableName,
-            KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
-            ExpressionAttributeValues: { ':pk': partition, ':prefix': prefix },
-            ConsistentRead: true,
-            ExclusiveStartKey: start,
-          }),
-        ),
-      (item) => work.push(item),
-    );
-    return work;
-  }
-
-  // ---- the first step: closing ------------------------------------------------------------
-
-  /** Closes every session of the user (its list, API.md section 2; null: the tenant's), recording each; those closed. */
-  private async closeSessions(tenant: string, erasureId: string, userId: string | null, before: string): Promise<SessionOf[]> {
-    const found = await this.userSessions(tenant, userId, before);
-    const records: Item[] = [];
-    await inParallel(found, async (session) => {
-      const life = await this.sessions.closeForErasure(session.scope);
-      records.push({
-        pk: keys.erasure(tenant, erasureId),
-        sk: keys.erasedSession(session.scope.sessionId),
-        sessionId: session.scope.sessionId,
-        life,
-      });
-    });
-    await batchPut(this.table, records);
-    return found;
-  }
-
-  /** The user's sessions made at or before `before`, from the user's list (null: the tenant's list); never a scan. */
-  protected async userSessions(tenant: string, userId: string | null, before: string): Promise<SessionOf[]> {
-    const found: SessionOf[] = [];
-    let cursor: string | undefined;
-    do {
-      const page = await this.sessions.listSessions(tenant, {
-        limit: LIST_PAGE,
-        ...(userId === null ? {} : { filter: { userId } }),
-        ...(cursor === undefined ? {} : { cursor }),
-      });
-      for (const session of page.items) {
-        if (session.createdAt <= before) found.push({ scope: { tenant, sessionId: session.sessionId }, userId: session.userId });
-      }
-      cursor = page.next;
-    } while (cursor !== undefined);
-    return found;
-  }
-
-  /** Deletes the user's profile document; 1 when there was one. */
-  private async deleteProfile(tenant: string, userId: string): Promise<number> {
-    const { Attributes } = await this.table.send(
-      new DeleteCommand({
-        TableName: this.table.tableName,
-        Key: { pk: keys.profile(tenant, userId), sk: keys.profileSort },
-        ReturnValues: 'ALL_OLD',
-      }),
-    );
-    return Attributes ? 1 : 0;
+    return Item ?? null;
   }
 
   /**
-   * Every live memory item under `users/<userId>` made at or before `before` becomes a
-   * delete's tombstone (the memory store's own delete: it reads as absent at once, and the
-   * change hook erases its history on its record); how many. An item made later is a write
-   * after the erasure, and stays.
+   * Puts the erasure's item as `closing`, for the change hook to close and erase what it
+   * covers: what the user has (or, with null, the whole tenant) made at or before its time.
+   * Idempotent: an item already there is left as it is.
    */
-  protected async closeMemory(tenant: string, erasureId: string, userId: string | null, before: string): Promise<number> {
-    let count = 0;
-    const namespaces = await this.userNamespaces(tenant, userId);
-    // Recorded first: once it holds tombstones alone, the namespace list no longer names it.
-    await batchPut(
-      this.table,
-      namespaces.map((namespace) => ({
-        pk: keys.erasure(tenant, erasureId),
-        sk: keys.erasedNamespace(namespace),
-        namespace: namespace.join('/'),
-      })),
-    );
-    for (const namespace of namespaces) {
-      const live: string[] = [];
-      await this.itemsOf(tenant, namespace, (item) => {
-        if (item[KIND_ATTRIBUTE] === MEMORY_ITEM_KIND.item && String(item.createdAt) <= before)
-          live.push(String(item.sk).slice(keys.memoryKeyPrefix.length));
-      });
-      await inParallel(live, async (key) => {
-        const { outcome } = await deleteMemoryItem(this.table, { tenant, namespace, key }, { kind: 'none' }, null);
-        if (outcome === 'deleted') count++;
-      });
-      // Its name leaves the namespace list at once too (the change hook would, a moment later).
-      if (!(await namespaceHasItems(this.table, tenant, namespace))) await forgetNamespace(this.table, tenant, namespace);
+  protected async open(tenant: string, erasureId: string, userId: string | null, createdAt: string): Promise<void> {
+    try {
+      await this.table.send(
+        new PutCommand({
+          TableName: this.table.tableName,
+          Item: {
+            ...erasureKey(tenant, erasureId),
+            [KIND_ATTRIBUTE]: ERASURE_ITEM_KIND,
+            status: 'closing',
+            ...(userId === null ? { subject: 'tenant' } : { userId }),
+            cursor: FIRST_CURSOR,
+            sessions: 0,
+            memoryItems: 0,
+            documents: 0,
+            createdAt,
+          },
+          ConditionExpression: 'attribute_not_exists(pk)',
+        }),
+      );
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
     }
-    return count;
   }
 
-  /**
-   * The namespaces listed under `users/<userId>` (`users/u1` reaches `users/u1/facts`, never
-   * `users/u10`); null: every namespace of the tenant.
-   */
-  private async userNamespaces(tenant: string, userId: string | null): Promise<string[][]> {
-    const low = userId === null ? '' : pathKey(userNamespace(userId));
-    const found: string[][] = [];
-    await queryAll(
-      (start) =>
-        this.table.send(
-          new QueryCommand({
+  /** The user's erasure that is not done yet, made now if there is none (the user's `U` item decides). */
+  private async claim(tenant: string, userId: string): Promise<{ erasureId: string }> {
+    const key = { pk: keys.userErasure(tenant, userId), sk: keys.userErasureSort };
+    for (;;) {
+      const erasureId = crypto.randomUUID();
+      const createdAt = new Date(this.table.now()).toISOString();
+      const { Item: held } = await this.table.send(new GetCommand({ TableName: this.table.tableName, Key: key, ConsistentRead: true }));
+      if (held) {
+        const running = await this.itemOf(tenant, String(held.erasureId));
+        const young = this.table.now() - Date.parse(String(held.createdAt)) < ORPHAN_MS;
+        if (running && running.status !== 'done') return { erasureId: String(held.erasureId) };
+        if (!running && young) {
+          await this.open(tenant, String(held.erasureId), userId, String(held.createdAt));
+          return { erasureId: String(held.erasureId) };
+        }
+      }
+      try {
+        await this.table.send(
+          new PutCommand({
             TableName: this.table.tableName,
-            KeyConditionExpression: userId === null ? 'pk = :pk' : 'pk = :pk AND sk BETWEEN :low AND :high',
-            ExpressionAttributeValues:
-              userId === null
-                ? { ':pk': keys.memoryNamespaces(tenant) }
-                : { ':pk': keys.memoryNamespaces(tenant), ':low': low, ':high': `${low}\x7f` },
-            ProjectionExpression: 'sk',
-            ConsistentRead: true,
-            ExclusiveStartKey: start,
+            Item: { ...key, erasureId, createdAt },
+            // Only over what was read: a `DELETE` beside this one that claimed first is joined.
+            ConditionExpression: held ? 'erasureId = :held' : 'attribute_not_exists(pk)',
+            ...(held ? { ExpressionAttributeValues: { ':held': held.erasureId } } : {}),
           }),
-        ),
-      (entry) => found.push(String(entry.sk).slice(0, -1).split('/')),
-    );
-    return found;
+        );
+      } catch (error) {
+        if (isConditionFailure(error)) continue;
+        throw error;
+      }
+      await this.open(tenant, erasureId, userId, createdAt);
+      return { erasureId };
+    }
   }
 
-  /** Every item of a namespace's partition, live or a tombstone (its key, kind and creation). */
-  protected itemsOf(tenant: string, namespace: readonly string[], each: (item: Item) => void): Promise<void> {
-    return queryAll(
-      (start) =>
-        this.table.send(
-          new QueryCommand({
-            TableName: this.table.tableName,
-            KeyConditionExpression: 'pk = :pk AND begins_with(sk, :items)',
-            ExpressionAttributeValues: { ':pk': keys.memoryNamespace(tenant, namespace), ':items': keys.memoryKeyPrefix },
-            ExpressionAttributeNames: { '#kind': KIND_ATTRIBUTE, '#ttl': tableKeys.timeToLive },
-            ProjectionExpression: 'sk, #kind, createdAt, #ttl',
-            ConsistentRead: true,
-            ExclusiveStartKey: start,
-          }),
-        ),
-      each,
-    );
+  /** Whether the erasure left `closing` within the wait. */
+  private async waitClosed(tenant: string, erasureId: string): Promise<boolean> {
+    const until = Date.now() + this.waitMs;
+    for (let pause = FIRST_POLL_MS; ; pause = Math.min(pause * 2, MAX_POLL_MS)) {
+      const item = await this.itemOf(tenant, erasureId);
+      if (item && item.status !== 'closing') return true;
+      if (Date.now() + pause > until) return false;
+      await new Promise((resolve) => setTimeout(resolve, pause));
+    }
   }
 }
 
-/** A session an erasure found, and its user. */
-interface SessionOf {
-  scope: SessionScope;
-  userId: string | null;
+/** Where closing starts: the user's sessions, first pass. */
+export const FIRST_CURSOR = JSON.stringify({ phase: 'sessions', pass: 1 });
+
+export function erasureKey(tenant: string, erasureId: string): Item {
+  return { pk: keys.erasure(tenant, erasureId), sk: keys.erasureSort };
 }
+
+/** When a finished erasure's record goes (TTL): 30 days after it was done. */
+export const RECORD_TTL_SECONDS = 30 * 86_400;
 
 /** An erasure as `GET /v1/erasures/{erasureId}` shows it (`closing` is `running` to the caller). */
 function recordOf(item: Item): ErasureRecord {
@@ -262,22 +176,4 @@ function recordOf(item: Item): ErasureRecord {
     createdAt: String(item.createdAt),
     ...(typeof item.finishedAt === 'string' ? { finishedAt: item.finishedAt } : {}),
   };
-}
-
-/** Runs `work` over `items`, `PARALLEL` at a time; rejects with the first failure once all settled. */
-export async function inParallel<T>(items: readonly T[], work: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  let failure: unknown;
-  const lane = async () => {
-    while (next < items.length) {
-      const item = items[next++] as T;
-      try {
-        await work(item);
-      } catch (error) {
-        failure ??= error;
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(PARALLEL, items.length) }, lane));
-  if (failure !== undefined) throw failure;
 }

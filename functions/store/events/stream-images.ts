@@ -53,8 +53,11 @@ export const changeRecordFilters: ReadonlyArray<Record<string, unknown>> = [
     dynamodb: { Keys: { sk: { S: [sessionSort] } } },
   },
   { eventName: ['INSERT', 'MODIFY'], dynamodb: { NewImage: { kind: { S: Object.values(DOCUMENT_ITEM_KIND) } } } },
-  // A user's erasure set running (the change hook finishes it) or done (the `user.erased` event).
-  { eventName: ['MODIFY'], dynamodb: { NewImage: { kind: { S: [ERASURE_ITEM_KIND] }, status: { S: ['running', 'done'] } } } },
+  // A user's erasure under way (each step's write brings the change hook's next) or done (the `user.erased` event).
+  {
+    eventName: ['INSERT', 'MODIFY'],
+    dynamodb: { NewImage: { kind: { S: [ERASURE_ITEM_KIND] }, status: { S: ['closing', 'running', 'done'] } } },
+  },
   ...memoryRecordFilters,
 ];
 
@@ -91,10 +94,13 @@ function erasureChangeOf(
   return partition ? { tenant: partition[1] as string, erasureId: partition[2] as string, item } : null;
 }
 
-/** An erasure whose first step is done (set `running`): the change hook erases the rest. */
+/** An erasure under way (`closing` or `running`): the change hook goes on with it (erasure-finish.ts). */
 export function erasureToFinishOf(record: DynamoDBRecord): { tenant: string; erasureId: string } | null {
-  const change = erasureChangeOf(record, 'running');
-  return change && { tenant: change.tenant, erasureId: change.erasureId };
+  const newImage = record.dynamodb?.NewImage;
+  if (record.eventName === 'REMOVE' || newImage?.kind?.S !== ERASURE_ITEM_KIND) return null;
+  if (newImage.status?.S !== 'closing' && newImage.status?.S !== 'running') return null;
+  const partition = /^E#([^#]+)#([^#]+)$/.exec(newImage.pk?.S ?? '');
+  return partition ? { tenant: partition[1] as string, erasureId: partition[2] as string } : null;
 }
 
 /** An erasure done: the `user.erased` event (its user from the old image: a done erasure keeps no user id). */

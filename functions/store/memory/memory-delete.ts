@@ -19,6 +19,7 @@ export async function deleteMemoryItem(
   address: MemoryAddress,
   condition: MemoryPrecondition,
   author: string | null,
+  erasureId?: string,
 ): Promise<MemoryDeleteResult> {
   const nowSeconds = table.nowSeconds();
   const values: Record<string, unknown> = {
@@ -30,13 +31,15 @@ export async function deleteMemoryItem(
   let guard = '#kind = :live AND (attribute_not_exists(#ttl) OR #ttl > :nowSeconds)';
   if (condition.kind === 'version') guard += ` AND version IN (${expectedVersions(condition.versions, values)})`;
   if (author !== null) values[':author'] = author;
+  // A user's erasure signs its tombstones, so that a step of it run again counts each once (erasure-close.ts).
+  if (erasureId !== undefined) values[':erasure'] = erasureId;
   try {
     await table.send(
       new UpdateCommand({
         TableName: table.tableName,
         Key: memoryItem.key(address.tenant, address.namespace, address.key),
         // Expired at once: TTL removes the tombstone; until then it reads as absent.
-        UpdateExpression: `SET #kind = :deleted, deletedAt = :now, #ttl = :nowSeconds${author === null ? '' : ', author = :author'} REMOVE #value, version, createdAt, updatedAt, mu, mf, mp, vs, ve${author === null ? ', author' : ''}`,
+        UpdateExpression: `SET #kind = :deleted, deletedAt = :now, #ttl = :nowSeconds${author === null ? '' : ', author = :author'}${erasureId === undefined ? '' : ', erasure = :erasure'} REMOVE #value, version, createdAt, updatedAt, mu, mf, mp, vs, ve${author === null ? ', author' : ''}`,
         ConditionExpression: guard,
         ExpressionAttributeNames: { '#kind': 'kind', '#value': 'value', '#ttl': tableKeys.timeToLive },
         ExpressionAttributeValues: values,

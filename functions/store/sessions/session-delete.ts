@@ -90,14 +90,16 @@ export class SessionDeleter {
    * The first step of a user's erasure (API.md section 12, erasure/erasure-store.ts): closes the
    * session at once, as a delete does, so that it reads as unknown from the erasure's `202`;
    * the change hook erases it later (`finishClosed`). The life it closed; a delete already
-   * closing it is joined at its own fence.
+   * closing it is joined at its own fence. `keepItem`: a whole tenant's erasure, which finds
+   * the sessions it closed again by their items (the tenant's list).
    */
-  async closeOnly(scope: SessionScope): Promise<number> {
+  async closeOnly(scope: SessionScope, keepItem = false): Promise<number> {
     const tip = await this.readTip(scope);
     const position = await this.close(scope, tip, undefined);
     // Lists show a session by its item (session-list.ts `sessionsOf`), not by its tip: the item
     // goes now, so that no list shows the session's user or metadata after the erasure's 202.
-    await this.table.send(new DeleteCommand({ TableName: this.table.tableName, Key: sessionItem.key(scope) }));
+    // (Its entries in the user's list stay until it is erased: the erasure finds it by them.)
+    if (!keepItem) await this.table.send(new DeleteCommand({ TableName: this.table.tableName, Key: sessionItem.key(scope) }));
     return position.incarnation;
   }
 

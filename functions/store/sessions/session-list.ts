@@ -31,6 +31,21 @@ import * as sessionItem from './session-item.js';
  * tenant's list and filter (core/kernel/sealing.ts), so it shows nothing.
  */
 export async function listSessions(table: TableClient, tenant: string, options: SessionListOptions): Promise<Page<SessionMeta>> {
+  const { ids, next } = await listSessionIds(table, tenant, options);
+  const items = await sessionsOf(table, tenant, ids, options.filter);
+  return next === undefined ? { items } : { items, next };
+}
+
+/**
+ * A page of the ids the list's entries name, in its order, whether or not their sessions
+ * still exist: what a user's erasure closes (erasure-close.ts), which must find again a session
+ * whose item it deleted when it closed it (its entries stay until the session is erased).
+ */
+export async function listSessionIds(
+  table: TableClient,
+  tenant: string,
+  options: SessionListOptions,
+): Promise<{ ids: string[]; next?: string }> {
   const index = tableKeys.sessionsIndex;
   const { filter } = options;
   const listName = filter === undefined ? null : listOf(filter);
@@ -79,13 +94,8 @@ export async function listSessions(table: TableClient, tenant: string, options: 
     if (handed.length === read.items.length) return read.stop;
     return handed.length > 0 ? (handed[handed.length - 1] as { activity: string }).activity : position;
   });
-  const items = await sessionsOf(
-    table,
-    tenant,
-    page.map((candidate) => String(candidate.item.sessionId)),
-    filter,
-  );
-  return next.some((position) => position !== null) ? { items, next: sealCursor(next, list) } : { items };
+  const ids = page.map((candidate) => String(candidate.item.sessionId));
+  return next.some((position) => position !== null) ? { ids, next: sealCursor(next, list) } : { ids };
 }
 
 /**

@@ -51,8 +51,8 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
   }
 
   /** Closes the session for a user's erasure (session-delete.ts `closeOnly`): the life it closed. */
-  async closeForErasure(scope: SessionScope): Promise<number> {
-    return (await this.loadDeleter()).closeOnly(scope);
+  async closeForErasure(scope: SessionScope, keepItem = false): Promise<number> {
+    return (await this.loadDeleter()).closeOnly(scope, keepItem);
   }
 
   /** Erases a session an erasure closed in `life`, unless that delete is done already (session-delete.ts `finishClosed`). */

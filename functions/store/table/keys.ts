@@ -42,6 +42,8 @@ import type { SessionScope } from '../../core/model/model.js';
  *   E#<tenant>#<erasure>        E                the erasure of a user (erasure-store.ts)
  *   E#<tenant>#<erasure>        S#<session>      a session it closed and has yet to erase
  *   E#<tenant>#<erasure>        N#<path>         a memory namespace it closed items in, until their past is erased
+ *   E#<tenant>#user#<user>      U                the user's erasure that is running, which a
+ *                                                `DELETE` of the same user joins (erasure-store.ts)
  *   (index) T#<tenant>#<shard>  <updatedAt>#<session>   the sessions list, in ACTIVITY_SHARDS partitions
  *   (index) T#<tenant>#<list>#<shard>  <updatedAt>#<session>   a filtered list: <list> is u:<user>,
  *                                                a:<agent> or m:<digest of a metadata key and value>
@@ -168,6 +170,9 @@ export const erasedSession = (sessionId: string) => `S#${sessionId}`;
 export const erasedSessionPrefix = 'S#';
 export const erasedNamespace = (namespace: readonly string[]) => `N#${namespace.join('/')}`;
 export const erasedNamespacePrefix = 'N#';
+/** The erasure of `userId` running (no erasure id has a `#`, so it is no erasure's partition). */
+export const userErasure = (tenant: string, userId: string) => `E#${tenant}#user#${userId}`;
+export const userErasureSort = 'U';
 export const memoryHistoryVersion = (createdAt: string, version: number) => `${createdAt}#${String(version).padStart(12, '0')}`;
 
 /** Where a change sits in a session's log (see `logEntry`). */
