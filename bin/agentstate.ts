@@ -13,10 +13,11 @@ Usage:
   agentstate keys list [--tenant T]                   list keys (never the keys themselves)
   agentstate keys revoke <keyId>                      revoke a key (may take up to the
                                                       authorizer cache TTL, 5 min, to bite)
-  agentstate tenants erase <tenant> --yes             erase every session, profile, memory
-                                                      item, agent, webhook and dead letter of
-                                                      the tenant (its keys stay: revoke them);
-                                                      --confirm <tenant> instead of --yes too
+  agentstate tenants erase <tenant> --yes             revoke the tenant's API keys, then erase
+                                                      every session, profile, memory item,
+                                                      agent, webhook and dead letter of it;
+                                                      --confirm <tenant> instead of --yes too;
+                                                      --keep-keys to leave its keys working
 
 Which table:
   --table NAME       the table (default: env AGENTSTATE_TABLE, else the TableName
@@ -53,6 +54,7 @@ const parseCommandLine = (argv: readonly string[]) =>
       json: { type: 'boolean', default: false },
       yes: { type: 'boolean', default: false },
       confirm: { type: 'string' },
+      'keep-keys': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -147,8 +149,10 @@ export async function main(argv: readonly string[], io: Io = defaultIo): Promise
 /**
  * `tenants erase <tenant>`: the tenant's data, as `DELETE /v1/users/{userId}` erases a user's
  * (functions/store/erasure/tenant-erasure.ts), after a confirmation: `--yes`, or `--confirm`
- * naming the tenant again. Nothing of it is readable once the first step is done, nothing
- * stored once the command answers.
+ * naming the tenant again. Its API keys are revoked first (unless `--keep-keys`), so that no
+ * request writes the tenant's data again once the erasure has passed over it (a key the
+ * authorizer cached may go on for its cache TTL). Nothing of it is readable once the first
+ * step is done, nothing stored once the command answers.
  */
 async function eraseTenant(
   tenant: string | undefined,
@@ -161,16 +165,27 @@ async function eraseTenant(
   }
   const { io } = context;
   const tableName = await resolveTable({ ...values, endpoint: context.endpoint, region: context.region }, io.env);
+  const keysRevoked = values['keep-keys'] ? 0 : await revokeKeysOf(new ApiKeyStore(context.client, tableName), tenant);
   const stores = createStores(context.client, tableName);
   const { erasure, unlisted } = await new TenantEraser(stores.table, stores.sessions).eraseTenant(tenant);
-  const result = { tenant, ...erasure, unlisted };
+  const result = { tenant, ...erasure, unlisted, keysRevoked };
   io.out(
     values.json
       ? JSON.stringify(result, null, 2)
       : `erased tenant ${tenant} in table ${tableName}: ${erasure.sessions} sessions, ${erasure.memoryItems} memory items, ` +
-          `${erasure.documents} profiles, ${unlisted} other items (agents, webhooks, dead letters, …). Its API keys stay: revoke them with keys revoke.`,
+          `${erasure.documents} profiles, ${unlisted} other items (agents, webhooks, dead letters, …). ` +
+          (values['keep-keys']
+            ? 'Its API keys stay (--keep-keys).'
+            : `${keysRevoked} API keys revoked first (a key cached by the authorizer works for up to its cache TTL, 5 min by default: erase again after it to be sure).`),
   );
   return 0;
+}
+
+/** Revokes every key of the tenant not revoked yet; how many. */
+async function revokeKeysOf(store: ApiKeyStore, tenant: string): Promise<number> {
+  const live = (await store.list({ tenant })).filter((key) => key.tenant === tenant && key.revokedAt === null);
+  for (const key of live) await store.revoke(key.keyId);
+  return live.length;
 }
 
 class UsageError extends Error {}

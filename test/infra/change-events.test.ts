@@ -101,8 +101,11 @@ describe('change hook on the table stream', () => {
         eventName: ['INSERT', 'MODIFY'],
         dynamodb: { NewImage: { kind: { S: [DOCUMENT_ITEM_KIND.run, DOCUMENT_ITEM_KIND.profile, DOCUMENT_ITEM_KIND.shared] } } },
       },
-      // A user's erasure set running (the change hook finishes it) and done (its user.erased event).
-      { eventName: ['MODIFY'], dynamodb: { NewImage: { kind: { S: ['erasure'] }, status: { S: ['running', 'done'] } } } },
+      // A user's erasure under way (each step's write brings the change hook's next) and done (its user.erased event).
+      {
+        eventName: ['INSERT', 'MODIFY'],
+        dynamodb: { NewImage: { kind: { S: ['erasure'] }, status: { S: ['closing', 'running', 'done'] } } },
+      },
       // Memory: puts and deletes, and TTL's removals (the namespace list follows those too).
       { eventName: ['INSERT', 'MODIFY'], dynamodb: { NewImage: { kind: { S: [MEMORY_ITEM_KIND.item, MEMORY_ITEM_KIND.deleted] } } } },
       {

@@ -160,8 +160,11 @@ describe('agentstate tenants erase', () => {
   }
 
   it('refuses without a confirmation, then erases everything of the tenant and nothing of another', async () => {
-    // Prepare: the tenant, another, and one whose name begins with the first's.
+    // Prepare: the tenant, another, and one whose name begins with the first's; a key of each.
     for (const tenant of ['gone', 'kept', 'gone2']) await tenantData(tenant);
+    const keyOf = async (tenant: string) => JSON.parse((await cli('keys', 'create', '--tenant', tenant, '--json')).out).apiKey as string;
+    const [goneKey, keptKey, gone2Key] = [await keyOf('gone'), await keyOf('kept'), await keyOf('gone2')];
+    const keyStore = new ApiKeyStore(client, tableName);
 
     // Act: without a confirmation, with the wrong one, then with one.
     const refused = await cli('tenants', 'erase', 'gone');
@@ -174,7 +177,19 @@ describe('agentstate tenants erase', () => {
     expect(refused.err).toContain('--yes');
     expect(wrong.code).toBe(2);
     expect(erased.code).toBe(0);
-    expect(JSON.parse(erased.out)).toMatchObject({ tenant: 'gone', status: 'done', sessions: 2, memoryItems: 2, documents: 1 });
+    // Both profiles: the one of a session's user and the one of a user with no session left.
+    expect(JSON.parse(erased.out)).toMatchObject({
+      tenant: 'gone',
+      status: 'done',
+      sessions: 2,
+      memoryItems: 2,
+      documents: 2,
+      keysRevoked: 1,
+    });
+    // Its key revoked first, so that nothing it sends writes the tenant's data again; the others' work.
+    expect(await keyStore.resolve(goneKey)).toBeNull();
+    expect(await keyStore.resolve(keptKey)).toEqual({ tenant: 'kept', agents: null });
+    expect(await keyStore.resolve(gone2Key)).toEqual({ tenant: 'gone2', agents: null });
     for (const tenant of ['gone', 'kept', 'gone2']) {
       const partitions = [
         `P#${tenant}#u1`,
@@ -197,5 +212,17 @@ describe('agentstate tenants erase', () => {
         expect(sessions.some((item) => item.kind?.S === 'v')).toBe(true);
       }
     }
+  });
+
+  it('leaves the tenant’s keys working with --keep-keys', async () => {
+    await tenantData('reset');
+    const key = JSON.parse((await cli('keys', 'create', '--tenant', 'reset', '--json')).out).apiKey as string;
+
+    const erased = await cli('tenants', 'erase', 'reset', '--yes', '--keep-keys', '--json');
+
+    expect(erased.code).toBe(0);
+    expect(JSON.parse(erased.out)).toMatchObject({ tenant: 'reset', status: 'done', sessions: 2, keysRevoked: 0 });
+    expect(await new ApiKeyStore(client, tableName).resolve(key)).toEqual({ tenant: 'reset', agents: null });
+    expect(await partitionItems(client, tableName, 'P#reset#u1')).toEqual([]);
   });
 });

@@ -48,7 +48,7 @@ const MEMORY_PAGE = 200;
 /** How many sessions or memory items are closed or erased side by side. */
 const PARALLEL = 16;
 /** How far the list index may trail the table: no pass over the list begins sooner than this after the erasure. */
-export const INDEX_LAG_MS = 1_000;
+const INDEX_LAG_MS = 1_000;
 
 /** Where closing is (the erasure's `cursor`, JSON text). */
 interface Cursor {

@@ -35,13 +35,15 @@ export class ErasureFinisher extends ErasureCloser {
   }
 
   /**
-   * Goes on with the erasure until it is done or `deadline` (epoch ms) has passed. Idempotent:
-   * run again, or beside another run, it finds what is left by what is stored.
+   * Goes on with the erasure until it is done (`closed`: only until closing is) or `deadline`
+   * (epoch ms) has passed. Idempotent: run again, or beside another run, it finds what is left
+   * by what is stored.
    */
-  async finish(tenant: string, erasureId: string, deadline = Date.now() + RUN_MS): Promise<void> {
+  async finish(tenant: string, erasureId: string, deadline = Date.now() + RUN_MS, until: 'closed' | 'done' = 'done'): Promise<void> {
     for (;;) {
       const item = await this.itemOf(tenant, erasureId);
       if (!item || (item.status !== 'closing' && item.status !== 'running')) return;
+      if (until === 'closed' && item.status !== 'closing') return;
       // A user's erasure names the user; a tenant's (the admin CLI) says so.
       const userId = typeof item.userId === 'string' ? item.userId : item.subject === 'tenant' ? null : undefined;
       if (userId === undefined) return;

@@ -156,7 +156,7 @@ export class DynamoDbErasureStore implements ErasureStore {
 }
 
 /** Where closing starts: the user's sessions, first pass. */
-export const FIRST_CURSOR = JSON.stringify({ phase: 'sessions', pass: 1 });
+const FIRST_CURSOR = JSON.stringify({ phase: 'sessions', pass: 1 });
 
 export function erasureKey(tenant: string, erasureId: string): Item {
   return { pk: keys.erasure(tenant, erasureId), sk: keys.erasureSort };
