@@ -345,7 +345,10 @@ export class AgentStateApi {
     /**
      * `DELETE /v1/users/{userId}` → 202: erases the user's sessions, profile and memory under
      * `users/<userId>`; none of it is readable once this answers. Follow it with
-     * `erasures.get`. A key limited to agents gets `403 forbidden`.
+     * `erasures.get`. A call while an erasure of the user is under way joins it (same
+     * `erasureId`). A user too large to close within the server's wait (20 s) throws
+     * `AgentStateError` `conflict` with `erasureId`: the erasure goes on, and calling again
+     * answers once it has closed everything. A key limited to agents gets `403 forbidden`.
      */
     erase: async (userId: string, options?: CallOptions): Promise<ErasureStarted> =>
       (await this.http.request<ErasureStarted>({ method: 'DELETE', path: path`/v1/users/${userId}` }, options)).body,
