@@ -116,7 +116,7 @@ namespaces), and one with ${SIZES[1].sessions.toLocaleString('en-US')} sessions 
 \`DELETE\` through the sessions route group's handler (its work is the same at any size: the
 user's erasure item, the erasure's item, one look at it), then the change hook's two steps as the
 hook runs them, in runs of bounded length, one after the other on one machine and one DynamoDB
-Local (\`npm run bench -- --only=erasure\`). A \`DELETE\` waits up to 20 s for the closing and
+Local (\`npm run bench -- --only=erasure\`). A \`DELETE\` waits up to 12 s for the closing and
 answers \`202\` when it is done; past that, \`409\` with the erasure's id while the hook goes on.
 
 ${tableRow(['user: step', 'time', 'requests', 'RCU', 'WCU'])}

@@ -138,14 +138,15 @@ export const routeGroupAccess = {
  * Update (a session's activity; an erasure; retention: a pruned version stripped, a change given its TTL,
  * the run's marker), Put (the memory namespace list, a memory item's replaced
  * versions), Delete (the records of a WebSocket connection that is gone, a namespace left
- * empty; what an erasure closed), BatchWrite (the replaced versions of a deleted memory item;
+ * empty; what an erasure closed, a user's profile), BatchWrite (the replaced versions of a deleted memory item;
  * the items of sessions an erasure closed). Reading the stream
  * itself is granted on the stream's ARN by the event source mapping, not here.
  */
 export const liveHookAccess: TableAccess = {
   // GetItem: the sweep of a session whose item TTL removed reads what is left of it (session-delete.ts).
-  // Query on the sessions index and BatchGetItem: a user's erasure reads the user's list once
-  // more for sessions the index did not show its DELETE yet (erasure-store.ts); retention reads
+  // Query on the sessions index and BatchGetItem: a user's erasure closes the sessions of the
+  // user's list, page by page, and reads their items and its records by key (erasure-close.ts);
+  // its profile step is a TransactWriteItems of a DeleteItem and an UpdateItem; retention reads
   // the versions it keeps of a session with large states, for their splice chains (history-prune.ts).
   table: [
     'dynamodb:GetItem',

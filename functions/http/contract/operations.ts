@@ -110,7 +110,7 @@ export const operations: Record<RouteKey, Operation> = {
     tag: 'sessions',
     summary: 'Erase a user: their sessions, profile and memory under users/<userId>',
     description:
-      'From the `202` on none of it is readable; once the erasure is `done` none of it is stored (history and kept versions included). The change hook does the work, in steps, whatever the user has; the request waits up to 20 s for it to close everything, then answers `202`, or `409 conflict` with the `erasureId` while the erasure goes on (send the request again: it answers `202` once closing is done). A call while an erasure of the user is not done joins it (one erasure, each thing counted once); a call after it is done starts another. A user nobody has is erased all the same, with zero counts. Only a key not limited to agents may erase (`403`).',
+      'From the `202` on none of it is readable; once the erasure is `done` none of it is stored (history and kept versions included). The change hook does the work, in steps, whatever the user has; the request waits up to 12 s for it to close everything, then answers `202`, or `409 conflict` with the `erasureId` while the erasure goes on (send the request again: it answers `202` once closing is done). A call while an erasure of the user is not done joins it (one erasure, each thing counted once); a call after it is done starts another. A user nobody has is erased all the same, with zero counts. Only a key not limited to agents may erase (`403`).',
     responses: { 202: { description: 'Started; follow it at `Location`.', schema: 'ErasureStarted', headers: ['Location'] } },
     problems: ['forbidden', 'conflict'],
   },

@@ -27,8 +27,8 @@ import { type Item, isConditionFailure, type TableClient } from '../table/table-
  * that dies does not stop it.
  */
 
-/** How long a `DELETE` waits for the hook to close what the user has (then `409`, the work goes on). */
-const DEFAULT_WAIT_MS = 20_000;
+/** How long a `DELETE` waits for the hook to close what the user has (then `409`, the work goes on); see `erasureWaitFrom`. */
+const DEFAULT_WAIT_MS = 12_000;
 /** The first pause between reads of the erasure while waiting; each is longer, up to `MAX_POLL_MS`. */
 const FIRST_POLL_MS = 50;
 const MAX_POLL_MS = 500;
@@ -39,7 +39,11 @@ const MAX_POLL_MS = 500;
  */
 const ORPHAN_MS = 60 * 60_000;
 
-/** The wait of a `DELETE` (env `AGENTSTATE_ERASURE_WAIT_MS`, default 20 s: within API Gateway's 29). */
+/**
+ * The wait of a `DELETE` (env `AGENTSTATE_ERASURE_WAIT_MS`, default 12 s): well within the route
+ * functions' timeout (20 s, lib/agent-state.ts), so that the `409` is what a caller gets, never a
+ * function killed mid-wait.
+ */
 export function erasureWaitFrom(env: NodeJS.ProcessEnv): number {
   const raw = env.AGENTSTATE_ERASURE_WAIT_MS?.trim();
   if (!raw) return DEFAULT_WAIT_MS;

@@ -1,3 +1,4 @@
+import { sleep } from './backoff.js';
 import { AgentStateError } from './errors.js';
 import { type CallOptions, type HttpRequest, type HttpResponse, type HttpTransport, path } from './http.js';
 import { MemoryRoutes } from './memory.js';
@@ -47,6 +48,11 @@ import type {
   WebhookList,
   WriteResult,
 } from './types.js';
+
+/** How long `users.erase` goes on sending the `DELETE` again while the server answers that the erasure is still closing. */
+const ERASE_PATIENCE_MS = 5 * 60_000;
+/** The pause before each resend (the server itself waits up to 12 s before it answers so). */
+const ERASE_PAUSE_MS = 1_000;
 
 /** Options of a state write: the node to write at and the version it must still be at. */
 export interface WriteOptions extends CallOptions {
@@ -346,12 +352,24 @@ export class AgentStateApi {
      * `DELETE /v1/users/{userId}` → 202: erases the user's sessions, profile and memory under
      * `users/<userId>`; none of it is readable once this answers. Follow it with
      * `erasures.get`. A call while an erasure of the user is under way joins it (same
-     * `erasureId`). A user too large to close within the server's wait (20 s) throws
-     * `AgentStateError` `conflict` with `erasureId`: the erasure goes on, and calling again
-     * answers once it has closed everything. A key limited to agents gets `403 forbidden`.
+     * `erasureId`). For a user too large to close within the server's wait (12 s a request),
+     * the server answers `409 conflict` with the `erasureId` while the erasure goes on; this
+     * sends the request again (a second apart) for up to 5 minutes, and throws that
+     * `AgentStateError` (its `erasureId` set) only past them. A key limited to agents gets
+     * `403 forbidden`.
      */
-    erase: async (userId: string, options?: CallOptions): Promise<ErasureStarted> =>
-      (await this.http.request<ErasureStarted>({ method: 'DELETE', path: path`/v1/users/${userId}` }, options)).body,
+    erase: async (userId: string, options?: CallOptions): Promise<ErasureStarted> => {
+      const started = Date.now();
+      for (;;) {
+        try {
+          return (await this.http.request<ErasureStarted>({ method: 'DELETE', path: path`/v1/users/${userId}` }, options)).body;
+        } catch (error) {
+          const closing = AgentStateError.is(error, 'conflict') && typeof error.erasureId === 'string';
+          if (!closing || Date.now() - started >= ERASE_PATIENCE_MS) throw error;
+          await sleep(ERASE_PAUSE_MS, options?.signal);
+        }
+      }
+    },
   };
 
   /** Erasures of users (docs/api.md §12). */
