@@ -447,20 +447,26 @@ describe('change events and live sync, within their roles', () => {
     expect(sweep.error, sweep.logs.join('\n')).toBeUndefined();
     expect(sweep.logs.map((line) => JSON.parse(line)).find((line) => line.message === 'prune sweep')?.sessions).toBeGreaterThan(0);
 
-    // A user's erasure: the sessions function closes (its role), the change hook finishes it
-    // (its role: the user's list once more, which names a session made after the 202, kept).
+    // A user's erasure: the sessions function starts it and waits (its role) while the change
+    // hook closes it, the stream bringing it the erasure's records meanwhile; then the hook
+    // erases it (its role: the user's list once more, which names a session made after the 202, kept).
     expectStatus(await call('POST', '/v1/sessions', { sessionId: 'lp-erased', userId: 'lp-user' }), 201);
     expectStatus(await call('PATCH', '/v1/sessions/lp-erased/state', { v: 1 }), 200);
     expectStatus(await call('PUT', '/v1/memory/users/lp-user/k', { value: { v: 1 } }), 201);
     await stack.stream.read(0, 200);
-    const erasure = await call('DELETE', '/v1/users/lp-user');
+    let erasure: GatewayResponse | undefined;
+    const erasing = call('DELETE', '/v1/users/lp-user').then((response) => {
+      erasure = response;
+    });
+    const runs: Awaited<ReturnType<typeof stack.stream.deliver>> = [];
+    while (erasure === undefined) runs.push(...(await stack.stream.deliver(stack.stream.eventRecords(await stack.stream.read(1, 500)))));
+    await erasing;
     expectStatus(erasure, 202);
     expectStatus(await call('POST', '/v1/sessions', { sessionId: 'lp-after', userId: 'lp-user' }), 201);
-    for (let round = 0; round < 2; round++) {
-      for (const { invocation } of await stack.stream.deliver(stack.stream.eventRecords(await stack.stream.read(1)))) {
-        expect(invocation.result, invocation.logs.join('\n')).toEqual({ batchItemFailures: [] });
-      }
+    for (let round = 0; round < 3; round++) {
+      runs.push(...(await stack.stream.deliver(stack.stream.eventRecords(await stack.stream.read(1, 1_000)))));
     }
+    for (const { invocation } of runs) expect(invocation.result, invocation.logs.join('\n')).toEqual({ batchItemFailures: [] });
     const erased = await call('GET', `/v1/erasures/${erasure.json.erasureId as string}`);
     expect(erased.json).toMatchObject({ status: 'done', sessions: 1, memoryItems: 1 });
 
