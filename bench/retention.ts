@@ -3,7 +3,8 @@
  * `retention: {keepVersions: 100}` against the same session without it, and what pruning cost
  * in write units per pruned version. The writes go through the service (as a state write does),
  * both sessions side by side; the pruning runs as the change hook runs it, catching up a long
- * history over runs of 4,000 changes. `npm run bench -- --only=retention` prints it.
+ * history over runs of 4,000 changes; and one pass over the node index of a large tree, run by
+ * run. `npm run bench -- --only=retention` prints it.
  */
 import { type AttributeValue, type DynamoDBClient, QueryCommand } from '@aws-sdk/client-dynamodb';
 import type { SessionScope } from '../functions/core/model/model.js';
@@ -14,6 +15,8 @@ import { tableRow } from './measure.js';
 import { type Meter, totalRequests } from './meter.js';
 
 const RETENTION = { writes: QUICK ? 1_000 : 10_000, keepVersions: 100 };
+/** The tree whose pass over its node index is measured: nodes (appended 50 a time), then writes at the head. */
+const TREE = { nodes: QUICK ? 1_000 : 10_000, writes: 10 };
 
 /** Items and bytes (as DynamoDB sizes them: names and values) of a session's partition. */
 interface Stored {
@@ -36,6 +39,42 @@ export interface RetentionResult {
   readUnits: number;
   requests: number;
   seconds: number;
+  tree: TreeRuns;
+}
+
+/** The runs of one pass over a large tree's node index (store/log/prune-pointers.ts). */
+interface TreeRuns {
+  nodes: number;
+  runs: number;
+  /** Read units of the run that read the most, and of all of them. */
+  maxReadUnits: number;
+  readUnits: number;
+  pruned: number;
+}
+
+/** A session of TREE.nodes nodes with writes at its head past a window of 2, pruned run after run until the pass decides. */
+async function measureTreeRuns(meter: Meter, main: Wired, started: number): Promise<TreeRuns> {
+  const scope = { tenant: TENANT, sessionId: `retention-tree-${started}` };
+  await main.service.replaceState(scope, kilobyteState(0));
+  await main.service.updateSession(scope, { retention: { keepVersions: 2 } });
+  for (let first = 0; first < TREE.nodes; first += 50) {
+    const messages = Array.from({ length: 50 }, (_, index) => ({
+      id: `n${first + index}`,
+      role: 'user',
+      content: 'a message of a long tree',
+    }));
+    await main.service.appendMessages(scope, { messages });
+  }
+  for (let n = 1; n <= TREE.writes; n++) await main.service.replaceState(scope, kilobyteState(n));
+  const tree: TreeRuns = { nodes: TREE.nodes, runs: 0, maxReadUnits: 0, readUnits: 0, pruned: 0 };
+  for (;;) {
+    const { result, cost } = await meter.measure(() => main.store.pruneHistory(scope, { everyMs: 0 }));
+    tree.runs++;
+    tree.readUnits += cost.readUnits;
+    tree.maxReadUnits = Math.max(tree.maxReadUnits, cost.readUnits);
+    tree.pruned += result?.pruned ?? 0;
+    if (!result?.behind || tree.runs >= 100) return tree;
+  }
 }
 
 /** DynamoDB's size of an attribute value (names count separately), close enough for a table of bytes. */
@@ -105,6 +144,7 @@ export async function measureRetention(meter: Meter, client: DynamoDBClient, mai
     if (!result?.behind || runs >= 20) break;
   }
   const [without, withRetention] = await Promise.all([storedOf(client, table, plain), storedOf(client, table, kept)]);
+  const tree = await measureTreeRuns(meter, main, started);
   meter.reset();
   return {
     writes,
@@ -118,6 +158,7 @@ export async function measureRetention(meter: Meter, client: DynamoDBClient, mai
     readUnits,
     requests,
     seconds: (Date.now() - started) / 1000,
+    tree,
   };
 }
 
@@ -161,6 +202,22 @@ function retentionTable(result: RetentionResult): string[] {
       perVersion(result.writeUnits),
       perVersion(result.readUnits),
     ]),
+    '',
+    tableRow([
+      `a tree of ${result.tree.nodes.toLocaleString('en-US')} nodes, ${TREE.writes} writes at its head past \`keepVersions: 2\``,
+      'runs of the pass',
+      'RCU of its largest run',
+      'RCU of the pass',
+      'versions pruned',
+    ]),
+    tableRow(['---', '---:', '---:', '---:', '---:']),
+    tableRow([
+      'reading the node index a page a run',
+      String(result.tree.runs),
+      result.tree.maxReadUnits.toFixed(0),
+      result.tree.readUnits.toFixed(0),
+      result.tree.pruned.toLocaleString('en-US'),
+    ]),
   ];
 }
 
@@ -182,6 +239,10 @@ ${retentionTable(result).join('\n')}
 
 A pruned version's item is stripped of its state at once and removed by DynamoDB's TTL a day later
 (it holds the version's place in the log, a claim a write still running could otherwise make again);
-DynamoDB Local runs no TTL, so the stripped items are counted on a line of their own.
+DynamoDB Local runs no TTL, so the stripped items are counted on a line of their own. The last
+table is one pass over a large tree's node index: a run reads at most 5,000 index items (and the
+changes since the run before), so what one run reads stays bounded however large the tree (one
+run read the whole index before: about what the whole pass reads now); the pass decides at its
+last run (store/log/prune-pointers.ts; a session's runs are a minute apart).
 `;
 }
