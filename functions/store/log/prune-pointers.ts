@@ -31,7 +31,7 @@ import { nodesOfLife } from './node-index.js';
  * version until the next pass; nothing it takes too little.
  */
 
-/** Node index items read in one run at most (about 2,500 nodes: an index item and, once moved, a pointer item each). */
+/** Node index items read in one run at most: 2,500 to 5,000 nodes (an index item each, and a pointer item once one moved). */
 const NODE_PAGE = 5_000;
 /** Changes made since the last run read in one run at most (a longer backlog takes the next runs). */
 const CHANGES_PAGE = 4_000;
