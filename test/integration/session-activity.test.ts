@@ -126,6 +126,42 @@ describe('a session activity', () => {
     expect(within).toBe(first);
     expect(await touchedAt('busy')).toBe(due);
   });
+
+  it("does not move on a session's first write within an interval of its creation, and moves an interval after the creation", async () => {
+    // Prepare: a session made (POST /v1/sessions), written a moment later (an append and a state write).
+    clock += 60_000;
+    const created = new Date(clock).toISOString();
+    await service.createSession(tenant, { sessionId: 'fresh', userId: 'cy', metadata: { channel: 'web' } });
+    const session = () => stores.sessions.getMeta(scope('fresh'));
+    const indexed = async () => {
+      const { Items } = await stores.table.send(
+        new QueryCommand({
+          TableName: stores.table.tableName,
+          IndexName: tableKeys.sessionsIndex.name,
+          KeyConditionExpression: `${tableKeys.sessionsIndex.partitionKey} = :p`,
+          ExpressionAttributeValues: { ':p': keys.tenantSessions(tenant, keys.activityShard('fresh')) },
+        }),
+      );
+      return Items?.find((item) => item.sessionId === 'fresh')?.lsk;
+    };
+    const entryBefore = await indexed();
+
+    // Act: the first writes within the interval; then one an interval after the creation.
+    clock += 2_000;
+    await service.appendMessages(scope('fresh'), { messages: [{ role: 'user', content: 'hi' }] });
+    clock += 1_000;
+    await service.patchState(scope('fresh'), { n: 1 });
+    const within = { touchedAt: await touchedAt('fresh'), updatedAt: (await session())?.updatedAt, entry: await indexed() };
+    clock = Date.parse(created) + ACTIVITY_EVERY_MS + 1_000;
+    const due = new Date(clock).toISOString();
+    await service.appendMessages(scope('fresh'), { messages: [{ role: 'user', content: 'later' }] });
+
+    // Assess: the creation's time carried on, nothing moved, then the move comes an interval after it.
+    expect(within).toEqual({ touchedAt: created, updatedAt: created, entry: entryBefore });
+    expect(await touchedAt('fresh')).toBe(due);
+    expect((await session())?.updatedAt).toBe(due);
+    expect(await indexed()).not.toBe(entryBefore);
+  });
 });
 
 describe('the filtered lists (by user, agent, metadata string)', () => {

@@ -340,6 +340,7 @@ export class DecideService {
       sessionUserId: target.sessionUserId,
       ...(target.sessionListed === undefined ? {} : { sessionListed: target.sessionListed }),
       ...(target.sessionLifetime ? { lifetime: target.sessionLifetime } : {}),
+      ...(target.sessionTouchedAt ? { sessionTouchedAt: target.sessionTouchedAt } : {}),
       decision: { record, leaseToken: context.leaseToken, remember: context.named },
       ...(kept ? { kept } : {}),
     });

@@ -53,6 +53,12 @@ export interface TipChange {
   readonly touchSessionAt?: string;
   /** Whether the session may not exist yet: then the session item is written with the change. */
   readonly mayCreateSession: boolean;
+  /**
+   * When the session item's activity last moved, as read before a first change (its
+   * `updatedAt`): a first change within the activity interval of it (a session made a moment
+   * ago by `POST /v1/sessions`) moves nothing, and carries that time on.
+   */
+  readonly sessionTouchedAt?: string;
   /** The session's agent, to carry on the tip; the tip read's when absent. */
   readonly sessionAgentId?: string | null;
   /** The session's user, to carry on the tip; the tip read's when absent. */

@@ -104,7 +104,7 @@ export class SessionService extends SessionTreeService {
       this.retry,
       async (attempt) => {
         const target = await this.targets.forWrite(scope, options.node);
-        const { tip, nodeId, pointer, schema, sessionAgentId, sessionUserId, sessionListed, sessionLifetime } = target;
+        const { tip, nodeId, pointer, schema, sessionAgentId, sessionUserId, sessionListed, sessionLifetime, sessionTouchedAt } = target;
         await this.checkKeyAccess(scope.tenant, sessionAgentId, { allowed: options.allowed, caller }, 'write the state of');
         checkIfMatch(target, options.ifMatch);
         // A blind write joins the writers already waiting for this session rather than jump them.
@@ -145,6 +145,7 @@ export class SessionService extends SessionTreeService {
           sessionUserId,
           ...(sessionListed === undefined ? {} : { sessionListed }),
           ...(sessionLifetime ? { lifetime: sessionLifetime } : {}),
+          ...(sessionTouchedAt ? { sessionTouchedAt } : {}),
           contended: attempt.raced || attempt.queued === true,
         });
         return result;

@@ -358,6 +358,7 @@ export class SessionTreeService {
           sessionUserId: session.userId,
           ...(session.listed === undefined ? {} : { sessionListed: session.listed }),
           ...(session.lifetime ? { lifetime: session.lifetime } : {}),
+          ...(session.touchedAt ? { sessionTouchedAt: session.touchedAt } : {}),
           contended: attempt.raced,
         });
       }

@@ -48,6 +48,8 @@ export interface WriteTarget extends ResolvedNode {
   sessionListed?: boolean;
   /** The session's lifetime for a first change of a life (its item's); absent: the tip carries it. */
   sessionLifetime?: Lifetime;
+  /** When the session item's activity last moved, when its item was read (a first write): TipChange `sessionTouchedAt`. */
+  sessionTouchedAt?: string;
   /** The session's typed fields; null when untyped. */
   schema: Schema | null;
 }
@@ -83,6 +85,7 @@ export class NodeTargets {
       sessionUserId: session.userId,
       ...(session.listed === undefined ? {} : { sessionListed: session.listed }),
       ...(session.lifetime ? { sessionLifetime: session.lifetime } : {}),
+      ...(session.touchedAt ? { sessionTouchedAt: session.touchedAt } : {}),
       schema,
     };
   }
@@ -95,7 +98,7 @@ export class NodeTargets {
     scope: SessionScope,
     tip: Tip,
     meta?: SessionMeta | null,
-  ): Promise<{ agentId: string | null; userId: string | null; listed?: boolean; lifetime?: Lifetime }> {
+  ): Promise<{ agentId: string | null; userId: string | null; listed?: boolean; lifetime?: Lifetime; touchedAt?: string }> {
     if (tip.kind !== 'empty') return { agentId: tip.agentId, userId: tip.userId };
     const session = meta === undefined ? await this.store.getMeta(scope) : meta;
     // A first change carries the lifetime the session started with (API.md section 12); without
@@ -106,6 +109,7 @@ export class NodeTargets {
       userId: session?.userId ?? null,
       listed: session ? isInFilteredList(session) : false,
       ...(lifetime ? { lifetime } : {}),
+      ...(session ? { touchedAt: session.updatedAt } : {}),
     };
   }
 

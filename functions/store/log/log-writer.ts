@@ -93,13 +93,22 @@ export class LogWriter {
     // upsert creates it) and then once an interval: a version's change only says that its move is
     // due (`ta`, the change hook makes it, so that a state write stays one PutItem), any other
     // change makes it itself, and a transaction carries it.
+    // A first change knows when the activity moved from the session item, when it was read: a
+    // session made a moment ago (POST /v1/sessions) and then written moves nothing yet.
     const at = change.touchSessionAt ?? change.version?.createdAt;
-    const due = at !== undefined && (basedOn.kind === 'empty' || activityIsStale(basedOn, at));
+    const touchedAt = basedOn.kind === 'empty' ? (change.sessionTouchedAt ?? null) : basedOn.touchedAt;
+    const due = at !== undefined && activityIsStale(touchedAt, at);
     const movesActivity = due && !inTransaction && !change.version;
     const upsertsSession =
       inTransaction && change.touchSessionAt !== undefined && (due || change.mayCreateSession === true || change.settings !== undefined);
+    // The upsert of a session's first change that is not due only makes sure the item exists.
+    const sessionMoves = due || change.settings !== undefined;
     const encoded = change.version ? await versionItem.encodeTexts(change.version) : null;
-    const newChange = this.newChange(basedOn, change, position, encoded, { movesActivity: due || upsertsSession, lifetime });
+    const newChange = this.newChange(basedOn, change, position, encoded, {
+      movesActivity: due || (upsertsSession && sessionMoves),
+      touchedAt,
+      lifetime,
+    });
     const item = logItem(scope, position, newChange, entryOf(basedOn)?.carried.b ?? 0);
 
     // What the change before this one left to its successor, and a large state's pieces: all
@@ -126,6 +135,7 @@ export class LogWriter {
         const upsert = sessionUpsert(this.table.tableName, scope, at, {
           lifetime: lifetime ?? NO_LIFETIME,
           first,
+          moves: sessionMoves,
           nowMs: this.table.now(),
           ...(change.settings ? { settings: change.settings } : {}),
         });
@@ -182,9 +192,9 @@ export class LogWriter {
     change: TipChange,
     position: LogPosition,
     encoded: EncodedVersion | null,
-    carry: { movesActivity: boolean; lifetime: Lifetime | undefined },
+    carry: { movesActivity: boolean; touchedAt: string | null; lifetime: Lifetime | undefined },
   ): NewChange {
-    const { movesActivity, lifetime } = carry;
+    const { movesActivity, touchedAt, lifetime } = carry;
     const entry = entryOf(basedOn);
     const now = this.table.now();
     const createdAt = change.version?.createdAt ?? change.touchSessionAt ?? new Date(now).toISOString();
@@ -243,7 +253,7 @@ export class LogWriter {
       ag: change.sessionAgentId !== undefined ? change.sessionAgentId : basedOn.agentId,
       u: change.sessionUserId !== undefined ? change.sessionUserId : basedOn.userId,
       // When the activity last moved, or was due to (a version's: the change hook moves it then).
-      ta: movesActivity ? (change.version ? createdAt : (change.touchSessionAt ?? createdAt)) : basedOn.touchedAt,
+      ta: movesActivity ? (change.version ? createdAt : (change.touchSessionAt ?? createdAt)) : touchedAt,
       ...(stored ? { lt: stored } : {}),
       ...(entry?.carried.w || change.version || nodes.length > 0 || headMoves ? { w: true as const } : {}),
       ...(change.takeLease
@@ -266,8 +276,8 @@ export class LogWriter {
 }
 
 /** Whether the session's activity was last moved by a writer long enough ago to move it again. */
-function activityIsStale(tip: Tip, at: string): boolean {
-  return tip.touchedAt === null || Date.parse(at) - Date.parse(tip.touchedAt) >= ACTIVITY_EVERY_MS;
+function activityIsStale(touchedAt: string | null, at: string): boolean {
+  return touchedAt === null || Date.parse(at) - Date.parse(touchedAt) >= ACTIVITY_EVERY_MS;
 }
 
 /** The lineage window of a version recorded on top of `prior`, each with where it is. */

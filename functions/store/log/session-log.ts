@@ -315,7 +315,7 @@ export class DynamoDbSessionLog implements SessionLog {
   }
 
   /** The log item of version `version` of one life: the last change after version - 1, when it is that version. */
-  protected async versionItemIn(scope: SessionScope, incarnation: number, version: number): Promise<Item | null> {
+  protected async versionItemIn(scope: SessionScope, incarnation: number, version: number, consistent = true): Promise<Item | null> {
     const { Items } = await this.table.send(
       new QueryCommand({
         TableName: this.table.tableName,
@@ -323,7 +323,7 @@ export class DynamoDbSessionLog implements SessionLog {
         ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.basePrefix(incarnation, version - 1) },
         ScanIndexForward: false,
         Limit: 1,
-        ConsistentRead: true,
+        ConsistentRead: consistent,
       }),
     );
     const item = Items?.[0];

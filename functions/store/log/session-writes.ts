@@ -77,7 +77,14 @@ export function sessionUpsert(
   tableName: string,
   scope: SessionScope,
   at: string,
-  options: { lifetime?: Lifetime; first?: boolean; nowMs?: number; settings?: { metadata?: JsonObject | null } } = {},
+  options: {
+    lifetime?: Lifetime;
+    first?: boolean;
+    /** Whether the activity moves to `at` (default); else it is set only on an item made now. */
+    moves?: boolean;
+    nowMs?: number;
+    settings?: { metadata?: JsonObject | null };
+  } = {},
 ): NonNullable<TransactItem['Update']> {
   const index = tableKeys.sessionsIndex;
   const values: Record<string, unknown> = {
@@ -89,7 +96,9 @@ export function sessionUpsert(
   };
   const names: Record<string, string> = { '#gpk': index.partitionKey, '#gsk': index.sortKey };
   const set = [
-    'sessionId = :sessionId, updatedAt = :at, #gpk = :tenant, #gsk = :activity',
+    options.moves === false
+      ? 'sessionId = :sessionId, updatedAt = if_not_exists(updatedAt, :at), #gpk = if_not_exists(#gpk, :tenant), #gsk = if_not_exists(#gsk, :activity)'
+      : 'sessionId = :sessionId, updatedAt = :at, #gpk = :tenant, #gsk = :activity',
     'createdAt = if_not_exists(createdAt, :at)',
     'agentId = if_not_exists(agentId, :null)',
     'userId = if_not_exists(userId, :null)',

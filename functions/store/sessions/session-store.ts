@@ -324,7 +324,10 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
    * (the previous version may have been written milliseconds before).
    */
   async getVersionState(scope: SessionScope, version: number, incarnation = 0): Promise<{ state: Json } | null> {
-    const item = await this.versionItemIn(scope, incarnation, version);
+    // The change hooks read the version before the one an event is about: written before it,
+    // and never changed but by retention's strip. An eventually consistent read (half the read
+    // units) finds it, or, in the moment after its write, finds nothing and reads again strongly.
+    const item = (await this.versionItemIn(scope, incarnation, version, false)) ?? (await this.versionItemIn(scope, incarnation, version));
     // Pruned by retention: the event goes without `prev` (history-prune.ts keeps it while the hook may still need it).
     if (!item || versionItem.isPruned(item)) return null;
     return { state: versionItem.decodeState(item, await piecesOf(this.table, scope, [item])) };
