@@ -162,6 +162,31 @@ describe('a session activity', () => {
     expect((await session())?.updatedAt).toBe(due);
     expect(await indexed()).not.toBe(entryBefore);
   });
+
+  it('lands 50 concurrent first writes of a session made a moment ago, each once, moving nothing', async () => {
+    // Prepare
+    clock += 60_000;
+    const created = new Date(clock).toISOString();
+    await service.createSession(tenant, { sessionId: 'crowd', userId: 'dee' });
+    clock += 1_000;
+
+    // Act: 50 writers at once race for the session's first change, half of them appends.
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, index) =>
+        index % 2 === 0
+          ? service.patchState(scope('crowd'), { [`w${index}`]: index })
+          : service.appendMessages(scope('crowd'), { messages: [{ role: 'user', content: `m${index}` }] }),
+      ),
+    );
+
+    // Assess: every write landed (25 versions, contiguous; 25 messages), and the activity is the creation's.
+    const versions = results.flatMap((result) => ('version' in result && typeof result.version === 'number' ? [result.version] : []));
+    expect(versions.sort((a, b) => a - b)).toEqual(Array.from({ length: 25 }, (_, index) => index + 1));
+    const state = (await service.readState(scope('crowd'), {})).state as Record<string, number>;
+    expect(Object.keys(state)).toHaveLength(25);
+    expect(await touchedAt('crowd')).toBe(created);
+    expect((await stores.sessions.getMeta(scope('crowd')))?.updatedAt).toBe(created);
+  }, 60_000);
 });
 
 describe('the filtered lists (by user, agent, metadata string)', () => {

@@ -119,9 +119,10 @@ export class DynamoDbSessionLog implements SessionLog {
     // A session whose expiry has come reads as closed from that moment (API.md section 12).
     const tip = closeIfExpired(tipOf(entry, { withState: options.withState, ...(pieces ? { pieces } : {}) }), this.table.now());
     if (!options.recent || !entry || isFence(entry) || tip.kind === 'closing') return tip;
-    // The newest changes read with the tip, kept for a path read at the head (readPath).
+    // The newest changes read with the tip, kept for a path read at the head (readPath), and,
+    // read with their states, for a version among them (getVersion).
     const recent = older.map(readLogItem).filter((read): read is LogEntry => read !== null && !isFence(read));
-    return { ...tip, log: { ...entry, recent } };
+    return { ...tip, log: { ...entry, recent, ...(options.withState ? { recentStates: true } : {}) } };
   }
 
   /**
@@ -286,6 +287,8 @@ export class DynamoDbSessionLog implements SessionLog {
   async getVersion(scope: SessionScope, version: number, tip?: Tip): Promise<VersionRecord | null> {
     if (version <= 0) return null;
     if (tip?.latest?.version === version) return tip.latest;
+    const recent = tip ? recentVersion(tip, version) : undefined;
+    if (recent) return versionOf(recent);
     if (tip) return tip.kind === 'closing' ? null : this.versionIn(scope, tip.incarnation, version, tip.version);
     // Without a tip, the first life is the likely one; a session deleted and made again has
     // another. The tip is read beside it, in the same round: a version tells neither whether
@@ -341,4 +344,21 @@ export class DynamoDbSessionLog implements SessionLog {
   commit(scope: SessionScope, change: TipChange): Promise<Tip> {
     return this.writer.commit(scope, change);
   }
+}
+
+/**
+ * Version `version` among the changes a tip read brought along with their states (a decision's
+ * tip read), when its state is whole in its item (not in pieces) and not pruned: no read needed.
+ */
+function recentVersion(tip: Tip, version: number): LogEntry | undefined {
+  const log = tip.log as (LogEntry & { recentStates?: boolean }) | undefined;
+  if (!log?.recentStates) return undefined;
+  return log.recent?.find(
+    (entry) =>
+      entry.kind === LOG_ITEM_KIND.version &&
+      Number(entry.item.version) === version &&
+      entry.position.incarnation === tip.incarnation &&
+      versionItem.pieceKeys(entry.item).length === 0 &&
+      !versionItem.isPruned(entry.item),
+  );
 }
