@@ -131,7 +131,7 @@ describe('a session activity', () => {
     // Prepare: a session made (POST /v1/sessions), written a moment later (an append and a state write).
     clock += 60_000;
     const created = new Date(clock).toISOString();
-    await service.createSession(tenant, { sessionId: 'fresh', userId: 'cy', metadata: { channel: 'web' } });
+    await service.createSession(tenant, { sessionId: 'fresh', userId: 'cy', metadata: { topic: 'fresh' } });
     const session = () => stores.sessions.getMeta(scope('fresh'));
     const indexed = async () => {
       const { Items } = await stores.table.send(
