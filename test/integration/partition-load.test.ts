@@ -46,7 +46,9 @@ describe('one tenant, many conversations: the keys they share', () => {
       const list = `${key.where} ${key.key.replace(/#\d\d$/, '')}`;
       lists.set(list, [...(lists.get(list) ?? []), key]);
     }
-    expect(lists.size).toBeGreaterThan(0);
+    // The turns' writes were recorded; a list key may have none: a session's first write within
+    // an interval of its creation moves no list (log-writer.ts), and these turns take less.
+    expect(load.indexes.writeUnits + load.table.writeUnits).toBeGreaterThan(0);
     for (const [list, keys] of lists) {
       const writes = keys.reduce((sum, key) => sum + key.writes, 0);
       expect(writes, `${list}, written per turn:\n${keys.map(describeKey).join('\n')}`).toBeLessThanOrEqual(allowed);
