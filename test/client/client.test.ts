@@ -399,6 +399,34 @@ describe('the transport', () => {
     expect(new Set(proxy.seen.map((request) => request.headers['idempotency-key'])).size).toBe(1);
   });
 
+  it('erases a user in one call: sends the DELETE again while the server answers that the erasure is still closing', async () => {
+    // Prepare: a user with sessions, and the server's "still closing" answer twice (the 409 a
+    // user larger than the DELETE's wait gets, with the erasure's id) before it is let through.
+    const user = uniqueId('erased');
+    const sids = [`${user}-a`, `${user}-b`];
+    for (const sid of sids) await client.sessions.create({ sessionId: sid, userId: user });
+    const through = viaProxy();
+    proxy.seen.length = 0;
+    const closing = { status: 409, code: 'conflict', extras: { erasureId: 'still-closing' } };
+    proxy.plan(closing, closing);
+
+    // Act
+    const { erasureId } = await through.users.erase(user);
+
+    // Assess: three DELETEs, the last one answered by the server; the user's sessions are gone.
+    expect(proxy.seen.map((request) => request.method)).toEqual(['DELETE', 'DELETE', 'DELETE']);
+    expect((await client.erasures.get(erasureId)).status).toMatch(/^(running|done)$/);
+    for (const sid of sids) await expect(client.sessions.get(sid)).rejects.toMatchObject({ code: 'session_not_found' });
+  });
+
+  it('does not send the DELETE of an erasure again after a conflict that names no erasure', async () => {
+    const through = viaProxy();
+    proxy.seen.length = 0;
+    proxy.plan({ status: 409, code: 'conflict' });
+    await expect(through.users.erase(uniqueId('other'))).rejects.toMatchObject({ code: 'conflict' });
+    expect(proxy.seen).toHaveLength(1);
+  });
+
   it('retries network errors of reads', async () => {
     const through = viaProxy();
     proxy.plan('reset', 'reset');

@@ -17,7 +17,7 @@ type Fault =
   /** Never answer. */
   | 'hang'
   /** Answer this status (problem+json) without forwarding. */
-  | { status: number; code: string; retryAfter?: string };
+  | { status: number; code: string; retryAfter?: string; extras?: Record<string, unknown> };
 
 interface Seen {
   method: string;
@@ -57,6 +57,7 @@ export async function startFaultyProxy(target: string): Promise<FaultyProxy> {
             status: fault.status,
             code: fault.code,
             detail: `injected ${fault.code}`,
+            ...fault.extras,
           }),
         );
       }

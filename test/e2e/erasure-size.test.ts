@@ -1,4 +1,3 @@
-import { createClient } from '@agentstate/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ApiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
@@ -79,18 +78,5 @@ describe('DELETE /v1/users/{userId} of a user larger than its wait', () => {
       erasure = (await http.get(`/v1/erasures/${first.body.erasureId}`)).body;
     }
     expect(erasure).toMatchObject({ status: 'done', sessions: 30, memoryItems: 120, documents: 1 });
-  });
-
-  it('is one call of the TypeScript client, which sends the DELETE again while the erasure closes', async () => {
-    const user = uniqueId('client');
-    const sids = Array.from({ length: 5 }, (_, index) => `${user}-s${index}`);
-    for (const sid of sids) expect((await http.post('/v1/sessions', { sessionId: sid, userId: user })).status).toBe(201);
-    const client = createClient({ baseUrl: api.url, apiKey: 'dev-key' });
-
-    const { erasureId } = await client.users.erase(user);
-
-    expect(typeof erasureId).toBe('string');
-    for (const sid of sids) expect((await http.get(`/v1/sessions/${sid}`)).status).toBe(404);
-    expect((await client.erasures.get(erasureId)).status).toMatch(/^(running|done)$/);
   });
 });
