@@ -329,6 +329,42 @@ describe('decide', () => {
   });
 });
 
+describe('what a decision keeps', () => {
+  it("bills the worker's state once: the commit of a 3 KB answered state costs the state's units plus one, and replays it", async () => {
+    // Prepare: a worker that answers an incompressible 3 KB state and a short reply.
+    const { dependenciesFor } = await import('../../functions/http/dependencies.js');
+    const { randomBytes } = await import('node:crypto');
+    const notes = randomBytes(2304).toString('base64');
+    const deps = dependenciesFor(stores, {
+      invokeWorker: async (_worker, body) => {
+        const request = JSON.parse(body) as { state: { turns?: number } | null };
+        return { state: { turns: (request.state?.turns ?? 0) + 1, notes }, messages: [{ role: 'assistant', content: 'ok' }] };
+      },
+    });
+    const scope = { tenant: 'budget', sessionId: 'kept-once' };
+    await deps.agents.putAgent('budget', 'noter', { worker: { url: 'module:examples/worker.ts' }, config: { model: 'm' } });
+    await deps.sessions.createSession('budget', { sessionId: scope.sessionId, agentId: 'noter' });
+    await deps.decide.decide(scope, { trigger: { type: 'warm-up' } });
+    const trigger = { type: 'client.messages', messages: [{ role: 'user', content: 'note this' }] };
+
+    // Act
+    let first: Awaited<ReturnType<typeof deps.decide.decide>> | undefined;
+    const measured = await cost(async () => {
+      first = await deps.decide.decide(scope, { decisionId: 'kept-once-1', trigger });
+    });
+    const replayed = await deps.decide.decide(scope, { decisionId: 'kept-once-1', trigger });
+
+    // Assess: the index of the last turn's reply (1 unit), the lease (1) and the commit, which
+    // holds the 3 KB state once (3 units) and the rest in one more; keeping the worker's state
+    // beside it cost 3 more.
+    expect(writes(measured.requests)).toEqual(['BatchWriteItem', 'PutItem', 'PutItem']);
+    expect(measured.writeUnits).toBeLessThanOrEqual(6);
+    expect(first).toMatchObject({ decisionId: 'kept-once-1', state: { turns: 2, notes } });
+    expect(replayed).toEqual(first);
+    expect(replayed.decision).toEqual({ state: { turns: 2, notes }, messages: [{ role: 'assistant', content: 'ok' }] });
+  });
+});
+
 describe('conversations at scale (issue 20): cost at message 10 and at message 1,000', () => {
   /** A session whose head is at `depth`, in 25-message appends. */
   async function conversation(sessionId: string, depth: number, agentId?: string, tenant = 'budget') {

@@ -296,12 +296,17 @@ export class DecideService {
       : undefined;
     const resultVersion = version?.version ?? before;
     const visible = visibleState(schema, agentId, nextState);
-    // A large answered state is not kept twice: the version has it, and a replay reads it there.
-    const stateInVersion =
-      version !== undefined && 'state' in decision.raw && encodedSize(decision.raw.state as Json) > KEPT_ANSWER_STATE_BYTES;
     // The caller sees the answer as the agent it decided as may: a routed decision's worker may
     // have written fields that agent cannot read.
     const answered = decidedBy === agentId || !('state' in decision.raw) ? decision.raw : { ...decision.raw, state: visible };
+    // The answered state is not kept twice when the version has it: a replay reads the version
+    // anyway (for the answer's `state`), and takes the worker's state from it when that is what
+    // the agent sees of the version (a state that filled the turn's commit twice cost it a write
+    // unit more), or when it is large.
+    const stateInVersion =
+      version !== undefined &&
+      'state' in decision.raw &&
+      (jsonEqual(answered.state as Json, visible) || encodedSize(decision.raw.state as Json) > KEPT_ANSWER_STATE_BYTES);
     const { state: _answered, ...answerWithoutState } = answered;
     const outcome: DecisionOutcome = {
       decision: stateInVersion ? answerWithoutState : answered,

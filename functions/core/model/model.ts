@@ -348,7 +348,7 @@ export interface DoneDecision {
 }
 
 export interface DecisionOutcome {
-  /** The worker's answer; without its `state` when `decisionStateInVersion` (a large state). */
+  /** The worker's answer; without its `state` when `decisionStateInVersion` (the version holds it). */
   decision: JsonObject;
   /** The answer's state is left out of `decision` and replayed from `version`, as the agent sees it. */
   decisionStateInVersion?: true;

@@ -121,6 +121,85 @@ interface StoredDecision {
   keep: boolean;
 }
 
+/**
+ * A decision as a version change writes it (`compactDecision`): what the same item already
+ * holds, or what a decision that made a version always has, is left out and named in `same`,
+ * so a turn's commit is not billed for it twice (with a short reply it fits one write unit):
+ * `i` the id (the version's `decisionId`), `v` the version, `h` the head (the carried head),
+ * `a` the agent config (the version's `agent`), `g` the deciding agent (the carried session
+ * agent), `c` changed (a decision that made a version changed something), `s` the worker's
+ * state is the version's; `attempts` 1 and `keep` false are left out too. Written as packed
+ * text (brotli when smaller).
+ */
+type WrittenDecision = Partial<Omit<StoredDecision, 'outcome'>> & {
+  outcome: Partial<DecisionOutcome> & Pick<DecisionOutcome, 'decision'>;
+  same?: string;
+};
+
+/** What `compactDecision` may leave out, each with the letter that says so and where its value is. */
+const SAME_AS_ITEM = [
+  ['v', 'version'],
+  ['h', 'head'],
+  ['a', 'agent'],
+  ['g', 'agentId'],
+  ['c', 'changed'],
+  ['s', 'decisionStateInVersion'],
+] as const;
+
+type ItemFacts = Pick<DecisionOutcome, 'version' | 'head' | 'agent' | 'agentId' | 'changed' | 'decisionStateInVersion'>;
+
+/** The values a version change's own attributes give the fields `SAME_AS_ITEM` names. */
+function itemFacts(item: Item, carried: Pick<Carried, 'h' | 'ag'>): ItemFacts {
+  return {
+    version: Number(item.version),
+    head: carried.h,
+    agent: parseJsonText(item.agent),
+    agentId: carried.ag,
+    changed: true,
+    decisionStateInVersion: true,
+  };
+}
+
+/** The stored form of `decision` on a change whose item has `version` attributes and carries `carried`. */
+function compactDecision(decision: StoredDecision, item: Item, carried: Omit<Carried, 'b'>): WrittenDecision {
+  if (item.version === undefined) return decision;
+  const facts = itemFacts(item, carried);
+  const outcome: WrittenDecision['outcome'] = { ...decision.outcome };
+  let same = '';
+  for (const [letter, field] of SAME_AS_ITEM) {
+    if (field in outcome && jsonText(outcome[field]) === jsonText(facts[field])) {
+      delete outcome[field];
+      same += letter;
+    }
+  }
+  const written: WrittenDecision = { outcome };
+  if (decision.id === item.decisionId) same += 'i';
+  else written.id = decision.id;
+  if (decision.attempts !== 1) written.attempts = decision.attempts;
+  if (decision.keep) written.keep = true;
+  return { ...written, same };
+}
+
+/** A change's decision as written, with what `compactDecision` left out taken back from the item. */
+function decisionOfItem(item: Item, carried: Pick<Carried, 'h' | 'ag'>): StoredDecision | null {
+  const text = unpackText(item.decision);
+  const written = text === null ? null : parseJsonText<WrittenDecision | null>(text);
+  if (!written) return null;
+  if (written.same === undefined) return written as StoredDecision;
+  const { same, ...rest } = written;
+  const facts = itemFacts(item, carried);
+  const outcome: Partial<DecisionOutcome> = { ...rest.outcome };
+  for (const [letter, field] of SAME_AS_ITEM) {
+    if (same.includes(letter)) Object.assign(outcome, { [field]: facts[field] });
+  }
+  return {
+    id: same.includes('i') ? String(item.decisionId) : String(rest.id),
+    attempts: rest.attempts ?? 1,
+    keep: rest.keep ?? false,
+    outcome: outcome as DecisionOutcome,
+  };
+}
+
 /** A change of the log as the store reads it back. */
 export interface LogEntry {
   readonly position: LogPosition;
@@ -194,7 +273,7 @@ export function readLogItem(item: Item): LogEntry | FenceEntry | null {
     versionNode: item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.version ? String(item.node) : null,
     chain: parseJsonText<Chain | null>(item.chain),
     messages: messagesText === null ? [] : (decodeStoredJson(messagesText) as JsonObject[]),
-    decision: parseJsonText<StoredDecision | null>(item.decision),
+    decision: decisionOfItem(item, carried),
   };
 }
 
@@ -416,7 +495,7 @@ export function logItem(scope: SessionScope, position: LogPosition, change: NewC
     own.chain = jsonText(change.chain);
     own.nodes = packText(jsonText(change.messages));
   }
-  if (change.decision) own.decision = jsonText(change.decision);
+  if (change.decision) own.decision = packText(jsonText(compactDecision(change.decision, own, change.carried)));
   Object.assign(own, keptAttributes(change.kept));
   // The bytes counted include this item's own carried part, estimated from the part without `b`.
   const carriedText = jsonText(change.carried);
@@ -426,7 +505,7 @@ export function logItem(scope: SessionScope, position: LogPosition, change: NewC
 
 /** The decision a change of the log completed, as the decisions list shows it; null for any other change. */
 export function decisionSummaryOf(item: Item): DecisionSummary | null {
-  const decision = parseJsonText<StoredDecision | null>(item.decision);
+  const decision = decisionOfItem(item, parseJsonText<Carried | null>(item.t) ?? nothingCarried(item));
   if (!decision) return null;
   const { outcome } = decision;
   const routing = outcome.routing ?? [];

@@ -37,6 +37,9 @@ const WITHOUT_STATE = [
   'fence',
   'version',
   'node',
+  // What a version's decision leaves out because the version holds it (log-items.ts, compactDecision).
+  'agent',
+  'decisionId',
 ].filter((name) => !(versionItem.stateAttributes as readonly string[]).includes(name));
 const WITHOUT_STATE_PROJECTION = {
   ProjectionExpression: WITHOUT_STATE.map((_, index) => `#a${index}`).join(', '),

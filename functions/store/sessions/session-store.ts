@@ -286,8 +286,11 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
           TableName: this.table.tableName,
           KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
           ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.logPrefix },
-          // `t` (what a change carries) only for the first item: whether the session has expired.
-          ProjectionExpression: round === 0 && !start ? 'pk, sk, createdAt, decision, t' : 'pk, sk, createdAt, decision',
+          // `t` (what a change carries): whether the session has expired (the first item), and
+          // with `version`, `decisionId` and `agent` what a version's decision leaves out
+          // because the version holds it (log-items.ts, compactDecision).
+          ProjectionExpression: 'pk, sk, createdAt, decision, t, #version, decisionId, #agent',
+          ExpressionAttributeNames: { '#version': 'version', '#agent': 'agent' },
           ScanIndexForward: false,
           Limit: Math.min(1000, options.limit * 4 + 8),
           ExclusiveStartKey: start,
