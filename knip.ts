@@ -22,6 +22,8 @@ const config: KnipConfig = {
         'examples/*.ts',
         // Type-level tests: checked by tsc (npm test), never run.
         'test/types/*.ts',
+        // The upstream LangGraph run's vitest config and the files it names by path (run.ts).
+        'test/langgraph-upstream/*.ts',
       ],
       project: ['**/*.{ts,tsx,mjs}'],
       vite: { config: ['inspector/vite.config.ts'] },

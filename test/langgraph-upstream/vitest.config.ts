@@ -1,0 +1,57 @@
+/**
+ * The vitest configuration of an upstream run (run.ts): LangGraph's own test files, from a
+ * checkout of langgraphjs outside this repository, run as LangGraph runs them (its globals, its
+ * setup files, a 30 s test timeout), one file at a time. With `SAVER=agentstate`, each file's
+ * `new MemorySaver()`, `new MemorySaverAssertImmutable()` and `new InMemoryStore(` become this
+ * repository's saver and store (setup.ts); with `SAVER=memory` they are left as they are.
+ */
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { defineConfig, type Plugin } from 'vitest/config';
+
+const checkout = process.env.LANGGRAPH_CHECKOUT;
+if (!checkout) throw new Error('LANGGRAPH_CHECKOUT must name a checkout of langgraphjs (run.ts sets it)');
+const here = fileURLToPath(new URL('.', import.meta.url));
+const repository = join(here, '..', '..');
+const core = join(checkout, 'libs', 'langgraph-core');
+
+/** The rewrite of a test file's in-memory saver and store into ours. */
+function ours(): Plugin {
+  return {
+    name: 'agentstate-saver',
+    enforce: 'pre',
+    transform(code, id) {
+      if (!/\.test\.ts$/.test(id)) return null;
+      const rewritten = code
+        .replace(/new MemorySaverAssertImmutable\(\)/g, '(globalThis as any).__makeSaver()')
+        .replace(/new MemorySaver\(\)/g, '(globalThis as any).__makeSaver()')
+        .replace(/new InMemoryStore\(/g, '(globalThis as any).__makeStore(');
+      return rewritten === code ? null : { code: rewritten, map: null };
+    },
+  };
+}
+
+export default defineConfig({
+  root: join(checkout, 'libs'),
+  plugins: process.env.SAVER === 'agentstate' ? [ours()] : [],
+  resolve: {
+    alias: {
+      '@agentstate/client': join(repository, 'packages', 'client', 'src', 'index.ts'),
+      '@agentstate/langgraph': join(repository, 'packages', 'langgraph', 'src', 'index.ts'),
+      '@langchain/langgraph-checkpoint-sqlite': join(here, 'sqlite-stub.ts'),
+    },
+  },
+  test: {
+    globals: true,
+    environment: 'node',
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    fileParallelism: false,
+    maxWorkers: 1,
+    setupFiles: [
+      join(core, 'src', 'tests', 'setup.node.ts'),
+      join(core, 'src', 'tests', 'matchers', 'setup.ts'),
+      ...(process.env.SAVER === 'agentstate' ? [join(here, 'setup.ts')] : []),
+    ],
+  },
+});
