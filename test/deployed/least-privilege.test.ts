@@ -116,6 +116,11 @@ describe('each route group, through its paths, within its role', () => {
     expectStatus(await call('POST', '/v1/sessions', { sessionId: 'lp-s' }, { headers: { 'idempotency-key': 'lp-s-2' } }), 409);
     expectStatus(await call('GET', '/v1/sessions/lp-s'), 200);
     expectStatus(await call('GET', '/v1/sessions?limit=1'), 200);
+    // A PATCH of the user, agent and metadata: the session item, the log's place and the list
+    // entries in one transaction (Put, Update, Put), listed under the new user at once.
+    expectStatus(await call('PATCH', '/v1/sessions/lp-s', { userId: 'u2', agentId: 'lp-a', metadata: { channel: 'web' } }), 200);
+    expect((await call('GET', '/v1/sessions?userId=u2')).json.sessions).toMatchObject([{ sessionId: 'lp-s', agentId: 'lp-a' }]);
+    expect((await call('GET', '/v1/sessions?userId=u1')).json.sessions).toEqual([]);
     expectStatus(await call('PATCH', '/v1/sessions/lp-s/state', { a: 1 }), 200);
     expectStatus(await call('DELETE', '/v1/sessions/lp-s'), 204);
 
@@ -452,6 +457,16 @@ describe('change events and live sync, within their roles', () => {
     // erases it (its role: the user's list once more, which names a session made after the 202, kept).
     expectStatus(await call('POST', '/v1/sessions', { sessionId: 'lp-erased', userId: 'lp-user' }), 201);
     expectStatus(await call('PATCH', '/v1/sessions/lp-erased/state', { v: 1 }), 200);
+    // One session given to the user by a PATCH (erased with the user's), one given away (kept):
+    // the hook closes a session in a transaction (Put the fence, Delete the item if still the user's).
+    for (const [sessionId, from, to] of [
+      ['lp-given', 'lp-other', 'lp-user'],
+      ['lp-taken', 'lp-user', 'lp-other'],
+    ] as const) {
+      expectStatus(await call('POST', '/v1/sessions', { sessionId, userId: from }), 201);
+      expectStatus(await call('PATCH', `/v1/sessions/${sessionId}/state`, { v: 1 }), 200);
+      expectStatus(await call('PATCH', `/v1/sessions/${sessionId}`, { userId: to }), 200);
+    }
     expectStatus(await call('PUT', '/v1/memory/users/lp-user/k', { value: { v: 1 } }), 201);
     await stack.stream.read(0, 200);
     let erasure: GatewayResponse | undefined;
@@ -468,7 +483,9 @@ describe('change events and live sync, within their roles', () => {
     }
     for (const { invocation } of runs) expect(invocation.result, invocation.logs.join('\n')).toEqual({ batchItemFailures: [] });
     const erased = await call('GET', `/v1/erasures/${erasure.json.erasureId as string}`);
-    expect(erased.json).toMatchObject({ status: 'done', sessions: 1, memoryItems: 1 });
+    expect(erased.json).toMatchObject({ status: 'done', sessions: 2, memoryItems: 1 });
+    expectStatus(await call('GET', '/v1/sessions/lp-given'), 404);
+    expectStatus(await call('GET', '/v1/sessions/lp-taken'), 200);
 
     // And the webhooks group over what the hook left: dead letters listed, replayed, a webhook deleted.
     const hookId = hook.json.id as string;

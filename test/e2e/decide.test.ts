@@ -163,6 +163,34 @@ describe('decide', () => {
     });
   });
 
+  it('shows the worker the profile of the user and the agent a PATCH gave the session, not those it had', async () => {
+    // Prepare: a session of one user and agent; each user has a profile; the session is given to the other user and agent.
+    const [before, after] = [await registerAgent({ config: { who: 'before' } }), await registerAgent({ config: { who: 'after' } })];
+    const [oldUser, newUser] = [uniqueId('old-user'), uniqueId('new-user')];
+    const sid = uniqueId('decide');
+    expect((await http.post('/v1/sessions', { sessionId: sid, agentId: before, userId: oldUser })).status).toBe(201);
+    for (const [user, language] of [
+      [oldUser, 'fr'],
+      [newUser, 'en'],
+    ] as const) {
+      const other = uniqueId('profile-of');
+      await http.post('/v1/sessions', { sessionId: other, userId: user });
+      const commit = await http.post(`/v1/sessions/${other}/commits`, {
+        commands: [{ key: 'language', scope: 'profile', merge: 'disjoint', set: language }],
+      });
+      expect(commit.status).toBe(200);
+    }
+    expect((await http.patch(`/v1/sessions/${sid}`, { userId: newUser, agentId: after })).status).toBe(200);
+
+    // Act
+    const response = await decide(sid, { trigger: { type: 'tick' } });
+
+    // Assess
+    expect(response.status, JSON.stringify(response.body)).toBe(200);
+    expect(received).toHaveLength(1);
+    expect((received[0] as Received).body).toMatchObject({ agent_id: after, agent: { who: 'after' }, profile: { language: 'en' } });
+  });
+
   it.each([
     ['a value overwrites', { a: 1 }, { state: { b: 2 } }, { b: 2 }, true],
     ['{} clears', { a: 1 }, { state: {} }, {}, true],

@@ -265,6 +265,97 @@ describe('DELETE /v1/users/{userId}', () => {
   });
 });
 
+describe('DELETE /v1/users/{userId} after a PATCH of a session’s userId', () => {
+  const listed = async (userId: string) =>
+    (await http.get(`/v1/sessions?userId=${userId}&limit=500`)).body.sessions.map((session: { sessionId: string }) => session.sessionId);
+
+  it('erases the session with its new user, not its old one', async () => {
+    // Prepare: a session written as the old user's, then given to the new user.
+    const [oldUser, newUser] = [uniqueId('was'), uniqueId('now')];
+    const sid = await sessionOf(http, oldUser, 'given');
+    expect((await http.patch(`/v1/sessions/${sid}`, { userId: newUser })).status).toBe(200);
+
+    // Act: the old user's erasure, then the new user's.
+    const eraseOld = await http.delete(`/v1/users/${oldUser}`);
+    const afterOld = await http.get(`/v1/sessions/${sid}/state`);
+    const oldDone = await done(http, eraseOld.body.erasureId);
+    const stillThere = await http.get(`/v1/sessions/${sid}`);
+    const eraseNew = await http.delete(`/v1/users/${newUser}`);
+    const afterNew = await http.get(`/v1/sessions/${sid}`);
+    const newDone = await done(http, eraseNew.body.erasureId);
+
+    // Assess
+    expect(eraseOld.status).toBe(202);
+    expect(afterOld.body).toMatchObject({ state: { secret: `old ${oldUser}`, more: 1 }, version: 2 });
+    expect(oldDone).toMatchObject({ sessions: 0 });
+    expect(stillThere.body).toMatchObject({ sessionId: sid, userId: newUser, version: 2 });
+    expect(eraseNew.status).toBe(202);
+    expect(afterNew.status).toBe(404);
+    expect(newDone).toMatchObject({ sessions: 1 });
+    expect(JSON.stringify(await stored(`S#local#${sid}`))).not.toContain('old');
+  });
+
+  it('leaves no session of the erased user readable when PATCHes to another user race it: each is moved (200) or erased (404)', async () => {
+    // Prepare: twelve sessions of the user.
+    const [user, elsewhere] = [uniqueId('racing'), uniqueId('elsewhere')];
+    const sids = await Promise.all(Array.from({ length: 12 }, () => sessionOf(http, user, 'moving')));
+
+    // Act: each session given to another user while the erasure runs: its closing begins once
+    // the list index has caught up with it (about a second after the DELETE), so the PATCHes
+    // are spread over the moments around that.
+    const patches = sids.map(async (sid, index) => {
+      await sleep(600 + index * 80);
+      return http.patch(`/v1/sessions/${sid}`, { userId: elsewhere });
+    });
+    const erase = await http.delete(`/v1/users/${user}`);
+    const answers = await Promise.all(patches);
+    const afterAnswers = await Promise.all(sids.map((sid) => http.get(`/v1/sessions/${sid}`)));
+    const finished = await done(http, erase.body.erasureId);
+
+    // Assess: a PATCH that answered 200 moved its session out of the erasure's reach; one that
+    // answered 404 found it erased. No session reads as the erased user's, now or once done.
+    expect(erase.status).toBe(202);
+    expect(answers.map((answer) => answer.status).every((status) => status === 200 || status === 404)).toBe(true);
+    const moved = sids.filter((_, index) => answers[index]?.status === 200);
+    for (const [index, sid] of sids.entries()) {
+      const now = await http.get(`/v1/sessions/${sid}`);
+      if (moved.includes(sid)) {
+        expect(afterAnswers[index]?.body).toMatchObject({ userId: elsewhere });
+        expect(now.body).toMatchObject({ userId: elsewhere, version: 2 });
+      } else {
+        expect([afterAnswers[index]?.status, now.status]).toEqual([404, 404]);
+      }
+    }
+    expect(finished).toMatchObject({ sessions: sids.length - moved.length });
+    expect(await listed(user)).toEqual([]);
+    expect((await listed(elsewhere)).sort()).toEqual([...moved].sort());
+  });
+
+  it('erases a session given to the user before the DELETE, and keeps one given to the user once the erasure began, as one made then', async () => {
+    // Prepare: a session given to the user before the erasure; another user's session.
+    const [user, other] = [uniqueId('target'), uniqueId('other')];
+    const before = await sessionOf(http, other, 'before');
+    const later = await sessionOf(http, other, 'later');
+    expect((await http.patch(`/v1/sessions/${before}`, { userId: user })).status).toBe(200);
+
+    // Act: the erasure; while it waits for the list index to catch up with it (a second), the
+    // other session is given to the user, and so is in the user's list when the erasure reads it.
+    const erasing = http.delete(`/v1/users/${user}`);
+    await sleep(300);
+    const given = await http.patch(`/v1/sessions/${later}`, { userId: user });
+    const erase = await erasing;
+    const finished = await done(http, erase.body.erasureId);
+
+    // Assess
+    expect(erase.status).toBe(202);
+    expect(given.status).toBe(200);
+    expect((await http.get(`/v1/sessions/${before}`)).status).toBe(404);
+    expect(finished).toMatchObject({ sessions: 1 });
+    expect((await http.get(`/v1/sessions/${later}`)).body).toMatchObject({ userId: user, version: 2 });
+    expect(await listed(user)).toEqual([later]);
+  });
+});
+
 describe('the user.erased event', () => {
   it('goes to the tenant’s webhooks without a session, once the erasure is done; not to another tenant’s, nor a session’s', async () => {
     // Prepare

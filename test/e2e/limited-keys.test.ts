@@ -437,6 +437,60 @@ describe('a key limited to mid, in the conversations of its tenant', () => {
     expect((await admin.get('/v1/profiles/bob/state')).body.version).toBe(0);
   });
 
+  it('may not set the userId or agentId of a session, not even to what it is: 403, nothing written; its metadata still', async () => {
+    // Prepare: mid's own session of a user, in that user's and mid's lists.
+    const sid = uniqueId('mid-owner');
+    const user = uniqueId('carol');
+    expect((await mid.post('/v1/sessions', { sessionId: sid, agentId: 'mid', userId: user }, asMid)).status).toBe(201);
+    const before = (await admin.get(`/v1/sessions/${sid}`)).body;
+
+    // Act
+    const refused = [
+      await mid.patch(`/v1/sessions/${sid}`, { userId: uniqueId('mallory') }, asMid),
+      await mid.patch(`/v1/sessions/${sid}`, { userId: user }, asMid),
+      await mid.patch(`/v1/sessions/${sid}`, { userId: null }, asMid),
+      await mid.patch(`/v1/sessions/${sid}`, { agentId: 'low' }, asMid),
+      await mid.patch(`/v1/sessions/${sid}`, { agentId: 'mid' }, asMid),
+      await mid.patch(`/v1/sessions/${sid}`, { agentId: 'side', metadata: { moved: 'yes' } }, asMid),
+      // Not even of a session nobody has: the field alone decides.
+      await mid.patch(`/v1/sessions/${uniqueId('nobody')}`, { userId: user }, asMid),
+    ];
+    const after = (await admin.get(`/v1/sessions/${sid}`)).body;
+    const metadata = await mid.patch(`/v1/sessions/${sid}`, { metadata: { note: 'mine' } }, asMid);
+
+    // Assess
+    expect(refused.map((response) => [response.status, response.body.code])).toEqual(Array(7).fill([403, 'forbidden']));
+    expect(after).toEqual(before);
+    expect((await admin.get(`/v1/sessions?userId=${user}`)).body.sessions.map((s: { sessionId: string }) => s.sessionId)).toEqual([sid]);
+    expect((await admin.get('/v1/sessions?metadata.moved=yes')).body.sessions).toEqual([]);
+    expect(metadata.status).toBe(200);
+    expect(metadata.body).toMatchObject({ userId: user, agentId: 'mid', metadata: { note: 'mine' } });
+  });
+
+  it('writes the profile of the user an unlimited key gave the session, not the one before; and none once given to a sibling', async () => {
+    // Prepare: mid's session of one user, where mid wrote that user's profile.
+    const sid = uniqueId('mid-profile');
+    const [first, second] = [uniqueId('first-user'), uniqueId('second-user')];
+    expect((await admin.post('/v1/sessions', { sessionId: sid, agentId: 'mid', userId: first })).status).toBe(201);
+    const profileCommit = (value: number) =>
+      mid.post(`/v1/sessions/${sid}/commits`, { commands: [{ key: 'n', scope: 'profile', merge: 'disjoint', set: value }] }, asMid);
+    expect((await profileCommit(1)).body.profile).toMatchObject({ userId: first, version: 1, state: { n: 1 } });
+
+    // Act: the admin key gives the session to the second user; later to a sibling's agent.
+    expect((await admin.patch(`/v1/sessions/${sid}`, { userId: second })).status).toBe(200);
+    const toSecond = await profileCommit(2);
+    expect((await admin.patch(`/v1/sessions/${sid}`, { agentId: 'side' })).status).toBe(200);
+    const asSibling = await profileCommit(3);
+    const stateAsSibling = await mid.patch(`/v1/sessions/${sid}/state`, { topic: 'mine' }, asMid);
+
+    // Assess
+    expect(toSecond.status).toBe(200);
+    expect(toSecond.body.profile).toMatchObject({ userId: second, version: 1, state: { n: 2 } });
+    expect((await admin.get(`/v1/profiles/${first}/state`)).body).toMatchObject({ version: 1, state: { n: 1 } });
+    expect([asSibling.status, asSibling.body.code, stateAsSibling.status]).toEqual([403, 'forbidden', 403]);
+    expect((await admin.get(`/v1/profiles/${second}/state`)).body).toMatchObject({ version: 1, state: { n: 2 } });
+  });
+
   it('may not move the head where it reads another value of a field the key may not write: 403 field_forbidden', async () => {
     // Prepare: a session of top. At u1 top's budget is 1; at a1, below it, 2. b1 under a1 reads the same.
     const sid = uniqueId('budget');

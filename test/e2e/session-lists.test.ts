@@ -135,3 +135,123 @@ describe('the sessions list filters', () => {
     expect((await http.get(`/v1/sessions?userId=${someone}&cursor=${own.body.next}`)).status).toBe(200);
   });
 });
+
+describe('PATCH /v1/sessions/{sid} of userId and agentId', () => {
+  /** Every session id of a list, walked page by page with its cursor. */
+  async function walk(query: string, limit = 2): Promise<string[]> {
+    const ids: string[] = [];
+    let next: string | undefined;
+    for (let pages = 0; pages < 100; pages++) {
+      const page = await http.get(`/v1/sessions?${query}&limit=${limit}${next ? `&cursor=${next}` : ''}`);
+      expect(page.status).toBe(200);
+      ids.push(...idsOf(page));
+      next = page.body.next;
+      if (!next) return ids;
+    }
+    throw new Error(`the list ${query} did not end`);
+  }
+
+  it('moves the session to the lists of its new user and agent at once, out of the old ones (also mid-walk), and null takes it out', async () => {
+    // Prepare: five sessions of one user and agent; the walk of the user's list stopped after its first page.
+    const [oldUser, newUser, oldAgent, newAgent] = ['u-old', 'u-new', 'a-old', 'a-new'].map(uniqueId) as [string, string, string, string];
+    const ids = Array.from({ length: 5 }, (_, n) => `${oldUser}-s${n}`);
+    for (const sessionId of ids) {
+      expect((await http.post('/v1/sessions', { sessionId, userId: oldUser, agentId: oldAgent, metadata: { tier: 'pro' } })).status).toBe(
+        201,
+      );
+    }
+    const moved = ids[1] as string;
+    const firstPage = await http.get(`/v1/sessions?userId=${oldUser}&limit=2`);
+    expect(idsOf(firstPage)).toEqual([ids[4], ids[3]]);
+
+    // Act
+    const patched = await http.patch(`/v1/sessions/${moved}`, { userId: newUser, agentId: newAgent, metadata: { tier: 'free' } });
+    const restOfWalk: string[] = [];
+    let next: string | undefined = firstPage.body.next;
+    while (next) {
+      const page = await http.get(`/v1/sessions?userId=${oldUser}&limit=2&cursor=${next}`);
+      restOfWalk.push(...idsOf(page));
+      next = page.body.next;
+    }
+
+    // Assess: the answer, the session, and every list right after the 200.
+    expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+    expect(patched.body).toMatchObject({ sessionId: moved, userId: newUser, agentId: newAgent, metadata: { tier: 'free' } });
+    expect((await http.get(`/v1/sessions/${moved}`)).body).toMatchObject({ userId: newUser, agentId: newAgent });
+    expect(restOfWalk).toEqual([ids[2], ids[0]]);
+    expect(await walk(`userId=${oldUser}`)).toEqual([ids[4], ids[3], ids[2], ids[0]]);
+    expect(await walk(`agentId=${oldAgent}`)).toEqual([ids[4], ids[3], ids[2], ids[0]]);
+    expect(await walk(`userId=${newUser}`)).toEqual([moved]);
+    expect(await walk(`agentId=${newAgent}`)).toEqual([moved]);
+    expect((await walk('metadata.tier=free', 50)).filter((id) => id.startsWith(oldUser))).toEqual([moved]);
+    expect((await walk('metadata.tier=pro', 50)).filter((id) => id.startsWith(oldUser))).toEqual([ids[4], ids[3], ids[2], ids[0]]);
+
+    // Act: null clears each; the session stays in the tenant's list.
+    const cleared = await http.patch(`/v1/sessions/${moved}`, { userId: null, agentId: null });
+    expect(cleared.status).toBe(200);
+    expect(cleared.body).toMatchObject({ userId: null, agentId: null, metadata: { tier: 'free' } });
+    expect(await walk(`userId=${newUser}`)).toEqual([]);
+    expect(await walk(`agentId=${newAgent}`)).toEqual([]);
+    expect(idsOf(await http.get(`/v1/sessions?prefix=${moved}`))).toEqual([moved]);
+
+    // And back, through the TypeScript client: listed again under a user it had before.
+    const client = createClient({ baseUrl: api.url, apiKey: 'dev-key' });
+    expect(await client.sessions.update(moved, { userId: oldUser, agentId: oldAgent })).toMatchObject({
+      userId: oldUser,
+      agentId: oldAgent,
+    });
+    expect(await walk(`userId=${oldUser}`)).toEqual([moved, ids[4], ids[3], ids[2], ids[0]]);
+  });
+
+  it('refuses bad input naming the field, and answers 404 for an unknown session or another tenant’s, nothing written', async () => {
+    const sessionId = uniqueId('bad');
+    expect((await http.post('/v1/sessions', { sessionId, userId: 'kept-user', agentId: 'kept-agent' })).status).toBe(201);
+    const answers = await Promise.all(
+      [{ userId: 'a/b' }, { agentId: '' }, { userId: 7 }, { agentId: { id: 'x' } }, { userId: 'x'.repeat(129) }, { userID: 'x' }].map(
+        (body) => http.patch(`/v1/sessions/${sessionId}`, body),
+      ),
+    );
+    expect(answers.map((answer) => [answer.status, answer.body.code, answer.body.field])).toEqual([
+      [400, 'invalid_id', 'userId'],
+      [400, 'invalid_id', 'agentId'],
+      [400, 'invalid_id', 'userId'],
+      [400, 'invalid_id', 'agentId'],
+      [400, 'invalid_id', 'userId'],
+      [400, 'invalid_request', undefined],
+    ]);
+    expect(answers[5]?.body.detail).toContain('userID');
+    expect((await http.patch(`/v1/sessions/${uniqueId('nobody')}`, { userId: 'u' })).body.code).toBe('session_not_found');
+    expect((await http.patch(`/v1/sessions/${sessionId}`, { userId: 'u' }, { key: 'other-key' })).status).toBe(404);
+    expect((await http.get(`/v1/sessions/${sessionId}`)).body).toMatchObject({ userId: 'kept-user', agentId: 'kept-agent', version: 0 });
+  });
+
+  it('takes 50 concurrent PATCHes of one session, of its user, agent and metadata: all 200, nothing lost, listed under exactly its final user and agent', async () => {
+    // Prepare
+    const base = uniqueId('race');
+    const sessionId = `${base}-s`;
+    const users = Array.from({ length: 5 }, (_, n) => `${base}-u${n}`);
+    const agents = Array.from({ length: 3 }, (_, n) => `${base}-a${n}`);
+    const channels = Array.from({ length: 4 }, (_, n) => `${base}-c${n}`);
+    expect((await http.post('/v1/sessions', { sessionId, userId: users[0], agentId: agents[0] })).status).toBe(201);
+
+    // Act: each PATCH adds a key of its own; some change the user, some the agent, some a listed string.
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, (_, n) =>
+        http.patch(`/v1/sessions/${sessionId}`, {
+          metadata: { [`k${n}`]: n, ...(n % 4 === 3 ? { channel: channels[n % channels.length] } : {}) },
+          ...(n % 3 === 0 ? { userId: users[n % users.length] } : {}),
+          ...(n % 5 === 1 ? { agentId: agents[n % agents.length] } : {}),
+        }),
+      ),
+    );
+
+    // Assess
+    expect(answers.map((answer) => answer.status)).toEqual(Array(50).fill(200));
+    const session = (await http.get(`/v1/sessions/${sessionId}`)).body;
+    expect(Object.keys(session.metadata).filter((key) => key.startsWith('k'))).toHaveLength(50);
+    const listed = async (query: string) => (await walk(query, 50)).includes(sessionId);
+    for (const user of users) expect(await listed(`userId=${user}`), user).toBe(user === session.userId);
+    for (const agent of agents) expect(await listed(`agentId=${agent}`), agent).toBe(agent === session.agentId);
+    for (const channel of channels) expect(await listed(`metadata.channel=${channel}`), channel).toBe(channel === session.metadata.channel);
+  });
+});

@@ -163,3 +163,30 @@ describe('an erasure of a user with many sessions and memory items', () => {
     expect(await erasures.get(tenant, big.erasureId)).toEqual(finished);
   });
 });
+
+describe('an erasure closing a session a PATCH gave to another user', () => {
+  it('closes it only while it is the erased user’s, and was since the erasure began: a PATCH that landed first wins', async () => {
+    // Prepare: a written session of u-was, given to u-now; the erasure's step had read it as
+    // u-was's before that PATCH landed (what closePage checks first), and closes it only now.
+    const sessions = new SessionService(stores.sessions);
+    const scope = { tenant, sessionId: 'given-away' };
+    await sessions.createSession(tenant, { sessionId: scope.sessionId, userId: 'u-was' });
+    await sessions.patchState(scope, { secret: 'old' });
+    const erasureBegan = new Date().toISOString();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    await sessions.updateSession(scope, { userId: 'u-now' });
+
+    // Act
+    const asWas = await stores.sessions.closeForErasure(scope, { userId: 'u-was', before: erasureBegan });
+    const asNowBeforeThePatch = await stores.sessions.closeForErasure(scope, { userId: 'u-now', before: erasureBegan });
+    const readable = await sessions.getSession(scope);
+    const asNow = await stores.sessions.closeForErasure(scope, { userId: 'u-now', before: new Date().toISOString() });
+
+    // Assess: neither the old user's erasure nor one older than the PATCH closes it; the new user's does.
+    expect([asWas, asNowBeforeThePatch]).toEqual([null, null]);
+    expect(readable).toMatchObject({ userId: 'u-now', version: 1 });
+    expect(asNow).toBe(0);
+    expect((await stores.sessions.readTip(scope, { withState: false })).kind).toBe('closing');
+    await expect(sessions.getSession(scope)).rejects.toMatchObject({ code: 'session_not_found' });
+  });
+});

@@ -1,9 +1,11 @@
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
+import type { SessionMeta } from '../../functions/core/model/model.js';
 import type { SessionFilter } from '../../functions/core/model/ports.js';
 import { SessionService } from '../../functions/core/sessions/session-service.js';
 import { createStores, type Stores } from '../../functions/store/index.js';
 import { ACTIVITY_EVERY_MS } from '../../functions/store/log/log-writer.js';
+import { moveEntries } from '../../functions/store/sessions/list-entries.js';
 import { dynamoDbClient } from '../../functions/store/table/client.js';
 import * as keys from '../../functions/store/table/keys.js';
 import { tableKeys } from '../../functions/store/table/table.js';
@@ -242,6 +244,42 @@ describe('the filtered lists (by user, agent, metadata string)', () => {
     );
     const entry = Items?.find((item) => item.sessionId === 'f-old');
     expect(entry && Object.keys(entry).sort()).toEqual(['lpk', 'lsk', 'pk', 'sessionId', 'sk']);
+  });
+
+  it('keep a session in the lists a PATCH moved it to when a move based on a read from before the PATCH lands after it', async () => {
+    // Prepare: a session of one user, agent and channel; what a move read of it before the PATCH.
+    clock += 60_000;
+    const moving = scope('f-moving');
+    await service.createSession(tenant, {
+      sessionId: moving.sessionId,
+      userId: 'cid-moving',
+      agentId: 'mover',
+      metadata: { channel: 'app-moving' },
+    });
+    const readBefore = await stores.sessions.getMeta(moving);
+    clock += ACTIVITY_EVERY_MS + 1_000;
+    await service.updateSession(moving, { userId: 'dee-moving', agentId: null, metadata: { channel: 'tv-moving' } });
+
+    // Act: the move of a write that read the session before the PATCH, a moment after it.
+    clock += 1_000;
+    await moveEntries(stores.table, moving, readBefore as SessionMeta, new Date(clock).toISOString());
+
+    // Assess: listed under its new user and channel, and under neither old one nor any agent.
+    const lists = await Promise.all(
+      [{ userId: 'dee-moving' }, { metadata: { key: 'channel', value: 'tv-moving' } }, { userId: 'cid-moving' }, { agentId: 'mover' }].map(
+        (filter) => listed(filter as SessionFilter),
+      ),
+    );
+    expect(lists).toEqual([[['f-moving']], [['f-moving']], [[]], [[]]]);
+    const { Items } = await stores.table.send(
+      new QueryCommand({
+        TableName: stores.table.tableName,
+        IndexName: tableKeys.sessionsIndex.name,
+        KeyConditionExpression: `${tableKeys.sessionsIndex.partitionKey} = :p`,
+        ExpressionAttributeValues: { ':p': keys.listSessions(tenant, 'a:mover', keys.activityShard('f-moving')) },
+      }),
+    );
+    expect(Items).toEqual([]);
   });
 
   it('page exactly through many sessions of one user, across every partition, and never into another list', async () => {

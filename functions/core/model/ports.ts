@@ -19,6 +19,23 @@ import type {
 } from './model.js';
 
 /**
+ * What a `PATCH /v1/sessions/{sid}` changes of the session item (each field given is set; the
+ * user and agent are also carried on the tip: TipChange `sessionUserId`, `sessionAgentId`), and
+ * what the session is listed under before and after it: the change moves the session's entries
+ * in the filtered lists in its own transaction (API.md section 2: in every list it belongs to,
+ * and in no other, once the request has answered).
+ */
+export interface SessionSettings {
+  readonly metadata?: JsonObject | null;
+  readonly userId?: string | null;
+  readonly agentId?: string | null;
+  readonly lists: { readonly before: ListedAs; readonly after: ListedAs };
+}
+
+/** What a session is listed under besides the tenant's list: its user, its agent, its metadata's strings. */
+export type ListedAs = Pick<SessionMeta, 'userId' | 'agentId' | 'metadata'>;
+
+/**
  * One change of a session, applied atomically and only if the tip is still the one read. The
  * store claims the next place in the session's log with one conditional write holding the
  * change (a version, new nodes, a head move, a decision's lease or its end); documents, and a
@@ -77,10 +94,10 @@ export interface TipChange {
   readonly lifetime?: Lifetime;
   /**
    * A change of the session's settings (`PATCH /v1/sessions/{sid}`): recorded in the log, so
-   * that it counts as a write for an idle expiry, with the session item's metadata and
-   * lifetime in the same transaction. The session item must exist.
+   * that it counts as a write for an idle expiry, with the session item's metadata, user, agent
+   * and lifetime in the same transaction. The session item must exist.
    */
-  readonly settings?: { readonly metadata?: JsonObject | null };
+  readonly settings?: SessionSettings;
   /** A decision completed by this change: its record is kept with it and its lease ends. */
   readonly decision?: DecisionCompletion;
   /**

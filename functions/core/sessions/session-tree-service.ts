@@ -47,9 +47,14 @@ import {
 
 export type { IncomingMessage } from './chain.js';
 
-/** What `PATCH /v1/sessions/{sid}` may change (API.md sections 2 and 12): the metadata (merge-patched) and the lifetime. */
+/**
+ * What `PATCH /v1/sessions/{sid}` may change (API.md sections 2 and 12): the metadata
+ * (merge-patched), the user and the agent (null: none), and the lifetime.
+ */
 export interface SessionUpdate extends LifetimeSettings {
   metadata?: JsonObject | null;
+  userId?: string | null;
+  agentId?: string | null;
 }
 
 /**
@@ -207,13 +212,27 @@ export class SessionTreeService {
   }
 
   /**
-   * `PATCH /v1/sessions/{sid}` (API.md sections 2 and 12): merge-patches the metadata and
-   * changes the lifetime, field by field. Recorded as a change of the log, so that it is a
-   * write like any other: it restarts an idle expiry, and every later write carries the new
-   * lifetime. Settings are checked before anything is written.
+   * `PATCH /v1/sessions/{sid}` (API.md sections 2 and 12): merge-patches the metadata, sets the
+   * user and the agent, and changes the lifetime, field by field. Recorded as a change of the
+   * log, so that it is a write like any other: it restarts an idle expiry, every later write
+   * carries the new lifetime, user and agent (a profile commit, a decision's `profile`, a key
+   * limited to agents all follow the tip's), and a delete or a user's erasure, which claim the
+   * log's places too, either see it or make it fail. The session item and its entries in the
+   * filtered lists move in the same transaction. Settings are checked before anything is written.
    */
   async updateSession(scope: SessionScope, input: SessionUpdate, access?: KeyAccess): Promise<SessionView> {
     checkLifetimeSettings(input, this.now().getTime());
+    // Who a session belongs to decides which profile it writes and which agents' keys work in
+    // it: only a key that is not limited may change that (API.md section 2), and a limited key
+    // that names either field is refused whatever the session holds, so that the answer tells
+    // nothing about the session.
+    const reassigns = input.userId !== undefined || input.agentId !== undefined;
+    if (reassigns && access?.allowed) {
+      const field = input.userId !== undefined ? 'userId' : 'agentId';
+      throw new AgentStateError('forbidden', `only a key that is not limited to agents may set the ${field} of a session`, {
+        agents: access.allowed,
+      });
+    }
     const view = await retryOnStaleTip(this.retry, async (attempt) => {
       // The tip first, then the session item: the metadata is rewritten in the same transaction
       // that claims a log place, so an item read after the tip holds every metadata change up
@@ -223,7 +242,9 @@ export class SessionTreeService {
       const tip = await this.store.readTip(scope, { withState: false });
       const live = liveMeta(await this.store.getMeta(scope), tip, this.now());
       if (!live) throw sessionNotFound(scope);
-      await this.checkKeyAccess(scope.tenant, tip.kind === 'empty' ? live.agentId : tip.agentId, access, 'change');
+      // The item's user and agent, not the tip's: every change of them writes both, and the item
+      // is what the session reads as (a session nothing was written to has no tip to carry them).
+      await this.checkKeyAccess(scope.tenant, live.agentId, access, 'change');
       if (othersWaiting(tip, attempt, this.now())) throw new QueueBehindOthers();
       const current = tip.lifetime ?? live.lifetime ?? NO_LIFETIME;
       const lifetime = resolveLifetime(layerOf(current), input);
@@ -232,6 +253,12 @@ export class SessionTreeService {
         checkMetadata(metadata);
         checkListedMetadata(metadata);
       }
+      const updated: SessionMeta = {
+        ...live,
+        ...(metadata === undefined ? {} : { metadata }),
+        ...(input.userId === undefined ? {} : { userId: input.userId }),
+        ...(input.agentId === undefined ? {} : { agentId: input.agentId }),
+      };
       const at = this.now().toISOString();
       const written = await this.store.commit(scope, {
         basedOn: tip,
@@ -239,18 +266,20 @@ export class SessionTreeService {
         newNodes: [],
         touchSessionAt: at,
         mayCreateSession: false,
+        // Always carried: the tip of a session nothing was written to says neither yet.
+        sessionAgentId: updated.agentId,
+        sessionUserId: updated.userId,
         lifetime,
-        settings: metadata === undefined ? {} : { metadata },
+        settings: {
+          ...(metadata === undefined ? {} : { metadata }),
+          ...(input.userId === undefined ? {} : { userId: input.userId }),
+          ...(input.agentId === undefined ? {} : { agentId: input.agentId }),
+          lists: { before: live, after: updated },
+        },
         contended: attempt.raced,
       });
-      const updated: SessionMeta = {
-        ...live,
-        ...(metadata === undefined ? {} : { metadata }),
-        updatedAt: at,
-        lifetime,
-        expiresAtMs: expiryOf(lifetime, Date.parse(at)),
-      };
-      return sessionView(updated, { ...written, lifetime, expiresAtMs: updated.expiresAtMs });
+      const expiresAtMs = expiryOf(lifetime, Date.parse(at));
+      return sessionView({ ...updated, updatedAt: at, lifetime, expiresAtMs }, { ...written, lifetime, expiresAtMs });
     });
     // What the new windows leave out is pruned without waiting for a write (a count window
     // moves only with writes, and the change hook sees no version in a settings change).

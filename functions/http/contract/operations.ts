@@ -75,7 +75,7 @@ export const operations: Record<RouteKey, Operation> = {
     tag: 'sessions',
     summary: 'List sessions, most recently active first',
     description:
-      'One filter at a time: `userId`, `agentId`, or `metadata.<key>=<string>` (a top-level metadata key, matching string values; e.g. `?metadata.channel=web`). A session is in every list it belongs to once the request that created it has answered; the order may trail its latest write by up to 30 s.',
+      'One filter at a time: `userId`, `agentId`, or `metadata.<key>=<string>` (a top-level metadata key, matching string values; e.g. `?metadata.channel=web`). A session is in every list it belongs to once the request that created it (or changed its `userId`, `agentId` or `metadata`) has answered, and in no list it left; the order may trail its latest write by up to 30 s.',
     query: [
       ...page,
       { name: 'prefix', description: 'Only ids that start with it (pages may then be short).', schema: { type: 'string' } },
@@ -93,10 +93,13 @@ export const operations: Record<RouteKey, Operation> = {
   },
   'PATCH /v1/sessions/{sid}': {
     tag: 'sessions',
-    summary: "Change a session's metadata (merge patch) and lifetime",
+    summary: "Change a session's metadata (merge patch), user, agent and lifetime",
     description:
-      'Each field given changes, field by field over what the session has (API.md section 12): `ttlSeconds` (idle expiry, 1 s to 10 years), `expiresAt` (an absolute time in the future), `retention` (`keepVersions`, `keepDays`, each at least 1); `null` removes a setting. A change is a write: it restarts an idle expiry. Bad settings are `400` naming the field.',
-    body: { schema: updateSessionBody, example: { metadata: { channel: 'email' }, ttlSeconds: 604800, retention: { keepVersions: 100 } } },
+      "Each field given changes, field by field over what the session has (API.md sections 2 and 12): `metadata` (merge-patched), `userId` and `agentId` (`null`: none; only a key not limited to agents may send them, `403` otherwise, whatever the value), `ttlSeconds` (idle expiry, 1 s to 10 years), `expiresAt` (an absolute time in the future), `retention` (`keepVersions`, `keepDays`, each at least 1); `null` removes a setting. A change is a write: it restarts an idle expiry. Once it answers, the session is in the lists of its new user, agent and metadata strings and in none of its old ones; its profile is the new user's, and the new user's erasure erases it. Bad settings are `400` naming the field.",
+    body: {
+      schema: updateSessionBody,
+      example: { metadata: { channel: 'email' }, userId: 'u-43', ttlSeconds: 604800, retention: { keepVersions: 100 } },
+    },
     responses: { 200: { description: 'The session after the change.', schema: 'Session' } },
     problems: ['invalid_request', 'session_not_found', 'forbidden', 'conflict'],
   },

@@ -11,9 +11,14 @@ import { json, noContent } from '../edge/responses.js';
 import { erasures } from '../parts/erasures.js';
 import { sessionTree } from '../parts/session-tree.js';
 
-/** `PATCH /v1/sessions/{sid}`: the metadata (merge-patched) and the lifetime; each field given changes. */
+/**
+ * `PATCH /v1/sessions/{sid}`: the metadata (merge-patched), the user and the agent (`null`
+ * clears either), and the lifetime; each field given changes.
+ */
 export const updateSessionBody = z.strictObject({
   metadata: z.optional(z.nullable(jsonObject)),
+  userId: z.optional(z.nullable(idSchema)),
+  agentId: z.optional(z.nullable(idSchema)),
   ttlSeconds: z.optional(z.nullable(z.number())),
   expiresAt: z.optional(z.nullable(z.string())),
   retention: z.optional(retentionSchema),
@@ -99,7 +104,7 @@ export const handler = createHttpHandler(
     'GET /v1/sessions/{sid}': async (input) => json(200, await input.deps.sessionTree.getSession(sessionScope(input))),
 
     'PATCH /v1/sessions/{sid}': async (input) => {
-      const request = bodyAsSent(input, updateSessionBody);
+      const request = bodyAsSent(input, updateSessionBody, { ids: ['userId', 'agentId'] });
       return json(200, await input.deps.sessionTree.updateSession(sessionScope(input), request, keyAccess(input)));
     },
 

@@ -131,9 +131,16 @@ export class ErasureCloser extends DynamoDbErasureStore {
         const item = itemOf.get(sessionId);
         let life: number;
         if (item) {
-          // Its entry may trail a change of its user; made after the erasure, it is not the erasure's.
-          if ((userId !== null && item.userId !== userId) || String(item.createdAt) > erasure.createdAt) return;
-          life = await this.sessions.closeForErasure(scopeOf(sessionId), userId === null);
+          // Its entry may trail a change of its user; made after the erasure, or given to the
+          // user after it (a PATCH, `userAt`), it is not the erasure's.
+          const since = item[sessionItem.USER_SINCE_ATTRIBUTE];
+          if (userId !== null && (item.userId !== userId || (typeof since === 'string' && since > erasure.createdAt))) return;
+          if (String(item.createdAt) > erasure.createdAt) return;
+          // Null: given to another user since the list was read (a PATCH that won the race).
+          const owner = userId === null ? null : { userId, before: erasure.createdAt };
+          const closedLife = await this.sessions.closeForErasure(scopeOf(sessionId), owner);
+          if (closedLife === null) return;
+          life = closedLife;
         } else {
           // Closed by a step that died before recording it (or by a delete under way): closing still.
           const tip = await this.sessions.readTip(scopeOf(sessionId), { withState: false });

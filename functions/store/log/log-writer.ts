@@ -7,6 +7,7 @@ import { hasExpired, type Lifetime, NO_LIFETIME, storedLifetime } from '../../co
 import { LINEAGE_WINDOW, type SessionScope, type Tip, type VersionRecord } from '../../core/model/model.js';
 import { LeaseLostError, StaleTipError, type TipChange } from '../../core/model/ports.js';
 import { documentPut } from '../documents/document-store.js';
+import { changedEntries } from '../sessions/list-entries.js';
 import { putPieces } from '../state/state-pieces.js';
 import type { EncodedVersion } from '../state/version-item.js';
 import * as versionItem from '../state/version-item.js';
@@ -140,6 +141,15 @@ export class LogWriter {
           ...(change.settings ? { settings: change.settings } : {}),
         });
         items.push({ role: 'session', item: { Update: upsert } });
+        // A PATCH moves the session's list entries with it: listed under its new user, agent and
+        // metadata, and under the old ones no longer, once it has answered (list-entries.ts).
+        // One of the lifetime alone moves them only when their move is due, as any change.
+        const { settings } = change;
+        const relists =
+          settings && (due || settings.userId !== undefined || settings.agentId !== undefined || settings.metadata !== undefined);
+        for (const entry of relists ? changedEntries(scope, settings.lists, at) : []) {
+          items.push({ role: 'entry', item: { Put: { TableName: this.table.tableName, Item: entry } } });
+        }
       } else if (first) {
         items.push({ role: 'session', item: { ConditionCheck: sessionNotExpired(this.table.tableName, scope, this.table.now()) } });
       }
@@ -152,10 +162,9 @@ export class LogWriter {
         throw error;
       }
       // The transaction moved the session item; its list entries follow (list-entries.ts),
-      // unless the session is known to be in no list but the tenant's (most first writes).
-      // A PATCH of the metadata puts the session in the lists of its new strings at once.
-      const listsMove = due || change.settings?.metadata !== undefined;
-      if (upsertsSession && listsMove && at && change.sessionListed !== false) await this.moveActivity(scope, at, true);
+      // unless the session is known to be in no list but the tenant's (most first writes), or
+      // the transaction moved them too (a PATCH).
+      if (upsertsSession && due && !change.settings && at && change.sessionListed !== false) await this.moveActivity(scope, at, true);
     } else {
       await this.put(item, claim.ConditionExpression);
       if (movesActivity && at) await this.moveActivity(scope, at, false, lifetime);

@@ -1,7 +1,7 @@
-import { encodeStoredJson, type JsonObject } from '../../core/json/json.js';
+import { encodeStoredJson } from '../../core/json/json.js';
 import type { Lifetime } from '../../core/model/lifetime.js';
 import type { ClosingTip, SessionScope, Tip } from '../../core/model/model.js';
-import { StaleTipError } from '../../core/model/ports.js';
+import { type SessionSettings, StaleTipError } from '../../core/model/ports.js';
 import * as sessionItem from '../sessions/session-item.js';
 import type { LogPosition } from '../table/keys.js';
 import * as keys from '../table/keys.js';
@@ -71,7 +71,7 @@ export function sessionNotExpired(tableName: string, scope: SessionScope, nowMs:
  * session's lifetime as of `at` (a first change of a life, a `PATCH`). `first`: nothing is in
  * the log of this life yet, so the session item alone says whether the session expired, and
  * the update is refused when it did (`SessionItemRefused`: the writer erases it first).
- * `settings` (a `PATCH`) changes the metadata too, and only a session item that exists.
+ * `settings` (a `PATCH`) changes the metadata, user and agent too, and only a session item that exists.
  */
 export function sessionUpsert(
   tableName: string,
@@ -83,7 +83,7 @@ export function sessionUpsert(
     /** Whether the activity moves to `at` (default); else it is set only on an item made now. */
     moves?: boolean;
     nowMs?: number;
-    settings?: { metadata?: JsonObject | null };
+    settings?: SessionSettings;
   } = {},
 ): NonNullable<TransactItem['Update']> {
   const index = tableKeys.sessionsIndex;
@@ -100,13 +100,20 @@ export function sessionUpsert(
       ? 'sessionId = :sessionId, updatedAt = if_not_exists(updatedAt, :at), #gpk = if_not_exists(#gpk, :tenant), #gsk = if_not_exists(#gsk, :activity)'
       : 'sessionId = :sessionId, updatedAt = :at, #gpk = :tenant, #gsk = :activity',
     'createdAt = if_not_exists(createdAt, :at)',
-    'agentId = if_not_exists(agentId, :null)',
-    'userId = if_not_exists(userId, :null)',
+    options.settings?.agentId !== undefined ? 'agentId = :agentId' : 'agentId = if_not_exists(agentId, :null)',
+    options.settings?.userId !== undefined ? 'userId = :userId' : 'userId = if_not_exists(userId, :null)',
     options.settings?.metadata !== undefined ? 'metadata = :metadata' : 'metadata = if_not_exists(metadata, :null)',
   ];
   if (options.settings?.metadata !== undefined) {
     values[':metadata'] = options.settings.metadata === null ? null : encodeStoredJson(options.settings.metadata);
   }
+  if (options.settings?.agentId !== undefined) values[':agentId'] = options.settings.agentId;
+  if (options.settings?.userId !== undefined) {
+    values[':userId'] = options.settings.userId;
+    set.push(`${sessionItem.USER_SINCE_ATTRIBUTE} = :at`);
+  }
+  // A PATCH that sets all three leaves `:null` unused, which DynamoDB refuses.
+  if (!set.some((part) => part.includes(':null'))) delete values[':null'];
   const remove: string[] = [];
   if (options.lifetime) {
     const attributes = sessionItem.lifetimeAttributes(options.lifetime, Date.parse(at));

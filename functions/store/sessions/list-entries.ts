@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { SessionMeta, SessionScope } from '../../core/model/model.js';
-import type { SessionFilter } from '../../core/model/ports.js';
+import type { ListedAs, SessionFilter } from '../../core/model/ports.js';
 import { listedMetadata } from '../../core/sessions/session-lists.js';
 import * as keys from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
@@ -37,7 +37,7 @@ export function entrySortOf(filter: SessionFilter): string {
 }
 
 /** Every entry of a session in the filtered lists, its entry's sort key with the list it is in. */
-function entriesOf(meta: Pick<SessionMeta, 'userId' | 'agentId' | 'metadata'>): Array<{ sk: string; list: string }> {
+function entriesOf(meta: ListedAs): Array<{ sk: string; list: string }> {
   return [
     ...(meta.userId === null ? [] : [{ sk: keys.userEntry, list: listOf({ userId: meta.userId }) }]),
     ...(meta.agentId === null ? [] : [{ sk: keys.agentEntry, list: listOf({ agentId: meta.agentId }) }]),
@@ -50,20 +50,39 @@ function entriesOf(meta: Pick<SessionMeta, 'userId' | 'agentId' | 'metadata'>): 
 
 /** The entry items of a session as it is made (`updatedAt` its creation). */
 export function entryItems(scope: SessionScope, meta: SessionMeta): Item[] {
-  return entriesOf(meta).map(({ sk, list }) => ({
-    pk: keys.session(scope),
-    sk,
-    ...indexKeys(scope, list, meta.updatedAt),
-    sessionId: scope.sessionId,
-    updatedAt: meta.updatedAt,
-  }));
+  return entriesOf(meta).map(({ sk, list }) => entryItem(scope, sk, list, meta.updatedAt));
+}
+
+/**
+ * The entries a change of what a session is listed under (`PATCH /v1/sessions/{sid}` of its
+ * user, agent or metadata) writes in its own transaction, at `at` (its activity after the
+ * change): each entry of `after` in its list, and each entry of `before` that `after` lacks
+ * taken out of every list. The latter stays, an item with no list keys and the time it left,
+ * so that a move based on a read from before the change (`moveEntries`) cannot put it back.
+ */
+export function changedEntries(scope: SessionScope, lists: { before: ListedAs; after: ListedAs }, at: string): Item[] {
+  const after = entriesOf(lists.after);
+  const kept = new Set(after.map(({ sk }) => sk));
+  return [
+    ...after.map(({ sk, list }) => entryItem(scope, sk, list, at)),
+    ...entriesOf(lists.before)
+      .filter(({ sk }) => !kept.has(sk))
+      .map(({ sk }) => ({ pk: keys.session(scope), sk, sessionId: scope.sessionId, updatedAt: at })),
+  ];
+}
+
+function entryItem(scope: SessionScope, sk: string, list: string, updatedAt: string): Item {
+  return { pk: keys.session(scope), sk, ...indexKeys(scope, list, updatedAt), sessionId: scope.sessionId, updatedAt };
 }
 
 /**
  * Moves a session's entries to `at`, side by side, each never back (one UpdateItem of a small
  * item each). An entry a session lacks is made (a session listed before its filters were), so
  * an entry may outlive its session by a race with its delete: lists check every session they
- * show (session-list.ts), so such an entry is never shown.
+ * show (session-list.ts), so such an entry is never shown. An entry moves only within the list
+ * it is in: `meta` may be read from before a change of the user, agent or metadata, whose own
+ * transaction moved the entry to its new list (or out of every list, `changedEntries`), and a
+ * move based on that read must not put it back where it was.
  */
 export async function moveEntries(table: TableClient, scope: SessionScope, meta: SessionMeta, at: string): Promise<void> {
   const index = tableKeys.sessionsIndex;
@@ -76,7 +95,7 @@ export async function moveEntries(table: TableClient, scope: SessionScope, meta:
             TableName: table.tableName,
             Key: { pk: keys.session(scope), sk },
             UpdateExpression: 'SET updatedAt = :at, sessionId = :sessionId, #partition = :partition, #activity = :activity',
-            ConditionExpression: 'attribute_not_exists(updatedAt) OR updatedAt < :at',
+            ConditionExpression: 'attribute_not_exists(updatedAt) OR (updatedAt < :at AND #partition = :partition)',
             ExpressionAttributeNames: { '#partition': index.partitionKey, '#activity': index.sortKey },
             ExpressionAttributeValues: {
               ':at': at,

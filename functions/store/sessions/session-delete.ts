@@ -1,4 +1,4 @@
-import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { DeleteCommand, GetCommand, PutCommand, QueryCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import type { SessionScope, Tip } from '../../core/model/model.js';
 import { entryOf, type FenceEntry, isFence, type LogEntry } from '../log/log-items.js';
@@ -70,7 +70,7 @@ export class SessionDeleter {
     const expiredAt =
       tip.kind === 'closing' ? tip.expiredAt : unwritten ? (itemExpiry(meta.Item, this.table.now()) ?? sweep?.expiredAt) : undefined;
     const expiry = expiredAt === undefined ? undefined : { cause: FENCE_CAUSE_EXPIRED, expiredAt, ...lifeOf(tip, meta.Item) };
-    const fence = await this.close(scope, tip, expiry);
+    const { position: fence } = await this.close(scope, tip, expiry);
     await this.erase(scope, fence);
     await this.table.send(
       new UpdateCommand({
@@ -90,17 +90,30 @@ export class SessionDeleter {
    * The first step of a user's erasure (API.md section 12, erasure/erasure-store.ts): closes the
    * session at once, as a delete does, so that it reads as unknown from the erasure's `202`;
    * the change hook erases it later (`finishClosed`). The life it closed; a delete already
-   * closing it is joined at its own fence. `keepItem`: a whole tenant's erasure, which finds
-   * the sessions it closed again by their items (the tenant's list).
+   * closing it is joined at its own fence. `userId`: the user whose erasure it is; null for a
+   * whole tenant's erasure, which finds the sessions it closed again by their items (the
+   * tenant's list), so it keeps them.
+   *
+   * A user's erasure closes the session only while it is that user's, and was since `before`
+   * (the erasure's start: a session given to the user later is, like one made later, not the
+   * erasure's): the fence and the delete of the item go in one transaction, on the condition
+   * that the item says so. A `PATCH` that gives the session to another user claims the log's
+   * places too, in the transaction that changes the item: whichever comes first, the other
+   * fails. So either the session is erased (and the `PATCH` answers 404), or it is the other
+   * user's and left alone (null), never a session of the erased user left readable or another
+   * user's erased.
    */
-  async closeOnly(scope: SessionScope, keepItem = false): Promise<number> {
+  async closeOnly(scope: SessionScope, owner: { userId: string; before: string } | null): Promise<number | null> {
     const tip = await this.readTip(scope);
-    const position = await this.close(scope, tip, undefined);
-    // Lists show a session by its item (session-list.ts `sessionsOf`), not by its tip: the item
-    // goes now, so that no list shows the session's user or metadata after the erasure's 202.
-    // (Its entries in the user's list stay until it is erased: the erasure finds it by them.)
-    if (!keepItem) await this.table.send(new DeleteCommand({ TableName: this.table.tableName, Key: sessionItem.key(scope) }));
-    return position.incarnation;
+    if (owner === null) return (await this.close(scope, tip, undefined)).position.incarnation;
+    const closed = await this.close(scope, tip, undefined, owner);
+    if (closed === null) return null;
+    // Lists show a session by its item (session-list.ts `sessionsOf`), not by its tip, so no
+    // list may show the session's user or metadata after the erasure's 202: joined at another
+    // delete's fence, the erasure deletes the item now all the same. (Its entries in the user's
+    // list stay until it is erased: the erasure finds it by them.)
+    if (closed.joined) await this.table.send(new DeleteCommand({ TableName: this.table.tableName, Key: sessionItem.key(scope) }));
+    return closed.position.incarnation;
   }
 
   /**
@@ -117,30 +130,55 @@ export class SessionDeleter {
   /**
    * Puts the delete's fence where the next change would go, with that change's condition; a
    * write that wins the race first makes it read the tip again. A delete already closing the
-   * session (another one, or one that stopped halfway) is joined at its own fence.
+   * session (another one, or one that stopped halfway) is joined at its own fence. With
+   * `owner` (a user's erasure, `closeOnly`), the session item goes with the fence, on the
+   * condition that it names that user since `before`; null when it does not (or is gone) and
+   * nobody else is closing the session.
    */
-  private async close(scope: SessionScope, first: Tip, expiry: Item | undefined): Promise<LogPosition> {
+  private async close(scope: SessionScope, first: Tip, expiry: Item | undefined): Promise<Closed>;
+  private async close(scope: SessionScope, first: Tip, expiry: Item | undefined, owner: Owner): Promise<Closed | null>;
+  private async close(scope: SessionScope, first: Tip, expiry: Item | undefined, owner?: Owner): Promise<Closed | null> {
     let tip = first;
     for (let attempt = 1; ; attempt++) {
       const closing = fenceOf(tip);
-      if (tip.kind === 'closing' && closing) return closing.position;
+      if (tip.kind === 'closing' && closing) return { position: closing.position, joined: true };
       const { position, claim } = nextSlot(tip, { fence: true });
+      const fence = { ...fenceItem(scope, position, new Date(this.table.now()).toISOString(), 'closing'), ...expiry };
       try {
-        const fence = fenceItem(scope, position, new Date(this.table.now()).toISOString(), 'closing');
-        await this.table.send(
-          new PutCommand({
-            TableName: this.table.tableName,
-            Item: { ...fence, ...expiry },
-            ...claim,
-          }),
-        );
-        return position;
+        if (owner === undefined) {
+          await this.table.send(new PutCommand({ TableName: this.table.tableName, Item: fence, ...claim }));
+        } else {
+          await this.table.send(
+            new TransactWriteCommand({
+              TransactItems: [
+                { Put: { TableName: this.table.tableName, Item: fence, ...claim } },
+                {
+                  Delete: {
+                    TableName: this.table.tableName,
+                    Key: sessionItem.key(scope),
+                    ConditionExpression: `userId = :owner AND (attribute_not_exists(${sessionItem.USER_SINCE_ATTRIBUTE}) OR ${sessionItem.USER_SINCE_ATTRIBUTE} <= :before)`,
+                    ExpressionAttributeValues: { ':owner': owner.userId, ':before': owner.before },
+                  },
+                },
+              ],
+            }),
+          );
+        }
+        return { position, joined: false };
       } catch (error) {
+        const refused = claimRefusal(error);
+        // The item names another user now (or is gone): not this erasure's, unless a delete is
+        // closing the session (then it is joined, above, once the tip is read again).
+        if (refused === 'item') {
+          tip = await this.readTip(scope);
+          if (tip.kind === 'closing') continue;
+          return null;
+        }
         // A write took the place first (or the SDK retried our own landed put: the next read
         // sees our fence). Writes are short; a session written faster than it can be closed
         // for this long is refused rather than deleted halfway.
-        if (!isConditionFailure(error) || attempt >= CLOSE_ATTEMPTS) {
-          throw isConditionFailure(error)
+        if (refused === null || attempt >= CLOSE_ATTEMPTS) {
+          throw refused !== null
             ? new AgentStateError('conflict', 'the session is changing too fast to delete; try again', { attempts: attempt })
             : error;
         }
@@ -197,6 +235,32 @@ function lifeOf(tip: Tip, item: Item | undefined): Item {
 function itemExpiry(item: Item | undefined, nowMs: number): string | undefined {
   const expires = item?.[sessionItem.EXPIRES_ATTRIBUTE];
   return typeof expires === 'number' && expires <= nowMs ? new Date(expires).toISOString() : undefined;
+}
+
+/** The user whose erasure closes a session, and since when the session must have been theirs. */
+interface Owner {
+  userId: string;
+  before: string;
+}
+
+/** Where a delete's fence is, and whether it was another delete's (joined) rather than this one's. */
+interface Closed {
+  position: LogPosition;
+  joined: boolean;
+}
+
+/**
+ * Why a fence's claim failed: its place was taken (`place`: a write, or another transaction on
+ * the same items), the session item's condition (`item`), or something else (null).
+ */
+function claimRefusal(error: unknown): 'place' | 'item' | null {
+  if (isConditionFailure(error)) return 'place';
+  const name = (error as { name?: string }).name;
+  if (name === 'TransactionConflictException') return 'place';
+  if (name !== 'TransactionCanceledException') return null;
+  const codes = ((error as { CancellationReasons?: Array<{ Code?: string }> }).CancellationReasons ?? []).map((reason) => reason.Code);
+  if (codes[1] === 'ConditionalCheckFailed') return 'item';
+  return codes[0] === 'ConditionalCheckFailed' || codes.includes('TransactionConflict') ? 'place' : null;
 }
 
 /** The fence of a closing tip. */

@@ -19,6 +19,13 @@ export const key = (scope: SessionScope): Item => ({ pk: keys.session(scope), sk
 export const EXPIRES_ATTRIBUTE = 'xa';
 
 /**
+ * When a `PATCH` last set the session's user (ISO; absent: it has had its user since it was
+ * made). A user's erasure takes what was the user's when it began (erasure-close.ts): a session
+ * given to the user later is, like one made later, not the erasure's.
+ */
+export const USER_SINCE_ATTRIBUTE = 'userAt';
+
+/**
  * How long after it the table's TTL removes the session item: longer than its activity can
  * trail the last write (the change hook moves it a moment after), so that TTL never removes
  * the item of a live session. Its removal is what makes the change hook erase the rest of an

@@ -50,9 +50,13 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
     await this.deleter.deleteSession(scope, { expiredAt });
   }
 
-  /** Closes the session for a user's erasure (session-delete.ts `closeOnly`): the life it closed. */
-  async closeForErasure(scope: SessionScope, keepItem = false): Promise<number> {
-    return (await this.loadDeleter()).closeOnly(scope, keepItem);
+  /**
+   * Closes the session for the erasure of a user (`owner`; null: of the whole tenant), while it
+   * is that user's since the erasure began (session-delete.ts `closeOnly`): the life it closed;
+   * null when it is not.
+   */
+  async closeForErasure(scope: SessionScope, owner: { userId: string; before: string } | null): Promise<number | null> {
+    return (await this.loadDeleter()).closeOnly(scope, owner);
   }
 
   /** Erases a session an erasure closed in `life`, unless that delete is done already (session-delete.ts `finishClosed`). */

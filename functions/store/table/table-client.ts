@@ -17,7 +17,7 @@ export type TransactItem = NonNullable<TransactWriteCommandInput['TransactItems'
 
 /** A transaction item and what it is, so that a cancellation reason can be explained. */
 export interface TaggedItem {
-  role: 'tip' | 'session' | 'document';
+  role: 'tip' | 'session' | 'document' | 'entry';
   item: TransactItem;
 }
 

@@ -127,9 +127,10 @@ export class AgentStateApi {
     get: async (sessionId: string, options?: CallOptions): Promise<Session> =>
       (await this.http.request<Session>({ method: 'GET', path: path`/v1/sessions/${sessionId}` }, options)).body,
     /**
-     * `PATCH /v1/sessions/{sid}`: merge-patches the metadata and changes the lifetime (`ttlSeconds`,
-     * `expiresAt`, `retention`; `null` removes one). A write: it restarts an idle expiry.
-     * `404 session_not_found` (also once the session expired), `400` naming a bad field.
+     * `PATCH /v1/sessions/{sid}`: merge-patches the metadata, sets the user and the agent, and
+     * changes the lifetime (`ttlSeconds`, `expiresAt`, `retention`; `null` removes one). A write: it
+     * restarts an idle expiry. `404 session_not_found` (also once the session expired), `400`
+     * naming a bad field, `403 forbidden` for `userId` or `agentId` from a key limited to agents.
      */
     update: async (sessionId: string, changes: UpdateSessionRequest, options?: CallOptions): Promise<Session> =>
       (await this.http.request<Session>({ method: 'PATCH', path: path`/v1/sessions/${sessionId}`, body: changes }, options)).body,

@@ -93,6 +93,13 @@ export interface Retention {
 export interface UpdateSessionRequest {
   /** Merge-patched into the session's metadata (RFC 7396). */
   metadata?: JsonObject | null;
+  /**
+   * The session's user (`null`: none): whose profile it reads and writes, whose erasure erases it,
+   * which `?userId=` list shows it. Only a key not limited to agents may send it (`403` otherwise).
+   */
+  userId?: string | null;
+  /** The session's agent (`null`: none). Only a key not limited to agents may send it (`403` otherwise). */
+  agentId?: string | null;
   ttlSeconds?: number | null;
   expiresAt?: string | null;
   retention?: Retention | null;
