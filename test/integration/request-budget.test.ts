@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { CommitService } from '../../functions/core/commits/commit-service.js';
 import { parseJsonPatch } from '../../functions/core/json/json-patch.js';
 import { invalidateTenant } from '../../functions/core/kernel/tenant-cache.js';
+import { headState } from '../../functions/core/sessions/head-state.js';
 import { SessionService } from '../../functions/core/sessions/session-service.js';
 import { createStores, type Stores } from '../../functions/store/index.js';
 import { dynamoDbClient } from '../../functions/store/table/client.js';
@@ -55,7 +56,8 @@ beforeAll(async () => {
     { step: 'initialize', name: 'countRequests' },
   );
   stores = createStores(client, tableName);
-  service = new SessionService(stores.sessions);
+  // As the message tree's group has it: appends may carry the new head's state.
+  service = new SessionService(stores.sessions, { headState });
 });
 
 async function count<T>(operation: () => Promise<T>): Promise<string[]> {
@@ -183,6 +185,56 @@ describe('requests per operation', () => {
       expect(requests.filter((name) => name === 'GetItem' || name === 'BatchGetItem')).toEqual(['GetItem']);
       expect(requests.filter((name) => name === 'Query')).toEqual(['Query']);
     }
+  });
+
+  it('appends under the head it names with a state (LangGraph’s put) reading the tip and the new id in one round', async () => {
+    // Prepare: a checkpoint appended with its state, then a write at it while it is the head
+    // (LangGraph's putWrites), as a graph's step leaves a thread.
+    const thread = { tenant: 'budget', sessionId: 'named-head' };
+    const whole = (step: number) => ({ replace: true as const, value: { step, notes: 'x'.repeat(900) } });
+    await service.appendMessages(thread, { messages: [{ id: 'c1', role: 'checkpoint' }], state: whole(1) });
+    await service.patchState(thread, { writes: { task: 1 } }, { node: 'c1' });
+
+    // Act: the next checkpoint under the one it names, which is the head.
+    const put = await cost(() =>
+      service.appendMessages(thread, { parentId: 'c1', messages: [{ id: 'c2', role: 'checkpoint' }], state: whole(2) }),
+    );
+
+    // Assess: the tip and the new id's keys side by side (the head is the tip's to tell, so its
+    // index is not read), the pointer the head's write moved (it leaves the head), the change.
+    expect(put.requests).toEqual(['Query', 'Query', 'UpdateItem', 'PutItem']);
+    expect(put.rounds).toBe(3);
+    expect(put.writeUnits).toBeLessThanOrEqual(3);
+    expect((await service.readState(thread, {})).state).toEqual({ step: 2, notes: 'x'.repeat(900) });
+    expect((await service.readState(thread, { node: 'c1' })).state).toEqual({ step: 1, notes: 'x'.repeat(900), writes: { task: 1 } });
+  });
+
+  it('appends under a parent it names that is not the head reading that parent after the tip', async () => {
+    // Prepare: two checkpoints in a line; the head is the second.
+    const thread = { tenant: 'budget', sessionId: 'named-parent' };
+    await service.appendMessages(thread, { messages: [{ id: 'p1', role: 'checkpoint' }], state: { replace: true, value: { at: 1 } } });
+    await service.appendMessages(thread, {
+      parentId: 'p1',
+      messages: [{ id: 'p2', role: 'checkpoint' }],
+      state: { replace: true, value: { at: 2 } },
+    });
+    await service.patchState(thread, { settled: true });
+
+    // Act: a fork under the first.
+    const fork = await cost(() =>
+      service.appendMessages(thread, {
+        parentId: 'p1',
+        messages: [{ id: 'f1', role: 'checkpoint' }],
+        state: { value: { fork: true }, replace: false },
+      }),
+    );
+
+    // Assess: the tip beside the new id, then the parent's keys (a node read beside the tip could
+    // miss a change landing between the reads), the parent's version (the patch applies to it),
+    // the pointer the head's write moved (the head leaves it), the change.
+    expect(fork.requests).toEqual(['Query', 'Query', 'Query', 'Query', 'UpdateItem', 'PutItem']);
+    expect(fork.rounds).toBe(5);
+    expect((await service.readState(thread, { node: 'f1' })).state).toEqual({ at: 1, fork: true });
   });
 
   it('commits profile commands to a session with nothing written reading the session item once', async () => {

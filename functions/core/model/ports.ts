@@ -216,13 +216,15 @@ export interface SessionStore {
   readTip(scope: SessionScope, options: { withState: boolean; recent?: RecentChanges }): Promise<Tip>;
   /**
    * The tip and those of `nodeIds` that exist in the session's current life, each as of the tip
-   * or later. With `expectNew` (the ids of messages about to be appended under the head), the
-   * nodes are read beside the tip, one round: an absent one is taken as absent.
+   * or later. With `expectNew` (the ids of messages about to be appended), the nodes are read
+   * beside the tip, one round: an absent one is taken as absent. `expectHead` (the parent an
+   * append names) is not read when the tip says it is the head (the tip's `headNode` is it),
+   * and is read after the tip when it is not.
    */
   readTipWithNodes(
     scope: SessionScope,
     nodeIds: readonly string[],
-    options: { withState: boolean; recent?: RecentChanges; expectNew?: boolean },
+    options: { withState: boolean; recent?: RecentChanges; expectNew?: boolean; expectHead?: string },
   ): Promise<{ tip: Tip; nodes: Map<string, NodeRecord> }>;
   getMeta(scope: SessionScope): Promise<SessionMeta | null>;
   /**

@@ -32,7 +32,7 @@ import {
   type WriteTarget,
   WriteTargets,
 } from '../write/write-target.js';
-import { type IncomingMessage, lookupsOf, planChain } from './chain.js';
+import { type IncomingMessage, lookupsOf, planChain, suppliedIds } from './chain.js';
 import { messagePreview } from './preview.js';
 import { checkListedMetadata } from './session-lists.js';
 import {
@@ -341,8 +341,11 @@ export class SessionTreeService {
     return retryOnStaleTip(this.retry, async (attempt) => {
       const { tip, nodes: known } = await this.store.readTipWithNodes(scope, lookups, {
         withState,
-        // Under the head, the ids read are the new messages': one round.
-        expectNew: input.parentId === undefined,
+        // The ids read are the new messages' (one round), and a parent named is most often the
+        // head, which the tip tells (any other parent is read after the tip; one that is also a
+        // message's id is read as the messages' are).
+        expectNew: true,
+        ...(input.parentId === undefined || suppliedIds(input.messages).includes(input.parentId) ? {} : { expectHead: input.parentId }),
       });
       // An append is a blind write: it joins the writers already waiting for this session.
       if (input.ifMatch === undefined && othersWaiting(tip, attempt, this.now())) throw new QueueBehindOthers();

@@ -136,22 +136,26 @@ export class DynamoDbSessionLog implements SessionLog {
    * then reads as absent, and a pointer moved then as older, which a write would take as its
    * base and write over the state that is there. A node of the tip's newest change needs no read.
    *
-   * `expectNew` (an append under the head, whose ids are its new messages) reads the nodes
-   * beside the tip, so an append stays one round: the head's pointer is the tip's, and an
-   * absent id is what the append expects. Only a node found off the head (a resent message,
-   * whose pointer the append reuses) is read again after the tip. What that leaves open: two
-   * appends of the same new ids at once, with two more changes landing between one's reads,
-   * could both make the node.
+   * `expectNew` (an append, whose ids are its new messages) reads the nodes beside the tip, so
+   * an append stays one round: the head's pointer is the tip's, and an absent id is what the
+   * append expects. Only a node found off the head (a resent message, whose pointer the append
+   * reuses) is read again after the tip. What that leaves open: two appends of the same new ids
+   * at once, with two more changes landing between one's reads, could both make the node.
+   * `expectHead` (the parent an append names, most often the head: LangGraph's `put` names the
+   * checkpoint before it) is not read beside the tip: the head is the tip's to tell, whole
+   * (`Tip.headNode`), and a parent that turns out not to be the head is read after the tip.
    */
   async readTipWithNodes(
     scope: SessionScope,
     nodeIds: readonly string[],
-    options: { withState: boolean; recent?: RecentChanges; expectNew?: boolean },
+    options: { withState: boolean; recent?: RecentChanges; expectNew?: boolean; expectHead?: string },
   ): Promise<{ tip: Tip; nodes: Map<string, NodeRecord> }> {
     const ids = [...new Set(nodeIds)];
+    const { expectHead } = options;
+    const besideIds = options.expectNew ? ids.filter((id) => id !== expectHead) : [];
     const [tip, beside] = await Promise.all([
       this.readTip(scope, options),
-      options.expectNew && ids.length > 0 ? this.readNodesOf(scope, ids, undefined) : undefined,
+      besideIds.length > 0 ? this.readNodesOf(scope, besideIds, undefined) : undefined,
     ]);
     if (tip.kind === 'closing') return { tip, nodes: new Map() };
     const nodes = new Map<string, NodeRecord>();
@@ -164,11 +168,13 @@ export class DynamoDbSessionLog implements SessionLog {
     const moved = entryOf(tip)?.versionNode;
     // The root while it is the head is the tip's to tell (it has no index): nothing to read.
     let unread = ids.filter((id) => !recent.has(id) && !(id === ROOT_NODE && tip.head === ROOT_NODE));
+    // The parent named is the head: the tip holds all an append needs of it (`Tip.headNode`).
+    if (expectHead !== undefined && expectHead === tip.head) unread = unread.filter((id) => id !== expectHead);
     // A batch beside the tip reads the first life; in another, every id is read again in the tip's.
-    if (beside && (ids.length === 1 || tip.incarnation === 0)) {
+    if (beside && (besideIds.length === 1 || tip.incarnation === 0)) {
       for (const [id, node] of beside) if (!recent.has(id) && node.incarnation === tip.incarnation) nodes.set(id, node.node);
       // Found beside the tip: immutable but for its pointer, which the tip gives for the head and a node it moved.
-      unread = unread.filter((id) => nodes.has(id) && id !== tip.head && id !== moved);
+      unread = unread.filter((id) => !besideIds.includes(id) || (nodes.has(id) && id !== tip.head && id !== moved));
       for (const id of unread) nodes.delete(id);
     }
     if (unread.length > 0) {
