@@ -32,6 +32,9 @@ export interface SaverRow {
 
 /** The checkpoints of the fixture thread: enough for `list` to page through its limit. */
 const THREAD_CHECKPOINTS = 20;
+/** The checkpoints of a longer thread, each with its step's writes: a `list` whose limit is over 50. */
+const LONG_THREAD_CHECKPOINTS = 120;
+const LONG_LIST_LIMIT = 100;
 /** About a kilobyte of channel values, as the other rows' 1 KB state. */
 const NOTES = 'a line of the conversation so far. '.repeat(28);
 
@@ -81,6 +84,12 @@ export async function measureLangGraph(meter: Meter, client: DynamoDBClient): Pr
   let last = await saver.put(read, checkpointAt(1), metadata, versions);
   for (let step = 2; step <= THREAD_CHECKPOINTS; step++) last = await saver.put(last, checkpointAt(step), { ...metadata, step }, versions);
   const readId = last.configurable?.checkpoint_id as string;
+  const long = { configurable: { thread_id: 'long', checkpoint_ns: '' } };
+  let longLast = await saver.put(long, checkpointAt(1), metadata, versions);
+  for (let step = 2; step <= LONG_THREAD_CHECKPOINTS; step++) {
+    await saver.putWrites(longLast, [['counter', step]], `task-${step}`);
+    longLast = await saver.put(longLast, checkpointAt(step), { ...metadata, step }, versions);
+  }
   let grown = await saver.put({ configurable: { thread_id: 'grow', checkpoint_ns: '' } }, checkpointAt(1), metadata, versions);
   let growStep = 1;
 
@@ -129,6 +138,17 @@ export async function measureLangGraph(meter: Meter, client: DynamoDBClient): Pr
       make: () =>
         counted(`list (a thread of ${THREAD_CHECKPOINTS}, limit 10)`, async () => {
           for await (const _ of saver.list(read, { limit: 10 })) {
+            // Reading every tuple is the work measured.
+          }
+        }),
+    },
+    {
+      name: `list (a thread of ${LONG_THREAD_CHECKPOINTS} with writes, limit ${LONG_LIST_LIMIT})`,
+      layer: 'handler',
+      kind: 'read',
+      make: () =>
+        counted(`list (a thread of ${LONG_THREAD_CHECKPOINTS} with writes, limit ${LONG_LIST_LIMIT})`, async () => {
+          for await (const _ of saver.list(long, { limit: LONG_LIST_LIMIT })) {
             // Reading every tuple is the work measured.
           }
         }),
@@ -195,8 +215,9 @@ the handlers in-process, in the same interleaved rounds as a raw \`GetItem\` and
 is over those medians: reads over \`GetItem\`, writes over \`PutItem\`). The thread read and listed
 has ${THREAD_CHECKPOINTS} checkpoints of two channels (about 1 KB); each \`put\` adds a checkpoint under the last.
 A \`put\` is one HTTP request (append the node with its state, \`replaceState\`); \`getTuple\` and
-\`putWrites\` one; \`list\` one for the tree and one per checkpoint it yields (and one more to find a
-thread's namespaces when the list names none).
+\`putWrites\` one; \`list\` one for the tree and one page of the session's history, newest first,
+per 500 versions it reaches back (and one more to find a thread's namespaces when the list names
+none). The last row lists ${LONG_LIST_LIMIT} of a thread of ${LONG_THREAD_CHECKPOINTS} checkpoints, each step with its writes (a version each).
 
 ${table}
 

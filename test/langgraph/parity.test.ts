@@ -244,4 +244,35 @@ describe('AgentStateSaver as MemorySaver', () => {
     expect(afterPut?.checkpoint.channel_values).toEqual({ x: 21, log: ['20'] });
     expect(afterPut?.parentConfig?.configurable?.checkpoint_id).toBe(latest?.config.configurable?.checkpoint_id);
   });
+
+  it('lists a thread of 120 steps in 2 requests whatever the limit: the tree and one page of its history', async () => {
+    // Prepare: 122 checkpoints, each step's with its writes (a version each): over 240 versions.
+    const counter = { requests: 0 };
+    const saver = agentStateSaver(counter);
+    const graph = new StateGraph(Counter)
+      .addNode('step', (state) => ({ x: state.x + 1 }))
+      .addEdge(START, 'step')
+      .addConditionalEdges('step', (state) => (state.x < 120 ? 'step' : END))
+      .compile({ checkpointer: saver });
+    const config = { configurable: { thread_id: 'long', checkpoint_ns: '' } };
+    await graph.invoke({ x: 0 }, { ...config, recursionLimit: 200 });
+
+    // Act
+    const listed = async (options: { limit?: number }) => {
+      counter.requests = 0;
+      const steps: unknown[] = [];
+      for await (const tuple of saver.list(config, options)) steps.push(tuple.metadata?.step);
+      return { steps, requests: counter.requests };
+    };
+    const ten = await listed({ limit: 10 });
+    const hundred = await listed({ limit: 100 });
+    const all = await listed({});
+
+    // Assess: newest first, each with its state; two requests each (a limit over 50 took a page
+    // of history per 50 checkpoints, or a request per checkpoint further back than 200 versions).
+    expect(ten.steps).toEqual(Array.from({ length: 10 }, (_, index) => 120 - index));
+    expect(hundred.steps).toEqual(Array.from({ length: 100 }, (_, index) => 120 - index));
+    expect(all.steps).toEqual(Array.from({ length: 122 }, (_, index) => 120 - index));
+    expect([ten.requests, hundred.requests, all.requests]).toEqual([2, 2, 2]);
+  });
 });

@@ -56,10 +56,15 @@ export interface AgentStateSaverOptions {
   ttl?: { defaultTtl?: number };
 }
 
-/** Checkpoints whose states `list` reads at a time. */
-const LIST_BATCH = 50;
-/** The versions one page of `list` reads to find recent checkpoints' states (see `statesOf`). */
-const RECENT_VERSIONS = 200;
+/** Checkpoints whose states a `list` without a limit reads at a time (about one page of versions, with their writes). */
+const LIST_BATCH = 200;
+/** The most versions one page of a session's history holds (`GET …/versions?limit=`, API.md). */
+const VERSIONS_PAGE = 500;
+/**
+ * Versions of history `list` reads per checkpoint it needs before it reads those checkpoints one
+ * by one instead: a step's checkpoint and the writes of its tasks are a few versions each.
+ */
+const HISTORY_PER_CHECKPOINT = 8;
 
 /** A checkpoint node `list` may yield, and the version its state is. */
 interface ListCandidate {
@@ -163,7 +168,8 @@ export class AgentStateSaver extends BaseCheckpointSaver {
 
     const threads = await this.sessionsOf(threadId === undefined ? undefined : threadName(threadId), checkpointNs);
     const trees = await inBatches([...threads.keys()], (sessionId) => this.checkpointNodes(sessionId));
-    const newest = new Map(trees.map(({ sessionId, newest }) => [sessionId, newest]));
+    // Each session's history, read a page at a time as far back as the checkpoints yielded need.
+    const histories = new Map(trees.map(({ sessionId, newest }) => [sessionId, new History(this.client, sessionId, newest)]));
     // Every checkpoint node of those sessions, newest first by checkpoint id (uuid6 ids sort by time).
     const candidates = trees
       .flatMap(({ nodes }) => nodes)
@@ -171,13 +177,14 @@ export class AgentStateSaver extends BaseCheckpointSaver {
       .sort((a, b) => (a.checkpointId < b.checkpointId ? 1 : a.checkpointId > b.checkpointId ? -1 : 0));
 
     // States are read a batch at a time (no more than `limit` still needs), so a `list` with a
-    // limit reads about as many states as it yields.
+    // limit reads about as many states as it yields: with the tree, two requests for any limit
+    // whose checkpoints' versions fit one page of history, and one more per further page.
     for (let start = 0; start < candidates.length; ) {
       if (remaining !== undefined && remaining <= 0) return;
-      const size = Math.min(LIST_BATCH, remaining === undefined ? LIST_BATCH : Math.max(remaining, 1));
+      const size = remaining === undefined ? LIST_BATCH : Math.max(remaining, 1);
       const slice = candidates.slice(start, start + size);
       start += size;
-      const states = await this.statesOf(slice, newest);
+      const states = await this.statesOf(slice, histories);
       for (const { candidate, state } of states) {
         if (!state || checkpointIdIn(state) !== candidate.checkpointId) continue;
         if (checkpointNs !== undefined && state.checkpoint_ns !== checkpointNs) continue;
@@ -327,31 +334,31 @@ export class AgentStateSaver extends BaseCheckpointSaver {
   }
 
   /**
-   * The states of some checkpoint nodes, by the versions they point at. Where those are among a
-   * session's newest `RECENT_VERSIONS` versions (a thread's latest checkpoints, and what their
-   * steps wrote since), one page of the session's versions, newest first, holds them all; any
-   * other is read by itself.
+   * The states of some checkpoint nodes, by the versions they point at. The versions of a
+   * session's checkpoints are read from its history, newest first, a page at a time (`History`):
+   * a thread's recent checkpoints and what their steps wrote since are its newest versions, so
+   * one page holds the states of a `list` of up to a few hundred checkpoints. A checkpoint alone
+   * in its session, or one whose version the pages do not hold, is read by itself.
    */
   private async statesOf(
     candidates: ListCandidate[],
-    newest: ReadonlyMap<string, number>,
+    histories: ReadonlyMap<string, History>,
   ): Promise<Array<{ candidate: ListCandidate; state: CheckpointState | undefined }>> {
-    const found = new Map<string, CheckpointState | undefined>();
-    const keyOf = (sessionId: string, version: number) => `${version} ${sessionId}`;
     const bySession = new Map<string, ListCandidate[]>();
     for (const candidate of candidates) bySession.set(candidate.sessionId, [...(bySession.get(candidate.sessionId) ?? []), candidate]);
     await inBatches([...bySession], async ([sessionId, some]) => {
       const oldest = Math.min(...some.map((candidate) => candidate.stateVersion).filter((version) => version > 0));
-      const span = (newest.get(sessionId) ?? 0) - oldest + 1;
-      if (some.length < 2 || !(span <= RECENT_VERSIONS)) return;
-      const page = await this.client.versions.list(sessionId, { limit: span });
-      for (const version of page.versions) {
-        if (isCheckpointState(version.state)) found.set(keyOf(sessionId, version.version), version.state);
+      // Not back through a long history for a few old checkpoints (`before` far back): those are read one by one.
+      const history = histories.get(sessionId);
+      if (some.length >= 2 && history && history.versionsTo(oldest) <= Math.max(VERSIONS_PAGE, HISTORY_PER_CHECKPOINT * some.length)) {
+        await history.readBackTo(oldest);
       }
     });
     return inBatches(candidates, async (candidate) => {
-      const key = keyOf(candidate.sessionId, candidate.stateVersion);
-      const state = found.has(key) ? found.get(key) : await this.versionState(candidate.sessionId, candidate.stateVersion);
+      const history = histories.get(candidate.sessionId);
+      const state = history?.has(candidate.stateVersion)
+        ? history.stateOf(candidate.stateVersion)
+        : await this.versionState(candidate.sessionId, candidate.stateVersion);
       return { candidate, state };
     });
   }
@@ -505,6 +512,56 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     } catch (error) {
       if (!AgentStateError.is(error, 'session_not_found')) throw error;
     }
+  }
+}
+
+/**
+ * A session's versions as `list` reads them: its history (`GET …/versions`), newest first, one
+ * page at a time and only as far back as asked, each page going on from the last one's cursor.
+ */
+class History {
+  private readonly states = new Map<number, CheckpointState | undefined>();
+  private cursor: string | undefined;
+  /** The oldest version the pages read so far reach down to (exclusive: it is not read yet). */
+  private readTo: number;
+  private done = false;
+
+  constructor(
+    private readonly client: AgentStateApi,
+    private readonly sessionId: string,
+    /** The session's newest version, as its tree says. */
+    newest: number,
+  ) {
+    this.readTo = newest + 1;
+    this.done = newest === 0;
+  }
+
+  /** Reads pages until they reach `version` (or the history's end). */
+  async readBackTo(version: number): Promise<void> {
+    while (!this.done && this.readTo > version) {
+      const limit = Math.min(VERSIONS_PAGE, this.readTo - version);
+      const page = await this.client.versions.list(this.sessionId, { limit, ...(this.cursor ? { cursor: this.cursor } : {}) });
+      for (const read of page.versions) {
+        this.states.set(read.version, isCheckpointState(read.state) ? read.state : undefined);
+        this.readTo = Math.min(this.readTo, read.version);
+      }
+      this.cursor = page.next;
+      if (!page.next) this.done = true;
+    }
+  }
+
+  /** How many versions, newer than `version` and down to it, are still to read. */
+  versionsTo(version: number): number {
+    return this.done ? 0 : Math.max(0, this.readTo - version);
+  }
+
+  /** Whether the pages read hold `version` with a checkpoint's state. */
+  has(version: number): boolean {
+    return this.states.get(version) !== undefined;
+  }
+
+  stateOf(version: number): CheckpointState | undefined {
+    return this.states.get(version);
   }
 }
 
