@@ -237,6 +237,22 @@ describe('requests per operation', () => {
     expect((await service.readState(thread, { node: 'f1' })).state).toEqual({ at: 1, fork: true });
   });
 
+  it('appends with a state as the first write of a session reading the session item once', async () => {
+    // Prepare: a session made, never written (a thread's first checkpoint goes under the root).
+    const made = { tenant: 'budget', sessionId: 'first-checkpoint' };
+    await service.createSession('budget', { sessionId: made.sessionId });
+
+    // Act
+    const requests = await count(() =>
+      service.appendMessages(made, { parentId: 'root', messages: [{ role: 'checkpoint' }], state: { replace: true, value: { step: 0 } } }),
+    );
+
+    // Assess: the tip, the session item (its agent, user and lifetime, for the append and for
+    // the state it carries alike), the first change.
+    expect(requests).toEqual(['Query', 'GetItem', 'TransactWriteItems']);
+    expect((await service.readState(made, {})).state).toEqual({ step: 0 });
+  });
+
   it('commits profile commands to a session with nothing written reading the session item once', async () => {
     // Prepare: a session of a user, never written.
     const commits = new CommitService(stores);

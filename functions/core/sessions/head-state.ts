@@ -21,8 +21,9 @@ export async function headState({
   caller,
   at,
   recordedAs,
+  meta,
 }: HeadStateInput): Promise<HeadState> {
-  const target = await targets.atNode(scope, tip, head, schemas);
+  const target = await targets.atNode(scope, tip, head, schemas, meta);
   const state = checkedWrite(target, caller, (seen) => (change.replace ? change.value : mergePatch(seen, change.value)));
   if (jsonEqual(state, storedState(target)) && (!recordedAs || jsonEqual(recordedAs.agent, target.current?.agent ?? null))) {
     return { target, state, version: undefined };

@@ -128,6 +128,8 @@ export interface HeadStateInput {
   caller: Caller;
   at: string;
   recordedAs?: RecordedAs;
+  /** The session item, when the append read it (a first write of a life): not read again. */
+  meta?: SessionMeta | null;
 }
 
 /** The new head's state, where it is written, and the version that records it (none when nothing changes). */
@@ -354,14 +356,17 @@ export class SessionTreeService {
 
       const at = this.now().toISOString();
       const { chain, created, last, anchor } = planChain({ parent, messages: input.messages, known, tip, at });
-      const session = await this.targets.sessionOf(scope, tip);
+      // A first write of a life reads the session item (its agent, user, lifetime), once for
+      // both the append and the state it carries.
+      const meta = tip.kind === 'empty' ? await this.store.getMeta(scope) : undefined;
+      const session = await this.targets.sessionOf(scope, tip, meta);
       // Under a parent other than the head, the head moves to a node that reads the parent's state.
       const move = parent.id === tip.head ? undefined : { scope, tip, from: tip.headVersion, to: pointerOf(parent, tip) };
       await this.checkKeyAccess(scope.tenant, session.agentId, access, 'append to', move);
       const turn =
         input.state === undefined
           ? undefined
-          : await this.headStateOf({ scope, tip, head: last, input, caller: access?.caller ?? null, at });
+          : await this.headStateOf({ scope, tip, head: last, input, caller: access?.caller ?? null, at, meta });
 
       // Pointers as of the tip read: a reused node that was the head has its pointer there.
       const views = chain.map((node) => nodeView(node, tip));
@@ -406,8 +411,9 @@ export class SessionTreeService {
     input: AppendInput;
     caller: Caller;
     at: string;
+    meta: SessionMeta | null | undefined;
   }): Promise<HeadState> {
-    const { scope, tip, head, input, caller } = at;
+    const { scope, tip, head, input, caller, meta } = at;
     if (!this.headState || !input.state) throw new AgentStateError('internal', 'this service writes no state with an append');
     return this.headState({
       targets: this.targets,
@@ -419,6 +425,7 @@ export class SessionTreeService {
       caller,
       at: at.at,
       ...(input.recordedAs ? { recordedAs: input.recordedAs } : {}),
+      ...(meta === undefined ? {} : { meta }),
     });
   }
 
