@@ -11,6 +11,7 @@ export const ONLY_SECTIONS = {
   scale: 'section 2: deep trees, long histories, many sessions',
   concurrency: 'section 3: writers on one session',
   langgraph: "section 5: LangGraph's checkpoint saver",
+  'langgraph-graph': "section 5's 20-step graph runs beside the peer saver",
   vectors: "section 6's semantic search rows",
   large: 'section 1d: a 4 MiB state',
   partition: 'the partition load of one tenant, many conversations',
@@ -28,6 +29,7 @@ const SPLICE_FLAGS = {
   '--partition-only': 'the partition-load section',
   '--contended-only': "the blind writers' section",
   '--expiry-only': 'the expiry section',
+  '--langgraph-only': "section 5, LangGraph's saver and its graph runs",
 } as const;
 
 /** What `npm run bench -- --help` prints (and an unknown flag, before it stops). */

@@ -38,7 +38,8 @@ import { costRows, costSection, costTable } from './cost.js';
 import { measureErasure } from './erasure.js';
 import { EXPIRY_HEADING, expirySection, measureExpiry } from './expiry.js';
 import { STATE_BYTES, wire, writeSessions } from './fixture.js';
-import { measureLangGraph } from './langgraph.js';
+import { langGraphSection, measureLangGraph } from './langgraph.js';
+import { measureGraphRuns } from './langgraph-graph.js';
 import { largeStateTable, measureLargeState } from './large-state.js';
 import { measureMemory } from './memory.js';
 import { measureVectorSearch } from './memory-vectors.js';
@@ -156,10 +157,24 @@ if (process.argv.includes('--expiry-only')) {
   process.exit(0);
 }
 
+if (process.argv.includes('--langgraph-only')) {
+  // Section 5 alone (the saver's calls, then the graph runs on a server of their own), spliced
+  // into the page in place of its last run.
+  const section = langGraphSection(await measureLangGraph(meter, client));
+  const page = readFileSync(DOC, 'utf8');
+  const start = page.indexOf('## LangGraph\n');
+  const end = page.indexOf('## Memory items\n');
+  if (start < 0 || end < 0) throw new Error(`${DOC} has no "## LangGraph" section before "## Memory items" to replace`);
+  if (WRITE_DOC) writeDoc(`${page.slice(0, start)}${section}\n${page.slice(end)}`);
+  await dynamo.stop();
+  process.exit(0);
+}
+
 if (ONLY) {
   if (ONLY.includes('scale')) await measureScale(meter, main);
   if (ONLY.includes('concurrency')) await measureConcurrency(meter, main);
   if (ONLY.includes('langgraph')) await measureLangGraph(meter, client);
+  else if (ONLY.includes('langgraph-graph')) await measureGraphRuns(log);
   if (ONLY.includes('vectors')) await measureVectorSearch(meter, new TableClient(client, 'bench'));
   if (ONLY.includes('large'))
     log(`\n1d. State at scale (a 4 MiB state)\n${largeStateTable(await measureLargeState(meter, client, main)).join('\n')}`);

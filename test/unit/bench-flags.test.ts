@@ -23,6 +23,7 @@ describe('the bench command line', () => {
     for (const section of Object.keys(ONLY_SECTIONS)) expect(run.stdout).toContain(section);
     expect(run.stdout).toContain('--only=');
     expect(run.stdout).toContain('--expiry-only');
+    expect(run.stdout).toContain('--langgraph-only');
     // The banner a run prints first never came.
     expect(run.stdout).not.toContain('agentstate benchmark');
   });
@@ -32,6 +33,7 @@ describe('the bench command line', () => {
     expect(benchArguments(['--only=expiry,retentoin'])).toEqual({ help: false, unknown: ['--only=retentoin'] });
     expect(benchArguments(['--only=expiry,retention', '--no-doc', '--quick'])).toEqual({ help: false, unknown: [] });
     expect(benchArguments(['-h'])).toEqual({ help: true, unknown: [] });
+    expect(benchArguments(['--langgraph-only', '--only=langgraph-graph'])).toEqual({ help: false, unknown: [] });
   });
 
   it('exits 2 on an unknown flag, naming it', () => {
