@@ -6,11 +6,13 @@ import { type RunningApi, startApi } from '../helpers/e2e.js';
 
 /**
  * A LangGraph fan-out (issue 36): a step that sends 100 tasks at once puts their writes at the
- * same moment, 100 `putWrites` of one checkpoint, each a merge patch at its node. They wait
- * their turn in the session's write queue (core/write/write-retry.ts) instead of racing for
- * every place of the log, so all of them land; before the queue, 6 of 100 answered `409 "the
- * session is changing too fast to apply this write"` and the run failed. With a core busy with
- * another process, as a shared machine is. It runs alone (vitest.config.ts), after the others.
+ * same moment, 100 `putWrites` of one checkpoint, each a merge patch at its node. The saver
+ * sends its writes to a session in turn, and those of one checkpoint that wait together as one
+ * merge patch (saver.ts, `writeInTurn`); writers in other processes wait their turn in the
+ * session's write queue (core/write/write-retry.ts) instead of racing for every place of the
+ * log. Before both, 6 of 100 answered `409 "the session is changing too fast to apply this
+ * write"` and the run failed. With a core busy with another process, as a shared machine is.
+ * It runs alone (vitest.config.ts), after the others.
  */
 let api: RunningApi;
 

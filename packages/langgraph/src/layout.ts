@@ -59,6 +59,9 @@ function writesMember(checkpointId: string): `writes:${string}` {
 
 type StoredWrite = [taskId: string, channel: string, taskPath: string, type: string, value: Json];
 
+/** The merge patch of `putWrites` (RFC 7396): the checkpoint's writes member, one member in it per write. */
+export type WritesPatch = Record<string, Record<string, StoredWrite>>;
+
 /** A value as the state keeps it: JSON as JSON, anything else as its type and base64 bytes. */
 type Stored = { json: Json } | { blob: [string, string] };
 
@@ -160,7 +163,7 @@ export async function writesPatch(
   writes: PendingWrite[],
   taskId: string,
   taskPath: string,
-): Promise<Record<string, Record<string, StoredWrite>>> {
+): Promise<WritesPatch> {
   const entries = await Promise.all(
     writes.map(async ([channel, value], index): Promise<[string, StoredWrite]> => {
       const idx = WRITES_IDX_MAP[channel] ?? index;
@@ -171,6 +174,15 @@ export async function writesPatch(
     }),
   );
   return { [writesMember(checkpointId)]: Object.fromEntries(entries) };
+}
+
+/** The writes patches of one checkpoint as one merge patch: the same as applying them in order (a later write of a key wins). */
+export function mergedWritesPatch(patches: readonly WritesPatch[]): WritesPatch {
+  const merged: WritesPatch = {};
+  for (const patch of patches) {
+    for (const [member, writes] of Object.entries(patch)) merged[member] = { ...merged[member], ...writes };
+  }
+  return merged;
 }
 
 /** The pending writes of a checkpoint state, in `writesSortKey` order (as live execution applies them). */

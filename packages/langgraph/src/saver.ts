@@ -22,9 +22,11 @@ import {
   checkpointState,
   encodeCheckpoint,
   isCheckpointState,
+  mergedWritesPatch,
   metadataOf,
   newChannelsOnly,
   pendingWritesOf,
+  type WritesPatch,
   writesPatch,
 } from './layout.js';
 import { inBatches, NamespaceRegistry } from './namespaces.js';
@@ -76,6 +78,15 @@ interface ListCandidate {
 /** How long writes wait for the `put` of their checkpoint (see `awaitingPut`). */
 const PUT_WAIT_MS = 30_000;
 
+/** The most bytes of writes one merge patch carries (see `writeInTurn`): far below a request's limit. */
+const WRITES_BATCH_BYTES = 512 * 1024;
+
+/** `putWrites` calls of one checkpoint waiting for their turn, to be sent as one merge patch. */
+interface WritesBatch {
+  writes: Array<{ patch: WritesPatch; done: (error?: unknown) => void }>;
+  bytes: number;
+}
+
 /** The node's message: a short record of the checkpoint, which the inspector's tree shows. */
 const CHECKPOINT_ROLE = 'checkpoint';
 
@@ -112,6 +123,8 @@ export class AgentStateSaver extends BaseCheckpointSaver {
   private readonly awaitingPut = new Map<string, Set<() => void>>();
   /** This saver's writes to each session, one at a time (see `WriteTurns`). */
   private readonly turns = new WriteTurns();
+  /** Per session and node, the writes that wait for their turn and have not started (see `writeInTurn`). */
+  private readonly waitingWrites = new Map<string, WritesBatch>();
 
   constructor(options: AgentStateSaverOptions) {
     super(options.serde);
@@ -253,7 +266,8 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     if (writes.length === 0) return;
     const sessionId = await this.ids.of(threadName(threadId), namespaceOf(config));
     const nodeId = nodeIdOf(checkpointId);
-    const patch = (await writesPatch(this.serde, checkpointId, writes, taskId, taskPath)) as unknown as Json;
+    const stored = await writesPatch(this.serde, checkpointId, writes, taskId, taskPath);
+    const patch = stored as unknown as Json;
     // Listening before the first try, so a put that finishes while it fails is not missed.
     const put = this.whenPut(`${sessionId} ${nodeId}`);
     // No Idempotency-Key (its record would cost two more DynamoDB writes): the merge patch sets
@@ -261,7 +275,7 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     const send = () => resent(() => this.client.state.patch(sessionId, patch, { node: nodeId, idempotencyKey: false }));
     // Writes of a checkpoint this saver puts (or put) take their turn after that put; writes of
     // one another process puts go at once (if its node is not there yet, they wait below).
-    const inTurn = () => this.turns.inTurn(sessionId, send);
+    const inTurn = () => this.writeInTurn(sessionId, nodeId, stored);
     // The writes of a step whose checkpoint this saver's run is still to put wait for that put.
     if (!this.turns.wasPut(sessionId, nodeId) && this.turns.expectsPut(sessionId, checkpointId)) await put.arrived;
     const afterOwnPut = this.turns.wasPut(sessionId, nodeId);
@@ -299,6 +313,54 @@ export class AgentStateSaver extends BaseCheckpointSaver {
    */
   async prune(threadIds: readonly string[], options: { strategy?: PruneStrategy } = {}): Promise<void> {
     await this.threads.prune(threadIds.map(threadName), options.strategy ?? 'keep_latest', this);
+  }
+
+  /**
+   * Sends writes of a checkpoint in this saver's turn on the session. The writes of one
+   * checkpoint that wait for a turn together (a step's tasks, which LangGraph's loop sends at
+   * once: a fan-out of 100 sends 100) go as one merge patch, one request and one version
+   * instead of one each in a line: merging the patches is the same as applying them in order.
+   * A batch that fails is sent again one write at a time, so each call gets its own answer.
+   */
+  private writeInTurn(sessionId: string, nodeId: string, patch: WritesPatch): Promise<void> {
+    const key = `${sessionId} ${nodeId}`;
+    const bytes = JSON.stringify(patch).length;
+    let batch = this.waitingWrites.get(key);
+    if (!batch || batch.bytes + bytes > WRITES_BATCH_BYTES) {
+      const opened: WritesBatch = { writes: [], bytes: 0 };
+      batch = opened;
+      this.waitingWrites.set(key, opened);
+      void this.turns.inTurn(sessionId, async () => {
+        // Started: later writes wait for the next turn.
+        if (this.waitingWrites.get(key) === opened) this.waitingWrites.delete(key);
+        await this.sendWrites(sessionId, nodeId, opened);
+      });
+    }
+    const joined = batch;
+    joined.bytes += bytes;
+    return new Promise<void>((resolve, reject) => {
+      joined.writes.push({ patch, done: (error) => (error === undefined ? resolve() : reject(error)) });
+    });
+  }
+
+  /** Sends a batch of writes (see `writeInTurn`); settles each of its calls, never throws. */
+  private async sendWrites(sessionId: string, nodeId: string, batch: WritesBatch): Promise<void> {
+    const send = (patch: WritesPatch) =>
+      resent(() => this.client.state.patch(sessionId, patch as unknown as Json, { node: nodeId, idempotencyKey: false }));
+    try {
+      await send(mergedWritesPatch(batch.writes.map((write) => write.patch)));
+      for (const write of batch.writes) write.done();
+    } catch (error) {
+      if (batch.writes.length === 1) return void batch.writes[0]?.done(error);
+      for (const write of batch.writes) {
+        try {
+          await send(write.patch);
+          write.done();
+        } catch (alone) {
+          write.done(alone);
+        }
+      }
+    }
   }
 
   /** Resolves `arrived` with true when this saver has put the checkpoint, false after `PUT_WAIT_MS`. */
