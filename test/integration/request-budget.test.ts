@@ -433,6 +433,44 @@ describe('what a decision keeps', () => {
   });
 });
 
+describe('what a decision keeps: its reply', () => {
+  it('stores a reply once, as its node: the commit of a 2 KB reply costs its units plus one, and replays it', async () => {
+    // Prepare: a worker that replies with an incompressible 2 KB message, and one with an id of its own.
+    const { dependenciesFor } = await import('../../functions/http/dependencies.js');
+    const { randomBytes } = await import('node:crypto');
+    const content = randomBytes(1536).toString('base64');
+    let ownId = false;
+    const deps = dependenciesFor(stores, {
+      invokeWorker: async () => ({
+        messages: [{ role: 'assistant', content, ...(ownId ? { id: 'reply-with-its-id' } : {}), meta: { n: 1 } }],
+      }),
+    });
+    const scope = { tenant: 'budget', sessionId: 'reply-once' };
+    await deps.agents.putAgent('budget', 'replier', { worker: { url: 'module:examples/worker.ts' }, config: { model: 'm' } });
+    await deps.sessions.createSession('budget', { sessionId: scope.sessionId, agentId: 'replier' });
+    await deps.decide.decide(scope, { trigger: { type: 'warm-up' } });
+    const trigger = { type: 'client.messages', messages: [{ role: 'user', content: 'tell me' }] };
+
+    // Act
+    let first: Awaited<ReturnType<typeof deps.decide.decide>> | undefined;
+    const measured = await cost(async () => {
+      first = await deps.decide.decide(scope, { decisionId: 'reply-once-1', trigger });
+    });
+    const replayed = await deps.decide.decide(scope, { decisionId: 'reply-once-1', trigger });
+    ownId = true;
+    await deps.decide.decide(scope, { decisionId: 'reply-once-2', trigger });
+    const replayedWithId = await deps.decide.decide(scope, { decisionId: 'reply-once-2', trigger });
+
+    // Assess: the index of the warm-up's reply (1 unit), the lease (1) and the commit: the 2 KB
+    // reply (2 units) and the rest (1); keeping the reply in the answer as well cost 2 more.
+    expect(writes(measured.requests)).toEqual(['BatchWriteItem', 'PutItem', 'PutItem']);
+    expect(measured.writeUnits).toBeLessThanOrEqual(5);
+    expect(first?.decision).toEqual({ messages: [{ role: 'assistant', content, meta: { n: 1 } }] });
+    expect(replayed).toEqual(first);
+    expect(replayedWithId.decision).toEqual({ messages: [{ role: 'assistant', content, id: 'reply-with-its-id', meta: { n: 1 } }] });
+  });
+});
+
 describe('conversations at scale (issue 20): cost at message 10 and at message 1,000', () => {
   /** A session whose head is at `depth`, in 25-message appends. */
   async function conversation(sessionId: string, depth: number, agentId?: string, tenant = 'budget') {

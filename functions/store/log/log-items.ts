@@ -1,16 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { decodeStoredJson, encodeStoredJson, type Json, type JsonObject, stringifyJson } from '../../core/json/json.js';
 import { expiryOf, hasExpired, lifetimeOf, type StoredLifetime } from '../../core/model/lifetime.js';
-import type {
-  DecisionLease,
-  DecisionOutcome,
-  DecisionSummary,
-  DoneDecision,
-  NodeRecord,
-  SessionScope,
-  Tip,
-  VersionRecord,
-} from '../../core/model/model.js';
+import type { DecisionLease, DecisionSummary, DoneDecision, NodeRecord, SessionScope, Tip, VersionRecord } from '../../core/model/model.js';
 import type { KeptAnswer } from '../../core/model/ports.js';
 import { emptyTip, rootNode } from '../../core/model/tree.js';
 import { decodeLineage, encodeLineage } from '../state/lineage.js';
@@ -22,6 +13,7 @@ import { type LogPosition, logPositionOf } from '../table/keys.js';
 import type { Item } from '../table/table-client.js';
 import { keptAttributes } from './kept-answers.js';
 import { packText, unpackText } from './packed-text.js';
+import { compactDecision, decisionOfItem, type StoredDecision } from './stored-decision.js';
 
 export { unpackText };
 
@@ -112,94 +104,6 @@ export interface Chain {
   r: readonly Run[];
 }
 
-/** A decision a change completes (attribute `decision`, JSON text). */
-interface StoredDecision {
-  id: string;
-  attempts: number;
-  outcome: DecisionOutcome;
-  /** Whether it is indexed for replays when newer changes follow it (the caller named it). */
-  keep: boolean;
-}
-
-/**
- * A decision as a version change writes it (`compactDecision`): what the same item already
- * holds, or what a decision that made a version always has, is left out and named in `same`,
- * so a turn's commit is not billed for it twice (with a short reply it fits one write unit):
- * `i` the id (the version's `decisionId`), `v` the version, `h` the head (the carried head),
- * `a` the agent config (the version's `agent`), `g` the deciding agent (the carried session
- * agent), `c` changed (a decision that made a version changed something), `s` the worker's
- * state is the version's; `attempts` 1 and `keep` false are left out too. Written as packed
- * text (brotli when smaller).
- */
-type WrittenDecision = Partial<Omit<StoredDecision, 'outcome'>> & {
-  outcome: Partial<DecisionOutcome> & Pick<DecisionOutcome, 'decision'>;
-  same?: string;
-};
-
-/** What `compactDecision` may leave out, each with the letter that says so and where its value is. */
-const SAME_AS_ITEM = [
-  ['v', 'version'],
-  ['h', 'head'],
-  ['a', 'agent'],
-  ['g', 'agentId'],
-  ['c', 'changed'],
-  ['s', 'decisionStateInVersion'],
-] as const;
-
-type ItemFacts = Pick<DecisionOutcome, 'version' | 'head' | 'agent' | 'agentId' | 'changed' | 'decisionStateInVersion'>;
-
-/** The values a version change's own attributes give the fields `SAME_AS_ITEM` names. */
-function itemFacts(item: Item, carried: Pick<Carried, 'h' | 'ag'>): ItemFacts {
-  return {
-    version: Number(item.version),
-    head: carried.h,
-    agent: parseJsonText(item.agent),
-    agentId: carried.ag,
-    changed: true,
-    decisionStateInVersion: true,
-  };
-}
-
-/** The stored form of `decision` on a change whose item has `version` attributes and carries `carried`. */
-function compactDecision(decision: StoredDecision, item: Item, carried: Omit<Carried, 'b'>): WrittenDecision {
-  if (item.version === undefined) return decision;
-  const facts = itemFacts(item, carried);
-  const outcome: WrittenDecision['outcome'] = { ...decision.outcome };
-  let same = '';
-  for (const [letter, field] of SAME_AS_ITEM) {
-    if (field in outcome && jsonText(outcome[field]) === jsonText(facts[field])) {
-      delete outcome[field];
-      same += letter;
-    }
-  }
-  const written: WrittenDecision = { outcome };
-  if (decision.id === item.decisionId) same += 'i';
-  else written.id = decision.id;
-  if (decision.attempts !== 1) written.attempts = decision.attempts;
-  if (decision.keep) written.keep = true;
-  return { ...written, same };
-}
-
-/** A change's decision as written, with what `compactDecision` left out taken back from the item. */
-function decisionOfItem(item: Item, carried: Pick<Carried, 'h' | 'ag'>): StoredDecision | null {
-  const text = unpackText(item.decision);
-  const written = text === null ? null : parseJsonText<WrittenDecision | null>(text);
-  if (!written) return null;
-  if (written.same === undefined) return written as StoredDecision;
-  const { same, ...rest } = written;
-  const facts = itemFacts(item, carried);
-  const outcome: Partial<DecisionOutcome> = { ...rest.outcome };
-  for (const [letter, field] of SAME_AS_ITEM) {
-    if (same.includes(letter)) Object.assign(outcome, { [field]: facts[field] });
-  }
-  return {
-    id: same.includes('i') ? String(item.decisionId) : String(rest.id),
-    attempts: rest.attempts ?? 1,
-    keep: rest.keep ?? false,
-    outcome: outcome as DecisionOutcome,
-  };
-}
-
 /** A change of the log as the store reads it back. */
 export interface LogEntry {
   readonly position: LogPosition;
@@ -262,8 +166,10 @@ export function readLogItem(item: Item): LogEntry | FenceEntry | null {
   if (item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.tombstone) {
     return { position, closing: item.fence === 'closing', since: typeof item.createdAt === 'string' ? item.createdAt : null };
   }
-  const carried = parseJsonText<Carried | null>(item.t) ?? nothingCarried(item);
+  const chain = parseJsonText<Chain | null>(item.chain);
+  const carried = carriedOf(item, chain);
   const messagesText = unpackText(item.nodes);
+  const messages = messagesText === null ? [] : (decodeStoredJson(messagesText) as JsonObject[]);
   return {
     position,
     kind: String(item[KIND_ATTRIBUTE]),
@@ -271,10 +177,30 @@ export function readLogItem(item: Item): LogEntry | FenceEntry | null {
     carried,
     item,
     versionNode: item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.version ? String(item.node) : null,
-    chain: parseJsonText<Chain | null>(item.chain),
-    messages: messagesText === null ? [] : (decodeStoredJson(messagesText) as JsonObject[]),
-    decision: decisionOfItem(item, carried),
+    chain,
+    messages,
+    decision: decisionOfItem(item, carried, messages),
   };
+}
+
+/**
+ * What a change carries (`t`), with what `writtenCarried` left out because the same item holds
+ * it: the head when it is the version's node, the head's path when it is the change's own chain's.
+ */
+function carriedOf(item: Item, chain: Chain | null): Carried {
+  const written = parseJsonText<(Omit<Carried, 'h'> & { h?: string }) | null>(item.t);
+  if (!written) return nothingCarried(item);
+  const carried = { ...written, h: written.h ?? String(item.node) } as Carried;
+  if (carried.hp && carried.hp.r === undefined) carried.hp = { ...carried.hp, r: chain?.r ?? [] };
+  return carried;
+}
+
+/** `carried` as a change's item writes it: without what its own attributes repeat (see `carriedOf`). */
+function writtenCarried(carried: Carried, own: Item, chain: Chain | undefined): object {
+  const { h, hp, ...rest } = carried;
+  const written: Record<string, unknown> = own.node === h ? { ...rest } : { h, ...rest };
+  if (hp) written.hp = chain && jsonText(hp.r) === jsonText(chain.r) ? { s: hp.s, p: hp.p, n: hp.n } : hp;
+  return written;
 }
 
 /** What a change without its carried part (never written so; a hand-made item) is read as. */
@@ -495,17 +421,17 @@ export function logItem(scope: SessionScope, position: LogPosition, change: NewC
     own.chain = jsonText(change.chain);
     own.nodes = packText(jsonText(change.messages));
   }
-  if (change.decision) own.decision = packText(jsonText(compactDecision(change.decision, own, change.carried)));
+  if (change.decision) own.decision = packText(jsonText(compactDecision(change.decision, own, change.carried, change.messages)));
   Object.assign(own, keptAttributes(change.kept));
   // The bytes counted include this item's own carried part, estimated from the part without `b`.
-  const carriedText = jsonText(change.carried);
+  const carriedText = jsonText(writtenCarried({ ...change.carried, b: 0 }, own, change.chain));
   const size = approximateSize(own) + carriedText.length + 24;
-  return { ...own, t: jsonText({ ...change.carried, b: before + size } satisfies Carried) };
+  return { ...own, t: jsonText(writtenCarried({ ...change.carried, b: before + size }, own, change.chain)) };
 }
 
 /** The decision a change of the log completed, as the decisions list shows it; null for any other change. */
 export function decisionSummaryOf(item: Item): DecisionSummary | null {
-  const decision = decisionOfItem(item, parseJsonText<Carried | null>(item.t) ?? nothingCarried(item));
+  const decision = decisionOfItem(item, carriedOf(item, parseJsonText<Chain | null>(item.chain)));
   if (!decision) return null;
   const { outcome } = decision;
   const routing = outcome.routing ?? [];
@@ -517,9 +443,4 @@ export function decisionSummaryOf(item: Item): DecisionSummary | null {
     version: outcome.version,
     createdAt: String(item.createdAt),
   };
-}
-
-/** What a decision completed by a change keeps, for its replay and its index. */
-export function storedDecision(record: DoneDecision, keep: boolean): StoredDecision {
-  return { id: record.decisionId, attempts: record.attempts, outcome: record.outcome, keep };
 }

@@ -33,13 +33,13 @@ import {
   type NewChange,
   type NodePlace,
   readLogItem,
-  storedDecision,
   tipOf,
   type VersionPlace,
 } from './log-items.js';
 import { departure, movePointer } from './node-index.js';
 import { childRuns } from './paths.js';
 import { type AbandonedDeletes, nextSlot, sessionNotExpired, sessionUpsert } from './session-writes.js';
+import { storedDecision } from './stored-decision.js';
 
 /**
  * A session's activity (`updatedAt`, its place in the sessions list) moves at most this often,

@@ -291,10 +291,10 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
           KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
           ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.logPrefix },
           // `t` (what a change carries): whether the session has expired (the first item), and
-          // with `version`, `decisionId` and `agent` what a version's decision leaves out
+          // with `version`, `decisionId`, `agent` and `node` what a version's decision leaves out
           // because the version holds it (log-items.ts, compactDecision).
-          ProjectionExpression: 'pk, sk, createdAt, decision, t, #version, decisionId, #agent',
-          ExpressionAttributeNames: { '#version': 'version', '#agent': 'agent' },
+          ProjectionExpression: 'pk, sk, createdAt, decision, t, #version, decisionId, #agent, #node',
+          ExpressionAttributeNames: { '#version': 'version', '#agent': 'agent', '#node': 'node' },
           ScanIndexForward: false,
           Limit: Math.min(1000, options.limit * 4 + 8),
           ExclusiveStartKey: start,
