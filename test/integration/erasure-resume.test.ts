@@ -1,6 +1,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
+import { CommitService } from '../../functions/core/commits/commit-service.js';
 import type { JsonObject } from '../../functions/core/json/json.js';
 import { MemoryService } from '../../functions/core/memory/memory-service.js';
+import type { DocumentStore } from '../../functions/core/model/ports.js';
 import { SessionService } from '../../functions/core/sessions/session-service.js';
 import { ErasureFinisher } from '../../functions/store/erasure/erasure-finish.js';
 import { DynamoDbErasureStore } from '../../functions/store/erasure/erasure-store.js';
@@ -188,5 +190,33 @@ describe('an erasure closing a session a PATCH gave to another user', () => {
     expect(asNow).toBe(0);
     expect((await stores.sessions.readTip(scope, { withState: false })).kind).toBe('closing');
     await expect(sessions.getSession(scope)).rejects.toMatchObject({ code: 'session_not_found' });
+  });
+});
+
+describe('a profile commit racing a PATCH of the session’s user', () => {
+  it('writes the profile of the user the session has when the commit lands, not the one it read', async () => {
+    // Prepare: a session of p-first; its profile commit's write is held until a PATCH gives the session to p-second.
+    const sessions = new SessionService(stores.sessions);
+    const scope = { tenant, sessionId: 'profile-race' };
+    await sessions.createSession(tenant, { sessionId: scope.sessionId, userId: 'p-first' });
+    let held = true;
+    const documents: DocumentStore = {
+      getDocument: (ref) => stores.documents.getDocument(ref),
+      commitDocuments: async (...args) => {
+        if (held) {
+          held = false;
+          await sessions.updateSession(scope, { userId: 'p-second' });
+        }
+        return stores.documents.commitDocuments(...args);
+      },
+    };
+    const commits = new CommitService({ sessions: stores.sessions, documents });
+
+    // Act
+    const committed = await commits.commit(scope, { commands: [{ key: 'n', scope: 'profile', merge: 'disjoint', set: 1 }] as never });
+
+    // Assess: retried on the session as it is now.
+    expect(committed.profile).toMatchObject({ userId: 'p-second', version: 1, state: { n: 1 } });
+    expect(await stores.documents.getDocument({ kind: 'profile', tenant, id: 'p-first' })).toBeNull();
   });
 });

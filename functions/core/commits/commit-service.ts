@@ -241,8 +241,10 @@ export class CommitService {
           // No thread change: the documents alone, guarded by the thread's tip when asked to be
           // (expectedVersion), and always for a run, which belongs to the session: a delete of
           // the session between this read and the write must make the write fail, not land.
+          // A profile is the session's user's only while it is (a PATCH may give the session to
+          // another user meanwhile): the write is conditional on the session item still naming them.
           const guarded = request.expectedVersion !== undefined || touches('run');
-          await this.documents.commitDocuments(scope, documents, guarded ? tip : null, at);
+          await this.documents.commitDocuments(scope, documents, guarded ? tip : null, at, userId ?? undefined);
         }
         // The shared document rides the registry this process's decisions read (kernel/tenant-cache.ts).
         if (result.shared) invalidateTenant('registry', scope.tenant);

@@ -302,6 +302,11 @@ export interface DocumentStore {
     guard: Tip | null,
     /** Create the session item when missing (a first write) and move its activity to this time. */
     touchSessionAt?: string,
+    /**
+     * The user whose profile is among `documents`: written only while the session is still that
+     * user's (a `PATCH` that gave it to another user since it was read makes it `StaleTipError`).
+     */
+    profileOf?: string,
   ): Promise<void>;
 }
 

@@ -40,9 +40,13 @@ export class DynamoDbDocumentStore extends DynamoDbDocumentReader implements Doc
     documents: ReadonlyArray<DocumentWrite>,
     guard: Tip | null,
     touchSessionAt?: string,
+    profileOf?: string,
   ): Promise<void> {
     const items = documents.map((write) => documentPut(this.table, scope, write));
-    if (touchSessionAt) items.push({ role: 'session', item: { Update: sessionUpsert(this.table.tableName, scope, touchSessionAt) } });
+    if (touchSessionAt) {
+      const upsert = sessionUpsert(this.table.tableName, scope, touchSessionAt, profileOf === undefined ? {} : { userIs: profileOf });
+      items.push({ role: 'session', item: { Update: upsert } });
+    }
     if (guard) {
       // The log's next place after the tip the guard read must still be free.
       const { key, claim } = nextSlot(guard);

@@ -72,6 +72,7 @@ export function sessionNotExpired(tableName: string, scope: SessionScope, nowMs:
  * the log of this life yet, so the session item alone says whether the session expired, and
  * the update is refused when it did (`SessionItemRefused`: the writer erases it first).
  * `settings` (a `PATCH`) changes the metadata, user and agent too, and only a session item that exists.
+ * `userIs` (a profile commit) changes it only while it names that user.
  */
 export function sessionUpsert(
   tableName: string,
@@ -84,6 +85,8 @@ export function sessionUpsert(
     moves?: boolean;
     nowMs?: number;
     settings?: SessionSettings;
+    /** Only while the session item names this user (a profile commit's: the user it read). */
+    userIs?: string;
   } = {},
 ): NonNullable<TransactItem['Update']> {
   const index = tableKeys.sessionsIndex;
@@ -128,6 +131,10 @@ export function sessionUpsert(
   }
   const conditionParts: string[] = [];
   if (options.settings) conditionParts.push(conditions.itemExists);
+  if (options.userIs !== undefined) {
+    values[':owner'] = options.userIs;
+    conditionParts.push('userId = :owner');
+  }
   if (options.first) {
     names['#xa'] = sessionItem.EXPIRES_ATTRIBUTE;
     values[':now'] = options.nowMs ?? Date.now();
