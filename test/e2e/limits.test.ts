@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -325,6 +326,68 @@ describe('decide, the sizes one commit carries', () => {
     expect(replayed.status).toBe(200);
     expect(replayed.body.version).toBe(1);
     expect(replayed.body.agent.prompt).toHaveLength(63 * KIB);
+  });
+});
+
+describe('messages that do not compress: one change of the log holds them', () => {
+  // Random base64 compresses to about three quarters: three 240 KiB messages are 720 KiB of JSON,
+  // within what an append takes (1 MiB), and about 540 KB stored, over one item's 400 KB.
+  const incompressible = (count: number, kib: number, role = 'user') =>
+    Array.from({ length: count }, () => ({ role, content: randomBytes(kib * KIB).toString('base64').slice(0, kib * KIB) }));
+  const storedChangeLimit = 400 * KIB - KIB;
+
+  it('refuses an append whose messages fit the append limit but not one change with 413 naming them, writing nothing', async () => {
+    // Prepare: a session with one message.
+    const sid = uniqueId('append-incompressible');
+    expect((await http.post(`/v1/sessions/${sid}/messages`, { messages: messages(1, 'first') })).status).toBe(201);
+    const before = await snapshot(sid);
+
+    // Act
+    const response = await http.post(`/v1/sessions/${sid}/messages`, { messages: incompressible(3, 240) });
+    const compressible = await http.post(`/v1/sessions/${sid}/messages`, {
+      messages: Array.from({ length: 5 }, (_, index) => ({ role: 'user', content: `${index}`.padEnd(200 * KIB, 'words ') })),
+    });
+
+    // Assess: the same bytes of text that compresses fit; what cannot be stored is a 413, never a 500.
+    expect(response.status, response.text).toBe(413);
+    expect(response.body).toMatchObject({ code: 'payload_too_large', field: 'messages', limitBytes: storedChangeLimit });
+    expect(response.body.sizeBytes).toBeGreaterThan(storedChangeLimit);
+    expect(compressible.status, compressible.text).toBe(201);
+    expect((await snapshot(sid)).nodes).toBe(before.nodes + 5);
+  });
+
+  it("blames the trigger's messages for a decision that cannot be stored (413), and the worker when it added messages (502)", async () => {
+    // Prepare
+    const agentId = await agentWithWorker();
+    const bySession = uniqueId('decide-incompressible');
+    const byWorker = uniqueId('decide-incompressible-reply');
+
+    // Act: a trigger too large to store with a worker that adds nothing; then a trigger that
+    // fits alone with a worker whose answer cannot be stored with it; then that session decides again.
+    answer = () => ({ state: { seen: true } });
+    const triggered = await http.post(`/v1/sessions/${bySession}/decide`, {
+      agentId,
+      trigger: { type: 'client.messages', messages: incompressible(3, 240) },
+    });
+    answer = () => ({ messages: incompressible(1, 240, 'assistant') });
+    const answered = await http.post(`/v1/sessions/${byWorker}/decide`, {
+      agentId,
+      trigger: { type: 'client.messages', messages: incompressible(2, 240) },
+    });
+    const refused = await snapshot(byWorker);
+    answer = () => ({ messages: messages(1, 'short'), state: { ok: true } });
+    const after = await http.post(`/v1/sessions/${byWorker}/decide`, { agentId, trigger: { type: 'tick' } });
+
+    // Assess: nothing written by either refusal, and the lease of the second was let go.
+    expect(triggered.status, triggered.text).toBe(413);
+    expect(triggered.body).toMatchObject({ code: 'payload_too_large', field: 'trigger.messages', limitBytes: storedChangeLimit });
+    expect(await snapshot(bySession)).toMatchObject({ version: 0, nodes: 0 });
+    expect(answered.status, answered.text).toBe(502);
+    expect(answered.body).toMatchObject({ code: 'worker_failed', fieldError: 'payload_too_large', limitBytes: storedChangeLimit });
+    expect(refused).toMatchObject({ version: 0, nodes: 0 });
+    expect(after.status, after.text).toBe(200);
+    // The root and the reply.
+    expect(await snapshot(byWorker)).toMatchObject({ version: 1, nodes: 2 });
   });
 });
 

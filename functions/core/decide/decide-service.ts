@@ -333,22 +333,26 @@ export class DecideService {
     const kept = context.keep?.(result);
     // One change of the log holds all of it, and ends the lease: the trigger's and the worker's
     // messages, the version, the head's move, the decision's answer for replays.
-    await this.store.commit(scope, {
-      basedOn: tip,
-      ...(version ? { version, prior: target.current } : {}),
-      head: { id: head.id, version: resultVersion, depth: head.depth, place: head.place },
-      newNodes,
-      parent: plan.created.length > 0 ? plan.anchor : reply.anchor,
-      touchSessionAt: at,
-      mayCreateSession: tip.kind === 'empty',
-      sessionAgentId: target.sessionAgentId,
-      sessionUserId: target.sessionUserId,
-      ...(target.sessionListed === undefined ? {} : { sessionListed: target.sessionListed }),
-      ...(target.sessionLifetime ? { lifetime: target.sessionLifetime } : {}),
-      ...(target.sessionTouchedAt ? { sessionTouchedAt: target.sessionTouchedAt } : {}),
-      decision: { record, leaseToken: context.leaseToken, remember: context.named },
-      ...(kept ? { kept } : {}),
-    });
+    await this.store
+      .commit(scope, {
+        basedOn: tip,
+        ...(version ? { version, prior: target.current } : {}),
+        head: { id: head.id, version: resultVersion, depth: head.depth, place: head.place },
+        newNodes,
+        parent: plan.created.length > 0 ? plan.anchor : reply.anchor,
+        touchSessionAt: at,
+        mayCreateSession: tip.kind === 'empty',
+        sessionAgentId: target.sessionAgentId,
+        sessionUserId: target.sessionUserId,
+        ...(target.sessionListed === undefined ? {} : { sessionListed: target.sessionListed }),
+        ...(target.sessionLifetime ? { lifetime: target.sessionLifetime } : {}),
+        ...(target.sessionTouchedAt ? { sessionTouchedAt: target.sessionTouchedAt } : {}),
+        decision: { record, leaseToken: context.leaseToken, remember: context.named },
+        ...(kept ? { kept } : {}),
+      })
+      .catch((error: unknown) => {
+        throw tooLargeToCommit(error, reply.created.length > 0 && decision.source === 'worker');
+      });
     return result;
   }
 
@@ -419,4 +423,22 @@ function leaseOutlived(): AgentStateError {
 
 function isWorkerError(error: unknown): boolean {
   return AgentStateError.match(error, 'worker_');
+}
+
+/**
+ * A commit the store refused as larger than one change may be (`413`, before anything was
+ * written): the worker's fault when it added messages to the trigger's (`502`), else the
+ * trigger's messages' (`413` naming them).
+ */
+function tooLargeToCommit(error: unknown, workerAddedMessages: boolean): unknown {
+  if (!AgentStateError.match(error, 'payload_too_large')) return error;
+  const { limitBytes, sizeBytes } = error.extras as { limitBytes?: number; sizeBytes?: number };
+  const size = { ...(limitBytes === undefined ? {} : { limitBytes }), ...(sizeBytes === undefined ? {} : { sizeBytes }) };
+  if (workerAddedMessages) {
+    return new AgentStateError('worker_failed', `the worker's messages cannot be stored with the trigger's: ${error.message}`, {
+      ...size,
+      fieldError: 'payload_too_large',
+    });
+  }
+  return new AgentStateError('payload_too_large', error.message, { ...size, field: 'trigger.messages' });
 }

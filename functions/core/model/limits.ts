@@ -10,7 +10,10 @@ import { STATE_BODY_LIMIT_BYTES } from './model.js';
  *
  *   one item:               at most 400 KB
  *   one TransactWriteItems: at most 100 items and 4 MB
- *   an append:              ≤ 50 messages of ≤ 256 KiB, ≤ 1 MiB together
+ *   an append:              ≤ 50 messages of ≤ 256 KiB, ≤ 1 MiB together, stored in one
+ *                           change of the log (one item): compressed, they and the rest of
+ *                           the change must fit its 400 KB (store/log/log-items.ts says so
+ *                           with a `413` before anything is written)
  *   a decision's commit:    the trigger's and the worker's new nodes (≤ 90, the trigger's
  *                           ≤ 1 MiB, the answer's ≤ 256 KiB besides its state)
  *                           + the version, the head marker, the departing head's pointer,
@@ -21,6 +24,9 @@ import { STATE_BODY_LIMIT_BYTES } from './model.js';
  * A layout that writes a decision in several steps still keeps to these: they are what one
  * decision may add to a session, which is also what a reader of the DecisionRequest expects.
  */
+
+/** DynamoDB: the largest item, names and values together. */
+export const ITEM_LIMIT_BYTES = 400 * 1024;
 
 /** DynamoDB: the most items one TransactWriteItems may write. */
 const TRANSACTION_ITEM_LIMIT = 100;

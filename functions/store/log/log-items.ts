@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { decodeStoredJson, encodeStoredJson, type Json, type JsonObject, stringifyJson } from '../../core/json/json.js';
+import { AgentStateError } from '../../core/kernel/errors.js';
 import { expiryOf, hasExpired, lifetimeOf, type StoredLifetime } from '../../core/model/lifetime.js';
+import { ITEM_LIMIT_BYTES } from '../../core/model/limits.js';
 import type { DecisionLease, DecisionSummary, DoneDecision, NodeRecord, SessionScope, Tip, VersionRecord } from '../../core/model/model.js';
 import type { KeptAnswer } from '../../core/model/ports.js';
 import { emptyTip, rootNode } from '../../core/model/tree.js';
@@ -426,7 +428,31 @@ export function logItem(scope: SessionScope, position: LogPosition, change: NewC
   // The bytes counted include this item's own carried part, estimated from the part without `b`.
   const carriedText = jsonText(writtenCarried({ ...change.carried, b: 0 }, own, change.chain));
   const size = approximateSize(own) + carriedText.length + 24;
+  if (size > CHANGE_LIMIT_BYTES) throw changeTooLarge(size, own);
   return { ...own, t: jsonText(writtenCarried({ ...change.carried, b: before + size }, own, change.chain)) };
+}
+
+/**
+ * The most a change's item may take by `approximateSize`: DynamoDB's item limit, less room for
+ * what that estimate leaves out (a number's bytes, the carried part's final `b`).
+ */
+const CHANGE_LIMIT_BYTES = ITEM_LIMIT_BYTES - 1024;
+
+/**
+ * `413 payload_too_large` for a change that would not fit one item, before anything is written:
+ * the messages of one append (or of one decision's trigger and answer) are stored together in
+ * the change, compressed, and text compresses where encoded binary does not, so 1 MiB of
+ * messages may fit and 500 KB may not. A decision blames its worker when it added messages.
+ */
+function changeTooLarge(size: number, own: Item): AgentStateError {
+  const messages =
+    own.nodes instanceof Uint8Array ? own.nodes.byteLength : typeof own.nodes === 'string' ? Buffer.byteLength(own.nodes) : 0;
+  return new AgentStateError(
+    'payload_too_large',
+    `the messages are stored together in one change of the session's log, which may take at most ${CHANGE_LIMIT_BYTES} bytes; ` +
+      `compressed, they take ${messages} and the change ${size}: send them in several requests`,
+    { limitBytes: CHANGE_LIMIT_BYTES, sizeBytes: size, field: 'messages' },
+  );
 }
 
 /** The decision a change of the log completed, as the decisions list shows it; null for any other change. */
