@@ -23,7 +23,7 @@ export interface ContendedPath {
   writes: number;
   /** Answers by HTTP status. */
   statuses: Record<string, number>;
-  /** Conditional writes that claimed (or tried to claim) the target's next version. */
+  /** Writes that claimed (or tried to claim) the target's next version: conditional puts and transactions, and a document's keyed updates. */
   attempts: number;
   /** Of those, the ones that lost a race (their condition failed, or their transaction was cancelled). */
   lost: number;
@@ -179,7 +179,7 @@ async function burst(
   for (const answer of answers) statuses[answer.status] = (statuses[answer.status] ?? 0) + 1;
   const claims = requests.filter(
     (request) =>
-      (request.operation === 'PutItem' || request.operation === 'TransactWriteItems') &&
+      (request.operation === 'PutItem' || request.operation === 'UpdateItem' || request.operation === 'TransactWriteItems') &&
       request.charges.some((charge) => target.isTarget(charge.key, charge.sortKey)),
   );
   const problems = answers.filter((answer) => answer.status !== 200).map((answer) => `${answer.status} ${JSON.stringify(answer.body)}`);

@@ -156,6 +156,38 @@ describe('events of commit scopes', () => {
     expect(profile.body).toMatchObject({ version: 1, state: { theme: 'dark' } });
   });
 
+  it('sends one event per version of concurrent commits to one shared key, in order, each prev the next before it', async () => {
+    // Prepare: commits that change the shared document alone are written key by key, blind (API.md section 8).
+    const sid = uniqueId('crowd-events');
+    await http.post('/v1/sessions', { sessionId: sid, userId: uniqueId('user') });
+    const target = await receiver();
+    await hook(http, { url: target.url, sessionId: sid });
+    const key = `votes-${sid}`;
+    const before = (await http.get('/v1/shared/state')).body.version as number;
+    const writers = 20;
+
+    // Act
+    await Promise.all(
+      Array.from({ length: writers }, (_, index) =>
+        commit(http, sid, { commands: [set('shared', key, { [`c${index}`]: index }, 'commutative')] }),
+      ),
+    );
+
+    // Assess
+    const events = await waitFor('an event per version', () => (target.accepted().length >= writers ? target.accepted() : null));
+    expect(events.map((event) => [event.type, event.version, event.prevVersion])).toEqual(
+      Array.from({ length: writers }, (_, index) => ['shared.changed', before + index + 1, before + index]),
+    );
+    for (const [index, event] of events.entries()) {
+      if (index > 0) expect(event.prev).toEqual(events[index - 1].next);
+      // Each version adds one member, its commit's own.
+      const added = Object.keys(event.next[key]).filter((member) => !(member in (event.prev?.[key] ?? {})));
+      expect(added).toHaveLength(1);
+      expect(event.patch).toEqual({ [key]: { [added[0] as string]: event.next[key][added[0] as string] } });
+    }
+    expect(Object.keys(events[writers - 1].next[key])).toHaveLength(writers);
+  });
+
   it("never sends a tenant's shared or profile events to another tenant", async () => {
     // Prepare
     const theirs = await receiver();

@@ -202,6 +202,7 @@ describe('a profile commit racing a PATCH of the session’s user', () => {
     let held = true;
     const documents: DocumentStore = {
       getDocument: (ref) => stores.documents.getDocument(ref),
+      writeDocument: (ref, write) => stores.documents.writeDocument(ref, write),
       commitDocuments: async (...args) => {
         if (held) {
           held = false;

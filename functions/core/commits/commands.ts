@@ -1,5 +1,6 @@
 import { isJsonObject, type Json, type JsonObject, setOwn } from '../json/json.js';
 import { AgentStateError } from '../kernel/errors.js';
+import type { KeyChange } from '../model/ports.js';
 
 /**
  * Commits (API.md section 8): keyed commands with scopes and merge policies. Pure: this
@@ -15,7 +16,7 @@ export type Command =
   | { key: string; scope: CommandScope; merge: MergePolicy; remove: true; set?: undefined };
 
 /** What a batch does to one `(scope, key)` slot. */
-type SlotChange = { kind: 'set'; value: Json } | { kind: 'remove' } | { kind: 'merge'; patch: JsonObject };
+type SlotChange = KeyChange;
 
 /**
  * Folds a batch into the change of each slot, in order: `disjoint` — the later command

@@ -1,6 +1,6 @@
 import type { AllowedAgents } from '../agents/acting-agent.js';
 import { requireMayWorkIn } from '../agents/agent-access.js';
-import { type Json, jsonEqual } from '../json/json.js';
+import { type Json, type JsonObject, jsonEqual } from '../json/json.js';
 import { AgentStateError } from '../kernel/errors.js';
 import { invalidateTenant } from '../kernel/tenant-cache.js';
 import type { Caller } from '../model/fields.js';
@@ -15,6 +15,7 @@ import {
 import {
   type DocumentStore,
   type DocumentWrite,
+  type KeyChange,
   type QueueTarget,
   type SessionStore,
   StaleTipError,
@@ -237,12 +238,38 @@ export class CommitService {
             contended: attempt.raced || attempt.queued === true,
           });
           result.version = version.version;
+        } else if (
+          documents.length === 1 &&
+          (documents[0] as DocumentWrite).record.kind === 'shared' &&
+          request.expectedVersion === undefined &&
+          (tip.kind !== 'empty' || meta)
+        ) {
+          // The shared document alone, blind, from a session that exists: written key by key in
+          // one update that numbers its own version, so that concurrent commits to other keys
+          // never make it lose a race, wait, or try again (document-store.ts `writeDocument`). A
+          // profile cannot go this way: its write must also find the session item still naming
+          // its user (a PATCH may give the session to another user meanwhile), which only a
+          // transaction can check, and a transaction neither returns the version it made nor
+          // lets concurrent ones on one item through.
+          const written = await this.documents.writeDocument(
+            { kind: 'shared', tenant: scope.tenant },
+            {
+              before: shared,
+              changes: slots.get('shared') as ReadonlyMap<string, KeyChange>,
+              next: (documents[0] as DocumentWrite).record.state as JsonObject,
+              sessionId: scope.sessionId,
+              author: caller,
+              at,
+            },
+          );
+          result.shared = { version: written.version, state: written.state, updatedAt: written.updatedAt };
         } else if (documents.length > 0) {
           // No thread change: the documents alone, guarded by the thread's tip when asked to be
           // (expectedVersion), and always for a run, which belongs to the session: a delete of
           // the session between this read and the write must make the write fail, not land.
           // A profile is the session's user's only while it is (a PATCH may give the session to
           // another user meanwhile): the write is conditional on the session item still naming them.
+          // Several documents change together or not at all: one transaction.
           const guarded = request.expectedVersion !== undefined || touches('run');
           await this.documents.commitDocuments(scope, documents, guarded ? tip : null, at, userId ?? undefined);
         }

@@ -1,4 +1,4 @@
-import type { JsonObject } from '../json/json.js';
+import type { Json, JsonObject } from '../json/json.js';
 import type { Lifetime, LifetimeSettings } from './lifetime.js';
 import type { PathRead } from './message-path.js';
 import type {
@@ -308,7 +308,34 @@ export interface DocumentStore {
      */
     profileOf?: string,
   ): Promise<void>;
+  /**
+   * Writes the shared document (or a profile) key by key, without a condition on its version:
+   * a blind commit's documents-only change (commit-service.ts). The store numbers the version
+   * in the same write, so concurrent writers never lose a race to each other; only a writer
+   * whose keys someone else reshaped meanwhile (a key made, removed or replaced between its
+   * read and its write, under a commutative merge) throws `StaleTipError`, and so does one
+   * that would take the document past its size limit only through others' concurrent writes.
+   * Resolves with the version written, its state the whole document after it.
+   */
+  writeDocument(ref: DocumentRef & { kind: 'profile' | 'shared' }, write: KeyedDocumentWrite): Promise<DocumentRecord>;
 }
+
+/** What a documents-only commit does to one document, key by key (commands.ts `foldCommands`). */
+export interface KeyedDocumentWrite {
+  /** The document as read before the change (null: none), as `getDocument` returned it. */
+  readonly before: DocumentRecord | null;
+  /** Each key's change. */
+  readonly changes: ReadonlyMap<string, KeyChange>;
+  /** The whole document after the change, computed from `before`: what a key replaced whole is set to. */
+  readonly next: JsonObject;
+  readonly sessionId: string;
+  /** The agent the commit acted as (its change event's `author`), or null. */
+  readonly author: string | null;
+  readonly at: string;
+}
+
+/** What a batch does to one key: replace it, remove it, or merge an object into it (commutative). */
+export type KeyChange = { kind: 'set'; value: Json } | { kind: 'remove' } | { kind: 'merge'; patch: JsonObject };
 
 export interface IdempotencyStore {
   /** Claims `key` for a request with `fingerprint`, unless another request holds it. */

@@ -1,11 +1,31 @@
-import { GetCommand } from '@aws-sdk/lib-dynamodb';
-import type { DocumentRecord, DocumentRef, SessionScope, Tip } from '../../core/model/model.js';
-import type { DocumentStore, DocumentWrite } from '../../core/model/ports.js';
+import { randomUUID } from 'node:crypto';
+import type { AttributeValue } from '@aws-sdk/client-dynamodb';
+import { GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
+import { isJsonObject, type Json } from '../../core/json/json.js';
+import { AgentStateError } from '../../core/kernel/errors.js';
+import { DOCUMENT_LIMIT_BYTES, type DocumentRecord, type DocumentRef, type SessionScope, type Tip } from '../../core/model/model.js';
+import { type DocumentStore, type DocumentWrite, type KeyedDocumentWrite, StaleTipError } from '../../core/model/ports.js';
 import { nextSlot, sessionUpsert } from '../log/session-writes.js';
+import { DOCUMENT_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
-import { conditions, type TableClient, type TaggedItem, transact } from '../table/table-client.js';
+import {
+  conditions,
+  type Item,
+  isConditionFailure,
+  isOwnWrite,
+  type TableClient,
+  type TaggedItem,
+  transact,
+} from '../table/table-client.js';
 import * as documentItem from './document-item.js';
+
+/**
+ * The item each record `getDocument` returned was read from: a keyed write conditions each key
+ * it reshapes on what it saw there, and learns from it whether the item is in the per-key layout.
+ */
+const readFrom = new WeakMap<DocumentRecord, Item>();
 
 /**
  * The run, profile and shared documents of commits (API.md section 8, keys.ts):
@@ -29,7 +49,9 @@ export class DynamoDbDocumentReader implements Pick<DocumentStore, 'getDocument'
     // TTL deletes lazily: an expired run reads as gone, as it soon will be.
     const expiresAt = Item[tableKeys.timeToLive];
     if (typeof expiresAt === 'number' && expiresAt * 1000 < this.table.now()) return null;
-    return documentItem.decode(ref, Item);
+    const record = documentItem.decode(ref, Item);
+    readFrom.set(record, Item);
+    return record;
   }
 }
 
@@ -58,6 +80,203 @@ export class DynamoDbDocumentStore extends DynamoDbDocumentReader implements Doc
     if (items.length === 0) return;
     await transact(this.table, items);
   }
+
+  /**
+   * One `UpdateItem` that sets, merges or removes each key of the change (a merge sets the
+   * members of its object one by one), adds 1 to the version and numbers its own version by it
+   * (`ReturnValues: ALL_NEW`): writers of other keys, or of other members of one object, never
+   * make each other fail. What it conditions on:
+   *   - the shape of each key it merges into, as read: still an object (members are set in
+   *     it), still absent, or still the very value read (replaced by the merged one);
+   *   - the size: `bytes` bounds the document's JSON from above and grows by at most what
+   *     this write adds, so the write lands only while the bound stays under the limit;
+   *   - its own id: a resend of a write that landed (its answer lost) adds no second version.
+   * A document read in the earlier layout, too near the limit for the bound, or whose change
+   * would not fit one expression, is put whole instead, conditional on its version.
+   */
+  async writeDocument(ref: DocumentRef & { kind: 'profile' | 'shared' }, write: KeyedDocumentWrite): Promise<DocumentRecord> {
+    const stored = write.before ? readFrom.get(write.before) : undefined;
+    const writeId = randomUUID();
+    const keyed = write.before === null || stored ? keyedUpdate(stored ?? null, write, writeId, DOCUMENT_ITEM_KIND[ref.kind]) : null;
+    if (!keyed) return this.putWhole(ref, write, writeId);
+    try {
+      const { Attributes } = await this.table.send(
+        new UpdateCommand({
+          TableName: this.table.tableName,
+          Key: documentItem.key(ref),
+          ...keyed,
+          ReturnValues: 'ALL_NEW',
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return documentItem.decode(ref, Attributes as Item);
+    } catch (error) {
+      const failed = failedWrite(error, ref, writeId);
+      if (failed instanceof OwnWrite) return documentItem.decode(ref, unmarshallIfWire(failed.item));
+      throw failed;
+    }
+  }
+
+  /** The document put whole, as the version after the one read: where a keyed update cannot go. */
+  private async putWhole(ref: DocumentRef, write: KeyedDocumentWrite, writeId: string): Promise<DocumentRecord> {
+    const { before } = write;
+    const record: DocumentRecord = {
+      kind: ref.kind,
+      id: before?.id ?? (ref.kind === 'shared' ? 'shared' : ref.id),
+      version: (before?.version ?? 0) + 1,
+      state: write.next,
+      updatedAt: write.at,
+    };
+    try {
+      await this.table.send(
+        new PutCommand({
+          TableName: this.table.tableName,
+          Item: { ...documentItem.encode(ref, record, { sessionId: write.sessionId, author: write.author }), writeId },
+          ...(before
+            ? { ConditionExpression: 'version = :basedOn', ExpressionAttributeValues: { ':basedOn': before.version } }
+            : { ConditionExpression: conditions.itemIsNew }),
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return record;
+    } catch (error) {
+      const failed = failedWrite(error, ref, writeId);
+      if (failed instanceof OwnWrite) return record;
+      throw failed;
+    }
+  }
+}
+
+/** A write's failed condition that was its own earlier attempt, which had landed (the SDK resent it). */
+class OwnWrite extends Error {
+  constructor(readonly item: Item) {
+    super('the write had landed');
+  }
+}
+
+/** An item a failed condition returned: in wire format ({S: …}) from the service, whatever the client. */
+function unmarshallIfWire(item: Item): Item {
+  const version = item.version as { N?: string } | number | undefined;
+  return typeof version === 'object' && version !== null ? unmarshall(item as Record<string, AttributeValue>) : item;
+}
+
+/** What a keyed write's failure means: a race to retry, its own resent write, or a document too large for its item. */
+function failedWrite(error: unknown, ref: DocumentRef, writeId: string): unknown {
+  if (isConditionFailure(error)) {
+    return error.Item && isOwnWrite(error.Item, writeId)
+      ? new OwnWrite(error.Item)
+      : new StaleTipError('the document changed since it was read');
+  }
+  if (error instanceof Error && error.name === 'TransactionConflictException') return new StaleTipError('the document is being written');
+  // The size bound keeps a document's JSON under its limit, and the item under DynamoDB's; this
+  // answers the same 413 should an item still not fit, never a 500.
+  if (error instanceof Error && error.name === 'ValidationException' && /item size/i.test(error.message)) {
+    return new AgentStateError('state_too_large', `the ${ref.kind} state would not fit its item; the limit is ${DOCUMENT_LIMIT_BYTES}`, {
+      limitBytes: DOCUMENT_LIMIT_BYTES,
+      scope: ref.kind,
+    });
+  }
+  return error;
+}
+
+/** Past this an expression may not fit DynamoDB's 4 KB: the document is put whole instead. */
+const MAX_EXPRESSION_CHARS = 3_500;
+
+/**
+ * The `UpdateItem` of a keyed write over `stored` (null: no document was there), or null when
+ * the write must put the document whole: an item in the earlier layout, a bound too near the
+ * limit, an object merged into one kept as a map whose new members cannot be map keys, or a
+ * change too large for one expression.
+ */
+function keyedUpdate(
+  stored: Item | null,
+  write: KeyedDocumentWrite,
+  writeId: string,
+  kind: string,
+): {
+  UpdateExpression: string;
+  ConditionExpression: string;
+  ExpressionAttributeNames: Record<string, string>;
+  ExpressionAttributeValues: Record<string, unknown>;
+} | null {
+  if (stored && (documentItem.LEGACY_STATE in stored || typeof stored[documentItem.BYTES_ATTRIBUTE] !== 'number')) return null;
+  const before = isJsonObject(write.before?.state) ? write.before.state : {};
+  const names: Record<string, string> = {
+    '#kind': 'kind',
+    '#version': 'version',
+    '#bytes': documentItem.BYTES_ATTRIBUTE,
+    '#updatedAt': 'updatedAt',
+    '#sessionId': 'sessionId',
+    '#author': 'author',
+    '#writeId': 'writeId',
+  };
+  const values: Record<string, unknown> = {
+    ':kind': kind,
+    ':one': 1,
+    ':at': write.at,
+    ':sessionId': write.sessionId,
+    ':author': write.author,
+    ':writeId': writeId,
+  };
+  const set = ['#kind = :kind', '#updatedAt = :at', '#sessionId = :sessionId', '#author = :author', '#writeId = :writeId'];
+  const remove: string[] = [];
+  const checks: string[] = [];
+  let growth = 0;
+  let count = 0;
+  const name = (attribute: string) => {
+    const token = `#n${count++}`;
+    names[token] = attribute;
+    return token;
+  };
+  const value = (stored: unknown) => {
+    const token = `:v${count++}`;
+    values[token] = stored;
+    return token;
+  };
+  for (const [key, change] of write.changes) {
+    const had = Object.hasOwn(before, key);
+    const old = had ? (before[key] as Json) : undefined;
+    const slot = name(documentItem.slotAttribute(key));
+    if (change.kind === 'remove') {
+      // Whatever is there by now: a remove after another's write of the key removes it.
+      remove.push(slot);
+      continue;
+    }
+    if (change.kind === 'merge' && documentItem.isMapped(old) && documentItem.isMapped(change.patch)) {
+      // Into an object kept as a map: member by member, so merges of other members never collide.
+      if (!values[':map']) values[':map'] = 'M';
+      checks.push(`attribute_type(${slot}, :map)`);
+      for (const [member, memberValue] of Object.entries(change.patch)) {
+        set.push(`${slot}.${name(member)} = ${value(documentItem.encodeMember(memberValue))}`);
+        const was = Object.hasOwn(old, member) ? documentItem.memberBytes(member, old[member] as Json) : 0;
+        growth += Math.max(0, documentItem.memberBytes(member, memberValue) - was);
+      }
+      continue;
+    }
+    // Replaced whole: by a set's value, or by the merge of what was read, which must still be there.
+    const next = change.kind === 'set' ? change.value : (write.next[key] as Json);
+    if (change.kind === 'merge') {
+      const storedSlot = stored?.[documentItem.slotAttribute(key)];
+      if (!had) checks.push(`attribute_not_exists(${slot})`);
+      else if (typeof storedSlot === 'string') checks.push(`${slot} = ${value(storedSlot)}`);
+      else return null;
+    }
+    set.push(`${slot} = ${value(documentItem.encodeSlot(next))}`);
+    growth += Math.max(0, documentItem.slotBytes(key, next) - (had ? documentItem.slotBytes(key, old as Json) : 0));
+  }
+  // The bound after this write must leave the document's JSON (the sum plus its braces) within the limit.
+  const room = DOCUMENT_LIMIT_BYTES - 2 - growth;
+  if (room < 0 || (stored && Number(stored[documentItem.BYTES_ATTRIBUTE]) > room)) return null;
+  values[':room'] = room;
+  values[':growth'] = growth;
+  const update = `SET ${set.join(', ')}${remove.length > 0 ? ` REMOVE ${remove.join(', ')}` : ''} ADD #version :one, #bytes :growth`;
+  const condition = [
+    `(${conditions.itemIsNew} OR #bytes <= :room)`,
+    '(attribute_not_exists(#writeId) OR #writeId <> :writeId)',
+    ...checks,
+  ].join(' AND ');
+  if (update.length > MAX_EXPRESSION_CHARS || condition.length > MAX_EXPRESSION_CHARS) return null;
+  return { UpdateExpression: update, ConditionExpression: condition, ExpressionAttributeNames: names, ExpressionAttributeValues: values };
 }
 
 /**
