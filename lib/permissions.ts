@@ -78,9 +78,11 @@ const finishDelete: TableAction = 'dynamodb:BatchWriteItem';
  * |          | the answer), Query (tip and    | BatchWrite (node index, decision record; a     |
  * |          | path, decision record, agents) | dead delete), Transact (a first write)         |
  * | commits  | Get (session, documents,       | Transact Put+Update+ConditionCheck (tip,       |
- * |          | versions), BatchGet (a state's | run/profile/shared documents), BatchWrite (a   |
- * |          | pieces), Query (tip, agents,   | dead delete), Put/Delete (a queue ticket),     |
- * |          | the write queue's tickets)     | idempotency                                    |
+ * |          | versions), BatchGet (a state's | run/profile/shared documents), Update (a blind |
+ * |          | pieces), Query (tip, agents,   | commit's profile or shared document, key by    |
+ * |          | the write queue's tickets)     | key), Put (that document put whole near its    |
+ * |          |                                | limit), BatchWrite (a dead delete), Put/Delete |
+ * |          |                                | (a queue ticket), idempotency                  |
  * | webhooks | Get (webhook), Query (webhooks,| Put (webhook), Delete (webhook, a replayed     |
  * |          | dead letters)                  | dead letter), Update (a failed replay), idem.  |
  * | memory   | Get (item), BatchGet (search  | Update (put, delete: one UpdateItem each),     |
@@ -115,6 +117,8 @@ export const routeGroupAccess = {
   },
   commits: {
     // BatchGet: a state stored in pieces (over ~4 KiB compressed) is read piece by piece.
+    // UpdateItem and PutItem (granted with idempotency's): a blind commit's profile or shared
+    // document, written key by key, or put whole when near its limit (document-store.ts).
     table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', 'dynamodb:ConditionCheckItem', finishDelete, ...idempotency],
     sessionsIndex: [],
   },

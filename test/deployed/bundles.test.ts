@@ -500,6 +500,50 @@ describe('change events from the stream', () => {
   });
 });
 
+describe('blind commits to a document alone', () => {
+  it('are written key by key by the commits function’s own role, and the change hook sends an event per version', async () => {
+    // Prepare: sessions of one user, each committing a member of one key of the shared document and of the profile.
+    await stack.stream.read(0, 200);
+    const writers = 8;
+    for (let index = 0; index < writers; index++) {
+      expect((await call('POST', '/v1/sessions', { sessionId: `keyed-${index}`, userId: 'grace' })).status).toBe(201);
+    }
+    await stack.stream.read(0, 200);
+
+    // Act: at once, without expectedVersion.
+    const answers = await Promise.all(
+      Array.from({ length: writers }, (_, index) =>
+        call('POST', `/v1/sessions/keyed-${index}/commits`, {
+          commands: [{ key: 'keyed', scope: index % 2 === 0 ? 'shared' : 'profile', merge: 'commutative', set: { [`w${index}`]: index } }],
+        }),
+      ),
+    );
+    const records = stack.stream.eventRecords(await stack.stream.read(writers));
+    const delivered = await stack.stream.deliver(records);
+
+    // Assess: every commit landed with a version of its own; every member is there.
+    expect(answers.map((answer) => answer.status)).toEqual(Array.from({ length: writers }, () => 200));
+    const versionsOf = (scope: string) =>
+      answers
+        .filter((_, index) => (index % 2 === 0) === (scope === 'shared'))
+        .map((answer) => answer.json[scope].version)
+        .sort();
+    expect(versionsOf('shared')).toEqual([1, 2, 3, 4]);
+    expect(versionsOf('profile')).toEqual([1, 2, 3, 4]);
+    expect((await call('GET', '/v1/shared/state')).json.state.keyed).toEqual({ w0: 0, w2: 2, w4: 4, w6: 6 });
+    expect((await call('GET', '/v1/profiles/grace/state')).json.state.keyed).toEqual({ w1: 1, w3: 3, w5: 5, w7: 7 });
+    expect(delivered.every(({ invocation }) => invocation.result.batchItemFailures.length === 0)).toBe(true);
+    const entries = stack.aws.eventBridgeEntries
+      .map((entry) => [entry.DetailType, JSON.parse(entry.Detail)])
+      .filter(([, detail]) => 'keyed' in (detail.next ?? {}));
+    for (const type of ['shared.changed', 'profile.changed']) {
+      const events = entries.filter(([detailType]) => detailType === type).map(([, detail]) => detail);
+      expect(events.map((event) => event.version)).toEqual([1, 2, 3, 4]);
+      for (const [index, event] of events.entries()) expect(event.prev).toEqual(index === 0 ? null : events[index - 1].next);
+    }
+  });
+});
+
 describe('expiry from the stream', () => {
   it('sweeps a session whose item TTL removed with the change hook’s own role, and sends session.expired', async () => {
     // Prepare: a session that expires a second after its last write, and that moment passed.
