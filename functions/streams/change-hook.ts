@@ -63,7 +63,7 @@ function liveConsumer(env: NodeJS.ProcessEnv, stores: StreamStores): StreamConsu
       readState: (scope, version, incarnation) => stores.sessions.getVersionState(scope, version, incarnation),
       deliversWebhooks: false,
       schemaFor: schemaReader(stores.agents),
-      moveActivity: (scope, at, lifetime) => stores.sessions.moveActivity(scope, at, false, lifetime),
+      moveActivity: (scope, at, lifetime, options) => stores.sessions.moveActivity(scope, at, false, lifetime, options),
       sweepPieces: async (scope) => {
         await stores.sessions.sweepPieces(scope);
       },

@@ -1,10 +1,14 @@
-import { QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { marshall } from '@aws-sdk/util-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { CommitService } from '../../functions/core/commits/commit-service.js';
+import { ChangeFanout } from '../../functions/core/fanout/change-fanout.js';
 import type { SessionMeta } from '../../functions/core/model/model.js';
 import type { SessionFilter } from '../../functions/core/model/ports.js';
 import { SessionService } from '../../functions/core/sessions/session-service.js';
+import { recordedDocumentOf } from '../../functions/store/events/stream-images.js';
 import { createStores, type Stores } from '../../functions/store/index.js';
-import { ACTIVITY_EVERY_MS } from '../../functions/store/log/log-writer.js';
+import { ACTIVITY_EVERY_MS } from '../../functions/store/log/session-writes.js';
 import { moveEntries } from '../../functions/store/sessions/list-entries.js';
 import { dynamoDbClient } from '../../functions/store/table/client.js';
 import * as keys from '../../functions/store/table/keys.js';
@@ -280,6 +284,53 @@ describe('the filtered lists (by user, agent, metadata string)', () => {
       }),
     );
     expect(Items).toEqual([]);
+  });
+
+  it('follow a blind commit that changes only the shared document: its write says the move is due, and the change hook makes it once an interval', async () => {
+    // Prepare: two sessions of one user, a second apart; the older one commits to the shared document
+    // within an interval of its creation, then an interval after it.
+    clock += 60_000;
+    await service.createSession(tenant, { sessionId: 'doc-old', userId: 'dora' });
+    clock += 1_000;
+    await service.createSession(tenant, { sessionId: 'doc-new', userId: 'dora' });
+    const commits = new CommitService(stores, { now: () => new Date(clock) });
+    const shared = async () =>
+      (await stores.table.send(new GetCommand({ TableName: stores.table.tableName, Key: { pk: `A#${tenant}`, sk: 'G' } }))).Item ?? {};
+    const hook = new ChangeFanout({
+      deliversWebhooks: false,
+      readState: async () => null,
+      moveActivity: (target, when, lifetime, options) => stores.sessions.moveActivity(target, when, false, lifetime, options),
+    });
+    const streamed = async () => {
+      const recorded = recordedDocumentOf({ eventName: 'MODIFY', dynamodb: { NewImage: marshall(await shared()) as never } });
+      await hook.process(recorded ? [{ key: 'record', change: recorded }] : []);
+      return recorded;
+    };
+    const commit = (n: number) =>
+      commits.commit(scope('doc-old'), { commands: [{ key: 'n', scope: 'shared', merge: 'disjoint', set: n }] });
+
+    const before = await listed({ userId: 'dora' });
+
+    // Act
+    clock += 5_000;
+    await commit(1);
+    const early = await streamed();
+    clock += ACTIVITY_EVERY_MS;
+    const at = new Date(clock).toISOString();
+    await commit(2);
+    const due = await streamed();
+    const afterDue = await listed({ userId: 'dora' });
+    // A move a moment later, as the hook would make for a session whose tip cannot tell it moved.
+    clock += 1_000;
+    await stores.sessions.moveActivity(scope('doc-old'), new Date(clock).toISOString(), false, undefined, { onceAnInterval: true });
+
+    // Assess: within the interval nothing is due; after it the move is made, the list follows.
+    expect(before).toEqual([['doc-new', 'doc-old']]);
+    expect(early).toMatchObject({ document: { kind: 'shared' } });
+    expect(early).not.toHaveProperty('activityDue');
+    expect(due).toMatchObject({ document: { kind: 'shared', sessionId: 'doc-old', createdAt: at }, activityDue: true });
+    expect(afterDue).toEqual([['doc-old', 'doc-new']]);
+    expect((await stores.sessions.getMeta(scope('doc-old')))?.updatedAt).toBe(at);
   });
 
   it('page exactly through many sessions of one user, across every partition, and never into another list', async () => {

@@ -566,6 +566,53 @@ describe('session activity', () => {
     expect(moved).toEqual([['s1', '2025-06-01T10:00:03.000Z']]);
   });
 
+  it('moves the session of a document version whose blind commit found its move due, once an interval, once per batch', async () => {
+    // Prepare: profile versions written from s1 (two due) and s2 (not due), one shared version from s3 (due).
+    const moved: Array<[string, string, unknown]> = [];
+    const h = harness({});
+    h.ports.moveActivity = async (scope, when, _lifetime, options) => {
+      moved.push([scope.sessionId, when, options]);
+    };
+    const document = (
+      kind: 'profile' | 'shared',
+      sessionId: string,
+      version: number,
+      createdAt: string,
+      activityDue: boolean,
+    ): ChangeInput => ({
+      key: `${kind}/${sessionId}/${version}`,
+      change: {
+        tenant: 't1',
+        document: {
+          kind,
+          id: kind === 'shared' ? 'shared' : 'u1',
+          sessionId,
+          version,
+          state: { v: version },
+          prevState: null,
+          author: null,
+          createdAt,
+        },
+        ...(activityDue ? { activityDue } : {}),
+      },
+    });
+
+    // Act
+    const result = await new ChangeFanout(h.ports).process([
+      document('profile', 's1', 1, '2025-06-01T10:00:01.000Z', true),
+      document('profile', 's2', 2, '2025-06-01T10:00:02.000Z', false),
+      document('profile', 's1', 3, '2025-06-01T10:00:03.000Z', true),
+      document('shared', 's3', 7, '2025-06-01T10:00:04.000Z', true),
+    ]);
+
+    // Assess: the move holds itself to once an interval, as no tip records it.
+    expect(result.failed).toEqual([]);
+    expect(moved.sort()).toEqual([
+      ['s1', '2025-06-01T10:00:03.000Z', { onceAnInterval: true }],
+      ['s3', '2025-06-01T10:00:04.000Z', { onceAnInterval: true }],
+    ]);
+  });
+
   it('delivers the events even when activity cannot be moved', async () => {
     const h = harness({ webhooks: { t1: [webhook('ok')] } });
     h.ports.moveActivity = async () => {

@@ -258,6 +258,7 @@ export class CommitService {
               changes: slots.get('shared') as ReadonlyMap<string, KeyChange>,
               next: (documents[0] as DocumentWrite).record.state as JsonObject,
               sessionId: scope.sessionId,
+              sessionTouchedAt: tip.kind === 'empty' ? (meta?.updatedAt ?? null) : tip.touchedAt,
               author: caller,
               at,
             },

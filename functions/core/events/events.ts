@@ -210,6 +210,12 @@ export interface RecordedDocument {
     author: string | null;
     createdAt: string;
   };
+  /**
+   * A blind documents-only commit wrote this version with no session item in its write, and
+   * found the session's activity due to move (at most once an interval): the change hook moves
+   * it, as for a version that says so (`RecordedVersion.activityDue`).
+   */
+  activityDue?: boolean;
 }
 
 /** The expiry of a session carried out (the fence its delete put, store/events/stream-images.ts). */

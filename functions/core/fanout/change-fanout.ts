@@ -103,7 +103,7 @@ interface ChangeFanoutOptions extends FanoutOptions {
    * `at`, never back. Best effort: the list may trail a write (API.md section 2), so a
    * failure is the port's to log, not a reason to retry the batch.
    */
-  moveActivity?: (scope: SessionScope, at: string, lifetime?: Lifetime) => Promise<void>;
+  moveActivity?: (scope: SessionScope, at: string, lifetime?: Lifetime, options?: { onceAnInterval?: boolean }) => Promise<void>;
   /**
    * Collects the pieces of large states that no version names (a write that crashed between
    * its pieces and its version). Called for each session with a large state in a batch; it
@@ -340,7 +340,8 @@ export class ChangeFanout extends StreamFanout<ChangeFanoutPorts> {
    * batch, to the newest version whose write found its move due (at most once an interval).
    */
   private async moveActivity(session: StreamBatch): Promise<void> {
-    if (!this.ports.moveActivity || !session.thread) return;
+    if (!this.ports.moveActivity) return;
+    if (!session.thread) return this.moveActivityOfDocuments(session);
     let newest: string | undefined;
     let lifetime: Lifetime | undefined;
     for (const { change } of session.inputs) {
@@ -356,6 +357,33 @@ export class ChangeFanout extends StreamFanout<ChangeFanoutPorts> {
     } catch (error) {
       this.log('could not move session activity forward', { ...session.thread, error: String(error) });
     }
+  }
+
+  /**
+   * A blind commit that changed only a profile or the shared document wrote no session item; the
+   * session's activity follows here, once per session and batch, when its write found it due.
+   * Nothing on the session's tip says the move was made (such a commit writes no tip), so the
+   * move itself holds to once an interval (`onceAnInterval`: only from an activity older than one).
+   */
+  private async moveActivityOfDocuments(stream: StreamBatch): Promise<void> {
+    const newest = new Map<string, { tenant: string; sessionId: string; at: string }>();
+    for (const { change } of stream.inputs) {
+      if (!isRecordedDocument(change) || !change.activityDue || !change.document.sessionId) continue;
+      const key = JSON.stringify([change.tenant, change.document.sessionId]);
+      const seen = newest.get(key);
+      if (!seen || change.document.createdAt > seen.at) {
+        newest.set(key, { tenant: change.tenant, sessionId: change.document.sessionId, at: change.document.createdAt });
+      }
+    }
+    await Promise.all(
+      [...newest.values()].map(async ({ tenant, sessionId, at }) => {
+        try {
+          await this.ports.moveActivity?.({ tenant, sessionId }, at, undefined, { onceAnInterval: true });
+        } catch (error) {
+          this.log('could not move session activity forward', { tenant, sessionId, error: String(error) });
+        }
+      }),
+    );
   }
 
   /** Large states write pieces first; what a crashed write left is collected from here. */

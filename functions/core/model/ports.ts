@@ -329,6 +329,12 @@ export interface KeyedDocumentWrite {
   /** The whole document after the change, computed from `before`: what a key replaced whole is set to. */
   readonly next: JsonObject;
   readonly sessionId: string;
+  /**
+   * When the session's activity last moved, as the commit read it (its tip's, or its item's
+   * while nothing is in its log): the write says whether a move is due, and the change hook
+   * makes it (the write itself touches no session item).
+   */
+  readonly sessionTouchedAt: string | null;
   /** The agent the commit acted as (its change event's `author`), or null. */
   readonly author: string | null;
   readonly at: string;

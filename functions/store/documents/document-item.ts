@@ -36,6 +36,11 @@ interface DocumentOrigin {
 const SLOT_PREFIX = 'd:';
 /** The attribute bounding the document's JSON size: never less than the sum of its keys' `slotBytes`. */
 export const BYTES_ATTRIBUTE = 'bytes';
+/**
+ * Set to the version's `updatedAt` by a blind documents-only commit that found its session's
+ * activity due to move (stream-images.ts tells the change hook); absent otherwise.
+ */
+export const ACTIVITY_DUE = 'ad';
 /** Where an item written before the per-key layout keeps its whole document. */
 export const LEGACY_STATE = 'state';
 

@@ -6,7 +6,7 @@ import { isJsonObject, type Json } from '../../core/json/json.js';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import { DOCUMENT_LIMIT_BYTES, type DocumentRecord, type DocumentRef, type SessionScope, type Tip } from '../../core/model/model.js';
 import { type DocumentStore, type DocumentWrite, type KeyedDocumentWrite, StaleTipError } from '../../core/model/ports.js';
-import { nextSlot, sessionUpsert } from '../log/session-writes.js';
+import { ACTIVITY_EVERY_MS, nextSlot, sessionUpsert } from '../log/session-writes.js';
 import { DOCUMENT_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
@@ -131,7 +131,11 @@ export class DynamoDbDocumentStore extends DynamoDbDocumentReader implements Doc
       await this.table.send(
         new PutCommand({
           TableName: this.table.tableName,
-          Item: { ...documentItem.encode(ref, record, { sessionId: write.sessionId, author: write.author }), writeId },
+          Item: {
+            ...documentItem.encode(ref, record, { sessionId: write.sessionId, author: write.author }),
+            writeId,
+            ...(activityDue(write) ? { [documentItem.ACTIVITY_DUE]: write.at } : {}),
+          },
           ...(before
             ? { ConditionExpression: 'version = :basedOn', ExpressionAttributeValues: { ':basedOn': before.version } }
             : { ConditionExpression: conditions.itemIsNew }),
@@ -179,6 +183,14 @@ function failedWrite(error: unknown, ref: DocumentRef, writeId: string): unknown
   return error;
 }
 
+/**
+ * Whether the session's activity is due to move with this write: at most once an interval, as
+ * for any write (log-writer.ts). The write touches no session item; the change hook moves it.
+ */
+function activityDue(write: KeyedDocumentWrite): boolean {
+  return write.sessionTouchedAt === null || Date.parse(write.at) - Date.parse(write.sessionTouchedAt) >= ACTIVITY_EVERY_MS;
+}
+
 /** Past this an expression may not fit DynamoDB's 4 KB: the document is put whole instead. */
 const MAX_EXPRESSION_CHARS = 3_500;
 
@@ -220,6 +232,9 @@ function keyedUpdate(
   };
   const set = ['#kind = :kind', '#updatedAt = :at', '#sessionId = :sessionId', '#author = :author', '#writeId = :writeId'];
   const remove: string[] = [];
+  names['#activityDue'] = documentItem.ACTIVITY_DUE;
+  if (activityDue(write)) set.push('#activityDue = :at');
+  else remove.push('#activityDue');
   const checks: string[] = [];
   let growth = 0;
   let count = 0;

@@ -193,6 +193,9 @@ export function recordedDocumentOf(record: DynamoDBRecord): RecordedDocument | n
       author: origin.author,
       createdAt: String(document.updatedAt),
     },
+    ...(item[documentItem.ACTIVITY_DUE] !== undefined && item[documentItem.ACTIVITY_DUE] === document.updatedAt
+      ? { activityDue: true }
+      : {}),
   };
 }
 

@@ -38,17 +38,8 @@ import {
 } from './log-items.js';
 import { departure, movePointer } from './node-index.js';
 import { childRuns } from './paths.js';
-import { type AbandonedDeletes, nextSlot, sessionNotExpired, sessionUpsert } from './session-writes.js';
+import { type AbandonedDeletes, ACTIVITY_EVERY_MS, nextSlot, sessionNotExpired, sessionUpsert } from './session-writes.js';
 import { storedDecision } from './stored-decision.js';
-
-/**
- * A session's activity (`updatedAt`, its place in the sessions list) moves at most this often,
- * whatever writes it: each move is a delete and a put in the activity index, whose partitions
- * the tenant's conversations share (API.md section 14: no cost per turn there), and the list
- * may trail the latest write by up to 30 s (API.md section 2): a move due at this age, made by
- * the next write or the change hook a moment later, keeps it within that.
- */
-export const ACTIVITY_EVERY_MS = 20_000;
 
 /**
  * The one way anything about a session's versions, head or lease changes: the next change of

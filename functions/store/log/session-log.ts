@@ -19,7 +19,7 @@ import { closeIfExpired, entryOf, isFence, type LogEntry, readLogItem, tipOf, ve
 import { LogWriter } from './log-writer.js';
 import { readNode, readNodes } from './node-index.js';
 import { PathReader } from './paths.js';
-import { type AbandonedDeletes, isAbandonedDelete } from './session-writes.js';
+import { type AbandonedDeletes, ACTIVITY_EVERY_MS, isAbandonedDelete } from './session-writes.js';
 
 /** How many of the newest changes a tip read with `recent` keeps (a decision's path at the head). */
 const RECENT_CHANGES = 48;
@@ -225,7 +225,14 @@ export class DynamoDbSessionLog implements SessionLog {
    * so only its list entries follow). Best effort: the activity order may trail (API.md
    * section 2), and failing here must not fail a write that already happened.
    */
-  async moveActivity(scope: SessionScope, at: string, sessionMoved = false, lifetime?: Lifetime): Promise<void> {
+  async moveActivity(
+    scope: SessionScope,
+    at: string,
+    sessionMoved = false,
+    lifetime?: Lifetime,
+    /** Only from an activity older than one interval: a mover that cannot tell from the tip whether it moved a moment ago. */
+    options: { onceAnInterval?: boolean } = {},
+  ): Promise<void> {
     const index = tableKeys.sessionsIndex;
     // A session with an idle expiry expires later with each write: its item says so too (lists, TTL).
     const expiry = lifetime ? sessionItem.lifetimeAttributes(lifetime, Date.parse(at)) : {};
@@ -252,7 +259,7 @@ export class DynamoDbSessionLog implements SessionLog {
                   'SET updatedAt = :at, #partition = :partition, #activity = :activity',
                   ...moved.map((_, position) => `#x${position} = :x${position}`),
                 ].join(', ')} REMOVE #oldPartition, #oldActivity`,
-                ConditionExpression: `${conditions.itemExists} AND updatedAt < :at`,
+                ConditionExpression: `${conditions.itemExists} AND updatedAt < ${options.onceAnInterval ? ':due' : ':at'}`,
                 ExpressionAttributeNames: {
                   '#partition': index.partitionKey,
                   '#activity': index.sortKey,
@@ -262,6 +269,7 @@ export class DynamoDbSessionLog implements SessionLog {
                 },
                 ExpressionAttributeValues: {
                   ':at': at,
+                  ...(options.onceAnInterval ? { ':due': new Date(Date.parse(at) - ACTIVITY_EVERY_MS).toISOString() } : {}),
                   ':partition': keys.tenantSessions(scope.tenant, keys.activityShard(scope.sessionId)),
                   ':activity': keys.activity(at, scope.sessionId),
                   ...Object.fromEntries(moved.map(([, value], position) => [`:x${position}`, value])),

@@ -36,6 +36,15 @@ export interface AbandonedDeletes {
   deleteSession(scope: SessionScope, sweep?: { expiredAt: string }): Promise<boolean>;
 }
 
+/**
+ * A session's activity (`updatedAt`, its place in the sessions list) moves at most this often,
+ * whatever writes it: each move is a delete and a put in the activity index, whose partitions
+ * the tenant's conversations share (API.md section 14: no cost per turn there), and the list
+ * may trail the latest write by up to 30 s (API.md section 2): a move due at this age, made by
+ * the next write or the change hook a moment later, keeps it within that.
+ */
+export const ACTIVITY_EVERY_MS = 20_000;
+
 /** The condition parts of a write that claims the log's next place. */
 interface SlotClaim {
   ConditionExpression: string;
