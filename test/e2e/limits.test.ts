@@ -333,7 +333,12 @@ describe('messages that do not compress: one change of the log holds them', () =
   // Random base64 compresses to about three quarters: three 240 KiB messages are 720 KiB of JSON,
   // within what an append takes (1 MiB), and about 540 KB stored, over one item's 400 KB.
   const incompressible = (count: number, kib: number, role = 'user') =>
-    Array.from({ length: count }, () => ({ role, content: randomBytes(kib * KIB).toString('base64').slice(0, kib * KIB) }));
+    Array.from({ length: count }, () => ({
+      role,
+      content: randomBytes(kib * KIB)
+        .toString('base64')
+        .slice(0, kib * KIB),
+    }));
   const storedChangeLimit = 400 * KIB - KIB;
 
   it('refuses an append whose messages fit the append limit but not one change with 413 naming them, writing nothing', async () => {
