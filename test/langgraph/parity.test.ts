@@ -208,6 +208,64 @@ describe('AgentStateSaver as MemorySaver', () => {
     expect(ours).toEqual(memory);
   });
 
+  it('resumes nested subgraphs that interrupted in parallel with durability "exit" after the run put its checkpoint again', async () => {
+    // Prepare: with durability "exit" a run saves only when it stops. The second run resumes the
+    // checkpoint before `outer1`, runs `outer1`, and stops at the interrupt inside `inner`
+    // without finishing its step; LangGraph 1.4 (loop.ts `finishAndHandleError`; 1.7 skips a
+    // checkpoint it saved already) then sends the step's writes and puts that same checkpoint
+    // again, under itself and with no new versions, the put a microtask after the writes.
+    const scenario = async (saver: BaseCheckpointSaver) => {
+      const Keyed = Annotation.Root({ myKey: Annotation<string>({ reducer: (a, b) => a + b, default: () => '' }) });
+      const inner = new StateGraph(Keyed)
+        .addNode('inner1', async () => {
+          await new Promise((resolve) => setTimeout(resolve, 20));
+          return { myKey: 'got here' };
+        })
+        .addNode('inner2', () => ({ myKey: ' and there' }))
+        .addEdge(START, 'inner1')
+        .addEdge('inner1', 'inner2')
+        .compile({ interruptBefore: ['inner2'] });
+      const graph = new StateGraph(Keyed)
+        .addNode('inner', inner)
+        .addNode('outer1', () => ({ myKey: ' and parallel' }))
+        .addNode('outer2', () => ({ myKey: ' and back again' }))
+        .addEdge(START, 'inner')
+        .addEdge(START, 'outer1')
+        .addEdge(['inner', 'outer1'], 'outer2')
+        .compile({ checkpointer: saver, interruptBefore: ['outer1'] });
+      const config = { configurable: { thread_id: 'exit-parallel' }, streamMode: 'values' as const, durability: 'exit' as const };
+      const run = async (input: { myKey: string } | null) => {
+        const values = [];
+        for await (const value of await graph.stream(input, config)) values.push(value);
+        return values;
+      };
+      const first = await run({ myKey: '' });
+      const second = await run(null);
+      const stopped = await saver.getTuple(config);
+      const metadata = stopped?.metadata;
+      if (!stopped || !metadata) throw new Error('no checkpoint after the second run');
+      const byTask = new Map<string, Array<[string, unknown]>>();
+      for (const [task, channel, value] of stopped.pendingWrites ?? []) byTask.set(task, [...(byTask.get(task) ?? []), [channel, value]]);
+      const writes = [...byTask].map(([task, some]) => saver.putWrites(stopped.config, some, task));
+      const putAgain = Promise.resolve().then(() => saver.put(stopped.config, stopped.checkpoint, metadata, {}));
+      await Promise.all([...writes, putAgain]);
+
+      // Act
+      const third = await run(null);
+      return { first, second, third, written: (stopped.pendingWrites ?? []).length };
+    };
+    const { memory, ours } = await onBoth(scenario);
+
+    // Assess
+    expect(memory.written).toBe(2);
+    expect(memory.third).toEqual([
+      { myKey: '' },
+      { myKey: 'got here and there and parallel' },
+      { myKey: 'got here and there and parallel and back again' },
+    ]);
+    expect(ours).toEqual(memory);
+  });
+
   it('answers getTuple in 1 request, list(limit 10) in at most 2 and put in 1, over a thread of 20 steps', async () => {
     // Prepare
     const counter = { requests: 0 };

@@ -46,6 +46,29 @@ describe('AgentStateSaver', () => {
     expect(latest?.pendingWrites).toEqual([['task-b', 'count', 20]]);
   });
 
+  it('keeps a checkpoint put again: its writes and unchanged values stay, and 50 writes another process sends meanwhile land', async () => {
+    // Prepare: a checkpoint with one write, and a second saver on the same threads (another process).
+    const saver = saverWith('again');
+    const other = saverWith('again');
+    const thread = { configurable: { thread_id: 'put-again', checkpoint_ns: '' } };
+    const first = checkpoint(1, { count: 1, label: 'a' });
+    const config = await saver.put(thread, first, metadata, { count: 1, label: 1 });
+    await saver.putWrites(config, [['count', 10]], 'task-a');
+
+    // Act: the checkpoint put again under itself with no new versions (LangGraph 1.4 does so with
+    // durability "exit"), while the other process writes to it 50 times.
+    const others = Array.from({ length: 50 }, (_, n) => other.putWrites(config, [['count', n]], `task-${n}`));
+    const answers = await Promise.allSettled([saver.put(config, first, { ...metadata, step: 1 }, {}), ...others]);
+
+    // Assess
+    expect(answers.filter((answer) => answer.status === 'rejected')).toEqual([]);
+    const tuple = await saver.getTuple(config);
+    expect(tuple?.checkpoint.channel_values).toEqual({ count: 1, label: 'a' });
+    expect(tuple?.metadata?.step).toBe(1);
+    expect(tuple?.pendingWrites).toHaveLength(51);
+    expect(tuple?.pendingWrites).toContainEqual(['task-a', 'count', 10]);
+  });
+
   it('keeps savers with different prefixes apart on one tenant, the same thread ids in both', async () => {
     // Prepare
     const blue = saverWith('blue');

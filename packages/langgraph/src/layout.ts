@@ -156,6 +156,36 @@ export function checkpointState(threadId: string, checkpointNs: string, write: C
   return state;
 }
 
+/**
+ * The state of a checkpoint put again at its own node, from the state its node holds. LangGraph
+ * 1.4's `exit` durability does this: a run that resumes a checkpoint and stops before finishing
+ * its step puts that checkpoint again (under itself, with no new versions) as it sends the
+ * step's writes. `MemorySaver` keeps a checkpoint's writes apart from it and its values by
+ * version, so the put loses neither; here the node keeps its pending writes, and each value not
+ * new in this put that it stored at the same version.
+ */
+export function putAgain(existing: CheckpointState, state: CheckpointState, write: CheckpointWrite): CheckpointState {
+  const id = checkpointIdIn(state);
+  if (checkpointIdIn(existing) !== id) return state;
+  const kept: CheckpointState = { ...state, channels: { ...state.channels }, blobs: { ...state.blobs } };
+  const before = versionsIn(existing);
+  const now = versionsIn(state);
+  for (const channel of write.channels.keys()) {
+    if (channel in kept.channels || channel in kept.blobs || before[channel] === undefined || before[channel] !== now[channel]) continue;
+    const json = existing.channels[channel];
+    const blob = existing.blobs?.[channel];
+    if (json !== undefined) kept.channels[channel] = json;
+    else if (blob !== undefined) kept.blobs[channel] = blob;
+  }
+  const writes = existing[writesMember(id)];
+  if (writes !== undefined) kept[writesMember(id)] = writes;
+  return kept;
+}
+
+function versionsIn(state: CheckpointState): Record<string, unknown> {
+  return (state.checkpoint as { channel_versions?: Record<string, unknown> }).channel_versions ?? {};
+}
+
 /** The merge patch (RFC 7396) of `putWrites`: one member of the checkpoint's writes per write. */
 export async function writesPatch(
   serde: SerializerProtocol,

@@ -26,6 +26,7 @@ import {
   metadataOf,
   newChannelsOnly,
   pendingWritesOf,
+  putAgain,
   type WritesPatch,
   writesPatch,
 } from './layout.js';
@@ -77,6 +78,12 @@ interface ListCandidate {
 
 /** How long writes wait for the `put` of their checkpoint (see `awaitingPut`). */
 const PUT_WAIT_MS = 30_000;
+
+/**
+ * Reads and writes a checkpoint put again may take while other processes keep writing to it
+ * (see `replaceAt`): with the client's backoff, over 30 s of waiting in all.
+ */
+const PUT_AGAIN_ATTEMPTS = 10;
 
 /** The most bytes of writes one merge patch carries (see `writeInTurn`): far below a request's limit. */
 const WRITES_BATCH_BYTES = 512 * 1024;
@@ -542,7 +549,28 @@ export class AgentStateSaver extends BaseCheckpointSaver {
       await this.threads.expire(sessionId);
       return;
     }
-    await this.client.state.replace(sessionId, state as unknown as Json, { node: nodeId });
+    await this.replaceAt(sessionId, nodeId, state, write);
+  }
+
+  /**
+   * Sets the state of a checkpoint's node that is there already: a checkpoint put again keeps
+   * its pending writes and its values (`putAgain`). Read and written with `If-Match`, so a write
+   * of another process that lands between is read again, not lost; this saver's own writes of the
+   * checkpoint sent before this `put` have landed (they took their turn before it). Writes of
+   * other processes that keep landing make it read again, after a backoff, up to `PUT_AGAIN_ATTEMPTS` times.
+   */
+  private async replaceAt(sessionId: string, nodeId: string, state: CheckpointState, write: CheckpointWrite): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      const view = await this.client.state.get(sessionId, { node: nodeId });
+      const next = isCheckpointState(view.state) ? putAgain(view.state, state, write) : state;
+      try {
+        await this.client.state.replace(sessionId, next as unknown as Json, { node: nodeId, ifMatch: view.version });
+        return;
+      } catch (error) {
+        if (!AgentStateError.is(error, 'version_mismatch') || attempt >= PUT_AGAIN_ATTEMPTS) throw error;
+        await backoff(attempt);
+      }
+    }
   }
 
   /**
@@ -648,10 +676,15 @@ async function resent<T>(send: () => Promise<T>): Promise<T> {
     } catch (error) {
       const again = error instanceof AgentStateError && RESENDABLE.has(error.code) && attempt < defaultRetry.attempts;
       if (!again) throw error;
-      const ceiling = Math.min(defaultRetry.maxDelayMs, defaultRetry.baseDelayMs * 2 ** (attempt - 1));
-      await new Promise((resolve) => setTimeout(resolve, Math.random() * ceiling));
+      await backoff(attempt);
     }
   }
+}
+
+/** Waits the client's default backoff after failed attempt `attempt` (random, up to base·2^(attempt-1), capped). */
+function backoff(attempt: number): Promise<void> {
+  const ceiling = Math.min(defaultRetry.maxDelayMs, defaultRetry.baseDelayMs * 2 ** (attempt - 1));
+  return new Promise((resolve) => setTimeout(resolve, Math.random() * ceiling));
 }
 
 function threadName(threadId: unknown): string {
