@@ -60,8 +60,9 @@ const finishDelete: TableAction = 'dynamodb:BatchWriteItem';
  * |----------|--------------------------------|------------------------------------------------|
  * | health   | —                              | —                                              |
  * | sessions | Get (meta), Query (tip, items, | Put (create), Transact Put (create with its    |
- * |          | index: the lists), BatchGet    | list entries), BatchWrite (delete the          |
- * |          | (the sessions a list shows)    | session's items), idempotency                  |
+ * |          | index: the lists), BatchGet    | list entries), Transact Put+Update (a PATCH;   |
+ * |          | (the sessions a list shows)    | of the user: the old user's profile fence too),|
+ * |          |                                | BatchWrite (delete the session's items), idem. |
  * | tree     | Get, BatchGet (nodes), Query   | Put (the log's next change), BatchWrite (the   |
  * |          | (tip, node index, path ranges) | node index; a dead delete), Update (pointers,  |
  * |          |                                | touch), Transact Put+Update (a first write     |
@@ -142,7 +143,7 @@ export const routeGroupAccess = {
  * Update (a session's activity; an erasure; retention: a pruned version stripped, a change given its TTL,
  * the run's marker), Put (the memory namespace list, a memory item's replaced
  * versions), Delete (the records of a WebSocket connection that is gone, a namespace left
- * empty; what an erasure closed, a user's profile), BatchWrite (the replaced versions of a deleted memory item;
+ * empty; what an erasure closed, a user's profile's tombstone), BatchWrite (the replaced versions of a deleted memory item;
  * the items of sessions an erasure closed). Reading the stream
  * itself is granted on the stream's ARN by the event source mapping, not here.
  */
@@ -150,7 +151,8 @@ export const liveHookAccess: TableAccess = {
   // GetItem: the sweep of a session whose item TTL removed reads what is left of it (session-delete.ts).
   // Query on the sessions index and BatchGetItem: a user's erasure closes the sessions of the
   // user's list, page by page, and reads their items and its records by key (erasure-close.ts);
-  // its profile step is a TransactWriteItems of a DeleteItem and an UpdateItem; retention reads
+  // its profile step is a TransactWriteItems of a PutItem (the profile's tombstone) and an
+  // UpdateItem, and its end a DeleteItem of that tombstone; retention reads
   // the versions it keeps of a session with large states, for their splice chains (history-prune.ts).
   table: [
     'dynamodb:GetItem',

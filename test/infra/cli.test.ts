@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { type DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { type AttributeValue, type DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../bin/agentstate.js';
 import { MemoryService } from '../../functions/core/memory/memory-service.js';
@@ -155,7 +155,10 @@ describe('agentstate tenants erase', () => {
       [`H#${tenant}`, 'H#w1'],
       [`X#${tenant}#w1`, 'D#s1#000000000001'],
     ] as const) {
-      await client.send(new PutItemCommand({ TableName: tableName, Item: { pk: { S: pk }, sk: { S: sk }, secret: { S: tenant } } }));
+      // A profile holds a version (an item of a profile's fence alone is none, and not counted).
+      const item: Record<string, AttributeValue> = { pk: { S: pk }, sk: { S: sk }, secret: { S: tenant } };
+      if (pk.startsWith('P#')) item.version = { N: '1' };
+      await client.send(new PutItemCommand({ TableName: tableName, Item: item }));
     }
   }
 

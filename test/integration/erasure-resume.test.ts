@@ -193,31 +193,113 @@ describe('an erasure closing a session a PATCH gave to another user', () => {
   });
 });
 
-describe('a profile commit racing a PATCH of the session’s user', () => {
-  it('writes the profile of the user the session has when the commit lands, not the one it read', async () => {
-    // Prepare: a session of p-first; its profile commit's write is held until a PATCH gives the session to p-second.
-    const sessions = new SessionService(stores.sessions);
-    const scope = { tenant, sessionId: 'profile-race' };
-    await sessions.createSession(tenant, { sessionId: scope.sessionId, userId: 'p-first' });
+/**
+ * A blind profile commit is one keyed `UpdateItem` of the profile (document-store.ts
+ * `writeDocument`): the session's user is checked by reading the session item after the
+ * profile, and the write lands only while the profile's fence is the one read with it, which a
+ * `PATCH` giving a session of the user to another user and the user's erasure replace. Each
+ * race below is held at the point where one of them is all that stops the old user's profile
+ * from being written: without the fence (or the check) these tests fail.
+ */
+describe('keyed profile commits racing a PATCH of the session’s user and the user’s erasure', () => {
+  const sessions = () => new SessionService(stores.sessions);
+
+  /** A commit service whose document store runs `before` once, just before the named call. */
+  function heldAt(call: 'readProfile' | 'writeDocument', before: () => Promise<void>) {
     let held = true;
+    const hold = async () => {
+      if (!held) return;
+      held = false;
+      await before();
+    };
     const documents: DocumentStore = {
       getDocument: (ref) => stores.documents.getDocument(ref),
-      writeDocument: (ref, write) => stores.documents.writeDocument(ref, write),
-      commitDocuments: async (...args) => {
-        if (held) {
-          held = false;
-          await sessions.updateSession(scope, { userId: 'p-second' });
-        }
-        return stores.documents.commitDocuments(...args);
+      readProfile: async (ref) => {
+        if (call === 'readProfile') await hold();
+        return stores.documents.readProfile(ref);
       },
+      writeDocument: async (ref, write) => {
+        if (call === 'writeDocument') await hold();
+        return stores.documents.writeDocument(ref, write);
+      },
+      commitDocuments: (...args) => stores.documents.commitDocuments(...args),
     };
-    const commits = new CommitService({ sessions: stores.sessions, documents });
+    // A write to a session being erased tries again until it gives up: not for long here.
+    return new CommitService({ sessions: stores.sessions, documents }, { retry: { maxElapsedMs: 2_000 } });
+  }
+
+  const commitN = (n: number) => ({ commands: [{ key: 'n', scope: 'profile', merge: 'disjoint', set: n }] as never });
+  const profileOf = (id: string) => stores.documents.getDocument({ kind: 'profile', tenant, id });
+
+  for (const had of [false, true]) {
+    it(`a PATCH between the commit's reads and its write${had ? ' (the old user has a profile)' : ''}: the new user's profile is written, not the old one's`, async () => {
+      // Prepare: a session of the old user; with `had`, the old user's profile written by another of their sessions.
+      const [from, to, sessionId] = [`pf-${had}`, `ps-${had}`, `patch-race-${had}`];
+      await sessions().createSession(tenant, { sessionId, userId: from });
+      if (had) {
+        await sessions().createSession(tenant, { sessionId: `${sessionId}-other`, userId: from });
+        await new CommitService(stores).commit({ tenant, sessionId: `${sessionId}-other` }, commitN(0));
+      }
+      const scope = { tenant, sessionId };
+      // The commit has read the tip, the profile and the session item; the PATCH lands before its write.
+      const commits = heldAt('writeDocument', async () => {
+        await sessions().updateSession(scope, { userId: to });
+      });
+
+      // Act
+      const committed = await commits.commit(scope, commitN(1));
+
+      // Assess: written again on the session as it is now, one version each, none of it in the old user's.
+      expect(committed.profile).toMatchObject({ userId: to, version: 1, state: { n: 1 } });
+      expect(await profileOf(to)).toMatchObject({ version: 1, state: { n: 1 } });
+      expect(await profileOf(from)).toEqual(had ? expect.objectContaining({ version: 1, state: { n: 0 } }) : null);
+    });
+  }
+
+  it("a PATCH between the commit's read of the tip and its read of the profile: the session item read after the profile tells", async () => {
+    // Prepare: the PATCH lands after the tip named the old user and before the old user's profile (and fence) is read.
+    const scope = { tenant, sessionId: 'patch-before-profile' };
+    await sessions().createSession(tenant, { sessionId: scope.sessionId, userId: 'pb-first' });
+    const commits = heldAt('readProfile', async () => {
+      await sessions().updateSession(scope, { userId: 'pb-second' });
+    });
 
     // Act
-    const committed = await commits.commit(scope, { commands: [{ key: 'n', scope: 'profile', merge: 'disjoint', set: 1 }] as never });
+    const committed = await commits.commit(scope, commitN(1));
 
-    // Assess: retried on the session as it is now.
-    expect(committed.profile).toMatchObject({ userId: 'p-second', version: 1, state: { n: 1 } });
-    expect(await stores.documents.getDocument({ kind: 'profile', tenant, id: 'p-first' })).toBeNull();
+    // Assess
+    expect(committed.profile).toMatchObject({ userId: 'pb-second', version: 1 });
+    expect(await profileOf('pb-first')).toBeNull();
   });
+
+  for (const had of [false, true]) {
+    it(`an erasure of the user between the commit's reads and its write${had ? ' (the user has a profile)' : ''}: nothing of the profile is written again`, async () => {
+      // Prepare: a session of the user (and with `had`, their profile); the erasure closes
+      // everything (its tombstone in the profile's place) after the commit's reads, before its write.
+      const userId = `erased-${had}`;
+      const scope = { tenant, sessionId: `erasure-race-${had}` };
+      await sessions().createSession(tenant, { sessionId: scope.sessionId, userId });
+      if (had) await new CommitService(stores).commit(scope, commitN(0));
+      const finisher = new ErasureFinisher(stores.table, stores.sessions);
+      let erasureId = '';
+      const commits = heldAt('writeDocument', async () => {
+        ({ erasureId } = await new DynamoDbErasureStore(stores.table, stores.sessions, 0).start(tenant, userId));
+        const closing = async () => (await stored(`E#${tenant}#${erasureId}`)).find((item) => item.sk?.S === 'E')?.status?.S === 'closing';
+        while (await closing()) await finisher.finish(tenant, erasureId, Date.now() + 20_000, 'closed');
+      });
+
+      // Act: the commit's write comes once the erasure's closing is done (it answers 202 then).
+      const outcome = await commits.commit(scope, commitN(1)).then(
+        (result) => result,
+        (error: unknown) => error,
+      );
+
+      // Assess: not written; nothing readable, and once the erasure is done nothing stored.
+      expect(outcome).toBeInstanceOf(Error);
+      expect(await profileOf(userId)).toBeNull();
+      await finisher.finish(tenant, erasureId);
+      expect(await finisher.get(tenant, erasureId)).toMatchObject({ status: 'done', documents: had ? 1 : 0 });
+      expect(await stored(keys.profile(tenant, userId))).toEqual([]);
+    });
+  }
 });

@@ -253,7 +253,7 @@ describe('requests per operation', () => {
     expect((await service.readState(made, {})).state).toEqual({ step: 0 });
   });
 
-  it('commits profile commands to a session with nothing written reading the session item once', async () => {
+  it('commits profile commands to a session with nothing written in one keyed update, reading the session item for its user and again after the profile', async () => {
     // Prepare: a session of a user, never written.
     const commits = new CommitService(stores);
     const session = { tenant: 'budget', sessionId: 'profile-first' };
@@ -264,8 +264,10 @@ describe('requests per operation', () => {
       commits.commit(session, { commands: [{ key: 'tz', scope: 'profile', merge: 'disjoint', set: 'Europe/London' }] }),
     );
 
-    // Assess: the tip, the session item (its user and agent, read once for both), the profile, one transaction.
-    expect(requests).toEqual(['Query', 'GetItem', 'GetItem', 'TransactWriteItems']);
+    // Assess: the tip, the session item (its user and agent, read once for both), the profile,
+    // the session item again (still the user's after the profile and its fence were read:
+    // commit-service.ts), one keyed update of the profile (no transaction).
+    expect(requests).toEqual(['Query', 'GetItem', 'GetItem', 'GetItem', 'UpdateItem']);
   });
 
   it('answers a write at an unknown node of a session with nothing written from the tip read alone', async () => {

@@ -262,4 +262,17 @@ describe('recordedDocumentOf and the event filter', () => {
     expect(recordedChangeOf(session)).toBeNull();
     expect(recordedDocumentOf(misplaced)).toBeNull();
   });
+
+  it('makes no event of a profile whose fence moved alone, nor of an item of a fence alone (document-item.ts)', () => {
+    // A PATCH that took a session from the user moved the fence of a profile: same version, same time.
+    const profile = documentImage(DOCUMENT_ITEM_KIND.profile, 'P#acme#u1', 'P', 3, { lang: 'en' });
+    const fenceMoved = record('MODIFY', { NewImage: { ...profile, fence: { S: 'f2' } }, OldImage: { ...profile, fence: { S: 'f1' } } });
+    // An erasure's tombstone, or a PATCH's fence for a user with no profile: no kind, no version.
+    const tombstone = record('MODIFY', { NewImage: { pk: { S: 'P#acme#u1' }, sk: { S: 'P' }, fence: { S: 'f3' } }, OldImage: profile });
+
+    expect(passes(fenceMoved)).toBe(true);
+    expect(recordedChangeOf(fenceMoved)).toBeNull();
+    expect(passes(tombstone)).toBe(false);
+    expect(recordedChangeOf(tombstone)).toBeNull();
+  });
 });

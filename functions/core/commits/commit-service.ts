@@ -163,7 +163,8 @@ export class CommitService {
             throw new AgentStateError('invalid_request', 'profile commands need a session with a userId', { field: 'commands' });
           }
         }
-        const profile = userId ? await this.documents.getDocument({ kind: 'profile', tenant: scope.tenant, id: userId }) : null;
+        const profileRead = userId ? await this.documents.readProfile({ kind: 'profile', tenant: scope.tenant, id: userId }) : null;
+        const profile = profileRead?.document ?? null;
 
         // The thread: top-level keys of the state at the node, typed fields applied as for a write.
         const target = await this.targets.withFields(scope, resolved, undefined, meta);
@@ -215,6 +216,11 @@ export class CommitService {
         if (touches('profile')) result.profile = { userId: userId as string, ...documentChange('profile', userId as string, profile) };
         if (touches('shared')) result.shared = documentChange('shared', 'shared', shared);
 
+        // A blind documents-only commit of one document from a session that exists may be keyed.
+        const keyedKind =
+          !threadChanged && documents.length === 1 && request.expectedVersion === undefined && (tip.kind !== 'empty' || meta)
+            ? (documents[0] as DocumentWrite).record.kind
+            : null;
         if (threadChanged) {
           const { version, change } = versionAt(target, {
             state: thread,
@@ -238,38 +244,37 @@ export class CommitService {
             contended: attempt.raced || attempt.queued === true,
           });
           result.version = version.version;
-        } else if (
-          documents.length === 1 &&
-          (documents[0] as DocumentWrite).record.kind === 'shared' &&
-          request.expectedVersion === undefined &&
-          (tip.kind !== 'empty' || meta)
-        ) {
-          // The shared document alone, blind, from a session that exists: written key by key in
-          // one update that numbers its own version, so that concurrent commits to other keys
-          // never make it lose a race, wait, or try again (document-store.ts `writeDocument`). A
-          // profile cannot go this way: its write must also find the session item still naming
-          // its user (a PATCH may give the session to another user meanwhile), which only a
-          // transaction can check, and a transaction neither returns the version it made nor
-          // lets concurrent ones on one item through.
-          const written = await this.documents.writeDocument(
-            { kind: 'shared', tenant: scope.tenant },
-            {
-              before: shared,
-              changes: slots.get('shared') as ReadonlyMap<string, KeyChange>,
-              next: (documents[0] as DocumentWrite).record.state as JsonObject,
-              sessionId: scope.sessionId,
-              sessionTouchedAt: tip.kind === 'empty' ? (meta?.updatedAt ?? null) : tip.touchedAt,
-              author: caller,
-              at,
-            },
-          );
-          result.shared = { version: written.version, state: written.state, updatedAt: written.updatedAt };
+        } else if (keyedKind === 'shared' || keyedKind === 'profile') {
+          // The shared document or the profile alone, blind, from a session that exists: written
+          // key by key in one update that numbers its own version, so that concurrent commits to
+          // other keys never make it lose a race, wait, or try again (document-store.ts
+          // `writeDocument`). A profile is the session's user's only while the session names
+          // them: the session item, read after the profile, still did (`requireStillTheUsers`), and the
+          // write lands only while the profile's fence is the one read with it, which a `PATCH`
+          // giving one of the user's sessions to another user, and the user's erasure, replace.
+          const kind = keyedKind;
+          if (kind === 'profile') await this.requireStillTheUsers(scope, userId as string);
+          const ref: DocumentRef & { kind: 'shared' | 'profile' } =
+            kind === 'shared' ? { kind, tenant: scope.tenant } : { kind, tenant: scope.tenant, id: userId as string };
+          const written = await this.documents.writeDocument(ref, {
+            before: kind === 'shared' ? shared : profile,
+            changes: slots.get(kind) as ReadonlyMap<string, KeyChange>,
+            next: (documents[0] as DocumentWrite).record.state as JsonObject,
+            sessionId: scope.sessionId,
+            sessionTouchedAt: tip.kind === 'empty' ? (meta?.updatedAt ?? null) : tip.touchedAt,
+            author: caller,
+            at,
+            ...(kind === 'profile' ? { fence: profileRead?.fence ?? null } : {}),
+          });
+          const view = { version: written.version, state: written.state, updatedAt: written.updatedAt };
+          if (kind === 'shared') result.shared = view;
+          else result.profile = { userId: userId as string, ...view };
         } else if (documents.length > 0) {
           // No thread change: the documents alone, guarded by the thread's tip when asked to be
           // (expectedVersion), and always for a run, which belongs to the session: a delete of
           // the session between this read and the write must make the write fail, not land.
-          // A profile is the session's user's only while it is (a PATCH may give the session to
-          // another user meanwhile): the write is conditional on the session item still naming them.
+          // A profile with others is the session's user's only while it is (a PATCH may give the
+          // session to another user meanwhile): the write is conditional on the session item still naming them.
           // Several documents change together or not at all: one transaction.
           const guarded = request.expectedVersion !== undefined || touches('run');
           await this.documents.commitDocuments(scope, documents, guarded ? tip : null, at, userId ?? undefined);
@@ -281,6 +286,17 @@ export class CommitService {
       undefined,
       join,
     );
+  }
+
+  /**
+   * Whether the session item still names `userId`, read after its profile was: a `PATCH` that
+   * gave the session to another user between the tip's read and the profile's is seen here (the
+   * profile's fence, read after it, cannot tell), and one after this read changes that fence.
+   * An erased session has no item. A moved user makes the commit read again.
+   */
+  private async requireStillTheUsers(scope: SessionScope, userId: string): Promise<void> {
+    const meta = await this.store.getMeta(scope);
+    if (meta?.userId !== userId) throw new StaleTipError("the session's user changed since it was read");
   }
 
   /** A run, profile or shared document as a client reads it (version 0 and null when none). */

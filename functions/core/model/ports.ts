@@ -293,6 +293,13 @@ export type SessionLog = Pick<SessionStore, 'readTip' | 'readTipWithNodes' | 'ge
 export interface DocumentStore {
   getDocument(ref: DocumentRef): Promise<DocumentRecord | null>;
   /**
+   * A profile as a keyed write reads it (`getDocument`'s record, null when none), with its
+   * fence: an opaque token that every `PATCH` giving one of the user's sessions to another
+   * user, the user's erasure and every whole put of the profile change, and that concurrent
+   * keyed writes never change (`KeyedDocumentWrite.fence`).
+   */
+  readProfile(ref: DocumentRef & { kind: 'profile' }): Promise<{ document: DocumentRecord | null; fence: string | null }>;
+  /**
    * Writes documents atomically, each conditional on its version; with `guard`, also only if
    * the session's tip is still that one. Throws `StaleTipError` when anything moved.
    */
@@ -315,7 +322,9 @@ export interface DocumentStore {
    * whose keys someone else reshaped meanwhile (a key made, removed or replaced between its
    * read and its write, under a commutative merge) throws `StaleTipError`, and so does one
    * that would take the document past its size limit only through others' concurrent writes.
-   * Resolves with the version written, its state the whole document after it.
+   * Resolves with the version written, its state the whole document after it. A profile's
+   * write lands only while its fence is still the one `readProfile` returned (`StaleTipError`
+   * otherwise).
    */
   writeDocument(ref: DocumentRef & { kind: 'profile' | 'shared' }, write: KeyedDocumentWrite): Promise<DocumentRecord>;
 }
@@ -338,6 +347,8 @@ export interface KeyedDocumentWrite {
   /** The agent the commit acted as (its change event's `author`), or null. */
   readonly author: string | null;
   readonly at: string;
+  /** A profile's fence as `readProfile` returned it (null: none): the write lands only while it is unchanged. */
+  readonly fence?: string | null;
 }
 
 /** What a batch does to one key: replace it, remove it, or merge an object into it (commutative). */

@@ -43,6 +43,17 @@ export const BYTES_ATTRIBUTE = 'bytes';
 export const ACTIVITY_DUE = 'ad';
 /** Where an item written before the per-key layout keeps its whole document. */
 export const LEGACY_STATE = 'state';
+/**
+ * A profile's fence: a random token that every `PATCH` giving one of the user's sessions to
+ * another user, the user's erasure and every whole put of the profile set anew, and that keyed
+ * writes leave alone and are conditional on (document-store.ts `writeDocument`). A `PATCH` of a
+ * user with no profile leaves an item holding only the fence; an erasure leaves one too (its
+ * tombstone, gone when the erasure is done). Neither is a document: both read as none.
+ */
+export const FENCE_ATTRIBUTE = 'fence';
+
+/** Whether an item holds a document version, not only a profile's fence. */
+export const holdsDocument = (item: Item): boolean => item.version !== undefined;
 
 export const slotAttribute = (key: string): string => `${SLOT_PREFIX}${key}`;
 

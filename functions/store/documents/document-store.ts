@@ -10,15 +10,7 @@ import { ACTIVITY_EVERY_MS, nextSlot, sessionUpsert } from '../log/session-write
 import { DOCUMENT_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
-import {
-  conditions,
-  type Item,
-  isConditionFailure,
-  isOwnWrite,
-  type TableClient,
-  type TaggedItem,
-  transact,
-} from '../table/table-client.js';
+import { type Item, isConditionFailure, isOwnWrite, type TableClient, type TaggedItem, transact } from '../table/table-client.js';
 import * as documentItem from './document-item.js';
 
 /**
@@ -38,19 +30,34 @@ const readFrom = new WeakMap<DocumentRecord, Item>();
  * changed; a commit that changes the thread too writes them in the session's commit
  * (session-store.ts) with `documentPut`.
  */
-export class DynamoDbDocumentReader implements Pick<DocumentStore, 'getDocument'> {
+export class DynamoDbDocumentReader implements Pick<DocumentStore, 'getDocument' | 'readProfile'> {
   constructor(protected readonly table: TableClient) {}
 
   async getDocument(ref: DocumentRef): Promise<DocumentRecord | null> {
+    return this.documentOf(ref, await this.readItem(ref));
+  }
+
+  async readProfile(ref: DocumentRef & { kind: 'profile' }): Promise<{ document: DocumentRecord | null; fence: string | null }> {
+    const item = await this.readItem(ref);
+    const fence = item?.[documentItem.FENCE_ATTRIBUTE];
+    return { document: this.documentOf(ref, item), fence: typeof fence === 'string' ? fence : null };
+  }
+
+  private async readItem(ref: DocumentRef): Promise<Item | null> {
     const { Item } = await this.table.send(
       new GetCommand({ TableName: this.table.tableName, Key: documentItem.key(ref), ConsistentRead: true }),
     );
-    if (!Item) return null;
+    return Item ?? null;
+  }
+
+  private documentOf(ref: DocumentRef, item: Item | null): DocumentRecord | null {
+    // A profile's fence alone (a PATCH's, an erasure's tombstone) is no document.
+    if (!item || !documentItem.holdsDocument(item)) return null;
     // TTL deletes lazily: an expired run reads as gone, as it soon will be.
-    const expiresAt = Item[tableKeys.timeToLive];
+    const expiresAt = item[tableKeys.timeToLive];
     if (typeof expiresAt === 'number' && expiresAt * 1000 < this.table.now()) return null;
-    const record = documentItem.decode(ref, Item);
-    readFrom.set(record, Item);
+    const record = documentItem.decode(ref, item);
+    readFrom.set(record, item);
     return record;
   }
 }
@@ -90,7 +97,9 @@ export class DynamoDbDocumentStore extends DynamoDbDocumentReader implements Doc
    *     it), still absent, or still the very value read (replaced by the merged one);
    *   - the size: `bytes` bounds the document's JSON from above and grows by at most what
    *     this write adds, so the write lands only while the bound stays under the limit;
-   *   - its own id: a resend of a write that landed (its answer lost) adds no second version.
+   *   - its own id: a resend of a write that landed (its answer lost) adds no second version;
+   *   - a profile's fence, as read (`readProfile`): no `PATCH` gave one of the user's sessions
+   *     to another user, no erasure of the user and no whole put came since (document-item.ts).
    * A document read in the earlier layout, too near the limit for the bound, or whose change
    * would not fit one expression, is put whole instead, conditional on its version.
    */
@@ -133,12 +142,11 @@ export class DynamoDbDocumentStore extends DynamoDbDocumentReader implements Doc
           TableName: this.table.tableName,
           Item: {
             ...documentItem.encode(ref, record, { sessionId: write.sessionId, author: write.author }),
+            ...freshFence(ref),
             writeId,
             ...(activityDue(write) ? { [documentItem.ACTIVITY_DUE]: write.at } : {}),
           },
-          ...(before
-            ? { ConditionExpression: 'version = :basedOn', ExpressionAttributeValues: { ':basedOn': before.version } }
-            : { ConditionExpression: conditions.itemIsNew }),
+          ...wholePutCondition(before?.version ?? 0, write.fence),
           ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         }),
       );
@@ -149,6 +157,43 @@ export class DynamoDbDocumentStore extends DynamoDbDocumentReader implements Doc
       throw failed;
     }
   }
+}
+
+/**
+ * A whole put of a profile sets a new fence: a keyed write that read the one before, and whose
+ * write comes after this put, reads again (a whole put may come from a session ordered after a
+ * `PATCH` only by its own log, and must not bring back a fence the `PATCH` replaced).
+ */
+function freshFence(ref: DocumentRef): Item {
+  return ref.kind === 'profile' ? { [documentItem.FENCE_ATTRIBUTE]: randomUUID() } : {};
+}
+
+/**
+ * The condition of a document put whole: the version it was computed from (0: no document,
+ * though a profile's fence may be there), and for a keyed write's put, its fence as read.
+ */
+function wholePutCondition(
+  basedOn: number,
+  fence: string | null | undefined,
+): { ConditionExpression: string; ExpressionAttributeNames: Record<string, string>; ExpressionAttributeValues?: Record<string, unknown> } {
+  const names: Record<string, string> = { '#version': 'version' };
+  const values: Record<string, unknown> = {};
+  const parts = [basedOn === 0 ? 'attribute_not_exists(#version)' : '#version = :basedOn'];
+  if (basedOn !== 0) values[':basedOn'] = basedOn;
+  if (fence !== undefined) parts.push(fenceCondition(fence, names, values));
+  return {
+    ConditionExpression: parts.join(' AND '),
+    ExpressionAttributeNames: names,
+    ...(Object.keys(values).length > 0 ? { ExpressionAttributeValues: values } : {}),
+  };
+}
+
+/** The fence is still the one read (null: none yet). */
+function fenceCondition(fence: string | null, names: Record<string, string>, values: Record<string, unknown>): string {
+  names['#fence'] = documentItem.FENCE_ATTRIBUTE;
+  if (fence === null) return 'attribute_not_exists(#fence)';
+  values[':fence'] = fence;
+  return '#fence = :fence';
 }
 
 /** A write's failed condition that was its own earlier attempt, which had landed (the SDK resent it). */
@@ -285,13 +330,21 @@ function keyedUpdate(
   values[':room'] = room;
   values[':growth'] = growth;
   const update = `SET ${set.join(', ')}${remove.length > 0 ? ` REMOVE ${remove.join(', ')}` : ''} ADD #version :one, #bytes :growth`;
+  // No bound yet: no document, or a profile's fence alone (document-item.ts).
   const condition = [
-    `(${conditions.itemIsNew} OR #bytes <= :room)`,
+    '(attribute_not_exists(#bytes) OR #bytes <= :room)',
     '(attribute_not_exists(#writeId) OR #writeId <> :writeId)',
     ...checks,
-  ].join(' AND ');
-  if (update.length > MAX_EXPRESSION_CHARS || condition.length > MAX_EXPRESSION_CHARS) return null;
-  return { UpdateExpression: update, ConditionExpression: condition, ExpressionAttributeNames: names, ExpressionAttributeValues: values };
+  ];
+  if (write.fence !== undefined) condition.push(fenceCondition(write.fence, names, values));
+  const conditionText = condition.join(' AND ');
+  if (update.length > MAX_EXPRESSION_CHARS || conditionText.length > MAX_EXPRESSION_CHARS) return null;
+  return {
+    UpdateExpression: update,
+    ConditionExpression: conditionText,
+    ExpressionAttributeNames: names,
+    ExpressionAttributeValues: values,
+  };
 }
 
 /**
@@ -301,25 +354,51 @@ function keyedUpdate(
 export function documentPut(table: TableClient, scope: SessionScope, write: DocumentWrite): TaggedItem {
   const { record } = write;
   const nowSeconds = table.nowSeconds();
-  const item = documentItem.encode(
-    documentRefOf(scope, record),
-    record,
-    { sessionId: scope.sessionId, author: write.author },
-    write.ttlSeconds ? nowSeconds + write.ttlSeconds : undefined,
-  );
+  const ref = documentRefOf(scope, record);
+  const item = {
+    ...documentItem.encode(
+      ref,
+      record,
+      { sessionId: scope.sessionId, author: write.author },
+      write.ttlSeconds ? nowSeconds + write.ttlSeconds : undefined,
+    ),
+    ...freshFence(ref),
+  };
   return {
     role: 'document',
     item: {
       Put: {
         TableName: table.tableName,
         Item: item,
+        // New: no document there (a profile's fence alone may be), or an expired run.
         ...(write.basedOnVersion === 0
           ? {
-              ConditionExpression: `${conditions.itemIsNew} OR #ttl < :now`,
-              ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive },
+              ConditionExpression: 'attribute_not_exists(#version) OR #ttl < :now',
+              ExpressionAttributeNames: { '#version': 'version', '#ttl': tableKeys.timeToLive },
               ExpressionAttributeValues: { ':now': nowSeconds },
             }
           : { ConditionExpression: 'version = :basedOn', ExpressionAttributeValues: { ':basedOn': write.basedOnVersion } }),
+      },
+    },
+  };
+}
+
+/**
+ * The move of `userId`'s profile fence that a `PATCH` giving one of their sessions to another
+ * user carries in its transaction: a keyed profile commit that read the fence before it then
+ * reads again, and finds the session's new user (commit-service.ts). Makes an item of the fence
+ * alone when the user has no profile (document-item.ts: no document).
+ */
+export function profileFenceMove(table: TableClient, tenant: string, userId: string): TaggedItem {
+  return {
+    role: 'document',
+    item: {
+      Update: {
+        TableName: table.tableName,
+        Key: documentItem.key({ kind: 'profile', tenant, id: userId }),
+        UpdateExpression: 'SET #fence = :fence',
+        ExpressionAttributeNames: { '#fence': documentItem.FENCE_ATTRIBUTE },
+        ExpressionAttributeValues: { ':fence': randomUUID() },
       },
     },
   };

@@ -1,7 +1,9 @@
+import { randomUUID } from 'node:crypto';
 import { QueryCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { userNamespace } from '../../core/erasure/erasure.js';
 import { pathKey } from '../../core/memory/memory.js';
 import type { ClosingTip } from '../../core/model/model.js';
+import * as documentItem from '../documents/document-item.js';
 import { namespaceEntry } from '../memory/memory-codecs.js';
 import { deleteMemoryItem } from '../memory/memory-delete.js';
 import { forgetNamespace, namespaceHasItems } from '../memory/namespace-entries.js';
@@ -35,7 +37,9 @@ import { DynamoDbErasureStore, erasureKey, RECORD_TTL_SECONDS } from './erasure-
  *             at a time, recorded (`N#`), then their items a page at a time: each live item
  *             made at or before the erasure becomes the memory store's tombstone; counted by
  *             page, with the cursor.
- *   profile   deleted, and counted, in one transaction with the cursor.
+ *   profile   replaced by its tombstone (a new fence alone, which a keyed commit that read
+ *             the profile before fails on), counted when it held a document, in one
+ *             transaction with the cursor; erasure-finish.ts deletes the tombstone when done.
  *
  * Then the count of sessions is that of the `S#` records, and the erasure is `running`: what
  * the `DELETE` waits for.
@@ -230,31 +234,21 @@ export class ErasureCloser extends DynamoDbErasureStore {
   private async profileStep(erasure: OpenErasure, cursor: Cursor): Promise<void> {
     const { tenant, userId } = erasure;
     if (userId !== null && cursor.after !== 'profile') {
-      try {
-        // Deleted and counted together, or neither: a step run again finds no profile and counts none.
-        await this.table.send(
-          new TransactWriteCommand({
-            TransactItems: [
-              {
-                Delete: {
-                  TableName: this.table.tableName,
-                  Key: { pk: keys.profile(tenant, userId), sk: keys.profileSort },
-                  ConditionExpression: 'attribute_exists(pk)',
-                },
-              },
-              {
-                Update: {
-                  TableName: this.table.tableName,
-                  ...this.cursorMove(erasure, { phase: 'profile', after: 'profile' }, { documents: 1 }),
-                },
-              },
-            ],
-          }),
-        );
-        return;
-      } catch (error) {
-        if ((error as { name?: string }).name !== 'TransactionCanceledException') throw error;
-        // No profile (or the cursor moved on): go on to the count.
+      // The profile becomes a tombstone, an item of a new fence alone (document-item.ts): a keyed
+      // commit that read the profile, or no profile, before it fails its condition on the fence
+      // it read and reads again (finding its session closed), so nothing of the user is written
+      // after this (the sessions it covers are closed already). Put and counted
+      // together with the cursor's move, or neither: a step run again finds the tombstone and
+      // counts none. Whether a document is there decides the count; a commit may change that
+      // between two tries, a concurrent transaction cancel one.
+      let holds = true;
+      for (let tries = 0; ; tries++) {
+        const codes = await this.tombstoneProfile(erasure, userId, holds);
+        if (codes === null) return;
+        // The cursor moved on: another step did this.
+        if (codes[1] === 'ConditionalCheckFailed') break;
+        if (tries >= 8) throw new Error(`the profile of the erasure ${erasure.erasureId} kept changing`);
+        if (codes[0] === 'ConditionalCheckFailed') holds = !holds;
       }
     }
     const sessions = await this.sessionsRecorded(erasure);
@@ -275,6 +269,43 @@ export class ErasureCloser extends DynamoDbErasureStore {
   /** Moves the cursor from where the step read it, adding `counts`; nothing when another step moved it first. */
   private async moveCursor(erasure: OpenErasure, next: Cursor, counts: Record<string, number>): Promise<void> {
     await conditionally(this.table.send(new UpdateCommand({ TableName: this.table.tableName, ...this.cursorMove(erasure, next, counts) })));
+  }
+
+  /**
+   * The profile's tombstone put in place of what is there (`holds`: a document, counted; else
+   * none or a fence alone) with the cursor's move; null when it landed, else the cancellation's
+   * reason codes (the tombstone's, the cursor's).
+   */
+  private async tombstoneProfile(erasure: OpenErasure, userId: string, holds: boolean): Promise<string[] | null> {
+    const key = { pk: keys.profile(erasure.tenant, userId), sk: keys.profileSort };
+    try {
+      await this.table.send(
+        new TransactWriteCommand({
+          TransactItems: [
+            {
+              Put: {
+                TableName: this.table.tableName,
+                Item: { ...key, [documentItem.FENCE_ATTRIBUTE]: randomUUID() },
+                ConditionExpression: holds ? 'attribute_exists(#version)' : 'attribute_not_exists(#version)',
+                ExpressionAttributeNames: { '#version': 'version' },
+              },
+            },
+            {
+              Update: {
+                TableName: this.table.tableName,
+                ...this.cursorMove(erasure, { phase: 'profile', after: 'profile' }, holds ? { documents: 1 } : {}),
+              },
+            },
+          ],
+        }),
+      );
+      return null;
+    } catch (error) {
+      if ((error as { name?: string }).name !== 'TransactionCanceledException') throw error;
+      return ((error as { CancellationReasons?: Array<{ Code?: string }> }).CancellationReasons ?? []).map(
+        (reason) => reason.Code ?? 'None',
+      );
+    }
   }
 
   private cursorMove(erasure: OpenErasure, next: Cursor, counts: Record<string, number>) {

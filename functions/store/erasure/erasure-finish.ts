@@ -98,6 +98,20 @@ export class ErasureFinisher extends ErasureCloser {
     for (const namespace of namespaces) {
       if (!(await this.eraseMemoryPast(erasure, namespace, deadline))) return false;
     }
+    // The profile's tombstone (erasure-close.ts) goes, unless a profile was written since (by a
+    // session given to the user after the erasure): only an item of a fence alone.
+    if (erasure.userId !== null) {
+      await conditionally(
+        this.table.send(
+          new DeleteCommand({
+            TableName: this.table.tableName,
+            Key: { pk: keys.profile(tenant, erasure.userId), sk: keys.profileSort },
+            ConditionExpression: 'attribute_not_exists(#version)',
+            ExpressionAttributeNames: { '#version': 'version' },
+          }),
+        ),
+      );
+    }
     const records = await this.workOf(partition, keys.erasedSessionPrefix);
     // Only while running: a redelivered record that ran beside this one may have finished it.
     const finished = await conditionally(

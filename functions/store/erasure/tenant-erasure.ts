@@ -58,7 +58,8 @@ export class TenantEraser extends ErasureFinisher {
           TableName: this.table.tableName,
           FilterExpression: prefixes.map((_, index) => `begins_with(pk, :p${index})`).join(' OR '),
           ExpressionAttributeValues: Object.fromEntries(prefixes.map((prefix, index) => [`:p${index}`, prefix])),
-          ProjectionExpression: 'pk, sk',
+          // A profile item without a version is a fence alone (document-item.ts): erased, not counted.
+          ProjectionExpression: 'pk, sk, version',
           ExclusiveStartKey: start,
         }),
       );
@@ -70,12 +71,17 @@ export class TenantEraser extends ErasureFinisher {
           pk === keys.webhooks(tenant) ||
           pk === keys.memoryNamespaces(tenant) ||
           pk.startsWith(`${pk.split('#')[0]}#${tenant}#`);
-        if (ours && pk !== keep) doomed.push({ pk: item.pk, sk: item.sk });
+        if (ours && pk !== keep)
+          doomed.push({ pk: item.pk, sk: item.sk, ...(item.version === undefined ? {} : { version: item.version }) });
       }
       start = page.LastEvaluatedKey;
     } while (start);
-    await batchDelete(this.table, doomed);
+    await batchDelete(
+      this.table,
+      doomed.map((item) => ({ pk: item.pk, sk: item.sk })),
+    );
     const profiles = doomed.filter((item) => String(item.pk).startsWith(keys.profile(tenant, ''))).length;
-    return { profiles, unlisted: doomed.length - profiles };
+    const documents = doomed.filter((item) => String(item.pk).startsWith(keys.profile(tenant, '')) && item.version !== undefined).length;
+    return { profiles: documents, unlisted: doomed.length - profiles };
   }
 }

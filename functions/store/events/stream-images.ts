@@ -179,6 +179,8 @@ export function recordedDocumentOf(record: DynamoDBRecord): RecordedDocument | n
   const origin = documentItem.originOf(item);
   const oldImage = record.dynamodb?.OldImage;
   const old = oldImage ? documentItem.decode(ref, unmarshall(toSdkImage(oldImage))) : null;
+  // A `PATCH` that moved the profile's fence alone (document-item.ts) made no version.
+  if (old && old.version === document.version && old.updatedAt === document.updatedAt) return null;
   return {
     tenant: ref.kind === 'run' ? ref.scope.tenant : ref.tenant,
     document: {

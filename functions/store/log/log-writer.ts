@@ -6,7 +6,7 @@ import { AgentStateError } from '../../core/kernel/errors.js';
 import { hasExpired, type Lifetime, NO_LIFETIME, storedLifetime } from '../../core/model/lifetime.js';
 import { LINEAGE_WINDOW, type SessionScope, type Tip, type VersionRecord } from '../../core/model/model.js';
 import { LeaseLostError, StaleTipError, type TipChange } from '../../core/model/ports.js';
-import { documentPut } from '../documents/document-store.js';
+import { documentPut, profileFenceMove } from '../documents/document-store.js';
 import { changedEntries } from '../sessions/list-entries.js';
 import { putPieces } from '../state/state-pieces.js';
 import type { EncodedVersion } from '../state/version-item.js';
@@ -140,6 +140,13 @@ export class LogWriter {
           settings && (due || settings.userId !== undefined || settings.agentId !== undefined || settings.metadata !== undefined);
         for (const entry of relists ? changedEntries(scope, settings.lists, at) : []) {
           items.push({ role: 'entry', item: { Put: { TableName: this.table.tableName, Item: entry } } });
+        }
+        // A PATCH that takes the session from its user moves that user's profile fence with it:
+        // a keyed profile commit of this session that read the profile before fails and reads
+        // again (document-store.ts `writeDocument`).
+        const leaving = settings?.lists.before.userId;
+        if (settings?.userId !== undefined && typeof leaving === 'string' && settings.userId !== leaving) {
+          items.push(profileFenceMove(this.table, scope.tenant, leaving));
         }
       } else if (first) {
         items.push({ role: 'session', item: { ConditionCheck: sessionNotExpired(this.table.tableName, scope, this.table.now()) } });
