@@ -112,6 +112,28 @@ describe('building events', () => {
     ]);
   });
 
+  it('takes prev from an earlier batch of the same session and life without reading it', async () => {
+    // Prepare: one instance, as the change hook keeps for its stream.
+    const h = harness({ states: { 's1:5': { n: 'read' } } });
+    let events: ChangeEvent[] = [];
+    h.ports.broadcast = async (_scope, built) => {
+      events = [...built];
+    };
+    const fanout = new ChangeFanout(h.ports);
+    await fanout.process([change('s1', 4, 3, { n: 4 }), change('s2', 5, 4, { m: 5 })]);
+    h.reads.length = 0;
+
+    // Act: the next batch; s1's version 4 came in the batch before, s1's version 5 never did.
+    await fanout.process([change('s1', 6, 4, { n: 6 })]);
+    const sixth = events;
+    await fanout.process([change('s1', 7, 5, { n: 7 })]);
+
+    // Assess: only the version this instance never saw is read; another session's is not taken.
+    expect(h.reads).toEqual([{ sessionId: 's1', version: 5 }]);
+    expect((sixth[0] as StateChangedEvent).prev).toEqual({ n: 4 });
+    expect((events[0] as StateChangedEvent).prev).toEqual({ n: 'read' });
+  });
+
   it('reads nothing for prevVersion 0, and gives prev null when that version is gone', async () => {
     const h = harness({});
     let events: ChangeEvent[] = [];

@@ -128,6 +128,15 @@ export interface ChangeInput {
 
 export class ChangeFanout extends StreamFanout<ChangeFanoutPorts> {
   /**
+   * The newest versions' states this instance built events of, across batches: a version's
+   * `prev` is most often the version before it, which came in the previous batch of the same
+   * shard (a partition key's records go to one shard, read by one instance at a time), so the
+   * read of `prev` (half a read unit a version) is mostly not needed. A version's state never
+   * changes once recorded; a life deleted and made again has versions of another life.
+   */
+  private readonly recentStates = new RecentStates(RECENT_STATES);
+
+  /**
    * Processes one batch. `deadline` (epoch ms on `now`) is when the invocation must be done: deliveries
    * not tried by then become dead letters. Resolves with the keys of the records to retry.
    */
@@ -160,12 +169,10 @@ export class ChangeFanout extends StreamFanout<ChangeFanoutPorts> {
   }
 
   /**
-   * Builds the stream's events in order. A thread version's `prev` comes from the batch when
-   * it can, else one read; a document version carries its `prev` (the stream's old image).
+   * Builds the stream's events in order. A thread version's `prev` comes from this batch or the
+   * ones before it (`recentStates`) when it can, else one read; a document version carries its `prev` (the stream's old image).
    */
   private async buildEvents(session: StreamBatch): Promise<void> {
-    // By life and version: a batch may hold a deleted session's last versions and its next life's first.
-    const states = new Map<string, Json>();
     for (const [index, { change }] of session.inputs.entries()) {
       if (isRecordedExpiry(change)) {
         session.events.push(buildSessionExpiredEvent(change));
@@ -191,13 +198,12 @@ export class ChangeFanout extends StreamFanout<ChangeFanoutPorts> {
         }
         let prev: Json = null;
         if (prevVersion > 0) {
-          const inBatch = `${life}:${prevVersion}`;
-          prev = states.has(inBatch)
-            ? (states.get(inBatch) as Json)
-            : ((await this.ports.readState(thread, prevVersion, life))?.state ?? null);
+          // By life and version: a batch may hold a deleted session's last versions and its next life's first.
+          const kept = this.recentStates.get(thread, life, prevVersion);
+          prev = kept ? kept.state : ((await this.ports.readState(thread, prevVersion, life))?.state ?? null);
         }
         session.events.push(buildStateChangedEvent(change, prev));
-        states.set(`${life}:${change.version.version}`, change.version.state);
+        this.recentStates.keep(thread, life, change.version.version, change.version.state);
       } catch (error) {
         this.log('could not build a change event; the stream will retry it', {
           ...thread,
@@ -515,4 +521,29 @@ function memo<T>(load: (key: string) => Promise<T>): (key: string) => Promise<T>
 /** A thread's version (neither a document's, a session's expiry nor an erasure). */
 function isRecordedVersion(change: RecordedChange): change is RecordedVersion {
   return !isRecordedDocument(change) && !isRecordedExpiry(change) && !isRecordedErasure(change);
+}
+
+/** How many versions' states the change hook keeps between batches (inline states only: at most a few KB each). */
+const RECENT_STATES = 512;
+
+/** States of recently built versions of sessions, by session, life and version; the least recently kept go first. */
+class RecentStates {
+  private readonly states = new Map<string, { state: Json }>();
+
+  constructor(private readonly limit: number) {}
+
+  get(scope: SessionScope, life: number, version: number): { state: Json } | undefined {
+    return this.states.get(RecentStates.key(scope, life, version));
+  }
+
+  keep(scope: SessionScope, life: number, version: number, state: Json): void {
+    const key = RecentStates.key(scope, life, version);
+    this.states.delete(key);
+    this.states.set(key, { state });
+    if (this.states.size > this.limit) this.states.delete(this.states.keys().next().value as string);
+  }
+
+  private static key(scope: SessionScope, life: number, version: number): string {
+    return JSON.stringify([scope.tenant, scope.sessionId, life, version]);
+  }
 }
