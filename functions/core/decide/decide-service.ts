@@ -6,6 +6,7 @@ import type { PathRead } from '../model/message-path.js';
 import type {
   AgentRecord,
   DecisionOutcome,
+  DecisionRecord,
   DocumentRecord,
   DoneDecision,
   NodeRecord,
@@ -125,39 +126,20 @@ export class DecideService {
     const lookups = lookupsOf(triggerMessagesOf(request.trigger), request.parentId);
     // First the tenant's agents with its shared document (one Query): they tell how much of the
     // path the worker will be shown, and so how much of the log the tip read brings (`recentFor`).
-    let agents = await this.agents.snapshot(scope.tenant);
-    // Then the tip, the nodes named, and the decision's record, together: a record read before
-    // the tip could miss a decision that finished and was followed by another change meanwhile.
-    const [{ tip, nodes }, previous] = await Promise.all([
-      this.store.readTipWithNodes(scope, lookups, {
-        withState: true,
-        recent: recentFor(agents, request.agentId, triggerMessages.length > 0),
-        // Under the head, the ids read are the trigger's new messages': one round.
-        expectNew: request.parentId === undefined,
-      }),
-      request.decisionId ? this.decisions.getDecision(scope, decisionId) : Promise.resolve(null),
-    ]);
-    const done = doneDecision(tip, decisionId, previous);
-    if (request.decisionId && done) {
-      return this.replay(scope, done, request.agentId ?? (await this.targets.sessionOf(scope, tip)).agentId, agents);
-    }
-
-    // The session's agent and user ride on its tip; a session with nothing written reads its item.
-    const meta = tip.kind === 'empty' ? await this.store.getMeta(scope) : null;
-    const session = await this.targets.sessionOf(scope, tip, meta);
-    const agentId = request.agentId ?? session.agentId;
-    // An agent registered through another instance within the second: read the registry again.
-    if (agentId && !agents.agents.some((known) => known.agentId === agentId))
-      agents = await this.agents.snapshot(scope.tenant, { missing: agentId });
-    const parentOf = (id: string) => this.targets.nodeById(tip, nodes, id);
-    await checkDecisionAccess(this.store, { scope, tip, agents, parentOf, sessionAgentId: session.agentId, request });
-    const agent = agentId ? agents.agent(agentId) : null;
-    const budgetMs = decisionBudgetMs(agents, agent, session.agentId);
+    const agents = await this.agents.snapshot(scope.tenant);
+    const begin = (fromReplica: boolean) => this.begin({ scope, request, decisionId, triggerMessages, lookups, agents, fromReplica });
+    // The log's newest changes from a replica (half the read units), which the lease's put then
+    // confirms: it claims the place after the tip that was read, so it succeeds only if nothing
+    // was written after it. Anything else that stops the decision before its lease (a lost race,
+    // an error the read may have caused) starts it again from a consistent read.
+    const begun = await begin(true).catch((error: unknown) => {
+      if (!(error instanceof StaleTipError || (error instanceof AgentStateError && error.status < 500 && error.status !== 429)))
+        throw error;
+      return begin(false);
+    });
+    if ('replay' in begun) return begun.replay;
+    const { tip, nodes, previous, session, agentId, agent, budgetMs, leaseToken, leased } = begun;
     const failedBefore = previous?.status === 'failed' && previous.incarnation === tip.incarnation ? previous.attempts : 0;
-
-    const leaseToken = newId();
-    const leased = await this.leases.take(scope, tip, this.leases.leaseFor(leaseToken, budgetMs), decisionId, session);
-    if ('replay' in leased) return this.replay(scope, leased.replay, agentId, agents);
     let leaseHeld = true;
     try {
       const result = await this.run(
@@ -166,15 +148,15 @@ export class DecideService {
           request: { ...request, decisionId },
           agentId,
           agent,
-          agents,
+          agents: begun.agents,
           budgetMs,
           attempts: failedBefore + 1,
           leaseToken,
           named: request.decisionId !== undefined,
-          meta,
+          meta: begun.meta,
           userId: session.userId,
-          schemas: async (_tenant, sessionAgentId) => agents.schemaFor(sessionAgentId),
-          shared: agents.shared,
+          schemas: async (_tenant, sessionAgentId) => begun.agents.schemaFor(sessionAgentId),
+          shared: begun.agents.shared,
           triggerMessages,
           lookups,
           ...(keep ? { keep } : {}),
@@ -191,6 +173,62 @@ export class DecideService {
     } finally {
       if (leaseHeld) await this.leases.release(scope, leased.tip, leaseToken).catch(() => undefined);
     }
+  }
+
+  /**
+   * Everything before the worker: the tip with the path's end, the nodes named and the
+   * decision's record; a replay of a decision already done; the access check; the lease. With
+   * `fromReplica`, the tip read is eventually consistent and the lease is tried once, at the
+   * place after it: a lost race there throws (StaleTipError), and the caller begins again.
+   */
+  private async begin(start: {
+    scope: SessionScope;
+    request: DecideRequest;
+    decisionId: string;
+    triggerMessages: readonly IncomingMessage[];
+    lookups: readonly string[];
+    agents: AgentSnapshot;
+    fromReplica: boolean;
+  }): Promise<{ replay: DecideResult } | Begun> {
+    const { scope, request, decisionId, triggerMessages, lookups } = start;
+    let { agents } = start;
+    // Then the tip, the nodes named, and the decision's record, together: a record read before
+    // the tip could miss a decision that finished and was followed by another change meanwhile.
+    const [{ tip, nodes }, previous] = await Promise.all([
+      this.store.readTipWithNodes(scope, lookups, {
+        withState: true,
+        recent: recentFor(agents, request.agentId, triggerMessages.length > 0),
+        // Under the head, the ids read are the trigger's new messages': one round.
+        expectNew: request.parentId === undefined,
+        ...(start.fromReplica ? { fromReplica: true } : {}),
+      }),
+      request.decisionId ? this.decisions.getDecision(scope, decisionId) : Promise.resolve(null),
+    ]);
+    const done = doneDecision(tip, decisionId, previous);
+    if (request.decisionId && done) {
+      return { replay: await this.replay(scope, done, request.agentId ?? (await this.targets.sessionOf(scope, tip)).agentId, agents) };
+    }
+
+    // The session's agent and user ride on its tip; a session with nothing written reads its item.
+    const meta = tip.kind === 'empty' ? await this.store.getMeta(scope) : null;
+    const session = await this.targets.sessionOf(scope, tip, meta);
+    const agentId = request.agentId ?? session.agentId;
+    // An agent registered through another instance within the second: read the registry again.
+    if (agentId && !agents.agents.some((known) => known.agentId === agentId))
+      agents = await this.agents.snapshot(scope.tenant, { missing: agentId });
+    const parentOf = (id: string) => this.targets.nodeById(tip, nodes, id);
+    await checkDecisionAccess(this.store, { scope, tip, agents, parentOf, sessionAgentId: session.agentId, request });
+    const agent = agentId ? agents.agent(agentId) : null;
+    const budgetMs = decisionBudgetMs(agents, agent, session.agentId);
+
+    const leaseToken = newId();
+    const leased = await this.leases.take(scope, tip, this.leases.leaseFor(leaseToken, budgetMs), {
+      decisionId,
+      session,
+      attempts: start.fromReplica ? 1 : COMMIT_ATTEMPTS,
+    });
+    if ('replay' in leased) return { replay: await this.replay(scope, leased.replay, agentId, agents) };
+    return { tip, nodes, previous, meta, session, agentId, agent, agents, budgetMs, leaseToken, leased };
   }
 
   private async run(context: DecisionContext, reads: Reads): Promise<DecideResult> {
@@ -411,6 +449,21 @@ export class DecideService {
 }
 
 /** The reads a decision starts from: the tip as read, the tip its lease made, the nodes the request named. */
+/** A decision that holds its lease, and what it read to take it. */
+interface Begun {
+  tip: Tip;
+  nodes: ReadonlyMap<string, NodeRecord>;
+  previous: DecisionRecord | null;
+  meta: SessionMeta | null;
+  session: Awaited<ReturnType<NodeTargets['sessionOf']>>;
+  agentId: string | null;
+  agent: AgentRecord | null;
+  agents: AgentSnapshot;
+  budgetMs: number;
+  leaseToken: string;
+  leased: { tip: Tip };
+}
+
 interface Reads {
   read: Tip;
   leased: Tip;

@@ -33,9 +33,15 @@ export class DecisionLeases {
     scope: SessionScope,
     first: Tip,
     lease: DecisionLease,
-    decisionId: string,
-    session: { agentId: string | null; userId: string | null; lifetime?: Lifetime },
+    decision: {
+      decisionId: string;
+      session: { agentId: string | null; userId: string | null; lifetime?: Lifetime };
+      /** How many times to try; after the last, a lost race throws its StaleTipError (after one: a tip read from a replica, read again whole). */
+      attempts?: number;
+    },
   ): Promise<{ tip: Tip } | { replay: DoneDecision }> {
+    const { decisionId, session } = decision;
+    const attempts = decision.attempts ?? COMMIT_ATTEMPTS;
     let tip = first;
     for (let attempt = 1; ; attempt++) {
       const held = tip.lease;
@@ -58,7 +64,7 @@ export class DecisionLeases {
         });
         return { tip: leased };
       } catch (error) {
-        if (!(error instanceof StaleTipError) || attempt >= COMMIT_ATTEMPTS) throw error;
+        if (!(error instanceof StaleTipError) || attempt >= attempts) throw error;
         tip = error.newer ?? (await this.store.readTip(scope, { withState: true }));
       }
     }

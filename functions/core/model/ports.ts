@@ -211,9 +211,14 @@ export interface SessionStore {
   /**
    * The tip of a session; with `withState`, the latest version's state and agent too. With
    * `recent`, the store also keeps the newest changes of the log it read with the tip, so that
-   * a path read at the head (`readPath`) needs no further read when the path is short.
+   * a path read at the head (`readPath`) needs no further read when the path is short. With
+   * `recent` and `fromReplica`, those changes are read eventually consistent (half the read
+   * units): the tip may then be older than the log's newest change, so only a caller whose next
+   * step is a conditional write at the place after that tip may ask (a decision's lease, which
+   * then fails if it was). A read that is not one unbroken run of the log, that found nothing,
+   * or whose newest change is a delete's fence, is made again consistently.
    */
-  readTip(scope: SessionScope, options: { withState: boolean; recent?: RecentChanges }): Promise<Tip>;
+  readTip(scope: SessionScope, options: { withState: boolean; recent?: RecentChanges; fromReplica?: boolean }): Promise<Tip>;
   /**
    * The tip and those of `nodeIds` that exist in the session's current life, each as of the tip
    * or later. With `expectNew` (the ids of messages about to be appended), the nodes are read
@@ -224,7 +229,7 @@ export interface SessionStore {
   readTipWithNodes(
     scope: SessionScope,
     nodeIds: readonly string[],
-    options: { withState: boolean; recent?: RecentChanges; expectNew?: boolean; expectHead?: string },
+    options: { withState: boolean; recent?: RecentChanges; fromReplica?: boolean; expectNew?: boolean; expectHead?: string },
   ): Promise<{ tip: Tip; nodes: Map<string, NodeRecord> }>;
   getMeta(scope: SessionScope): Promise<SessionMeta | null>;
   /**

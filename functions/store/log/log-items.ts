@@ -211,6 +211,34 @@ function nothingCarried(item: Item): Carried {
   return { v: version, h: 'root', hv: version, hd: 0, hx: 0, ag: null, u: null, ta: null, w: true, b: 0 };
 }
 
+/**
+ * Whether log items read newest first are one unbroken run of one life's log that a delete
+ * has not closed: each the change right before the one above it (`nextPosition` backwards:
+ * `(b, s)` follows `(b, s - 1)`, and `(u, 1)` follows version `u`). A read from a replica that
+ * lags may miss the newest changes, never older ones alone; a gap, a fence at the top or an
+ * empty read is read again consistently. Items of an earlier life below the run end it.
+ * (A version retention removed also leaves a gap: only a read more, never a wrong answer.)
+ */
+export function isUnbrokenRun(items: readonly Item[]): boolean {
+  const first = items[0];
+  if (!first || first[KIND_ATTRIBUTE] === LOG_ITEM_KIND.tombstone) return false;
+  let above = logPositionOf(String(first.sk));
+  if (!above) return false;
+  for (const item of items.slice(1)) {
+    const position = logPositionOf(String(item.sk));
+    if (!position) return false;
+    if (position.incarnation !== above.incarnation) return true;
+    if (item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.tombstone) return false;
+    const follows =
+      above.seq > 1
+        ? position.base === above.base && position.seq === above.seq - 1
+        : item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.version && Number(item.version) === above.base && position.base === above.base - 1;
+    if (!follows) return false;
+    above = position;
+  }
+  return true;
+}
+
 export function isFence(entry: LogEntry | FenceEntry | null): entry is FenceEntry {
   return entry !== null && 'closing' in entry;
 }

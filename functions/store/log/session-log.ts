@@ -15,7 +15,7 @@ import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
 import { conditions, type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
-import { closeIfExpired, entryOf, isFence, type LogEntry, readLogItem, tipOf, versionOf } from './log-items.js';
+import { closeIfExpired, entryOf, isFence, isUnbrokenRun, type LogEntry, readLogItem, tipOf, versionOf } from './log-items.js';
 import { LogWriter } from './log-writer.js';
 import { readNode, readNodes } from './node-index.js';
 import { PathReader } from './paths.js';
@@ -102,20 +102,27 @@ export class DynamoDbSessionLog implements SessionLog {
 
   // ---- the tip and the session item -------------------------------------------------------
 
-  async readTip(scope: SessionScope, options: { withState: boolean; recent?: RecentChanges }): Promise<Tip> {
-    const { Items } = await this.table.send(
-      new QueryCommand({
-        TableName: this.table.tableName,
-        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
-        ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.logPrefix },
-        ...(options.withState ? {} : WITHOUT_STATE_PROJECTION),
-        ScanIndexForward: false,
-        // A page: no Limit, so DynamoDB stops at 1 MB of the log (and reads no further).
-        ...(options.recent === 'page' ? {} : { Limit: options.recent ? RECENT_CHANGES : 1 }),
-        ConsistentRead: true,
-      }),
-    );
-    const [top, ...older] = Items ?? [];
+  async readTip(scope: SessionScope, options: { withState: boolean; recent?: RecentChanges; fromReplica?: boolean }): Promise<Tip> {
+    const read = async (consistent: boolean) =>
+      (
+        await this.table.send(
+          new QueryCommand({
+            TableName: this.table.tableName,
+            KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+            ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.logPrefix },
+            ...(options.withState ? {} : WITHOUT_STATE_PROJECTION),
+            ScanIndexForward: false,
+            // A page: no Limit, so DynamoDB stops at 1 MB of the log (and reads no further).
+            ...(options.recent === 'page' ? {} : { Limit: options.recent ? RECENT_CHANGES : 1 }),
+            ConsistentRead: consistent,
+          }),
+        )
+      ).Items ?? [];
+    const fromReplica = options.fromReplica === true && options.recent !== undefined && options.recent !== false;
+    let items = await read(!fromReplica);
+    // From a replica: kept only as one unbroken run of a live log (ports.ts, `fromReplica`).
+    if (fromReplica && !isUnbrokenRun(items)) items = await read(true);
+    const [top, ...older] = items;
     const entry = top ? readLogItem(top) : null;
     // A large state is in pieces: one more round, of every piece at once.
     const pieces = options.withState && top && entry && !isFence(entry) ? await piecesOf(this.table, scope, [top]) : undefined;
@@ -148,7 +155,7 @@ export class DynamoDbSessionLog implements SessionLog {
   async readTipWithNodes(
     scope: SessionScope,
     nodeIds: readonly string[],
-    options: { withState: boolean; recent?: RecentChanges; expectNew?: boolean; expectHead?: string },
+    options: { withState: boolean; recent?: RecentChanges; fromReplica?: boolean; expectNew?: boolean; expectHead?: string },
   ): Promise<{ tip: Tip; nodes: Map<string, NodeRecord> }> {
     const ids = [...new Set(nodeIds)];
     const { expectHead } = options;
