@@ -151,3 +151,48 @@ describe('a decision reads the newest changes from a replica', () => {
     expect(logReads).toEqual(['replica', 'consistent']);
   });
 });
+
+describe('the path at the head reads the newest changes from a replica, checked against the newest key', () => {
+  it('reads the replica beside the newest key, and keeps its answer when it reaches that key', async () => {
+    const scope = await conversation('path-current');
+    lag = undefined;
+    logReads = [];
+
+    const path = await deps.sessions.getPath(scope);
+
+    expect([...logReads].sort()).toEqual(['consistent', 'replica']);
+    expect(path.messages.map((message) => message.content).at(-1)).toBe('re: question 3');
+  });
+
+  it('reads again consistently when the replica has not got the message appended a moment before', async () => {
+    const scope = await conversation('path-lagging');
+    await deps.sessions.appendMessages(scope, { messages: [{ role: 'user', content: 'question 4' }] });
+    lag = 'newest';
+    logReads = [];
+
+    const path = await deps.sessions.getPath(scope);
+    lag = undefined;
+
+    expect([...logReads].sort()).toEqual(['consistent', 'consistent', 'replica']);
+    expect(path.messages.map((message) => message.content).slice(-2)).toEqual(['re: question 3', 'question 4']);
+  });
+
+  it('reads again consistently a replica answer with a change missing in the middle', async () => {
+    const scope = await conversation('path-holed');
+    lag = 'middle';
+    logReads = [];
+
+    const path = await deps.sessions.getPath(scope);
+    lag = undefined;
+
+    expect([...logReads].sort()).toEqual(['consistent', 'consistent', 'replica']);
+    expect(path.messages.map((message) => message.content)).toEqual([
+      'question 1',
+      're: question 1',
+      'question 2',
+      're: question 2',
+      'question 3',
+      're: question 3',
+    ]);
+  });
+});

@@ -203,6 +203,18 @@ export type SessionFilter = { userId: string } | { agentId: string } | { metadat
 export type RecentChanges = boolean | 'page';
 
 /**
+ * A tip read with the log's newest changes (`recent`) from a replica: eventually consistent, so
+ * half the read units. `true`: the tip may be older than the log's newest change, so only a
+ * caller whose next step is a conditional write at the place after that tip may ask (a
+ * decision's lease, which then fails if it was). `'checked'`: beside a consistent read of the
+ * newest change's key alone (the units of that one item), which the replica's answer must reach
+ * (a read no write confirms: what the client wrote before is in it). Either way, an answer that
+ * is not one unbroken run of the log, that found nothing, or whose newest change is a delete's
+ * fence, is read again consistently.
+ */
+export type FromReplica = true | 'checked';
+
+/**
  * The persistence port of the session core: sessions, their message nodes, versions and tip.
  * The DynamoDB adapter (functions/store) is the only implementation the service ships with; it
  * alone knows keys, conditions and exceptions.
@@ -212,13 +224,9 @@ export interface SessionStore {
    * The tip of a session; with `withState`, the latest version's state and agent too. With
    * `recent`, the store also keeps the newest changes of the log it read with the tip, so that
    * a path read at the head (`readPath`) needs no further read when the path is short. With
-   * `recent` and `fromReplica`, those changes are read eventually consistent (half the read
-   * units): the tip may then be older than the log's newest change, so only a caller whose next
-   * step is a conditional write at the place after that tip may ask (a decision's lease, which
-   * then fails if it was). A read that is not one unbroken run of the log, that found nothing,
-   * or whose newest change is a delete's fence, is made again consistently.
+   * `recent`, `fromReplica` reads those changes from a replica (`FromReplica`).
    */
-  readTip(scope: SessionScope, options: { withState: boolean; recent?: RecentChanges; fromReplica?: boolean }): Promise<Tip>;
+  readTip(scope: SessionScope, options: { withState: boolean; recent?: RecentChanges; fromReplica?: FromReplica }): Promise<Tip>;
   /**
    * The tip and those of `nodeIds` that exist in the session's current life, each as of the tip
    * or later. With `expectNew` (the ids of messages about to be appended), the nodes are read
@@ -229,7 +237,7 @@ export interface SessionStore {
   readTipWithNodes(
     scope: SessionScope,
     nodeIds: readonly string[],
-    options: { withState: boolean; recent?: RecentChanges; fromReplica?: boolean; expectNew?: boolean; expectHead?: string },
+    options: { withState: boolean; recent?: RecentChanges; fromReplica?: FromReplica; expectNew?: boolean; expectHead?: string },
   ): Promise<{ tip: Tip; nodes: Map<string, NodeRecord> }>;
   getMeta(scope: SessionScope): Promise<SessionMeta | null>;
   /**

@@ -502,7 +502,7 @@ export class SessionTreeService {
   async getPath(scope: SessionScope, nodeId?: string): Promise<MessagePath> {
     const { tip, nodes } =
       nodeId === undefined
-        ? { tip: await this.store.readTip(scope, { withState: false, recent: true }), nodes: new Map() }
+        ? { tip: await this.store.readTip(scope, { withState: false, recent: true, fromReplica: 'checked' }), nodes: new Map() }
         : await this.store.readTipWithNodes(scope, [nodeId], { withState: false });
     const targetId = nodeId ?? tip.head;
     if (targetId === ROOT_NODE) {

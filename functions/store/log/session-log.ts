@@ -4,7 +4,7 @@ import { ROOT_NODE } from '../../core/kernel/ids.js';
 import type { Lifetime } from '../../core/model/lifetime.js';
 import type { PathRead } from '../../core/model/message-path.js';
 import type { NodeRecord, SessionMeta, SessionScope, Tip, VersionRecord } from '../../core/model/model.js';
-import type { RecentChanges, SessionLog, TipChange } from '../../core/model/ports.js';
+import type { FromReplica, RecentChanges, SessionLog, TipChange } from '../../core/model/ports.js';
 import { rootNode } from '../../core/model/tree.js';
 import { moveEntries } from '../sessions/list-entries.js';
 import type { SessionDeleter } from '../sessions/session-delete.js';
@@ -102,7 +102,7 @@ export class DynamoDbSessionLog implements SessionLog {
 
   // ---- the tip and the session item -------------------------------------------------------
 
-  async readTip(scope: SessionScope, options: { withState: boolean; recent?: RecentChanges; fromReplica?: boolean }): Promise<Tip> {
+  async readTip(scope: SessionScope, options: { withState: boolean; recent?: RecentChanges; fromReplica?: FromReplica }): Promise<Tip> {
     const read = async (consistent: boolean) =>
       (
         await this.table.send(
@@ -118,10 +118,18 @@ export class DynamoDbSessionLog implements SessionLog {
           }),
         )
       ).Items ?? [];
-    const fromReplica = options.fromReplica === true && options.recent !== undefined && options.recent !== false;
-    let items = await read(!fromReplica);
-    // From a replica: kept only as one unbroken run of a live log (ports.ts, `fromReplica`).
-    if (fromReplica && !isUnbrokenRun(items)) items = await read(true);
+    const fromReplica = options.recent !== undefined && options.recent !== false ? options.fromReplica : undefined;
+    let items: Item[];
+    if (fromReplica === 'checked') {
+      // Beside the consistent key of the newest change, which the replica's run must reach.
+      const [newest, replica] = await Promise.all([this.newestChange(scope), read(false)]);
+      const reaches = newest !== undefined && replica.some((item) => item.sk === newest);
+      items = reaches && isUnbrokenRun(replica) ? replica : await read(true);
+    } else {
+      items = await read(!fromReplica);
+      // From a replica: kept only as one unbroken run of a live log (ports.ts, `fromReplica`).
+      if (fromReplica && !isUnbrokenRun(items)) items = await read(true);
+    }
     const [top, ...older] = items;
     const entry = top ? readLogItem(top) : null;
     // A large state is in pieces: one more round, of every piece at once.
@@ -133,6 +141,23 @@ export class DynamoDbSessionLog implements SessionLog {
     // read with their states, for a version among them (getVersion).
     const recent = older.map(readLogItem).filter((read): read is LogEntry => read !== null && !isFence(read));
     return { ...tip, log: { ...entry, recent, ...(options.withState ? { recentStates: true } : {}) } };
+  }
+
+  /** The sort key of the log's newest change, read consistently (the read units of that item alone). */
+  private async newestChange(scope: SessionScope): Promise<string | undefined> {
+    const { Items } = await this.table.send(
+      new QueryCommand({
+        TableName: this.table.tableName,
+        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+        ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.logPrefix },
+        ProjectionExpression: 'sk',
+        ScanIndexForward: false,
+        Limit: 1,
+        ConsistentRead: true,
+      }),
+    );
+    const sk = Items?.[0]?.sk;
+    return typeof sk === 'string' ? sk : undefined;
   }
 
   /**
@@ -155,7 +180,7 @@ export class DynamoDbSessionLog implements SessionLog {
   async readTipWithNodes(
     scope: SessionScope,
     nodeIds: readonly string[],
-    options: { withState: boolean; recent?: RecentChanges; fromReplica?: boolean; expectNew?: boolean; expectHead?: string },
+    options: { withState: boolean; recent?: RecentChanges; fromReplica?: FromReplica; expectNew?: boolean; expectHead?: string },
   ): Promise<{ tip: Tip; nodes: Map<string, NodeRecord> }> {
     const ids = [...new Set(nodeIds)];
     const { expectHead } = options;
