@@ -23,6 +23,7 @@ import { keysFromEnv } from '../functions/http/edge/auth.js';
 import { startLocalServer } from '../functions/local/server.js';
 import { createStores } from '../functions/store/index.js';
 import { dynamoDbClient } from '../functions/store/table/client.js';
+import { type DecisionReads, decisionReadsText, measureDecisionReads } from './decision-reads.js';
 import { type KeyCharge, type RecordedRequest, startDynamoDbRecorder } from './dynamodb-recorder.js';
 import { IndexWriteTap } from './index-writes.js';
 
@@ -34,6 +35,8 @@ export interface PartitionLoadOptions {
   turnsEach: number;
   /** Bytes of session metadata each conversation is created with. @default 0 */
   metadataBytes?: number;
+  /** The depths to measure a decision's reads at, after the load (decision-reads.ts); none when absent. */
+  decisionDepths?: readonly number[];
 }
 
 /** Who shares a key: every conversation of the tenant, one conversation, or one request. */
@@ -65,6 +68,8 @@ export interface PartitionLoad {
   /** DynamoDB requests by operation, and the failed ones by error. */
   requests: Record<string, number>;
   errors: Record<string, number>;
+  /** A decision's reads beyond the messages it hands its worker, at depth 10 and 10,000 (decision-reads.ts). */
+  decisions?: DecisionReads[];
 }
 
 const TENANT = 'load';
@@ -117,7 +122,10 @@ export async function measurePartitionLoad(options: PartitionLoadOptions): Promi
     await settle();
     const requests = recorder.take();
     const charges = [...requests.flatMap((request) => request.charges), ...(await tap.take())];
-    return summarize(options.conversations, options.conversations * options.turnsEach, seconds, requests, charges);
+    const load = summarize(options.conversations, options.conversations * options.turnsEach, seconds, requests, charges);
+    return options.decisionDepths === undefined
+      ? load
+      : { ...load, decisions: await measureDecisionReads(server.dynamoDb.endpoint, options.decisionDepths) };
   } finally {
     useDependencies(undefined);
     if (endpointBefore === undefined) delete process.env.AGENTSTATE_DYNAMODB_ENDPOINT;
@@ -227,7 +235,7 @@ function keyCeiling(load: KeyLoad, turns: number): { readPerTurn: number; writeP
 }
 
 /** The section's sizes: the issue's "40–100 conversations of one tenant". */
-export const PARTITION_LOAD = { conversations: 40, turnsEach: 10 };
+export const PARTITION_LOAD = { conversations: 40, turnsEach: 10, decisionDepths: [10, 10_000] };
 
 interface FamilyRow {
   where: string;
@@ -323,5 +331,18 @@ its units per turn fall as the tenant's rate rises, and the ceiling shown is a l
 The whole table, per turn: **${perTurn(load.table.writeUnits + load.indexes.writeUnits)} write units** (${perTurn(load.table.writeUnits)} in the table, ${perTurn(load.indexes.writeUnits)} in
 indexes; target ≤ 12) and **${perTurn(load.table.readUnits + load.indexes.readUnits)} read units** (target ≤ 8), in ${units(requests / load.turns)} DynamoDB
 requests${errors ? ` (of which failed: ${errors})` : ''}.
+${load.decisions ? decisionsText(load.decisions) : ''}`;
+}
+
+function decisionsText(rows: readonly DecisionReads[]): string {
+  return `
+**A decision's reads beyond the messages it hands its worker** (bench/decision-reads.ts): an
+agent shown its last 20 messages, on a session of 10 messages (chat turns: the user's message,
+a decision with one reply, a small \`PATCH\`) and one of 10,000 (appends of 25, then 30 such
+turns); each row the mean of three more turns' decisions, every request a decision makes
+counted (the registry read too, as its instance's first of a second), the messages priced as a
+consistent read of their bytes:
+
+${decisionReadsText(rows)}
 `;
 }
