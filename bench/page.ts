@@ -145,7 +145,8 @@ Operations run in ${WARMUP} warm-up rounds and then ${ITERATIONS} measured round
 every operation once, in a fresh random order, so that DynamoDB Local's JIT warm-up and drift
 fall on all of them alike. Each operation has its own session, so it always has the same
 shape. The state is about ${STATE_BYTES} bytes of JSON; raw items are the same state in a
-version-shaped item. Reads are consistent (as agentstate's are).
+version-shaped item. Raw reads are consistent, as agentstate's state reads are (a decision's tip
+and a path read at the head read the log's newest changes from a replica: docs/architecture.md).
 
 ## Operations
 
