@@ -336,10 +336,14 @@ describe('memory, and the change hook that keeps its namespace list and versions
   it('memory: put (created, replaced, refused under a key, over an expired item), get, search, namespaces, versions, delete', async () => {
     const item = '/v1/memory/lp/notes/k';
     await stack.stream.read(0, 200);
-    expectStatus(await call('PUT', item, { value: { topic: 'a', n: 1 } }, { headers: { 'idempotency-key': 'lp-m-1' } }), 201);
+    // With embeddings: the put writes its code into the namespace's pages, the delete removes it.
+    expectStatus(
+      await call('PUT', item, { value: { topic: 'a', n: 1 }, embedding: [1, 0, 0] }, { headers: { 'idempotency-key': 'lp-m-1' } }),
+      201,
+    );
     // A refused put under a key releases its claim.
     expectStatus(await call('PUT', item, { value: { n: 9 } }, { headers: { 'idempotency-key': 'lp-m-2', 'if-match': '"7"' } }), 412);
-    expectStatus(await call('PUT', item, { value: { topic: 'a', n: 2 } }, { headers: { 'if-match': '"1"' } }), 200);
+    expectStatus(await call('PUT', item, { value: { topic: 'a', n: 2 }, embedding: [0, 1, 0] }, { headers: { 'if-match': '"1"' } }), 200);
     expectStatus(await call('PUT', '/v1/memory/lp/notes/t', { value: { topic: 'b' }, ttlSeconds: 1 }), 201);
     // Later, the item has expired: a put replaces it (the second UpdateItem of that case).
     expectStatus(await call('PUT', '/v1/memory/lp/notes/t', { value: { topic: 'b' } }, { clockOffsetMs: LATER_MS }), 201);
@@ -350,6 +354,9 @@ describe('memory, and the change hook that keeps its namespace list and versions
     const found = await call('POST', '/v1/memory/search', { namespacePrefix: ['lp'], filter: { topic: 'a' } });
     expectStatus(found, 200);
     expect(found.json.items).toHaveLength(1);
+    const ranked = await call('POST', '/v1/memory/search', { namespacePrefix: ['lp'], vector: [0, 1, 0.1] });
+    expectStatus(ranked, 200);
+    expect(ranked.json.items.map((entry: { key: string }) => entry.key)).toEqual(['k']);
     expectStatus(await call('GET', '/v1/memory?prefix=lp'), 200);
     const versions = await call('GET', '/v1/memory/versions?namespace=lp/notes&key=k');
     expectStatus(versions, 200);
@@ -467,7 +474,7 @@ describe('change events and live sync, within their roles', () => {
       expectStatus(await call('PATCH', `/v1/sessions/${sessionId}/state`, { v: 1 }), 200);
       expectStatus(await call('PATCH', `/v1/sessions/${sessionId}`, { userId: to }), 200);
     }
-    expectStatus(await call('PUT', '/v1/memory/users/lp-user/k', { value: { v: 1 } }), 201);
+    expectStatus(await call('PUT', '/v1/memory/users/lp-user/k', { value: { v: 1 }, embedding: [0.5, 0.5] }), 201);
     await stack.stream.read(0, 200);
     let erasure: GatewayResponse | undefined;
     const erasing = call('DELETE', '/v1/users/lp-user').then((response) => {

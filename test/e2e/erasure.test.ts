@@ -86,8 +86,8 @@ async function profileOf(client: ApiClient, sid: string, userId: string): Promis
   expect((await client.get(`/v1/profiles/${userId}/state`)).body.state).toMatchObject({ language: 'en' });
 }
 
-async function remember(client: ApiClient, path: string, value: Record<string, unknown>): Promise<void> {
-  const put = await client.put(`/v1/memory/${path}`, { value });
+async function remember(client: ApiClient, path: string, value: Record<string, unknown>, embedding?: number[]): Promise<void> {
+  const put = await client.put(`/v1/memory/${path}`, { value, ...(embedding ? { embedding } : {}) });
   expect([200, 201]).toContain(put.status);
 }
 
@@ -104,9 +104,11 @@ describe('DELETE /v1/users/{userId}', () => {
     await profileOf(http, sessions[0] as string, user);
     await profileOf(http, nearSession, near);
     await profileOf(other, theirs, user);
-    await remember(http, `users/${user}/facts/diet`, { food: 'vegan' });
-    await remember(http, `users/${user}/facts/diet`, { food: 'vegetarian' });
-    await remember(http, `users/${user}/k1`, { a: 1 });
+    // With embeddings: their codes are kept in pages beside the items (memory-codes.ts), under keys that name the user.
+    await remember(http, `users/${user}/facts/diet`, { food: 'vegan' }, [0.1, 0.2, 0.3]);
+    await remember(http, `users/${user}/facts/diet`, { food: 'vegetarian' }, [0.3, 0.2, 0.1]);
+    await remember(http, `users/${user}/k1`, { a: 1 }, [1, 0, 0]);
+    expect((await stored(`M#local#users/${user}/facts`)).some((item) => String(item.sk).startsWith('V#'))).toBe(true);
     await remember(http, `users/${near}/facts/diet`, { food: 'omnivore' });
     await remember(other, `users/${user}/facts/diet`, { food: 'theirs' });
     // The change hook keeps the replaced version a moment after the put.
@@ -132,6 +134,7 @@ describe('DELETE /v1/users/{userId}', () => {
     expect((await http.get(`/v1/memory/users/${user}/facts/diet`)).status).toBe(404);
     expect((await http.get(`/v1/memory/users/${user}/k1`)).status).toBe(404);
     expect((await http.post('/v1/memory/search', { namespacePrefix: ['users', user] })).body.items).toEqual([]);
+    expect((await http.post('/v1/memory/search', { namespacePrefix: ['users', user], vector: [1, 0, 0] })).body.items).toEqual([]);
     expect((await http.get(`/v1/memory?prefix=users/${user}`)).body.namespaces).toEqual([]);
 
     const finished = await done(http, erasureId);

@@ -1,7 +1,12 @@
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main as agentstateCli } from '../../bin/agentstate.js';
+import { embeddingBytes, memoryItem } from '../../functions/store/memory/memory-codecs.js';
+import { defaultTableName } from '../../functions/store/table/table.js';
 import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
+import { waitFor } from '../helpers/events.js';
 
 /**
  * Semantic search over memory items (API.md section 10): embeddings put beside values, a search
@@ -11,11 +16,19 @@ import { type RunningApi, startApi } from '../helpers/e2e.js';
 let api: RunningApi;
 let http: ApiClient;
 
+let raw: DynamoDBDocumentClient;
+
 beforeAll(async () => {
   api = await startApi();
   http = api.client;
+  const endpoint = /DynamoDB Local: (\S+)/.exec(api.output())?.[1];
+  if (!endpoint) throw new Error(`no DynamoDB Local endpoint in the banner:\n${api.output()}`);
+  raw = DynamoDBDocumentClient.from(
+    new DynamoDBClient({ endpoint, region: 'local', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }),
+  );
 });
 afterAll(async () => {
+  raw?.destroy();
   await api?.stop();
 });
 
@@ -219,26 +232,66 @@ describe('search with a vector', () => {
     expect(after.items.map((item) => item.key)).toEqual(['long']);
   });
 
-  it('reads a namespace larger than a page in key ranges side by side, every item once', async () => {
-    // Prepare: 700 items of about 3 KB with keys of every first character (over 1 MB).
+  it('reads pages of codes past 1 MB in ranges side by side, every item once', async () => {
+    // Prepare: 700 items with keys of every first character and embeddings of 1,536 numbers,
+    // whose codes (1.5 KB each, in pages beside the items) pass one 1 MB read.
     const ns = ['vectors', uniqueId('large')];
     const alphabet = '-.0123456789:@ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz~';
     const keys = Array.from({ length: 700 }, (_, n) => `${alphabet[n % alphabet.length]}${n}`);
     for (let start = 0; start < keys.length; start += 50) {
       await Promise.all(
-        keys.slice(start, start + 50).map((key, n) => put(ns, key, { pad: 'z'.repeat(2_500) }, vectorOf(start + n + 1, 64))),
+        keys.slice(start, start + 50).map((key, n) => put(ns, key, { pad: 'z'.repeat(500) }, vectorOf(start + n + 1, 1536))),
       );
     }
 
     // Act
-    const found = await search({ namespacePrefix: ns, vector: vectorOf(5, 64), limit: 500 });
-    const worst = await search({ namespacePrefix: ns, vector: vectorOf(5, 64).map((x) => -x), limit: 500 });
+    const found = await search({ namespacePrefix: ns, vector: vectorOf(5, 1536), limit: 500 });
+    const worst = await search({ namespacePrefix: ns, vector: vectorOf(5, 1536).map((x) => -x), limit: 500 });
 
     // Assess: the best 500 and the worst 500 together cover all 700, none twice within one.
     expect(new Set(found.items.map((item) => item.key)).size).toBe(500);
     expect(new Set([...found.items, ...worst.items].map((item) => item.key))).toEqual(new Set(keys));
     const scores = found.items.map((item) => item.score as number);
     expect(scores).toEqual([...scores].sort((a, b) => b - a));
+  });
+
+  it('ranks an item whose put died before writing its code, once the change hook mended it from the stream', async () => {
+    // Prepare: a namespace with an item, its dimensions claimed.
+    const ns = ['vectors', uniqueId('mend')];
+    await put(ns, 'first', { n: 1 }, vectorOf(1, 8));
+    const orphan = [0.9, -0.3, 0.2, 0.1, -0.7, 0.4, 0.05, 0.6];
+
+    // Act: the item as a put writes it, its code never written (the put died in between).
+    const now = new Date().toISOString();
+    await raw.send(
+      new PutCommand({
+        TableName: defaultTableName,
+        Item: {
+          ...memoryItem.key('local', ns, 'orphan'),
+          ...memoryItem.attributes({ n: 2 }, now, 'orphan', null, embeddingBytes(orphan)),
+          version: 1,
+          createdAt: now,
+        },
+      }),
+    );
+
+    // Assess: the change hook writes the code from the item's stream record (Lambda's JSON
+    // image, its bytes as base64), in the page a put would have written it to.
+    const found = await waitFor('the orphan ranked by its own vector', async () => {
+      const page = await search({ namespacePrefix: ns, vector: orphan, limit: 1 });
+      return page.items[0]?.key === 'orphan' ? page.items[0] : null;
+    });
+    expect(found.score).toBeCloseTo(1, 6);
+    // One code a key, where the put's own would be: the hook rewrote neither into another page.
+    const { Items: pages = [] } = await raw.send(
+      new QueryCommand({
+        TableName: defaultTableName,
+        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :pages)',
+        ExpressionAttributeValues: { ':pk': `M#local#${ns.join('/')}`, ':pages': 'V#' },
+        ConsistentRead: true,
+      }),
+    );
+    expect(pages.flatMap((page) => Object.keys(page).filter((name) => name.startsWith('c:'))).sort()).toEqual(['c:first', 'c:orphan']);
   });
 
   it('searches only what a key limited to an agent may read', async () => {

@@ -1,11 +1,15 @@
 import { type Log, warnToConsole } from '../kernel/log.js';
-import type { MemoryItem, Namespace } from './memory.js';
+import type { MemoryAddress, MemoryItem, Namespace } from './memory.js';
+import { embeddingCode } from './memory-vector.js';
 
 /**
  * What the table's stream reports of memory items (store/memory/memory-stream.ts reads it), and the
  * upkeep the change hook does with it, off the request path: the list of namespaces that
  * hold items (`GET /v1/memory`, and what a search spans) and the versions an item replaced
- * (`GET /v1/memory/versions`). A put stays one UpdateItem; these follow a moment later.
+ * (`GET /v1/memory/versions`). A put stays one UpdateItem; these follow a moment later. It
+ * also makes sure each embedding's code is in its namespace's pages (store/memory/memory-codes.ts):
+ * the put and the delete write them before they answer, and the stream, which orders an item's
+ * records, mends what a put or delete that died in between left.
  */
 
 export interface RecordedMemoryChange {
@@ -24,6 +28,8 @@ export interface RecordedMemoryChange {
   author: string | null;
   /** When the put or delete happened. */
   occurredAt: string;
+  /** The embeddings of `next` and of `old`, as their 32-bit floats, when they had one. */
+  embeddings?: { next: Float32Array | null; old: Float32Array | null };
 }
 
 /** The version before `next` of the same item: the old image when it is that item's previous version. */
@@ -43,6 +49,10 @@ export interface MemoryUpkeepPorts {
   /** Whether the namespace holds a live item (read consistently). */
   namespaceHasItems(tenant: string, namespace: Namespace): Promise<boolean>;
   forgetNamespace(tenant: string, namespace: Namespace): Promise<void>;
+  /** Keeps `code` as the code of `item`'s embedding unless its page holds it or a newer one. */
+  keepEmbeddingCode(item: MemoryAddress, life: Pick<MemoryItem, 'createdAt' | 'version'>, code: Uint8Array): Promise<void>;
+  /** Removes the code of `life`'s embedding (of `dimensions` numbers), or an older one, from its page. */
+  dropEmbeddingCode(item: MemoryAddress, life: Pick<MemoryItem, 'createdAt' | 'version'>, dimensions: number): Promise<void>;
 }
 
 export interface MemoryUpkeepInput {
@@ -75,6 +85,7 @@ export class MemoryUpkeep {
         for (const record of records) {
           try {
             await this.keepHistory(record.change);
+            await this.keepCode(record.change);
           } catch (error) {
             this.log('could not keep a memory item history; the stream will retry', record, error);
             failed.add(record.key);
@@ -110,6 +121,18 @@ export class MemoryUpkeep {
     const expiresAt = Math.min(nowSeconds + historySeconds, itemExpiry);
     if (expiresAt <= nowSeconds) return;
     await this.ports.recordHistory(change.tenant, replaced, expiresAt);
+  }
+
+  /** The code of a put's embedding kept; the code of an embedding a put, a delete or TTL took away removed. */
+  private async keepCode(change: RecordedMemoryChange): Promise<void> {
+    const item = { tenant: change.tenant, namespace: change.namespace, key: change.key };
+    const written = change.kind === 'put' ? change.embeddings?.next : null;
+    if (change.next && written) {
+      await this.ports.keepEmbeddingCode(item, change.next, embeddingCode(written));
+      return;
+    }
+    const gone = change.embeddings?.old;
+    if (change.old && gone) await this.ports.dropEmbeddingCode(item, change.old, gone.length);
   }
 
   /**

@@ -14,7 +14,6 @@ import {
   type Namespace,
   type NamespaceRoots,
   readablePrefixes,
-  type VectorCandidate,
   withinRoots,
 } from './memory.js';
 import { decideOnFields, type MemoryFilter, matchesMemoryFilter, parseFilter } from './memory-filter.js';
@@ -30,6 +29,8 @@ import { QueryVector, requireEmbedding, TopScores } from './memory-vector.js';
 const MAX_SEARCH_NAMESPACES = 100;
 /** Values one search page carries at most, so that the answer fits a Lambda response (6 MB). */
 const SEARCH_PAGE_BYTES = 4 * 1024 * 1024;
+/** Items a ranked search fetches at a time: one `BatchGetItem`. */
+const RANKED_FETCH = 100;
 /** Index entries and fetched values one search call reads at most before it answers with a cursor. */
 const MAX_EXAMINED = 10_000;
 const MAX_FETCHED = 1_000;
@@ -182,6 +183,14 @@ export class MemoryService {
    * no approximate index), its value decoded only when the filter needs it. At most `limit`
    * items and 4 MiB of values; no cursor.
    */
+  /**
+   * The best `limit` items by cosine, exactly. The codes in the namespaces' pages give each
+   * item an estimate and a bound (`QueryVector.estimate`); the items are then fetched, with
+   * their embeddings, in the order of the highest cosine each may have, scored exactly and
+   * filtered on their values, until the best kept is at least what the next could reach. An
+   * item never fetched could not have been among the best. A code left over from an item
+   * deleted or changed costs a fetch, never a wrong answer, as the item itself is scored.
+   */
   private async ranked(
     tenant: string,
     namespaces: ReadonlyArray<Namespace>,
@@ -189,20 +198,53 @@ export class MemoryService {
     filter: MemoryFilter,
     request: MemorySearchRequest,
   ): Promise<Page<MemoryItem>> {
-    const best = new TopScores<VectorCandidate>(request.limit);
-    await this.store.scanEmbeddings(tenant, namespaces, vector.dimensions, (candidate) => {
-      const verdict = filter.length === 0 ? true : decideOnFields(filter, candidate.fields, candidate.partial);
-      if (verdict === false) return;
-      if (verdict === 'unknown' && !matchesMemoryFilter(filter, candidate.item().value)) return;
-      best.offer(vector.cosine(candidate.vector), candidate);
+    const best = new TopScores<{ item: MemoryItem; vector: Float32Array }>(request.limit);
+    const estimates: Array<{ namespace: Namespace; key: string; highest: number; lowest: number }> = [];
+    const unpaged = await this.store.scanCodes(tenant, namespaces, vector.dimensions, (entry) => {
+      const estimate = vector.estimate(entry.code);
+      if (estimate === null) return;
+      estimates.push({
+        namespace: entry.namespace,
+        key: entry.key,
+        highest: estimate.score + estimate.bound,
+        lowest: estimate.score - estimate.bound,
+      });
     });
+    if (unpaged.length > 0) {
+      // Their items are read whole instead; the codes their pages did hold are left out.
+      const whole = new Set(unpaged.map((namespace) => namespace.join('/')));
+      estimates.splice(0, estimates.length, ...estimates.filter((entry) => !whole.has(entry.namespace.join('/'))));
+      await this.store.scanEmbeddings(tenant, unpaged, vector.dimensions, (candidate) => {
+        const verdict = filter.length === 0 ? true : decideOnFields(filter, candidate.fields, candidate.partial);
+        if (verdict === false) return;
+        if (verdict === 'unknown' && !matchesMemoryFilter(filter, candidate.item().value)) return;
+        best.offer(vector.cosine(candidate.vector), { item: candidate.item(), vector: candidate.vector });
+      });
+    }
+    estimates.sort((a, b) => b.highest - a.highest);
+    // The first fetch: every item whose highest reaches the limit-th best lowest (certain to be
+    // needed); later ones go on in order while a filter or a left-over code leaves room.
+    const surest = estimates.map((entry) => entry.lowest).sort((a, b) => b - a)[request.limit - 1] ?? Number.NEGATIVE_INFINITY;
+    let fetch = Math.max(1, estimates.filter((entry) => entry.highest >= surest).length);
+    for (let next = 0; next < estimates.length; ) {
+      if (best.threshold() >= (estimates[next] as { highest: number }).highest) break;
+      const batch = estimates.slice(next, next + Math.min(fetch, RANKED_FETCH));
+      next += batch.length;
+      fetch = RANKED_FETCH;
+      for (const item of await this.store.getMany(tenant, batch, { withEmbedding: true })) {
+        if (item.embedding?.length !== vector.dimensions) continue;
+        if (filter.length > 0 && !matchesMemoryFilter(filter, item.value)) continue;
+        const embedding = Float32Array.from(item.embedding);
+        best.offer(vector.cosine(embedding), { item, vector: embedding });
+      }
+    }
     const items: MemoryItem[] = [];
     let bytes = 0;
-    for (const { score, value: candidate } of best.best()) {
-      const item = candidate.item();
+    for (const { score, value } of best.best()) {
+      const { embedding: _stored, ...item } = value.item;
       bytes += encodedSize(item.value);
       if (items.length > 0 && bytes > SEARCH_PAGE_BYTES) break;
-      items.push({ ...item, ...(request.includeEmbedding ? { embedding: Array.from(candidate.vector) } : {}), score });
+      items.push({ ...item, ...(request.includeEmbedding ? { embedding: Array.from(value.vector) } : {}), score });
     }
     return { items };
   }

@@ -47,6 +47,13 @@ export interface VectorCandidate {
   item(): MemoryItem;
 }
 
+/** An item's entry in its namespace's embedding pages: the code a search estimates its cosine from. */
+export interface CodedEntry {
+  readonly namespace: Namespace;
+  readonly key: string;
+  readonly code: Uint8Array;
+}
+
 /** Which item a request addresses; the tenant always comes from the API key. */
 export interface MemoryAddress {
   readonly tenant: string;
@@ -151,6 +158,19 @@ export interface MemoryStore {
    * a walk with the same `binding` (the search's prefix and filter); another is `400`.
    */
   walk(tenant: string, namespaces: ReadonlyArray<Namespace>, options: { cursor?: string; pageSize: number; binding: string }): MemoryWalk;
+  /**
+   * The code (memory-vector.ts `embeddingCode`) of every embedding kept in the pages of
+   * `namespaces`, handed to `visit` as it is read, consistently (a put's code is there as soon
+   * as the put answered). A code may be left over from an item since deleted or changed: the
+   * search checks what it ranks against the item. Answers the namespaces whose pages could not
+   * hold every code, which `scanEmbeddings` searches instead.
+   */
+  scanCodes(
+    tenant: string,
+    namespaces: ReadonlyArray<Namespace>,
+    dimensions: number,
+    visit: (entry: CodedEntry) => void,
+  ): Promise<Namespace[]>;
   /**
    * Every live item of `namespaces` with an embedding of `dimensions` numbers, handed to
    * `visit` as it is read, read consistently (a put is seen as soon as it answered).

@@ -6,6 +6,7 @@ import { MEMORY_ITEM_KIND } from '../table/item-kinds.js';
 import { tableKeys } from '../table/table.js';
 import { type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
 import { memoryItem } from './memory-codecs.js';
+import { codeStamp, dropCode } from './memory-codes.js';
 
 /**
  * A memory item's delete (memory-store.ts has the item's life): one UpdateItem that leaves a
@@ -34,7 +35,7 @@ export async function deleteMemoryItem(
   // A user's erasure signs its tombstones, so that a step of it run again counts each once (erasure-close.ts).
   if (erasureId !== undefined) values[':erasure'] = erasureId;
   try {
-    await table.send(
+    const { Attributes: deleted } = await table.send(
       new UpdateCommand({
         TableName: table.tableName,
         Key: memoryItem.key(address.tenant, address.namespace, address.key),
@@ -43,9 +44,15 @@ export async function deleteMemoryItem(
         ConditionExpression: guard,
         ExpressionAttributeNames: { '#kind': 'kind', '#value': 'value', '#ttl': tableKeys.timeToLive },
         ExpressionAttributeValues: values,
+        ReturnValues: 'ALL_OLD',
         ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
       }),
     );
+    // Its code goes before the delete answers (an erasure's too: a code is the user's data).
+    if (deleted?.ve instanceof Uint8Array) {
+      const dimensions = deleted.ve.length / 4;
+      await dropCode(table, address, dimensions, codeStamp(memoryItem.decode(deleted)));
+    }
     return { outcome: 'deleted' };
   } catch (error) {
     if (!isConditionFailure(error)) throw error;

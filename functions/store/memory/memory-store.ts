@@ -1,6 +1,7 @@
 import { GetCommand, QueryCommand, type QueryCommandOutput, UpdateCommand, type UpdateCommandInput } from '@aws-sdk/lib-dynamodb';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import {
+  type CodedEntry,
   type EmbeddingOption,
   type MemoryAddress,
   type MemoryCandidate,
@@ -15,13 +16,15 @@ import {
   pathKey,
   type VectorCandidate,
 } from '../../core/memory/memory.js';
+import { embeddingCode } from '../../core/memory/memory-vector.js';
 import type { Page } from '../../core/model/model.js';
 import { MEMORY_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { pageOf, prefixPageQuery } from '../table/paging.js';
 import { tableKeys } from '../table/table.js';
 import { batchGet, conditions, type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
-import { embeddingBytes, historyItem, memoryItem, namespaceEntry } from './memory-codecs.js';
+import { embeddingBytes, floatsOf, historyItem, memoryItem, namespaceEntry } from './memory-codecs.js';
+import { codeStamp, keepCode } from './memory-codes.js';
 import {
   decodeListCursor,
   decodeWalkCursor,
@@ -32,7 +35,7 @@ import {
   type WalkPosition,
 } from './memory-cursors.js';
 import { deleteMemoryItem, expectedVersions, liveVersion, oldItemOf } from './memory-delete.js';
-import { claimDimensions, listNamespace, scanEmbeddings } from './memory-vectors.js';
+import { claimDimensions, listNamespace, scanCodes, scanEmbeddings } from './memory-vectors.js';
 
 /**
  * Memory items (API.md section 10; memory-codecs.ts has their shapes). A get is one GetItem;
@@ -87,7 +90,21 @@ export class DynamoDbMemoryStore implements MemoryStore {
     const result = await this.putItem(address, write);
     if (result.outcome === 'written' && result.created && !write.embedding)
       await listNamespace(this.table, address.tenant, address.namespace);
+    // Its code before the put answers, so a search ranks it at once (memory-codes.ts).
+    if (result.outcome === 'written' && write.embedding) {
+      const code = embeddingCode(floatsOf(embeddingBytes(write.embedding)));
+      await keepCode(this.table, address, code, codeStamp(result.item), { replacing: !result.created });
+    }
     return result;
+  }
+
+  scanCodes(
+    tenant: string,
+    namespaces: ReadonlyArray<Namespace>,
+    dimensions: number,
+    visit: (entry: CodedEntry) => void,
+  ): Promise<Namespace[]> {
+    return scanCodes(this.table, tenant, namespaces, dimensions, visit);
   }
 
   scanEmbeddings(

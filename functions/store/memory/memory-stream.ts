@@ -6,7 +6,7 @@ import type { RecordedMemoryChange } from '../../core/memory/memory-changes.js';
 import { MEMORY_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import type { Item } from '../table/table-client.js';
-import { memoryItem, namespaceOfPartition } from './memory-codecs.js';
+import { floatsOf, memoryItem, namespaceOfPartition } from './memory-codecs.js';
 
 /**
  * The stream records of memory items (memory-codecs.ts), as changes:
@@ -29,8 +29,18 @@ export const memoryRecordFilters: ReadonlyArray<Record<string, unknown>> = [
 type LambdaImage = NonNullable<NonNullable<DynamoDBRecord['dynamodb']>['NewImage']>;
 
 function imageOf(image: LambdaImage | undefined): Item | null {
-  // Memory items hold no binary attributes, so Lambda's JSON images unmarshall as they are.
   return image ? unmarshall(image as Record<string, AttributeValue>) : null;
+}
+
+/**
+ * The embedding (`ve`) of an image as its floats. Lambda's JSON images carry a binary attribute
+ * as base64 text, which `unmarshall` leaves as it is; a record read with the SDK carries bytes.
+ */
+function embeddingOf(image: Item | null): Float32Array | null {
+  const stored = image?.ve;
+  // Copied out of Buffer's shared pool: `floatsOf` reads the whole buffer it is given.
+  if (typeof stored === 'string') return floatsOf(new Uint8Array(Buffer.from(stored, 'base64')));
+  return stored instanceof Uint8Array ? floatsOf(stored) : null;
 }
 
 function itemOf(image: Item | null): MemoryItem | null {
@@ -48,7 +58,11 @@ export function recordedMemoryChangeOf(record: DynamoDBRecord): RecordedMemoryCh
   const key = String(image.sk).slice(keys.memoryKeyPrefix.length);
   const old = itemOf(oldImage);
   const author = typeof newImage?.author === 'string' ? newImage.author : null;
-  const base = { tenant: place.tenant, namespace: place.namespace, key, old, author };
+  const embeddings = {
+    next: newImage?.kind === MEMORY_ITEM_KIND.item ? embeddingOf(newImage) : null,
+    old: old ? embeddingOf(oldImage) : null,
+  };
+  const base = { tenant: place.tenant, namespace: place.namespace, key, old, author, embeddings };
   const isRemove = record.eventName !== 'INSERT' && record.eventName !== 'MODIFY';
   if (isRemove || !newImage) return { ...base, kind: 'removed', next: null, author: null, occurredAt: new Date().toISOString() };
   if (newImage.kind === MEMORY_ITEM_KIND.deleted) {

@@ -1,16 +1,19 @@
 import { PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
-import type { MemoryItem, Namespace } from '../../core/memory/memory.js';
+import type { MemoryAddress, MemoryItem, Namespace } from '../../core/memory/memory.js';
 import type { MemoryUpkeepPorts } from '../../core/memory/memory-changes.js';
+import { codeBytes } from '../../core/memory/memory-vector.js';
 import { queryAll } from '../table/paging.js';
 import { batchDelete, type Item, type TableClient } from '../table/table-client.js';
 import { historyItem } from './memory-codecs.js';
+import { codeStamp, dropCode, heldStamp, keepCode } from './memory-codes.js';
 import { listNamespace } from './memory-vectors.js';
 import { forgetNamespace, namespaceHasItems } from './namespace-entries.js';
 
 /**
  * The change hook's writes for memory (core/memory/memory-changes.ts): the namespace list
  * (`MN#<tenant>` / `<path>/`) and replaced versions (`MH#<tenant>#<path>#<key>` /
- * `<createdAt>#<version>`, TTL). Every write is idempotent, so a redelivered record is harmless.
+ * `<createdAt>#<version>`, TTL), and the codes of embeddings (memory-codes.ts). Every write is
+ * idempotent, so a redelivered record is harmless.
  */
 export class DynamoDbMemoryUpkeep implements MemoryUpkeepPorts {
   constructor(private readonly table: TableClient) {}
@@ -50,5 +53,17 @@ export class DynamoDbMemoryUpkeep implements MemoryUpkeepPorts {
 
   forgetNamespace(tenant: string, namespace: Namespace): Promise<void> {
     return forgetNamespace(this.table, tenant, namespace);
+  }
+
+  async keepEmbeddingCode(item: MemoryAddress, life: Pick<MemoryItem, 'createdAt' | 'version'>, code: Uint8Array): Promise<void> {
+    const stamp = codeStamp(life);
+    // Most often the put wrote it already: a look at its stamp costs less than a page rewritten.
+    const held = await heldStamp(this.table, item, code.length - codeBytes(0));
+    if (held !== null && held >= stamp) return;
+    await keepCode(this.table, item, code, stamp);
+  }
+
+  dropEmbeddingCode(item: MemoryAddress, life: Pick<MemoryItem, 'createdAt' | 'version'>, dimensions: number): Promise<void> {
+    return dropCode(this.table, item, dimensions, codeStamp(life));
   }
 }

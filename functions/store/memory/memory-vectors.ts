@@ -1,10 +1,11 @@
 import { QueryCommand, type QueryCommandOutput, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import type { Namespace, VectorCandidate } from '../../core/memory/memory.js';
+import type { CodedEntry, Namespace, VectorCandidate } from '../../core/memory/memory.js';
 import { MEMORY_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
 import { type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
 import { floatsOf, memoryItem, namespaceEntry } from './memory-codecs.js';
+import { OVERFLOW_PAGE, pageKey, pagePrefix, pagesFor } from './memory-codes.js';
 
 /**
  * Embeddings of memory items (API.md section 10), kept on the item itself as attribute `ve`:
@@ -16,11 +17,13 @@ import { floatsOf, memoryItem, namespaceEntry } from './memory-codecs.js';
  * share: the first embedding put claims it, conditionally, so two puts of other dimensions at
  * once cannot both win.
  *
- * A search with a vector reads every live item of its namespaces with an embedding of the
- * vector's dimensions, with consistent reads (a put is found as soon as it answered), from the
- * table itself: DynamoDB (and DynamoDB Local) has no vector index, so the ranking is exact and
- * the same code runs in both. A namespace larger than one page (1 MB) is read in key ranges
- * side by side after its first page.
+ * A search with a vector reads the codes of its namespaces' embeddings (memory-codes.ts), with
+ * consistent reads (a put is found as soon as it answered), and then the items it ranks
+ * (core/memory/memory-service.ts); a namespace whose pages overflowed has every live item with
+ * an embedding of the vector's dimensions read instead (`scanEmbeddings`). DynamoDB's own vector
+ * indexes are not used: they are fixed to one number of dimensions per index, filter by
+ * equality only, and are not read-your-writes; DynamoDB Local has none. A namespace larger than
+ * one 1 MB read is read in key ranges side by side after its first read.
  */
 
 /** How many key ranges are read at once, over all namespaces of one search. */
@@ -80,6 +83,79 @@ export async function listNamespace(table: TableClient, tenant: string, namespac
 }
 
 /**
+ * The codes kept in the pages of `namespaces`, handed to `visit` as they are read (in no
+ * particular order); answers the namespaces whose pages overflowed. Each namespace's first read
+ * takes up to 1 MB of pages; past that, its remaining pages are read in up to 16 ranges at once.
+ */
+export async function scanCodes(
+  table: TableClient,
+  tenant: string,
+  namespaces: ReadonlyArray<Namespace>,
+  dimensions: number,
+  visit: (entry: CodedEntry) => void,
+): Promise<Namespace[]> {
+  const overflowed: Namespace[] = [];
+  const pages = pagesFor(dimensions);
+  const read = (partition: string, low: string, high: string, start?: Item): Promise<QueryCommandOutput> =>
+    table.send(
+      new QueryCommand({
+        TableName: table.tableName,
+        KeyConditionExpression: 'pk = :pk AND sk BETWEEN :low AND :high',
+        ExpressionAttributeValues: { ':pk': partition, ':low': low, ':high': high },
+        ConsistentRead: true,
+        ...(start ? { ExclusiveStartKey: start } : {}),
+      }),
+    );
+  const take = (namespace: Namespace, items: readonly Item[] | undefined) => {
+    for (const page of items ?? []) {
+      if (page.sk === OVERFLOW_PAGE) {
+        overflowed.push(namespace);
+        continue;
+      }
+      for (const [name, code] of Object.entries(page)) {
+        if (name.startsWith('c:') && code instanceof Uint8Array) visit({ namespace, key: name.slice(2), code });
+      }
+    }
+  };
+  const last = `${pagePrefix}\x7f`;
+  const queue: Array<() => Promise<void>> = namespaces.map((namespace) => async () => {
+    const partition = keys.memoryNamespace(tenant, namespace);
+    const first = await read(partition, pagePrefix, last);
+    take(namespace, first.Items);
+    if (!first.LastEvaluatedKey) return;
+    // The pages after the first read's last, in ranges of page numbers; the last range runs on
+    // to the overflow mark.
+    const after = Number(String(first.LastEvaluatedKey.sk).slice(pagePrefix.length));
+    if (!Number.isInteger(after)) return; // it stopped at the overflow mark, the last there is
+    const step = Math.max(1, Math.ceil((pages - after - 1) / PARALLEL_READS));
+    for (let low = after + 1; low < pages; low += step) {
+      const high = low + step >= pages ? last : pageKey(low + step - 1);
+      queue.push(async () => {
+        let start: Item | undefined;
+        do {
+          const page = await read(partition, pageKey(low), high, start);
+          take(namespace, page.Items);
+          start = page.LastEvaluatedKey;
+        } while (start);
+      });
+    }
+    if (after + 1 >= pages) {
+      queue.push(async () => take(namespace, (await read(partition, pageKey(pages), last)).Items));
+    }
+  });
+  await drain(queue);
+  return overflowed;
+}
+
+/** Runs the queue's reads, 16 at a time; reads queued while others run are taken too. */
+async function drain(queue: Array<() => Promise<void>>): Promise<void> {
+  const worker = async () => {
+    for (let next = queue.shift(); next; next = queue.shift()) await next();
+  };
+  while (queue.length > 0) await Promise.all(Array.from({ length: PARALLEL_READS }, worker));
+}
+
+/**
  * Every live item of `namespaces` whose embedding has `dimensions` numbers, handed to `visit`
  * page by page as it is read (in no particular order).
  */
@@ -131,12 +207,8 @@ export async function scanEmbeddings(
       });
     }
   });
-  const worker = async () => {
-    for (let next = queue.shift(); next; next = queue.shift()) await next();
-  };
   // Workers that find the queue empty stop; a namespace's ranges join the queue while others run.
-  await Promise.all(Array.from({ length: PARALLEL_READS }, worker));
-  while (queue.length > 0) await Promise.all(Array.from({ length: PARALLEL_READS }, worker));
+  await drain(queue);
 }
 
 /** The sort keys from a range's first character to just before the next range's (`undefined`: to the end). */

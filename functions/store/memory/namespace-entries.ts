@@ -5,6 +5,7 @@ import * as keys from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
 import type { Item, TableClient } from '../table/table-client.js';
 import { namespaceEntry } from './memory-codecs.js';
+import { dropEmptyPages } from './memory-codes.js';
 
 /**
  * Whether a namespace still holds a live item, and taking it off the namespace list: what the
@@ -45,7 +46,8 @@ export async function namespaceHasItems(table: TableClient, tenant: string, name
   return true;
 }
 
-/** Takes the namespace off the namespace list. */
+/** Takes the namespace off the namespace list, and deletes the pages of codes it no longer needs (memory-codes.ts). */
 export async function forgetNamespace(table: TableClient, tenant: string, namespace: Namespace): Promise<void> {
   await table.send(new DeleteCommand({ TableName: table.tableName, Key: namespaceEntry.key(tenant, namespace) }));
+  await dropEmptyPages(table, tenant, namespace);
 }
