@@ -7,6 +7,7 @@ import { defaultTableName } from '../../functions/store/table/table.js';
 import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 import { waitFor } from '../helpers/events.js';
+import { storedCosine, vectorOf } from '../helpers/vectors.js';
 
 /**
  * Semantic search over memory items (API.md section 10): embeddings put beside values, a search
@@ -47,30 +48,6 @@ async function search(body: Record<string, unknown>, client: ApiClient = http, h
     items: Array<{ key: string; score?: number; embedding?: number[]; value: Record<string, unknown> }>;
     next?: string;
   };
-}
-
-/** The cosine, in doubles, of two vectors as the server stores them (32-bit floats). */
-function cosine(a: number[], b: number[]): number {
-  const fa = Float32Array.from(a);
-  const fb = Float32Array.from(b);
-  let dot = 0;
-  let na = 0;
-  let nb = 0;
-  for (let i = 0; i < fa.length; i++) {
-    dot += (fa[i] as number) * (fb[i] as number);
-    na += (fa[i] as number) ** 2;
-    nb += (fb[i] as number) ** 2;
-  }
-  return dot / Math.sqrt(na * nb);
-}
-
-/** A deterministic pseudo-random vector. */
-function vectorOf(seed: number, dimensions: number): number[] {
-  let state = seed * 2654435761;
-  return Array.from({ length: dimensions }, () => {
-    state = (state * 1103515245 + 12345) % 2147483648;
-    return state / 2147483648 - 0.5;
-  });
 }
 
 describe('memory items with embeddings', () => {
@@ -159,7 +136,7 @@ describe('search with a vector', () => {
     await put([...root, 'other'], 'small', { n: -2 }, [1, 2, 3]);
     const query = vectorOf(1000, 16);
     const expected = [...vectors]
-      .map(([key, vector]) => ({ key, n: Number(key.slice(1)), score: cosine(query, vector) }))
+      .map(([key, vector]) => ({ key, n: Number(key.slice(1)), score: storedCosine(query, vector) }))
       .sort((a, b) => b.score - a.score);
 
     // Act

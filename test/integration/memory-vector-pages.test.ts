@@ -9,6 +9,7 @@ import { dynamoDbClient } from '../../functions/store/table/client.js';
 import * as keys from '../../functions/store/table/keys.js';
 import { TableClient } from '../../functions/store/table/table-client.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
+import { storedCosine, vectorOf } from '../helpers/vectors.js';
 
 /**
  * Vector search reads the codes of the embeddings (one byte a number, in pages beside the
@@ -41,32 +42,6 @@ beforeAll(async () => {
   table = new TableClient(client, tableName);
   service = new MemoryService(new DynamoDbMemoryStore(table));
 });
-
-/** A deterministic pseudo-random vector (mulberry32: 32-bit integer steps, so no two seeds collide). */
-function vectorOf(seed: number, dimensions: number): number[] {
-  let state = seed >>> 0;
-  return Array.from({ length: dimensions }, () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let mixed = Math.imul(state ^ (state >>> 15), 1 | state);
-    mixed = (mixed + Math.imul(mixed ^ (mixed >>> 7), 61 | mixed)) ^ mixed;
-    return ((mixed ^ (mixed >>> 14)) >>> 0) / 4294967296 - 0.5;
-  });
-}
-
-/** The cosine, in doubles, of two vectors as the server stores them (32-bit floats). */
-function cosine(a: number[], b: number[]): number {
-  const fa = Float32Array.from(a);
-  const fb = Float32Array.from(b);
-  let dot = 0;
-  let na = 0;
-  let nb = 0;
-  for (let i = 0; i < fa.length; i++) {
-    dot += (fa[i] as number) * (fb[i] as number);
-    na += (fa[i] as number) ** 2;
-    nb += (fb[i] as number) ** 2;
-  }
-  return dot / Math.sqrt(na * nb);
-}
 
 const none = { condition: { kind: 'none' as const }, author: null };
 
@@ -158,7 +133,7 @@ describe('search with a vector over pages of codes', () => {
       const filtered = query % 2 === 1;
       const expected = [...truth.entries()]
         .filter(([, entry]) => !filtered || entry.topic === 'travel')
-        .map(([key, entry]) => ({ key, score: cosine(vector, entry.embedding) }))
+        .map(([key, entry]) => ({ key, score: storedCosine(vector, entry.embedding) }))
         .sort((a, b) => b.score - a.score)
         .slice(0, 10);
       fetched = 0;
