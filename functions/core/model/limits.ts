@@ -1,6 +1,6 @@
 import { encodedSize, type Json, type JsonObject } from '../json/json.js';
 import { AgentStateError } from '../kernel/errors.js';
-import { STATE_BODY_LIMIT_BYTES } from './model.js';
+import { NOTE_LIMIT_BYTES, STATE_BODY_LIMIT_BYTES } from './model.js';
 
 /**
  * Count and size limits that come from what one write can carry, in one place, so that every
@@ -92,6 +92,17 @@ export function checkAppendSize(messages: readonly JsonObject[], field: string):
       `${field} are ${total} bytes of JSON together; one append may carry at most ${APPEND_LIMIT_BYTES}`,
       { limitBytes: APPEND_LIMIT_BYTES, sizeBytes: total, field },
     );
+  }
+}
+
+/** `413 payload_too_large` (with `limitBytes`, `sizeBytes`) for a note past NOTE_LIMIT_BYTES, before anything is read. */
+export function checkNoteSize(value: Json): void {
+  const bytes = encodedSize(value);
+  if (bytes > NOTE_LIMIT_BYTES) {
+    throw new AgentStateError('payload_too_large', `the note is ${bytes} bytes of JSON; a note may be at most ${NOTE_LIMIT_BYTES}`, {
+      limitBytes: NOTE_LIMIT_BYTES,
+      sizeBytes: bytes,
+    });
   }
 }
 

@@ -227,6 +227,43 @@ export interface ClosingTip extends TipHead {
 
 export const LINEAGE_WINDOW = 32;
 
+/** A node's notes (docs/api.md, "a note beside a node"): key → value. */
+export type NodeNotes = Record<string, Json>;
+
+/** The answer of a note's put. */
+export interface NoteResult {
+  sessionId: string;
+  node: string;
+  key: string;
+}
+
+/** A note as the store reads it: its node, the session's life it was put in, its key and value. */
+export interface NoteRecord {
+  nodeId: string;
+  incarnation: number;
+  key: string;
+  value: Json;
+}
+
+/** The notes of `records` put in life `incarnation`, by node. */
+export function notesOfLife(records: readonly NoteRecord[], incarnation: number): Map<string, NodeNotes> {
+  const byNode = new Map<string, NodeNotes>();
+  for (const { nodeId, incarnation: life, key, value } of records) {
+    if (life !== incarnation) continue;
+    const notes = byNode.get(nodeId) ?? {};
+    // Defined, not assigned: a note named `__proto__` is a note, not the object's prototype.
+    Object.defineProperty(notes, key, { value, enumerable: true, writable: true, configurable: true });
+    byNode.set(nodeId, notes);
+  }
+  return byNode;
+}
+
+/**
+ * What one note may hold: 256 KiB of UTF-8 JSON, as a message (one item of at most 400 KB in
+ * DynamoDB, with its key).
+ */
+export const NOTE_LIMIT_BYTES = 256 * 1024;
+
 /** The state limit of API.md section 4: 4 MiB of UTF-8 JSON. */
 export const STATE_LIMIT_BYTES = 4 * 1024 * 1024;
 

@@ -11,6 +11,7 @@ import type {
   DocumentRef,
   DoneDecision,
   NodeRecord,
+  NoteRecord,
   Page,
   SessionMeta,
   SessionScope,
@@ -266,6 +267,10 @@ export interface SessionStore {
 
   /** The tip and every node of the session's current life, without messages (with their previews). */
   readTree(scope: SessionScope): Promise<{ tip: Tip; nodes: NodeRecord[] }>;
+  /** Puts a note beside a node of life `incarnation` (a blind put: the log is not touched). */
+  putNote(scope: SessionScope, note: { incarnation: number; nodeId: string; key: string; value: Json }): Promise<void>;
+  /** The notes of one node, or of every node, in every life of the session (`notesOfLife` keeps one). */
+  readNotes(scope: SessionScope, nodeId?: string): Promise<NoteRecord[]>;
   /**
    * The path root→`target` (a node read with `tip`, or the tip's head node), oldest first; with
    * `last`, only its last `last` messages, and how many before them were left out.

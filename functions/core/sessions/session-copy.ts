@@ -10,6 +10,9 @@ import type { IncomingMessage } from './chain.js';
 import type { SessionTreeService } from './session-tree-service.js';
 import type { SessionView, TreeNodeView } from './session-views.js';
 
+/** How many notes a copy puts at once. */
+const NOTES_AT_ONCE = 16;
+
 /** `POST /v1/sessions/{sid}/copy` (API.md section 12). */
 export interface CopyRequest {
   /** The copy's id; generated when absent. An existing one is `409 session_exists`. */
@@ -33,7 +36,7 @@ export interface CopyPorts {
 
 /**
  * Copies a session (API.md section 12): a new session whose nodes read what they read in the
- * source, made of ordinary appends, so that every rule of a write holds for it (limits, the
+ * source and hold its notes, made of ordinary appends (and a put of each note), so that every rule of a write holds for it (limits, the
  * log's claims, activity, events). Each append carries a run of the source's messages; where a
  * node reads a state other than its parent's, the run ends with it and the append records that
  * state (with its agent config, cause and author) as the node's version. So the copy has one
@@ -56,7 +59,7 @@ export class SessionCopier {
     if (allowed && meta.agentId !== null) {
       requireMayWorkIn(allowed, await this.ports.agents(source.tenant), meta.agentId, 'copy');
     }
-    const { head, nodes } = await tree.getTree(source);
+    const { head, nodes, notes = {} } = await tree.getTree(source, { notes: true });
     const byId = new Map(nodes.map((node) => [node.id, node]));
     const target = request.tree ? head : (request.node ?? head);
     if (!byId.has(target)) throw nodeNotFound(target);
@@ -77,6 +80,15 @@ export class SessionCopier {
     for (const chain of chainsOf(copied)) {
       const parent = byId.get(chain[0]?.parentId as string) as TreeNodeView;
       await writer.chain(parent, chain, messages);
+    }
+    // Each copied node's notes, put beside its copy (a few at a time: each is a write of its own).
+    const copiedNotes = [...new Set([ROOT_NODE, ...copied.map((node) => node.id)])].flatMap((nodeId) =>
+      Object.entries(notes[nodeId] ?? {}).map(([key, value]) => ({ nodeId, key, value })),
+    );
+    for (let start = 0; start < copiedNotes.length; start += NOTES_AT_ONCE) {
+      await Promise.all(
+        copiedNotes.slice(start, start + NOTES_AT_ONCE).map(({ nodeId, key, value }) => tree.putNote(scope, nodeId, key, value)),
+      );
     }
     if (request.tree && head !== ROOT_NODE) await tree.switchHead(scope, head);
     return tree.getSession(scope);

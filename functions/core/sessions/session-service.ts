@@ -6,7 +6,7 @@ import { AgentStateError } from '../kernel/errors.js';
 import { ROOT_NODE } from '../kernel/ids.js';
 import { openCursor, sealCursor } from '../kernel/sealing.js';
 import type { Caller } from '../model/fields.js';
-import type { DecisionSummary, Page, SessionScope, VersionRecord } from '../model/model.js';
+import { type DecisionSummary, notesOfLife, type Page, type SessionScope, type VersionRecord } from '../model/model.js';
 import { type AnswerKeeper, StaleTipError } from '../model/ports.js';
 import { versionAt } from '../write/next-version.js';
 import { othersWaiting, QueueBehindOthers, retryOnStaleTip } from '../write/write-retry.js';
@@ -50,7 +50,11 @@ export interface StateWriteOptions {
 export class SessionService extends SessionTreeService {
   // ---- state ----------------------------------------------------------------------------
 
-  async readState(scope: SessionScope, at: { node?: string; version?: number }, caller: Caller = null): Promise<StateView> {
+  async readState(
+    scope: SessionScope,
+    at: { node?: string; version?: number; notes?: boolean },
+    caller: Caller = null,
+  ): Promise<StateView> {
     if (at.version !== undefined) {
       const record = at.version === 0 ? null : await this.store.getVersion(scope, at.version);
       if (!record) {
@@ -62,10 +66,17 @@ export class SessionService extends SessionTreeService {
       const schema = await this.schemas(scope.tenant, record.sessionAgentId ?? null);
       return stateView(scope, record.node, record, schema, caller);
     }
-    const target = await this.targets.resolve(scope, at.node, { forRead: true });
-    if (!target) return emptyState(scope, at.node ?? ROOT_NODE);
+    // A node's notes are read beside it when it is named (the head's once the tip said which it is).
+    const [target, named] = await Promise.all([
+      this.targets.resolve(scope, at.node, { forRead: true }),
+      at.notes && at.node !== undefined ? this.store.readNotes(scope, at.node) : undefined,
+    ]);
+    if (!target) return { ...emptyState(scope, at.node ?? ROOT_NODE), ...(at.notes ? { notes: {} } : {}) };
     const schema = await this.schemas(scope.tenant, target.tip.agentId);
-    return stateView(scope, target.nodeId, target.current, schema, caller);
+    const view = stateView(scope, target.nodeId, target.current, schema, caller);
+    if (!at.notes) return view;
+    const records = named ?? (await this.store.readNotes(scope, target.nodeId));
+    return { ...view, notes: notesOfLife(records, target.tip.incarnation).get(target.nodeId) ?? {} };
   }
 
   /** Applies `patch` (RFC 7396 JSON merge patch) to the state at the target node (`PATCH`). */

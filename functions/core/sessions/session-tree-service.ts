@@ -14,9 +14,19 @@ import {
   NO_LIFETIME,
   resolveLifetime,
 } from '../model/lifetime.js';
-import { checkMetadata } from '../model/limits.js';
+import { checkMetadata, checkNoteSize } from '../model/limits.js';
 import type { MessagePath } from '../model/message-path.js';
-import type { NodeRecord, Page, SessionMeta, SessionScope, Tip, VersionRecord } from '../model/model.js';
+import {
+  type NodeNotes,
+  type NodeRecord,
+  type NoteResult,
+  notesOfLife,
+  type Page,
+  type SessionMeta,
+  type SessionScope,
+  type Tip,
+  type VersionRecord,
+} from '../model/model.js';
 import type { AnswerKeeper, SessionListOptions, SessionStore, WriteQueue } from '../model/ports.js';
 import { emptyTip, pointerOf, rootNode } from '../model/tree.js';
 import { type HeadMove, requireMayMoveHeadTo } from '../write/head-move.js';
@@ -476,9 +486,14 @@ export class SessionTreeService {
    * The head and every node, without bodies. With `preview`, each node also carries a short
    * snippet of its message (`messagePreview`), which its index keeps: the same requests.
    */
-  async getTree(scope: SessionScope, options: { preview?: boolean } = {}): Promise<{ head: string; nodes: TreeNodeView[] }> {
+  async getTree(
+    scope: SessionScope,
+    options: { preview?: boolean; notes?: boolean } = {},
+  ): Promise<{ head: string; nodes: TreeNodeView[]; notes?: Record<string, NodeNotes> }> {
     const preview = options.preview ?? false;
-    const [{ tip, nodes }, meta] = await Promise.all([this.store.readTree(scope), this.store.getMeta(scope)]);
+    // The notes of every life, read beside the tree: its tip says which life is the session's.
+    const notesRead = options.notes ? this.store.readNotes(scope) : Promise.resolve([]);
+    const [{ tip, nodes }, meta, noted] = await Promise.all([this.store.readTree(scope), this.store.getMeta(scope), notesRead]);
     if (!meta && nodes.length === 0 && tip.kind === 'empty') throw sessionNotFound(scope);
     const all = nodes.some((node) => node.id === ROOT_NODE) ? nodes : [rootNode(meta?.createdAt ?? ''), ...nodes];
     all.sort((a, b) => a.depth - b.depth || a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
@@ -492,7 +507,23 @@ export class SessionTreeService {
         stateVersion: pointerOf(node, tip),
         ...(preview ? { preview: node.preview !== undefined ? node.preview : messagePreview(node.message) } : {}),
       })),
+      ...(options.notes ? { notes: tip.kind === 'closing' ? {} : Object.fromEntries(notesOfLife(noted, tip.incarnation)) } : {}),
     };
+  }
+
+  /**
+   * Puts a note beside a node (docs/api.md, "a note beside a node"): one blind put outside the
+   * log, so notes never wait for each other nor for the log's writers (no version, event or
+   * activity). The node must be in the session; a limited key writes only in its conversations.
+   */
+  async putNote(scope: SessionScope, nodeId: string, key: string, value: Json, access?: KeyAccess): Promise<NoteResult> {
+    checkNoteSize(value);
+    const { tip, nodes } = await this.store.readTipWithNodes(scope, [nodeId], { withState: false });
+    await this.targets.requireSession(scope, tip);
+    const node = this.targets.nodeById(tip, nodes, nodeId);
+    await this.checkKeyAccess(scope.tenant, (await this.targets.sessionOf(scope, tip)).agentId, access, 'write a note in');
+    await this.store.putNote(scope, { incarnation: tip.incarnation, nodeId: node.id, key, value });
+    return { sessionId: scope.sessionId, node: node.id, key };
   }
 
   /**

@@ -1,7 +1,7 @@
 import type { Json, JsonObject } from '../json/json.js';
 import type { Caller, Schema } from '../model/fields.js';
 import { NO_LIFETIME, type Retention } from '../model/lifetime.js';
-import type { NodeRecord, SessionMeta, SessionScope, Tip, VersionCause, VersionRecord } from '../model/model.js';
+import type { NodeNotes, NodeRecord, SessionMeta, SessionScope, Tip, VersionCause, VersionRecord } from '../model/model.js';
 import { pointerOf } from '../model/tree.js';
 import { visibleState } from '../write/write-target.js';
 
@@ -65,6 +65,8 @@ export interface StateView {
   agent: Json;
   /** When the version read was recorded; null for version 0. */
   updatedAt: string | null;
+  /** With `?notes=true`: the node's notes (docs/api.md, "a note beside a node"). */
+  notes?: NodeNotes;
 }
 
 export interface WriteResult {

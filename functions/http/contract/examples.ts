@@ -112,6 +112,7 @@ export const answerExamples: AnswerExamples = {
     ],
   },
   HeadResult: { head: 'u1' },
+  NoteResult: { sessionId: 's1', node: 'a1', key: 'task-1' },
   StateView: {
     sessionId: 's1',
     node: 'a1',

@@ -23,6 +23,8 @@ const node: QueryParameter = { name: 'node', description: 'The node to read or w
 const limit: QueryParameter = { name: 'limit', description: 'Page size, 1–500.', schema: { type: 'integer', minimum: 1, maximum: 500 } };
 const cursor: QueryParameter = { name: 'cursor', description: 'The `next` of the previous page, unchanged.', schema: { type: 'string' } };
 const page = [limit, cursor] as const;
+const yesNo: QueryParameter['schema'] = { type: 'string', enum: ['1', 'true', '0', 'false'] };
+const flag = (name: string, description: string): QueryParameter => ({ name, description, schema: yesNo });
 
 const stateWrite = {
   schema: jsonValue,
@@ -176,15 +178,21 @@ export const operations: Record<RouteKey, Operation> = {
     responses: { 200: { description: 'The node.', schema: 'MessageNode' } },
     problems: ['session_not_found', 'node_not_found'],
   },
+  'PUT /v1/sessions/{sid}/nodes/{nid}/notes/{key}': {
+    tag: 'tree',
+    summary: 'Put a note beside a node (outside the state and its history)',
+    description:
+      "A JSON value kept beside the node under `key`, replacing the note of that key: one blind write outside the session's log, so notes written at once never wait for each other nor for the session's writes. It records no version, no event and no activity (the idle expiry counts from the session's last write). Read with `GET …/state?node=&notes=1` or `GET …/tree?notes=1`; erased with the session. A key limited to agents writes notes only in its conversations.",
+    body: { schema: jsonValue, example: { task: 't1', channel: 'answer', value: 42 } },
+    responses: { 200: { description: 'The note was put.', schema: 'NoteResult' } },
+    problems: ['invalid_request', 'invalid_json', 'session_not_found', 'node_not_found', 'payload_too_large', 'forbidden'],
+  },
   'GET /v1/sessions/{sid}/tree': {
     tag: 'tree',
     summary: 'The whole message tree',
     query: [
-      {
-        name: 'preview',
-        description: '`1` or `true` adds a snippet of each message.',
-        schema: { type: 'string', enum: ['1', 'true', '0', 'false'] },
-      },
+      flag('preview', '`1` or `true` adds a snippet of each message.'),
+      flag('notes', "`1` or `true` adds every node's notes (`notes`, by node id)."),
     ],
     responses: { 200: { description: 'The tree, head marked.', schema: 'Tree' } },
     problems: ['invalid_request', 'session_not_found'],
@@ -200,7 +208,11 @@ export const operations: Record<RouteKey, Operation> = {
     tag: 'state',
     summary: 'Read the state at a node or a version',
     description: 'An unknown session reads `null` at version 0.',
-    query: [node, { name: 'version', description: 'A historical version (time travel).', schema: { type: 'integer', minimum: 0 } }],
+    query: [
+      node,
+      { name: 'version', description: 'A historical version (time travel).', schema: { type: 'integer', minimum: 0 } },
+      flag('notes', "`1` or `true` adds the node's notes (`notes`); not with `version`."),
+    ],
     responses: { 200: { description: 'The state.', schema: 'StateView', headers: ['ETag'] } },
     problems: ['invalid_request', 'node_not_found', 'version_not_found', 'version_pruned', 'conflict'],
   },
@@ -476,6 +488,7 @@ export const operations: Record<RouteKey, Operation> = {
 export const pathParameters: Record<string, { description: string; type: 'string' | 'integer'; greedy?: true }> = {
   sid: { description: 'The session id.', type: 'string' },
   nid: { description: 'The node id.', type: 'string' },
+  key: { description: "The note's key (an id).", type: 'string' },
   v: { description: 'The version number.', type: 'integer' },
   agentId: { description: 'The agent id.', type: 'string' },
   runId: { description: 'The run id.', type: 'string' },

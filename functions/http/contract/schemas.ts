@@ -73,7 +73,16 @@ const messagePath = z.object({
 const treeNode = messageNode.omit({ createdAt: true }).extend({
   preview: z.string().nullable().optional().meta({ description: 'With `?preview=1`: a one-line snippet (null for `root`).' }),
 });
-const tree = z.object({ head: z.string(), nodes: z.array(treeNode) });
+const nodeNotes = z.record(z.string(), jsonValue).meta({ description: "A node's notes: key → value (docs/api.md, a note beside a node)." });
+const tree = z.object({
+  head: z.string(),
+  nodes: z.array(treeNode),
+  notes: z
+    .record(z.string(), nodeNotes)
+    .optional()
+    .meta({ description: 'With `?notes=1`: the notes of each node that has any, by node id.' }),
+});
+const noteResult = z.object({ sessionId: idSchema, node: z.string(), key: z.string() });
 const headResult = z.object({ head: z.string() });
 
 const stateView = z.object({
@@ -83,6 +92,7 @@ const stateView = z.object({
   state: jsonValue,
   agent: jsonValue,
   updatedAt: time.nullable(),
+  notes: nodeNotes.optional().meta({ description: "With `?notes=1`: the node's notes." }),
 });
 const writeResult = z.object({
   sessionId: idSchema,
@@ -377,6 +387,7 @@ export const components = {
   TreeNode: treeNode,
   Tree: tree,
   HeadResult: headResult,
+  NoteResult: noteResult,
   StateView: stateView,
   WriteResult: writeResult,
   Version: versionRecord,

@@ -60,6 +60,14 @@ export function keyAccess(input: RouteInput): { allowed: AllowedAgents; caller: 
   return { allowed: input.allowedAgents, caller: input.caller };
 }
 
+/** A yes/no query parameter: `1` or `true`; `0`, `false` or absent is no. */
+export function flag(input: RouteInput, name: string): boolean {
+  const raw = input.query(name);
+  if (raw === undefined || raw === '0' || raw === 'false') return false;
+  if (raw === '1' || raw === 'true') return true;
+  throw new AgentStateError('invalid_request', `${name} must be 1, true, 0 or false`, { field: name });
+}
+
 /** `?node=`: the node a read or write is about; undefined when absent. */
 export function queryNode(input: RouteInput): string | undefined {
   const node = input.query('node');

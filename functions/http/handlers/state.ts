@@ -3,7 +3,7 @@ import { AgentStateError } from '../../core/kernel/errors.js';
 import { STATE_BODY_LIMIT_BYTES, STATE_LIMIT_BYTES } from '../../core/model/model.js';
 import type { SessionService, WriteResult } from '../../core/sessions/session-service.js';
 import { createHttpHandler, type RouteInput } from '../api.js';
-import { ifMatch, pagination, queryNode, sessionScope, versionNumber } from '../edge/request.js';
+import { flag, ifMatch, pagination, queryNode, sessionScope, versionNumber } from '../edge/request.js';
 import { json, versionedJson } from '../edge/responses.js';
 import { sessions } from '../parts/sessions.js';
 
@@ -49,11 +49,16 @@ export const handler = createHttpHandler(
       if (node !== undefined && rawVersion !== undefined) {
         throw new AgentStateError('invalid_request', 'ask for a node or a version, not both', { field: 'version' });
       }
+      const notes = flag(input, 'notes');
+      if (notes && rawVersion !== undefined) {
+        throw new AgentStateError('invalid_request', "a node's notes are read at the node, not with a version", { field: 'notes' });
+      }
       const view = await input.deps.sessions.readState(
         scope,
         {
           ...(node === undefined ? {} : { node }),
           ...(rawVersion === undefined ? {} : { version: versionNumber(rawVersion, 'version') }),
+          ...(notes ? { notes } : {}),
         },
         input.caller,
       );

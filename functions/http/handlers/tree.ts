@@ -5,8 +5,8 @@ import { requireId } from '../../core/kernel/ids.js';
 import { APPEND_BODY_LIMIT_BYTES, checkMetadata } from '../../core/model/limits.js';
 import { checkListedMetadata } from '../../core/sessions/session-lists.js';
 import type { AppendResult, StateChange } from '../../core/sessions/session-tree-service.js';
-import { createHttpHandler, type RouteInput } from '../api.js';
-import { bodyAsSent, ifMatch, jsonObject, jsonValue, keyAccess, queryNode, sessionScope } from '../edge/request.js';
+import { createHttpHandler } from '../api.js';
+import { bodyAsSent, flag, ifMatch, jsonObject, jsonValue, keyAccess, queryNode, sessionScope } from '../edge/request.js';
 import { json } from '../edge/responses.js';
 import { messageTree, sessionCopier } from '../parts/session-tree.js';
 import { checkMessages, MAX_MESSAGES_PER_APPEND, messageSchema } from './messages.js';
@@ -46,14 +46,6 @@ function stateChangeOf(body: { state?: Json; replaceState?: Json }): StateChange
   return undefined;
 }
 
-/** `?preview=1` (or `true`) adds message snippets to the tree; `0`, `false` or absent leaves them out. */
-function previewFlag(input: RouteInput): boolean {
-  const raw = input.query('preview');
-  if (raw === undefined || raw === '0' || raw === 'false') return false;
-  if (raw === '1' || raw === 'true') return true;
-  throw new AgentStateError('invalid_request', 'preview must be 1, true, 0 or false', { field: 'preview' });
-}
-
 /** The message tree: append, path, node, tree, head (API.md section 3). */
 /** The `201` of an append (also what its change keeps for an `Idempotency-Key` retry). */
 const appended = (result: AppendResult) => json(201, result);
@@ -91,8 +83,20 @@ export const handler = createHttpHandler(
       return json(200, await input.deps.sessionTree.getNode(scope, requireId(input.path('nid'), 'nodeId')));
     },
 
+    // `?preview=1` adds message snippets; `?notes=1` every node's notes.
     'GET /v1/sessions/{sid}/tree': async (input) =>
-      json(200, await input.deps.sessionTree.getTree(sessionScope(input), { preview: previewFlag(input) })),
+      json(
+        200,
+        await input.deps.sessionTree.getTree(sessionScope(input), { preview: flag(input, 'preview'), notes: flag(input, 'notes') }),
+      ),
+
+    'PUT /v1/sessions/{sid}/nodes/{nid}/notes/{key}': async (input) => {
+      const scope = sessionScope(input);
+      if (input.body === undefined) throw new AgentStateError('invalid_json', 'the body must be a JSON value: the note');
+      const nodeId = requireId(input.path('nid'), 'nodeId');
+      const key = requireId(input.path('key'), 'key');
+      return json(200, await input.deps.sessionTree.putNote(scope, nodeId, key, input.body as Json, keyAccess(input)));
+    },
 
     'POST /v1/sessions/{sid}/copy': async (input) => {
       // As sent: zod's copy of the metadata would turn a "__proto__" key into a prototype.

@@ -7,6 +7,7 @@ import type {
   ClosingTip,
   DecisionSummary,
   NodeRecord,
+  NoteRecord,
   Page,
   SessionMeta,
   SessionScope,
@@ -18,6 +19,7 @@ import { rootNode } from '../../core/model/tree.js';
 import type { PruneOptions, PruneReport } from '../log/history-prune.js';
 import { decisionSummaryOf, entryOf, type VersionPlace } from '../log/log-items.js';
 import { nodesOfLife } from '../log/node-index.js';
+import { putNote, readNotes } from '../log/node-notes.js';
 import { DynamoDbSessionLog } from '../log/session-log.js';
 import { decodeLineage, type LineageEntry } from '../state/lineage.js';
 import { piecesOf, sweepPieces } from '../state/state-pieces.js';
@@ -149,6 +151,14 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
       if (node) nodes.set(moved, { ...node, stateVersion: Math.max(node.stateVersion, tip.version) });
     }
     return { tip, nodes: [...nodes.values()] };
+  }
+
+  putNote(scope: SessionScope, note: { incarnation: number; nodeId: string; key: string; value: Json }): Promise<void> {
+    return putNote(this.table, scope, note);
+  }
+
+  readNotes(scope: SessionScope, nodeId?: string): Promise<NoteRecord[]> {
+    return readNotes(this.table, scope, nodeId);
   }
 
   // ---- versions ---------------------------------------------------------------------------

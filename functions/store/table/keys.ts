@@ -16,6 +16,7 @@ import type { SessionScope } from '../../core/model/model.js';
  *   S#<tenant>#<session>        N#<node>#<life>  a message node's index: where its message is
  *   S#<tenant>#<session>        N#<node>#<life>#p  the version the node points at, when it moved
  *   S#<tenant>#<session>        D#<decision>#<life>  a decision's outcome (replayed for its id)
+ *   S#<tenant>#<session>        W#<node>#<life>#<key>  a note kept beside a node (node-notes.ts)
  *   S#<tenant>#<session>        R#<run>          a run document (commits; TTL after its last write)
  *   S#<tenant>#<session>        L#u, L#a, L#m#<digest of a key>  the session's entry in its user's,
  *                                                its agent's and each metadata string's list (list-entries.ts)
@@ -78,6 +79,12 @@ export const nodePointer = (nodeId: string, incarnation: number) => `N#${nodeId}
 /** Every key of one node, in every life. */
 export const nodeKeys = (nodeId: string) => `N#${nodeId}#`;
 export const nodePrefix = 'N#';
+/** A note kept beside a node, in one life of the session (node-notes.ts). */
+export const note = (nodeId: string, incarnation: number, key: string) => `W#${nodeId}#${pad(incarnation, INCARNATION_DIGITS)}#${key}`;
+/** Every note of one node, in every life. */
+export const noteKeys = (nodeId: string) => `W#${nodeId}#`;
+/** Every note of the session. */
+export const notePrefix = 'W#';
 export const decision = (decisionId: string, incarnation: number) => `D#${decisionId}#${pad(incarnation, INCARNATION_DIGITS)}`;
 export const decisionKeys = (decisionId: string) => `D#${decisionId}#`;
 export const run = (runId: string) => `R#${runId}`;

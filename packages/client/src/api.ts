@@ -27,6 +27,7 @@ import type {
   JsonPatchOperation,
   MessageNode,
   MessagePath,
+  NoteResult,
   PageQuery,
   ProfileDocument,
   PutAgentRequest,
@@ -180,13 +181,28 @@ export class AgentStateApi {
     get: async (sessionId: string, query: TreeQuery = {}, options?: CallOptions): Promise<Tree> =>
       (
         await this.http.request<Tree>(
-          { method: 'GET', path: path`/v1/sessions/${sessionId}/tree`, query: query.preview ? { preview: 1 } : {} },
+          {
+            method: 'GET',
+            path: path`/v1/sessions/${sessionId}/tree`,
+            query: { ...(query.preview ? { preview: 1 } : {}), ...(query.notes ? { notes: 1 } : {}) },
+          },
           options,
         )
       ).body,
     /** `GET /v1/sessions/{sid}/nodes/{nid}` */
     node: async (sessionId: string, nodeId: string, options?: CallOptions): Promise<MessageNode> =>
       (await this.http.request<MessageNode>({ method: 'GET', path: path`/v1/sessions/${sessionId}/nodes/${nodeId}` }, options)).body,
+    /**
+     * `PUT /v1/sessions/{sid}/nodes/{nid}/notes/{key}`: a JSON value kept beside the node (outside
+     * its state and history; one blind write that never waits for the session's other writes).
+     */
+    putNote: async (sessionId: string, nodeId: string, key: string, value: Json, options?: CallOptions): Promise<NoteResult> =>
+      (
+        await this.http.request<NoteResult>(
+          { method: 'PUT', path: path`/v1/sessions/${sessionId}/nodes/${nodeId}/notes/${key}`, body: value },
+          options,
+        )
+      ).body,
     /** `PUT /v1/sessions/{sid}/head`: switch branch. */
     setHead: async (sessionId: string, nodeId: string, options?: CallOptions): Promise<HeadResult> =>
       (await this.http.request<HeadResult>({ method: 'PUT', path: path`/v1/sessions/${sessionId}/head`, body: { nodeId } }, options)).body,
@@ -196,8 +212,16 @@ export class AgentStateApi {
   readonly state = {
     /** `GET /v1/sessions/{sid}/state?node=|version=`. An unknown session reads `null` at version 0. */
     get: async <S = Json>(sessionId: string, query: StateQuery = {}, options?: CallOptions): Promise<StateView<S>> =>
-      (await this.http.request<StateView<S>>({ method: 'GET', path: path`/v1/sessions/${sessionId}/state`, query: { ...query } }, options))
-        .body,
+      (
+        await this.http.request<StateView<S>>(
+          {
+            method: 'GET',
+            path: path`/v1/sessions/${sessionId}/state`,
+            query: { node: query.node, version: query.version, ...(query.notes ? { notes: 1 } : {}) },
+          },
+          options,
+        )
+      ).body,
     /** `PATCH /v1/sessions/{sid}/state`: an RFC 7396 merge patch. */
     patch: async <S = Json>(sessionId: string, patch: Json, options: WriteOptions = {}): Promise<WriteResult<S>> =>
       (

@@ -187,6 +187,18 @@ export type TreeNode = Omit<MessageNode, 'createdAt'> & {
 export interface TreeQuery {
   /** Adds each node's `preview`. */
   preview?: boolean;
+  /** Adds every node's notes (`notes`, by node id). */
+  notes?: boolean;
+}
+
+/** A node's notes (`PUT /v1/sessions/{sid}/nodes/{nid}/notes/{key}`): key → value. */
+export type NodeNotes = Record<string, Json>;
+
+/** `PUT /v1/sessions/{sid}/nodes/{nid}/notes/{key}` (200). */
+export interface NoteResult {
+  sessionId: string;
+  node: string;
+  key: string;
 }
 
 /** `GET /v1/sessions/{sid}/tree` */
@@ -194,6 +206,8 @@ export interface Tree {
   head: string;
   /** Ordered by depth, then creation time, then id (`root` first). */
   nodes: TreeNode[];
+  /** With `notes: true`: the notes of each node that has any, by node id. */
+  notes?: Record<string, NodeNotes>;
 }
 
 /** `PUT /v1/sessions/{sid}/head` (200). */
@@ -209,6 +223,8 @@ export interface StateQuery {
   node?: string;
   /** Read this historical version (time travel). */
   version?: number;
+  /** Adds the node's notes (`notes`); not with `version`. */
+  notes?: boolean;
 }
 
 /** `GET /v1/sessions/{sid}/state` (`ETag: "<version>"`). */
@@ -223,6 +239,8 @@ export interface StateView<S = Json> {
   agent: Json;
   /** When that version was recorded; null for version 0. */
   updatedAt: string | null;
+  /** With `notes: true`: the node's notes. */
+  notes?: NodeNotes;
 }
 
 /** `PATCH` / `PUT /v1/sessions/{sid}/state` (200, `ETag`). */
