@@ -120,7 +120,7 @@ describe('AgentStateSaver', () => {
     }
   });
 
-  it('sends a run’s writes to its session one at a time, each once: none overlaps another and none arrives before its checkpoint, over a 20-step graph', async () => {
+  it('over a 20-step graph: puts one at a time, each step’s writes a note beside its checkpoint, sent once, never before its checkpoint is there', async () => {
     // Prepare: a client that records when each write to agentstate was in flight, and how it ended.
     const { writes, saver } = recordingSaver('turns');
     const State = Annotation.Root({ n: Annotation<number> });
@@ -134,17 +134,26 @@ describe('AgentStateSaver', () => {
     // of their checkpoint has even started.
     const out = await graph.invoke({ n: 0 }, { configurable: { thread_id: 'twenty' } });
 
-    // Assess: 22 puts and 21 steps' writes (the input's included), every one answered 2xx the
-    // first time (a write sent before its checkpoint exists answers 404 and costs a request),
-    // and none ran beside another, so none raced another for the session's next version (a lost
-    // race is a read again and a backoff on the server).
+    // Assess: 22 puts, one change of the session's log each, none beside another (two changes
+    // of one log race for its next place); 21 steps' writes (the input's included), each one
+    // note, every request answered 2xx the first time (a note sent before its checkpoint
+    // exists answers 404 and costs a request), each sent once its checkpoint's put had ended.
     expect(out.n).toBe(20);
     expect(writes.filter((write) => write.status >= 300)).toEqual([]);
+    const puts = writes.filter((write) => write.method === 'POST');
+    const notes = writes.filter((write) => write.method === 'PUT');
+    expect(puts).toHaveLength(22);
+    expect(notes).toHaveLength(21);
     expect(writes).toHaveLength(43);
-    expect(overlapsIn(writes)).toEqual([]);
+    expect(overlapsIn(puts)).toEqual([]);
+    for (const note of notes) {
+      const put = puts.find((write) => write.node === note.node);
+      expect(put).toBeDefined();
+      expect(note.start).toBeGreaterThanOrEqual((put as RecordedWrite).end);
+    }
   });
 
-  it('sends the writes of a step’s tasks that wait for their turn together as one merge patch, each call answered', async () => {
+  it('sends the writes of a step’s 100 tasks as 100 notes at once, each call answered', async () => {
     // Prepare: a graph whose step fans out to 100 tasks, each writing one result.
     const { writes, saver } = recordingSaver('fan');
     const State = Annotation.Root({
@@ -162,39 +171,49 @@ describe('AgentStateSaver', () => {
     // Act
     const out = await graph.invoke({}, config);
 
-    // Assess: every task's write is the checkpoint's, in far fewer requests than one per task
-    // (100 PATCHes in a line before), none refused, none overlapping another.
+    // Assess: every task's write is the checkpoint's, one note each (a blind write: none waits
+    // for another), none refused, no change of the session's log beside another.
     expect([...out.results].sort((a, b) => a - b)).toEqual(Array.from({ length: 100 }, (_, n) => n));
-    const patches = writes.filter((write) => write.path.includes('/state?'));
-    expect(patches.length).toBeLessThanOrEqual(6);
+    expect(writes.filter((write) => write.path.includes('/state?'))).toEqual([]);
+    expect(writes.filter((write) => write.method === 'PUT').length).toBeGreaterThanOrEqual(100);
     expect(writes.filter((write) => write.status >= 300)).toEqual([]);
-    expect(overlapsIn(writes)).toEqual([]);
+    expect(overlapsIn(writes.filter((write) => write.method !== 'PUT'))).toEqual([]);
     const history = [];
     for await (const tuple of saver.list(config)) history.push(tuple);
     const fanned = history.find((tuple) => tuple.metadata?.step === 1);
     expect(new Set(fanned?.pendingWrites?.map(([task]) => task)).size).toBe(100);
   });
 
-  it('answers each of writes sent together for itself: those that fit land, those past the state limit fail', async () => {
-    // Prepare: a checkpoint whose state is 3.8 MB of the 4 MiB limit.
+  it('keeps writes too large for a note in the checkpoint’s state, each call answered for itself (past the state limit: 413), and notes whatever the state’s size', async () => {
+    // Prepare: a checkpoint whose state is 3.5 MB of the 4 MiB limit.
     const saver = saverWith('full');
     const thread = { configurable: { thread_id: 'nearly-full', checkpoint_ns: '' } };
-    const big = checkpoint(1, { notes: 'x'.repeat(3_800_000) });
+    const big = checkpoint(1, { notes: 'x'.repeat(3_500_000) });
     const config = await saver.put(thread, big, metadata, { notes: 1 });
 
-    // Act: five writes of 100 KB at once, which LangGraph's loop would send for five tasks.
-    const settled = await Promise.allSettled(
-      Array.from({ length: 5 }, (_, task) => saver.putWrites(config, [['out', 'y'.repeat(100_000)]], `task-${task}`)),
-    );
+    // Act: five writes of 300 KB (past a note's 256 KiB) and two of 100 KB at once, as
+    // LangGraph's loop would send them for seven tasks.
+    const settled = await Promise.allSettled([
+      ...Array.from({ length: 5 }, (_, task) => saver.putWrites(config, [['out', 'y'.repeat(300_000)]], `task-${task}`)),
+      ...[5, 6].map((task) => saver.putWrites(config, [['out', 'z'.repeat(100_000)]], `task-${task}`)),
+    ]);
 
-    // Assess: as if sent one by one, three fit and two answer 413 (a merge patch of them all
-    // would have failed for every call).
-    expect(settled.map((outcome) => outcome.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled', 'rejected', 'rejected']);
+    // Assess: the large ones as if sent one by one into the state (two fit, three answer 413; a
+    // merge patch of them all would have failed for every call), the notes all land.
+    expect(settled.map((outcome) => outcome.status)).toEqual([
+      'fulfilled',
+      'fulfilled',
+      'rejected',
+      'rejected',
+      'rejected',
+      'fulfilled',
+      'fulfilled',
+    ]);
     expect(settled.filter((outcome) => outcome.status === 'rejected').map((outcome) => (outcome.reason as { code?: string }).code)).toEqual(
-      ['state_too_large', 'state_too_large'],
+      ['state_too_large', 'state_too_large', 'state_too_large'],
     );
     const tuple = await saver.getTuple(config);
-    expect(tuple?.pendingWrites?.map(([task]) => task)).toEqual(['task-0', 'task-1', 'task-2']);
+    expect(tuple?.pendingWrites?.map(([task]) => task)).toEqual(['task-0', 'task-1', 'task-5', 'task-6']);
   });
 
   it('lists a subgraph’s namespace in its turn on the thread’s session, beside the parent graph’s writes there', async () => {
@@ -235,7 +254,7 @@ describe('AgentStateSaver', () => {
     const onThread = writes.filter((write) => write.path.startsWith(`/v1/sessions/${threadSession}/`));
     expect(onThread.filter((write) => write.path.includes('node=root'))).toHaveLength(1);
     expect(writes.filter((write) => write.status >= 300)).toEqual([]);
-    expect(overlapsIn(onThread)).toEqual([]);
+    expect(overlapsIn(onThread.filter((write) => write.method !== 'PUT'))).toEqual([]);
     const namespaces = new Set<string>();
     for await (const tuple of saver.list({ configurable: { thread_id: 'with-sub' } }))
       namespaces.add(String(tuple.config.configurable?.checkpoint_ns));
@@ -244,21 +263,37 @@ describe('AgentStateSaver', () => {
 });
 
 interface RecordedWrite {
+  method: string;
   path: string;
+  /** The node an append made (its first message's id) or a note is beside. */
+  node: string | undefined;
   start: number;
   end: number;
   status: number;
 }
 
-/** A saver whose client records when each write (POST, PATCH) was in flight, where to, and how it ended. */
+/** A saver whose client records when each write (POST, PATCH, PUT) was in flight, where to, and how it ended. */
 function recordingSaver(prefix: string): { writes: RecordedWrite[]; saver: AgentStateSaver } {
   const writes: RecordedWrite[] = [];
   const recording: typeof fetch = async (input, init) => {
     const start = performance.now();
     const response = await fetch(input, init);
-    if (init?.method === 'POST' || init?.method === 'PATCH') {
+    const method = init?.method ?? 'GET';
+    if (method === 'POST' || method === 'PATCH' || method === 'PUT') {
       const url = new URL(String(input));
-      writes.push({ path: url.pathname + url.search, start, end: performance.now(), status: response.status });
+      const noted = /\/nodes\/([^/]+)\/notes\//.exec(url.pathname)?.[1];
+      const appended =
+        method === 'POST' && typeof init?.body === 'string'
+          ? (JSON.parse(init.body) as { messages?: Array<{ id?: string }> }).messages?.[0]?.id
+          : undefined;
+      writes.push({
+        method,
+        path: url.pathname + url.search,
+        node: noted === undefined ? appended : decodeURIComponent(noted),
+        start,
+        end: performance.now(),
+        status: response.status,
+      });
     }
     return response;
   };

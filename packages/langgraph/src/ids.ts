@@ -109,6 +109,22 @@ export function nodeIdOf(checkpointId: string): string {
   return escaped;
 }
 
+/**
+ * The key of the note that holds the writes of one `putWrites` call (docs/api.md, "a note beside a node"):
+ * its task and the indices of its writes, escaped, or `~h<40 hex digits of SHA-256>` when that
+ * passes 128 characters. A call sent again names the same note; calls of one task with other
+ * writes (an interrupt, then its resume) name notes of their own, as the writes' own keys differ.
+ */
+export async function noteKeyOf(taskId: string, writeKeys: readonly string[]): Promise<string> {
+  const named = escapeName(`${taskId}|${writeKeys.map((key) => key.slice(key.lastIndexOf(',') + 1)).join(',')}`);
+  if (named.length <= MAX_ID_LENGTH) return named;
+  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(JSON.stringify([taskId, writeKeys])));
+  return `${HASHED}${[...new Uint8Array(digest)]
+    .map((byte) => byte.toString(16).padStart(2, '0'))
+    .join('')
+    .slice(0, 40)}`;
+}
+
 /** The checkpoint id a node id names. */
 export function checkpointIdOf(nodeId: string): string {
   return unescapeName(nodeId);

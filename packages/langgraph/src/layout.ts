@@ -23,7 +23,7 @@ import {
  *   "parent": "1f0…" | null,
  *   "channels": {"messages": [...], "count": 3},      // values the serializer wrote as JSON
  *   "blobs": {"image": ["bytes", "<base64>"]},         // any other type of value
- *   "writes:1f0…": {"task-1,0": ["task-1", "count", "~path", "json", 4]}
+ *   "writes:1f0…": {"task-1,0": ["task-1", "count", "~path", "json", 4]}  // only writes too large for a note
  * }
  * ```
  *
@@ -35,9 +35,11 @@ import {
  * belongs to a channel's version, and one not new here was written with an earlier checkpoint
  * (LangGraph's conformance suite asks for this). agentstate stores a version as the change from
  * the one it was computed from (docs/architecture.md, "Changes are splices"), so unchanged
- * channels cost the wire, not the table. Pending writes are a merge patch into `writes:<checkpoint id>` at the checkpoint's
- * node, one version each, a member of their own named by the checkpoint: a node's state is
- * its checkpoint's alone (`put` sets it whole, so the parent's writes are not carried over).
+ * channels cost the wire, not the table. Pending writes are notes beside the checkpoint's node,
+ * one per `putWrites` call (`writesNote`), outside the session's log; a call whose writes are too
+ * large for a note is a merge patch into `writes:<checkpoint id>` at the node instead, a member of
+ * its own named by the checkpoint: a node's state is its checkpoint's alone (`put` sets it whole,
+ * so the parent's writes are not carried over). A read merges both (`withNotes`).
  */
 export interface CheckpointState {
   thread_id: string;
@@ -204,6 +206,37 @@ export async function writesPatch(
     }),
   );
   return { [writesMember(checkpointId)]: Object.fromEntries(entries) };
+}
+
+/**
+ * The writes of one `putWrites` call as a note beside the checkpoint's node (API.md section 3,
+ * "Notes"): the same members the writes patch would merge into the state, `"<taskId>,<idx>"` →
+ * the stored write. A note is a blind write outside the session's log, so the writes of a step
+ * neither wait for nor race the next `put` (docs/langgraph.md, "Speed").
+ */
+export function writesNote(patch: WritesPatch): Record<string, StoredWrite> {
+  return Object.values(patch)[0] ?? {};
+}
+
+/**
+ * The state with the pending writes kept in notes beside its node merged into its writes member
+ * (after those the state holds itself: writes too large for a note, or written before notes).
+ */
+export function withNotes(state: CheckpointState, notes: Record<string, Json> | undefined): CheckpointState {
+  if (!notes) return state;
+  const member = writesMember(checkpointIdIn(state));
+  let writes = state[member];
+  for (const key of Object.keys(notes).sort()) {
+    const note = notes[key];
+    if (!isStoredWrites(note)) continue;
+    writes = { ...writes, ...note };
+  }
+  return writes === state[member] ? state : { ...state, [member]: writes ?? {} };
+}
+
+function isStoredWrites(note: Json | undefined): note is Record<string, StoredWrite> {
+  if (note === null || typeof note !== 'object' || Array.isArray(note)) return false;
+  return Object.values(note).every((entry) => Array.isArray(entry) && entry.length === 5 && typeof entry[0] === 'string');
 }
 
 /** The writes patches of one checkpoint as one merge patch: the same as applying them in order (a later write of a key wins). */

@@ -13,7 +13,7 @@ import {
   type SerializerProtocol,
   TASKS,
 } from '@langchain/langgraph-checkpoint';
-import { checkedPrefix, checkpointIdOf, nodeIdOf, SessionIds } from './ids.js';
+import { checkedPrefix, checkpointIdOf, nodeIdOf, noteKeyOf, SessionIds } from './ids.js';
 import {
   type CheckpointState,
   type CheckpointWrite,
@@ -28,6 +28,8 @@ import {
   pendingWritesOf,
   putAgain,
   type WritesPatch,
+  withNotes,
+  writesNote,
   writesPatch,
 } from './layout.js';
 import { inBatches, NamespaceRegistry } from './namespaces.js';
@@ -52,7 +54,7 @@ export interface AgentStateSaverOptions {
   /** LangGraph's serializer; its JSON is stored as JSON, so the inspector shows channel values as they are. */
   serde?: SerializerProtocol;
   /**
-   * `{ defaultTtl }`: minutes a thread lives after its last checkpoint or write (each namespace's
+   * `{ defaultTtl }`: minutes a thread lives after its last checkpoint (each namespace's
    * session gets agentstate's idle expiry, `ttlSeconds`); then it reads as never written and its
    * storage is freed. None by default.
    */
@@ -74,6 +76,8 @@ interface ListCandidate {
   sessionId: string;
   checkpointId: string;
   stateVersion: number;
+  /** The notes beside its node: its pending writes (see `putWrites`). */
+  notes: Record<string, Json> | undefined;
 }
 
 /** How long writes wait for the `put` of their checkpoint (see `awaitingPut`). */
@@ -84,6 +88,9 @@ const PUT_WAIT_MS = 30_000;
  * (see `replaceAt`): with the client's backoff, over 30 s of waiting in all.
  */
 const PUT_AGAIN_ATTEMPTS = 10;
+
+/** What one note may hold (docs/api.md, "a note beside a node"): writes beyond it go into the state (see `putWrites`). */
+const NOTE_LIMIT_BYTES = 256 * 1024;
 
 /** The most bytes of writes one merge patch carries (see `writeInTurn`): far below a request's limit. */
 const WRITES_BATCH_BYTES = 512 * 1024;
@@ -104,9 +111,11 @@ const CHECKPOINT_ROLE = 'checkpoint';
  *   its own, listed in its thread's session at the root node).
  * - A checkpoint is a node of that session's tree, under its parent checkpoint's node: replays,
  *   `updateState` on a past checkpoint and forks are branches of the tree.
- * - The state at the node holds the checkpoint, its metadata, its channel values and its pending
- *   writes; `put` appends the node and sets its state in one request (agentstate stores the
- *   version as its change from the parent's, so unchanged channels cost the wire, not the table).
+ * - The state at the node holds the checkpoint, its metadata and its channel values; `put`
+ *   appends the node and sets its state in one request (agentstate stores the version as its
+ *   change from the parent's, so unchanged channels cost the wire, not the table).
+ * - Pending writes are notes beside the node, one per `putWrites` call: blind writes outside the
+ *   session's log, so a step's writes go beside the next `put` and never race it.
  *
  * `getTuple` is one request, `put` one, `putWrites` one (neither write with an `Idempotency-Key`, see `resent`).
  */
@@ -128,6 +137,8 @@ export class AgentStateSaver extends BaseCheckpointSaver {
    * node and its state together, so a write finds either no node or the checkpoint's own state.
    */
   private readonly awaitingPut = new Map<string, Set<() => void>>();
+  /** The `put`s this saver has under way, by session and node (settled, never rejected): their writes wait for them. */
+  private readonly putsUnderWay = new Map<string, Promise<unknown>>();
   /** This saver's writes to each session, one at a time (see `WriteTurns`). */
   private readonly turns = new WriteTurns();
   /** Per session and node, the writes that wait for their turn and have not started (see `writeInTurn`). */
@@ -252,13 +263,22 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     const written = this.turns.inTurn(sessionId, () =>
       this.writeCheckpoint({ sessionId, nodeId, parentId, thread, checkpointNs, checkpoint, metadata, write }),
     );
+    const key = `${sessionId} ${nodeId}`;
+    const underWay = Promise.all([register, written]);
+    const settled = underWay.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.putsUnderWay.set(key, settled);
     try {
-      await Promise.all([register, written]);
+      await underWay;
     } catch (error) {
       this.turns.forgetPut(sessionId, nodeId);
       throw error;
+    } finally {
+      if (this.putsUnderWay.get(key) === settled) this.putsUnderWay.delete(key);
     }
-    for (const arrived of this.awaitingPut.get(`${sessionId} ${nodeId}`) ?? []) arrived();
+    for (const arrived of this.awaitingPut.get(key) ?? []) arrived();
     return { configurable: { thread_id: thread, checkpoint_ns: checkpointNs, checkpoint_id: checkpoint.id } };
   }
 
@@ -273,27 +293,40 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     if (writes.length === 0) return;
     const sessionId = await this.ids.of(threadName(threadId), namespaceOf(config));
     const nodeId = nodeIdOf(checkpointId);
+    const key = `${sessionId} ${nodeId}`;
     const stored = await writesPatch(this.serde, checkpointId, writes, taskId, taskPath);
-    const patch = stored as unknown as Json;
+    const note = writesNote(stored) as unknown as Json;
+    // A note beside the checkpoint's node: one blind write outside the session's log, so a
+    // step's writes go beside the next `put` instead of waiting for it or racing it. Writes too
+    // large for a note are a merge patch of the node's state, in this saver's turn on the session.
+    // Neither has an Idempotency-Key (its record would cost two more DynamoDB writes): sent
+    // again, they set the same members to the same values (see `resent`).
+    const write =
+      JSON.stringify(note).length <= NOTE_LIMIT_BYTES
+        ? async () => {
+            const noteKey = await noteKeyOf(taskId, Object.keys(writesNote(stored)));
+            await resent(() => this.client.tree.putNote(sessionId, nodeId, noteKey, note, { idempotencyKey: false }));
+          }
+        : () => this.writeInTurn(sessionId, nodeId, stored);
     // Listening before the first try, so a put that finishes while it fails is not missed.
-    const put = this.whenPut(`${sessionId} ${nodeId}`);
-    // No Idempotency-Key (its record would cost two more DynamoDB writes): the merge patch sets
-    // the same members to the same values when it is sent again (see `resent`).
-    const send = () => resent(() => this.client.state.patch(sessionId, patch, { node: nodeId, idempotencyKey: false }));
-    // Writes of a checkpoint this saver puts (or put) take their turn after that put; writes of
-    // one another process puts go at once (if its node is not there yet, they wait below).
-    const inTurn = () => this.writeInTurn(sessionId, nodeId, stored);
-    // The writes of a step whose checkpoint this saver's run is still to put wait for that put.
-    if (!this.turns.wasPut(sessionId, nodeId) && this.turns.expectsPut(sessionId, checkpointId)) await put.arrived;
-    const afterOwnPut = this.turns.wasPut(sessionId, nodeId);
+    const put = this.whenPut(key);
     try {
-      await (afterOwnPut ? inTurn() : send());
-    } catch (error) {
-      if (!AgentStateError.is(error, 'node_not_found') && !AgentStateError.is(error, 'session_not_found')) throw error;
-      // In turn after this saver's put of the checkpoint, the node is gone (the put failed, or
-      // the thread was deleted since): no put is coming to wait for.
-      if (afterOwnPut || !(await put.arrived)) throw error;
-      await inTurn();
+      // The writes of a checkpoint this saver is putting, or is still to put in the run under
+      // way (LangGraph chains the puts, and sends a step's writes without waiting), wait for it.
+      const underWay = this.putsUnderWay.get(key);
+      if (underWay) await underWay;
+      else if (!this.turns.wasPut(sessionId, nodeId) && this.turns.expectsPut(sessionId, checkpointId)) await put.arrived;
+      const afterOwnPut = this.turns.wasPut(sessionId, nodeId) && !this.putsUnderWay.has(key);
+      try {
+        await write();
+      } catch (error) {
+        if (!AgentStateError.is(error, 'node_not_found') && !AgentStateError.is(error, 'session_not_found')) throw error;
+        // Sent after this saver's put of the checkpoint had landed, the node is gone (the put
+        // failed, or the thread was deleted since): no put is coming to wait for. Else a put
+        // of this saver or another process's may bring it.
+        if (afterOwnPut || !(await put.arrived)) throw error;
+        await write();
+      }
     } finally {
       put.cancel();
     }
@@ -394,8 +427,8 @@ export class AgentStateSaver extends BaseCheckpointSaver {
   /** The checkpoint state at a node (the head when `nodeId` is undefined), if there is one. */
   private async stateAt(sessionId: string, nodeId: string | undefined): Promise<CheckpointState | undefined> {
     try {
-      const view = await this.client.state.get(sessionId, nodeId === undefined ? {} : { node: nodeId });
-      return isCheckpointState(view.state) ? view.state : undefined;
+      const view = await this.client.state.get(sessionId, nodeId === undefined ? { notes: true } : { node: nodeId, notes: true });
+      return isCheckpointState(view.state) ? withNotes(view.state, view.notes) : undefined;
     } catch (error) {
       if (AgentStateError.is(error, 'node_not_found')) return undefined;
       throw error;
@@ -428,7 +461,8 @@ export class AgentStateSaver extends BaseCheckpointSaver {
       const state = history?.has(candidate.stateVersion)
         ? history.stateOf(candidate.stateVersion)
         : await this.versionState(candidate.sessionId, candidate.stateVersion);
-      return { candidate, state };
+      // A version read for a node whose put did not finish is its parent's: not merged with this node's notes.
+      return { candidate, state: state && checkpointIdIn(state) === candidate.checkpointId ? withNotes(state, candidate.notes) : state };
     });
   }
 
@@ -499,10 +533,16 @@ export class AgentStateSaver extends BaseCheckpointSaver {
   /** The checkpoint nodes of a session, with the version each points at, and the session's newest version. */
   private async checkpointNodes(sessionId: string): Promise<{ sessionId: string; nodes: ListCandidate[]; newest: number }> {
     try {
-      const tree = await this.client.tree.get(sessionId);
+      // With every node's notes: the checkpoints' pending writes, in the same request.
+      const tree = await this.client.tree.get(sessionId, { notes: true });
       const nodes = tree.nodes
         .filter((node) => node.role === CHECKPOINT_ROLE)
-        .map((node) => ({ sessionId, checkpointId: checkpointIdOf(node.id), stateVersion: node.stateVersion }));
+        .map((node) => ({
+          sessionId,
+          checkpointId: checkpointIdOf(node.id),
+          stateVersion: node.stateVersion,
+          notes: tree.notes?.[node.id],
+        }));
       // Every version is the one its node points at until that node is written again.
       const newest = Math.max(0, ...tree.nodes.map((node) => node.stateVersion));
       return { sessionId, nodes, newest };
@@ -666,8 +706,9 @@ const RESENDABLE = new Set(['network_error', 'throttled', 'unavailable']);
  * attempts, with its backoff). `put`'s append and `putWrites`' patch go without an
  * `Idempotency-Key`: its record would cost two more DynamoDB writes per call, and neither needs
  * one. Sent again, the append finds its node under the same parent and sets the same state (no
- * write of that checkpoint can come between: its `putWrites` wait for this `put`), and the
- * patch sets the same members of the checkpoint's writes to the same values.
+ * write of that checkpoint can come between: its `putWrites` wait for this `put`), a note is
+ * put again with the same value, and a patch sets the same members of the checkpoint's writes
+ * to the same values.
  */
 async function resent<T>(send: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
