@@ -45,6 +45,11 @@ const templates: Record<string, { path: string; body: string; readBack?: string 
   'POST /v1/sessions/{sid}/messages': { path: '/v1/sessions/fz/messages', body: '{"messages":[{"role":"user","n":N}]}' },
   'PATCH /v1/sessions/{sid}': { path: '/v1/sessions/fz', body: '{"metadata":{"n":N}}', readBack: '/v1/sessions/fz' },
   'PUT /v1/sessions/{sid}/head': { path: '/v1/sessions/fz/head', body: '{"nodeId":"root","n":N}' },
+  'PUT /v1/sessions/{sid}/nodes/{nid}/notes/{key}': {
+    path: '/v1/sessions/fz/nodes/root/notes/fz-note',
+    body: '{"n":N}',
+    readBack: '/v1/sessions/fz/state?node=root&notes=1',
+  },
   // Each copy is a new session of a generated id, so nothing to read back at one place.
   'POST /v1/sessions/{sid}/copy': { path: '/v1/sessions/fz/copy', body: '{"metadata":{"n":N}}' },
   'PATCH /v1/sessions/{sid}/state': { path: '/v1/sessions/fz/state', body: '{"n":N}', readBack: '/v1/sessions/fz/state' },

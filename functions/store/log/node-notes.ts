@@ -1,5 +1,5 @@
 import { PutCommand } from '@aws-sdk/lib-dynamodb';
-import type { Json } from '../../core/json/json.js';
+import { decodeStoredJson, encodeStoredJson, type Json } from '../../core/json/json.js';
 import type { NoteRecord, SessionScope } from '../../core/model/model.js';
 import * as keys from '../table/keys.js';
 import { forEachInRange } from '../table/paging.js';
@@ -33,7 +33,8 @@ export async function putNote(
       Item: {
         pk: keys.session(scope),
         sk: keys.note(note.nodeId, note.incarnation, note.key),
-        [NOTE_ATTRIBUTE]: JSON.stringify(note.value),
+        // Numbers verbatim, as every stored value (core/json/json.ts).
+        [NOTE_ATTRIBUTE]: encodeStoredJson(note.value),
       },
     }),
   );
@@ -50,7 +51,7 @@ export async function readNotes(table: TableClient, scope: SessionScope, nodeId?
     // `W#<node>#<life>#<key>`: ids hold no `#`.
     const [, node, life, key] = String(item.sk).split('#');
     if (node === undefined || life === undefined || key === undefined) return;
-    notes.push({ nodeId: node, incarnation: Number(life), key, value: JSON.parse(String(item[NOTE_ATTRIBUTE])) as Json });
+    notes.push({ nodeId: node, incarnation: Number(life), key, value: decodeStoredJson(String(item[NOTE_ATTRIBUTE])) });
   });
   return notes;
 }
