@@ -199,7 +199,7 @@ export class MemoryService {
     request: MemorySearchRequest,
   ): Promise<Page<MemoryItem>> {
     const best = new TopScores<{ item: MemoryItem; vector: Float32Array }>(request.limit);
-    const estimates: Array<{ namespace: Namespace; key: string; highest: number; lowest: number }> = [];
+    let estimates: Array<{ namespace: Namespace; key: string; highest: number; lowest: number }> = [];
     const unpaged = await this.store.scanCodes(tenant, namespaces, vector.dimensions, (entry) => {
       const estimate = vector.estimate(entry.code);
       if (estimate === null) return;
@@ -213,7 +213,7 @@ export class MemoryService {
     if (unpaged.length > 0) {
       // Their items are read whole instead; the codes their pages did hold are left out.
       const whole = new Set(unpaged.map((namespace) => namespace.join('/')));
-      estimates.splice(0, estimates.length, ...estimates.filter((entry) => !whole.has(entry.namespace.join('/'))));
+      estimates = estimates.filter((entry) => !whole.has(entry.namespace.join('/')));
       await this.store.scanEmbeddings(tenant, unpaged, vector.dimensions, (candidate) => {
         const verdict = filter.length === 0 ? true : decideOnFields(filter, candidate.fields, candidate.partial);
         if (verdict === false) return;

@@ -544,7 +544,7 @@ export class AgentStateSaver extends BaseCheckpointSaver {
           notes: tree.notes?.[node.id],
         }));
       // Every version is the one its node points at until that node is written again.
-      const newest = Math.max(0, ...tree.nodes.map((node) => node.stateVersion));
+      const newest = tree.nodes.reduce((most, node) => Math.max(most, node.stateVersion), 0);
       return { sessionId, nodes, newest };
     } catch (error) {
       if (AgentStateError.is(error, 'session_not_found')) return { sessionId, nodes: [], newest: 0 };
