@@ -1,7 +1,7 @@
 import { type AgentStateClient, AgentStateError, CodecError, createClient, SchemaMismatchError } from '@agentstate/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { main as agentstateCli } from '../../bin/agentstate.js';
+import { dynamoDbEndpointOf, issueKey } from '../helpers/admin.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 import { eventually, uniqueId } from './support.js';
 
@@ -186,13 +186,4 @@ describe('client.memory(namespace)', () => {
   });
 });
 
-async function limitedKey(agent: string): Promise<string> {
-  const endpoint = /DynamoDB Local: (\S+)/.exec(api.output())?.[1] as string;
-  const out: string[] = [];
-  await agentstateCli(['keys', 'create', '--tenant', 'local', '--agents', agent, '--json', '--endpoint', endpoint], {
-    out: (line) => out.push(line),
-    err: () => {},
-    env: {},
-  });
-  return (JSON.parse(out.join('\n')) as { apiKey: string }).apiKey;
-}
+const limitedKey = (agent: string) => issueKey(dynamoDbEndpointOf(api), { agents: [agent] });

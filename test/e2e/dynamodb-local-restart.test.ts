@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main as agentstateCli } from '../../bin/agentstate.js';
+import { dynamoDbEndpointOf, issueKey } from '../helpers/admin.js';
 import { type ApiClient, apiClient } from '../helpers/api-client.js';
 import { EventFixtures, waitFor } from '../helpers/events.js';
 import { type ServerProcess, startServerProcess } from '../helpers/server.js';
@@ -39,14 +39,8 @@ describe('DynamoDB Local that dies under npm start', () => {
     expect((await http.post('/v1/webhooks', { url: receiver.url, sessionId: 'kept' })).status).toBe(201);
     expect((await http.put('/v1/sessions/kept/state', { before: true })).status).toBe(200);
     await waitFor('the first event', () => receiver.accepted().length === 1 || null);
-    const endpoint = /DynamoDB Local: (\S+)/.exec(server.output())?.[1] as string;
-    const issued: string[] = [];
-    const cliCode = await agentstateCli(['keys', 'create', '--tenant', 'local', '--json', '--endpoint', endpoint], {
-      out: (line) => issued.push(line),
-      err: () => {},
-      env: {},
-    });
-    const fromTable = apiClient(server.url, (JSON.parse(issued.join('\n')) as { apiKey: string }).apiKey);
+    // Issued into the table (not AGENTSTATE_API_KEYS): its lookup needs DynamoDB.
+    const fromTable = apiClient(server.url, await issueKey(dynamoDbEndpointOf(server)));
     const healthyBefore = await fetch(`${server.url}/health`);
     const javaPid = server.javaPid() as number;
 
@@ -63,7 +57,6 @@ describe('DynamoDB Local that dies under npm start', () => {
     // Assess
     expect(healthyBefore.status).toBe(200);
     expect(problem).toMatchObject({ code: 'unavailable', status: 503 });
-    expect(cliCode).toBe(0);
     expect(keyLookupWhileDown.status).toBe(503);
     expect(keyLookupWhileDown.body).toMatchObject({ code: 'unavailable' });
     expect(server.output()).toMatch(/DynamoDB Local exited unexpectedly \(SIGKILL\); restarting it on the same data/);

@@ -1,8 +1,7 @@
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { type DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../../bin/agentstate.js';
 import { defaultTableName } from '../../functions/store/table/table.js';
+import { dynamoDbEndpointOf, issueKey, rawTableClient } from '../helpers/admin.js';
 import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 import { EventFixtures, waitFor } from '../helpers/events.js';
@@ -27,11 +26,8 @@ beforeAll(async () => {
   api = await startApi();
   http = api.client;
   other = apiClient(api.url, 'other-key');
-  endpoint = /DynamoDB Local: (\S+)/.exec(api.output())?.[1] as string;
-  if (!endpoint) throw new Error(`no DynamoDB Local endpoint in the banner:\n${api.output()}`);
-  raw = DynamoDBDocumentClient.from(
-    new DynamoDBClient({ endpoint, region: 'local', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }),
-  );
+  endpoint = dynamoDbEndpointOf(api);
+  raw = rawTableClient(endpoint);
 });
 afterAll(async () => {
   await fixtures.close();
@@ -397,14 +393,7 @@ describe('the user.erased event', () => {
 
 describe('a key limited to agents', () => {
   it('may not erase a user nor read an erasure: 403, nothing erased', async () => {
-    const out: string[] = [];
-    const code = await main(['keys', 'create', '--tenant', 'local', '--agents', 'planner', '--json', '--endpoint', endpoint], {
-      out: (line) => out.push(line),
-      err: () => {},
-      env: {},
-    });
-    expect(code).toBe(0);
-    const limited = apiClient(api.url, (JSON.parse(out.join('\n')) as { apiKey: string }).apiKey);
+    const limited = apiClient(api.url, await issueKey(endpoint, { agents: ['planner'] }));
     const user = uniqueId('kept');
     const sid = await sessionOf(http, user, 'kept');
     const { erasureId } = (await http.delete(`/v1/users/${uniqueId('nobody')}`)).body;

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../../bin/agentstate.js';
+import { dynamoDbEndpointOf, issueKey } from '../helpers/admin.js';
 import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
 import { type GatedServer, startGatedServer } from '../helpers/e2e.js';
 
@@ -20,20 +20,10 @@ let endpoint: string;
 const billingWorker = { url: 'http://127.0.0.1:9/billing', secret: 'billing-secret', timeoutMs: 2000 };
 const billingFields = { card: { type: 'string', read: 'private', write: 'private' } };
 
-async function cli(endpoint: string, ...args: string[]): Promise<string> {
-  const out: string[] = [];
-  const code = await main([...args, '--endpoint', endpoint], { out: (line) => out.push(line), err: () => {}, env: {} });
-  expect(code).toBe(0);
-  return out.join('\n');
-}
-
 beforeAll(async () => {
   server = await startGatedServer();
-  endpoint = /DynamoDB Local: (\S+)/.exec(server.output())?.[1] as string;
-  if (!endpoint) throw new Error(`no DynamoDB Local endpoint in the banner:\n${server.output()}`);
-  const { apiKey } = JSON.parse(await cli(endpoint, 'keys', 'create', '--tenant', 'local', '--agents', 'planner', '--json')) as {
-    apiKey: string;
-  };
+  endpoint = dynamoDbEndpointOf(server);
+  const apiKey = await issueKey(endpoint, { agents: ['planner'] });
   admin = apiClient(server.url);
   planner = apiClient(server.url, apiKey);
   // Prepare: the tenant's registry, as its admin key set it up.
@@ -332,10 +322,7 @@ describe('a key limited to mid, in the conversations of its tenant', () => {
   };
 
   beforeAll(async () => {
-    const { apiKey } = JSON.parse(await cli(endpoint, 'keys', 'create', '--tenant', 'local', '--agents', 'mid', '--json')) as {
-      apiKey: string;
-    };
-    mid = apiClient(server.url, apiKey);
+    mid = apiClient(server.url, await issueKey(endpoint, { agents: ['mid'] }));
     for (const [agentId, body] of [
       ['top', { stateFields: topFields }],
       ['mid', { parentId: 'top' }],

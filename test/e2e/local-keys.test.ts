@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../../bin/agentstate.js';
+import { adminCli, dynamoDbEndpointOf } from '../helpers/admin.js';
 import { apiClient } from '../helpers/api-client.js';
 import { type ServerProcess, startServerProcess } from '../helpers/server.js';
 
@@ -8,25 +8,16 @@ let endpoint: string;
 
 beforeAll(async () => {
   server = await startServerProcess();
-  const match = /DynamoDB Local: (\S+)/.exec(server.output());
-  if (!match) throw new Error(`no DynamoDB Local endpoint in the banner:\n${server.output()}`);
-  endpoint = match[1] as string;
+  endpoint = dynamoDbEndpointOf(server);
 });
 afterAll(async () => {
   await server?.stop();
 });
 
-async function cli(...args: string[]): Promise<string> {
-  const out: string[] = [];
-  const code = await main([...args, '--endpoint', endpoint], { out: (line) => out.push(line), err: () => {}, env: {} });
-  expect(code).toBe(0);
-  return out.join('\n');
-}
-
 describe('keys made by the admin CLI against the local table', () => {
   it('are accepted by npm start until revoked', async () => {
     // Prepare: a key for a tenant of its own, issued the way the deploy guide shows.
-    const { apiKey, keyId } = JSON.parse(await cli('keys', 'create', '--tenant', 'cli-local', '--json')) as {
+    const { apiKey, keyId } = JSON.parse(await adminCli(endpoint, 'keys', 'create', '--tenant', 'cli-local', '--json')) as {
       apiKey: string;
       keyId: string;
     };
@@ -35,7 +26,7 @@ describe('keys made by the admin CLI against the local table', () => {
     // Act
     const written = await asCli.put('/v1/sessions/from-cli/state', { issuedBy: 'cli' });
     const seenByDevKey = await apiClient(server.url).get('/v1/sessions/from-cli');
-    await cli('keys', 'revoke', keyId);
+    await adminCli(endpoint, 'keys', 'revoke', keyId);
     const afterRevoke = await asCli.get('/v1/sessions/from-cli/state');
 
     // Assess

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main as agentstateCli } from '../../bin/agentstate.js';
+import { dynamoDbEndpointOf, issueKey } from '../helpers/admin.js';
 import { type ApiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 import { EventFixtures, waitFor } from '../helpers/events.js';
@@ -208,14 +208,7 @@ describe('memory.changed', () => {
   it('lets a key limited to an agent follow only its own namespaces', async () => {
     // Prepare
     const own = uniqueId('own');
-    const endpoint = /DynamoDB Local: (\S+)/.exec(api.output())?.[1] as string;
-    const out: string[] = [];
-    await agentstateCli(['keys', 'create', '--tenant', 'local', '--agents', own, '--json', '--endpoint', endpoint], {
-      out: (line) => out.push(line),
-      err: () => {},
-      env: {},
-    });
-    const client = await fixtures.live((JSON.parse(out.join('\n')) as { apiKey: string }).apiKey);
+    const client = await fixtures.live(await issueKey(dynamoDbEndpointOf(api), { agents: [own] }));
 
     // Act
     client.send({ action: 'subscribe', namespace: ['agents', 'someone-else'] });

@@ -1,9 +1,8 @@
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { type DynamoDBDocumentClient, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main as agentstateCli } from '../../bin/agentstate.js';
 import { embeddingBytes, memoryItem } from '../../functions/store/memory/memory-codecs.js';
 import { defaultTableName } from '../../functions/store/table/table.js';
+import { dynamoDbEndpointOf, issueKey, rawTableClient } from '../helpers/admin.js';
 import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 import { waitFor } from '../helpers/events.js';
@@ -22,11 +21,7 @@ let raw: DynamoDBDocumentClient;
 beforeAll(async () => {
   api = await startApi();
   http = api.client;
-  const endpoint = /DynamoDB Local: (\S+)/.exec(api.output())?.[1];
-  if (!endpoint) throw new Error(`no DynamoDB Local endpoint in the banner:\n${api.output()}`);
-  raw = DynamoDBDocumentClient.from(
-    new DynamoDBClient({ endpoint, region: 'local', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }),
-  );
+  raw = rawTableClient(dynamoDbEndpointOf(api));
 });
 afterAll(async () => {
   raw?.destroy();
@@ -274,14 +269,7 @@ describe('search with a vector', () => {
   it('searches only what a key limited to an agent may read', async () => {
     // Prepare
     const [own, other] = [uniqueId('own'), uniqueId('other')];
-    const endpoint = /DynamoDB Local: (\S+)/.exec(api.output())?.[1] as string;
-    const out: string[] = [];
-    await agentstateCli(['keys', 'create', '--tenant', 'local', '--agents', own, '--json', '--endpoint', endpoint], {
-      out: (line) => out.push(line),
-      err: () => {},
-      env: {},
-    });
-    const limited = apiClient(api.url, (JSON.parse(out.join('\n')) as { apiKey: string }).apiKey);
+    const limited = apiClient(api.url, await issueKey(dynamoDbEndpointOf(api), { agents: [own] }));
     await put(['agents', own, 'v'], 'mine', {}, [1, 0]);
     await put(['agents', other, 'v'], 'theirs', {}, [1, 0]);
 

@@ -1,7 +1,7 @@
 import { ScanCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main as agentstateCli } from '../../bin/agentstate.js';
 import { localDynamoDbClient } from '../../functions/local/dynamodb-local.js';
+import { dynamoDbEndpointOf, issueKey } from '../helpers/admin.js';
 import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 import { waitFor } from '../helpers/events.js';
@@ -18,7 +18,7 @@ let endpoint: string;
 beforeAll(async () => {
   api = await startApi();
   http = api.client;
-  endpoint = /DynamoDB Local: (\S+)/.exec(api.output())?.[1] as string;
+  endpoint = dynamoDbEndpointOf(api);
 });
 afterAll(async () => {
   await api?.stop();
@@ -507,15 +507,7 @@ describe('versions', () => {
 });
 
 describe('who may touch what', () => {
-  async function createKey(tenant: string, agents: string[]): Promise<string> {
-    const out: string[] = [];
-    await agentstateCli(['keys', 'create', '--tenant', tenant, '--agents', agents.join(','), '--json', '--endpoint', endpoint], {
-      out: (line) => out.push(line),
-      err: () => {},
-      env: {},
-    });
-    return (JSON.parse(out.join('\n')) as { apiKey: string }).apiKey;
-  }
+  const createKey = (tenant: string, agents: string[]) => issueKey(endpoint, { tenant, agents });
 
   it('keeps tenants apart: another tenant’s items, namespaces and search results do not exist', async () => {
     const ns = ['secret', uniqueId('s')];

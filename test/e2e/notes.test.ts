@@ -3,11 +3,10 @@
  * session's log, read with the node's state or the tree, gone with the session. Real HTTP on
  * DynamoDB Local, through the IAM gate (the tree function's role) and the OpenAPI document.
  */
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { type DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../../bin/agentstate.js';
 import { defaultTableName } from '../../functions/store/table/table.js';
+import { dynamoDbEndpointOf, issueKey, rawTableClient } from '../helpers/admin.js';
 import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 
@@ -17,22 +16,11 @@ let other: ApiClient;
 let planner: ApiClient;
 let raw: DynamoDBDocumentClient;
 
-async function cli(endpoint: string, ...args: string[]): Promise<string> {
-  const out: string[] = [];
-  const code = await main([...args, '--endpoint', endpoint], { out: (line) => out.push(line), err: () => {}, env: {} });
-  expect(code).toBe(0);
-  return out.join('\n');
-}
-
 beforeAll(async () => {
   api = await startApi();
-  const endpoint = /DynamoDB Local: (\S+)/.exec(api.output())?.[1] as string;
-  raw = DynamoDBDocumentClient.from(
-    new DynamoDBClient({ endpoint, region: 'local', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }),
-  );
-  const { apiKey } = JSON.parse(await cli(endpoint, 'keys', 'create', '--tenant', 'local', '--agents', 'planner', '--json')) as {
-    apiKey: string;
-  };
+  const endpoint = dynamoDbEndpointOf(api);
+  raw = rawTableClient(endpoint);
+  const apiKey = await issueKey(endpoint, { agents: ['planner'] });
   http = apiClient(api.url);
   other = apiClient(api.url, 'other-key');
   planner = apiClient(api.url, apiKey);

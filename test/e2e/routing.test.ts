@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { main } from '../../bin/agentstate.js';
+import { dynamoDbEndpointOf, issueKey } from '../helpers/admin.js';
 import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 
@@ -45,8 +45,7 @@ beforeAll(async () => {
   workerBase = `http://127.0.0.1:${(workers.address() as AddressInfo).port}/w`;
   api = await startApi();
   http = api.client;
-  endpoint = /DynamoDB Local: (\S+)/.exec(api.output())?.[1] ?? '';
-  if (!endpoint) throw new Error(`no DynamoDB Local endpoint in the banner:\n${api.output()}`);
+  endpoint = dynamoDbEndpointOf(api);
 });
 afterAll(async () => {
   await api?.stop();
@@ -383,14 +382,7 @@ describe('a key limited to the session agent', () => {
   it('decides in a session whose routes hand the decision to another agent, whose worker runs with its own view', async () => {
     // Prepare
     const { ids, sessionId } = await hierarchy((ids) => [{ when: { order_id: { $exists: true } }, to: ids.billing }]);
-    const out: string[] = [];
-    const code = await main(['keys', 'create', '--tenant', 'local', '--agents', ids.support, '--json', '--endpoint', endpoint], {
-      out: (line) => out.push(line),
-      err: () => {},
-      env: {},
-    });
-    expect(code).toBe(0);
-    const limited = apiClient(api.url, (JSON.parse(out.join('\n')) as { apiKey: string }).apiKey);
+    const limited = apiClient(api.url, await issueKey(endpoint, { agents: [ids.support] }));
     await http.patch(`/v1/sessions/${sessionId}/state`, { order_id: 'o-9' }, asAgent(ids.billing));
     await http.patch(`/v1/sessions/${sessionId}/state`, { card: 'amex-0005' }, asAgent(ids.billing));
 

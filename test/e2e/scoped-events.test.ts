@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main as agentstateCli } from '../../bin/agentstate.js';
+import { dynamoDbEndpointOf, issueKey } from '../helpers/admin.js';
 import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 import { EventFixtures, type LiveClient, waitFor } from '../helpers/events.js';
@@ -93,16 +93,7 @@ async function writeBoth(sid: string): Promise<void> {
   expect(patched.status, patched.text).toBe(200);
 }
 
-async function createKey(agents: string[]): Promise<string> {
-  const endpoint = /DynamoDB Local: (\S+)/.exec(api.output())?.[1] as string;
-  const out: string[] = [];
-  await agentstateCli(['keys', 'create', '--tenant', 'local', '--agents', agents.join(','), '--json', '--endpoint', endpoint], {
-    out: (line) => out.push(line),
-    err: () => {},
-    env: {},
-  });
-  return (JSON.parse(out.join('\n')) as { apiKey: string }).apiKey;
-}
+const createKey = (agents: string[]) => issueKey(dynamoDbEndpointOf(api), { agents });
 
 describe('webhooks with agentId', () => {
   it('sends a sub-agent’s webhook only the fields it may read, and a webhook without agentId everything', async () => {

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { PutItemCommand, ScanCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localDynamoDbClient } from '../../functions/local/dynamodb-local.js';
+import { dynamoDbEndpointOf } from '../helpers/admin.js';
 import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
 import { waitFor } from '../helpers/events.js';
 import { type StartedServerProcess, startServerProcess } from '../helpers/server.js';
@@ -35,11 +36,7 @@ async function start(): Promise<void> {
   http = apiClient(server.url);
 }
 
-function endpoint(): string {
-  const match = /DynamoDB Local: (\S+)/.exec(server.output());
-  if (!match?.[1]) throw new Error(`no DynamoDB Local endpoint in:\n${server.output()}`);
-  return match[1];
-}
+const endpoint = () => dynamoDbEndpointOf(server);
 
 /** Every item of the table, as DynamoDB's own JSON: what a raw read of the table shows. */
 async function rawTable(): Promise<string> {

@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main as agentstateCli } from '../../bin/agentstate.js';
+import { dynamoDbEndpointOf, issueKey } from '../helpers/admin.js';
 import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 
@@ -366,15 +366,7 @@ describe('declarations and schema changes', () => {
 
 describe('keys limited to some agents', () => {
   it('must act as one of their agents', async () => {
-    const endpoint = /DynamoDB Local: (\S+)/.exec(api.output())?.[1] as string;
-    const out: string[] = [];
-    await agentstateCli(['keys', 'create', '--tenant', 'local', '--agents', ids.general, '--json', '--endpoint', endpoint], {
-      out: (line) => out.push(line),
-      err: () => {},
-      env: {},
-    });
-    const { apiKey } = JSON.parse(out.join('\n')) as { apiKey: string };
-    const limited = apiClient(api.url, apiKey);
+    const limited = apiClient(api.url, await issueKey(dynamoDbEndpointOf(api), { agents: [ids.general] }));
     const sid = await seededSession();
 
     const noHeader = await limited.get(`/v1/sessions/${sid}/state`);
