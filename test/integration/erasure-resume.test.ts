@@ -204,8 +204,12 @@ describe('an erasure closing a session a PATCH gave to another user', () => {
 describe('keyed profile commits racing a PATCH of the session’s user and the user’s erasure', () => {
   const sessions = () => new SessionService(stores.sessions);
 
-  /** A commit service whose document store runs `before` once, just before the named call. */
-  function heldAt(call: 'readProfile' | 'writeDocument', before: () => Promise<void>) {
+  /**
+   * A commit service whose document store runs `before` once, just before the named call:
+   * `write` is the commit's write of the profile, keyed (`writeDocument`) or in a transaction
+   * (`commitDocuments`, the user's first profile).
+   */
+  function heldAt(call: 'readProfile' | 'write', before: () => Promise<void>) {
     let held = true;
     const hold = async () => {
       if (!held) return;
@@ -219,10 +223,13 @@ describe('keyed profile commits racing a PATCH of the session’s user and the u
         return stores.documents.readProfile(ref);
       },
       writeDocument: async (ref, write) => {
-        if (call === 'writeDocument') await hold();
+        if (call === 'write') await hold();
         return stores.documents.writeDocument(ref, write);
       },
-      commitDocuments: (...args) => stores.documents.commitDocuments(...args),
+      commitDocuments: async (...args) => {
+        if (call === 'write') await hold();
+        return stores.documents.commitDocuments(...args);
+      },
     };
     // A write to a session being erased tries again until it gives up: not for long here.
     return new CommitService({ sessions: stores.sessions, documents }, { retry: { maxElapsedMs: 2_000 } });
@@ -242,7 +249,7 @@ describe('keyed profile commits racing a PATCH of the session’s user and the u
       }
       const scope = { tenant, sessionId };
       // The commit has read the tip, the profile and the session item; the PATCH lands before its write.
-      const commits = heldAt('writeDocument', async () => {
+      const commits = heldAt('write', async () => {
         await sessions().updateSession(scope, { userId: to });
       });
 
@@ -282,7 +289,7 @@ describe('keyed profile commits racing a PATCH of the session’s user and the u
       if (had) await new CommitService(stores).commit(scope, commitN(0));
       const finisher = new ErasureFinisher(stores.table, stores.sessions);
       let erasureId = '';
-      const commits = heldAt('writeDocument', async () => {
+      const commits = heldAt('write', async () => {
         ({ erasureId } = await new DynamoDbErasureStore(stores.table, stores.sessions, 0).start(tenant, userId));
         const closing = async () => (await stored(`E#${tenant}#${erasureId}`)).find((item) => item.sk?.S === 'E')?.status?.S === 'closing';
         while (await closing()) await finisher.finish(tenant, erasureId, Date.now() + 20_000, 'closed');
@@ -299,6 +306,36 @@ describe('keyed profile commits racing a PATCH of the session’s user and the u
       expect(await profileOf(userId)).toBeNull();
       await finisher.finish(tenant, erasureId);
       expect(await finisher.get(tenant, erasureId)).toMatchObject({ status: 'done', documents: had ? 1 : 0 });
+      expect(await stored(keys.profile(tenant, userId))).toEqual([]);
+    });
+
+    it(`an erasure of the user done, its tombstone gone, between the commit's reads and its write${had ? ' (the user had a profile)' : ''}: the profile is not made again`, async () => {
+      // Prepare: the erasure runs to the end (sessions erased, the profile's tombstone deleted)
+      // after the commit read the tip, the profile and the session item, before its write.
+      const userId = `gone-${had}`;
+      const scope = { tenant, sessionId: `erased-done-race-${had}` };
+      await sessions().createSession(tenant, { sessionId: scope.sessionId, userId });
+      if (had) await new CommitService(stores).commit(scope, commitN(0));
+      const finisher = new ErasureFinisher(stores.table, stores.sessions);
+      let erasureId = '';
+      const commits = heldAt('write', async () => {
+        ({ erasureId } = await new DynamoDbErasureStore(stores.table, stores.sessions, 0).start(tenant, userId));
+        for (let run = 0; run < 20 && (await finisher.get(tenant, erasureId))?.status !== 'done'; run++) {
+          await finisher.finish(tenant, erasureId, Date.now() + 20_000);
+        }
+        expect(await finisher.get(tenant, erasureId)).toMatchObject({ status: 'done' });
+        expect(await stored(keys.profile(tenant, userId))).toEqual([]);
+      });
+
+      // Act
+      const outcome = await commits.commit(scope, commitN(1)).then(
+        (result) => result,
+        (error: unknown) => error,
+      );
+
+      // Assess: refused, and nothing of the user stored again.
+      expect(outcome).toBeInstanceOf(Error);
+      expect(await profileOf(userId)).toBeNull();
       expect(await stored(keys.profile(tenant, userId))).toEqual([]);
     });
   }

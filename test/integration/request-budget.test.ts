@@ -253,21 +253,24 @@ describe('requests per operation', () => {
     expect((await service.readState(made, {})).state).toEqual({ step: 0 });
   });
 
-  it('commits profile commands to a session with nothing written in one keyed update, reading the session item for its user and again after the profile', async () => {
-    // Prepare: a session of a user, never written.
+  it("commits a user's first profile in a transaction that checks the session item names the user, and the next in one keyed update", async () => {
+    // Prepare: a session of a user, never written; the user has no profile.
     const commits = new CommitService(stores);
     const session = { tenant: 'budget', sessionId: 'profile-first' };
     await service.createSession('budget', { sessionId: session.sessionId, userId: 'ada' });
+    const command = (tz: string) => ({ commands: [{ key: 'tz', scope: 'profile', merge: 'disjoint', set: tz }] as never });
 
     // Act
-    const requests = await count(() =>
-      commits.commit(session, { commands: [{ key: 'tz', scope: 'profile', merge: 'disjoint', set: 'Europe/London' }] }),
-    );
+    const first = await count(() => commits.commit(session, command('Europe/London')));
+    const next = await count(() => commits.commit(session, command('Europe/Paris')));
 
-    // Assess: the tip, the session item (its user and agent, read once for both), the profile,
-    // the session item again (still the user's after the profile and its fence were read:
-    // commit-service.ts), one keyed update of the profile (no transaction).
-    expect(requests).toEqual(['Query', 'GetItem', 'GetItem', 'GetItem', 'UpdateItem']);
+    // Assess: the first, the tip, the session item (its user and agent, read once for both),
+    // the profile (none, no fence), and the transaction that puts it with a fence, on the
+    // condition that the session item still names the user (an erasure done meanwhile leaves
+    // none: commit-service.ts). The next, the same reads, the session item again (still the
+    // user's after the profile and its fence were read), one keyed update (no transaction).
+    expect(first).toEqual(['Query', 'GetItem', 'GetItem', 'TransactWriteItems']);
+    expect(next).toEqual(['Query', 'GetItem', 'GetItem', 'GetItem', 'UpdateItem']);
   });
 
   it('answers a write at an unknown node of a session with nothing written from the tip read alone', async () => {

@@ -217,10 +217,18 @@ export class CommitService {
         if (touches('shared')) result.shared = documentChange('shared', 'shared', shared);
 
         // A blind documents-only commit of one document from a session that exists may be keyed.
+        // Not a profile read without a fence (the user's first, or one a keyed write made before
+        // profiles had fences): the keyed write's condition on no fence would hold on an absent
+        // item too, also once the user's erasure is done and its tombstone gone, so a commit that
+        // read before the erasure closed the session could make the profile again. Put whole in
+        // the transaction below, it needs the session item to name the user still, which an
+        // erased session has not, and it sets a fence: once per user.
+        const unfenced = profileRead !== null && profileRead.fence === null;
         const keyedKind =
           !threadChanged && documents.length === 1 && request.expectedVersion === undefined && (tip.kind !== 'empty' || meta)
             ? (documents[0] as DocumentWrite).record.kind
             : null;
+        const keyed = keyedKind === 'shared' || (keyedKind === 'profile' && !unfenced) ? keyedKind : null;
         if (threadChanged) {
           const { version, change } = versionAt(target, {
             state: thread,
@@ -244,7 +252,7 @@ export class CommitService {
             contended: attempt.raced || attempt.queued === true,
           });
           result.version = version.version;
-        } else if (keyedKind === 'shared' || keyedKind === 'profile') {
+        } else if (keyed) {
           // The shared document or the profile alone, blind, from a session that exists: written
           // key by key in one update that numbers its own version, so that concurrent commits to
           // other keys never make it lose a race, wait, or try again (document-store.ts
@@ -252,7 +260,7 @@ export class CommitService {
           // them: the session item, read after the profile, still did (`requireStillTheUsers`), and the
           // write lands only while the profile's fence is the one read with it, which a `PATCH`
           // giving one of the user's sessions to another user, and the user's erasure, replace.
-          const kind = keyedKind;
+          const kind = keyed;
           if (kind === 'profile') await this.requireStillTheUsers(scope, userId as string);
           const ref: DocumentRef & { kind: 'shared' | 'profile' } =
             kind === 'shared' ? { kind, tenant: scope.tenant } : { kind, tenant: scope.tenant, id: userId as string };
