@@ -242,6 +242,34 @@ describe('a write applied by DynamoDB whose answer is lost (the SDK retries it)'
     expect(response.status, response.text).toBe(200);
     expect(response.json).toMatchObject({ version: 2, prevVersion: 1, changed: true });
   });
+
+  // A change that keeps its request's answer has no write id of its own: the claim's id (`ik`)
+  // tells its retry that the change in the place is its own.
+  it('answers a write under an Idempotency-Key as done: its change is known by the claim it keeps', async () => {
+    // Prepare
+    const session = 'lost-keyed';
+    await invoke(handlers, { method: 'PUT', url: `/v1/sessions/${session}/state`, headers: json, body: '{"n":1}' });
+    let dropped = false;
+    wired.setFault((operation, body) => {
+      if (dropped || operation !== 'PutItem' || !body.includes('"ik":')) return undefined;
+      dropped = true;
+      return 'drop';
+    });
+
+    // Act
+    const headers = { ...json, 'idempotency-key': 'lost-keyed-1' };
+    const response = await invoke(handlers, { method: 'PATCH', url: `/v1/sessions/${session}/state`, headers, body: '{"n":2}' });
+    wired.setFault(undefined);
+    const replayed = await invoke(handlers, { method: 'PATCH', url: `/v1/sessions/${session}/state`, headers, body: '{"n":2}' });
+    const versions = await invoke(handlers, { method: 'GET', url: `/v1/sessions/${session}/versions`, headers: auth });
+
+    // Assess
+    expect(dropped).toBe(true);
+    expect(response.status, response.text).toBe(200);
+    expect(response.json).toMatchObject({ version: 2, prevVersion: 1, changed: true });
+    expect(replayed.text).toBe(response.text);
+    expect((versions.json.versions as Array<{ version: number }>).map((version) => version.version)).toEqual([2, 1]);
+  });
 });
 
 describe('other conditional writes applied by DynamoDB whose answer is lost', () => {

@@ -652,3 +652,83 @@ describe('conversations at scale (issue 20): cost at message 10 and at message 1
     expect(await service.readState(unnamed, {})).toMatchObject({ state: { seen: 1505 } });
   }, 120_000);
 });
+
+describe("what a chat turn's log takes (issue 33: reads cost what they return)", () => {
+  it('writes a turn of two short messages as four changes under 2 KB, each keyed answer in at most 64 bytes', async () => {
+    // Prepare: a chat turn as a client sends it, each write with an Idempotency-Key: the user's
+    // message, a decision with one reply and a state, a small PATCH.
+    const { dependenciesFor, useDependencies } = await import('../../functions/http/dependencies.js');
+    const { keysFromEnv } = await import('../../functions/http/edge/auth.js');
+    const { handlers } = await import('../../functions/http/index.js');
+    const { invoke } = await import('../../bench/invoke.js');
+    const { itemSize } = await import('../../bench/dynamodb-recorder.js');
+    const { DynamoDBClient, QueryCommand } = await import('@aws-sdk/client-dynamodb');
+    useDependencies(
+      dependenciesFor(stores, {
+        resolveKey: keysFromEnv('budget:budget-key'),
+        invokeWorker: async (_worker, body) => {
+          const { state } = JSON.parse(body) as { state: { turns?: number } | null };
+          const turns = (state?.turns ?? 0) + 1;
+          return { state: { ...state, turns }, messages: [{ role: 'assistant', content: `answer ${turns}: ${'a few words '.repeat(6)}` }] };
+        },
+      }),
+    );
+    const headers = () => ({
+      authorization: 'Bearer budget-key',
+      'content-type': 'application/json',
+      'idempotency-key': crypto.randomUUID(),
+    });
+    const path = '/v1/sessions/chat-log';
+    const send = async (method: string, url: string, body: unknown) => {
+      const response = await invoke(handlers, { method, url, headers: headers(), body: JSON.stringify(body) });
+      expect(response.status, response.text).toBeLessThan(300);
+    };
+    await send('PUT', '/v1/agents/chatter', { worker: { url: 'module:examples/worker.ts' }, config: { model: 'fast' } });
+    await send('POST', '/v1/sessions', { sessionId: 'chat-log', agentId: 'chatter', userId: 'chat-user' });
+    const turn = async (n: number) => {
+      await send('POST', `${path}/messages`, { messages: [{ role: 'user', content: `question ${n}: ${'some words '.repeat(6)}` }] });
+      await send('POST', `${path}/decide`, { agentId: 'chatter', trigger: { type: 'user.turn', turn: n } });
+      await send('PATCH', `${path}/state`, { lastTurn: n });
+    };
+    const raw = new DynamoDBClient({
+      endpoint: dynamoEndpoint(),
+      region: 'local',
+      credentials: { accessKeyId: 'x', secretAccessKey: 'x' },
+    });
+    const log = async () =>
+      (
+        await raw.send(
+          new QueryCommand({
+            TableName: tableName,
+            KeyConditionExpression: 'pk = :pk AND begins_with(sk, :log)',
+            ExpressionAttributeValues: { ':pk': { S: 'S#budget#chat-log' }, ':log': { S: 'V#' } },
+            ConsistentRead: true,
+          }),
+        )
+      ).Items ?? [];
+    try {
+      for (let n = 1; n <= 5; n++) await turn(n);
+      const before = new Set((await log()).map((item) => item.sk?.S));
+
+      // Act
+      await turn(6);
+
+      // Assess: what a read of the log's newest changes pays for, a turn at a time. Each change
+      // repeats what it carries (`t`) and keeps its request's answer (`ia`): both deflated with
+      // what they share with their item, where they took 1.4 KB of the turn's 2.8.
+      const changes = (await log()).filter((item) => !before.has(item.sk?.S));
+      const sizes = changes.map((item) => itemSize(item as never));
+      const answers = changes.flatMap((item) => (item.ia ? [itemSize({ ia: item.ia } as never)] : []));
+      expect(changes.map((item) => item.kind?.S)).toEqual(['a', 'l', 'v', 'v']);
+      expect(
+        sizes.reduce((sum, size) => sum + size, 0),
+        `the changes: ${sizes.join(', ')} bytes`,
+      ).toBeLessThanOrEqual(2_000);
+      expect(answers).toHaveLength(3);
+      for (const answer of answers) expect(answer).toBeLessThanOrEqual(64);
+    } finally {
+      raw.destroy();
+      useDependencies(undefined);
+    }
+  });
+});

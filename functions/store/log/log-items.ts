@@ -14,7 +14,7 @@ import * as keys from '../table/keys.js';
 import { type LogPosition, logPositionOf } from '../table/keys.js';
 import type { Item } from '../table/table-client.js';
 import { keptAttributes } from './kept-answers.js';
-import { packText, unpackText } from './packed-text.js';
+import { packText, packTextWith, unpackText, unpackTextWith } from './packed-text.js';
 import { compactDecision, decisionOfItem, type StoredDecision } from './stored-decision.js';
 
 export { unpackText };
@@ -190,7 +190,8 @@ export function readLogItem(item: Item): LogEntry | FenceEntry | null {
  * it: the head when it is the version's node, the head's path when it is the change's own chain's.
  */
 function carriedOf(item: Item, chain: Chain | null): Carried {
-  const written = parseJsonText<(Omit<Carried, 'h'> & { h?: string }) | null>(item.t);
+  const text = unpackTextWith(item.t, carriedDictionary(item.createdAt));
+  const written = parseJsonText<(Omit<Carried, 'h'> & { h?: string }) | null>(text);
   if (!written) return nothingCarried(item);
   const carried = { ...written, h: written.h ?? String(item.node) } as Carried;
   if (carried.hp && carried.hp.r === undefined) carried.hp = { ...carried.hp, r: chain?.r ?? [] };
@@ -203,6 +204,18 @@ function writtenCarried(carried: Carried, own: Item, chain: Chain | undefined): 
   const written: Record<string, unknown> = own.node === h ? { ...rest } : { h, ...rest };
   if (hp) written.hp = chain && jsonText(hp.r) === jsonText(chain.r) ? { s: hp.s, p: hp.p, n: hp.n } : hp;
   return written;
+}
+
+/**
+ * What every change's carried part repeats: its names, and the change's own time (its `ta` is
+ * mostly the same day and hour). With it, `t` is deflated to about half (a lease's 280 bytes to
+ * some 130): each change carries it, so a read of the log's newest changes pays for it many times.
+ */
+const CARRIED_WORDS =
+  '{"h":"","v":,"hv":,"hd":,"hx":-1,"ln":[,"ag":"","u":"","ta":"","w":true,"ls":{"k":"","u":},"b":,"hp":{"s":[,"p":0,"n":1,"r":[[0,1,0,';
+
+function carriedDictionary(createdAt: unknown): string {
+  return `${CARRIED_WORDS}${typeof createdAt === 'string' ? createdAt : ''}`;
 }
 
 /** What a change without its carried part (never written so; a hand-made item) is read as. */
@@ -430,7 +443,9 @@ export function logItem(scope: SessionScope, position: LogPosition, change: NewC
     sk: keys.logEntry(position),
     [KIND_ATTRIBUTE]: change.kind,
     createdAt: change.createdAt,
-    writeId: newWriteId(),
+    // A change that keeps its request's answer is known by its claim's id (`ik`, new with every
+    // claim and kept by one change only): no id of its own is written beside it.
+    ...(change.kept ? {} : { writeId: newWriteId() }),
   };
   if (change.version) {
     const { encoded, lineage } = change.version;
@@ -452,12 +467,13 @@ export function logItem(scope: SessionScope, position: LogPosition, change: NewC
     own.nodes = packText(jsonText(change.messages));
   }
   if (change.decision) own.decision = packText(jsonText(compactDecision(change.decision, own, change.carried, change.messages)));
-  Object.assign(own, keptAttributes(change.kept));
+  Object.assign(own, keptAttributes(change.kept, own));
   // The bytes counted include this item's own carried part, estimated from the part without `b`.
-  const carriedText = jsonText(writtenCarried({ ...change.carried, b: 0 }, own, change.chain));
-  const size = approximateSize(own) + carriedText.length + 24;
+  const dictionary = carriedDictionary(change.createdAt);
+  const carriedText = packTextWith(jsonText(writtenCarried({ ...change.carried, b: 0 }, own, change.chain)), dictionary);
+  const size = approximateSize({ ...own, t: carriedText }) + 8;
   if (size > CHANGE_LIMIT_BYTES) throw changeTooLarge(size, own);
-  return { ...own, t: jsonText(writtenCarried({ ...change.carried, b: before + size }, own, change.chain)) };
+  return { ...own, t: packTextWith(jsonText(writtenCarried({ ...change.carried, b: before + size }, own, change.chain)), dictionary) };
 }
 
 /**

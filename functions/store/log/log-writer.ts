@@ -188,7 +188,7 @@ export class LogWriter {
       if (!isConditionFailure(error)) throw error;
       // The SDK retries a request whose answer was lost; if the first attempt landed, the
       // place now holds our own change and the retry fails its condition. That is success.
-      if (isOwnWrite(error.Item, String(item.writeId))) return;
+      if (typeof item.writeId === 'string' ? isOwnWrite(error.Item, item.writeId) : isOwnWrite(error.Item, String(item.ik), 'ik')) return;
       throw new StaleTipError(undefined, winnerOf(error.Item));
     }
   }

@@ -172,10 +172,10 @@ export function isConditionFailure(error: unknown): error is Error & { Item?: Re
  * SDK retries a request whose answer was lost; if the first attempt landed, the retry fails
  * its condition on our own item, which is success.
  */
-export function isOwnWrite(item: Record<string, unknown> | undefined, writeId: string): boolean {
+export function isOwnWrite(item: Record<string, unknown> | undefined, writeId: string, attribute = 'writeId'): boolean {
   if (!item) return false;
   // Returned items come in wire format ({S: …}), or unmarshalled through the document client.
-  const value = item.writeId as { S?: string } | string | undefined;
+  const value = item[attribute] as { S?: string } | string | undefined;
   return (typeof value === 'string' ? value : value?.S) === writeId;
 }
 
