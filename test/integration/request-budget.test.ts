@@ -1,3 +1,4 @@
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CommitService } from '../../functions/core/commits/commit-service.js';
 import { parseJsonPatch } from '../../functions/core/json/json-patch.js';
@@ -23,12 +24,15 @@ let readUnits = 0;
 let rounds = 0;
 let inFlight = 0;
 let tableName = '';
+/** The client whose requests are counted, for a second process's stores. */
+let counted: DynamoDBClient;
 /** Run once before the next PutItem is sent (to land another writer's change in between). */
 let beforeNextPut: (() => Promise<unknown>) | undefined;
 
 beforeAll(async () => {
   tableName = await createTestTable('budget');
   const client = dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamoEndpoint() });
+  counted = client;
   client.middlewareStack.add(
     (next, context) => async (args) => {
       const hook = context.commandName === 'PutItemCommand' ? beforeNextPut : undefined;
@@ -126,8 +130,9 @@ describe('requests per operation', () => {
 
     const requests = await count(() => service.appendMessages(scope, { messages }));
 
-    // The batch puts the index of the nodes the last change made (the head's append before).
-    expect(requests).toEqual(['Query', 'BatchWriteItem', 'PutItem']);
+    // The batch puts the index of the nodes the last change made (the head's append before),
+    // beside the tip read: this process made that change (log-writer.ts, `writeAhead`).
+    expect(requests).toEqual(['BatchWriteItem', 'Query', 'PutItem']);
   });
 
   it('writes state with one PutItem however long ago the last write was: activity is the change hook’s', async () => {
@@ -200,13 +205,48 @@ describe('requests per operation', () => {
       service.appendMessages(thread, { parentId: 'c1', messages: [{ id: 'c2', role: 'checkpoint' }], state: whole(2) }),
     );
 
-    // Assess: the tip and the new id's keys side by side (the head is the tip's to tell, so its
-    // index is not read), the pointer the head's write moved (it leaves the head), the change.
-    expect(put.requests).toEqual(['Query', 'Query', 'UpdateItem', 'PutItem']);
+    // Assess: the tip and the new id by key in one request, as this process made the change
+    // before (the head is the tip's to tell, so its index is not read), the pointer the head's
+    // write moved (it leaves the head), the change.
+    expect(put.requests).toEqual(['BatchGetItem', 'UpdateItem', 'PutItem']);
     expect(put.rounds).toBe(3);
     expect(put.writeUnits).toBeLessThanOrEqual(3);
     expect((await service.readState(thread, {})).state).toEqual({ step: 2, notes: 'x'.repeat(900) });
     expect((await service.readState(thread, { node: 'c1' })).state).toEqual({ step: 1, notes: 'x'.repeat(900), writes: { task: 1 } });
+  });
+
+  it('puts LangGraph checkpoints in a line in three requests, two rounds and two write units, three rounds from another process', async () => {
+    // Prepare: two checkpoints in a line, each appended with its whole state under the one before.
+    const thread = { tenant: 'budget', sessionId: 'checkpoints' };
+    const whole = (step: number) => ({ replace: true as const, value: { step, notes: 'x'.repeat(700) } });
+    await service.appendMessages(thread, { messages: [{ id: 'k1', role: 'checkpoint' }], state: whole(1) });
+    await service.appendMessages(thread, { parentId: 'k1', messages: [{ id: 'k2', role: 'checkpoint' }], state: whole(2) });
+    const elsewhere = new SessionService(createStores(counted, tableName).sessions, { headState });
+
+    // Act: the next checkpoint from this process, then one from another process.
+    const here = await cost(() =>
+      service.appendMessages(thread, { parentId: 'k2', messages: [{ id: 'k3', role: 'checkpoint' }], state: whole(3) }),
+    );
+    const there = await cost(() =>
+      elsewhere.appendMessages(thread, { parentId: 'k3', messages: [{ id: 'k4', role: 'checkpoint' }], state: whole(4) }),
+    );
+
+    // Assess: here, k2's index (it leaves the tip) beside the keys of k2's change, of the place
+    // after it and of k3's index; then the change. There, nothing is known: the tip beside k4's
+    // keys, then k3's index, then the change.
+    expect(here.requests).toEqual(['BatchWriteItem', 'BatchGetItem', 'PutItem']);
+    expect(here.rounds).toBe(2);
+    expect(here.writeUnits).toBeLessThanOrEqual(2);
+    expect(there.requests).toEqual(['Query', 'Query', 'BatchWriteItem', 'PutItem']);
+    expect(there.rounds).toBe(3);
+    expect(there.writeUnits).toBeLessThanOrEqual(2);
+    for (const [node, step] of [
+      ['k2', 2],
+      ['k3', 3],
+      ['k4', 4],
+    ] as const) {
+      expect((await elsewhere.readState(thread, { node })).state).toEqual({ step, notes: 'x'.repeat(700) });
+    }
   });
 
   it('appends under a parent it names that is not the head reading that parent after the tip', async () => {
@@ -229,10 +269,11 @@ describe('requests per operation', () => {
       }),
     );
 
-    // Assess: the tip beside the new id, then the parent's keys (a node read beside the tip could
-    // miss a change landing between the reads), the parent's version (the patch applies to it),
-    // the pointer the head's write moved (the head leaves it), the change.
-    expect(fork.requests).toEqual(['Query', 'Query', 'Query', 'Query', 'UpdateItem', 'PutItem']);
+    // Assess: the tip and the new id by key (this process made the change before), then the
+    // parent's keys (a node read beside the tip could miss a change landing between the reads),
+    // the parent's version (the patch applies to it), the pointer the head's write moved (the
+    // head leaves it), the change.
+    expect(fork.requests).toEqual(['BatchGetItem', 'Query', 'Query', 'UpdateItem', 'PutItem']);
     expect(fork.rounds).toBe(5);
     expect((await service.readState(thread, { node: 'f1' })).state).toEqual({ at: 1, fork: true });
   });
@@ -527,9 +568,11 @@ describe('conversations at scale (issue 20): cost at message 10 and at message 1
     const atTen = await cost(() => service.appendMessages(shallow, one(1)));
     const atThousand = await cost(() => service.appendMessages(deep, one(1)));
 
-    // Assess: the tip, the index of the message before (it just left the tip), the new change.
+    // Assess: the index of the message before (it leaves the tip) beside the tip read, as this
+    // process made that change; the new change.
     for (const measured of [atTen, atThousand]) {
-      expect(measured.requests).toEqual(['Query', 'BatchWriteItem', 'PutItem']);
+      expect(measured.requests).toEqual(['BatchWriteItem', 'Query', 'PutItem']);
+      expect(measured.rounds).toBe(2);
       expect(measured.writeUnits).toBeLessThanOrEqual(2);
     }
   });
@@ -540,7 +583,7 @@ describe('conversations at scale (issue 20): cost at message 10 and at message 1
 
     const measured = await cost(() => service.appendMessages(scope, { messages }));
 
-    expect(measured.requests).toEqual(['Query', 'BatchWriteItem', 'PutItem']);
+    expect(measured.requests).toEqual(['BatchWriteItem', 'Query', 'PutItem']);
     expect(measured.writeUnits).toBeLessThanOrEqual(30);
   });
 
@@ -573,9 +616,10 @@ describe('conversations at scale (issue 20): cost at message 10 and at message 1
     const atTen = await cost(() => registryDue('budget', () => deps.decide.decide(shallow, turn(9))));
     const atSixHundred = await cost(() => registryDue('budget', () => deps.decide.decide(deep, turn(9))));
 
-    // Assess: the agents with the shared document, the tip with the newest changes (the path's
-    // end); the index of the last turn's two messages, the lease; the commit.
-    expect(atTen.requests).toEqual(['Query', 'Query', 'BatchWriteItem', 'PutItem', 'PutItem']);
+    // Assess: the agents with the shared document; the index of the last turn's two messages
+    // (this process made that change, so it goes beside the tip read), the tip with the newest
+    // changes (the path's end); the lease; the commit.
+    expect(atTen.requests).toEqual(['Query', 'BatchWriteItem', 'Query', 'PutItem', 'PutItem']);
     expect(atTen.writeUnits).toBeLessThanOrEqual(6);
     expect(atSixHundred.requests).toEqual(atTen.requests);
     expect(atSixHundred.writeUnits).toBeLessThanOrEqual(6);
@@ -597,9 +641,9 @@ describe('conversations at scale (issue 20): cost at message 10 and at message 1
     const atDeep = await cost(() => registryDue('everything', () => deps.decide.decide(deep, turn(9))));
 
     // Assess: the agents with the shared document (one Query, which says the worker is shown
-    // everything), the tip with a page of the log (the whole path, at 10 and at 10,000), the
-    // index of the last turn's messages, the lease, the commit: five requests at either depth.
-    expect(atTen.requests).toEqual(['Query', 'Query', 'BatchWriteItem', 'PutItem', 'PutItem']);
+    // everything), the index of the last turn's messages beside the tip with a page of the log
+    // (the whole path, at 10 and at 10,000), the lease, the commit: five requests at either depth.
+    expect(atTen.requests).toEqual(['Query', 'BatchWriteItem', 'Query', 'PutItem', 'PutItem']);
     expect(atDeep.requests).toEqual(atTen.requests);
     expect(atTen.writeUnits).toBeLessThanOrEqual(6);
     expect(atDeep.writeUnits).toBeLessThanOrEqual(6);
@@ -646,7 +690,7 @@ describe('conversations at scale (issue 20): cost at message 10 and at message 1
     // Assess: named, the agent says "all" before the tip is read: a page, five requests. Not
     // named, the session's agent is known only from the tip, and the tenant has an agent shown
     // its last messages: the 48 newest changes, then the path's older part in one range read.
-    expect(atDeep.requests).toEqual(['Query', 'Query', 'BatchWriteItem', 'PutItem', 'PutItem']);
+    expect(atDeep.requests).toEqual(['Query', 'BatchWriteItem', 'Query', 'PutItem', 'PutItem']);
     expect([...withoutName.requests].sort()).toEqual([...atDeep.requests, 'Query'].sort());
     expect(await service.readState(deep, {})).toMatchObject({ state: { seen: 1505 } });
     expect(await service.readState(unnamed, {})).toMatchObject({ state: { seen: 1505 } });

@@ -13,6 +13,7 @@ import type { EncodedVersion } from '../state/version-item.js';
 import * as versionItem from '../state/version-item.js';
 import { LOG_ITEM_KIND } from '../table/item-kinds.js';
 import type { LogPosition } from '../table/keys.js';
+import * as keys from '../table/keys.js';
 import {
   batchPut,
   type Item,
@@ -55,6 +56,9 @@ import { storedDecision } from './stored-decision.js';
  * and a session's first write make it a transaction (the session item, the documents).
  */
 export class LogWriter {
+  /** The last change this process made in each of the sessions it wrote lately (`lastChange`, `writeAhead`). */
+  private readonly last = new Map<string, LastChange>();
+
   constructor(
     private readonly table: TableClient,
     private readonly deleter: AbandonedDeletes,
@@ -64,6 +68,16 @@ export class LogWriter {
   ) {}
 
   async commit(scope: SessionScope, change: TipChange): Promise<Tip> {
+    try {
+      return await this.commitChange(scope, change);
+    } catch (error) {
+      // Another writer's change may be next: the tip is read again, not guessed from this one.
+      this.forget(scope);
+      throw error;
+    }
+  }
+
+  private async commitChange(scope: SessionScope, change: TipChange): Promise<Tip> {
     const { basedOn } = change;
     // Nothing may be written into a session while it is deleted; the caller retries. A delete
     // that stopped halfway (its function timed out) is finished by the writes that find it.
@@ -109,7 +123,7 @@ export class LogWriter {
     // state-pieces.ts, removes the former).
     const owed = departure(scope, basedOn, change.head.id !== basedOn.head);
     await Promise.all([
-      owed.puts.length > 0 ? batchPut(this.table, owed.puts) : undefined,
+      this.putOwed(scope, owed.puts),
       encoded ? putPieces(this.table, scope, encoded) : undefined,
       ...owed.pointers.map((pointer) => movePointer(this.table, scope, basedOn.incarnation, pointer.nodeId, pointer.version)),
     ]);
@@ -169,8 +183,68 @@ export class LogWriter {
     }
     const written = readLogItem(item) as LogEntry;
     const tip = tipOf(written, { withState: false });
+    this.remember(scope, item, tip);
     if (!change.version || tip.kind !== 'version') return tip;
     return { ...tip, latest: { ...change.version, place: versionPlace(position, change.prior ?? null) } };
+  }
+
+  /**
+   * Where the last change this process made in the session is, and the key of the place after
+   * it, when that change is recent: an append here reads those two keys (and its new ids) by key
+   * in one request instead of the log's newest item and the ids in two (session-log.ts,
+   * `readTipWithNodes`).
+   */
+  lastChange(scope: SessionScope): { key: string; next: string; incarnation: number } | undefined {
+    const last = this.last.get(keys.session(scope));
+    return last && this.table.now() - last.madeAt <= LAST_CHANGE_FOR_MS ? last : undefined;
+  }
+
+  /**
+   * Starts writing, beside the tip read of an append about to follow, the index the last change
+   * this process made in the session owes its successor (node-index.ts, `departure`). It is put
+   * only for a change already in the log, so it is the truth whatever the tip turns out to be;
+   * `commit` counts it as written only once it has landed, and only for the very items it owes.
+   */
+  writeAhead(scope: SessionScope): void {
+    const last = this.last.get(keys.session(scope));
+    if (!last || last.sent || last.puts.length === 0 || this.table.now() - last.madeAt > LAST_CHANGE_FOR_MS) return;
+    last.sent = batchPut(this.table, last.puts).then(
+      () => true,
+      () => false,
+    );
+  }
+
+  /** Forgets the session's last change (its session is being deleted). */
+  forget(scope: SessionScope): void {
+    this.last.delete(keys.session(scope));
+  }
+
+  /**
+   * Puts the index a change owes its predecessor before it claims its place, unless exactly
+   * those items were written ahead (`writeAhead`) and have landed.
+   */
+  private async putOwed(scope: SessionScope, puts: readonly Item[]): Promise<void> {
+    if (puts.length === 0) return;
+    const last = this.last.get(keys.session(scope));
+    if (last?.sent && last.text === JSON.stringify(puts) && (await last.sent)) return;
+    await batchPut(this.table, puts);
+  }
+
+  /** Where the change just written is, and what it will owe its successor. */
+  private remember(scope: SessionScope, item: Item, tip: Tip): void {
+    const key = keys.session(scope);
+    this.last.delete(key);
+    if (tip.kind === 'closing') return;
+    const { puts } = departure(scope, tip, true);
+    this.last.set(key, {
+      key: String(item.sk),
+      next: nextSlot(tip).key,
+      incarnation: tip.incarnation,
+      puts,
+      text: JSON.stringify(puts),
+      madeAt: this.table.now(),
+    });
+    if (this.last.size > LAST_CHANGE_SESSIONS) this.last.delete(this.last.keys().next().value as string);
   }
 
   /** The single conditional put of a change; a lost race comes back with the change that won it. */
@@ -280,6 +354,23 @@ export class LogWriter {
       ...(change.kept ? { kept: change.kept } : {}),
     };
   }
+}
+
+/** How long after this process made a change an append here reads its place by key and writes its index ahead. */
+const LAST_CHANGE_FOR_MS = 10_000;
+/** Sessions whose last change this process keeps (the oldest are dropped). */
+const LAST_CHANGE_SESSIONS = 1_000;
+
+/** A change this process made: its key, the next place's, and the index it owes its successor (`departure`). */
+interface LastChange {
+  readonly key: string;
+  readonly next: string;
+  readonly incarnation: number;
+  readonly puts: readonly Item[];
+  /** The items as JSON: a commit skips its own puts only when they are these, to the byte. */
+  readonly text: string;
+  readonly madeAt: number;
+  sent?: Promise<boolean>;
 }
 
 /** Whether the session's activity was last moved by a writer long enough ago to move it again. */

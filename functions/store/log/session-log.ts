@@ -14,13 +14,25 @@ import * as versionItem from '../state/version-item.js';
 import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
-import { conditions, type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
-import { closeIfExpired, entryOf, isFence, isUnbrokenRun, type LogEntry, readLogItem, tipOf, versionOf } from './log-items.js';
+import { batchGet, conditions, type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
+import {
+  closeIfExpired,
+  entryOf,
+  isFence,
+  isUnbrokenRun,
+  type LogEntry,
+  nextPosition,
+  readLogItem,
+  tipOf,
+  versionOf,
+} from './log-items.js';
 import { LogWriter } from './log-writer.js';
 import { readNode, readNodes } from './node-index.js';
 import { PathReader } from './paths.js';
 import { type AbandonedDeletes, ACTIVITY_EVERY_MS, isAbandonedDelete } from './session-writes.js';
 
+/** New ids an append reads by key beside its tip at most (`tipByKey`): one BatchGetItem with the two log keys. */
+const TIP_BY_KEY_IDS = 98;
 /** How many of the newest changes a tip read with `recent` keeps (a decision's path at the head). */
 const RECENT_CHANGES = 48;
 /** Every attribute of a change but those its state occupies: a tip read that needs no state. */
@@ -78,7 +90,10 @@ export class DynamoDbSessionLog implements SessionLog {
   ) {
     this.deleter = {
       isAbandoned: (tip) => isAbandonedDelete(tip, table.now()),
-      deleteSession: async (scope, sweep) => (await this.loadDeleter()).deleteSession(scope, sweep),
+      deleteSession: async (scope, sweep) => {
+        this.writer.forget(scope);
+        return (await this.loadDeleter()).deleteSession(scope, sweep);
+      },
     };
     this.writer = new LogWriter(
       table,
@@ -185,10 +200,15 @@ export class DynamoDbSessionLog implements SessionLog {
     const ids = [...new Set(nodeIds)];
     const { expectHead } = options;
     const besideIds = options.expectNew ? ids.filter((id) => id !== expectHead) : [];
-    const [tip, beside] = await Promise.all([
-      this.readTip(scope, options),
-      besideIds.length > 0 ? this.readNodesOf(scope, besideIds, undefined) : undefined,
-    ]);
+    // An append: the index its change will owe, when this process made the change before it,
+    // goes out now, beside the reads, instead of after them (log-writer.ts, `writeAhead`).
+    if (options.expectNew) this.writer.writeAhead(scope);
+    // New ids to look for, after a change this process made: that change and the ids by key, one request.
+    const byKey =
+      besideIds.length > 0 && !options.recent && !options.fromReplica ? await this.tipByKey(scope, besideIds, options) : undefined;
+    const [tip, beside] = byKey
+      ? [byKey, new Map<string, { node: NodeRecord; incarnation: number }>()]
+      : await Promise.all([this.readTip(scope, options), besideIds.length > 0 ? this.readNodesOf(scope, besideIds, undefined) : undefined]);
     if (tip.kind === 'closing') return { tip, nodes: new Map() };
     const nodes = new Map<string, NodeRecord>();
     const recent = new Set<string>();
@@ -203,7 +223,7 @@ export class DynamoDbSessionLog implements SessionLog {
     // The parent named is the head: the tip holds all an append needs of it (`Tip.headNode`).
     if (expectHead !== undefined && expectHead === tip.head) unread = unread.filter((id) => id !== expectHead);
     // A batch beside the tip reads the first life; in another, every id is read again in the tip's.
-    if (beside && (besideIds.length === 1 || tip.incarnation === 0)) {
+    if (beside && (byKey !== undefined || besideIds.length === 1 || tip.incarnation === 0)) {
       for (const [id, node] of beside) if (!recent.has(id) && node.incarnation === tip.incarnation) nodes.set(id, node.node);
       // Found beside the tip: immutable but for its pointer, which the tip gives for the head and a node it moved.
       unread = unread.filter((id) => !besideIds.includes(id) || (nodes.has(id) && id !== tip.head && id !== moved));
@@ -220,6 +240,38 @@ export class DynamoDbSessionLog implements SessionLog {
       if (node) nodes.set(moved, { ...node, stateVersion: Math.max(node.stateVersion, tip.version) });
     }
     return { tip, nodes };
+  }
+
+  /**
+   * The tip of a session whose last change this process made a moment ago, and that none of
+   * `newIds` is indexed, by key in one request (LogWriter, `lastChange`): that change, the place
+   * after it and each id's index item in that change's life. That change there and the place
+   * after it free is what a read of the log's newest item tells (a change is put only in the
+   * place after the one before, and a delete's fence takes the next place too), and an id is
+   * indexed in the tip's life or in the tip's own change, or it is new. `undefined` when this
+   * process has no such change, or the keys say something else (the log moved on, an id is
+   * there): the caller reads the tip and the ids as any other process does.
+   */
+  private async tipByKey(scope: SessionScope, newIds: readonly string[], options: { withState: boolean }): Promise<Tip | undefined> {
+    const last = this.writer.lastChange(scope);
+    if (!last || newIds.length > TIP_BY_KEY_IDS) return undefined;
+    const pk = keys.session(scope);
+    const items = await batchGet(
+      this.table,
+      [{ pk, sk: last.key }, { pk, sk: last.next }, ...newIds.map((id) => ({ pk, sk: keys.nodeIndex(id, last.incarnation) }))],
+      options.withState ? undefined : WITHOUT_STATE_PROJECTION,
+    );
+    const top = items.find((item) => item.sk === last.key);
+    if (!top || items.length !== 1) {
+      this.writer.forget(scope);
+      return undefined;
+    }
+    const entry = readLogItem(top);
+    if (!entry || isFence(entry)) return undefined;
+    const pieces = options.withState ? await piecesOf(this.table, scope, [top]) : undefined;
+    const tip = closeIfExpired(tipOf(entry, { withState: options.withState, ...(pieces ? { pieces } : {}) }), this.table.now());
+    if (tip.kind !== 'closing' && keys.logEntry(nextPosition(tip)) !== last.next) return undefined;
+    return tip;
   }
 
   /**

@@ -93,8 +93,12 @@ export async function transact(table: TableClient, items: TaggedItem[]): Promise
  */
 export class SessionItemRefused extends StaleTipError {}
 
-/** The items that exist among `itemKeys`, read consistently, 100 a request, all in parallel. */
-export async function batchGet(table: TableClient, itemKeys: readonly Item[]): Promise<Item[]> {
+/** The items that exist among `itemKeys`, read consistently (with `projection`, those attributes of them), 100 a request, all in parallel. */
+export async function batchGet(
+  table: TableClient,
+  itemKeys: readonly Item[],
+  projection?: { ProjectionExpression: string; ExpressionAttributeNames: Record<string, string> },
+): Promise<Item[]> {
   const found: Item[] = [];
   await Promise.all(
     chunks(itemKeys, BATCH_GET_LIMIT).map(async (chunk) => {
@@ -102,7 +106,7 @@ export async function batchGet(table: TableClient, itemKeys: readonly Item[]): P
       for (let attempt = 0; pending.length > 0; attempt++) {
         if (attempt > 0) await backoff(attempt);
         const { Responses, UnprocessedKeys } = await table.send(
-          new BatchGetCommand({ RequestItems: { [table.tableName]: { Keys: pending, ConsistentRead: true } } }),
+          new BatchGetCommand({ RequestItems: { [table.tableName]: { Keys: pending, ConsistentRead: true, ...projection } } }),
         );
         found.push(...(Responses?.[table.tableName] ?? []));
         pending = (UnprocessedKeys?.[table.tableName]?.Keys as Item[] | undefined) ?? [];
