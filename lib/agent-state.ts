@@ -812,15 +812,6 @@ export class AgentState extends Construct {
           ...warm,
         },
         {
-          indexName: memoryIndex.name,
-          partitionKey: { name: memoryIndex.partitionKey, type: string },
-          sortKey: { name: memoryIndex.sortKey, type: string },
-          projectionType: dynamodb.ProjectionType.INCLUDE,
-          nonKeyAttributes: [...memoryIndex.projected],
-          ...limits,
-          ...warm,
-        },
-        {
           // Added after the two above: a stack deployed before it gains one index in one update.
           indexName: sessionsIndex.name,
           partitionKey: { name: sessionsIndex.partitionKey, type: string },
@@ -838,6 +829,17 @@ export class AgentState extends Construct {
           projectionType: dynamodb.ProjectionType.KEYS_ONLY,
           ...limits,
           ...warm,
+        },
+      ],
+      // Read consistently by a memory search (functions/store/table/table.ts says why). A local
+      // index is made with the table only: a stack deployed with the global one of the same name
+      // needs a new table (docs/architecture.md, "Memory items").
+      localSecondaryIndexes: [
+        {
+          indexName: memoryIndex.name,
+          sortKey: { name: memoryIndex.sortKey, type: string },
+          projectionType: dynamodb.ProjectionType.INCLUDE,
+          nonKeyAttributes: [...memoryIndex.projected],
         },
       ],
       billing: dynamodb.Billing.onDemand(limits),

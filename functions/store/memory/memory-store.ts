@@ -294,6 +294,8 @@ export class DynamoDbMemoryStore implements MemoryStore {
         KeyConditionExpression: whole ? 'pk = :pk' : 'pk = :pk AND sk BETWEEN :low AND :high',
         ExpressionAttributeValues: whole ? { ':pk': partition } : { ':pk': partition, ':low': low, ':high': high },
         ProjectionExpression: 'pk, sk',
+        // Consistent: a namespace a put listed before it answered is in every list after.
+        ConsistentRead: true,
         Limit: Math.max(1, limit),
         ...(after === null ? {} : { ExclusiveStartKey: { pk: partition, sk: after } }),
       }),
@@ -428,6 +430,8 @@ class IndexWalk implements MemoryWalk {
           KeyConditionExpression: from === null ? 'pk = :pk' : `pk = :pk AND mu ${inclusive ? '<=' : '<'} :from`,
           ExpressionAttributeValues: { ':pk': stream.partition, ...(from === null ? {} : { ':from': from.recency }) },
           ScanIndexForward: false,
+          // A local index, read consistently: every put and delete that answered is in it.
+          ConsistentRead: true,
           Limit: this.pageSize,
           ...(stream.next === 'start' ? {} : { ExclusiveStartKey: stream.next }),
         }),

@@ -192,12 +192,27 @@ function throttled(error: Error): AgentStateError {
 }
 
 /**
+ * With a local index on the table (the memory index, table.ts), DynamoDB keeps at most 10 GB
+ * under one partition key: a memory namespace, or a session, that holds that much takes no
+ * more until something is deleted. A limit of the data, told as one (`413`), never a `500`.
+ */
+function collectionFull(error: Error): AgentStateError {
+  return new AgentStateError(
+    'payload_too_large',
+    'this namespace or session holds 10 GB, the most the table keeps under one key; delete some of it to write more',
+    {},
+    { cause: error },
+  );
+}
+
+/**
  * The SDK has already retried what is safe to retry. What is left is told to the client
  * plainly: too much load is `429 throttled`, an unreachable or failing DynamoDB `503`.
  */
 function translateServiceError(error: unknown): unknown {
   if (!(error instanceof Error)) return error;
   if (throttlingErrors.has(error.name)) return throttled(error);
+  if (error.name === 'ItemCollectionSizeLimitExceededException') return collectionFull(error);
   const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
   const code = (error as { code?: string }).code ?? '';
   if (
@@ -222,6 +237,7 @@ function translateCancellation(error: unknown, items: readonly TaggedItem[]): un
   if (failed >= 0 && items[failed]?.role === 'session') return new SessionItemRefused();
   if (failed >= 0 && items[failed]) return new StaleTipError();
   if (codes.some((code) => throttlingErrors.has(code) || code === 'ThrottlingError')) return throttled(error);
+  if (codes.includes('ItemCollectionSizeLimitExceeded')) return collectionFull(error);
   return error;
 }
 

@@ -5,6 +5,7 @@ import {
   DescribeTableCommand,
   type DynamoDBClient,
   type GlobalSecondaryIndex,
+  type LocalSecondaryIndex,
   ResourceInUseException,
   ResourceNotFoundException,
   UpdateTableCommand,
@@ -33,10 +34,13 @@ export const tableKeys = {
    */
   keysIndex: { name: 'bySessionActivity', partitionKey: 'gsi1pk', sortKey: 'gsi1sk' },
   /**
-   * Memory items of one namespace, most recently updated first (store/memory/memory-store.ts). Keyed
-   * by the namespace's own partition key, so only items with a `mu` attribute are in it, and
-   * it projects only what a search needs to decide on an item: the short top-level fields,
-   * the expiry and the value's size. The values themselves are fetched for the matches only.
+   * Memory items of one namespace, most recently updated first (store/memory/memory-store.ts). A
+   * local index (the namespace's own partition key, sorted by `mu`), so a search reads it
+   * consistently and finds every put that has answered, as DynamoDB Local's indexes always
+   * do; a global index may answer from before the put (docs/architecture.md, "Memory items").
+   * Only items with a `mu` attribute are in it, and it projects only what a search needs to
+   * decide on an item: the short top-level fields, the expiry and the value's size. The values
+   * themselves are fetched for the matches only.
    */
   memoryIndex: { name: 'byMemoryRecency', partitionKey: 'pk', sortKey: 'mu', projected: ['mf', 'mp', 'expiresAt', 'vs'] },
   /**
@@ -83,14 +87,6 @@ function globalIndexes(): GlobalSecondaryIndex[] {
       Projection: { ProjectionType: 'ALL' },
     },
     {
-      IndexName: memoryIndex.name,
-      KeySchema: [
-        { AttributeName: memoryIndex.partitionKey, KeyType: 'HASH' },
-        { AttributeName: memoryIndex.sortKey, KeyType: 'RANGE' },
-      ],
-      Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...memoryIndex.projected] },
-    },
-    {
       IndexName: sessionsIndex.name,
       KeySchema: [
         { AttributeName: sessionsIndex.partitionKey, KeyType: 'HASH' },
@@ -109,6 +105,23 @@ function globalIndexes(): GlobalSecondaryIndex[] {
   ];
 }
 
+/**
+ * The table's local indexes. DynamoDB makes them with the table only: a table made without
+ * them must be made again (`ensureTable` says so).
+ */
+function localIndexes(): LocalSecondaryIndex[] {
+  return [
+    {
+      IndexName: memoryIndex.name,
+      KeySchema: [
+        { AttributeName: memoryIndex.partitionKey, KeyType: 'HASH' },
+        { AttributeName: memoryIndex.sortKey, KeyType: 'RANGE' },
+      ],
+      Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...memoryIndex.projected] },
+    },
+  ];
+}
+
 /** CreateTable input for DynamoDB Local and tests (on-demand, streams with both images). */
 function createTableInput(tableName: string): CreateTableCommandInput {
   return {
@@ -120,6 +133,7 @@ function createTableInput(tableName: string): CreateTableCommandInput {
       { AttributeName: sortKey, KeyType: 'RANGE' },
     ],
     GlobalSecondaryIndexes: globalIndexes(),
+    LocalSecondaryIndexes: localIndexes(),
     StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_AND_OLD_IMAGES' },
   };
 }
@@ -152,10 +166,26 @@ async function addMissingIndexes(
   }
 }
 
+/**
+ * A table made by an earlier build (a persistent local data folder) has the memory index as a
+ * global one, which cannot be read consistently, and DynamoDB adds no local index to a table
+ * that exists: it must be made again.
+ */
+function checkLocalIndexes(tableName: string, existing: ReadonlyArray<{ IndexName?: string }>): void {
+  const have = new Set(existing.map((index) => index.IndexName));
+  const missing = localIndexes().filter((index) => !have.has(index.IndexName));
+  if (missing.length === 0) return;
+  throw new Error(
+    `table ${tableName} was made by an earlier build: it lacks the local index ${missing.map((index) => index.IndexName).join(', ')}, ` +
+      'which DynamoDB adds only when it creates a table; start with a new data folder or table name (docs/architecture.md, "Memory items")',
+  );
+}
+
 /** Creates the table (and its TTL setting) unless it exists; returns whether it created it. */
 export async function ensureTable(client: DynamoDBClient, tableName: string): Promise<boolean> {
   try {
     const { Table } = await client.send(new DescribeTableCommand({ TableName: tableName }));
+    checkLocalIndexes(tableName, Table?.LocalSecondaryIndexes ?? []);
     await addMissingIndexes(client, tableName, Table?.GlobalSecondaryIndexes ?? []);
     return false;
   } catch (error) {
