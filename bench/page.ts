@@ -346,7 +346,7 @@ export function memorySection(memory: MemoryResult): string {
 Memory items (docs/api.md §7c) through the memory route group's handler, ${MEMORY.iterations} times each,
 interleaved. The put and get rows use a value of ${memory.valueBytes} bytes of JSON (a few short fields
 and a note); the searches run over one namespace of ${MEMORY.items} such items, newest first. RCU and
-WCU are what DynamoDB Local reports as consumed, the memory index (a GSI) included.
+WCU are what DynamoDB Local reports as consumed, the memory index (a local index) included.
 
 ${memoryTable(memory)}
 
@@ -359,9 +359,10 @@ ${memoryTable(memory)}
   the index: 1 + 2. A value of a full 1 KB makes a stored item over 1 KB: 2 WCU for the item.
 - **A search** is the namespace list (one \`Query\`), the index of each namespace under the prefix
   newest first, and one \`BatchGetItem\` for the values that matched. A filter decided on the
-  index's short fields reads index entries (a few hundred bytes each, eventually consistent:
-  half an RCU per 4 KB) until the page is full, and fetches only the matches (DynamoDB Local
-  counts one RCU per value fetched). The worst case is
+  index's short fields reads index entries (a few hundred bytes each, read consistently so that
+  a search sees every write that answered: one RCU per 4 KB, twice what the global index it
+  replaced cost, docs/architecture.md "Memory items") until the page is full, and fetches only
+  the matches (DynamoDB Local counts one RCU per value fetched). The worst case is
   a filter that matches almost nothing: the search then reads the whole index of the namespace
   (the 1-in-${MEMORY.items} row; one call reads at most 10,000 entries before it answers with \`next\`).
 - **A search by vector** (rows with 384-number embeddings, in namespaces of 1,000, 10,000 and
