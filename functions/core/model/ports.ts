@@ -271,6 +271,8 @@ export interface SessionStore {
   putNote(scope: SessionScope, note: { incarnation: number; nodeId: string; key: string; value: Json }): Promise<void>;
   /** The notes of one node, or of every node, in every life of the session (`notesOfLife` keeps one). */
   readNotes(scope: SessionScope, nodeId?: string): Promise<NoteRecord[]>;
+  /** The notes of the named nodes, in every life; what it reads is bounded by the nodes named. */
+  readNotesOf(scope: SessionScope, nodeIds: readonly string[]): Promise<NoteRecord[]>;
   /**
    * The path root→`target` (a node read with `tip`, or the tip's head node), oldest first; with
    * `last`, only its last `last` messages, and how many before them were left out.
@@ -288,8 +290,12 @@ export interface SessionStore {
   /**
    * Recorded versions, newest first, without those retention pruned (`prunedBefore`: the version
    * listed just above the newest missing one). A page may hold fewer than `limit` items.
+   * `incarnation`: the life of the session the page read (absent when the log held nothing).
    */
-  listVersions(scope: SessionScope, options: { limit: number; cursor?: string }): Promise<Page<VersionRecord> & { prunedBefore?: number }>;
+  listVersions(
+    scope: SessionScope,
+    options: { limit: number; cursor?: string },
+  ): Promise<Page<VersionRecord> & { prunedBefore?: number; incarnation?: number }>;
   /** The decisions of the session's current life, newest first. A page may hold fewer than `limit` items. */
   listDecisions(scope: SessionScope, options: { limit: number; cursor?: string }): Promise<Page<DecisionSummary>>;
 

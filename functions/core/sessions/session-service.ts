@@ -6,7 +6,7 @@ import { AgentStateError } from '../kernel/errors.js';
 import { ROOT_NODE } from '../kernel/ids.js';
 import { openCursor, sealCursor } from '../kernel/sealing.js';
 import type { Caller } from '../model/fields.js';
-import { type DecisionSummary, notesOfLife, type Page, type SessionScope, type VersionRecord } from '../model/model.js';
+import { type DecisionSummary, type NodeNotes, notesOfLife, type Page, type SessionScope, type VersionRecord } from '../model/model.js';
 import { type AnswerKeeper, StaleTipError } from '../model/ports.js';
 import { versionAt } from '../write/next-version.js';
 import { othersWaiting, QueueBehindOthers, retryOnStaleTip } from '../write/write-retry.js';
@@ -192,22 +192,28 @@ export class SessionService extends SessionTreeService {
    */
   async listVersions(
     scope: SessionScope,
-    options: { node?: string; limit: number; cursor?: string },
+    options: { node?: string; limit: number; cursor?: string; notesOf?: readonly string[] },
     caller: Caller = null,
   ): Promise<VersionPage> {
     // Every version carries the session's agent: the schema is known from the records read.
     const schemaOf = (records: VersionRecord[]) => this.schemas(scope.tenant, records[0]?.sessionAgentId ?? null);
     if (options.node === undefined) {
-      const page = await this.store.listVersions(scope, { limit: options.limit, cursor: options.cursor });
+      // The named nodes' notes are read beside the page; the page says which life is the session's.
+      const [page, noted] = await Promise.all([
+        this.store.listVersions(scope, { limit: options.limit, cursor: options.cursor }),
+        options.notesOf === undefined ? undefined : this.store.readNotesOf(scope, options.notesOf),
+      ]);
       if (page.items.length === 0 && !options.cursor && !(await this.targets.sessionExists(scope))) {
         throw sessionNotFound(scope);
       }
       const schema = await schemaOf(page.items);
-      return versionPage(
+      const listed = versionPage(
         page.items.map((record) => versionView(record, schema, caller)),
         page.next,
         page.prunedBefore,
       );
+      if (noted === undefined) return listed;
+      return { ...listed, notes: page.incarnation === undefined ? {} : Object.fromEntries(notesOfLife(noted, page.incarnation)) };
     }
 
     // A lineage page after the first goes on below the last version the one before listed.
@@ -261,6 +267,8 @@ export class SessionService extends SessionTreeService {
 /** A page of versions, with where history was cut when it was. */
 export interface VersionPage extends Page<VersionView> {
   prunedBefore?: number;
+  /** With `notesOf`: the notes of those of the named nodes that have any, by node. */
+  notes?: Record<string, NodeNotes>;
 }
 
 function versionPage(items: VersionView[], next: string | undefined, prunedBefore: number | undefined): VersionPage {

@@ -23,6 +23,7 @@ const node: QueryParameter = { name: 'node', description: 'The node to read or w
 const limit: QueryParameter = { name: 'limit', description: 'Page size, 1–500.', schema: { type: 'integer', minimum: 1, maximum: 500 } };
 const cursor: QueryParameter = { name: 'cursor', description: 'The `next` of the previous page, unchanged.', schema: { type: 'string' } };
 const page = [limit, cursor] as const;
+const notesOf: QueryParameter = { name: 'notesOf', description: 'Up to 200 node ids (a,b): their notes.', schema: { type: 'string' } };
 const yesNo: QueryParameter['schema'] = { type: 'string', enum: ['1', 'true', '0', 'false'] };
 const flag = (name: string, description: string): QueryParameter => ({ name, description, schema: yesNo });
 
@@ -247,7 +248,7 @@ export const operations: Record<RouteKey, Operation> = {
   'GET /v1/sessions/{sid}/versions': {
     tag: 'state',
     summary: 'History, newest first',
-    query: [{ ...node, description: "Only the lineage of this node's current state." }, ...page],
+    query: [{ ...node, description: "Only the lineage of this node's current state." }, ...page, notesOf],
     responses: { 200: { description: 'One page.', schema: 'VersionList' } },
     problems: ['invalid_request', 'session_not_found', 'node_not_found', 'conflict'],
   },

@@ -121,6 +121,10 @@ const versionList = z.object({
     description:
       "Present when the session's retention pruned history: versions older than `before` may be missing (those a node points at are listed).",
   }),
+  notes: z
+    .record(z.string(), nodeNotes)
+    .optional()
+    .meta({ description: 'With `?notesOf=`: the notes of each named node that has any, by node id.' }),
 });
 const routingHop = z.union([
   z.object({

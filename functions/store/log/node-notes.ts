@@ -1,4 +1,4 @@
-import { PutCommand } from '@aws-sdk/lib-dynamodb';
+import { PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { decodeStoredJson, encodeStoredJson, type Json } from '../../core/json/json.js';
 import type { NoteRecord, SessionScope } from '../../core/model/model.js';
 import * as keys from '../table/keys.js';
@@ -48,10 +48,57 @@ export async function readNotes(table: TableClient, scope: SessionScope, nodeId?
   const notes: NoteRecord[] = [];
   const prefix = nodeId === undefined ? keys.notePrefix : keys.noteKeys(nodeId);
   await forEachInRange(table, { partition: keys.session(scope), prefix }, (item: Item) => {
-    // `W#<node>#<life>#<key>`: ids hold no `#`.
-    const [, node, life, key] = String(item.sk).split('#');
-    if (node === undefined || life === undefined || key === undefined) return;
-    notes.push({ nodeId: node, incarnation: Number(life), key, value: decodeStoredJson(String(item[NOTE_ATTRIBUTE])) });
+    const note = noteOf(item);
+    if (note) notes.push(note);
   });
+  return notes;
+}
+
+/** The note an item holds (its key `W#<node>#<life>#<key>`: ids hold no `#`). */
+function noteOf(item: Item): NoteRecord | undefined {
+  const [, node, life, key] = String(item.sk).split('#');
+  if (node === undefined || life === undefined || key === undefined) return undefined;
+  return { nodeId: node, incarnation: Number(life), key, value: decodeStoredJson(String(item[NOTE_ATTRIBUTE])) };
+}
+
+/** How many nodes' notes are read at once, each one range read, when one range read does not cover them. */
+const NOTES_READ_AT_ONCE = 25;
+
+/**
+ * The notes of the named nodes (`nodeIds`), in every life, bounded by the nodes named whatever
+ * the session holds. First one page (up to 1 MB) of the range from the first named node's notes
+ * to the last's: the checkpoints a page of LangGraph's `list` names are neighbours in the key
+ * order (uuid6 ids sort by time), so this one read usually holds all of them, and what it holds
+ * of other nodes in between is dropped. Named nodes the page did not reach (and the one it
+ * stopped in) are read each by itself, so a range that holds much else is not read past a page.
+ */
+export async function readNotesOf(table: TableClient, scope: SessionScope, nodeIds: readonly string[]): Promise<NoteRecord[]> {
+  const prefixes = [...new Set(nodeIds)].map((nodeId) => keys.noteKeys(nodeId)).sort();
+  const first = prefixes[0];
+  const last = prefixes.at(-1);
+  if (first === undefined || last === undefined) return [];
+  const named = new Set(prefixes);
+  const { Items = [], LastEvaluatedKey } = await table.send(
+    new QueryCommand({
+      TableName: table.tableName,
+      KeyConditionExpression: 'pk = :pk AND sk BETWEEN :low AND :high',
+      // Ids hold no `#` and nothing above `~`: every note of the last node sorts below its prefix and `\x7f`.
+      ExpressionAttributeValues: { ':pk': keys.session(scope), ':low': first, ':high': `${last}\x7f` },
+      ConsistentRead: true,
+    }),
+  );
+  // The node the page stopped in (`W#<node>#` of its last key), and the named ones after it, are read each by itself.
+  const stoppedIn = LastEvaluatedKey === undefined ? undefined : keys.noteKeys(String(LastEvaluatedKey.sk).split('#')[1] ?? '');
+  const rest = stoppedIn === undefined ? [] : prefixes.filter((prefix) => prefix >= stoppedIn);
+  const notes: NoteRecord[] = [];
+  for (const item of Items) {
+    const note = noteOf(item);
+    if (note && named.has(keys.noteKeys(note.nodeId)) && (stoppedIn === undefined || keys.noteKeys(note.nodeId) < stoppedIn))
+      notes.push(note);
+  }
+  for (let start = 0; start < rest.length; start += NOTES_READ_AT_ONCE) {
+    const reads = rest.slice(start, start + NOTES_READ_AT_ONCE).map((prefix) => readNotes(table, scope, prefix.slice(2, -1)));
+    for (const read of await Promise.all(reads)) notes.push(...read);
+  }
   return notes;
 }

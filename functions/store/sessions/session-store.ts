@@ -19,7 +19,7 @@ import { rootNode } from '../../core/model/tree.js';
 import type { PruneOptions, PruneReport } from '../log/history-prune.js';
 import { decisionSummaryOf, entryOf, type VersionPlace } from '../log/log-items.js';
 import { nodesOfLife } from '../log/node-index.js';
-import { putNote, readNotes } from '../log/node-notes.js';
+import { putNote, readNotes, readNotesOf } from '../log/node-notes.js';
 import { DynamoDbSessionLog } from '../log/session-log.js';
 import { decodeLineage, type LineageEntry } from '../state/lineage.js';
 import { piecesOf, sweepPieces } from '../state/state-pieces.js';
@@ -161,6 +161,10 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
     return readNotes(this.table, scope, nodeId);
   }
 
+  readNotesOf(scope: SessionScope, nodeIds: readonly string[]): Promise<NoteRecord[]> {
+    return readNotesOf(this.table, scope, nodeIds);
+  }
+
   // ---- versions ---------------------------------------------------------------------------
 
   /**
@@ -274,7 +278,11 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
     const pieces = await piecesOf(this.table, scope, versions);
     const records = await Promise.all(versions.map((item) => this.versionRecord(scope, item, pieces)));
     const next = ended ? undefined : full && lastRead ? { pk: lastRead.pk, sk: lastRead.sk } : LastEvaluatedKey;
-    return { ...pageOf(records, next, list), ...(prunedBefore === undefined ? {} : { prunedBefore }) };
+    return {
+      ...pageOf(records, next, list),
+      ...(prunedBefore === undefined ? {} : { prunedBefore }),
+      ...(life === undefined ? {} : { incarnation: life }),
+    };
   }
 
   /**

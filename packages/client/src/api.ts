@@ -274,14 +274,20 @@ export class AgentStateApi {
 
   /** History (docs/api.md §5). */
   readonly versions = {
-    /** `GET /v1/sessions/{sid}/versions?node=`: one page, newest first. */
-    list: async <S = Json>(sessionId: string, query: VersionsQuery = {}, options?: CallOptions): Promise<VersionList<S>> =>
-      (
+    /** `GET /v1/sessions/{sid}/versions?node=&notesOf=`: one page, newest first. */
+    list: async <S = Json>(sessionId: string, query: VersionsQuery = {}, options?: CallOptions): Promise<VersionList<S>> => {
+      const { notesOf, ...rest } = query;
+      return (
         await this.http.request<VersionList<S>>(
-          { method: 'GET', path: path`/v1/sessions/${sessionId}/versions`, query: { ...query } },
+          {
+            method: 'GET',
+            path: path`/v1/sessions/${sessionId}/versions`,
+            query: { ...rest, ...(notesOf === undefined ? {} : { notesOf: notesOf.join(',') }) },
+          },
           options,
         )
-      ).body,
+      ).body;
+    },
     /** Every version, newest first, following `next`. */
     iterate: <S = Json>(
       sessionId: string,

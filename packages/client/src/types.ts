@@ -282,6 +282,11 @@ export interface Version<S = Json> {
 export interface VersionsQuery extends PageQuery {
   /** Only the lineage of this node's current state. */
   node?: string;
+  /**
+   * Up to 200 node ids: the page also carries their notes (`notes`), read in the same request.
+   * Not with `node`.
+   */
+  notesOf?: readonly string[];
 }
 
 /** `GET /v1/sessions/{sid}/versions`, newest first. */
@@ -293,6 +298,8 @@ export interface VersionList<S = Json> {
    * older than `before` may be missing from this list; those a node points at are still in it.
    */
   pruned?: { before: number };
+  /** With `notesOf`: the notes of each named node that has any, by node id. */
+  notes?: Record<string, NodeNotes>;
 }
 
 /* ------------------------------------------------------------------ agents */

@@ -61,8 +61,16 @@ export interface AgentStateSaverOptions {
   ttl?: { defaultTtl?: number };
 }
 
-/** Checkpoints whose states a `list` without a limit reads at a time (about one page of versions, with their writes). */
+/**
+ * Checkpoints whose states a `list` reads at a time (about one page of versions), with their
+ * pending writes: as many as one request may ask the notes of (`GET …/versions?notesOf=`, 200).
+ */
 const LIST_BATCH = 200;
+/**
+ * The most bytes of node ids one `notesOf` carries: API Gateway takes 10,240 bytes of request
+ * line and headers together, so a batch of long ids is cut shorter (200 uuid6 ids are 7,800).
+ */
+const NOTES_OF_BYTES = 7_000;
 /** The most versions one page of a session's history holds (`GET …/versions?limit=`, API.md). */
 const VERSIONS_PAGE = 500;
 /**
@@ -74,10 +82,9 @@ const HISTORY_PER_CHECKPOINT = 8;
 /** A checkpoint node `list` may yield, and the version its state is. */
 interface ListCandidate {
   sessionId: string;
+  nodeId: string;
   checkpointId: string;
   stateVersion: number;
-  /** The notes beside its node: its pending writes (see `putWrites`). */
-  notes: Record<string, Json> | undefined;
 }
 
 /** How long writes wait for the `put` of their checkpoint (see `awaitingPut`). */
@@ -207,12 +214,14 @@ export class AgentStateSaver extends BaseCheckpointSaver {
       .filter(({ checkpointId }) => (!onlyId || checkpointId === onlyId) && (!beforeId || checkpointId < beforeId))
       .sort((a, b) => (a.checkpointId < b.checkpointId ? 1 : a.checkpointId > b.checkpointId ? -1 : 0));
 
-    // States are read a batch at a time (no more than `limit` still needs), so a `list` with a
-    // limit reads about as many states as it yields: with the tree, two requests for any limit
-    // whose checkpoints' versions fit one page of history, and one more per further page.
+    // States are read a batch at a time (no more than `limit` still needs), each with its pending
+    // writes (the notes of the batch's nodes, in the same request), so a `list` with a limit reads
+    // about as many states and notes as it yields: with the tree, two requests for any limit up to
+    // a batch (200 uuid6 checkpoints, fewer with long ids) whose versions fit one page of history,
+    // and one more per further batch.
     for (let start = 0; start < candidates.length; ) {
       if (remaining !== undefined && remaining <= 0) return;
-      const size = remaining === undefined ? LIST_BATCH : Math.max(remaining, 1);
+      const size = batchSize(candidates, start, remaining === undefined ? LIST_BATCH : Math.max(remaining, 1));
       const slice = candidates.slice(start, start + size);
       start += size;
       const states = await this.statesOf(slice, histories);
@@ -436,11 +445,14 @@ export class AgentStateSaver extends BaseCheckpointSaver {
   }
 
   /**
-   * The states of some checkpoint nodes, by the versions they point at. The versions of a
-   * session's checkpoints are read from its history, newest first, a page at a time (`History`):
-   * a thread's recent checkpoints and what their steps wrote since are its newest versions, so
-   * one page holds the states of a `list` of up to a few hundred checkpoints. A checkpoint alone
-   * in its session, or one whose version the pages do not hold, is read by itself.
+   * The states of some checkpoint nodes (at most `LIST_BATCH`), by the versions they point at,
+   * with their pending writes. The versions of a session's checkpoints are read from its history,
+   * newest first, a page at a time (`History`): a thread's recent checkpoints and what their steps
+   * wrote since are its newest versions, so one page holds the states of a `list` of up to a few
+   * hundred checkpoints; the first page read for a batch carries the notes of the batch's nodes.
+   * A checkpoint alone in its session, or one whose version the pages do not hold, is read by
+   * itself, at its node, with its notes. Only the listed checkpoints' notes are read: never every
+   * node's of the thread, which grow with it.
    */
   private async statesOf(
     candidates: ListCandidate[],
@@ -448,28 +460,34 @@ export class AgentStateSaver extends BaseCheckpointSaver {
   ): Promise<Array<{ candidate: ListCandidate; state: CheckpointState | undefined }>> {
     const bySession = new Map<string, ListCandidate[]>();
     for (const candidate of candidates) bySession.set(candidate.sessionId, [...(bySession.get(candidate.sessionId) ?? []), candidate]);
+    const notesOf = new Map<string, Record<string, Record<string, Json>>>();
     await inBatches([...bySession], async ([sessionId, some]) => {
       const oldest = Math.min(...some.map((candidate) => candidate.stateVersion).filter((version) => version > 0));
       // Not back through a long history for a few old checkpoints (`before` far back): those are read one by one.
       const history = histories.get(sessionId);
       if (some.length >= 2 && history && history.versionsTo(oldest) <= Math.max(VERSIONS_PAGE, HISTORY_PER_CHECKPOINT * some.length)) {
-        await history.readBackTo(oldest);
+        notesOf.set(sessionId, await history.readBackTo(oldest, [...new Set(some.map((candidate) => candidate.nodeId))]));
       }
     });
     return inBatches(candidates, async (candidate) => {
       const history = histories.get(candidate.sessionId);
-      const state = history?.has(candidate.stateVersion)
-        ? history.stateOf(candidate.stateVersion)
-        : await this.versionState(candidate.sessionId, candidate.stateVersion);
-      // A version read for a node whose put did not finish is its parent's: not merged with this node's notes.
-      return { candidate, state: state && checkpointIdIn(state) === candidate.checkpointId ? withNotes(state, candidate.notes) : state };
+      const notes = notesOf.get(candidate.sessionId);
+      const state =
+        notes && history?.has(candidate.stateVersion)
+          ? withNotes(history.stateOf(candidate.stateVersion) as CheckpointState, notes[candidate.nodeId])
+          : await this.nodeState(candidate);
+      return { candidate, state };
     });
   }
 
-  private async versionState(sessionId: string, version: number): Promise<CheckpointState | undefined> {
-    if (version === 0) return undefined;
-    const view = await this.client.versions.get(sessionId, version);
-    return isCheckpointState(view.state) ? view.state : undefined;
+  /**
+   * A checkpoint's state at its node with its notes (one request). A node whose state is not its
+   * own checkpoint's (its put did not finish) is left out by the caller, as its notes would not
+   * be the checkpoint's.
+   */
+  private async nodeState(candidate: ListCandidate): Promise<CheckpointState | undefined> {
+    if (candidate.stateVersion === 0) return undefined;
+    return this.stateAt(candidate.sessionId, candidate.nodeId);
   }
 
   /**
@@ -533,16 +551,11 @@ export class AgentStateSaver extends BaseCheckpointSaver {
   /** The checkpoint nodes of a session, with the version each points at, and the session's newest version. */
   private async checkpointNodes(sessionId: string): Promise<{ sessionId: string; nodes: ListCandidate[]; newest: number }> {
     try {
-      // With every node's notes: the checkpoints' pending writes, in the same request.
-      const tree = await this.client.tree.get(sessionId, { notes: true });
+      // Without notes: the listed checkpoints' pending writes are read with their states (`statesOf`).
+      const tree = await this.client.tree.get(sessionId);
       const nodes = tree.nodes
         .filter((node) => node.role === CHECKPOINT_ROLE)
-        .map((node) => ({
-          sessionId,
-          checkpointId: checkpointIdOf(node.id),
-          stateVersion: node.stateVersion,
-          notes: tree.notes?.[node.id],
-        }));
+        .map((node) => ({ sessionId, nodeId: node.id, checkpointId: checkpointIdOf(node.id), stateVersion: node.stateVersion }));
       // Every version is the one its node points at until that node is written again.
       const newest = tree.nodes.reduce((most, node) => Math.max(most, node.stateVersion), 0);
       return { sessionId, nodes, newest };
@@ -666,18 +679,31 @@ class History {
     this.done = newest === 0;
   }
 
-  /** Reads pages until they reach `version` (or the history's end). */
-  async readBackTo(version: number): Promise<void> {
-    while (!this.done && this.readTo > version) {
-      const limit = Math.min(VERSIONS_PAGE, this.readTo - version);
-      const page = await this.client.versions.list(this.sessionId, { limit, ...(this.cursor ? { cursor: this.cursor } : {}) });
-      for (const read of page.versions) {
-        this.states.set(read.version, isCheckpointState(read.state) ? read.state : undefined);
-        this.readTo = Math.min(this.readTo, read.version);
+  /**
+   * Reads pages until they reach `version` (or the history's end), the first one with the notes
+   * of `notesOf` (at most 200 nodes), and returns those notes by node. When the pages read
+   * before reach that far already, one more version is read to carry them.
+   */
+  async readBackTo(version: number, notesOf: readonly string[]): Promise<Record<string, Record<string, Json>>> {
+    let notes: Record<string, Record<string, Json>> | undefined;
+    const page = async (limit: number) => {
+      const read = await this.client.versions.list(this.sessionId, {
+        limit,
+        ...(this.cursor && !this.done ? { cursor: this.cursor } : {}),
+        ...(notes === undefined ? { notesOf } : {}),
+      });
+      notes ??= read.notes ?? {};
+      if (this.done) return;
+      for (const listed of read.versions) {
+        this.states.set(listed.version, isCheckpointState(listed.state) ? listed.state : undefined);
+        this.readTo = Math.min(this.readTo, listed.version);
       }
-      this.cursor = page.next;
-      if (!page.next) this.done = true;
-    }
+      this.cursor = read.next;
+      if (!read.next) this.done = true;
+    };
+    while (!this.done && this.readTo > version) await page(Math.min(VERSIONS_PAGE, this.readTo - version));
+    if (notes === undefined) await page(1);
+    return notes ?? {};
   }
 
   /** How many versions, newer than `version` and down to it, are still to read. */
@@ -726,6 +752,22 @@ async function resent<T>(send: () => Promise<T>): Promise<T> {
 function backoff(attempt: number): Promise<void> {
   const ceiling = Math.min(defaultRetry.maxDelayMs, defaultRetry.baseDelayMs * 2 ** (attempt - 1));
   return new Promise((resolve) => setTimeout(resolve, Math.random() * ceiling));
+}
+
+/**
+ * How many candidates from `start` one batch of `list` takes: at most `most` and `LIST_BATCH`, and
+ * no more than fit `NOTES_OF_BYTES` of node ids in the request that reads their notes; at least one.
+ */
+function batchSize(candidates: readonly ListCandidate[], start: number, most: number): number {
+  let bytes = 0;
+  let count = 0;
+  for (const candidate of candidates.slice(start, start + Math.min(most, LIST_BATCH))) {
+    // Each id as the query carries it, and its separator (`%2C`).
+    bytes += encodeURIComponent(candidate.nodeId).length + 3;
+    if (count > 0 && bytes > NOTES_OF_BYTES) break;
+    count += 1;
+  }
+  return Math.max(count, 1);
 }
 
 function threadName(threadId: unknown): string {

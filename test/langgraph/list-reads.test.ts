@@ -1,0 +1,157 @@
+import { createClient } from '@agentstate/client';
+import { AgentStateSaver } from '@agentstate/langgraph';
+import type { CheckpointTuple } from '@langchain/langgraph-checkpoint';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { checkpoint } from '../helpers/checkpoints.js';
+import { type RunningApi, startApi } from '../helpers/e2e.js';
+
+/**
+ * What `list` reads (issue 36: `list` ≤ 2 HTTP requests a page, whatever its limit): the pending
+ * writes of the checkpoints it yields, and not those of every checkpoint of the thread, which
+ * grow with the thread (past 6 MB the answer would not fit a Lambda's). Real HTTP on DynamoDB
+ * Local; the saver's client counts the requests it sends and the bytes it receives. A thread's
+ * namespace is named (`checkpoint_ns`), so no request goes to find its others.
+ */
+let api: RunningApi;
+
+beforeAll(async () => {
+  api = await startApi();
+});
+afterAll(async () => {
+  await api?.stop();
+});
+
+const metadata = { source: 'loop' as const, step: 0, parents: {} };
+/** Each checkpoint's pending write: some 20 KB, so 40 of them are 800 KB. */
+const WRITE = 'w'.repeat(20_000);
+const CHECKPOINTS = 40;
+
+interface Traffic {
+  requests: string[];
+  bytes: number;
+}
+
+function recordingSaver(prefix: string): { traffic: Traffic; saver: AgentStateSaver } {
+  const traffic: Traffic = { requests: [], bytes: 0 };
+  const recording: typeof fetch = async (input, init) => {
+    const response = await fetch(input, init);
+    const url = new URL(String(input));
+    traffic.requests.push(`${init?.method ?? 'GET'} ${url.pathname.replace(/^\/v1\/sessions\/[^/]+/, '…')}${url.search}`);
+    const body = await response.arrayBuffer();
+    traffic.bytes += body.byteLength;
+    return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+  };
+  return {
+    traffic,
+    saver: new AgentStateSaver({ client: createClient({ baseUrl: api.url, apiKey: 'dev-key', fetch: recording }), prefix }),
+  };
+}
+
+/**
+ * A thread of `count` checkpoints, each with one pending write of `WRITE`; their ids, oldest
+ * first. `longIds`: ids of 105 characters (in step order) instead of uuid6 ones.
+ */
+async function threadWithWrites(saver: AgentStateSaver, thread: string, count = CHECKPOINTS, longIds = false): Promise<string[]> {
+  let config = { configurable: { thread_id: thread, checkpoint_ns: '' } } as { configurable: Record<string, unknown> };
+  const ids: string[] = [];
+  for (let step = 1; step <= count; step++) {
+    const made = checkpoint(step, { count: step });
+    if (longIds) made.id = `${'c'.repeat(100)}-${String(step).padStart(4, '0')}`;
+    config = (await saver.put(config, made, { ...metadata, step }, { count: step })) as typeof config;
+    await saver.putWrites(config, [['count', `${step}:${WRITE}`]], `task-${step}`);
+    ids.push(made.id);
+  }
+  return ids;
+}
+
+async function listed(saver: AgentStateSaver, ...args: Parameters<AgentStateSaver['list']>): Promise<CheckpointTuple[]> {
+  const tuples: CheckpointTuple[] = [];
+  for await (const tuple of saver.list(...args)) tuples.push(tuple);
+  return tuples;
+}
+
+const stepOf = (tuple: CheckpointTuple) => Number(String(tuple.pendingWrites?.[0]?.[2]).split(':')[0]);
+
+describe("AgentStateSaver.list reads the listed checkpoints' writes only", () => {
+  it('list(limit 3) of a 40-checkpoint thread: 2 requests, the 3 newest with their writes, not the 800 KB of all of them', async () => {
+    // Prepare
+    const { traffic, saver } = recordingSaver('list-reads');
+    const ids = await threadWithWrites(saver, 'limit-3');
+    traffic.requests = [];
+    traffic.bytes = 0;
+
+    // Act
+    const tuples = await listed(saver, { configurable: { thread_id: 'limit-3', checkpoint_ns: '' } }, { limit: 3 });
+
+    // Assert
+    expect(tuples.map((tuple) => tuple.checkpoint.id)).toEqual(ids.slice(-3).reverse());
+    expect(tuples.map(stepOf)).toEqual([40, 39, 38]);
+    expect(tuples[0]?.pendingWrites).toEqual([['task-40', 'count', `40:${WRITE}`]]);
+    expect(traffic.requests).toHaveLength(2);
+    // The 3 writes and the states, not the 40 writes.
+    expect(traffic.bytes).toBeLessThan(10 * WRITE.length);
+  });
+
+  it('list without a limit yields every checkpoint with its own write: the tree and one page of history with the writes', async () => {
+    // Prepare
+    const { traffic, saver } = recordingSaver('list-all');
+    const ids = await threadWithWrites(saver, 'all');
+    traffic.requests = [];
+
+    // Act
+    const tuples = await listed(saver, { configurable: { thread_id: 'all', checkpoint_ns: '' } });
+
+    // Assert
+    expect(tuples.map((tuple) => tuple.checkpoint.id)).toEqual([...ids].reverse());
+    expect(tuples.map(stepOf)).toEqual(Array.from({ length: CHECKPOINTS }, (_, index) => CHECKPOINTS - index));
+    expect(traffic.requests).toHaveLength(2);
+  });
+
+  it('a checkpoint far back (before, limit 1) comes with its write, in 2 requests', async () => {
+    // Prepare
+    const { traffic, saver } = recordingSaver('list-before');
+    const ids = await threadWithWrites(saver, 'before');
+    traffic.requests = [];
+
+    // Act
+    const tuples = await listed(
+      saver,
+      { configurable: { thread_id: 'before', checkpoint_ns: '' } },
+      { limit: 1, before: { configurable: { checkpoint_id: ids[2] } } },
+    );
+
+    // Assert
+    expect(tuples.map((tuple) => tuple.checkpoint.id)).toEqual([ids[1]]);
+    expect(tuples[0]?.pendingWrites).toEqual([['task-2', 'count', `2:${WRITE}`]]);
+    expect(traffic.requests).toHaveLength(2);
+  });
+
+  it('cuts a batch of long checkpoint ids to what one request line takes, each batch with its own writes', async () => {
+    // Prepare: 80 ids of 105 characters are 8,640 bytes of notesOf, over the 7,000 one request carries.
+    const { traffic, saver } = recordingSaver('list-long');
+    const ids = await threadWithWrites(saver, 'long', 80, true);
+    traffic.requests = [];
+
+    // Act
+    const tuples = await listed(saver, { configurable: { thread_id: 'long', checkpoint_ns: '' } });
+
+    // Assert
+    expect(tuples.map((tuple) => tuple.checkpoint.id)).toEqual([...ids].reverse());
+    expect(tuples.map(stepOf)).toEqual(Array.from({ length: 80 }, (_, index) => 80 - index));
+    expect(traffic.requests).toHaveLength(3);
+    for (const request of traffic.requests) expect(request.length).toBeLessThan(7_500);
+  });
+
+  it("never shows a thread another tenant's saver wrote", async () => {
+    // Prepare
+    const { saver } = recordingSaver('list-tenant');
+    await threadWithWrites(saver, 'tenant');
+    const other = new AgentStateSaver({ client: createClient({ baseUrl: api.url, apiKey: 'other-key' }), prefix: 'list-tenant' });
+
+    // Act
+    const theirs = await listed(other, { configurable: { thread_id: 'tenant' } }, { limit: 5 });
+
+    // Assert
+    expect(theirs).toEqual([]);
+  });
+});
