@@ -34,6 +34,26 @@ describe('stored lineage', () => {
     expect(decodeLineage('9-8@2,7,3@5')).toEqual(lineage);
   });
 
+  it("writes a chat's alternating seqs (a decision's version third after the one before, a PATCH's first) as one run", () => {
+    const turns = Array.from({ length: 19 }, (_, index) => ({ version: 19 - index, seq: index % 2 === 0 ? 3 : 1 }));
+
+    expect(encodeLineage(turns)).toBe('19-1@3/1');
+    expect(decodeLineage('19-1@3/1')).toEqual(turns);
+    // Two alone are shorter written apart.
+    expect(encodeLineage(turns.slice(0, 2))).toBe('19@3,18');
+  });
+
+  it('reads back exactly what was written, runs of repeating seqs included', () => {
+    const dense = fc
+      .record({ top: fc.integer({ min: 40, max: 1_000 }), seqs: fc.array(fc.constantFrom(1, 2, 3), { maxLength: LINEAGE_WINDOW }) })
+      .map(({ top, seqs }) => seqs.map((seq, index) => ({ version: top - index, seq })));
+    fc.assert(
+      fc.property(dense, (lineage) => {
+        expect(decodeLineage(encodeLineage(lineage))).toEqual(lineage);
+      }),
+    );
+  });
+
   it('reads back exactly what was written', () => {
     fc.assert(
       fc.property(lineageWindow, (lineage) => {

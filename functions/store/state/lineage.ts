@@ -15,19 +15,37 @@ export interface LineageEntry {
   seq: number;
 }
 
+/**
+ * The periods a run's seqs may repeat with. A chat's turn records two versions, a decision's
+ * (the third change after the version before it: the append, the lease, the commit) and a
+ * `PATCH`'s (the first), so its lineage alternates 3 and 1: one run "19-1@3/1" instead of
+ * nineteen ("19@3,18,17@3,…"), some 120 bytes less in each of its version items.
+ */
+const PERIODS = [1, 2, 3, 4] as const;
+
 export function encodeLineage(lineage: readonly LineageEntry[]): string {
   const runs: string[] = [];
   let index = 0;
   while (index < lineage.length) {
     const first = lineage[index] as LineageEntry;
-    let last = first.version;
-    while (index + 1 < lineage.length && lineage[index + 1]?.version === last - 1 && lineage[index + 1]?.seq === first.seq) {
-      last -= 1;
-      index += 1;
+    // The longest run of consecutive versions whose seqs repeat with one period (the shortest
+    // period of that length); a run no longer than its period would be no shorter written so.
+    let best = { length: 1, period: 1 };
+    for (const period of PERIODS) {
+      let length = 1;
+      while (
+        index + length < lineage.length &&
+        lineage[index + length]?.version === first.version - length &&
+        (length < period || lineage[index + length]?.seq === lineage[index + length - period]?.seq)
+      )
+        length += 1;
+      if (length > best.length && (period === 1 || length > period)) best = { length, period };
     }
-    const range = first.version === last ? String(first.version) : `${first.version}-${last}`;
-    runs.push(first.seq === 1 ? range : `${range}@${first.seq}`);
-    index += 1;
+    const last = first.version - best.length + 1;
+    const range = best.length === 1 ? String(first.version) : `${first.version}-${last}`;
+    const pattern = lineage.slice(index, index + best.period).map((entry) => entry.seq);
+    runs.push(best.period === 1 && first.seq === 1 ? range : `${range}@${pattern.join('/')}`);
+    index += best.length;
   }
   return runs.join(',');
 }
@@ -38,11 +56,12 @@ export function decodeLineage(stored: unknown): LineageEntry[] {
   const lineage: LineageEntry[] = [];
   for (const run of stored.split(',')) {
     const [range = '', seqText] = run.split('@');
-    const seq = seqText === undefined ? 1 : Number(seqText);
+    const pattern = seqText === undefined ? [1] : seqText.split('/').map(Number);
     const dash = range.indexOf('-');
     const first = Number(dash < 0 ? range : range.slice(0, dash));
     const last = dash < 0 ? first : Number(range.slice(dash + 1));
-    for (let version = first; version >= last; version--) lineage.push({ version, seq });
+    for (let version = first; version >= last; version--)
+      lineage.push({ version, seq: pattern[(first - version) % pattern.length] as number });
   }
   return lineage;
 }
