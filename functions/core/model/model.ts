@@ -186,6 +186,11 @@ interface TipHead {
   recentDecision: DoneDecision | null;
   /** When the newest change was made, if its writer had lost a race for its place first (others may still be waiting). */
   contendedAt?: string;
+  /**
+   * Read from a replica (`FromReplica`) and kept as it answered: the log may have newer changes.
+   * Only a put at the place after it confirms it; an answer without one is read again consistently.
+   */
+  replica?: true;
   /** The store's own reading of the newest change: opaque, handed back with a change based on it. */
   readonly log?: unknown;
 }

@@ -204,10 +204,11 @@ export type SessionFilter = { userId: string } | { agentId: string } | { metadat
 export type RecentChanges = boolean | 'page';
 
 /**
- * A tip read with the log's newest changes (`recent`) from a replica: eventually consistent, so
- * half the read units. `true`: the tip may be older than the log's newest change, so only a
- * caller whose next step is a conditional write at the place after that tip may ask (a
- * decision's lease, which then fails if it was). `'checked'`: beside a consistent read of the
+ * A tip read (with or without the log's newest changes, `recent`) from a replica: eventually
+ * consistent, so half the read units. `true`: the tip may be older than the log's newest change,
+ * so only a caller whose next step is a conditional write at the place after that tip may ask
+ * (a decision's lease, a state write's change, which then fail if it was), and only an answer
+ * that write confirms may be given from it. `'checked'` (with `recent` only): beside a consistent read of the
  * newest change's key alone (the units of that one item), which the replica's answer must reach
  * (a read no write confirms: what the client wrote before is in it). Either way, an answer that
  * is not one unbroken run of the log, that found nothing, or whose newest change is a delete's
@@ -224,8 +225,8 @@ export interface SessionStore {
   /**
    * The tip of a session; with `withState`, the latest version's state and agent too. With
    * `recent`, the store also keeps the newest changes of the log it read with the tip, so that
-   * a path read at the head (`readPath`) needs no further read when the path is short. With
-   * `recent`, `fromReplica` reads those changes from a replica (`FromReplica`).
+   * a path read at the head (`readPath`) needs no further read when the path is short.
+   * `fromReplica` reads the tip (and those changes) from a replica (`FromReplica`).
    */
   readTip(scope: SessionScope, options: { withState: boolean; recent?: RecentChanges; fromReplica?: FromReplica }): Promise<Tip>;
   /**

@@ -9,7 +9,7 @@ import type { Caller } from '../model/fields.js';
 import { type DecisionSummary, type NodeNotes, notesOfLife, type Page, type SessionScope, type VersionRecord } from '../model/model.js';
 import { type AnswerKeeper, StaleTipError } from '../model/ports.js';
 import { versionAt } from '../write/next-version.js';
-import { othersWaiting, QueueBehindOthers, retryOnStaleTip } from '../write/write-retry.js';
+import { type AttemptContext, othersWaiting, QueueBehindOthers, retryOnStaleTip } from '../write/write-retry.js';
 import {
   checkedWrite,
   checkIfMatch,
@@ -111,55 +111,73 @@ export class SessionService extends SessionTreeService {
     // one answers 412 instead and never waits.
     const queue = this.queue;
     const join = queue && options.ifMatch === undefined ? () => queue.join({ session: scope }) : undefined;
+    /** Whether the attempt's tip is a replica's that no put has confirmed yet. */
+    let unconfirmed = false;
+    const once = async (attempt: AttemptContext, fromReplica: boolean): Promise<WriteResult> => {
+      const target = await this.targets.forWrite(scope, options.node, fromReplica);
+      unconfirmed = target.tip.replica === true;
+      const { tip, nodeId, pointer, schema, sessionAgentId, sessionUserId, sessionListed, sessionLifetime, sessionTouchedAt } = target;
+      await this.checkKeyAccess(scope.tenant, sessionAgentId, { allowed: options.allowed, caller }, 'write the state of');
+      checkIfMatch(target, options.ifMatch);
+      // A blind write joins the writers already waiting for this session rather than jump them.
+      if (options.ifMatch === undefined && othersWaiting(tip, attempt, this.now())) throw new QueueBehindOthers();
+      const stored = storedState(target);
+      const nextState = checkedWrite(target, caller, next);
+      const answer = (state: Json) => visibleState(schema, caller, state);
+      if (jsonEqual(nextState, stored)) {
+        return {
+          sessionId: scope.sessionId,
+          node: nodeId,
+          version: pointer,
+          prevVersion: pointer,
+          state: answer(stored),
+          changed: false,
+        };
+      }
+      const { version, change } = versionAt(target, { state: nextState, at: this.now().toISOString(), cause, author: caller });
+      const result: WriteResult = {
+        sessionId: scope.sessionId,
+        node: nodeId,
+        version: version.version,
+        prevVersion: pointer,
+        state: answer(nextState),
+        changed: true,
+      };
+      const kept = options.keep?.(result);
+      await this.store.commit(scope, {
+        ...change,
+        ...(kept ? { kept } : {}),
+        // A first write creates the session item in the same transaction. After that a state
+        // write is one conditional PutItem: the session's activity (`updatedAt`, the list
+        // order) is moved by the change hook, off the request's path (API.md section 2 lets
+        // it trail the write by a moment).
+        touchSessionAt: tip.kind === 'empty' ? version.createdAt : undefined,
+        mayCreateSession: tip.kind === 'empty',
+        sessionAgentId,
+        sessionUserId,
+        ...(sessionListed === undefined ? {} : { sessionListed }),
+        ...(sessionLifetime ? { lifetime: sessionLifetime } : {}),
+        ...(sessionTouchedAt ? { sessionTouchedAt } : {}),
+        contended: attempt.raced || attempt.queued === true,
+      });
+      return result;
+    };
     return retryOnStaleTip(
       this.retry,
       async (attempt) => {
-        const target = await this.targets.forWrite(scope, options.node);
-        const { tip, nodeId, pointer, schema, sessionAgentId, sessionUserId, sessionListed, sessionLifetime, sessionTouchedAt } = target;
-        await this.checkKeyAccess(scope.tenant, sessionAgentId, { allowed: options.allowed, caller }, 'write the state of');
-        checkIfMatch(target, options.ifMatch);
-        // A blind write joins the writers already waiting for this session rather than jump them.
-        if (options.ifMatch === undefined && othersWaiting(tip, attempt, this.now())) throw new QueueBehindOthers();
-        const stored = storedState(target);
-        const nextState = checkedWrite(target, caller, next);
-        const answer = (state: Json) => visibleState(schema, caller, state);
-        if (jsonEqual(nextState, stored)) {
-          return {
-            sessionId: scope.sessionId,
-            node: nodeId,
-            version: pointer,
-            prevVersion: pointer,
-            state: answer(stored),
-            changed: false,
-          };
+        // A writer's first look is at a replica (half the read units), which its put confirms: it
+        // claims the place after the tip it read, so it lands only if that tip was the newest.
+        // An answer without that put may be the replica's (a 412, a "no change", a 404): the
+        // write is then done again from a consistent read, as before.
+        if (attempt.attempt === 1 && !attempt.queued) {
+          unconfirmed = false;
+          const answered = await once(attempt, true).catch((error: unknown) => {
+            if (unconfirmed && isRedoneConsistently(error)) return undefined;
+            throw error;
+          });
+          if (answered && (answered.changed || !unconfirmed)) return answered;
         }
-        const { version, change } = versionAt(target, { state: nextState, at: this.now().toISOString(), cause, author: caller });
-        const result: WriteResult = {
-          sessionId: scope.sessionId,
-          node: nodeId,
-          version: version.version,
-          prevVersion: pointer,
-          state: answer(nextState),
-          changed: true,
-        };
-        const kept = options.keep?.(result);
-        await this.store.commit(scope, {
-          ...change,
-          ...(kept ? { kept } : {}),
-          // A first write creates the session item in the same transaction. After that a state
-          // write is one conditional PutItem: the session's activity (`updatedAt`, the list
-          // order) is moved by the change hook, off the request's path (API.md section 2 lets
-          // it trail the write by a moment).
-          touchSessionAt: tip.kind === 'empty' ? version.createdAt : undefined,
-          mayCreateSession: tip.kind === 'empty',
-          sessionAgentId,
-          sessionUserId,
-          ...(sessionListed === undefined ? {} : { sessionListed }),
-          ...(sessionLifetime ? { lifetime: sessionLifetime } : {}),
-          ...(sessionTouchedAt ? { sessionTouchedAt } : {}),
-          contended: attempt.raced || attempt.queued === true,
-        });
-        return result;
+        return once(attempt, false);
       },
       undefined,
       join,
@@ -292,4 +310,14 @@ function decodeLineageCursor(cursor: string, scope: SessionScope, node: string):
   const version = openCursor(cursor, lineageList(scope, node));
   if (typeof version === 'number' && Number.isSafeInteger(version) && version > 0) return version;
   throw new AgentStateError('invalid_request', 'cursor is not valid for this list', { field: 'cursor' });
+}
+
+/**
+ * What a state write read from a replica does again from a consistent read: an answer its put did
+ * not confirm. A put that lost its place (a lost race, or a replica behind) is retried as any lost
+ * race is (write-retry.ts): the next attempt reads consistently, and the change it makes says it
+ * raced, so that the writers behind it take turns.
+ */
+function isRedoneConsistently(error: unknown): boolean {
+  return error instanceof AgentStateError && error.status < 500 && error.status !== 429;
 }

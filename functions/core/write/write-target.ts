@@ -167,7 +167,7 @@ export class WriteTargets extends NodeTargets {
   async resolve(
     scope: SessionScope,
     nodeId: string | undefined,
-    options: { forRead: boolean; withState?: boolean },
+    options: { forRead: boolean; withState?: boolean; fromReplica?: boolean },
   ): Promise<ResolvedNode | null> {
     // A version pruned under a read (its node moved on after the tip was read) reads again.
     for (let attempt = 1; ; attempt++) {
@@ -182,10 +182,13 @@ export class WriteTargets extends NodeTargets {
   private async resolveOnce(
     scope: SessionScope,
     nodeId: string | undefined,
-    options: { forRead: boolean; withState?: boolean },
+    options: { forRead: boolean; withState?: boolean; fromReplica?: boolean },
   ): Promise<ResolvedNode | null> {
     const withState = options.withState ?? true;
-    const { tip, nodes } = await this.store.readTipWithNodes(scope, nodeId === undefined ? [] : [nodeId], { withState });
+    const { tip, nodes } = await this.store.readTipWithNodes(scope, nodeId === undefined ? [] : [nodeId], {
+      withState,
+      ...(options.fromReplica ? { fromReplica: true } : {}),
+    });
     const node = nodeId === undefined ? undefined : nodes.get(nodeId);
     let resolved: { id: string; depth: number; pointer: number };
     if (nodeId === undefined || nodeId === tip.head) {
@@ -194,6 +197,9 @@ export class WriteTargets extends NodeTargets {
       resolved = { id: node.id, depth: node.depth, pointer: node.stateVersion };
     } else if (nodeId === ROOT_NODE) {
       resolved = { id: ROOT_NODE, depth: 0, pointer: 0 };
+    } else if (tip.replica) {
+      // A replica's tip may be older than the node: only a consistent one says it is not there.
+      return this.resolveOnce(scope, nodeId, { ...options, fromReplica: false });
     } else {
       // Unknown node of an unknown session: a read answers "empty", a write names the node
       // (and so needs no read of the session item to say so).
@@ -205,15 +211,15 @@ export class WriteTargets extends NodeTargets {
   }
 
   /** The node a write addresses (`404 node_not_found` if none), before its session's fields are read. */
-  async resolveForWrite(scope: SessionScope, nodeId: string | undefined): Promise<ResolvedNode> {
-    const resolved = await this.resolve(scope, nodeId, { forRead: false });
+  async resolveForWrite(scope: SessionScope, nodeId: string | undefined, fromReplica = false): Promise<ResolvedNode> {
+    const resolved = await this.resolve(scope, nodeId, { forRead: false, fromReplica });
     if (!resolved) throw nodeNotFound(nodeId ?? ROOT_NODE);
     return resolved;
   }
 
   /** The node a write addresses, with its session's agent and typed fields. */
-  async forWrite(scope: SessionScope, nodeId: string | undefined): Promise<WriteTarget> {
-    return this.withFields(scope, await this.resolveForWrite(scope, nodeId));
+  async forWrite(scope: SessionScope, nodeId: string | undefined, fromReplica = false): Promise<WriteTarget> {
+    return this.withFields(scope, await this.resolveForWrite(scope, nodeId, fromReplica));
   }
 
   /**

@@ -133,8 +133,10 @@ export class DynamoDbSessionLog implements SessionLog {
           }),
         )
       ).Items ?? [];
-    const fromReplica = options.recent !== undefined && options.recent !== false ? options.fromReplica : undefined;
+    // A check of the newest key is a path read's (with `recent`); a replica's tip alone is a writer's, which its put confirms.
+    const fromReplica = options.fromReplica === 'checked' && !options.recent ? undefined : options.fromReplica;
     let items: Item[];
+    let replica = false;
     if (fromReplica === 'checked') {
       // Beside the consistent key of the newest change, which the replica's run must reach.
       const [newest, replica] = await Promise.all([this.newestChange(scope), read(false)]);
@@ -143,14 +145,16 @@ export class DynamoDbSessionLog implements SessionLog {
     } else {
       items = await read(!fromReplica);
       // From a replica: kept only as one unbroken run of a live log (ports.ts, `fromReplica`).
-      if (fromReplica && !isUnbrokenRun(items)) items = await read(true);
+      replica = fromReplica === true && isUnbrokenRun(items);
+      if (fromReplica && !replica) items = await read(true);
     }
     const [top, ...older] = items;
     const entry = top ? readLogItem(top) : null;
     // A large state is in pieces: one more round, of every piece at once.
     const pieces = options.withState && top && entry && !isFence(entry) ? await piecesOf(this.table, scope, [top]) : undefined;
     // A session whose expiry has come reads as closed from that moment (API.md section 12).
-    const tip = closeIfExpired(tipOf(entry, { withState: options.withState, ...(pieces ? { pieces } : {}) }), this.table.now());
+    const found = closeIfExpired(tipOf(entry, { withState: options.withState, ...(pieces ? { pieces } : {}) }), this.table.now());
+    const tip: Tip = replica ? { ...found, replica: true } : found;
     if (!options.recent || !entry || isFence(entry) || tip.kind === 'closing') return tip;
     // The newest changes read with the tip, kept for a path read at the head (readPath), and,
     // read with their states, for a version among them (getVersion).
