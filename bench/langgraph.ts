@@ -216,9 +216,10 @@ is over those medians: reads over \`GetItem\`, writes over \`PutItem\`). The thr
 has ${THREAD_CHECKPOINTS} checkpoints of two channels (about 1 KB); each \`put\` adds a checkpoint under the last.
 A \`put\` is one HTTP request (append the node with its state, \`replaceState\`); \`getTuple\` one
 (the node's state and its notes); \`putWrites\` one (a note beside the checkpoint's node, outside
-the session's log); \`list\` one for the tree with every node's notes and one page of the
-session's history, newest first, per 500 versions it reaches back (and one more to find a
-thread's namespaces when the list names none). The last row lists ${LONG_LIST_LIMIT} of a thread of ${LONG_THREAD_CHECKPOINTS} checkpoints, each step with its writes (a note each).
+the session's log); \`list\` one for the tree (without notes) and one page of the
+session's history, newest first, per 500 versions it reaches back, the first one carrying the
+notes of the checkpoints it lists (\`notesOf\`, up to 200), never every node's of the thread
+(and one more to find a thread's namespaces when the list names none). The last row lists ${LONG_LIST_LIMIT} of a thread of ${LONG_THREAD_CHECKPOINTS} checkpoints, each step with its writes (a note each).
 
 ${table}
 
