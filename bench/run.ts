@@ -91,8 +91,9 @@ if (process.argv.includes('--memory-only')) {
   const section = memorySection(await measureMemory(meter, client, 'bench'));
   const page = readFileSync(DOC, 'utf8');
   const start = page.indexOf('## Memory items\n');
-  const end = page.indexOf('## Bundle size per Lambda\n');
-  if (end < 0) throw new Error(`${DOC} has no "## Bundle size per Lambda" to put the memory section before`);
+  // Up to the next section, whichever it is (the erasure's follows it now), or else before the bundles.
+  const end = start < 0 ? page.indexOf('## Bundle size per Lambda\n') : page.indexOf('\n## ', start + 1) + 1;
+  if (end <= 0) throw new Error(`${DOC} has no section after "## Memory items", nor a "## Bundle size per Lambda" to put it before`);
   if (WRITE_DOC) writeDoc(`${page.slice(0, start < 0 ? end : start)}${section}\n${page.slice(end)}`);
   await dynamo.stop();
   process.exit(0);
