@@ -1,11 +1,12 @@
 /**
  * Many blind writers on one target at once (issue 33, API.md section 8): 100 clients commit
- * commutative keys to one shared document, one profile, one thread, and PATCH distinct keys at
- * one node off the head, all at the same moment, through the HTTP API of `npm start` with every
- * DynamoDB request recorded (dynamodb-recorder.ts). For each path: the answers, the attempts at
- * the target (the conditional writes that claim its next version, lost races included), the
- * units per write, and whether every key is there with its versions contiguous. With `loaded`,
- * a child process burns a core meanwhile, as another tenant's work would.
+ * commutative keys to one shared document, one profile, one thread, PATCH distinct keys at one
+ * node off the head, and append turns (messages with a state patch) under one message, all at
+ * the same moment, through the HTTP API of `npm start` with every DynamoDB request recorded
+ * (dynamodb-recorder.ts). For each path: the answers, the attempts at the target (the
+ * conditional writes that claim its next version, lost races included), the units per write,
+ * and whether every key is there with its versions contiguous. With `loaded`, a child process
+ * burns a core meanwhile, as another tenant's work would.
  *
  * The contention test (test/integration/contended-writes.test.ts) and the bench's
  * `--only=contended` section both run it.
@@ -55,7 +56,7 @@ interface Answer {
   body: Record<string, unknown>;
 }
 
-/** Runs the four paths one after the other on a server of its own. */
+/** Runs the five paths one after the other on a server of its own. */
 export async function measureContendedWrites(options: {
   writers: number;
   loaded: boolean;
@@ -82,6 +83,10 @@ export async function measureContendedWrites(options: {
     await api('POST', '/v1/sessions', { sessionId: 'node', userId: USER });
     await api('POST', '/v1/sessions/node/messages', { messages: [{ id: 'first', role: 'user', content: 'hi' }] });
     await api('POST', '/v1/sessions/node/messages', { messages: [{ id: 'second', role: 'user', content: 'and then' }] });
+    await api('POST', '/v1/sessions/turns/messages', {
+      messages: [{ id: 'q', role: 'user', content: 'hi' }],
+      replaceState: { base: true },
+    });
     // One write of each kind first, elsewhere, so that the burst does not pay for loading code.
     const warm = (scope: string) =>
       api('POST', '/v1/sessions/warm/commits', { commands: [{ key: 'warm', scope, merge: 'commutative', set: { by: 'warm' } }] });
@@ -148,6 +153,23 @@ export async function measureContendedWrites(options: {
         },
       ),
     );
+    paths.push(
+      await burst(
+        recorder,
+        'turns on one session (messages with a state patch)',
+        n,
+        (index) =>
+          api('POST', '/v1/sessions/turns/messages', {
+            parentId: 'q',
+            messages: [{ id: `t${index}`, role: 'assistant', content: 'hello' }],
+            state: { [`k${index}`]: { by: index } },
+          }),
+        {
+          isTarget: (key, sort) => key === `S#${TENANT}#turns` && (sort?.startsWith('V#') ?? false),
+          check: async (answers) => turnProblems(api, 'turns', answers, n, 1),
+        },
+      ),
+    );
     return { writers: n, loaded: options.loaded, paths: measured };
   } finally {
     burner?.kill('SIGKILL');
@@ -182,7 +204,9 @@ async function burst(
       (request.operation === 'PutItem' || request.operation === 'UpdateItem' || request.operation === 'TransactWriteItems') &&
       request.charges.some((charge) => target.isTarget(charge.key, charge.sortKey)),
   );
-  const problems = answers.filter((answer) => answer.status !== 200).map((answer) => `${answer.status} ${JSON.stringify(answer.body)}`);
+  const problems = answers
+    .filter((answer) => answer.status !== 200 && answer.status !== 201)
+    .map((answer) => `${answer.status} ${JSON.stringify(answer.body)}`);
   problems.push(...(await target.check(answers)));
   return {
     label,
@@ -243,6 +267,31 @@ async function threadProblems(
   return problems;
 }
 
+/** Turns off one message, each its own node: every node there with its own key on the base state, the session's versions contiguous. */
+async function turnProblems(
+  api: ReturnType<typeof apiOf>,
+  sessionId: string,
+  answers: Answer[],
+  writes: number,
+  before: number,
+): Promise<string[]> {
+  const problems: string[] = [];
+  for (let index = 0; index < writes; index++) {
+    const { state } = (await api('GET', `/v1/sessions/${sessionId}/state?node=t${index}`)).body;
+    if (JSON.stringify(state) !== JSON.stringify({ base: true, [`k${index}`]: { by: index } })) {
+      problems.push(`t${index} reads ${JSON.stringify(state)}`);
+    }
+  }
+  const listed = (await api('GET', `/v1/sessions/${sessionId}/versions?limit=200`)).body.versions as Array<{ version: number }>;
+  const versions = listed.map((item) => item.version).sort((a, b) => a - b);
+  const expected = Array.from({ length: before + writes }, (_, index) => index + 1);
+  if (JSON.stringify(versions) !== JSON.stringify(expected))
+    problems.push(`versions are ${JSON.stringify(versions)}, not 1..${before + writes}`);
+  const answered = new Set(answers.map((answer) => answer.body.version));
+  if (answered.size !== writes) problems.push(`${writes} writes answered ${answered.size} distinct versions`);
+  return problems;
+}
+
 /** Another process that keeps a core busy, as another tenant's work on the same machine would. */
 function burnACore(): ChildProcess {
   const child = spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' });
@@ -279,7 +328,7 @@ export const CONTENDED_HEADING = '### Blind writers on one target at once';
 /** The bench page's section: per path, the answers, attempts and units per write. */
 export function contendedWritesSection(result: ContendedWrites): string {
   const rows = result.paths.map((path) => {
-    const ok = path.statuses['200'] ?? 0;
+    const ok = (path.statuses['200'] ?? 0) + (path.statuses['201'] ?? 0);
     const outcome = path.problems.length === 0 ? 'every key there, versions contiguous' : path.problems.slice(0, 3).join('; ');
     return `| ${path.label} | ${ok} of ${path.writes} | ${(path.attempts / path.writes).toFixed(2)} (${path.lost} lost) | ${(path.writeUnits / path.writes).toFixed(1)} | ${(path.readUnits / path.writes).toFixed(1)} | ${path.seconds.toFixed(1)} s | ${outcome} |`;
   });
@@ -288,7 +337,7 @@ export function contendedWritesSection(result: ContendedWrites): string {
     '',
     `${result.writers} clients each send one write without \`If-Match\`/\`expectedVersion\` (and without an \`Idempotency-Key\`, as the LangGraph saver's \`putWrites\`), all at the same moment, through the HTTP API of \`npm start\`${result.loaded ? ', while another process keeps a core busy' : ''} (bench/contended-writes.ts; \`npm run bench -- --only=contended\`; test/integration/contended-writes.test.ts runs the same). Attempts: the writes that claimed, or tried to claim, the target's next version (conditional puts, transactions, a document's keyed updates), per write. Units: every DynamoDB request of the burst (the write queue's tickets and looks, reads, lost races billed as AWS bills them), per write.`,
     '',
-    '| path | answered 200 | attempts per write | WCU per write | RCU per write | all answered in | outcome |',
+    '| path | answered 200/201 | attempts per write | WCU per write | RCU per write | all answered in | outcome |',
     '| --- | --- | --- | --- | --- | --- | --- |',
     ...rows,
     '',

@@ -2,7 +2,7 @@ import { jsonEqual } from '../json/json.js';
 import { mergePatch } from '../json/merge-patch.js';
 import { nextVersion } from '../write/next-version.js';
 import { checkedWrite, storedState } from '../write/write-target.js';
-import type { HeadState, HeadStateInput } from './session-tree-service.js';
+import type { HeadState, HeadStateInput } from './append-input.js';
 
 /**
  * The state of the head an append with `state` moves to (API.md section 3): computed on the

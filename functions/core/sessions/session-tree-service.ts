@@ -25,24 +25,22 @@ import {
   type SessionMeta,
   type SessionScope,
   type Tip,
-  type VersionRecord,
 } from '../model/model.js';
-import type { AnswerKeeper, SessionListOptions, SessionStore, WriteQueue } from '../model/ports.js';
+import type { SessionListOptions, SessionStore, WriteQueue } from '../model/ports.js';
 import { emptyTip, pointerOf, rootNode } from '../model/tree.js';
 import { type HeadMove, requireMayMoveHeadTo } from '../write/head-move.js';
-import { othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from '../write/write-retry.js';
+import { type AttemptContext, othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from '../write/write-retry.js';
 import {
   checkIfMatch,
   liveMeta,
   nodeNotFound,
   type SchemaSource,
   sessionNotFound,
-  type VersionPrecondition,
   visibleState,
-  type WriteTarget,
   WriteTargets,
 } from '../write/write-target.js';
-import { type IncomingMessage, lookupsOf, planChain, suppliedIds } from './chain.js';
+import type { AppendInput, AppendResult, HeadState, HeadStateInput } from './append-input.js';
+import { lookupsOf, planChain, suppliedIds } from './chain.js';
 import { messagePreview } from './preview.js';
 import { checkListedMetadata } from './session-lists.js';
 import {
@@ -54,8 +52,6 @@ import {
   sessionView,
   type TreeNodeView,
 } from './session-views.js';
-
-export type { IncomingMessage } from './chain.js';
 
 /**
  * What `PATCH /v1/sessions/{sid}` may change (API.md sections 2 and 12): the metadata
@@ -76,41 +72,6 @@ export interface KeyAccess {
   caller: Caller;
 }
 
-/** The new head's state an append writes with its messages: a merge patch, or a whole value. */
-export type StateChange = { replace: false; value: Json } | { replace: true; value: Json };
-
-export interface AppendInput {
-  messages: IncomingMessage[];
-  parentId?: string;
-  /** The new head's state, written in the same change (API.md section 3). */
-  state?: StateChange;
-  /** The version the parent's state must be at (`If-Match`). */
-  ifMatch?: VersionPrecondition;
-  /**
-   * Never from a request: the new version records these instead of the append's own (a copy,
-   * session-copy.ts, keeps each version's agent config, cause and author as the source has them).
-   */
-  recordedAs?: RecordedAs;
-  /** Under an `Idempotency-Key`: the answer to keep in the change the append makes (ports.ts, TipChange.kept). */
-  keep?: AnswerKeeper<AppendResult>;
-}
-
-/** What a copied version records as its source did. */
-export interface RecordedAs {
-  agent: Json;
-  cause: VersionRecord['cause'];
-  author: string | null;
-}
-
-/** `201` of an append; with a state, also the head's version and state after it. */
-export interface AppendResult {
-  nodes: NodeView[];
-  head: string;
-  version?: number;
-  state?: Json;
-  changed?: boolean;
-}
-
 export interface ServiceOptions {
   now?: () => Date;
   retry?: Partial<RetryPolicy>;
@@ -123,30 +84,8 @@ export interface ServiceOptions {
   agents?: (tenant: string) => Promise<readonly { agentId: string; parentId: string | null; lifetime?: LifetimeSettings | null }[]>;
   /** Writes the new head's state of an append that carries one (head-state.ts); without it, such an append is not taken. */
   headState?: (input: HeadStateInput) => Promise<HeadState>;
-  /** Where blind state writes that lost a race wait their turn (write-retry.ts); without it they back off and retry. */
+  /** Where blind state writes and appends that lost a race wait their turn (write-retry.ts); without it they back off and retry. */
   queue?: WriteQueue;
-}
-
-/** What the new head's state of an append is computed from. */
-export interface HeadStateInput {
-  targets: WriteTargets;
-  schemas: SchemaSource;
-  scope: SessionScope;
-  tip: Tip;
-  head: NodeRecord;
-  change: StateChange;
-  caller: Caller;
-  at: string;
-  recordedAs?: RecordedAs;
-  /** The session item, when the append read it (a first write of a life): not read again. */
-  meta?: SessionMeta | null;
-}
-
-/** The new head's state, where it is written, and the version that records it (none when nothing changes). */
-export interface HeadState {
-  target: WriteTarget;
-  state: Json;
-  version: VersionRecord | undefined;
 }
 
 /**
@@ -349,8 +288,12 @@ export class SessionTreeService {
   async appendMessages(scope: SessionScope, input: AppendInput, access?: KeyAccess): Promise<AppendResult> {
     const lookups = lookupsOf(input.messages, input.parentId);
     const withState = input.state !== undefined;
+    // A blind append (a turn) that lost a race waits its turn among the session's writers, as a
+    // blind state write does; a guarded one answers 412 instead and never waits.
+    const queue = this.queue;
+    const join = queue && input.ifMatch === undefined ? () => queue.join({ session: scope }) : undefined;
 
-    return retryOnStaleTip(this.retry, async (attempt) => {
+    const append = async (attempt: AttemptContext): Promise<AppendResult> => {
       const { tip, nodes: known } = await this.store.readTipWithNodes(scope, lookups, {
         withState,
         // The ids read are the new messages' (one round), and a parent named is most often the
@@ -406,11 +349,12 @@ export class SessionTreeService {
           ...(session.listed === undefined ? {} : { sessionListed: session.listed }),
           ...(session.lifetime ? { lifetime: session.lifetime } : {}),
           ...(session.touchedAt ? { sessionTouchedAt: session.touchedAt } : {}),
-          contended: attempt.raced,
+          contended: attempt.raced || attempt.queued === true,
         });
       }
       return result;
-    });
+    };
+    return retryOnStaleTip(this.retry, append, undefined, join);
   }
 
   /** The new head's state of an append that carries one, by the writer this service was given. */

@@ -6,7 +6,7 @@ import { SessionTreeService } from '../../core/sessions/session-tree-service.js'
 import type { SchemaSource } from '../../core/write/write-target.js';
 import type { Part } from '../wiring.js';
 import { agentRegistryReader, tenantRegistry } from './agent-store.js';
-import { sessionStore } from './session-store.js';
+import { sessionStore, writeQueue } from './session-store.js';
 
 // Sessions and the message tree (the sessions and tree groups), and the typed fields the
 // session writes check (the state and commits parts share them). The state's writes and
@@ -46,6 +46,8 @@ export const messageTree: Part<SessionTreeService> = (wiring) => {
     schemas: wiring.use(schemas),
     agents: (tenant) => allAgentsOf(registry, tenant),
     headState,
+    // Blind appends that lost a race take turns with the session's other blind writers.
+    queue: wiring.use(writeQueue),
   });
 };
 
