@@ -64,9 +64,10 @@ const finishDelete: TableAction = 'dynamodb:BatchWriteItem';
  * |          | (the sessions a list shows)    | of the user: the old user's profile fence too),|
  * |          |                                | BatchWrite (delete the session's items), idem. |
  * | tree     | Get, BatchGet (nodes), Query   | Put (the log's next change), BatchWrite (the   |
- * |          | (tip, node index, path ranges) | node index; a dead delete), Update (pointers,  |
- * |          |                                | touch), Transact Put+Update (a first write     |
- * |          |                                | with the session upsert), idempotency          |
+ * |          | (tip, node index, path ranges, | node index; a dead delete), Update (pointers,  |
+ * |          | the write queue's tickets)     | touch), Transact Put+Update (a first write     |
+ * |          |                                | with the session upsert), Put/Delete (a queue  |
+ * |          |                                | ticket), idempotency                           |
  * | state    | Get, BatchGet (lineage,        | Put (the log's next change), BatchWrite,       |
  * |          | pieces), Query (tip, versions, | Update (pointers, touch), Transact (a first    |
  * |          | the write queue's tickets)     | write), Put/Delete (a queue ticket), idempot.  |
