@@ -150,7 +150,9 @@ describe('search with a vector over pages of codes', () => {
       // Scored exactly: a few dozen of the 1,500 (a 10 % filter needs about ten times as many).
       expect(fetched).toBeLessThan(filtered ? 600 : 150);
     }
-  });
+    // Over 2,000 writes before the queries: 16-20 s on a quiet machine, and past the default
+    // 30 s in a loaded CI run, whose unfinished writes then counted in the next test's requests.
+  }, 120_000);
 
   it('puts an embedding in three writes (the dimensions, the item, its code) and deletes it in two', async () => {
     const namespace = ['requests'];

@@ -107,10 +107,6 @@ export class SessionService extends SessionTreeService {
     next: (current: Json) => Json,
   ): Promise<WriteResult> {
     const caller = options.caller ?? null;
-    // A blind write that lost a race waits its turn among the session's writers; a guarded
-    // one answers 412 instead and never waits.
-    const queue = this.queue;
-    const join = queue && options.ifMatch === undefined ? () => queue.join({ session: scope }) : undefined;
     /** Whether the attempt's tip is a replica's that no put has confirmed yet. */
     let unconfirmed = false;
     const once = async (attempt: AttemptContext, fromReplica: boolean): Promise<WriteResult> => {
@@ -180,7 +176,7 @@ export class SessionService extends SessionTreeService {
         return once(attempt, false);
       },
       undefined,
-      join,
+      this.turnsOf(scope, options.ifMatch !== undefined),
     );
   }
 

@@ -26,7 +26,7 @@ import {
   type SessionScope,
   type Tip,
 } from '../model/model.js';
-import type { SessionListOptions, SessionStore, WriteQueue } from '../model/ports.js';
+import type { QueueTicket, SessionListOptions, SessionStore, WriteQueue } from '../model/ports.js';
 import { emptyTip, pointerOf, rootNode } from '../model/tree.js';
 import { type HeadMove, requireMayMoveHeadTo } from '../write/head-move.js';
 import { type AttemptContext, othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from '../write/write-retry.js';
@@ -84,7 +84,7 @@ export interface ServiceOptions {
   agents?: (tenant: string) => Promise<readonly { agentId: string; parentId: string | null; lifetime?: LifetimeSettings | null }[]>;
   /** Writes the new head's state of an append that carries one (head-state.ts); without it, such an append is not taken. */
   headState?: (input: HeadStateInput) => Promise<HeadState>;
-  /** Where blind state writes and appends that lost a race wait their turn (write-retry.ts); without it they back off and retry. */
+  /** Where blind writes to the session's log that lost a race wait their turn (write-retry.ts); without it they back off and retry. */
   queue?: WriteQueue;
 }
 
@@ -184,7 +184,7 @@ export class SessionTreeService {
         agents: access.allowed,
       });
     }
-    const view = await retryOnStaleTip(this.retry, async (attempt) => {
+    const update = async (attempt: AttemptContext): Promise<SessionView> => {
       // The tip first, then the session item: the metadata is rewritten in the same transaction
       // that claims a log place, so an item read after the tip holds every metadata change up
       // to that tip (or a later one, whose claim makes this write's claim fail and retry). Read
@@ -227,11 +227,12 @@ export class SessionTreeService {
           ...(input.agentId === undefined ? {} : { agentId: input.agentId }),
           lists: { before: live, after: updated },
         },
-        contended: attempt.raced,
+        contended: attempt.raced || attempt.queued === true,
       });
       const expiresAtMs = expiryOf(lifetime, Date.parse(at));
       return sessionView({ ...updated, updatedAt: at, lifetime, expiresAtMs }, { ...written, lifetime, expiresAtMs });
-    });
+    };
+    const view = await retryOnStaleTip(this.retry, update, undefined, this.turnsOf(scope, false));
     // What the new windows leave out is pruned without waiting for a write (a count window
     // moves only with writes, and the change hook sees no version in a settings change).
     if (input.retention && view.retention) await this.store.markPruneDue(scope);
@@ -275,6 +276,15 @@ export class SessionTreeService {
     await requireMayMoveHeadTo(this.store, move, await this.schemas(tenant, sessionAgentId), access.caller);
   }
 
+  /**
+   * Where a blind write to the session's log that lost a race waits its turn among the session's
+   * writers (write-retry.ts); a guarded one (`If-Match`) answers 412 instead and never waits.
+   */
+  protected turnsOf(scope: SessionScope, guarded: boolean): (() => Promise<QueueTicket>) | undefined {
+    const queue = this.queue;
+    return queue && !guarded ? () => queue.join({ session: scope }) : undefined;
+  }
+
   // ---- message tree ---------------------------------------------------------------------
 
   /**
@@ -288,11 +298,6 @@ export class SessionTreeService {
   async appendMessages(scope: SessionScope, input: AppendInput, access?: KeyAccess): Promise<AppendResult> {
     const lookups = lookupsOf(input.messages, input.parentId);
     const withState = input.state !== undefined;
-    // A blind append (a turn) that lost a race waits its turn among the session's writers, as a
-    // blind state write does; a guarded one answers 412 instead and never waits.
-    const queue = this.queue;
-    const join = queue && input.ifMatch === undefined ? () => queue.join({ session: scope }) : undefined;
-
     const append = async (attempt: AttemptContext): Promise<AppendResult> => {
       const { tip, nodes: known } = await this.store.readTipWithNodes(scope, lookups, {
         withState,
@@ -354,7 +359,7 @@ export class SessionTreeService {
       }
       return result;
     };
-    return retryOnStaleTip(this.retry, append, undefined, join);
+    return retryOnStaleTip(this.retry, append, undefined, this.turnsOf(scope, input.ifMatch !== undefined));
   }
 
   /** The new head's state of an append that carries one, by the writer this service was given. */
@@ -385,7 +390,7 @@ export class SessionTreeService {
 
   /** Moves the head to an existing node: the way a client switches branch. */
   async switchHead(scope: SessionScope, nodeId: string, access?: KeyAccess): Promise<{ head: string }> {
-    return retryOnStaleTip(this.retry, async () => {
+    const switchTo = async (attempt: AttemptContext): Promise<{ head: string }> => {
       const { tip, nodes } = await this.store.readTipWithNodes(scope, [nodeId], { withState: false });
       await this.targets.requireSession(scope, tip);
       const target = nodes.get(nodeId) ?? (nodeId === ROOT_NODE ? rootNode('') : null);
@@ -404,9 +409,11 @@ export class SessionTreeService {
         newNodes: [],
         touchSessionAt: this.now().toISOString(),
         mayCreateSession: false,
+        contended: attempt.raced || attempt.queued === true,
       });
       return { head: target.id };
-    });
+    };
+    return retryOnStaleTip(this.retry, switchTo, undefined, this.turnsOf(scope, false));
   }
 
   async getNode(scope: SessionScope, nodeId: string): Promise<NodeView> {
