@@ -330,7 +330,16 @@ its units per turn fall as the tenant's rate rises, and the ceiling shown is a l
 
 The whole table, per turn: **${perTurn(load.table.writeUnits + load.indexes.writeUnits)} write units** (${perTurn(load.table.writeUnits)} in the table, ${perTurn(load.indexes.writeUnits)} in
 indexes; target ≤ 12) and **${perTurn(load.table.readUnits + load.indexes.readUnits)} read units** (target ≤ 8), in ${units(requests / load.turns)} DynamoDB
-requests${errors ? ` (of which failed: ${errors})` : ''}.
+requests${errors ? ` (of which failed: ${errors})` : ''}. The indexes' share (and the session items' in the table)
+depends on how long the run took: a session's activity moves at most once every 20 s from when
+it was made, just before its turns, so a session whose turns took less moves none.
+
+No conversation here is followed over WebSocket. The change hook looks up a session's
+followers (\`W#<tenant>#<session>\`, a strongly consistent \`Query\`: a read unit per session and
+stream batch) only when one of the batch's versions carries a subscription's mark
+(docs/architecture.md, "Looking for followers only where someone follows"): a followed
+conversation's turn reads about two units more, one for each version it makes; before the
+mark, every conversation's did (2.00 of 9.43 read units a turn).
 ${load.decisions ? decisionsText(load.decisions) : ''}`;
 }
 

@@ -6,6 +6,7 @@ import { isNamespacePath } from '../core/memory/memory.js';
 import { type Grant, keysFromEnv } from '../http/edge/auth.js';
 import { ApiKeyStore } from '../store/access/api-keys.js';
 import { DynamoDbLiveStore } from '../store/events/live-store.js';
+import { DynamoDbSessionLog } from '../store/log/session-log.js';
 import { dynamoDbClient } from '../store/table/client.js';
 import { defaultTableName } from '../store/table/table.js';
 import { TableClient } from '../store/table/table-client.js';
@@ -59,15 +60,17 @@ function dependencies(): WebSocketDependencies {
 function dependenciesFromEnv(env: NodeJS.ProcessEnv): WebSocketDependencies {
   const client = dynamoDbClient(env);
   const tableName = env.AGENTSTATE_TABLE ?? defaultTableName;
-  // The two stores this function uses, not the whole set (createStores): a smaller bundle.
+  // The stores this function uses, not the whole set (createStores): a smaller bundle. The
+  // session's log only takes a follow's mark (core/fanout/live.ts), which sets no lifetime.
   const keyStore = new ApiKeyStore(client, tableName);
+  const table = new TableClient(client, tableName);
   // As functions/http/dependencies.ts: locally keys come from AGENTSTATE_API_KEYS and the
   // table. In AWS only the table counts, so the local default key (`dev-key`) never opens a
   // connection there.
   const inAws = env.AGENTSTATE_AUTH === 'table' || Boolean(env.AWS_LAMBDA_FUNCTION_NAME);
   const fromEnv = inAws ? null : keysFromEnv(env.AGENTSTATE_API_KEYS);
   return {
-    live: new LiveService(new DynamoDbLiveStore(new TableClient(client, tableName))),
+    live: new LiveService(new DynamoDbLiveStore(table), new DynamoDbSessionLog(table)),
     resolveKey: async (apiKey) => (await fromEnv?.(apiKey)) ?? (await keyStore.resolve(apiKey)) ?? null,
   };
 }

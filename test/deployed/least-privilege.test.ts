@@ -389,6 +389,18 @@ describe('change events and live sync, within their roles', () => {
     expect((await stack.webSocket.connect('lp-conn-2', { token: 'as_unknown' })).result).toMatchObject({ statusCode: 401 });
   });
 
+  it('WebSocket: a follow after an append (its index owed), and a follow over an abandoned delete', async () => {
+    expectStatus(await call('POST', '/v1/sessions/lp-ws/messages', { messages: [{ id: 'm1', role: 'user' }] }), 201);
+    await stack.webSocket.connect('lp-conn-3', { token: key });
+    const subscribe = JSON.stringify({ action: 'subscribe', sessionId: 'lp-ws' });
+    expect((await stack.webSocket.send('lp-conn-3', subscribe)).result).toMatchObject({ statusCode: 200 });
+
+    await abandonDelete('lp-ws');
+    const later = await stack.webSocket.send('lp-conn-3', subscribe, { clockOffsetMs: LATER_MS });
+    expect(later.result, later.logs.join('\n')).toMatchObject({ statusCode: 200 });
+    expectStatus(await call('GET', '/v1/sessions/lp-ws/messages'), 404);
+  });
+
   it('the change hook: webhooks (queued, then one failing into dead letters), followers (one gone), EventBridge, activity', async () => {
     // Prepare: a webhook that cannot be reached, a follower as an agent, and one that is gone.
     expectStatus(await call('PUT', '/v1/agents/lp-watcher', { parentId: 'lp-root' }), 201);

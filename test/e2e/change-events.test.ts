@@ -292,6 +292,33 @@ describe('live sync over WebSocket', () => {
     expect(theirs.events().map((event) => event.next)).toEqual([{ tenant: 'other' }]);
   });
 
+  it('sends a follower of a written session every event after its subscription, into the session’s next life after a delete', async () => {
+    // Prepare: a session with history before anyone follows it (the hook looks for no one then).
+    const sid = uniqueId('lives');
+    await http.patch(`/v1/sessions/${sid}/state`, { before: 1 });
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'u1', role: 'user' }] });
+    await http.patch(`/v1/sessions/${sid}/state`, { before: 2 });
+    const client = await live('dev-key');
+
+    // Act: follow it, write, delete it, and write its next life.
+    await subscribe(client, sid);
+    await http.patch(`/v1/sessions/${sid}/state`, { after: 1 });
+    expect((await http.delete(`/v1/sessions/${sid}`)).status).toBe(204);
+    await http.patch(`/v1/sessions/${sid}/state`, { reborn: true });
+    await waitFor('both events after the subscription', () => client.events().length >= 2);
+    // Events come in order: once this one is here, anything sent before it would be too.
+    await http.patch(`/v1/sessions/${sid}/state`, { last: true });
+    await waitFor('the last event', () => client.events().some((event) => event.next?.last === true));
+
+    // Assess: versions made before the subscription may or may not come; each one after does.
+    const after = client.events().filter((event) => event.next?.after !== undefined || event.next?.reborn !== undefined);
+    expect(after.map((event) => [event.version, event.next])).toEqual([
+      [3, { before: 2, after: 1 }],
+      [1, { reborn: true }],
+      [2, { reborn: true, last: true }],
+    ]);
+  });
+
   it('stops sending after unsubscribe, and answers bad messages with an error', async () => {
     // Prepare
     const sid = uniqueId('unsub');

@@ -61,3 +61,10 @@ describe('one tenant, many conversations: the keys they share', () => {
     expect(hot.map(describeKey), `at most ${seconds} reads each in ${load.seconds.toFixed(1)} s of turns`).toEqual([]);
   });
 });
+
+describe('one tenant, many conversations: what nobody asked for', () => {
+  it('looks up no WebSocket followers of a conversation nobody follows (a follow puts its mark on the log first)', () => {
+    const followers = load.keys.filter((key) => key.key.startsWith('W#'));
+    expect(followers.map(describeKey)).toEqual([]);
+  });
+});

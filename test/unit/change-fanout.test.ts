@@ -8,9 +8,13 @@ import { WebhookDeliverer } from '../../functions/core/webhooks/delivery.js';
 import type { DeliveryResult, WebhookRecord, WebhookSender } from '../../functions/core/webhooks/records.js';
 import { memoryBreakers } from '../helpers/breakers.js';
 
-/** A recorded version of `sessionId` (tenant t1 unless said), keyed by a made-up sequence number. */
-function change(sessionId: string, version: number, prevVersion: number, state: Json, tenant = 't1'): ChangeInput {
+/**
+ * A recorded version of `sessionId` (tenant t1 unless said), keyed by a made-up sequence number;
+ * made while a follow's mark was on the session's log unless `followed` is false.
+ */
+function change(sessionId: string, version: number, prevVersion: number, state: Json, tenant = 't1', followed = true): ChangeInput {
   const recorded: RecordedVersion = {
+    ...(followed ? { followed: true } : {}),
     tenant,
     sessionId,
     version: {
@@ -415,6 +419,24 @@ describe('live clients and the event bus', () => {
       { sessionId: 's1', ids: ['s1:1', 's1:2'] },
       { sessionId: 's2', ids: ['s2:1'] },
     ]);
+  });
+
+  it('looks for no followers of a session whose versions carry no follow’s mark, and for all of a batch where one does', async () => {
+    // Prepare: s1 nobody follows; s2 was followed between its two versions.
+    const h = harness({});
+    const broadcast = vi.spyOn(h.ports, 'broadcast');
+
+    // Act
+    await new ChangeFanout(h.ports).process([
+      change('s1', 1, 0, 1, 't1', false),
+      change('s2', 1, 0, 1, 't1', false),
+      change('s1', 2, 1, 2, 't1', false),
+      change('s2', 2, 1, 2, 't1', true),
+    ]);
+
+    // Assess: s1 is not looked up at all; s2's followers get the batch's events of it, in order.
+    expect(broadcast).toHaveBeenCalledTimes(1);
+    expect(h.broadcasts).toEqual([{ sessionId: 's2', ids: ['s2:1', 's2:2'] }]);
   });
 
   it('does not fail the batch when live clients cannot be reached', async () => {

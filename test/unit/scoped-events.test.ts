@@ -3,11 +3,12 @@ import { describe, expect, it } from 'vitest';
 import { schemaReader } from '../../functions/core/agents/agent-reader.js';
 import { type ChangeEvent, eventForAgent, type StateChangedEvent } from '../../functions/core/events/events.js';
 import { ChangeFanout, type ChangeFanoutPorts, type ChangeInput } from '../../functions/core/fanout/change-fanout.js';
-import { type LiveConnection, type LiveFollower, LiveService, type LiveStore } from '../../functions/core/fanout/live.js';
+import { type FollowLog, type LiveConnection, type LiveFollower, LiveService, type LiveStore } from '../../functions/core/fanout/live.js';
 import type { Json } from '../../functions/core/json/json.js';
 import { AgentStateError } from '../../functions/core/kernel/errors.js';
 import { type AgentFields, buildSchema, type Schema } from '../../functions/core/model/fields.js';
 import type { AgentRecord } from '../../functions/core/model/model.js';
+import { emptyTip } from '../../functions/core/model/tree.js';
 import { type WebhookRecord, webhookView } from '../../functions/core/webhooks/records.js';
 import { recordedVersionOf } from '../../functions/store/events/stream-images.js';
 import { LOG_ITEM_KIND } from '../../functions/store/table/item-kinds.js';
@@ -155,6 +156,8 @@ function change(
         agent: null,
         ...(sessionAgentId === null ? {} : { sessionAgentId }),
       },
+      // A follow's mark on the log: the live broadcaster is asked.
+      followed: true,
     },
   };
 }
@@ -349,6 +352,14 @@ describe('liveBroadcaster with agent subscriptions', () => {
 
 // ---- subscriptions --------------------------------------------------------------------------
 
+/** A log whose follow's mark already reaches any time: a subscription writes nothing to it. */
+const noFollowLog: FollowLog = {
+  readTip: async () => ({ ...emptyTip(), followersUntil: Number.MAX_SAFE_INTEGER }),
+  commit: async () => {
+    throw new Error('no follow should write here');
+  },
+};
+
 function fakeLiveStore() {
   const connections = new Map<string, LiveConnection>();
   const subscriptions: Array<{ connectionId: string; sessionId: string; agentId: string | null | undefined }> = [];
@@ -375,7 +386,7 @@ function fakeLiveStore() {
 describe('LiveService subscriptions with agents', () => {
   it('stores the agent a subscription names, and acknowledges it', async () => {
     const fake = fakeLiveStore();
-    const live = new LiveService(fake.store);
+    const live = new LiveService(fake.store, noFollowLog);
     await live.connect('c1', 't1');
 
     const plain = await live.subscribe('c1', 's1');
@@ -391,7 +402,7 @@ describe('LiveService subscriptions with agents', () => {
 
   it('requires a limited key’s connection to name one of its agents', async () => {
     const fake = fakeLiveStore();
-    const live = new LiveService(fake.store);
+    const live = new LiveService(fake.store, noFollowLog);
     await live.connect('limited', 't1', ['general', 'billing']);
     await live.connect('unlimited', 't1', []);
 

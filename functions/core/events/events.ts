@@ -88,6 +88,12 @@ export interface RecordedVersion {
    * `ACTIVITY_EVERY_MS`), and the change hook moves it. False for every other version.
    */
   activityDue?: boolean;
+  /**
+   * True when the session may have WebSocket followers (a follow's mark was on its log when
+   * the version was made: `Tip.followersUntil`); absent, nobody followed it, and the change
+   * hook does not look for followers.
+   */
+  followed?: boolean;
 }
 
 export function eventId(sessionId: string, version: number): string {

@@ -314,6 +314,10 @@ export class ChangeFanout extends StreamFanout<ChangeFanoutPorts> {
   private async broadcast(session: StreamBatch, schemaOf: SchemaOf): Promise<void> {
     const broadcast = this.ports.broadcast;
     if (!broadcast || session.events.length === 0) return;
+    // A thread's versions say whether a follow's mark was on the log when each was made: a
+    // session nobody follows is not looked up (a follow puts its mark before it is answered,
+    // so no version made after a subscription lacks it). Documents and expiries carry no mark.
+    if (session.thread && session.inputs.every(({ change }) => isRecordedVersion(change) && !change.followed)) return;
     // A thread's events go to its followers; a document's to the followers of each session
     // whose commits changed it (in order within each).
     const bySession = new Map<string, ChangeEvent[]>();

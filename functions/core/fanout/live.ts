@@ -4,6 +4,7 @@ import { AgentStateError } from '../kernel/errors.js';
 import { requireId } from '../kernel/ids.js';
 import { type Namespace, namespaceRoots, requireNamespace, withinRoots } from '../memory/memory.js';
 import type { SessionScope } from '../model/model.js';
+import { type SessionLog, StaleTipError } from '../model/ports.js';
 
 /**
  * Live sync (API.md section 9): WebSocket clients follow sessions and receive their change
@@ -20,6 +21,11 @@ import type { SessionScope } from '../model/model.js';
 const CONNECTION_TTL_SECONDS = 3 * 60 * 60;
 /** Sessions one connection may follow at once. */
 export const MAX_SUBSCRIPTIONS = 100;
+/**
+ * How often a follow tries to put its mark on the session's log before it gives up: writers
+ * that take the place first, or a delete under way (which it waits out).
+ */
+const FOLLOW_ATTEMPTS = 20;
 
 export interface LiveConnection {
   tenant: string;
@@ -86,9 +92,13 @@ const SUBSCRIPTION_WORDING: ActingAgentWording = {
   refused: (agentId) => `this connection's key may not receive events as agent ${agentId}`,
 };
 
+/** The session's log as a follow writes it: the tip, and the change that says the session has followers. */
+export type FollowLog = Pick<SessionLog, 'readTip' | 'commit'>;
+
 export class LiveService {
   constructor(
     private readonly store: LiveStore,
+    private readonly log: FollowLog,
     private readonly now: () => Date = () => new Date(),
   ) {}
 
@@ -108,11 +118,16 @@ export class LiveService {
     const connection = await this.requireConnection(connectionId);
     requireActingAgent(connection.agents, agent, SUBSCRIPTION_WORDING);
     const scope = { tenant: connection.tenant, sessionId: id };
-    if (!(await this.store.subscribe(connectionId, scope, this.expiry(), agent, eventMode))) {
+    const expiresAt = this.expiry();
+    if (!(await this.store.subscribe(connectionId, scope, expiresAt, agent, eventMode))) {
       throw new AgentStateError('invalid_request', `a connection may follow at most ${MAX_SUBSCRIPTIONS} sessions; unsubscribe first`, {
         limit: MAX_SUBSCRIPTIONS,
       });
     }
+    // The follower first, then the mark: a change the mark's place precedes was made before
+    // the subscription was answered; every change after it carries the mark, and the change
+    // hook, told so by the change's stream image, then finds this follower.
+    await this.markFollowed(scope, expiresAt);
     return {
       type: 'subscribed',
       sessionId: id,
@@ -164,6 +179,39 @@ export class LiveService {
 
   async disconnect(connectionId: string): Promise<void> {
     await this.store.deleteConnection(connectionId);
+  }
+
+  /**
+   * Puts on the session's log that it has followers until `until` (epoch seconds): a change of
+   * the log's next place like any write's, so a write that read the tip before it loses its
+   * place and reads again, and carries the mark on. The change hook looks for a session's
+   * followers only when a change carries it (core/fanout/change-fanout.ts): a session nobody
+   * follows costs no read a change. A mark that already reaches `until` is left as it is.
+   */
+  private async markFollowed(scope: SessionScope, until: number): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      const tip = await this.log.readTip(scope, { withState: false });
+      if ((tip.followersUntil ?? 0) >= until) return;
+      try {
+        await this.log.commit(scope, {
+          basedOn: tip,
+          head: { id: tip.head, version: tip.headVersion, depth: tip.headDepth },
+          newNodes: [],
+          mayCreateSession: false,
+          follow: until,
+        });
+        return;
+      } catch (error) {
+        if (!(error instanceof StaleTipError)) throw error;
+        if (attempt >= FOLLOW_ATTEMPTS) {
+          throw new AgentStateError('conflict', 'the session is changing too fast to follow (or is being deleted); subscribe again', {
+            attempts: attempt,
+          });
+        }
+        // Another change took the place (read again at once), or a delete is erasing the session: wait it out.
+        if (tip.kind === 'closing') await new Promise((resolve) => setTimeout(resolve, Math.min(50 * attempt, 500)));
+      }
+    }
   }
 
   private async requireConnection(connectionId: string): Promise<LiveConnection> {

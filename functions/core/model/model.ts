@@ -178,6 +178,12 @@ interface TipHead {
   latest: VersionRecord | null;
   /** The lease of a decision in progress, or null. */
   lease: DecisionLease | null;
+  /**
+   * Until when (epoch seconds) the session may have WebSocket followers: a subscription puts
+   * this on the log before it answers, every change carries it on, and a delete's fence takes it
+   * into the next life. Absent or past: nobody follows, so the change hook looks for no one.
+   */
+  followersUntil?: number;
   /** The head as a node, enough to append under it (no message). */
   headNode: NodeRecord;
   /** The nodes the newest change made (found here by id until they are indexed), in order. */

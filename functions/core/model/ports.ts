@@ -111,6 +111,11 @@ export interface TipChange {
   readonly takeLease?: DecisionLease;
   /** Ends the lease this holder has, recording nothing else (a decision that failed). */
   readonly releaseLease?: string;
+  /**
+   * A WebSocket client follows the session until this time (epoch seconds): a change of
+   * nothing else, which every later change carries on (`Tip.followersUntil`).
+   */
+  readonly follow?: number;
   /** Run, profile and shared documents written in the same step (commits). */
   readonly documents?: ReadonlyArray<DocumentWrite>;
   /**

@@ -240,6 +240,8 @@ export function recordedVersionOf(record: DynamoDBRecord): RecordedVersion | nul
     // A version whose write found the activity due stamped its change with its own time.
     activityDue: entry.carried.ta !== null && entry.carried.ta === version.createdAt,
     ...(entry.carried.lt ? { lifetime: lifetimeOf(entry.carried.lt) } : {}),
+    // A follow's mark that still held when the version was made: someone may follow the session.
+    ...(entry.carried.f !== undefined && entry.carried.f * 1000 > Date.parse(version.createdAt) ? { followed: true } : {}),
   };
 }
 

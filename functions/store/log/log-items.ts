@@ -37,6 +37,7 @@ export type Run = readonly [number, number, number, number, number, number];
  *           state (state-codec.ts), agent, lineage, commands; a decision's also its messages
  *   kind a  new message nodes (an append; a decision that changed no state)
  *   kind m  a head switch
+ *   kind f  a WebSocket client followed the session: only what it carries (`f`, until when)
  *   kind l  a decision took the lease; kind r: it ended it with nothing else to record
  *   kind x  a delete's fence (`fence`: closing, closed), or a change the delete erased
  *
@@ -88,6 +89,16 @@ export interface Carried {
    * a log of nothing but decisions' leases and their ends reads as a session never written.
    */
   w?: true;
+  /**
+   * Until when (epoch seconds) the session may have WebSocket followers (`Tip.followersUntil`):
+   * put by a follow (kind f), carried on by every change until it has passed.
+   */
+  f?: number;
+  /**
+   * Only follows so far in this life: the next other change is still the life's first (its
+   * session item checked, its lifetime the deployment's defaults), as on an empty log.
+   */
+  fo?: 1;
   /** Bytes of the log so far, this change included (to split long path ranges into reads of about a MB). */
   b: number;
   /** Its writer lost a race for this place first (TipChange.contended); not carried forward. */
@@ -128,6 +139,8 @@ export interface FenceEntry {
   readonly position: LogPosition;
   readonly closing: boolean;
   readonly since: string | null;
+  /** A delete's fence: the followers the closed life had (`Carried.f`), for the next life to carry on. */
+  readonly followersUntil?: number;
 }
 
 // ---- JSON text and compressed JSON text ------------------------------------------------------
@@ -166,7 +179,12 @@ export function readLogItem(item: Item): LogEntry | FenceEntry | null {
   const position = logPositionOf(String(item.sk));
   if (!position) return null;
   if (item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.tombstone) {
-    return { position, closing: item.fence === 'closing', since: typeof item.createdAt === 'string' ? item.createdAt : null };
+    return {
+      position,
+      closing: item.fence === 'closing',
+      since: typeof item.createdAt === 'string' ? item.createdAt : null,
+      ...(typeof item.f === 'number' ? { followersUntil: item.f } : {}),
+    };
   }
   const chain = parseJsonText<Chain | null>(item.chain);
   const carried = carriedOf(item, chain);
@@ -340,8 +358,12 @@ function causeOf(value: unknown): VersionRecord['cause'] {
 export function tipOf(entry: LogEntry | FenceEntry | null, options: { withState: boolean; pieces?: ReadonlyMap<string, Item> }): Tip {
   if (entry === null) return emptyTip(0);
   if (isFence(entry)) {
-    const next = emptyTip(entry.position.incarnation + 1);
-    return entry.closing ? { ...emptyTip(entry.position.incarnation), kind: 'closing', since: entry.since, log: entry } : next;
+    // The session id's followers follow it into its next life.
+    const followers = entry.followersUntil === undefined ? {} : { followersUntil: entry.followersUntil };
+    const next = { ...emptyTip(entry.position.incarnation + 1), ...followers };
+    return entry.closing
+      ? { ...emptyTip(entry.position.incarnation), ...followers, kind: 'closing', since: entry.since, log: entry }
+      : next;
   }
   const { carried } = entry;
   const recentNodes = nodesOf(entry);
@@ -357,6 +379,7 @@ export function tipOf(entry: LogEntry | FenceEntry | null, options: { withState:
     userId: carried.u,
     ...(carried.lt ? { lifetime: lifetimeOf(carried.lt), expiresAtMs: expiryOf(lifetimeOf(carried.lt), Date.parse(entry.createdAt)) } : {}),
     lease: carried.ls ? ({ holder: carried.ls.k, untilMs: carried.ls.u } satisfies DecisionLease) : null,
+    ...(carried.f === undefined ? {} : { followersUntil: carried.f }),
     headNode: head ?? {
       ...rootNode(''),
       id: carried.h,
@@ -388,6 +411,7 @@ export function closeIfExpired(tip: Tip, nowMs: number): Tip {
     ...emptyTip(tip.incarnation),
     agentId: tip.agentId,
     userId: tip.userId,
+    ...(tip.followersUntil === undefined ? {} : { followersUntil: tip.followersUntil }),
     kind: 'closing',
     since: null,
     expiredAt: new Date(tip.expiresAtMs as number).toISOString(),

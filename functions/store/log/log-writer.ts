@@ -92,9 +92,13 @@ export class LogWriter {
     // The first change of a life: nothing in the log says when the session expires, its item
     // does, so the change is a transaction that checks it (a decision's lease on a session
     // nothing was written to is the one first change that would otherwise be a single put).
-    const first = entryOf(basedOn) === null;
-    const inTransaction = first || change.mayCreateSession || change.settings !== undefined || (change.documents?.length ?? 0) > 0;
-    const lifetime = change.lifetime ?? basedOn.lifetime ?? (first ? this.defaults : undefined);
+    // Follows (kind f) do not count: they record no write, and the change after them is the
+    // life's first still. A follow itself is a single put, and sets no lifetime.
+    const first = entryOf(basedOn) === null || entryOf(basedOn)?.carried.fo === 1;
+    const follow = change.follow !== undefined;
+    const inTransaction =
+      (first && !follow) || change.mayCreateSession || change.settings !== undefined || (change.documents?.length ?? 0) > 0;
+    const lifetime = change.lifetime ?? basedOn.lifetime ?? (first && !follow ? this.defaults : undefined);
     // The activity moves with the first change (the session item may be new: the transaction's
     // upsert creates it) and then once an interval: a version's change only says that its move is
     // due (`ta`, the change hook makes it, so that a state write stays one PutItem), any other
@@ -278,7 +282,12 @@ export class LogWriter {
     const { movesActivity, touchedAt, lifetime } = carry;
     const entry = entryOf(basedOn);
     const now = this.table.now();
-    const createdAt = change.version?.createdAt ?? change.touchSessionAt ?? new Date(now).toISOString();
+    // A follow keeps the time of the change before it: it is no write, so the session's idle
+    // expiry (counted from its newest change's time, `lt`) does not move.
+    const createdAt =
+      change.version?.createdAt ??
+      change.touchSessionAt ??
+      (change.follow !== undefined && entry ? entry.createdAt : new Date(now).toISOString());
     const headMoves = change.head.id !== basedOn.head;
     const nodes = change.newNodes;
     const kind = change.version
@@ -291,7 +300,9 @@ export class LogWriter {
             ? LOG_ITEM_KIND.head
             : change.settings
               ? LOG_ITEM_KIND.settings
-              : LOG_ITEM_KIND.release;
+              : change.follow !== undefined
+                ? LOG_ITEM_KIND.follow
+                : LOG_ITEM_KIND.release;
     const stored = lifetime ? storedLifetime(lifetime) : undefined;
 
     let chain: Chain | undefined;
@@ -316,6 +327,8 @@ export class LogWriter {
     }
 
     const lease = basedOn.lease;
+    // Until when the session may have followers: carried on while it lasts, moved on by a follow.
+    const followersUntil = Math.max(basedOn.followersUntil ?? 0, change.follow ?? 0);
     const carried: Omit<Carried, 'b'> = {
       v: change.version?.version ?? basedOn.version,
       h: change.head.id,
@@ -342,6 +355,8 @@ export class LogWriter {
         : change.decision || change.releaseLease || !lease || lease.untilMs <= now
           ? {}
           : { ls: { k: lease.holder, u: lease.untilMs } }),
+      ...(followersUntil * 1000 > now ? { f: followersUntil } : {}),
+      ...(change.follow !== undefined && (entry === null || entry.carried.fo === 1) ? { fo: 1 as const } : {}),
       ...(change.contended ? { c: 1 as const } : {}),
     };
     return {

@@ -143,7 +143,9 @@ export class SessionDeleter {
       const closing = fenceOf(tip);
       if (tip.kind === 'closing' && closing) return { position: closing.position, joined: true };
       const { position, claim } = nextSlot(tip, { fence: true });
-      const fence = { ...fenceItem(scope, position, new Date(this.table.now()).toISOString(), 'closing'), ...expiry };
+      // The fence keeps the followers the life had: the session id's next life carries them on.
+      const followers = tip.followersUntil === undefined ? {} : { f: tip.followersUntil };
+      const fence = { ...fenceItem(scope, position, new Date(this.table.now()).toISOString(), 'closing'), ...followers, ...expiry };
       try {
         if (owner === undefined) {
           await this.table.send(new PutCommand({ TableName: this.table.tableName, Item: fence, ...claim }));

@@ -25,6 +25,11 @@ export const LOG_ITEM_KIND = {
   release: 'r',
   /** The session's settings changed (`PATCH /v1/sessions/{sid}`: its lifetime, its metadata). */
   settings: 's',
+  /**
+   * A WebSocket client followed the session (functions/ws): the change carries until when it may
+   * have followers (`Carried.f`), so that every change after it tells the change hook to look.
+   */
+  follow: 'f',
   /** A delete's fence, and the tombstone every erased change becomes. */
   tombstone: 'x',
 } as const;

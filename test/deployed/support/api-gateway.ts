@@ -308,7 +308,8 @@ export class WebSocketGateway {
     });
   }
 
-  send(connectionId: string, body: string): Promise<Invocation> {
+  /** `clockOffsetMs`: the function runs with its clock that far ahead (lambda.ts). */
+  send(connectionId: string, body: string, options: { clockOffsetMs?: number } = {}): Promise<Invocation> {
     if (this.selection !== '$request.body.action') throw new Error(`route selection ${this.selection} is not emulated`);
     let action: unknown;
     try {
@@ -317,11 +318,15 @@ export class WebSocketGateway {
       action = undefined;
     }
     const routeKey = typeof action === 'string' && this.routeKeys.has(action) ? action : '$default';
-    return this.lambda.invoke(this.fn, {
-      requestContext: { ...this.context(connectionId, routeKey, 'MESSAGE'), messageId: randomBytes(8).toString('hex') },
-      body,
-      isBase64Encoded: false,
-    });
+    return this.lambda.invoke(
+      this.fn,
+      {
+        requestContext: { ...this.context(connectionId, routeKey, 'MESSAGE'), messageId: randomBytes(8).toString('hex') },
+        body,
+        isBase64Encoded: false,
+      },
+      options,
+    );
   }
 
   disconnect(connectionId: string): Promise<Invocation> {
