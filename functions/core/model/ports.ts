@@ -239,12 +239,22 @@ export interface SessionStore {
    * or later. With `expectNew` (the ids of messages about to be appended), the nodes are read
    * beside the tip, one round: an absent one is taken as absent. `expectHead` (the parent an
    * append names) is not read when the tip says it is the head (the tip's `headNode` is it),
-   * and is read after the tip when it is not.
+   * and is read after the tip when it is not. With `ownClaim` (a note, which needs no state),
+   * a claim of the log's next place that this process sends after the call, and that lands,
+   * may stand for the read when its change knows the nodes (an append under way: its parent
+   * and its new nodes).
    */
   readTipWithNodes(
     scope: SessionScope,
     nodeIds: readonly string[],
-    options: { withState: boolean; recent?: RecentChanges; fromReplica?: FromReplica; expectNew?: boolean; expectHead?: string },
+    options: {
+      withState: boolean;
+      recent?: RecentChanges;
+      fromReplica?: FromReplica;
+      expectNew?: boolean;
+      expectHead?: string;
+      ownClaim?: boolean;
+    },
   ): Promise<{ tip: Tip; nodes: Map<string, NodeRecord> }>;
   getMeta(scope: SessionScope): Promise<SessionMeta | null>;
   /**

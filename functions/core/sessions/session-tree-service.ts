@@ -469,7 +469,8 @@ export class SessionTreeService {
    */
   async putNote(scope: SessionScope, nodeId: string, key: string, value: Json, access?: KeyAccess): Promise<NoteResult> {
     checkNoteSize(value);
-    const { tip, nodes } = await this.store.readTipWithNodes(scope, [nodeId], { withState: false });
+    // The claim of an append of this session under way here, when one lands after this call, tells what the read would.
+    const { tip, nodes } = await this.store.readTipWithNodes(scope, [nodeId], { withState: false, ownClaim: true });
     await this.targets.requireSession(scope, tip);
     const node = this.targets.nodeById(tip, nodes, nodeId);
     await this.checkKeyAccess(scope.tenant, (await this.targets.sessionOf(scope, tip)).agentId, access, 'write a note in');

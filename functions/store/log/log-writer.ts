@@ -38,6 +38,7 @@ import {
   type VersionPlace,
 } from './log-items.js';
 import { departure, movePointer } from './node-index.js';
+import type { ClaimSeen, OwnClaims } from './own-claims.js';
 import { childRuns } from './paths.js';
 import { type AbandonedDeletes, ACTIVITY_EVERY_MS, nextSlot, sessionNotExpired, sessionUpsert } from './session-writes.js';
 import { storedDecision } from './stored-decision.js';
@@ -65,6 +66,8 @@ export class LogWriter {
     private readonly moveActivity: (scope: SessionScope, at: string, sessionMoved?: boolean, lifetime?: Lifetime) => Promise<void>,
     /** The deployment's lifetime defaults: what a session's first change carries when nothing says otherwise. */
     private readonly defaults: Lifetime | undefined,
+    /** The notes waiting for this process's next claim of a session (own-claims.ts). */
+    private readonly claims: OwnClaims,
   ) {}
 
   async commit(scope: SessionScope, change: TipChange): Promise<Tip> {
@@ -136,6 +139,47 @@ export class LogWriter {
     // wins (API.md section 12), the write retries and finds the session closed. Checked the
     // moment before the claim, on the clock every reader compares with.
     if (hasExpired(basedOn.expiresAtMs, this.table.now())) throw new StaleTipError('the session expired');
+    // The notes that arrived before the claim is sent learn what it tells once it has landed
+    // (own-claims.ts); a claim that fails tells them nothing.
+    const settle = this.claims.claimSent(scope, change.newNodes.length > 0);
+    let seen: ClaimSeen | undefined;
+    try {
+      seen = await this.claim(scope, change, item, claim, {
+        inTransaction,
+        upsertsSession,
+        first,
+        sessionMoves,
+        due,
+        at,
+        lifetime,
+        movesActivity,
+      });
+    } finally {
+      settle(seen);
+    }
+    const tip = seen.tip;
+    if (!change.version || tip.kind !== 'version') return tip;
+    return { ...tip, latest: { ...change.version, place: versionPlace(position, change.prior ?? null) } };
+  }
+
+  /** The claim of the change's place (a put, or the transaction that carries it), and what it tells once landed. */
+  private async claim(
+    scope: SessionScope,
+    change: TipChange,
+    item: Item,
+    claim: { ConditionExpression: string },
+    plan: {
+      inTransaction: boolean;
+      upsertsSession: boolean;
+      first: boolean;
+      sessionMoves: boolean;
+      due: boolean;
+      at: string | undefined;
+      lifetime: Lifetime | undefined;
+      movesActivity: boolean;
+    },
+  ): Promise<ClaimSeen> {
+    const { inTransaction, upsertsSession, first, sessionMoves, due, at, lifetime, movesActivity } = plan;
     if (inTransaction) {
       const items: TaggedItem[] = [
         { role: 'tip', item: { Put: { TableName: this.table.tableName, Item: item, ...claim } } },
@@ -188,8 +232,9 @@ export class LogWriter {
     const written = readLogItem(item) as LogEntry;
     const tip = tipOf(written, { withState: false });
     this.remember(scope, item, tip);
-    if (!change.version || tip.kind !== 'version') return tip;
-    return { ...tip, latest: { ...change.version, place: versionPlace(position, change.prior ?? null) } };
+    // The parent the new nodes hang under was in the tip this change follows, and so it is still.
+    const nodes = [...(change.parent ? [change.parent] : []), ...change.newNodes];
+    return { tip, nodes: new Map(nodes.map((node) => [node.id, node])) };
   }
 
   /**

@@ -28,6 +28,7 @@ import {
 } from './log-items.js';
 import { LogWriter } from './log-writer.js';
 import { readNode, readNodes } from './node-index.js';
+import { OwnClaims } from './own-claims.js';
 import { PathReader } from './paths.js';
 import { type AbandonedDeletes, ACTIVITY_EVERY_MS, isAbandonedDelete } from './session-writes.js';
 
@@ -77,6 +78,8 @@ const WITHOUT_STATE_PROJECTION = {
  */
 export class DynamoDbSessionLog implements SessionLog {
   private readonly writer: LogWriter;
+  /** This process's claims, as the tip read of a note beside them (own-claims.ts). */
+  private readonly claims: OwnClaims;
   protected readonly deleter: AbandonedDeletes;
   /** The deleter, imported by the first delete (session-delete.ts: a chunk no other request reads). */
   private deleterLoad: Promise<SessionDeleter> | undefined;
@@ -95,11 +98,13 @@ export class DynamoDbSessionLog implements SessionLog {
         return (await this.loadDeleter()).deleteSession(scope, sweep);
       },
     };
+    this.claims = new OwnClaims(() => table.now());
     this.writer = new LogWriter(
       table,
       this.deleter,
       (scope, at, sessionMoved, lifetime) => this.moveActivity(scope, at, sessionMoved, lifetime),
       lifetimeDefaults,
+      this.claims,
     );
   }
 
@@ -199,14 +204,31 @@ export class DynamoDbSessionLog implements SessionLog {
   async readTipWithNodes(
     scope: SessionScope,
     nodeIds: readonly string[],
-    options: { withState: boolean; recent?: RecentChanges; fromReplica?: FromReplica; expectNew?: boolean; expectHead?: string },
+    options: {
+      withState: boolean;
+      recent?: RecentChanges;
+      fromReplica?: FromReplica;
+      expectNew?: boolean;
+      expectHead?: string;
+      ownClaim?: boolean;
+    },
   ): Promise<{ tip: Tip; nodes: Map<string, NodeRecord> }> {
     const ids = [...new Set(nodeIds)];
+    // A note: a claim of this process sent after it arrived stands for its read, when it knows
+    // the nodes (own-claims.ts); the tip of a claim carries no state.
+    if (options.ownClaim && !options.withState && !options.recent) {
+      const seen = await this.claims.nextClaim(scope);
+      if (seen && ids.every((id) => seen.nodes.has(id)))
+        return { tip: seen.tip, nodes: new Map(ids.map((id) => [id, seen.nodes.get(id) as NodeRecord])) };
+    }
     const { expectHead } = options;
     const besideIds = options.expectNew ? ids.filter((id) => id !== expectHead) : [];
     // An append: the index its change will owe, when this process made the change before it,
     // goes out now, beside the reads, instead of after them (log-writer.ts, `writeAhead`).
-    if (options.expectNew) this.writer.writeAhead(scope);
+    if (options.expectNew) {
+      this.writer.writeAhead(scope);
+      this.claims.appendStarts(scope);
+    }
     // New ids to look for, after a change this process made: that change and the ids by key, one request.
     const byKey =
       besideIds.length > 0 && !options.recent && !options.fromReplica ? await this.tipByKey(scope, besideIds, options) : undefined;
