@@ -151,6 +151,13 @@ describe('AgentStateSaver', () => {
       expect(put).toBeDefined();
       expect(note.start).toBeGreaterThanOrEqual((put as RecordedWrite).end);
     }
+    // Each note goes out after the next checkpoint's put has: the server takes that append's
+    // claim for the note's tip read (docs/architecture.md, "Notes beside nodes").
+    const sentBeforeTheNextPut = notes.filter((note) => {
+      const next = puts[puts.findIndex((write) => write.node === note.node) + 1];
+      return next !== undefined && note.start < next.start;
+    });
+    expect(sentBeforeTheNextPut).toEqual([]);
   });
 
   it('sends the writes of a step’s 100 tasks as 100 notes at once, each call answered', async () => {
