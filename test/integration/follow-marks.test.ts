@@ -222,6 +222,36 @@ describe('a follow’s mark on the session’s log', () => {
     }
   });
 
+  it('marks the log once for many subscriptions: 50 at once, and more seconds later', async () => {
+    // Prepare
+    const service = new SessionService(stores.sessions);
+    const scope = scopeOf('crowd');
+    await service.patchState(scope, { n: 1 });
+    const connections = Array.from({ length: 50 }, (_, index) => `c-crowd-${index}`);
+    for (const connectionId of [...connections, 'c-crowd-late']) await connect(connectionId);
+
+    // Act: 50 subscribe at once; one more over a second later, whose own expiry is later.
+    await Promise.all(connections.map((connectionId) => subscribe(connectionId, 'crowd')));
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    await subscribe('c-crowd-late', 'crowd');
+    await service.patchState(scope, { n: 2 });
+
+    // Assess: one mark, reaching past every subscription; the next version is looked up and
+    // reaches all 51 followers.
+    const { Items } = await stores.table.send(
+      new QueryCommand({
+        TableName: tableName,
+        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+        ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.logPrefix },
+        ConsistentRead: true,
+      }),
+    );
+    expect((Items ?? []).filter((item) => item.kind === LOG_ITEM_KIND.follow)).toHaveLength(1);
+    const h = hook();
+    await h.run((await streamed('crowd')).filter((version) => version.version.version === 2));
+    expect(h.posted.filter((sent) => sent.version === 2)).toHaveLength(51);
+  });
+
   it('is no write: the session’s idle expiry, its version and its head stay as they were', async () => {
     // Prepare
     const service = new SessionService(stores.sessions);

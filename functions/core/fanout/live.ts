@@ -26,6 +26,14 @@ export const MAX_SUBSCRIPTIONS = 100;
  * that take the place first, or a delete under way (which it waits out).
  */
 const FOLLOW_ATTEMPTS = 20;
+/**
+ * How much longer than the subscription a mark says the session may be followed. A session
+ * followed without pause has its log marked about once per this, not once per subscribe: a
+ * client subscribing again and again would otherwise write the log as often, and make the
+ * session's writers lose their places. The cost: the change hook looks the followers up, a
+ * read unit a version, for up to this long after the last of them left.
+ */
+const MARK_AHEAD_SECONDS = CONNECTION_TTL_SECONDS;
 
 export interface LiveConnection {
   tenant: string;
@@ -198,7 +206,7 @@ export class LiveService {
           head: { id: tip.head, version: tip.headVersion, depth: tip.headDepth },
           newNodes: [],
           mayCreateSession: false,
-          follow: until,
+          follow: until + MARK_AHEAD_SECONDS,
         });
         return;
       } catch (error) {
