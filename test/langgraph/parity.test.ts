@@ -41,6 +41,20 @@ function agentStateSaver(counter = { requests: 0 }): AgentStateSaver {
   });
 }
 
+/**
+ * A fresh AgentStateSaver whose appends (its puts) answer `ms` late, as over a slow network: the
+ * puts LangGraph's loop sends without waiting are then still on their way when the run returns.
+ */
+function slowPutSaver(ms: number): AgentStateSaver {
+  const slow: typeof fetch = async (input, init) => {
+    const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
+    if (init?.method === 'POST' && new URL(url).pathname.endsWith('/messages')) await new Promise((resolve) => setTimeout(resolve, ms));
+    return fetch(input, init);
+  };
+  savers += 1;
+  return new AgentStateSaver({ client: createClient({ baseUrl: api.url, apiKey: 'dev-key', fetch: slow }), prefix: `parity-${savers}` });
+}
+
 /** The scenario's answer on MemorySaver and on AgentStateSaver. */
 async function onBoth<T>(scenario: (saver: BaseCheckpointSaver) => Promise<T>): Promise<{ memory: T; ours: T }> {
   return { memory: await scenario(new MemorySaver()), ours: await scenario(agentStateSaver()) };
@@ -263,6 +277,64 @@ describe('AgentStateSaver as MemorySaver', () => {
       { myKey: 'got here and there and parallel' },
       { myKey: 'got here and there and parallel and back again' },
     ]);
+    expect(ours).toEqual(memory);
+  });
+
+  it('reads, right after an aborted invoke, the checkpoints that run had put, and resumes the run from them', async () => {
+    // Prepare: an aborted invoke rejects at once (LangChain races the run with its signal), while
+    // the checkpoints LangGraph's loop put before the abort (it chains its puts and does not wait
+    // for them) are still being sent; ours answer 150 ms late, so they are on their way when
+    // the next read comes (LangGraph's cancellation tests, "should resume from last successful
+    // invocation when AbortSignal is aborted due to external abort").
+    const scenario = async (saver: BaseCheckpointSaver) => {
+      let started: (() => void) | undefined;
+      const graph = new StateGraph(
+        Annotation.Root({ input: Annotation<string>, log: Annotation<string[]>({ reducer: (a, b) => [...a, ...b], default: () => [] }) }),
+      )
+        .addNode(
+          'one',
+          (state, config) =>
+            new Promise<{ log: string[] }>((resolve, reject) => {
+              const timer = setTimeout(() => resolve({ log: [`one:${state.input}`] }), 50);
+              const abort = () => {
+                clearTimeout(timer);
+                reject(new Error('Aborted'));
+              };
+              config.signal?.addEventListener('abort', abort, { once: true });
+              started?.();
+            }),
+        )
+        .addNode('two', () => ({ log: ['two'] }))
+        .addEdge(START, 'one')
+        .addEdge('one', 'two')
+        .addEdge('two', END)
+        .compile({ checkpointer: saver });
+      const config = { configurable: { thread_id: 'aborted' } };
+      await graph.invoke({ input: 'first' }, config);
+      const controller = new AbortController();
+      started = () => controller.abort();
+      const aborted = await graph.invoke({ input: 'second' }, { ...config, signal: controller.signal }).then(
+        () => 'finished',
+        (error: Error) => error.message,
+      );
+      started = undefined;
+
+      // Act
+      const stopped = await graph.getState(config);
+      const resumed = await graph.invoke(null, config);
+      return { aborted, values: stopped.values, next: stopped.next, resumed };
+    };
+    const memory = await scenario(new MemorySaver());
+    const ours = await scenario(slowPutSaver(150));
+
+    // Assess
+    expect(memory.aborted).toMatch(/abort/i);
+    expect(memory).toEqual({
+      aborted: memory.aborted,
+      values: { input: 'second', log: ['one:first', 'two'] },
+      next: ['one'],
+      resumed: { input: 'second', log: ['one:first', 'two', 'one:second', 'two'] },
+    });
     expect(ours).toEqual(memory);
   });
 

@@ -33,6 +33,7 @@ import {
   writesPatch,
 } from './layout.js';
 import { inBatches, NamespaceRegistry } from './namespaces.js';
+import { OwnPuts } from './own-puts.js';
 import { COPY_THREAD_KEY, type PruneStrategy, ThreadLifetime } from './threads.js';
 import { ttlSecondsOf } from './ttl.js';
 import { WriteTurns } from './write-turns.js';
@@ -151,6 +152,8 @@ export class AgentStateSaver extends BaseCheckpointSaver {
   private readonly awaitingPut = new Map<string, Set<() => void>>();
   /** The `put`s this saver has under way, by session and node (settled, never rejected): their writes wait for them. */
   private readonly putsUnderWay = new Map<string, Promise<unknown>>();
+  /** This saver's puts under way, which its reads of the thread wait for (see `OwnPuts`). */
+  private readonly ownPuts = new OwnPuts();
   /** This saver's writes to each session, one at a time (see `WriteTurns`). */
   private readonly turns = new WriteTurns();
   /** Per session and node, the writes that wait for their turn and have not started (see `writeInTurn`). */
@@ -189,6 +192,7 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     const checkpointNs = namespaceOf(config);
     const checkpointId = getCheckpointId(config);
     const sessionId = await this.ids.of(thread, checkpointNs);
+    await this.ownPuts.settled(thread, checkpointNs);
     if (checkpointId) {
       const state = await this.stateAt(sessionId, nodeIdOf(checkpointId));
       // A node whose `put` did not get to write its state still holds its parent's.
@@ -209,6 +213,7 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     const onlyId = config.configurable?.checkpoint_id as string | undefined;
     const beforeId = before?.configurable?.checkpoint_id as string | undefined;
 
+    await this.ownPuts.settled(threadId === undefined ? undefined : threadName(threadId), checkpointNs);
     const threads = await this.sessionsOf(threadId === undefined ? undefined : threadName(threadId), checkpointNs);
     const trees = await inBatches([...threads.keys()], (sessionId) => this.checkpointNodes(sessionId));
     // Each session's history, read a page at a time as far back as the checkpoints yielded need.
@@ -252,6 +257,22 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     metadata: CheckpointMetadata,
     // Left out, every channel is new (LangGraph's own tests call it so, as MemorySaver takes it).
     newVersions?: ChannelVersions,
+  ): Promise<RunnableConfig> {
+    // Noted before anything is awaited, so this saver's reads of the thread wait for it (see `OwnPuts`).
+    const threadId = config.configurable?.thread_id as unknown;
+    const settle = threadId === undefined ? () => {} : this.ownPuts.begin(threadName(threadId), namespaceOf(config));
+    try {
+      return await this.putCheckpoint(config, checkpoint, metadata, newVersions);
+    } finally {
+      settle();
+    }
+  }
+
+  private async putCheckpoint(
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    newVersions: ChannelVersions | undefined,
   ): Promise<RunnableConfig> {
     const threadId = config.configurable?.thread_id as unknown;
     if (threadId === undefined) {
