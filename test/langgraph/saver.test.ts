@@ -1,7 +1,7 @@
 import { createClient } from '@agentstate/client';
 import { AgentStateSaver } from '@agentstate/langgraph';
 import { Annotation, END, Send, START, StateGraph } from '@langchain/langgraph';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { checkpoint } from '../helpers/checkpoints.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 
@@ -158,6 +158,32 @@ describe('AgentStateSaver', () => {
       return next !== undefined && note.start < next.start;
     });
     expect(sentBeforeTheNextPut).toEqual([]);
+  });
+
+  it('runs a graph under a test’s fake timers: the saver waits on no timer of its own', async () => {
+    // Prepare: the timers a test's vi.useFakeTimers() fakes by default, setImmediate among them
+    // (LangGraph's own node_error_handler.test.ts runs graphs so; a saver that waited for one
+    // hung there for good).
+    const saver = saverWith('fake-timers');
+    const State = Annotation.Root({ n: Annotation<number> });
+    const graph = new StateGraph(State)
+      .addNode('one', (state) => ({ n: state.n + 1 }))
+      .addNode('two', (state) => ({ n: state.n + 1 }))
+      .addEdge(START, 'one')
+      .addEdge('one', 'two')
+      .addEdge('two', END)
+      .compile({ checkpointer: saver });
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setImmediate', 'clearImmediate', 'setInterval', 'clearInterval'] });
+    try {
+      // Act
+      const out = await graph.invoke({ n: 0 }, { configurable: { thread_id: 'fake-timers' } });
+
+      // Assess
+      expect(out.n).toBe(2);
+      expect((await graph.getState({ configurable: { thread_id: 'fake-timers' } })).values).toEqual({ n: 2 });
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('sends the writes of a step’s 100 tasks as 100 notes at once, each call answered', async () => {

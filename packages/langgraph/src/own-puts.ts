@@ -51,11 +51,19 @@ export class OwnPuts {
       if (waiting.length === 0) return;
       await Promise.all(waiting);
       // LangGraph's chain sends its next put a few microtasks after this one answered: it must be
-      // under way when the loop looks again. Microtasks, not a timer: tests with fake timers
-      // (LangGraph's own among them) would never fire one.
-      for (let tick = 0; tick < CHAIN_TICKS; tick++) await Promise.resolve();
+      // under way when the loop looks again.
+      await chainTicks();
     }
   }
+}
+
+/**
+ * Lets LangGraph's chain of puts send its next put: the microtasks it takes after the one before
+ * answered. Microtasks, not a timer nor `setImmediate`: tests with fake timers (LangGraph's own
+ * `node_error_handler.test.ts` among them) never fire those, and a saver waiting on one hangs.
+ */
+export async function chainTicks(): Promise<void> {
+  for (let tick = 0; tick < CHAIN_TICKS; tick++) await Promise.resolve();
 }
 
 /** Microtasks a read lets pass after the puts it waited for: LangGraph's chain takes about four to send the next. */

@@ -33,7 +33,7 @@ import {
   writesPatch,
 } from './layout.js';
 import { inBatches, NamespaceRegistry } from './namespaces.js';
-import { OwnPuts } from './own-puts.js';
+import { chainTicks, OwnPuts } from './own-puts.js';
 import { COPY_THREAD_KEY, type PruneStrategy, ThreadLifetime } from './threads.js';
 import { ttlSecondsOf } from './ttl.js';
 import { WriteTurns } from './write-turns.js';
@@ -107,11 +107,6 @@ const WRITES_BATCH_BYTES = 512 * 1024;
 interface WritesBatch {
   writes: Array<{ patch: WritesPatch; done: (error?: unknown) => void }>;
   bytes: number;
-}
-
-/** Resolves after the event loop's current turn (its I/O callbacks), where `setImmediate` is there; else after a timer. */
-function nextTurn(): Promise<void> {
-  return new Promise((resolve) => (typeof setImmediate === 'function' ? setImmediate(resolve) : setTimeout(resolve, 0)));
 }
 
 /** The node's message: a short record of the checkpoint, which the inspector's tree shows. */
@@ -355,7 +350,7 @@ export class AgentStateSaver extends BaseCheckpointSaver {
       // LangGraph sends the run's next `put` as this one answers: it goes out first, and the
       // server takes that append's claim for this note's tip read (one DynamoDB request less,
       // docs/architecture.md "Notes beside nodes").
-      if (waits) await nextTurn();
+      if (waits) await chainTicks();
       const afterOwnPut = this.turns.wasPut(sessionId, nodeId) && !this.putsUnderWay.has(key);
       try {
         await write();
