@@ -137,7 +137,16 @@ describe('recordedVersionOf and the event filter', () => {
 describe('item kinds', () => {
   it('keeps the kind values that tables and their stream filters hold', () => {
     // A changed letter would hide every existing version, change or document from the readers.
-    expect(LOG_ITEM_KIND).toEqual({ version: 'v', nodes: 'a', head: 'm', lease: 'l', release: 'r', settings: 's', tombstone: 'x' });
+    expect(LOG_ITEM_KIND).toEqual({
+      version: 'v',
+      nodes: 'a',
+      head: 'm',
+      lease: 'l',
+      release: 'r',
+      settings: 's',
+      follow: 'f',
+      tombstone: 'x',
+    });
     expect(DOCUMENT_ITEM_KIND).toEqual({ run: 'doc:run', profile: 'doc:profile', shared: 'doc:shared' });
   });
 });
