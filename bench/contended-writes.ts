@@ -257,13 +257,7 @@ async function threadProblems(
     unknown
   >;
   for (let index = 0; index < writes; index++) if (!(`k${index}` in state)) problems.push(`k${index} is missing`);
-  const listed = (await api('GET', `/v1/sessions/${sessionId}/versions?limit=200`)).body.versions as Array<{ version: number }>;
-  const versions = listed.map((item) => item.version).sort((a, b) => a - b);
-  const expected = Array.from({ length: before + writes }, (_, index) => index + 1);
-  if (JSON.stringify(versions) !== JSON.stringify(expected))
-    problems.push(`versions are ${JSON.stringify(versions)}, not 1..${before + writes}`);
-  const answered = new Set(answers.map((answer) => answer.body.version));
-  if (answered.size !== writes) problems.push(`${writes} writes answered ${answered.size} distinct versions`);
+  problems.push(...(await versionProblems(api, sessionId, answers, writes, before)));
   return problems;
 }
 
@@ -282,6 +276,19 @@ async function turnProblems(
       problems.push(`t${index} reads ${JSON.stringify(state)}`);
     }
   }
+  problems.push(...(await versionProblems(api, sessionId, answers, writes, before)));
+  return problems;
+}
+
+/** The session's versions after `writes` writes on `before`: 1..before + writes, each write's its own. */
+async function versionProblems(
+  api: ReturnType<typeof apiOf>,
+  sessionId: string,
+  answers: Answer[],
+  writes: number,
+  before: number,
+): Promise<string[]> {
+  const problems: string[] = [];
   const listed = (await api('GET', `/v1/sessions/${sessionId}/versions?limit=200`)).body.versions as Array<{ version: number }>;
   const versions = listed.map((item) => item.version).sort((a, b) => a - b);
   const expected = Array.from({ length: before + writes }, (_, index) => index + 1);
