@@ -6,6 +6,11 @@
  * finding; docs/langgraph.md lists where they stand.
  *
  *   npm run test:langgraph-upstream -- --checkout ../langgraphjs [--files pregel.test.ts,…] [--out DIR]
+ *     [--savers memory,agentstate,peer]
+ *
+ * `--savers` names the passes, `memory` (the reference, always first) and `agentstate` by
+ * default; `peer` runs the files once more on `@rwai/langgraphjs-checkpoint-dynamodb`, a saver
+ * that writes DynamoDB directly, on the server's DynamoDB Local (setup-peer.ts).
  *
  * The files are LangGraph's, so they stay in the checkout (outside this repository). The run
  * links the checkout's `node_modules` to this repository's (LangGraph's sources run on the
@@ -81,7 +86,11 @@ function prepare(checkout: string): void {
   }
 }
 
-function runVitest(checkout: string, saver: 'memory' | 'agentstate', files: string[], report: string, env: NodeJS.ProcessEnv) {
+/** The passes a run may make: the files as they are, on ours, on the peer saver. */
+const SAVERS = ['memory', 'agentstate', 'peer'] as const;
+type Saver = (typeof SAVERS)[number];
+
+function runVitest(checkout: string, saver: Saver, files: string[], report: string, env: NodeJS.ProcessEnv) {
   const vitest = join(repository, 'node_modules', 'vitest', 'vitest.mjs');
   const config = join(repository, 'test', 'langgraph-upstream', 'vitest.config.ts');
   const args = [vitest, 'run', '--config', config, '--reporter=json', `--outputFile=${report}`, ...files];
@@ -111,15 +120,26 @@ function outcomes(report: string, checkout: string): Map<string, Outcome> {
   return byTest;
 }
 
+const NAMES: Record<Saver, string> = {
+  memory: 'MemorySaver / InMemoryStore:',
+  agentstate: 'AgentStateSaver / AgentStateStore:',
+  peer: 'peer saver / InMemoryStore:',
+};
+const pad = (text: string) => text.padEnd(35);
+
 const count = (tests: Map<string, Outcome>, status: string) => [...tests.values()].filter((test) => test.status === status).length;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { checkout: { type: 'string' }, files: { type: 'string' }, out: { type: 'string' } },
+    options: { checkout: { type: 'string' }, files: { type: 'string' }, out: { type: 'string' }, savers: { type: 'string' } },
   });
   if (!values.checkout) throw new Error('--checkout <a checkout of langgraphjs> is required');
   const checkout = resolve(values.checkout);
   const files = values.files ? values.files.split(',').map((name) => FILES.find((file) => file.endsWith(`/${name}`)) ?? name) : FILES;
+  const savers = (values.savers ?? 'memory,agentstate').split(',') as Saver[];
+  if (savers[0] !== 'memory' || savers.some((saver) => !SAVERS.includes(saver))) {
+    throw new Error(`--savers: memory first, then some of ${SAVERS.slice(1).join(', ')}`);
+  }
   const out = values.out ? resolve(values.out) : join(tmpdir(), `langgraph-upstream-${Date.now()}`);
   mkdirSync(out, { recursive: true });
   prepare(checkout);
@@ -127,24 +147,30 @@ async function main(): Promise<void> {
   const apiKey = `upstream-${randomUUID()}`;
   const server = await startServerProcess(`upstream:${apiKey}`);
   try {
-    const env = { AGENTSTATE_UPSTREAM_URL: server.url, AGENTSTATE_UPSTREAM_KEY: apiKey };
-    await runVitest(checkout, 'memory', files, join(out, 'memory.json'), env);
-    await runVitest(checkout, 'agentstate', files, join(out, 'agentstate.json'), env);
+    const env = {
+      AGENTSTATE_UPSTREAM_URL: server.url,
+      AGENTSTATE_UPSTREAM_KEY: apiKey,
+      AGENTSTATE_UPSTREAM_DYNAMODB: server.dynamoDbEndpoint,
+    };
+    for (const saver of savers) await runVitest(checkout, saver, files, join(out, `${saver}.json`), env);
   } finally {
     await server.stop();
   }
 
   const memory = outcomes(join(out, 'memory.json'), checkout);
-  const agentstate = outcomes(join(out, 'agentstate.json'), checkout);
-  const findings = [...memory.entries()].filter(([key, test]) => test.status === 'passed' && agentstate.get(key)?.status !== 'passed');
-  const lines = [
-    `LangGraph's own tests, ${memory.size} run (${files.length} files):`,
-    `  MemorySaver / InMemoryStore:       ${count(memory, 'passed')} passed, ${count(memory, 'failed')} failed, ${count(memory, 'skipped') + count(memory, 'pending')} skipped`,
-    `  AgentStateSaver / AgentStateStore: ${count(agentstate, 'passed')} passed, ${count(agentstate, 'failed')} failed, ${count(agentstate, 'skipped') + count(agentstate, 'pending')} skipped`,
-    `  passing on MemorySaver and not on ours: ${findings.length}`,
-    ...findings.map(([key]) => `    ${key}\n      ${agentstate.get(key)?.failure ?? agentstate.get(key)?.status ?? 'not run'}`),
-    `Reports: ${out}`,
-  ];
+  const totals = (tests: Map<string, Outcome>) =>
+    `${count(tests, 'passed')} passed, ${count(tests, 'failed')} failed, ${count(tests, 'skipped') + count(tests, 'pending')} skipped`;
+  const lines = [`LangGraph's own tests, ${memory.size} run (${files.length} files):`, `  ${pad(NAMES.memory)} ${totals(memory)}`];
+  for (const saver of savers.slice(1)) {
+    const other = outcomes(join(out, `${saver}.json`), checkout);
+    const findings = [...memory.entries()].filter(([key, test]) => test.status === 'passed' && other.get(key)?.status !== 'passed');
+    lines.push(
+      `  ${pad(NAMES[saver])} ${totals(other)}`,
+      `  passing on MemorySaver and not on ${saver}: ${findings.length}`,
+      ...findings.map(([key]) => `    ${key}\n      ${other.get(key)?.failure ?? other.get(key)?.status ?? 'not run'}`),
+    );
+  }
+  lines.push(`Reports: ${out}`);
   writeFileSync(join(out, 'summary.txt'), `${lines.join('\n')}\n`);
   console.log(lines.join('\n'));
 }

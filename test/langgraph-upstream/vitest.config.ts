@@ -3,7 +3,8 @@
  * checkout of langgraphjs outside this repository, run as LangGraph runs them (its globals, its
  * setup files, a 30 s test timeout), one file at a time. With `SAVER=agentstate`, each file's
  * `new MemorySaver()`, `new MemorySaverAssertImmutable()` and `new InMemoryStore(` become this
- * repository's saver and store (setup.ts); with `SAVER=memory` they are left as they are.
+ * repository's saver and store (setup.ts); with `SAVER=peer`, the two savers become the peer
+ * saver (setup-peer.ts) and the store stays; with `SAVER=memory` they are left as they are.
  */
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,8 +16,10 @@ const here = fileURLToPath(new URL('.', import.meta.url));
 const repository = join(here, '..', '..');
 const core = join(checkout, 'libs', 'langgraph-core');
 
-/** The rewrite of a test file's in-memory saver and store into ours. */
-function ours(): Plugin {
+const saver = process.env.SAVER;
+
+/** The rewrite of a test file's in-memory saver (and store, for ours) into the factories of a setup file. */
+function rewrite(): Plugin {
   return {
     name: 'agentstate-saver',
     enforce: 'pre',
@@ -25,7 +28,7 @@ function ours(): Plugin {
       const rewritten = code
         .replace(/new MemorySaverAssertImmutable\(\)/g, '(globalThis as any).__makeSaver()')
         .replace(/new MemorySaver\(\)/g, '(globalThis as any).__makeSaver()')
-        .replace(/new InMemoryStore\(/g, '(globalThis as any).__makeStore(');
+        .replace(/new InMemoryStore\(/g, (store) => (saver === 'agentstate' ? '(globalThis as any).__makeStore(' : store));
       return rewritten === code ? null : { code: rewritten, map: null };
     },
   };
@@ -33,7 +36,7 @@ function ours(): Plugin {
 
 export default defineConfig({
   root: join(checkout, 'libs'),
-  plugins: process.env.SAVER === 'agentstate' ? [ours()] : [],
+  plugins: saver === 'memory' ? [] : [rewrite()],
   resolve: {
     alias: {
       '@agentstate/client': join(repository, 'packages', 'client', 'src', 'index.ts'),
@@ -51,7 +54,7 @@ export default defineConfig({
     setupFiles: [
       join(core, 'src', 'tests', 'setup.node.ts'),
       join(core, 'src', 'tests', 'matchers', 'setup.ts'),
-      ...(process.env.SAVER === 'agentstate' ? [join(here, 'setup.ts')] : []),
+      ...(saver === 'agentstate' ? [join(here, 'setup.ts')] : saver === 'peer' ? [join(here, 'setup-peer.ts')] : []),
     ],
   },
 });
