@@ -6,6 +6,7 @@ import { AgentStateError } from '../core/kernel/errors.js';
 import type { AnswerKeeper } from '../core/model/ports.js';
 import { ensureSealingKey } from '../store/access/key-ring.js';
 import { idempotency } from './edge/idempotency.js';
+import { lambdaSizedAnswers } from './edge/lambda-payload.js';
 import { type ApiEvent, actingAgent, authenticate, jsonBody, problemErrors } from './edge/middleware.js';
 import { loggedRequests } from './edge/request-log.js';
 import { securedHandler } from './edge/security-headers.js';
@@ -109,5 +110,5 @@ export function createHttpHandler<K extends keyof Dependencies>(
     .use(idempotency(() => dependencies().idempotency));
   // Outside middy, so that every answer gets them: errors, replays, early answers.
   // The request's log line outermost, so that it sees the answer as the client does.
-  return loggedRequests(securedHandler(handler as unknown as HttpHandler, { tenantData: true }));
+  return loggedRequests(securedHandler(lambdaSizedAnswers(handler as unknown as HttpHandler), { tenantData: true }));
 }

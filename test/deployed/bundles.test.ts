@@ -621,6 +621,31 @@ describe('retention from the stream', () => {
   });
 });
 
+describe('answers past Lambda’s payload', () => {
+  it('reads back a 4 MiB state whose strings hold JSON text, though the answer’s text escapes past Lambda’s 6 MB', async () => {
+    // Prepare: tool outputs kept as JSON text, about 4.15 MB of state: every `"` and `\` of them is
+    // escaped once in the state's JSON and again inside Lambda's answer. Sent as a merge patch,
+    // which API Gateway passes as base64 (as application/json its text would not fit the event).
+    const output = JSON.stringify({ rows: Array.from({ length: 30 }, (_, index) => ({ id: `r${index}`, path: 'C:\\work\\"quoted"' })) });
+    const state = { outputs: Array.from({ length: Math.floor(4_150_000 / (JSON.stringify(output).length + 1)) }, () => output) };
+    const stateText = JSON.stringify(state);
+    expect(Buffer.byteLength(stateText)).toBeLessThanOrEqual(4 * 1024 * 1024);
+    expect(Buffer.byteLength(JSON.stringify(stateText))).toBeGreaterThan(6 * 1024 * 1024);
+    const written = await stack.http.request('PATCH', '/v1/sessions/escaped/state', {
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/merge-patch+json' },
+      body: stateText,
+    });
+    expect(written.status).toBe(200);
+
+    // Act
+    const read = await call('GET', '/v1/sessions/escaped/state');
+
+    // Assess: the state whole, as written.
+    expect(read.status).toBe(200);
+    expect(read.json.state).toEqual(state);
+  });
+});
+
 describe('retention on the schedule', () => {
   it('prunes with the change hook’s own role, invoked by the schedule rule, what aged out of keepDays with no write after it', async () => {
     // Prepare: three versions, then a day's window; the PATCH marks the session due at once.

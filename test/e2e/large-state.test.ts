@@ -74,6 +74,28 @@ describe('a 4 MiB state', () => {
     expect(version.body).toMatchObject({ version: 2, prevVersion: 1, cause: 'patch', state: read.body.state });
   });
 
+  it('whose strings hold JSON text is read back whole, now and as its version, though its answer escapes past Lambda’s 6 MB', async () => {
+    // Prepare: tool outputs kept as JSON text: every `"` and `\` of them is escaped in the
+    // state's JSON and would be again inside Lambda's answer (edge/lambda-payload.ts).
+    const sid = uniqueId('escaped');
+    const output = JSON.stringify({ rows: Array.from({ length: 30 }, (_, index) => ({ id: `r${index}`, path: 'C:\\work\\"quoted"' })) });
+    const state = { outputs: Array.from({ length: Math.floor(4_150_000 / (JSON.stringify(output).length + 1)) }, () => output) };
+    expect(bytesOf(state)).toBeLessThanOrEqual(4 * MiB);
+    expect(Buffer.byteLength(JSON.stringify(JSON.stringify(state)))).toBeGreaterThan(6 * MiB);
+
+    // Act
+    const put = await http.put(`/v1/sessions/${sid}/state`, state);
+    const read = await http.get(`/v1/sessions/${sid}/state`);
+    const version = await http.get(`/v1/sessions/${sid}/versions/1`);
+
+    // Assess
+    expect(put.status).toBe(200);
+    expect(read.status).toBe(200);
+    expect(read.body.state).toEqual(state);
+    expect(version.status, version.text.slice(0, 200)).toBe(200);
+    expect(version.body.state).toEqual(state);
+  });
+
   it('records no version for a write equal to it, and keeps If-Match', async () => {
     const sid = uniqueId('big-same');
     const state = largeState(2 * MiB);

@@ -457,3 +457,35 @@ describe('decide with typed fields: the merged state is held to the limit', () =
     expect((await snapshot(sid)).version).toBe(1);
   });
 });
+
+describe('answers past what one answer may carry (Lambda’s 6 MB, the same on npm start)', () => {
+  it('refuses the path to a node whose messages pass it with 413 naming the limit, and answers a shorter path whole', async () => {
+    // Prepare: 32 messages of 240 KiB (8 appends of 4, each within an append's 1 MiB and, being
+    // text that compresses, one change of the log): about 7.7 MB of messages on one path.
+    const sid = uniqueId('long-path');
+    const text = (n: number) => `${n} ${'a long pasted document, line after line. '.repeat(6000)}`.slice(0, 240 * KIB);
+    let last = '';
+    for (let append = 0; append < 8; append++) {
+      const written = await http.post(`/v1/sessions/${sid}/messages`, {
+        messages: Array.from({ length: 4 }, (_, index) => ({ role: 'user', content: text(append * 4 + index) })),
+      });
+      expect(written.status, written.text).toBe(201);
+      if (append === 3) last = written.body.head;
+    }
+
+    // Act
+    const whole = await http.get(`/v1/sessions/${sid}/messages`);
+    const half = await http.get(`/v1/sessions/${sid}/messages?node=${last}`);
+
+    // Assess: the whole path is refused with the limit and the size it would have had; the first
+    // 16 messages (about 3.8 MB) come whole.
+    expect(whole.status, whole.text.slice(0, 300)).toBe(413);
+    expect(whole.body).toMatchObject({ code: 'payload_too_large' });
+    expect(whole.body.limitBytes).toBeLessThanOrEqual(6 * MIB);
+    expect(whole.body.sizeBytes).toBeGreaterThan(whole.body.limitBytes);
+    expect(half.status).toBe(200);
+    expect(half.body.messages.map((message: { content: string }) => message.content)).toEqual(
+      Array.from({ length: 16 }, (_, index) => text(index)),
+    );
+  });
+});

@@ -103,6 +103,8 @@ const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 function commonProblems(method: string, operation: Operation): ErrorCode[] {
   if (operation.public) return ['internal'];
   const codes: ErrorCode[] = ['unauthorized', 'invalid_id', 'forbidden', 'throttled', 'internal', 'unavailable'];
+  // A read whose answer would not fit Lambda's payload (edge/lambda-payload.ts).
+  if (method === 'GET') codes.push('payload_too_large');
   if (WRITE_METHODS.has(method)) {
     codes.push('invalid_json', 'invalid_request', 'unsupported_media_type', operation.tooLarge ?? 'payload_too_large');
     codes.push('idempotency_key_reused', 'conflict');

@@ -32,7 +32,7 @@ export type Middleware = MiddlewareObj<ApiEvent, APIGatewayProxyStructuredResult
  */
 const THROTTLED_RETRY_AFTER_SECONDS = 1;
 
-function problemResponse(error: AgentStateError): APIGatewayProxyStructuredResultV2 {
+export function problemResponse(error: AgentStateError): APIGatewayProxyStructuredResultV2 {
   return {
     statusCode: error.status,
     headers: {

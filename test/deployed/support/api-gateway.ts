@@ -127,6 +127,10 @@ export class HttpApiGateway {
       clockOffsetMs: options.clockOffsetMs ?? 0,
       ...(options.variables ? { variables: options.variables } : {}),
     });
+    // A request too large for Lambda's payload is API Gateway's own 413 (docs/api.md, "Body
+    // limits"); any other failure of the invocation (a crash, a timeout, an answer too large for
+    // Lambda's payload) is its bare 500.
+    if (invocation.error?.errorType === 'RequestTooLargeException') return answer(413, { message: 'Request Entity Too Large' }, invocation);
     if (invocation.error) return answer(500, { message: 'Internal Server Error' }, invocation);
     return responseOf(invocation);
   }

@@ -8,6 +8,12 @@ const BOOTSTRAP = fileURLToPath(new URL('./bootstrap.mjs', import.meta.url));
 const CLOCK_SHIFT = new URL('./clock-shift.mjs', import.meta.url).href;
 /** What bootstrap.mjs writes after an invocation's last log line: NUL, "END ", the invocation's id. */
 const END_MARKER = `${String.fromCharCode(0)}END `;
+/**
+ * What a synchronous invocation may carry each way, as JSON text (Lambda quotas: 6 MB for the
+ * request and for the response). The runtime serializes a handler's answer with JSON.stringify,
+ * so a JSON body inside it counts escaped: each `"` and `\` of it twice.
+ */
+const LAMBDA_PAYLOAD_BYTES = 6 * 1024 * 1024;
 
 /** What one invocation gave back: its answer (or error) and every log line it wrote. */
 export interface Invocation {
@@ -119,6 +125,18 @@ class ExecutionEnvironment {
     this.pending = undefined;
     clearTimeout(pending.timer);
     const { answer } = pending;
+    if (answer.type === 'result' && Buffer.byteLength(answer.payload ?? '') > LAMBDA_PAYLOAD_BYTES) {
+      // Lambda fails the invocation after the handler returned; the caller never sees the answer.
+      pending.resolve({
+        requestId: pending.requestId,
+        logs: pending.lines,
+        error: {
+          errorType: 'Function.ResponseSizeTooLarge',
+          errorMessage: `Response payload size (${Buffer.byteLength(answer.payload ?? '')} bytes) exceeded maximum allowed payload size (${LAMBDA_PAYLOAD_BYTES} bytes).`,
+        },
+      });
+      return;
+    }
     pending.resolve({
       requestId: pending.requestId,
       logs: pending.lines,
@@ -129,6 +147,18 @@ class ExecutionEnvironment {
   }
 
   private async invokeNow(event: unknown): Promise<Invocation> {
+    const size = Buffer.byteLength(JSON.stringify(event));
+    if (size > LAMBDA_PAYLOAD_BYTES) {
+      // Refused by the Lambda service before any handler runs.
+      return {
+        requestId: randomUUID(),
+        logs: [],
+        error: {
+          errorType: 'RequestTooLargeException',
+          errorMessage: `Request must be smaller than ${LAMBDA_PAYLOAD_BYTES} bytes for the InvokeFunction operation`,
+        },
+      };
+    }
     this.ready ??= this.start();
     await this.ready;
     const id = randomUUID();
