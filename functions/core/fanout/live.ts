@@ -195,6 +195,14 @@ export class LiveService {
    * place and reads again, and carries the mark on. The change hook looks for a session's
    * followers only when a change carries it (core/fanout/change-fanout.ts): a session nobody
    * follows costs no read a change. A mark that already reaches `until` is left as it is.
+   *
+   * A session with no life (never written, or deleted) gets its mark all the same, as its
+   * life's first change: a write that read the empty log before it must lose its place to it,
+   * or the life's first version would go unsent. But nothing of the session keeps that mark, so
+   * the store gives it the table's TTL at its own `until` and moves it on in its place, never
+   * beside it; the life's first change takes it into the life (session-writes.ts, `loneMarkOf`).
+   * So subscriptions to ids nobody writes leave nothing that outlives them by more than the
+   * mark's reach (API.md section 12), and a session nobody follows still costs no read.
    */
   private async markFollowed(scope: SessionScope, until: number): Promise<void> {
     for (let attempt = 1; ; attempt++) {

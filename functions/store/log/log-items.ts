@@ -29,7 +29,8 @@ export type Run = readonly [number, number, number, number, number, number];
  * The changes of a session's log (keys.ts: `V#<life>#<base>#<seq>`). Every change — a version,
  * an append, a head switch, a decision's lease or its end, a delete's fence — is one immutable
  * item, put once where the log's next place is, on the condition that the place is free; no
- * item is ever overwritten (but by the delete, which makes each a tombstone). Each carries
+ * item is ever overwritten (but by the delete, which makes each a tombstone, and a follow's
+ * mark while it is alone in its life: session-writes.ts, `loneMarkOf`). Each carries
  * forward what the next writer and every reader of the tip needs (`Carried`, attribute `t`):
  * where the head is and what it points at, the lease, the session's agent and user.
  *
@@ -168,7 +169,7 @@ function approximateSize(item: Item): number {
 }
 
 /** A short random id that a conditional write carries, to know its own item when the SDK retried it. */
-function newWriteId(): string {
+export function newWriteId(): string {
   return randomBytes(12).toString('base64url');
 }
 

@@ -14,6 +14,7 @@ import * as versionItem from '../state/version-item.js';
 import { LOG_ITEM_KIND } from '../table/item-kinds.js';
 import type { LogPosition } from '../table/keys.js';
 import * as keys from '../table/keys.js';
+import { tableKeys } from '../table/table.js';
 import {
   batchPut,
   type Item,
@@ -40,7 +41,17 @@ import {
 import { departure, movePointer } from './node-index.js';
 import type { ClaimSeen, OwnClaims } from './own-claims.js';
 import { childRuns } from './paths.js';
-import { type AbandonedDeletes, ACTIVITY_EVERY_MS, nextSlot, sessionNotExpired, sessionUpsert } from './session-writes.js';
+import {
+  type AbandonedDeletes,
+  ACTIVITY_EVERY_MS,
+  loneMarkClaim,
+  loneMarkJoins,
+  loneMarkOf,
+  nextSlot,
+  type SlotClaim,
+  sessionNotExpired,
+  sessionUpsert,
+} from './session-writes.js';
 import { storedDecision } from './stored-decision.js';
 
 /**
@@ -91,14 +102,17 @@ export class LogWriter {
     const ending = change.decision?.leaseToken ?? change.releaseLease;
     if (ending !== undefined && basedOn.lease?.holder !== ending) throw new LeaseLostError();
 
-    const { position, claim } = nextSlot(basedOn);
+    // A follow's mark that is the life's only change so far (session-writes.ts, `loneMarkOf`):
+    // a follow moves it on in its place, the life's first change takes it into the life.
+    const loneMark = loneMarkOf(basedOn);
+    const follow = change.follow !== undefined;
+    const { position, claim } = follow && loneMark ? loneMarkClaim(loneMark) : nextSlot(basedOn);
     // The first change of a life: nothing in the log says when the session expires, its item
     // does, so the change is a transaction that checks it (a decision's lease on a session
     // nothing was written to is the one first change that would otherwise be a single put).
     // Follows (kind f) do not count: they record no write, and the change after them is the
     // life's first still. A follow itself is a single put, and sets no lifetime.
     const first = entryOf(basedOn) === null || entryOf(basedOn)?.carried.fo === 1;
-    const follow = change.follow !== undefined;
     const inTransaction =
       (first && !follow) || change.mayCreateSession || change.settings !== undefined || (change.documents?.length ?? 0) > 0;
     const lifetime = change.lifetime ?? basedOn.lifetime ?? (first && !follow ? this.defaults : undefined);
@@ -122,7 +136,10 @@ export class LogWriter {
       touchedAt,
       lifetime,
     });
-    const item = logItem(scope, position, newChange, entryOf(basedOn)?.carried.b ?? 0);
+    const item = logItem(scope, position, newChange, follow && loneMark ? 0 : (entryOf(basedOn)?.carried.b ?? 0));
+    // A follow with no life to belong to yet: its mark goes by itself once every follower it
+    // stands for has (its `f`), unless the life's first change takes it in before.
+    if (follow && first && newChange.carried.f !== undefined) item[tableKeys.timeToLive] = newChange.carried.f;
 
     // What the change before this one left to its successor, and a large state's pieces: all
     // before the claim, and all safe to have written if the claim then fails (a crash or a lost
@@ -153,6 +170,7 @@ export class LogWriter {
         at,
         lifetime,
         movesActivity,
+        joins: follow ? null : loneMark,
       });
     } finally {
       settle(seen);
@@ -167,7 +185,7 @@ export class LogWriter {
     scope: SessionScope,
     change: TipChange,
     item: Item,
-    claim: { ConditionExpression: string },
+    claim: SlotClaim,
     plan: {
       inTransaction: boolean;
       upsertsSession: boolean;
@@ -177,13 +195,16 @@ export class LogWriter {
       at: string | undefined;
       lifetime: Lifetime | undefined;
       movesActivity: boolean;
+      /** The lone follow's mark this life's first change takes into the life (`loneMarkJoins`). */
+      joins: LogEntry | null;
     },
   ): Promise<ClaimSeen> {
-    const { inTransaction, upsertsSession, first, sessionMoves, due, at, lifetime, movesActivity } = plan;
+    const { inTransaction, upsertsSession, first, sessionMoves, due, at, lifetime, movesActivity, joins } = plan;
     if (inTransaction) {
       const items: TaggedItem[] = [
         { role: 'tip', item: { Put: { TableName: this.table.tableName, Item: item, ...claim } } },
         ...(change.documents ?? []).map((write) => documentPut(this.table, scope, write)),
+        ...(joins ? [{ role: 'tip' as const, item: { Update: loneMarkJoins(this.table.tableName, scope, joins) } }] : []),
       ];
       if (upsertsSession && at) {
         const upsert = sessionUpsert(this.table.tableName, scope, at, {
@@ -226,7 +247,7 @@ export class LogWriter {
       // the transaction moved them too (a PATCH).
       if (upsertsSession && due && !change.settings && at && change.sessionListed !== false) await this.moveActivity(scope, at, true);
     } else {
-      await this.put(item, claim.ConditionExpression);
+      await this.put(item, claim);
       if (movesActivity && at) await this.moveActivity(scope, at, false, lifetime);
     }
     const written = readLogItem(item) as LogEntry;
@@ -297,13 +318,13 @@ export class LogWriter {
   }
 
   /** The single conditional put of a change; a lost race comes back with the change that won it. */
-  private async put(item: Item, condition: string): Promise<void> {
+  private async put(item: Item, claim: SlotClaim): Promise<void> {
     try {
       await this.table.send(
         new PutCommand({
           TableName: this.table.tableName,
           Item: item,
-          ConditionExpression: condition,
+          ...claim,
           ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         }),
       );
@@ -312,7 +333,9 @@ export class LogWriter {
       // The SDK retries a request whose answer was lost; if the first attempt landed, the
       // place now holds our own change and the retry fails its condition. That is success.
       if (typeof item.writeId === 'string' ? isOwnWrite(error.Item, item.writeId) : isOwnWrite(error.Item, String(item.ik), 'ik')) return;
-      throw new StaleTipError(undefined, winnerOf(error.Item));
+      // A lone mark's claim failed over the very place it read: what is there now (the mark
+      // taken into the life, or moved on by another follow) is no tip to retry on. Read again.
+      throw new StaleTipError(undefined, claim.ExpressionAttributeValues ? undefined : winnerOf(error.Item));
     }
   }
 

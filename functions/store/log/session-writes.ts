@@ -7,7 +7,7 @@ import type { LogPosition } from '../table/keys.js';
 import * as keys from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
 import { conditions, type TransactItem } from '../table/table-client.js';
-import { nextPosition } from './log-items.js';
+import { type LogEntry, newWriteId, nextPosition } from './log-items.js';
 
 /**
  * The two pieces every write into a session is made of, whichever store sends it: the claim
@@ -45,9 +45,10 @@ export interface AbandonedDeletes {
  */
 export const ACTIVITY_EVERY_MS = 20_000;
 
-/** The condition parts of a write that claims the log's next place. */
-interface SlotClaim {
+/** The condition parts of a write that claims the log's next place (or a lone mark's, `loneMarkClaim`). */
+export interface SlotClaim {
   ConditionExpression: string;
+  ExpressionAttributeValues?: Record<string, unknown>;
 }
 
 /**
@@ -62,6 +63,53 @@ export function nextSlot(tip: Tip, options: { fence?: boolean } = {}): { positio
   if (tip.kind === 'closing' && !fenceOfExpiry) throw new StaleTipError('the session is being deleted');
   const position = nextPosition(tip);
   return { position, key: keys.logEntry(position), claim: { ConditionExpression: conditions.itemIsNew } };
+}
+
+/**
+ * A follow's mark that is its life's only change so far (`Carried.fo`: a subscription to a
+ * session never written, or deleted), or null. Such a mark is the one change of the log that no
+ * write of the session made: left there, a subscription to any id would make an item that no
+ * lifetime, list or delete of a session ever reaches (API.md section 12). So it carries a TTL
+ * (the table's, until its own `f`: when every follower it stands for has gone), is moved on in
+ * its own place by a later follow (`loneMarkClaim`) rather than joined by a second mark, and
+ * becomes part of the life, TTL removed, in the transaction of the life's first change
+ * (`loneMarkJoins`). Until then it may vanish at any moment, and the log reads as never
+ * written again: a writer that read it fails the condition of `loneMarkJoins` and reads again.
+ */
+export function loneMarkOf(tip: Tip): LogEntry | null {
+  const entry = tip.kind === 'closing' ? null : (tip.log as LogEntry | undefined);
+  // (Every mark has a `writeId`, which its claims name; one without would be followed as before.)
+  return entry && !('closing' in entry) && entry.carried.fo === 1 && typeof entry.item.writeId === 'string' ? entry : null;
+}
+
+/**
+ * The claim of a follow that moves a lone mark on (`loneMarkOf`): its own place, while it is
+ * still the very item read. Once the life's first change took it into the life
+ * (`loneMarkJoins` gives it another `writeId`), or TTL removed it, the follow reads again.
+ */
+export function loneMarkClaim(mark: LogEntry): { position: LogPosition; claim: SlotClaim } {
+  return {
+    position: mark.position,
+    claim: { ConditionExpression: 'writeId = :mark', ExpressionAttributeValues: { ':mark': mark.item.writeId } },
+  };
+}
+
+/**
+ * The part of a life's first change that takes the lone mark before it into the life: its TTL
+ * goes (the life's delete erases it, as every change), and its `writeId` changes, so that a
+ * follow that read it before fails `loneMarkClaim` and follows the life instead. On the
+ * condition that it is still the item read: a mark that TTL removed makes the change read again.
+ */
+export function loneMarkJoins(tableName: string, scope: SessionScope, mark: LogEntry): NonNullable<TransactItem['Update']> {
+  const claim = loneMarkClaim(mark).claim;
+  return {
+    TableName: tableName,
+    Key: { pk: keys.session(scope), sk: keys.logEntry(mark.position) },
+    UpdateExpression: 'SET writeId = :joined REMOVE #ttl',
+    ConditionExpression: claim.ConditionExpression,
+    ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive },
+    ExpressionAttributeValues: { ...claim.ExpressionAttributeValues, ':joined': newWriteId() },
+  };
 }
 
 /** The condition of a first change that does not write the session item: the item, if any, has not expired. */
