@@ -389,7 +389,7 @@ describe('change events and live sync, within their roles', () => {
     expect((await stack.webSocket.connect('lp-conn-2', { token: 'as_unknown' })).result).toMatchObject({ statusCode: 401 });
   });
 
-  it('WebSocket: a follow after an append (its index owed), and a follow over an abandoned delete', async () => {
+  it('WebSocket: a follow after an append (its index owed), a follow over an abandoned delete, and one before the first write', async () => {
     expectStatus(await call('POST', '/v1/sessions/lp-ws/messages', { messages: [{ id: 'm1', role: 'user' }] }), 201);
     await stack.webSocket.connect('lp-conn-3', { token: key });
     const subscribe = JSON.stringify({ action: 'subscribe', sessionId: 'lp-ws' });
@@ -399,6 +399,12 @@ describe('change events and live sync, within their roles', () => {
     const later = await stack.webSocket.send('lp-conn-3', subscribe, { clockOffsetMs: LATER_MS });
     expect(later.result, later.logs.join('\n')).toMatchObject({ statusCode: 200 });
     expectStatus(await call('GET', '/v1/sessions/lp-ws/messages'), 404);
+
+    // A follow of a session never written puts a lone mark (with the table's TTL); the first
+    // append takes it into the life in its transaction (an Update of the mark, the tree's role).
+    const unwritten = await stack.webSocket.send('lp-conn-3', JSON.stringify({ action: 'subscribe', sessionId: 'lp-ws-new' }));
+    expect(unwritten.result, unwritten.logs.join('\n')).toMatchObject({ statusCode: 200 });
+    expectStatus(await call('POST', '/v1/sessions/lp-ws-new/messages', { messages: [{ id: 'm1', role: 'user' }] }), 201);
   });
 
   it('the change hook: webhooks (queued, then one failing into dead letters), followers (one gone), EventBridge, activity', async () => {
