@@ -319,6 +319,49 @@ describe('live sync over WebSocket', () => {
     ]);
   });
 
+  it('follows a session made but not yet written: it reads as before the follow, and every event comes from its first write on', async () => {
+    // Prepare: a session made with POST, nothing written; what every reader of it says.
+    const sid = uniqueId('made');
+    expect((await http.post('/v1/sessions', { sessionId: sid, metadata: { topic: 'made' } })).status).toBe(201);
+    const reads = async () =>
+      Promise.all(
+        [
+          `/v1/sessions/${sid}`,
+          `/v1/sessions/${sid}/messages`,
+          `/v1/sessions/${sid}/state`,
+          `/v1/sessions/${sid}/versions`,
+          `/v1/sessions/${sid}/tree`,
+        ].map(async (path) => {
+          const answer = await http.get(path);
+          return [path, answer.status, answer.body];
+        }),
+      );
+    const before = await reads();
+    const client = await live('dev-key');
+
+    // Act: follow it (its log's one change is the follow's mark), then write it, copy it, delete it.
+    await subscribe(client, sid);
+    const followed = await reads();
+    const listed = await http.get('/v1/sessions?limit=100');
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'u1', role: 'user' }] });
+    await http.patch(`/v1/sessions/${sid}/state`, { n: 1 });
+    await waitFor('the first version', () => client.events().some((event) => event.next?.n === 1));
+    const copy = await http.post(`/v1/sessions/${sid}/copy`, { sessionId: `${sid}-copy` });
+    const copied = await http.get(`/v1/sessions/${sid}-copy/messages`);
+    const versions = await http.get(`/v1/sessions/${sid}/versions`);
+    const deleted = await http.delete(`/v1/sessions/${sid}`);
+
+    // Assess
+    expect(followed).toEqual(before);
+    expect(listed.body.sessions.map((session: { sessionId: string }) => session.sessionId)).toContain(sid);
+    expect(client.events().map((event) => [event.sessionId, event.version])).toEqual([[sid, 1]]);
+    expect(copy.status).toBe(201);
+    expect(copied.body.messages.map((message: { id: string }) => message.id)).toEqual(['u1']);
+    expect(versions.body.versions.map((version: { version: number }) => version.version)).toEqual([1]);
+    expect(deleted.status).toBe(204);
+    expect((await http.get(`/v1/sessions/${sid}`)).status).toBe(404);
+  });
+
   it('stops sending after unsubscribe, and answers bad messages with an error', async () => {
     // Prepare
     const sid = uniqueId('unsub');
