@@ -85,6 +85,7 @@ describe('every route', () => {
       messages: [{ id: 'a2', role: 'assistant', content: 'Which city?' }],
     });
     const path = await client.messages.path(sid, { node: 'a1' });
+    const newest = await client.messages.path(sid, { node: 'a1', last: 1 });
     const node = await client.tree.node(sid, 'a1');
     const tree = await client.tree.get(sid);
     const previews = await client.tree.get(sid, { preview: true });
@@ -95,6 +96,11 @@ describe('every route', () => {
       head: 'a1',
     });
     expect(branch.head).toBe('a2');
+    expect(newest).toEqual({
+      messages: [{ id: 'a1', role: 'assistant', content: 'Where to?', parentId: 'u1' }],
+      ancestry: ['a1'],
+      omitted: 1,
+    });
     expect(path).toEqual({
       messages: [
         { id: 'u1', role: 'user', content: 'Plan a trip', parentId: 'root' },

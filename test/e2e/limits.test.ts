@@ -488,4 +488,61 @@ describe('answers past what one answer may carry (Lambda’s 6 MB, the same on n
       Array.from({ length: 16 }, (_, index) => text(index)),
     );
   });
+
+  it('reads that path whole in parts with last, newest first, each continuing at the parent of the part before', async () => {
+    // Prepare: the same shape of path, 32 messages of 240 KiB.
+    const sid = uniqueId('parts');
+    const text = (n: number) => `${n} ${'a long pasted document, line after line. '.repeat(6000)}`.slice(0, 240 * KIB);
+    for (let append = 0; append < 8; append++) {
+      const written = await http.post(`/v1/sessions/${sid}/messages`, {
+        messages: Array.from({ length: 4 }, (_, index) => ({
+          id: `m${append * 4 + index}`,
+          role: 'user',
+          content: text(append * 4 + index),
+        })),
+      });
+      expect(written.status, written.text).toBe(201);
+    }
+
+    // Act: parts of 12 messages (about 2.9 MB each) until nothing is omitted.
+    const parts: Array<{ messages: Array<{ id: string; content: string; parentId: string }>; ancestry: string[]; omitted: number }> = [];
+    let query = '';
+    for (;;) {
+      const part = await http.get(`/v1/sessions/${sid}/messages?last=12${query}`);
+      expect(part.status, part.text.slice(0, 300)).toBe(200);
+      parts.push(part.body);
+      if (part.body.omitted === 0) break;
+      query = `&node=${part.body.messages[0].parentId}`;
+    }
+
+    // Assess: 12, 12 and 8 messages, each part after the one before; together the whole path.
+    expect(parts.map((part) => [part.messages.length, part.omitted])).toEqual([
+      [12, 20],
+      [12, 8],
+      [8, 0],
+    ]);
+    expect(parts[0]?.ancestry).toEqual(Array.from({ length: 12 }, (_, index) => `m${20 + index}`));
+    expect(parts[2]?.ancestry).toEqual(['root', ...Array.from({ length: 8 }, (_, index) => `m${index}`)]);
+    const whole = parts.reverse().flatMap((part) => part.messages);
+    expect(whole.map((message) => message.content)).toEqual(Array.from({ length: 32 }, (_, index) => text(index)));
+  });
+
+  it('refuses a last that is not an integer from 1 to 10000 with 400, and answers root with nothing omitted', async () => {
+    const sid = uniqueId('last');
+    expect((await http.post(`/v1/sessions/${sid}/messages`, { messages: messages(2, 'm') })).status).toBe(201);
+    for (const last of ['0', '-1', '1.5', 'x', '07', '10001', '']) {
+      const answer = await http.get(`/v1/sessions/${sid}/messages?last=${last}`);
+      expect(answer.status, `last=${last}`).toBe(400);
+      expect(answer.body).toMatchObject({ code: 'invalid_request', field: 'last' });
+    }
+    expect((await http.get(`/v1/sessions/${sid}/messages?last=10000`)).body).toMatchObject({
+      ancestry: [expect.any(String), expect.any(String), expect.any(String)],
+      omitted: 0,
+    });
+    expect((await http.get(`/v1/sessions/${sid}/messages?node=root&last=5`)).body).toEqual({
+      messages: [],
+      ancestry: ['root'],
+      omitted: 0,
+    });
+  });
 });

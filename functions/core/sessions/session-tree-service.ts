@@ -481,8 +481,9 @@ export class SessionTreeService {
   /**
    * The path root→node (the head by default), oldest first: the tip (with the newest changes,
    * or with the node's index), then the ranges of the log the path runs through, in parallel.
+   * With `last`, its last `last` messages only, and how many came before them (`omitted`).
    */
-  async getPath(scope: SessionScope, nodeId?: string): Promise<MessagePath> {
+  async getPath(scope: SessionScope, nodeId?: string, options: { last?: number } = {}): Promise<MessagePath & { omitted?: number }> {
     const { tip, nodes } =
       nodeId === undefined
         ? { tip: await this.store.readTip(scope, { withState: false, recent: true, fromReplica: 'checked' }), nodes: new Map() }
@@ -490,14 +491,21 @@ export class SessionTreeService {
     const targetId = nodeId ?? tip.head;
     if (targetId === ROOT_NODE) {
       await this.targets.requireSession(scope, tip);
-      return { messages: [], ancestry: [ROOT_NODE] };
+      return { messages: [], ancestry: [ROOT_NODE], ...(options.last === undefined ? {} : { omitted: 0 }) };
     }
     const target = nodes.get(targetId) ?? (targetId === tip.head ? tip.headNode : undefined);
     if (!target) {
       await this.targets.requireSession(scope, tip);
       throw nodeNotFound(targetId);
     }
-    const { messages, ancestry } = await this.store.readPath(scope, tip, target);
-    return { messages, ancestry };
+    // With `last`, only the changes that hold the path's last messages are read (paths.ts), so
+    // a long conversation's newest part costs what it returns, and fits one answer.
+    const { messages, ancestry, omitted } = await this.store.readPath(
+      scope,
+      tip,
+      target,
+      options.last === undefined ? {} : { last: options.last },
+    );
+    return options.last === undefined ? { messages, ancestry } : { messages, ancestry, omitted };
   }
 }

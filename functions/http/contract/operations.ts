@@ -21,6 +21,7 @@ import type { RouteKey } from './routes.js';
 
 const node: QueryParameter = { name: 'node', description: 'The node to read or write at; default: the head.', schema: { type: 'string' } };
 const limit: QueryParameter = { name: 'limit', description: 'Page size, 1–500.', schema: { type: 'integer', minimum: 1, maximum: 500 } };
+const last: QueryParameter = { name: 'last', description: 'Its last N messages.', schema: { type: 'integer', minimum: 1, maximum: 10000 } };
 const cursor: QueryParameter = { name: 'cursor', description: 'The `next` of the previous page, unchanged.', schema: { type: 'string' } };
 const page = [limit, cursor] as const;
 const notesOf: QueryParameter = { name: 'notesOf', description: 'Up to 200 node ids (a,b): their notes.', schema: { type: 'string' } };
@@ -169,9 +170,9 @@ export const operations: Record<RouteKey, Operation> = {
   'GET /v1/sessions/{sid}/messages': {
     tag: 'tree',
     summary: 'The message path root → node',
-    query: [node],
+    query: [node, last],
     responses: { 200: { description: 'The path, oldest first.', schema: 'MessagePath' } },
-    problems: ['session_not_found', 'node_not_found'],
+    problems: ['session_not_found', 'node_not_found', 'invalid_request'],
   },
   'GET /v1/sessions/{sid}/nodes/{nid}': {
     tag: 'tree',

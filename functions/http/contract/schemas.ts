@@ -68,7 +68,11 @@ const appendResult = z.object({
 });
 const messagePath = z.object({
   messages: z.array(storedMessage).meta({ description: 'Root → node, oldest first, root excluded.' }),
-  ancestry: z.array(z.string()).meta({ description: 'Node ids from `root` to the node, both included.' }),
+  ancestry: z.array(z.string()).meta({
+    description:
+      'Node ids from `root` to the node, both included; with `last`, the ids of `messages` (and `root` first when nothing is omitted).',
+  }),
+  omitted: z.optional(z.number()).meta({ description: 'With `last`: how many messages of the path come before `messages`.' }),
 });
 const treeNode = messageNode.omit({ createdAt: true }).extend({
   preview: z.string().nullable().optional().meta({ description: 'With `?preview=1`: a one-line snippet (null for `root`).' }),

@@ -5,7 +5,7 @@ import { requireId } from '../../core/kernel/ids.js';
 import { APPEND_BODY_LIMIT_BYTES, checkMetadata } from '../../core/model/limits.js';
 import type { AppendResult, StateChange } from '../../core/sessions/append-input.js';
 import { checkListedMetadata } from '../../core/sessions/session-lists.js';
-import { createHttpHandler } from '../api.js';
+import { createHttpHandler, type RouteInput } from '../api.js';
 import { bodyAsSent, flag, ifMatch, jsonObject, jsonValue, keyAccess, queryNode, sessionScope } from '../edge/request.js';
 import { json } from '../edge/responses.js';
 import { messageTree, sessionCopier } from '../parts/session-tree.js';
@@ -76,7 +76,7 @@ export const handler = createHttpHandler(
     },
 
     'GET /v1/sessions/{sid}/messages': async (input) =>
-      json(200, await input.deps.sessionTree.getPath(sessionScope(input), queryNode(input))),
+      json(200, await input.deps.sessionTree.getPath(sessionScope(input), queryNode(input), lastMessages(input))),
 
     'GET /v1/sessions/{sid}/nodes/{nid}': async (input) => {
       const scope = sessionScope(input);
@@ -130,3 +130,17 @@ export const handler = createHttpHandler(
   // An append may carry the new head's state: the state's limit plus the messages'.
   { bodyLimitBytes: APPEND_BODY_LIMIT_BYTES },
 );
+
+/** The most `?last=` may ask for: a path's newest part is read in parts of at most this many messages. */
+const MAX_LAST = 10_000;
+
+/** `?last=N`: only the path's last N messages (1 to 10,000); all of them when absent. */
+function lastMessages(input: RouteInput): { last?: number } {
+  const raw = input.query('last');
+  if (raw === undefined) return {};
+  const last = Number(raw);
+  if (!/^[1-9]\d{0,4}$/.test(raw) || last > MAX_LAST) {
+    throw new AgentStateError('invalid_request', `last must be an integer from 1 to ${MAX_LAST}`, { field: 'last' });
+  }
+  return { last };
+}

@@ -165,8 +165,11 @@ export class AgentStateApi {
           options,
         )
       ).body,
-    /** `GET /v1/sessions/{sid}/messages?node=`: the path root → node (default: the head). */
-    path: async (sessionId: string, query: { node?: string } = {}, options?: CallOptions): Promise<MessagePath> =>
+    /**
+     * `GET /v1/sessions/{sid}/messages?node=&last=`: the path root → node (default: the head);
+     * with `last`, its last `last` messages only, and how many came before them (`omitted`).
+     */
+    path: async (sessionId: string, query: { node?: string; last?: number } = {}, options?: CallOptions): Promise<MessagePath> =>
       (
         await this.http.request<MessagePath>(
           { method: 'GET', path: path`/v1/sessions/${sessionId}/messages`, query: { ...query } },

@@ -173,8 +173,10 @@ export interface AppendMessagesResult {
 export interface MessagePath {
   /** Root → node, oldest first, root excluded. */
   messages: StoredMessage[];
-  /** Node ids from `root` to the node, both included. */
+  /** Node ids from `root` to the node, both included; with `last`, the ids of `messages` (`root` first when nothing is omitted). */
   ancestry: string[];
+  /** With `last`: how many messages of the path come before `messages`. */
+  omitted?: number;
 }
 
 /** A node of `GET /v1/sessions/{sid}/tree` (no `createdAt`, no message body). */
