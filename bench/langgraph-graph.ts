@@ -8,14 +8,14 @@
  *   (bench/server-process.ts, what `npm start` runs), on that same DynamoDB Local.
  * Runs alternate between the savers, so a machine that slows down slows them alike.
  */
-import { createRequire } from 'node:module';
 import { createClient } from '@agentstate/client';
 import { AgentStateSaver } from '@agentstate/langgraph';
-import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { Annotation, END, MemorySaver, START, StateGraph } from '@langchain/langgraph';
 import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
 import { QUICK } from './config.js';
 import { median, ms, pad, padLeft, tableRow } from './measure.js';
+import { createPeerTables, DynamoDBSaver } from './peer-saver.js';
 import { startServerProcess } from './server-process.js';
 
 const STEPS = 20;
@@ -26,8 +26,6 @@ const API_KEY = 'graph-key';
 /** Issue 36: a 20-step graph at most this many times the peer saver's time. */
 const GRAPH_TARGET_RATIO = 1.5;
 const PEER = '@rwai/langgraphjs-checkpoint-dynamodb 0.1.6';
-/** Its ES module build does not load (it imports without file extensions); its CommonJS one does. */
-const require = createRequire(import.meta.url);
 
 export interface GraphRunRow {
   saver: string;
@@ -37,15 +35,6 @@ export interface GraphRunRow {
   requests: string;
   /** Over the peer's median. */
   ratio: number;
-}
-
-/** The peer's constructor, as far as these runs use it. */
-interface PeerModule {
-  DynamoDBSaver: new (options: {
-    checkpointsTableName: string;
-    writesTableName: string;
-    clientConfig: object;
-  }) => BaseCheckpointSaver & { client: { middlewareStack: { add: (middleware: unknown, options: object) => void } } };
 }
 
 const State = Annotation.Root({
@@ -72,8 +61,9 @@ export async function measureGraphRuns(log: (line?: string) => void): Promise<Gr
       endpoint: server.dynamoDbEndpoint,
       credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
     };
-    const tables = await peerTables(new DynamoDBClient(clientConfig));
-    const { DynamoDBSaver } = require('@rwai/langgraphjs-checkpoint-dynamodb') as PeerModule;
+    const tableClient = new DynamoDBClient(clientConfig);
+    const tables = await createPeerTables(tableClient, 'peer');
+    tableClient.destroy();
     const peerRequests = { count: 0 };
     const httpRequests = { count: 0 };
     const counting: typeof fetch = (input, init) => {
@@ -138,30 +128,6 @@ export async function measureGraphRuns(log: (line?: string) => void): Promise<Gr
   } finally {
     await server.stop();
   }
-}
-
-/** The two tables the peer saver needs, created as its README says. */
-async function peerTables(client: DynamoDBClient): Promise<{ checkpointsTableName: string; writesTableName: string }> {
-  const names = { checkpointsTableName: 'peer-checkpoints', writesTableName: 'peer-writes' };
-  const table = (name: string, hash: string, range: string) =>
-    client.send(
-      new CreateTableCommand({
-        TableName: name,
-        BillingMode: 'PAY_PER_REQUEST',
-        KeySchema: [
-          { AttributeName: hash, KeyType: 'HASH' },
-          { AttributeName: range, KeyType: 'RANGE' },
-        ],
-        AttributeDefinitions: [
-          { AttributeName: hash, AttributeType: 'S' },
-          { AttributeName: range, AttributeType: 'S' },
-        ],
-      }),
-    );
-  await table(names.checkpointsTableName, 'thread_id', 'checkpoint_id');
-  await table(names.writesTableName, 'thread_id_checkpoint_id_checkpoint_ns', 'task_id_idx');
-  client.destroy();
-  return names;
 }
 
 /** The graph runs' table and its paragraph, for the LangGraph section of docs/benchmarks.md. */

@@ -8,47 +8,18 @@
  * makes share them). The stores stay `InMemoryStore`: the peer has none.
  */
 import { randomUUID } from 'node:crypto';
-import { createRequire } from 'node:module';
-import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { beforeEach } from 'vitest';
+import { createPeerTables, DynamoDBSaver } from '../../bench/peer-saver.js';
 
 const endpoint = process.env.AGENTSTATE_UPSTREAM_DYNAMODB;
 if (!endpoint) throw new Error('run the upstream tests through test/langgraph-upstream/run.ts');
 const clientConfig = { region: 'us-east-1', endpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } };
 
-/** Its ES module build does not load (it imports without file extensions); its CommonJS one does. */
-const { DynamoDBSaver } = createRequire(import.meta.url)('@rwai/langgraphjs-checkpoint-dynamodb') as {
-  DynamoDBSaver: new (options: { checkpointsTableName: string; writesTableName: string; clientConfig: object }) => BaseCheckpointSaver;
-};
-
 const dynamoDb = new DynamoDBClient(clientConfig);
 
-/** Two new tables, created as the peer's README says. */
-async function newTables(): Promise<{ checkpointsTableName: string; writesTableName: string }> {
-  const id = randomUUID().slice(0, 8);
-  const names = { checkpointsTableName: `peer-${id}-checkpoints`, writesTableName: `peer-${id}-writes` };
-  const table = (name: string, hash: string, range: string) =>
-    dynamoDb.send(
-      new CreateTableCommand({
-        TableName: name,
-        BillingMode: 'PAY_PER_REQUEST',
-        KeySchema: [
-          { AttributeName: hash, KeyType: 'HASH' },
-          { AttributeName: range, KeyType: 'RANGE' },
-        ],
-        AttributeDefinitions: [
-          { AttributeName: hash, AttributeType: 'S' },
-          { AttributeName: range, AttributeType: 'S' },
-        ],
-      }),
-    );
-  await Promise.all([
-    table(names.checkpointsTableName, 'thread_id', 'checkpoint_id'),
-    table(names.writesTableName, 'thread_id_checkpoint_id_checkpoint_ns', 'task_id_idx'),
-  ]);
-  return names;
-}
+/** Two new tables, their names unique to the test. */
+const newTables = () => createPeerTables(dynamoDb, `peer-${randomUUID().slice(0, 8)}`);
 
 // Savers a file makes as it loads, before any test, get the file's own pair.
 let tables = await newTables();
