@@ -646,6 +646,51 @@ describe('answers past Lambda’s payload', () => {
   });
 });
 
+describe('reads in parts, each within Lambda’s payload', () => {
+  it('reads back 8 MB of notes on one node in parts (the state’s answer, then GET …/notes), and pages of 2.5 MB states one by one', async () => {
+    // Prepare: 80 notes of 100 KB on one node, put at once; two versions of 2.5 MB of state.
+    expect((await call('POST', '/v1/sessions', { sessionId: 'parts' })).status).toBe(201);
+    expect((await call('POST', '/v1/sessions/parts/messages', { messages: [{ id: 'a1', role: 'checkpoint' }] })).status).toBe(201);
+    const keys = Array.from({ length: 80 }, (_, n) => `task-${String(n).padStart(2, '0')}`);
+    const puts = await Promise.all(
+      keys.map((key) => call('PUT', `/v1/sessions/parts/nodes/a1/notes/${key}`, { key, blob: 'n'.repeat(100_000) })),
+    );
+    expect(puts.map((put) => put.status)).toEqual(keys.map(() => 200));
+    for (const tag of ['one', 'two']) {
+      const written = await stack.http.request('PUT', '/v1/sessions/parts/state', {
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ tag, blob: 's'.repeat(2_500_000) }),
+      });
+      expect(written.status).toBe(200);
+    }
+
+    // Act
+    const state = await call('GET', '/v1/sessions/parts/state?node=a1&notes=1');
+    const notes = { ...state.json.notes };
+    for (let cursor = state.json.notesNext; cursor !== undefined; ) {
+      const part = await call('GET', `/v1/sessions/parts/notes?nodes=a1&cursor=${cursor}`);
+      expect(part.status).toBe(200);
+      Object.assign(notes, part.json.notes.a1);
+      cursor = part.json.next;
+    }
+    const pages = [];
+    for (let cursor = ''; ; ) {
+      const page = await call('GET', `/v1/sessions/parts/versions${cursor}`);
+      expect(page.status).toBe(200);
+      pages.push(page.json.versions.map((version: { state: { tag: string } }) => version.state.tag));
+      if (!page.json.next) break;
+      cursor = `?cursor=${page.json.next}`;
+    }
+
+    // Assess: every note, whole; every version, a page each.
+    expect(state.status).toBe(200);
+    expect(state.json.notesNext).toEqual(expect.any(String));
+    expect(Object.keys(notes).sort()).toEqual(keys);
+    expect(notes['task-42']).toEqual({ key: 'task-42', blob: 'n'.repeat(100_000) });
+    expect(pages).toEqual([['two'], ['one']]);
+  });
+});
+
 describe('retention on the schedule', () => {
   it('prunes with the change hook’s own role, invoked by the schedule rule, what aged out of keepDays with no write after it', async () => {
     // Prepare: three versions, then a day's window; the PATCH marks the session due at once.

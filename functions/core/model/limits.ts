@@ -59,6 +59,15 @@ export const APPEND_BODY_LIMIT_BYTES = STATE_BODY_LIMIT_BYTES + APPEND_LIMIT_BYT
 export const AGENT_CONFIG_LIMIT_BYTES = 64 * 1024;
 
 /**
+ * What one answer carries at most of what a read may end early (a page of versions, a node's
+ * notes), as JSON text. Every answer travels inside Lambda's 6 MB payload (edge/lambda-payload.ts):
+ * as base64 when its text would escape to more, so a body of 4,706,304 bytes always fits beside
+ * the answer's 16 KiB of status and headers. This leaves about 240 KiB of that for the rest of
+ * the answer; and one version alone (a 4 MiB state and a 64 KiB agent config) fits it.
+ */
+export const ANSWER_ITEMS_BYTES = 4 * 1024 * 1024 + 256 * 1024;
+
+/**
  * An agent's `stateFields`, as encoded JSON. The registration is one item of at most 400 KB:
  * this, the config and the worker keep it well within (200 fields may each declare 4,000
  * characters of description and rules and 200 agents, far more than one item holds).

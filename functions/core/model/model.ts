@@ -248,25 +248,33 @@ export interface NoteResult {
   key: string;
 }
 
-/** A note as the store reads it: its node, the session's life it was put in, its key and value. */
-export interface NoteRecord {
+/** Where a note is among the session's notes (node, life, key: their order in the table). */
+export interface NotePosition {
   nodeId: string;
   incarnation: number;
   key: string;
-  value: Json;
 }
 
-/** The notes of `records` put in life `incarnation`, by node. */
-export function notesOfLife(records: readonly NoteRecord[], incarnation: number): Map<string, NodeNotes> {
-  const byNode = new Map<string, NodeNotes>();
-  for (const { nodeId, incarnation: life, key, value } of records) {
-    if (life !== incarnation) continue;
-    const notes = byNode.get(nodeId) ?? {};
-    // Defined, not assigned: a note named `__proto__` is a note, not the object's prototype.
-    Object.defineProperty(notes, key, { value, enumerable: true, writable: true, configurable: true });
-    byNode.set(nodeId, notes);
-  }
-  return byNode;
+/** A note as the store reads it: its node, the session's life it was put in, its key and value. */
+export interface NoteRecord extends NotePosition {
+  value: Json;
+  /** Bytes of its value as JSON text. */
+  bytes: number;
+}
+
+/**
+ * Notes as a store read them, in their order (`NotePosition`), from a position on: `cut` when the
+ * read stopped, holding more than it was asked for, before the end of what it reads.
+ */
+export interface NotesRead {
+  records: NoteRecord[];
+  cut: boolean;
+}
+
+/** What a notes read starts after, and the bytes it stops after (it reads at least that much, or to the end). */
+export interface NotesWindow {
+  after?: NotePosition;
+  bytes: number;
 }
 
 /**

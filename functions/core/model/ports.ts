@@ -11,7 +11,8 @@ import type {
   DocumentRef,
   DoneDecision,
   NodeRecord,
-  NoteRecord,
+  NotesRead,
+  NotesWindow,
   Page,
   SessionMeta,
   SessionScope,
@@ -285,10 +286,13 @@ export interface SessionStore {
   readTree(scope: SessionScope): Promise<{ tip: Tip; nodes: NodeRecord[] }>;
   /** Puts a note beside a node of life `incarnation` (a blind put: the log is not touched). */
   putNote(scope: SessionScope, note: { incarnation: number; nodeId: string; key: string; value: Json }): Promise<void>;
-  /** The notes of one node, or of every node, in every life of the session (`notesOfLife` keeps one). */
-  readNotes(scope: SessionScope, nodeId?: string): Promise<NoteRecord[]>;
-  /** The notes of the named nodes, in every life; what it reads is bounded by the nodes named. */
-  readNotesOf(scope: SessionScope, nodeIds: readonly string[]): Promise<NoteRecord[]>;
+  /**
+   * The notes of one node, or of every node, in every life of the session (note-pages.ts keeps
+   * one), in their order from `window.after` on, until they pass `window.bytes`.
+   */
+  readNotes(scope: SessionScope, nodeId: string | undefined, window: NotesWindow): Promise<NotesRead>;
+  /** The notes of the named nodes, in every life, as `readNotes`; what it reads is bounded by the nodes named. */
+  readNotesOf(scope: SessionScope, nodeIds: readonly string[], window: NotesWindow): Promise<NotesRead>;
   /**
    * The path root→`target` (a node read with `tip`, or the tip's head node), oldest first; with
    * `last`, only its last `last` messages, and how many before them were left out.
@@ -305,12 +309,13 @@ export interface SessionStore {
   getLineage(scope: SessionScope, from: VersionRecord, limit: number): Promise<{ versions: VersionRecord[]; prunedBefore?: number }>;
   /**
    * Recorded versions, newest first, without those retention pruned (`prunedBefore`: the version
-   * listed just above the newest missing one). A page may hold fewer than `limit` items.
+   * listed just above the newest missing one). A page may hold fewer than `limit` items: it
+   * ends before a version whose state would take it past `bytes` (at least one version).
    * `incarnation`: the life of the session the page read (absent when the log held nothing).
    */
   listVersions(
     scope: SessionScope,
-    options: { limit: number; cursor?: string },
+    options: { limit: number; cursor?: string; bytes: number },
   ): Promise<Page<VersionRecord> & { prunedBefore?: number; incarnation?: number }>;
   /** The decisions of the session's current life, newest first. A page may hold fewer than `limit` items. */
   listDecisions(scope: SessionScope, options: { limit: number; cursor?: string }): Promise<Page<DecisionSummary>>;

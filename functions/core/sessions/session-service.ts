@@ -1,12 +1,13 @@
 import type { AllowedAgents } from '../agents/acting-agent.js';
-import { type Json, jsonEqual } from '../json/json.js';
+import { encodedSize, type Json, jsonEqual } from '../json/json.js';
 import { applyJsonPatch, type PatchOperation } from '../json/json-patch.js';
 import { mergePatch } from '../json/merge-patch.js';
 import { AgentStateError } from '../kernel/errors.js';
 import { ROOT_NODE } from '../kernel/ids.js';
 import { openCursor, sealCursor } from '../kernel/sealing.js';
 import type { Caller } from '../model/fields.js';
-import { type DecisionSummary, type NodeNotes, notesOfLife, type Page, type SessionScope, type VersionRecord } from '../model/model.js';
+import { ANSWER_ITEMS_BYTES } from '../model/limits.js';
+import type { DecisionSummary, NodeNotes, Page, SessionScope, VersionRecord } from '../model/model.js';
 import { type AnswerKeeper, StaleTipError } from '../model/ports.js';
 import { versionAt } from '../write/next-version.js';
 import { type AttemptContext, othersWaiting, QueueBehindOthers, retryOnStaleTip } from '../write/write-retry.js';
@@ -19,6 +20,7 @@ import {
   type VersionPrecondition,
   visibleState,
 } from '../write/write-target.js';
+import { notesWithin, sealNotesCursor } from './note-pages.js';
 import { SessionTreeService } from './session-tree-service.js';
 import { emptyState, type StateView, stateView, type VersionView, versionView, type WriteResult } from './session-views.js';
 
@@ -67,16 +69,23 @@ export class SessionService extends SessionTreeService {
       return stateView(scope, record.node, record, schema, caller);
     }
     // A node's notes are read beside it when it is named (the head's once the tip said which it is).
+    const window = { bytes: ANSWER_ITEMS_BYTES };
     const [target, named] = await Promise.all([
       this.targets.resolve(scope, at.node, { forRead: true }),
-      at.notes && at.node !== undefined ? this.store.readNotes(scope, at.node) : undefined,
+      at.notes && at.node !== undefined ? this.store.readNotes(scope, at.node, window) : undefined,
     ]);
     if (!target) return { ...emptyState(scope, at.node ?? ROOT_NODE), ...(at.notes ? { notes: {} } : {}) };
     const schema = await this.schemas(scope.tenant, target.tip.agentId);
     const view = stateView(scope, target.nodeId, target.current, schema, caller);
     if (!at.notes) return view;
-    const records = named ?? (await this.store.readNotes(scope, target.nodeId));
-    return { ...view, notes: notesOfLife(records, target.tip.incarnation).get(target.nodeId) ?? {} };
+    const read = named ?? (await this.store.readNotes(scope, target.nodeId, window));
+    // The notes that fit beside the state in one answer; `notesNext` goes on with the rest.
+    const part = notesWithin(read, target.tip.incarnation, ANSWER_ITEMS_BYTES - encodedSize(view), false);
+    return {
+      ...view,
+      notes: part.notes[target.nodeId] ?? {},
+      ...(part.rest ? { notesNext: sealNotesCursor(part.rest, scope, [target.nodeId]) } : {}),
+    };
   }
 
   /** Applies `patch` (RFC 7396 JSON merge patch) to the state at the target node (`PATCH`). */
@@ -214,8 +223,8 @@ export class SessionService extends SessionTreeService {
     if (options.node === undefined) {
       // The named nodes' notes are read beside the page; the page says which life is the session's.
       const [page, noted] = await Promise.all([
-        this.store.listVersions(scope, { limit: options.limit, cursor: options.cursor }),
-        options.notesOf === undefined ? undefined : this.store.readNotesOf(scope, options.notesOf),
+        this.store.listVersions(scope, { limit: options.limit, cursor: options.cursor, bytes: ANSWER_ITEMS_BYTES }),
+        options.notesOf === undefined ? undefined : this.store.readNotesOf(scope, options.notesOf, { bytes: ANSWER_ITEMS_BYTES }),
       ]);
       if (page.items.length === 0 && !options.cursor && !(await this.targets.sessionExists(scope))) {
         throw sessionNotFound(scope);
@@ -226,8 +235,11 @@ export class SessionService extends SessionTreeService {
         page.next,
         page.prunedBefore,
       );
-      if (noted === undefined) return listed;
-      return { ...listed, notes: page.incarnation === undefined ? {} : Object.fromEntries(notesOfLife(noted, page.incarnation)) };
+      if (noted === undefined || options.notesOf === undefined) return listed;
+      if (page.incarnation === undefined) return { ...listed, notes: {} };
+      // The named nodes' notes that fit beside the page in one answer; `notesNext` goes on with the rest.
+      const part = notesWithin(noted, page.incarnation, ANSWER_ITEMS_BYTES - encodedSize(listed.items), false);
+      return { ...listed, notes: part.notes, ...(part.rest ? { notesNext: sealNotesCursor(part.rest, scope, options.notesOf) } : {}) };
     }
 
     // A lineage page after the first goes on below the last version the one before listed.
@@ -283,6 +295,8 @@ export interface VersionPage extends Page<VersionView> {
   prunedBefore?: number;
   /** With `notesOf`: the notes of those of the named nodes that have any, by node. */
   notes?: Record<string, NodeNotes>;
+  /** With `notesOf`, when more notes are left than the answer carries: where `GET …/notes` goes on. */
+  notesNext?: string;
 }
 
 function versionPage(items: VersionView[], next: string | undefined, prunedBefore: number | undefined): VersionPage {

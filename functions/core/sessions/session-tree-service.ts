@@ -1,6 +1,6 @@
 import type { AllowedAgents } from '../agents/acting-agent.js';
 import { requireMayWorkIn } from '../agents/agent-access.js';
-import type { Json, JsonObject } from '../json/json.js';
+import { encodedSize, type Json, type JsonObject } from '../json/json.js';
 import { mergePatch } from '../json/merge-patch.js';
 import { AgentStateError } from '../kernel/errors.js';
 import { newId, ROOT_NODE } from '../kernel/ids.js';
@@ -14,18 +14,9 @@ import {
   NO_LIFETIME,
   resolveLifetime,
 } from '../model/lifetime.js';
-import { checkMetadata, checkNoteSize } from '../model/limits.js';
+import { ANSWER_ITEMS_BYTES, checkMetadata, checkNoteSize } from '../model/limits.js';
 import type { MessagePath } from '../model/message-path.js';
-import {
-  type NodeNotes,
-  type NodeRecord,
-  type NoteResult,
-  notesOfLife,
-  type Page,
-  type SessionMeta,
-  type SessionScope,
-  type Tip,
-} from '../model/model.js';
+import type { NodeNotes, NodeRecord, NoteResult, Page, SessionMeta, SessionScope, Tip } from '../model/model.js';
 import type { QueueTicket, SessionListOptions, SessionStore, WriteQueue } from '../model/ports.js';
 import { emptyTip, pointerOf, rootNode } from '../model/tree.js';
 import { type HeadMove, requireMayMoveHeadTo } from '../write/head-move.js';
@@ -41,6 +32,7 @@ import {
 } from '../write/write-target.js';
 import type { AppendInput, AppendResult, HeadState, HeadStateInput } from './append-input.js';
 import { lookupsOf, planChain, suppliedIds } from './chain.js';
+import { notesWithin, openNotesCursor, sealNotesCursor } from './note-pages.js';
 import { messagePreview } from './preview.js';
 import { checkListedMetadata } from './session-lists.js';
 import {
@@ -440,15 +432,15 @@ export class SessionTreeService {
   async getTree(
     scope: SessionScope,
     options: { preview?: boolean; notes?: boolean } = {},
-  ): Promise<{ head: string; nodes: TreeNodeView[]; notes?: Record<string, NodeNotes> }> {
+  ): Promise<{ head: string; nodes: TreeNodeView[]; notes?: Record<string, NodeNotes>; notesNext?: string }> {
     const preview = options.preview ?? false;
     // The notes of every life, read beside the tree: its tip says which life is the session's.
-    const notesRead = options.notes ? this.store.readNotes(scope) : Promise.resolve([]);
+    const notesRead = options.notes ? this.store.readNotes(scope, undefined, { bytes: ANSWER_ITEMS_BYTES }) : undefined;
     const [{ tip, nodes }, meta, noted] = await Promise.all([this.store.readTree(scope), this.store.getMeta(scope), notesRead]);
     if (!meta && nodes.length === 0 && tip.kind === 'empty') throw sessionNotFound(scope);
     const all = nodes.some((node) => node.id === ROOT_NODE) ? nodes : [rootNode(meta?.createdAt ?? ''), ...nodes];
     all.sort((a, b) => a.depth - b.depth || a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
-    return {
+    const tree = {
       head: tip.head,
       nodes: all.map((node) => ({
         id: node.id,
@@ -458,8 +450,41 @@ export class SessionTreeService {
         stateVersion: pointerOf(node, tip),
         ...(preview ? { preview: node.preview !== undefined ? node.preview : messagePreview(node.message) } : {}),
       })),
-      ...(options.notes ? { notes: tip.kind === 'closing' ? {} : Object.fromEntries(notesOfLife(noted, tip.incarnation)) } : {}),
     };
+    if (noted === undefined) return tree;
+    if (tip.kind === 'closing') return { ...tree, notes: {} };
+    // The notes that fit beside the tree in one answer; `notesNext` goes on with the rest.
+    const part = notesWithin(noted, tip.incarnation, ANSWER_ITEMS_BYTES - encodedSize(tree), false);
+    return { ...tree, notes: part.notes, ...(part.rest ? { notesNext: sealNotesCursor(part.rest, scope, undefined) } : {}) };
+  }
+
+  /**
+   * `GET …/notes`: the notes of the named nodes (`nodeIds`), or of every node, in their order (node,
+   * then key), as many as one answer carries (at least one), from where `cursor` says on: what
+   * goes on from a read's `notesNext` (note-pages.ts). A later part reads the tip beside its notes:
+   * a session deleted or expired since the first part is the cursor's no longer (`400`, as for
+   * versions).
+   */
+  async readNotesPage(
+    scope: SessionScope,
+    options: { nodeIds?: readonly string[]; cursor?: string },
+  ): Promise<{ notes: Record<string, NodeNotes>; next?: string }> {
+    const from = options.cursor === undefined ? undefined : openNotesCursor(options.cursor, scope, options.nodeIds);
+    const window = { ...(from?.after ? { after: from.after } : {}), bytes: ANSWER_ITEMS_BYTES };
+    const [tip, read] = await Promise.all([
+      this.store.readTip(scope, { withState: false }),
+      options.nodeIds === undefined
+        ? this.store.readNotes(scope, undefined, window)
+        : this.store.readNotesOf(scope, options.nodeIds, window),
+    ]);
+    if (from !== undefined && (tip.kind === 'closing' || tip.incarnation !== from.life)) {
+      throw new AgentStateError('invalid_request', 'cursor is not valid for this list: the session was deleted or expired since', {
+        field: 'cursor',
+      });
+    }
+    await this.targets.requireSession(scope, tip);
+    const part = notesWithin(read, tip.incarnation, ANSWER_ITEMS_BYTES, true);
+    return { notes: part.notes, ...(part.rest ? { next: sealNotesCursor(part.rest, scope, options.nodeIds) } : {}) };
   }
 
   /**

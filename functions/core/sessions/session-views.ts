@@ -67,6 +67,8 @@ export interface StateView {
   updatedAt: string | null;
   /** With `?notes=true`: the node's notes (docs/api.md, "a note beside a node"). */
   notes?: NodeNotes;
+  /** With `?notes=true`, when more notes are left than the answer carries: where `GET …/notes` goes on. */
+  notesNext?: string;
 }
 
 export interface WriteResult {

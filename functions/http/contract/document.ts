@@ -5,7 +5,8 @@ import { jsonObject } from '../edge/request.js';
 import { embeddingNumber } from '../handlers/memory.js';
 import { answerExamples, problemExample } from './examples.js';
 import type { Operation, Tag } from './operation-types.js';
-import { operations, pathParameters } from './operations.js';
+import { operations } from './operations.js';
+import { pathParameters } from './path-parameters.js';
 import { type RouteKey, routes } from './routes.js';
 import { type ComponentName, components } from './schemas.js';
 

@@ -113,6 +113,10 @@ export const answerExamples: AnswerExamples = {
   },
   HeadResult: { head: 'u1' },
   NoteResult: { sessionId: 's1', node: 'a1', key: 'task-1' },
+  NotePage: {
+    notes: { a1: { 'task-1': { channel: 'answer', value: 42 }, 'task-2': { channel: 'answer', value: 7 } } },
+    next: 'eyJub3RlcyI6MX0',
+  },
   StateView: {
     sessionId: 's1',
     node: 'a1',

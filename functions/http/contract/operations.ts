@@ -189,6 +189,18 @@ export const operations: Record<RouteKey, Operation> = {
     responses: { 200: { description: 'The note was put.', schema: 'NoteResult' } },
     problems: ['invalid_request', 'invalid_json', 'session_not_found', 'node_not_found', 'payload_too_large', 'forbidden'],
   },
+  'GET /v1/sessions/{sid}/notes': {
+    tag: 'tree',
+    summary: 'Notes, in parts: what goes on from a read whose notes did not fit one answer',
+    description:
+      "The notes of the nodes `nodes` names (up to 200 ids, a,b), or of every node, by node id then key, in that order: as many as one answer carries (at least one), with `next` while more are left. A read that carries notes (`GET …/state?notes=1`, `GET …/tree?notes=1`, `GET …/versions?notesOf=`) carries those that fit beside what else it answers and, when more are left, `notesNext`: pass it as `cursor` here with the same nodes (the node read, none for the tree, `notesOf`'s).",
+    query: [
+      { name: 'nodes', description: 'Up to 200 node ids (a,b); default: every node.', schema: { type: 'string' } },
+      { ...cursor, description: 'A `notesNext`, or the `next` of the previous page, unchanged.' },
+    ],
+    responses: { 200: { description: 'One part.', schema: 'NotePage' } },
+    problems: ['invalid_request', 'session_not_found'],
+  },
   'GET /v1/sessions/{sid}/tree': {
     tag: 'tree',
     summary: 'The whole message tree',
@@ -483,24 +495,5 @@ export const operations: Record<RouteKey, Operation> = {
     public: true,
     responses: { 200: { description: 'The file.', contentType: '*/*' } },
     problems: ['not_found'],
-  },
-};
-
-/** What each path parameter is. */
-export const pathParameters: Record<string, { description: string; type: 'string' | 'integer'; greedy?: true }> = {
-  sid: { description: 'The session id.', type: 'string' },
-  nid: { description: 'The node id.', type: 'string' },
-  key: { description: "The note's key (an id).", type: 'string' },
-  v: { description: 'The version number.', type: 'integer' },
-  agentId: { description: 'The agent id.', type: 'string' },
-  runId: { description: 'The run id.', type: 'string' },
-  userId: { description: 'The user id.', type: 'string' },
-  webhookId: { description: 'The webhook id.', type: 'string' },
-  erasureId: { description: 'The erasure id (from `DELETE /v1/users/{userId}`).', type: 'string' },
-  file: { description: 'A file name of the page (flat, no directories).', type: 'string' },
-  path: {
-    description: 'A memory item: its namespace (1–8 ids) and its key, joined by `/`, e.g. `users/u1/facts/diet`.',
-    type: 'string',
-    greedy: true,
   },
 };

@@ -45,6 +45,7 @@ export const routes = [
   { method: 'GET', path: '/v1/sessions/{sid}/nodes/{nid}', group: 'tree' },
   { method: 'PUT', path: '/v1/sessions/{sid}/nodes/{nid}/notes/{key}', group: 'tree' },
   { method: 'GET', path: '/v1/sessions/{sid}/tree', group: 'tree' },
+  { method: 'GET', path: '/v1/sessions/{sid}/notes', group: 'tree' },
   { method: 'PUT', path: '/v1/sessions/{sid}/head', group: 'tree' },
   { method: 'POST', path: '/v1/sessions/{sid}/copy', group: 'tree' },
 

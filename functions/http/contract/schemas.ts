@@ -78,6 +78,11 @@ const treeNode = messageNode.omit({ createdAt: true }).extend({
   preview: z.string().nullable().optional().meta({ description: 'With `?preview=1`: a one-line snippet (null for `root`).' }),
 });
 const nodeNotes = z.record(z.string(), jsonValue).meta({ description: "A node's notes: key → value (docs/api.md, a note beside a node)." });
+/** `notesNext` of a read that carries notes: present when more notes are left than the answer holds. */
+const notesNext = z
+  .string()
+  .optional()
+  .meta({ description: 'Present when more notes are left than this answer holds: pass it as `cursor` to `GET …/notes` (the same nodes).' });
 const tree = z.object({
   head: z.string(),
   nodes: z.array(treeNode),
@@ -85,6 +90,11 @@ const tree = z.object({
     .record(z.string(), nodeNotes)
     .optional()
     .meta({ description: 'With `?notes=1`: the notes of each node that has any, by node id.' }),
+  notesNext,
+});
+const notePage = z.object({
+  notes: z.record(z.string(), nodeNotes).meta({ description: 'Notes by node id, then key, in that order.' }),
+  next,
 });
 const noteResult = z.object({ sessionId: idSchema, node: z.string(), key: z.string() });
 const headResult = z.object({ head: z.string() });
@@ -97,6 +107,7 @@ const stateView = z.object({
   agent: jsonValue,
   updatedAt: time.nullable(),
   notes: nodeNotes.optional().meta({ description: "With `?notes=1`: the node's notes." }),
+  notesNext,
 });
 const writeResult = z.object({
   sessionId: idSchema,
@@ -129,6 +140,7 @@ const versionList = z.object({
     .record(z.string(), nodeNotes)
     .optional()
     .meta({ description: 'With `?notesOf=`: the notes of each named node that has any, by node id.' }),
+  notesNext,
 });
 const routingHop = z.union([
   z.object({
@@ -396,6 +408,7 @@ export const components = {
   Tree: tree,
   HeadResult: headResult,
   NoteResult: noteResult,
+  NotePage: notePage,
   StateView: stateView,
   WriteResult: writeResult,
   Version: versionRecord,

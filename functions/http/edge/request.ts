@@ -74,6 +74,23 @@ export function queryNode(input: RouteInput): string | undefined {
   return node === undefined ? undefined : requireId(node, 'node');
 }
 
+/** How many nodes one `notesOf` (or `nodes`) may name. */
+const MAX_NAMED_NODES = 200;
+
+/**
+ * `?notesOf=a,b,c` (or `?nodes=`): nodes whose notes a read carries (what LangGraph's `list` needs
+ * of the checkpoints it shows, in the request that reads their states), at most `MAX_NAMED_NODES`.
+ */
+export function queryNodeIds(input: RouteInput, name: string): string[] | undefined {
+  const raw = input.query(name);
+  if (raw === undefined) return undefined;
+  const ids = raw.split(',');
+  if (ids.length > MAX_NAMED_NODES) {
+    throw new AgentStateError('invalid_request', `${name} names at most ${MAX_NAMED_NODES} nodes`, { field: name });
+  }
+  return ids.map((id) => requireId(id, name));
+}
+
 /** `limit` and `cursor` of a list (API.md section 1). */
 export function pagination(input: RouteInput): { limit: number; cursor?: string } {
   const raw = input.query('limit');

@@ -1,10 +1,9 @@
 import { parseJsonPatch } from '../../core/json/json-patch.js';
 import { AgentStateError } from '../../core/kernel/errors.js';
-import { requireId } from '../../core/kernel/ids.js';
 import { STATE_BODY_LIMIT_BYTES, STATE_LIMIT_BYTES } from '../../core/model/model.js';
 import type { SessionService, WriteResult } from '../../core/sessions/session-service.js';
 import { createHttpHandler, type RouteInput } from '../api.js';
-import { flag, ifMatch, pagination, queryNode, sessionScope, versionNumber } from '../edge/request.js';
+import { flag, ifMatch, pagination, queryNode, queryNodeIds, sessionScope, versionNumber } from '../edge/request.js';
 import { json, versionedJson } from '../edge/responses.js';
 import { sessions } from '../parts/sessions.js';
 
@@ -37,23 +36,6 @@ async function write(input: RouteInput<{ sessions: SessionService }>, method: 'p
   }
   const result: WriteResult = await input.deps.sessions[method](scope, input.body, options);
   return versionedJson(result);
-}
-
-/** How many nodes one `notesOf` may name. */
-const MAX_NOTES_OF = 200;
-
-/**
- * `?notesOf=a,b,c`: nodes whose notes a page of history carries (what LangGraph's `list` needs of
- * the checkpoints it shows, in the request that reads their states), at most `MAX_NOTES_OF`.
- */
-function queryNotesOf(input: RouteInput): string[] | undefined {
-  const raw = input.query('notesOf');
-  if (raw === undefined) return undefined;
-  const ids = raw.split(',');
-  if (ids.length > MAX_NOTES_OF) {
-    throw new AgentStateError('invalid_request', `notesOf names at most ${MAX_NOTES_OF} nodes`, { field: 'notesOf' });
-  }
-  return ids.map((id) => requireId(id, 'notesOf'));
 }
 
 /** State at a node, its writes, and its history (API.md sections 4 and 5). */
@@ -90,7 +72,7 @@ export const handler = createHttpHandler(
     'GET /v1/sessions/{sid}/versions': async (input) => {
       const scope = sessionScope(input);
       const node = queryNode(input);
-      const notesOf = queryNotesOf(input);
+      const notesOf = queryNodeIds(input, 'notesOf');
       if (notesOf !== undefined && node !== undefined) {
         throw new AgentStateError('invalid_request', "notesOf goes with the session's history, not a node's lineage", { field: 'notesOf' });
       }
@@ -104,6 +86,7 @@ export const handler = createHttpHandler(
         ...(page.next ? { next: page.next } : {}),
         ...(page.prunedBefore === undefined ? {} : { pruned: { before: page.prunedBefore } }),
         ...(page.notes === undefined ? {} : { notes: page.notes }),
+        ...(page.notesNext === undefined ? {} : { notesNext: page.notesNext }),
       });
     },
 

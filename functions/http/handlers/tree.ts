@@ -6,7 +6,7 @@ import { APPEND_BODY_LIMIT_BYTES, checkMetadata } from '../../core/model/limits.
 import type { AppendResult, StateChange } from '../../core/sessions/append-input.js';
 import { checkListedMetadata } from '../../core/sessions/session-lists.js';
 import { createHttpHandler, type RouteInput } from '../api.js';
-import { bodyAsSent, flag, ifMatch, jsonObject, jsonValue, keyAccess, queryNode, sessionScope } from '../edge/request.js';
+import { bodyAsSent, flag, ifMatch, jsonObject, jsonValue, keyAccess, queryNode, queryNodeIds, sessionScope } from '../edge/request.js';
 import { json } from '../edge/responses.js';
 import { messageTree, sessionCopier } from '../parts/session-tree.js';
 import { checkMessages, MAX_MESSAGES_PER_APPEND, messageSchema } from './messages.js';
@@ -89,6 +89,17 @@ export const handler = createHttpHandler(
         200,
         await input.deps.sessionTree.getTree(sessionScope(input), { preview: flag(input, 'preview'), notes: flag(input, 'notes') }),
       ),
+
+    // The notes of some nodes (`?nodes=a,b`) or of all, in parts: what goes on from a read's `notesNext`.
+    'GET /v1/sessions/{sid}/notes': async (input) => {
+      const nodeIds = queryNodeIds(input, 'nodes');
+      const cursor = input.query('cursor');
+      const page = await input.deps.sessionTree.readNotesPage(sessionScope(input), {
+        ...(nodeIds === undefined ? {} : { nodeIds }),
+        ...(cursor === undefined ? {} : { cursor }),
+      });
+      return json(200, page);
+    },
 
     'PUT /v1/sessions/{sid}/nodes/{nid}/notes/{key}': async (input) => {
       const scope = sessionScope(input);

@@ -7,7 +7,8 @@ import type {
   ClosingTip,
   DecisionSummary,
   NodeRecord,
-  NoteRecord,
+  NotesRead,
+  NotesWindow,
   Page,
   SessionMeta,
   SessionScope,
@@ -157,12 +158,12 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
     return putNote(this.table, scope, note);
   }
 
-  readNotes(scope: SessionScope, nodeId?: string): Promise<NoteRecord[]> {
-    return readNotes(this.table, scope, nodeId);
+  readNotes(scope: SessionScope, nodeId: string | undefined, window: NotesWindow): Promise<NotesRead> {
+    return readNotes(this.table, scope, nodeId, window);
   }
 
-  readNotesOf(scope: SessionScope, nodeIds: readonly string[]): Promise<NoteRecord[]> {
-    return readNotesOf(this.table, scope, nodeIds);
+  readNotesOf(scope: SessionScope, nodeIds: readonly string[], window: NotesWindow): Promise<NotesRead> {
+    return readNotesOf(this.table, scope, nodeIds, window);
   }
 
   // ---- versions ---------------------------------------------------------------------------
@@ -219,7 +220,7 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
    * is the tip, so the list is of the session's current life; it ends where an older life's
    * changes begin. A page reads up to twice its limit of changes and ends at its last version.
    */
-  async listVersions(scope: SessionScope, options: { limit: number; cursor?: string }): Promise<Page<VersionRecord>> {
+  async listVersions(scope: SessionScope, options: { limit: number; cursor?: string; bytes: number }): Promise<Page<VersionRecord>> {
     // A cursor is sealed for this session's version list (store/table/paging.ts).
     const list = JSON.stringify([this.table.tableName, keys.session(scope), 'versions']);
     const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor, ['pk', 'sk'], list);
@@ -253,6 +254,10 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
     let above = start ? (logPositionOf(String(start.sk))?.base ?? 0) + 1 : undefined;
     let prunedBefore: number | undefined;
     let peeked = false;
+    // A page ends by bytes too (what one answer may carry, docs/api.md): before the version that
+    // would pass them, so its pieces are not read; the first one always fits one answer.
+    let bytes = 0;
+    let filled = false;
     for (const item of items) {
       if (logPositionOf(String(item.sk))?.incarnation !== life) {
         ended = true;
@@ -267,11 +272,17 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
         peeked = true;
         break;
       }
+      const size = versionItem.listedBytes(item);
+      if (versions.length > 0 && bytes + size > options.bytes) {
+        filled = true;
+        break;
+      }
       versions.push(item);
+      bytes += size;
       above = version;
     }
     const lastRead = versions.at(-1);
-    const full = versions.length === options.limit && (peeked || items.at(-1) !== lastRead || LastEvaluatedKey !== undefined);
+    const full = filled || (versions.length === options.limit && (peeked || items.at(-1) !== lastRead || LastEvaluatedKey !== undefined));
     // The page reached the first version there is: a list that ends above 1 was cut there.
     if (!full && (ended || LastEvaluatedKey === undefined) && prunedBefore === undefined && above !== undefined && above > 1)
       prunedBefore = above;

@@ -133,6 +133,15 @@ export function decodeCommands(item: Item, pieces: ReadonlyMap<string, Item>): J
 /** Bytes of the JSON text of a version item's state, read or not. */
 export const stateBytes = (item: Item): number => textBytesOf(item, TEXTS.state);
 
+/** What a version's record takes of an answer besides its state and agent config: its other fields, as JSON. */
+const RECORD_FIELDS_BYTES = 512;
+
+/** About the bytes of a version item as an answer lists it (state, agent config, other fields), read or not. */
+export function listedBytes(item: Item): number {
+  const agent = typeof item.agent === 'string' ? Buffer.byteLength(item.agent, 'utf8') : 4;
+  return stateBytes(item) + agent + RECORD_FIELDS_BYTES;
+}
+
 /** The change a version item keeps when its state, or the one before it, is in pieces (else null). */
 export function decodeChange(item: Item): RecordedChange | null {
   const change = decodeText(item, TEXTS.change);

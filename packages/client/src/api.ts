@@ -27,7 +27,10 @@ import type {
   JsonPatchOperation,
   MessageNode,
   MessagePath,
+  NodeNotes,
+  NotePage,
   NoteResult,
+  NotesQuery,
   PageQuery,
   ProfileDocument,
   PutAgentRequest,
@@ -100,6 +103,31 @@ export class AgentStateApi {
    */
   async request<T = unknown>(request: HttpRequest, options?: CallOptions): Promise<HttpResponse<T>> {
     return this.http.request<T>(request, options);
+  }
+
+  /**
+   * `answer` with every note of `nodes` (of every node when undefined): when it left some for
+   * `GET …/notes` (`notesNext`, docs/api.md "notes in parts"), reads them, part after part, into
+   * its `notes`. An answer that holds them all costs no request.
+   */
+  private async withEveryNote<A extends { notes?: Record<string, NodeNotes>; notesNext?: string }>(
+    sessionId: string,
+    nodes: readonly string[] | undefined,
+    answer: A,
+    options?: CallOptions,
+  ): Promise<A> {
+    if (answer.notesNext === undefined) return answer;
+    const { notesNext, ...rest } = answer;
+    const notes: Record<string, NodeNotes> = { ...answer.notes };
+    for (let cursor: string | undefined = notesNext; cursor !== undefined; ) {
+      const part = await this.tree.notes(sessionId, { ...(nodes === undefined ? {} : { nodes }), cursor }, options);
+      for (const [node, more] of Object.entries(part.notes)) {
+        // Defined, not assigned: a node named `__proto__` is data.
+        Object.defineProperty(notes, node, { value: { ...notes[node], ...more }, enumerable: true, writable: true, configurable: true });
+      }
+      cursor = part.next;
+    }
+    return { ...rest, notes } as unknown as A;
   }
 
   /** `GET /health` (no key needed, but sent anyway). */
@@ -181,13 +209,30 @@ export class AgentStateApi {
   /** The message tree (docs/api.md §3). */
   readonly tree = {
     /** `GET /v1/sessions/{sid}/tree`: the head and every node (with `preview`, their snippets). */
-    get: async (sessionId: string, query: TreeQuery = {}, options?: CallOptions): Promise<Tree> =>
-      (
+    get: async (sessionId: string, query: TreeQuery = {}, options?: CallOptions): Promise<Tree> => {
+      const tree = (
         await this.http.request<Tree>(
           {
             method: 'GET',
             path: path`/v1/sessions/${sessionId}/tree`,
             query: { ...(query.preview ? { preview: 1 } : {}), ...(query.notes ? { notes: 1 } : {}) },
+          },
+          options,
+        )
+      ).body;
+      return this.withEveryNote(sessionId, undefined, tree, options);
+    },
+    /**
+     * `GET /v1/sessions/{sid}/notes?nodes=&cursor=`: one part of the notes of some nodes (every
+     * node without `nodes`), with `next` while more are left; what goes on from a `notesNext`.
+     */
+    notes: async (sessionId: string, query: NotesQuery = {}, options?: CallOptions): Promise<NotePage> =>
+      (
+        await this.http.request<NotePage>(
+          {
+            method: 'GET',
+            path: path`/v1/sessions/${sessionId}/notes`,
+            query: { ...(query.nodes === undefined ? {} : { nodes: query.nodes.join(',') }), cursor: query.cursor },
           },
           options,
         )
@@ -214,8 +259,8 @@ export class AgentStateApi {
   /** State (docs/api.md §4); raw JSON, see `session()` for the codec. */
   readonly state = {
     /** `GET /v1/sessions/{sid}/state?node=|version=`. An unknown session reads `null` at version 0. */
-    get: async <S = Json>(sessionId: string, query: StateQuery = {}, options?: CallOptions): Promise<StateView<S>> =>
-      (
+    get: async <S = Json>(sessionId: string, query: StateQuery = {}, options?: CallOptions): Promise<StateView<S>> => {
+      const view = (
         await this.http.request<StateView<S>>(
           {
             method: 'GET',
@@ -224,7 +269,12 @@ export class AgentStateApi {
           },
           options,
         )
-      ).body,
+      ).body;
+      if (view.notesNext === undefined) return view;
+      const { notesNext, ...rest } = view;
+      const byNode = await this.withEveryNote(sessionId, [view.node], { notes: { [view.node]: view.notes ?? {} }, notesNext }, options);
+      return { ...rest, notes: byNode.notes?.[view.node] ?? {} };
+    },
     /** `PATCH /v1/sessions/{sid}/state`: an RFC 7396 merge patch. */
     patch: async <S = Json>(sessionId: string, patch: Json, options: WriteOptions = {}): Promise<WriteResult<S>> =>
       (
@@ -280,7 +330,7 @@ export class AgentStateApi {
     /** `GET /v1/sessions/{sid}/versions?node=&notesOf=`: one page, newest first. */
     list: async <S = Json>(sessionId: string, query: VersionsQuery = {}, options?: CallOptions): Promise<VersionList<S>> => {
       const { notesOf, ...rest } = query;
-      return (
+      const page = (
         await this.http.request<VersionList<S>>(
           {
             method: 'GET',
@@ -290,6 +340,7 @@ export class AgentStateApi {
           options,
         )
       ).body;
+      return this.withEveryNote(sessionId, notesOf, page, options);
     },
     /** Every version, newest first, following `next`. */
     iterate: <S = Json>(

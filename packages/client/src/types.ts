@@ -210,6 +210,26 @@ export interface Tree {
   nodes: TreeNode[];
   /** With `notes: true`: the notes of each node that has any, by node id. */
   notes?: Record<string, NodeNotes>;
+  /**
+   * Set by the server when more notes are left than one answer holds (docs/api.md, "notes in
+   * parts"). This client's methods read the rest (`tree.notes`) before they answer, so what they
+   * return holds every note and no `notesNext`.
+   */
+  notesNext?: string;
+}
+
+/** Query of `GET /v1/sessions/{sid}/notes`: the notes of some nodes, or of all, in parts. */
+export interface NotesQuery {
+  /** Up to 200 node ids; default: every node. */
+  nodes?: readonly string[];
+  /** A read's `notesNext`, or the previous part's `next`. */
+  cursor?: string;
+}
+
+/** `GET /v1/sessions/{sid}/notes`: one part, by node id then key, in that order. */
+export interface NotePage {
+  notes: Record<string, NodeNotes>;
+  next?: string;
 }
 
 /** `PUT /v1/sessions/{sid}/head` (200). */
@@ -242,7 +262,12 @@ export interface StateView<S = Json> {
   /** When that version was recorded; null for version 0. */
   updatedAt: string | null;
   /** With `notes: true`: the node's notes. */
-  notes?: NodeNotes;
+  notes?: NodeNotes /**
+   * Set by the server when more notes are left than one answer holds (docs/api.md, "notes in
+   * parts"). This client's methods read the rest (`tree.notes`) before they answer, so what they
+   * return holds every note and no `notesNext`.
+   */;
+  notesNext?: string;
 }
 
 /** `PATCH` / `PUT /v1/sessions/{sid}/state` (200, `ETag`). */
@@ -301,7 +326,12 @@ export interface VersionList<S = Json> {
    */
   pruned?: { before: number };
   /** With `notesOf`: the notes of each named node that has any, by node id. */
-  notes?: Record<string, NodeNotes>;
+  notes?: Record<string, NodeNotes> /**
+   * Set by the server when more notes are left than one answer holds (docs/api.md, "notes in
+   * parts"). This client's methods read the rest (`tree.notes`) before they answer, so what they
+   * return holds every note and no `notesNext`.
+   */;
+  notesNext?: string;
 }
 
 /* ------------------------------------------------------------------ agents */

@@ -1,0 +1,185 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createClient } from '../../packages/client/src/index.js';
+import { type ApiClient, type ApiResponse, uniqueId } from '../helpers/api-client.js';
+import { type RunningApi, startApi } from '../helpers/e2e.js';
+
+/**
+ * Reads whose data is unbounded, answered within Lambda's 6 MB payload (docs/api.md, "answer
+ * limit", "notes in parts"): pages of versions end by bytes, and notes past one answer's bytes
+ * come in parts (`notesNext`, `GET …/notes`). Real HTTP on DynamoDB Local; the local server holds
+ * answers to Lambda's bound (a read past it is `413`, as in AWS).
+ */
+let api: RunningApi;
+let http: ApiClient;
+
+const MiB = 1024 * 1024;
+/** What an answer's body may be in base64 beside its 16 KiB of status and headers (edge/lambda-payload.ts). */
+const ANSWER_BODY_BYTES = ((6 * MiB - 16 * 1024) / 4) * 3;
+
+beforeAll(async () => {
+  api = await startApi();
+  http = api.client;
+}, 60_000);
+afterAll(async () => {
+  await api?.stop();
+});
+
+/** A state of about `bytes` of JSON text whose strings hold JSON text (each `"` escapes again in Lambda's answer). */
+function largeState(bytes: number, tag: string): { log: string[]; tag: string } {
+  const line = JSON.stringify({ role: 'tool', content: `${tag} ${'the quick brown fox '.repeat(40)}` });
+  return { log: Array.from({ length: Math.ceil(bytes / (line.length + 8)) }, (_, n) => `${n} ${line}`), tag };
+}
+
+/** A note of about 100 KB, different for each key. */
+const noteOf = (key: string) => ({ task: key, value: `${key} ${'x'.repeat(100_000)}` });
+
+/** A session with the chain root → a1 (head), and `count` notes of ~100 KB on a1, put all at once. */
+async function sessionWithNotes(prefix: string, count: number): Promise<{ sid: string; keys: string[] }> {
+  const sid = uniqueId(prefix);
+  expect((await http.post('/v1/sessions', { sessionId: sid })).status).toBe(201);
+  expect(
+    (await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'a1', role: 'checkpoint' }], replaceState: { n: 1 } })).status,
+  ).toBe(201);
+  const keys = Array.from({ length: count }, (_, n) => `task-${String(n).padStart(3, '0')}`);
+  const puts = await Promise.all(keys.map((key) => http.put(`/v1/sessions/${sid}/nodes/a1/notes/${key}`, noteOf(key))));
+  expect(puts.map((put) => put.status)).toEqual(keys.map(() => 200));
+  return { sid, keys };
+}
+
+/** Follows `GET …/notes` from `cursor` (with `query`, the same nodes) to the end; every part within the bound, at least one note. */
+async function restOfNotes(sid: string, query: string, cursor: string, into: Record<string, Record<string, unknown>>): Promise<number> {
+  let parts = 0;
+  for (let next: string | undefined = cursor; next !== undefined; parts++) {
+    const part: ApiResponse = await http.get(`/v1/sessions/${sid}/notes?${query}${query ? '&' : ''}cursor=${next}`);
+    expect(part.status).toBe(200);
+    expect(Buffer.byteLength(part.text)).toBeLessThanOrEqual(ANSWER_BODY_BYTES);
+    const count = Object.values(part.body.notes as Record<string, object>).reduce((sum, notes) => sum + Object.keys(notes).length, 0);
+    expect(count).toBeGreaterThan(0);
+    for (const [node, notes] of Object.entries(part.body.notes as Record<string, Record<string, unknown>>)) {
+      for (const [key, value] of Object.entries(notes)) {
+        expect(into[node]?.[key]).toBeUndefined();
+        into[node] = { ...into[node], [key]: value };
+      }
+    }
+    next = part.body.next;
+  }
+  return parts;
+}
+
+describe('pages of versions end by bytes', () => {
+  it('lists every version of 3 MiB states by following next, each page within the bound, at least one version a page', async () => {
+    const sid = uniqueId('big-versions');
+    expect((await http.post('/v1/sessions', { sessionId: sid })).status).toBe(201);
+    for (let n = 1; n <= 5; n++) expect((await http.put(`/v1/sessions/${sid}/state`, largeState(3 * MiB, `v${n}`))).status).toBe(200);
+    expect((await http.patch(`/v1/sessions/${sid}/state`, { small: true }, { contentType: 'application/merge-patch+json' })).status).toBe(
+      200,
+    );
+
+    const listed: number[] = [];
+    const sizes: number[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await http.get(`/v1/sessions/${sid}/versions?limit=500${cursor ? `&cursor=${cursor}` : ''}`);
+      expect(page.status).toBe(200);
+      expect(page.body.versions.length).toBeGreaterThan(0);
+      sizes.push(Buffer.byteLength(page.text));
+      for (const version of page.body.versions) {
+        listed.push(version.version);
+        expect(version.state.tag ?? 'v5').toBe(version.version === 6 ? 'v5' : `v${version.version}`);
+      }
+      cursor = page.body.next;
+    } while (cursor);
+    expect(listed).toEqual([6, 5, 4, 3, 2, 1]);
+    // Version 6 (a small patch of v5's 3 MiB) shares a page with none: each page holds one large state.
+    expect(sizes.length).toBeGreaterThanOrEqual(5);
+    for (const size of sizes) expect(size).toBeLessThanOrEqual(ANSWER_BODY_BYTES);
+  }, 240_000);
+
+  it('a page of small versions is as before: up to limit', async () => {
+    const sid = uniqueId('small-versions');
+    expect((await http.post('/v1/sessions', { sessionId: sid })).status).toBe(201);
+    for (let n = 1; n <= 12; n++) expect((await http.put(`/v1/sessions/${sid}/state`, { n })).status).toBe(200);
+    const page = await http.get(`/v1/sessions/${sid}/versions?limit=10`);
+    expect(page.body.versions.map((version: { version: number }) => version.version)).toEqual([12, 11, 10, 9, 8, 7, 6, 5, 4, 3]);
+    expect(page.body.next).toBeDefined();
+  });
+});
+
+describe('notes in parts', () => {
+  it('100 notes of ~100 KB put at once on one node all read back: with the state, the tree and a page of history, then GET …/notes', async () => {
+    const { sid, keys } = await sessionWithNotes('notes-parts', 100);
+    const expected = Object.fromEntries(keys.map((key) => [key, noteOf(key)]));
+
+    const state = await http.get(`/v1/sessions/${sid}/state?node=a1&notes=1`);
+    expect(state.status).toBe(200);
+    expect(state.body.state).toEqual({ n: 1 });
+    expect(Buffer.byteLength(state.text)).toBeLessThanOrEqual(ANSWER_BODY_BYTES);
+    expect(state.body.notesNext).toEqual(expect.any(String));
+    const first = Object.keys(state.body.notes).length;
+    expect(first).toBeGreaterThan(10);
+    expect(first).toBeLessThan(100);
+    const fromState: Record<string, Record<string, unknown>> = { a1: state.body.notes };
+    expect(await restOfNotes(sid, 'nodes=a1', state.body.notesNext, fromState)).toBeGreaterThan(0);
+    expect(fromState).toEqual({ a1: expected });
+
+    const tree = await http.get(`/v1/sessions/${sid}/tree?notes=1`);
+    expect(tree.status).toBe(200);
+    const fromTree = tree.body.notes as Record<string, Record<string, unknown>>;
+    await restOfNotes(sid, '', tree.body.notesNext, fromTree);
+    expect(fromTree).toEqual({ a1: expected });
+
+    const history = await http.get(`/v1/sessions/${sid}/versions?notesOf=a1,root`);
+    expect(history.status).toBe(200);
+    expect(history.body.versions).toHaveLength(1);
+    const fromHistory = history.body.notes as Record<string, Record<string, unknown>>;
+    await restOfNotes(sid, 'nodes=a1,root', history.body.notesNext, fromHistory);
+    expect(fromHistory).toEqual({ a1: expected });
+
+    // The head's notes go on with the head's node, named.
+    const head = await http.get(`/v1/sessions/${sid}/state?notes=1`);
+    const fromHead: Record<string, Record<string, unknown>> = { a1: head.body.notes };
+    await restOfNotes(sid, 'nodes=a1', head.body.notesNext, fromHead);
+    expect(fromHead).toEqual({ a1: expected });
+
+    // The client reads the rest itself: what it returns holds every note.
+    const client = createClient({ baseUrl: api.url, apiKey: 'dev-key' });
+    const view = await client.state.get(sid, { node: 'a1', notes: true });
+    expect(view.notes).toEqual(expected);
+    expect(view.notesNext).toBeUndefined();
+    expect((await client.tree.get(sid, { notes: true })).notes).toEqual({ a1: expected });
+    expect((await client.versions.list(sid, { notesOf: ['a1'] })).notes).toEqual({ a1: expected });
+  }, 240_000);
+
+  it('GET …/notes reads a node, some nodes or all from the start; small notes need no second part', async () => {
+    const { sid, keys } = await sessionWithNotes('notes-route', 3);
+    const expected = Object.fromEntries(keys.map((key) => [key, noteOf(key)]));
+    for (const query of ['', '?nodes=a1', '?nodes=root,a1,nope']) {
+      const page = await http.get(`/v1/sessions/${sid}/notes${query}`);
+      expect(page.status).toBe(200);
+      expect(page.body).toEqual({ notes: { a1: expected } });
+    }
+    const state = await http.get(`/v1/sessions/${sid}/state?node=a1&notes=1`);
+    expect(state.body.notes).toEqual(expected);
+    expect(state.body.notesNext).toBeUndefined();
+    expect((await http.get(`/v1/sessions/${uniqueId('none')}/notes`)).status).toBe(404);
+  });
+
+  it("a cursor goes on only with its own nodes and session, and not past the session's delete", async () => {
+    const { sid } = await sessionWithNotes('notes-cursor', 60);
+    const tree = await http.get(`/v1/sessions/${sid}/tree?notes=1`);
+    const cursor = tree.body.notesNext as string;
+    expect(cursor).toEqual(expect.any(String));
+    for (const bad of [`nodes=a1&cursor=${cursor}`, `cursor=${cursor.slice(0, -2)}xx`, `cursor=${cursor}&nodes=${'n,'.repeat(200)}n`]) {
+      const answer = await http.get(`/v1/sessions/${sid}/notes?${bad}`);
+      expect(answer.status).toBe(400);
+      expect(answer.body.code).toBe('invalid_request');
+    }
+    const { sid: other } = await sessionWithNotes('notes-cursor-other', 1);
+    expect((await http.get(`/v1/sessions/${other}/notes?cursor=${cursor}`)).status).toBe(400);
+    expect((await http.delete(`/v1/sessions/${sid}`)).status).toBe(204);
+    expect((await http.post('/v1/sessions', { sessionId: sid })).status).toBe(201);
+    const after = await http.get(`/v1/sessions/${sid}/notes?cursor=${cursor}`);
+    expect(after.status).toBe(400);
+    expect(after.body.code).toBe('invalid_request');
+  }, 120_000);
+});
