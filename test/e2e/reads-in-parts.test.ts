@@ -67,7 +67,7 @@ async function restOfNotes(sid: string, query: string, cursor: string, into: Rec
 }
 
 describe('pages of versions end by bytes', () => {
-  it('lists every version of 3 MiB states by following next, each page within the bound, at least one version a page', async () => {
+  it('lists every version of 3 MiB states by following next, of the session and of a node’s lineage, each page within the bound, at least one version a page', async () => {
     const sid = uniqueId('big-versions');
     expect((await http.post('/v1/sessions', { sessionId: sid })).status).toBe(201);
     for (let n = 1; n <= 5; n++) expect((await http.put(`/v1/sessions/${sid}/state`, largeState(3 * MiB, `v${n}`))).status).toBe(200);
@@ -93,6 +93,22 @@ describe('pages of versions end by bytes', () => {
     // Version 6 (a small patch of v5's 3 MiB) shares a page with none: each page holds one large state.
     expect(sizes.length).toBeGreaterThanOrEqual(5);
     for (const size of sizes) expect(size).toBeLessThanOrEqual(ANSWER_BODY_BYTES);
+
+    // A node's lineage (`?node=`) pages the same way.
+    const lineage: number[] = [];
+    let pages = 0;
+    cursor = undefined;
+    do {
+      const page: ApiResponse = await http.get(`/v1/sessions/${sid}/versions?node=root&limit=500${cursor ? `&cursor=${cursor}` : ''}`);
+      expect(page.status).toBe(200);
+      expect(page.body.versions.length).toBeGreaterThan(0);
+      expect(Buffer.byteLength(page.text)).toBeLessThanOrEqual(ANSWER_BODY_BYTES);
+      lineage.push(...page.body.versions.map((version: { version: number }) => version.version));
+      cursor = page.body.next;
+      pages++;
+    } while (cursor);
+    expect(lineage).toEqual([6, 5, 4, 3, 2, 1]);
+    expect(pages).toBeGreaterThanOrEqual(5);
   }, 240_000);
 
   it('a page of small versions is as before: up to limit', async () => {

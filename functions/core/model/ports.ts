@@ -304,9 +304,15 @@ export interface SessionStore {
   /**
    * The versions of `from`'s lineage after it (its `prevVersion`, that one's, …), at most
    * `limit`, without those retention pruned; `prunedBefore`: the version listed (or `from`) just
-   * above the first that is missing.
+   * above the first that is missing. It ends before the version whose state would pass
+   * `bytes.left` (`filled`), unless it would list none and `bytes.atLeastOne`.
    */
-  getLineage(scope: SessionScope, from: VersionRecord, limit: number): Promise<{ versions: VersionRecord[]; prunedBefore?: number }>;
+  getLineage(
+    scope: SessionScope,
+    from: VersionRecord,
+    limit: number,
+    bytes: { left: number; atLeastOne: boolean },
+  ): Promise<{ versions: VersionRecord[]; prunedBefore?: number; filled?: boolean }>;
   /**
    * Recorded versions, newest first, without those retention pruned (`prunedBefore`: the version
    * listed just above the newest missing one). A page may hold fewer than `limit` items: it

@@ -258,15 +258,24 @@ export class SessionService extends SessionTreeService {
       from = await this.lineageStart(scope, options.node);
       if (from) records.push(from);
     }
+    let filled = false;
     if (from && records.length < options.limit) {
-      const lineage = await this.store.getLineage(scope, from, options.limit - records.length);
+      // A lineage page ends by bytes too, as a page of the session's versions does (store's listVersions).
+      const left = ANSWER_ITEMS_BYTES - records.reduce((sum, record) => sum + encodedSize(record.state) + encodedSize(record.agent), 0);
+      const lineage = await this.store.getLineage(scope, from, options.limit - records.length, {
+        left,
+        atLeastOne: records.length === 0,
+      });
       records.push(...lineage.versions);
       prunedBefore = lineage.prunedBefore;
+      filled = lineage.filled === true;
     }
     const last = records.at(-1);
     // More while the last one listed has a previous version (a cut found first ends the list).
     const next =
-      last && last.prevVersion > 0 && records.length === options.limit ? encodeLineageCursor(last.version, scope, options.node) : undefined;
+      last && last.prevVersion > 0 && (records.length === options.limit || filled)
+        ? encodeLineageCursor(last.version, scope, options.node)
+        : undefined;
     const schema = await schemaOf(records);
     return versionPage(
       records.map((record) => versionView(record, schema, caller)),

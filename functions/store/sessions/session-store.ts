@@ -174,13 +174,20 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
    * walk on; once TTL removed it, the walk goes on from the windows it already holds, and ends
    * when none of them names a version that is left.
    */
-  async getLineage(scope: SessionScope, from: VersionRecord, limit: number): Promise<{ versions: VersionRecord[]; prunedBefore?: number }> {
+  async getLineage(
+    scope: SessionScope,
+    from: VersionRecord,
+    limit: number,
+    bytes: { left: number; atLeastOne: boolean },
+  ): Promise<{ versions: VersionRecord[]; prunedBefore?: number; filled?: boolean }> {
     const found: VersionRecord[] = [];
     let prunedBefore: number | undefined;
     let above = from.version;
     const place = from.place as VersionPlace | undefined;
     let window: readonly LineageEntry[] = place?.lineage ?? [];
-    while (found.length < limit && window.length > 0 && place) {
+    let used = 0;
+    let filled = false;
+    while (found.length < limit && window.length > 0 && place && !filled) {
       const items = await batchGet(
         this.table,
         window.map(({ version, seq }) => ({
@@ -190,14 +197,28 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
       );
       const byVersion = new Map<number, Item>();
       for (const item of items) if (item[KIND_ATTRIBUTE] === LOG_ITEM_KIND.version) byVersion.set(Number(item.version), item);
-      const pieces = await piecesOf(
-        this.table,
-        scope,
-        [...byVersion.values()].filter((item) => !versionItem.isPruned(item)),
-      );
+      // The versions of the window the page takes: up to its limit, and before the one whose state
+      // would pass the bytes one answer carries (at least one a page), so no other's pieces are read.
+      const taken = new Set<Item>();
+      let stop: number | undefined;
+      for (const { version } of window) {
+        const item = byVersion.get(version);
+        if (!item || versionItem.isPruned(item)) continue;
+        if (found.length + taken.size === limit) break;
+        const size = versionItem.listedBytes(item);
+        if (used + size > bytes.left && !(bytes.atLeastOne && found.length + taken.size === 0)) {
+          filled = true;
+          stop = version;
+          break;
+        }
+        used += size;
+        taken.add(item);
+      }
+      const pieces = await piecesOf(this.table, scope, [...taken]);
       // The window of the farthest item still there, stripped or not, carries the walk on.
       let farther: LineageEntry[] = [];
       for (const { version } of window) {
+        if (version === stop) break;
         const item = byVersion.get(version);
         if (item) farther = decodeLineage(item.lineage);
         if (!item || versionItem.isPruned(item)) {
@@ -212,7 +233,7 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
       const reached = window.at(-1)?.version ?? 0;
       window = farther.filter((entry) => entry.version < reached);
     }
-    return { versions: found, ...(prunedBefore === undefined ? {} : { prunedBefore }) };
+    return { versions: found, ...(prunedBefore === undefined ? {} : { prunedBefore }), ...(filled ? { filled } : {}) };
   }
 
   /**
