@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from '../../packages/client/src/index.js';
-import { type ApiClient, type ApiResponse, uniqueId } from '../helpers/api-client.js';
+import { type ApiClient, type ApiResponse, apiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 
 /**
@@ -192,6 +192,11 @@ describe('notes in parts', () => {
     }
     const { sid: other } = await sessionWithNotes('notes-cursor-other', 1);
     expect((await http.get(`/v1/sessions/${other}/notes?cursor=${cursor}`)).status).toBe(400);
+    // Another tenant's key: the session is unknown there, and the cursor (sealed for this tenant) is no cursor of its.
+    const stranger = apiClient(api.url, 'other-key');
+    expect((await stranger.get(`/v1/sessions/${sid}/notes`)).status).toBe(404);
+    expect((await stranger.get(`/v1/sessions/${sid}/notes?nodes=a1`)).body.code).toBe('session_not_found');
+    expect((await stranger.get(`/v1/sessions/${sid}/notes?cursor=${cursor}`)).status).toBe(400);
     expect((await http.delete(`/v1/sessions/${sid}`)).status).toBe(204);
     expect((await http.post('/v1/sessions', { sessionId: sid })).status).toBe(201);
     const after = await http.get(`/v1/sessions/${sid}/notes?cursor=${cursor}`);
