@@ -60,9 +60,10 @@ const finishDelete: TableAction = 'dynamodb:BatchWriteItem';
  * |----------|--------------------------------|------------------------------------------------|
  * | health   | —                              | —                                              |
  * | sessions | Get (meta), Query (tip, items, | Put (create), Transact Put (create with its    |
- * |          | index: the lists), BatchGet    | list entries), Transact Put+Update (a PATCH;   |
- * |          | (the sessions a list shows)    | of the user: the old user's profile fence too),|
- * |          |                                | BatchWrite (delete the session's items), idem. |
+ * |          | index: the lists, the write    | list entries), Transact Put+Update (a PATCH;   |
+ * |          | queue's tickets), BatchGet     | of the user: the old user's profile fence too),|
+ * |          | (the sessions a list shows)    | BatchWrite (delete the session's items),       |
+ * |          |                                | Put/Delete (a queue ticket), idempotency       |
  * | tree     | Get, BatchGet (nodes), Query   | Put (the log's next change), BatchWrite (the   |
  * |          | (tip, node index, path ranges, | node index; a dead delete), Update (pointers,  |
  * |          | the write queue's tickets)     | touch), Transact Put+Update (a first write     |
