@@ -17,7 +17,7 @@ export const AWS_CALL_TIMEOUTS = { connectionTimeout: 1_000, requestTimeout: 3_0
  */
 export function dynamoDbClient(env: NodeJS.ProcessEnv): DynamoDBClient {
   const endpoint = env.AGENTSTATE_DYNAMODB_ENDPOINT;
-  return traced(
+  const client = traced(
     new DynamoDBClient({
       ...(endpoint
         ? {
@@ -34,4 +34,48 @@ export function dynamoDbClient(env: NodeJS.ProcessEnv): DynamoDBClient {
       requestHandler: AWS_CALL_TIMEOUTS,
     }),
   );
+  const bound = Number(env.AGENTSTATE_DYNAMODB_MAX_IN_FLIGHT);
+  if (Number.isInteger(bound) && bound > 0) {
+    // After the retry middleware: each attempt waits for its turn, then has the whole of its bounds.
+    client.middlewareStack.add(
+      (next) => async (args) => {
+        await inFlight.take(bound);
+        try {
+          return await next(args);
+        } finally {
+          inFlight.release();
+        }
+      },
+      { step: 'finalizeRequest', priority: 'low', name: 'agentstateMaxInFlight' },
+    );
+  }
+  return client;
 }
+
+/**
+ * The DynamoDB requests of this process under way, and those waiting for one to finish, when
+ * `AGENTSTATE_DYNAMODB_MAX_IN_FLIGHT` bounds them (the local server sets it; in AWS nothing
+ * does). The SDK's bounds start when it sends a request, and they count its wait for one of the
+ * client's 50 sockets: a burst of hundreds of requests at a DynamoDB Local that answers one at a
+ * time spent its one second of connection waiting in that line, and failed attempts the server
+ * never saw. Waiting here, before the SDK, each attempt keeps the whole of its bounds for the
+ * server's answer. Shared by every client of the process: what the bound protects is the one
+ * DynamoDB Local behind them all.
+ */
+const inFlight = {
+  running: 0,
+  waiting: [] as Array<() => void>,
+  async take(bound: number): Promise<void> {
+    if (this.running < bound) {
+      this.running++;
+      return;
+    }
+    // Handed its turn by `release`, which passes its place on instead of giving it back.
+    await new Promise<void>((resolveTurn) => this.waiting.push(resolveTurn));
+  },
+  release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.running--;
+  },
+};
