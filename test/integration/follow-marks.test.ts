@@ -522,6 +522,60 @@ describe('a follow’s mark on the session’s log', () => {
     expect(new Set(h.posted.filter((sent) => sent.version === 11).map((sent) => sent.connectionId))).toEqual(new Set(connections));
   });
 
+  it('keeps its lone mark provisional through a failed decision, and a follow after it puts one more, which the first write takes in', async () => {
+    // Prepare: a follow of an id never written, and an agent whose worker fails.
+    const { dependenciesFor } = await import('../../functions/http/dependencies.js');
+    const { AgentStateError } = await import('../../functions/core/kernel/errors.js');
+    const deps = dependenciesFor(stores, {
+      invokeWorker: async () => {
+        throw new AgentStateError('worker_failed', 'the worker answered 500');
+      },
+    });
+    await deps.agents.putAgent(tenant, 'failing', { worker: { url: 'module:examples/worker.ts' }, config: {} });
+    await connect('c-decided');
+    await subscribe('c-decided', 'decided-unwritten');
+    const [mark] = await logOf('decided-unwritten');
+
+    // Act: a decision that fails; a follow hours later (beyond the mark's reach); the life's first write.
+    await expect(deps.decide.decide(scopeOf('decided-unwritten'), { agentId: 'failing', trigger: { type: 'tick' } })).rejects.toMatchObject(
+      { code: 'worker_failed' },
+    );
+    const afterDecision = await logOf('decided-unwritten');
+    const later = laterLive(4 * 60 * 60 * 1000);
+    await later.connect('c-decided-2', tenant);
+    await later.subscribe('c-decided-2', 'decided-unwritten');
+    const afterFollow = await logOf('decided-unwritten');
+    await new SessionService(stores.sessions).patchState(scopeOf('decided-unwritten'), { n: 1 });
+
+    // Assess: the lease left the mark its TTL (and gave it another writeId); the lease, its end
+    // and the second mark carry TTLs too; the first write takes the second mark into the life,
+    // and its version reaches both followers.
+    expect(afterDecision.map((item) => [item.kind, item[tableKeys.timeToLive] === undefined])).toEqual([
+      [LOG_ITEM_KIND.follow, false],
+      [LOG_ITEM_KIND.lease, false],
+      [LOG_ITEM_KIND.release, false],
+    ]);
+    expect(afterDecision[0]?.[tableKeys.timeToLive]).toEqual(mark?.[tableKeys.timeToLive]);
+    expect(afterDecision[0]?.writeId).not.toEqual(mark?.writeId);
+    expect(afterFollow.map((item) => [item.kind, item[tableKeys.timeToLive] === undefined])).toEqual([
+      [LOG_ITEM_KIND.follow, false],
+      [LOG_ITEM_KIND.lease, false],
+      [LOG_ITEM_KIND.release, false],
+      [LOG_ITEM_KIND.follow, false],
+    ]);
+    const log = await logOf('decided-unwritten');
+    expect(log.map((item) => [item.kind, item[tableKeys.timeToLive] === undefined])).toEqual([
+      [LOG_ITEM_KIND.follow, false],
+      [LOG_ITEM_KIND.lease, false],
+      [LOG_ITEM_KIND.release, false],
+      [LOG_ITEM_KIND.follow, true],
+      [LOG_ITEM_KIND.version, true],
+    ]);
+    const h = hook();
+    await h.run(await streamed('decided-unwritten'));
+    expect(h.posted.map((post) => post.connectionId).sort()).toEqual(['c-decided', 'c-decided-2']);
+  });
+
   it('is no write: the session’s idle expiry, its version and its head stay as they were', async () => {
     // Prepare
     const service = new SessionService(stores.sessions);

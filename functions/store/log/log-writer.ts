@@ -44,10 +44,13 @@ import { childRuns } from './paths.js';
 import {
   type AbandonedDeletes,
   ACTIVITY_EVERY_MS,
+  isProvisionalLife,
   loneMarkClaim,
   loneMarkJoins,
   loneMarkOf,
   nextSlot,
+  provisionalCheck,
+  provisionalTtl,
   type SlotClaim,
   sessionNotExpired,
   sessionUpsert,
@@ -109,6 +112,11 @@ export class LogWriter {
     const loneMark = loneMarkOf(basedOn);
     const follow = change.follow !== undefined;
     const { position, claim } = follow && loneMark ? loneMarkClaim(loneMark) : nextSlot(basedOn);
+    // A change that is no write (a follow, a decision's lease or its end) in a life that holds
+    // nothing else yet is provisional (session-writes.ts, `provisionalOf`): it carries a TTL.
+    const provisional = (follow || change.takeLease !== undefined || change.releaseLease !== undefined) && isProvisionalLife(basedOn);
+    // A provisional tip whose TTL is near is checked in the claim's transaction (`provisionalCheck`).
+    const check = provisionalCheck(this.table.tableName, scope, basedOn, this.table.now());
     // The first change of a life: nothing in the log says when the session expires, its item
     // does, so the change is a transaction that checks it (a decision's lease on a session
     // nothing was written to is the one first change that would otherwise be a single put).
@@ -116,7 +124,11 @@ export class LogWriter {
     // life's first still. A follow itself is a single put, and sets no lifetime.
     const first = entryOf(basedOn) === null || entryOf(basedOn)?.carried.fo === 1;
     const inTransaction =
-      (first && !follow) || change.mayCreateSession || change.settings !== undefined || (change.documents?.length ?? 0) > 0;
+      (first && !follow) ||
+      change.mayCreateSession ||
+      change.settings !== undefined ||
+      (change.documents?.length ?? 0) > 0 ||
+      check !== null;
     const lifetime = change.lifetime ?? basedOn.lifetime ?? (first && !follow ? this.defaults : undefined);
     // The activity moves with the first change (the session item may be new: the transaction's
     // upsert creates it) and then once an interval: a version's change only says that its move is
@@ -139,9 +151,13 @@ export class LogWriter {
       lifetime,
     });
     const item = logItem(scope, position, newChange, follow && loneMark ? 0 : (entryOf(basedOn)?.carried.b ?? 0));
-    // A follow with no life to belong to yet: its mark goes by itself once every follower it
-    // stands for has (its `f`), unless the life's first change takes it in before.
-    if (follow && first && newChange.carried.f !== undefined) item[tableKeys.timeToLive] = newChange.carried.f;
+    // A follow's mark with no life to belong to yet goes once every follower it stands for has
+    // (its `f`), unless the life's first change takes it in; a lease or its end there, an hour
+    // after the lease (`provisionalTtl`), and the life's first write leaves them below.
+    if (provisional && follow && newChange.carried.f !== undefined) item[tableKeys.timeToLive] = newChange.carried.f;
+    if (provisional && !follow) {
+      item[tableKeys.timeToLive] = provisionalTtl(newChange.carried.f, change.takeLease?.untilMs, this.table.now());
+    }
 
     // What the change before this one left to its successor, and a large state's pieces: all
     // before the claim, and all safe to have written if the claim then fails (a crash or a lost
@@ -172,7 +188,12 @@ export class LogWriter {
         at,
         lifetime,
         movesActivity,
-        joins: follow ? null : loneMark,
+        // The place before, in the same transaction: a lone mark taken into the life (or passed
+        // by a provisional change), a provisional tip near its TTL checked.
+        before: [
+          ...(loneMark && !follow ? [loneMarkJoins(this.table.tableName, scope, loneMark, { passed: provisional })] : []),
+          ...(check ? [check] : []),
+        ],
       });
     } finally {
       settle(seen);
@@ -197,16 +218,16 @@ export class LogWriter {
       at: string | undefined;
       lifetime: Lifetime | undefined;
       movesActivity: boolean;
-      /** The lone follow's mark this life's first change takes into the life (`loneMarkJoins`). */
-      joins: LogEntry | null;
+      /** Updates of the change before, on the condition that it is the one read (`loneMarkJoins`, `provisionalCheck`). */
+      before: ReadonlyArray<NonNullable<TaggedItem['item']['Update']>>;
     },
   ): Promise<ClaimSeen> {
-    const { inTransaction, upsertsSession, first, sessionMoves, due, at, lifetime, movesActivity, joins } = plan;
+    const { inTransaction, upsertsSession, first, sessionMoves, due, at, lifetime, movesActivity, before } = plan;
     if (inTransaction) {
       const items: TaggedItem[] = [
         { role: 'tip', item: { Put: { TableName: this.table.tableName, Item: item, ...claim } } },
         ...(change.documents ?? []).map((write) => documentPut(this.table, scope, write)),
-        ...(joins ? [{ role: 'tip' as const, item: { Update: loneMarkJoins(this.table.tableName, scope, joins) } }] : []),
+        ...before.map((update) => ({ role: 'tip' as const, item: { Update: update } })),
       ];
       if (upsertsSession && at) {
         const upsert = sessionUpsert(this.table.tableName, scope, at, {
@@ -446,7 +467,7 @@ export class LogWriter {
           ? {}
           : { ls: { k: lease.holder, u: lease.untilMs } }),
       ...(followersUntil * 1000 > now ? { f: followersUntil } : {}),
-      ...(change.follow !== undefined && (entry === null || entry.carried.fo === 1) ? { fo: 1 as const } : {}),
+      ...(change.follow !== undefined && isProvisionalLife(basedOn) ? { fo: 1 as const } : {}),
       ...(change.contended ? { c: 1 as const } : {}),
     };
     return {

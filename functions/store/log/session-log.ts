@@ -53,6 +53,8 @@ const WITHOUT_STATE = [
   // What a version's decision leaves out because the version holds it (log-items.ts, compactDecision).
   'agent',
   'decisionId',
+  // Whether a change of a life with nothing written is provisional (session-writes.ts, `provisionalOf`).
+  tableKeys.timeToLive,
 ].filter((name) => !(versionItem.stateAttributes as readonly string[]).includes(name));
 const WITHOUT_STATE_PROJECTION = {
   ProjectionExpression: WITHOUT_STATE.map((_, index) => `#a${index}`).join(', '),

@@ -7,7 +7,7 @@ import type { LogPosition } from '../table/keys.js';
 import * as keys from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
 import { conditions, type TransactItem } from '../table/table-client.js';
-import { type LogEntry, newWriteId, nextPosition } from './log-items.js';
+import { entryOf, type LogEntry, newWriteId, nextPosition } from './log-items.js';
 
 /**
  * The two pieces every write into a session is made of, whichever store sends it: the claim
@@ -99,16 +99,90 @@ export function loneMarkClaim(mark: LogEntry): { position: LogPosition; claim: S
  * goes (the life's delete erases it, as every change), and its `writeId` changes, so that a
  * follow that read it before fails `loneMarkClaim` and follows the life instead. On the
  * condition that it is still the item read: a mark that TTL removed makes the change read again.
+ * `passed`: the change is provisional itself (a decision's lease, `provisionalOf`), so the mark
+ * keeps its TTL; only its `writeId` changes, for the same follows.
  */
-export function loneMarkJoins(tableName: string, scope: SessionScope, mark: LogEntry): NonNullable<TransactItem['Update']> {
+export function loneMarkJoins(
+  tableName: string,
+  scope: SessionScope,
+  mark: LogEntry,
+  options: { passed?: boolean } = {},
+): NonNullable<TransactItem['Update']> {
   const claim = loneMarkClaim(mark).claim;
   return {
     TableName: tableName,
     Key: { pk: keys.session(scope), sk: keys.logEntry(mark.position) },
-    UpdateExpression: 'SET writeId = :joined REMOVE #ttl',
+    UpdateExpression: options.passed ? 'SET writeId = :joined' : 'SET writeId = :joined REMOVE #ttl',
     ConditionExpression: claim.ConditionExpression,
-    ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive },
+    ...(options.passed ? {} : { ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive } }),
     ExpressionAttributeValues: { ...claim.ExpressionAttributeValues, ':joined': newWriteId() },
+  };
+}
+
+/**
+ * How long a provisional change outlives what it stands for (a lease's end, a release): long
+ * enough that the change after it, made within a request, never needs to check it is still
+ * there (`provisionalCheck`), and the decision that holds a lease commits on it without a check.
+ */
+export const PROVISIONAL_SLACK_SECONDS = 60 * 60;
+/** A change after a provisional one this close to its TTL (or past it) checks that it is still there. */
+const PROVISIONAL_CHECK_WITHIN_SECONDS = 10 * 60;
+
+/**
+ * The tip's change when it is provisional, or null: a change of a life with nothing written
+ * (no version, node or head move) that carries the table's TTL. Those are a follow's lone mark
+ * (`loneMarkOf`) and a decision's lease and its end put in such a life: no session stands
+ * behind them (no lifetime, list or delete reaches them: a `DELETE` of an id never written
+ * answers 404), and any key that may follow or decide could make them for every id it names,
+ * so they go by themselves. The life's first write needs none of them: below a written change
+ * they hold nothing a reader needs (retention gives such changes a TTL too), and a log of
+ * nothing but them reads as never written, whether they are there or not.
+ */
+function provisionalOf(tip: Tip): LogEntry | null {
+  const entry = tip.kind === 'empty' ? entryOf(tip) : null;
+  return entry && !entry.carried.w && typeof entry.item[tableKeys.timeToLive] === 'number' && typeof entry.item.writeId === 'string'
+    ? entry
+    : null;
+}
+
+/** Whether the life at `tip` holds nothing yet but provisional changes: a change that is no write put after it is provisional too. */
+export function isProvisionalLife(tip: Tip): boolean {
+  // (A lone mark put before marks had a TTL counts too: a follow gives it one.)
+  return tip.kind === 'empty' && (entryOf(tip) === null || provisionalOf(tip) !== null || loneMarkOf(tip) !== null);
+}
+
+/**
+ * The TTL of a provisional change: when its lease ends (or now, for a release), with the slack,
+ * and never before the followers its life may have (`f`, carried) have gone.
+ */
+export function provisionalTtl(followersUntil: number | undefined, leaseUntilMs: number | undefined, nowMs: number): number {
+  return Math.max(followersUntil ?? 0, Math.ceil((leaseUntilMs ?? nowMs) / 1000) + PROVISIONAL_SLACK_SECONDS);
+}
+
+/**
+ * The check a change after a provisional tip (not a lone mark: those are claimed or joined
+ * by their `writeId` anyway) makes in its transaction when that tip's TTL is near: TTL may
+ * remove the tip between this change's read and its claim, and a writer reading after that
+ * would claim a place below this one. On the condition that it is still the item read, the tip
+ * gets another `writeId` (an update rather than a ConditionCheck: every function that writes
+ * the log may update an item, not all may check one); the change reads again otherwise. Null
+ * while the TTL is far: no request lasts that long.
+ */
+export function provisionalCheck(
+  tableName: string,
+  scope: SessionScope,
+  tip: Tip,
+  nowMs: number,
+): NonNullable<TransactItem['Update']> | null {
+  const entry = provisionalOf(tip);
+  if (!entry || loneMarkOf(tip)) return null;
+  if (Number(entry.item[tableKeys.timeToLive]) - nowMs / 1000 > PROVISIONAL_CHECK_WITHIN_SECONDS) return null;
+  return {
+    TableName: tableName,
+    Key: { pk: keys.session(scope), sk: keys.logEntry(entry.position) },
+    UpdateExpression: 'SET writeId = :checked',
+    ConditionExpression: 'writeId = :read',
+    ExpressionAttributeValues: { ':read': entry.item.writeId, ':checked': newWriteId() },
   };
 }
 
