@@ -188,4 +188,31 @@ describe('a decision on a session id never written', () => {
       state: { other: 1, mine: 1 },
     });
   });
+
+  it('takes 50 decisions that fail and 10 first writes at once: every write lands, and a delete leaves nothing but its fence without a TTL', async () => {
+    // Prepare
+    fails = true;
+    const scope = scopeOf('crowd');
+    const service = new SessionService(stores.sessions);
+
+    // Act
+    const decisions = Array.from({ length: 50 }, () =>
+      decider(stores).decide.decide(scope, { agentId: 'agent', trigger: { type: 'tick' } }),
+    );
+    const writes = Array.from({ length: 10 }, (_, index) => service.patchState(scope, { [`k${index}`]: index }));
+    const [decided, written] = await Promise.all([Promise.allSettled(decisions), Promise.allSettled(writes)]);
+
+    // Assess: the decisions failed (their worker, or another's lease), the writes all landed;
+    // what came before the first version carries a TTL; the delete erases the rest.
+    expect(decided.every((result) => result.status === 'rejected')).toBe(true);
+    expect(written.map((result) => result.status)).toEqual(Array(10).fill('fulfilled'));
+    const state = await service.readState(scope, {});
+    expect(state).toMatchObject({ version: 10, state: Object.fromEntries(Array.from({ length: 10 }, (_, index) => [`k${index}`, index])) });
+    const log = changes(await partition('crowd'));
+    const firstVersion = log.findIndex((item) => item.kind === LOG_ITEM_KIND.version);
+    for (const item of log.slice(0, firstVersion)) expect(item[tableKeys.timeToLive], String(item.sk)).toEqual(expect.any(Number));
+    expect(await stores.sessions.deleteSession(scope)).toBe(true);
+    const lasting = (await partition('crowd')).filter((item) => item[tableKeys.timeToLive] === undefined);
+    expect(lasting.map((item) => item.fence)).toEqual(['closed']);
+  }, 60_000);
 });
