@@ -81,11 +81,20 @@ export class Api {
     return this.request('GET', `/v1/sessions/${encodeURIComponent(sessionId)}`, signal ? { signal } : {});
   }
 
-  getTree(sessionId: string, signal?: AbortSignal): Promise<{ head: string; nodes: TreeNode[] }> {
-    return this.request('GET', `/v1/sessions/${encodeURIComponent(sessionId)}/tree`, {
-      query: { preview: 1 },
-      ...(signal ? { signal } : {}),
-    });
+  /** The whole tree: a tree of more nodes than one answer holds comes in parts, each after the `next` of the one before. */
+  async getTree(sessionId: string, signal?: AbortSignal): Promise<{ head: string; nodes: TreeNode[] }> {
+    const read = (cursor?: string) =>
+      this.request<{ head: string; nodes: TreeNode[]; next?: string }>('GET', `/v1/sessions/${encodeURIComponent(sessionId)}/tree`, {
+        query: { preview: 1, ...(cursor === undefined ? {} : { cursor }) },
+        ...(signal ? { signal } : {}),
+      });
+    const { next, ...tree } = await read();
+    for (let cursor = next; cursor !== undefined; ) {
+      const part = await read(cursor);
+      tree.nodes.push(...part.nodes);
+      cursor = part.next;
+    }
+    return tree;
   }
 
   getState(sessionId: string, node: string, signal?: AbortSignal): Promise<StateView> {

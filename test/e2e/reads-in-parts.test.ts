@@ -204,3 +204,98 @@ describe('notes in parts', () => {
     expect(after.body.code).toBe('invalid_request');
   }, 120_000);
 });
+
+describe('a copy of a session whose notes pass one answer', () => {
+  it('holds every note of the source, read on from notesNext', async () => {
+    // Prepare: 100 notes of ~100 KB on a1 (about 10 MB: one tree read carries a part of them).
+    const { sid, keys } = await sessionWithNotes('copy-notes', 100);
+
+    // Act
+    const copied = await http.post(`/v1/sessions/${sid}/copy`, { tree: true });
+
+    // Assess: the copy's notes, read whole with the client, are the source's.
+    expect(copied.status, copied.text).toBe(201);
+    const client = createClient({ baseUrl: api.url, apiKey: 'dev-key' });
+    const notes = (await client.state.get(copied.body.sessionId, { node: 'a1', notes: true })).notes ?? {};
+    expect(Object.keys(notes).sort()).toEqual(keys);
+    for (const key of keys) expect(notes[key]).toEqual(noteOf(key));
+  }, 120_000);
+});
+
+describe('a tree of more nodes than one answer holds', () => {
+  /** An id of 128 characters (the longest an id may be): a node's entry in the tree is about 450 bytes with its preview. */
+  const longId = (n: number) => `n${String(n).padStart(6, '0')}-${'x'.repeat(120)}`;
+  const NODES = 11_000;
+  let sid: string;
+
+  beforeAll(async () => {
+    sid = uniqueId('big-tree');
+    for (let start = 0; start < NODES; start += 50) {
+      const messages = Array.from({ length: 50 }, (_, index) => ({
+        id: longId(start + index),
+        role: 'user',
+        content: `message ${start + index} ${'of a long conversation, '.repeat(6)}`,
+      }));
+      const appended = await http.post(`/v1/sessions/${sid}/messages`, { messages });
+      expect(appended.status, appended.text).toBe(201);
+    }
+  }, 300_000);
+
+  it('comes in parts, each within the bound, every node once and in order, by following next', async () => {
+    // Act
+    const parts: ApiResponse[] = [];
+    for (let cursor: string | undefined; ; ) {
+      const part: ApiResponse = await http.get(`/v1/sessions/${sid}/tree?preview=1${cursor ? `&cursor=${cursor}` : ''}`);
+      expect(part.status, part.text.slice(0, 200)).toBe(200);
+      parts.push(part);
+      cursor = part.body.next;
+      if (cursor === undefined) break;
+    }
+
+    // Assess: more than one part, each within the bound; root then every node, by depth.
+    expect(parts.length).toBeGreaterThan(1);
+    for (const part of parts) expect(Buffer.byteLength(part.text)).toBeLessThanOrEqual(ANSWER_BODY_BYTES);
+    const nodes = parts.flatMap((part) => part.body.nodes as Array<{ id: string; depth: number; preview: string }>);
+    expect(nodes.map((node) => node.id)).toEqual(['root', ...Array.from({ length: NODES }, (_, n) => longId(n))]);
+    expect(nodes.map((node) => node.depth)).toEqual(Array.from({ length: NODES + 1 }, (_, depth) => depth));
+    expect(nodes[NODES]?.preview).toMatch(new RegExp(`^message ${NODES - 1} of a long conversation`));
+    expect(parts.every((part) => part.body.head === longId(NODES - 1))).toBe(true);
+  }, 120_000);
+
+  it('is read whole by the client, and copied whole', async () => {
+    const client = createClient({ baseUrl: api.url, apiKey: 'dev-key' });
+    const tree = await client.tree.get(sid, { preview: true, notes: true });
+    expect(tree.nodes).toHaveLength(NODES + 1);
+    expect(tree).not.toHaveProperty('next');
+    expect(tree.notes).toEqual({});
+
+    const copied = await http.post(`/v1/sessions/${sid}/copy`, { tree: true });
+    expect(copied.status, copied.text).toBe(201);
+    const copy = await client.tree.get(copied.body.sessionId);
+    expect(copy.nodes.map((node) => node.id)).toEqual(tree.nodes.map((node) => node.id));
+    expect(copy.head).toBe(longId(NODES - 1));
+  }, 240_000);
+
+  it("refuses notes with a cursor, and a cursor of another session's tree or of a life before a delete", async () => {
+    const first = await http.get(`/v1/sessions/${sid}/tree?preview=1`);
+    const cursor = first.body.next as string;
+    expect(cursor).toEqual(expect.any(String));
+    const withNotes = await http.get(`/v1/sessions/${sid}/tree?notes=1&cursor=${cursor}`);
+    expect(withNotes.status).toBe(400);
+    expect(withNotes.body).toMatchObject({ code: 'invalid_request', field: 'notes' });
+
+    const other = uniqueId('other-tree');
+    expect((await http.post(`/v1/sessions/${other}/messages`, { messages: [{ role: 'user', content: 'hi' }] })).status).toBe(201);
+    const elsewhere = await http.get(`/v1/sessions/${other}/tree?cursor=${cursor}`);
+    expect(elsewhere.status).toBe(400);
+    expect(elsewhere.body).toMatchObject({ code: 'invalid_request', field: 'cursor' });
+    expect((await http.get(`/v1/sessions/${sid}/tree?cursor=${cursor.slice(0, -2)}xx`)).status).toBe(400);
+
+    // A delete, and the session written again under the same id: the old cursor is not its.
+    expect((await http.delete(`/v1/sessions/${sid}`)).status).toBe(204);
+    expect((await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ role: 'user', content: 'again' }] })).status).toBe(201);
+    const afterDelete = await http.get(`/v1/sessions/${sid}/tree?cursor=${cursor}`);
+    expect(afterDelete.status).toBe(400);
+    expect(afterDelete.body).toMatchObject({ code: 'invalid_request', field: 'cursor' });
+  }, 60_000);
+});

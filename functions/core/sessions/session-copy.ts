@@ -4,7 +4,7 @@ import { encodedSize, type JsonObject } from '../json/json.js';
 import { AgentStateError } from '../kernel/errors.js';
 import { ROOT_NODE } from '../kernel/ids.js';
 import { APPEND_LIMIT_BYTES, MAX_MESSAGES_PER_APPEND } from '../model/limits.js';
-import type { SessionScope, VersionRecord } from '../model/model.js';
+import type { NodeNotes, SessionScope, VersionRecord } from '../model/model.js';
 import { nodeNotFound } from '../write/write-target.js';
 import type { IncomingMessage } from './chain.js';
 import type { SessionTreeService } from './session-tree-service.js';
@@ -59,7 +59,7 @@ export class SessionCopier {
     if (allowed && meta.agentId !== null) {
       requireMayWorkIn(allowed, await this.ports.agents(source.tenant), meta.agentId, 'copy');
     }
-    const { head, nodes, notes = {} } = await tree.getTree(source, { notes: true });
+    const { head, nodes, notes } = await wholeTree(tree, source);
     const byId = new Map(nodes.map((node) => [node.id, node]));
     const target = request.tree ? head : (request.node ?? head);
     if (!byId.has(target)) throw nodeNotFound(target);
@@ -103,6 +103,33 @@ export class SessionCopier {
     }
     return messages;
   }
+}
+
+/**
+ * The source's every node and every note: a tree read carries what one answer may (tree-pages.ts,
+ * note-pages.ts), so the copy reads on from `next` and `notesNext` until nothing is left.
+ */
+async function wholeTree(
+  tree: SessionTreeService,
+  source: SessionScope,
+): Promise<{ head: string; nodes: TreeNodeView[]; notes: Record<string, NodeNotes> }> {
+  const first = await tree.getTree(source, { notes: true });
+  const nodes = [...first.nodes];
+  for (let cursor = first.next; cursor !== undefined; ) {
+    const part = await tree.getTree(source, { cursor });
+    nodes.push(...part.nodes);
+    cursor = part.next;
+  }
+  const notes: Record<string, NodeNotes> = { ...first.notes };
+  for (let cursor = first.notesNext; cursor !== undefined; ) {
+    const part = await tree.readNotesPage(source, { cursor });
+    for (const [nodeId, more] of Object.entries(part.notes)) {
+      // Defined, not assigned: a node named `__proto__` is data.
+      Object.defineProperty(notes, nodeId, { value: { ...notes[nodeId], ...more }, enumerable: true, writable: true, configurable: true });
+    }
+    cursor = part.next;
+  }
+  return { head: first.head, nodes, notes };
 }
 
 /** Writes the copy's appends into `scope`, reading states from `source` as they are needed. */

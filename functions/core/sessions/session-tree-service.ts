@@ -44,6 +44,7 @@ import {
   sessionView,
   type TreeNodeView,
 } from './session-views.js';
+import { openTreeCursor, treePart } from './tree-pages.js';
 
 /**
  * What `PATCH /v1/sessions/{sid}` may change (API.md sections 2 and 12): the metadata
@@ -431,26 +432,44 @@ export class SessionTreeService {
    */
   async getTree(
     scope: SessionScope,
-    options: { preview?: boolean; notes?: boolean } = {},
-  ): Promise<{ head: string; nodes: TreeNodeView[]; notes?: Record<string, NodeNotes>; notesNext?: string }> {
+    options: { preview?: boolean; notes?: boolean; cursor?: string } = {},
+  ): Promise<{ head: string; nodes: TreeNodeView[]; next?: string; notes?: Record<string, NodeNotes>; notesNext?: string }> {
     const preview = options.preview ?? false;
+    const from = options.cursor === undefined ? undefined : openTreeCursor(options.cursor, scope);
+    if (from && options.notes) {
+      throw new AgentStateError(
+        'invalid_request',
+        "a later part of the tree carries nodes only: its notes go on with the first part's notesNext",
+        {
+          field: 'notes',
+        },
+      );
+    }
     // The notes of every life, read beside the tree: its tip says which life is the session's.
     const notesRead = options.notes ? this.store.readNotes(scope, undefined, { bytes: ANSWER_ITEMS_BYTES }) : undefined;
     const [{ tip, nodes }, meta, noted] = await Promise.all([this.store.readTree(scope), this.store.getMeta(scope), notesRead]);
     if (!meta && nodes.length === 0 && tip.kind === 'empty') throw sessionNotFound(scope);
     const all = nodes.some((node) => node.id === ROOT_NODE) ? nodes : [rootNode(meta?.createdAt ?? ''), ...nodes];
     all.sort((a, b) => a.depth - b.depth || a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
-    const tree = {
-      head: tip.head,
-      nodes: all.map((node) => ({
+    if (from && (tip.kind === 'closing' || tip.incarnation !== from.life)) {
+      throw new AgentStateError('invalid_request', 'cursor is not valid for this list: the session was deleted or expired since', {
+        field: 'cursor',
+      });
+    }
+    // The nodes that fit one answer, in the tree's order; `next` goes on with the rest (tree-pages.ts).
+    const shown = treePart(
+      all,
+      (node) => ({
         id: node.id,
         parentId: node.parentId,
         depth: node.depth,
         role: node.role,
         stateVersion: pointerOf(node, tip),
         ...(preview ? { preview: node.preview !== undefined ? node.preview : messagePreview(node.message) } : {}),
-      })),
-    };
+      }),
+      { ...(from ? { from: from.from } : {}), bytes: ANSWER_ITEMS_BYTES, scope, life: tip.incarnation },
+    );
+    const tree = { head: tip.head, nodes: shown.nodes, ...(shown.next ? { next: shown.next } : {}) };
     if (noted === undefined) return tree;
     if (tip.kind === 'closing') return { ...tree, notes: {} };
     // The notes that fit beside the tree in one answer; `notesNext` goes on with the rest.

@@ -207,6 +207,7 @@ export const operations: Record<RouteKey, Operation> = {
     query: [
       flag('preview', '`1` or `true` adds a snippet of each message.'),
       flag('notes', "`1` or `true` adds every node's notes (`notes`, by node id)."),
+      cursor,
     ],
     responses: { 200: { description: 'The tree, head marked.', schema: 'Tree' } },
     problems: ['invalid_request', 'session_not_found'],

@@ -86,6 +86,7 @@ const notesNext = z
 const tree = z.object({
   head: z.string(),
   nodes: z.array(treeNode),
+  next,
   notes: z
     .record(z.string(), nodeNotes)
     .optional()

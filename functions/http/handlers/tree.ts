@@ -87,7 +87,11 @@ export const handler = createHttpHandler(
     'GET /v1/sessions/{sid}/tree': async (input) =>
       json(
         200,
-        await input.deps.sessionTree.getTree(sessionScope(input), { preview: flag(input, 'preview'), notes: flag(input, 'notes') }),
+        await input.deps.sessionTree.getTree(sessionScope(input), {
+          preview: flag(input, 'preview'),
+          notes: flag(input, 'notes'),
+          ...(input.query('cursor') === undefined ? {} : { cursor: input.query('cursor') }),
+        }),
       ),
 
     // The notes of some nodes (`?nodes=a,b`) or of all, in parts: what goes on from a read's `notesNext`.

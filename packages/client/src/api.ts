@@ -210,16 +210,23 @@ export class AgentStateApi {
   readonly tree = {
     /** `GET /v1/sessions/{sid}/tree`: the head and every node (with `preview`, their snippets). */
     get: async (sessionId: string, query: TreeQuery = {}, options?: CallOptions): Promise<Tree> => {
-      const tree = (
-        await this.http.request<Tree>(
+      const read = (cursor?: string) =>
+        this.http.request<Tree>(
           {
             method: 'GET',
             path: path`/v1/sessions/${sessionId}/tree`,
-            query: { ...(query.preview ? { preview: 1 } : {}), ...(query.notes ? { notes: 1 } : {}) },
+            // A later part carries nodes only: the notes go on from the first part's `notesNext`.
+            query: { ...(query.preview ? { preview: 1 } : {}), ...(query.notes && !cursor ? { notes: 1 } : {}), cursor },
           },
           options,
-        )
-      ).body;
+        );
+      const { next, ...tree } = (await read()).body;
+      // More nodes than one answer holds: the rest, part after part (docs/api.md, "the whole tree").
+      for (let cursor = next; cursor !== undefined; ) {
+        const part = (await read(cursor)).body;
+        tree.nodes.push(...part.nodes);
+        cursor = part.next;
+      }
       return this.withEveryNote(sessionId, undefined, tree, options);
     },
     /**

@@ -208,6 +208,12 @@ export interface Tree {
   head: string;
   /** Ordered by depth, then creation time, then id (`root` first). */
   nodes: TreeNode[];
+  /**
+   * Set by the server when more nodes are left than one answer holds (about 45,000; docs/api.md,
+   * "the whole tree"). This client's `tree.get` reads the rest before it answers, so what it
+   * returns holds every node and no `next`.
+   */
+  next?: string;
   /** With `notes: true`: the notes of each node that has any, by node id. */
   notes?: Record<string, NodeNotes>;
   /**
