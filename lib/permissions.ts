@@ -86,8 +86,9 @@ const finishDelete: TableAction = 'dynamodb:BatchWriteItem';
  * |          | the write queue's tickets)     | key), Put (that document put whole near its    |
  * |          |                                | limit), BatchWrite (a dead delete), Put/Delete |
  * |          |                                | (a queue ticket), idempotency                  |
- * | webhooks | Get (webhook), Query (webhooks,| Put (webhook), Delete (webhook, a replayed     |
- * |          | dead letters)                  | dead letter), Update (a failed replay), idem.  |
+ * | webhooks | Get (webhook, its places),     | Put (webhook), Delete (webhook, a replayed     |
+ * |          | Query (webhooks, dead letters) | dead letter), Update (its place, a failed      |
+ * |          |                                | replay), idempotency                           |
  * | memory   | Get (item), BatchGet (search  | Update (put, delete: one UpdateItem each),     |
  * |          | matches), Query (namespaces,   | idempotency                                    |
  * |          | versions; memory index: search)|                                                |

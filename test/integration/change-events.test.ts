@@ -39,8 +39,8 @@ describe('webhook store', () => {
       sessionId: null,
       createdAt: '2025-06-01T00:00:00.000Z',
     });
-    for (const id of ['w1', 'w2', 'w3']) await store.putWebhook('list-tenant', hook(id));
-    await store.putWebhook('someone-else', hook('w9'));
+    for (const id of ['w1', 'w2', 'w3']) await store.putWebhook('list-tenant', hook(id), { limit: 20 });
+    await store.putWebhook('someone-else', hook('w9'), { limit: 20 });
 
     // Act
     const first = await store.listWebhooks('list-tenant', { limit: 2 });

@@ -69,7 +69,7 @@ afterAll(async () => {
 
 async function register(tenant: string, url: string): Promise<string> {
   const id = uuidv7();
-  await store.putWebhook(tenant, { id, url, secret: null, sessionId: null, createdAt: new Date(clock).toISOString() });
+  await store.putWebhook(tenant, { id, url, secret: null, sessionId: null, createdAt: new Date(clock).toISOString() }, { limit: 20 });
   return id;
 }
 

@@ -87,7 +87,11 @@ export interface DeliveryFailure {
 }
 
 export interface WebhookStore {
-  putWebhook(tenant: string, webhook: WebhookRecord): Promise<void>;
+  /**
+   * Puts the webhook if the tenant has fewer than `limit`, counted so that creates at once
+   * never pass it together; false (nothing put) when it has that many.
+   */
+  putWebhook(tenant: string, webhook: WebhookRecord, options: { limit: number }): Promise<boolean>;
   getWebhook(tenant: string, webhookId: string): Promise<WebhookRecord | null>;
   /** Newest first. */
   listWebhooks(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<WebhookRecord>>;

@@ -46,13 +46,6 @@ export class WebhookService {
     input: { url: string; secret?: string | null; sessionId?: string | null; agentId?: string | null },
   ): Promise<WebhookView> {
     this.checkUrl(input.url);
-    const existing = await this.store.allWebhooks(tenant);
-    // Best effort under concurrent creates; the limit is about fan-out cost, not security.
-    if (existing.length >= MAX_WEBHOOKS_PER_TENANT) {
-      throw new AgentStateError('invalid_request', `a tenant may have at most ${MAX_WEBHOOKS_PER_TENANT} webhooks; delete one first`, {
-        limit: MAX_WEBHOOKS_PER_TENANT,
-      });
-    }
     const record: WebhookRecord = {
       id: newId(),
       url: input.url,
@@ -61,7 +54,12 @@ export class WebhookService {
       agentId: input.agentId ?? null,
       createdAt: this.now().toISOString(),
     };
-    await this.store.putWebhook(tenant, record);
+    // Counted where the webhooks are kept: creates at once never pass the limit together.
+    if (!(await this.store.putWebhook(tenant, record, { limit: MAX_WEBHOOKS_PER_TENANT }))) {
+      throw new AgentStateError('invalid_request', `a tenant may have at most ${MAX_WEBHOOKS_PER_TENANT} webhooks; delete one first`, {
+        limit: MAX_WEBHOOKS_PER_TENANT,
+      });
+    }
     return webhookView(record);
   }
 

@@ -13,12 +13,16 @@ import { forEachInRange, pageOf, prefixPageQuery } from '../table/paging.js';
 import { tableKeys } from '../table/table.js';
 import { conditionally, conditions, type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
 
+/** A place with no webhook for longer than any request runs (a Lambda runs 15 minutes at most) was left by a request that stopped. */
+const ABANDONED_PLACE_MS = 15 * 60 * 1000;
+
 /** Dead letters are kept as long as SQS keeps a message at most: two weeks to replay them. */
 const DEAD_LETTER_TTL_SECONDS = 14 * 24 * 60 * 60;
 
 /**
  * Webhooks and their dead letters (keys.ts):
  *
+ *   H#<tenant>             HP                             places: {<webhook id>: when its place was taken}
  *   H#<tenant>             H#<webhook id>                 url, secret, sessionId, agentId, createdAt,
  *                                                         breakerFailures, breakerOpenUntil,
  *                                                         breakerProbeUntil, breakerProbeBy (the claim's id)
@@ -33,7 +37,8 @@ const DEAD_LETTER_TTL_SECONDS = 14 * 24 * 60 * 60;
 export class DynamoDbWebhookStore implements WebhookStore {
   constructor(private readonly table: TableClient) {}
 
-  async putWebhook(tenant: string, webhook: WebhookRecord): Promise<void> {
+  async putWebhook(tenant: string, webhook: WebhookRecord, options: { limit: number }): Promise<boolean> {
+    if (!(await this.takePlace(tenant, webhook.id, options.limit))) return false;
     const key = { pk: keys.webhooks(tenant), sk: keys.webhook(webhook.id) };
     await this.table.send(
       new PutCommand({
@@ -54,6 +59,84 @@ export class DynamoDbWebhookStore implements WebhookStore {
     );
     // The lists this process's hooks keep (core/kernel/tenant-cache.ts): the next batch sees it.
     invalidateTenant('webhooks', tenant);
+    return true;
+  }
+
+  /**
+   * Takes one of the tenant's `limit` places for a webhook about to be put: one conditional
+   * UpdateItem of the places item (`HP`), which holds each webhook's id and when its place was
+   * taken. Creates at once each add their own id under the condition that fewer than `limit`
+   * are there, so together they never take more (counting the webhooks and then putting one
+   * let 50 creates at once make 50 where the limit is 20). A refusal looks once at why
+   * (`settlePlaces`): places never counted yet, or places whose create or delete stopped halfway.
+   */
+  private async takePlace(tenant: string, webhookId: string, limit: number): Promise<boolean> {
+    for (let look = 0; look < 3; look += 1) {
+      const taken = await conditionally(
+        this.table.send(
+          new UpdateCommand({
+            TableName: this.table.tableName,
+            Key: { pk: keys.webhooks(tenant), sk: keys.webhookPlaces },
+            UpdateExpression: 'SET places.#id = :at',
+            ConditionExpression: 'attribute_exists(places) AND size(places) < :limit',
+            ExpressionAttributeNames: { '#id': webhookId },
+            ExpressionAttributeValues: { ':at': this.table.now(), ':limit': limit },
+          }),
+        ),
+      );
+      if (taken) return true;
+      const settled = await this.settlePlaces(tenant, webhookId);
+      if (settled === 'ours') return true;
+      if (settled === 'full') return false;
+    }
+    return false;
+  }
+
+  /**
+   * Why a place was refused, and what can be put right: `ours` when the place is ours already
+   * (the SDK resent an update whose answer was lost); `changed` when places were counted for the
+   * first time (webhooks made before the places item existed: every one found), or freed from
+   * ids that hold no webhook since longer than any request runs (a create that stopped between
+   * its place and its put, a delete between its delete and its place; a Lambda runs 15 minutes
+   * at most); `full` when every place is taken.
+   */
+  private async settlePlaces(tenant: string, webhookId: string): Promise<'ours' | 'changed' | 'full'> {
+    const key = { pk: keys.webhooks(tenant), sk: keys.webhookPlaces };
+    const [{ Item }, webhooks] = await Promise.all([
+      this.table.send(new GetCommand({ TableName: this.table.tableName, Key: key, ConsistentRead: true })),
+      this.allWebhooks(tenant),
+    ]);
+    const places = (Item?.places ?? undefined) as Record<string, number> | undefined;
+    if (places?.[webhookId] !== undefined) return 'ours';
+    if (!places) {
+      const counted = Object.fromEntries(webhooks.map((webhook) => [webhook.id, Date.parse(webhook.createdAt)]));
+      await conditionally(
+        this.table.send(
+          new UpdateCommand({
+            TableName: this.table.tableName,
+            Key: key,
+            UpdateExpression: 'SET places = :counted',
+            ConditionExpression: 'attribute_not_exists(places)',
+            ExpressionAttributeValues: { ':counted': counted },
+          }),
+        ),
+      );
+      return 'changed';
+    }
+    const present = new Set(webhooks.map((webhook) => webhook.id));
+    const stale = Object.entries(places)
+      .filter(([id, at]) => !present.has(id) && this.table.now() - at > ABANDONED_PLACE_MS)
+      .map(([id]) => id);
+    if (stale.length === 0) return 'full';
+    await this.table.send(
+      new UpdateCommand({
+        TableName: this.table.tableName,
+        Key: key,
+        UpdateExpression: `REMOVE ${stale.map((_, index) => `places.#stale${index}`).join(', ')}`,
+        ExpressionAttributeNames: Object.fromEntries(stale.map((id, index) => [`#stale${index}`, id])),
+      }),
+    );
+    return 'changed';
   }
 
   async getWebhook(tenant: string, webhookId: string): Promise<WebhookRecord | null> {
@@ -90,7 +173,20 @@ export class DynamoDbWebhookStore implements WebhookStore {
       }),
     );
     invalidateTenant('webhooks', tenant);
-    return Attributes !== undefined;
+    if (Attributes === undefined) return false;
+    // Its place goes with it; a delete that stops here leaves a place `settlePlaces` frees.
+    await conditionally(
+      this.table.send(
+        new UpdateCommand({
+          TableName: this.table.tableName,
+          Key: { pk: keys.webhooks(tenant), sk: keys.webhookPlaces },
+          UpdateExpression: 'REMOVE places.#id',
+          ConditionExpression: 'attribute_exists(places)',
+          ExpressionAttributeNames: { '#id': webhookId },
+        }),
+      ),
+    );
+    return true;
   }
 
   async recordDeadLetter(tenant: string, webhookId: string, event: DeadLetterEvent, failure: DeliveryFailure): Promise<void> {

@@ -28,6 +28,8 @@ import type { SessionScope } from '../../core/model/model.js';
  *                                                that a decision reads both in one Query)
  *   I#<tenant>#<key>            I                an Idempotency-Key record
  *   H#<tenant>                  H#<webhook>      a webhook (change events, webhook-store.ts)
+ *   H#<tenant>                  HP               the places of the tenant's webhooks: each one's id
+ *                                                and when its place was taken (webhook-store.ts)
  *   X#<tenant>#<webhook>        D#<session>#<000000000042>  a dead letter: an event the
  *                                                webhook did not take (TTL 14 days); a
  *                                                document event's is D#<session>#<document>#<0…42>
@@ -148,6 +150,8 @@ export function pruneDueShard(scope: SessionScope): number {
 export const webhooks = (tenant: string) => `H#${tenant}`;
 export const webhook = (webhookId: string) => `H#${webhookId}`;
 export const webhookPrefix = 'H#';
+/** Outside `webhookPrefix`, so that no list of webhooks reads it. */
+export const webhookPlaces = 'HP';
 export const deadLetters = (tenant: string, webhookId: string) => `X#${tenant}#${webhookId}`;
 // Session, then version: the order a replay delivers them in, and a redelivered event
 // lands on its own earlier dead letter instead of adding a second one.

@@ -1,0 +1,225 @@
+import { type DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defaultTableName } from '../../functions/store/table/table.js';
+import { dynamoDbEndpointOf, rawTableClient } from '../helpers/admin.js';
+import { type ApiClient, uniqueId } from '../helpers/api-client.js';
+import { type RunningApi, startApi } from '../helpers/e2e.js';
+
+/**
+ * The write paths the other files do not already hit with many writers at once, each with 50
+ * concurrent requests on the same thing through real HTTP on DynamoDB Local: every request is
+ * answered as the contract says, none with 5xx, and what is stored afterwards is what the
+ * answers said.
+ */
+let api: RunningApi;
+let http: ApiClient;
+let raw: DynamoDBDocumentClient;
+
+beforeAll(async () => {
+  api = await startApi();
+  http = api.client;
+  raw = rawTableClient(dynamoDbEndpointOf(api));
+});
+afterAll(async () => {
+  raw?.destroy();
+  await api?.stop();
+});
+
+const WRITERS = 50;
+// The tenant of the default key (test/helpers/e2e.ts).
+const TENANT = 'local';
+const statuses = (answers: Array<{ status: number }>) => answers.map((answer) => answer.status).sort();
+const counted = (answers: Array<{ status: number }>) =>
+  Object.fromEntries(
+    [...new Set(answers.map((answer) => answer.status))].map((status) => [status, answers.filter((a) => a.status === status).length]),
+  );
+
+describe('many writers at once on one thing', () => {
+  it('registers 50 agents at once, each listed once, and 50 registrations of one agent leave one of them whole', async () => {
+    // Prepare
+    const prefix = uniqueId('many-agent');
+    const ids = Array.from({ length: WRITERS }, (_, n) => `${prefix}-${n}`);
+    const one = `${prefix}-one`;
+
+    // Act
+    const distinct = await Promise.all(ids.map((id, n) => http.put(`/v1/agents/${id}`, { config: { n } })));
+    const same = await Promise.all(
+      Array.from({ length: WRITERS }, (_, n) =>
+        http.put(`/v1/agents/${one}`, {
+          config: { n, of: 'one' },
+          stateFields: { [`f${n}`]: { type: 'number', read: 'public', write: 'public' } },
+        }),
+      ),
+    );
+
+    // Assess: every answer a success, every agent listed, and the one agent exactly one writer's registration.
+    expect(
+      distinct.every((answer) => answer.status === 200 || answer.status === 201),
+      JSON.stringify(counted(distinct)),
+    ).toBe(true);
+    expect(
+      same.every((answer) => answer.status === 200 || answer.status === 201),
+      JSON.stringify(counted(same)),
+    ).toBe(true);
+    const listed = await listAgents();
+    for (const id of ids) expect(listed.filter((agent) => agent === id)).toHaveLength(1);
+    const stored = await http.get(`/v1/agents/${one}`);
+    const n = stored.body.config.n as number;
+    expect(stored.body.config).toEqual({ n, of: 'one' });
+    expect(Object.keys(stored.body.stateFields)).toEqual([`f${n}`]);
+  });
+
+  it('creates 50 webhooks at once where the limit is 20: exactly 20 made; 50 deletes of one free one place, once', async () => {
+    // Prepare: a session of its own, so the hooks subscribe to nothing else.
+    const sid = uniqueId('many-hooks');
+    const create = (n: number) => http.post('/v1/webhooks', { url: `https://hooks.example.com/${n}`, sessionId: sid });
+
+    // Act
+    const created = await Promise.all(Array.from({ length: WRITERS }, (_, n) => create(n)));
+    const made = created.filter((answer) => answer.status === 201).map((answer) => answer.body.id as string);
+    const target = made[0] as string;
+    const deletes = await Promise.all(Array.from({ length: WRITERS }, () => http.delete(`/v1/webhooks/${target}`)));
+    const afterDelete = [await create(100), await create(101)];
+
+    // Assess: the limit held at once (docs/api.md: at most 20 a tenant), each refusal says it.
+    expect(counted(created)).toEqual({ 201: 20, 400: WRITERS - 20 });
+    for (const refused of created.filter((answer) => answer.status === 400))
+      expect(refused.body).toMatchObject({ code: 'invalid_request', limit: 20 });
+    expect(counted(deletes)).toEqual({ 204: 1, 404: WRITERS - 1 });
+    expect(afterDelete.map((answer) => answer.status)).toEqual([201, 400]);
+    const listed = (await http.get('/v1/webhooks?limit=100')).body.webhooks as Array<{ id: string }>;
+    expect(listed.map((hook) => hook.id).sort()).toEqual([...made.slice(1), afterDelete[0]?.body.id].sort());
+    expect((await http.get(`/v1/webhooks/${target}`)).status).toBe(404);
+  });
+
+  it('creates one session of 50 racing for the same id: one 201, 49 409 session_exists, the winner’s metadata stored', async () => {
+    // Prepare
+    const sid = uniqueId('many-create');
+
+    // Act
+    const answers = await Promise.all(
+      Array.from({ length: WRITERS }, (_, n) => http.post('/v1/sessions', { sessionId: sid, metadata: { n } })),
+    );
+
+    // Assess
+    expect(counted(answers)).toEqual({ 201: 1, 409: WRITERS - 1 });
+    for (const answer of answers.filter((a) => a.status === 409)) expect(answer.body.code).toBe('session_exists');
+    const winner = answers.find((answer) => answer.status === 201);
+    const stored = await http.get(`/v1/sessions/${sid}`);
+    expect(stored.body.metadata).toEqual(winner?.body.metadata);
+  });
+
+  it('deletes one session with 50 DELETEs at once: every answer 204 or 404, and it reads as unknown afterwards', async () => {
+    // Prepare: a session with a state and messages.
+    const sid = uniqueId('many-delete');
+    expect((await http.put(`/v1/sessions/${sid}/state`, { n: 1 })).status).toBe(200);
+    expect((await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'u1', role: 'user', content: 'hi' }] })).status).toBe(201);
+
+    // Act
+    const answers = await Promise.all(Array.from({ length: WRITERS }, () => http.delete(`/v1/sessions/${sid}`)));
+
+    // Assess
+    expect(
+      answers.every((answer) => answer.status === 204 || answer.status === 404),
+      JSON.stringify(counted(answers)),
+    ).toBe(true);
+    expect(answers.some((answer) => answer.status === 204)).toBe(true);
+    expect((await http.get(`/v1/sessions/${sid}`)).status).toBe(404);
+    // A session id never written reads as no state at version 0, and so does this one now.
+    const state = await http.get(`/v1/sessions/${sid}/state`);
+    expect(state.body).toEqual({ sessionId: sid, node: 'root', version: 0, state: null, agent: null, updatedAt: null });
+    expect((await http.get(`/v1/sessions/${sid}/messages`)).status).toBe(404);
+    // What the deletes leave in the table is what one delete of the same session leaves: the
+    // life's closed fence (no TTL) and the erased places' tombstones (with a TTL).
+    const once = uniqueId('one-delete');
+    expect((await http.put(`/v1/sessions/${once}/state`, { n: 1 })).status).toBe(200);
+    expect((await http.post(`/v1/sessions/${once}/messages`, { messages: [{ id: 'u1', role: 'user', content: 'hi' }] })).status).toBe(201);
+    expect((await http.delete(`/v1/sessions/${once}`)).status).toBe(204);
+    const shape = (items: Array<Record<string, unknown>>) =>
+      items.map((item) => [item.sk, item.kind, item.fence ?? null, 'expiresAt' in item]);
+    expect(shape(await itemsOfSession(sid))).toEqual(shape(await itemsOfSession(once)));
+    expect((await itemsOfSession(sid)).filter((item) => !('expiresAt' in item))).toHaveLength(1);
+  });
+
+  it('switches the head 50 times at once among 50 branches: all 200, and the head is one of them with its path', async () => {
+    // Prepare: 50 branches under one user message.
+    const sid = uniqueId('many-head');
+    expect((await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'u1', role: 'user', content: 'hi' }] })).status).toBe(201);
+    for (let n = 0; n < WRITERS; n += 1) {
+      const made = await http.post(`/v1/sessions/${sid}/messages`, {
+        parentId: 'u1',
+        messages: [{ id: `a${n}`, role: 'assistant', content: `answer ${n}` }],
+      });
+      expect(made.status).toBe(201);
+    }
+
+    // Act
+    const answers = await Promise.all(Array.from({ length: WRITERS }, (_, n) => http.put(`/v1/sessions/${sid}/head`, { nodeId: `a${n}` })));
+
+    // Assess
+    expect(statuses(answers), JSON.stringify(counted(answers))).toEqual(Array(WRITERS).fill(200));
+    const session = await http.get(`/v1/sessions/${sid}`);
+    const head = session.body.head as string;
+    expect(Array.from({ length: WRITERS }, (_, n) => `a${n}`)).toContain(head);
+    const path = await http.get(`/v1/sessions/${sid}/messages`);
+    expect(path.body.messages.map((message: { id: string }) => message.id)).toEqual(['u1', head]);
+  });
+
+  it('deletes one memory item with 50 DELETEs at once, beside 50 puts of other keys: every answer as documented, the puts all there', async () => {
+    // Prepare
+    const ns = `users/${uniqueId('many-mem')}`;
+    expect((await http.put(`/v1/memory/${ns}/gone`, { value: { n: 0 } })).status).toBeLessThan(300);
+
+    // Act
+    const [deletes, puts] = await Promise.all([
+      Promise.all(Array.from({ length: WRITERS }, () => http.delete(`/v1/memory/${ns}/gone`))),
+      Promise.all(Array.from({ length: WRITERS }, (_, n) => http.put(`/v1/memory/${ns}/k${n}`, { value: { n } }))),
+    ]);
+
+    // Assess
+    expect(
+      deletes.every((answer) => answer.status === 204 || answer.status === 404),
+      JSON.stringify(counted(deletes)),
+    ).toBe(true);
+    expect(deletes.some((answer) => answer.status === 204)).toBe(true);
+    expect(
+      puts.every((answer) => answer.status === 200 || answer.status === 201),
+      JSON.stringify(counted(puts)),
+    ).toBe(true);
+    expect((await http.get(`/v1/memory/${ns}/gone`)).status).toBe(404);
+    for (let n = 0; n < WRITERS; n += 1) expect((await http.get(`/v1/memory/${ns}/k${n}`)).body.value).toEqual({ n });
+  });
+});
+
+/** Every item stored under the session's key, read raw and consistently. */
+async function itemsOfSession(sessionId: string): Promise<Array<Record<string, unknown>>> {
+  const items: Array<Record<string, unknown>> = [];
+  let start: Record<string, unknown> | undefined;
+  do {
+    const page = await raw.send(
+      new ScanCommand({
+        TableName: defaultTableName,
+        ConsistentRead: true,
+        FilterExpression: 'pk = :pk',
+        ExpressionAttributeValues: { ':pk': `S#${TENANT}#${sessionId}` },
+        ExclusiveStartKey: start,
+      }),
+    );
+    items.push(...(page.Items ?? []));
+    start = page.LastEvaluatedKey;
+  } while (start);
+  return items;
+}
+
+/** Every agent id of the tenant, following the list's pages. */
+async function listAgents(): Promise<string[]> {
+  const ids: string[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await http.get(`/v1/agents${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ''}`);
+    expect(page.status, page.text).toBe(200);
+    ids.push(...(page.body.agents as Array<{ agentId: string }>).map((agent) => agent.agentId));
+    cursor = page.body.next ?? undefined;
+  } while (cursor);
+  return ids;
+}
