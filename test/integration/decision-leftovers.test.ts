@@ -1,12 +1,14 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DeleteCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { DeleteCommand, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { AgentStateError } from '../../functions/core/kernel/errors.js';
+import { resolveLifetime, storedLifetime } from '../../functions/core/model/lifetime.js';
 import type { SessionScope } from '../../functions/core/model/model.js';
 import type { TipChange } from '../../functions/core/model/ports.js';
 import { SessionService } from '../../functions/core/sessions/session-service.js';
 import { dependenciesFor } from '../../functions/http/dependencies.js';
 import { createStores, type Stores } from '../../functions/store/index.js';
+import { logItem } from '../../functions/store/log/log-items.js';
 import { PROVISIONAL_SLACK_SECONDS } from '../../functions/store/log/session-writes.js';
 import type { DynamoDbSessionStore } from '../../functions/store/sessions/session-store.js';
 import { dynamoDbClient } from '../../functions/store/table/client.js';
@@ -215,4 +217,73 @@ describe('a decision on a session id never written', () => {
     const lasting = (await partition('crowd')).filter((item) => item[tableKeys.timeToLive] === undefined);
     expect(lasting.map((item) => item.fence)).toEqual(['closed']);
   }, 60_000);
+
+  it('under a deployment idle lifetime, leaves changes with no lifetime: the life’s first write starts it, and until then nothing expires', async () => {
+    // Prepare: stores whose deployment gives sessions a minute's idle lifetime, and the same two minutes later.
+    const idle = { sessionDefaults: resolveLifetime({ ttlSeconds: 60 }) };
+    const now = createStores(client, tableName, idle);
+    const afterIdle = createStores(client, tableName, { ...idle, now: () => Date.now() + 2 * 60 * 1000 });
+    fails = true;
+
+    // Act: decisions that fail on two ids; the first write of one of them.
+    for (const sessionId of ['idle-never', 'idle-never', 'idle-written']) {
+      await expect(decider(now).decide.decide(scopeOf(sessionId), { agentId: 'agent', trigger: { type: 'tick' } })).rejects.toMatchObject({
+        code: 'worker_failed',
+      });
+    }
+    const neverTip = await now.sessions.readTip(scopeOf('idle-never'), { withState: false });
+    await new SessionService(now.sessions).patchState(scopeOf('idle-written'), { n: 1 });
+
+    // Assess: the failed decisions carry no lifetime, so once the idle time has passed the id
+    // still reads as never written and has nothing to delete; the written session has the
+    // deployment's lifetime from its first write, and has expired by then.
+    expect(neverTip).toMatchObject({ kind: 'empty', version: 0 });
+    expect(neverTip.lifetime).toBeUndefined();
+    expect((await now.sessions.readTip(scopeOf('idle-written'), { withState: false })).lifetime).toMatchObject({ ttlSeconds: 60 });
+    expect((await afterIdle.sessions.readTip(scopeOf('idle-never'), { withState: false })).kind).toBe('empty');
+    expect(await afterIdle.sessions.deleteSession(scopeOf('idle-never'))).toBe(false);
+    expect((await partition('idle-never')).filter((item) => item[tableKeys.timeToLive] === undefined)).toEqual([]);
+    expect((await afterIdle.sessions.readTip(scopeOf('idle-written'), { withState: false })).kind).toBe('closing');
+  });
+
+  it('reads a provisional change written with a lifetime (before they had none) as having none', async () => {
+    // Prepare: a lease as a build before this rule put it on an id never written: with the
+    // deployment's idle lifetime of a minute, and the table's TTL.
+    const scope = scopeOf('old-lease');
+    const lease = logItem(
+      scope,
+      { incarnation: 0, base: 0, seq: 1 },
+      {
+        kind: LOG_ITEM_KIND.lease,
+        createdAt: new Date().toISOString(),
+        carried: {
+          v: 0,
+          h: 'root',
+          hv: 0,
+          hd: 0,
+          hx: 0,
+          ag: null,
+          u: null,
+          ta: null,
+          lt: storedLifetime(resolveLifetime({ ttlSeconds: 60 })),
+          ls: { k: 'holder', u: Date.now() + 10_000 },
+        },
+      },
+      0,
+    );
+    await stores.table.send(
+      new PutCommand({ TableName: tableName, Item: { ...lease, [tableKeys.timeToLive]: Math.floor(Date.now() / 1000) + 3600 } }),
+    );
+    const afterIdle = later(2 * 60 * 1000);
+
+    // Act
+    const tip = await afterIdle.sessions.readTip(scope, { withState: false });
+    const deleted = await afterIdle.sessions.deleteSession(scope);
+
+    // Assess: never written, not expired, nothing to delete, nothing left without a TTL.
+    expect(tip).toMatchObject({ kind: 'empty', version: 0 });
+    expect(tip.lifetime).toBeUndefined();
+    expect(deleted).toBe(false);
+    expect((await partition('old-lease')).filter((item) => item[tableKeys.timeToLive] === undefined)).toEqual([]);
+  });
 });

@@ -12,6 +12,7 @@ import * as versionItem from '../state/version-item.js';
 import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { type LogPosition, logPositionOf } from '../table/keys.js';
+import { tableKeys } from '../table/table.js';
 import type { Item } from '../table/table-client.js';
 import { keptAttributes } from './kept-answers.js';
 import { packText, packTextWith, unpackText, unpackTextWith } from './packed-text.js';
@@ -367,6 +368,8 @@ export function tipOf(entry: LogEntry | FenceEntry | null, options: { withState:
       : next;
   }
   const { carried } = entry;
+  // A provisional change has no lifetime (`isProvisional`), whatever an older item may carry.
+  const lifetime = carried.lt && !isProvisional(entry) ? lifetimeOf(carried.lt) : undefined;
   const recentNodes = nodesOf(entry);
   const head = recentNodes.at(-1)?.id === carried.h ? (recentNodes.at(-1) as NodeRecord) : null;
   const common = {
@@ -378,7 +381,7 @@ export function tipOf(entry: LogEntry | FenceEntry | null, options: { withState:
     touchedAt: carried.ta,
     agentId: carried.ag,
     userId: carried.u,
-    ...(carried.lt ? { lifetime: lifetimeOf(carried.lt), expiresAtMs: expiryOf(lifetimeOf(carried.lt), Date.parse(entry.createdAt)) } : {}),
+    ...(lifetime ? { lifetime, expiresAtMs: expiryOf(lifetime, Date.parse(entry.createdAt)) } : {}),
     lease: carried.ls ? ({ holder: carried.ls.k, untilMs: carried.ls.u } satisfies DecisionLease) : null,
     ...(carried.f === undefined ? {} : { followersUntil: carried.f }),
     headNode: head ?? {
@@ -398,6 +401,21 @@ export function tipOf(entry: LogEntry | FenceEntry | null, options: { withState:
     return { kind: 'version', ...common, latest: options.withState ? versionOf(entry, options.pieces) : null };
   }
   return { kind: 'entry', ...common, latest: null };
+}
+
+/**
+ * Whether a change is provisional: one of a life with nothing written yet (no version, node or
+ * head move) that carries the table's TTL. Those are a follow's lone mark and a decision's lease
+ * and its end put in such a life (session-writes.ts, `provisionalOf`): no session stands behind
+ * them, and they go by themselves. So a provisional change has no lifetime, and the one rule
+ * about it is here: the writer puts none on it, and a tip read from one (an item written before
+ * this rule carries the deployment's idle lifetime) has none. A life made only of provisional
+ * changes therefore reads as never written to every reader, however long ago they were made:
+ * it never expires, so a `DELETE` of the id answers 404 and erases nothing, and no
+ * `session.expired` is sent for it; the life's first write starts its lifetime (log-writer.ts).
+ */
+export function isProvisional(entry: LogEntry): boolean {
+  return !entry.carried.w && typeof entry.item[tableKeys.timeToLive] === 'number' && typeof entry.item.writeId === 'string';
 }
 
 /**

@@ -120,16 +120,16 @@ export class LogWriter {
     // The first change of a life: nothing in the log says when the session expires, its item
     // does, so the change is a transaction that checks it (a decision's lease on a session
     // nothing was written to is the one first change that would otherwise be a single put).
-    // Follows (kind f) do not count: they record no write, and the change after them is the
-    // life's first still. A follow itself is a single put, and sets no lifetime.
-    const first = entryOf(basedOn) === null || entryOf(basedOn)?.carried.fo === 1;
+    // Follows and other provisional changes (log-items.ts, `isProvisional`) do not count: they
+    // record no write and set no lifetime, and the write after them is the life's first still.
+    const first = provisional ? entryOf(basedOn) === null || entryOf(basedOn)?.carried.fo === 1 : isProvisionalLife(basedOn);
     const inTransaction =
       (first && !follow) ||
       change.mayCreateSession ||
       change.settings !== undefined ||
       (change.documents?.length ?? 0) > 0 ||
       check !== null;
-    const lifetime = change.lifetime ?? basedOn.lifetime ?? (first && !follow ? this.defaults : undefined);
+    const lifetime = provisional ? undefined : (change.lifetime ?? basedOn.lifetime ?? (first && !follow ? this.defaults : undefined));
     // The activity moves with the first change (the session item may be new: the transaction's
     // upsert creates it) and then once an interval: a version's change only says that its move is
     // due (`ta`, the change hook makes it, so that a state write stays one PutItem), any other

@@ -7,7 +7,7 @@ import type { LogPosition } from '../table/keys.js';
 import * as keys from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
 import { conditions, type TransactItem } from '../table/table-client.js';
-import { entryOf, type LogEntry, newWriteId, nextPosition } from './log-items.js';
+import { entryOf, isProvisional, type LogEntry, newWriteId, nextPosition } from './log-items.js';
 
 /**
  * The two pieces every write into a session is made of, whichever store sends it: the claim
@@ -140,9 +140,7 @@ const PROVISIONAL_CHECK_WITHIN_SECONDS = 10 * 60;
  */
 function provisionalOf(tip: Tip): LogEntry | null {
   const entry = tip.kind === 'empty' ? entryOf(tip) : null;
-  return entry && !entry.carried.w && typeof entry.item[tableKeys.timeToLive] === 'number' && typeof entry.item.writeId === 'string'
-    ? entry
-    : null;
+  return entry && isProvisional(entry) ? entry : null;
 }
 
 /** Whether the life at `tip` holds nothing yet but provisional changes: a change that is no write put after it is provisional too. */
