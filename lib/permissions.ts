@@ -72,8 +72,8 @@ const finishDelete: TableAction = 'dynamodb:BatchWriteItem';
  * | state    | Get, BatchGet (lineage,        | Put (the log's next change), BatchWrite,       |
  * |          | pieces), Query (tip, versions, | Update (pointers, touch), Transact (a first    |
  * |          | the write queue's tickets)     | write), Put/Delete (a queue ticket), idempot.  |
- * | agents   | Get (agent, parents), Query    | Put (agent), idempotency                       |
- * |          | (list; index: the sessions a   |                                                |
+ * | agents   | Get (agent, parents), Query    | Put (agent), a move's Transact Put+Condition-  |
+ * |          | (list; index: the sessions a   | Check (its ancestors' parents), idempotency    |
  * |          | type change checks), BatchGet  |                                                |
  * |          | (their states' pieces)         |                                                |
  * | decide   | Get (session, agent), BatchGet | Put (the lease and the commit: changes of the  |
@@ -111,7 +111,9 @@ export const routeGroupAccess = {
   agents: {
     // A type change that stored values may not fit reads the agent's sessions (found on the
     // sessions index) and their states, a large one in pieces (BatchGet).
-    table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', ...idempotency],
+    // ConditionCheck: a move checks, in the transaction that puts the agent, that its new
+    // ancestors still have the parents they were read with (no cycle from two moves at once).
+    table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', 'dynamodb:ConditionCheckItem', ...idempotency],
     sessionsIndex: ['dynamodb:Query'],
   },
   decide: {

@@ -197,6 +197,10 @@ describe('each route group, through its paths, within its role', () => {
     expectStatus(await call('PUT', '/v1/agents/lp-child', { parentId: 'lp-missing' }, { headers: { 'idempotency-key': 'lp-a-2' } }), 404);
     expectStatus(await call('GET', '/v1/agents/lp-child'), 200);
     expectStatus(await call('GET', '/v1/agents'), 200);
+    // A move: the agent put with a check of its new ancestors (a transaction with a ConditionCheck).
+    expectStatus(await call('PUT', '/v1/agents/lp-mover', {}), 201);
+    expectStatus(await call('PUT', '/v1/agents/lp-mover', { parentId: 'lp-child' }), 200);
+    expectStatus(await call('PUT', '/v1/agents/lp-root', { parentId: 'lp-mover' }), 400);
 
     // A type change that stored values do not fit: the sessions of the agent are found on the
     // sessions index and their states read (a large one in pieces): 409, then cleared.

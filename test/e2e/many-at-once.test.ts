@@ -69,6 +69,49 @@ describe('many writers at once on one thing', () => {
     expect(Object.keys(stored.body.stateFields)).toEqual([`f${n}`]);
   });
 
+  it('never lets two moves at once make a cycle: a under b and b under a, 20 times, one of each pair lands', async () => {
+    for (let round = 0; round < 20; round += 1) {
+      // Prepare: two agents without parents.
+      const a = uniqueId('cycle-a');
+      const b = uniqueId('cycle-b');
+      expect((await http.put(`/v1/agents/${a}`, {})).status).toBe(201);
+      expect((await http.put(`/v1/agents/${b}`, {})).status).toBe(201);
+
+      // Act
+      const answers = await Promise.all([http.put(`/v1/agents/${a}`, { parentId: b }), http.put(`/v1/agents/${b}`, { parentId: a })]);
+
+      // Assess: one moved, the other refused as a cycle, and the hierarchy is a line.
+      expect(answers.map((answer) => answer.status).sort(), answers.map((answer) => answer.text).join('\n')).toEqual([200, 400]);
+      expect(answers.find((answer) => answer.status === 400)?.body.field).toBe('parentId');
+      const parents = [(await http.get(`/v1/agents/${a}`)).body.parentId, (await http.get(`/v1/agents/${b}`)).body.parentId];
+      expect(parents.filter((parent) => parent === null)).toHaveLength(1);
+    }
+  });
+
+  it('keeps the hierarchy free of cycles under 50 moves at once among 10 agents', async () => {
+    // Prepare: ten agents without parents.
+    const prefix = uniqueId('moves');
+    const ids = Array.from({ length: 10 }, (_, n) => `${prefix}-${n}`);
+    for (const id of ids) expect((await http.put(`/v1/agents/${id}`, {})).status).toBe(201);
+
+    // Act: each of 50 writers moves one agent under another (a fixed, varied pattern).
+    const answers = await Promise.all(
+      Array.from({ length: WRITERS }, (_, n) => http.put(`/v1/agents/${ids[n % 10]}`, { parentId: ids[(n * 7 + 3) % 10] })),
+    );
+
+    // Assess: every answer a move or a refusal the contract names; following parents from any agent ends.
+    for (const answer of answers) expect([200, 400, 409], answer.text).toContain(answer.status);
+    const parentOf = new Map<string, string | null>();
+    for (const id of ids) parentOf.set(id, (await http.get(`/v1/agents/${id}`)).body.parentId);
+    for (const id of ids) {
+      const seen = new Set<string>();
+      for (let at: string | null | undefined = id; at; at = parentOf.get(at)) {
+        expect(seen.has(at), `a cycle through ${at}: ${JSON.stringify([...parentOf])}`).toBe(false);
+        seen.add(at);
+      }
+    }
+  });
+
   it('creates 50 webhooks at once where the limit is 20: exactly 20 made; 50 deletes of one free one place, once', async () => {
     // Prepare: a session of its own, so the hooks subscribe to nothing else.
     const sid = uniqueId('many-hooks');

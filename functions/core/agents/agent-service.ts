@@ -5,7 +5,7 @@ import { checkDeclarations, type StateFields, typeProblem } from '../model/field
 import { checkLifetimeSettings } from '../model/lifetime.js';
 import { agentConfigExcess, routesExcess, stateFieldsExcess } from '../model/limits.js';
 import type { AgentDocuments, AgentLifetime, AgentRecord, AgentRoute, Page, WorkerMessages, WorkerRecord } from '../model/model.js';
-import type { AgentStore, SessionStore } from '../model/ports.js';
+import { type AgentEdge, type AgentStore, RegistryChangedError, type SessionStore } from '../model/ports.js';
 import type { AllowedAgents } from './acting-agent.js';
 import { agentNotFound, agentSubtree, requireMayPlace } from './agent-access.js';
 import { allAgentsOf } from './agent-reader.js';
@@ -13,6 +13,8 @@ import { checkRoutes, checkRoutesStillHold } from './routing.js';
 
 /** Agents form a hierarchy through `parentId`; deeper than this is a mistake, not a design. */
 const MAX_HIERARCHY_DEPTH = 32;
+/** Registrations whose ancestors moved while they were checked are checked again this many times in all. */
+const MAX_REGISTRATION_ATTEMPTS = 8;
 /** A type change is checked against the head state of at most this many sessions. */
 const TYPE_CHANGE_CHECK_LIMIT = 1000;
 
@@ -76,6 +78,29 @@ export class AgentService {
     input: AgentInput,
     allowed: AllowedAgents = null,
   ): Promise<{ agent: AgentView; created: boolean }> {
+    // A move is written only while the ancestors it was checked against are as they were read
+    // (`assertNoCycle`): two moves at once (a under b, b under a) both passed their reads and
+    // made a cycle. The one that finds its ancestors moved checks everything again.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.registerOnce(tenant, agentId, input, allowed);
+      } catch (error) {
+        if (!(error instanceof RegistryChangedError)) throw error;
+        if (attempt >= MAX_REGISTRATION_ATTEMPTS) {
+          throw new AgentStateError('conflict', 'the agents above this one kept moving while it was registered; retry', {
+            attempts: MAX_REGISTRATION_ATTEMPTS,
+          });
+        }
+      }
+    }
+  }
+
+  private async registerOnce(
+    tenant: string,
+    agentId: string,
+    input: AgentInput,
+    allowed: AllowedAgents,
+  ): Promise<{ agent: AgentView; created: boolean }> {
     if (allowed) {
       const agents = await this.allAgents(tenant);
       requireMayPlace(allowed, agentSubtree(allowed, agents) as ReadonlySet<string>, {
@@ -107,9 +132,9 @@ export class AgentService {
     if (input.worker) this.checkWorkerUrl(input.worker.url);
     if (input.lifetime) checkLifetimeSettings(input.lifetime, this.now().getTime(), 'lifetime.');
     const parentId = input.parentId ?? null;
-    const [existing] = await Promise.all([
+    const [existing, ancestors] = await Promise.all([
       this.store.getAgent(tenant, agentId),
-      parentId === null ? Promise.resolve() : this.assertNoCycle(tenant, agentId, parentId),
+      parentId === null ? Promise.resolve([]) : this.assertNoCycle(tenant, agentId, parentId),
     ]);
     const stateFields = input.stateFields ?? null;
     if (stateFields) checkDeclarations(stateFields);
@@ -145,7 +170,8 @@ export class AgentService {
       if (routes) checkRoutes(agentId, routes, after);
       if (movesAgent(existing, parentId)) checkRoutesStillHold(agentId, after);
     }
-    const created = await this.store.putAgent(tenant, record);
+    // Only a move makes a new edge under an agent that exists: a new agent is nobody's ancestor yet.
+    const created = await this.store.putAgent(tenant, record, movesAgent(existing, parentId) ? { ancestors } : {});
     // The registry this process's requests read (kernel/tenant-cache.ts): the next one sees the change.
     invalidateTenant('registry', tenant);
     return { agent: agentView(record), created };
@@ -288,8 +314,12 @@ export class AgentService {
     return misfits;
   }
 
-  /** The parent must exist, and the new edge must not close a loop in the hierarchy. */
-  private async assertNoCycle(tenant: string, agentId: string, parentId: string): Promise<void> {
+  /**
+   * The parent must exist, and the new edge must not close a loop in the hierarchy. Answers
+   * the ancestors as read, from the parent up: what a move's write checks is still so.
+   */
+  private async assertNoCycle(tenant: string, agentId: string, parentId: string): Promise<AgentEdge[]> {
+    const ancestors: AgentEdge[] = [];
     if (parentId === agentId) {
       throw new AgentStateError('invalid_request', 'an agent cannot be its own parent', { field: 'parentId' });
     }
@@ -309,8 +339,10 @@ export class AgentService {
           field: 'parentId',
         });
       }
+      ancestors.push({ agentId: ancestor.agentId, parentId: ancestor.parentId });
       current = ancestor.parentId;
     }
+    return ancestors;
   }
 }
 

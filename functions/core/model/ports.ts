@@ -447,9 +447,26 @@ export class StaleTipError extends Error {
   }
 }
 
+/** An agent and the parent it had when read: what a move's write checks is still so. */
+export interface AgentEdge {
+  agentId: string;
+  parentId: string | null;
+}
+
+/** A registration whose write found an agent it checked changed since it was read: read again and retry. */
+export class RegistryChangedError extends Error {
+  constructor() {
+    super('the agents changed since they were read');
+    this.name = 'RegistryChangedError';
+  }
+}
+
 export interface AgentStore {
-  /** Creates or replaces an agent; true when it was created. */
-  putAgent(tenant: string, agent: AgentRecord): Promise<boolean>;
+  /**
+   * Creates or replaces an agent; true when it was created. With `ancestors`, only while each
+   * of them still has the parent it was read with (else `RegistryChangedError`, nothing written).
+   */
+  putAgent(tenant: string, agent: AgentRecord, options?: { ancestors?: readonly AgentEdge[] }): Promise<boolean>;
   getAgent(tenant: string, agentId: string): Promise<AgentRecord | null>;
   listAgents(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<AgentRecord>>;
   /**

@@ -1,6 +1,6 @@
-import { GetCommand, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand, QueryCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import type { AgentRecord, DocumentRecord, Page } from '../../core/model/model.js';
-import type { AgentStore } from '../../core/model/ports.js';
+import { type AgentEdge, type AgentStore, RegistryChangedError } from '../../core/model/ports.js';
 import * as documentItem from '../documents/document-item.js';
 import * as keys from '../table/keys.js';
 import { pageOf, prefixPageQuery, queryAll } from '../table/paging.js';
@@ -60,11 +60,33 @@ export class DynamoDbAgentReader extends DynamoDbTenantAgents implements Pick<Ag
  * agents and the document in that same Query (`readTenant`).
  */
 export class DynamoDbAgentStore extends DynamoDbAgentReader implements AgentStore {
-  async putAgent(tenant: string, agent: AgentRecord): Promise<boolean> {
-    const { Attributes } = await this.table.send(
-      new PutCommand({ TableName: this.table.tableName, Item: agentItem.encode(tenant, agent), ReturnValues: 'ALL_OLD' }),
-    );
-    return Attributes === undefined;
+  async putAgent(tenant: string, agent: AgentRecord, options: { ancestors?: readonly AgentEdge[] } = {}): Promise<boolean> {
+    const { ancestors = [] } = options;
+    if (ancestors.length === 0) {
+      const { Attributes } = await this.table.send(
+        new PutCommand({ TableName: this.table.tableName, Item: agentItem.encode(tenant, agent), ReturnValues: 'ALL_OLD' }),
+      );
+      return Attributes === undefined;
+    }
+    // A move: the agent put in one transaction with a check of each ancestor's parent as read
+    // (at most 32), so that two moves at once cannot both land on a hierarchy that the other
+    // changes. A transaction cannot tell whether it created; only an existing agent moves.
+    try {
+      await this.table.send(
+        new TransactWriteCommand({
+          TransactItems: [
+            { Put: { TableName: this.table.tableName, Item: agentItem.encode(tenant, agent) } },
+            ...ancestors.map((ancestor) => ({ ConditionCheck: hasParent(this.table.tableName, tenant, ancestor) })),
+          ],
+        }),
+      );
+    } catch (error) {
+      if (error instanceof Error && (error.name === 'TransactionCanceledException' || error.name === 'TransactionConflictException')) {
+        throw new RegistryChangedError();
+      }
+      throw error;
+    }
+    return false;
   }
 
   async getAgent(tenant: string, agentId: string): Promise<AgentRecord | null> {
@@ -73,4 +95,18 @@ export class DynamoDbAgentStore extends DynamoDbAgentReader implements AgentStor
     );
     return Item ? agentItem.decode(Item) : null;
   }
+}
+
+/** The condition that an agent still has the parent it was read with (none: absent or null). */
+function hasParent(tableName: string, tenant: string, edge: AgentEdge) {
+  return {
+    TableName: tableName,
+    Key: agentItem.key(tenant, edge.agentId),
+    ...(edge.parentId === null
+      ? {
+          ConditionExpression: 'attribute_exists(pk) AND (attribute_not_exists(parentId) OR attribute_type(parentId, :null))',
+          ExpressionAttributeValues: { ':null': 'NULL' },
+        }
+      : { ConditionExpression: 'parentId = :parent', ExpressionAttributeValues: { ':parent': edge.parentId } }),
+  };
 }
