@@ -46,8 +46,14 @@ export interface CopyPorts {
  * it, so a long path of large states takes no more memory than one.
  *
  * Not a snapshot of one instant: versions are immutable, so the states are exact, but a message
- * appended to the source while the copy runs is in it only if the tree read saw it. A copy that
- * fails halfway leaves a session with the part it wrote: delete it, or copy again to another id.
+ * appended to the source while the copy runs is in it only if the tree read saw it.
+ *
+ * A copy that fails after it made its session (a store fault, a source version gone, a limit)
+ * deletes that session before it answers (`undo`), so the id reads as unknown again and a retry,
+ * with the same `Idempotency-Key` or none, copies whole into it. What it cannot undo: a copy
+ * whose process stops (a Lambda past its timeout) or whose delete fails too leaves the part it
+ * wrote, and readers see the copy's session while it is being written (docs/architecture.md,
+ * Copying a session).
  */
 export class SessionCopier {
   constructor(private readonly ports: CopyPorts) {}
@@ -73,6 +79,31 @@ export class SessionCopier {
       metadata: request.metadata === undefined ? meta.metadata : request.metadata,
     });
     const scope = { tenant: source.tenant, sessionId: copy.sessionId };
+    try {
+      return await this.fill(source, scope, { byId, copied, messages, notes, head: request.tree ? head : null });
+    } catch (error) {
+      await this.undo(scope);
+      throw error;
+    }
+  }
+
+  /**
+   * Writes the copy into `scope`, made a moment ago: the root's state, the chains of `copied`
+   * (parents first), their notes, and the head when it is the source's (`head`, a whole tree).
+   */
+  private async fill(
+    source: SessionScope,
+    scope: SessionScope,
+    plan: {
+      byId: ReadonlyMap<string, TreeNodeView>;
+      copied: readonly TreeNodeView[];
+      messages: ReadonlyMap<string, JsonObject>;
+      notes: Record<string, NodeNotes>;
+      head: string | null;
+    },
+  ): Promise<SessionView> {
+    const { tree } = this.ports;
+    const { byId, copied, messages, notes, head } = plan;
     const writer = new CopyWriter(this.ports, source, scope);
     const root = byId.get(ROOT_NODE) as TreeNodeView;
     await writer.write(ROOT_NODE, 0, [], root.stateVersion);
@@ -90,8 +121,21 @@ export class SessionCopier {
         copiedNotes.slice(start, start + NOTES_AT_ONCE).map(({ nodeId, key, value }) => tree.putNote(scope, nodeId, key, value)),
       );
     }
-    if (request.tree && head !== ROOT_NODE) await tree.switchHead(scope, head);
-    return tree.getSession(scope);
+    if (head !== null && head !== ROOT_NODE) await tree.switchHead(scope, head);
+    return await tree.getSession(scope);
+  }
+
+  /**
+   * Deletes the session a failed copy made: the caller is answered an error, so nothing of the
+   * copy may stay readable. The copy made the session, so the id was free before it. Should the
+   * delete fail too, the part written stays (the copy's answer is the first error all the same).
+   */
+  private async undo(scope: SessionScope): Promise<void> {
+    try {
+      await this.ports.tree.deleteSession(scope);
+    } catch {
+      // Nothing more to do here: the first error is the answer.
+    }
   }
 
   /** The messages of the paths to `leaves`, by node id (a path read per leaf; shared prefixes read again). */

@@ -1,0 +1,203 @@
+import { InternalServerError, QueryCommand as RawQueryCommand } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { mockClient } from 'aws-sdk-client-mock';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { invoke } from '../../bench/invoke.js';
+import { dependenciesFor, useDependencies } from '../../functions/http/dependencies.js';
+import { keysFromEnv } from '../../functions/http/edge/auth.js';
+import { handlers } from '../../functions/http/index.js';
+import { localDynamoDbClient } from '../../functions/local/dynamodb-local.js';
+import { createStores } from '../../functions/store/index.js';
+import * as keys from '../../functions/store/table/keys.js';
+import { tableKeys } from '../../functions/store/table/table.js';
+import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
+
+/**
+ * A copy (`POST /v1/sessions/{sid}/copy`, API.md section 12) that fails midway leaves nothing a
+ * caller can read: the session it made is deleted before it answers, so the id answers 404, is
+ * in no list, and a retry (with the same Idempotency-Key) copies whole. Faults DynamoDB Local
+ * cannot produce are injected as store-faults.test.ts does: aws-sdk-client-mock hands every
+ * command to the real DynamoDB Local but the one armed, which fails as the SDK does after its
+ * own retries. Requests go through the HTTP handlers in process.
+ */
+
+interface Fault {
+  when: (command: unknown) => boolean;
+  hits: number;
+}
+
+const docMock = mockClient(DynamoDBDocumentClient);
+const realSend = docMock.send.wrappedMethod as (this: DynamoDBDocumentClient, ...args: unknown[]) => Promise<unknown>;
+let fault: Fault | null = null;
+function faultySend(this: DynamoDBDocumentClient, command: unknown, ...rest: unknown[]): Promise<unknown> {
+  if (fault && fault.hits === 0 && fault.when(command)) {
+    fault.hits++;
+    return Promise.reject(
+      new InternalServerError({
+        message: 'Internal server error',
+        $metadata: { httpStatusCode: 500, requestId: 'fault', attempts: 4, totalRetryDelay: 0 },
+      }),
+    );
+  }
+  return realSend.call(this, command, ...rest);
+}
+docMock.send.callsFake(faultySend as unknown as Parameters<typeof docMock.send.callsFake>[0]);
+
+/** Fails the `nth` PutCommand into `sessionId`'s partition whose sort key starts with `prefix`. */
+function failPut(sessionId: string, prefix: string, nth: number): Fault {
+  let seen = 0;
+  const armed: Fault = {
+    hits: 0,
+    when: (command) => {
+      if (!(command instanceof PutCommand)) return false;
+      const item = command.input.Item ?? {};
+      if (item.pk !== keys.session({ tenant: TENANT, sessionId }) || !String(item.sk).startsWith(prefix)) return false;
+      return ++seen === nth;
+    },
+  };
+  fault = armed;
+  return armed;
+}
+
+let rawClient: ReturnType<typeof localDynamoDbClient>;
+const TENANT = 'copyfaults';
+const auth = { authorization: 'Bearer copy-key' };
+const json = { ...auth, 'content-type': 'application/json' };
+
+beforeAll(async () => {
+  const tableName = await createTestTable('copy-faults');
+  rawClient = localDynamoDbClient(dynamoEndpoint());
+  useDependencies(dependenciesFor(createStores(rawClient, tableName), { resolveKey: keysFromEnv(`${TENANT}:copy-key`) }));
+  tableNameOf = tableName;
+  // 5xx answers are logged by the handlers; that log is expected here.
+  vi.spyOn(console, 'error').mockImplementation(() => {});
+  vi.spyOn(console, 'warn').mockImplementation(() => {});
+});
+let tableNameOf = '';
+
+afterEach(() => {
+  fault = null;
+});
+
+afterAll(() => {
+  docMock.restore();
+  useDependencies(undefined);
+  rawClient.destroy();
+  vi.restoreAllMocks();
+});
+
+const call = (method: string, url: string, body?: unknown, headers: Record<string, string> = json) =>
+  invoke(handlers, { method, url, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+
+let counter = 0;
+const sid = (name: string) => `${name}-${++counter}`;
+
+/** A source of three turns, each with a state of its own, a branch, and notes on two nodes. */
+async function source(): Promise<string> {
+  const id = sid('source');
+  expect((await call('PUT', `/v1/sessions/${id}/state`, { topic: 'trip' })).status).toBe(200);
+  const turns = [
+    { messages: [{ id: 'u1', role: 'user', content: 'Lisbon?' }], state: { plan: 'draft' } },
+    { messages: [{ id: 'a1', role: 'assistant', content: 'Sure' }], state: { plan: 'lisbon' } },
+    { messages: [{ id: 'u2', role: 'user', content: 'Book it' }], state: { booked: true } },
+    { parentId: 'a1', messages: [{ id: 'u2b', role: 'user', content: 'Porto instead' }], state: { plan: 'porto' } },
+  ];
+  for (const turn of turns) expect((await call('POST', `/v1/sessions/${id}/messages`, turn)).status).toBe(201);
+  for (const node of ['a1', 'u2'])
+    expect((await call('PUT', `/v1/sessions/${id}/nodes/${node}/notes/seen`, { by: node })).status).toBe(200);
+  return id;
+}
+
+/** Every node of a session with its parent, message, state and notes, and the head. */
+async function everything(id: string): Promise<unknown> {
+  const tree = await call('GET', `/v1/sessions/${id}/tree?notes=1`, undefined, auth);
+  expect(tree.status, tree.text).toBe(200);
+  const nodes: Record<string, unknown> = {};
+  for (const node of tree.json.nodes as Array<{ id: string; parentId: string | null }>) {
+    const state = await call('GET', `/v1/sessions/${id}/state?node=${node.id}`, undefined, auth);
+    const path = await call('GET', `/v1/sessions/${id}/messages?node=${node.id}`, undefined, auth);
+    nodes[node.id] = { parentId: node.parentId, state: state.json.state, message: path.json.messages.at(-1) ?? null };
+  }
+  return { head: tree.json.head, nodes, notes: tree.json.notes };
+}
+
+/** The items left in a session's partition, read raw: key and whether each carries a TTL. */
+async function stored(id: string): Promise<Array<{ sk: string; ttl: boolean; fence?: string }>> {
+  const { Items } = await rawClient.send(
+    new RawQueryCommand({
+      TableName: tableNameOf,
+      KeyConditionExpression: 'pk = :pk',
+      ExpressionAttributeValues: { ':pk': { S: keys.session({ tenant: TENANT, sessionId: id }) } },
+      ConsistentRead: true,
+    }),
+  );
+  return (Items ?? []).map((item) => ({
+    sk: String(item.sk?.S),
+    ttl: item[tableKeys.timeToLive] !== undefined,
+    ...(item.fence?.S ? { fence: item.fence.S } : {}),
+  }));
+}
+
+/** What a caller can read of `id`: the session, its tree, whether it is listed. */
+async function readable(id: string): Promise<{ session: number; tree: number; state: unknown; listed: boolean }> {
+  const listed = await call('GET', '/v1/sessions?limit=500', undefined, auth);
+  const state = await call('GET', `/v1/sessions/${id}/state`, undefined, auth);
+  return {
+    session: (await call('GET', `/v1/sessions/${id}`, undefined, auth)).status,
+    tree: (await call('GET', `/v1/sessions/${id}/tree`, undefined, auth)).status,
+    state: { state: state.json.state, version: state.json.version },
+    listed: listed.json.sessions.some((session: { sessionId: string }) => session.sessionId === id),
+  };
+}
+
+const unknown = { session: 404, tree: 404, state: { state: null, version: 0 }, listed: false };
+
+describe('a copy that fails midway', () => {
+  it('leaves nothing readable when a write of its log fails, and its retry with the same Idempotency-Key copies whole', async () => {
+    // Prepare: the copy's third change of the log (after the first transaction) fails.
+    const from = await source();
+    const expected = await everything(from);
+    const target = sid('copy');
+    const keyed = { ...json, 'idempotency-key': `copy-${target}` };
+    const armed = failPut(target, keys.logPrefix, 2);
+
+    // Act
+    const failed = await call('POST', `/v1/sessions/${from}/copy`, { sessionId: target, tree: true }, keyed);
+    const after = await readable(target);
+    const left = await stored(target);
+    const retried = await call('POST', `/v1/sessions/${from}/copy`, { sessionId: target, tree: true }, keyed);
+    const replayed = await call('POST', `/v1/sessions/${from}/copy`, { sessionId: target, tree: true }, keyed);
+
+    // Assess: the failure reached the caller after part of the copy was written; then the id
+    // read as unknown, and only a delete's tombstones (TTL) and closed fence were stored.
+    expect(armed.hits).toBe(1);
+    expect(failed.status, failed.text).toBeGreaterThanOrEqual(500);
+    expect(after).toEqual(unknown);
+    expect(left.filter((item) => !item.ttl)).toEqual([expect.objectContaining({ fence: 'closed' })]);
+    expect(left.filter((item) => !item.sk.startsWith(keys.logPrefix))).toEqual([]);
+    expect(retried.status, retried.text).toBe(201);
+    expect(replayed.status).toBe(201);
+    expect(replayed.json).toEqual(retried.json);
+    expect(await everything(target)).toEqual(expected);
+  });
+
+  it('leaves nothing readable when a note fails after every node was written, and copies whole when asked again', async () => {
+    // Prepare
+    const from = await source();
+    const expected = await everything(from);
+    const target = sid('copy');
+    const armed = failPut(target, keys.notePrefix, 2);
+
+    // Act
+    const failed = await call('POST', `/v1/sessions/${from}/copy`, { sessionId: target, tree: true });
+    const after = await readable(target);
+    const again = await call('POST', `/v1/sessions/${from}/copy`, { sessionId: target, tree: true });
+
+    // Assess
+    expect(armed.hits).toBe(1);
+    expect(failed.status, failed.text).toBeGreaterThanOrEqual(500);
+    expect(after).toEqual(unknown);
+    expect(again.status, again.text).toBe(201);
+    expect(await everything(target)).toEqual(expected);
+  });
+});
