@@ -12,12 +12,14 @@ export interface RunningApi {
   /** The server itself, for what must not go through the proxy. */
   serverUrl: string;
   client: ApiClient;
+  /** How many items DynamoDB has read for the server so far (iam-gate.ts, `itemsRead`). */
+  itemsRead(): number;
   output(): string;
   stop(): Promise<void>;
 }
 
 /** A server whose DynamoDB calls pass the IAM gate; `stop()` also fails over any call it refused. */
-export type GatedServer = StartedServerProcess;
+export type GatedServer = StartedServerProcess & { itemsRead(): number };
 
 /**
  * Starts the server as `startServerProcess` does, in front of an IAM gate (iam-gate.ts): every
@@ -36,6 +38,7 @@ export async function startGatedServer(options: ServerProcessOptions = {}): Prom
   });
   return {
     ...server,
+    itemsRead: gate.itemsRead,
     stop: async (signal) => {
       const code = await server.stop(signal);
       await gate.close();
@@ -59,6 +62,7 @@ export async function startApi(env: Record<string, string | undefined> = {}): Pr
     url: proxy.url,
     serverUrl: server.url,
     client: apiClient(proxy.url),
+    itemsRead: server.itemsRead,
     output: server.output,
     stop: async () => {
       await proxy.close();

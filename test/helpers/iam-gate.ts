@@ -25,6 +25,11 @@ export interface IamGate {
   calls(): GatedCall[];
   /** The calls refused: each one a call the function's role in the synthesized template does not allow. */
   refused(): GatedCall[];
+  /**
+   * How many items DynamoDB read for the server's calls so far: what each `Query` and `Scan`
+   * examined (`ScannedCount`, filtered or not), the items a `GetItem` or `BatchGetItem` found.
+   */
+  itemsRead(): number;
   close(): Promise<void>;
 }
 
@@ -62,6 +67,7 @@ export async function startIamGate(tableName = defaultTableName): Promise<IamGat
     Object.entries(FUNCTIONS).map(([name, description]) => [name, deployment.functionNamed(description).logicalId]),
   );
   const calls: GatedCall[] = [];
+  let itemsRead = 0;
 
   const judge = (fn: string, operation: string, input: Record<string, any>): GatedCall[] => {
     const asked = requiredCalls(operation, input, (table) =>
@@ -93,6 +99,7 @@ export async function startIamGate(tableName = defaultTableName): Promise<IamGat
     delete req.headers['x-agentstate-function'];
     delete req.headers['x-agentstate-upstream'];
     const answer = await forward(`http://${upstream}`, req, body);
+    if (answer.status === 200) itemsRead += itemsIn(operation, answer.body);
     res.writeHead(answer.status, answer.headers);
     res.end(answer.body);
   };
@@ -108,9 +115,25 @@ export async function startIamGate(tableName = defaultTableName): Promise<IamGat
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     calls: () => [...calls],
     refused: () => calls.filter((call) => !call.allowed),
+    itemsRead: () => itemsRead,
     close: async () => {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
     },
   };
+}
+
+/** The items one answer of DynamoDB says were read (see `IamGate.itemsRead`). */
+function itemsIn(operation: string, body: Buffer): number {
+  if (operation === 'Query' || operation === 'Scan') {
+    // The answer's own member (an item's attribute of that name would be `{"N": …}`, not a number).
+    const counts = [...body.toString('utf8').matchAll(/"ScannedCount":(\d+)/g)];
+    return Number(counts.at(-1)?.[1] ?? 0);
+  }
+  if (operation === 'GetItem') return body.includes('"Item":') ? 1 : 0;
+  if (operation === 'BatchGetItem') {
+    const { Responses } = JSON.parse(body.toString('utf8')) as { Responses?: Record<string, unknown[]> };
+    return Object.values(Responses ?? {}).reduce((sum, items) => sum + items.length, 0);
+  }
+  return 0;
 }

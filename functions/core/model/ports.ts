@@ -284,6 +284,12 @@ export interface SessionStore {
 
   /** The tip and every node of the session's current life, without messages (with their previews). */
   readTree(scope: SessionScope): Promise<{ tip: Tip; nodes: NodeRecord[] }>;
+  /**
+   * The tip and a page of the message nodes of the session's current life by id, from the last,
+   * whose ids sort before `before` (all when undefined): at most `limit` (`root` is not one), and
+   * whether more follow. It reads about what it returns, not the whole index.
+   */
+  readNodePage(scope: SessionScope, page: { before?: string; limit: number }): Promise<{ tip: Tip; nodes: NodeRecord[]; more: boolean }>;
   /** Puts a note beside a node of life `incarnation` (a blind put: the log is not touched). */
   putNote(scope: SessionScope, note: { incarnation: number; nodeId: string; key: string; value: Json }): Promise<void>;
   /**

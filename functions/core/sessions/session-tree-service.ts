@@ -1,6 +1,6 @@
 import type { AllowedAgents } from '../agents/acting-agent.js';
 import { requireMayWorkIn } from '../agents/agent-access.js';
-import { encodedSize, type Json, type JsonObject } from '../json/json.js';
+import type { Json, JsonObject } from '../json/json.js';
 import { mergePatch } from '../json/merge-patch.js';
 import { AgentStateError } from '../kernel/errors.js';
 import { newId, ROOT_NODE } from '../kernel/ids.js';
@@ -33,7 +33,6 @@ import {
 import type { AppendInput, AppendResult, HeadState, HeadStateInput } from './append-input.js';
 import { lookupsOf, planChain, suppliedIds } from './chain.js';
 import { notesWithin, openNotesCursor, sealNotesCursor } from './note-pages.js';
-import { messagePreview } from './preview.js';
 import { checkListedMetadata } from './session-lists.js';
 import {
   type NodeView,
@@ -44,7 +43,7 @@ import {
   sessionView,
   type TreeNodeView,
 } from './session-views.js';
-import { openTreeCursor, treePart } from './tree-pages.js';
+import { type NodePageQuery, type NodePageView, readNodePage, readTree } from './tree-reads.js';
 
 /**
  * What `PATCH /v1/sessions/{sid}` may change (API.md sections 2 and 12): the metadata
@@ -427,54 +426,19 @@ export class SessionTreeService {
   }
 
   /**
-   * The head and every node, without bodies. With `preview`, each node also carries a short
-   * snippet of its message (`messagePreview`), which its index keeps: the same requests.
+   * The head and every node, without bodies, in parts (`GET …/tree`, tree-reads.ts). With
+   * `preview`, each node also carries a short snippet of its message, which its index keeps.
    */
-  async getTree(
+  getTree(
     scope: SessionScope,
     options: { preview?: boolean; notes?: boolean; cursor?: string } = {},
   ): Promise<{ head: string; nodes: TreeNodeView[]; next?: string; notes?: Record<string, NodeNotes>; notesNext?: string }> {
-    const preview = options.preview ?? false;
-    const from = options.cursor === undefined ? undefined : openTreeCursor(options.cursor, scope);
-    if (from && options.notes) {
-      throw new AgentStateError(
-        'invalid_request',
-        "a later part of the tree carries nodes only: its notes go on with the first part's notesNext",
-        {
-          field: 'notes',
-        },
-      );
-    }
-    // The notes of every life, read beside the tree: its tip says which life is the session's.
-    const notesRead = options.notes ? this.store.readNotes(scope, undefined, { bytes: ANSWER_ITEMS_BYTES }) : undefined;
-    const [{ tip, nodes }, meta, noted] = await Promise.all([this.store.readTree(scope), this.store.getMeta(scope), notesRead]);
-    if (!meta && nodes.length === 0 && tip.kind === 'empty') throw sessionNotFound(scope);
-    const all = nodes.some((node) => node.id === ROOT_NODE) ? nodes : [rootNode(meta?.createdAt ?? ''), ...nodes];
-    all.sort((a, b) => a.depth - b.depth || a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
-    if (from && (tip.kind === 'closing' || tip.incarnation !== from.life)) {
-      throw new AgentStateError('invalid_request', 'cursor is not valid for this list: the session was deleted or expired since', {
-        field: 'cursor',
-      });
-    }
-    // The nodes that fit one answer, in the tree's order; `next` goes on with the rest (tree-pages.ts).
-    const shown = treePart(
-      all,
-      (node) => ({
-        id: node.id,
-        parentId: node.parentId,
-        depth: node.depth,
-        role: node.role,
-        stateVersion: pointerOf(node, tip),
-        ...(preview ? { preview: node.preview !== undefined ? node.preview : messagePreview(node.message) } : {}),
-      }),
-      { ...(from ? { from: from.from } : {}), bytes: ANSWER_ITEMS_BYTES, scope, life: tip.incarnation },
-    );
-    const tree = { head: tip.head, nodes: shown.nodes, ...(shown.next ? { next: shown.next } : {}) };
-    if (noted === undefined) return tree;
-    if (tip.kind === 'closing') return { ...tree, notes: {} };
-    // The notes that fit beside the tree in one answer; `notesNext` goes on with the rest.
-    const part = notesWithin(noted, tip.incarnation, ANSWER_ITEMS_BYTES - encodedSize(tree), false);
-    return { ...tree, notes: part.notes, ...(part.rest ? { notesNext: sealNotesCursor(part.rest, scope, undefined) } : {}) };
+    return readTree(this.store, scope, options);
+  }
+
+  /** `GET …/nodes`: a page of the message nodes by id, from the last (tree-reads.ts). */
+  listNodes(scope: SessionScope, options: NodePageQuery): Promise<NodePageView> {
+    return readNodePage(this.store, this.targets, scope, options);
   }
 
   /**

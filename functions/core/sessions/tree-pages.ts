@@ -61,3 +61,21 @@ export function openTreeCursor(cursor: string, scope: SessionScope): { life: num
   }
   throw new AgentStateError('invalid_request', 'cursor is not valid for this list', { field: 'cursor' });
 }
+
+/** The list a cursor of nodes by id belongs to: this session's nodes. */
+const nodesList = (scope: SessionScope) => JSON.stringify(['nodes', scope.tenant, scope.sessionId]);
+
+/** The cursor of a page of nodes by id (`GET …/nodes`): the life it is of, and the last id it carried. */
+export function sealNodesCursor(scope: SessionScope, life: number, lastId: string): string {
+  return sealCursor([life, lastId], nodesList(scope));
+}
+
+/** Where a cursor of nodes by id goes on from (before `lastId`), and its life; `400 invalid_request` for anything else. */
+export function openNodesCursor(cursor: string, scope: SessionScope): { life: number; lastId: string } {
+  const position = openCursor(cursor, nodesList(scope));
+  if (Array.isArray(position) && position.length === 2) {
+    const [life, lastId] = position as unknown[];
+    if (Number.isSafeInteger(life) && typeof lastId === 'string') return { life: life as number, lastId };
+  }
+  throw new AgentStateError('invalid_request', 'cursor is not valid for this list', { field: 'cursor' });
+}

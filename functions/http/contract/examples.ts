@@ -111,6 +111,12 @@ export const answerExamples: AnswerExamples = {
       { id: 'a1', parentId: 'u1', depth: 2, role: 'assistant', stateVersion: 2, preview: 'Where to?' },
     ],
   },
+  NodePage: {
+    head: 'a1',
+    version: 2,
+    nodes: [{ ...node, id: 'u1', parentId: 'root', depth: 1, role: 'user', stateVersion: 1 }, node],
+    next: cursor,
+  },
   HeadResult: { head: 'u1' },
   NoteResult: { sessionId: 's1', node: 'a1', key: 'task-1' },
   NotePage: {

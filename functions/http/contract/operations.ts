@@ -6,10 +6,11 @@ import { commitBody } from '../handlers/commits.js';
 import { decideBody } from '../handlers/decide.js';
 import { putMemoryBody, searchMemoryBody } from '../handlers/memory.js';
 import { createSessionBody, updateSessionBody } from '../handlers/sessions.js';
-import { appendBody, copyBody, headBody } from '../handlers/tree.js';
 import { createWebhookBody, replayBody } from '../handlers/webhooks.js';
-import type { Operation, QueryParameter } from './operation-types.js';
+import type { Operation } from './operation-types.js';
+import { flag, node, notesOf, page } from './query-parameters.js';
 import type { RouteKey } from './routes.js';
+import { treeOperations } from './tree-operations.js';
 
 /**
  * What each route is, for the OpenAPI document (document.ts). The table is keyed by every
@@ -18,15 +19,6 @@ import type { RouteKey } from './routes.js';
  * name a schema of schemas.ts. `problems` lists the route's own error codes; the document adds
  * those every keyed route or every write can answer (see `commonProblems` in document.ts).
  */
-
-const node: QueryParameter = { name: 'node', description: 'The node to read or write at; default: the head.', schema: { type: 'string' } };
-const limit: QueryParameter = { name: 'limit', description: 'Page size, 1–500.', schema: { type: 'integer', minimum: 1, maximum: 500 } };
-const last: QueryParameter = { name: 'last', description: 'Its last N messages.', schema: { type: 'integer', minimum: 1, maximum: 10000 } };
-const cursor: QueryParameter = { name: 'cursor', description: 'The `next` of the previous page, unchanged.', schema: { type: 'string' } };
-const page = [limit, cursor] as const;
-const notesOf: QueryParameter = { name: 'notesOf', description: 'Up to 200 node ids (a,b): their notes.', schema: { type: 'string' } };
-const yesNo: QueryParameter['schema'] = { type: 'string', enum: ['1', 'true', '0', 'false'] };
-const flag = (name: string, description: string): QueryParameter => ({ name, description, schema: yesNo });
 
 const stateWrite = {
   schema: jsonValue,
@@ -127,98 +119,8 @@ export const operations: Record<RouteKey, Operation> = {
     responses: { 200: { description: 'The erasure.', schema: 'Erasure' } },
     problems: ['forbidden', 'not_found'],
   },
-  'POST /v1/sessions/{sid}/messages': {
-    tag: 'tree',
-    summary: 'Append messages as a chain (creates the session)',
-    body: {
-      schema: appendBody,
-      example: {
-        messages: [
-          { id: 'u1', role: 'user', content: 'Plan a trip' },
-          { id: 'a1', role: 'assistant', content: 'Where to?' },
-        ],
-      },
-    },
-    responses: {
-      201: {
-        description:
-          "Appended; the head is the last message. With `state` (a merge patch) or `replaceState`, the new head's state is written in the same change, `If-Match` naming the version of the parent's state.",
-        schema: 'AppendResult',
-      },
-    },
-    // field_forbidden: a key limited to agents moving the head off a field it may not write (API.md section 7).
-    problems: [
-      'invalid_request',
-      'node_not_found',
-      'node_exists',
-      'payload_too_large',
-      'state_too_large',
-      'version_mismatch',
-      'conflict',
-      'field_forbidden',
-    ],
-  },
-  'POST /v1/sessions/{sid}/copy': {
-    tag: 'tree',
-    summary: 'Copy a session: the path root → node, or the whole tree',
-    description:
-      "A new session of the source's agent and user whose every node reads the state it reads in the source, with versions numbered from 1, one for each state its nodes read. Default: the path to the head, which is also the copy's head; `node` names another path's end; `\"tree\": true` copies every node (the copy's head is the source's). `metadata` replaces the source's. Independent of the source afterwards. A key limited to agents copies only sessions it may work in.",
-    body: { schema: copyBody, optional: true, example: { sessionId: 's1-copy', node: 'a1' } },
-    responses: { 201: { description: 'The copy.', schema: 'Session', headers: ['Location'] } },
-    problems: ['invalid_request', 'session_not_found', 'node_not_found', 'session_exists', 'forbidden', 'conflict'],
-  },
-  'GET /v1/sessions/{sid}/messages': {
-    tag: 'tree',
-    summary: 'The message path root → node',
-    query: [node, last],
-    responses: { 200: { description: 'The path, oldest first.', schema: 'MessagePath' } },
-    problems: ['session_not_found', 'node_not_found', 'invalid_request'],
-  },
-  'GET /v1/sessions/{sid}/nodes/{nid}': {
-    tag: 'tree',
-    summary: 'Read a node',
-    responses: { 200: { description: 'The node.', schema: 'MessageNode' } },
-    problems: ['session_not_found', 'node_not_found'],
-  },
-  'PUT /v1/sessions/{sid}/nodes/{nid}/notes/{key}': {
-    tag: 'tree',
-    summary: 'Put a note beside a node (outside the state and its history)',
-    description:
-      "A JSON value kept beside the node under `key`, replacing the note of that key: one blind write outside the session's log, so notes written at once never wait for each other nor for the session's writes. It records no version, no event and no activity (the idle expiry counts from the session's last write). Read with `GET …/state?node=&notes=1` or `GET …/tree?notes=1`; erased with the session. A key limited to agents writes notes only in its conversations.",
-    body: { schema: jsonValue, example: { task: 't1', channel: 'answer', value: 42 } },
-    responses: { 200: { description: 'The note was put.', schema: 'NoteResult' } },
-    problems: ['invalid_request', 'invalid_json', 'session_not_found', 'node_not_found', 'payload_too_large', 'forbidden'],
-  },
-  'GET /v1/sessions/{sid}/notes': {
-    tag: 'tree',
-    summary: 'Notes, in parts: what goes on from a read whose notes did not fit one answer',
-    description:
-      "The notes of the nodes `nodes` names (up to 200 ids, a,b), or of every node, by node id then key, in that order: as many as one answer carries (at least one), with `next` while more are left. A read that carries notes (`GET …/state?notes=1`, `GET …/tree?notes=1`, `GET …/versions?notesOf=`) carries those that fit beside what else it answers and, when more are left, `notesNext`: pass it as `cursor` here with the same nodes (the node read, none for the tree, `notesOf`'s).",
-    query: [
-      { name: 'nodes', description: 'Up to 200 node ids (a,b); default: every node.', schema: { type: 'string' } },
-      { ...cursor, description: 'A `notesNext`, or the `next` of the previous page, unchanged.' },
-    ],
-    responses: { 200: { description: 'One part.', schema: 'NotePage' } },
-    problems: ['invalid_request', 'session_not_found'],
-  },
-  'GET /v1/sessions/{sid}/tree': {
-    tag: 'tree',
-    summary: 'The whole message tree',
-    query: [
-      flag('preview', '`1` or `true` adds a snippet of each message.'),
-      flag('notes', "`1` or `true` adds every node's notes (`notes`, by node id)."),
-      cursor,
-    ],
-    responses: { 200: { description: 'The tree, head marked.', schema: 'Tree' } },
-    problems: ['invalid_request', 'session_not_found'],
-  },
-  'PUT /v1/sessions/{sid}/head': {
-    tag: 'tree',
-    summary: 'Switch the head (branch)',
-    body: { schema: headBody, example: { nodeId: 'a1' } },
-    responses: { 200: { description: 'The new head.', schema: 'HeadResult' } },
-    problems: ['invalid_request', 'session_not_found', 'node_not_found', 'conflict', 'field_forbidden'],
-  },
+  // The message tree's routes (tree-operations.ts).
+  ...treeOperations,
   'GET /v1/sessions/{sid}/state': {
     tag: 'state',
     summary: 'Read the state at a node or a version',

@@ -42,6 +42,7 @@ export const routes = [
 
   { method: 'POST', path: '/v1/sessions/{sid}/messages', group: 'tree' },
   { method: 'GET', path: '/v1/sessions/{sid}/messages', group: 'tree' },
+  { method: 'GET', path: '/v1/sessions/{sid}/nodes', group: 'tree' },
   { method: 'GET', path: '/v1/sessions/{sid}/nodes/{nid}', group: 'tree' },
   { method: 'PUT', path: '/v1/sessions/{sid}/nodes/{nid}/notes/{key}', group: 'tree' },
   { method: 'GET', path: '/v1/sessions/{sid}/tree', group: 'tree' },

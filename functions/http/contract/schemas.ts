@@ -93,6 +93,12 @@ const tree = z.object({
     .meta({ description: 'With `?notes=1`: the notes of each node that has any, by node id.' }),
   notesNext,
 });
+const nodePage = z.object({
+  head: z.string(),
+  version: version.meta({ description: "The session's newest version when the page was read." }),
+  nodes: z.array(messageNode).meta({ description: 'By id, from the last.' }),
+  next,
+});
 const notePage = z.object({
   notes: z.record(z.string(), nodeNotes).meta({ description: 'Notes by node id, then key, in that order.' }),
   next,
@@ -407,6 +413,7 @@ export const components = {
   MessagePath: messagePath,
   TreeNode: treeNode,
   Tree: tree,
+  NodePage: nodePage,
   HeadResult: headResult,
   NoteResult: noteResult,
   NotePage: notePage,

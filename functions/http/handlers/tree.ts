@@ -6,7 +6,18 @@ import { APPEND_BODY_LIMIT_BYTES, checkMetadata } from '../../core/model/limits.
 import type { AppendResult, StateChange } from '../../core/sessions/append-input.js';
 import { checkListedMetadata } from '../../core/sessions/session-lists.js';
 import { createHttpHandler, type RouteInput } from '../api.js';
-import { bodyAsSent, flag, ifMatch, jsonObject, jsonValue, keyAccess, queryNode, queryNodeIds, sessionScope } from '../edge/request.js';
+import {
+  bodyAsSent,
+  flag,
+  ifMatch,
+  jsonObject,
+  jsonValue,
+  keyAccess,
+  pagination,
+  queryNode,
+  queryNodeIds,
+  sessionScope,
+} from '../edge/request.js';
 import { json } from '../edge/responses.js';
 import { messageTree, sessionCopier } from '../parts/session-tree.js';
 import { checkMessages, MAX_MESSAGES_PER_APPEND, messageSchema } from './messages.js';
@@ -81,6 +92,18 @@ export const handler = createHttpHandler(
     'GET /v1/sessions/{sid}/nodes/{nid}': async (input) => {
       const scope = sessionScope(input);
       return json(200, await input.deps.sessionTree.getNode(scope, requireId(input.path('nid'), 'nodeId')));
+    },
+
+    // A page of nodes by id, from the last: what reads a long session's newest nodes without its whole tree.
+    'GET /v1/sessions/{sid}/nodes': async (input) => {
+      const before = input.query('before');
+      return json(
+        200,
+        await input.deps.sessionTree.listNodes(sessionScope(input), {
+          ...pagination(input),
+          ...(before === undefined ? {} : { before: requireId(before, 'before') }),
+        }),
+      );
     },
 
     // `?preview=1` adds message snippets; `?notes=1` every node's notes.

@@ -195,3 +195,63 @@ function lifeOf(item: Item): number {
   const match = /#(\d+)(?:#p)?$/.exec(String(item.sk));
   return match ? Number(match[1]) : -1;
 }
+
+/** Index items one page of `readNodesBefore` asks for per node it still needs (its index, its pointer, an older life's). */
+const ITEMS_PER_NODE = 3;
+
+/**
+ * The indexed nodes of life `incarnation` whose ids sort before `before` (all when undefined),
+ * by id from the last: at most `count`, and whether the range was read to its end (else more
+ * keys follow the last one returned). One `Query`
+ * of the `N#` range backwards, a page at a time, read consistently (after the tip, as the tree
+ * is): it reads the keys of the nodes it returns and of one more, not the session's whole index.
+ * A node's keys lie together (`N#<node>#<life>[#p]`: `#` sorts before every id character), so a
+ * node is whole once a key of another one follows it.
+ */
+export async function readNodesBefore(
+  table: TableClient,
+  scope: SessionScope,
+  range: { before?: string; count: number; incarnation: number },
+): Promise<{ nodes: NodeRecord[]; complete: boolean }> {
+  const nodes: NodeRecord[] = [];
+  let group: { id: string; index?: Item; pointer?: Item } | undefined;
+  const close = () => {
+    const node = group && group.id !== ROOT_NODE ? nodeFromIndex(group.id, group.index, group.pointer) : null;
+    if (node) nodes.push(node);
+  };
+  let start: Record<string, unknown> | undefined;
+  do {
+    const { Items, LastEvaluatedKey } = await table.send(
+      new QueryCommand({
+        TableName: table.tableName,
+        // Every `N#` key of a node whose id sorts before `before`: `N#<before>` itself is no key.
+        KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
+        ExpressionAttributeValues: {
+          ':pk': keys.session(scope),
+          ':from': keys.nodePrefix,
+          ':to': range.before === undefined ? keys.nodeRangeEnd : keys.nodePrefix + range.before,
+        },
+        ScanIndexForward: false,
+        Limit: ITEMS_PER_NODE * (range.count - nodes.length + 1),
+        ConsistentRead: true,
+        ExclusiveStartKey: start,
+      }),
+    );
+    for (const item of Items ?? []) {
+      const match = /^N#(.+)#(\d+)(#p)?$/.exec(String(item.sk));
+      if (!match) continue;
+      const id = match[1] as string;
+      if (group?.id !== id) {
+        close();
+        if (nodes.length >= range.count) return { nodes, complete: false };
+        group = { id };
+      }
+      if (Number(match[2]) !== range.incarnation) continue;
+      if (match[3]) group.pointer = item;
+      else group.index = item;
+    }
+    start = LastEvaluatedKey;
+  } while (start);
+  close();
+  return { nodes, complete: true };
+}

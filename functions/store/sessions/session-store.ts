@@ -19,7 +19,7 @@ import { type SessionListOptions, type SessionStore, StaleTipError } from '../..
 import { rootNode } from '../../core/model/tree.js';
 import type { PruneOptions, PruneReport } from '../log/history-prune.js';
 import { decisionSummaryOf, entryOf, type VersionPlace } from '../log/log-items.js';
-import { nodesOfLife } from '../log/node-index.js';
+import { nodesOfLife, readNodesBefore } from '../log/node-index.js';
 import { putNote, readNotes, readNotesOf } from '../log/node-notes.js';
 import { DynamoDbSessionLog } from '../log/session-log.js';
 import { decodeLineage, type LineageEntry } from '../state/lineage.js';
@@ -152,6 +152,33 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
       if (node) nodes.set(moved, { ...node, stateVersion: Math.max(node.stateVersion, tip.version) });
     }
     return { tip, nodes: [...nodes.values()] };
+  }
+
+  async readNodePage(
+    scope: SessionScope,
+    page: { before?: string; limit: number },
+  ): Promise<{ tip: Tip; nodes: NodeRecord[]; more: boolean }> {
+    // The tip, then the index, as the tree (readTree says why).
+    const tip = await this.readTip(scope, { withState: false });
+    if (tip.kind === 'closing') return { tip, nodes: [], more: false };
+    // One node more than the page, so `more` is known without another read.
+    const read = await readNodesBefore(this.table, scope, {
+      ...(page.before === undefined ? {} : { before: page.before }),
+      count: page.limit + 1,
+      incarnation: tip.incarnation,
+    });
+    const nodes = new Map(read.nodes.map((node) => [node.id, node]));
+    // The nodes of the tip's change, which may not be indexed yet, where they fall in the range read.
+    const floor = read.complete ? undefined : read.nodes.at(-1)?.id;
+    for (const node of tip.recentNodes) {
+      const inRange = (page.before === undefined || node.id < page.before) && (floor === undefined || node.id > floor);
+      if (inRange && node.id !== ROOT_NODE) nodes.set(node.id, { ...node, preview: undefined });
+    }
+    const moved = entryOf(tip)?.versionNode;
+    const movedNode = moved && moved !== tip.head ? nodes.get(moved) : undefined;
+    if (moved && movedNode) nodes.set(moved, { ...movedNode, stateVersion: Math.max(movedNode.stateVersion, tip.version) });
+    const sorted = [...nodes.values()].sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+    return { tip, nodes: sorted.slice(0, page.limit), more: sorted.length > page.limit };
   }
 
   putNote(scope: SessionScope, note: { incarnation: number; nodeId: string; key: string; value: Json }): Promise<void> {

@@ -81,6 +81,8 @@ export const nodePointer = (nodeId: string, incarnation: number) => `N#${nodeId}
 /** Every key of one node, in every life. */
 export const nodeKeys = (nodeId: string) => `N#${nodeId}#`;
 export const nodePrefix = 'N#';
+/** Every `N#` key sorts below this one (`$` follows `#`), and no key is it. */
+export const nodeRangeEnd = 'N$';
 /** A note kept beside a node, in one life of the session (node-notes.ts). */
 export const note = (nodeId: string, incarnation: number, key: string) => `W#${nodeId}#${pad(incarnation, INCARNATION_DIGITS)}#${key}`;
 /** Every note of one node, in every life. */

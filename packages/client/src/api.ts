@@ -28,6 +28,8 @@ import type {
   MessageNode,
   MessagePath,
   NodeNotes,
+  NodePage,
+  NodesQuery,
   NotePage,
   NoteResult,
   NotesQuery,
@@ -240,6 +242,22 @@ export class AgentStateApi {
             method: 'GET',
             path: path`/v1/sessions/${sessionId}/notes`,
             query: { ...(query.nodes === undefined ? {} : { nodes: query.nodes.join(',') }), cursor: query.cursor },
+          },
+          options,
+        )
+      ).body,
+    /**
+     * `GET /v1/sessions/{sid}/nodes?limit=&before=&cursor=`: one page of the message nodes by id,
+     * from the last (`root` is not one), with `next` while more are left; a page reads about what
+     * it carries, however long the session, where `get` reads every node.
+     */
+    nodes: async (sessionId: string, query: NodesQuery = {}, options?: CallOptions): Promise<NodePage> =>
+      (
+        await this.http.request<NodePage>(
+          {
+            method: 'GET',
+            path: path`/v1/sessions/${sessionId}/nodes`,
+            query: { limit: query.limit, before: query.before, cursor: query.cursor },
           },
           options,
         )

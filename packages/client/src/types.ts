@@ -193,6 +193,27 @@ export interface TreeQuery {
   notes?: boolean;
 }
 
+/** Query of `GET /v1/sessions/{sid}/nodes`. */
+export interface NodesQuery {
+  /** 1–500 (the server's default: 50). */
+  limit?: number;
+  /** Only nodes whose ids sort before this id (the first page; not with `cursor`). */
+  before?: string;
+  /** The `next` of the page before. */
+  cursor?: string;
+}
+
+/** `GET /v1/sessions/{sid}/nodes`: one page of message nodes by id, from the last. */
+export interface NodePage {
+  head: string;
+  /** The session's newest version when the page was read. */
+  version: number;
+  /** By id, from the last (`root` is not one). */
+  nodes: MessageNode[];
+  /** Present while more nodes are left: pass it as `cursor`. */
+  next?: string;
+}
+
 /** A node's notes (`PUT /v1/sessions/{sid}/nodes/{nid}/notes/{key}`): key → value. */
 export type NodeNotes = Record<string, Json>;
 
