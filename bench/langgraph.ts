@@ -35,6 +35,8 @@ const THREAD_CHECKPOINTS = 20;
 /** The checkpoints of a longer thread, each with its step's writes: a `list` whose limit is over 50. */
 const LONG_THREAD_CHECKPOINTS = 120;
 const LONG_LIST_LIMIT = 100;
+/** A long-lived thread: `list(limit 10)` should cost what it returns, not the thread's length. */
+const HUGE_THREAD_CHECKPOINTS = 2_000;
 /** About a kilobyte of channel values, as the other rows' 1 KB state. */
 const NOTES = 'a line of the conversation so far. '.repeat(28);
 
@@ -89,6 +91,11 @@ export async function measureLangGraph(meter: Meter, client: DynamoDBClient): Pr
   for (let step = 2; step <= LONG_THREAD_CHECKPOINTS; step++) {
     await saver.putWrites(longLast, [['counter', step]], `task-${step}`);
     longLast = await saver.put(longLast, checkpointAt(step), { ...metadata, step }, versions);
+  }
+  const huge = { configurable: { thread_id: 'huge', checkpoint_ns: '' } };
+  let hugeLast = await saver.put(huge, checkpointAt(1), metadata, versions);
+  for (let step = 2; step <= HUGE_THREAD_CHECKPOINTS; step++) {
+    hugeLast = await saver.put(hugeLast, checkpointAt(step), { ...metadata, step }, versions);
   }
   let grown = await saver.put({ configurable: { thread_id: 'grow', checkpoint_ns: '' } }, checkpointAt(1), metadata, versions);
   let growStep = 1;
@@ -149,6 +156,17 @@ export async function measureLangGraph(meter: Meter, client: DynamoDBClient): Pr
       make: () =>
         counted(`list (a thread of ${LONG_THREAD_CHECKPOINTS} with writes, limit ${LONG_LIST_LIMIT})`, async () => {
           for await (const _ of saver.list(long, { limit: LONG_LIST_LIMIT })) {
+            // Reading every tuple is the work measured.
+          }
+        }),
+    },
+    {
+      name: `list (a thread of ${HUGE_THREAD_CHECKPOINTS.toLocaleString('en-US')} checkpoints, limit 10)`,
+      layer: 'handler',
+      kind: 'read',
+      make: () =>
+        counted(`list (a thread of ${HUGE_THREAD_CHECKPOINTS.toLocaleString('en-US')} checkpoints, limit 10)`, async () => {
+          for await (const _ of saver.list(huge, { limit: 10 })) {
             // Reading every tuple is the work measured.
           }
         }),
@@ -216,10 +234,13 @@ is over those medians: reads over \`GetItem\`, writes over \`PutItem\`). The thr
 has ${THREAD_CHECKPOINTS} checkpoints of two channels (about 1 KB); each \`put\` adds a checkpoint under the last.
 A \`put\` is one HTTP request (append the node with its state, \`replaceState\`); \`getTuple\` one
 (the node's state and its notes); \`putWrites\` one (a note beside the checkpoint's node, outside
-the session's log); \`list\` one for the tree (without notes) and one page of the
-session's history, newest first, per 500 versions it reaches back, the first one carrying the
-notes of the checkpoints it lists (\`notesOf\`, up to 200), never every node's of the thread
-(and one more to find a thread's namespaces when the list names none). The last row lists ${LONG_LIST_LIMIT} of a thread of ${LONG_THREAD_CHECKPOINTS} checkpoints, each step with its writes (a note each).
+the session's log); \`list\` one for a page of the thread's checkpoint nodes by id, newest
+first (\`GET …/nodes\`, as many as it lists), and one page of the session's history, newest
+first, per 500 versions it reaches back, the first one carrying the notes of the checkpoints it
+lists (\`notesOf\`, up to 200): never every node of the thread nor every node's notes (and one
+more to find a thread's namespaces when the list names none). The two last rows list ${LONG_LIST_LIMIT} of a
+thread of ${LONG_THREAD_CHECKPOINTS} checkpoints, each step with its writes (a note each), and 10 of a thread of
+${HUGE_THREAD_CHECKPOINTS.toLocaleString('en-US')} checkpoints.
 
 ${table}
 

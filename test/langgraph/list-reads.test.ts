@@ -1,16 +1,17 @@
 import { createClient } from '@agentstate/client';
 import { AgentStateSaver } from '@agentstate/langgraph';
-import type { CheckpointTuple } from '@langchain/langgraph-checkpoint';
+import { type BaseCheckpointSaver, type CheckpointTuple, MemorySaver } from '@langchain/langgraph-checkpoint';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkpoint } from '../helpers/checkpoints.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 
 /**
- * What `list` reads (issue 36: `list` ≤ 2 HTTP requests a page, whatever its limit): the pending
- * writes of the checkpoints it yields, and not those of every checkpoint of the thread, which
- * grow with the thread (past 6 MB the answer would not fit a Lambda's). Real HTTP on DynamoDB
- * Local; the saver's client counts the requests it sends and the bytes it receives. A thread's
- * namespace is named (`checkpoint_ns`), so no request goes to find its others.
+ * What `list` reads (issue 36: `list` ≤ 2 HTTP requests a page, whatever its limit): the nodes and
+ * the pending writes of the checkpoints it yields, and not those of every checkpoint of the
+ * thread, which grow with the thread (past 6 MB the answer would not fit a Lambda's). Real HTTP on
+ * DynamoDB Local; the saver's client counts the requests it sends and the bytes it receives, the
+ * IAM gate the items DynamoDB reads. A thread's namespace is named (`checkpoint_ns`), so no
+ * request goes to find its others.
  */
 let api: RunningApi;
 
@@ -92,7 +93,7 @@ describe("AgentStateSaver.list reads the listed checkpoints' writes only", () =>
     expect(traffic.bytes).toBeLessThan(10 * WRITE.length);
   });
 
-  it('list without a limit yields every checkpoint with its own write: the tree and one page of history with the writes', async () => {
+  it('list without a limit yields every checkpoint with its own write: a page of its nodes and one page of history with the writes', async () => {
     // Prepare
     const { traffic, saver } = recordingSaver('list-all');
     const ids = await threadWithWrites(saver, 'all');
@@ -140,6 +141,74 @@ describe("AgentStateSaver.list reads the listed checkpoints' writes only", () =>
     expect(tuples.map(stepOf)).toEqual(Array.from({ length: 80 }, (_, index) => 80 - index));
     expect(traffic.requests).toHaveLength(3);
     for (const request of traffic.requests) expect(request.length).toBeLessThan(7_500);
+  });
+
+  it('list(limit 10) of a thread of 3,000 checkpoints reads about 10 nodes, in 2 requests, not the thread', async () => {
+    // Prepare: 2,990 checkpoint nodes appended 50 to a request (ids below uuid6 ones; no state of
+    // their own, so no list yields them), then 10 checkpoints the saver puts, each with its write.
+    const { traffic, saver } = recordingSaver('list-long-thread');
+    const sid = await saver.sessionIdOf('long-thread');
+    for (let chain = 0; chain < 2_990 / 50; chain++) {
+      const messages = Array.from({ length: 50 }, (_, index) => ({
+        id: `00000000-${String(chain * 50 + index).padStart(5, '0')}`,
+        role: 'checkpoint',
+        content: 'an older checkpoint',
+      }));
+      const appended = await fetch(`${api.url}/v1/sessions/${sid}/messages`, {
+        method: 'POST',
+        headers: { authorization: 'Bearer dev-key', 'content-type': 'application/json' },
+        body: JSON.stringify({ messages }),
+      });
+      expect(appended.status).toBe(201);
+    }
+    const ids = await threadWithWrites(saver, 'long-thread', 10);
+    traffic.requests = [];
+    const before = api.itemsRead();
+
+    // Act
+    const tuples = await listed(saver, { configurable: { thread_id: 'long-thread', checkpoint_ns: '' } }, { limit: 10 });
+
+    // Assert
+    const itemsRead = api.itemsRead() - before;
+    expect(tuples.map((tuple) => tuple.checkpoint.id)).toEqual([...ids].reverse());
+    expect(tuples.map(stepOf)).toEqual([10, 9, 8, 7, 6, 5, 4, 3, 2, 1]);
+    expect(traffic.requests).toHaveLength(2);
+    // The tip, 11 nodes' index keys, 10 versions and their notes: not the 3,000 nodes of the tree.
+    expect(itemsRead).toBeLessThan(100);
+  });
+
+  it('lists checkpoint ids the saver escapes (a space, a slash, a letter outside ASCII) in the order MemorySaver does', async () => {
+    // Prepare: the same checkpoints put in both savers; each id's node is escaped but `ab`, `a-b`, `a`, `b`.
+    const { saver } = recordingSaver('list-escaped');
+    const memory = new MemorySaver();
+    const odd = ['a b', 'ab', 'a-b', 'Zoë', 'a/b', 'a', 'b', 'b~c', 'ä'];
+    for (const target of [saver, memory] as BaseCheckpointSaver[]) {
+      let config = { configurable: { thread_id: 'escaped', checkpoint_ns: '' } } as { configurable: Record<string, unknown> };
+      for (const [step, id] of odd.entries()) {
+        const made = checkpoint(step + 1, { count: step });
+        made.id = id;
+        config = (await target.put(config, made, { ...metadata, step }, { count: step + 1 })) as typeof config;
+      }
+    }
+    const thread = { configurable: { thread_id: 'escaped', checkpoint_ns: '' } };
+    const ask: Array<Parameters<AgentStateSaver['list']>[1]> = [
+      {},
+      { limit: 2 },
+      { limit: 4 },
+      { before: { configurable: { checkpoint_id: 'b' } } },
+      { before: { configurable: { checkpoint_id: 'Zoë' } }, limit: 3 },
+      { before: { configurable: { checkpoint_id: 'c' } }, limit: 1 },
+    ];
+
+    for (const options of ask) {
+      // Act
+      const ours = await listed(saver, thread, options);
+      const theirs: CheckpointTuple[] = [];
+      for await (const tuple of memory.list(thread, options)) theirs.push(tuple);
+
+      // Assert
+      expect(ours.map((tuple) => tuple.checkpoint.id)).toEqual(theirs.map((tuple) => tuple.checkpoint.id));
+    }
   });
 
   it("never shows a thread another tenant's saver wrote", async () => {

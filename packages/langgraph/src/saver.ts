@@ -13,7 +13,7 @@ import {
   type SerializerProtocol,
   TASKS,
 } from '@langchain/langgraph-checkpoint';
-import { checkedPrefix, checkpointIdOf, nodeIdOf, noteKeyOf, SessionIds } from './ids.js';
+import { checkedPrefix, nodeIdOf, noteKeyOf, SessionIds } from './ids.js';
 import {
   type CheckpointState,
   type CheckpointWrite,
@@ -32,6 +32,7 @@ import {
   writesNote,
   writesPatch,
 } from './layout.js';
+import { CHECKPOINT_ROLE, CheckpointOrder, type ListCandidate, SessionCheckpoints } from './list-order.js';
 import { inBatches, NamespaceRegistry } from './namespaces.js';
 import { chainTicks, OwnPuts } from './own-puts.js';
 import { COPY_THREAD_KEY, type PruneStrategy, ThreadLifetime } from './threads.js';
@@ -80,14 +81,6 @@ const VERSIONS_PAGE = 500;
  */
 const HISTORY_PER_CHECKPOINT = 8;
 
-/** A checkpoint node `list` may yield, and the version its state is. */
-interface ListCandidate {
-  sessionId: string;
-  nodeId: string;
-  checkpointId: string;
-  stateVersion: number;
-}
-
 /** How long writes wait for the `put` of their checkpoint (see `awaitingPut`). */
 const PUT_WAIT_MS = 30_000;
 
@@ -108,9 +101,6 @@ interface WritesBatch {
   writes: Array<{ patch: WritesPatch; done: (error?: unknown) => void }>;
   bytes: number;
 }
-
-/** The node's message: a short record of the checkpoint, which the inspector's tree shows. */
-const CHECKPOINT_ROLE = 'checkpoint';
 
 /**
  * A LangGraph checkpoint saver on agentstate, over its HTTP API (docs/langgraph.md).
@@ -210,25 +200,34 @@ export class AgentStateSaver extends BaseCheckpointSaver {
 
     await this.ownPuts.settled(threadId === undefined ? undefined : threadName(threadId), checkpointNs);
     const threads = await this.sessionsOf(threadId === undefined ? undefined : threadName(threadId), checkpointNs);
-    const trees = await inBatches([...threads.keys()], (sessionId) => this.checkpointNodes(sessionId));
-    // Each session's history, read a page at a time as far back as the checkpoints yielded need.
-    const histories = new Map(trees.map(({ sessionId, newest }) => [sessionId, new History(this.client, sessionId, newest)]));
-    // Every checkpoint node of those sessions, newest first by checkpoint id (uuid6 ids sort by time).
-    const candidates = trees
-      .flatMap(({ nodes }) => nodes)
-      .filter(({ checkpointId }) => (!onlyId || checkpointId === onlyId) && (!beforeId || checkpointId < beforeId))
-      .sort((a, b) => (a.checkpointId < b.checkpointId ? 1 : a.checkpointId > b.checkpointId ? -1 : 0));
+    // Each session's checkpoints newest first by checkpoint id, a page of nodes at a time
+    // (`GET …/nodes`), merged into one order: no more of a session is read than the list yields.
+    const range = { ...(beforeId === undefined ? {} : { before: beforeId }), ...(onlyId === undefined ? {} : { only: onlyId }) };
+    const sessions = [...threads.keys()].map((sessionId) => new SessionCheckpoints(this.client, sessionId, range));
+    const order = new CheckpointOrder(sessions);
+    // Each session's history, read a page at a time as far back as the checkpoints yielded need
+    // (made once a page of its nodes said its newest version).
+    const histories = new Map<string, History>();
+    const historyOf = (session: SessionCheckpoints) => {
+      let history = histories.get(session.sessionId);
+      if (!history) {
+        history = new History(this.client, session.sessionId, session.newest);
+        histories.set(session.sessionId, history);
+      }
+      return history;
+    };
 
     // States are read a batch at a time (no more than `limit` still needs), each with its pending
     // writes (the notes of the batch's nodes, in the same request), so a `list` with a limit reads
-    // about as many states and notes as it yields: with the tree, two requests for any limit up to
-    // a batch (200 uuid6 checkpoints, fewer with long ids) whose versions fit one page of history,
-    // and one more per further batch.
-    for (let start = 0; start < candidates.length; ) {
+    // about as many nodes, states and notes as it yields: two requests for any limit up to a batch
+    // (200 uuid6 checkpoints, fewer with long ids) whose versions fit one page of history, and
+    // about two more per further batch.
+    for (;;) {
       if (remaining !== undefined && remaining <= 0) return;
-      const size = batchSize(candidates, start, remaining === undefined ? LIST_BATCH : Math.max(remaining, 1));
-      const slice = candidates.slice(start, start + size);
-      start += size;
+      const most = remaining === undefined ? LIST_BATCH : Math.min(Math.max(remaining, 1), LIST_BATCH);
+      const slice = await nextBatch(order, most);
+      if (slice.length === 0) return;
+      for (const session of sessions) if (slice.some((candidate) => candidate.sessionId === session.sessionId)) historyOf(session);
       const states = await this.statesOf(slice, histories);
       for (const { candidate, state } of states) {
         if (!state || checkpointIdIn(state) !== candidate.checkpointId) continue;
@@ -574,23 +573,6 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     return sessions;
   }
 
-  /** The checkpoint nodes of a session, with the version each points at, and the session's newest version. */
-  private async checkpointNodes(sessionId: string): Promise<{ sessionId: string; nodes: ListCandidate[]; newest: number }> {
-    try {
-      // Without notes: the listed checkpoints' pending writes are read with their states (`statesOf`).
-      const tree = await this.client.tree.get(sessionId);
-      const nodes = tree.nodes
-        .filter((node) => node.role === CHECKPOINT_ROLE)
-        .map((node) => ({ sessionId, nodeId: node.id, checkpointId: checkpointIdOf(node.id), stateVersion: node.stateVersion }));
-      // Every version is the one its node points at until that node is written again.
-      const newest = tree.nodes.reduce((most, node) => Math.max(most, node.stateVersion), 0);
-      return { sessionId, nodes, newest };
-    } catch (error) {
-      if (AgentStateError.is(error, 'session_not_found')) return { sessionId, nodes: [], newest: 0 };
-      throw error;
-    }
-  }
-
   // ---- writes ------------------------------------------------------------------------------
 
   /**
@@ -698,7 +680,7 @@ class History {
   constructor(
     private readonly client: AgentStateApi,
     private readonly sessionId: string,
-    /** The session's newest version, as its tree says. */
+    /** The session's newest version, as the pages of its nodes (or its tree) said. */
     newest: number,
   ) {
     this.readTo = newest + 1;
@@ -781,19 +763,24 @@ function backoff(attempt: number): Promise<void> {
 }
 
 /**
- * How many candidates from `start` one batch of `list` takes: at most `most` and `LIST_BATCH`, and
- * no more than fit `NOTES_OF_BYTES` of node ids in the request that reads their notes; at least one.
+ * The next batch of `list`'s checkpoints, in its order: at most `most` and `LIST_BATCH`, and no
+ * more than fit `NOTES_OF_BYTES` of node ids in the request that reads their notes; at least one
+ * while any is left.
  */
-function batchSize(candidates: readonly ListCandidate[], start: number, most: number): number {
+async function nextBatch(order: CheckpointOrder, most: number): Promise<ListCandidate[]> {
+  const batch: ListCandidate[] = [];
   let bytes = 0;
-  let count = 0;
-  for (const candidate of candidates.slice(start, start + Math.min(most, LIST_BATCH))) {
+  while (batch.length < Math.min(most, LIST_BATCH)) {
+    const next = await order.peek(Math.min(most, LIST_BATCH) - batch.length);
+    if (!next) break;
     // Each id as the query carries it, and its separator (`%2C`).
-    bytes += encodeURIComponent(candidate.nodeId).length + 3;
-    if (count > 0 && bytes > NOTES_OF_BYTES) break;
-    count += 1;
+    const size = encodeURIComponent(next.nodeId).length + 3;
+    if (batch.length > 0 && bytes + size > NOTES_OF_BYTES) break;
+    bytes += size;
+    order.take(next);
+    batch.push(next);
   }
-  return Math.max(count, 1);
+  return batch;
 }
 
 function threadName(threadId: unknown): string {
