@@ -158,7 +158,7 @@ describe('each route group, through its paths, within its role', () => {
     expectStatus(await call('PATCH', '/v1/sessions/lp-st/state', { after: true }, { clockOffsetMs: LATER_MS }), 200);
   });
 
-  it('tree: append, paths, nodes, the tree, switching the head, a lost answer, and an append over an abandoned delete', async () => {
+  it('tree: append, paths, nodes, the tree, a page of nodes by id, switching the head, a lost answer, and an append over an abandoned delete', async () => {
     const tree = fn(/the tree routes$/);
     const messages = Array.from({ length: 40 }, (_, index) => ({ id: `t${index}`, role: index % 2 ? 'assistant' : 'user' }));
     expectStatus(await call('POST', '/v1/sessions/lp-t/messages', { messages }, { headers: { 'idempotency-key': 'lp-t-1' } }), 201);
@@ -176,6 +176,7 @@ describe('each route group, through its paths, within its role', () => {
     expectStatus(await call('GET', '/v1/sessions/lp-t/messages?node=t39'), 200);
     expectStatus(await call('GET', '/v1/sessions/lp-t/nodes/t5'), 200);
     expectStatus(await call('GET', '/v1/sessions/lp-t/tree'), 200);
+    expectStatus(await call('GET', '/v1/sessions/lp-t/nodes?limit=5&before=t30'), 200);
     expectStatus(await call('PUT', '/v1/sessions/lp-t/head', { nodeId: 't39' }), 200);
     expectStatus(
       await withLostAnswer(tree.logicalId, () => call('POST', '/v1/sessions/lp-t/messages', { messages: [{ id: 'lost', role: 'user' }] })),
