@@ -170,8 +170,20 @@ export class AgentService {
       if (routes) checkRoutes(agentId, routes, after);
       if (movesAgent(existing, parentId)) checkRoutesStillHold(agentId, after);
     }
-    // Only a move makes a new edge under an agent that exists: a new agent is nobody's ancestor yet.
-    const created = await this.store.putAgent(tenant, record, movesAgent(existing, parentId) ? { ancestors } : {});
+    // An edge to a parent is written only while the agent's own parent is the one read (so a
+    // registration that keeps its parent does not put back an edge a move took away meanwhile),
+    // and a move's only while its new ancestors are as read: a new agent is nobody's ancestor.
+    const created = await this.store.putAgent(
+      tenant,
+      record,
+      parentId === null
+        ? {}
+        : {
+            parentAsRead: existing?.parentId ?? null,
+            existed: existing !== null,
+            ancestors: movesAgent(existing, parentId) ? ancestors : [],
+          },
+    );
     // The registry this process's requests read (kernel/tenant-cache.ts): the next one sees the change.
     invalidateTenant('registry', tenant);
     return { agent: agentView(record), created };
@@ -388,10 +400,16 @@ function movesAgent(existing: AgentRecord | null, parentId: string | null): bool
   return existing !== null && existing.parentId !== parentId;
 }
 
+/** `root` and every agent below it, each once: a cycle the registry should never hold (made before moves were checked at once) ends the walk instead of growing it without end. */
 function treeMembers(root: string, agents: readonly AgentRecord[]): string[] {
   const members = [root];
+  const seen = new Set(members);
   for (let index = 0; index < members.length; index++) {
-    for (const agent of agents) if (agent.parentId === members[index]) members.push(agent.agentId);
+    for (const agent of agents) {
+      if (agent.parentId !== members[index] || seen.has(agent.agentId)) continue;
+      seen.add(agent.agentId);
+      members.push(agent.agentId);
+    }
   }
   return members;
 }

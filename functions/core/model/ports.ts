@@ -459,6 +459,13 @@ export interface AgentEdge {
   parentId: string | null;
 }
 
+/** What a registration that gives an agent a parent writes under (`AgentStore.putAgent`). */
+export interface AgentPutConditions {
+  existed?: boolean;
+  parentAsRead?: string | null;
+  ancestors?: readonly AgentEdge[];
+}
+
 /** A registration whose write found an agent it checked changed since it was read: read again and retry. */
 export class RegistryChangedError extends Error {
   constructor() {
@@ -469,10 +476,12 @@ export class RegistryChangedError extends Error {
 
 export interface AgentStore {
   /**
-   * Creates or replaces an agent; true when it was created. With `ancestors`, only while each
-   * of them still has the parent it was read with (else `RegistryChangedError`, nothing written).
+   * Creates or replaces an agent; true when it was created. With `existed` and `parentAsRead`,
+   * only while the agent is as absent or present as read, with that parent; with `ancestors`,
+   * only while each of them still has the parent it was read with. Else `RegistryChangedError`,
+   * nothing written.
    */
-  putAgent(tenant: string, agent: AgentRecord, options?: { ancestors?: readonly AgentEdge[] }): Promise<boolean>;
+  putAgent(tenant: string, agent: AgentRecord, options?: AgentPutConditions): Promise<boolean>;
   getAgent(tenant: string, agentId: string): Promise<AgentRecord | null>;
   listAgents(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<AgentRecord>>;
   /**

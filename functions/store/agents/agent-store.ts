@@ -1,10 +1,10 @@
 import { GetCommand, PutCommand, QueryCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import type { AgentRecord, DocumentRecord, Page } from '../../core/model/model.js';
-import { type AgentEdge, type AgentStore, RegistryChangedError } from '../../core/model/ports.js';
+import { type AgentEdge, type AgentPutConditions, type AgentStore, RegistryChangedError } from '../../core/model/ports.js';
 import * as documentItem from '../documents/document-item.js';
 import * as keys from '../table/keys.js';
 import { pageOf, prefixPageQuery, queryAll } from '../table/paging.js';
-import type { TableClient } from '../table/table-client.js';
+import { conditions, isConditionFailure, type TableClient } from '../table/table-client.js';
 import * as agentItem from './agent-item.js';
 
 /**
@@ -60,33 +60,47 @@ export class DynamoDbAgentReader extends DynamoDbTenantAgents implements Pick<Ag
  * agents and the document in that same Query (`readTenant`).
  */
 export class DynamoDbAgentStore extends DynamoDbAgentReader implements AgentStore {
-  async putAgent(tenant: string, agent: AgentRecord, options: { ancestors?: readonly AgentEdge[] } = {}): Promise<boolean> {
-    const { ancestors = [] } = options;
-    if (ancestors.length === 0) {
-      const { Attributes } = await this.table.send(
-        new PutCommand({ TableName: this.table.tableName, Item: agentItem.encode(tenant, agent), ReturnValues: 'ALL_OLD' }),
-      );
-      return Attributes === undefined;
-    }
-    // A move: the agent put in one transaction with a check of each ancestor's parent as read
-    // (at most 32), so that two moves at once cannot both land on a hierarchy that the other
-    // changes. A transaction cannot tell whether it created; only an existing agent moves.
+  async putAgent(tenant: string, agent: AgentRecord, options: AgentPutConditions = {}): Promise<boolean> {
+    const { ancestors = [], existed } = options;
+    const item = agentItem.encode(tenant, agent);
+    // The agent as read: absent, or present with the parent read (see `hasParent`).
+    const asRead =
+      existed === undefined
+        ? {}
+        : existed
+          ? hasParent(this.table.tableName, tenant, { agentId: agent.agentId, parentId: options.parentAsRead ?? null })
+          : { ConditionExpression: conditions.itemIsNew };
     try {
+      if (ancestors.length === 0) {
+        const { Attributes } = await this.table.send(
+          new PutCommand({
+            TableName: this.table.tableName,
+            Item: item,
+            ReturnValues: 'ALL_OLD',
+            ...('ConditionExpression' in asRead ? { ConditionExpression: asRead.ConditionExpression } : {}),
+            ...('ExpressionAttributeValues' in asRead ? { ExpressionAttributeValues: asRead.ExpressionAttributeValues } : {}),
+          }),
+        );
+        return Attributes === undefined;
+      }
+      // A move: the agent put in one transaction with a check of each ancestor's parent as
+      // read (at most 32), so that two moves at once cannot both land on a hierarchy that the
+      // other changes. Only an agent that exists moves, so it was not created.
       await this.table.send(
         new TransactWriteCommand({
           TransactItems: [
-            { Put: { TableName: this.table.tableName, Item: agentItem.encode(tenant, agent) } },
+            { Put: { TableName: this.table.tableName, Item: item, ...withoutKeyAndTable(asRead) } },
             ...ancestors.map((ancestor) => ({ ConditionCheck: hasParent(this.table.tableName, tenant, ancestor) })),
           ],
         }),
       );
+      return false;
     } catch (error) {
-      if (error instanceof Error && (error.name === 'TransactionCanceledException' || error.name === 'TransactionConflictException')) {
+      if (isConditionFailure(error) || (error instanceof Error && /^Transaction(Canceled|Conflict)Exception$/.test(error.name))) {
         throw new RegistryChangedError();
       }
       throw error;
     }
-    return false;
   }
 
   async getAgent(tenant: string, agentId: string): Promise<AgentRecord | null> {
@@ -97,7 +111,15 @@ export class DynamoDbAgentStore extends DynamoDbAgentReader implements AgentStor
   }
 }
 
-/** The condition that an agent still has the parent it was read with (none: absent or null). */
+/** A condition's parts without the key and table a `ConditionCheck` names (for a transaction's `Put`). */
+function withoutKeyAndTable(condition: { ConditionExpression?: string; ExpressionAttributeValues?: Record<string, unknown> }) {
+  return {
+    ...(condition.ConditionExpression ? { ConditionExpression: condition.ConditionExpression } : {}),
+    ...(condition.ExpressionAttributeValues ? { ExpressionAttributeValues: condition.ExpressionAttributeValues } : {}),
+  };
+}
+
+/** The condition that an agent exists and still has the parent it was read with (none: absent or null). */
 function hasParent(tableName: string, tenant: string, edge: AgentEdge) {
   return {
     TableName: tableName,
