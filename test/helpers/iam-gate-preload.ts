@@ -1,5 +1,5 @@
 import http from 'node:http';
-import { runningFunction } from '../../functions/local/running-function.js';
+import { runningFunction, trackRunningFunctions } from '../../functions/local/running-function.js';
 
 /**
  * Loaded into a local server started for the tests (`--import`, after tsx): every DynamoDB
@@ -36,3 +36,5 @@ function gated(...args: unknown[]): http.ClientRequest {
 }
 
 http.request = gated as typeof http.request;
+// The server keeps which function runs only when asked (running-function.ts): the gate asks.
+trackRunningFunctions();
