@@ -127,6 +127,22 @@ describe("AgentStateSaver.list reads the listed checkpoints' writes only", () =>
     expect(traffic.requests).toHaveLength(2);
   });
 
+  it('a filter that matches only far back reads batches that double, not a page and a state per checkpoint passed', async () => {
+    // Prepare
+    const { traffic, saver } = recordingSaver('list-filter');
+    const ids = await threadWithWrites(saver, 'filter');
+    traffic.requests = [];
+
+    // Act
+    const tuples = await listed(saver, { configurable: { thread_id: 'filter', checkpoint_ns: '' } }, { limit: 1, filter: { step: 1 } });
+
+    // Assert
+    expect(tuples.map((tuple) => tuple.checkpoint.id)).toEqual([ids[0]]);
+    expect(tuples[0]?.pendingWrites).toEqual([['task-1', 'count', `1:${WRITE}`]]);
+    // Batches of 1, 2, 4, 8, 16 and 32 checkpoints: a page of nodes and a read of states each.
+    expect(traffic.requests.length).toBeLessThanOrEqual(12);
+  });
+
   it('cuts a batch of long checkpoint ids to what one request line takes, each batch with its own writes', async () => {
     // Prepare: 80 ids of 105 characters are 8,640 bytes of notesOf, over the 7,000 one request carries.
     const { traffic, saver } = recordingSaver('list-long');

@@ -222,13 +222,18 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     // about as many nodes, states and notes as it yields: two requests for any limit up to a batch
     // (200 uuid6 checkpoints, fewer with long ids) whose versions fit one page of history, and
     // about two more per further batch.
+    // A batch that yields fewer than it read (a `filter` that leaves checkpoints out) makes the
+    // next one twice as large, up to `LIST_BATCH`: a rare match far back is a few pages, not a
+    // page and a state read per checkpoint passed.
+    let widen = 1;
     for (;;) {
       if (remaining !== undefined && remaining <= 0) return;
-      const most = remaining === undefined ? LIST_BATCH : Math.min(Math.max(remaining, 1), LIST_BATCH);
+      const most = remaining === undefined ? LIST_BATCH : Math.min(Math.max(remaining, 1) * widen, LIST_BATCH);
       const slice = await nextBatch(order, most);
       if (slice.length === 0) return;
       for (const session of sessions) if (slice.some((candidate) => candidate.sessionId === session.sessionId)) historyOf(session);
       const states = await this.statesOf(slice, histories);
+      let yielded = 0;
       for (const { candidate, state } of states) {
         if (!state || checkpointIdIn(state) !== candidate.checkpointId) continue;
         if (checkpointNs !== undefined && state.checkpoint_ns !== checkpointNs) continue;
@@ -240,8 +245,10 @@ export class AgentStateSaver extends BaseCheckpointSaver {
           if (remaining <= 0) return;
           remaining -= 1;
         }
+        yielded += 1;
         yield await this.tupleOf(candidate.sessionId, state, threads.get(candidate.sessionId) ?? state.thread_id);
       }
+      if (yielded < slice.length) widen *= 2;
     }
   }
 
@@ -771,7 +778,9 @@ async function nextBatch(order: CheckpointOrder, most: number): Promise<ListCand
   const batch: ListCandidate[] = [];
   let bytes = 0;
   while (batch.length < Math.min(most, LIST_BATCH)) {
-    const next = await order.peek(Math.min(most, LIST_BATCH) - batch.length);
+    // A session that has no node left reads a page of the whole batch's size, not the rest of the
+    // batch: the next batch would otherwise start with another request for it.
+    const next = await order.peek(Math.min(most, LIST_BATCH));
     if (!next) break;
     // Each id as the query carries it, and its separator (`%2C`).
     const size = encodeURIComponent(next.nodeId).length + 3;
