@@ -71,6 +71,36 @@ describe('webhook places', () => {
     expect(await store.putWebhook(tenant, hook(), { limit: LIMIT })).toBe(false);
   });
 
+  it('takes a place for a create refused before the places were counted and read after others took some', async () => {
+    // Prepare: a table whose first place update for one webhook is refused (no places yet), and
+    // before that refusal comes back, other creates count the places and take five.
+    const tenant = `counted-since-${uuidv7()}`;
+    const late = hook();
+    let held = false;
+    const others = new DynamoDbWebhookStore(table);
+    const slow = {
+      tableName: table.tableName,
+      now: table.now,
+      nowSeconds: () => table.nowSeconds(),
+      send: (async (command: { input?: { ExpressionAttributeNames?: Record<string, string> } }) => {
+        const answer = table.send(command as Parameters<TableClient['send']>[0]);
+        if (held || command.input?.ExpressionAttributeNames?.['#id'] !== late.id) return answer;
+        held = true;
+        await answer.catch(() => undefined);
+        for (let n = 0; n < 5; n += 1) expect(await others.putWebhook(tenant, hook(), { limit: LIMIT })).toBe(true);
+        return answer;
+      }) as TableClient['send'],
+    } as TableClient;
+
+    // Act
+    const put = await new DynamoDbWebhookStore(slow).putWebhook(tenant, late, { limit: LIMIT });
+
+    // Assess: the refusal came from before the count; the place is free, and taken.
+    expect(held).toBe(true);
+    expect(put).toBe(true);
+    expect(Object.keys((await places(tenant)) ?? {})).toHaveLength(6);
+  });
+
   it('counts the webhooks made before places existed, at the first create after them', async () => {
     // Prepare: 19 webhooks and no places item.
     const tenant = `before-${uuidv7()}`;

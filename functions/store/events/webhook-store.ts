@@ -67,11 +67,12 @@ export class DynamoDbWebhookStore implements WebhookStore {
    * UpdateItem of the places item (`HP`), which holds each webhook's id and when its place was
    * taken. Creates at once each add their own id under the condition that fewer than `limit`
    * are there, so together they never take more (counting the webhooks and then putting one
-   * let 50 creates at once make 50 where the limit is 20). A refusal looks once at why
-   * (`settlePlaces`): places never counted yet, or places whose create or delete stopped halfway.
+   * let 50 creates at once make 50 where the limit is 20). A refusal looks at why
+   * (`settlePlaces`): places not counted yet (or counted since), or places whose create or
+   * delete stopped halfway.
    */
   private async takePlace(tenant: string, webhookId: string, limit: number): Promise<boolean> {
-    for (let look = 0; look < 3; look += 1) {
+    for (let look = 0; look < 5; look += 1) {
       const taken = await conditionally(
         this.table.send(
           new UpdateCommand({
@@ -85,7 +86,7 @@ export class DynamoDbWebhookStore implements WebhookStore {
         ),
       );
       if (taken) return true;
-      const settled = await this.settlePlaces(tenant, webhookId);
+      const settled = await this.settlePlaces(tenant, webhookId, limit);
       if (settled === 'ours') return true;
       if (settled === 'full') return false;
     }
@@ -95,12 +96,13 @@ export class DynamoDbWebhookStore implements WebhookStore {
   /**
    * Why a place was refused, and what can be put right: `ours` when the place is ours already
    * (the SDK resent an update whose answer was lost); `changed` when places were counted for the
-   * first time (webhooks made before the places item existed: every one found), or freed from
+   * first time (webhooks made before the places item existed: every one found), are fewer than
+   * the limit now (counted by another create after this one was refused), or were freed from
    * ids that hold no webhook since longer than any request runs (a create that stopped between
    * its place and its put, a delete between its delete and its place; a Lambda runs 15 minutes
    * at most); `full` when every place is taken.
    */
-  private async settlePlaces(tenant: string, webhookId: string): Promise<'ours' | 'changed' | 'full'> {
+  private async settlePlaces(tenant: string, webhookId: string, limit: number): Promise<'ours' | 'changed' | 'full'> {
     const key = { pk: keys.webhooks(tenant), sk: keys.webhookPlaces };
     const [{ Item }, webhooks] = await Promise.all([
       this.table.send(new GetCommand({ TableName: this.table.tableName, Key: key, ConsistentRead: true })),
@@ -123,6 +125,8 @@ export class DynamoDbWebhookStore implements WebhookStore {
       );
       return 'changed';
     }
+    // Refused before the places were counted, read after: a place may be free now.
+    if (Object.keys(places).length < limit) return 'changed';
     const present = new Set(webhooks.map((webhook) => webhook.id));
     const stale = Object.entries(places)
       .filter(([id, at]) => !present.has(id) && this.table.now() - at > ABANDONED_PLACE_MS)
