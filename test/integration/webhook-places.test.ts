@@ -47,6 +47,19 @@ async function putWithoutPlace(tenant: string, webhook: WebhookRecord): Promise<
   );
 }
 
+/** A place taken as a create takes it, with no webhook put after it. */
+async function takePlaceOnly(tenant: string, webhookId: string): Promise<void> {
+  await table.send(
+    new UpdateCommand({
+      TableName: table.tableName,
+      Key: { pk: keys.webhooks(tenant), sk: keys.webhookPlaces },
+      UpdateExpression: 'SET places.#id = :at',
+      ExpressionAttributeNames: { '#id': webhookId },
+      ExpressionAttributeValues: { ':at': clock },
+    }),
+  );
+}
+
 async function places(tenant: string): Promise<Record<string, number> | undefined> {
   const { Item } = await table.send(
     new GetCommand({ TableName: table.tableName, Key: { pk: keys.webhooks(tenant), sk: keys.webhookPlaces }, ConsistentRead: true }),
@@ -120,15 +133,7 @@ describe('webhook places', () => {
     const tenant = `abandoned-${uuidv7()}`;
     for (let n = 0; n < LIMIT - 1; n += 1) expect(await store.putWebhook(tenant, hook(), { limit: LIMIT })).toBe(true);
     const stopped = uuidv7();
-    await table.send(
-      new UpdateCommand({
-        TableName: table.tableName,
-        Key: { pk: keys.webhooks(tenant), sk: keys.webhookPlaces },
-        UpdateExpression: 'SET places.#id = :at',
-        ExpressionAttributeNames: { '#id': stopped },
-        ExpressionAttributeValues: { ':at': clock },
-      }),
-    );
+    await takePlaceOnly(tenant, stopped);
 
     // Act: a create 14 minutes later (the stopped one could still be running), then 16.
     clock += 14 * 60 * 1000;
@@ -167,15 +172,7 @@ describe('webhook places', () => {
     const tenant = `resent-${uuidv7()}`;
     for (let n = 0; n < LIMIT - 1; n += 1) expect(await store.putWebhook(tenant, hook(), { limit: LIMIT })).toBe(true);
     const last = hook();
-    await table.send(
-      new UpdateCommand({
-        TableName: table.tableName,
-        Key: { pk: keys.webhooks(tenant), sk: keys.webhookPlaces },
-        UpdateExpression: 'SET places.#id = :at',
-        ExpressionAttributeNames: { '#id': last.id },
-        ExpressionAttributeValues: { ':at': clock },
-      }),
-    );
+    await takePlaceOnly(tenant, last.id);
 
     // Act
     const put = await store.putWebhook(tenant, last, { limit: LIMIT });
