@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 import { EventFixtures, type LiveClient, waitFor } from '../helpers/events.js';
 
@@ -6,7 +7,10 @@ import { EventFixtures, type LiveClient, waitFor } from '../helpers/events.js';
  * A WebSocket connection follows at most 100 sessions and at most 100 memory namespaces
  * (functions/core/fanout/live.ts MAX_SUBSCRIPTIONS): the 101st is refused with `400 invalid_request`
  * naming the limit, following again what it follows already is not a new place, leaving frees
- * one, and the limit is the connection's own, not the key's.
+ * one, and the limit is the connection's own, not the key's. Sent at once, 150 subscriptions
+ * leave exactly 100 followed, each of which then gets its session's events (the local server
+ * answers one connection's messages in order; test/integration/live-places.test.ts runs them
+ * side by side, as API Gateway's Lambda invocations do).
  */
 const LIMIT = 100;
 let api: RunningApi;
@@ -75,5 +79,35 @@ describe.each([
     // Assess
     expect(ack).toMatchObject({ type: 'subscribed' });
     expect(refused).toMatchObject({ type: 'error', code: 'invalid_request', limit: LIMIT });
+  });
+});
+
+describe('a connection sent 150 subscriptions at once', () => {
+  it(`follows exactly ${LIMIT}, refuses the rest, and every session it said it follows sends it its events`, async () => {
+    // Prepare
+    const client = await fixtures.live('dev-key');
+    const prefix = uniqueId('at-once');
+    const ids = Array.from({ length: 150 }, (_, n) => `${prefix}-${n}`);
+
+    // Act: the subscriptions at once, then one write to each of the 150 sessions, the refused
+    // ones first.
+    const acks = await answers(
+      client,
+      ids.map((sessionId) => ({ action: 'subscribe', sessionId })),
+    );
+    const followed = acks.filter((ack) => ack.type === 'subscribed').map((ack) => ack.sessionId as string);
+    const write = (sessionId: string) => api.client.put(`/v1/sessions/${sessionId}/state`, { sessionId });
+    const writes = await Promise.all(ids.filter((id) => !followed.includes(id)).map(write));
+    writes.push(...(await Promise.all(followed.map(write))));
+
+    // Assess: 100 followed, 50 refused naming the limit; an event of each followed session, and
+    // none of a refused one (written before them, an event of theirs would have come by then).
+    expect(followed).toHaveLength(LIMIT);
+    for (const refused of acks.filter((ack) => ack.type !== 'subscribed'))
+      expect(refused).toMatchObject({ type: 'error', status: 400, code: 'invalid_request', limit: LIMIT });
+    expect(writes.every((write) => write.status === 200)).toBe(true);
+    const sessionsOfEvents = () => new Set(client.events().map((event) => event.sessionId as string));
+    await waitFor(`events of all ${LIMIT} followed sessions`, () => followed.every((id) => sessionsOfEvents().has(id)));
+    expect([...sessionsOfEvents()].sort()).toEqual([...followed].sort());
   });
 });
