@@ -1,7 +1,6 @@
-import { type DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defaultTableName } from '../../functions/store/table/table.js';
-import { dynamoDbEndpointOf, rawTableClient } from '../helpers/admin.js';
+import { dynamoDbEndpointOf, rawTableClient, scanTable } from '../helpers/admin.js';
 import { type ApiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 
@@ -235,23 +234,8 @@ describe('many writers at once on one thing', () => {
 });
 
 /** Every item stored under the session's key, read raw and consistently. */
-async function itemsOfSession(sessionId: string): Promise<Array<Record<string, unknown>>> {
-  const items: Array<Record<string, unknown>> = [];
-  let start: Record<string, unknown> | undefined;
-  do {
-    const page = await raw.send(
-      new ScanCommand({
-        TableName: defaultTableName,
-        ConsistentRead: true,
-        FilterExpression: 'pk = :pk',
-        ExpressionAttributeValues: { ':pk': `S#${TENANT}#${sessionId}` },
-        ExclusiveStartKey: start,
-      }),
-    );
-    items.push(...(page.Items ?? []));
-    start = page.LastEvaluatedKey;
-  } while (start);
-  return items;
+function itemsOfSession(sessionId: string): Promise<Array<Record<string, unknown>>> {
+  return scanTable(raw, `S#${TENANT}#${sessionId}`);
 }
 
 /** Every agent id of the tenant, following the list's pages. */

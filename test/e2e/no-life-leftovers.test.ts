@@ -10,10 +10,10 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defaultTableName, tableKeys } from '../../functions/store/table/table.js';
-import { dynamoDbEndpointOf, issueKey, rawTableClient } from '../helpers/admin.js';
+import { tableKeys } from '../../functions/store/table/table.js';
+import { dynamoDbEndpointOf, issueKey, rawTableClient, scanTable } from '../helpers/admin.js';
 import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 
@@ -52,15 +52,8 @@ afterAll(async () => {
 });
 
 /** Every item of the table, read raw and consistently. */
-async function scan(): Promise<Array<Record<string, unknown>>> {
-  const items: Array<Record<string, unknown>> = [];
-  let start: Record<string, unknown> | undefined;
-  do {
-    const page = await raw.send(new ScanCommand({ TableName: defaultTableName, ConsistentRead: true, ExclusiveStartKey: start }));
-    items.push(...(page.Items ?? []));
-    start = page.LastEvaluatedKey;
-  } while (start);
-  return items;
+function scan(): Promise<Array<Record<string, unknown>>> {
+  return scanTable(raw);
 }
 
 /** The items that name one of `ids` anywhere (their keys, an index's keys, any attribute). */

@@ -4,8 +4,9 @@
  * runs), most often to issue a key limited to some agents.
  */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { main } from '../../bin/agentstate.js';
+import { defaultTableName } from '../../functions/store/table/table.js';
 
 /** The endpoint of the DynamoDB Local a server started, as its banner names it. */
 export function dynamoDbEndpointOf(server: { output(): string }): string {
@@ -19,6 +20,25 @@ export function rawTableClient(endpoint: string): DynamoDBDocumentClient {
   return DynamoDBDocumentClient.from(
     new DynamoDBClient({ endpoint, region: 'local', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }),
   );
+}
+
+/** Every item of the server's table, read raw and consistently; only those of partition `pk` when given. */
+export async function scanTable(raw: DynamoDBDocumentClient, pk?: string): Promise<Array<Record<string, unknown>>> {
+  const items: Array<Record<string, unknown>> = [];
+  let start: Record<string, unknown> | undefined;
+  do {
+    const page = await raw.send(
+      new ScanCommand({
+        TableName: defaultTableName,
+        ConsistentRead: true,
+        ExclusiveStartKey: start,
+        ...(pk === undefined ? {} : { FilterExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': pk } }),
+      }),
+    );
+    items.push(...(page.Items ?? []));
+    start = page.LastEvaluatedKey;
+  } while (start);
+  return items;
 }
 
 /** Runs the admin CLI against `endpoint`; its output, or an error naming its exit code and what it wrote. */
