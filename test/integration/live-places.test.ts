@@ -32,6 +32,12 @@ beforeAll(async () => {
   process.env.AGENTSTATE_TABLE = tableName;
   process.env.AGENTSTATE_DYNAMODB_ENDPOINT = dynamoEndpoint();
   process.env.AGENTSTATE_API_KEYS = `${tenant}:acme-key`;
+  // 150 invocations share this process's one client, as they share the local server's: bound the
+  // requests in flight as the local server does (functions/local/server.ts). Unbounded, 150 new
+  // sockets at once to a DynamoDB Local loaded by other files missed the SDK's 1 s connection
+  // timeout, a failure no Lambda, which has a client to itself, would meet: the CI on 7b46076
+  // answered one subscription 503, and a run beside two other files answered 20.
+  process.env.AGENTSTATE_DYNAMODB_MAX_IN_FLIGHT = '16';
 });
 
 async function connect(connectionId: string): Promise<void> {
