@@ -196,9 +196,9 @@ export const deliveryHookAccess: TableAccess = {
 
 /**
  * The WebSocket API's function (functions/ws/handler.ts): Get (the API key at `$connect`, a
- * connection), Put (a connection, a follower; a follow's mark, the log's next change), Update
- * (a connection's sessions; a node's pointer the change before the mark left), Delete
- * (`$disconnect`, unsubscribe), Query (the session's tip, before its mark), BatchWrite (the
+ * connection), Put (a connection; a follow's mark, the log's next change), Update (a node's
+ * pointer the change before the mark left), Delete (`$disconnect`), Transact Update+Put and
+ * Update+Delete (a subscribe and an unsubscribe: the connection's list and the follower), Query (the session's tip, before its mark), BatchWrite (the
  * node index the change before the mark owes). A follow that finds a delete that died halfway
  * finishes it first, as every write into a session does (`finishDelete`).
  */

@@ -380,7 +380,7 @@ describe('memory, and the change hook that keeps its namespace list and versions
 });
 
 describe('change events and live sync, within their roles', () => {
-  it('WebSocket: connect, subscribe, a message it does not know, unsubscribe, disconnect, a refused key', async () => {
+  it('WebSocket: connect, subscribe, a message it does not know, unsubscribe, a namespace followed and left, disconnect, a refused key', async () => {
     const connected = await stack.webSocket.connect('lp-conn-1', { token: key });
     expect(connected.result).toMatchObject({ statusCode: 200 });
     expect((await stack.webSocket.send('lp-conn-1', JSON.stringify({ action: 'subscribe', sessionId: 'lp-ev' }))).result).toMatchObject({
@@ -390,6 +390,12 @@ describe('change events and live sync, within their roles', () => {
     expect((await stack.webSocket.send('lp-conn-1', JSON.stringify({ action: 'unsubscribe', sessionId: 'lp-ev' }))).result).toMatchObject({
       statusCode: 200,
     });
+    // A namespace as a session: the connection's list and the follower in one transaction each way.
+    for (const action of ['subscribe', 'unsubscribe']) {
+      const answer = (await stack.webSocket.send('lp-conn-1', JSON.stringify({ action, namespace: ['lp', 'ns'] }))).result;
+      expect(answer).toMatchObject({ statusCode: 200 });
+      expect(JSON.parse(String((answer as { body?: string }).body))).toEqual({ type: `${action}d`, namespace: ['lp', 'ns'] });
+    }
     expect((await stack.webSocket.disconnect('lp-conn-1')).result).toMatchObject({ statusCode: 200 });
     expect((await stack.webSocket.connect('lp-conn-2', { token: 'as_unknown' })).result).toMatchObject({ statusCode: 401 });
   });

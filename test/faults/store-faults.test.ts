@@ -10,6 +10,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import {
   BatchWriteCommand,
+  DeleteCommand,
   DynamoDBDocumentClient,
   GetCommand,
   PutCommand,
@@ -20,11 +21,13 @@ import {
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type InProcessResponse, invoke } from '../../bench/invoke.js';
+import { AgentStateError } from '../../functions/core/kernel/errors.js';
 import { SessionService } from '../../functions/core/sessions/session-service.js';
 import { dependenciesFor, useDependencies } from '../../functions/http/dependencies.js';
 import { keysFromEnv } from '../../functions/http/edge/auth.js';
 import { handlers } from '../../functions/http/index.js';
 import { localDynamoDbClient } from '../../functions/local/dynamodb-local.js';
+import { DynamoDbLiveStore } from '../../functions/store/events/live-store.js';
 import { createStores, type Stores } from '../../functions/store/index.js';
 import * as keys from '../../functions/store/table/keys.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
@@ -466,6 +469,83 @@ describe('partial batch results (DynamoDB Local always processes a whole batch)'
       expect(Object.keys(item).every((name) => ['pk', 'sk', 'kind', 'createdAt', 'fence', 'expiresAt'].includes(name))).toBe(true);
     }
     expectProblem(await call('GET', `/v1/sessions/${session}`, undefined, auth), 404, 'session_not_found');
+  });
+});
+
+describe('a WebSocket connection’s follows meeting each other’s transactions (DynamoDB Local serializes them; AWS refuses one)', () => {
+  const connectionItem = (input: any, connectionId: string) =>
+    JSON.stringify(input).includes(keys.connection(connectionId)) && input.TransactItems !== undefined;
+
+  it('follows and leaves once a conflicting transaction on the connection has finished, and lists what the follower items say', async () => {
+    // Prepare
+    const live = new DynamoDbLiveStore(stores.table);
+    const connectionId = sid('conflicts');
+    const scope = { tenant: TENANT, sessionId: sid('followed') };
+    const expiresAt = Math.floor(Date.now() / 1000) + 600;
+    await live.putConnection(connectionId, TENANT, expiresAt);
+    const conflicts = arm(TransactWriteCommand, () => ({ error: errors.cancelled('TransactionConflict', 'None') }), {
+      times: 3,
+      when: (input) => connectionItem(input, connectionId),
+    });
+
+    // Act and assess: three conflicts, then the follow lands whole.
+    expect(await live.subscribe(connectionId, scope, expiresAt)).toBe(true);
+    expect(conflicts.hits).toBe(3);
+    expect(await live.subscribers(scope)).toEqual([connectionId]);
+    expect((await live.getConnection(connectionId))?.sessions).toEqual([scope.sessionId]);
+
+    // The same for a leave.
+    arm(TransactWriteCommand, () => ({ error: errors.cancelled('None', 'TransactionConflict') }), {
+      times: 2,
+      when: (input) => connectionItem(input, connectionId),
+    });
+    await live.unsubscribe(connectionId, scope);
+    expect(await live.subscribers(scope)).toEqual([]);
+    expect((await live.getConnection(connectionId))?.sessions).toEqual([]);
+  });
+
+  it('answers 409 conflict, having written nothing, when the connection keeps conflicting past its budget', async () => {
+    // Prepare
+    const live = new DynamoDbLiveStore(stores.table);
+    const connectionId = sid('conflicts');
+    const scope = { tenant: TENANT, sessionId: sid('followed') };
+    const expiresAt = Math.floor(Date.now() / 1000) + 600;
+    await live.putConnection(connectionId, TENANT, expiresAt);
+    arm(TransactWriteCommand, () => ({ error: errors.cancelled('TransactionConflict', 'None') }), {
+      times: Number.POSITIVE_INFINITY,
+      when: (input) => connectionItem(input, connectionId),
+    });
+
+    // Act
+    const refused = await live.subscribe(connectionId, scope, expiresAt).catch((error: unknown) => error);
+
+    // Assess
+    expect(refused).toBeInstanceOf(AgentStateError);
+    expect(refused).toMatchObject({ code: 'conflict', status: 409 });
+    expect(await live.subscribers(scope)).toEqual([]);
+    expect((await live.getConnection(connectionId))?.sessions).toEqual([]);
+  }, 20_000);
+
+  it('deletes a connection and its followers once a follow under way on its item has finished', async () => {
+    // Prepare
+    const live = new DynamoDbLiveStore(stores.table);
+    const connectionId = sid('conflicts');
+    const scope = { tenant: TENANT, sessionId: sid('followed') };
+    const expiresAt = Math.floor(Date.now() / 1000) + 600;
+    await live.putConnection(connectionId, TENANT, expiresAt);
+    expect(await live.subscribe(connectionId, scope, expiresAt)).toBe(true);
+    const conflicts = arm(DeleteCommand, () => ({ error: errors.transactionConflict() }), {
+      times: 2,
+      when: (input) => input.Key?.pk === keys.connection(connectionId),
+    });
+
+    // Act
+    await live.deleteConnection(connectionId);
+
+    // Assess
+    expect(conflicts.hits).toBe(2);
+    expect(await live.getConnection(connectionId)).toBeNull();
+    expect(await live.subscribers(scope)).toEqual([]);
   });
 });
 

@@ -15,7 +15,9 @@ import { createTestTable, dynamoEndpoint, testDynamoDbClient } from '../helpers/
  * connection run at once on DynamoDB Local. What must hold: exactly 100 answered `subscribed`,
  * the others `400` naming the limit, and what is stored is what the answers said: the
  * connection lists exactly the acknowledged ones, and each has its follower item (what the
- * change hook finds), the refused none.
+ * change hook finds), the refused none. A subscribe and an unsubscribe of one session at once
+ * left a follower the connection did not list (100 of 100 pairs), so 200 sessions sent it events
+ * until the list and the follower were written in one transaction (live-store.ts `follow`).
  */
 
 const tenant = 'acme';
@@ -137,5 +139,42 @@ describe('a connection’s subscriptions at once, each its own invocation', () =
       expect(answer).toMatchObject({ status: 400, limit: MAX_SUBSCRIPTIONS });
     expect(acked.length).toBeLessThanOrEqual(50);
     expect((await listed(connectionId)).sessions).toEqual([...first.slice(50), ...acked].sort());
+  });
+
+  it('lists exactly the sessions it has follower items for when each of 100 sessions is left and followed again at once, and so follows no more than 100 after', async () => {
+    // Prepare: a full connection.
+    const connectionId = 'race-same';
+    await connect(connectionId);
+    const first = Array.from({ length: MAX_SUBSCRIPTIONS }, (_, n) => `race-${n}`);
+    for (const sessionId of first)
+      expect(await send(connectionId, { action: 'subscribe', sessionId })).toMatchObject({ type: 'subscribed' });
+
+    // Act: each session left and followed again at once.
+    const answers = await Promise.all(
+      first.flatMap((sessionId) => [
+        send(connectionId, { action: 'unsubscribe', sessionId }),
+        send(connectionId, { action: 'subscribe', sessionId }),
+      ]),
+    );
+
+    expect(answers.map((answer) => answer.type).sort()).toEqual([...first.map(() => 'subscribed'), ...first.map(() => 'unsubscribed')]);
+
+    // Then as many new sessions as the connection's list has room for.
+    const more = Array.from({ length: MAX_SUBSCRIPTIONS }, (_, n) => `race-more-${n}`);
+    const acked: string[] = [];
+    for (const sessionId of more)
+      if ((await send(connectionId, { action: 'subscribe', sessionId })).type === 'subscribed') acked.push(sessionId);
+
+    // Assess: the sessions with a follower item of this connection are exactly those it lists, and
+    // it gets events of no more than 100 sessions.
+    const listedNow = (await listed(connectionId)).sessions;
+    const all = [...first, ...more];
+    const following = await Promise.all(
+      all.map(async (sessionId) => (await live.subscribers({ tenant, sessionId })).includes(connectionId)),
+    );
+    const followed = all.filter((_, n) => following[n]);
+    expect(followed.filter((id) => !listedNow.includes(id))).toEqual([]);
+    expect(listedNow.filter((id) => !followed.includes(id))).toEqual([]);
+    expect(followed.length).toBeLessThanOrEqual(MAX_SUBSCRIPTIONS);
   });
 });

@@ -1,4 +1,4 @@
-import { DeleteCommand, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { DeleteCommand, GetCommand, PutCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import type { EventMode } from '../../core/events/events.js';
 import {
   type LiveConnection,
@@ -7,12 +7,13 @@ import {
   MAX_SUBSCRIPTIONS,
   type NamespaceFollower,
 } from '../../core/fanout/live.js';
+import { AgentStateError } from '../../core/kernel/errors.js';
 import type { Namespace } from '../../core/memory/memory.js';
 import type { SessionScope } from '../../core/model/model.js';
 import * as keys from '../table/keys.js';
 import { forEachInRange } from '../table/paging.js';
 import { tableKeys } from '../table/table.js';
-import { conditionally, conditions, type Item, type TableClient } from '../table/table-client.js';
+import { conditions, type Item, type TableClient, type TransactItem } from '../table/table-client.js';
 
 /**
  * WebSocket connections and what they follow (keys.ts), both with TTL:
@@ -72,22 +73,15 @@ export class DynamoDbLiveStore implements LiveStore {
     // outlives its connection (beyond a race with $disconnect, which TTL and the change
     // hook's cleanup of gone connections settle). A connection that is gone, or follows as
     // many sessions as it may, follows nothing more.
-    if (!(await this.list(connectionId, 'sessions', scope.sessionId, expiresAt))) return false;
-    await this.table.send(
-      new PutCommand({
-        TableName: this.table.tableName,
-        // Replaces an earlier subscription of this connection to the session, agent and all.
-        Item: {
-          pk: keys.subscribers(scope),
-          sk: keys.subscriber(connectionId),
-          connectionId,
-          agentId: agentId ?? undefined,
-          mode: mode === 'full' ? undefined : mode,
-          [tableKeys.timeToLive]: expiresAt,
-        },
-      }),
-    );
-    return true;
+    return this.follow(connectionId, 'sessions', scope.sessionId, expiresAt, {
+      // Replaces an earlier subscription of this connection to the session, agent and all.
+      pk: keys.subscribers(scope),
+      sk: keys.subscriber(connectionId),
+      connectionId,
+      agentId: agentId ?? undefined,
+      mode: mode === 'full' ? undefined : mode,
+      [tableKeys.timeToLive]: expiresAt,
+    });
   }
 
   async subscribeNamespace(
@@ -98,30 +92,20 @@ export class DynamoDbLiveStore implements LiveStore {
     mode: EventMode = 'full',
   ): Promise<boolean> {
     // As `subscribe`: the connection lists it first, so $disconnect finds what to remove.
-    if (!(await this.list(connectionId, 'namespaces', namespace.join('/'), expiresAt))) return false;
-    await this.table.send(
-      new PutCommand({
-        TableName: this.table.tableName,
-        Item: {
-          pk: keys.namespaceFollowers(tenant, namespace),
-          sk: keys.subscriber(connectionId),
-          connectionId,
-          mode: mode === 'full' ? undefined : mode,
-          [tableKeys.timeToLive]: expiresAt,
-        },
-      }),
-    );
-    return true;
+    return this.follow(connectionId, 'namespaces', namespace.join('/'), expiresAt, {
+      pk: keys.namespaceFollowers(tenant, namespace),
+      sk: keys.subscriber(connectionId),
+      connectionId,
+      mode: mode === 'full' ? undefined : mode,
+      [tableKeys.timeToLive]: expiresAt,
+    });
   }
 
   async unsubscribeNamespace(connectionId: string, tenant: string, namespace: Namespace): Promise<void> {
-    await this.table.send(
-      new DeleteCommand({
-        TableName: this.table.tableName,
-        Key: { pk: keys.namespaceFollowers(tenant, namespace), sk: keys.subscriber(connectionId) },
-      }),
-    );
-    await this.unlist(connectionId, 'namespaces', namespace.join('/'));
+    await this.unfollow(connectionId, 'namespaces', namespace.join('/'), {
+      pk: keys.namespaceFollowers(tenant, namespace),
+      sk: keys.subscriber(connectionId),
+    });
   }
 
   /** One Query per namespace the event's lies under (itself included): at most eight, in parallel. */
@@ -144,55 +128,103 @@ export class DynamoDbLiveStore implements LiveStore {
   }
 
   async unsubscribe(connectionId: string, scope: SessionScope): Promise<void> {
-    await this.table.send(
-      new DeleteCommand({ TableName: this.table.tableName, Key: { pk: keys.subscribers(scope), sk: keys.subscriber(connectionId) } }),
-    );
-    await this.unlist(connectionId, 'sessions', scope.sessionId);
+    await this.unfollow(connectionId, 'sessions', scope.sessionId, { pk: keys.subscribers(scope), sk: keys.subscriber(connectionId) });
   }
 
   /**
-   * Adds a session id or a namespace path to what the connection follows, unless the
-   * connection is gone or already follows as many as it may (then false). Listing again what it
-   * lists already only renews the connection's expiry.
+   * Adds a session id or a namespace path to what the connection follows and puts its follower
+   * item, in one transaction, unless the connection is gone or already follows as many as it
+   * may (then false). Listing again what it lists already only renews the connection's expiry.
+   * One transaction, because a list and its follower items written one after the other drift
+   * apart when a subscribe and an unsubscribe of the same session run at once (in AWS each
+   * message is its own invocation): the follower put after the unsubscribe's delete, the entry
+   * taken off after the subscribe's add, left a follower the connection did not list, which
+   * neither the limit counted nor `$disconnect` removed (100 of 100 such pairs on DynamoDB Local).
    */
-  private async list(connectionId: string, listName: ConnectionList, entry: string, expiresAt: number): Promise<boolean> {
-    return conditionally(
-      this.table.send(
-        new UpdateCommand({
-          TableName: this.table.tableName,
-          Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
-          UpdateExpression: 'ADD #list :entries SET #ttl = :ttl',
-          ConditionExpression: `${conditions.itemExists} AND (attribute_not_exists(#list) OR size(#list) < :max OR contains(#list, :entry))`,
-          ExpressionAttributeNames: { '#list': listName, '#ttl': tableKeys.timeToLive },
-          ExpressionAttributeValues: { ':entries': new Set([entry]), ':entry': entry, ':max': MAX_SUBSCRIPTIONS, ':ttl': expiresAt },
-        }),
-      ),
+  private async follow(connectionId: string, listName: ConnectionList, entry: string, expiresAt: number, follower: Item): Promise<boolean> {
+    return this.onConnection(
+      {
+        TableName: this.table.tableName,
+        Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
+        UpdateExpression: 'ADD #list :entries SET #ttl = :ttl',
+        ConditionExpression: `${conditions.itemExists} AND (attribute_not_exists(#list) OR size(#list) < :max OR contains(#list, :entry))`,
+        ExpressionAttributeNames: { '#list': listName, '#ttl': tableKeys.timeToLive },
+        ExpressionAttributeValues: { ':entries': new Set([entry]), ':entry': entry, ':max': MAX_SUBSCRIPTIONS, ':ttl': expiresAt },
+      },
+      { Put: { TableName: this.table.tableName, Item: follower } },
     );
   }
 
-  /** Takes an entry off the connection's list; a connection that is gone lists nothing to remove. */
-  private async unlist(connectionId: string, listName: ConnectionList, entry: string): Promise<void> {
-    await conditionally(
-      this.table.send(
-        new UpdateCommand({
-          TableName: this.table.tableName,
-          Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
-          UpdateExpression: 'DELETE #list :entries',
-          ConditionExpression: conditions.itemExists,
-          ExpressionAttributeNames: { '#list': listName },
-          ExpressionAttributeValues: { ':entries': new Set([entry]) },
-        }),
-      ),
+  /** Takes an entry off the connection's list and deletes its follower item, in one transaction (as `follow`). */
+  private async unfollow(connectionId: string, listName: ConnectionList, entry: string, followerKey: Item): Promise<void> {
+    const listed = await this.onConnection(
+      {
+        TableName: this.table.tableName,
+        Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
+        UpdateExpression: 'DELETE #list :entries',
+        ConditionExpression: conditions.itemExists,
+        ExpressionAttributeNames: { '#list': listName },
+        ExpressionAttributeValues: { ':entries': new Set([entry]) },
+      },
+      { Delete: { TableName: this.table.tableName, Key: followerKey } },
     );
+    // A connection that is gone lists nothing to remove; its follower goes all the same.
+    if (!listed) await this.table.send(new DeleteCommand({ TableName: this.table.tableName, Key: followerKey }));
+  }
+
+  /**
+   * The connection item's update and a follower's put or delete (`second`) as one transaction:
+   * false when the connection's condition was false. A conflict with another transaction on the
+   * same connection wrote nothing, so it is tried again after a random wait, for up to
+   * `CONFLICT_BUDGET_MS`: one connection's messages run as invocations side by side, and a
+   * burst of them on its one item takes turns. Past that, `409 conflict` (nothing written).
+   */
+  private async onConnection(Update: NonNullable<TransactItem['Update']>, second: TransactItem): Promise<boolean> {
+    const started = Date.now();
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        await this.table.send(new TransactWriteCommand({ TransactItems: [{ Update }, second] }));
+        return true;
+      } catch (error) {
+        const codes = cancellationCodes(error);
+        if (codes[0] === 'ConditionalCheckFailed') return false;
+        if (!codes.includes('TransactionConflict')) throw error;
+        if (Date.now() - started >= CONFLICT_BUDGET_MS) {
+          throw new AgentStateError('conflict', 'the connection is changing too fast to follow or leave this; retry', {
+            attempts: attempt,
+          });
+        }
+        await new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(200, 5 * 2 ** attempt)));
+      }
+    }
+  }
+
+  /**
+   * A plain write of the connection item, tried again while it meets a follow's or a leave's
+   * transaction under way on that item (DynamoDB refuses it with TransactionConflictException,
+   * which the SDK does not retry), within the same budget.
+   */
+  private async retryingConflicts<T>(write: () => Promise<T>): Promise<T> {
+    const started = Date.now();
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return await write();
+      } catch (error) {
+        if ((error as { name?: string }).name !== 'TransactionConflictException' || Date.now() - started >= CONFLICT_BUDGET_MS) throw error;
+        await new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(200, 5 * 2 ** attempt)));
+      }
+    }
   }
 
   async deleteConnection(connectionId: string): Promise<void> {
-    const { Attributes } = await this.table.send(
-      new DeleteCommand({
-        TableName: this.table.tableName,
-        Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
-        ReturnValues: 'ALL_OLD',
-      }),
+    const { Attributes } = await this.retryingConflicts(() =>
+      this.table.send(
+        new DeleteCommand({
+          TableName: this.table.tableName,
+          Key: { pk: keys.connection(connectionId), sk: keys.connectionSort },
+          ReturnValues: 'ALL_OLD',
+        }),
+      ),
     );
     if (!Attributes || typeof Attributes.tenant !== 'string') return;
     const tenant = Attributes.tenant;
@@ -254,4 +286,14 @@ function sessionsOf(item: Item): string[] {
 function setOf(value: unknown): string[] {
   if (value instanceof Set) return [...value].map(String);
   return Array.isArray(value) ? value.map(String) : [];
+}
+
+/** How long a follow or a leave retries its transaction's conflicts with others on the same connection: half the WebSocket function's 10 s timeout (lib/agent-state.ts). */
+const CONFLICT_BUDGET_MS = 5_000;
+
+/** The codes of a cancelled transaction's items, in order (none for another failure). */
+function cancellationCodes(error: unknown): string[] {
+  if ((error as { name?: string }).name !== 'TransactionCanceledException') return [];
+  const reasons = (error as { CancellationReasons?: Array<{ Code?: string }> }).CancellationReasons ?? [];
+  return reasons.map((reason) => reason.Code ?? 'None');
 }
