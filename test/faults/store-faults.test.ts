@@ -475,14 +475,18 @@ describe('partial batch results (DynamoDB Local always processes a whole batch)'
 describe('a WebSocket connection’s follows meeting each other’s transactions (DynamoDB Local serializes them; AWS refuses one)', () => {
   const connectionItem = (input: any, connectionId: string) =>
     JSON.stringify(input).includes(keys.connection(connectionId)) && input.TransactItems !== undefined;
+  /** A connection of its own, and a session for it to follow. */
+  const connected = async () => {
+    const live = new DynamoDbLiveStore(stores.table);
+    const connectionId = sid('conflicts');
+    const expiresAt = Math.floor(Date.now() / 1000) + 600;
+    await live.putConnection(connectionId, TENANT, expiresAt);
+    return { live, connectionId, expiresAt, scope: { tenant: TENANT, sessionId: sid('followed') } };
+  };
 
   it('follows and leaves once a conflicting transaction on the connection has finished, and lists what the follower items say', async () => {
     // Prepare
-    const live = new DynamoDbLiveStore(stores.table);
-    const connectionId = sid('conflicts');
-    const scope = { tenant: TENANT, sessionId: sid('followed') };
-    const expiresAt = Math.floor(Date.now() / 1000) + 600;
-    await live.putConnection(connectionId, TENANT, expiresAt);
+    const { live, connectionId, scope, expiresAt } = await connected();
     const conflicts = arm(TransactWriteCommand, () => ({ error: errors.cancelled('TransactionConflict', 'None') }), {
       times: 3,
       when: (input) => connectionItem(input, connectionId),
@@ -506,11 +510,7 @@ describe('a WebSocket connection’s follows meeting each other’s transactions
 
   it('answers 409 conflict, having written nothing, when the connection keeps conflicting past its budget', async () => {
     // Prepare
-    const live = new DynamoDbLiveStore(stores.table);
-    const connectionId = sid('conflicts');
-    const scope = { tenant: TENANT, sessionId: sid('followed') };
-    const expiresAt = Math.floor(Date.now() / 1000) + 600;
-    await live.putConnection(connectionId, TENANT, expiresAt);
+    const { live, connectionId, scope, expiresAt } = await connected();
     arm(TransactWriteCommand, () => ({ error: errors.cancelled('TransactionConflict', 'None') }), {
       times: Number.POSITIVE_INFINITY,
       when: (input) => connectionItem(input, connectionId),
@@ -528,11 +528,7 @@ describe('a WebSocket connection’s follows meeting each other’s transactions
 
   it('deletes a connection and its followers once a follow under way on its item has finished', async () => {
     // Prepare
-    const live = new DynamoDbLiveStore(stores.table);
-    const connectionId = sid('conflicts');
-    const scope = { tenant: TENANT, sessionId: sid('followed') };
-    const expiresAt = Math.floor(Date.now() / 1000) + 600;
-    await live.putConnection(connectionId, TENANT, expiresAt);
+    const { live, connectionId, scope, expiresAt } = await connected();
     expect(await live.subscribe(connectionId, scope, expiresAt)).toBe(true);
     const conflicts = arm(DeleteCommand, () => ({ error: errors.transactionConflict() }), {
       times: 2,
