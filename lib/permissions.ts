@@ -72,9 +72,10 @@ const finishDelete: TableAction = 'dynamodb:BatchWriteItem';
  * | state    | Get, BatchGet (lineage,        | Put (the log's next change), BatchWrite,       |
  * |          | pieces), Query (tip, versions, | Update (pointers, touch), Transact (a first    |
  * |          | the write queue's tickets)     | write), Put/Delete (a queue ticket), idempot.  |
- * | agents   | Get (agent, parents), Query    | Put (agent), a move's Transact Put+Condition-  |
- * |          | (list; index: the sessions a   | Check (its ancestors' parents), idempotency    |
- * |          | type change checks), BatchGet  |                                                |
+ * | agents   | Get (agent, parents, registry  | Put (agent), Transact Put+Put (an agent and    |
+ * |          | version), Query (list; index:  | the registry's version), idempotency           |
+ * |          | the sessions a type change     |                                                |
+ * |          | checks), BatchGet              |                                                |
  * |          | (their states' pieces)         |                                                |
  * | decide   | Get (session, agent), BatchGet | Put (the lease and the commit: changes of the  |
  * |          | (nodes named by the trigger or | log), Update (failed attempt, pointers, touch),|
@@ -111,9 +112,9 @@ export const routeGroupAccess = {
   agents: {
     // A type change that stored values may not fit reads the agent's sessions (found on the
     // sessions index) and their states, a large one in pieces (BatchGet).
-    // ConditionCheck: a move checks, in the transaction that puts the agent, that its new
-    // ancestors still have the parents they were read with (no cycle from two moves at once).
-    table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', 'dynamodb:ConditionCheckItem', ...idempotency],
+    // A registration the registry's rules concern puts the agent and the registry's version in
+    // one transaction (two PutItems; PutItem is granted with idempotency's).
+    table: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', ...idempotency],
     sessionsIndex: ['dynamodb:Query'],
   },
   decide: {

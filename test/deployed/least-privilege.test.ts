@@ -198,7 +198,8 @@ describe('each route group, through its paths, within its role', () => {
     expectStatus(await call('PUT', '/v1/agents/lp-child', { parentId: 'lp-missing' }, { headers: { 'idempotency-key': 'lp-a-2' } }), 404);
     expectStatus(await call('GET', '/v1/agents/lp-child'), 200);
     expectStatus(await call('GET', '/v1/agents'), 200);
-    // A move: the agent put with a check of its new ancestors (a transaction with a ConditionCheck).
+    // A move: the agent put beside the registry's version, read first (a transaction of two Puts);
+    // the cycle it would make refused.
     expectStatus(await call('PUT', '/v1/agents/lp-mover', {}), 201);
     expectStatus(await call('PUT', '/v1/agents/lp-mover', { parentId: 'lp-child' }), 200);
     expectStatus(await call('PUT', '/v1/agents/lp-root', { parentId: 'lp-mover' }), 400);

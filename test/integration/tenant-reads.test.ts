@@ -95,10 +95,14 @@ describe('the registry, read once a second per instance', () => {
     const record = (await reader.stores.agents.getAgent(tenant, 'helper')) as NonNullable<
       Awaited<ReturnType<Stores['agents']['getAgent']>>
     >;
-    await reader.stores.agents.putAgent(tenant, {
-      ...record,
-      worker: { ...(record.worker as NonNullable<typeof record.worker>), url: 'https://worker.example/c' },
-    });
+    await reader.stores.agents.putAgent(
+      tenant,
+      {
+        ...record,
+        worker: { ...(record.worker as NonNullable<typeof record.worker>), url: 'https://worker.example/c' },
+      },
+      { existed: true, parentAsRead: record.parentId },
+    );
     await decideIn(reader, 'r-3');
     clock += TENANT_READ_MAX_AGE_MS;
     await decideIn(reader, 'r-4');
@@ -120,11 +124,15 @@ describe('the registry, read once a second per instance', () => {
     const record = (await reader.stores.agents.getAgent(tenant, 'helper')) as NonNullable<
       Awaited<ReturnType<Stores['agents']['getAgent']>>
     >;
-    await reader.stores.agents.putAgent(tenant, {
-      ...record,
-      agentId: 'newcomer',
-      worker: { ...(record.worker as NonNullable<typeof record.worker>), url: 'https://worker.example/new' },
-    });
+    await reader.stores.agents.putAgent(
+      tenant,
+      {
+        ...record,
+        agentId: 'newcomer',
+        worker: { ...(record.worker as NonNullable<typeof record.worker>), url: 'https://worker.example/new' },
+      },
+      { existed: false, parentAsRead: null },
+    );
     reader.registryReads = 0;
 
     // Act: two decisions for it, at once after its registration.

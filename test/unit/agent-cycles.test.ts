@@ -31,6 +31,7 @@ describe('a registry read that shows a cycle', () => {
     const listed = [agent('a', 'c'), agent('c', 'a'), agent('d', 'a')];
     const agents = {
       getAgent: async (_tenant: string, agentId: string) => stored.get(agentId) ?? null,
+      registryVersion: async () => 0,
       listAgents: async () => ({ items: listed }),
       putAgent: async (_tenant: string, record: AgentRecord) => {
         stored.set(record.agentId, record);

@@ -44,12 +44,19 @@ export class AgentReader {
   }
 }
 
-/** Every agent of a tenant (a tenant has few): one query per 500. */
-export async function allAgentsOf(store: Pick<AgentStore, 'listAgents'>, tenant: string): Promise<AgentRecord[]> {
+/**
+ * Every agent of a tenant (a tenant has few): one query per 500. `consistent`: with every write
+ * that landed before the read (what a registration checks its rules against).
+ */
+export async function allAgentsOf(
+  store: Pick<AgentStore, 'listAgents'>,
+  tenant: string,
+  options: { consistent?: boolean } = {},
+): Promise<AgentRecord[]> {
   const agents: AgentRecord[] = [];
   let cursor: string | undefined;
   do {
-    const page = await store.listAgents(tenant, { limit: 500, ...(cursor ? { cursor } : {}) });
+    const page = await store.listAgents(tenant, { limit: 500, ...options, ...(cursor ? { cursor } : {}) });
     agents.push(...page.items);
     cursor = page.next;
   } while (cursor);

@@ -5,16 +5,17 @@ import { checkDeclarations, type StateFields, typeProblem } from '../model/field
 import { checkLifetimeSettings } from '../model/lifetime.js';
 import { agentConfigExcess, routesExcess, stateFieldsExcess } from '../model/limits.js';
 import type { AgentDocuments, AgentLifetime, AgentRecord, AgentRoute, Page, WorkerMessages, WorkerRecord } from '../model/model.js';
-import { type AgentEdge, type AgentStore, RegistryChangedError, type SessionStore } from '../model/ports.js';
+import { type AgentStore, RegistryChangedError, type SessionStore } from '../model/ports.js';
 import type { AllowedAgents } from './acting-agent.js';
 import { agentNotFound, agentSubtree, requireMayPlace } from './agent-access.js';
 import { allAgentsOf } from './agent-reader.js';
+import { levelsBelow, MAX_HIERARCHY_DEPTH, rootOf } from './hierarchy.js';
 import { checkRoutes, checkRoutesStillHold } from './routing.js';
 
-/** Agents form a hierarchy through `parentId`; deeper than this is a mistake, not a design. */
-const MAX_HIERARCHY_DEPTH = 32;
-/** Registrations whose ancestors moved while they were checked are checked again this many times in all. */
+/** Registrations that found the registry changed while they were checked are checked again this many times in all. */
 const MAX_REGISTRATION_ATTEMPTS = 8;
+/** The first wait before checking again is random below this; it doubles with each attempt. */
+const RETRY_BASE_MS = 50;
 /** A type change is checked against the head state of at most this many sessions. */
 const TYPE_CHANGE_CHECK_LIMIT = 1000;
 
@@ -78,19 +79,23 @@ export class AgentService {
     input: AgentInput,
     allowed: AllowedAgents = null,
   ): Promise<{ agent: AgentView; created: boolean }> {
-    // A move is written only while the ancestors it was checked against are as they were read
-    // (`assertNoCycle`): two moves at once (a under b, b under a) both passed their reads and
-    // made a cycle. The one that finds its ancestors moved checks everything again.
+    // A registration the registry's rules concern is written only while no other such one has
+    // landed since it read the registry (`registerOnce`): two at once (a under b and b under a;
+    // a route to an agent and that agent's move away; one field name declared in two places of
+    // a tree) each passed their reads and together broke a rule. The one that finds the registry
+    // changed checks everything again, after a random wait that doubles each time, so that
+    // many at once spread out instead of colliding again.
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.registerOnce(tenant, agentId, input, allowed);
       } catch (error) {
         if (!(error instanceof RegistryChangedError)) throw error;
         if (attempt >= MAX_REGISTRATION_ATTEMPTS) {
-          throw new AgentStateError('conflict', 'the agents above this one kept moving while it was registered; retry', {
+          throw new AgentStateError('conflict', 'the agents kept changing while this one was registered; retry', {
             attempts: MAX_REGISTRATION_ATTEMPTS,
           });
         }
+        await new Promise((resolve) => setTimeout(resolve, Math.random() * RETRY_BASE_MS * 2 ** (attempt - 1)));
       }
     }
   }
@@ -101,12 +106,22 @@ export class AgentService {
     input: AgentInput,
     allowed: AllowedAgents,
   ): Promise<{ agent: AgentView; created: boolean }> {
+    // The registry's version before anything its rules are checked against: the write of a
+    // registration they concern is conditional on it (`AgentStore.putAgent`), so everything
+    // read after it is the registry as it stands when the write lands. The agent itself is
+    // written as read (absent, or with the parent read), whatever the registration.
+    const [registryVersion, existing] = await Promise.all([this.store.registryVersion(tenant), this.store.getAgent(tenant, agentId)]);
+    let listing: Promise<AgentRecord[]> | undefined;
+    const registry = () => {
+      listing ??= allAgentsOf(this.store, tenant, { consistent: true });
+      return listing;
+    };
     if (allowed) {
-      const agents = await this.allAgents(tenant);
+      const agents = await registry();
       requireMayPlace(allowed, agentSubtree(allowed, agents) as ReadonlySet<string>, {
         agentId,
         parentId: input.parentId ?? null,
-        existing: agents.find((agent) => agent.agentId === agentId) ?? null,
+        existing,
       });
     }
     const config = input.config ?? null;
@@ -132,14 +147,14 @@ export class AgentService {
     if (input.worker) this.checkWorkerUrl(input.worker.url);
     if (input.lifetime) checkLifetimeSettings(input.lifetime, this.now().getTime(), 'lifetime.');
     const parentId = input.parentId ?? null;
-    const [existing, ancestors] = await Promise.all([
-      this.store.getAgent(tenant, agentId),
-      parentId === null ? Promise.resolve([]) : this.assertNoCycle(tenant, agentId, parentId),
-    ]);
+    const moves = movesAgent(existing, parentId);
+    if (parentId !== null) await this.checkPlace(tenant, agentId, parentId, moves ? await registry() : []);
     const stateFields = input.stateFields ?? null;
     if (stateFields) checkDeclarations(stateFields);
     // A move takes the agents below along into another tree, with the names they declare.
-    if (stateFields || movesAgent(existing, parentId)) await this.checkFieldChanges(tenant, agentId, parentId, existing, stateFields ?? {});
+    if (stateFields || moves) {
+      await this.checkFieldChanges(tenant, { agentId, parentId, existing, stateFields: stateFields ?? {} }, await registry());
+    }
     const at = this.now().toISOString();
     const worker: WorkerRecord | null = input.worker
       ? {
@@ -165,25 +180,21 @@ export class AgentService {
     };
     // Routes lead down the hierarchy: this agent's must, and a move must not take a route's
     // target out from under the agent that routes to it.
-    if (routes || movesAgent(existing, parentId)) {
-      const after = [...(await this.allAgents(tenant)).filter((agent) => agent.agentId !== agentId), record];
+    if (routes || moves) {
+      const after = [...(await registry()).filter((agent) => agent.agentId !== agentId), record];
       if (routes) checkRoutes(agentId, routes, after);
-      if (movesAgent(existing, parentId)) checkRoutesStillHold(agentId, after);
+      if (moves) checkRoutesStillHold(agentId, after);
     }
-    // An edge to a parent is written only while the agent's own parent is the one read (so a
-    // registration that keeps its parent does not put back an edge a move took away meanwhile),
-    // and a move's only while its new ancestors are as read: a new agent is nobody's ancestor.
-    const created = await this.store.putAgent(
-      tenant,
-      record,
-      parentId === null
-        ? {}
-        : {
-            parentAsRead: existing?.parentId ?? null,
-            existed: existing !== null,
-            ancestors: movesAgent(existing, parentId) ? ancestors : [],
-          },
-    );
+    // What the rules read of other agents, and what they read of this one: another parent
+    // (for a new agent, any), a field name, a route. A registration that only drops some of
+    // those, or changes its worker or config, breaks no rule whatever lands beside it.
+    const ruled =
+      (existing === null ? parentId !== null : moves) || (stateFields !== null && Object.keys(stateFields).length > 0) || routes !== null;
+    const created = await this.store.putAgent(tenant, record, {
+      existed: existing !== null,
+      parentAsRead: existing?.parentId ?? null,
+      ...(ruled ? { registryVersion } : {}),
+    });
     // The registry this process's requests read (kernel/tenant-cache.ts): the next one sees the change.
     invalidateTenant('registry', tenant);
     return { agent: agentView(record), created };
@@ -230,24 +241,14 @@ export class AgentService {
    */
   private async checkFieldChanges(
     tenant: string,
-    agentId: string,
-    parentId: string | null,
-    existing: AgentRecord | null,
-    stateFields: StateFields,
+    change: { agentId: string; parentId: string | null; existing: AgentRecord | null; stateFields: StateFields },
+    registry: readonly AgentRecord[],
   ): Promise<void> {
-    const agents = (await this.allAgents(tenant)).filter((agent) => agent.agentId !== agentId);
+    const { agentId, parentId, existing, stateFields } = change;
+    const agents = registry.filter((agent) => agent.agentId !== agentId);
     const self = { agentId, parentId, stateFields } as AgentRecord;
     const all = [...agents, self];
-    const rootOf = (id: string): string => {
-      let current = all.find((agent) => agent.agentId === id);
-      for (let depth = 0; current?.parentId && depth < MAX_HIERARCHY_DEPTH; depth++) {
-        const parent = current.parentId;
-        current = all.find((agent) => agent.agentId === parent) ?? current;
-        if (current.agentId !== parent) break;
-      }
-      return current?.agentId ?? id;
-    };
-    const tree = new Set(treeMembers(rootOf(agentId), all));
+    const tree = new Set(treeMembers(rootOf(all, agentId), all));
     for (const other of agents) {
       if (!tree.has(other.agentId) || !other.stateFields) continue;
       const clash = Object.keys(stateFields).find((name) => Object.hasOwn(other.stateFields as StateFields, name));
@@ -327,21 +328,18 @@ export class AgentService {
   }
 
   /**
-   * The parent must exist, and the new edge must not close a loop in the hierarchy. Answers
-   * the ancestors as read, from the parent up: what a move's write checks is still so.
+   * The parent must exist, the new edge must not close a loop in the hierarchy, and the agent
+   * with every agent below it (`registry`, for an agent that moves) must stay within
+   * `MAX_HIERARCHY_DEPTH` levels: the new parent's chain, the agent, and the levels below it.
    */
-  private async assertNoCycle(tenant: string, agentId: string, parentId: string): Promise<AgentEdge[]> {
-    const ancestors: AgentEdge[] = [];
+  private async checkPlace(tenant: string, agentId: string, parentId: string, registry: readonly AgentRecord[]): Promise<void> {
     if (parentId === agentId) {
       throw new AgentStateError('invalid_request', 'an agent cannot be its own parent', { field: 'parentId' });
     }
-    let current: string | null = parentId;
-    for (let depth = 0; current !== null; depth++) {
-      if (depth >= MAX_HIERARCHY_DEPTH) {
-        throw new AgentStateError('invalid_request', `agent hierarchies may be at most ${MAX_HIERARCHY_DEPTH} deep`, {
-          field: 'parentId',
-        });
-      }
+    let above = 0;
+    // The chain up from the parent: past `MAX_HIERARCHY_DEPTH` agents it is too deep whatever
+    // is above, and the agent would be found well before if the parent were below it.
+    for (let current: string | null = parentId; current !== null && above < MAX_HIERARCHY_DEPTH; above++) {
       const ancestor = await this.store.getAgent(tenant, current);
       if (!ancestor) {
         throw new AgentStateError('agent_not_found', `parent agent ${current} does not exist`, { agentId: current });
@@ -351,10 +349,16 @@ export class AgentService {
           field: 'parentId',
         });
       }
-      ancestors.push({ agentId: ancestor.agentId, parentId: ancestor.parentId });
       current = ancestor.parentId;
     }
-    return ancestors;
+    // Levels: the agents above, the agent itself, and the deepest one it takes along below it.
+    const below = levelsBelow(registry, agentId);
+    if (above + 1 + below > MAX_HIERARCHY_DEPTH) {
+      const after = below === 0 ? '' : `; under ${parentId}, the ${below} levels of agents below ${agentId} would pass that`;
+      throw new AgentStateError('invalid_request', `agent hierarchies may be at most ${MAX_HIERARCHY_DEPTH} deep${after}`, {
+        field: 'parentId',
+      });
+    }
   }
 }
 

@@ -453,20 +453,18 @@ export class StaleTipError extends Error {
   }
 }
 
-/** An agent and the parent it had when read: what a move's write checks is still so. */
-export interface AgentEdge {
-  agentId: string;
-  parentId: string | null;
-}
-
-/** What a registration that gives an agent a parent writes under (`AgentStore.putAgent`). */
+/**
+ * What a registration writes under (`AgentStore.putAgent`): the agent as it was read (absent, or
+ * present with `parentAsRead`), and for one that the registry's rules concern, the version of
+ * the registry read before everything the rules were checked against.
+ */
 export interface AgentPutConditions {
-  existed?: boolean;
-  parentAsRead?: string | null;
-  ancestors?: readonly AgentEdge[];
+  existed: boolean;
+  parentAsRead: string | null;
+  registryVersion?: number;
 }
 
-/** A registration whose write found an agent it checked changed since it was read: read again and retry. */
+/** A registration whose write found what it was checked against changed since it was read: read again and retry. */
 export class RegistryChangedError extends Error {
   constructor() {
     super('the agents changed since they were read');
@@ -476,14 +474,20 @@ export class RegistryChangedError extends Error {
 
 export interface AgentStore {
   /**
-   * Creates or replaces an agent; true when it was created. With `existed` and `parentAsRead`,
-   * only while the agent is as absent or present as read, with that parent; with `ancestors`,
-   * only while each of them still has the parent it was read with. Else `RegistryChangedError`,
+   * Creates or replaces an agent; true when it was created. Only while the agent is as absent
+   * or present as read, with that parent; with `registryVersion`, only while the registry's
+   * version is still that one, which the write then moves on by one. Else `RegistryChangedError`,
    * nothing written.
    */
-  putAgent(tenant: string, agent: AgentRecord, options?: AgentPutConditions): Promise<boolean>;
+  putAgent(tenant: string, agent: AgentRecord, conditions: AgentPutConditions): Promise<boolean>;
   getAgent(tenant: string, agentId: string): Promise<AgentRecord | null>;
-  listAgents(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<AgentRecord>>;
+  /**
+   * The version of the tenant's registry (0 before any change the rules concern), read
+   * consistently: every registration that the registry's rules concern moves it on by one.
+   */
+  registryVersion(tenant: string): Promise<number>;
+  /** `consistent`: with every write that landed before the read (a registration's checks). */
+  listAgents(tenant: string, options: { limit: number; cursor?: string; consistent?: boolean }): Promise<Page<AgentRecord>>;
   /**
    * Every agent of the tenant and its shared document (null when none), read together: a
    * decision needs both, and the store keeps them side by side so that they are one request.

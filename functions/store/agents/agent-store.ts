@@ -1,6 +1,6 @@
 import { GetCommand, PutCommand, QueryCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import type { AgentRecord, DocumentRecord, Page } from '../../core/model/model.js';
-import { type AgentEdge, type AgentPutConditions, type AgentStore, RegistryChangedError } from '../../core/model/ports.js';
+import { type AgentPutConditions, type AgentStore, RegistryChangedError } from '../../core/model/ports.js';
 import * as documentItem from '../documents/document-item.js';
 import * as keys from '../table/keys.js';
 import { pageOf, prefixPageQuery, queryAll } from '../table/paging.js';
@@ -41,7 +41,7 @@ export class DynamoDbTenantAgents implements Pick<AgentStore, 'readTenant'> {
 
 /** The registry's reads: a page of agents too (the typed fields of a session's writes). */
 export class DynamoDbAgentReader extends DynamoDbTenantAgents implements Pick<AgentStore, 'listAgents' | 'readTenant'> {
-  async listAgents(tenant: string, options: { limit: number; cursor?: string }): Promise<Page<AgentRecord>> {
+  async listAgents(tenant: string, options: { limit: number; cursor?: string; consistent?: boolean }): Promise<Page<AgentRecord>> {
     const range = { tableName: this.table.tableName, partition: keys.agents(tenant), prefix: keys.agentPrefix };
     const { Items, LastEvaluatedKey } = await this.table.send(new QueryCommand(prefixPageQuery(range, options)));
     return pageOf((Items ?? []).map(agentItem.decode), LastEvaluatedKey, range);
@@ -54,47 +54,44 @@ export class DynamoDbAgentReader extends DynamoDbTenantAgents implements Pick<Ag
  *   A#<tenant>   A#<agent>   parentId, worker (url, secret, timeoutMs), config and typed
  *                            fields (JSON text), createdAt, updatedAt
  *   A#<tenant>   G           the tenant's shared document (document-store.ts writes it)
+ *   A#<tenant>   V           registryVersion: moved on by every registration the registry's
+ *                            rules concern (agent-service.ts), in the transaction that puts it
  *
  * A tenant's whole hierarchy is one Query, which is how typed fields are built; the shared
  * document sorts after every agent (`A#…` < `G`), so a decision, which needs both, reads the
- * agents and the document in that same Query (`readTenant`).
+ * agents and the document in that same Query (`readTenant`). The version sorts after both,
+ * outside every range read.
  */
 export class DynamoDbAgentStore extends DynamoDbAgentReader implements AgentStore {
-  async putAgent(tenant: string, agent: AgentRecord, options: AgentPutConditions = {}): Promise<boolean> {
-    const { ancestors = [], existed } = options;
+  async putAgent(tenant: string, agent: AgentRecord, asWhenRead: AgentPutConditions): Promise<boolean> {
+    const { existed, registryVersion } = asWhenRead;
     const item = agentItem.encode(tenant, agent);
     // The agent as read: absent, or present with the parent read (see `hasParent`).
-    const asRead =
-      existed === undefined
-        ? {}
-        : existed
-          ? hasParent(this.table.tableName, tenant, { agentId: agent.agentId, parentId: options.parentAsRead ?? null })
-          : { ConditionExpression: conditions.itemIsNew };
+    const asRead = existed ? hasParent(asWhenRead.parentAsRead) : { ConditionExpression: conditions.itemIsNew };
     try {
-      if (ancestors.length === 0) {
-        const { Attributes } = await this.table.send(
-          new PutCommand({
-            TableName: this.table.tableName,
-            Item: item,
-            ReturnValues: 'ALL_OLD',
-            ...('ConditionExpression' in asRead ? { ConditionExpression: asRead.ConditionExpression } : {}),
-            ...('ExpressionAttributeValues' in asRead ? { ExpressionAttributeValues: asRead.ExpressionAttributeValues } : {}),
-          }),
-        );
-        return Attributes === undefined;
+      if (registryVersion === undefined) {
+        await this.table.send(new PutCommand({ TableName: this.table.tableName, Item: item, ...asRead }));
+        return !existed;
       }
-      // A move: the agent put in one transaction with a check of each ancestor's parent as
-      // read (at most 32), so that two moves at once cannot both land on a hierarchy that the
-      // other changes. Only an agent that exists moves, so it was not created.
+      // One the rules concern: the agent, and the registry's version moved on from the one read
+      // before everything the rules were checked against, in one transaction.
       await this.table.send(
         new TransactWriteCommand({
           TransactItems: [
-            { Put: { TableName: this.table.tableName, Item: item, ...withoutKeyAndTable(asRead) } },
-            ...ancestors.map((ancestor) => ({ ConditionCheck: hasParent(this.table.tableName, tenant, ancestor) })),
+            { Put: { TableName: this.table.tableName, Item: item, ...asRead } },
+            {
+              Put: {
+                TableName: this.table.tableName,
+                Item: { ...versionKey(tenant), registryVersion: registryVersion + 1 },
+                ...(registryVersion === 0
+                  ? { ConditionExpression: conditions.itemIsNew }
+                  : { ConditionExpression: 'registryVersion = :read', ExpressionAttributeValues: { ':read': registryVersion } }),
+              },
+            },
           ],
         }),
       );
-      return false;
+      return !existed;
     } catch (error) {
       if (isConditionFailure(error) || (error instanceof Error && /^Transaction(Canceled|Conflict)Exception$/.test(error.name))) {
         throw new RegistryChangedError();
@@ -109,26 +106,23 @@ export class DynamoDbAgentStore extends DynamoDbAgentReader implements AgentStor
     );
     return Item ? agentItem.decode(Item) : null;
   }
+
+  async registryVersion(tenant: string): Promise<number> {
+    const { Item } = await this.table.send(
+      new GetCommand({ TableName: this.table.tableName, Key: versionKey(tenant), ConsistentRead: true }),
+    );
+    return Item ? Number(Item.registryVersion) : 0;
+  }
 }
 
-/** A condition's parts without the key and table a `ConditionCheck` names (for a transaction's `Put`). */
-function withoutKeyAndTable(condition: { ConditionExpression?: string; ExpressionAttributeValues?: Record<string, unknown> }) {
-  return {
-    ...(condition.ConditionExpression ? { ConditionExpression: condition.ConditionExpression } : {}),
-    ...(condition.ExpressionAttributeValues ? { ExpressionAttributeValues: condition.ExpressionAttributeValues } : {}),
-  };
-}
+const versionKey = (tenant: string) => ({ pk: keys.agents(tenant), sk: keys.registryVersionSort });
 
-/** The condition that an agent exists and still has the parent it was read with (none: absent or null). */
-function hasParent(tableName: string, tenant: string, edge: AgentEdge) {
-  return {
-    TableName: tableName,
-    Key: agentItem.key(tenant, edge.agentId),
-    ...(edge.parentId === null
-      ? {
-          ConditionExpression: 'attribute_exists(pk) AND (attribute_not_exists(parentId) OR attribute_type(parentId, :null))',
-          ExpressionAttributeValues: { ':null': 'NULL' },
-        }
-      : { ConditionExpression: 'parentId = :parent', ExpressionAttributeValues: { ':parent': edge.parentId } }),
-  };
+/** The condition on an agent's put that it exists and still has the parent it was read with. */
+function hasParent(parentId: string | null) {
+  return parentId === null
+    ? {
+        ConditionExpression: 'attribute_exists(pk) AND (attribute_not_exists(parentId) OR attribute_type(parentId, :null))',
+        ExpressionAttributeValues: { ':null': 'NULL' },
+      }
+    : { ConditionExpression: 'parentId = :parent', ExpressionAttributeValues: { ':parent': parentId } };
 }

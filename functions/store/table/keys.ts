@@ -26,6 +26,8 @@ import type { SessionScope } from '../../core/model/model.js';
  *   A#<tenant>                  A#<agent>        an agent of the registry
  *   A#<tenant>                  G                the tenant's shared document (beside the agents, so
  *                                                that a decision reads both in one Query)
+ *   A#<tenant>                  V                the registry's version: moved on by each registration
+ *                                                the registry's rules concern (agent-store.ts)
  *   I#<tenant>#<key>            I                an Idempotency-Key record
  *   H#<tenant>                  H#<webhook>      a webhook (change events, webhook-store.ts)
  *   H#<tenant>                  HP               the places of the tenant's webhooks: each one's id
@@ -104,6 +106,8 @@ export const sharedSort = 'G';
 export const agents = (tenant: string) => `A#${tenant}`;
 export const agent = (agentId: string) => `A#${agentId}`;
 export const agentPrefix = 'A#';
+/** The registry's version (agent-store.ts), after the agents and the shared document. */
+export const registryVersionSort = 'V';
 export const idempotency = (tenant: string, key: string) => `I#${tenant}#${key}`;
 export const idempotencySort = 'I';
 /**

@@ -1,0 +1,130 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { AgentService } from '../../functions/core/agents/agent-service.js';
+import { MAX_HIERARCHY_DEPTH } from '../../functions/core/agents/hierarchy.js';
+import { AgentStateError } from '../../functions/core/kernel/errors.js';
+import type { AgentRecord } from '../../functions/core/model/model.js';
+import { type AgentPutConditions, type AgentStore, RegistryChangedError, type SessionStore } from '../../functions/core/model/ports.js';
+
+/**
+ * What a registration checks and what its write is conditional on (agent-service.ts), over a
+ * registry kept in memory: the store's conditions themselves are proved on DynamoDB Local by
+ * test/e2e/agent-hierarchy-rules.test.ts.
+ */
+const record = (agentId: string, parentId: string | null): AgentRecord => ({
+  agentId,
+  parentId,
+  worker: null,
+  config: null,
+  stateFields: null,
+  createdAt: '2026-12-06T12:00:00.000Z',
+  updatedAt: '2026-12-06T12:00:00.000Z',
+});
+
+function registry(edges: Array<[string, string | null]>, options: { refuseEveryWrite?: boolean } = {}) {
+  const stored = new Map(edges.map(([agentId, parentId]) => [agentId, record(agentId, parentId)]));
+  const writes: AgentPutConditions[] = [];
+  const agents = {
+    getAgent: async (_tenant: string, agentId: string) => stored.get(agentId) ?? null,
+    registryVersion: async () => 7,
+    listAgents: async () => ({ items: [...stored.values()] }),
+    putAgent: async (_tenant: string, agent: AgentRecord, conditions: AgentPutConditions) => {
+      writes.push(conditions);
+      if (options.refuseEveryWrite) throw new RegistryChangedError();
+      stored.set(agent.agentId, agent);
+      return !conditions.existed;
+    },
+  } as unknown as AgentStore;
+  const sessions = {} as Pick<SessionStore, 'listSessions' | 'readTip'>;
+  return { service: new AgentService({ agents, sessions }, () => {}), stored, writes };
+}
+
+/** A line of `length` agents, `prefix0` at the top. */
+const line = (prefix: string, length: number): Array<[string, string | null]> =>
+  Array.from({ length }, (_, n) => [`${prefix}${n}`, n === 0 ? null : `${prefix}${n - 1}`]);
+
+describe('the depth of a hierarchy', () => {
+  it('counts the levels below an agent that moves: its deepest agent at 32 is taken, at 33 refused with 400', async () => {
+    // Prepare: a line of 30, and a mover with two levels below it.
+    const { service, stored } = registry([...line('n', MAX_HIERARCHY_DEPTH - 2), ...line('m', 3)]);
+
+    // Act
+    const fits = await service.putAgent('t', 'm0', { parentId: `n${MAX_HIERARCHY_DEPTH - 4}` });
+    const tooDeep = await service.putAgent('t', 'm0', { parentId: `n${MAX_HIERARCHY_DEPTH - 3}` }).catch((error: unknown) => error);
+
+    // Assess
+    expect(fits.agent.parentId).toBe(`n${MAX_HIERARCHY_DEPTH - 4}`);
+    expect(tooDeep).toBeInstanceOf(AgentStateError);
+    expect(tooDeep).toMatchObject({ code: 'invalid_request', extras: { field: 'parentId' } });
+    expect(stored.get('m0')?.parentId).toBe(`n${MAX_HIERARCHY_DEPTH - 4}`);
+  });
+
+  it('takes a new agent at level 32 and refuses one at 33', async () => {
+    const { service } = registry(line('n', MAX_HIERARCHY_DEPTH));
+    await expect(service.putAgent('t', 'at32', { parentId: `n${MAX_HIERARCHY_DEPTH - 2}` })).resolves.toMatchObject({ created: true });
+    await expect(service.putAgent('t', 'at33', { parentId: `n${MAX_HIERARCHY_DEPTH - 1}` })).rejects.toMatchObject({
+      code: 'invalid_request',
+    });
+  });
+
+  it('still names a cycle a cycle when the agent moved under its own descendant has many levels below it', async () => {
+    const { service } = registry(line('m', MAX_HIERARCHY_DEPTH));
+    await expect(service.putAgent('t', 'm0', { parentId: `m${MAX_HIERARCHY_DEPTH - 1}` })).rejects.toThrow(/cycle/);
+  });
+});
+
+describe('what a registration is written under', () => {
+  it('the registry version for another parent, a field name or a route; only the agent as read otherwise', async () => {
+    // Prepare
+    const { service, writes } = registry([
+      ['top', null],
+      ['a', 'top'],
+      ['b', 'top'],
+    ]);
+    const field = { type: 'string' as const, read: 'public' as const, write: 'public' as const };
+
+    // Act
+    await service.putAgent('t', 'a', { parentId: 'top', config: { model: 'm' } });
+    await service.putAgent('t', 'new', { parentId: 'top' });
+    await service.putAgent('t', 'loose', {});
+    await service.putAgent('t', 'b', { parentId: 'a' });
+    await service.putAgent('t', 'a', { parentId: 'top', stateFields: { topic: field } });
+    await service.putAgent('t', 'a', { parentId: 'top', stateFields: { topic: field }, routes: [{ when: { topic: 'x' }, to: 'b' }] });
+    await service.putAgent('t', 'a', { parentId: 'top', stateFields: {} });
+    await service.putAgent('t', 'b', {});
+
+    // Assess
+    expect(writes).toEqual([
+      { existed: true, parentAsRead: 'top' },
+      { existed: false, parentAsRead: null, registryVersion: 7 },
+      { existed: false, parentAsRead: null },
+      { existed: true, parentAsRead: 'top', registryVersion: 7 },
+      { existed: true, parentAsRead: 'top', registryVersion: 7 },
+      { existed: true, parentAsRead: 'top', registryVersion: 7 },
+      { existed: true, parentAsRead: 'top' },
+      { existed: true, parentAsRead: 'a', registryVersion: 7 },
+    ]);
+  });
+
+  afterEach(() => {
+    vi.useRealTimers();
+    vi.restoreAllMocks();
+  });
+
+  it('is checked again while the registry keeps changing, waiting a little longer each time, then answers 409 conflict with attempts 8', async () => {
+    // Prepare: the waits between attempts (random, doubling) pass on a fake clock.
+    vi.useFakeTimers();
+    vi.spyOn(Math, 'random').mockReturnValue(0.5);
+    const { service, writes } = registry([['a', null]], { refuseEveryWrite: true });
+    const started = Date.now();
+
+    // Act
+    const answer = service.putAgent('t', 'a', { config: { n: 1 } }).catch((error: unknown) => error);
+    await vi.runAllTimersAsync();
+
+    // Assess
+    expect(await answer).toMatchObject({ code: 'conflict', extras: { attempts: 8 } });
+    expect(writes).toHaveLength(8);
+    // Half of 50, 100, … 3,200 ms: seven waits, one before each attempt after the first.
+    expect(Date.now() - started).toBe(25 * (2 ** 7 - 1));
+  });
+});
