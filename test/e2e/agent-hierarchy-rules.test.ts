@@ -22,6 +22,8 @@ afterAll(async () => {
 
 const MAX_DEPTH = 32;
 const ROUNDS = 20;
+/** A round trip per registration, 60-100 of them in a test: 11 s alone for the longest, more beside other files. */
+const timeout = 120_000;
 const field = { type: 'string', read: 'public', write: 'public' };
 
 interface Listed {
@@ -101,7 +103,7 @@ function expectNamedAnswers(answers: ApiResponse[]): void {
   for (const answer of answers.filter((one) => one.status === 409)) expect(answer.body).toMatchObject({ code: 'conflict', attempts: 8 });
 }
 
-describe('at most 32 levels', () => {
+describe('at most 32 levels', { timeout }, () => {
   it('takes an agent at level 32 and refuses one at level 33 with 400, writing nothing', async () => {
     // Prepare: a line of 31 agents.
     const prefix = uniqueId('deep-new');
@@ -141,7 +143,7 @@ describe('at most 32 levels', () => {
   });
 });
 
-describe('registrations at once that each keep the rules alone', () => {
+describe('registrations at once that each keep the rules alone', { timeout }, () => {
   it(`never make a hierarchy deeper than 32: a move under a deep line beside a move under the mover's leaf (${ROUNDS} rounds)`, async () => {
     const prefix = uniqueId('deep-race');
     const line = Array.from({ length: MAX_DEPTH - 2 }, (_, n) => `${prefix}-${n}`);
