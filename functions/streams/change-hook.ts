@@ -5,6 +5,7 @@ import { DEFAULT_HISTORY_DAYS, MemoryUpkeep } from '../core/memory/memory-change
 import { pruneIntervalFrom } from '../core/model/retention.js';
 import { ErasureFinisher } from '../store/erasure/erasure-finish.js';
 import { DynamoDbLiveStore } from '../store/events/live-store.js';
+import { releasedVersions } from '../store/events/stream-images.js';
 import { DynamoDbMemoryUpkeep } from '../store/memory/memory-upkeep-store.js';
 import { instrumented, traced } from '../telemetry/telemetry.js';
 import { liveBroadcaster, memoryBroadcaster } from '../ws/broadcast.js';
@@ -79,7 +80,8 @@ function liveConsumer(env: NodeJS.ProcessEnv, stores: StreamStores): StreamConsu
       ...(gateway && live ? { broadcast: memoryBroadcaster(live, gateway) } : {}),
       ...publish,
     }),
-    sweepExpired: (scope, expiredAt) => stores.sessions.sweepExpired(scope, expiredAt),
+    sweepExpired: (scope, expiredAt, unopened) => stores.sessions.sweepExpired(scope, expiredAt, unopened),
+    releasedVersions: (opened) => releasedVersions(stores.table, opened),
     finishErasure: (tenant, erasureId, deadline) => new ErasureFinisher(stores.table, stores.sessions).finish(tenant, erasureId, deadline),
     upkeep: new MemoryUpkeep(new DynamoDbMemoryUpkeep(stores.table), {
       historySeconds: Number.isFinite(days) && days > 0 ? Math.round(days * 86_400) : 0,

@@ -1,11 +1,12 @@
 import type { Context, DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
+import type { RecordedChange } from '../core/events/events.js';
 import type { ChangeFanout, ChangeInput } from '../core/fanout/change-fanout.js';
 import type { MemoryFanout } from '../core/fanout/memory-fanout.js';
 import type { MemoryUpkeep, MemoryUpkeepInput } from '../core/memory/memory-changes.js';
 import { sessionDefaultsFrom } from '../core/model/lifetime.js';
 import type { SessionScope } from '../core/model/model.js';
 import { DynamoDbAgentStore } from '../store/agents/agent-store.js';
-import { erasureToFinishOf, expiredSessionOf, recordedChangeOf } from '../store/events/stream-images.js';
+import { erasureToFinishOf, expiredSessionOf, type OpenedCopy, openedCopyOf, recordedChangeOf } from '../store/events/stream-images.js';
 import { recordedMemoryChangeOf } from '../store/memory/memory-stream.js';
 import { DynamoDbSessionStore } from '../store/sessions/session-store.js';
 import { dynamoDbClient } from '../store/table/client.js';
@@ -44,7 +45,9 @@ export interface StreamConsumer {
    * Sweeps a session whose item TTL removed (API.md section 12): the change hook carries out
    * its expiry; the webhook consumer has none, and leaves it alone.
    */
-  sweepExpired?: (scope: SessionScope, expiredAt: string) => Promise<void>;
+  sweepExpired?: (scope: SessionScope, expiredAt: string, unopened?: true) => Promise<void>;
+  /** The versions of a copy its opening releases, in order (stream-images.ts `releasedVersions`): their events were held back. */
+  releasedVersions: (opened: OpenedCopy) => Promise<RecordedChange[]>;
   /**
    * Goes on with a user's erasure under way (API.md section 12) until `deadline` (epoch ms, when
    * the stream gives one): the change hook closes and erases; the webhook consumer has none.
@@ -101,9 +104,10 @@ export function instrumentedStreamHandler(name: string, consumer: string, handle
 }
 
 async function processBatch(consumer: StreamConsumer, event: DynamoDBStreamEvent, context?: StreamContext): Promise<DynamoDBBatchResponse> {
-  const inputs: ChangeInput[] = [];
+  // Each an input, or the opening of a copy whose versions take its place, read below (in order).
+  const slots: Array<ChangeInput | { key: string; opened: OpenedCopy }> = [];
   const memory: MemoryUpkeepInput[] = [];
-  const swept: Array<{ key: string; scope: SessionScope; expiredAt: string }> = [];
+  const swept: Array<{ key: string; scope: SessionScope; expiredAt: string; unopened?: true }> = [];
   const erasures: Array<{ key: string; tenant: string; erasureId: string }> = [];
   let unreadable: string | undefined;
   for (const record of event.Records) {
@@ -117,9 +121,14 @@ async function processBatch(consumer: StreamConsumer, event: DynamoDBStreamEvent
       // Everything else (markers, sessions, dead letters, deletes) is not an event; the
       // event source filter keeps it away, and this check keeps a misconfigured filter harmless.
       const change = recordedChangeOf(record);
-      if (change) inputs.push({ key, change });
+      if (change) slots.push({ key, change });
+      const opened = openedCopyOf(record);
+      if (opened) slots.push({ key, opened });
       const expired = expiredSessionOf(record);
-      if (expired) swept.push({ key, scope: { tenant: expired.tenant, sessionId: expired.sessionId }, expiredAt: expired.expiredAt });
+      if (expired) {
+        const { tenant, sessionId, expiredAt, unopened } = expired;
+        swept.push({ key, scope: { tenant, sessionId }, expiredAt, ...(unopened ? { unopened } : {}) });
+      }
       const erasure = erasureToFinishOf(record);
       if (erasure) erasures.push({ key, ...erasure });
     } catch (error) {
@@ -129,6 +138,22 @@ async function processBatch(consumer: StreamConsumer, event: DynamoDBStreamEvent
       unreadable = key;
       break;
     }
+  }
+  const inputs: ChangeInput[] = [];
+  try {
+    const resolved = await Promise.all(
+      slots.map(async (slot) =>
+        'opened' in slot ? (await consumer.releasedVersions(slot.opened)).map((change) => ({ key: slot.key, change })) : [slot],
+      ),
+    );
+    inputs.push(...resolved.flat());
+  } catch (error) {
+    // A copy's versions could not be read: that opening fails, and the stream retries from it.
+    // (As an unreadable record: the slots are those before any such, so the first opening is the earliest failure.)
+    console.error('agentstate: could not read the versions a copy released; the stream will retry', error);
+    const failedAt = slots.findIndex((slot) => 'opened' in slot);
+    inputs.push(...slots.slice(0, failedAt).filter((slot): slot is ChangeInput => !('opened' in slot)));
+    unreadable = slots[failedAt]?.key;
   }
   if (inputs.length + memory.length > 0) await consumer.beforeEvents?.();
   const remaining = context?.getRemainingTimeInMillis?.();
@@ -149,15 +174,15 @@ async function processBatch(consumer: StreamConsumer, event: DynamoDBStreamEvent
 /** Carries out the expiries of sessions whose items TTL removed; the keys of those that failed (retried from the stream). */
 async function sweepAll(
   consumer: StreamConsumer,
-  swept: ReadonlyArray<{ key: string; scope: SessionScope; expiredAt: string }>,
+  swept: ReadonlyArray<{ key: string; scope: SessionScope; expiredAt: string; unopened?: true }>,
 ): Promise<string[]> {
   const sweep = consumer.sweepExpired;
   if (!sweep || swept.length === 0) return [];
   const failed: string[] = [];
   await Promise.all(
-    swept.map(async ({ key, scope, expiredAt }) => {
+    swept.map(async ({ key, scope, expiredAt, unopened }) => {
       try {
-        await sweep(scope, expiredAt);
+        await sweep(scope, expiredAt, unopened);
       } catch (error) {
         console.error('agentstate: could not sweep an expired session; the stream will retry', scope, error);
         failed.push(key);

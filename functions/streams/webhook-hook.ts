@@ -6,6 +6,7 @@ import { WebhookDeliverer } from '../core/webhooks/delivery.js';
 import { WebhookLanes } from '../core/webhooks/lanes.js';
 import type { WebhookQueue, WebhookRecord } from '../core/webhooks/records.js';
 import { ensureSealingKey } from '../store/access/key-ring.js';
+import { releasedVersions } from '../store/events/stream-images.js';
 import { DynamoDbWebhookStore } from '../store/events/webhook-store.js';
 import type { TableClient } from '../store/table/table-client.js';
 import { webhookSender } from '../workers/webhook-sender.js';
@@ -63,6 +64,7 @@ function webhookConsumer(env: NodeJS.ProcessEnv, queue: WebhookQueue | undefined
       ...delivery,
     }),
     memory: new MemoryFanout(delivery),
+    releasedVersions: (opened) => releasedVersions(stores.table, opened),
     // Webhook secrets are sealed with the deployment's key (store/access/key-ring.ts).
     beforeEvents: () => ensureSealingKey({ create: false }),
   };

@@ -24,13 +24,15 @@ import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 interface Fault {
   when: (command: unknown) => boolean;
   hits: number;
+  /** Every command after the first hit fails too, as for a process that stopped there. */
+  stops?: boolean;
 }
 
 const docMock = mockClient(DynamoDBDocumentClient);
 const realSend = docMock.send.wrappedMethod as (this: DynamoDBDocumentClient, ...args: unknown[]) => Promise<unknown>;
 let fault: Fault | null = null;
 function faultySend(this: DynamoDBDocumentClient, command: unknown, ...rest: unknown[]): Promise<unknown> {
-  if (fault && fault.hits === 0 && fault.when(command)) {
+  if (fault && ((fault.stops && fault.hits > 0) || (fault.hits === 0 && fault.when(command)))) {
     fault.hits++;
     return Promise.reject(
       new InternalServerError({
@@ -59,7 +61,18 @@ function failPut(sessionId: string, prefix: string, nth: number): Fault {
   return armed;
 }
 
+/** Like `failPut`, and every command after it fails too: the copy's process stopped there (its undo never runs). */
+function stopAtPut(sessionId: string, prefix: string, nth: number): Fault {
+  const armed = { ...failPut(sessionId, prefix, nth), stops: true };
+  fault = armed;
+  return armed;
+}
+
+/** How far the stores' clock is ahead of this process's (a copy abandoned a while ago). */
+let clockAhead = 0;
+
 let rawClient: ReturnType<typeof localDynamoDbClient>;
+let stores: ReturnType<typeof createStores>;
 const TENANT = 'copyfaults';
 const auth = { authorization: 'Bearer copy-key' };
 const json = { ...auth, 'content-type': 'application/json' };
@@ -67,7 +80,8 @@ const json = { ...auth, 'content-type': 'application/json' };
 beforeAll(async () => {
   const tableName = await createTestTable('copy-faults');
   rawClient = localDynamoDbClient(dynamoEndpoint());
-  useDependencies(dependenciesFor(createStores(rawClient, tableName), { resolveKey: keysFromEnv(`${TENANT}:copy-key`) }));
+  stores = createStores(rawClient, tableName, { now: () => Date.now() + clockAhead });
+  useDependencies(dependenciesFor(stores, { resolveKey: keysFromEnv(`${TENANT}:copy-key`) }));
   tableNameOf = tableName;
   // 5xx answers are logged by the handlers; that log is expected here.
   vi.spyOn(console, 'error').mockImplementation(() => {});
@@ -77,6 +91,7 @@ let tableNameOf = '';
 
 afterEach(() => {
   fault = null;
+  clockAhead = 0;
 });
 
 afterAll(() => {
@@ -122,7 +137,7 @@ async function everything(id: string): Promise<unknown> {
 }
 
 /** The items left in a session's partition, read raw: key and whether each carries a TTL. */
-async function stored(id: string): Promise<Array<{ sk: string; ttl: boolean; fence?: string }>> {
+async function stored(id: string): Promise<Array<{ sk: string; ttl: boolean; fence?: string; ttlAt?: number }>> {
   const { Items } = await rawClient.send(
     new RawQueryCommand({
       TableName: tableNameOf,
@@ -134,6 +149,7 @@ async function stored(id: string): Promise<Array<{ sk: string; ttl: boolean; fen
   return (Items ?? []).map((item) => ({
     sk: String(item.sk?.S),
     ttl: item[tableKeys.timeToLive] !== undefined,
+    ...(item[tableKeys.timeToLive]?.N ? { ttlAt: Number(item[tableKeys.timeToLive]?.N) } : {}),
     ...(item.fence?.S ? { fence: item.fence.S } : {}),
   }));
 }
@@ -199,5 +215,62 @@ describe('a copy that fails midway', () => {
     expect(after).toEqual(unknown);
     expect(again.status, again.text).toBe(201);
     expect(await everything(target)).toEqual(expected);
+  });
+
+  it('leaves nothing readable when its process stops midway (its undo never runs), refuses the id while it may still run, and then copies whole', async () => {
+    // Prepare: the copy's third change of the log fails, and so does every request after it,
+    // the undo's included, as when a Lambda passes its timeout or `npm start` is killed.
+    const from = await source();
+    const expected = await everything(from);
+    const target = sid('copy');
+    const armed = stopAtPut(target, keys.logPrefix, 2);
+
+    // Act
+    const failed = await call('POST', `/v1/sessions/${from}/copy`, { sessionId: target, tree: true });
+    fault = null;
+    const after = await readable(target);
+    const appends = await call('POST', `/v1/sessions/${target}/messages`, { messages: [{ role: 'user', content: 'hi' }] });
+    const left = await stored(target);
+    const retriedAtOnce = await call('POST', `/v1/sessions/${from}/copy`, { sessionId: target, tree: true });
+    // Two minutes on, the copy is abandoned: nothing of it ran for longer than a request may.
+    clockAhead = 2 * 60_000;
+    const afterAWhile = await readable(target);
+    const retried = await call('POST', `/v1/sessions/${from}/copy`, { sessionId: target, tree: true });
+
+    // Assess: part of the copy was written, none of it was ever readable, and the session item,
+    // out of every list, carries a TTL that removes it within the hour (its removal makes the
+    // change hook erase the rest: the next test).
+    expect(armed.hits).toBeGreaterThanOrEqual(1);
+    expect(failed.status, failed.text).toBeGreaterThanOrEqual(500);
+    expect(left.filter((item) => item.sk.startsWith(keys.logPrefix)).length).toBeGreaterThanOrEqual(2);
+    expect(after).toEqual(unknown);
+    expect(appends.status, appends.text).toBe(409);
+    const sessionItem = left.find((item) => item.sk === keys.sessionSort);
+    expect(sessionItem?.ttlAt).toBeLessThanOrEqual(Math.ceil(Date.now() / 1000) + 3600);
+    expect(retriedAtOnce.status, retriedAtOnce.text).toBe(409);
+    expect(afterAWhile).toEqual(unknown);
+    expect(retried.status, retried.text).toBe(201);
+    expect(await everything(target)).toEqual(expected);
+  });
+
+  it('whose process stopped is erased when TTL removes its session item, as an expired session is', async () => {
+    // Prepare: a copy that stopped midway, as above.
+    const from = await source();
+    const target = sid('copy');
+    stopAtPut(target, keys.logPrefix, 3);
+    expect((await call('POST', `/v1/sessions/${from}/copy`, { sessionId: target, tree: true })).status).toBeGreaterThanOrEqual(500);
+    fault = null;
+    const ttlAt = (await stored(target)).find((item) => item.sk === keys.sessionSort)?.ttlAt as number;
+    expect(ttlAt).toBeTypeOf('number');
+
+    // Act: the change hook's sweep, as when TTL removed the session item (DynamoDB Local runs no TTL).
+    clockAhead = ttlAt * 1000 - Date.now() + 1000;
+    await stores.sessions.sweepExpired({ tenant: TENANT, sessionId: target }, new Date(ttlAt * 1000).toISOString());
+    const left = await stored(target);
+
+    // Assess: what is left goes by TTL but the closed fence that starts the id's next life.
+    expect(await readable(target)).toEqual(unknown);
+    expect(left.filter((item) => !item.ttl)).toEqual([expect.objectContaining({ fence: 'closed' })]);
+    expect(left.filter((item) => !item.sk.startsWith(keys.logPrefix))).toEqual([]);
   });
 });

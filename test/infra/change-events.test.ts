@@ -86,12 +86,14 @@ describe('change hook on the table stream', () => {
     expect(() => synthesize({ streamReading })).toThrow(message);
   });
 
-  it('filters on INSERTs of version items, expiry fences, TTL removals of session items, document writes, erasures and memory items', () => {
+  it('filters on INSERTs of version items, expiry fences, copies opened, TTL removals of session items, document writes, erasures and memory items', () => {
     expect(changeRecordFilters).toEqual([
       { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.version] } } } },
       // Expiry (API.md section 12): the fence of the delete that carries one out (its event), and
       // DynamoDB's TTL removing a session's item (the change hook sweeps the rest).
       { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.tombstone] }, cause: { S: ['expired'] } } } },
+      // The change that opens a copy's session releases the copy's versions' events (session-copy.ts).
+      { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.settings] }, opens: { S: ['copy'] } } } },
       {
         eventName: ['REMOVE'],
         userIdentity: { type: ['Service'], principalId: ['dynamodb.amazonaws.com'] },

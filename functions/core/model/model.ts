@@ -7,6 +7,11 @@ import type { Lifetime, LifetimeSettings } from './lifetime.js';
 export interface SessionScope {
   readonly tenant: string;
   readonly sessionId: string;
+  /**
+   * The copy that writes the session, while it is not opened yet (session-copy.ts): its own
+   * reads and writes see what it wrote, everyone else's see an unknown session.
+   */
+  readonly copy?: string;
 }
 
 export interface SessionMeta {
@@ -233,6 +238,12 @@ export interface ClosingTip extends TipHead {
    * the session's next life.
    */
   expiredAt?: string;
+  /**
+   * Set when the session is a copy not opened yet (another request's, session-copy.ts): it
+   * reads as unknown, and once nothing of the copy was written for longer than a request runs
+   * (`since`: its newest change), the next write erases it as a delete that stopped halfway.
+   */
+  unopened?: true;
   latest: null;
 }
 

@@ -120,6 +120,12 @@ export interface TipChange {
   /** Run, profile and shared documents written in the same step (commits). */
   readonly documents?: ReadonlyArray<DocumentWrite>;
   /**
+   * Opens the session a copy wrote (SessionScope.copy, session-copy.ts): a change of nothing
+   * else, the first without the copy's mark, with the session item put in its lists in the
+   * same transaction. From it on, everyone reads the whole copy.
+   */
+  readonly opensCopy?: true;
+  /**
    * The writer lost a race for the log's next place before this change (retry.ts): the tip
    * then tells the writers that come next that others are waiting, so that they queue too.
    */

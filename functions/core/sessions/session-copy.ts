@@ -2,7 +2,7 @@ import type { AllowedAgents } from '../agents/acting-agent.js';
 import { requireMayWorkIn } from '../agents/agent-access.js';
 import { encodedSize, type JsonObject } from '../json/json.js';
 import { AgentStateError } from '../kernel/errors.js';
-import { ROOT_NODE } from '../kernel/ids.js';
+import { newId, ROOT_NODE } from '../kernel/ids.js';
 import { APPEND_LIMIT_BYTES, MAX_MESSAGES_PER_APPEND } from '../model/limits.js';
 import type { NodeNotes, SessionScope, VersionRecord } from '../model/model.js';
 import { nodeNotFound } from '../write/write-target.js';
@@ -32,6 +32,8 @@ export interface CopyPorts {
   readVersion(scope: SessionScope, version: number): Promise<VersionRecord | null>;
   /** The tenant's agents (who is below whom), for the sessions a key limited to agents may copy. */
   agents(tenant: string): Promise<readonly { agentId: string; parentId: string | null }[]>;
+  /** Opens the session the copy `scope.copy` wrote: until then it reads as unknown to everyone else (SessionScope.copy). */
+  open(scope: SessionScope & { copy: string }): Promise<void>;
 }
 
 /**
@@ -48,12 +50,13 @@ export interface CopyPorts {
  * Not a snapshot of one instant: versions are immutable, so the states are exact, but a message
  * appended to the source while the copy runs is in it only if the tree read saw it.
  *
- * A copy that fails after it made its session (a store fault, a source version gone, a limit)
- * deletes that session before it answers (`undo`), so the id reads as unknown again and a retry,
- * with the same `Idempotency-Key` or none, copies whole into it. What it cannot undo: a copy
- * whose process stops (a Lambda past its timeout) or whose delete fails too leaves the part it
- * wrote, and readers see the copy's session while it is being written (docs/architecture.md,
- * Copying a session).
+ * All or nothing to everyone else: the copy writes under a mark of its own (SessionScope.copy)
+ * that makes its session read as unknown to every other request, and its last step (`open`)
+ * is the one change that opens it, whole. A copy that fails after it made its session (a store
+ * fault, a source version gone, a limit) deletes that session before it answers (`undo`), so a
+ * retry, with the same `Idempotency-Key` or none, copies whole into it; one whose process stops
+ * leaves only what nobody reads, which the id's next writer erases a minute on, or TTL
+ * (docs/architecture.md, Copying a session).
  */
 export class SessionCopier {
   constructor(private readonly ports: CopyPorts) {}
@@ -72,19 +75,24 @@ export class SessionCopier {
     const copied = request.tree ? nodes : pathTo(byId, target);
     const messages = await this.messagesOf(source, request.tree ? leavesOf(nodes) : [target]);
 
+    // The copy's mark: its session reads as unknown to all but this copy until `open`.
+    const mark = newId();
     const copy = await tree.createSession(source.tenant, {
       ...(request.sessionId === undefined ? {} : { sessionId: request.sessionId }),
       agentId: meta.agentId,
       userId: meta.userId,
       metadata: request.metadata === undefined ? meta.metadata : request.metadata,
+      copy: mark,
     });
-    const scope = { tenant: source.tenant, sessionId: copy.sessionId };
+    const scope = { tenant: source.tenant, sessionId: copy.sessionId, copy: mark };
     try {
-      return await this.fill(source, scope, { byId, copied, messages, notes, head: request.tree ? head : null });
+      await this.fill(source, scope, { byId, copied, messages, notes, head: request.tree ? head : null });
+      await this.ports.open(scope);
     } catch (error) {
       await this.undo(scope);
       throw error;
     }
+    return await tree.getSession({ tenant: scope.tenant, sessionId: scope.sessionId });
   }
 
   /**
@@ -101,7 +109,7 @@ export class SessionCopier {
       notes: Record<string, NodeNotes>;
       head: string | null;
     },
-  ): Promise<SessionView> {
+  ): Promise<void> {
     const { tree } = this.ports;
     const { byId, copied, messages, notes, head } = plan;
     const writer = new CopyWriter(this.ports, source, scope);
@@ -122,13 +130,13 @@ export class SessionCopier {
       );
     }
     if (head !== null && head !== ROOT_NODE) await tree.switchHead(scope, head);
-    return await tree.getSession(scope);
   }
 
   /**
-   * Deletes the session a failed copy made: the caller is answered an error, so nothing of the
-   * copy may stay readable. The copy made the session, so the id was free before it. Should the
-   * delete fail too, the part written stays (the copy's answer is the first error all the same).
+   * Deletes the session a failed copy made: the caller is answered an error, and the id is free
+   * again at once. The copy made the session, so the id was free before it; with the copy's
+   * scope, the delete erases it only while it still carries the copy's mark. Should the delete
+   * fail too, what was written stays unread, and the id's next writer erases it a minute on.
    */
   private async undo(scope: SessionScope): Promise<void> {
     try {

@@ -112,7 +112,14 @@ export class SessionTreeService {
 
   async createSession(
     tenant: string,
-    input: { sessionId?: string; agentId?: string | null; userId?: string | null; metadata?: JsonObject | null },
+    input: {
+      sessionId?: string;
+      agentId?: string | null;
+      userId?: string | null;
+      metadata?: JsonObject | null;
+      /** Made by this copy, which opens it once written (SessionScope.copy, session-copy.ts). */
+      copy?: string;
+    },
     access?: KeyAccess,
   ): Promise<SessionView> {
     // A limited key opens conversations only where it may work in them.
@@ -130,7 +137,11 @@ export class SessionTreeService {
     const agentLifetime = meta.agentId === null ? undefined : await this.agentLifetime(tenant, meta.agentId);
     // Retried while a delete of the same id is still erasing it (StaleTipError).
     const created = await retryOnStaleTip(this.retry, () =>
-      this.store.createSession({ tenant, sessionId: meta.sessionId }, meta, agentLifetime),
+      this.store.createSession(
+        { tenant, sessionId: meta.sessionId, ...(input.copy === undefined ? {} : { copy: input.copy }) },
+        meta,
+        agentLifetime,
+      ),
     );
     return sessionView(created, emptyTip());
   }

@@ -56,6 +56,9 @@ export async function readTree(
   const notesRead = options.notes ? store.readNotes(scope, undefined, { bytes: ANSWER_ITEMS_BYTES }) : undefined;
   const [{ tip, nodes }, meta, noted] = await Promise.all([store.readTree(scope), store.getMeta(scope), notesRead]);
   if (!meta && nodes.length === 0 && tip.kind === 'empty') throw sessionNotFound(scope);
+  // A session being deleted, expired, or another's copy not opened yet reads as unknown too (a
+  // later part says its cursor is no longer valid, below).
+  if (!from && tip.kind === 'closing') throw sessionNotFound(scope);
   const all = nodes.some((node) => node.id === ROOT_NODE) ? nodes : [rootNode(meta?.createdAt ?? ''), ...nodes];
   all.sort((a, b) => a.depth - b.depth || a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
   if (from && (tip.kind === 'closing' || tip.incarnation !== from.life)) {

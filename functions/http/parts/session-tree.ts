@@ -63,5 +63,6 @@ export const sessionCopier: Part<SessionCopier> = (wiring) => {
     tree: wiring.use(messageTree),
     readVersion: (scope, version) => store.getVersion(scope, version),
     agents: (tenant) => allAgentsOf(registry, tenant),
+    open: (scope) => store.openCopy(scope),
   });
 };

@@ -1,14 +1,24 @@
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
+import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
 import type { RecordedChange, RecordedDocument, RecordedErasure, RecordedExpiry, RecordedVersion } from '../../core/events/events.js';
 import { lifetimeOf } from '../../core/model/lifetime.js';
 import * as documentItem from '../documents/document-item.js';
-import { type LogEntry, readLogItem, versionOf } from '../log/log-items.js';
+import { type LogEntry, OPENS_COPY, OPENS_COPY_ATTRIBUTE, readLogItem, versionOf } from '../log/log-items.js';
 import { memoryRecordFilters } from '../memory/memory-stream.js';
 import * as sessionItem from '../sessions/session-item.js';
-import { DOCUMENT_ITEM_KIND, documentKindOf, ERASURE_ITEM_KIND, FENCE_CAUSE_EXPIRED, LOG_ITEM_KIND } from '../table/item-kinds.js';
-import { logPositionOf, sessionSort } from '../table/keys.js';
+import {
+  DOCUMENT_ITEM_KIND,
+  documentKindOf,
+  ERASURE_ITEM_KIND,
+  FENCE_CAUSE_EXPIRED,
+  KIND_ATTRIBUTE,
+  LOG_ITEM_KIND,
+} from '../table/item-kinds.js';
+import { lifePrefix, logPositionOf, session, sessionSort } from '../table/keys.js';
+import { queryAll } from '../table/paging.js';
+import type { TableClient } from '../table/table-client.js';
 
 /**
  * The table's change stream, read as recorded versions, through the same codecs the stores
@@ -46,6 +56,8 @@ export const changeRecordFilters: ReadonlyArray<Record<string, unknown>> = [
   { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.version] } } } },
   // The fence of a delete that carried out an expiry: the `session.expired` event.
   { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.tombstone] }, cause: { S: [FENCE_CAUSE_EXPIRED] } } } },
+  // The change that opens a copy's session: it releases the copy's versions' events.
+  { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.settings] }, [OPENS_COPY_ATTRIBUTE]: { S: [OPENS_COPY] } } } },
   // TTL removed a session's item: the change hook sweeps what is left of it (API.md section 12).
   {
     eventName: ['REMOVE'],
@@ -151,7 +163,7 @@ function recordedExpiryOf(record: DynamoDBRecord): RecordedExpiry | null {
  * A session item that DynamoDB's TTL removed (a REMOVE by its service principal): the session
  * it belonged to and when its item said it expired; null for any other record.
  */
-export function expiredSessionOf(record: DynamoDBRecord): { tenant: string; sessionId: string; expiredAt: string } | null {
+export function expiredSessionOf(record: DynamoDBRecord): { tenant: string; sessionId: string; expiredAt: string; unopened?: true } | null {
   if (record.eventName !== 'REMOVE' || record.userIdentity?.principalId !== TTL_PRINCIPAL) return null;
   const keysOf = record.dynamodb?.Keys;
   if (keysOf?.sk?.S !== sessionSort) return null;
@@ -162,6 +174,8 @@ export function expiredSessionOf(record: DynamoDBRecord): { tenant: string; sess
     tenant: partition[1] as string,
     sessionId: partition[2] as string,
     expiredAt: new Date(Number.isFinite(expires) ? expires : Date.now()).toISOString(),
+    // The item of a copy that never opened its session (session-item.ts `COPY_ATTRIBUTE`): no session expired.
+    ...(record.dynamodb?.OldImage?.[sessionItem.COPY_ATTRIBUTE]?.S === undefined ? {} : { unopened: true as const }),
   };
 }
 
@@ -205,13 +219,22 @@ export function recordedDocumentOf(record: DynamoDBRecord): RecordedDocument | n
 export function recordedVersionOf(record: DynamoDBRecord): RecordedVersion | null {
   const newImage = record.dynamodb?.NewImage;
   if (!newImage || newImage.kind?.S !== LOG_ITEM_KIND.version || record.eventName !== 'INSERT') return null;
+  return recordedVersionOfItem(unmarshall(toSdkImage(newImage)), { released: false });
+}
 
-  const item = unmarshall(toSdkImage(newImage));
+/**
+ * The recorded version of a version's item. A copy's version before it opened its session
+ * (session-copy.ts, `Carried.cp`) is none as its INSERT arrives (nobody could read it, and a
+ * copy that fails never opens): the change that opens the session releases the copy's
+ * versions, in order (`released`: `openedCopyOf`, `releasedVersions`).
+ */
+function recordedVersionOfItem(item: Record<string, unknown>, options: { released: boolean }): RecordedVersion | null {
   const pk = String(item.pk ?? '');
   const partition = /^S#([^#]+)#([^#]+)$/.exec(pk);
   const position = logPositionOf(String(item.sk ?? ''));
   if (!partition || !position) return null;
   const entry = readLogItem(item) as LogEntry;
+  if (entry.carried.cp !== undefined && !options.released) return null;
   // A large state stays in its pieces: an event needs its size and its change, and reads the
   // state itself only when it is small enough to travel (core/fanout/change-fanout.ts).
   const version = versionOf(entry, null);
@@ -243,6 +266,61 @@ export function recordedVersionOf(record: DynamoDBRecord): RecordedVersion | nul
     // A follow's mark that still held when the version was made: someone may follow the session.
     ...(entry.carried.f !== undefined && entry.carried.f * 1000 > Date.parse(version.createdAt) ? { followed: true } : {}),
   };
+}
+
+/** The change that opened a copy's session (log-writer.ts, `opensCopy`): whose, which life, and its versions' count. */
+export interface OpenedCopy {
+  readonly tenant: string;
+  readonly sessionId: string;
+  readonly incarnation: number;
+  /** The copy's last version: its versions are 1 to this. */
+  readonly version: number;
+}
+
+/** The opening of a copy's session a stream record carries (an INSERT of its opening change), or null. */
+export function openedCopyOf(record: DynamoDBRecord): OpenedCopy | null {
+  const newImage = record.dynamodb?.NewImage;
+  if (record.eventName !== 'INSERT' || newImage?.kind?.S !== LOG_ITEM_KIND.settings || newImage[OPENS_COPY_ATTRIBUTE]?.S === undefined) {
+    return null;
+  }
+  const item = unmarshall(toSdkImage(newImage));
+  const partition = /^S#([^#]+)#([^#]+)$/.exec(String(item.pk ?? ''));
+  const position = logPositionOf(String(item.sk ?? ''));
+  const entry = readLogItem(item);
+  if (!partition || !position || !entry || 'closing' in entry) return null;
+  return { tenant: partition[1] as string, sessionId: partition[2] as string, incarnation: position.incarnation, version: entry.carried.v };
+}
+
+/**
+ * The copy's versions an opening releases, as the events they are held back from (in version
+ * order): read from the copy's life of the log, which only the copy wrote before the opening.
+ */
+export async function releasedVersions(table: TableClient, opened: OpenedCopy): Promise<RecordedVersion[]> {
+  if (opened.version === 0) return [];
+  const released: RecordedVersion[] = [];
+  await queryAll(
+    (start) =>
+      table.send(
+        new QueryCommand({
+          TableName: table.tableName,
+          KeyConditionExpression: 'pk = :pk AND begins_with(sk, :life)',
+          FilterExpression: '#kind = :version',
+          ExpressionAttributeNames: { '#kind': KIND_ATTRIBUTE },
+          ExpressionAttributeValues: {
+            ':pk': session(opened),
+            ':life': lifePrefix(opened.incarnation),
+            ':version': LOG_ITEM_KIND.version,
+          },
+          ExclusiveStartKey: start,
+          ConsistentRead: true,
+        }),
+      ),
+    (item) => {
+      const recorded = recordedVersionOfItem(item, { released: true });
+      if (recorded && recorded.version.version <= opened.version) released.push(recorded);
+    },
+  );
+  return released.sort((a, b) => a.version.version - b.version.version);
 }
 
 /**

@@ -105,6 +105,11 @@ export interface Carried {
   b: number;
   /** Its writer lost a race for this place first (TipChange.contended); not carried forward. */
   c?: 1;
+  /**
+   * The copy that writes this life and has not opened it yet (SessionScope.copy): every change
+   * of the copy carries it, the one that opens the session does not (`closeIfUnopened`).
+   */
+  cp?: string;
 }
 
 /** Where a change's nodes hang (attribute `chain`, JSON text). */
@@ -118,6 +123,14 @@ export interface Chain {
   /** The path to the change's last node. */
   r: readonly Run[];
 }
+
+/**
+ * The attribute (and its one value) of the change that opens a copy's session (log-writer.ts,
+ * `opensCopy`), outside the carried part so that the stream's filter can see it: the change
+ * hook releases the copy's held-back events when it arrives (stream-images.ts).
+ */
+export const OPENS_COPY_ATTRIBUTE = 'opens';
+export const OPENS_COPY = 'copy';
 
 /** A change of the log as the store reads it back. */
 export interface LogEntry {
@@ -463,7 +476,8 @@ export function nextPosition(tip: Tip): LogPosition {
   const entry = entryOf(tip);
   if (!entry) return { incarnation: tip.incarnation, base: 0, seq: 1 };
   const { incarnation, base, seq } = entry.position;
-  return entry.kind === LOG_ITEM_KIND.version ? { incarnation, base: tip.version, seq: 1 } : { incarnation, base, seq: seq + 1 };
+  // The version the change carries, not the tip's: a closed tip (an expiry, another's copy) says version 0.
+  return entry.kind === LOG_ITEM_KIND.version ? { incarnation, base: entry.carried.v, seq: 1 } : { incarnation, base, seq: seq + 1 };
 }
 
 /** A change to write: its kind and own attributes, before the carried part and the key are added. */
@@ -477,6 +491,8 @@ export interface NewChange {
   readonly decision?: StoredDecision;
   /** The answer of the request that made the change, under its `Idempotency-Key` claim (kept-answers.ts). */
   readonly kept?: KeptAnswer;
+  /** It opens a copy's session (`OPENS_COPY_ATTRIBUTE`). */
+  readonly opensCopy?: true;
 }
 
 /** The item of a change at `position`, with the bytes of the log so far (`before`) counted on. */
@@ -511,6 +527,7 @@ export function logItem(scope: SessionScope, position: LogPosition, change: NewC
   }
   if (change.decision) own.decision = packText(jsonText(compactDecision(change.decision, own, change.carried, change.messages)));
   Object.assign(own, keptAttributes(change.kept, own));
+  if (change.opensCopy) own[OPENS_COPY_ATTRIBUTE] = OPENS_COPY;
   // The bytes counted include this item's own carried part, estimated from the part without `b`.
   const dictionary = carriedDictionary(change.createdAt);
   const carriedText = packTextWith(jsonText(writtenCarried({ ...change.carried, b: 0 }, own, change.chain)), dictionary);

@@ -1,6 +1,4 @@
-import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { PutCommand } from '@aws-sdk/lib-dynamodb';
-import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { encodedSize, type JsonObject } from '../../core/json/json.js';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import { hasExpired, type Lifetime, NO_LIFETIME, storedLifetime } from '../../core/model/lifetime.js';
@@ -25,11 +23,11 @@ import {
   type TaggedItem,
   transact,
 } from '../table/table-client.js';
+import { copyItemCheck, copyUnderWay, ownCopyMark, withoutCopy } from './copy-marks.js';
 import {
   type Carried,
   type Chain,
   entryOf,
-  isFence,
   type LogEntry,
   logItem,
   type NewChange,
@@ -38,6 +36,7 @@ import {
   tipOf,
   type VersionPlace,
 } from './log-items.js';
+import { winnerOf } from './lost-race.js';
 import { departure, movePointer } from './node-index.js';
 import type { ClaimSeen, OwnClaims } from './own-claims.js';
 import { childRuns } from './paths.js';
@@ -101,9 +100,12 @@ export class LogWriter {
     // Nothing may be written into a session while it is deleted; the caller retries. A delete
     // that stopped halfway (its function timed out) is finished by the writes that find it.
     if (basedOn.kind === 'closing') {
-      if (this.deleter.isAbandoned(basedOn)) await this.deleter.deleteSession(scope);
+      if (this.deleter.isAbandoned(basedOn)) await this.deleter.deleteSession(withoutCopy(scope));
+      // Another request's copy is being written into the id: it is taken until the copy ends.
+      else if (basedOn.unopened) throw copyUnderWay(scope);
       throw new StaleTipError('the session is being deleted');
     }
+    const copy = ownCopyMark(scope, basedOn);
     const ending = change.decision?.leaseToken ?? change.releaseLease;
     if (ending !== undefined && basedOn.lease?.holder !== ending) throw new LeaseLostError();
 
@@ -125,6 +127,7 @@ export class LogWriter {
     const first = provisional ? entryOf(basedOn) === null || entryOf(basedOn)?.carried.fo === 1 : isProvisionalLife(basedOn);
     const inTransaction =
       (first && !follow) ||
+      change.opensCopy === true ||
       change.mayCreateSession ||
       change.settings !== undefined ||
       (change.documents?.length ?? 0) > 0 ||
@@ -138,10 +141,12 @@ export class LogWriter {
     // session made a moment ago (POST /v1/sessions) and then written moves nothing yet.
     const at = change.touchSessionAt ?? change.version?.createdAt;
     const touchedAt = basedOn.kind === 'empty' ? (change.sessionTouchedAt ?? null) : basedOn.touchedAt;
-    const due = at !== undefined && activityIsStale(touchedAt, at);
+    // A copy's session item stays as made, in no list, until the change that opens it moves it.
+    const unopened = copy !== undefined && !change.opensCopy;
+    const due = !unopened && at !== undefined && (change.opensCopy === true || activityIsStale(touchedAt, at));
     const movesActivity = due && !inTransaction && !change.version;
-    const upsertsSession =
-      inTransaction && change.touchSessionAt !== undefined && (due || change.mayCreateSession === true || change.settings !== undefined);
+    const touches = change.touchSessionAt !== undefined && !unopened;
+    const upsertsSession = inTransaction && touches && (due || change.mayCreateSession === true || change.settings !== undefined);
     // The upsert of a session's first change that is not due only makes sure the item exists.
     const sessionMoves = due || change.settings !== undefined;
     const encoded = change.version ? await versionItem.encodeTexts(change.version) : null;
@@ -149,6 +154,7 @@ export class LogWriter {
       movesActivity: due || (upsertsSession && sessionMoves),
       touchedAt,
       lifetime,
+      copy: unopened ? copy : undefined,
     });
     const item = logItem(scope, position, newChange, follow && loneMark ? 0 : (entryOf(basedOn)?.carried.b ?? 0));
     // A follow's mark with no life to belong to yet goes once every follower it stands for has
@@ -236,6 +242,7 @@ export class LogWriter {
           moves: sessionMoves,
           nowMs: this.table.now(),
           ...(change.settings ? { settings: change.settings } : {}),
+          ...(change.opensCopy && scope.copy !== undefined ? { opens: scope.copy } : {}),
         });
         items.push({ role: 'session', item: { Update: upsert } });
         // A PATCH moves the session's list entries with it: listed under its new user, agent and
@@ -254,6 +261,11 @@ export class LogWriter {
         if (settings?.userId !== undefined && typeof leaving === 'string' && settings.userId !== leaving) {
           items.push(profileFenceMove(this.table, scope.tenant, leaving));
         }
+      } else if (first && scope.copy !== undefined) {
+        items.push({
+          role: 'session',
+          item: { Update: copyItemCheck(this.table.tableName, { ...scope, copy: scope.copy }, this.table.now()) },
+        });
       } else if (first) {
         items.push({ role: 'session', item: { ConditionCheck: sessionNotExpired(this.table.tableName, scope, this.table.now()) } });
       }
@@ -262,7 +274,8 @@ export class LogWriter {
       } catch (error) {
         // The session item of a session with nothing in its log says it expired: erase it (its
         // next life starts empty, API.md section 12), then the write retries on a new session.
-        if (error instanceof SessionItemRefused && first && change.settings === undefined) await this.deleter.deleteSession(scope);
+        // (Not a copy's: its item refused because the copy was erased as abandoned, and the id is another's now.)
+        if (error instanceof SessionItemRefused && first && !change.settings && !scope.copy) await this.deleter.deleteSession(scope);
         throw error;
       }
       // The transaction moved the session item; its list entries follow (list-entries.ts),
@@ -388,9 +401,9 @@ export class LogWriter {
     change: TipChange,
     position: LogPosition,
     encoded: EncodedVersion | null,
-    carry: { movesActivity: boolean; touchedAt: string | null; lifetime: Lifetime | undefined },
+    carry: { movesActivity: boolean; touchedAt: string | null; lifetime: Lifetime | undefined; copy: string | undefined },
   ): NewChange {
-    const { movesActivity, touchedAt, lifetime } = carry;
+    const { movesActivity, touchedAt, lifetime, copy } = carry;
     const entry = entryOf(basedOn);
     const now = this.table.now();
     // A follow keeps the time of the change before it: it is no write, so the session's idle
@@ -409,7 +422,7 @@ export class LogWriter {
           ? LOG_ITEM_KIND.lease
           : headMoves
             ? LOG_ITEM_KIND.head
-            : change.settings
+            : change.settings || change.opensCopy
               ? LOG_ITEM_KIND.settings
               : change.follow !== undefined
                 ? LOG_ITEM_KIND.follow
@@ -469,6 +482,7 @@ export class LogWriter {
       ...(followersUntil * 1000 > now ? { f: followersUntil } : {}),
       ...(change.follow !== undefined && isProvisionalLife(basedOn) ? { fo: 1 as const } : {}),
       ...(change.contended ? { c: 1 as const } : {}),
+      ...(copy === undefined ? {} : { cp: copy }),
     };
     return {
       kind,
@@ -478,6 +492,7 @@ export class LogWriter {
       ...(chain ? { chain, messages: nodes.map((node) => node.message as JsonObject) } : {}),
       ...(change.decision ? { decision: storedDecision(change.decision.record, change.decision.remember) } : {}),
       ...(change.kept ? { kept: change.kept } : {}),
+      ...(change.opensCopy ? { opensCopy: true as const } : {}),
     };
   }
 }
@@ -513,19 +528,4 @@ function lineageOf(prior: VersionRecord | null): Array<{ version: number; seq: n
 
 function versionPlace(position: LogPosition, prior: VersionRecord | null): VersionPlace {
   return { incarnation: position.incarnation, seq: position.seq, lineage: lineageOf(prior) };
-}
-
-/** The change that took the place a lost write wanted, as a tip to retry on (when its state came with it). */
-function winnerOf(old: Record<string, unknown> | undefined): Tip | undefined {
-  if (!old) return undefined;
-  const item = isWireFormat(old) ? unmarshall(old as Record<string, AttributeValue>) : old;
-  if (versionItem.pieceKeys(item).length > 0) return undefined;
-  const entry = readLogItem(item);
-  if (!entry || isFence(entry)) return undefined;
-  return tipOf(entry, { withState: true });
-}
-
-function isWireFormat(item: Record<string, unknown>): boolean {
-  const sk = item.sk as { S?: string } | string | undefined;
-  return typeof sk === 'object' && sk !== null && typeof sk.S === 'string';
 }

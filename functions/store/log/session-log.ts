@@ -15,17 +15,8 @@ import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
 import { batchGet, conditions, type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
-import {
-  closeIfExpired,
-  entryOf,
-  isFence,
-  isUnbrokenRun,
-  type LogEntry,
-  nextPosition,
-  readLogItem,
-  tipOf,
-  versionOf,
-} from './log-items.js';
+import { tipAsSeen } from './copy-marks.js';
+import { entryOf, isFence, isUnbrokenRun, type LogEntry, nextPosition, readLogItem, tipOf, versionOf } from './log-items.js';
 import { LogWriter } from './log-writer.js';
 import { readNode, readNodes } from './node-index.js';
 import { OwnClaims } from './own-claims.js';
@@ -159,8 +150,9 @@ export class DynamoDbSessionLog implements SessionLog {
     const entry = top ? readLogItem(top) : null;
     // A large state is in pieces: one more round, of every piece at once.
     const pieces = options.withState && top && entry && !isFence(entry) ? await piecesOf(this.table, scope, [top]) : undefined;
-    // A session whose expiry has come reads as closed from that moment (API.md section 12).
-    const found = closeIfExpired(tipOf(entry, { withState: options.withState, ...(pieces ? { pieces } : {}) }), this.table.now());
+    // A session whose expiry has come reads as closed from that moment (API.md section 12), and
+    // a copy not opened yet as unknown to all but itself.
+    const found = tipAsSeen(tipOf(entry, { withState: options.withState, ...(pieces ? { pieces } : {}) }), scope, this.table.now());
     const tip: Tip = replica ? { ...found, replica: true } : found;
     if (!options.recent || !entry || isFence(entry) || tip.kind === 'closing') return tip;
     // The newest changes read with the tip, kept for a path read at the head (readPath), and,
@@ -297,7 +289,7 @@ export class DynamoDbSessionLog implements SessionLog {
     const entry = readLogItem(top);
     if (!entry || isFence(entry)) return undefined;
     const pieces = options.withState ? await piecesOf(this.table, scope, [top]) : undefined;
-    const tip = closeIfExpired(tipOf(entry, { withState: options.withState, ...(pieces ? { pieces } : {}) }), this.table.now());
+    const tip = tipAsSeen(tipOf(entry, { withState: options.withState, ...(pieces ? { pieces } : {}) }), scope, this.table.now());
     if (tip.kind !== 'closing' && keys.logEntry(nextPosition(tip)) !== last.next) return undefined;
     return tip;
   }
@@ -324,7 +316,8 @@ export class DynamoDbSessionLog implements SessionLog {
     const { Item } = await this.table.send(
       new GetCommand({ TableName: this.table.tableName, Key: sessionItem.key(scope), ConsistentRead: true }),
     );
-    return Item ? sessionItem.decode(Item) : null;
+    // Another's copy not opened yet is no session (log-items.ts, `closeIfUnopened`).
+    return Item && !sessionItem.isOthersUnopened(Item, scope) ? sessionItem.decode(Item) : null;
   }
 
   // ---- the session item's activity ------------------------------------------------------------
@@ -428,10 +421,13 @@ export class DynamoDbSessionLog implements SessionLog {
     return this.recordOf(scope, found, version, current.version);
   }
 
-  /** Whether the change a log read found newest says its session has expired (a tip read by a list of the log). */
-  protected expiredAtTop(item: Item | undefined): boolean {
+  /**
+   * Whether the change a log read found newest says its session reads as unknown to `scope`
+   * (expired, or another's copy not opened yet): a tip read by a list of the log.
+   */
+  protected closedAtTop(scope: SessionScope, item: Item | undefined): boolean {
     const entry = item ? readLogItem(item) : null;
-    return entry !== null && closeIfExpired(tipOf(entry, { withState: false }), this.table.now()).kind === 'closing';
+    return entry !== null && tipAsSeen(tipOf(entry, { withState: false }), scope, this.table.now()).kind === 'closing';
   }
 
   /** Version `version` of one life, as a record (`newest`: the life's latest version). */

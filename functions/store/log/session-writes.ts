@@ -22,18 +22,30 @@ import { entryOf, isProvisional, type LogEntry, newWriteId, nextPosition } from 
  */
 const ABANDONED_DELETE_MS = 60_000;
 
-/** Whether the delete that is closing the session at `tip` stopped halfway, so that a write must finish it. */
+/**
+ * Whether the delete that is closing the session at `tip` stopped halfway, so that a write must
+ * finish it. A copy not opened yet (`tip.unopened`) counts so once nothing of it was written for
+ * as long: its request is over, and the copy with it.
+ */
 export function isAbandonedDelete(tip: ClosingTip, now: number): boolean {
   // An expired session is closed by its clock, not by a delete: nobody else erases it.
   if (tip.expiredAt !== undefined) return true;
   return tip.since !== null && now - Date.parse(tip.since) > ABANDONED_DELETE_MS;
 }
 
+/**
+ * Whether a session item is that of a copy that stopped before its first change of the log (an
+ * item marked unopened, made longer ago than a request may run): a writer of the id erases it.
+ */
+export function isAbandonedCopyItem(item: Record<string, unknown>, now: number): boolean {
+  return typeof item[sessionItem.COPY_ATTRIBUTE] === 'string' && now - Date.parse(String(item.createdAt)) > ABANDONED_DELETE_MS;
+}
+
 /** How a write finishes a delete that stopped halfway (or carries out an expiry), and how it knows one did. */
 export interface AbandonedDeletes {
   isAbandoned(tip: ClosingTip): boolean;
   /** Erases every item of the session; false when it had none (session-delete.ts; `sweep`: carries out an expiry only). */
-  deleteSession(scope: SessionScope, sweep?: { expiredAt: string }): Promise<boolean>;
+  deleteSession(scope: SessionScope, sweep?: { expiredAt: string; unopened?: true }): Promise<boolean>;
 }
 
 /**
@@ -58,8 +70,9 @@ export interface SlotClaim {
  * succeed. Nothing claims a place in a session that is being deleted: the writer re-reads.
  */
 export function nextSlot(tip: Tip, options: { fence?: boolean } = {}): { position: LogPosition; key: string; claim: SlotClaim } {
-  // Only the fence of the delete that carries out an expiry is put after an expired change.
-  const fenceOfExpiry = options.fence === true && tip.kind === 'closing' && tip.expiredAt !== undefined;
+  // Only the fence of the delete that carries out an expiry (or erases a copy not opened) is put
+  // after an expired (or unopened) change.
+  const fenceOfExpiry = options.fence === true && tip.kind === 'closing' && (tip.expiredAt !== undefined || tip.unopened === true);
   if (tip.kind === 'closing' && !fenceOfExpiry) throw new StaleTipError('the session is being deleted');
   const position = nextPosition(tip);
   return { position, key: keys.logEntry(position), claim: { ConditionExpression: conditions.itemIsNew } };
@@ -216,6 +229,8 @@ export function sessionUpsert(
     settings?: SessionSettings;
     /** Only while the session item names this user (a profile commit's: the user it read). */
     userIs?: string;
+    /** Opens the session of this copy (SessionScope.copy): only while the item is still the copy's, whose mark it removes. */
+    opens?: string;
   } = {},
 ): NonNullable<TransactItem['Update']> {
   const index = tableKeys.sessionsIndex;
@@ -259,6 +274,12 @@ export function sessionUpsert(
     }
   }
   const conditionParts: string[] = [];
+  if (options.opens !== undefined) {
+    names['#cp'] = sessionItem.COPY_ATTRIBUTE;
+    values[':copy'] = options.opens;
+    conditionParts.push('#cp = :copy');
+    remove.push('#cp');
+  }
   if (options.settings) conditionParts.push(conditions.itemExists);
   if (options.userIs !== undefined) {
     values[':owner'] = options.userIs;

@@ -53,23 +53,31 @@ export class SessionDeleter {
   /**
    * Erases every item of the session; false when it had none. With `sweep` (the change hook,
    * when TTL removed the item of a session that expired at `sweep.expiredAt`): carries out that
-   * expiry, if the session's log agrees it expired, and nothing else.
+   * expiry, if the session's log agrees it expired, and nothing else; or erases the copy that
+   * never opened its session (`sweep.unopened`, or a log that says so), with no expiry to record.
    */
-  async deleteSession(scope: SessionScope, sweep?: { expiredAt: string }): Promise<boolean> {
+  async deleteSession(scope: SessionScope, sweep?: { expiredAt: string; unopened?: true }): Promise<boolean> {
     const [tip, meta] = await Promise.all([
       this.readTip(scope),
       this.table.send(new GetCommand({ TableName: this.table.tableName, Key: sessionItem.key(scope), ConsistentRead: true })),
     ]);
+    // A copy's undo (session-copy.ts) erases only its own session: one erased as abandoned
+    // meanwhile may be another's by now.
+    if (scope.copy !== undefined && !isCopyOf(tip, meta.Item, scope.copy)) return false;
     // A session nothing was written to whose item TTL removed: only its expiry is left to record.
     const unwritten = tip.kind === 'empty' && tip.lifetime === undefined;
-    if (sweep && !((tip.kind === 'closing' && tip.expiredAt !== undefined) || unwritten)) return false;
+    // A copy never opened whose item TTL removed (it stopped): erased, with no expiry to record.
+    const unopened = tip.kind === 'closing' && tip.unopened === true;
+    if (sweep && !((tip.kind === 'closing' && tip.expiredAt !== undefined) || unwritten || unopened)) return false;
     if (tip.kind === 'empty' && !meta.Item && !sweep) return false;
     // Carrying out an expiry (API.md section 12): its fence says so, and becomes the session's
     // `session.expired` event (stream-images.ts). Known from the tip, or, with nothing in the
     // log, from the session item.
     const expiredAt =
       tip.kind === 'closing' ? tip.expiredAt : unwritten ? (itemExpiry(meta.Item, this.table.now()) ?? sweep?.expiredAt) : undefined;
-    const expiry = expiredAt === undefined ? undefined : { cause: FENCE_CAUSE_EXPIRED, expiredAt, ...lifeOf(tip, meta.Item) };
+    // (A copy's item that TTL removed, `sweep.unopened`, was never a session: nothing expired.)
+    const expiry =
+      expiredAt === undefined || sweep?.unopened ? undefined : { cause: FENCE_CAUSE_EXPIRED, expiredAt, ...lifeOf(tip, meta.Item) };
     const { position: fence } = await this.close(scope, tip, expiry);
     await this.erase(scope, fence);
     await this.table.send(
@@ -225,6 +233,13 @@ export class SessionDeleter {
 }
 
 // ---- fences and tombstones: written by a delete alone (log-items.ts reads them back) ----------------
+
+/** Whether the session at `tip` (its item `item`) is the one copy `copy` is writing and has not opened. */
+function isCopyOf(tip: Tip, item: Item | undefined, copy: string): boolean {
+  const entry = tip.kind === 'closing' ? null : entryOf(tip);
+  if (entry?.carried.cp !== undefined) return entry.carried.cp === copy;
+  return tip.kind === 'empty' && item?.[sessionItem.COPY_ATTRIBUTE] === copy;
+}
 
 /** Who the expired session belonged to and how far it got, for its event: as its tip carried it, or its item. */
 function lifeOf(tip: Tip, item: Item | undefined): Item {

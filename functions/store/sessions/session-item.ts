@@ -26,6 +26,35 @@ export const EXPIRES_ATTRIBUTE = 'xa';
 export const USER_SINCE_ATTRIBUTE = 'userAt';
 
 /**
+ * The copy that made the session item and has not opened it yet (session-copy.ts,
+ * SessionScope.copy): such an item is in no list, reads as no session to anyone but that copy,
+ * and carries a TTL (`UNOPENED_TTL_SECONDS`) until the copy's last change opens it.
+ */
+export const COPY_ATTRIBUTE = 'cp';
+
+/**
+ * How long an unopened copy's session item lives: far longer than a copy may run (a request's
+ * limit). If the copy stopped (its function timed out), TTL removes the item and the change
+ * hook erases what the copy wrote (session-delete.ts, the sweep).
+ */
+const UNOPENED_TTL_SECONDS = 60 * 60;
+
+/** Whether a session item is that of a copy not opened yet that `scope` is not (`COPY_ATTRIBUTE`). */
+export function isOthersUnopened(item: Item, scope: SessionScope): boolean {
+  const copy = item[COPY_ATTRIBUTE];
+  return typeof copy === 'string' && copy !== scope.copy;
+}
+
+/**
+ * The session item of a copy not opened yet: out of the tenant's list (no activity index keys),
+ * marked with the copy, removed by TTL unless the copy opens it.
+ */
+export function encodeUnopened(scope: SessionScope & { copy: string }, meta: SessionMeta, nowSeconds: number): Item {
+  const { [tableKeys.sessionsIndex.partitionKey]: _partition, [tableKeys.sessionsIndex.sortKey]: _activity, ...item } = encode(scope, meta);
+  return { ...item, [COPY_ATTRIBUTE]: scope.copy, [tableKeys.timeToLive]: nowSeconds + UNOPENED_TTL_SECONDS };
+}
+
+/**
  * How long after it the table's TTL removes the session item: longer than its activity can
  * trail the last write (the change hook moves it a moment after), so that TTL never removes
  * the item of a live session. Its removal is what makes the change hook erase the rest of an

@@ -111,7 +111,9 @@ async function sessionsOf(table: TableClient, tenant: string, sessionIds: string
     table,
     sessionIds.map((sessionId) => sessionItem.key({ tenant, sessionId })),
   );
-  const byId = new Map(found.map((item) => [String(item.sessionId), sessionItem.decode(item)]));
+  // A copy not opened yet is in no list (its item has no place in the index; nor may an entry name it).
+  const listed = found.filter((item) => !sessionItem.isOthersUnopened(item, { tenant, sessionId: String(item.sessionId) }));
+  const byId = new Map(listed.map((item) => [String(item.sessionId), sessionItem.decode(item)]));
   return sessionIds.flatMap((sessionId) => {
     const meta = byId.get(sessionId);
     return meta && (filter === undefined || isListedUnder(meta, filter)) ? [meta] : [];

@@ -22,6 +22,7 @@ import { decisionSummaryOf, entryOf, type VersionPlace } from '../log/log-items.
 import { nodesOfLife, readNodesBefore } from '../log/node-index.js';
 import { putNote, readNotes, readNotesOf } from '../log/node-notes.js';
 import { DynamoDbSessionLog } from '../log/session-log.js';
+import { isAbandonedCopyItem } from '../log/session-writes.js';
 import { decodeLineage, type LineageEntry } from '../state/lineage.js';
 import { piecesOf, sweepPieces } from '../state/state-pieces.js';
 import * as versionItem from '../state/version-item.js';
@@ -39,6 +40,14 @@ import { listSessions } from './session-list.js';
  * ask of it: creating and listing sessions, the whole tree, the version history, the change
  * hook's previous state and the sweep of unused pieces.
  */
+/** How many times the copy's opening is tried when its claim loses a race. */
+const OPEN_ATTEMPTS = 5;
+
+/** `409 session_exists`. */
+function sessionExists(scope: SessionScope): AgentStateError {
+  return new AgentStateError('session_exists', `session ${scope.sessionId} already exists`, { sessionId: scope.sessionId });
+}
+
 export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionStore {
   /** Deletes the session (session-delete.ts, a chunk of its own); false when there was none. */
   deleteSession(scope: SessionScope): Promise<boolean> {
@@ -49,8 +58,8 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
    * The change hook's sweep of a session whose item TTL removed (API.md section 12: gone within
    * 48 h): carries out its expiry as the next write would, when its log agrees that it expired.
    */
-  async sweepExpired(scope: SessionScope, expiredAt: string): Promise<void> {
-    await this.deleter.deleteSession(scope, { expiredAt });
+  async sweepExpired(scope: SessionScope, expiredAt: string, unopened?: true): Promise<void> {
+    await this.deleter.deleteSession(scope, { expiredAt, ...(unopened ? { unopened } : {}) });
   }
 
   /**
@@ -78,23 +87,33 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
     // that delete. So wait for a delete in progress (the caller retries), and finish one that
     // was abandoned (or carry out an expiry), before putting the session item.
     const tip = await this.readTip(scope, { withState: false });
+    const plain = { tenant: scope.tenant, sessionId: scope.sessionId };
     if (tip.kind === 'closing') {
+      // Another request's copy is being written into the id: taken, as by a session.
+      if (tip.unopened && !this.deleter.isAbandoned(tip)) throw sessionExists(scope);
       if (!this.deleter.isAbandoned(tip)) throw new StaleTipError('the session is being deleted');
-      await this.deleter.deleteSession(scope);
+      await this.deleter.deleteSession(plain);
     }
     const lifetime = resolveLifetime(this.lifetimeDefaults && layerOf(this.lifetimeDefaults), agentLifetime);
     const created: SessionMeta = { ...meta, lifetime, expiresAtMs: expiryOf(lifetime, Date.parse(meta.updatedAt)) };
     const writeId = crypto.randomUUID();
+    const { copy } = scope;
     const put = {
       TableName: this.table.tableName,
-      Item: { ...sessionItem.encode(scope, created), writeId },
+      Item: {
+        ...(copy === undefined
+          ? sessionItem.encode(scope, created)
+          : sessionItem.encodeUnopened({ ...scope, copy }, created, this.table.nowSeconds())),
+        writeId,
+      },
       ConditionExpression: conditions.itemIsNew,
       ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const,
     };
     // In every list it belongs to once this answers (API.md section 2): the session item is its
     // entry in the tenant's list, and its entries in its user's, agent's and metadata's lists
-    // (list-entries.ts) are written with it, all or nothing.
-    const entries = entryItems(scope, meta);
+    // (list-entries.ts) are written with it, all or nothing. A copy's are written when it opens
+    // the session (log-writer.ts, `opensCopy`).
+    const entries = copy === undefined ? entryItems(scope, meta) : [];
     let existing: Item | undefined;
     try {
       if (entries.length === 0) {
@@ -125,10 +144,42 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
     // A session of that id with nothing in its log that expired: erased first, as a delete
     // would (API.md section 12), then the caller tries again on the empty id.
     if (tip.kind === 'empty' && tip.lifetime === undefined && expiredItem(existing, this.table.now())) {
-      await this.deleter.deleteSession(scope);
+      await this.deleter.deleteSession(plain);
       throw new StaleTipError('the session expired');
     }
-    throw new AgentStateError('session_exists', `session ${scope.sessionId} already exists`, { sessionId: scope.sessionId });
+    // A copy that stopped before it wrote its log (session-writes.ts `isAbandonedCopyItem`): erased the same way.
+    if (tip.kind === 'empty' && isAbandonedCopyItem(existing, this.table.now())) {
+      await this.deleter.deleteSession(plain);
+      throw new StaleTipError('an abandoned copy was erased');
+    }
+    throw sessionExists(scope);
+  }
+
+  /**
+   * Opens the session copy `scope.copy` wrote (session-copy.ts): one change of the log, the
+   * first without the copy's mark, in a transaction with the session item, which loses its mark
+   * and TTL and takes its place in the lists (log-writer.ts, `opensCopy`). From that change on,
+   * every reader sees the whole copy; before it, none sees any of it.
+   */
+  async openCopy(scope: SessionScope & { copy: string }): Promise<void> {
+    // The copy is the only writer of its session; a lost race (a follow's mark) is read again.
+    for (let attempt = 1; ; attempt++) {
+      const tip = await this.readTip(scope, { withState: false });
+      if (tip.kind === 'closing') throw new AgentStateError('conflict', 'the copy was erased before it was opened; copy again');
+      try {
+        await this.commit(scope, {
+          basedOn: tip,
+          head: { id: tip.head, version: tip.headVersion, depth: tip.headDepth },
+          newNodes: [],
+          mayCreateSession: false,
+          touchSessionAt: new Date(this.table.now()).toISOString(),
+          opensCopy: true,
+        });
+        return;
+      } catch (error) {
+        if (!(error instanceof StaleTipError) || attempt >= OPEN_ATTEMPTS) throw error;
+      }
+    }
   }
 
   listSessions(tenant: string, options: SessionListOptions): Promise<Page<SessionMeta>> {
@@ -291,7 +342,7 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
     ]);
     const items = Items ?? [];
     // An expired session lists nothing: it reads as unknown.
-    if (!start && this.expiredAtTop(items[0])) return pageOf([], undefined, list);
+    if (!start && this.closedAtTop(scope, items[0])) return pageOf([], undefined, list);
     const life = logPositionOf(String(start?.sk ?? items[0]?.sk ?? ''))?.incarnation;
     if (tip && (tip.kind === 'closing' || tip.incarnation !== life)) throw invalidCursor();
     const versions: Item[] = [];
@@ -379,7 +430,7 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
         }),
       );
       const items = Items ?? [];
-      if (round === 0 && !start && this.expiredAtTop(items[0])) return pageOf([], undefined, list);
+      if (round === 0 && !start && this.closedAtTop(scope, items[0])) return pageOf([], undefined, list);
       // Of this life only: the log of an older life ends the list (a deleted session's changes are tombstones).
       const inLife = (item: Item) => {
         life ??= logPositionOf(String(item.sk))?.incarnation;
