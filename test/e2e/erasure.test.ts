@@ -264,6 +264,75 @@ describe('DELETE /v1/users/{userId}', () => {
   });
 });
 
+describe('DELETE /v1/users/{userId} while 50 writers make things of the user', () => {
+  it('erases every session and memory item made before it was sent, from the 202 on, and stores none of them once done', async () => {
+    // Prepare: 50 writers, spread over 200 ms, each making a session of the user or a memory
+    // item in a namespace of the user's of its own; the DELETE goes out once 10 have answered.
+    const user = uniqueId('made');
+    let tenAnswered: () => void = () => {};
+    const ten = new Promise<void>((resolve) => {
+      tenAnswered = resolve;
+    });
+    let answeredSoFar = 0;
+    let deleteSent = false;
+    const writers = Array.from({ length: 50 }, async (_, n) => {
+      await sleep(n * 4);
+      const answer =
+        n % 2 === 0
+          ? await http.post('/v1/sessions', { sessionId: `${user}-s${n}`, userId: user, metadata: { made: 'before' } })
+          : await http.put(`/v1/memory/users/${user}/n${n}/k`, { value: { made: 'before' } });
+      const beforeDelete = !deleteSent;
+      if (++answeredSoFar === 10) tenAnswered();
+      return { n, status: answer.status, beforeDelete };
+    });
+    await ten;
+
+    // Act
+    deleteSent = true;
+    const erase = await http.delete(`/v1/users/${user}`);
+    const answers = await Promise.all(writers);
+
+    // Assess: every write landed; none answered before the DELETE went out is readable.
+    expect(erase.status, erase.text).toBe(202);
+    expect(
+      answers.every((answer) => answer.status === 200 || answer.status === 201),
+      JSON.stringify(answers),
+    ).toBe(true);
+    const before = answers.filter((answer) => answer.beforeDelete);
+    expect(before.length).toBeGreaterThanOrEqual(10);
+    const sessionsBefore = before.filter((answer) => answer.n % 2 === 0).map((answer) => `${user}-s${answer.n}`);
+    const itemsBefore = before.filter((answer) => answer.n % 2 === 1).map((answer) => `users/${user}/n${answer.n}`);
+    for (const sid of sessionsBefore) expect((await http.get(`/v1/sessions/${sid}`)).status).toBe(404);
+    for (const ns of itemsBefore) expect((await http.get(`/v1/memory/${ns}/k`)).status).toBe(404);
+    const listed = (await http.get(`/v1/sessions?userId=${user}&limit=100`)).body.sessions as Array<{ sessionId: string }>;
+    for (const session of listed) expect(sessionsBefore).not.toContain(session.sessionId);
+    const found = (await http.post('/v1/memory/search', { namespacePrefix: ['users', user] })).body.items as Array<{
+      namespace: string[];
+    }>;
+    for (const item of found) expect(itemsBefore).not.toContain(item.namespace.join('/'));
+
+    // Once done, each of them is stored no more: a session keeps its fence and tombstones only,
+    // a namespace nothing; the erasure counted at least them.
+    const finished = await done(http, erase.body.erasureId);
+    expect(finished.sessions as number).toBeGreaterThanOrEqual(sessionsBefore.length);
+    expect(finished.memoryItems as number).toBeGreaterThanOrEqual(itemsBefore.length);
+    for (const sid of sessionsBefore) {
+      const left = await stored(`S#local#${sid}`);
+      expect(
+        left.every(
+          (item) =>
+            item.kind === 'x' && Object.keys(item).every((name) => ['pk', 'sk', 'kind', 'createdAt', 'fence', 'expiresAt'].includes(name)),
+        ),
+        JSON.stringify(left),
+      ).toBe(true);
+    }
+    for (const ns of itemsBefore) {
+      expect(await stored(`M#local#${ns}`)).toEqual([]);
+      expect(await stored(`MH#local#${ns}#k`)).toEqual([]);
+    }
+  });
+});
+
 describe('DELETE /v1/users/{userId} after a PATCH of a session’s userId', () => {
   const listed = async (userId: string) =>
     (await http.get(`/v1/sessions?userId=${userId}&limit=500`)).body.sessions.map((session: { sessionId: string }) => session.sessionId);
