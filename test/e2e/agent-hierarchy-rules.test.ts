@@ -98,9 +98,9 @@ async function chain(ids: readonly string[]): Promise<void> {
 
 const put = (id: string, body: unknown) => http.put(`/v1/agents/${id}`, body);
 const statusesOf = (answers: ApiResponse[]) => answers.map((answer) => answer.status);
+/** Each registration landed or was refused by a rule: none gave up waiting for the others (409). */
 function expectNamedAnswers(answers: ApiResponse[]): void {
-  for (const answer of answers) expect([200, 201, 400, 409], answer.text).toContain(answer.status);
-  for (const answer of answers.filter((one) => one.status === 409)) expect(answer.body).toMatchObject({ code: 'conflict', attempts: 8 });
+  for (const answer of answers) expect([200, 201, 400], answer.text).toContain(answer.status);
 }
 
 describe('at most 32 levels', { timeout }, () => {

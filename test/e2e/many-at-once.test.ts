@@ -51,16 +51,17 @@ describe('many writers at once on one thing', () => {
       ),
     );
 
-    // Assess: every distinct one a success, every agent listed, and the one agent exactly one
-    // landed writer's registration. Those declare fields, so they land one at a time (the
-    // registry's version, docs/architecture.md): one that keeps losing answers 409 after 8
-    // attempts, as the contract says (alone, all 50 land in about 9 s).
+    // Assess: every answer a success, every agent listed, and the one agent exactly one writer's
+    // registration. Those of the one agent declare fields, so they land one at a time (the
+    // registry's version, docs/architecture.md), each waiting its turn once it lost.
     expect(
       distinct.every((answer) => answer.status === 200 || answer.status === 201),
       JSON.stringify(counted(distinct)),
     ).toBe(true);
-    for (const answer of same) expect([200, 201, 409], answer.text).toContain(answer.status);
-    for (const answer of same.filter((one) => one.status === 409)) expect(answer.body).toMatchObject({ code: 'conflict', attempts: 8 });
+    expect(
+      same.every((answer) => answer.status === 200 || answer.status === 201),
+      JSON.stringify(counted(same)),
+    ).toBe(true);
     const listed = await listAgents();
     for (const id of ids) expect(listed.filter((agent) => agent === id)).toHaveLength(1);
     const stored = await http.get(`/v1/agents/${one}`);

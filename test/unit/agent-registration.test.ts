@@ -3,7 +3,14 @@ import { AgentService } from '../../functions/core/agents/agent-service.js';
 import { MAX_HIERARCHY_DEPTH } from '../../functions/core/agents/hierarchy.js';
 import { AgentStateError } from '../../functions/core/kernel/errors.js';
 import type { AgentRecord } from '../../functions/core/model/model.js';
-import { type AgentPutConditions, type AgentStore, RegistryChangedError, type SessionStore } from '../../functions/core/model/ports.js';
+import {
+  type AgentPutConditions,
+  type AgentStore,
+  type QueueTarget,
+  RegistryChangedError,
+  type SessionStore,
+} from '../../functions/core/model/ports.js';
+import type { RetryPolicy } from '../../functions/core/write/write-retry.js';
 
 /**
  * What a registration checks and what its write is conditional on (agent-service.ts), over a
@@ -20,22 +27,35 @@ const record = (agentId: string, parentId: string | null): AgentRecord => ({
   updatedAt: '2026-12-06T12:00:00.000Z',
 });
 
-function registry(edges: Array<[string, string | null]>, options: { refuseEveryWrite?: boolean } = {}) {
+function registry(
+  edges: Array<[string, string | null]>,
+  options: { refuseEveryWrite?: boolean; refuseFirstWrites?: number } = {},
+  retry: Partial<RetryPolicy> = {},
+) {
   const stored = new Map(edges.map(([agentId, parentId]) => [agentId, record(agentId, parentId)]));
   const writes: AgentPutConditions[] = [];
+  // A line with nobody ahead: what a registration that lost does with it.
+  const queue = {
+    joined: [] as QueueTarget[],
+    left: 0,
+    join: async (target: QueueTarget) => {
+      queue.joined.push(target);
+      return { ahead: async () => [], leave: async () => void queue.left++ };
+    },
+  };
   const agents = {
     getAgent: async (_tenant: string, agentId: string) => stored.get(agentId) ?? null,
     registryVersion: async () => 7,
     listAgents: async () => ({ items: [...stored.values()] }),
     putAgent: async (_tenant: string, agent: AgentRecord, conditions: AgentPutConditions) => {
       writes.push(conditions);
-      if (options.refuseEveryWrite) throw new RegistryChangedError();
+      if (options.refuseEveryWrite || writes.length <= (options.refuseFirstWrites ?? 0)) throw new RegistryChangedError();
       stored.set(agent.agentId, agent);
       return !conditions.existed;
     },
   } as unknown as AgentStore;
   const sessions = {} as Pick<SessionStore, 'listSessions' | 'readTip'>;
-  return { service: new AgentService({ agents, sessions }, () => {}), stored, writes };
+  return { service: new AgentService({ agents, sessions, queue }, () => {}, undefined, retry), stored, writes, queue };
 }
 
 /** A line of `length` agents, `prefix0` at the top. */
@@ -110,21 +130,32 @@ describe('what a registration is written under', () => {
     vi.restoreAllMocks();
   });
 
-  it('is checked again while the registry keeps changing, waiting a little longer each time, then answers 409 conflict with attempts 8', async () => {
-    // Prepare: the waits between attempts (random, doubling) pass on a fake clock.
+  it('is checked again while the registry keeps changing, until the retry budget runs out: 409 conflict naming its attempts', async () => {
+    // Prepare: the waits between attempts (random) pass on a fake clock.
     vi.useFakeTimers();
-    vi.spyOn(Math, 'random').mockReturnValue(0.5);
-    const { service, writes } = registry([['a', null]], { refuseEveryWrite: true });
-    const started = Date.now();
+    const { service, writes } = registry([['a', null]], { refuseEveryWrite: true }, { maxAttempts: 5 });
 
     // Act
     const answer = service.putAgent('t', 'a', { config: { n: 1 } }).catch((error: unknown) => error);
     await vi.runAllTimersAsync();
 
     // Assess
-    expect(await answer).toMatchObject({ code: 'conflict', extras: { attempts: 8 } });
-    expect(writes).toHaveLength(8);
-    // Half of 50, 100, … 3,200 ms: seven waits, one before each attempt after the first.
-    expect(Date.now() - started).toBe(25 * (2 ** 7 - 1));
+    expect(await answer).toBeInstanceOf(AgentStateError);
+    expect(await answer).toMatchObject({ code: 'conflict', message: expect.stringContaining('agents'), extras: { attempts: 5 } });
+    expect(writes).toHaveLength(5);
+  });
+
+  it('waits its turn in the line of the tenant once it lost, and gives its ticket back when it lands', async () => {
+    // Prepare: the first write finds the registry changed; a line with nobody ahead.
+    const { service, writes, queue } = registry([['a', null]], { refuseFirstWrites: 1 });
+
+    // Act
+    const { agent } = await service.putAgent('t', 'a', { config: { n: 2 } });
+
+    // Assess
+    expect(agent.config).toEqual({ n: 2 });
+    expect(writes).toHaveLength(2);
+    expect(queue.joined).toEqual([{ document: { kind: 'shared', tenant: 't' } }]);
+    expect(queue.left).toBe(1);
   });
 });

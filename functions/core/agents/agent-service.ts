@@ -5,17 +5,14 @@ import { checkDeclarations, type StateFields, typeProblem } from '../model/field
 import { checkLifetimeSettings } from '../model/lifetime.js';
 import { agentConfigExcess, routesExcess, stateFieldsExcess } from '../model/limits.js';
 import type { AgentDocuments, AgentLifetime, AgentRecord, AgentRoute, Page, WorkerMessages, WorkerRecord } from '../model/model.js';
-import { type AgentStore, RegistryChangedError, type SessionStore } from '../model/ports.js';
+import { type AgentStore, RegistryChangedError, type SessionStore, StaleTipError, type WriteQueue } from '../model/ports.js';
+import { type RetryPolicy, retryOnStaleTip } from '../write/write-retry.js';
 import type { AllowedAgents } from './acting-agent.js';
 import { agentNotFound, agentSubtree, requireMayPlace } from './agent-access.js';
 import { allAgentsOf } from './agent-reader.js';
 import { levelsBelow, MAX_HIERARCHY_DEPTH, rootOf } from './hierarchy.js';
 import { checkRoutes, checkRoutesStillHold } from './routing.js';
 
-/** Registrations that found the registry changed while they were checked are checked again this many times in all. */
-const MAX_REGISTRATION_ATTEMPTS = 8;
-/** The first wait before checking again is random below this; it doubles with each attempt. */
-const RETRY_BASE_MS = 50;
 /** A type change is checked against the head state of at most this many sessions. */
 const TYPE_CHANGE_CHECK_LIMIT = 1000;
 
@@ -59,14 +56,19 @@ export type WorkerUrlPolicy = (url: string) => void;
 export class AgentService {
   private readonly store: AgentStore;
   private readonly sessions: Pick<SessionStore, 'listSessions' | 'readTip'>;
+  /** The line a registration that lost waits in; without one (unit tests) it retries after random waits alone. */
+  private readonly queue: WriteQueue | undefined;
 
   constructor(
-    stores: { agents: AgentStore; sessions: Pick<SessionStore, 'listSessions' | 'readTip'> },
+    stores: { agents: AgentStore; sessions: Pick<SessionStore, 'listSessions' | 'readTip'>; queue?: WriteQueue },
     private readonly checkWorkerUrl: WorkerUrlPolicy,
     private readonly now: () => Date = () => new Date(),
+    /** How long a registration is checked again: write-retry.ts's defaults unless a test says otherwise. */
+    private readonly retry: Partial<RetryPolicy> = {},
   ) {
     this.store = stores.agents;
     this.sessions = stores.sessions;
+    this.queue = stores.queue;
   }
 
   /**
@@ -83,20 +85,23 @@ export class AgentService {
     // landed since it read the registry (`registerOnce`): two at once (a under b and b under a;
     // a route to an agent and that agent's move away; one field name declared in two places of
     // a tree) each passed their reads and together broke a rule. The one that finds the registry
-    // changed checks everything again, after a random wait that doubles each time, so that
-    // many at once spread out instead of colliding again.
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.registerOnce(tenant, agentId, input, allowed);
-      } catch (error) {
-        if (!(error instanceof RegistryChangedError)) throw error;
-        if (attempt >= MAX_REGISTRATION_ATTEMPTS) {
-          throw new AgentStateError('conflict', 'the agents kept changing while this one was registered; retry', {
-            attempts: MAX_REGISTRATION_ATTEMPTS,
-          });
-        }
-        await new Promise((resolve) => setTimeout(resolve, Math.random() * RETRY_BASE_MS * 2 ** (attempt - 1)));
-      }
+    // changed checks everything again, as a contended session write does (write-retry.ts, up to
+    // 15 s), and once it has lost it waits its turn in the line of the tenant's `A#` partition
+    // (the shared document's line, which lives there too): 50 at once then land one after the
+    // other, where random waits that doubled (8 attempts) left some of them answering 409.
+    const attempt = () =>
+      this.registerOnce(tenant, agentId, input, allowed).catch((error: unknown) => {
+        throw error instanceof RegistryChangedError ? new StaleTipError(error.message) : error;
+      });
+    const queue = this.queue;
+    const join = queue ? () => queue.join({ document: { kind: 'shared', tenant } }) : undefined;
+    try {
+      return await retryOnStaleTip(this.retry, attempt, undefined, join);
+    } catch (error) {
+      if (!(error instanceof AgentStateError && error.code === 'conflict' && error.cause instanceof StaleTipError)) throw error;
+      throw new AgentStateError('conflict', 'the agents this registration is checked against kept changing; retry', {
+        attempts: (error.extras as { attempts: number }).attempts,
+      });
     }
   }
 

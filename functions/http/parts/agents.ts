@@ -6,6 +6,7 @@ import { validateWorkerUrl } from '../../workers/worker-registration.js';
 import type { Part } from '../wiring.js';
 import { agentStore } from './agent-store.js';
 import { inLambda, lambdaWorkerAllowed } from './worker-rules.js';
+import { writeQueue } from './write-queue.js';
 
 // The agent registry as the agents group writes it (decide reads it through parts/decide.ts's agentReader).
 
@@ -51,4 +52,7 @@ const sessionsToCheck: Part<Pick<SessionStore, 'listSessions' | 'readTip'>> = (w
 };
 
 export const agents: Part<AgentService> = (wiring) =>
-  new AgentService({ agents: wiring.use(agentStore), sessions: wiring.use(sessionsToCheck) }, wiring.use(workerUrls));
+  new AgentService(
+    { agents: wiring.use(agentStore), sessions: wiring.use(sessionsToCheck), queue: wiring.use(writeQueue) },
+    wiring.use(workerUrls),
+  );

@@ -3,8 +3,9 @@ import { CommitService, DEFAULT_RUN_TTL_SECONDS } from '../../core/commits/commi
 import type { Part } from '../wiring.js';
 import { agentRegistryReader } from './agent-store.js';
 import { documentStore } from './document-store.js';
-import { sessionStore, writeQueue } from './session-store.js';
+import { sessionStore } from './session-store.js';
 import { schemas } from './session-tree.js';
+import { writeQueue } from './write-queue.js';
 
 export const commits: Part<CommitService> = (wiring) => {
   const registry = wiring.use(agentRegistryReader);

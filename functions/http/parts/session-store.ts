@@ -1,5 +1,4 @@
 import { sessionDefaultsFrom } from '../../core/model/lifetime.js';
-import { DynamoDbWriteQueue } from '../../store/log/write-queue.js';
 import { DynamoDbSessionStore } from '../../store/sessions/session-store.js';
 import type { Part } from '../wiring.js';
 
@@ -8,6 +7,3 @@ import type { Part } from '../wiring.js';
 
 export const sessionStore: Part<DynamoDbSessionStore> = (wiring) =>
   new DynamoDbSessionStore(wiring.table, undefined, sessionDefaultsFrom(wiring.env));
-
-// Where blind writes of a crowded session or document wait their turn (store/log/write-queue.ts).
-export const writeQueue: Part<DynamoDbWriteQueue> = (wiring) => new DynamoDbWriteQueue(wiring.table);

@@ -6,7 +6,8 @@ import { SessionTreeService } from '../../core/sessions/session-tree-service.js'
 import type { SchemaSource } from '../../core/write/write-target.js';
 import type { Part } from '../wiring.js';
 import { agentRegistryReader, tenantRegistry } from './agent-store.js';
-import { sessionStore, writeQueue } from './session-store.js';
+import { sessionStore } from './session-store.js';
+import { writeQueue } from './write-queue.js';
 
 // Sessions and the message tree (the sessions and tree groups), and the typed fields the
 // session writes check (the state and commits parts share them). The state's writes and

@@ -3,8 +3,9 @@ import { headState } from '../../core/sessions/head-state.js';
 import { SessionService } from '../../core/sessions/session-service.js';
 import type { Part } from '../wiring.js';
 import { agentRegistryReader } from './agent-store.js';
-import { sessionStore, writeQueue } from './session-store.js';
+import { sessionStore } from './session-store.js';
 import { schemas } from './session-tree.js';
+import { writeQueue } from './write-queue.js';
 
 // The service over the session's log with the state's writes and versions (the state group).
 
