@@ -31,8 +31,9 @@ afterAll(async () => {
 });
 
 /** A path of `turns` appends of 50 messages, each with a state of its own: the copy is as many appends. */
-async function longSource(client: ApiClient, turns: number): Promise<string> {
+async function longSource(client: ApiClient, turns: number, userId?: string): Promise<string> {
   const sid = uniqueId('copy-long');
+  if (userId !== undefined) expect((await client.post('/v1/sessions', { sessionId: sid, userId })).status).toBe(201);
   expect((await client.put(`/v1/sessions/${sid}/state`, { turn: 0 })).status).toBe(200);
   for (let turn = 1; turn <= turns; turn++) {
     const messages = Array.from({ length: 50 }, (_, index) => ({
@@ -104,6 +105,49 @@ describe('a copy while it is written', () => {
     expect(seen.filter((one) => JSON.stringify(one) !== JSON.stringify(unknown) && JSON.stringify(one) !== JSON.stringify(whole))).toEqual(
       [],
     );
+  }, 120_000);
+});
+
+describe("a copy of a user's session while the user is erased", () => {
+  it('is erased with the user: nothing of it is readable or listed afterwards', async () => {
+    // Prepare: a long source of the user.
+    const user = uniqueId('copy-user');
+    const from = await longSource(http, 12, user);
+    const target = uniqueId('copy-erased');
+    const raw = rawTableClient(dynamoDbEndpointOf(api));
+
+    // Act: the user's erasure starts once the copy has written some of its log.
+    const copying = http.post(`/v1/sessions/${from}/copy`, { sessionId: target });
+    await waitFor(
+      'the copy to write some of its log',
+      async () =>
+        (await scanTable(raw, sessionKey({ tenant: 'local', sessionId: target }))).filter((item) => String(item.sk).startsWith('V#'))
+          .length >= 3 || null,
+      60_000,
+      20,
+    );
+    const erase = await http.delete(`/v1/users/${user}`);
+    const copied = await copying;
+    const erasure = await waitFor(
+      'the erasure to be done',
+      async () => {
+        const answer = await http.get(`/v1/erasures/${erase.body.erasureId}`);
+        return answer.body.status === 'done' ? answer.body : null;
+      },
+      30_000,
+      100,
+    );
+    const after = await look(http, target);
+    const usersList = await http.get(`/v1/sessions?userId=${user}`);
+    raw.destroy();
+
+    // Assess: the copy was closed midway (409) or opened just before the erasure closed it (201);
+    // either way nothing of it is left.
+    expect(erase.status).toBe(202);
+    expect([201, 409], copied.text).toContain(copied.status);
+    expect(erasure).toMatchObject({ status: 'done' });
+    expect(after).toEqual(unknown);
+    expect(usersList.body.sessions).toEqual([]);
   }, 120_000);
 });
 
