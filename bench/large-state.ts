@@ -330,7 +330,10 @@ The copy row's target is what writing the same 4 MiB state and the same 1,000 me
 appends of 50) cost the source in write units, plus creating an empty session (the copy creates
 its session first, so that a taken id is a \`409\` before anything is written): a copy writes the
 messages again, as appends, and the state once, as a version whose pieces are new to the copy's
-partition.
+partition. Since the copy became all or nothing (docs/architecture.md, *Copying a session*) its
+last change opens it, and that change pays what any change after an append pays: the node index
+of the append before it (50 write units here, which the source still owes and the copy's next
+write used to pay), and the opening's transaction (about 3): 53 units over the target.
 
 A 1 KB change is three requests: the tip (\`Query\`), one \`BatchGetItem\` of the checkpoint's
 pieces and the versions whose splices come after it, and the \`PutItem\` of a version item that
