@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AgentService } from '../../functions/core/agents/agent-service.js';
 import { MAX_HIERARCHY_DEPTH } from '../../functions/core/agents/hierarchy.js';
 import { AgentStateError } from '../../functions/core/kernel/errors.js';
+import { type CoreMetric, useMetricSink } from '../../functions/core/kernel/metrics.js';
 import type { AgentRecord } from '../../functions/core/model/model.js';
 import {
   type AgentPutConditions,
@@ -149,11 +150,16 @@ describe('what a registration is written under', () => {
     // Prepare: the first write finds the registry changed; a line with nobody ahead.
     const { service, writes, queue } = registry([['a', null]], { refuseFirstWrites: 1 });
 
+    const counted: CoreMetric[] = [];
+    useMetricSink((name) => counted.push(name));
+
     // Act
-    const { agent } = await service.putAgent('t', 'a', { config: { n: 2 } });
+    const { agent } = await service.putAgent('t', 'a', { config: { n: 2 } }).finally(() => useMetricSink(() => {}));
 
     // Assess
     expect(agent.config).toEqual({ n: 2 });
+    // A lost registration is no session write's lost version slot: the operator's count of those stays as it was.
+    expect(counted).toEqual([]);
     expect(writes).toHaveLength(2);
     expect(queue.joined).toEqual([{ document: { kind: 'shared', tenant: 't' } }]);
     expect(queue.left).toBe(1);

@@ -96,7 +96,7 @@ export class AgentService {
     const queue = this.queue;
     const join = queue ? () => queue.join({ document: { kind: 'shared', tenant } }) : undefined;
     try {
-      return await retryOnStaleTip(this.retry, attempt, undefined, join);
+      return await retryOnStaleTip({ ...this.retry, countsVersionRaces: false }, attempt, undefined, join);
     } catch (error) {
       if (!(error instanceof AgentStateError && error.code === 'conflict' && error.cause instanceof StaleTipError)) throw error;
       throw new AgentStateError('conflict', 'the agents this registration is checked against kept changing; retry', {

@@ -17,6 +17,11 @@ export interface RetryPolicy {
    */
   queueWindowMs: number;
   queueMinMs: number;
+  /**
+   * Whether a lost race counts as `VersionRacesRetried` (metrics.ts): a write's race for a
+   * version slot does; an agent registration's race for the registry's version is no such race.
+   */
+  countsVersionRaces: boolean;
 }
 
 /**
@@ -33,6 +38,7 @@ const defaults: RetryPolicy = {
   maxDelayMs: 100,
   queueWindowMs: 400,
   queueMinMs: 20,
+  countsVersionRaces: true,
 };
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -90,7 +96,7 @@ export async function retryOnStaleTip<T>(
   isAlsoRetryable: (error: unknown) => boolean = () => false,
   join?: () => Promise<QueueTicket>,
 ): Promise<T> {
-  const { maxAttempts, maxElapsedMs, baseDelayMs, maxDelayMs, queueWindowMs, queueMinMs } = { ...defaults, ...policy };
+  const { maxAttempts, maxElapsedMs, baseDelayMs, maxDelayMs, queueWindowMs, queueMinMs, countsVersionRaces } = { ...defaults, ...policy };
   // Wall time, not a service's injected clock: the budget bounds real sleeps inside a real
   // Lambda timeout, and a test's frozen clock must not make it endless.
   const started = Date.now();
@@ -116,7 +122,7 @@ export async function retryOnStaleTip<T>(
         if (attemptNumber >= maxAttempts || Date.now() - started >= maxElapsedMs) throw tooFast(attemptNumber, error);
         if (error instanceof StaleTipError) {
           raced = true;
-          countMetric('VersionRacesRetried');
+          if (countsVersionRaces) countMetric('VersionRacesRetried');
         }
         if (join && !ticket && (error instanceof StaleTipError || error instanceof QueueBehindOthers)) {
           ticket = await join();
