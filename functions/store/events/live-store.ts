@@ -69,10 +69,10 @@ export class DynamoDbLiveStore implements LiveStore {
     agentId: string | null = null,
     mode: EventMode = 'full',
   ): Promise<boolean> {
-    // The connection first: whatever it lists, $disconnect removes, so no follower item
-    // outlives its connection (beyond a race with $disconnect, which TTL and the change
-    // hook's cleanup of gone connections settle). A connection that is gone, or follows as
-    // many sessions as it may, follows nothing more.
+    // The follower is put only with its entry in the connection's list (`follow`, one
+    // transaction conditional on the connection item): whatever the list holds, $disconnect
+    // removes, and a follow that lands after $disconnect deleted the item writes nothing. A
+    // connection that is gone, or follows as many sessions as it may, follows nothing more.
     return this.follow(connectionId, 'sessions', scope.sessionId, expiresAt, {
       // Replaces an earlier subscription of this connection to the session, agent and all.
       pk: keys.subscribers(scope),
@@ -91,7 +91,7 @@ export class DynamoDbLiveStore implements LiveStore {
     expiresAt: number,
     mode: EventMode = 'full',
   ): Promise<boolean> {
-    // As `subscribe`: the connection lists it first, so $disconnect finds what to remove.
+    // As `subscribe`: listed and followed in one transaction, so $disconnect finds what to remove.
     return this.follow(connectionId, 'namespaces', namespace.join('/'), expiresAt, {
       pk: keys.namespaceFollowers(tenant, namespace),
       sk: keys.subscriber(connectionId),
