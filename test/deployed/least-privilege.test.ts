@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { DeleteItemCommand } from '@aws-sdk/client-dynamodb';
+import { DeleteItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TENANT_READ_MAX_AGE_MS } from '../../functions/core/kernel/tenant-cache.js';
 import { routeGroups, routes } from '../../functions/http/contract/routes.js';
@@ -203,6 +203,35 @@ describe('each route group, through its paths, within its role', () => {
     expectStatus(await call('PUT', '/v1/agents/lp-mover', {}), 201);
     expectStatus(await call('PUT', '/v1/agents/lp-mover', { parentId: 'lp-child' }), 200);
     expectStatus(await call('PUT', '/v1/agents/lp-root', { parentId: 'lp-mover' }), 400);
+    // A move that loses its race for the registry's version (another registration lands between
+    // its reads and its transaction) waits its turn in the tenant's write queue: a ticket put,
+    // the queue read, the ticket deleted, and the move tried again.
+    const agents = fn(/the agents routes$/);
+    let raced = false;
+    stack.aws.beforeForward = async (request) => {
+      const version = (request.input.TransactItems ?? []).find((item: any) => item.Put?.Item?.registryVersion);
+      if (raced || request.functionId !== agents.logicalId || !version) return;
+      raced = true;
+      await stack.admin.send(
+        new UpdateItemCommand({
+          TableName: stack.deployment.tableName,
+          Key: { pk: version.Put.Item.pk, sk: version.Put.Item.sk },
+          UpdateExpression: 'SET registryVersion = registryVersion + :one',
+          ExpressionAttributeValues: { ':one': { N: '1' } },
+        }),
+      );
+    };
+    const before = stack.aws.dynamoDbRequests.length;
+    try {
+      expectStatus(await call('PUT', '/v1/agents/lp-mover', { parentId: 'lp-root' }), 200);
+    } finally {
+      stack.aws.beforeForward = async () => {};
+    }
+    const made = stack.aws.dynamoDbRequests.slice(before).filter((request) => request.functionId === agents.logicalId);
+    expect(raced).toBe(true);
+    expect(made.filter((request) => request.operation === 'TransactWriteItems').length).toBeGreaterThanOrEqual(2);
+    expect(made.map((request) => request.operation)).toEqual(expect.arrayContaining(['PutItem', 'Query', 'DeleteItem']));
+    expect(JSON.parse((await call('GET', '/v1/agents/lp-mover')).body).parentId).toBe('lp-root');
 
     // A type change that stored values do not fit: the sessions of the agent are found on the
     // sessions index and their states read (a large one in pieces): 409, then cleared.

@@ -66,6 +66,8 @@ export class AwsStandIn {
   eventBridgeDown = false;
   /** Decides, per DynamoDB request once answered, whether to pass the answer on. */
   fault: (request: DynamoDbRequest) => Fault = () => 'pass';
+  /** Runs before a DynamoDB request is forwarded: what another writer does at that moment (a race a test forces). */
+  beforeForward: (request: DynamoDbRequest) => Promise<void> = async () => {};
   /** Called for a `crash` fault: stop the function, as Lambda does at its timeout. */
   onCrash: (functionId: string) => void = () => {};
   private server: Server | undefined;
@@ -160,6 +162,7 @@ export class AwsStandIn {
       this.denied(res, functionId, refused, 'json');
       return;
     }
+    await this.beforeForward(seen);
     const answer = await forward(this.dynamoDbEndpoint, req, body);
     const fault = this.fault(seen);
     if (fault === 'crash') {
