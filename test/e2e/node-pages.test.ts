@@ -151,7 +151,7 @@ describe('GET /v1/sessions/{sid}/nodes', () => {
     const both = await http.get(`/v1/sessions/${sid}/nodes?before=b&cursor=${cursor}`);
     const badId = await http.get(`/v1/sessions/${sid}/nodes?before=${encodeURIComponent('a b')}`);
     const badLimit = await http.get(`/v1/sessions/${sid}/nodes?limit=501`);
-    const tampered = await http.get(`/v1/sessions/${sid}/nodes?cursor=${cursor.slice(0, -2)}xx`);
+    const tampered = await http.get(`/v1/sessions/${sid}/nodes?cursor=${cursor.slice(0, -2)}${cursor.endsWith('xx') ? 'yy' : 'xx'}`);
     const elsewhere = await http.get(`/v1/sessions/${other}/nodes?cursor=${cursor}`);
     await http.delete(`/v1/sessions/${sid}`);
     await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'a', role: 'user' }] });

@@ -336,7 +336,7 @@ describe('who decided', () => {
     const page1 = await http.get(`/v1/sessions/${sessionId}/decisions?limit=1`);
     const page2 = await http.get(`/v1/sessions/${sessionId}/decisions?limit=1&cursor=${encodeURIComponent(page1.body.next)}`);
     const tampered = await http.get(
-      `/v1/sessions/${sessionId}/decisions?cursor=${encodeURIComponent(`${page1.body.next.slice(0, -3)}abc`)}`,
+      `/v1/sessions/${sessionId}/decisions?cursor=${encodeURIComponent(`${page1.body.next.slice(0, -3)}${page1.body.next.endsWith('abc') ? 'abd' : 'abc'}`)}`,
     );
     const otherSession = await http.get(`/v1/sessions/${uniqueId('elsewhere')}/decisions?cursor=${encodeURIComponent(page1.body.next)}`);
     const unknown = await http.get(`/v1/sessions/${uniqueId('nobody')}/decisions`);
