@@ -44,6 +44,13 @@ export interface StreamPollerOptions {
   startingPosition?: 'LATEST' | 'TRIM_HORIZON';
   /** Pause between polls of a shard that had nothing new. @default 200 */
   intervalMs?: number;
+  /**
+   * Pause between polls once the stream has been quiet (nothing read, no `nudge`) for
+   * `quietAfterMs`. A nudge ends such a pause at once. @default intervalMs (no idle pace)
+   */
+  idleIntervalMs?: number;
+  /** How long after the last record read or nudge the poller keeps its `intervalMs` pace. @default 2_000 */
+  quietAfterMs?: number;
   /** Records per GetRecords and per handler call. @default 100 */
   batchSize?: number;
   /** Retries of a failing batch before it is logged and skipped. @default 3 */
@@ -65,6 +72,12 @@ interface TrackedShard {
 export class StreamPoller {
   private readonly shards = new Map<string, TrackedShard>();
   private readonly intervalMs: number;
+  private readonly idleIntervalMs: number;
+  private readonly quietAfterMs: number;
+  /** When a record was last read or a write last announced (`nudge`). */
+  private lastStir = Date.now();
+  /** True while the poller sleeps its idle pause, which a nudge ends. */
+  private idle = false;
   private readonly batchSize: number;
   private readonly retryAttempts: number;
   private readonly describeEveryMs: number;
@@ -77,6 +90,8 @@ export class StreamPoller {
 
   constructor(private readonly options: StreamPollerOptions) {
     this.intervalMs = options.intervalMs ?? 200;
+    this.idleIntervalMs = options.idleIntervalMs ?? this.intervalMs;
+    this.quietAfterMs = options.quietAfterMs ?? 2_000;
     this.batchSize = options.batchSize ?? 100;
     this.retryAttempts = options.retryAttempts ?? 3;
     this.describeEveryMs = options.describeEveryMs ?? 10_000;
@@ -120,6 +135,15 @@ export class StreamPoller {
     this.describeSoon = true;
   }
 
+  /**
+   * Something was just written to the table (the server answered a request): poll at the
+   * usual pace again, at once if the poller was idle. Cheap enough to call on every request.
+   */
+  nudge(): void {
+    this.lastStir = Date.now();
+    if (this.idle) this.wake?.();
+  }
+
   /** The shards being read, for tests and diagnostics. */
   shardStates(): Array<{ id: string; parentId: string | undefined; done: boolean }> {
     return [...this.shards.values()].map(({ id, parentId, done }) => ({ id, parentId, done }));
@@ -137,14 +161,25 @@ export class StreamPoller {
     while (!this.stopped) {
       let full = false;
       try {
-        full = (await this.pollOnce()).full;
+        const round = await this.pollOnce();
+        full = round.full;
+        if (round.records > 0) this.lastStir = Date.now();
         failures = 0;
       } catch (error) {
         // Said once per outage (DynamoDB Local down, restarting), then retried more slowly.
         if (failures++ === 0) this.log.warn('agentstate: reading the table stream failed; retrying', error);
       }
       // A full batch means more is waiting: go again at once, as Lambda does.
-      if (!full) await this.sleep(failures === 0 ? this.intervalMs : Math.min(this.intervalMs * 2 ** failures, 2_000));
+      if (full) continue;
+      if (failures > 0) await this.sleep(Math.min(this.intervalMs * 2 ** failures, 2_000));
+      else if (Date.now() - this.lastStir < this.quietAfterMs) await this.sleep(this.intervalMs);
+      else {
+        // Quiet: every poll of an idle stream costs both processes CPU, so poll seldom until
+        // a write announces itself (nudge) or the idle pause ends.
+        this.idle = true;
+        await this.sleep(this.idleIntervalMs);
+        this.idle = false;
+      }
     }
   }
 

@@ -258,6 +258,35 @@ describe('StreamPoller', () => {
     expect(String(errors.at(-1)?.[0])).toContain('failed 2 times and are skipped');
   });
 
+  it('polls seldom once the stream is quiet, and at once again when nudged', async () => {
+    // Prepare: a quiet stream is polled every minute, a busy one every 10 ms.
+    const stream = new FakeStream();
+    stream.add('shard-1');
+    const { handler, seen } = recordingHandler();
+    const poller = new StreamPoller({
+      client: stream,
+      streamArn: ARN,
+      handler,
+      intervalMs: 10,
+      idleIntervalMs: 60_000,
+      quietAfterMs: 0,
+      log: quiet,
+    });
+    await poller.start();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const quietPolls = stream.calls.filter((call) => call.startsWith('records')).length;
+
+    // Act: a write, announced.
+    const written = stream.put('shard-1', 'S#t#s');
+    poller.nudge();
+    for (let waited = 0; seen().length === 0 && waited < 10_000; waited += 10) await new Promise((resolve) => setTimeout(resolve, 10));
+    await poller.stop();
+
+    // Assess: one poll in 300 quiet ms (not 30), and the write handed over without waiting out the minute.
+    expect(quietPolls).toBeLessThanOrEqual(1);
+    expect(seen()).toEqual([written]);
+  });
+
   it('hands over the last records when stopped with drain', async () => {
     const stream = new FakeStream();
     stream.add('shard-1');
