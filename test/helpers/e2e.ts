@@ -1,6 +1,6 @@
 import { type ApiClient, apiClient } from './api-client.js';
 import { startContractProxy } from './contract-proxy.js';
-import { IAM_GATE_PRELOAD, startIamGate } from './iam-gate.js';
+import { IAM_GATE_PRELOAD, type IamGate, startIamGate } from './iam-gate.js';
 import { type ServerProcessOptions, type StartedServerProcess, startServerProcess } from './server.js';
 
 /** Three tenants: the default one, another to prove isolation, one for list ordering. */
@@ -14,12 +14,14 @@ export interface RunningApi {
   client: ApiClient;
   /** How many items DynamoDB has read for the server so far (iam-gate.ts, `itemsRead`). */
   itemsRead(): number;
+  /** Delays the server's DynamoDB calls that `matches` picks (iam-gate.ts, `slow`). */
+  slow: IamGate['slow'];
   output(): string;
   stop(): Promise<void>;
 }
 
 /** A server whose DynamoDB calls pass the IAM gate; `stop()` also fails over any call it refused. */
-export type GatedServer = StartedServerProcess & { itemsRead(): number };
+export type GatedServer = StartedServerProcess & Pick<RunningApi, 'itemsRead' | 'slow'>;
 
 /**
  * Starts the server as `startServerProcess` does, in front of an IAM gate (iam-gate.ts): every
@@ -39,6 +41,7 @@ export async function startGatedServer(options: ServerProcessOptions = {}): Prom
   return {
     ...server,
     itemsRead: gate.itemsRead,
+    slow: gate.slow,
     stop: async (signal) => {
       const code = await server.stop(signal);
       await gate.close();
@@ -63,6 +66,7 @@ export async function startApi(env: Record<string, string | undefined> = {}): Pr
     serverUrl: server.url,
     client: apiClient(proxy.url),
     itemsRead: server.itemsRead,
+    slow: server.slow,
     output: server.output,
     stop: async () => {
       await proxy.close();

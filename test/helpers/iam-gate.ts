@@ -30,6 +30,13 @@ export interface IamGate {
    * examined (`ScannedCount`, filtered or not), the items a `GetItem` or `BatchGetItem` found.
    */
   itemsRead(): number;
+  /**
+   * Delays every later call that `matches` picks by `ms` before it goes on to DynamoDB (less
+   * than the SDK's request timeout, client.ts `AWS_CALL_TIMEOUTS`): a request of the server
+   * made slow, deterministically, for an interleaving that DynamoDB Local is too quick to
+   * produce. Nothing is changed, only delayed. The returned function stops it.
+   */
+  slow(matches: (call: { fn: string; operation: string; body: string }) => boolean, ms: number): () => void;
   close(): Promise<void>;
 }
 
@@ -68,6 +75,7 @@ export async function startIamGate(tableName = defaultTableName): Promise<IamGat
   );
   const calls: GatedCall[] = [];
   let itemsRead = 0;
+  const slowed = new Set<{ matches: Parameters<IamGate['slow']>[0]; ms: number }>();
 
   const judge = (fn: string, operation: string, input: Record<string, any>): GatedCall[] => {
     const asked = requiredCalls(operation, input, (table) =>
@@ -98,6 +106,9 @@ export async function startIamGate(tableName = defaultTableName): Promise<IamGat
     }
     delete req.headers['x-agentstate-function'];
     delete req.headers['x-agentstate-upstream'];
+    for (const slow of slowed) {
+      if (slow.matches({ fn, operation, body: body.toString('utf8') })) await new Promise((wake) => setTimeout(wake, slow.ms));
+    }
     const answer = await forward(`http://${upstream}`, req, body);
     if (answer.status === 200) itemsRead += itemsIn(operation, answer.body);
     res.writeHead(answer.status, answer.headers);
@@ -116,6 +127,11 @@ export async function startIamGate(tableName = defaultTableName): Promise<IamGat
     calls: () => [...calls],
     refused: () => calls.filter((call) => !call.allowed),
     itemsRead: () => itemsRead,
+    slow: (matches, ms) => {
+      const slow = { matches, ms };
+      slowed.add(slow);
+      return () => slowed.delete(slow);
+    },
     close: async () => {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));

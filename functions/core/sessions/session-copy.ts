@@ -90,7 +90,7 @@ export class SessionCopier {
       await this.ports.open(scope);
     } catch (error) {
       await this.undo(scope);
-      throw error;
+      throw closedUnder(error);
     }
     return await tree.getSession({ tenant: scope.tenant, sessionId: scope.sessionId });
   }
@@ -243,6 +243,20 @@ class CopyWriter {
     });
     return result.head;
   }
+}
+
+/**
+ * What a copy answers when a write into its own session found it gone (`node_not_found`,
+ * `session_not_found`): its session was closed under it (an erasure of its user or tenant, which
+ * finds a copy not opened yet as any session of theirs), and the request named none of those nodes, so
+ * `409 conflict`, as for a source changed under it. Every other error is the answer as it is.
+ */
+function closedUnder(error: unknown): unknown {
+  if (!(error instanceof AgentStateError) || (error.code !== 'node_not_found' && error.code !== 'session_not_found')) return error;
+  return new AgentStateError(
+    'conflict',
+    'the session being copied into was closed (deleted, or its user or tenant erased) before the copy was done; copy again',
+  );
 }
 
 /** The nodes of the path root→`target`, root excluded, in order. */

@@ -275,6 +275,11 @@ export interface OpenedCopy {
   readonly incarnation: number;
   /** The copy's last version: its versions are 1 to this. */
   readonly version: number;
+  /**
+   * The opening carries a follow's mark (a subscription made while the copy wrote, live.ts):
+   * every version it releases may have a follower, whether or not its own change carried it.
+   */
+  readonly followed?: true;
 }
 
 /** The opening of a copy's session a stream record carries (an INSERT of its opening change), or null. */
@@ -288,7 +293,14 @@ export function openedCopyOf(record: DynamoDBRecord): OpenedCopy | null {
   const position = logPositionOf(String(item.sk ?? ''));
   const entry = readLogItem(item);
   if (!partition || !position || !entry || 'closing' in entry) return null;
-  return { tenant: partition[1] as string, sessionId: partition[2] as string, incarnation: position.incarnation, version: entry.carried.v };
+  const followed = entry.carried.f !== undefined && entry.carried.f * 1000 > Date.parse(entry.createdAt);
+  return {
+    tenant: partition[1] as string,
+    sessionId: partition[2] as string,
+    incarnation: position.incarnation,
+    version: entry.carried.v,
+    ...(followed ? { followed } : {}),
+  };
 }
 
 /**
@@ -317,7 +329,8 @@ export async function releasedVersions(table: TableClient, opened: OpenedCopy): 
       ),
     (item) => {
       const recorded = recordedVersionOfItem(item, { released: true });
-      if (recorded && recorded.version.version <= opened.version) released.push(recorded);
+      if (recorded && recorded.version.version <= opened.version)
+        released.push(opened.followed ? { ...recorded, followed: true } : recorded);
     },
   );
   return released.sort((a, b) => a.version.version - b.version.version);

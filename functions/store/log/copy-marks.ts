@@ -1,9 +1,10 @@
 import { AgentStateError } from '../../core/kernel/errors.js';
 import type { SessionScope, Tip } from '../../core/model/model.js';
+import type { TipChange } from '../../core/model/ports.js';
 import { emptyTip } from '../../core/model/tree.js';
 import * as sessionItem from '../sessions/session-item.js';
 import type { TransactItem } from '../table/table-client.js';
-import { closeIfExpired, entryOf } from './log-items.js';
+import { closeIfExpired, entryOf, type LogEntry, tipOf } from './log-items.js';
 
 /**
  * A copy's mark (SessionScope.copy, `Carried.cp`, session-item.ts `COPY_ATTRIBUTE`): how a copy
@@ -79,6 +80,25 @@ export function withoutCopy(scope: SessionScope): SessionScope {
 }
 
 /** `409 conflict`: another request's copy is being written into the session (session-copy.ts). */
-export function copyUnderWay(scope: SessionScope): AgentStateError {
+function copyUnderWay(scope: SessionScope): AgentStateError {
   return new AgentStateError('conflict', `a copy into session ${scope.sessionId} is under way; try again once it has answered`);
+}
+
+/**
+ * Where a change of an id that another request's copy is writing goes (`tip`: the copy's, as
+ * seen from outside it): nowhere but for a follow (a WebSocket subscription's mark,
+ * core/fanout/live.ts), `409 conflict` otherwise. A follow goes into the copy's log, after its
+ * newest change and under its mark, as one of the copy's own changes: so the subscription is
+ * answered as for an unknown id (which the id reads as), the copy's later changes carry the
+ * follow on (its next write loses its place to it and reads again), and its opening releases
+ * the copy's versions to the follower (stream-images.ts `releasedVersions`).
+ */
+export function intoCopy(scope: SessionScope, tip: Tip, change: TipChange): [SessionScope & { copy: string }, TipChange] {
+  const entry = tip.kind === 'closing' && tip.unopened ? (tip.log as LogEntry | undefined) : undefined;
+  const copy = entry?.carried.cp;
+  if (!entry || copy === undefined || change.follow === undefined) throw copyUnderWay(scope);
+  return [
+    { ...scope, copy },
+    { ...change, basedOn: tipOf(entry, { withState: false }) },
+  ];
 }

@@ -23,7 +23,7 @@ import {
   type TaggedItem,
   transact,
 } from '../table/table-client.js';
-import { copyItemCheck, copyUnderWay, ownCopyMark, withoutCopy } from './copy-marks.js';
+import { copyItemCheck, intoCopy, ownCopyMark, withoutCopy } from './copy-marks.js';
 import {
   type Carried,
   type Chain,
@@ -101,8 +101,8 @@ export class LogWriter {
     // that stopped halfway (its function timed out) is finished by the writes that find it.
     if (basedOn.kind === 'closing') {
       if (this.deleter.isAbandoned(basedOn)) await this.deleter.deleteSession(withoutCopy(scope));
-      // Another request's copy is being written into the id: it is taken until the copy ends.
-      else if (basedOn.unopened) throw copyUnderWay(scope);
+      // Another request's copy is being written into the id: it is taken until the copy ends (but by a follow).
+      else if (basedOn.unopened) return this.commitChange(...intoCopy(scope, basedOn, change));
       throw new StaleTipError('the session is being deleted');
     }
     const copy = ownCopyMark(scope, basedOn);

@@ -2,7 +2,7 @@ import { DeleteCommand, GetCommand, PutCommand, QueryCommand, TransactWriteComma
 import { AgentStateError } from '../../core/kernel/errors.js';
 import type { SessionScope, Tip } from '../../core/model/model.js';
 import { entryOf, type FenceEntry, isFence, type LogEntry } from '../log/log-items.js';
-import { nextSlot } from '../log/session-writes.js';
+import { isAbandonedCopyItem, isAbandonedDelete, nextSlot } from '../log/session-writes.js';
 import { FENCE_CAUSE_EXPIRED, KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { type LogPosition, logPositionOf } from '../table/keys.js';
@@ -68,6 +68,13 @@ export class SessionDeleter {
     const unwritten = tip.kind === 'empty' && tip.lifetime === undefined;
     // A copy never opened whose item TTL removed (it stopped): erased, with no expiry to record.
     const unopened = tip.kind === 'closing' && tip.unopened === true;
+    // Another request's copy that has not opened its session: no session to anyone else, so a
+    // `DELETE` of the id answers as for an unknown one and leaves it be while it may still run;
+    // a copy that stopped is erased (as the id's next writer would) all the same.
+    const othersCopy =
+      scope.copy === undefined &&
+      (unopened || (tip.kind === 'empty' && meta.Item !== undefined && sessionItem.isOthersUnopened(meta.Item, scope)));
+    if (othersCopy && !sweep && !this.isAbandonedCopy(tip, meta.Item)) return false;
     if (sweep && !((tip.kind === 'closing' && tip.expiredAt !== undefined) || unwritten || unopened)) return false;
     if (tip.kind === 'empty' && !meta.Item && !sweep) return false;
     // Carrying out an expiry (API.md section 12): its fence says so, and becomes the session's
@@ -91,7 +98,12 @@ export class SessionDeleter {
         ExpressionAttributeValues: { ':closed': 'closed' },
       }),
     );
-    return true;
+    return !othersCopy;
+  }
+
+  /** Whether another's copy not opened yet (its tip, or its item when it wrote no change) stopped: its request is over. */
+  private isAbandonedCopy(tip: Tip, item: Item | undefined): boolean {
+    return tip.kind === 'closing' ? isAbandonedDelete(tip, this.table.now()) : isAbandonedCopyItem(item ?? {}, this.table.now());
   }
 
   /**

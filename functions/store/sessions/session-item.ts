@@ -27,8 +27,9 @@ export const USER_SINCE_ATTRIBUTE = 'userAt';
 
 /**
  * The copy that made the session item and has not opened it yet (session-copy.ts,
- * SessionScope.copy): such an item is in no list, reads as no session to anyone but that copy,
- * and carries a TTL (`UNOPENED_TTL_SECONDS`) until the copy's last change opens it.
+ * SessionScope.copy): such an item reads as no session to anyone but that copy, no list shows
+ * it (session-list.ts skips it where the index names it), and it carries a TTL
+ * (`UNOPENED_TTL_SECONDS`) until the copy's last change opens it.
  */
 export const COPY_ATTRIBUTE = 'cp';
 
@@ -46,12 +47,13 @@ export function isOthersUnopened(item: Item, scope: SessionScope): boolean {
 }
 
 /**
- * The session item of a copy not opened yet: out of the tenant's list (no activity index keys),
- * marked with the copy, removed by TTL unless the copy opens it.
+ * The session item of a copy not opened yet: marked with the copy, removed by TTL unless the
+ * copy opens it. It has its place in the tenant's list all the same (as its entries in the
+ * filtered lists, session-store.ts `createSession`): no list shows it, but an erasure, which walks
+ * those lists, finds it and closes it like any session (docs/architecture.md, Copying a session).
  */
 export function encodeUnopened(scope: SessionScope & { copy: string }, meta: SessionMeta, nowSeconds: number): Item {
-  const { [tableKeys.sessionsIndex.partitionKey]: _partition, [tableKeys.sessionsIndex.sortKey]: _activity, ...item } = encode(scope, meta);
-  return { ...item, [COPY_ATTRIBUTE]: scope.copy, [tableKeys.timeToLive]: nowSeconds + UNOPENED_TTL_SECONDS };
+  return { ...encode(scope, meta), [COPY_ATTRIBUTE]: scope.copy, [tableKeys.timeToLive]: nowSeconds + UNOPENED_TTL_SECONDS };
 }
 
 /**

@@ -111,9 +111,10 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
     };
     // In every list it belongs to once this answers (API.md section 2): the session item is its
     // entry in the tenant's list, and its entries in its user's, agent's and metadata's lists
-    // (list-entries.ts) are written with it, all or nothing. A copy's are written when it opens
-    // the session (log-writer.ts, `opensCopy`).
-    const entries = copy === undefined ? entryItems(scope, meta) : [];
+    // (list-entries.ts) are written with it, all or nothing. A copy's too: no list shows it until
+    // it opens (session-list.ts), but an erasure of its user or tenant, which walks those lists,
+    // must find it from the moment it exists, however late it would open.
+    const entries = entryItems(scope, meta);
     let existing: Item | undefined;
     try {
       if (entries.length === 0) {
