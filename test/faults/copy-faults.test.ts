@@ -1,4 +1,4 @@
-import { InternalServerError, QueryCommand as RawQueryCommand } from '@aws-sdk/client-dynamodb';
+import { InternalServerError, DeleteItemCommand as RawDeleteItemCommand, QueryCommand as RawQueryCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -185,11 +185,12 @@ describe('a copy that fails midway', () => {
     const replayed = await call('POST', `/v1/sessions/${from}/copy`, { sessionId: target, tree: true }, keyed);
 
     // Assess: the failure reached the caller after part of the copy was written; then the id
-    // read as unknown, and only a delete's tombstones (TTL) and closed fence were stored.
+    // read as unknown, and only a delete's tombstones and closed fence were stored, all with a TTL.
     expect(armed.hits).toBe(1);
     expect(failed.status, failed.text).toBeGreaterThanOrEqual(500);
     expect(after).toEqual(unknown);
-    expect(left.filter((item) => !item.ttl)).toEqual([expect.objectContaining({ fence: 'closed' })]);
+    expect(left.filter((item) => item.fence === 'closed')).toHaveLength(1);
+    expect(left.filter((item) => !item.ttl)).toEqual([]);
     expect(left.filter((item) => !item.sk.startsWith(keys.logPrefix))).toEqual([]);
     expect(retried.status, retried.text).toBe(201);
     expect(replayed.status).toBe(201);
@@ -268,9 +269,74 @@ describe('a copy that fails midway', () => {
     await stores.sessions.sweepExpired({ tenant: TENANT, sessionId: target }, new Date(ttlAt * 1000).toISOString());
     const left = await stored(target);
 
-    // Assess: what is left goes by TTL but the closed fence that starts the id's next life.
+    // Assess: everything left goes by TTL, the closed fence too.
     expect(await readable(target)).toEqual(unknown);
-    expect(left.filter((item) => !item.ttl)).toEqual([expect.objectContaining({ fence: 'closed' })]);
+    expect(left.filter((item) => item.fence === 'closed')).toHaveLength(1);
+    expect(left.filter((item) => !item.ttl)).toEqual([]);
     expect(left.filter((item) => !item.sk.startsWith(keys.logPrefix))).toEqual([]);
+  });
+});
+
+describe('the id of a copy that failed', () => {
+  /** Removes what TTL would: every item of the session's partition that carries one (DynamoDB Local runs no TTL). */
+  async function ttlRemoves(id: string): Promise<void> {
+    for (const item of (await stored(id)).filter((left) => left.ttl)) {
+      await rawClient.send(
+        new RawDeleteItemCommand({
+          TableName: tableNameOf,
+          Key: { pk: { S: keys.session({ tenant: TENANT, sessionId: id }) }, sk: { S: item.sk } },
+        }),
+      );
+    }
+  }
+
+  it('keeps nothing once TTL has removed what the undo left, and is copied into again, reading only the new copy', async () => {
+    // Prepare: a copy whose fourth change fails (its undo runs), into an id never written.
+    const from = await source();
+    const expected = await everything(from);
+    const target = sid('copy');
+    failPut(target, keys.logPrefix, 3);
+    expect((await call('POST', `/v1/sessions/${from}/copy`, { sessionId: target, tree: true })).status).toBeGreaterThanOrEqual(500);
+    fault = null;
+
+    // Act: TTL removes what is left; then the id is copied into again.
+    await ttlRemoves(target);
+    const left = await stored(target);
+    const again = await call('POST', `/v1/sessions/${from}/copy`, { sessionId: target, tree: true });
+    const versions = await call('GET', `/v1/sessions/${target}/versions?limit=50`, undefined, auth);
+
+    // Assess: nothing was kept; the new copy starts the id's first life over and reads as the
+    // source does, its versions 1 to 5, with nothing of the failed one.
+    expect(left).toEqual([]);
+    expect(again.status, again.text).toBe(201);
+    expect(await everything(target)).toEqual(expected);
+    expect(versions.json.versions.map((version: { version: number }) => version.version)).toEqual([5, 4, 3, 2, 1]);
+    expect((await stored(target)).every((item) => !item.sk.startsWith(keys.logPrefix) || item.sk.startsWith(keys.lifePrefix(0)))).toBe(
+      true,
+    );
+  });
+
+  it('once erased as abandoned, leaves nothing without a TTL of the copy, and is written again in a life of its own', async () => {
+    // Prepare: a copy that stopped midway (its undo never ran), two minutes ago.
+    const from = await source();
+    const target = sid('copy');
+    stopAtPut(target, keys.logPrefix, 3);
+    expect((await call('POST', `/v1/sessions/${from}/copy`, { sessionId: target, tree: true })).status).toBeGreaterThanOrEqual(500);
+    fault = null;
+    clockAhead = 2 * 60_000;
+
+    // Act: a write of the id erases it first, then writes.
+    const written = await call('PUT', `/v1/sessions/${target}/state`, { fresh: true });
+    const left = await stored(target);
+    const state = await call('GET', `/v1/sessions/${target}/state`, undefined, auth);
+    const tree = await call('GET', `/v1/sessions/${target}/tree`, undefined, auth);
+
+    // Assess: the copy's life (0) holds only what TTL removes; the write is version 1 of life 1,
+    // with the root alone.
+    expect(written.status, written.text).toBe(200);
+    expect(left.filter((item) => item.sk.startsWith(keys.lifePrefix(0)) && !item.ttl)).toEqual([]);
+    expect(left.filter((item) => item.sk.startsWith(keys.lifePrefix(1))).length).toBeGreaterThanOrEqual(1);
+    expect({ state: state.json.state, version: state.json.version }).toEqual({ state: { fresh: true }, version: 1 });
+    expect(tree.json.nodes.map((node: { id: string }) => node.id)).toEqual(['root']);
   });
 });

@@ -3,6 +3,7 @@ import { requireMayWorkIn } from '../agents/agent-access.js';
 import { encodedSize, type JsonObject } from '../json/json.js';
 import { AgentStateError } from '../kernel/errors.js';
 import { newId, ROOT_NODE } from '../kernel/ids.js';
+import { allSettledOrThrow } from '../kernel/settled.js';
 import { APPEND_LIMIT_BYTES, MAX_MESSAGES_PER_APPEND } from '../model/limits.js';
 import type { NodeNotes, SessionScope, VersionRecord } from '../model/model.js';
 import { nodeNotFound } from '../write/write-target.js';
@@ -125,7 +126,8 @@ export class SessionCopier {
       Object.entries(notes[nodeId] ?? {}).map(([key, value]) => ({ nodeId, key, value })),
     );
     for (let start = 0; start < copiedNotes.length; start += NOTES_AT_ONCE) {
-      await Promise.all(
+      // Each settled before a failure is answered: the undo must come after the last of them.
+      await allSettledOrThrow(
         copiedNotes.slice(start, start + NOTES_AT_ONCE).map(({ nodeId, key, value }) => tree.putNote(scope, nodeId, key, value)),
       );
     }

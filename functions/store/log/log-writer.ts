@@ -1,8 +1,9 @@
 import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { encodedSize, type JsonObject } from '../../core/json/json.js';
 import { AgentStateError } from '../../core/kernel/errors.js';
+import { allSettledOrThrow } from '../../core/kernel/settled.js';
 import { hasExpired, type Lifetime, NO_LIFETIME, storedLifetime } from '../../core/model/lifetime.js';
-import { LINEAGE_WINDOW, type SessionScope, type Tip, type VersionRecord } from '../../core/model/model.js';
+import type { SessionScope, Tip } from '../../core/model/model.js';
 import { LeaseLostError, StaleTipError, type TipChange } from '../../core/model/ports.js';
 import { documentPut, profileFenceMove } from '../documents/document-store.js';
 import { changedEntries } from '../sessions/list-entries.js';
@@ -34,7 +35,6 @@ import {
   type NodePlace,
   readLogItem,
   tipOf,
-  type VersionPlace,
 } from './log-items.js';
 import { winnerOf } from './lost-race.js';
 import { departure, movePointer } from './node-index.js';
@@ -55,6 +55,7 @@ import {
   sessionUpsert,
 } from './session-writes.js';
 import { storedDecision } from './stored-decision.js';
+import { lineageOf, versionPlace } from './version-places.js';
 
 /**
  * The one way anything about a session's versions, head or lease changes: the next change of
@@ -74,6 +75,8 @@ export class LogWriter {
   private readonly last = new Map<string, LastChange>();
   /** The owed index puts under way in this process, by session and items (`putOwed`): whether each landed. */
   private readonly owing = new Map<string, Promise<boolean>>();
+  /** The index being written ahead in each session (`writeAhead`), until it has landed or failed. */
+  private readonly ahead = new Map<string, Promise<boolean>>();
 
   constructor(
     private readonly table: TableClient,
@@ -170,7 +173,8 @@ export class LogWriter {
     // race leaves pieces no version names, never a version without its pieces; the collector,
     // state-pieces.ts, removes the former).
     const owed = departure(scope, basedOn, change.head.id !== basedOn.head);
-    await Promise.all([
+    // All settled before a failure is thrown: nothing of it may land after a copy's undo (session-copy.ts).
+    await allSettledOrThrow([
       this.putOwed(scope, owed.puts),
       encoded ? putPieces(this.table, scope, encoded) : undefined,
       ...owed.pointers.map((pointer) => movePointer(this.table, scope, basedOn.incarnation, pointer.nodeId, pointer.version)),
@@ -314,10 +318,16 @@ export class LogWriter {
   writeAhead(scope: SessionScope): void {
     const last = this.last.get(keys.session(scope));
     if (!last || last.sent || last.puts.length === 0 || this.table.now() - last.madeAt > LAST_CHANGE_FOR_MS) return;
-    last.sent = batchPut(this.table, last.puts).then(
-      () => true,
-      () => false,
-    );
+    const key = keys.session(scope);
+    const sent = batchPut(this.table, last.puts).then(...settledAs);
+    last.sent = sent;
+    this.ahead.set(key, sent);
+    void sent.then(() => this.ahead.get(key) === sent && this.ahead.delete(key));
+  }
+
+  /** Once the index written ahead in the session has landed or failed: a copy's undo erases after it (session-copy.ts). */
+  async settled(scope: SessionScope): Promise<void> {
+    await this.ahead.get(keys.session(scope));
   }
 
   /** Forgets the session's last change (its session is being deleted). */
@@ -344,10 +354,7 @@ export class LogWriter {
     const underWay = this.owing.get(key);
     if (underWay && (await underWay)) return;
     const put = batchPut(this.table, puts);
-    const landed = put.then(
-      () => true,
-      () => false,
-    );
+    const landed = put.then(...settledAs);
     this.owing.set(key, landed);
     try {
       await put;
@@ -519,13 +526,5 @@ function activityIsStale(touchedAt: string | null, at: string): boolean {
   return touchedAt === null || Date.parse(at) - Date.parse(touchedAt) >= ACTIVITY_EVERY_MS;
 }
 
-/** The lineage window of a version recorded on top of `prior`, each with where it is. */
-function lineageOf(prior: VersionRecord | null): Array<{ version: number; seq: number }> {
-  if (!prior) return [];
-  const place = prior.place as VersionPlace | undefined;
-  return [{ version: prior.version, seq: place?.seq ?? 1 }, ...(place?.lineage ?? [])].slice(0, LINEAGE_WINDOW);
-}
-
-function versionPlace(position: LogPosition, prior: VersionRecord | null): VersionPlace {
-  return { incarnation: position.incarnation, seq: position.seq, lineage: lineageOf(prior) };
-}
+/** A put's promise as whether it landed (never rejects). */
+const settledAs = [() => true, () => false] as const;

@@ -87,6 +87,8 @@ export class DynamoDbSessionLog implements SessionLog {
     this.deleter = {
       isAbandoned: (tip) => isAbandonedDelete(tip, table.now()),
       deleteSession: async (scope, sweep) => {
+        // A copy's undo erases once nothing it sent ahead is on its way (it would stay, unread and kept).
+        if (scope.copy !== undefined) await this.writer.settled(scope);
         this.writer.forget(scope);
         return (await this.loadDeleter()).deleteSession(scope, sweep);
       },

@@ -75,6 +75,10 @@ export class SessionDeleter {
       scope.copy === undefined &&
       (unopened || (tip.kind === 'empty' && meta.Item !== undefined && sessionItem.isOthersUnopened(meta.Item, scope)));
     if (othersCopy && !sweep && !this.isAbandonedCopy(tip, meta.Item)) return false;
+    // The life erased is a copy's that never opened (its undo, its erase once it stopped): no
+    // write but the copy's own ever landed in it, and none of those is still on its way, so its
+    // fence need not outlive the tombstones (it keeps no straggler from reusing the life).
+    const copyLife = scope.copy !== undefined || othersCopy;
     if (sweep && !((tip.kind === 'closing' && tip.expiredAt !== undefined) || unwritten || unopened)) return false;
     if (tip.kind === 'empty' && !meta.Item && !sweep) return false;
     // Carrying out an expiry (API.md section 12): its fence says so, and becomes the session's
@@ -85,7 +89,7 @@ export class SessionDeleter {
     // (A copy's item that TTL removed, `sweep.unopened`, was never a session: nothing expired.)
     const expiry =
       expiredAt === undefined || sweep?.unopened ? undefined : { cause: FENCE_CAUSE_EXPIRED, expiredAt, ...lifeOf(tip, meta.Item) };
-    const { position: fence } = await this.close(scope, tip, expiry);
+    const { position: fence, followersUntil } = await this.close(scope, tip, expiry);
     await this.erase(scope, fence);
     await this.table.send(
       new UpdateCommand({
@@ -94,8 +98,18 @@ export class SessionDeleter {
         // The fence itself stays, with no TTL: it says which life comes next. Were it to expire,
         // the session would start over at life 0, where a write that was in flight during the
         // delete may have put its node index (under life 0's keys, after the erase read them).
-        UpdateExpression: 'SET fence = :closed',
-        ExpressionAttributeValues: { ':closed': 'closed' },
+        // A copy's life has no such writes: its fence goes with its tombstones (or once the
+        // followers it carries have gone), and the id's next life is the copy's again.
+        ...(copyLife
+          ? {
+              UpdateExpression: 'SET fence = :closed, #ttl = :ttl',
+              ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive },
+              ExpressionAttributeValues: {
+                ':closed': 'closed',
+                ':ttl': Math.max(this.table.nowSeconds() + TOMBSTONE_TTL_SECONDS, followersUntil ?? 0),
+              },
+            }
+          : { UpdateExpression: 'SET fence = :closed', ExpressionAttributeValues: { ':closed': 'closed' } }),
       }),
     );
     return !othersCopy;
@@ -161,7 +175,7 @@ export class SessionDeleter {
     let tip = first;
     for (let attempt = 1; ; attempt++) {
       const closing = fenceOf(tip);
-      if (tip.kind === 'closing' && closing) return { position: closing.position, joined: true };
+      if (tip.kind === 'closing' && closing) return { position: closing.position, joined: true, followersUntil: closing.followersUntil };
       const { position, claim } = nextSlot(tip, { fence: true });
       // The fence keeps the followers the life had: the session id's next life carries them on.
       const followers = tip.followersUntil === undefined ? {} : { f: tip.followersUntil };
@@ -186,7 +200,7 @@ export class SessionDeleter {
             }),
           );
         }
-        return { position, joined: false };
+        return { position, joined: false, followersUntil: tip.followersUntil };
       } catch (error) {
         const refused = claimRefusal(error);
         // The item names another user now (or is gone): not this erasure's, unless a delete is
@@ -276,6 +290,8 @@ interface Owner {
 interface Closed {
   position: LogPosition;
   joined: boolean;
+  /** The followers its fence carries on (epoch seconds; `Carried.f`). */
+  followersUntil: number | undefined;
 }
 
 /**
