@@ -371,7 +371,9 @@ ${memoryTable(memory)}
   items whose code may put them among the best with \`BatchGetItem\` and scores them on their
   embeddings: exact, for about a quarter of the bytes the items themselves hold. A 10 % filter
   is decided on the fetched values, so it fetches more. A put with an embedding writes its code
-  into its page (one \`UpdateItem\` more, of a few KB) after the namespace's dimensions and the item.
+  into its page (one \`UpdateItem\` more, of a few KB) after the namespace's dimensions and the item
+  (the row replaces items; a put that creates one also lists its namespace after the item,
+  counting the creation: a fourth \`UpdateItem\`, docs/architecture.md "Memory items").
 
 The same 10 % search after the table gained 1,000 other namespaces in the tenant (siblings of
 the one searched) and 10 other tenants holding the same namespace path:

@@ -154,7 +154,8 @@ export const routeGroupAccess = {
  * itself is granted on the stream's ARN by the event source mapping, not here.
  */
 export const liveHookAccess: TableAccess = {
-  // GetItem: the sweep of a session whose item TTL removed reads what is left of it (session-delete.ts).
+  // GetItem: the sweep of a session whose item TTL removed reads what is left of it (session-delete.ts);
+  // a memory namespace's entry is read for its count of creations before the hook forgets it (namespace-entries.ts).
   // Query on the sessions index and BatchGetItem: a user's erasure closes the sessions of the
   // user's list, page by page, and reads their items and its records by key (erasure-close.ts);
   // its profile step is a TransactWriteItems of a PutItem (the profile's tombstone) and an

@@ -46,9 +46,12 @@ export interface MemoryUpkeepPorts {
   eraseHistory(tenant: string, namespace: Namespace, key: string, createdAt: string): Promise<void>;
   /** Lists the namespace (idempotent). */
   registerNamespace(tenant: string, namespace: Namespace): Promise<void>;
+  /** How many items were created in the namespace so far, as its list entry counts them (0: none counted). */
+  namespaceCreations(tenant: string, namespace: Namespace): Promise<number>;
   /** Whether the namespace holds a live item (read consistently). */
   namespaceHasItems(tenant: string, namespace: Namespace): Promise<boolean>;
-  forgetNamespace(tenant: string, namespace: Namespace): Promise<void>;
+  /** Takes the namespace off the list, unless items were created in it since it counted `creations`. */
+  forgetNamespace(tenant: string, namespace: Namespace, creations: number): Promise<void>;
   /** Keeps `code` as the code of `item`'s embedding unless its page holds it or a newer one. */
   keepEmbeddingCode(item: MemoryAddress, life: Pick<MemoryItem, 'createdAt' | 'version'>, code: Uint8Array): Promise<void>;
   /** Removes the code of `life`'s embedding (of `dimensions` numbers), or an older one, from its page. */
@@ -138,17 +141,22 @@ export class MemoryUpkeep {
   /**
    * A namespace is listed once an item is created in it, and leaves the list once a delete
    * or TTL leaves it without a live item. The check reads the table as it is now, so it
-   * covers every record of the batch before it; a put that lands after it is listed again by
-   * its own record.
+   * covers every record of the batch before it. A put that creates an item while the check
+   * reads (behind where it has read, in a namespace of many deleted items) was answered, and
+   * must stay found: it counts its creation after writing its item, so the count read before
+   * the check either moved, and the namespace is not forgotten, or the put lists it again.
    */
   private async keepNamespace(changes: readonly RecordedMemoryChange[]): Promise<void> {
     const { tenant, namespace } = changes[0] as RecordedMemoryChange;
     const removes = changes.some((change) => change.kind !== 'put');
     const creates = changes.some((change) => change.kind === 'put' && change.next?.version === 1);
     if (!removes && !creates) return;
-    if (removes && !(await this.ports.namespaceHasItems(tenant, namespace))) {
-      await this.ports.forgetNamespace(tenant, namespace);
-      return;
+    if (removes) {
+      const creations = await this.ports.namespaceCreations(tenant, namespace);
+      if (!(await this.ports.namespaceHasItems(tenant, namespace))) {
+        await this.ports.forgetNamespace(tenant, namespace, creations);
+        return;
+      }
     }
     await this.ports.registerNamespace(tenant, namespace);
   }

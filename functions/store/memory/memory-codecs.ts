@@ -116,6 +116,12 @@ export const memoryItem = {
   },
 };
 
+/**
+ * The attribute of a namespace's entry that counts the items created in it, each put that
+ * created one adding to it after writing the item (namespace-entries.ts says what for).
+ */
+export const NAMESPACE_CREATIONS = 'creations';
+
 export const namespaceEntry = {
   key: (tenant: string, namespace: Namespace): Item => ({ pk: keys.memoryNamespaces(tenant), sk: pathKey(namespace) }),
   /** The namespace an entry's sort key names (`users/u1/facts/` → its ids). */

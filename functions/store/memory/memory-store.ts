@@ -35,7 +35,7 @@ import {
   type WalkPosition,
 } from './memory-cursors.js';
 import { deleteMemoryItem, expectedVersions, liveVersion, oldItemOf } from './memory-delete.js';
-import { claimDimensions, listNamespace, scanCodes, scanEmbeddings } from './memory-vectors.js';
+import { claimDimensions, listCreation, scanCodes, scanEmbeddings } from './memory-vectors.js';
 
 /**
  * Memory items (API.md section 10; memory-codecs.ts has their shapes). A get is one GetItem;
@@ -79,8 +79,10 @@ export class DynamoDbMemoryStore implements MemoryStore {
 
   /**
    * An item with an embedding first claims the namespace's dimensions (which also lists the
-   * namespace); an item created without one lists its namespace after it is written. Either
-   * way a search and the namespace list find it as soon as the put answered.
+   * namespace); a put that created an item lists its namespace after writing it, counting the
+   * creation (memory-vectors.ts `listCreation`, which the change hook's forgetting of an
+   * emptied namespace looks at). Either way a search and the namespace list find it as soon
+   * as the put answered.
    */
   async put(address: MemoryAddress, write: MemoryWrite): Promise<MemoryPutResult> {
     if (write.embedding) {
@@ -88,8 +90,8 @@ export class DynamoDbMemoryStore implements MemoryStore {
       if (held !== null) return { outcome: 'dimensions_mismatch', dimensions: held };
     }
     const result = await this.putItem(address, write);
-    if (result.outcome === 'written' && result.created && !write.embedding)
-      await listNamespace(this.table, address.tenant, address.namespace);
+    if (result.outcome === 'written' && result.created)
+      await listCreation(this.table, address.tenant, address.namespace, write.embedding?.length);
     // Its code before the put answers, so a search ranks it at once (memory-codes.ts).
     if (result.outcome === 'written' && write.embedding) {
       const code = embeddingCode(floatsOf(embeddingBytes(write.embedding)));

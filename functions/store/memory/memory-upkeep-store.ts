@@ -7,7 +7,7 @@ import { batchDelete, type Item, type TableClient } from '../table/table-client.
 import { historyItem } from './memory-codecs.js';
 import { codeStamp, dropCode, heldStamp, keepCode } from './memory-codes.js';
 import { listNamespace } from './memory-vectors.js';
-import { forgetNamespace, namespaceHasItems } from './namespace-entries.js';
+import { forgetNamespace, namespaceCreations, namespaceHasItems } from './namespace-entries.js';
 
 /**
  * The change hook's writes for memory (core/memory/memory-changes.ts): the namespace list
@@ -51,8 +51,12 @@ export class DynamoDbMemoryUpkeep implements MemoryUpkeepPorts {
     return namespaceHasItems(this.table, tenant, namespace);
   }
 
-  forgetNamespace(tenant: string, namespace: Namespace): Promise<void> {
-    return forgetNamespace(this.table, tenant, namespace);
+  namespaceCreations(tenant: string, namespace: Namespace): Promise<number> {
+    return namespaceCreations(this.table, tenant, namespace);
+  }
+
+  async forgetNamespace(tenant: string, namespace: Namespace, creations: number): Promise<void> {
+    await forgetNamespace(this.table, tenant, namespace, creations);
   }
 
   async keepEmbeddingCode(item: MemoryAddress, life: Pick<MemoryItem, 'createdAt' | 'version'>, code: Uint8Array): Promise<void> {

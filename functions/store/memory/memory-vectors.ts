@@ -4,7 +4,7 @@ import { MEMORY_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
 import { type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
-import { floatsOf, memoryItem, namespaceEntry } from './memory-codecs.js';
+import { floatsOf, memoryItem, NAMESPACE_CREATIONS, namespaceEntry } from './memory-codecs.js';
 import { OVERFLOW_PAGE, pageKey, pagePrefix, pagesFor } from './memory-codes.js';
 
 /**
@@ -78,6 +78,26 @@ export async function listNamespace(table: TableClient, tenant: string, namespac
       Key: namespaceEntry.key(tenant, namespace),
       UpdateExpression: 'SET listedAt = if_not_exists(listedAt, :now)',
       ExpressionAttributeValues: { ':now': new Date(table.now()).toISOString() },
+    }),
+  );
+}
+
+/**
+ * Lists `namespace` after a put created an item in it, and counts the creation
+ * (namespace-entries.ts `forgetNamespace`: the change hook forgets an emptied namespace only if
+ * no item was created in it since it looked, and a put that lands behind its look is counted
+ * here, after the item is written). With `dimensions`, those of the item's embedding: an entry
+ * the hook forgot meanwhile gets them back (an entry that has dimensions keeps its own).
+ */
+export async function listCreation(table: TableClient, tenant: string, namespace: Namespace, dimensions?: number): Promise<void> {
+  const values: Record<string, unknown> = { ':now': new Date(table.now()).toISOString(), ':one': 1 };
+  if (dimensions !== undefined) values[':dimensions'] = dimensions;
+  await table.send(
+    new UpdateCommand({
+      TableName: table.tableName,
+      Key: namespaceEntry.key(tenant, namespace),
+      UpdateExpression: `SET listedAt = if_not_exists(listedAt, :now)${dimensions === undefined ? '' : ', vd = if_not_exists(vd, :dimensions)'} ADD ${NAMESPACE_CREATIONS} :one`,
+      ExpressionAttributeValues: values,
     }),
   );
 }

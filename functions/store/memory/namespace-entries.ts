@@ -1,10 +1,10 @@
-import { DeleteCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { DeleteCommand, GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import type { Namespace } from '../../core/memory/memory.js';
 import { MEMORY_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
-import type { Item, TableClient } from '../table/table-client.js';
-import { namespaceEntry } from './memory-codecs.js';
+import { conditionally, type Item, type TableClient } from '../table/table-client.js';
+import { NAMESPACE_CREATIONS, namespaceEntry } from './memory-codecs.js';
 import { dropEmptyPages } from './memory-codes.js';
 
 /**
@@ -46,8 +46,43 @@ export async function namespaceHasItems(table: TableClient, tenant: string, name
   return true;
 }
 
-/** Takes the namespace off the namespace list, and deletes the pages of codes it no longer needs (memory-codes.ts). */
-export async function forgetNamespace(table: TableClient, tenant: string, namespace: Namespace): Promise<void> {
-  await table.send(new DeleteCommand({ TableName: table.tableName, Key: namespaceEntry.key(tenant, namespace) }));
+/**
+ * How many items were created in the namespace, as its entry counts them (`creations`: every
+ * put that creates an item adds one after writing it, memory-vectors.ts `listNamespace`); 0
+ * when there is no entry or no count. Read before the look for a live item, it tells
+ * `forgetNamespace` whether an item was created since.
+ */
+export async function namespaceCreations(table: TableClient, tenant: string, namespace: Namespace): Promise<number> {
+  const { Item: entry } = await table.send(
+    new GetCommand({
+      TableName: table.tableName,
+      Key: namespaceEntry.key(tenant, namespace),
+      ProjectionExpression: NAMESPACE_CREATIONS,
+      ConsistentRead: true,
+    }),
+  );
+  return typeof entry?.[NAMESPACE_CREATIONS] === 'number' ? entry[NAMESPACE_CREATIONS] : 0;
+}
+
+/**
+ * Takes the namespace off the namespace list, and deletes the pages of codes it no longer needs
+ * (memory-codes.ts). With `creations` (what `namespaceCreations` read before the look that found
+ * the namespace empty), only if no item was created since: a put that lands behind the look
+ * (where it had already read) counts its creation after writing its item, so either the count
+ * moved and the namespace stays listed, or the put lists it again after this. Without, at once
+ * (a user's erasure, which refuses writes to what it erases). Resolves with whether it forgot.
+ */
+export async function forgetNamespace(table: TableClient, tenant: string, namespace: Namespace, creations?: number): Promise<boolean> {
+  const unchanged =
+    creations === undefined
+      ? {}
+      : creations === 0
+        ? { ConditionExpression: `attribute_not_exists(${NAMESPACE_CREATIONS})` }
+        : { ConditionExpression: `${NAMESPACE_CREATIONS} = :creations`, ExpressionAttributeValues: { ':creations': creations } };
+  const forgot = await conditionally(
+    table.send(new DeleteCommand({ TableName: table.tableName, Key: namespaceEntry.key(tenant, namespace), ...unchanged })),
+  );
+  if (!forgot) return false;
   await dropEmptyPages(table, tenant, namespace);
+  return true;
 }
