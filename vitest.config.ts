@@ -16,6 +16,8 @@ const conformance = 'test/langgraph/conformance.test.ts';
 // of one session's metadata at once, 8.6 s alone. e2e/many-at-once.test.ts: among others, 50
 // registrations of one agent declaring fields, which land one at a time within the 15 s retry
 // budget each (5.8 s alone for that test, 13 s beside another file and a busy core).
+// e2e/lifetime-at-once.test.ts: 50 writers on one session across its expiry and beside its
+// pruning, each write within the same 15 s budget (about 13 writes a second land, alone).
 const alone = [
   'test/integration/contention.test.ts',
   'test/e2e/turn.test.ts',
@@ -24,6 +26,7 @@ const alone = [
   'test/e2e/on-disk-bursts.test.ts',
   'test/e2e/metadata-at-once.test.ts',
   'test/e2e/many-at-once.test.ts',
+  'test/e2e/lifetime-at-once.test.ts',
 ];
 
 export default defineConfig({
