@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
@@ -171,6 +171,34 @@ describe('copying a session', () => {
     }
     // Two appends changed the state on this path (the third changed it after m120).
     expect(copy.body.version).toBe(2);
+  });
+
+  it('copies a path whose messages would pass one change of the log when run together (each append of the source fits)', async () => {
+    // Prepare: 100 messages of 12 KB that do not compress (base64 of random bytes), 25 an append:
+    // each append about 230 KB compressed, two of them together more than one change may hold.
+    const sid = uniqueId('copy-wide');
+    for (let turn = 0; turn < 4; turn++) {
+      const messages = Array.from({ length: 25 }, (_, n) => ({
+        id: `w${turn * 25 + n}`,
+        role: n % 2 ? 'assistant' : 'user',
+        content: randomBytes(9000).toString('base64'),
+      }));
+      const appended = await http.post(`/v1/sessions/${sid}/messages`, { messages, ...(turn === 0 ? { state: { wide: true } } : {}) });
+      expect(appended.status, appended.text).toBe(201);
+    }
+
+    // Act
+    const copy = await http.post(`/v1/sessions/${sid}/copy`, {});
+    const copyId = copy.body.sessionId as string;
+
+    // Assess: the whole path, message for message.
+    expect(copy.status, copy.text).toBe(201);
+    const [mine, theirs] = await Promise.all([
+      http.get(`/v1/sessions/${copyId}/messages?limit=1000`),
+      http.get(`/v1/sessions/${sid}/messages?limit=1000`),
+    ]);
+    expect(mine.body.messages).toHaveLength(100);
+    expect(mine.body.messages).toEqual(theirs.body.messages);
   });
 
   it('answers 404 for an unknown source or node, 409 for an existing id, 400 for node with tree, and nothing across tenants', async () => {

@@ -229,6 +229,21 @@ class CopyWriter {
    */
   async write(under: string, reads: number, run: IncomingMessage[], then: number): Promise<string> {
     if (run.length === 0 && then === reads) return under;
+    try {
+      return await this.append(under, reads, run, then);
+    } catch (error) {
+      // A run is cut by count and JSON bytes; what one change of the log holds is counted
+      // compressed, and two of the source's appends that each fit may not together. Refused
+      // before anything is written: the run goes in two halves (the state with the second).
+      const messages = error instanceof AgentStateError && error.code === 'payload_too_large' && error.extras.field === 'messages';
+      if (!messages || run.length < 2) throw error;
+      const half = Math.ceil(run.length / 2);
+      return this.write(await this.write(under, reads, run.slice(0, half), reads), reads, run.slice(half), then);
+    }
+  }
+
+  /** One append of `write`: the run, and the state it ends with when it is another. */
+  private async append(under: string, reads: number, run: IncomingMessage[], then: number): Promise<string> {
     const version = then === reads ? null : await this.ports.readVersion(this.source, then);
     if (then !== reads && !version) {
       throw new AgentStateError('conflict', `version ${then} of the source is gone (it was deleted while copied); copy again`);
