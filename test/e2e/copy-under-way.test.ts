@@ -53,7 +53,7 @@ async function longSource(client: ApiClient, turns: number, userId?: string): Pr
 }
 
 /**
- * Makes every DynamoDB call of the copy into `target` 250 ms slower (iam-gate.ts `slow`; the
+ * Makes every DynamoDB call of the copy into `target` 400 ms slower (iam-gate.ts `slow`; the
  * change hook's calls, an erasure's, and the WebSocket API's go on at their pace). Erasing the copy's source costs about
  * what the copy writes, so on DynamoDB Local a copy answers before an erasure of the source is
  * done; made slow, it is still writing when the erasure is done, as a copy of a large session
@@ -61,7 +61,7 @@ async function longSource(client: ApiClient, turns: number, userId?: string): Pr
  */
 function slowCopy(tenant: string, target: string): () => void {
   const partition = JSON.stringify(sessionKey({ tenant, sessionId: target }));
-  return api.slow(({ fn, body }) => !/hook|websocket/.test(fn) && body.includes(partition), 250);
+  return api.slow(({ fn, body }) => !/hook|websocket/.test(fn) && body.includes(partition), 400);
 }
 
 /** Resolves once the copy into `target` (tenant `tenant`) has written `count` changes of its log. */
