@@ -138,6 +138,51 @@ describe('puts at once, read right after each answer', () => {
   }, 180_000);
 });
 
+describe('the 100 namespaces a search may cover, crossed by puts at once', () => {
+  it('answers each racing search with its items or 400 naming maxNamespaces, never 5xx, and 400 once past', async () => {
+    // Prepare
+    const root = uniqueId('mem-cap');
+    const searches = (n: number) =>
+      n % 2 === 0
+        ? http.post('/v1/memory/search', { namespacePrefix: [root], limit: 500 })
+        : http.post('/v1/memory/search', { namespacePrefix: [root], vector: [1, 0], limit: 500 });
+
+    // Act: 120 puts, each into a namespace of its own, and 40 searches of the prefix among them.
+    const [puts, found] = await Promise.all([
+      Promise.all(Array.from({ length: 120 }, (_, n) => http.put(itemPath([root, `ns${n}`], 'k'), { value: { n }, embedding: [1, n] }))),
+      Promise.all(
+        Array.from({ length: 40 }, async (_, n) => {
+          await sleep(n * 25);
+          return searches(n);
+        }),
+      ),
+    ]);
+
+    // Assess
+    expect(
+      puts.every((answer) => answer.status === 201),
+      JSON.stringify(counted(puts)),
+    ).toBe(true);
+    for (const answer of found) {
+      if (answer.status === 200) {
+        const namespaces = new Set(answer.body.items.map((item: { namespace: string[] }) => item.namespace.join('/')));
+        expect(namespaces.size).toBeLessThanOrEqual(100);
+      } else {
+        expect(answer.status, answer.text).toBe(400);
+        expect(answer.body).toMatchObject({ code: 'invalid_request', maxNamespaces: 100 });
+      }
+    }
+    for (const n of [0, 1]) {
+      const past = await searches(n);
+      expect(past.status, past.text).toBe(400);
+      expect(past.body).toMatchObject({ code: 'invalid_request', maxNamespaces: 100 });
+    }
+    // A narrower prefix still searches.
+    const one = await http.post('/v1/memory/search', { namespacePrefix: [root, 'ns7'] });
+    expect(one.body.items.map((item: { key: string; value: unknown }) => item.value)).toEqual([{ n: 7 }]);
+  }, 120_000);
+});
+
 describe('a namespace emptied and refilled by many at once', () => {
   it('finds every put as soon as it answered while others delete the namespace’s last items, and keeps it listed while it holds one', async () => {
     // Prepare: 10 writers, each its own key of one namespace, put and delete it 12 times, so
