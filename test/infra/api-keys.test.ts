@@ -1,4 +1,5 @@
 import { type DynamoDBClient, GetItemCommand, ScanCommand } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { APIGatewayProxyEventV2, APIGatewayRequestAuthorizerEventV2, Context } from 'aws-lambda';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type AuthorizerResult, createAuthorizer } from '../../functions/http/edge/authorizer.js';
@@ -95,6 +96,21 @@ describe('ApiKeyStore', () => {
     expect(await store.resolve(apiKey)).toBeNull();
     expect((await store.list({ tenant: 'revoking' }))[0]?.revokedAt).toBe(revoked?.revokedAt);
     expect(await store.revoke('000000000000')).toBeNull();
+  });
+
+  it('reads a key consistently, so that no lookup after a revoke answered can see it live (and the authorizer cache it)', async () => {
+    // Prepare
+    const { apiKey } = await store.create({ tenant: 'consistent' });
+    const sent = vi.spyOn(DynamoDBDocumentClient.prototype, 'send');
+
+    // Act
+    await store.resolve(apiKey);
+
+    // Assess
+    const reads = sent.mock.calls.map(([command]) => (command as { input: { ConsistentRead?: boolean } }).input);
+    sent.mockRestore();
+    expect(reads).toHaveLength(1);
+    expect(reads[0]?.ConsistentRead).toBe(true);
   });
 
   it.each([

@@ -123,13 +123,20 @@ export class ApiKeyStore {
     return { apiKey, key };
   }
 
-  /** The grant of a key, or null when the key was never issued or has been revoked. */
+  /**
+   * The grant of a key, or null when the key was never issued or has been revoked. Read
+   * consistently: an eventually consistent read just after `revoke` answered may still see the
+   * key live, and the authorizer would then cache that grant for its whole TTL, so the bound on
+   * how long a revoked key works would be the TTL plus that lag instead of the TTL (locally, where
+   * every request looks its key up, zero). The item is small: one read unit, not a half.
+   */
   async resolve(apiKey: string): Promise<KeyGrant | null> {
     if (apiKey.length === 0 || apiKey.length > MAX_KEY_LENGTH) return null;
     const { Item } = await this.table.send(
       new GetCommand({
         TableName: this.tableName,
         Key: { [tableKeys.partitionKey]: apiKeyItems.key(hashApiKey(apiKey)), [tableKeys.sortKey]: apiKeyItems.keySort },
+        ConsistentRead: true,
       }),
     );
     if (!Item || typeof Item.revokedAt === 'string' || typeof Item.tenant !== 'string') return null;
