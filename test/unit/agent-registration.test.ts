@@ -126,6 +126,54 @@ describe('what a registration is written under', () => {
     ]);
   });
 
+  it('for a key limited to agents, always the registry version: a move above it between its read and its write makes it 403', async () => {
+    // Prepare: planner > mid > child and elsewhere, versioned as the store keeps them. The
+    // first time the limited registration reads the registry, mid moves under elsewhere
+    // (another registration, landing between that read and this write).
+    const stored = new Map<string, AgentRecord>(
+      [record('planner', null), record('mid', 'planner'), record('child', 'mid'), record('elsewhere', null)].map((agent) => [
+        agent.agentId,
+        agent,
+      ]),
+    );
+    let version = 3;
+    let moved = false;
+    const writes: AgentPutConditions[] = [];
+    const agents = {
+      getAgent: async (_tenant: string, agentId: string) => stored.get(agentId) ?? null,
+      registryVersion: async () => version,
+      listAgents: async () => {
+        const items = [...stored.values()];
+        if (!moved) {
+          moved = true;
+          stored.set('mid', record('mid', 'elsewhere'));
+          version += 1;
+        }
+        return { items };
+      },
+      putAgent: async (_tenant: string, agent: AgentRecord, conditions: AgentPutConditions) => {
+        writes.push(conditions);
+        if (conditions.registryVersion !== undefined && conditions.registryVersion !== version) throw new RegistryChangedError();
+        if (conditions.existed && stored.get(agent.agentId)?.parentId !== conditions.parentAsRead) throw new RegistryChangedError();
+        stored.set(agent.agentId, agent);
+        return !conditions.existed;
+      },
+    } as unknown as AgentStore;
+    const service = new AgentService({ agents, sessions: {} as Pick<SessionStore, 'listSessions' | 'readTip'> }, () => {}, undefined, {
+      maxAttempts: 3,
+    });
+
+    // Act: a key limited to planner changes child's config only.
+    const answer = await service
+      .putAgent('t', 'child', { parentId: 'mid', config: { n: 1 } }, ['planner'])
+      .catch((error: unknown) => error);
+
+    // Assess: written under the version it read, refused when read again; child unchanged.
+    expect(writes).toEqual([{ existed: true, parentAsRead: 'mid', registryVersion: 3 }]);
+    expect(answer).toMatchObject({ code: 'forbidden' });
+    expect(stored.get('child')?.config).toBeNull();
+  });
+
   afterEach(() => {
     vi.useRealTimers();
     vi.restoreAllMocks();

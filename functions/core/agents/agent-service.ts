@@ -192,9 +192,15 @@ export class AgentService {
     }
     // What the rules read of other agents, and what they read of this one: another parent
     // (for a new agent, any), a field name, a route. A registration that only drops some of
-    // those, or changes its worker or config, breaks no rule whatever lands beside it.
+    // those, or changes its worker or config, breaks no rule whatever lands beside it. A
+    // limited key's is always ruled: its subtree is read from the agents above this one, so a
+    // move of one of them out of the subtree between that read and this write would otherwise
+    // let the write land outside the subtree after the move answered.
     const ruled =
-      (existing === null ? parentId !== null : moves) || (stateFields !== null && Object.keys(stateFields).length > 0) || routes !== null;
+      Boolean(allowed) ||
+      (existing === null ? parentId !== null : moves) ||
+      (stateFields !== null && Object.keys(stateFields).length > 0) ||
+      routes !== null;
     const created = await this.store.putAgent(tenant, record, {
       existed: existing !== null,
       parentAsRead: existing?.parentId ?? null,
