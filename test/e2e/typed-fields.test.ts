@@ -364,6 +364,44 @@ describe('declarations and schema changes', () => {
   });
 });
 
+describe('a value that no longer fits its type', () => {
+  it('is replaced or cleared by a write of it; a write that leaves it is refused with 409, writing nothing', async () => {
+    // Prepare: a stored `when` that the date type it now has does not fit (drift as above).
+    const owner = uniqueId('stale');
+    const fields = (when: Record<string, unknown>) => ({
+      stateFields: {
+        when: { type: 'date', read: 'public', write: 'public', ...when },
+        n: { type: 'number', read: 'public', write: 'public' },
+      },
+    });
+    await http.put(`/v1/agents/${owner}`, { stateFields: { when: { type: 'json', read: 'public', write: 'public' } } });
+    const [replaced, cleared] = [uniqueId('stale-a'), uniqueId('stale-b')];
+    for (const sid of [replaced, cleared]) {
+      await http.post('/v1/sessions', { sessionId: sid, agentId: owner });
+      expect((await http.put(`/v1/sessions/${sid}/state`, { when: 'not a date' })).status).toBe(200);
+    }
+    await http.put(`/v1/agents/${owner}`, fields({ migrate: 'clear' }));
+    expect((await http.put(`/v1/agents/${owner}`, fields({}))).status).toBe(200);
+
+    // Act
+    const leaving = await http.patch(`/v1/sessions/${replaced}/state`, { n: 1 });
+    const wrong = await http.patch(`/v1/sessions/${replaced}/state`, { when: 'still not a date' });
+    const replacing = await http.patch(`/v1/sessions/${replaced}/state`, { when: '2026-12-06', n: 2 });
+    const clearing = await http.put(`/v1/sessions/${cleared}/state`, { n: 3 }, as(owner));
+
+    // Assess
+    expect(leaving.status).toBe(409);
+    expect(leaving.body).toMatchObject({ code: 'conflict', fields: [{ field: 'when' }] });
+    expect(wrong.status).toBe(422);
+    expect(replacing.status).toBe(200);
+    // The refused writes wrote nothing: the replacing one is the session's second version.
+    expect(replacing.body.version).toBe(2);
+    expect(replacing.body.state).toEqual({ when: '2026-12-06', n: 2 });
+    expect(clearing.status).toBe(200);
+    expect((await http.get(`/v1/sessions/${cleared}/state`)).body.state).toEqual({ n: 3 });
+  });
+});
+
 describe('keys limited to some agents', () => {
   it('must act as one of their agents', async () => {
     const limited = apiClient(api.url, await issueKey(dynamoDbEndpointOf(api), { agents: [ids.general] }));

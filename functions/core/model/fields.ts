@@ -153,9 +153,11 @@ export function typeProblem(type: FieldType, value: Json): string | null {
 /**
  * What `caller` sees of a typed state: only the fields it may read. Stored data that no longer
  * fits its declared type fails the read (never silently replaced), unless the field says to
- * read such values as cleared.
+ * read such values as cleared. A write starts from the view with such values kept as stored
+ * (`misfits: "keep"`), so that it may replace them: failing that view too left a session whose
+ * value went stale (a type change racing a write, docs/api.md) unwritable by anyone.
  */
-export function viewOf(schema: Schema, caller: Caller, state: Json): Json {
+export function viewOf(schema: Schema, caller: Caller, state: Json, misfits: 'refuse' | 'keep' = 'refuse'): Json {
   if (state === null) return null;
   if (!isJsonObject(state)) {
     throw new AgentStateError('conflict', 'the stored state is not an object of declared fields; replace it with PUT', {});
@@ -168,7 +170,8 @@ export function viewOf(schema: Schema, caller: Caller, state: Json): Json {
     const problem = typeProblem(declaration.type, value);
     if (problem) {
       if (declaration.migrate === 'clear') continue;
-      mismatched.push({ field: name, problem });
+      if (misfits === 'refuse') mismatched.push({ field: name, problem });
+      else setOwn(view, name, value);
       continue;
     }
     setOwn(view, name, value);

@@ -263,9 +263,13 @@ export function visibleState(schema: Schema | null, caller: Caller, state: Json)
  */
 function typedWrite(target: Pick<WriteTarget, 'current' | 'schema'>, caller: Caller, next: (seen: Json) => Json): Json {
   const stored = storedState(target);
-  const seen = visibleState(target.schema, caller, stored);
-  const meant = next(seen);
-  return target.schema ? applyTypedWrite(target.schema, caller, stored, seen, meant) : meant;
+  if (!target.schema) return next(stored);
+  // Values that no longer fit their type are in the view as stored: a write may replace them
+  // (or clear them), and one that leaves any the caller reads is refused as a read of it is.
+  const seen = viewOf(target.schema, caller, stored, 'keep');
+  const written = applyTypedWrite(target.schema, caller, stored, seen, next(seen));
+  viewOf(target.schema, caller, written);
+  return written;
 }
 
 /** `typedWrite`, refused with `413 state_too_large` when the result is over the state limit. */
