@@ -26,7 +26,7 @@ import { pointerOf } from '../model/tree.js';
 import { type ChainPlan, type IncomingMessage, lookupsOf, planChain } from '../sessions/chain.js';
 import { nextVersion } from '../write/next-version.js';
 import { NodeTargets, type SchemaSource, storedState, visibleState, type WriteTarget } from '../write/write-target.js';
-import { checkDecisionAccess } from './decision-access.js';
+import { checkDecisionAccess, recheckDecisionAccess } from './decision-access.js';
 import { answeredState, planReply, triggerMessagesOf, withIds } from './decision-answer.js';
 import { askWorkers, type DecideRequest, decisionBudgetMs, type WorkerAnswer, type WorkerInvoker } from './decision-hops.js';
 import { COMMIT_ATTEMPTS, DecisionLeases } from './decision-lease.js';
@@ -67,6 +67,8 @@ interface DecisionContext {
   readonly named: boolean;
   /** The session item, when it was read (a session with nothing written yet). */
   readonly meta: SessionMeta | null;
+  /** The session's agent, whose place in the hierarchy says whether a limited key may decide. */
+  readonly sessionAgentId: string | null;
   /** The session's user (whose profile the worker is shown). */
   readonly userId: string | null;
   /** The session's typed fields: from the tenant's agents, read once. */
@@ -154,6 +156,7 @@ export class DecideService {
           leaseToken,
           named: request.decisionId !== undefined,
           meta: begun.meta,
+          sessionAgentId: session.agentId,
           userId: session.userId,
           schemas: async (_tenant, sessionAgentId) => begun.agents.schemaFor(sessionAgentId),
           shared: begun.agents.shared,
@@ -260,6 +263,10 @@ export class DecideService {
       { invokeWorker: this.invokeWorker, now: this.now },
     );
 
+    await recheckDecisionAccess(() => this.agents.snapshot(scope.tenant), {
+      sessionAgentId: context.sessionAgentId,
+      allowed: context.request.allowed,
+    });
     let tip = reads.leased;
     let current = prepared;
     for (let attempt = 1; ; attempt++) {

@@ -31,3 +31,19 @@ export async function checkDecisionAccess(
   const move = { scope, tip, from: tip.headVersion, to: pointerOf(decision.parentOf(request.parentId), tip) };
   await requireMayMoveHeadTo(store, move, agents.schemaFor(sessionAgentId), request.agentId ?? null);
 }
+
+/**
+ * The same key check again once the workers have answered, right before the decision's commit:
+ * a worker may take up to its timeout (25 s), and a move that took the session's agent out of
+ * the key's conversations meanwhile must refuse the decision as it refuses any write sent after
+ * it (`agents` reads the registry through the instance's copy, dropped at once by a move made
+ * here, at most a second old otherwise). The head move was checked against the state at the
+ * decision's node, which its commit still requires.
+ */
+export async function recheckDecisionAccess(
+  agents: () => Promise<AgentSnapshot>,
+  decision: { sessionAgentId: string | null; allowed?: AllowedAgents },
+): Promise<void> {
+  if (!decision.allowed || decision.sessionAgentId === null) return;
+  requireMayWorkIn(decision.allowed, (await agents()).agents, decision.sessionAgentId, 'decide in');
+}
