@@ -333,15 +333,30 @@ describe('declarations and schema changes', () => {
     });
     const retyped = await http.put(`/v1/agents/${owner}`, { stateFields: { count: { type: 'string', read: 'public', write: 'public' } } });
     const migrated = await http.put(`/v1/agents/${owner}`, {
-      stateFields: { count: { type: 'string', read: 'public', write: 'public', migrate: 'clear' } },
+      stateFields: {
+        count: { type: 'string', read: 'public', write: 'public', migrate: 'clear' },
+        label: { type: 'string', read: 'public', write: 'public' },
+      },
     });
     const read = await http.get(`/v1/sessions/${sid}/state`);
+    // The next write drops the cleared value: declared a number again, count does not come back.
+    const written = await http.patch(`/v1/sessions/${sid}/state`, { label: 'next' });
+    const back = await http.put(`/v1/agents/${owner}`, {
+      stateFields: {
+        count: { type: 'number', read: 'public', write: 'public' },
+        label: { type: 'string', read: 'public', write: 'public' },
+      },
+    });
+    const reread = await http.get(`/v1/sessions/${sid}/state`);
 
     expect(added.status).toBe(200);
     expect(retyped.status).toBe(409);
     expect(retyped.body.sessions).toEqual([sid]);
     expect(migrated.status).toBe(200);
     expect(read.body.state).toEqual({});
+    expect(written.status).toBe(200);
+    expect(back.status).toBe(200);
+    expect(reread.body.state).toEqual({ label: 'next' });
   });
 
   it('fails a read closed when stored data does not match its declared type', async () => {

@@ -231,13 +231,21 @@ export function applyTypedWrite(schema: Schema, caller: Caller, stored: Json, se
 
   const result: JsonObject = {};
   for (const [name, value] of Object.entries(before)) {
-    // Kept: what the caller cannot see, and what it saw and did not touch.
-    if (!touched.has(name)) setOwn(result, name, value);
+    // Kept: what the caller cannot see, and what it saw and did not touch; but a value that
+    // reads as cleared (`migrate: "clear"`, it no longer fits) goes with the next write of an
+    // agent that may write it, so that no later declaration can bring it back.
+    if (!touched.has(name) && !readsAsCleared(schema, caller, name, value)) setOwn(result, name, value);
   }
   for (const name of touched) {
     if (Object.hasOwn(next, name)) setOwn(result, name, next[name] as Json);
   }
   return result;
+}
+
+/** Whether `caller` may write `name` and its stored `value` reads as cleared (`migrate: "clear"`, of another type). */
+function readsAsCleared(schema: Schema, caller: Caller, name: string, value: Json): boolean {
+  const declaration = schema.fields.get(name)?.declaration;
+  return declaration?.migrate === 'clear' && typeProblem(declaration.type, value) !== null && canWrite(schema, caller, name);
 }
 
 /**
