@@ -34,6 +34,17 @@ afterAll(async () => {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const counted = (statuses: number[]) => Object.fromEntries([...new Set(statuses)].map((s) => [s, statuses.filter((t) => t === s).length]));
 
+type Receiver = Awaited<ReturnType<EventFixtures['receiver']>>;
+
+/** The one `session.expired` event of `sid`, once it came: two more seconds bring no other (a redelivery has the same id). */
+async function theOnlyExpiry(hook: Receiver, sid: string): Promise<Record<string, unknown>> {
+  const expiries = () => hook.accepted().filter((event) => event.type === 'session.expired' && event.sessionId === sid);
+  const [first] = await waitFor('the session.expired event', () => (expiries().length > 0 ? expiries() : null), 30_000, 100);
+  await sleep(2000);
+  expect([...new Set(expiries().map((event) => event.id))]).toEqual([first.id]);
+  return first;
+}
+
 /** Every item of the session's partition (tenant `local`), read raw and consistently. */
 async function partitionOf(sid: string): Promise<Array<Record<string, unknown>>> {
   const items: Array<Record<string, unknown>> = [];
@@ -134,19 +145,7 @@ describe('an expiry that falls while 50 writers write', () => {
     const session = await http.get(`/v1/sessions/${sid}`);
     expect(session.body).toMatchObject({ version: fresh.length, userId: null, metadata: null, expiresAt: null });
     // One expiry, of the old life's last version, whatever the redeliveries.
-    const expired = await waitFor(
-      'the session.expired event',
-      () => {
-        const events = hook.accepted().filter((event) => event.type === 'session.expired' && event.sessionId === sid);
-        return events.length > 0 ? events : null;
-      },
-      30_000,
-      100,
-    );
-    await sleep(2000);
-    const all = hook.accepted().filter((event) => event.type === 'session.expired' && event.sessionId === sid);
-    expect([...new Set(all.map((event) => event.id))]).toEqual([expired[0].id]);
-    expect(expired[0]).toMatchObject({ version: old.length + 1, userId: 'u-old', expiredAt: expiresAt });
+    expect(await theOnlyExpiry(hook, sid)).toMatchObject({ version: old.length + 1, userId: 'u-old', expiredAt: expiresAt });
   }, 180_000);
 });
 
@@ -194,19 +193,7 @@ describe('50 requests at once on a session that has just expired', () => {
     const { versions } = await listVersions(sid);
     expect(versions.map((version) => version.version)).toEqual(Array.from({ length: 40 }, (_, n) => 40 - n));
     // One expiry, of version 1, the old life's last.
-    const expired = await waitFor(
-      'the session.expired event',
-      () => {
-        const events = hook.accepted().filter((event) => event.type === 'session.expired' && event.sessionId === sid);
-        return events.length > 0 ? events : null;
-      },
-      30_000,
-      100,
-    );
-    await sleep(2000);
-    const all = hook.accepted().filter((event) => event.type === 'session.expired' && event.sessionId === sid);
-    expect([...new Set(all.map((event) => event.id))]).toEqual([expired[0].id]);
-    expect(expired[0]).toMatchObject({ version: 1, userId: 'u-old', expiredAt: expiresAt });
+    expect(await theOnlyExpiry(hook, sid)).toMatchObject({ version: 1, userId: 'u-old', expiredAt: expiresAt });
   }, 120_000);
 });
 
