@@ -225,7 +225,7 @@ describe('search with a vector', () => {
     expect(new Set([...found.items, ...worst.items].map((item) => item.key))).toEqual(new Set(keys));
     const scores = found.items.map((item) => item.score as number);
     expect(scores).toEqual([...scores].sort((a, b) => b - a));
-  });
+  }, 120_000);
 
   it('ranks an item whose put died before writing its code, once the change hook mended it from the stream', async () => {
     // Prepare: a namespace with an item, its dimensions claimed.
