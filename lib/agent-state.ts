@@ -557,6 +557,35 @@ export class AgentState extends Construct {
   }
 
   /**
+   * PostToConnection and DeleteConnection on the stack's one WebSocket stage, no more (the
+   * stage's grantManagementApiAccess would add GET): the change hook sends events and closes the
+   * connections of revoked keys; the WebSocket function answers a revoked key's message and
+   * closes its connection (docs/security.md, "Revoked keys and open connections").
+   */
+  private grantConnections(fn: lambda.IFunction, apiId: string, stageName: string, who: string): void {
+    const stack = Stack.of(this);
+    const connections = (['POST', 'DELETE'] as const).map((method) =>
+      stack.formatArn({
+        service: 'execute-api',
+        resource: apiId,
+        resourceName: `${stageName}/${method}/@connections/*`,
+        arnFormat: ArnFormat.SLASH_RESOURCE_NAME,
+      }),
+    );
+    fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['execute-api:ManageConnections'], resources: connections }));
+    for (const connection of connections) {
+      Validations.of(fn.role as iam.Role).acknowledge({
+        // This one finding exactly, so that any other wildcard on the role is still reported.
+        id: `AwsSolutions-IAM5[Resource::${nagReference(stack.resolve(connection))}]`,
+        reason:
+          'PostToConnection and DeleteConnection address a connection by its id, known only at run time; the grant is ' +
+          `limited to POST and DELETE on this stack's one WebSocket stage, so ${who} can message and close that stage's ` +
+          'clients and nothing else',
+      });
+    }
+  }
+
+  /**
    * The WebSocket API (API.md section 9, live sync): every route goes to one function, which
    * authenticates `$connect` itself (`?token=<api-key>`, resolved like the authorizer does) and
    * answers subscribe and unsubscribe on the same connection (two-way routes).
@@ -620,6 +649,9 @@ export class AgentState extends Construct {
         'resolves ?token=<api-key> against the same hashed key items as the HTTP authorizer and refuses unknown or revoked ' +
         'keys with 401; every later message acts only within the tenant stored with the connection',
     });
+    // A message on a connection whose key was revoked is answered, and the connection closed.
+    fn.addEnvironment('AGENTSTATE_WEBSOCKET_ENDPOINT', stage.callbackUrl);
+    this.grantConnections(fn, api.apiId, stage.stageName, 'the WebSocket function');
     return { api, stage, fn };
   }
 
@@ -664,22 +696,7 @@ export class AgentState extends Construct {
       timeout: Duration.seconds(60),
     });
     bus.grantPutEventsTo(fn);
-    // PostToConnection only (the stage's grantManagementApiAccess would add GET and DELETE).
-    const stack = Stack.of(this);
-    const connections = stack.formatArn({
-      service: 'execute-api',
-      resource: this.webSocketApi.apiId,
-      resourceName: `${this.webSocketStage.stageName}/POST/@connections/*`,
-      arnFormat: ArnFormat.SLASH_RESOURCE_NAME,
-    });
-    fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['execute-api:ManageConnections'], resources: [connections] }));
-    Validations.of(fn.role as iam.Role).acknowledge({
-      // This one finding exactly, so that any other wildcard on the role is still reported.
-      id: `AwsSolutions-IAM5[Resource::${nagReference(stack.resolve(connections))}]`,
-      reason:
-        'PostToConnection addresses a connection by its id, known only at run time; the grant is limited to POST on ' +
-        "this stack's one WebSocket stage, so the change hook can message that stage's clients and nothing else",
-    });
+    this.grantConnections(fn, this.webSocketApi.apiId, this.webSocketStage.stageName, 'the change hook');
 
     const { webhookQueue, deliveryFailures, deliveryFn } = this.createWebhookLanes();
 

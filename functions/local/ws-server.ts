@@ -12,6 +12,7 @@ import type { WebSocketEvent, WebSocketResult } from '../ws/handler.js';
  * that the change hook posts to (`gateway`). As in API Gateway:
  *
  * - `$connect` decides: a non-2xx answer refuses the upgrade with that status;
+ * - the server may close a connection (`gateway.close`, DeleteConnection in AWS): its key was revoked;
  * - the route is `$request.body.action` (`subscribe`, `unsubscribe`), else `$default`; a
  *   route's answer body is sent back to the client (two-way routes);
  * - messages are at most 128 KB; a connection lasts at most 2 hours and closes after
@@ -128,6 +129,11 @@ export function attachWebSocketApi(server: Server): LocalWebSocketApi {
       const connection = connections.get(connectionId);
       if (!connection || connection.socket.readyState !== WebSocket.OPEN) return Promise.resolve('gone');
       return new Promise((resolve) => connection.socket.send(data, (error) => resolve(error ? 'gone' : 'sent')));
+    },
+    // As API Gateway's DeleteConnection: the server closes the socket (1008, policy violation),
+    // and the close runs the connection's $disconnect.
+    close: async (connectionId) => {
+      connections.get(connectionId)?.socket.close(1008, "Policy violation: the connection's API key was revoked");
     },
   };
 

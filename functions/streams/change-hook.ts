@@ -1,8 +1,10 @@
 import { schemaReader } from '../core/agents/agent-reader.js';
 import { ChangeFanout } from '../core/fanout/change-fanout.js';
+import { KeyLiveness } from '../core/fanout/key-liveness.js';
 import { MemoryFanout } from '../core/fanout/memory-fanout.js';
 import { DEFAULT_HISTORY_DAYS, MemoryUpkeep } from '../core/memory/memory-changes.js';
 import { pruneIntervalFrom } from '../core/model/retention.js';
+import { keyIsLive } from '../store/access/api-keys.js';
 import { ErasureFinisher } from '../store/erasure/erasure-finish.js';
 import { DynamoDbLiveStore } from '../store/events/live-store.js';
 import { releasedVersions } from '../store/events/stream-images.js';
@@ -57,6 +59,9 @@ function liveConsumer(env: NodeJS.ProcessEnv, stores: StreamStores): StreamConsu
   const bus = env.AGENTSTATE_EVENT_BUS;
   const publish = bus ? { publish: eventBridgePublisher(traced(eventBridgeClient()), bus) } : {};
   const live = gateway ? new DynamoDbLiveStore(stores.table) : undefined;
+  // A follower whose key was revoked gets nothing more, and its connection is closed.
+  const keys = new KeyLiveness((keyHash) => keyIsLive(stores.table, keyHash));
+  const keyLive = (keyHash: string) => keys.isLive(keyHash);
   const days = Number(env.AGENTSTATE_MEMORY_HISTORY_DAYS ?? DEFAULT_HISTORY_DAYS);
   const pruneEvery = pruneIntervalFrom(env);
   return {
@@ -72,12 +77,12 @@ function liveConsumer(env: NodeJS.ProcessEnv, stores: StreamStores): StreamConsu
       pruneHistory: async (scope, builtThrough) => {
         await stores.sessions.pruneHistory(scope, { builtThrough, everyMs: pruneEvery });
       },
-      ...(gateway && live ? { broadcast: liveBroadcaster(live, gateway) } : {}),
+      ...(gateway && live ? { broadcast: liveBroadcaster(live, gateway, keyLive) } : {}),
       ...publish,
     }),
     memory: new MemoryFanout({
       deliversWebhooks: false,
-      ...(gateway && live ? { broadcast: memoryBroadcaster(live, gateway) } : {}),
+      ...(gateway && live ? { broadcast: memoryBroadcaster(live, gateway, keyLive) } : {}),
       ...publish,
     }),
     sweepExpired: (scope, expiredAt, unopened) => stores.sessions.sweepExpired(scope, expiredAt, unopened),

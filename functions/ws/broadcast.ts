@@ -1,6 +1,6 @@
 import { type ChangeEvent, type EventMode, serializeWithin } from '../core/events/events.js';
 import type { LiveBroadcaster } from '../core/fanout/change-fanout.js';
-import type { LiveFollower, LiveStore } from '../core/fanout/live.js';
+import type { KeyCheck, LiveFollower, LiveStore } from '../core/fanout/live.js';
 import type { MemoryBroadcaster } from '../core/fanout/memory-fanout.js';
 import type { ConnectionGateway } from './connections.js';
 
@@ -20,13 +20,19 @@ export type FollowerSource = Pick<LiveStore, 'deleteConnection'> & (Pick<LiveSto
  * an agent gets the events as that agent may see them (`eventsFor`); when those cannot be
  * made, it gets nothing (and the failure is reported), never the whole events. A connection
  * that is gone (410) is removed with everything it followed.
+ *
+ * With `keyLive`, each follower's key is checked first (key-liveness.ts: at most once per
+ * instance and second, not per event): a follower whose key was revoked is sent nothing, and
+ * its connection is closed and removed (`closeRevoked`).
  */
-export function liveBroadcaster(store: FollowerSource, gateway: ConnectionGateway): LiveBroadcaster {
+export function liveBroadcaster(store: FollowerSource, gateway: ConnectionGateway, keyLive?: KeyCheck): LiveBroadcaster {
   return async (scope, events, eventsFor) => {
     const followers: LiveFollower[] =
       'followers' in store
         ? await store.followers(scope)
-        : (await store.subscribers(scope)).map((connectionId): LiveFollower => ({ connectionId, agentId: null, mode: 'full' }));
+        : (await store.subscribers(scope)).map(
+            (connectionId): LiveFollower => ({ connectionId, agentId: null, mode: 'full', keyHash: null }),
+          );
     if (followers.length === 0) return;
     const serialize = (list: readonly ChangeEvent[], mode: EventMode) =>
       list.map((event) => serializeWithin(event, WEBSOCKET_MESSAGE_LIMIT_BYTES, mode));
@@ -50,7 +56,8 @@ export function liveBroadcaster(store: FollowerSource, gateway: ConnectionGatewa
       return found;
     };
     const results = await Promise.allSettled(
-      followers.map(async ({ connectionId, agentId, mode }) => {
+      followers.map(async ({ connectionId, agentId, mode, keyHash }) => {
+        if (await revoked(keyHash, keyLive)) return closeRevoked(store, gateway, connectionId);
         for (const message of await messagesFor(agentId, mode)) {
           if ((await gateway.post(connectionId, message)) === 'gone') {
             await store.deleteConnection(connectionId);
@@ -75,6 +82,7 @@ export function liveBroadcaster(store: FollowerSource, gateway: ConnectionGatewa
 export function memoryBroadcaster(
   store: Pick<LiveStore, 'namespaceFollowers' | 'deleteConnection'>,
   gateway: ConnectionGateway,
+  keyLive?: KeyCheck,
 ): MemoryBroadcaster {
   return async (tenant, namespace, events) => {
     const followers = await store.namespaceFollowers(tenant, namespace);
@@ -82,7 +90,8 @@ export function memoryBroadcaster(
     const messages = (mode: EventMode) => events.map((event) => serializeWithin(event, WEBSOCKET_MESSAGE_LIMIT_BYTES, mode));
     const byMode = { full: messages('full'), patch: messages('patch') };
     await Promise.all(
-      followers.map(async ({ connectionId, mode }) => {
+      followers.map(async ({ connectionId, mode, keyHash }) => {
+        if (await revoked(keyHash, keyLive)) return closeRevoked(store, gateway, connectionId);
         for (const message of byMode[mode]) {
           if ((await gateway.post(connectionId, message)) === 'gone') {
             await store.deleteConnection(connectionId);
@@ -92,4 +101,18 @@ export function memoryBroadcaster(
       }),
     );
   };
+}
+
+/** Whether a follower's key (null: one that cannot be revoked) was revoked, as `keyLive` knows it. */
+async function revoked(keyHash: string | null, keyLive: KeyCheck | undefined): Promise<boolean> {
+  return keyHash !== null && keyLive !== undefined && !(await keyLive(keyHash));
+}
+
+/**
+ * A revoked key's connection: closed (DeleteConnection; locally the socket's close), and its
+ * records removed here too, so that no other event looks it up again before its $disconnect.
+ */
+async function closeRevoked(store: Pick<LiveStore, 'deleteConnection'>, gateway: ConnectionGateway, connectionId: string): Promise<void> {
+  await gateway.close(connectionId);
+  await store.deleteConnection(connectionId);
 }

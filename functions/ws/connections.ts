@@ -1,4 +1,9 @@
-import { ApiGatewayManagementApiClient, GoneException, PostToConnectionCommand } from '@aws-sdk/client-apigatewaymanagementapi';
+import {
+  ApiGatewayManagementApiClient,
+  DeleteConnectionCommand,
+  GoneException,
+  PostToConnectionCommand,
+} from '@aws-sdk/client-apigatewaymanagementapi';
 import { AWS_CALL_TIMEOUTS } from '../store/table/client.js';
 import { traced } from '../telemetry/telemetry.js';
 
@@ -9,6 +14,16 @@ import { traced } from '../telemetry/telemetry.js';
  */
 export interface ConnectionGateway {
   post(connectionId: string, data: string): Promise<'sent' | 'gone'>;
+  /**
+   * Closes the connection from the server's side (its API key was revoked): in AWS
+   * DeleteConnection, locally the socket's close. A connection already gone is no error.
+   */
+  close(connectionId: string): Promise<void>;
+}
+
+function isGone(error: unknown): boolean {
+  const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+  return error instanceof GoneException || (error as Error).name === 'GoneException' || status === 410;
 }
 
 /** The gateway of a deployed WebSocket API stage (its callback URL, `https://…/<stage>`). */
@@ -19,9 +34,15 @@ export function managementApiGateway(client: ApiGatewayManagementApiClient): Con
         await client.send(new PostToConnectionCommand({ ConnectionId: connectionId, Data: new TextEncoder().encode(data) }));
         return 'sent';
       } catch (error) {
-        const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
-        if (error instanceof GoneException || (error as Error).name === 'GoneException' || status === 410) return 'gone';
+        if (isGone(error)) return 'gone';
         throw error;
+      }
+    },
+    async close(connectionId) {
+      try {
+        await client.send(new DeleteConnectionCommand({ ConnectionId: connectionId }));
+      } catch (error) {
+        if (!isGone(error)) throw error;
       }
     },
   };
@@ -45,5 +66,10 @@ export function connectionGatewayFromEnv(env: NodeJS.ProcessEnv): ConnectionGate
   if (endpoint) {
     return managementApiGateway(traced(new ApiGatewayManagementApiClient({ endpoint, maxAttempts: 2, requestHandler: AWS_CALL_TIMEOUTS })));
   }
-  return local ? { post: (connectionId, data) => (local as ConnectionGateway).post(connectionId, data) } : undefined;
+  return local
+    ? {
+        post: (connectionId, data) => (local as ConnectionGateway).post(connectionId, data),
+        close: (connectionId) => (local as ConnectionGateway).close(connectionId),
+      }
+    : undefined;
 }

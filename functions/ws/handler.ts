@@ -1,10 +1,11 @@
-import { LiveService } from '../core/fanout/live.js';
+import { KeyLiveness } from '../core/fanout/key-liveness.js';
+import { LiveService, RevokedKeyError } from '../core/fanout/live.js';
 import { isJsonObject, parseJson } from '../core/json/json.js';
 import { AgentStateError, toProblem } from '../core/kernel/errors.js';
 import { isValidId } from '../core/kernel/ids.js';
 import { isNamespacePath } from '../core/memory/memory.js';
 import { type Grant, keysFromEnv } from '../http/edge/auth.js';
-import { ApiKeyStore } from '../store/access/api-keys.js';
+import { ApiKeyStore, hashApiKey } from '../store/access/api-keys.js';
 import { DynamoDbLiveStore } from '../store/events/live-store.js';
 import { DynamoDbSessionLog } from '../store/log/session-log.js';
 import { dynamoDbClient } from '../store/table/client.js';
@@ -12,6 +13,7 @@ import { defaultTableName } from '../store/table/table.js';
 import { TableClient } from '../store/table/table-client.js';
 import { reportExpected, reportUnexpected } from '../telemetry/report.js';
 import { instrumented } from '../telemetry/telemetry.js';
+import { type ConnectionGateway, connectionGatewayFromEnv } from './connections.js';
 
 /**
  * The WebSocket API's one handler (API Gateway WebSocket API in AWS, functions/local/ws-server.ts
@@ -25,6 +27,11 @@ import { instrumented } from '../telemetry/telemetry.js';
  *   the events come as that agent may see them (typed fields); a limited key's connection must
  *   name one of its agents (`403 forbidden` otherwise).
  * - `$disconnect`: the connection's records go.
+ *
+ * A connection keeps the hash of its key (a key of the table; those of `AGENTSTATE_API_KEYS`
+ * cannot be revoked): a message on a connection whose key was revoked since is answered
+ * `401 unauthorized`, and the connection is closed (DeleteConnection; locally the server
+ * closes the socket). The change hook does the same at the connection's next event.
  *
  * Errors answer `{"type":"error","status","code","detail"}` and leave the connection open.
  * An error answering a message that named an action and a (well-formed) session carries them
@@ -46,8 +53,13 @@ export interface WebSocketResult {
 
 interface WebSocketDependencies {
   live: LiveService;
-  /** What an API key grants (its tenant, and its agents when limited), or null. */
-  resolveKey: (apiKey: string) => Promise<Grant | null>;
+  /**
+   * What an API key grants (its tenant, and its agents when limited), or null; `keyHash` for a
+   * key that can be revoked.
+   */
+  resolveKey: (apiKey: string) => Promise<(Grant & { keyHash?: string }) | null>;
+  /** The stage's Management API (locally the server's shim): closes a revoked key's connection. */
+  gateway: ConnectionGateway | undefined;
 }
 
 let current: WebSocketDependencies | undefined;
@@ -69,9 +81,16 @@ function dependenciesFromEnv(env: NodeJS.ProcessEnv): WebSocketDependencies {
   // connection there.
   const inAws = env.AGENTSTATE_AUTH === 'table' || Boolean(env.AWS_LAMBDA_FUNCTION_NAME);
   const fromEnv = inAws ? null : keysFromEnv(env.AGENTSTATE_API_KEYS);
+  const keys = new KeyLiveness((keyHash) => keyStore.isLive(keyHash));
   return {
-    live: new LiveService(new DynamoDbLiveStore(table), new DynamoDbSessionLog(table)),
-    resolveKey: async (apiKey) => (await fromEnv?.(apiKey)) ?? (await keyStore.resolve(apiKey)) ?? null,
+    live: new LiveService(new DynamoDbLiveStore(table), new DynamoDbSessionLog(table), undefined, (keyHash) => keys.isLive(keyHash)),
+    resolveKey: async (apiKey) => {
+      const local = await fromEnv?.(apiKey);
+      if (local) return local;
+      const grant = await keyStore.resolve(apiKey);
+      return grant ? { ...grant, keyHash: hashApiKey(apiKey) } : null;
+    },
+    gateway: connectionGatewayFromEnv(env),
   };
 }
 
@@ -108,7 +127,7 @@ async function handleEvent(event: WebSocketEvent): Promise<WebSocketResult> {
       const token = event.queryStringParameters?.token;
       const grant = token ? await dependencies().resolveKey(token) : null;
       if (!grant) return reply(new AgentStateError('unauthorized', 'connect with ?token=<api-key>'));
-      await dependencies().live.connect(connectionId, grant.tenant, grant.agents);
+      await dependencies().live.connect(connectionId, grant.tenant, grant.agents, grant.keyHash ?? null);
       return { statusCode: 200 };
     }
     if (routeKey === '$disconnect') {
@@ -139,11 +158,30 @@ async function handleEvent(event: WebSocketEvent): Promise<WebSocketResult> {
         );
     }
   } catch (error) {
+    if (error instanceof RevokedKeyError) return closeRevoked(connectionId, reply(error, message));
     const known = error instanceof AgentStateError ? error : new AgentStateError('internal', 'internal error', {}, { cause: error });
     if (known.code === 'internal') reportUnexpected(`WebSocket ${routeKey} failed`, error);
     else if (known.status >= 500) reportExpected(`WebSocket ${routeKey}: ${known.status} ${known.code}: ${known.message}`);
     return reply(known, message);
   }
+}
+
+/**
+ * A message on a connection whose key was revoked: the answer is posted first (API Gateway
+ * cannot send a route's answer on a connection closed while the route ran), then the
+ * connection is closed. Without a gateway (none configured), the answer alone.
+ */
+async function closeRevoked(connectionId: string, answer: WebSocketResult): Promise<WebSocketResult> {
+  const gateway = dependencies().gateway;
+  if (!gateway) return answer;
+  try {
+    await gateway.post(connectionId, answer.body as string);
+    await gateway.close(connectionId);
+  } catch (error) {
+    reportUnexpected('WebSocket: could not close the connection of a revoked key', error);
+    return answer;
+  }
+  return { statusCode: answer.statusCode };
 }
 
 function parseMessage(event: WebSocketEvent): Record<string, unknown> {

@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DeleteItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KEY_RECHECK_MS } from '../../functions/core/fanout/key-liveness.js';
 import { TENANT_READ_MAX_AGE_MS } from '../../functions/core/kernel/tenant-cache.js';
 import { PRUNE_GRACE_MS } from '../../functions/core/model/retention.js';
 import { DEPLOYED_WORKER_ARN, synthesizedAssembly } from '../helpers/synth.js';
@@ -852,5 +853,41 @@ describe('the WebSocket API', () => {
     expect(JSON.parse(notJson.result.body)).toMatchObject({ type: 'error', status: 400, code: 'invalid_json' });
     expect(gone.result).toEqual({ statusCode: 200 });
     expect(afterwards.result.statusCode).toBeGreaterThanOrEqual(400);
+  });
+
+  it('closes the connections of a revoked key: its follower gets no event past the bound, its message is answered 401', async () => {
+    // Prepare: a key with two connections, one following a session, and another key's follower.
+    const revocable = await stack.revocableKey('acme');
+    await stack.webSocket.connect('conn-revoked-following', { token: revocable.apiKey });
+    await stack.webSocket.connect('conn-revoked-idle', { token: revocable.apiKey });
+    await stack.webSocket.connect('conn-kept', { token: key });
+    for (const connection of ['conn-revoked-following', 'conn-kept']) {
+      await stack.webSocket.send(connection, JSON.stringify({ action: 'subscribe', sessionId: 'revoked' }));
+    }
+    const write = async (step: number) => {
+      await stack.stream.read(0, 200);
+      expect((await call('PATCH', '/v1/sessions/revoked/state', { step })).status).toBe(200);
+      await stack.stream.deliver(stack.stream.eventRecords(await stack.stream.read(1)));
+    };
+    const ids = (connection: string) => (stack.aws.posted.get(connection) ?? []).map((frame) => JSON.parse(frame).id ?? frame);
+    await write(1);
+    const before = ids('conn-revoked-following');
+
+    // Act: revoke; past the bound a write, and a message on the idle connection.
+    await revocable.revoke();
+    await new Promise((resolve) => setTimeout(resolve, KEY_RECHECK_MS + 100));
+    await write(2);
+    const message = await stack.webSocket.send('conn-revoked-idle', JSON.stringify({ action: 'subscribe', sessionId: 'revoked' }));
+
+    // Assess: the follower got version 1 only, and both connections were closed (DeleteConnection
+    // under each function's own role); the message's answer was posted before the close.
+    expect(before).toEqual(['revoked:1']);
+    expect(ids('conn-revoked-following')).toEqual(['revoked:1']);
+    expect(ids('conn-kept')).toEqual(['revoked:1', 'revoked:2']);
+    expect(message.result).toEqual({ statusCode: 401 });
+    expect((stack.aws.posted.get('conn-revoked-idle') ?? []).map((frame) => JSON.parse(frame))).toEqual([
+      expect.objectContaining({ type: 'error', status: 401, code: 'unauthorized', action: 'subscribe', sessionId: 'revoked' }),
+    ]);
+    expect(stack.aws.closedConnections).toEqual(['conn-revoked-following', 'conn-revoked-idle']);
   });
 });

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dynamoDbEndpointOf, issueKey } from '../helpers/admin.js';
+import { adminCli, dynamoDbEndpointOf, issueKey } from '../helpers/admin.js';
 import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 import { EventFixtures, type LiveClient, waitFor } from '../helpers/events.js';
@@ -353,5 +353,127 @@ describe('keys limited to some agents', () => {
     expect(listed).not.toContain(tenantWide.body.id);
     for (const hidden of [readOther, lettersOther, replayOther, deleteOther]) expect(hidden.status, hidden.text).toBe(404);
     expect(readOwn.status).toBe(200);
+  });
+});
+
+/** Resolves with the close code once the server closes `client`'s socket. */
+function closedBy(client: LiveClient): Promise<number> {
+  return new Promise((resolve) => {
+    if (client.socket.readyState === client.socket.CLOSED) return resolve(-1);
+    client.socket.once('close', (code) => resolve(code));
+  });
+}
+
+describe('a key revoked while its connections are open', () => {
+  // The bound docs/security.md states: what an instance knows of a key is at most this old.
+  const BOUND_MS = 1_000;
+
+  it('gets no event of a write sent over 1 s after the revoke answered; its subscribe is refused; both connections are closed', async () => {
+    // Prepare: a key (through the CLI) with two connections: one follows a session, one
+    // nothing yet. A connection of another key follows the same session, for contrast.
+    const issued = JSON.parse(await adminCli(dynamoDbEndpointOf(api), 'keys', 'create', '--tenant', 'local', '--json')) as {
+      apiKey: string;
+      keyId: string;
+    };
+    const sid = uniqueId('revoked');
+    expect((await http.post('/v1/sessions', { sessionId: sid })).status).toBe(201);
+    const following = await live(issued.apiKey);
+    const idle = await live(issued.apiKey);
+    const other = await live(await createKey([]));
+    expect(await subscribe(following, { sessionId: sid })).toEqual({ type: 'subscribed', sessionId: sid });
+    await subscribe(other, { sessionId: sid });
+    const followingClosed = closedBy(following);
+    const idleClosed = closedBy(idle);
+    // Writes flow the whole time, each logged with when it was sent.
+    const sent: Array<{ version: number; at: number }> = [];
+    let writing = true;
+    const writer = (async () => {
+      for (let n = 1; writing; n++) {
+        const at = performance.now();
+        const written = await http.patch(`/v1/sessions/${sid}/state`, { n });
+        expect(written.status, written.text).toBe(200);
+        sent.push({ version: written.body.version, at });
+      }
+    })();
+    await waitFor('events at the connection before the revoke', () => following.events().length >= 3);
+
+    // Act: revoke through the CLI; past the bound, the idle connection subscribes.
+    await adminCli(dynamoDbEndpointOf(api), 'keys', 'revoke', issued.keyId);
+    const revokedAt = performance.now();
+    await new Promise((resolve) => setTimeout(resolve, BOUND_MS + 100));
+    const refused = await subscribe(idle, { sessionId: sid });
+    const codes = await Promise.all([followingClosed, idleClosed]);
+    // The other key's connection goes on getting events of writes sent after the bound.
+    const past = () => sent.filter((write) => write.at > revokedAt + BOUND_MS).map((write) => write.version);
+    await waitFor('three events of writes past the bound at the other connection', () => {
+      const later = new Set(past());
+      return other.events().filter((event) => later.has(event.version)).length >= 3;
+    });
+    writing = false;
+    await writer;
+
+    // Assess
+    const late = new Set(past());
+    expect(following.events().filter((event) => late.has(event.version))).toEqual([]);
+    expect(refused).toMatchObject({ type: 'error', status: 401, code: 'unauthorized', action: 'subscribe', sessionId: sid });
+    expect(codes).toEqual([1008, 1008]);
+    expect(idle.events()).toEqual([]);
+  });
+});
+
+describe('a limited key’s subscription to a session whose agent leaves its subtree', () => {
+  it('gets the events as its agent may see them, exactly what its HTTP reads of those versions answer; its writes are refused', async () => {
+    // Prepare: planner > mid > child, and elsewhere; child declares a field planner may read
+    // and a private one. A key limited to planner follows a session of child's as planner.
+    const prefix = uniqueId('moved');
+    const [planner, mid, child, elsewhere] = ['planner', 'mid', 'child', 'elsewhere'].map((name) => `${prefix}-${name}`) as [
+      string,
+      string,
+      string,
+      string,
+    ];
+    for (const [agent, body] of [
+      [planner, {}],
+      [elsewhere, {}],
+      [mid, { parentId: planner }],
+      [
+        child,
+        {
+          parentId: mid,
+          stateFields: {
+            note: { type: 'string', read: { agents: [planner] }, write: 'private' },
+            secret: { type: 'string', write: 'private' },
+          },
+        },
+      ],
+    ] as const) {
+      const registered = await http.put(`/v1/agents/${agent}`, body);
+      expect(registered.status, registered.text).toBe(201);
+    }
+    const apiKey = await createKey([planner]);
+    const limited = apiClient(api.url, apiKey);
+    const sid = uniqueId('moved-session');
+    expect((await http.post('/v1/sessions', { sessionId: sid, agentId: child })).status).toBe(201);
+    const client = await live(apiKey);
+    expect(await subscribe(client, { sessionId: sid, agentId: planner })).toEqual({ type: 'subscribed', sessionId: sid, agentId: planner });
+    const write = async (n: number) => {
+      const written = await http.patch(`/v1/sessions/${sid}/state`, { note: `n${n}`, secret: `s${n}` }, as(child));
+      expect(written.status, written.text).toBe(200);
+    };
+
+    // Act: a write, the move of mid out of planner's subtree, a write.
+    await write(1);
+    expect((await http.put(`/v1/agents/${mid}`, { parentId: elsewhere })).status).toBe(200);
+    await write(2);
+    await waitFor('two events at the limited key’s connection', () => client.events().length >= 2);
+    const reads = await Promise.all([1, 2].map((version) => limited.get(`/v1/sessions/${sid}/state?version=${version}`, as(planner))));
+    const refused = await limited.patch(`/v1/sessions/${sid}/state`, { note: 'mine' }, as(planner));
+
+    // Assess: HTTP reads of a session outside the subtree are not refused; they show the
+    // acting agent's fields, and the events show the same, before and after the move.
+    expect(reads.map((read) => read.status)).toEqual([200, 200]);
+    expect(client.events().map((event) => event.next)).toEqual(reads.map((read) => read.body.state));
+    expect(client.events().map((event) => event.next)).toEqual([{ note: 'n1' }, { note: 'n2' }]);
+    expect(refused.status).toBe(403);
   });
 });

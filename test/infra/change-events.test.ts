@@ -154,13 +154,18 @@ describe('change hook on the table stream', () => {
     expect(actions.filter((action) => action.startsWith('events:') || action.startsWith('execute-api:'))).toEqual([]);
   });
 
-  it('lets the change hook post to connections of its own WebSocket stage, and nothing else of the API', () => {
-    const statements = reader.statementsOf(reader.roleOf(logicalId(stack.agentState.changeHook)));
+  it.each([
+    ['the change hook', () => stack.agentState.changeHook],
+    ['the WebSocket function', () => stack.agentState.webSocketFunction],
+  ])('lets %s post to and close connections of its own WebSocket stage, and nothing else of the API', (_name, fn) => {
+    const statements = reader.statementsOf(reader.roleOf(logicalId(fn())));
     const manage = statements.filter((statement) => [statement.Action].flat().includes('execute-api:ManageConnections'));
     expect(manage).toHaveLength(1);
-    const resource = JSON.stringify(manage[0]?.Resource);
-    expect(resource).toContain(`{"Ref":"${logicalId(stack.agentState.webSocketApi)}"}`);
-    expect(resource).toContain('/v1/POST/@connections/*');
+    const resources = [manage[0]?.Resource].flat().map((resource) => JSON.stringify(resource));
+    // POST (events, answers) and DELETE (the connections of a revoked key), each on this API's stage: no GET, no other stage.
+    expect(resources).toHaveLength(2);
+    for (const resource of resources) expect(resource).toContain(`{"Ref":"${logicalId(stack.agentState.webSocketApi)}"}`);
+    expect(resources.map((resource) => /\/v1\/(\w+)\/@connections\/\*/.exec(resource)?.[1]).sort()).toEqual(['DELETE', 'POST']);
   });
 
   it('grants every DynamoDB action the event stores send (tripwire for new store calls)', () => {
@@ -345,7 +350,7 @@ describe('WebSocket API', () => {
     expect(url).toContain('/v1');
   });
 
-  it('resolves keys from the table only, never from a local key list', () => {
+  it('resolves keys from the table only, never from a local key list; closes connections on its own stage', () => {
     const fn = reader.get(logicalId(stack.agentState.webSocketFunction));
     expect(fn.Properties?.Environment).toEqual({
       Variables: {
@@ -356,8 +361,15 @@ describe('WebSocket API', () => {
         POWERTOOLS_METRICS_NAMESPACE: 'agentstate',
         POWERTOOLS_LOG_LEVEL: 'INFO',
         AGENTSTATE_TRACING: 'lambda',
+        // A revoked key's message is answered, and its connection closed, through the stage's Management API.
+        AGENTSTATE_WEBSOCKET_ENDPOINT: expect.anything(),
       },
     });
+    const endpoint = JSON.stringify(
+      (fn.Properties as { Environment: { Variables: Record<string, unknown> } }).Environment.Variables.AGENTSTATE_WEBSOCKET_ENDPOINT,
+    );
+    expect(endpoint).toContain(`{"Ref":"${logicalId(stack.agentState.webSocketApi)}"}`);
+    expect(endpoint).toContain('/v1');
   });
 
   it('writes WebSocket access logs when asked to', () => {

@@ -3,7 +3,7 @@ import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import type { DynamoDBStreamEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StreamPoller } from '../../functions/local/stream-poller.js';
-import { ApiKeyStore } from '../../functions/store/access/api-keys.js';
+import { ApiKeyStore, hashApiKey } from '../../functions/store/access/api-keys.js';
 import { DynamoDbLiveStore } from '../../functions/store/events/live-store.js';
 import { changeRecordFilters, recordedVersionOf } from '../../functions/store/events/stream-images.js';
 import { DynamoDbWebhookStore } from '../../functions/store/events/webhook-store.js';
@@ -146,7 +146,9 @@ describe('WebSocket handler and live store', () => {
     expect(JSON.parse(refused.body as string)).toMatchObject({ type: 'error', code: 'unauthorized' });
     expect((await connect('c-none')).statusCode).toBe(401);
     const live = new DynamoDbLiveStore(new TableClient(client, tableName));
-    expect(await live.getConnection('c-table')).toEqual({ tenant: 'from-table', sessions: [] });
+    // A key of the table can be revoked: its connection keeps the key's hash (docs/security.md).
+    expect(await live.getConnection('c-table')).toEqual({ tenant: 'from-table', sessions: [], keyHash: hashApiKey(apiKey) });
+    expect(await live.getConnection('c-env')).toEqual({ tenant: 'acme', sessions: [] });
     expect(await live.getConnection('c-bad')).toBeNull();
   });
 

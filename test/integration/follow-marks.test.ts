@@ -129,6 +129,7 @@ function hook() {
         posted.push({ connectionId, version: (JSON.parse(data) as { version: number }).version });
         return 'sent';
       },
+      close: async () => {},
     }),
   });
   return {

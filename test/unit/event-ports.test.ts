@@ -133,6 +133,7 @@ describe('liveBroadcaster', () => {
           sent.push([connectionId, (JSON.parse(data) as StateChangedEvent).version]);
           return 'sent';
         },
+        close: async () => {},
       },
     );
 
@@ -156,6 +157,7 @@ describe('liveBroadcaster', () => {
           posts++;
           return 'sent';
         },
+        close: async () => {},
       },
     );
 

@@ -299,9 +299,9 @@ describe('ChangeFanout with agent-scoped receivers', () => {
 describe('liveBroadcaster with agent subscriptions', () => {
   const whole = [event(full, null, 1)];
   const followers: LiveFollower[] = [
-    { connectionId: 'plain', agentId: null, mode: 'full' },
-    { connectionId: 'as-general', agentId: 'general', mode: 'full' },
-    { connectionId: 'also-general', agentId: 'general', mode: 'full' },
+    { connectionId: 'plain', agentId: null, mode: 'full', keyHash: null },
+    { connectionId: 'as-general', agentId: 'general', mode: 'full', keyHash: null },
+    { connectionId: 'also-general', agentId: 'general', mode: 'full', keyHash: null },
   ];
 
   it('sends each follower the events as its agent may see them, cutting once per agent', async () => {
@@ -314,6 +314,7 @@ describe('liveBroadcaster with agent subscriptions', () => {
           posted.push([connectionId, JSON.parse(data) as StateChangedEvent]);
           return 'sent';
         },
+        close: async () => {},
       },
     );
 
@@ -339,6 +340,7 @@ describe('liveBroadcaster with agent subscriptions', () => {
           posted.push(connectionId);
           return 'sent';
         },
+        close: async () => {},
       },
     );
 
@@ -368,8 +370,8 @@ function fakeLiveStore() {
       connections.set(connectionId, { tenant, sessions: [], ...(agents ? { agents } : {}) });
     },
     getConnection: async (connectionId) => connections.get(connectionId) ?? null,
-    subscribe: async (connectionId, scope, _expiresAt, agentId) => {
-      subscriptions.push({ connectionId, sessionId: scope.sessionId, agentId });
+    subscribe: async (connectionId, scope, _expiresAt, follow) => {
+      subscriptions.push({ connectionId, sessionId: scope.sessionId, agentId: follow?.agentId });
       return true;
     },
     unsubscribe: async () => {},

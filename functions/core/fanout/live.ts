@@ -41,6 +41,11 @@ export interface LiveConnection {
   sessions: string[];
   /** Present when its key is limited to these agents: every subscription names one of them. */
   agents?: string[];
+  /**
+   * The hash of the key it connected with, when that key can be revoked (a key of the table;
+   * not one of `AGENTSTATE_API_KEYS`): what its messages and the events it follows check.
+   */
+  keyHash?: string;
 }
 
 /** A connection following a session, and the agent it follows it as (null: none, whole events). */
@@ -49,31 +54,40 @@ export interface LiveFollower {
   agentId: string | null;
   /** `patch`: events without `next` and `prev` (subscribed with `"mode": "patch"`). */
   mode: EventMode;
+  /** The connection's `keyHash` (LiveConnection), copied onto each follow: null when there is none. */
+  keyHash: string | null;
 }
 
 /** A connection following a memory namespace (or one above it). */
-export type NamespaceFollower = Pick<LiveFollower, 'connectionId' | 'mode'>;
+export type NamespaceFollower = Pick<LiveFollower, 'connectionId' | 'mode' | 'keyHash'>;
+
+/** How a connection follows: as an agent (sessions only), in a mode, and its key's hash (LiveConnection's). */
+export interface Follow {
+  agentId?: string | null;
+  mode?: EventMode;
+  keyHash?: string | null;
+}
 
 export interface LiveStore {
   /**
    * Follows the memory namespace `namespace` (and every namespace under it); false when the
    * connection is gone or already follows `MAX_SUBSCRIPTIONS` other namespaces.
    */
-  subscribeNamespace(connectionId: string, tenant: string, namespace: Namespace, expiresAt: number, mode?: EventMode): Promise<boolean>;
+  subscribeNamespace(connectionId: string, tenant: string, namespace: Namespace, expiresAt: number, follow?: Follow): Promise<boolean>;
   unsubscribeNamespace(connectionId: string, tenant: string, namespace: Namespace): Promise<void>;
   /**
    * The connections following `namespace` or a namespace it lies under, each once: in `full`
    * mode when any of its subscriptions that match asked for it.
    */
   namespaceFollowers(tenant: string, namespace: Namespace): Promise<NamespaceFollower[]>;
-  /** `agents`: those of a key limited to some agents; null or absent for any. */
-  putConnection(connectionId: string, tenant: string, expiresAt: number, agents?: string[] | null): Promise<void>;
+  /** `agents`: those of a key limited to some agents; null or absent for any. `keyHash`: LiveConnection's. */
+  putConnection(connectionId: string, tenant: string, expiresAt: number, agents?: string[] | null, keyHash?: string | null): Promise<void>;
   getConnection(connectionId: string): Promise<LiveConnection | null>;
   /**
    * False when the connection is gone, or already follows `MAX_SUBSCRIPTIONS` other sessions.
    * Subscribing again to a session it follows replaces the agent it follows it as.
    */
-  subscribe(connectionId: string, scope: SessionScope, expiresAt: number, agentId?: string | null, mode?: EventMode): Promise<boolean>;
+  subscribe(connectionId: string, scope: SessionScope, expiresAt: number, follow?: Follow): Promise<boolean>;
   unsubscribe(connectionId: string, scope: SessionScope): Promise<void>;
   /** Removes the connection and everything it follows. */
   deleteConnection(connectionId: string): Promise<void>;
@@ -103,16 +117,33 @@ const SUBSCRIPTION_WORDING: ActingAgentWording = {
 /** The session's log as a follow writes it: the tip, and the change that says the session has followers. */
 export type FollowLog = Pick<SessionLog, 'readTip' | 'commit'>;
 
+/**
+ * Whether a key (by its hash) is still live: `KeyLiveness.isLive`. Absent, no key is checked
+ * (tests of other things, tools).
+ */
+export type KeyCheck = (keyHash: string) => Promise<boolean>;
+
+/** What a message of a connection whose key was revoked gets: `401`, and the connection is closed. */
+export class RevokedKeyError extends AgentStateError {
+  constructor() {
+    super('unauthorized', "this connection's API key was revoked; the connection is closed");
+  }
+}
+
 export class LiveService {
   constructor(
     private readonly store: LiveStore,
     private readonly log: FollowLog,
     private readonly now: () => Date = () => new Date(),
+    private readonly keyLive?: KeyCheck,
   ) {}
 
-  /** `agents`: those of a key limited to some agents (null or absent: any, or none). */
-  async connect(connectionId: string, tenant: string, agents: string[] | null = null): Promise<void> {
-    await this.store.putConnection(connectionId, tenant, this.expiry(), agents && agents.length > 0 ? agents : null);
+  /**
+   * `agents`: those of a key limited to some agents (null or absent: any, or none). `keyHash`:
+   * the key's hash when it can be revoked, so that its messages and its events are checked.
+   */
+  async connect(connectionId: string, tenant: string, agents: string[] | null = null, keyHash: string | null = null): Promise<void> {
+    await this.store.putConnection(connectionId, tenant, this.expiry(), agents && agents.length > 0 ? agents : null, keyHash);
   }
 
   /**
@@ -127,7 +158,13 @@ export class LiveService {
     requireActingAgent(connection.agents, agent, SUBSCRIPTION_WORDING);
     const scope = { tenant: connection.tenant, sessionId: id };
     const expiresAt = this.expiry();
-    if (!(await this.store.subscribe(connectionId, scope, expiresAt, agent, eventMode))) {
+    if (
+      !(await this.store.subscribe(connectionId, scope, expiresAt, {
+        agentId: agent,
+        mode: eventMode,
+        keyHash: connection.keyHash ?? null,
+      }))
+    ) {
       throw new AgentStateError('invalid_request', `a connection may follow at most ${MAX_SUBSCRIPTIONS} sessions; unsubscribe first`, {
         limit: MAX_SUBSCRIPTIONS,
       });
@@ -163,7 +200,12 @@ export class LiveService {
         { agents: connection.agents },
       );
     }
-    if (!(await this.store.subscribeNamespace(connectionId, connection.tenant, path, this.expiry(), eventMode))) {
+    if (
+      !(await this.store.subscribeNamespace(connectionId, connection.tenant, path, this.expiry(), {
+        mode: eventMode,
+        keyHash: connection.keyHash ?? null,
+      }))
+    ) {
       throw new AgentStateError('invalid_request', `a connection may follow at most ${MAX_SUBSCRIPTIONS} namespaces; unsubscribe first`, {
         limit: MAX_SUBSCRIPTIONS,
       });
@@ -230,10 +272,20 @@ export class LiveService {
     }
   }
 
+  /**
+   * The connection a message came on. Every message checks the connection's key too (at most
+   * `KEY_RECHECK_MS` stale, key-liveness.ts): a key revoked since the connection was made
+   * gets `RevokedKeyError`, and its connection's records go, so that it follows nothing
+   * more; the handler closes the connection.
+   */
   private async requireConnection(connectionId: string): Promise<LiveConnection> {
     const connection = await this.store.getConnection(connectionId);
     // Its record expired or was cleaned up: the client must connect again (with its key).
     if (!connection) throw new AgentStateError('unauthorized', 'this connection is no longer known; connect again');
+    if (connection.keyHash && this.keyLive && !(await this.keyLive(connection.keyHash))) {
+      await this.store.deleteConnection(connectionId);
+      throw new RevokedKeyError();
+    }
     return connection;
   }
 

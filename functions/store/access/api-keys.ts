@@ -143,6 +143,11 @@ export class ApiKeyStore {
     return { tenant: Item.tenant, agents: agentsOf(Item) };
   }
 
+  /** Whether the key of this hash is issued and not revoked (`keyIsLive`). */
+  isLive(keyHash: string): Promise<boolean> {
+    return keyIsLive(this.table, keyHash);
+  }
+
   /** Every key, newest first, optionally of one tenant only. */
   async list(options: { tenant?: string } = {}): Promise<ApiKey[]> {
     return (await this.listItems(options.tenant)).map(toApiKey);
@@ -196,6 +201,22 @@ export class ApiKeyStore {
     } while (cursor);
     return items;
   }
+}
+
+/**
+ * Whether the key whose hash is `keyHash` is issued and not revoked: one consistent GetItem
+ * (as `resolve`), so a read that begins after a revoke answered sees it. What the WebSocket
+ * function and the change hook check an open connection's key with (core/fanout/key-liveness.ts).
+ */
+export async function keyIsLive(table: TableClient, keyHash: string): Promise<boolean> {
+  const { Item } = await table.send(
+    new GetCommand({
+      TableName: table.tableName,
+      Key: { [tableKeys.partitionKey]: apiKeyItems.key(keyHash), [tableKeys.sortKey]: apiKeyItems.keySort },
+      ConsistentRead: true,
+    }),
+  );
+  return Boolean(Item) && typeof Item?.revokedAt !== 'string' && typeof Item?.tenant === 'string';
 }
 
 function agentsOf(item: Item): string[] | null {

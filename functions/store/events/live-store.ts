@@ -1,6 +1,6 @@
 import { DeleteCommand, GetCommand, PutCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
-import type { EventMode } from '../../core/events/events.js';
 import {
+  type Follow,
   type LiveConnection,
   type LiveFollower,
   type LiveStore,
@@ -19,9 +19,9 @@ import { conditions, type Item, type TableClient, type TransactItem } from '../t
  * WebSocket connections and what they follow (keys.ts), both with TTL:
  *
  *   C#<connection>          C                tenant, sessions (string set), agents? (a
- *                                            limited key's), connectedAt
+ *                                            limited key's), keyHash? (its key's), connectedAt
  *   W#<tenant>#<session>    C#<connection>   one follower of a session, agentId? (the agent
- *                                            it follows the session as)
+ *                                            it follows the session as), keyHash?
  *
  * The change hook finds a session's followers with one Query of `W#<tenant>#<session>`; the
  * tenant in that key is the connection's own, so a follower never sees another tenant's
@@ -33,7 +33,13 @@ type ConnectionList = 'sessions' | 'namespaces';
 export class DynamoDbLiveStore implements LiveStore {
   constructor(private readonly table: TableClient) {}
 
-  async putConnection(connectionId: string, tenant: string, expiresAt: number, agents: string[] | null = null): Promise<void> {
+  async putConnection(
+    connectionId: string,
+    tenant: string,
+    expiresAt: number,
+    agents: string[] | null = null,
+    keyHash: string | null = null,
+  ): Promise<void> {
     await this.table.send(
       new PutCommand({
         TableName: this.table.tableName,
@@ -42,6 +48,7 @@ export class DynamoDbLiveStore implements LiveStore {
           sk: keys.connectionSort,
           tenant,
           agents: agents && agents.length > 0 ? agents : undefined,
+          keyHash: keyHash ?? undefined,
           connectedAt: new Date(this.table.now()).toISOString(),
           [tableKeys.timeToLive]: expiresAt,
         },
@@ -59,16 +66,15 @@ export class DynamoDbLiveStore implements LiveStore {
     );
     if (!Item || typeof Item.tenant !== 'string' || this.expired(Item)) return null;
     const agents = agentsOf(Item);
-    return { tenant: Item.tenant, sessions: sessionsOf(Item), ...(agents ? { agents } : {}) };
+    return {
+      tenant: Item.tenant,
+      sessions: sessionsOf(Item),
+      ...(agents ? { agents } : {}),
+      ...(typeof Item.keyHash === 'string' ? { keyHash: Item.keyHash } : {}),
+    };
   }
 
-  async subscribe(
-    connectionId: string,
-    scope: SessionScope,
-    expiresAt: number,
-    agentId: string | null = null,
-    mode: EventMode = 'full',
-  ): Promise<boolean> {
+  async subscribe(connectionId: string, scope: SessionScope, expiresAt: number, { agentId, mode, keyHash }: Follow = {}): Promise<boolean> {
     // The follower is put only with its entry in the connection's list (`follow`, one
     // transaction conditional on the connection item): whatever the list holds, $disconnect
     // removes, and a follow that lands after $disconnect deleted the item writes nothing. A
@@ -79,7 +85,9 @@ export class DynamoDbLiveStore implements LiveStore {
       sk: keys.subscriber(connectionId),
       connectionId,
       agentId: agentId ?? undefined,
-      mode: mode === 'full' ? undefined : mode,
+      mode: mode === 'patch' ? mode : undefined,
+      // The fan-out checks the key of each follower without reading its connection.
+      keyHash: keyHash ?? undefined,
       [tableKeys.timeToLive]: expiresAt,
     });
   }
@@ -89,14 +97,15 @@ export class DynamoDbLiveStore implements LiveStore {
     tenant: string,
     namespace: Namespace,
     expiresAt: number,
-    mode: EventMode = 'full',
+    { mode, keyHash }: Follow = {},
   ): Promise<boolean> {
     // As `subscribe`: listed and followed in one transaction, so $disconnect finds what to remove.
     return this.follow(connectionId, 'namespaces', namespace.join('/'), expiresAt, {
       pk: keys.namespaceFollowers(tenant, namespace),
       sk: keys.subscriber(connectionId),
       connectionId,
-      mode: mode === 'full' ? undefined : mode,
+      mode: mode === 'patch' ? mode : undefined,
+      keyHash: keyHash ?? undefined,
       [tableKeys.timeToLive]: expiresAt,
     });
   }
@@ -110,7 +119,7 @@ export class DynamoDbLiveStore implements LiveStore {
 
   /** One Query per namespace the event's lies under (itself included): at most eight, in parallel. */
   async namespaceFollowers(tenant: string, namespace: Namespace): Promise<NamespaceFollower[]> {
-    const found = new Map<string, EventMode>();
+    const found = new Map<string, NamespaceFollower>();
     await Promise.all(
       namespace.map((_, index) =>
         forEachInRange(
@@ -119,12 +128,13 @@ export class DynamoDbLiveStore implements LiveStore {
           (item) => {
             if (this.expired(item)) return;
             const connectionId = String(item.connectionId);
-            found.set(connectionId, item.mode === 'patch' && found.get(connectionId) !== 'full' ? 'patch' : 'full');
+            const mode = item.mode === 'patch' && found.get(connectionId)?.mode !== 'full' ? 'patch' : 'full';
+            found.set(connectionId, { connectionId, mode, keyHash: keyHashOf(item) });
           },
         ),
       ),
     );
-    return [...found].map(([connectionId, mode]) => ({ connectionId, mode }));
+    return [...found.values()];
   }
 
   async unsubscribe(connectionId: string, scope: SessionScope): Promise<void> {
@@ -260,6 +270,7 @@ export class DynamoDbLiveStore implements LiveStore {
         connectionId: String(item.connectionId),
         agentId: typeof item.agentId === 'string' ? item.agentId : null,
         mode: item.mode === 'patch' ? 'patch' : 'full',
+        keyHash: keyHashOf(item),
       });
     });
     return followers;
@@ -276,6 +287,10 @@ function agentsOf(item: Item): string[] | null {
   const agents = item.agents;
   const list = agents instanceof Set ? [...agents] : Array.isArray(agents) ? agents : [];
   return list.length > 0 ? list.map(String) : null;
+}
+
+function keyHashOf(item: Item): string | null {
+  return typeof item.keyHash === 'string' ? item.keyHash : null;
 }
 
 function sessionsOf(item: Item): string[] {

@@ -43,6 +43,7 @@ export interface QueuedMessage {
  *   wants a group and a deduplication id on each, and drops a deduplication id it has seen;
  * - the WebSocket stage's Management API (`POST /<stage>/@connections/<id>`), whose messages
  *   are kept per connection, and which answers `410 Gone` for connections marked gone;
+ *   `DELETE /<stage>/@connections/<id>` closes one: it is kept in `closedConnections`, and gone;
  * - Lambda Invoke (`POST /2015-03-31/functions/<arn>/invocations`, RequestResponse) of the
  *   functions in `lambdaWorkers`, the `lambda:` workers a test stands up; its payloads are kept
  *   in `lambdaInvocations`.
@@ -54,6 +55,8 @@ export class AwsStandIn {
   readonly eventBridgeEntries: Array<Record<string, any>> = [];
   readonly posted = new Map<string, string[]>();
   readonly goneConnections = new Set<string>();
+  /** Connections closed by DeleteConnection, in order. */
+  readonly closedConnections: string[] = [];
   readonly dynamoDbRequests: DynamoDbRequest[] = [];
   /** Messages waiting, by queue ARN. */
   readonly queues = new Map<string, QueuedMessage[]>();
@@ -115,8 +118,9 @@ export class AwsStandIn {
       return this.invoke(req, res, { functionId, arn: decodeURIComponent(invocation[1] as string), body });
     }
     const connection = /^\/([^/]+)\/@connections\/([^/?]+)$/.exec(req.url ?? '');
-    if (connection && req.method === 'POST') {
+    if (connection && (req.method === 'POST' || req.method === 'DELETE')) {
       return this.postToConnection(res, {
+        method: req.method,
         functionId,
         stage: connection[1] as string,
         id: decodeURIComponent(connection[2] as string),
@@ -337,13 +341,13 @@ export class AwsStandIn {
 
   private postToConnection(
     res: ServerResponse,
-    { functionId, stage, id, body }: { functionId: string; stage: string; id: string; body: Buffer },
+    { method, functionId, stage, id, body }: { method: 'POST' | 'DELETE'; functionId: string; stage: string; id: string; body: Buffer },
   ): void {
     const [webSocketApi] = this.deployment
       .ofType('AWS::ApiGatewayV2::Api')
       .filter(([, api]) => api.Properties.ProtocolType === 'WEBSOCKET');
     const apiId = this.deployment.ref((webSocketApi as [string, unknown])[0]);
-    const resource = `arn:aws:execute-api:${this.deployment.region}:${this.deployment.account}:${apiId}/${stage}/POST/@connections/${id}`;
+    const resource = `arn:aws:execute-api:${this.deployment.region}:${this.deployment.account}:${apiId}/${stage}/${method}/@connections/${id}`;
     const refused = this.authorizeAll(functionId, [{ action: 'execute-api:ManageConnections', resource }]);
     if (refused) {
       this.denied(res, functionId, refused, 'rest');
@@ -352,6 +356,13 @@ export class AwsStandIn {
     if (this.goneConnections.has(id)) {
       res.writeHead(410, { 'content-type': 'application/json', 'x-amzn-errortype': 'GoneException' });
       res.end(JSON.stringify({ message: 'GoneException' }));
+      return;
+    }
+    if (method === 'DELETE') {
+      this.closedConnections.push(id);
+      this.goneConnections.add(id);
+      res.writeHead(204);
+      res.end();
       return;
     }
     this.posted.set(id, [...(this.posted.get(id) ?? []), body.toString('utf8')]);

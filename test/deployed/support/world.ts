@@ -28,6 +28,8 @@ export interface DeployedStack {
   admin: DynamoDBClient;
   /** Issues an API key as `agentstate keys create` does. */
   createKey(tenant: string, agents?: string[]): Promise<string>;
+  /** Issues an API key and revokes it when `revoke` is called, as `agentstate keys revoke` does. */
+  revocableKey(tenant: string): Promise<{ apiKey: string; revoke: () => Promise<void> }>;
   close(): Promise<void>;
 }
 
@@ -74,6 +76,16 @@ export async function deployStack(): Promise<DeployedStack> {
     traceSegments,
     admin,
     createKey: async (tenant, agents) => (await new ApiKeyStore(admin, tableName).create({ tenant, agents: agents ?? null })).apiKey,
+    revocableKey: async (tenant) => {
+      const store = new ApiKeyStore(admin, tableName);
+      const { apiKey, key } = await store.create({ tenant });
+      return {
+        apiKey,
+        revoke: async () => {
+          await store.revoke(key.keyId);
+        },
+      };
+    },
     close: async () => {
       lambda.stopAll();
       await aws.stop();
