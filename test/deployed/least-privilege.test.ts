@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { DeleteItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KEY_RECHECK_MS } from '../../functions/core/fanout/key-liveness.js';
 import { TENANT_READ_MAX_AGE_MS } from '../../functions/core/kernel/tenant-cache.js';
 import { routeGroups, routes } from '../../functions/http/contract/routes.js';
 import { DEPLOYED_WORKER_ARN } from '../helpers/synth.js';
@@ -566,6 +567,28 @@ describe('change events and live sync, within their roles', () => {
 });
 
 describe('the roles themselves', () => {
+  it('a revoked key: the change hook closes its follower (DeleteConnection), the WebSocket function answers its message and closes it', async () => {
+    // Prepare: a key's follower and idle connection, a version recorded, then the revoke.
+    const revocable = await stack.revocableKey('acme');
+    await stack.webSocket.connect('lp-revoked-following', { token: revocable.apiKey });
+    await stack.webSocket.connect('lp-revoked-idle', { token: revocable.apiKey });
+    await stack.webSocket.send('lp-revoked-following', JSON.stringify({ action: 'subscribe', sessionId: 'lp-revoked' }));
+    await stack.stream.read(0, 200);
+    expectStatus(await call('PATCH', '/v1/sessions/lp-revoked/state', { v: 1 }), 200);
+    await revocable.revoke();
+    // What an instance knows of a key is at most KEY_RECHECK_MS old.
+    await new Promise((resolve) => setTimeout(resolve, KEY_RECHECK_MS + 50));
+
+    // Act
+    const deliveries = await stack.stream.deliver(stack.stream.eventRecords(await stack.stream.read(1)));
+    const answer = await stack.webSocket.send('lp-revoked-idle', JSON.stringify({ action: 'subscribe', sessionId: 'lp-revoked' }));
+
+    // Assess
+    for (const { invocation } of deliveries) expect(invocation.result, invocation.logs.join('\n')).toEqual({ batchItemFailures: [] });
+    expect(answer.result, answer.logs.join('\n')).toEqual({ statusCode: 401 });
+    expect(stack.aws.closedConnections).toEqual(expect.arrayContaining(['lp-revoked-following', 'lp-revoked-idle']));
+  });
+
   it('the sealing key: each keyed route group makes it when the table has none (kms:GenerateDataKey), and opens it after', async () => {
     // Whichever function first finds no key ring makes it (functions/store/access/key-ring.ts), so
     // each one may: here each does, in a fresh environment, over a table without one.
