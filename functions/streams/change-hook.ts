@@ -4,7 +4,7 @@ import { KeyLiveness } from '../core/fanout/key-liveness.js';
 import { MemoryFanout } from '../core/fanout/memory-fanout.js';
 import { DEFAULT_HISTORY_DAYS, MemoryUpkeep } from '../core/memory/memory-changes.js';
 import { pruneIntervalFrom } from '../core/model/retention.js';
-import { keyIsLive } from '../store/access/api-keys.js';
+import { keyIsLive } from '../store/access/key-items.js';
 import { ErasureFinisher } from '../store/erasure/erasure-finish.js';
 import { DynamoDbLiveStore } from '../store/events/live-store.js';
 import { releasedVersions } from '../store/events/stream-images.js';

@@ -4,6 +4,9 @@ import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/li
 import { isValidId, isValidTenantId, TENANT_ID_RULE } from '../../core/kernel/ids.js';
 import { tableKeys } from '../table/table.js';
 import { TableClient } from '../table/table-client.js';
+import { apiKeyItems, keyIsLive } from './key-items.js';
+
+export { apiKeyItems } from './key-items.js';
 
 /**
  * API keys of the deployed service (the local server reads `AGENTSTATE_API_KEYS` instead).
@@ -17,13 +20,6 @@ import { TableClient } from '../table/table-client.js';
  * CLI only) query the one `KEYS` partition of the sessions index: no Scan, and key items
  * cannot show up in a tenant's session list (those partitions are `T#<tenant>`).
  */
-export const apiKeyItems = {
-  key: (hash: string) => `K#${hash}`,
-  keyPrefix: 'K#',
-  keySort: 'K',
-  listing: 'KEYS',
-  listingSort: (createdAt: string, keyId: string) => `${createdAt}#${keyId}`,
-} as const;
 
 /** Every key starts with this, so a leaked one is easy to recognise (and to scan for). */
 export const API_KEY_PREFIX = 'as_';
@@ -143,7 +139,7 @@ export class ApiKeyStore {
     return { tenant: Item.tenant, agents: agentsOf(Item) };
   }
 
-  /** Whether the key of this hash is issued and not revoked (`keyIsLive`). */
+  /** Whether the key of this hash is issued and not revoked (key-items.ts, `keyIsLive`). */
   isLive(keyHash: string): Promise<boolean> {
     return keyIsLive(this.table, keyHash);
   }
@@ -201,22 +197,6 @@ export class ApiKeyStore {
     } while (cursor);
     return items;
   }
-}
-
-/**
- * Whether the key whose hash is `keyHash` is issued and not revoked: one consistent GetItem
- * (as `resolve`), so a read that begins after a revoke answered sees it. What the WebSocket
- * function and the change hook check an open connection's key with (core/fanout/key-liveness.ts).
- */
-export async function keyIsLive(table: TableClient, keyHash: string): Promise<boolean> {
-  const { Item } = await table.send(
-    new GetCommand({
-      TableName: table.tableName,
-      Key: { [tableKeys.partitionKey]: apiKeyItems.key(keyHash), [tableKeys.sortKey]: apiKeyItems.keySort },
-      ConsistentRead: true,
-    }),
-  );
-  return Boolean(Item) && typeof Item?.revokedAt !== 'string' && typeof Item?.tenant === 'string';
 }
 
 function agentsOf(item: Item): string[] | null {
