@@ -560,7 +560,7 @@ export class AgentState extends Construct {
    * PostToConnection and DeleteConnection on the stack's one WebSocket stage, no more (the
    * stage's grantManagementApiAccess would add GET): the change hook sends events and closes the
    * connections of revoked keys; the WebSocket function answers a revoked key's message and
-   * closes its connection (docs/security.md, "Revoked keys and open connections").
+   * closes its connection (docs/architecture.md, "A revoked key's connections").
    */
   private grantConnections(fn: lambda.IFunction, apiId: string, stageName: string, who: string): void {
     const stack = Stack.of(this);

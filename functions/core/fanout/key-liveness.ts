@@ -1,6 +1,6 @@
 /**
  * Whether the API key a WebSocket connection was made with is still live, as this instance
- * knows it (docs/security.md, "Revoked keys and open connections"). A connection keeps the
+ * knows it (docs/architecture.md, "A revoked key's connections"). A connection keeps the
  * hash of its key; the change hook checks it before it sends a follower anything, and the
  * WebSocket function before it answers a message. Each instance reads a key at most once per
  * `KEY_RECHECK_MS` (API.md section 14: no read per event), so what it knows is never older
