@@ -1,7 +1,4 @@
-import { type DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defaultTableName, tableKeys } from '../../functions/store/table/table.js';
-import { dynamoDbEndpointOf, rawTableClient } from '../helpers/admin.js';
 import { type ApiClient, type ApiResponse, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 import { EventFixtures, waitFor } from '../helpers/events.js';
@@ -11,22 +8,19 @@ import { EventFixtures, waitFor } from '../helpers/events.js';
  * through real HTTP on DynamoDB Local with pruning every second: an expiry that falls while 50
  * writers write splits their writes between two lives with nothing half of each and one
  * `session.expired`; 50 PATCHes of the lifetime at once each keep their field; retention prunes
- * while writers write and readers read, every read a whole version or 410; and what a session
- * stores stays bounded by what it keeps as its writes grow. Times are real (an expiry a few
- * seconds ahead); no assertion is on how long anything took.
+ * while writers write and readers read, every read a whole version or 410 (that what a session
+ * stores stays bounded by what it keeps is in retention.test.ts, which need not run alone). Times
+ * are real (an expiry a few seconds ahead); no assertion is on how long anything took.
  */
 let api: RunningApi;
 let http: ApiClient;
-let raw: DynamoDBDocumentClient;
 const fixtures = new EventFixtures(() => api.url);
 
 beforeAll(async () => {
   api = await startApi({ AGENTSTATE_PRUNE_INTERVAL_SECONDS: '1' });
   http = api.client;
-  raw = rawTableClient(dynamoDbEndpointOf(api));
 });
 afterAll(async () => {
-  raw?.destroy();
   await fixtures.close();
   await api?.stop();
 });
@@ -43,26 +37,6 @@ async function theOnlyExpiry(hook: Receiver, sid: string): Promise<Record<string
   await sleep(2000);
   expect([...new Set(expiries().map((event) => event.id))]).toEqual([first.id]);
   return first;
-}
-
-/** Every item of the session's partition (tenant `local`), read raw and consistently. */
-async function partitionOf(sid: string): Promise<Array<Record<string, unknown>>> {
-  const items: Array<Record<string, unknown>> = [];
-  let start: Record<string, unknown> | undefined;
-  do {
-    const page = await raw.send(
-      new QueryCommand({
-        TableName: defaultTableName,
-        KeyConditionExpression: 'pk = :pk',
-        ExpressionAttributeValues: { ':pk': `S#local#${sid}` },
-        ConsistentRead: true,
-        ExclusiveStartKey: start,
-      }),
-    );
-    items.push(...(page.Items ?? []));
-    start = page.LastEvaluatedKey;
-  } while (start);
-  return items;
 }
 
 /** Every version the session lists, newest first, following pages; and the last page's `pruned`. */
@@ -402,59 +376,4 @@ describe('retention pruning while 20 writers write and 6 readers read', () => {
     for (const version of [1, 80, 158]) expect((await http.get(`/v1/sessions/${sid}/versions/${version}`)).status).toBe(410);
     expect((await http.get(`/v1/sessions/${sid}/state`)).body.state).toEqual(written.get(161));
   }, 180_000);
-});
-
-describe('a session written thousands of times with retention', () => {
-  it('stores what it keeps, not what it was written: lasting items and bytes the same after 500 writes and after 2,000', async () => {
-    // Prepare: keep the newest 10 versions; each write a 1 KB state.
-    const sid = uniqueId('bounded');
-    const filler = 'x'.repeat(1000);
-    expect((await http.patch(`/v1/sessions/${sid}/state`, { n: 0, filler })).status).toBe(200);
-    expect((await http.patch(`/v1/sessions/${sid}`, { retention: { keepVersions: 10 } })).status).toBe(200);
-    let n = 1;
-    // Two writers: enough to race, few enough not to spend the writes' time on retries.
-    const writeUpTo = async (total: number) => {
-      await Promise.all(
-        Array.from({ length: 2 }, async () => {
-          while (n < total) {
-            n += 1;
-            const answer = await http.patch(`/v1/sessions/${sid}/state`, { n, filler });
-            expect(answer.status, answer.text).toBe(200);
-          }
-        }),
-      );
-    };
-    /** The partition once pruning caught up: items and bytes that last, and those TTL removes. */
-    const measure = async (version: number) => {
-      await waitFor(
-        `pruning to keep 10 of ${version}`,
-        async () => {
-          const list = await listVersions(sid);
-          return list.versions.length === 10 && list.versions[0]?.version === version ? true : null;
-        },
-        60_000,
-        250,
-      );
-      const items = await partitionOf(sid);
-      const lasting = items.filter((item) => item[tableKeys.timeToLive] === undefined);
-      const expiring = items.filter((item) => item[tableKeys.timeToLive] !== undefined);
-      const bytes = (list: Array<Record<string, unknown>>) => list.reduce((sum, item) => sum + JSON.stringify(item).length, 0);
-      return { lasting: lasting.length, lastingBytes: bytes(lasting), expiring: expiring.length, expiringBytes: bytes(expiring) };
-    };
-
-    // Act
-    await writeUpTo(500);
-    const after500 = await measure(500);
-    await writeUpTo(2000);
-    const after2000 = await measure(2000);
-
-    // Assess: what lasts is the same; what waits for TTL (a pruned version's place in the log,
-    // docs/api.md Retention) holds no state: far less than a write's 1 KB each. (One run: 12
-    // lasting items of 13.3 KB after 500 writes and after 2,000; 1,991 places waiting for TTL
-    // of 188 bytes each.)
-    expect(after2000.lasting).toBeLessThanOrEqual(after500.lasting + 2);
-    expect(after2000.lastingBytes).toBeLessThanOrEqual(after500.lastingBytes + 4000);
-    expect(after2000.lastingBytes).toBeLessThan(40_000);
-    expect(after2000.expiringBytes / Math.max(1, after2000.expiring)).toBeLessThan(500);
-  }, 240_000);
 });

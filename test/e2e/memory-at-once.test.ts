@@ -271,11 +271,12 @@ describe('a namespace emptied and refilled by many at once', () => {
 
 describe('a namespace of many deleted items, emptied and refilled', () => {
   it('stays listed and searched from each put’s answer on, though the change hook takes long to see it empty', async () => {
-    // Prepare: 8 namespaces, each with 300 deleted items (tombstones until TTL removes them)
+    // Prepare: 4 namespaces, each with 300 deleted items (tombstones until TTL removes them)
     // sorting after the keys put below, so the change hook's look for a live item, after each
-    // delete, reads page after page of them while a put lands before where it has read.
+    // delete, reads page after page of them while a put lands before where it has read. (Before
+    // the hook's forget was conditional, 8 namespaces missed 66 times in a run; 4 miss about half.)
     const root = uniqueId('mem-tombs');
-    const namespaces = Array.from({ length: 8 }, (_, n) => [root, `ns${n}`]);
+    const namespaces = Array.from({ length: 4 }, (_, n) => [root, `ns${n}`]);
     for (const namespace of namespaces) {
       const keys = Array.from({ length: 300 }, (_, n) => `z${String(n).padStart(3, '0')}`);
       const made = await Promise.all(keys.map((key) => http.put(itemPath(namespace, key), { value: {} })));
