@@ -8,19 +8,6 @@ import { apiKeyItems, keyIsLive } from './key-items.js';
 
 export { apiKeyItems } from './key-items.js';
 
-/**
- * API keys of the deployed service (the local server reads `AGENTSTATE_API_KEYS` instead).
- * Only the SHA-256 of a key is stored; the key itself is shown once, when it is created.
- *
- *   pk                   sk   attributes
- *   K#<sha256 hex>       K    keyId, tenant, agents?, createdAt, revokedAt?
- *   (index) KEYS         <createdAt>#<keyId>     every key, newest first, for `keys list`
- *
- * The authorizer resolves a key with one GetItem on its hash. Listing and revoking (admin
- * CLI only) query the one `KEYS` partition of the sessions index: no Scan, and key items
- * cannot show up in a tenant's session list (those partitions are `T#<tenant>`).
- */
-
 /** Every key starts with this, so a leaked one is easy to recognise (and to scan for). */
 export const API_KEY_PREFIX = 'as_';
 /** Longest bearer token worth a lookup: ours are 46 characters. */
@@ -62,6 +49,18 @@ export class ApiKeyError extends Error {
 
 type Item = Record<string, unknown>;
 
+/**
+ * API keys of the deployed service (the local server reads `AGENTSTATE_API_KEYS` instead).
+ * Only the SHA-256 of a key is stored; the key itself is shown once, when it is created.
+ *
+ *   pk                   sk   attributes
+ *   K#<sha256 hex>       K    keyId, tenant, agents?, createdAt, revokedAt?
+ *   (index) KEYS         <createdAt>#<keyId>     every key, newest first, for `keys list`
+ *
+ * The authorizer resolves a key with one GetItem on its hash. Listing and revoking (admin
+ * CLI only) query the one `KEYS` partition of the sessions index: no Scan, and key items
+ * cannot show up in a tenant's session list (those partitions are `T#<tenant>`).
+ */
 export class ApiKeyStore {
   /**
    * Through the table client like every store, so that a throttled or unreachable DynamoDB is
