@@ -156,6 +156,8 @@ export class DynamoDbSessionLog implements SessionLog {
     // a copy not opened yet as unknown to all but itself.
     const found = tipAsSeen(tipOf(entry, { withState: options.withState, ...(pieces ? { pieces } : {}) }), scope, this.table.now());
     const tip: Tip = replica ? { ...found, replica: true } : found;
+    // What this process put ahead of a claim under a life this read shows closed, it takes back (log-writer.ts).
+    if (!replica) await this.writer.lifeSeen(scope, tip);
     if (!options.recent || !entry || isFence(entry) || tip.kind === 'closing') return tip;
     // The newest changes read with the tip, kept for a path read at the head (readPath), and,
     // read with their states, for a version among them (getVersion).
