@@ -40,7 +40,9 @@ const idempotency: readonly TableAction[] = ['dynamodb:PutItem', 'dynamodb:Updat
  * Every group that writes to a session may find the tombstone of a delete that died halfway
  * (docs/architecture.md, "Deleting a session") and must finish that delete before its own
  * write: the session's items go in BatchWriteItem deletes. test/deployed/least-privilege.test.ts
- * drives that path through each of these functions.
+ * drives that path through each of these functions. The same action puts the node index a
+ * write owes before its claim, and deletes it again when the claim finds its life closed by a
+ * delete (store/log/unclaimed-writes.ts).
  */
 const finishDelete: TableAction = 'dynamodb:BatchWriteItem';
 

@@ -1,4 +1,3 @@
-import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { encodedSize, type JsonObject } from '../../core/json/json.js';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import { allSettledOrThrow } from '../../core/kernel/settled.js';
@@ -14,17 +13,7 @@ import { LOG_ITEM_KIND } from '../table/item-kinds.js';
 import type { LogPosition } from '../table/keys.js';
 import * as keys from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
-import {
-  batchDelete,
-  batchPut,
-  type Item,
-  isConditionFailure,
-  isOwnWrite,
-  SessionItemRefused,
-  type TableClient,
-  type TaggedItem,
-  transact,
-} from '../table/table-client.js';
+import { batchPut, type Item, SessionItemRefused, type TableClient, type TaggedItem, transact } from '../table/table-client.js';
 import { copyItemCheck, intoCopy, ownCopyMark, withoutCopy } from './copy-marks.js';
 import {
   type Carried,
@@ -37,7 +26,7 @@ import {
   readLogItem,
   tipOf,
 } from './log-items.js';
-import { closesLife, LifeClosedError, winnerOf } from './lost-race.js';
+import { LifeClosedError, putChange } from './lost-race.js';
 import { departure, movePointer } from './node-index.js';
 import type { ClaimSeen, OwnClaims } from './own-claims.js';
 import { childRuns } from './paths.js';
@@ -56,6 +45,7 @@ import {
   sessionUpsert,
 } from './session-writes.js';
 import { storedDecision } from './stored-decision.js';
+import { nodePointerKey, UnclaimedWrites } from './unclaimed-writes.js';
 import { lineageOf, versionPlace } from './version-places.js';
 
 /**
@@ -78,12 +68,8 @@ export class LogWriter {
   private readonly owing = new Map<string, Promise<boolean>>();
   /** The index being written ahead in each session (`writeAhead`), until it has landed or failed. */
   private readonly ahead = new Map<string, Promise<boolean>>();
-  /**
-   * What this process put under a life of each session ahead of a claim (the index a change
-   * owed, the pointers it moved, an index written ahead) and no claim of its own in that life
-   * has landed after since (`sentAhead`, `takeBack`).
-   */
-  private readonly unclaimed = new Map<string, SentAhead[]>();
+  /** What this process put under a life of a session ahead of a claim, until a claim vouches for it (unclaimed-writes.ts). */
+  readonly unclaimed: UnclaimedWrites;
 
   constructor(
     private readonly table: TableClient,
@@ -93,7 +79,9 @@ export class LogWriter {
     private readonly defaults: Lifetime | undefined,
     /** The notes waiting for this process's next claim of a session (own-claims.ts). */
     private readonly claims: OwnClaims,
-  ) {}
+  ) {
+    this.unclaimed = new UnclaimedWrites(table);
+  }
 
   async commit(scope: SessionScope, change: TipChange): Promise<Tip> {
     try {
@@ -187,7 +175,7 @@ export class LogWriter {
       encoded ? putPieces(this.table, scope, encoded) : undefined,
       ...owed.pointers.map((pointer) => movePointer(this.table, scope, life, pointer.nodeId, pointer.version)),
     ]);
-    this.sentAhead(scope, life, [...owed.puts, ...owed.pointers.map(({ nodeId }) => nodePointerKey(scope, nodeId, life))], sent);
+    this.unclaimed.sent(scope, life, [...owed.puts, ...owed.pointers.map(({ nodeId }) => nodePointerKey(scope, nodeId, life))], sent);
     await sent;
 
     // A write that read the tip before the session expired and comes after it: the expiry
@@ -218,12 +206,12 @@ export class LogWriter {
     } catch (error) {
       // The place is a delete's: what was put under this life ahead of the claim may have landed
       // after the delete read the session, and nobody will erase it but this writer.
-      if (error instanceof LifeClosedError) await this.takeBack(scope, (write) => write.life <= life);
+      if (error instanceof LifeClosedError) await this.unclaimed.takeBack(scope, life + 1);
       throw error;
     } finally {
       settle(seen);
     }
-    await this.claimed(scope, position.incarnation);
+    await this.unclaimed.claimed(scope, position.incarnation);
     const tip = seen.tip;
     if (!change.version || tip.kind !== 'version') return tip;
     return { ...tip, latest: { ...change.version, place: versionPlace(position, change.prior ?? null) } };
@@ -303,7 +291,7 @@ export class LogWriter {
       // the transaction moved them too (a PATCH).
       if (upsertsSession && due && !change.settings && at && change.sessionListed !== false) await this.moveActivity(scope, at, true);
     } else {
-      await this.put(item, claim);
+      await putChange(this.table, item, claim);
       if (movesActivity && at) await this.moveActivity(scope, at, false, lifetime);
     }
     const written = readLogItem(item) as LogEntry;
@@ -336,7 +324,7 @@ export class LogWriter {
     if (!last || last.sent || last.puts.length === 0 || this.table.now() - last.madeAt > LAST_CHANGE_FOR_MS) return;
     const key = keys.session(scope);
     const sent = batchPut(this.table, last.puts).then(...settledAs);
-    this.sentAhead(scope, last.incarnation, last.puts, sent);
+    this.unclaimed.sent(scope, last.incarnation, last.puts, sent);
     last.sent = sent;
     this.ahead.set(key, sent);
     void sent.then(() => this.ahead.get(key) === sent && this.ahead.delete(key));
@@ -345,18 +333,6 @@ export class LogWriter {
   /** Once the index written ahead in the session has landed or failed: a copy's undo erases after it (session-copy.ts). */
   async settled(scope: SessionScope): Promise<void> {
     await this.ahead.get(keys.session(scope));
-  }
-
-  /**
-   * Takes back what this process put ahead of a claim under a life of the session that `tip`
-   * (read consistently) shows closed: a delete's fence (not another's copy), or a later life.
-   * Nothing when it put nothing there that no claim of its own vouched for since (`claimed`):
-   * no request on the way of a write that lands.
-   */
-  async lifeSeen(scope: SessionScope, tip: Tip): Promise<void> {
-    if (!this.unclaimed.has(keys.session(scope))) return;
-    const open = tip.kind === 'closing' && tip.unopened !== true ? tip.incarnation + 1 : tip.incarnation;
-    await this.takeBack(scope, (write) => write.life < open);
   }
 
   /** Forgets the session's last change (its session is being deleted). */
@@ -392,67 +368,6 @@ export class LogWriter {
     }
   }
 
-  /**
-   * Keeps what is being put under `life` ahead of a claim (`itemKeys`, of items or their keys)
-   * until a claim of this process in that life lands after it (`claimed`) or the life is seen
-   * closed (`takeBack`). A delete reads the session once its fence is in place, and erases what
-   * it read: what a writer that read the tip before the fence put after that read stays, under
-   * the closed life's keys (API.md section 12: once erased, none of it is stored).
-   */
-  private sentAhead(scope: SessionScope, life: number, itemKeys: readonly Item[], sent: Promise<unknown>): void {
-    if (itemKeys.length === 0) return;
-    const key = keys.session(scope);
-    const write: SentAhead = {
-      life,
-      keys: itemKeys.map((item) => ({ pk: item.pk, sk: item.sk })),
-      settled: false,
-      sent: sent.then(
-        () => {
-          write.settled = true;
-        },
-        () => {
-          write.settled = true;
-        },
-      ),
-    };
-    const writes = this.unclaimed.get(key) ?? [];
-    this.unclaimed.delete(key);
-    this.unclaimed.set(key, [...writes, write]);
-    if (this.unclaimed.size > LAST_CHANGE_SESSIONS) this.unclaimed.delete(this.unclaimed.keys().next().value as string);
-  }
-
-  /**
-   * A claim of this process landed in `life`. What it had put under that life and had landed
-   * before is vouched for: a delete that closes the life later reads it (its fence comes after
-   * this claim) and erases it. What it had put under an earlier life, now closed, it takes back.
-   */
-  private async claimed(scope: SessionScope, life: number): Promise<void> {
-    const key = keys.session(scope);
-    const writes = this.unclaimed.get(key);
-    if (!writes) return;
-    const left = writes.filter((write) => write.life !== life || !write.settled);
-    if (left.length === 0) this.unclaimed.delete(key);
-    else this.unclaimed.set(key, left);
-    if (left.some((write) => write.life < life)) await this.takeBack(scope, (write) => write.life < life);
-  }
-
-  /**
-   * Deletes what this process put ahead of a claim under the lives `closed` picks, once it has
-   * landed or failed. Only for a closed life: in a live one, another writer may have claimed on
-   * the strength of an index item this one put (it owed the same).
-   */
-  private async takeBack(scope: SessionScope, closed: (write: SentAhead) => boolean): Promise<void> {
-    const key = keys.session(scope);
-    const taken = (this.unclaimed.get(key) ?? []).filter(closed);
-    if (taken.length === 0) return;
-    await Promise.all(taken.map((write) => write.sent));
-    const unique = new Map(taken.flatMap((write) => write.keys).map((item) => [String(item.sk), item]));
-    await batchDelete(this.table, [...unique.values()]);
-    const left = (this.unclaimed.get(key) ?? []).filter((write) => !taken.includes(write));
-    if (left.length === 0) this.unclaimed.delete(key);
-    else this.unclaimed.set(key, left);
-  }
-
   /** Where the change just written is, and what it will owe its successor. */
   private remember(scope: SessionScope, item: Item, tip: Tip): void {
     const key = keys.session(scope);
@@ -468,29 +383,6 @@ export class LogWriter {
       madeAt: this.table.now(),
     });
     if (this.last.size > LAST_CHANGE_SESSIONS) this.last.delete(this.last.keys().next().value as string);
-  }
-
-  /** The single conditional put of a change; a lost race comes back with the change that won it. */
-  private async put(item: Item, claim: SlotClaim): Promise<void> {
-    try {
-      await this.table.send(
-        new PutCommand({
-          TableName: this.table.tableName,
-          Item: item,
-          ...claim,
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      );
-    } catch (error) {
-      if (!isConditionFailure(error)) throw error;
-      // The SDK retries a request whose answer was lost; if the first attempt landed, the
-      // place now holds our own change and the retry fails its condition. That is success.
-      if (typeof item.writeId === 'string' ? isOwnWrite(error.Item, item.writeId) : isOwnWrite(error.Item, String(item.ik), 'ik')) return;
-      if (closesLife(error.Item)) throw new LifeClosedError('the session is being deleted');
-      // A lone mark's claim failed over the very place it read: what is there now (the mark
-      // taken into the life, or moved on by another follow) is no tip to retry on. Read again.
-      throw new StaleTipError(undefined, claim.ExpressionAttributeValues ? undefined : winnerOf(error.Item));
-    }
   }
 
   /** The change to write after `basedOn`: what it records, and what it carries forward. */
@@ -610,21 +502,6 @@ interface LastChange {
   readonly text: string;
   readonly madeAt: number;
   sent?: Promise<boolean>;
-}
-
-/** What a writer put under a life ahead of a claim (`LogWriter.sentAhead`). */
-interface SentAhead {
-  readonly life: number;
-  /** The keys of the items put (or moved: a pointer). */
-  readonly keys: readonly Item[];
-  /** Settles once the puts have landed or failed. */
-  readonly sent: Promise<void>;
-  settled: boolean;
-}
-
-/** The key of a node's pointer item (node-index.ts, `movePointer`). */
-function nodePointerKey(scope: SessionScope, nodeId: string, life: number): Item {
-  return { pk: keys.session(scope), sk: keys.nodePointer(nodeId, life) };
 }
 
 /** Whether the session's activity was last moved by a writer long enough ago to move it again. */

@@ -157,7 +157,7 @@ export class DynamoDbSessionLog implements SessionLog {
     const found = tipAsSeen(tipOf(entry, { withState: options.withState, ...(pieces ? { pieces } : {}) }), scope, this.table.now());
     const tip: Tip = replica ? { ...found, replica: true } : found;
     // What this process put ahead of a claim under a life this read shows closed, it takes back (log-writer.ts).
-    if (!replica) await this.writer.lifeSeen(scope, tip);
+    if (!replica) await this.writer.unclaimed.lifeSeen(scope, tip);
     if (!options.recent || !entry || isFence(entry) || tip.kind === 'closing') return tip;
     // The newest changes read with the tip, kept for a path read at the head (readPath), and,
     // read with their states, for a version among them (getVersion).
