@@ -4,7 +4,7 @@ import { MemoryService } from '../../functions/core/memory/memory-service.js';
 import { codeBytes, embeddingCode, QueryVector } from '../../functions/core/memory/memory-vector.js';
 import { OVERFLOW_PAGE, pageIndexOf, pagesFor } from '../../functions/store/memory/memory-codes.js';
 import { DynamoDbMemoryStore } from '../../functions/store/memory/memory-store.js';
-import { forgetNamespace } from '../../functions/store/memory/namespace-entries.js';
+import { forgetNamespace, namespaceCreations } from '../../functions/store/memory/namespace-entries.js';
 import { dynamoDbClient } from '../../functions/store/table/client.js';
 import * as keys from '../../functions/store/table/keys.js';
 import { TableClient } from '../../functions/store/table/table-client.js';
@@ -241,12 +241,12 @@ describe('search with a vector over pages of codes', () => {
       (index) => service.delete(tenant, null, { namespace, key: `k${index}` }, none),
     );
     await put(namespace, 'late', { n: 1 }, vectorOf(99, 8));
-    await forgetNamespace(table, tenant, namespace);
+    await forgetNamespace(table, tenant, namespace, await namespaceCreations(table, tenant, namespace));
     const left = await pagesOf(namespace);
     expect(left).toHaveLength(1);
     expect(left[0]?.['c:late']).toBeDefined();
     await service.delete(tenant, null, { namespace, key: 'late' }, none);
-    await forgetNamespace(table, tenant, namespace);
+    await forgetNamespace(table, tenant, namespace, await namespaceCreations(table, tenant, namespace));
     expect(await pagesOf(namespace)).toEqual([]);
   });
 });

@@ -140,24 +140,15 @@ export class MemoryUpkeep {
 
   /**
    * A namespace is listed once an item is created in it, and leaves the list once a delete
-   * or TTL leaves it without a live item. The check reads the table as it is now, so it
-   * covers every record of the batch before it. A put that creates an item while the check
-   * reads (behind where it has read, in a namespace of many deleted items) was answered, and
-   * must stay found: it counts its creation after writing its item, so the count read before
-   * the check either moved, and the namespace is not forgotten, or the put lists it again.
+   * or TTL leaves it without a live item (`forgetIfEmpty`). The check reads the table as it is
+   * now, so it covers every record of the batch before it.
    */
   private async keepNamespace(changes: readonly RecordedMemoryChange[]): Promise<void> {
     const { tenant, namespace } = changes[0] as RecordedMemoryChange;
     const removes = changes.some((change) => change.kind !== 'put');
     const creates = changes.some((change) => change.kind === 'put' && change.next?.version === 1);
     if (!removes && !creates) return;
-    if (removes) {
-      const creations = await this.ports.namespaceCreations(tenant, namespace);
-      if (!(await this.ports.namespaceHasItems(tenant, namespace))) {
-        await this.ports.forgetNamespace(tenant, namespace, creations);
-        return;
-      }
-    }
+    if (removes && (await forgetIfEmpty(this.ports, tenant, namespace))) return;
     await this.ports.registerNamespace(tenant, namespace);
   }
 
@@ -165,6 +156,24 @@ export class MemoryUpkeep {
     const detail = { tenant: record.change.tenant, namespace: record.change.namespace, key: record.change.key, error: String(error) };
     (this.options.log ?? warnToConsole)(message, detail);
   }
+}
+
+/** What forgetting an emptied namespace needs (`forgetIfEmpty`). */
+export type NamespaceForgetting = Pick<MemoryUpkeepPorts, 'namespaceCreations' | 'namespaceHasItems' | 'forgetNamespace'>;
+
+/**
+ * Takes the namespace off the list when it holds no live item: the one rule for it, whoever
+ * emptied it (the change hook after a delete or TTL, a user's erasure). The look reads the table
+ * as it is now; a put that creates an item while it reads, behind where it has read, was
+ * answered and must stay found: it counts its creation after writing its item, so the count read
+ * before the look either moved, and the namespace is not forgotten, or the put lists it again.
+ * Resolves with whether the look found it empty.
+ */
+export async function forgetIfEmpty(ports: NamespaceForgetting, tenant: string, namespace: Namespace): Promise<boolean> {
+  const creations = await ports.namespaceCreations(tenant, namespace);
+  if (await ports.namespaceHasItems(tenant, namespace)) return false;
+  await ports.forgetNamespace(tenant, namespace, creations);
+  return true;
 }
 
 function groupBy<T>(list: readonly T[], keyOf: (item: T) => string): Map<string, T[]> {

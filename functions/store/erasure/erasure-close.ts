@@ -2,11 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { QueryCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { userNamespace } from '../../core/erasure/erasure.js';
 import { pathKey } from '../../core/memory/memory.js';
+import { forgetIfEmpty } from '../../core/memory/memory-changes.js';
 import type { ClosingTip } from '../../core/model/model.js';
 import * as documentItem from '../documents/document-item.js';
 import { namespaceEntry } from '../memory/memory-codecs.js';
 import { deleteMemoryItem } from '../memory/memory-delete.js';
-import { forgetNamespace, namespaceHasItems } from '../memory/namespace-entries.js';
+import { DynamoDbMemoryUpkeep } from '../memory/memory-upkeep-store.js';
 import * as sessionItem from '../sessions/session-item.js';
 import { listSessionIds } from '../sessions/session-list.js';
 import { KIND_ATTRIBUTE, MEMORY_ITEM_KIND } from '../table/item-kinds.js';
@@ -80,6 +81,9 @@ export interface OpenErasure {
 }
 
 export class ErasureCloser extends DynamoDbErasureStore {
+  /** The memory upkeep's ports: an emptied namespace is forgotten by its rule (memory-changes.ts `forgetIfEmpty`). */
+  protected readonly upkeep = new DynamoDbMemoryUpkeep(this.table);
+
   /** One step of closing: moves the cursor on, or sets the erasure `running` when everything is closed. */
   protected async closeStep(erasure: OpenErasure): Promise<void> {
     const cursor = JSON.parse(erasure.cursor) as Cursor;
@@ -221,7 +225,7 @@ export class ErasureCloser extends DynamoDbErasureStore {
       next = { ...cursor, item: LastEvaluatedKey };
     } else {
       // Its name leaves the namespace list at once too (the change hook would, a moment later).
-      if (!(await namespaceHasItems(this.table, tenant, namespace))) await forgetNamespace(this.table, tenant, namespace);
+      await forgetIfEmpty(this.upkeep, tenant, namespace);
       next = { phase: 'memory', after: namespaceEntry.key(tenant, namespace).sk as string };
     }
     await this.moveCursor(erasure, next, { memoryItems: count });

@@ -1,12 +1,10 @@
 import { DeleteCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { DynamoDbMemoryUpkeep } from '../memory/memory-upkeep-store.js';
-import { forgetNamespace, namespaceHasItems } from '../memory/namespace-entries.js';
-import type { DynamoDbSessionStore } from '../sessions/session-store.js';
+import { forgetIfEmpty } from '../../core/memory/memory-changes.js';
 import { KIND_ATTRIBUTE, MEMORY_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { queryAll } from '../table/paging.js';
 import { tableKeys } from '../table/table.js';
-import { batchDelete, conditionally, type Item, type TableClient } from '../table/table-client.js';
+import { batchDelete, conditionally, type Item } from '../table/table-client.js';
 import { ErasureCloser, inParallel, type OpenErasure } from './erasure-close.js';
 import { erasureKey, RECORD_TTL_SECONDS } from './erasure-store.js';
 
@@ -27,13 +25,6 @@ import { erasureKey, RECORD_TTL_SECONDS } from './erasure-store.js';
 const RUN_MS = 20_000;
 
 export class ErasureFinisher extends ErasureCloser {
-  private readonly upkeep: DynamoDbMemoryUpkeep;
-
-  constructor(table: TableClient, sessions: DynamoDbSessionStore) {
-    super(table, sessions);
-    this.upkeep = new DynamoDbMemoryUpkeep(table);
-  }
-
   /**
    * Goes on with the erasure until it is done (`closed`: only until closing is) or `deadline`
    * (epoch ms) has passed. Idempotent: run again, or beside another run, it finds what is left
@@ -209,7 +200,7 @@ export class ErasureFinisher extends ErasureCloser {
       );
     });
     if (!complete) return false;
-    if (!(await namespaceHasItems(this.table, tenant, namespace))) await forgetNamespace(this.table, tenant, namespace);
+    await forgetIfEmpty(this.upkeep, tenant, namespace);
     await this.table.send(
       new DeleteCommand({
         TableName: this.table.tableName,

@@ -9,8 +9,8 @@ import { dropEmptyPages } from './memory-codes.js';
 
 /**
  * Whether a namespace still holds a live item, and taking it off the namespace list: what the
- * change hook's upkeep does after a delete (memory-upkeep-store.ts), and what a user's erasure
- * does at once (store/erasure/erasure-store.ts), in a function that carries no more of memory.
+ * change hook's upkeep does after a delete (memory-upkeep-store.ts), and a user's erasure once it
+ * emptied the namespace (store/erasure/), by one rule (core/memory/memory-changes.ts `forgetIfEmpty`).
  */
 
 /** Pages of a namespace the emptiness check reads before it takes the namespace as in use. */
@@ -66,19 +66,18 @@ export async function namespaceCreations(table: TableClient, tenant: string, nam
 
 /**
  * Takes the namespace off the namespace list, and deletes the pages of codes it no longer needs
- * (memory-codes.ts). With `creations` (what `namespaceCreations` read before the look that found
- * the namespace empty), only if no item was created since: a put that lands behind the look
- * (where it had already read) counts its creation after writing its item, so either the count
- * moved and the namespace stays listed, or the put lists it again after this. Without, at once
- * (a user's erasure, which refuses writes to what it erases). Resolves with whether it forgot.
+ * (memory-codes.ts), only if no item was created in it since it counted `creations` (what
+ * `namespaceCreations` read before the look that found the namespace empty: core/memory/memory-changes.ts
+ * `forgetIfEmpty`, the one rule, for the change hook and a user's erasure alike). A put that
+ * lands behind the look (where it had already read) counts its creation after writing its item,
+ * so either the count moved and the namespace stays listed, or the put lists it again after
+ * this. Resolves with whether it forgot.
  */
-export async function forgetNamespace(table: TableClient, tenant: string, namespace: Namespace, creations?: number): Promise<boolean> {
+export async function forgetNamespace(table: TableClient, tenant: string, namespace: Namespace, creations: number): Promise<boolean> {
   const unchanged =
-    creations === undefined
-      ? {}
-      : creations === 0
-        ? { ConditionExpression: `attribute_not_exists(${NAMESPACE_CREATIONS})` }
-        : { ConditionExpression: `${NAMESPACE_CREATIONS} = :creations`, ExpressionAttributeValues: { ':creations': creations } };
+    creations === 0
+      ? { ConditionExpression: `attribute_not_exists(${NAMESPACE_CREATIONS})` }
+      : { ConditionExpression: `${NAMESPACE_CREATIONS} = :creations`, ExpressionAttributeValues: { ':creations': creations } };
   const forgot = await conditionally(
     table.send(new DeleteCommand({ TableName: table.tableName, Key: namespaceEntry.key(tenant, namespace), ...unchanged })),
   );
