@@ -1,5 +1,6 @@
 import { type DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { session as sessionKey } from '../../functions/store/table/keys.js';
 import { defaultTableName } from '../../functions/store/table/table.js';
 import { dynamoDbEndpointOf, issueKey, rawTableClient } from '../helpers/admin.js';
 import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
@@ -12,7 +13,7 @@ import { EventFixtures, waitFor } from '../helpers/events.js';
  * finishes it, as in AWS) none of it is stored, read raw from DynamoDB Local. Another user, a
  * user whose id begins the same (`u1` and `u10`), and another tenant's user of the same id are
  * untouched; a key limited to agents may not erase; writes racing the erasure leave nothing of
- * before readable.
+ * before readable, and a write in flight across a `DELETE` of its session leaves nothing of it stored.
  */
 
 let api: RunningApi;
@@ -261,6 +262,45 @@ describe('DELETE /v1/users/{userId}', () => {
       const history = await http.get(`/v1/memory/versions?namespace=users/${user}/notes&key=n${index}`);
       expect(JSON.stringify(history.body.versions)).not.toContain('"old"');
     }
+  });
+});
+
+describe('DELETE /v1/sessions/{sid} while a write puts the index its change owes', () => {
+  it('leaves none of the deleted session stored: the write takes back the index it put under the closed life', async () => {
+    // Prepare: a message the log has not moved past yet; a state write (another function than
+    // the append's, so it owes that message's index and puts it before its claim) whose put of
+    // that index (with the message's preview) is held at the IAM gate 1.5 s.
+    const sid = uniqueId('straggler');
+    const secret = `my address, ${sid}`;
+    expect((await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'm1', role: 'user', content: secret }] })).status).toBe(201);
+    const partition = JSON.stringify(sessionKey({ tenant: 'local', sessionId: sid }));
+    let arrivedAt = 0;
+    let arrived!: () => void;
+    const arrival = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    const stop = api.slow(({ operation, body }) => {
+      if (arrivedAt > 0 || operation !== 'BatchWriteItem' || !body.includes(partition) || !body.includes('"preview"')) return false;
+      arrivedAt = Date.now();
+      arrived();
+      return true;
+    }, 1_500);
+
+    // Act: the session is deleted while the put is held; then it lands, and the write's claim fails on the fence.
+    const straggler = http.patch(`/v1/sessions/${sid}/state`, { late: true });
+    await arrival;
+    const deleted = await http.delete(`/v1/sessions/${sid}`);
+    const deletedAfter = Date.now() - arrivedAt;
+    const written = await straggler;
+    stop();
+
+    // Assess: the interleaving wanted (the 204 before the put landed); the write went on in the
+    // next life (the state function, under its own role), and nothing of the old one is stored.
+    expect(deleted.status).toBe(204);
+    expect(deletedAfter, 'the DELETE took longer than the put was held: hold it longer').toBeLessThan(1_500);
+    expect(written.status, written.text).toBe(200);
+    expect(written.body).toMatchObject({ version: 1, state: { late: true } });
+    expect(JSON.stringify(await stored(sessionKey({ tenant: 'local', sessionId: sid })))).not.toContain(secret);
   });
 });
 

@@ -28,7 +28,8 @@ import { entryOf, jsonText, type LogEntry, type NodePlace, nodesOf, parseJsonTex
  *
  * The life in the key keeps a node of a session that was deleted apart from the node of the
  * same id in the session made after it: a writer that read the old session before the delete
- * and puts the index afterwards puts it under the old life, where nothing reads it.
+ * and puts the index afterwards puts it under the old life, where nothing reads it (and takes
+ * it back once it knows that life closed: unclaimed-writes.ts).
  */
 
 /** The index item of one node of a change, as the change says it. */

@@ -38,7 +38,8 @@ const TOMBSTONE_TTL_SECONDS = 24 * 60 * 60;
  * the delete and puts only after it) impossible: every place such a write could claim is
  * taken, by a tombstone or the fence, so its put fails and it retries in the new life, or
  * answers as a write to the session that is deleted. Its index puts, made before its claim,
- * land under the old life's keys, where no reader looks.
+ * land under the old life's keys, where no reader looks, and it deletes them once its claim
+ * fails or a read shows the life closed (store/log/unclaimed-writes.ts).
  *
  * Only a delete needs this module (a `DELETE`, or a write that finds a delete abandoned,
  * session-writes.ts `isAbandonedDelete`): session-store.ts imports it on first use, so it is a
