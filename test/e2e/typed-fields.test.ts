@@ -417,6 +417,68 @@ describe('a value that no longer fits its type', () => {
   });
 });
 
+describe('a typed session whose stored state is not an object', () => {
+  it('reads as 409; a write that fits replaces it, for every caller that may write each field it sets', async () => {
+    // Prepare: sessions of an untyped agent written with states that are not objects; then the
+    // agent declares fields (`b` only it may write) and gets a sub-agent, which a key is limited to.
+    const owner = uniqueId('loose');
+    const sub = uniqueId('loose-sub');
+    await http.put(`/v1/agents/${owner}`, {});
+    const kinds: unknown[] = [['x'], 'text', 42, true, ['y'], 'more'];
+    const sids = kinds.map(() => uniqueId('loose'));
+    for (const [index, sid] of sids.entries()) {
+      await http.post('/v1/sessions', { sessionId: sid, agentId: owner });
+      expect((await http.put(`/v1/sessions/${sid}/state`, kinds[index])).status).toBe(200);
+    }
+    const declared = await http.put(`/v1/agents/${owner}`, {
+      stateFields: { a: { type: 'string', read: 'public', write: 'public' }, b: { type: 'number', read: 'public', write: 'private' } },
+    });
+    expect((await http.put(`/v1/agents/${sub}`, { parentId: owner, worker: { url: workerUrl } })).status).toBe(201);
+    const limited = apiClient(api.url, await issueKey(dynamoDbEndpointOf(api), { agents: [sub] }));
+    const [byTenant, byOwner, bySub, byJsonPatch, byTurn, refused] = sids;
+    const jsonPatch = (body: unknown) =>
+      limited.request('PATCH', `/v1/sessions/${byJsonPatch}/state`, { json: body, contentType: 'application/json-patch+json', ...as(sub) });
+
+    // Act
+    const read = await http.get(`/v1/sessions/${byTenant}/state`);
+    const tenantPut = await http.put(`/v1/sessions/${byTenant}/state`, { a: 'x', b: 1 });
+    const ownerPatch = await http.patch(`/v1/sessions/${byOwner}/state`, { b: 2 }, as(owner));
+    const subForbidden = await limited.put(`/v1/sessions/${bySub}/state`, { a: 'z', b: 3 }, as(sub));
+    const subWrongType = await limited.put(`/v1/sessions/${bySub}/state`, { a: 5 }, as(sub));
+    const subPut = await limited.put(`/v1/sessions/${bySub}/state`, { a: 'z' }, as(sub));
+    const subJsonPatch = await jsonPatch([{ op: 'add', path: '/a', value: 'j' }]);
+    const turn = await limited.post(
+      `/v1/sessions/${byTurn}/messages`,
+      { messages: [{ role: 'user', content: 'hi' }], state: { a: 't' } },
+      as(sub),
+    );
+    const undeclared = await http.put(`/v1/sessions/${refused}/state`, { c: 1 });
+    const nonObject = await http.put(`/v1/sessions/${refused}/state`, ['again']);
+    const decided = await http.post(`/v1/sessions/${refused}/decide`, { agentId: sub, trigger: { type: 'x' } });
+
+    // Assess
+    expect(declared.status).toBe(200);
+    expect(read.status).toBe(409);
+    expect(read.body).toMatchObject({ code: 'conflict' });
+    expect([tenantPut.status, tenantPut.body.state]).toEqual([200, { a: 'x', b: 1 }]);
+    expect([ownerPatch.status, ownerPatch.body.state]).toEqual([200, { b: 2 }]);
+    expect([subForbidden.status, subForbidden.body.code]).toEqual([403, 'field_forbidden']);
+    expect([subWrongType.status, subWrongType.body.code]).toEqual([422, 'validation_failed']);
+    expect([subPut.status, subPut.body.state]).toEqual([200, { a: 'z' }]);
+    expect([subJsonPatch.status, subJsonPatch.body.state]).toEqual([200, { a: 'j' }]);
+    expect([turn.status, turn.body.state]).toEqual([201, { a: 't' }]);
+    expect([undeclared.status, nonObject.status]).toEqual([422, 422]);
+    // A decision reads the state for its worker: refused as a read is, before the worker is asked.
+    expect([decided.status, decided.body.code]).toEqual([409, 'conflict']);
+    // Refused writes wrote nothing: the session still holds what it held, and reads as 409.
+    expect((await http.get(`/v1/sessions/${refused}/state`)).status).toBe(409);
+    expect((await http.get(`/v1/sessions/${refused}/tree`)).body.nodes).toMatchObject([{ id: 'root', stateVersion: 1 }]);
+    for (const sid of [byTenant, byOwner, bySub, byJsonPatch, byTurn]) {
+      expect((await http.get(`/v1/sessions/${sid}/state`)).status).toBe(200);
+    }
+  });
+});
+
 describe('keys limited to some agents', () => {
   it('must act as one of their agents', async () => {
     const limited = apiClient(api.url, await issueKey(dynamoDbEndpointOf(api), { agents: [ids.general] }));

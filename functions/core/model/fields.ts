@@ -155,12 +155,16 @@ export function typeProblem(type: FieldType, value: Json): string | null {
  * fits its declared type fails the read (never silently replaced), unless the field says to
  * read such values as cleared. A write starts from the view with such values kept as stored
  * (`misfits: "keep"`), so that it may replace them: failing that view too left a session whose
- * value went stale (a type change racing a write, docs/api.md) unwritable by anyone.
+ * value went stale (a type change racing a write, docs/api.md) unwritable by anyone. A stored
+ * state that is not an object (written before its agent declared fields) holds no declared
+ * field: it fails a read, and a write starts from an empty view, so any write the caller may
+ * make of the fields it sets replaces it (there is nothing of it to keep for anyone).
  */
 export function viewOf(schema: Schema, caller: Caller, state: Json, misfits: 'refuse' | 'keep' = 'refuse'): Json {
   if (state === null) return null;
   if (!isJsonObject(state)) {
-    throw new AgentStateError('conflict', 'the stored state is not an object of declared fields; replace it with PUT', {});
+    if (misfits === 'keep') return {};
+    throw new AgentStateError('conflict', 'the stored state is not an object of declared fields; replace it with a write of them', {});
   }
   const view: JsonObject = {};
   const mismatched: Array<{ field: string; problem: string }> = [];
