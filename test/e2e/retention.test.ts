@@ -1,7 +1,7 @@
-import { type DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defaultTableName, tableKeys } from '../../functions/store/table/table.js';
-import { dynamoDbEndpointOf, rawTableClient } from '../helpers/admin.js';
+import { tableKeys } from '../../functions/store/table/table.js';
+import { dynamoDbEndpointOf, rawTableClient, scanTable } from '../helpers/admin.js';
 import { type ApiClient, apiClient, uniqueId } from '../helpers/api-client.js';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 import { waitFor } from '../helpers/events.js';
@@ -132,26 +132,6 @@ describe('a session with retention', () => {
 });
 
 describe('a session written thousands of times with retention', () => {
-  /** Every item of the session's partition (tenant `local`), read raw and consistently. */
-  async function partitionOf(sid: string): Promise<Array<Record<string, unknown>>> {
-    const items: Array<Record<string, unknown>> = [];
-    let start: Record<string, unknown> | undefined;
-    do {
-      const page = await raw.send(
-        new QueryCommand({
-          TableName: defaultTableName,
-          KeyConditionExpression: 'pk = :pk',
-          ExpressionAttributeValues: { ':pk': `S#local#${sid}` },
-          ConsistentRead: true,
-          ExclusiveStartKey: start,
-        }),
-      );
-      items.push(...(page.Items ?? []));
-      start = page.LastEvaluatedKey;
-    } while (start);
-    return items;
-  }
-
   it('stores what it keeps, not what it was written: lasting items and bytes the same after 250 writes and after 1,000', async () => {
     // Prepare: keep the newest 10 versions; each write a 1 KB state.
     const sid = uniqueId('bounded');
@@ -190,7 +170,7 @@ describe('a session written thousands of times with retention', () => {
         120_000,
         250,
       );
-      const items = await partitionOf(sid);
+      const items = await scanTable(raw, `S#local#${sid}`);
       const lasting = items.filter((item) => item[tableKeys.timeToLive] === undefined);
       const expiring = items.filter((item) => item[tableKeys.timeToLive] !== undefined);
       const bytes = (list: Array<Record<string, unknown>>) => list.reduce((sum, item) => sum + JSON.stringify(item).length, 0);
