@@ -226,6 +226,41 @@ describe('a copy of a session whose notes pass one answer', () => {
   }, 120_000);
 });
 
+/**
+ * What one copy may write (docs/api.md, "What one copy may write"): past its bytes of messages,
+ * `413` once they are read, nothing written. Its counts of nodes and appends are told from the
+ * tree alone and refused the same way (test/unit/copy-limits.test.ts: a tree of 12,001 nodes here
+ * would also make the delete below, of this file's 11,000-node tree, longer).
+ */
+describe('a copy of more message bytes than one copy writes', () => {
+  it('answers 413 with limitBytes after reading, and writes nothing', async () => {
+    // Prepare: 9 appends of 4 messages of 250,000 bytes: about 9 MB of messages (the limit is 8 MiB).
+    const sid = uniqueId('copy-bytes');
+    for (let turn = 0; turn < 9; turn++) {
+      const messages = Array.from({ length: 4 }, (_, n) => ({
+        role: 'tool',
+        content: `${turn}.${n} ${'the quick brown fox '.repeat(12_500)}`,
+      }));
+      const appended = await http.post(`/v1/sessions/${sid}/messages`, { messages });
+      expect(appended.status, appended.text).toBe(201);
+    }
+    const target = uniqueId('copy-bytes-target');
+
+    // Act
+    const refused = await http.post(`/v1/sessions/${sid}/copy`, { sessionId: target });
+
+    // Assess
+    expect(refused.status, refused.text).toBe(413);
+    expect(refused.body).toMatchObject({ code: 'payload_too_large', limitBytes: 8 * MiB });
+    expect(refused.body.sizeBytes).toBeGreaterThan(8 * MiB);
+    // Refused before anything was written: the id is unknown, in no list, and free.
+    expect((await http.get(`/v1/sessions/${target}`)).status).toBe(404);
+    const listed = await http.get('/v1/sessions?limit=500');
+    expect(listed.body.sessions.map((session: { sessionId: string }) => session.sessionId)).not.toContain(target);
+    expect((await http.post('/v1/sessions', { sessionId: target })).status).toBe(201);
+  }, 60_000);
+});
+
 describe('a tree of more nodes than one answer holds', () => {
   /** An id of 128 characters (the longest an id may be): a node's entry in the tree is about 450 bytes with its preview. */
   const longId = (n: number) => `n${String(n).padStart(6, '0')}-${'x'.repeat(120)}`;

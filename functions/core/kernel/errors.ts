@@ -131,7 +131,8 @@ export interface ProblemFieldsByCode {
   version_pruned: { version: number };
   version_mismatch: { currentVersion: number };
   state_too_large: SizeFields & CountFields & { scope?: string };
-  payload_too_large: SizeFields;
+  /** A copy past what one request writes counts instead (`limit`: `nodes`, `appends`). */
+  payload_too_large: SizeFields & CountFields;
   unsupported_media_type: NoFields;
   validation_failed: { fields: readonly FieldProblem[] };
   unknown_field: { fields: readonly string[] };

@@ -14,6 +14,34 @@ import type { SessionView, TreeNodeView } from './session-views.js';
 /** How many notes a copy puts at once. */
 const NOTES_AT_ONCE = 16;
 
+/** How many paths to the source's leaves a copy reads at once (a wide tree has a path per branch). */
+const PATHS_AT_ONCE = 8;
+
+/*
+ * What one copy may write (`413 payload_too_large`, nothing written): a copy runs within one
+ * request, and AWS ends the `tree` function at 20 s. Its writes go to one partition (the new
+ * session's), which DynamoDB serves at most 1,000 write units a second: every node is an index
+ * item (a unit), its messages' log items about a unit a KB. So 12,000 nodes are about 12 s of a
+ * partition's writes at best, and the messages' bytes add theirs. Each append is a turn of the log
+ * (its tip read, the index it owes, its claim: about 25 ms on DynamoDB Local). Measured on
+ * DynamoDB Local (docs/architecture.md, Copying a session, "What one copy may write"): an
+ * 11,000-node chain (220 appends) in 20 s, a tree of 220 branches of 50 in 23 s.
+ */
+
+/** The most nodes one copy writes (`limit: "nodes"`). */
+export const COPY_NODE_LIMIT = 12_000;
+
+/**
+ * The most appends one copy makes (`limit: "appends"`): one for each run of at most 50 messages
+ * of a branch, and one more wherever a node reads a state other than its parent's. A tree of many
+ * short branches, or a conversation with a state at every node (LangGraph's checkpoints), costs
+ * time its node count does not say.
+ */
+export const COPY_APPEND_LIMIT = 250;
+
+/** The most bytes of messages (as JSON, each without its `parentId`) one copy writes. */
+const COPY_MESSAGE_LIMIT_BYTES = 8 * 1024 * 1024;
+
 /** `POST /v1/sessions/{sid}/copy` (API.md section 12). */
 export interface CopyRequest {
   /** The copy's id; generated when absent. An existing one is `409 session_exists`. */
@@ -74,7 +102,9 @@ export class SessionCopier {
     const target = request.tree ? head : (request.node ?? head);
     if (!byId.has(target)) throw nodeNotFound(target);
     const copied = request.tree ? nodes : pathTo(byId, target);
+    checkCopyCounts(copied, byId);
     const messages = await this.messagesOf(source, request.tree ? leavesOf(nodes) : [target]);
+    checkCopyBytes(copied, messages);
 
     // The copy's mark: its session reads as unknown to all but this copy until `open`.
     const mark = newId();
@@ -148,13 +178,21 @@ export class SessionCopier {
     }
   }
 
-  /** The messages of the paths to `leaves`, by node id (a path read per leaf; shared prefixes read again). */
+  /**
+   * The messages of the paths to `leaves`, by node id (a path read per leaf, PATHS_AT_ONCE at a
+   * time; shared prefixes read again). One after the other, a tree of 1,000 short branches took
+   * 18 s on DynamoDB Local to read.
+   */
   private async messagesOf(source: SessionScope, leaves: readonly string[]): Promise<Map<string, JsonObject>> {
     const messages = new Map<string, JsonObject>();
-    for (const leaf of leaves) {
-      if (leaf === ROOT_NODE) continue;
-      for (const message of (await this.ports.tree.getPath(source, leaf)).messages) messages.set(String(message.id), message);
-    }
+    const waiting = leaves.filter((leaf) => leaf !== ROOT_NODE);
+    const reader = async () => {
+      for (let leaf = waiting.shift(); leaf !== undefined; leaf = waiting.shift()) {
+        for (const message of (await this.ports.tree.getPath(source, leaf)).messages) messages.set(String(message.id), message);
+      }
+    };
+    // Reads only: the first failure is the answer, and nothing was written yet.
+    await Promise.all(Array.from({ length: Math.min(PATHS_AT_ONCE, waiting.length) }, reader));
     return messages;
   }
 }
@@ -197,30 +235,9 @@ class CopyWriter {
   /** Copies `chain` (each node the child of the one before) under `parent`, already copied. */
   async chain(parent: TreeNodeView, chain: readonly TreeNodeView[], messages: ReadonlyMap<string, JsonObject>): Promise<void> {
     let under = parent.id;
-    let reads = parent.stateVersion;
-    let run: IncomingMessage[] = [];
-    let runBytes = 0;
-    for (const node of chain) {
-      const message = messages.get(node.id);
-      if (!message) throw new AgentStateError('conflict', `node ${node.id} changed while it was being copied; copy again`);
-      const { parentId: _parentId, ...incoming } = message;
-      const bytes = encodedSize(incoming);
-      // One append carries what `POST …/messages` may: the run is cut where it would not.
-      if (run.length === MAX_MESSAGES_PER_APPEND || (run.length > 0 && runBytes + bytes > APPEND_LIMIT_BYTES)) {
-        under = await this.write(under, reads, run, reads);
-        run = [];
-        runBytes = 0;
-      }
-      run.push(incoming as IncomingMessage);
-      runBytes += bytes;
-      if (node.stateVersion !== reads) {
-        under = await this.write(under, reads, run, node.stateVersion);
-        reads = node.stateVersion;
-        run = [];
-        runBytes = 0;
-      }
+    for (const { run, reads, ends } of runsOf(parent, chain, (node) => incomingOf(node, messages))) {
+      under = await this.write(under, reads, run, ends);
     }
-    if (run.length > 0) await this.write(under, reads, run, reads);
   }
 
   /**
@@ -251,6 +268,8 @@ class CopyWriter {
     const result = await this.ports.tree.appendMessages(this.scope, {
       messages: run,
       parentId: under,
+      // The copy's session is its own until it opens, and a tree's ids are distinct.
+      newIds: true,
       ...(version
         ? {
             state: { replace: true, value: version.state },
@@ -274,6 +293,100 @@ function closedUnder(error: unknown): unknown {
     'conflict',
     'the session being copied into was closed (deleted, or its user or tenant erased) before the copy was done; copy again',
   );
+}
+
+/** One append of a copy: `run` under a node that reads source version `reads`; its last node reads `ends`. */
+interface CopyRun<M> {
+  run: M[];
+  reads: number;
+  ends: number;
+}
+
+/**
+ * The appends that copy `chain` under `parent`, in order: runs of at most 50 messages and
+ * APPEND_LIMIT_BYTES (what `POST …/messages` may carry), each ended early where a node reads a
+ * state other than its parent's (the append records it). `messageOf` gives a node's message as
+ * appended (its size is what counts); the count alone needs only the nodes (`countAppends`).
+ */
+function* runsOf<M>(
+  parent: TreeNodeView,
+  chain: readonly TreeNodeView[],
+  messageOf: (node: TreeNodeView) => { message: M; bytes: number },
+): Generator<CopyRun<M>> {
+  let reads = parent.stateVersion;
+  let run: M[] = [];
+  let runBytes = 0;
+  for (const node of chain) {
+    const { message, bytes } = messageOf(node);
+    // One append carries what `POST …/messages` may: the run is cut where it would not.
+    if (run.length === MAX_MESSAGES_PER_APPEND || (run.length > 0 && runBytes + bytes > APPEND_LIMIT_BYTES)) {
+      yield { run, reads, ends: reads };
+      run = [];
+      runBytes = 0;
+    }
+    run.push(message);
+    runBytes += bytes;
+    if (node.stateVersion !== reads) {
+      yield { run, reads, ends: node.stateVersion };
+      reads = node.stateVersion;
+      run = [];
+      runBytes = 0;
+    }
+  }
+  if (run.length > 0) yield { run, reads, ends: reads };
+}
+
+/** A node's message as a copy appends it (its `parentId` is the append's), and its size. */
+function incomingOf(node: TreeNodeView, messages: ReadonlyMap<string, JsonObject>): { message: IncomingMessage; bytes: number } {
+  const message = messages.get(node.id);
+  if (!message) throw new AgentStateError('conflict', `node ${node.id} changed while it was being copied; copy again`);
+  const { parentId: _parentId, ...incoming } = message;
+  return { message: incoming as IncomingMessage, bytes: encodedSize(incoming) };
+}
+
+/**
+ * `413 payload_too_large` when a copy of `copied` would write more nodes than COPY_NODE_LIMIT or
+ * make more appends than COPY_APPEND_LIMIT: more than one request writes within the function's
+ * time. Told by the tree read alone, before the messages are read and anything is written. The
+ * appends are counted as runs of 50 (the bytes are not read yet): the least the copy makes.
+ */
+export function checkCopyCounts(copied: readonly TreeNodeView[], byId: ReadonlyMap<string, TreeNodeView>): void {
+  const nodes = copied.filter((node) => node.id !== ROOT_NODE).length;
+  if (nodes > COPY_NODE_LIMIT) {
+    throw new AgentStateError('payload_too_large', `the copy would write ${nodes} nodes; one copy writes at most ${COPY_NODE_LIMIT}`, {
+      limit: 'nodes',
+      limitCount: COPY_NODE_LIMIT,
+      count: nodes,
+    });
+  }
+  let appends = 0;
+  for (const chain of chainsOf(copied)) {
+    const parent = byId.get(chain[0]?.parentId as string) as TreeNodeView;
+    for (const _run of runsOf(parent, chain, () => ({ message: null, bytes: 0 }))) appends++;
+  }
+  if (appends > COPY_APPEND_LIMIT) {
+    throw new AgentStateError(
+      'payload_too_large',
+      `the copy would make ${appends} appends (a run of at most 50 messages of each branch, and one more where a node reads a state of its own); one copy makes at most ${COPY_APPEND_LIMIT}`,
+      { limit: 'appends', limitCount: COPY_APPEND_LIMIT, count: appends },
+    );
+  }
+}
+
+/** `413 payload_too_large` (`limitBytes`) when the copied nodes' messages pass COPY_MESSAGE_LIMIT_BYTES; read, nothing written. */
+function checkCopyBytes(copied: readonly TreeNodeView[], messages: ReadonlyMap<string, JsonObject>): void {
+  let bytes = 0;
+  for (const node of copied) {
+    const message = messages.get(node.id);
+    if (message) bytes += incomingOf(node, messages).bytes;
+  }
+  if (bytes > COPY_MESSAGE_LIMIT_BYTES) {
+    throw new AgentStateError(
+      'payload_too_large',
+      `the copied messages are ${bytes} bytes of JSON; one copy writes at most ${COPY_MESSAGE_LIMIT_BYTES}`,
+      { limitBytes: COPY_MESSAGE_LIMIT_BYTES, sizeBytes: bytes },
+    );
+  }
 }
 
 /** The nodes of the path root→`target`, root excluded, in order. */

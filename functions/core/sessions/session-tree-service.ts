@@ -299,7 +299,8 @@ export class SessionTreeService {
    * all or nothing.
    */
   async appendMessages(scope: SessionScope, input: AppendInput, access?: KeyAccess): Promise<AppendResult> {
-    const lookups = lookupsOf(input.messages, input.parentId);
+    // Ids known to be new are not looked up (`AppendInput.newIds`): only the parent is.
+    const lookups = input.newIds ? (input.parentId === undefined ? [] : [input.parentId]) : lookupsOf(input.messages, input.parentId);
     const withState = input.state !== undefined;
     const append = async (attempt: AttemptContext): Promise<AppendResult> => {
       const { tip, nodes: known } = await this.store.readTipWithNodes(scope, lookups, {

@@ -44,7 +44,7 @@ export const treeOperations = {
     tag: 'tree',
     summary: 'Copy a session: the path root → node, or the whole tree',
     description:
-      "A new session of the source's agent and user whose every node reads the state it reads in the source, with versions numbered from 1, one for each state its nodes read. Default: the path to the head, which is also the copy's head; `node` names another path's end; `\"tree\": true` copies every node (the copy's head is the source's). `metadata` replaces the source's. Independent of the source afterwards. A key limited to agents copies only sessions it may work in.",
+      "A new session of the source's agent and user whose every node reads the state it reads in the source, with versions numbered from 1, one for each state its nodes read. Default: the path to the head, which is also the copy's head; `node` names another path's end; `\"tree\": true` copies every node (the copy's head is the source's). `metadata` replaces the source's. Independent of the source afterwards. A key limited to agents copies only sessions it may work in. One copy writes at most 12,000 nodes in at most 250 appends (a run of at most 50 messages of each branch, one more where a node reads a state of its own) and 8 MiB of messages: past any, `413 payload_too_large` (`limit` and `limitCount`, or `limitBytes`), nothing written.",
     body: { schema: copyBody, optional: true, example: { sessionId: 's1-copy', node: 'a1' } },
     responses: { 201: { description: 'The copy.', schema: 'Session', headers: ['Location'] } },
     problems: ['invalid_request', 'session_not_found', 'node_not_found', 'session_exists', 'forbidden', 'conflict'],
