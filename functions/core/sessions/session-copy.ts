@@ -306,7 +306,7 @@ interface CopyRun<M> {
  * The appends that copy `chain` under `parent`, in order: runs of at most 50 messages and
  * APPEND_LIMIT_BYTES (what `POST …/messages` may carry), each ended early where a node reads a
  * state other than its parent's (the append records it). `messageOf` gives a node's message as
- * appended (its size is what counts); the count alone needs only the nodes (`countAppends`).
+ * appended (its size is what counts); the count alone needs only the nodes (`checkCopyCounts`).
  */
 function* runsOf<M>(
   parent: TreeNodeView,
