@@ -519,12 +519,12 @@ describe('what a decision keeps: its reply', () => {
 });
 
 describe('conversations at scale (issue 20): cost at message 10 and at message 1,000', () => {
-  /** A session whose head is at `depth`, in 25-message appends. */
-  async function conversation(sessionId: string, depth: number, agentId?: string, tenant = 'budget') {
+  /** A session whose head is at `depth`, in appends of `perAppend` messages (one change each). */
+  async function conversation(sessionId: string, depth: number, agentId?: string, tenant = 'budget', perAppend = 25) {
     const scope = { tenant, sessionId };
     if (agentId) await service.createSession(tenant, { sessionId, agentId });
-    for (let made = 0; made < depth; made += 25) {
-      const messages = Array.from({ length: Math.min(25, depth - made) }, (_, index) => ({
+    for (let made = 0; made < depth; made += perAppend) {
+      const messages = Array.from({ length: Math.min(perAppend, depth - made) }, (_, index) => ({
         id: `${sessionId}-${made + index}`,
         role: 'user',
         content: `message ${made + index}`,
@@ -633,8 +633,9 @@ describe('conversations at scale (issue 20): cost at message 10 and at message 1
     const deps = await replyingWorker();
     await deps.agents.putAgent('everything', 'all-turns', { worker: { url: 'module:examples/worker.ts' } });
     const shallow = await conversation('all-10', 10, 'all-turns', 'everything');
-    // 400 changes of 25 messages: far past the 48 newest changes, within one page of the log.
-    const deep = await conversation('all-10000', 10_000, 'all-turns', 'everything');
+    // 200 changes of 50 messages (the most an append takes): far past the 48 newest changes,
+    // within one page of the log.
+    const deep = await conversation('all-10000', 10_000, 'all-turns', 'everything', 50);
     for (const scope of [shallow, deep]) for (let n = 0; n < 2; n++) await deps.decide.decide(scope, turn(n));
 
     // Act
