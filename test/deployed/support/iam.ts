@@ -19,13 +19,14 @@ export interface Call {
  * the grant that allowed it, so a test can ask which grants no path ever used.
  */
 export class Iam {
-  private readonly policies = new Map<string, { roleName: string; statements: PolicyStatement[] }>();
+  private readonly policies = new Map<string, { roleName: string; statements: PolicyStatement[]; grants: Grant[] }>();
   /** Per function: calls allowed, calls refused, and the grants that allowed something. */
   private readonly record = new Map<string, { allowed: Call[]; refused: Call[]; used: Set<string> }>();
 
   constructor(deployment: Deployment) {
     for (const fn of deployment.functions()) {
-      this.policies.set(fn.logicalId, { roleName: deployment.physicalName(fn.roleId), statements: deployment.statementsOf(fn.roleId) });
+      const statements = deployment.statementsOf(fn.roleId);
+      this.policies.set(fn.logicalId, { roleName: deployment.physicalName(fn.roleId), statements, grants: grantsOfStatements(statements) });
       this.record.set(fn.logicalId, { allowed: [], refused: [], used: new Set() });
     }
   }
@@ -36,7 +37,7 @@ export class Iam {
     const record = this.record.get(functionId);
     if (!policy || !record) return false;
     let allowed = false;
-    for (const grant of grantsOfStatements(policy.statements)) {
+    for (const grant of policy.grants) {
       if (matches(grant.action, call.action, true) && matches(grant.resource, call.resource, false)) {
         record.used.add(grantKey(grant));
         allowed = true;
@@ -80,11 +81,20 @@ function grantKey(grant: Grant): string {
   return `${grant.action} ${grant.resource}`;
 }
 
+/** Each pattern's expression, made once: the e2e tests' IAM gate asks for every DynamoDB call. */
+const patterns = new Map<string, RegExp>();
+
 /** IAM's pattern match: `*` any run of characters, `?` one; actions ignore case, resources do not. */
 function matches(pattern: string, value: string, ignoreCase: boolean): boolean {
-  const source = pattern
-    .split('')
-    .map((char) => (char === '*' ? '.*' : char === '?' ? '.' : char.replace(/[.+^${}()|[\]\\]/g, '\\$&')))
-    .join('');
-  return new RegExp(`^${source}$`, ignoreCase ? 'i' : '').test(value);
+  const key = `${ignoreCase ? 'i' : 's'}${pattern}`;
+  let expression = patterns.get(key);
+  if (!expression) {
+    const source = pattern
+      .split('')
+      .map((char) => (char === '*' ? '.*' : char === '?' ? '.' : char.replace(/[.+^${}()|[\]\\]/g, '\\$&')))
+      .join('');
+    expression = new RegExp(`^${source}$`, ignoreCase ? 'i' : '');
+    patterns.set(key, expression);
+  }
+  return expression.test(value);
 }
