@@ -16,13 +16,25 @@ const MiB = 1024 * 1024;
 /** What an answer's body may be in base64 beside its 16 KiB of status and headers (edge/lambda-payload.ts). */
 const ANSWER_BODY_BYTES = ((6 * MiB - 16 * 1024) / 4) * 3;
 
+/**
+ * The 11,000-node chain of "a tree of more nodes than one answer holds", built while the tests
+ * before it run on sessions of their own: 220 appends one after another, each waiting on its
+ * own round trips (about 24 s alone), which the server can serve beside the other tests' reads.
+ */
+let bigTree: Promise<string> | undefined;
+
 beforeAll(async () => {
   api = await startApi();
   http = api.client;
+  bigTree = buildBigTree();
+  // Awaited by that describe's beforeAll, which fails with what failed here.
+  bigTree.catch(() => {});
 }, 60_000);
 afterAll(async () => {
+  // Not stopped under the build (when that describe did not run: vitest -t).
+  await bigTree?.catch(() => {});
   await api?.stop();
-});
+}, 300_000);
 
 /** A state of about `bytes` of JSON text whose strings hold JSON text (each `"` escapes again in Lambda's answer). */
 function largeState(bytes: number, tag: string): { log: string[]; tag: string } {
@@ -261,23 +273,30 @@ describe('a copy of more message bytes than one copy writes', () => {
   }, 60_000);
 });
 
+/** An id of 128 characters (the longest an id may be): a node's entry in the tree is about 450 bytes with its preview. */
+const longId = (n: number) => `n${String(n).padStart(6, '0')}-${'x'.repeat(120)}`;
+const NODES = 11_000;
+
+/** A session whose tree is one chain of `NODES` nodes with long ids, in appends of 50; its id. */
+async function buildBigTree(): Promise<string> {
+  const sid = uniqueId('big-tree');
+  for (let start = 0; start < NODES; start += 50) {
+    const messages = Array.from({ length: 50 }, (_, index) => ({
+      id: longId(start + index),
+      role: 'user',
+      content: `message ${start + index} ${'of a long conversation, '.repeat(6)}`,
+    }));
+    const appended = await http.post(`/v1/sessions/${sid}/messages`, { messages });
+    expect(appended.status, appended.text).toBe(201);
+  }
+  return sid;
+}
+
 describe('a tree of more nodes than one answer holds', () => {
-  /** An id of 128 characters (the longest an id may be): a node's entry in the tree is about 450 bytes with its preview. */
-  const longId = (n: number) => `n${String(n).padStart(6, '0')}-${'x'.repeat(120)}`;
-  const NODES = 11_000;
   let sid: string;
 
   beforeAll(async () => {
-    sid = uniqueId('big-tree');
-    for (let start = 0; start < NODES; start += 50) {
-      const messages = Array.from({ length: 50 }, (_, index) => ({
-        id: longId(start + index),
-        role: 'user',
-        content: `message ${start + index} ${'of a long conversation, '.repeat(6)}`,
-      }));
-      const appended = await http.post(`/v1/sessions/${sid}/messages`, { messages });
-      expect(appended.status, appended.text).toBe(201);
-    }
+    sid = await (bigTree as Promise<string>);
   }, 300_000);
 
   it('comes in parts, each within the bound, every node once and in order, by following next', async () => {
