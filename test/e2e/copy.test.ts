@@ -227,6 +227,33 @@ describe('copying a session', () => {
     expect(otherTenant.body).toMatchObject({ status: 404, code: 'session_not_found' });
   });
 
+  it('refuses a tree of more appends than one copy makes with 413 before writing, and still copies one path of it', async () => {
+    // Prepare: 251 branches of one message under the root: a copy of the tree is 251 appends
+    // (the limit is 250), told from the tree before anything is written. One after another:
+    // writers at once on one session only take turns.
+    const sid = uniqueId('copy-branches');
+    for (let n = 0; n < 251; n++) {
+      const id = `b${n}`;
+      const appended = await http.post(`/v1/sessions/${sid}/messages`, { parentId: 'root', messages: [{ id, role: 'user', content: id }] });
+      expect(appended.status, appended.text).toBe(201);
+    }
+    const target = uniqueId('copy-branches-target');
+
+    // Act
+    const refused = await http.post(`/v1/sessions/${sid}/copy`, { sessionId: target, tree: true });
+    const onePath = await http.post(`/v1/sessions/${sid}/copy`, { node: 'b7' });
+
+    // Assess: the limit and the count; the id unknown, in no list, and free.
+    expect(refused.status, refused.text).toBe(413);
+    expect(refused.body).toMatchObject({ code: 'payload_too_large', limit: 'appends', limitCount: 250, count: 251 });
+    expect((await http.get(`/v1/sessions/${target}`)).status).toBe(404);
+    const listed = await http.get('/v1/sessions?limit=500');
+    expect(listed.body.sessions.map((session: { sessionId: string }) => session.sessionId)).not.toContain(target);
+    expect((await http.post('/v1/sessions', { sessionId: target })).status).toBe(201);
+    expect(onePath.status, onePath.text).toBe(201);
+    expect(onePath.body.head).toBe('b7');
+  }, 60_000);
+
   it('takes 50 copies of one source at once, and one of 50 racing for the same id: the others answer 409 and write nothing', async () => {
     // Prepare
     const sid = await source();

@@ -5,9 +5,9 @@ import type { TreeNodeView } from '../../functions/core/sessions/session-views.j
 
 /**
  * What one copy may write, counted from the tree read before anything is written (session-copy.ts,
- * `checkCopyCounts`): the e2e tests copy an 11,000-node chain and refuse one past the node limit
- * (reads-in-parts.test.ts); the count of appends, which a tree of many branches or a state at
- * every node drives, is held here, where such a tree costs nothing to make.
+ * `checkCopyCounts`): the e2e tests copy an 11,000-node chain (reads-in-parts.test.ts) and refuse
+ * a tree of 251 branches through the API (copy.test.ts); each count at and past its limit, for a
+ * chain, branches and a state at every node, is held here, where such a tree costs nothing to make.
  */
 const root: TreeNodeView = { id: 'root', parentId: null, depth: 0, role: null, stateVersion: 0 };
 
