@@ -35,8 +35,18 @@ const TENANT = 'reads';
 const AGENT = 'last-20';
 const TURNS_MEASURED = 3;
 
-/** Measures decisions at each of `depths` (10 and 10,000 on the page) on a table of its own in DynamoDB Local at `endpoint`. */
-export async function measureDecisionReads(endpoint: string, depths: readonly number[] = [10, 10_000]): Promise<DecisionReads[]> {
+/**
+ * Measures decisions at each of `depths` (10 and 10,000 on the page) on a table of its own in
+ * DynamoDB Local at `endpoint`. `appendSize`: the messages of each append before the chat turns
+ * (25 on the page). A decision reads the 48 newest changes of the log at most, all of them chat
+ * turns at depth 1,000 and deeper whatever the appends before them, so the test's larger appends
+ * (half the requests to build depth 10,000) leave its figures as they are.
+ */
+export async function measureDecisionReads(
+  endpoint: string,
+  depths: readonly number[] = [10, 10_000],
+  { appendSize = 25 }: { appendSize?: number } = {},
+): Promise<DecisionReads[]> {
   const tableName = `decision-reads-${Date.now().toString(36)}`;
   let readUnits = 0;
   let requests = 0;
@@ -85,8 +95,8 @@ export async function measureDecisionReads(endpoint: string, depths: readonly nu
       // Ten messages: two turns, then the three measured; deeper: appends, then 30 turns.
       const chatTurns = depth <= 10 ? 2 : 30;
       const appended = Math.max(0, depth - 2 * (chatTurns + TURNS_MEASURED));
-      for (let made = 0; made < appended; made += 25) {
-        const messages = Array.from({ length: Math.min(25, appended - made) }, (_, index) => ({
+      for (let made = 0; made < appended; made += appendSize) {
+        const messages = Array.from({ length: Math.min(appendSize, appended - made) }, (_, index) => ({
           role: index % 2 === 0 ? 'user' : 'assistant',
           content: `message ${made + index}: ${'some words '.repeat(6)}`,
         }));
