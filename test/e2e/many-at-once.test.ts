@@ -8,7 +8,10 @@ import { type RunningApi, startApi } from '../helpers/e2e.js';
  * The write paths the other files do not already hit with many writers at once, each with 50
  * concurrent requests on the same thing through real HTTP on DynamoDB Local: every request is
  * answered as the contract says, none with 5xx, and what is stored afterwards is what the
- * answers said.
+ * answers said. Among them 50 turns (messages with a state) on one session, and 60 PATCHes of
+ * one session's metadata, each writer within the write path's 15 s budget: the file runs alone
+ * (vitest.config.ts), and these are here rather than in files of their own so that the alone
+ * group starts one server for all of them.
  */
 let api: RunningApi;
 let http: ApiClient;
@@ -94,7 +97,8 @@ describe('many writers at once on one thing', () => {
     // Prepare: ten agents without parents.
     const prefix = uniqueId(`moves-${round}`);
     const ids = Array.from({ length: 10 }, (_, n) => `${prefix}-${n}`);
-    for (const id of ids) expect((await http.put(`/v1/agents/${id}`, {})).status).toBe(201);
+    // (Made side by side: agents that declare no fields do not wait for each other.)
+    expect(statuses(await Promise.all(ids.map((id) => http.put(`/v1/agents/${id}`, {}))))).toEqual(Array(10).fill(201));
 
     // Act: each of 50 writers moves one agent under another (a fixed, varied pattern).
     const answers = await Promise.all(
@@ -232,7 +236,89 @@ describe('many writers at once on one thing', () => {
       JSON.stringify(counted(puts)),
     ).toBe(true);
     expect((await http.get(`/v1/memory/${ns}/gone`)).status).toBe(404);
-    for (let n = 0; n < WRITERS; n += 1) expect((await http.get(`/v1/memory/${ns}/k${n}`)).body.value).toEqual({ n });
+    const values = await Promise.all(
+      Array.from({ length: WRITERS }, async (_, n) => (await http.get(`/v1/memory/${ns}/k${n}`)).body.value),
+    );
+    expect(values).toEqual(Array.from({ length: WRITERS }, (_, n) => ({ n })));
+  });
+});
+
+describe('POST messages with state, many at once', () => {
+  it('lands 50 concurrent turns on one session, each a node with its own state version', async () => {
+    // Prepare
+    const sid = uniqueId('turn-concurrent');
+    await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'q', role: 'user' }], replaceState: { base: true } });
+    const writers = Array.from({ length: 50 }, (_, index) => index);
+
+    // Act: every turn branches from q, so each starts from q's state.
+    const turns = await Promise.all(
+      writers.map((index) =>
+        http.post(`/v1/sessions/${sid}/messages`, { parentId: 'q', messages: [{ id: `t${index}`, role: 'user' }], state: { turn: index } }),
+      ),
+    );
+    const states = await Promise.all(writers.map((index) => http.get(`/v1/sessions/${sid}/state?node=t${index}`)));
+
+    // Assess
+    expect(turns.map((turn) => turn.status)).toEqual(writers.map(() => 201));
+    expect(new Set(turns.map((turn) => turn.body.version)).size).toBe(50);
+    expect(states.map((state) => state.body.state)).toEqual(writers.map((index) => ({ base: true, turn: index })));
+    expect((await http.get(`/v1/sessions/${sid}`)).body.version).toBe(51);
+  });
+});
+
+/**
+ * A session's metadata limits (docs/api.md, `metadata`: at most 16 KiB of JSON and at most 50
+ * top-level string values) hold when many `PATCH /v1/sessions/{sid}` merge into one session at
+ * once: every answer `200` or the documented `400`, the stored metadata within the limits, and
+ * every key a `200` added is there. The merge is checked on what the session holds at the tip it
+ * commits on, so a PATCH that read an older one loses its place and merges again.
+ */
+describe('metadata merged by many PATCHes at once', () => {
+  /** A session without metadata. */
+  async function newSession(prefix: string): Promise<string> {
+    const sid = uniqueId(prefix);
+    expect((await http.post('/v1/sessions', { sessionId: sid })).status).toBe(201);
+    return sid;
+  }
+
+  it('merges 60 strings at once where a session may hold 50: 50 land, 10 refused, every landed key stored', async () => {
+    // Prepare
+    const sid = await newSession('meta-strings');
+    const keys = Array.from({ length: 60 }, (_, n) => `k${n}`);
+
+    // Act: each PATCH adds a key of its own.
+    const answers = await Promise.all(keys.map((key) => http.patch(`/v1/sessions/${sid}`, { metadata: { [key]: `v-${key}` } })));
+
+    // Assess
+    expect(counted(answers)).toEqual({ 200: 50, 400: 10 });
+    for (const refused of answers.filter((answer) => answer.status === 400))
+      expect(refused.body).toMatchObject({ code: 'invalid_request', field: 'metadata' });
+    const landed = keys.filter((_, n) => answers[n]?.status === 200);
+    const stored = (await http.get(`/v1/sessions/${sid}`)).body.metadata as Record<string, string>;
+    expect(stored).toEqual(Object.fromEntries(landed.map((key) => [key, `v-${key}`])));
+  });
+
+  it('merges 20 strings of 1 KiB at once where metadata may be 16 KiB of JSON: the 15 that fit land, every landed key stored', async () => {
+    // Prepare: how many such keys fit in 16 KiB of JSON (all keys and values the same length).
+    const sid = await newSession('meta-size');
+    const keys = Array.from({ length: 20 }, (_, n) => `big-${String(n).padStart(2, '0')}`);
+    const value = (key: string) => `${key}:`.padEnd(1024, 'x');
+    const bytesOf = (count: number) =>
+      Buffer.byteLength(JSON.stringify(Object.fromEntries(keys.slice(0, count).map((k) => [k, value(k)]))));
+    const fit = keys.filter((_, n) => bytesOf(n + 1) <= 16 * 1024).length;
+
+    // Act
+    const answers = await Promise.all(keys.map((key) => http.patch(`/v1/sessions/${sid}`, { metadata: { [key]: value(key) } })));
+
+    // Assess
+    expect(fit).toBe(15);
+    expect(counted(answers)).toEqual({ 200: fit, 400: keys.length - fit });
+    for (const refused of answers.filter((answer) => answer.status === 400))
+      expect(refused.body).toMatchObject({ code: 'invalid_request', field: 'metadata' });
+    const landed = keys.filter((_, n) => answers[n]?.status === 200);
+    const stored = (await http.get(`/v1/sessions/${sid}`)).body.metadata as Record<string, string>;
+    expect(stored).toEqual(Object.fromEntries(landed.map((key) => [key, value(key)])));
+    expect(Buffer.byteLength(JSON.stringify(stored))).toBeLessThanOrEqual(16 * 1024);
   });
 });
 
