@@ -10,14 +10,15 @@ const conformance = 'test/langgraph/conformance.test.ts';
  * land within the write path's 15 s retry budget, which a second file sharing two cores can
  * exhaust (it did, once in a cold-cache run with two workers). They run after the others, alone.
  */
-// contended-writes.test.ts, langgraph/fan-out.test.ts and e2e/on-disk-bursts.test.ts: 100 writers on
-// one target at once, with a core kept busy on purpose. e2e/many-at-once.test.ts: among others, 50
+// contended-writes.test.ts and e2e/on-disk-bursts.test.ts: 100 writers on one target at once,
+// with a core kept busy on purpose. e2e/many-at-once.test.ts: among others, 50
 // registrations of one agent declaring fields, which land one at a time within the 15 s retry
 // budget each (5.8 s alone for that test, 13 s beside another file and a busy core); 50
 // concurrent turns on one session (14.9 s and 16.2 s of the 15 s budget in two full runs beside
-// other files, a few seconds alone); 60 PATCHes of one session's metadata at once (8.6 s alone).
-// Those two were files of their own (turn.test.ts, whose other tests need no machine alone,
-// and metadata-at-once.test.ts): one server for the three saves a start in the serial group.
+// other files, a few seconds alone); 60 PATCHes of one session's metadata at once (8.6 s alone);
+// a LangGraph fan-out's 100 putWrites of one checkpoint, with a core kept busy. Those three were
+// files of their own (turn.test.ts, whose other tests need no machine alone, metadata-at-once
+// and langgraph/fan-out): one server for all saves their starts in the serial group.
 // e2e/lifetime-at-once.test.ts: 50 writers on one session across its expiry and beside its
 // pruning, each write within the same 15 s budget (about 13 writes a second land, alone).
 // integration/expiry-race.test.ts: 50 PATCHes of one session at once, 7.4-9.7 s alone on this
@@ -26,7 +27,6 @@ const conformance = 'test/langgraph/conformance.test.ts';
 const alone = [
   'test/integration/contention.test.ts',
   'test/integration/contended-writes.test.ts',
-  'test/langgraph/fan-out.test.ts',
   'test/e2e/on-disk-bursts.test.ts',
   'test/e2e/many-at-once.test.ts',
   'test/e2e/lifetime-at-once.test.ts',
