@@ -32,7 +32,7 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import { type Route, type RouteGroup, routeGroups, routes } from '../functions/http/contract/routes.js';
+import { ROUTE_TIMEOUT_MS, type Route, type RouteGroup, routeGroups, routes } from '../functions/http/contract/routes.js';
 import { corsPolicy, parseCorsOrigins } from '../functions/http/edge/cors.js';
 import { changeRecordFilters } from '../functions/store/events/stream-images.js';
 import { tableKeys } from '../functions/store/table/table.js';
@@ -327,7 +327,7 @@ export const FUNCTION_DEFAULTS = {
   runtime: lambda.Runtime.NODEJS_22_X,
   architecture: lambda.Architecture.ARM_64,
   /** Below API Gateway's 30 s integration limit, so a slow request ends as our 5xx, not a 503. */
-  timeout: Duration.seconds(20),
+  timeout: Duration.millis(ROUTE_TIMEOUT_MS),
   memorySize: 512,
 } as const;
 

@@ -156,7 +156,9 @@ export const routeGroupAccess = {
  * itself is granted on the stream's ARN by the event source mapping, not here.
  */
 export const liveHookAccess: TableAccess = {
-  // GetItem: the sweep of a session whose item TTL removed reads what is left of it (session-delete.ts);
+  // GetItem: the sweep of a session whose item TTL removed reads what is left of it (session-delete.ts),
+  // which it erases as a DELETE does (Query, UpdateItem of the fence, DeleteItem, BatchWriteItem), and
+  // so does it the rest of an erase a DELETE handed to it;
   // a memory namespace's entry is read for its count of creations before the hook forgets it (namespace-entries.ts).
   // Query on the sessions index and BatchGetItem: a user's erasure closes the sessions of the
   // user's list, page by page, and reads their items and its records by key (erasure-close.ts);

@@ -1,10 +1,11 @@
 import middy from '@middy/core';
-import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
+import type { APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
 import type { AllowedAgents } from '../core/agents/acting-agent.js';
 import type { Json } from '../core/json/json.js';
 import { AgentStateError } from '../core/kernel/errors.js';
 import type { AnswerKeeper } from '../core/model/ports.js';
 import { ensureSealingKey } from '../store/access/key-ring.js';
+import { ROUTE_TIMEOUT_MS } from './contract/routes.js';
 import { idempotency } from './edge/idempotency.js';
 import { lambdaSizedAnswers } from './edge/lambda-payload.js';
 import { type ApiEvent, actingAgent, authenticate, jsonBody, problemErrors } from './edge/middleware.js';
@@ -39,6 +40,8 @@ export interface RouteInput<D = unknown> {
    * undefined without a key.
    */
   keeper: <R>(shape: (result: R) => APIGatewayProxyStructuredResultV2) => AnswerKeeper<R> | undefined;
+  /** How long the function may still run (the Lambda context's; without one, the route functions' timeout from the request's start). */
+  remainingMs: () => number;
 }
 
 export type RouteFunction<D = unknown> = (input: RouteInput<D>) => Promise<APIGatewayProxyStructuredResultV2>;
@@ -71,7 +74,8 @@ export function createHttpHandler<K extends keyof Dependencies>(
     idempotency: parts.idempotency,
     resolveKey: parts.resolveKey,
   } as Parts<K | 'idempotency' | 'resolveKey'>);
-  const dispatch = async (event: ApiEvent): Promise<APIGatewayProxyStructuredResultV2> => {
+  const dispatch = async (event: ApiEvent, context?: Context): Promise<APIGatewayProxyStructuredResultV2> => {
+    const started = Date.now();
     const route = routeFunctions[event.routeKey];
     if (!route) throw new AgentStateError('not_found', `no route for ${event.requestContext.http.method} ${event.rawPath}`);
     // Secrets and cursors are sealed with the deployment's key: found once per process.
@@ -91,6 +95,7 @@ export function createHttpHandler<K extends keyof Dependencies>(
         const keep = event.keepAnswer;
         return keep ? (result) => keep(shape(result)) : undefined;
       },
+      remainingMs: () => context?.getRemainingTimeInMillis?.() ?? started + ROUTE_TIMEOUT_MS - Date.now(),
     });
   };
 

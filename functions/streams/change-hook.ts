@@ -87,6 +87,7 @@ function liveConsumer(env: NodeJS.ProcessEnv, stores: StreamStores): StreamConsu
     }),
     sweepExpired: (scope, expiredAt, unopened) => stores.sessions.sweepExpired(scope, expiredAt, unopened),
     releasedVersions: (opened) => releasedVersions(stores.table, opened),
+    finishDelete: (scope, deadline) => stores.sessions.finishDelete(scope, deadline),
     finishErasure: (tenant, erasureId, deadline) => new ErasureFinisher(stores.table, stores.sessions).finish(tenant, erasureId, deadline),
     upkeep: new MemoryUpkeep(new DynamoDbMemoryUpkeep(stores.table), {
       historySeconds: Number.isFinite(days) && days > 0 ? Math.round(days * 86_400) : 0,

@@ -6,7 +6,14 @@ import type { MemoryUpkeep, MemoryUpkeepInput } from '../core/memory/memory-chan
 import { sessionDefaultsFrom } from '../core/model/lifetime.js';
 import type { SessionScope } from '../core/model/model.js';
 import { DynamoDbAgentStore } from '../store/agents/agent-store.js';
-import { erasureToFinishOf, expiredSessionOf, type OpenedCopy, openedCopyOf, recordedChangeOf } from '../store/events/stream-images.js';
+import {
+  deleteToFinishOf,
+  erasureToFinishOf,
+  expiredSessionOf,
+  type OpenedCopy,
+  openedCopyOf,
+  recordedChangeOf,
+} from '../store/events/stream-images.js';
 import { recordedMemoryChangeOf } from '../store/memory/memory-stream.js';
 import { DynamoDbSessionStore } from '../store/sessions/session-store.js';
 import { dynamoDbClient } from '../store/table/client.js';
@@ -53,6 +60,12 @@ export interface StreamConsumer {
    * the stream gives one): the change hook closes and erases; the webhook consumer has none.
    */
   finishErasure?: (tenant: string, erasureId: string, deadline?: number) => Promise<void>;
+  /**
+   * Goes on with the erase of a deleted session that its `DELETE` handed over (it did not fit the
+   * request's time) until `deadline`; false when it could not finish (the record is retried).
+   * The change hook's alone.
+   */
+  finishDelete?: (scope: SessionScope, deadline?: number) => Promise<boolean>;
   /** Runs once before a batch with events is handed over (the webhook consumer opens its sealed secrets). */
   beforeEvents?: () => Promise<void>;
 }
@@ -109,6 +122,7 @@ async function processBatch(consumer: StreamConsumer, event: DynamoDBStreamEvent
   const memory: MemoryUpkeepInput[] = [];
   const swept: Array<{ key: string; scope: SessionScope; expiredAt: string; unopened?: true }> = [];
   const erasures: Array<{ key: string; tenant: string; erasureId: string }> = [];
+  const deletes: Array<{ key: string; scope: SessionScope }> = [];
   let unreadable: string | undefined;
   for (const record of event.Records) {
     const key = record.dynamodb?.SequenceNumber ?? '';
@@ -131,6 +145,8 @@ async function processBatch(consumer: StreamConsumer, event: DynamoDBStreamEvent
       }
       const erasure = erasureToFinishOf(record);
       if (erasure) erasures.push({ key, ...erasure });
+      const deleted = deleteToFinishOf(record);
+      if (deleted) deletes.push({ key, scope: deleted });
     } catch (error) {
       // A record that cannot be read fails with everything after it (their order matters);
       // retries, bisection and finally the on-failure queue take it from there.
@@ -165,8 +181,12 @@ async function processBatch(consumer: StreamConsumer, event: DynamoDBStreamEvent
     memory.length > 0 ? consumer.memory.process(memory, within) : { failed: [] },
   ]);
   // Its fence is a record of the stream in turn: the expiry's event comes in a later batch.
-  const [sweepFailed, erasuresFailed] = await Promise.all([sweepAll(consumer, swept), finishErasures(consumer, erasures, deadline)]);
-  const failed = [...events.failed, ...kept.failed, ...memoryDelivered.failed, ...sweepFailed, ...erasuresFailed];
+  const [sweepFailed, erasuresFailed, deletesFailed] = await Promise.all([
+    sweepAll(consumer, swept),
+    finishErasures(consumer, erasures, deadline),
+    finishDeletes(consumer, deletes, deadline),
+  ]);
+  const failed = [...events.failed, ...kept.failed, ...memoryDelivered.failed, ...sweepFailed, ...erasuresFailed, ...deletesFailed];
   if (unreadable !== undefined) failed.push(unreadable);
   return { batchItemFailures: failed.map((itemIdentifier) => ({ itemIdentifier })) };
 }
@@ -185,6 +205,33 @@ async function sweepAll(
         await sweep(scope, expiredAt, unopened);
       } catch (error) {
         console.error('agentstate: could not sweep an expired session; the stream will retry', scope, error);
+        failed.push(key);
+      }
+    }),
+  );
+  return failed;
+}
+
+/**
+ * Goes on with the erases that deletes handed over, each session once a batch, side by side;
+ * the keys of those that failed or could not finish (retried from the stream: each run goes on
+ * from what is stored, and one that runs out of time hands on with a record of its own).
+ */
+async function finishDeletes(
+  consumer: StreamConsumer,
+  deletes: ReadonlyArray<{ key: string; scope: SessionScope }>,
+  deadline: number | undefined,
+): Promise<string[]> {
+  const finish = consumer.finishDelete;
+  if (!finish || deletes.length === 0) return [];
+  const failed: string[] = [];
+  const bySession = new Map(deletes.map((entry) => [`${entry.scope.tenant}#${entry.scope.sessionId}`, entry]));
+  await Promise.all(
+    [...bySession.values()].map(async ({ key, scope }) => {
+      try {
+        if (!(await finish(scope, deadline))) failed.push(key);
+      } catch (error) {
+        console.error('agentstate: could not finish the erase of a deleted session; the stream will retry', scope, error);
         failed.push(key);
       }
     }),

@@ -159,6 +159,56 @@ describe('the HTTP API behind the authorizer', () => {
     expect(read.json.versions ?? read.json.items).toHaveLength(1);
   });
 
+  it('answers a DELETE that cannot erase in its time with 204, and the change hook’s role erases the rest, through a run that died', async () => {
+    // Prepare: a session of 150 messages (its versions, node index, item), and a sessions
+    // function that may erase for no time at all (`AGENTSTATE_DELETE_ERASE_MS`), as one whose
+    // session is larger than its 20 s would.
+    for (let append = 0; append < 3; append++) {
+      const messages = Array.from({ length: 50 }, (_, index) => ({ role: 'user', content: `m${append}-${index}` }));
+      expect((await call('POST', '/v1/sessions/handed/messages', { messages, state: { append } })).status).toBe(201);
+    }
+    await stack.stream.read(0, 200);
+    const hook = stack.deployment.functionNamed(/change hook/);
+    const partition = async () =>
+      (
+        await stack.admin.send(
+          new QueryCommand({
+            TableName: stack.deployment.tableName,
+            KeyConditionExpression: 'pk = :pk',
+            ExpressionAttributeValues: { ':pk': { S: 'S#acme#handed' } },
+          }),
+        )
+      ).Items ?? [];
+    const headers = { authorization: `Bearer ${key}` };
+
+    // Act: the DELETE; the change hook's run of its hand-off killed after a few writes (as at
+    // its timeout); the stream's retry of the record a minute later.
+    const deleted = await stack.http.request('DELETE', '/v1/sessions/handed', { headers, variables: { AGENTSTATE_DELETE_ERASE_MS: '0' } });
+    const read = await call('GET', '/v1/sessions/handed');
+    const handOff = stack.stream.eventRecords(await stack.stream.read(1)).filter((record) => record.eventName === 'MODIFY');
+    let writes = 0;
+    stack.aws.fault = (request) =>
+      request.functionId === hook.logicalId && request.operation !== 'Query' && ++writes > 3 ? 'crash' : 'pass';
+    const died = await stack.lambda.invoke(hook, { Records: handOff });
+    stack.aws.fault = () => 'pass';
+    const halfway = await partition();
+    const retried = await stack.lambda.invoke(hook, { Records: handOff }, { clockOffsetMs: 60_000 });
+    const after = await partition();
+    const written = await call('PATCH', '/v1/sessions/handed/state', { fresh: true });
+
+    // Assess: 204 and unknown at once; the killed run left work, the retry finished it (only
+    // tombstones and the closed fence are left), and the id's next write is version 1.
+    expect(deleted.status).toBe(204);
+    expect(read.status).toBe(404);
+    expect(handOff).toHaveLength(1);
+    expect(died.error).toBeDefined();
+    expect(halfway.filter((item) => item.kind?.S !== 'x').length).toBeGreaterThan(0);
+    expect(retried.result, retried.logs.join('\n')).toEqual({ batchItemFailures: [] });
+    expect(after.filter((item) => item.kind?.S !== 'x')).toEqual([]);
+    expect(after.filter((item) => item.fence !== undefined).map((item) => item.fence?.S)).toEqual(['closed']);
+    expect(written).toMatchObject({ status: 200, json: { version: 1, prevVersion: 0 } });
+  });
+
   it('holds a key limited to agents to them', async () => {
     // Prepare
     const limited = await stack.createKey('acme', ['planner']);

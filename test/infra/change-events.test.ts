@@ -86,12 +86,17 @@ describe('change hook on the table stream', () => {
     expect(() => synthesize({ streamReading })).toThrow(message);
   });
 
-  it('filters on INSERTs of version items, expiry fences, copies opened, TTL removals of session items, document writes, erasures and memory items', () => {
+  it('filters on INSERTs of version items, expiry fences, erases handed over, copies opened, TTL removals of session items, document writes, erasures and memory items', () => {
     expect(changeRecordFilters).toEqual([
       { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.version] } } } },
       // Expiry (API.md section 12): the fence of the delete that carries one out (its event), and
       // DynamoDB's TTL removing a session's item (the change hook sweeps the rest).
       { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.tombstone] }, cause: { S: ['expired'] } } } },
+      // A delete's erase that did not fit its request, handed to the change hook (session-delete.ts).
+      {
+        eventName: ['MODIFY'],
+        dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.tombstone] }, fence: { S: ['closing'] }, eh: { S: ['hook'] } } },
+      },
       // The change that opens a copy's session releases the copy's versions' events (session-copy.ts).
       { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.settings] }, opens: { S: ['copy'] } } } },
       {

@@ -272,8 +272,12 @@ export interface SessionStore {
    */
   createSession(scope: SessionScope, meta: SessionMeta, agentLifetime?: LifetimeSettings): Promise<SessionMeta>;
   listSessions(tenant: string, options: SessionListOptions): Promise<Page<SessionMeta>>;
-  /** Erases every item of the session; false when it had none. */
-  deleteSession(scope: SessionScope): Promise<boolean>;
+  /**
+   * Deletes the session: from its answer it reads as unknown and is in no list; its items are
+   * erased by then, or, past what fits in `remainingMs` (the request's time left), by the change
+   * hook afterwards. False when it had none.
+   */
+  deleteSession(scope: SessionScope, remainingMs?: number): Promise<boolean>;
   /**
    * For a write that found the session closing: finishes the delete if it was abandoned (its
    * function died halfway), so that the write's retry starts a new session; a delete still in

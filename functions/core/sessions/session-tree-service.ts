@@ -249,15 +249,16 @@ export class SessionTreeService {
   }
 
   /**
-   * Erases the session. A key limited to agents (`allowed`) may erase only a session it may
-   * work in (`mayWorkIn`): `403 forbidden` otherwise, nothing erased.
+   * Erases the session (what does not fit in `remainingMs`, the request's time left, the change
+   * hook erases after the answer). A key limited to agents (`allowed`) may erase only a session
+   * it may work in (`mayWorkIn`): `403 forbidden` otherwise, nothing erased.
    */
-  async deleteSession(scope: SessionScope, allowed: AllowedAgents = null): Promise<void> {
+  async deleteSession(scope: SessionScope, allowed: AllowedAgents = null, remainingMs?: number): Promise<void> {
     if (allowed) {
       const meta = await this.store.getMeta(scope);
       await this.checkKeyAccess(scope.tenant, meta?.agentId ?? null, { allowed, caller: null }, 'delete');
     }
-    if (!(await this.store.deleteSession(scope))) throw sessionNotFound(scope);
+    if (!(await this.store.deleteSession(scope, remainingMs))) throw sessionNotFound(scope);
   }
 
   /**

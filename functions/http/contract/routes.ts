@@ -16,6 +16,13 @@ export const routeGroups = [
 ] as const;
 export type RouteGroup = (typeof routeGroups)[number];
 
+/**
+ * The route functions' timeout in AWS (lib/agent-state.ts), below API Gateway's 30 s
+ * integration limit; a request that must stop in time (a `DELETE`'s erase) counts from it when
+ * its function has no Lambda context to ask.
+ */
+export const ROUTE_TIMEOUT_MS = 20_000;
+
 export interface Route {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   /**

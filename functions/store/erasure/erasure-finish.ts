@@ -57,13 +57,21 @@ export class ErasureFinisher extends ErasureCloser {
     const { tenant, erasureId } = erasure;
     const partition = keys.erasure(tenant, erasureId);
     let complete = true;
+    let held = false;
     const closed = (await this.workOf(partition, keys.erasedSessionPrefix)).filter((record) => record.erased !== true);
     await inParallel(closed, async (record) => {
       if (Date.now() >= deadline) {
         complete = false;
         return;
       }
-      await this.sessions.finishErasure({ tenant, sessionId: String(record.sessionId) }, Number(record.life));
+      // A session larger than what is left of the run (or erased by another eraser meanwhile,
+      // the change hook's run of a DELETE): recorded erased only once it is.
+      const erasing = { deadline, eraser: `erasure:${erasureId}` };
+      if (!(await this.sessions.finishErasure({ tenant, sessionId: String(record.sessionId) }, Number(record.life), erasing))) {
+        complete = false;
+        held = true;
+        return;
+      }
       await this.table.send(
         new UpdateCommand({
           TableName: this.table.tableName,
@@ -73,6 +81,8 @@ export class ErasureFinisher extends ErasureCloser {
         }),
       );
     });
+    // Another eraser's hold ends within seconds: the run looks again a moment later (or its next run does).
+    if (held && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 250));
     if (!complete) return false;
     // A session made just before the DELETE may have been missing from the list index, which
     // trails the table: what the list shows now of sessions made before the erasure goes too

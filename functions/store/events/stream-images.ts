@@ -13,6 +13,8 @@ import {
   documentKindOf,
   ERASURE_ITEM_KIND,
   FENCE_CAUSE_EXPIRED,
+  FENCE_HANDED_OFF,
+  FENCE_HANDED_OFF_ATTRIBUTE,
   KIND_ATTRIBUTE,
   LOG_ITEM_KIND,
 } from '../table/item-kinds.js';
@@ -56,6 +58,17 @@ export const changeRecordFilters: ReadonlyArray<Record<string, unknown>> = [
   { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.version] } } } },
   // The fence of a delete that carried out an expiry: the `session.expired` event.
   { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.tombstone] }, cause: { S: [FENCE_CAUSE_EXPIRED] } } } },
+  // A delete's erase that did not fit its request: the change hook goes on with it (session-delete.ts).
+  {
+    eventName: ['MODIFY'],
+    dynamodb: {
+      NewImage: {
+        kind: { S: [LOG_ITEM_KIND.tombstone] },
+        fence: { S: ['closing'] },
+        [FENCE_HANDED_OFF_ATTRIBUTE]: { S: [FENCE_HANDED_OFF] },
+      },
+    },
+  },
   // The change that opens a copy's session: it releases the copy's versions' events.
   { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.settings] }, [OPENS_COPY_ATTRIBUTE]: { S: [OPENS_COPY] } } } },
   // TTL removed a session's item: the change hook sweeps what is left of it (API.md section 12).
@@ -134,6 +147,15 @@ function recordedErasureOf(record: DynamoDBRecord): RecordedErasure | null {
       occurredAt: String(item.finishedAt ?? ''),
     },
   };
+}
+
+/** The session whose delete handed the rest of its erase to the change hook (a fence's change that sets `eh`), or null. */
+export function deleteToFinishOf(record: DynamoDBRecord): { tenant: string; sessionId: string } | null {
+  const newImage = record.dynamodb?.NewImage;
+  if (record.eventName !== 'MODIFY' || newImage?.kind?.S !== LOG_ITEM_KIND.tombstone || newImage.fence?.S !== 'closing') return null;
+  if (newImage[FENCE_HANDED_OFF_ATTRIBUTE]?.S !== FENCE_HANDED_OFF) return null;
+  const partition = /^S#([^#]+)#([^#]+)$/.exec(newImage.pk?.S ?? '');
+  return partition ? { tenant: partition[1] as string, sessionId: partition[2] as string } : null;
 }
 
 /** The expiry a delete's fence records (an INSERT of kind x with cause `expired`), or null. */

@@ -9,7 +9,7 @@ import { emptyTip, rootNode } from '../../core/model/tree.js';
 import { decodeLineage, encodeLineage } from '../state/lineage.js';
 import type { EncodedVersion } from '../state/version-item.js';
 import * as versionItem from '../state/version-item.js';
-import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
+import { FENCE_COPY_LIFE, FENCE_HELD_UNTIL, FENCE_HOLDER, KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { type LogPosition, logPositionOf } from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
@@ -156,6 +156,10 @@ export interface FenceEntry {
   readonly since: string | null;
   /** A delete's fence: the followers the closed life had (`Carried.f`), for the next life to carry on. */
   readonly followersUntil?: number;
+  /** A closing fence: the eraser that holds it, until when (epoch ms; session-delete.ts `claim`). */
+  readonly holder?: { eraser: string; until: number };
+  /** A closing fence of a copy's life: its closed fence takes a TTL. */
+  readonly copyLife?: true;
 }
 
 // ---- JSON text and compressed JSON text ------------------------------------------------------
@@ -199,6 +203,10 @@ export function readLogItem(item: Item): LogEntry | FenceEntry | null {
       closing: item.fence === 'closing',
       since: typeof item.createdAt === 'string' ? item.createdAt : null,
       ...(typeof item.f === 'number' ? { followersUntil: item.f } : {}),
+      ...(typeof item[FENCE_HOLDER] === 'string' && typeof item[FENCE_HELD_UNTIL] === 'number'
+        ? { holder: { eraser: item[FENCE_HOLDER], until: item[FENCE_HELD_UNTIL] } }
+        : {}),
+      ...(item[FENCE_COPY_LIFE] === undefined ? {} : { copyLife: true as const }),
     };
   }
   const chain = parseJsonText<Chain | null>(item.chain);

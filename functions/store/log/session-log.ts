@@ -11,7 +11,7 @@ import type { SessionDeleter } from '../sessions/session-delete.js';
 import * as sessionItem from '../sessions/session-item.js';
 import { piecesOf } from '../state/state-pieces.js';
 import * as versionItem from '../state/version-item.js';
-import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
+import { FENCE_COPY_LIFE, FENCE_HELD_UNTIL, FENCE_HOLDER, KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
 import { batchGet, conditions, type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
@@ -39,6 +39,9 @@ const WITHOUT_STATE = [
   'nodes',
   'decision',
   'fence',
+  FENCE_HOLDER,
+  FENCE_HELD_UNTIL,
+  FENCE_COPY_LIFE,
   'version',
   'node',
   // What a version's decision leaves out because the version holds it (log-items.ts, compactDecision).
@@ -86,11 +89,11 @@ export class DynamoDbSessionLog implements SessionLog {
   ) {
     this.deleter = {
       isAbandoned: (tip) => isAbandonedDelete(tip, table.now()),
-      deleteSession: async (scope, sweep) => {
+      deleteSession: async (scope, sweep, options) => {
         // A copy's undo erases once nothing it sent ahead is on its way (it would stay, unread and kept).
         if (scope.copy !== undefined) await this.writer.settled(scope);
         this.writer.forget(scope);
-        return (await this.loadDeleter()).deleteSession(scope, sweep);
+        return (await this.loadDeleter()).deleteSession(scope, sweep, options);
       },
     };
     this.claims = new OwnClaims(() => table.now());

@@ -41,11 +41,38 @@ export function isAbandonedCopyItem(item: Record<string, unknown>, now: number):
   return typeof item[sessionItem.COPY_ATTRIBUTE] === 'string' && now - Date.parse(String(item.createdAt)) > ABANDONED_DELETE_MS;
 }
 
+/**
+ * How long an erase goes on in the request that closed the session (or found it closing) when
+ * it is given no deadline: a write that finishes an abandoned delete, a session made over one.
+ * Well within the route functions' 20 s (functions/http/contract/routes.ts `ROUTE_TIMEOUT_MS`).
+ */
+export const INLINE_ERASE_MS = 10_000;
+
+/**
+ * What a `DELETE` keeps of its function's remaining time for what follows its erase: the
+ * hand-off to the change hook and the answer. With the route functions' 20 s, it erases for
+ * about 12 s (the first steps, reads and the fence, take milliseconds).
+ */
+export const ERASE_RESERVE_MS = 8_000;
+
+/**
+ * What a delete did (session-delete.ts): whether there was a session to delete (`found`), and
+ * whether its erase is done (`erased`: the fence is closed, the next life may begin) or goes on
+ * (it ran out of its time and handed the rest to the change hook, or another eraser holds it).
+ */
+export interface Deleted {
+  found: boolean;
+  erased: boolean;
+}
+
 /** How a write finishes a delete that stopped halfway (or carries out an expiry), and how it knows one did. */
 export interface AbandonedDeletes {
   isAbandoned(tip: ClosingTip): boolean;
-  /** Erases every item of the session; false when it had none (session-delete.ts; `sweep`: carries out an expiry only). */
-  deleteSession(scope: SessionScope, sweep?: { expiredAt: string; unopened?: true }): Promise<boolean>;
+  /**
+   * Closes the session and erases what fits before `deadline` (epoch ms; default: the deleter's
+   * budget), session-delete.ts; `sweep`: carries out an expiry only.
+   */
+  deleteSession(scope: SessionScope, sweep?: { expiredAt: string; unopened?: true }, options?: { deadline?: number }): Promise<Deleted>;
 }
 
 /**

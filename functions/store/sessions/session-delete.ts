@@ -2,13 +2,21 @@ import { DeleteCommand, GetCommand, PutCommand, QueryCommand, TransactWriteComma
 import { AgentStateError } from '../../core/kernel/errors.js';
 import type { SessionScope, Tip } from '../../core/model/model.js';
 import { entryOf, type FenceEntry, isFence, type LogEntry } from '../log/log-items.js';
-import { isAbandonedCopyItem, isAbandonedDelete, nextSlot } from '../log/session-writes.js';
-import { FENCE_CAUSE_EXPIRED, KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
+import { type Deleted, INLINE_ERASE_MS, isAbandonedCopyItem, isAbandonedDelete, nextSlot } from '../log/session-writes.js';
+import {
+  FENCE_CAUSE_EXPIRED,
+  FENCE_COPY_LIFE,
+  FENCE_HANDED_OFF,
+  FENCE_HANDED_OFF_ATTRIBUTE,
+  FENCE_HELD_UNTIL,
+  FENCE_HOLDER,
+  KIND_ATTRIBUTE,
+  LOG_ITEM_KIND,
+} from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { type LogPosition, logPositionOf } from '../table/keys.js';
-import { queryAll } from '../table/paging.js';
 import { tableKeys } from '../table/table.js';
-import { batchDelete, batchPut, type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
+import { batchDelete, batchPut, conditionally, type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
 import * as sessionItem from './session-item.js';
 
 /** How many times a delete tries to close a session that keeps being written. */
@@ -18,6 +26,37 @@ const CLOSE_ATTEMPTS = 20;
  * flight when the delete began, so that no such write can land. Then TTL removes them (free).
  */
 const TOMBSTONE_TTL_SECONDS = 24 * 60 * 60;
+/**
+ * How long after its deadline an eraser's hold on the fence lasts: an eraser starts no write
+ * after its deadline, and the writes it started by then (one page's batches) land well within
+ * this. Only then may another eraser take over.
+ */
+const HOLD_MARGIN_MS = 5_000;
+/** The longest one eraser goes on before it hands on (a caller that gives no end: the admin CLI). */
+const LONGEST_ERASE_MS = 60_000;
+/** How many items of the session one page of the erase reads: its deadline is looked at between pages. */
+const ERASE_PAGE_ITEMS = 250;
+/** How long one run of the change hook erases at most (then it hands on to its next run): a short hold, a short wait for a retry of a run that died. */
+const HOOK_RUN_MS = 20_000;
+
+// The eraser that holds a closing fence, until when, and whether it is a copy's life (log-items.ts): only the holder erases and closes (`claim`).
+const HOLDER = FENCE_HOLDER;
+const HELD_UNTIL = FENCE_HELD_UNTIL;
+const COPY_LIFE = FENCE_COPY_LIFE;
+/** The eraser name of the change hook's runs (`finishHandedOff`). */
+const HOOK_ERASER = 'hook';
+
+/** An eraser's hold on a closing fence (`claim`). */
+interface Hold {
+  eraser: string;
+  until: number;
+}
+
+/** What the holder of a fence needs to close it: whether it takes a TTL (a copy's life), and the followers it carries. */
+interface Closing {
+  copyLife: boolean;
+  followersUntil: number | undefined;
+}
 
 /**
  * Deleting a session (API.md section 2: afterwards it reads as unknown, and stays so; nothing
@@ -41,6 +80,12 @@ const TOMBSTONE_TTL_SECONDS = 24 * 60 * 60;
  * land under the old life's keys, where no reader looks, and it deletes them once its claim
  * fails or a read shows the life closed (store/log/unclaimed-writes.ts).
  *
+ * The erase goes on only until a deadline (a `DELETE`'s: well within its function's timeout):
+ * a session too large to erase by then reads as unknown all the same, and its eraser hands the
+ * rest to the change hook (`eraseHeld`; the hook's runs `finishHandedOff`, each as long as it
+ * may, then hand on). One eraser at a time holds the fence (`claim`), so that none erases after
+ * another closed the fence and the next life began; every step can run again.
+ *
  * Only a delete needs this module (a `DELETE`, or a write that finds a delete abandoned,
  * session-writes.ts `isAbandonedDelete`): session-store.ts imports it on first use, so it is a
  * chunk that no other cold start reads.
@@ -52,19 +97,26 @@ export class SessionDeleter {
   ) {}
 
   /**
-   * Erases every item of the session; false when it had none. With `sweep` (the change hook,
-   * when TTL removed the item of a session that expired at `sweep.expiredAt`): carries out that
-   * expiry, if the session's log agrees it expired, and nothing else; or erases the copy that
-   * never opened its session (`sweep.unopened`, or a log that says so), with no expiry to record.
+   * Closes the session and erases every item of it, or what fits before `deadline` (epoch ms;
+   * default `INLINE_ERASE_MS` from now), leaving the rest to the change hook. `found`: false
+   * when it had none. With `sweep` (the change hook, when TTL removed the item of a session that
+   * expired at `sweep.expiredAt`): carries out that expiry, if the session's log agrees it
+   * expired, and nothing else; or erases the copy that never opened its session
+   * (`sweep.unopened`, or a log that says so), with no expiry to record.
    */
-  async deleteSession(scope: SessionScope, sweep?: { expiredAt: string; unopened?: true }): Promise<boolean> {
+  async deleteSession(
+    scope: SessionScope,
+    sweep?: { expiredAt: string; unopened?: true },
+    options: { deadline?: number; eraser?: string } = {},
+  ): Promise<Deleted> {
+    const none: Deleted = { found: false, erased: true };
     const [tip, meta] = await Promise.all([
       this.readTip(scope),
       this.table.send(new GetCommand({ TableName: this.table.tableName, Key: sessionItem.key(scope), ConsistentRead: true })),
     ]);
     // A copy's undo (session-copy.ts) erases only its own session: one erased as abandoned
     // meanwhile may be another's by now.
-    if (scope.copy !== undefined && !isCopyOf(tip, meta.Item, scope.copy)) return false;
+    if (scope.copy !== undefined && !isCopyOf(tip, meta.Item, scope.copy)) return none;
     // A session nothing was written to whose item TTL removed: only its expiry is left to record.
     const unwritten = tip.kind === 'empty' && tip.lifetime === undefined;
     // A copy never opened whose item TTL removed (it stopped): erased, with no expiry to record.
@@ -75,13 +127,13 @@ export class SessionDeleter {
     const othersCopy =
       scope.copy === undefined &&
       (unopened || (tip.kind === 'empty' && meta.Item !== undefined && sessionItem.isOthersUnopened(meta.Item, scope)));
-    if (othersCopy && !sweep && !this.isAbandonedCopy(tip, meta.Item)) return false;
+    if (othersCopy && !sweep && !this.isAbandonedCopy(tip, meta.Item)) return none;
     // The life erased is a copy's that never opened (its undo, its erase once it stopped): no
     // write but the copy's own ever landed in it, and none of those is still on its way, so its
     // fence need not outlive the tombstones (it keeps no straggler from reusing the life).
     const copyLife = scope.copy !== undefined || othersCopy;
-    if (sweep && !((tip.kind === 'closing' && tip.expiredAt !== undefined) || unwritten || unopened)) return false;
-    if (tip.kind === 'empty' && !meta.Item && !sweep) return false;
+    if (sweep && !((tip.kind === 'closing' && tip.expiredAt !== undefined) || unwritten || unopened)) return none;
+    if (tip.kind === 'empty' && !meta.Item && !sweep) return none;
     // Carrying out an expiry (API.md section 12): its fence says so, and becomes the session's
     // `session.expired` event (stream-images.ts). Known from the tip, or, with nothing in the
     // log, from the session item.
@@ -90,30 +142,65 @@ export class SessionDeleter {
     // (A copy's item that TTL removed, `sweep.unopened`, was never a session: nothing expired.)
     const expiry =
       expiredAt === undefined || sweep?.unopened ? undefined : { cause: FENCE_CAUSE_EXPIRED, expiredAt, ...lifeOf(tip, meta.Item) };
-    const { position: fence, followersUntil } = await this.close(scope, tip, expiry);
-    await this.erase(scope, fence);
-    await this.table.send(
-      new UpdateCommand({
-        TableName: this.table.tableName,
-        Key: { pk: keys.session(scope), sk: keys.logEntry(fence) },
-        // The fence itself stays, with no TTL: it says which life comes next. Were it to expire,
-        // the session would start over at life 0, where a write that was in flight during the
-        // delete may have put its node index (under life 0's keys, after the erase read them).
-        // A copy's life has no such writes: its fence goes with its tombstones (or once the
-        // followers it carries have gone), and the id's next life is the copy's again.
-        ...(copyLife
-          ? {
-              UpdateExpression: 'SET fence = :closed, #ttl = :ttl',
-              ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive },
-              ExpressionAttributeValues: {
-                ':closed': 'closed',
-                ':ttl': Math.max(this.table.nowSeconds() + TOMBSTONE_TTL_SECONDS, followersUntil ?? 0),
-              },
-            }
-          : { UpdateExpression: 'SET fence = :closed', ExpressionAttributeValues: { ':closed': 'closed' } }),
-      }),
-    );
-    return !othersCopy;
+    // A hold must end: one given no end (the admin CLI's tenant erasure) erases for a minute at a time.
+    const deadline = Math.min(options.deadline ?? Date.now() + INLINE_ERASE_MS, Date.now() + LONGEST_ERASE_MS);
+    const hold: Hold = { eraser: options.eraser ?? crypto.randomUUID(), until: deadline + HOLD_MARGIN_MS };
+    // A new fence is put held by this delete; another's (a delete closing it, or one that
+    // stopped) is claimed, unless its eraser still holds it: then that one goes on, and this
+    // delete is done (the session is unreadable already).
+    const held = { [HOLDER]: hold.eraser, [HELD_UNTIL]: hold.until, ...(copyLife ? { [COPY_LIFE]: 1 } : {}) };
+    const closed = await this.close(scope, tip, { ...expiry, ...held });
+    const found = !othersCopy;
+    const holder = closed.joined ? closed.holder : undefined;
+    const now = Date.now();
+    // Held by another eraser (as the tip read it): it goes on, and this delete needs no write to know.
+    if (holder && holder.eraser !== hold.eraser && holder.until >= now) return { found, erased: false };
+    // Held under this eraser's own name by a run of it that died: still its own, no claim needed
+    // (its time is that hold's, less the margin).
+    const own = holder?.eraser === hold.eraser && holder.until - HOLD_MARGIN_MS > now;
+    const closing = !closed.joined
+      ? { copyLife, followersUntil: closed.followersUntil }
+      : own
+        ? { copyLife: closed.copyLife, followersUntil: closed.followersUntil }
+        : await this.claim(scope, closed.position, hold);
+    if (closing === 'closed') return { found, erased: true };
+    if ('heldUntil' in closing) return { found, erased: false };
+    const until = own && holder ? Math.min(deadline, holder.until - HOLD_MARGIN_MS) : deadline;
+    const erased = await this.eraseHeld(scope, closed.position, hold, until, {
+      copyLife: closing.copyLife || copyLife,
+      followersUntil: closing.followersUntil,
+    });
+    return { found, erased };
+  }
+
+  /**
+   * The change hook's run for a fence whose erase was handed to it (`eraseHeld`): goes on with the
+   * erase until `deadline` (or `HOOK_RUN_MS`), or, while another eraser holds the fence (a run
+   * of the hook that died, whose retry this is; a `DELETE`), waits until it lets go or its hold
+   * lapses. True once the fence is closed (or was), false when its time ran out first: the run
+   * handed on (its record brings the next), or another still held the fence (the caller reports
+   * the record failed, and the stream retries it).
+   */
+  async finishHandedOff(scope: SessionScope, deadline = Date.now() + HOOK_RUN_MS): Promise<boolean> {
+    const eraseUntil = Math.min(deadline, Date.now() + HOOK_RUN_MS);
+    for (;;) {
+      const tip = await this.readTip(scope);
+      const fence = fenceOf(tip);
+      if (tip.kind !== 'closing' || !fence) return true;
+      // One name for every run of the hook: the stream's retry of a run that died (at its timeout,
+      // or killed) takes its hold back at once; runs of one session never overlap (one batch of a
+      // shard at a time, its records in order).
+      const hold: Hold = { eraser: HOOK_ERASER, until: eraseUntil + HOLD_MARGIN_MS };
+      const closing = await this.claim(scope, fence.position, hold);
+      if (closing === 'closed') return true;
+      if ('heldUntil' in closing) {
+        if (closing.heldUntil >= deadline) return false;
+        await new Promise((resolve) => setTimeout(resolve, Math.max(0, closing.heldUntil - Date.now()) + 50));
+        continue;
+      }
+      await this.eraseHeld(scope, fence.position, hold, eraseUntil, closing);
+      return true;
+    }
   }
 
   /** Whether another's copy not opened yet (its tip, or its item when it wrote no change) stopped: its request is over. */
@@ -154,33 +241,42 @@ export class SessionDeleter {
   /**
    * Erases a session `closeOnly` closed in `life`, if it is still closing there: once it is
    * not, that delete is done (a write that found it abandoned finished it) and the session's
-   * next life is not the erasure's to touch.
+   * next life is not the erasure's to touch. False when the erase goes on (past `deadline`, or
+   * held by another eraser). `eraser`: the erasure's name, the same in each of its runs, so that
+   * a run takes back at once what a run of it that died held.
    */
-  async finishClosed(scope: SessionScope, life: number): Promise<void> {
+  async finishClosed(scope: SessionScope, life: number, options: { deadline?: number; eraser?: string } = {}): Promise<boolean> {
     const tip = await this.readTip(scope);
-    if (tip.kind !== 'closing' || tip.incarnation !== life || !fenceOf(tip)) return;
-    await this.deleteSession(scope);
+    if (tip.kind !== 'closing' || tip.incarnation !== life || !fenceOf(tip)) return true;
+    return (await this.deleteSession(scope, undefined, options)).erased;
   }
 
   /**
-   * Puts the delete's fence where the next change would go, with that change's condition; a
+   * Puts the delete's fence (with `extra`: its expiry, its eraser's hold) where the next change would go, with that change's condition; a
    * write that wins the race first makes it read the tip again. A delete already closing the
    * session (another one, or one that stopped halfway) is joined at its own fence. With
    * `owner` (a user's erasure, `closeOnly`), the session item goes with the fence, on the
    * condition that it names that user since `before`; null when it does not (or is gone) and
    * nobody else is closing the session.
    */
-  private async close(scope: SessionScope, first: Tip, expiry: Item | undefined): Promise<Closed>;
-  private async close(scope: SessionScope, first: Tip, expiry: Item | undefined, owner: Owner): Promise<Closed | null>;
-  private async close(scope: SessionScope, first: Tip, expiry: Item | undefined, owner?: Owner): Promise<Closed | null> {
+  private async close(scope: SessionScope, first: Tip, extra: Item | undefined): Promise<Closed>;
+  private async close(scope: SessionScope, first: Tip, extra: Item | undefined, owner: Owner): Promise<Closed | null>;
+  private async close(scope: SessionScope, first: Tip, extra: Item | undefined, owner?: Owner): Promise<Closed | null> {
     let tip = first;
     for (let attempt = 1; ; attempt++) {
       const closing = fenceOf(tip);
-      if (tip.kind === 'closing' && closing) return { position: closing.position, joined: true, followersUntil: closing.followersUntil };
+      if (tip.kind === 'closing' && closing)
+        return {
+          position: closing.position,
+          joined: true,
+          followersUntil: closing.followersUntil,
+          ...(closing.holder ? { holder: closing.holder } : {}),
+          copyLife: closing.copyLife === true,
+        };
       const { position, claim } = nextSlot(tip, { fence: true });
       // The fence keeps the followers the life had: the session id's next life carries them on.
       const followers = tip.followersUntil === undefined ? {} : { f: tip.followersUntil };
-      const fence = { ...fenceItem(scope, position, new Date(this.table.now()).toISOString(), 'closing'), ...followers, ...expiry };
+      const fence = { ...fenceItem(scope, position, new Date(this.table.now()).toISOString(), 'closing'), ...followers, ...extra };
       try {
         if (owner === undefined) {
           await this.table.send(new PutCommand({ TableName: this.table.tableName, Item: fence, ...claim }));
@@ -201,7 +297,7 @@ export class SessionDeleter {
             }),
           );
         }
-        return { position, joined: false, followersUntil: tip.followersUntil };
+        return { position, joined: false, followersUntil: tip.followersUntil, copyLife: extra?.[COPY_LIFE] !== undefined };
       } catch (error) {
         const refused = claimRefusal(error);
         // The item names another user now (or is gone): not this erasure's, unless a delete is
@@ -224,27 +320,117 @@ export class SessionDeleter {
     }
   }
 
-  /** Every change of the log up to the fence becomes a tombstone; every other item of the session goes. */
-  private async erase(scope: SessionScope, fence: LogPosition): Promise<void> {
-    const fenceKey = keys.logEntry(fence);
-    const createdAt = new Date(this.table.now()).toISOString();
-    const expiresAt = this.table.nowSeconds() + TOMBSTONE_TTL_SECONDS;
-    const tombstones: Item[] = [];
-    const gone: Item[] = [];
-    await queryAll(
-      (start) =>
+  /**
+   * Claims a closing fence for `hold`'s eraser: while no other eraser holds it (or its hold
+   * lapsed; or it is the same eraser's, by name: a run of it that died). What closing it takes; `closed` when it is not closing (any more); `heldUntil` when
+   * another eraser holds it. A claim takes back a hand-off (`eraseHeld`), so its record is the
+   * hook's only while nobody has gone on since.
+   */
+  private async claim(scope: SessionScope, fence: LogPosition, hold: Hold): Promise<Closing | 'closed' | { heldUntil: number }> {
+    try {
+      const { Attributes = {} } = await this.table.send(
+        new UpdateCommand({
+          TableName: this.table.tableName,
+          Key: { pk: keys.session(scope), sk: keys.logEntry(fence) },
+          UpdateExpression: `SET ${HOLDER} = :eraser, ${HELD_UNTIL} = :until REMOVE ${FENCE_HANDED_OFF_ATTRIBUTE}`,
+          ConditionExpression: `fence = :closing AND (attribute_not_exists(${HELD_UNTIL}) OR ${HELD_UNTIL} < :now OR ${HOLDER} = :eraser)`,
+          ExpressionAttributeValues: { ':eraser': hold.eraser, ':until': hold.until, ':closing': 'closing', ':now': Date.now() },
+          ReturnValues: 'ALL_NEW',
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return { copyLife: Attributes[COPY_LIFE] !== undefined, followersUntil: typeof Attributes.f === 'number' ? Attributes.f : undefined };
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
+      // The old item comes in wire format ({S: …}) from the service, whatever the client.
+      const old = error.Item as Record<string, { S?: string; N?: string } | string | number> | undefined;
+      const text = (value: unknown) =>
+        typeof value === 'object' && value !== null ? ((value as { S?: string; N?: string }).S ?? (value as { N?: string }).N) : value;
+      if (text(old?.fence) !== 'closing') return 'closed';
+      return { heldUntil: Number(text(old?.[HELD_UNTIL])) };
+    }
+  }
+
+  /**
+   * The erase, by the eraser that holds the fence, until `deadline`: then, done, it closes the
+   * fence (the next life begins); not done, it hands the rest to the change hook. Whether it
+   * closed it. Either only while it still holds it: an eraser that overran its hold leaves the
+   * fence to the one that took over.
+   */
+  private async eraseHeld(scope: SessionScope, fence: LogPosition, hold: Hold, deadline: number, closing: Closing): Promise<boolean> {
+    const key = { pk: keys.session(scope), sk: keys.logEntry(fence) };
+    const holder = { ':eraser': hold.eraser };
+    if (!(await this.erase(scope, fence, deadline))) {
+      await conditionally(
         this.table.send(
-          new QueryCommand({
+          new UpdateCommand({
             TableName: this.table.tableName,
-            KeyConditionExpression: 'pk = :pk',
-            ExpressionAttributeValues: { ':pk': keys.session(scope) },
-            ProjectionExpression: 'pk, sk, #kind',
-            ExpressionAttributeNames: { '#kind': KIND_ATTRIBUTE },
-            ExclusiveStartKey: start,
-            ConsistentRead: true,
+            Key: key,
+            UpdateExpression: `SET ${FENCE_HANDED_OFF_ATTRIBUTE} = :hook REMOVE ${HOLDER}, ${HELD_UNTIL}`,
+            ConditionExpression: `${HOLDER} = :eraser`,
+            ExpressionAttributeValues: { ...holder, ':hook': FENCE_HANDED_OFF },
           }),
         ),
-      (item) => {
+      );
+      return false;
+    }
+    const done = `REMOVE ${HOLDER}, ${HELD_UNTIL}, ${COPY_LIFE}, ${FENCE_HANDED_OFF_ATTRIBUTE}`;
+    return conditionally(
+      this.table.send(
+        new UpdateCommand({
+          TableName: this.table.tableName,
+          Key: key,
+          ConditionExpression: `${HOLDER} = :eraser`,
+          // The fence itself stays, with no TTL: it says which life comes next. Were it to expire,
+          // the session would start over at life 0, where a write that was in flight during the
+          // delete may have put its node index (under life 0's keys, after the erase read them).
+          // A copy's life has no such writes: its fence goes with its tombstones (or once the
+          // followers it carries have gone), and the id's next life is the copy's again.
+          ...(closing.copyLife
+            ? {
+                UpdateExpression: `SET fence = :closed, #ttl = :ttl ${done}`,
+                ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive },
+                ExpressionAttributeValues: {
+                  ...holder,
+                  ':closed': 'closed',
+                  ':ttl': Math.max(this.table.nowSeconds() + TOMBSTONE_TTL_SECONDS, closing.followersUntil ?? 0),
+                },
+              }
+            : { UpdateExpression: `SET fence = :closed ${done}`, ExpressionAttributeValues: { ...holder, ':closed': 'closed' } }),
+        }),
+      ),
+    );
+  }
+
+  /**
+   * Erases the session up to the fence, page by page, until `deadline`: the session item first
+   * (no list shows the session from then on), then every change of the log becomes a tombstone
+   * and every other item goes. True when nothing is left. Can run again, from anywhere: a
+   * tombstone is skipped, what is gone is not read again.
+   */
+  private async erase(scope: SessionScope, fence: LogPosition, deadline: number): Promise<boolean> {
+    await this.table.send(new DeleteCommand({ TableName: this.table.tableName, Key: sessionItem.key(scope) }));
+    const fenceKey = keys.logEntry(fence);
+    let start: Item | undefined;
+    do {
+      if (Date.now() >= deadline) return false;
+      const createdAt = new Date(this.table.now()).toISOString();
+      const expiresAt = this.table.nowSeconds() + TOMBSTONE_TTL_SECONDS;
+      const { Items = [], LastEvaluatedKey } = await this.table.send(
+        new QueryCommand({
+          TableName: this.table.tableName,
+          KeyConditionExpression: 'pk = :pk',
+          ExpressionAttributeValues: { ':pk': keys.session(scope) },
+          ProjectionExpression: 'pk, sk, #kind',
+          ExpressionAttributeNames: { '#kind': KIND_ATTRIBUTE },
+          ExclusiveStartKey: start,
+          Limit: ERASE_PAGE_ITEMS,
+          ConsistentRead: true,
+        }),
+      );
+      const tombstones: Item[] = [];
+      const gone: Item[] = [];
+      for (const item of Items) {
         const sk = String(item.sk);
         const position = logPositionOf(sk);
         if (!position) {
@@ -252,10 +438,12 @@ export class SessionDeleter {
         } else if (sk !== fenceKey && item[KIND_ATTRIBUTE] !== LOG_ITEM_KIND.tombstone) {
           tombstones.push({ ...fenceItem(scope, position, createdAt), [tableKeys.timeToLive]: expiresAt });
         }
-      },
-    );
-    await batchPut(this.table, tombstones);
-    await batchDelete(this.table, gone);
+      }
+      await batchPut(this.table, tombstones);
+      await batchDelete(this.table, gone);
+      start = LastEvaluatedKey;
+    } while (start);
+    return true;
   }
 }
 
@@ -293,6 +481,10 @@ interface Closed {
   joined: boolean;
   /** The followers its fence carries on (epoch seconds; `Carried.f`). */
   followersUntil: number | undefined;
+  /** Joined: the eraser that holds the fence, as the tip read it. */
+  holder?: { eraser: string; until: number };
+  /** Whether the fence is a copy's life's (`COPY_LIFE`). */
+  copyLife: boolean;
 }
 
 /**

@@ -2,7 +2,7 @@ import { PutCommand, QueryCommand, TransactWriteCommand } from '@aws-sdk/lib-dyn
 import type { Json } from '../../core/json/json.js';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import { ROOT_NODE } from '../../core/kernel/ids.js';
-import { expiryOf, type LifetimeSettings, layerOf, resolveLifetime } from '../../core/model/lifetime.js';
+import { expiryOf, type Lifetime, type LifetimeSettings, layerOf, resolveLifetime } from '../../core/model/lifetime.js';
 import type {
   ClosingTip,
   DecisionSummary,
@@ -22,7 +22,7 @@ import { decisionSummaryOf, entryOf, type VersionPlace } from '../log/log-items.
 import { nodesOfLife, readNodesBefore } from '../log/node-index.js';
 import { putNote, readNotes, readNotesOf } from '../log/node-notes.js';
 import { DynamoDbSessionLog } from '../log/session-log.js';
-import { isAbandonedCopyItem } from '../log/session-writes.js';
+import { ERASE_RESERVE_MS, INLINE_ERASE_MS, isAbandonedCopyItem } from '../log/session-writes.js';
 import { decodeLineage, type LineageEntry } from '../state/lineage.js';
 import { piecesOf, sweepPieces } from '../state/state-pieces.js';
 import * as versionItem from '../state/version-item.js';
@@ -30,7 +30,7 @@ import { KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { logPositionOf } from '../table/keys.js';
 import { decodeCursor, forEachInRange, invalidCursor, pageOf } from '../table/paging.js';
-import { batchGet, conditions, type Item, isConditionFailure, isOwnWrite } from '../table/table-client.js';
+import { batchGet, conditions, type Item, isConditionFailure, isOwnWrite, type TableClient } from '../table/table-client.js';
 import { entryItems } from './list-entries.js';
 import * as sessionItem from './session-item.js';
 import { listSessions } from './session-list.js';
@@ -49,9 +49,27 @@ function sessionExists(scope: SessionScope): AgentStateError {
 }
 
 export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionStore {
-  /** Deletes the session (session-delete.ts, a chunk of its own); false when there was none. */
-  deleteSession(scope: SessionScope): Promise<boolean> {
-    return this.deleter.deleteSession(scope);
+  constructor(
+    table: TableClient,
+    pathSegmentBytes?: number,
+    lifetimeDefaults?: Lifetime,
+    /** How long a `DELETE` erases at most before it hands the rest to the change hook (`AGENTSTATE_DELETE_ERASE_MS`; tests make it small). */
+    private readonly eraseBudgetMs?: number,
+  ) {
+    super(table, pathSegmentBytes, lifetimeDefaults);
+  }
+
+  /**
+   * Deletes the session (session-delete.ts, a chunk of its own); false when there was none. It
+   * erases until `remainingMs` (the request's time left) less `ERASE_RESERVE_MS`, or its budget,
+   * whichever is first; what is left then, the change hook erases.
+   */
+  async deleteSession(scope: SessionScope, remainingMs?: number): Promise<boolean> {
+    const erasing = Math.min(
+      this.eraseBudgetMs ?? Number.POSITIVE_INFINITY,
+      remainingMs === undefined ? INLINE_ERASE_MS : remainingMs - ERASE_RESERVE_MS,
+    );
+    return (await this.deleter.deleteSession(scope, undefined, { deadline: Date.now() + Math.max(0, erasing) })).found;
   }
 
   /**
@@ -71,9 +89,18 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
     return (await this.loadDeleter()).closeOnly(scope, owner);
   }
 
-  /** Erases a session an erasure closed in `life`, unless that delete is done already (session-delete.ts `finishClosed`). */
-  async finishErasure(scope: SessionScope, life: number): Promise<void> {
-    await (await this.loadDeleter()).finishClosed(scope, life);
+  /**
+   * Erases a session an erasure closed in `life`, unless that delete is done already
+   * (session-delete.ts `finishClosed`): false when the erase goes on past `deadline` (epoch ms).
+   * `eraser`: the name its erasure's every run erases under.
+   */
+  async finishErasure(scope: SessionScope, life: number, options: { deadline?: number; eraser?: string } = {}): Promise<boolean> {
+    return (await this.loadDeleter()).finishClosed(scope, life, options);
+  }
+
+  /** The change hook's run of an erase a delete handed to it (session-delete.ts `finishHandedOff`): false when its time ran out first. */
+  async finishDelete(scope: SessionScope, deadline?: number): Promise<boolean> {
+    return (await this.loadDeleter()).finishHandedOff(scope, deadline);
   }
 
   /** Finishes the delete that closed `tip` when it was abandoned halfway (a commit that finds it). */
@@ -92,7 +119,8 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
       // Another request's copy is being written into the id: taken, as by a session.
       if (tip.unopened && !this.deleter.isAbandoned(tip)) throw sessionExists(scope);
       if (!this.deleter.isAbandoned(tip)) throw new StaleTipError('the session is being deleted');
-      await this.deleter.deleteSession(plain);
+      // Not erased yet when it did not fit the time: the change hook goes on with it, and the caller waits.
+      if (!(await this.deleter.deleteSession(plain)).erased) throw new StaleTipError('the session is being deleted');
     }
     const lifetime = resolveLifetime(this.lifetimeDefaults && layerOf(this.lifetimeDefaults), agentLifetime);
     const created: SessionMeta = { ...meta, lifetime, expiresAtMs: expiryOf(lifetime, Date.parse(meta.updatedAt)) };

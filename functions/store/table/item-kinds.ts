@@ -37,6 +37,21 @@ export const LOG_ITEM_KIND = {
 /** The `cause` of the fence of a delete that carried out an expiry: its stream record is the `session.expired` event. */
 export const FENCE_CAUSE_EXPIRED = 'expired';
 
+/**
+ * A closing fence whose erase was handed to the change hook (session-delete.ts): its eraser ran
+ * out of time and set `FENCE_HANDED_OFF_ATTRIBUTE` to `FENCE_HANDED_OFF`; that change's stream
+ * record brings the hook, which goes on with the erase.
+ */
+export const FENCE_HANDED_OFF_ATTRIBUTE = 'eh';
+export const FENCE_HANDED_OFF = 'hook';
+/**
+ * Attributes of a closing fence (session-delete.ts): the eraser that holds it (a name), until
+ * when (epoch ms), and whether the closed fence takes a TTL (the life of a copy never opened).
+ */
+export const FENCE_HOLDER = 'ew';
+export const FENCE_HELD_UNTIL = 'eu';
+export const FENCE_COPY_LIFE = 'ec';
+
 /** The kinds of a memory item (`M#<tenant>#<namespace>` / `K#<key>`, memory-codecs.ts). */
 export const MEMORY_ITEM_KIND = {
   /** An item: its value, version and times (live unless its `expiresAt` has passed). */
