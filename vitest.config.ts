@@ -23,9 +23,9 @@ const conformance = 'test/langgraph/conformance.test.ts';
 // pruning, each write within the same 15 s budget (about 13 writes a second land, alone).
 // integration/expiry-race.test.ts: 50 PATCHes of one session at once, 7.4-9.7 s alone on this
 // code and on the commits before it, 15.1 and 15.2 s in two full runs beside other files, where 5
-// of them used up the 15 s budget and answered 409.
+// of them used up the 15 s budget and answered 409; and 20 blind writers on one session with
+// appends and commits racing them (contention.test.ts before: one DynamoDB Local for both).
 const alone = [
-  'test/integration/contention.test.ts',
   'test/integration/contended-writes.test.ts',
   'test/e2e/on-disk-bursts.test.ts',
   'test/e2e/many-at-once.test.ts',
