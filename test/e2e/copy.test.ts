@@ -254,6 +254,39 @@ describe('copying a session', () => {
     expect(onePath.body.head).toBe('b7');
   }, 60_000);
 
+  it('refuses a path of more distinct large states than one copy puts with 413 before writing, and copies one just under', async () => {
+    // Prepare: four nodes, each with a distinct state of 3.5 MiB (random, so no piece is shared):
+    // 14 MiB of pieces on the path to the fourth, 10.5 on the path to the third (the limit is 12).
+    const sid = uniqueId('copy-states');
+    const blobs: string[] = [];
+    for (let n = 0; n < 4; n++) {
+      blobs.push(randomBytes((3.5 * 1024 * 1024 * 3) / 4).toString('base64'));
+      const appended = await http.post(`/v1/sessions/${sid}/messages`, {
+        messages: [{ id: `s${n}`, role: 'user', content: `s${n}` }],
+        replaceState: { blob: blobs[n] },
+      });
+      expect(appended.status, appended.text).toBe(201);
+    }
+    const target = uniqueId('copy-states-target');
+
+    // Act
+    const refused = await http.post(`/v1/sessions/${sid}/copy`, { sessionId: target });
+    const under = await http.post(`/v1/sessions/${sid}/copy`, { node: 's2' });
+
+    // Assess: which limit, and the bytes counted; the id unknown, in no list, and free; the copy
+    // under the limit is whole.
+    expect(refused.status, refused.text).toBe(413);
+    expect(refused.body).toMatchObject({ code: 'payload_too_large', limit: 'stateBytes', limitBytes: 12 * 1024 * 1024 });
+    expect(refused.body.sizeBytes).toBeGreaterThan(14 * 1024 * 1024);
+    expect((await http.get(`/v1/sessions/${target}`)).status).toBe(404);
+    const listed = await http.get('/v1/sessions?limit=500');
+    expect(listed.body.sessions.map((session: { sessionId: string }) => session.sessionId)).not.toContain(target);
+    expect((await http.post('/v1/sessions', { sessionId: target })).status).toBe(201);
+    expect(under.status, under.text).toBe(201);
+    const copied = await http.get(`/v1/sessions/${under.body.sessionId}/state?node=s2`);
+    expect(copied.body.state.blob === blobs[2]).toBe(true);
+  }, 60_000);
+
   it('takes 50 copies of one source at once, and one of 50 racing for the same id: the others answer 409 and write nothing', async () => {
     // Prepare
     const sid = await source();

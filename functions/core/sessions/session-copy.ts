@@ -42,6 +42,21 @@ export const COPY_APPEND_LIMIT = 250;
 /** The most bytes of messages (as JSON, each without its `parentId`) one copy writes. */
 const COPY_MESSAGE_LIMIT_BYTES = 8 * 1024 * 1024;
 
+/**
+ * The most bytes of state one copy puts (`limit: "stateBytes"`): the pieces of its large states
+ * that are not already those of the state before them on the path (each piece about a write
+ * unit a KB, incompressible at worst), so 12 MiB are about 12 s of the partition's 1,000 units a
+ * second, as the node limit's 12,000 index items are. Measured on DynamoDB Local (`npm start`):
+ * 6 distinct states of 3.9 MiB copied in 5.6 s, 34 of them ran past the local 29 s (a `500`).
+ */
+const COPY_STATE_LIMIT_BYTES = 12 * 1024 * 1024;
+
+/** What a version's item says of its state: its JSON text's bytes, and the pieces it is kept in (none when inline). */
+export interface StoredState {
+  bytes: number;
+  pieces: readonly string[];
+}
+
 /** `POST /v1/sessions/{sid}/copy` (API.md section 12). */
 export interface CopyRequest {
   /** The copy's id; generated when absent. An existing one is `409 session_exists`. */
@@ -59,6 +74,8 @@ export interface CopyPorts {
   tree: SessionTreeService;
   /** A version of the source, with its state whole. */
   readVersion(scope: SessionScope, version: number): Promise<VersionRecord | null>;
+  /** What versions of the source say of their states without reading them: their text's bytes and their pieces (none when inline). */
+  storedStates(scope: SessionScope, versions: readonly number[]): Promise<ReadonlyMap<number, StoredState>>;
   /** The tenant's agents (who is below whom), for the sessions a key limited to agents may copy. */
   agents(tenant: string): Promise<readonly { agentId: string; parentId: string | null }[]>;
   /** Opens the session the copy `scope.copy` wrote: until then it reads as unknown to everyone else (SessionScope.copy). */
@@ -105,6 +122,14 @@ export class SessionCopier {
     checkCopyCounts(copied, byId);
     const messages = await this.messagesOf(source, request.tree ? leavesOf(nodes) : [target]);
     checkCopyBytes(copied, messages);
+    const states = stateWritesOf(copied, byId);
+    checkCopyStates(
+      states,
+      await this.ports.storedStates(
+        source,
+        states.flatMap((write) => [write.version, write.after]),
+      ),
+    );
 
     // The copy's mark: its session reads as unknown to all but this copy until `open`.
     const mark = newId();
@@ -385,6 +410,54 @@ function checkCopyBytes(copied: readonly TreeNodeView[], messages: ReadonlyMap<s
       'payload_too_large',
       `the copied messages are ${bytes} bytes of JSON; one copy writes at most ${COPY_MESSAGE_LIMIT_BYTES}`,
       { limitBytes: COPY_MESSAGE_LIMIT_BYTES, sizeBytes: bytes },
+    );
+  }
+}
+
+/**
+ * The states a copy of `copied` records, in order: the root's (over none), then each append's
+ * that ends on a state other than the one it starts from (`runsOf`), with the state it follows.
+ */
+function stateWritesOf(
+  copied: readonly TreeNodeView[],
+  byId: ReadonlyMap<string, TreeNodeView>,
+): Array<{ version: number; after: number }> {
+  const root = byId.get(ROOT_NODE) as TreeNodeView;
+  const writes = root.stateVersion === 0 ? [] : [{ version: root.stateVersion, after: 0 }];
+  for (const chain of chainsOf(copied)) {
+    const parent = byId.get(chain[0]?.parentId as string) as TreeNodeView;
+    for (const { reads, ends } of runsOf(parent, chain, () => ({ message: null, bytes: 0 }))) {
+      if (ends !== reads) writes.push({ version: ends, after: reads });
+    }
+  }
+  return writes;
+}
+
+/**
+ * `413 payload_too_large` (`limit: "stateBytes"`, `limitBytes`) when the states the copy records
+ * would put more than COPY_STATE_LIMIT_BYTES of pieces: each large state counts the share of its
+ * bytes in pieces the state it follows is not made of (a state changed a little since the one
+ * before shares most of them; a distinct one counts whole), a small one its bytes. Read from the
+ * version items alone, before anything is written.
+ */
+function checkCopyStates(writes: ReadonlyArray<{ version: number; after: number }>, stored: ReadonlyMap<number, StoredState>): void {
+  let bytes = 0;
+  for (const { version, after } of writes) {
+    const state = stored.get(version);
+    if (!state) continue;
+    if (state.pieces.length === 0) {
+      bytes += state.bytes;
+      continue;
+    }
+    const before = new Set(stored.get(after)?.pieces ?? []);
+    const added = state.pieces.filter((piece) => !before.has(piece)).length;
+    bytes += Math.ceil((state.bytes * added) / state.pieces.length);
+  }
+  if (bytes > COPY_STATE_LIMIT_BYTES) {
+    throw new AgentStateError(
+      'payload_too_large',
+      `the copy would put ${bytes} bytes of state (of its states not shared with the state before them); one copy puts at most ${COPY_STATE_LIMIT_BYTES}`,
+      { limit: 'stateBytes', limitBytes: COPY_STATE_LIMIT_BYTES, sizeBytes: bytes },
     );
   }
 }

@@ -63,6 +63,7 @@ export const sessionCopier: Part<SessionCopier> = (wiring) => {
   return new SessionCopier({
     tree: wiring.use(messageTree),
     readVersion: (scope, version) => store.getVersion(scope, version),
+    storedStates: (scope, versions) => store.storedStates(scope, versions),
     agents: (tenant) => allAgentsOf(registry, tenant),
     open: (scope) => store.openCopy(scope),
   });

@@ -484,6 +484,27 @@ export class DynamoDbSessionStore extends DynamoDbSessionLog implements SessionS
   }
 
   /**
+   * What the source's versions `versions` say of their states without reading them (their
+   * text's bytes, their pieces), for a copy's count of what it would put (session-copy.ts): one
+   * Query a version, 8 at a time; a version gone or pruned is left out (the copy finds that
+   * when it reads it).
+   */
+  async storedStates(scope: SessionScope, versions: readonly number[]): Promise<Map<number, { bytes: number; pieces: string[] }>> {
+    const found = new Map<number, { bytes: number; pieces: string[] }>();
+    const tip = await this.readTip(scope, { withState: false });
+    if (tip.kind === 'closing') return found;
+    const waiting = [...new Set(versions)].filter((version) => version > 0);
+    const reader = async () => {
+      for (let version = waiting.shift(); version !== undefined; version = waiting.shift()) {
+        const item = await this.versionItemIn(scope, tip.incarnation, version, false);
+        if (item && !versionItem.isPruned(item)) found.set(version, versionItem.storedState(item));
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(8, waiting.length) }, reader));
+    return found;
+  }
+
+  /**
    * The state of one version alone, for the change hook's `prev`: one strongly consistent read
    * (the previous version may have been written milliseconds before).
    */

@@ -142,6 +142,14 @@ export function listedBytes(item: Item): number {
   return stateBytes(item) + agent + RECORD_FIELDS_BYTES;
 }
 
+/**
+ * What a version item says of its state without reading it: its text's bytes, and the pieces it
+ * is made of (its checkpoint's: none when inline). A copy counts what it must put from these.
+ */
+export function storedState(item: Item): { bytes: number; pieces: string[] } {
+  return { bytes: stateBytes(item), pieces: pieceKeysOf(item, TEXTS.state) };
+}
+
 /** The change a version item keeps when its state, or the one before it, is in pieces (else null). */
 export function decodeChange(item: Item): RecordedChange | null {
   const change = decodeText(item, TEXTS.change);
