@@ -287,6 +287,34 @@ describe('copying a session', () => {
     expect(copied.body.state.blob === blobs[2]).toBe(true);
   }, 60_000);
 
+  it('copies a path whose large state changes a little at each node: what the states share counts once', async () => {
+    // Prepare: one 3.5 MiB state, then three nodes that each change one key of it: 14 MiB of
+    // state if each counted whole (the limit is 12), one state's pieces and three small changes.
+    const sid = uniqueId('copy-checkpoints');
+    const blob = randomBytes((3.5 * 1024 * 1024 * 3) / 4).toString('base64');
+    let appended = await http.post(`/v1/sessions/${sid}/messages`, {
+      messages: [{ id: 'c0', role: 'user', content: 'c0' }],
+      replaceState: { blob, step: 0 },
+    });
+    expect(appended.status, appended.text).toBe(201);
+    for (let n = 1; n <= 3; n++) {
+      appended = await http.post(`/v1/sessions/${sid}/messages`, {
+        messages: [{ id: `c${n}`, role: 'user', content: `c${n}` }],
+        state: { step: n },
+      });
+      expect(appended.status, appended.text).toBe(201);
+    }
+
+    // Act
+    const copied = await http.post(`/v1/sessions/${sid}/copy`, {});
+
+    // Assess: copied, each node reading its state.
+    expect(copied.status, copied.text).toBe(201);
+    const last = await http.get(`/v1/sessions/${copied.body.sessionId}/state?node=c3`);
+    expect(last.body.state.step).toBe(3);
+    expect(last.body.state.blob === blob).toBe(true);
+  }, 60_000);
+
   it('takes 50 copies of one source at once, and one of 50 racing for the same id: the others answer 409 and write nothing', async () => {
     // Prepare
     const sid = await source();
