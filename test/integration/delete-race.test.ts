@@ -1,5 +1,5 @@
 import { DeleteItemCommand, PutItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
-import { marshall } from '@aws-sdk/util-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CommitService } from '../../functions/core/commits/commit-service.js';
 import type { SessionScope, Tip } from '../../functions/core/model/model.js';
@@ -10,7 +10,7 @@ import { nextPosition } from '../../functions/store/log/log-items.js';
 import { fenceItem } from '../../functions/store/sessions/session-delete.js';
 import type { DynamoDbSessionStore } from '../../functions/store/sessions/session-store.js';
 import { dynamoDbClient } from '../../functions/store/table/client.js';
-import { LOG_ITEM_KIND } from '../../functions/store/table/item-kinds.js';
+import { FENCE_HANDED_OFF, FENCE_HANDED_OFF_ATTRIBUTE, FENCE_HOLDER, LOG_ITEM_KIND } from '../../functions/store/table/item-kinds.js';
 import * as keys from '../../functions/store/table/keys.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
@@ -146,6 +146,74 @@ describe('deleting a session that is being written', () => {
     expect(settledBeforeErase).toBe(false);
     expect(written).toMatchObject({ version: 1, prevVersion: 0, state: { after: true } });
     expect((await sortKeys(scope)).sort()).toEqual([keys.sessionSort, firstVersionAfterDelete].sort());
+  });
+});
+
+/** A store whose erase fails at its first batch of tombstones, as a DynamoDB that throttles past the SDK's retries would. */
+function failingErase(): DynamoDbSessionStore {
+  const failing = dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamoEndpoint() });
+  failing.middlewareStack.add(
+    (next, context) => async (args) => {
+      if (context.commandName === 'BatchWriteItemCommand') {
+        throw Object.assign(new Error('throttled past the retries'), { name: 'ProvisionedThroughputExceededException' });
+      }
+      return next(args);
+    },
+    { step: 'initialize', name: 'failTheErase' },
+  );
+  return createStores(failing, tableName).sessions;
+}
+
+/** The fence a delete put: the one log item a delete's erase leaves that is not a plain tombstone. */
+async function fenceOfDelete(scope: SessionScope): Promise<Record<string, unknown> | undefined> {
+  const { Items = [] } = await client.send(
+    new QueryCommand({
+      TableName: tableName,
+      KeyConditionExpression: 'pk = :pk',
+      ExpressionAttributeValues: { ':pk': { S: keys.session(scope) } },
+      ConsistentRead: true,
+    }),
+  );
+  const fence = Items.find((item) => item.fence !== undefined);
+  return fence && unmarshall(fence);
+}
+
+describe('a delete whose erase fails halfway (docs/architecture.md, "Deleting a session")', () => {
+  it('hands the rest to the change hook, whose run erases it', async () => {
+    // Prepare: a session with messages and versions; a delete that closes it and then fails.
+    const scope = { tenant: 't', sessionId: 'erase-failed' };
+    const service = new SessionService(store);
+    await service.appendMessages(scope, { messages: [{ id: 'm1', role: 'user' }] });
+    await service.patchState(scope, { old: true });
+    await expect(failingErase().deleteSession(scope)).rejects.toMatchObject({ code: 'throttled' });
+
+    // Act: the change hook's run for the fence's change.
+    const fence = await fenceOfDelete(scope);
+    const finished = await store.finishDelete(scope);
+
+    // Assess: the fence said "the hook's", held by nobody (the stream's filter passes exactly
+    // that change: stream-images.ts), and the hook's run erased everything.
+    expect(fence).toMatchObject({ fence: 'closing', [FENCE_HANDED_OFF_ATTRIBUTE]: FENCE_HANDED_OFF });
+    expect(fence?.[FENCE_HOLDER]).toBeUndefined();
+    expect(finished).toBe(true);
+    expect(await sortKeys(scope)).toEqual([]);
+    expect(await service.readState(scope, {})).toMatchObject({ version: 0, state: null });
+  });
+
+  it('is erased by the DELETE sent again at once, which does not find it held by the one that failed', async () => {
+    // Prepare
+    const scope = { tenant: 't', sessionId: 'erase-failed-retried' };
+    const service = new SessionService(store);
+    await service.appendMessages(scope, { messages: [{ id: 'm1', role: 'user' }] });
+    await service.patchState(scope, { old: true });
+    await expect(failingErase().deleteSession(scope)).rejects.toMatchObject({ code: 'throttled' });
+
+    // Act: the client's retry of the DELETE that answered an error.
+    await store.deleteSession(scope);
+
+    // Assess: nothing of the session is left; the next write is version 1 of the next life.
+    expect(await sortKeys(scope)).toEqual([]);
+    expect(await service.patchState(scope, { after: true })).toMatchObject({ version: 1, prevVersion: 0 });
   });
 });
 

@@ -360,8 +360,8 @@ export class SessionDeleter {
   private async eraseHeld(scope: SessionScope, fence: LogPosition, hold: Hold, deadline: number, closing: Closing): Promise<boolean> {
     const key = { pk: keys.session(scope), sk: keys.logEntry(fence) };
     const holder = { ':eraser': hold.eraser };
-    if (!(await this.erase(scope, fence, deadline))) {
-      await conditionally(
+    const handOff = () =>
+      conditionally(
         this.table.send(
           new UpdateCommand({
             TableName: this.table.tableName,
@@ -372,6 +372,20 @@ export class SessionDeleter {
           }),
         ),
       );
+    let erased: boolean;
+    try {
+      erased = await this.erase(scope, fence, deadline);
+    } catch (error) {
+      // A step that failed (DynamoDB throttling or unavailable past the SDK's retries) answers
+      // the request with its error, but must not leave the erase to whoever writes the id next,
+      // if anyone does: a retried DELETE would find the hold still live and answer 204 without
+      // erasing. So the rest goes to the change hook, as when time runs out; if even that write
+      // fails, the hold lapses and the next DELETE or write of the id takes the erase on.
+      await handOff().catch(() => false);
+      throw error;
+    }
+    if (!erased) {
+      await handOff();
       return false;
     }
     const done = `REMOVE ${HOLDER}, ${HELD_UNTIL}, ${COPY_LIFE}, ${FENCE_HANDED_OFF_ATTRIBUTE}`;
