@@ -228,11 +228,11 @@ describe('copying a session', () => {
   });
 
   it('refuses a tree of more appends than one copy makes with 413 before writing, and still copies one path of it', async () => {
-    // Prepare: 251 branches of one message under the root: a copy of the tree is 251 appends
-    // (the limit is 250), told from the tree before anything is written. One after another:
+    // Prepare: 151 branches of one message under the root: a copy of the tree is 151 appends
+    // (the limit is 150), told from the tree before anything is written. One after another:
     // writers at once on one session only take turns.
     const sid = uniqueId('copy-branches');
-    for (let n = 0; n < 251; n++) {
+    for (let n = 0; n < 151; n++) {
       const id = `b${n}`;
       const appended = await http.post(`/v1/sessions/${sid}/messages`, { parentId: 'root', messages: [{ id, role: 'user', content: id }] });
       expect(appended.status, appended.text).toBe(201);
@@ -245,7 +245,7 @@ describe('copying a session', () => {
 
     // Assess: the limit and the count; the id unknown, in no list, and free.
     expect(refused.status, refused.text).toBe(413);
-    expect(refused.body).toMatchObject({ code: 'payload_too_large', limit: 'appends', limitCount: 250, count: 251 });
+    expect(refused.body).toMatchObject({ code: 'payload_too_large', limit: 'appends', limitCount: 150, count: 151 });
     expect((await http.get(`/v1/sessions/${target}`)).status).toBe(404);
     const listed = await http.get('/v1/sessions?limit=500');
     expect(listed.body.sessions.map((session: { sessionId: string }) => session.sessionId)).not.toContain(target);

@@ -5,9 +5,10 @@ import type { TreeNodeView } from '../../functions/core/sessions/session-views.j
 
 /**
  * What one copy may write, counted from the tree read before anything is written (session-copy.ts,
- * `checkCopyCounts`): the e2e tests copy an 11,000-node chain (reads-in-parts.test.ts) and refuse
- * a tree of 251 branches through the API (copy.test.ts); each count at and past its limit, for a
- * chain, branches and a state at every node, is held here, where such a tree costs nothing to make.
+ * `checkCopyCounts`): the e2e tests refuse an 11,000-node chain and copy 6,000 nodes of it
+ * (reads-in-parts.test.ts), and refuse a tree of 151 branches (copy.test.ts) through the API;
+ * each count at and past its limit, for a chain, branches and a state at every node, is held
+ * here, where such a tree costs nothing to make.
  */
 const root: TreeNodeView = { id: 'root', parentId: null, depth: 0, role: null, stateVersion: 0 };
 
