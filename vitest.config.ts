@@ -25,8 +25,12 @@ const conformance = 'test/langgraph/conformance.test.ts';
 // code and on the commits before it, 15.1 and 15.2 s in two full runs beside other files, where 5
 // of them used up the 15 s budget and answered 409; and 20 blind writers on one session with
 // appends and commits racing them (contention.test.ts before: one DynamoDB Local for both).
+// integration/retention-schedule.test.ts: 50 PATCHes of one session while retention sweeps run
+// over and over; one used up the 15 s budget and answered 409 in a full run of session 15 (the
+// file's other five tests take about a second each).
 const alone = [
   'test/integration/contended-writes.test.ts',
+  'test/integration/retention-schedule.test.ts',
   'test/e2e/on-disk-bursts.test.ts',
   'test/e2e/many-at-once.test.ts',
   'test/e2e/lifetime-at-once.test.ts',
