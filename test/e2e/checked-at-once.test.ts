@@ -264,13 +264,22 @@ describe('retention pruning while 50 writers branch and write', () => {
       await sleep(200);
     }
 
-    // Assess: pruning ran, and every node reads what it read; its version reads too.
+    // Assess: pruning ran, and every node reads what it read; its version reads too. The 200
+    // reads go side by side (nothing writes any more), then are checked in the writers' order.
     const list = await http.get(`/v1/sessions/${sid}/versions?limit=500`);
     expect(list.body.pruned, 'pruning ran').toBeDefined();
-    for (const [node, before] of read) {
-      const now = await http.get(`/v1/sessions/${sid}/state?node=${node}`);
+    const reread = await Promise.all(
+      [...read].map(async ([node, before]) => {
+        const [now, version] = await Promise.all([
+          http.get(`/v1/sessions/${sid}/state?node=${node}`),
+          http.get(`/v1/sessions/${sid}/versions/${before.version}`),
+        ]);
+        return { node, before, now, version };
+      }),
+    );
+    for (const { node, before, now, version } of reread) {
       expect({ node, status: now.status, version: now.body.version, state: now.body.state }).toEqual({ node, status: 200, ...before });
-      expect((await http.get(`/v1/sessions/${sid}/versions/${before.version}`)).status).toBe(200);
+      expect(version.status).toBe(200);
     }
     // What is kept is bounded by the nodes: each writer's second and third versions, the
     // window, the first state.
