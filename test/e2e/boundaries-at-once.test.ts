@@ -289,7 +289,9 @@ describe('50 decisions of a limited key whose workers answer after the agent lef
     };
     const limited = apiClient(api.url, key.apiKey);
     const sessions = Array.from({ length: WRITERS }, (_, n) => `${prefix}-${n}`);
-    for (const sid of sessions) expect((await http.post('/v1/sessions', { sessionId: sid, agentId: child })).status).toBe(201);
+    // Made side by side: each its own id and list entries, nothing contends.
+    const created = await Promise.all(sessions.map((sid) => http.post('/v1/sessions', { sessionId: sid, agentId: child })));
+    expect(counted(created)).toEqual({ 201: WRITERS });
 
     // Act: 50 decisions at once, one a session of child's, as planner (whose worker decides);
     // once every worker call is held,
@@ -383,7 +385,9 @@ describe('a field’s type changed while 50 writes of it run', { timeout }, () =
     const declare = (type: 'json' | 'number') => ({ stateFields: { g: { type, read: 'public', write: 'public' } } });
     expect((await http.put(`/v1/agents/${owner}`, declare('json'))).status).toBe(201);
     const sessions = Array.from({ length: WRITERS }, (_, n) => `${prefix}-${n}`);
-    for (const sid of sessions) expect((await http.post('/v1/sessions', { sessionId: sid, agentId: owner })).status).toBe(201);
+    // Made side by side: each its own id and list entries, nothing contends.
+    const created = await Promise.all(sessions.map((sid) => http.post('/v1/sessions', { sessionId: sid, agentId: owner })));
+    expect(counted(created)).toEqual({ 201: WRITERS });
     const outcomes: Array<{ change: number; text: number; numbers: Record<number, number>; unreadable: string[]; later?: number }> = [];
     const raced: Array<{ read: ApiResponse; repair: ApiResponse; after: ApiResponse }> = [];
     // How long the change took last: the string is sent late in that, when the change has
