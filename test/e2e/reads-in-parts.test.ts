@@ -58,6 +58,17 @@ async function sessionWithNotes(prefix: string, count: number): Promise<{ sid: s
   return { sid, keys };
 }
 
+/**
+ * The session of 100 notes of ~100 KB on a1 (about 10 MB) that "100 notes … all read back" reads
+ * and "holds every note of the source" copies: neither writes it, so it is put once for both
+ * (and by whichever runs alone).
+ */
+let hundredNotes: Promise<{ sid: string; keys: string[] }> | undefined;
+const sessionWithHundredNotes = () => {
+  hundredNotes ??= sessionWithNotes('notes-parts', 100);
+  return hundredNotes;
+};
+
 /** Follows `GET …/notes` from `cursor` (with `query`, the same nodes) to the end; every part within the bound, at least one note. */
 async function restOfNotes(sid: string, query: string, cursor: string, into: Record<string, Record<string, unknown>>): Promise<number> {
   let parts = 0;
@@ -135,7 +146,7 @@ describe('pages of versions end by bytes', () => {
 
 describe('notes in parts', () => {
   it('100 notes of ~100 KB put at once on one node all read back: with the state, the tree and a page of history, then GET …/notes', async () => {
-    const { sid, keys } = await sessionWithNotes('notes-parts', 100);
+    const { sid, keys } = await sessionWithHundredNotes();
     const expected = Object.fromEntries(keys.map((key) => [key, noteOf(key)]));
 
     const state = await http.get(`/v1/sessions/${sid}/state?node=a1&notes=1`);
@@ -224,7 +235,7 @@ describe('notes in parts', () => {
 describe('a copy of a session whose notes pass one answer', () => {
   it('holds every note of the source, read on from notesNext', async () => {
     // Prepare: 100 notes of ~100 KB on a1 (about 10 MB: one tree read carries a part of them).
-    const { sid, keys } = await sessionWithNotes('copy-notes', 100);
+    const { sid, keys } = await sessionWithHundredNotes();
 
     // Act
     const copied = await http.post(`/v1/sessions/${sid}/copy`, { tree: true });
