@@ -17,8 +17,9 @@ import { erasureKey, RECORD_TTL_SECONDS } from './erasure-store.js';
  * as `DELETE /v1/sessions/{sid}` does, only if the session is still closed at the recorded
  * life), goes once more over the user's list for a session the index had not shown yet,
  * erases each recorded namespace's tombstones and expired items with their kept versions, and
- * sets the erasure `done`, counting the sessions recorded and removing the user id. A module
- * of its own, so that the sessions group, which starts erasures, carries none of it.
+ * sets the erasure `done`, counting the sessions recorded and removing the user id; then its
+ * records go (or, when the run died first, the stream's retry of its record deletes them). A
+ * module of its own, so that the sessions group, which starts erasures, carries none of it.
  */
 
 /** How long one run goes on when the stream gives no deadline (locally): then the next record goes on. */
@@ -33,6 +34,9 @@ export class ErasureFinisher extends ErasureCloser {
   async finish(tenant: string, erasureId: string, deadline = Date.now() + RUN_MS, until: 'closed' | 'done' = 'done'): Promise<void> {
     for (;;) {
       const item = await this.itemOf(tenant, erasureId);
+      // Done by a run that died before its records went (the stream's retry of that run's record):
+      // what is left of them goes now, or they would stay for their 30 days.
+      if (item?.status === 'done') return this.dropRecords(tenant, erasureId, deadline);
       if (!item || (item.status !== 'closing' && item.status !== 'running')) return;
       if (until === 'closed' && item.status !== 'closing') return;
       // A user's erasure names the user; a tenant's (the admin CLI) says so.
@@ -56,34 +60,7 @@ export class ErasureFinisher extends ErasureCloser {
   private async erase(erasure: OpenErasure, deadline: number): Promise<boolean> {
     const { tenant, erasureId } = erasure;
     const partition = keys.erasure(tenant, erasureId);
-    let complete = true;
-    let held = false;
-    const closed = (await this.workOf(partition, keys.erasedSessionPrefix)).filter((record) => record.erased !== true);
-    await inParallel(closed, async (record) => {
-      if (Date.now() >= deadline) {
-        complete = false;
-        return;
-      }
-      // A session larger than what is left of the run (or erased by another eraser meanwhile,
-      // the change hook's run of a DELETE): recorded erased only once it is.
-      const erasing = { deadline, eraser: `erasure:${erasureId}` };
-      if (!(await this.sessions.finishErasure({ tenant, sessionId: String(record.sessionId) }, Number(record.life), erasing))) {
-        complete = false;
-        held = true;
-        return;
-      }
-      await this.table.send(
-        new UpdateCommand({
-          TableName: this.table.tableName,
-          Key: { pk: record.pk, sk: record.sk },
-          UpdateExpression: 'SET erased = :yes',
-          ExpressionAttributeValues: { ':yes': true },
-        }),
-      );
-    });
-    // Another eraser's hold ends within seconds: the run looks again a moment later (or its next run does).
-    if (held && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 250));
-    if (!complete) return false;
+    if ((await this.eraseRecorded(tenant, erasureId, deadline)) === null) return false;
     // A session made just before the DELETE may have been missing from the list index, which
     // trails the table: what the list shows now of sessions made before the erasure goes too
     // (closed and recorded as closing does, erased by the next run).
@@ -113,9 +90,25 @@ export class ErasureFinisher extends ErasureCloser {
         ),
       );
     }
+    // The next DELETE of the user starts an erasure of its own. Before `done`, which removes the
+    // user's id from the erasure: a run that died after it would leave this item, which names
+    // the user, with nothing left to say whose it is. (A DELETE between the two starts a new
+    // erasure beside this one, which has nothing of the user left to close.)
+    if (erasure.userId !== null) {
+      await conditionally(
+        this.table.send(
+          new DeleteCommand({
+            TableName: this.table.tableName,
+            Key: { pk: keys.userErasure(tenant, erasure.userId), sk: keys.userErasureSort },
+            ConditionExpression: 'erasureId = :id',
+            ExpressionAttributeValues: { ':id': erasureId },
+          }),
+        ),
+      );
+    }
     const records = await this.workOf(partition, keys.erasedSessionPrefix);
     // Only while running: a redelivered record that ran beside this one may have finished it.
-    const finished = await conditionally(
+    await conditionally(
       this.table.send(
         new UpdateCommand({
           TableName: this.table.tableName,
@@ -134,26 +127,68 @@ export class ErasureFinisher extends ErasureCloser {
         }),
       ),
     );
-    if (finished) {
-      await batchDelete(
-        this.table,
-        records.map((record) => ({ pk: record.pk, sk: record.sk })),
-      );
-      // The next DELETE of the user starts an erasure of its own.
-      if (erasure.userId !== null) {
-        await conditionally(
-          this.table.send(
-            new DeleteCommand({
-              TableName: this.table.tableName,
-              Key: { pk: keys.userErasure(tenant, erasure.userId), sk: keys.userErasureSort },
-              ConditionExpression: 'erasureId = :id',
-              ExpressionAttributeValues: { ':id': erasureId },
-            }),
-          ),
-        );
-      }
-    }
+    // The records go after `done`, which counts them (each session once, however often a step
+    // ran): deleted first, a run that died halfway would leave a retry fewer to count. A run that
+    // dies before they are gone leaves the erasure done with records, and the stream's retry of
+    // its record finds it so (`finish`): that run deletes them. So whichever run set `done`, or
+    // this one found it set by a run beside it, they go the same way.
+    await this.dropRecords(tenant, erasureId, deadline);
     return true;
+  }
+
+  /**
+   * Erases the sessions the erasure recorded and has not erased yet; the records it read (all
+   * erased now), or null when the deadline (or another eraser's hold) stopped it.
+   */
+  private async eraseRecorded(tenant: string, erasureId: string, deadline: number): Promise<Item[] | null> {
+    const records = await this.workOf(keys.erasure(tenant, erasureId), keys.erasedSessionPrefix);
+    let complete = true;
+    let held = false;
+    await inParallel(
+      records.filter((record) => record.erased !== true),
+      async (record) => {
+        if (Date.now() >= deadline) {
+          complete = false;
+          return;
+        }
+        // A session larger than what is left of the run (or erased by another eraser meanwhile,
+        // the change hook's run of a DELETE): recorded erased only once it is.
+        const erasing = { deadline, eraser: `erasure:${erasureId}` };
+        if (!(await this.sessions.finishErasure({ tenant, sessionId: String(record.sessionId) }, Number(record.life), erasing))) {
+          complete = false;
+          held = true;
+          return;
+        }
+        await this.table.send(
+          new UpdateCommand({
+            TableName: this.table.tableName,
+            Key: { pk: record.pk, sk: record.sk },
+            UpdateExpression: 'SET erased = :yes',
+            ExpressionAttributeValues: { ':yes': true },
+          }),
+        );
+      },
+    );
+    // Another eraser's hold ends within seconds: the run looks again a moment later (or its next run does).
+    if (held && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 250));
+    return complete ? records : null;
+  }
+
+  /**
+   * The `S#` records of a done erasure (its `N#` records went with their namespaces' past,
+   * before `done`). Normally each is erased already; one that is not was recorded by a run
+   * beside the one that set `done` (a session the list index showed it late), and is erased
+   * first, as that run would. Only the records read go: one recorded after the read is its
+   * run's to erase and delete. When the deadline stops it, the run fails, for the stream to
+   * retry (a done erasure makes no record that would bring another run).
+   */
+  private async dropRecords(tenant: string, erasureId: string, deadline: number): Promise<void> {
+    const records = await this.eraseRecorded(tenant, erasureId, deadline);
+    if (records === null) throw new Error(`the erasure ${erasureId} is done, but a session it recorded is not erased yet`);
+    await batchDelete(
+      this.table,
+      records.map((record) => ({ pk: record.pk, sk: record.sk })),
+    );
   }
 
   /** A write of a running erasure that nothing reads: its stream record brings the next run. */

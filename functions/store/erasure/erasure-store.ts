@@ -14,7 +14,8 @@ import { type Item, isConditionFailure, type TableClient } from '../table/table-
  *                                        createdAt, finishedAt
  *   E#<tenant>#<erasure>    S#<session>  a session the erasure closed in life `life`, until it is erased
  *   E#<tenant>#<erasure>    N#<path>     a memory namespace it closed items in, until their past is erased
- *   E#<tenant>#user#<user>  U            the erasure of the user that is not done yet (`erasureId`)
+ *   E#<tenant>#user#<user>  U            the erasure of the user that is not done yet (`erasureId`;
+ *                                        deleted just before it is set done)
  *
  * The `DELETE` does a bounded amount of work whatever the user has: it claims the user's
  * `U` item (or joins the erasure that holds it), puts the erasure's item as `closing`, and
@@ -34,8 +35,9 @@ const FIRST_POLL_MS = 50;
 const MAX_POLL_MS = 500;
 /**
  * A `U` item naming an erasure that does not exist (its `DELETE` died between the two puts) is
- * completed by the next `DELETE` while it is this young, and replaced once older: an erasure
- * done whose `U` item was left behind (the hook died after `done`) may have been removed by TTL.
+ * completed by the next `DELETE` while it is this young, and replaced once older: it may instead
+ * name an erasure that TTL removed, done with its `U` item left behind (erasure-finish.ts deletes
+ * it before `done`, but one left by a hook that deleted it after may still be there).
  */
 const ORPHAN_MS = 60 * 60_000;
 

@@ -56,6 +56,8 @@ interface Hold {
 interface Closing {
   copyLife: boolean;
   followersUntil: number | undefined;
+  /** The session item was gone when this eraser read it (`erase`). */
+  itemGone?: boolean;
 }
 
 /**
@@ -169,6 +171,7 @@ export class SessionDeleter {
     const erased = await this.eraseHeld(scope, closed.position, hold, until, {
       copyLife: closing.copyLife || copyLife,
       followersUntil: closing.followersUntil,
+      itemGone: meta.Item === undefined,
     });
     return { found, erased };
   }
@@ -374,7 +377,7 @@ export class SessionDeleter {
       );
     let erased: boolean;
     try {
-      erased = await this.erase(scope, fence, deadline);
+      erased = await this.erase(scope, fence, deadline, closing.itemGone === true);
     } catch (error) {
       // A step that failed (DynamoDB throttling or unavailable past the SDK's retries) answers
       // the request with its error, but must not leave the erase to whoever writes the id next,
@@ -421,9 +424,16 @@ export class SessionDeleter {
    * (no list shows the session from then on), then every change of the log becomes a tombstone
    * and every other item goes. True when nothing is left. Can run again, from anywhere: a
    * tombstone is skipped, what is gone is not read again.
+   *
+   * `itemGone`: the eraser's own consistent read, before it held the fence, found no session
+   * item (an erasure's closing deleted it; an earlier eraser did): then that first delete is
+   * skipped. It is a write each eraser would otherwise repeat (a user's erasure resumes each of
+   * its sessions in every run), and it guards nothing the pages do not: the item lives in the
+   * session's partition, which the pages read and delete, so one put after that read (a create
+   * that read the tip before the fence) fares as one put after the first delete always did.
    */
-  private async erase(scope: SessionScope, fence: LogPosition, deadline: number): Promise<boolean> {
-    await this.table.send(new DeleteCommand({ TableName: this.table.tableName, Key: sessionItem.key(scope) }));
+  private async erase(scope: SessionScope, fence: LogPosition, deadline: number, itemGone: boolean): Promise<boolean> {
+    if (!itemGone) await this.table.send(new DeleteCommand({ TableName: this.table.tableName, Key: sessionItem.key(scope) }));
     const fenceKey = keys.logEntry(fence);
     let start: Item | undefined;
     do {
