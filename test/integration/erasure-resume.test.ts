@@ -192,14 +192,18 @@ describe('an erasure whose run dies right after it set done', () => {
     // Act: a run that closes and erases everything and dies at its first write after the one
     // that set the erasure done; then the stream's retry of its record.
     const setsDone = (write: string) => write.includes('"UpdateExpression":"SET #status = :done');
-    await dyingRun(Number.POSITIVE_INFINITY, setsDone)
+    const died = await dyingRun(Number.POSITIVE_INFINITY, setsDone)
       .finish(tenant, erasureId)
-      .catch(() => {});
+      .then(
+        () => false,
+        () => true,
+      );
     const afterDeath = await stored(partition);
     await new ErasureFinisher(stores.table, stores.sessions).finish(tenant, erasureId);
 
     // Assess: the run died with the erasure done and its records there; after the retry only
     // the erasure's own item is left (what GET /v1/erasures reads for 30 days), without the user.
+    expect(died).toBe(true);
     expect(afterDeath.find((item) => item.sk?.S === 'E')?.status?.S).toBe('done');
     expect(await new ErasureFinisher(stores.table, stores.sessions).get(tenant, erasureId)).toMatchObject({ status: 'done', sessions: 3 });
     const left = await stored(partition);
