@@ -82,8 +82,8 @@ export default defineConfig({
           name: 'agentstate',
           include: ['test/**/*.test.ts'],
           exclude: [...configDefaults.exclude, conformance, ...alone],
-          // Builds the inspector page once; each file that needs DynamoDB Local starts its own
-          // (test/helpers/dynamodb.ts says why none is shared).
+          // Builds the inspector page and bundles the tests' server once; each file that needs
+          // DynamoDB Local starts its own (test/helpers/dynamodb.ts says why none is shared).
           globalSetup: ['test/helpers/global-setup.ts'],
         },
       },
@@ -95,6 +95,7 @@ export default defineConfig({
           // After every other file, one at a time.
           sequence: { groupOrder: 1 },
           maxWorkers: 1,
+          globalSetup: ['test/helpers/global-setup.ts'],
         },
       },
       {

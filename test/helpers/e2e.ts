@@ -1,7 +1,8 @@
 import { type ApiClient, apiClient } from './api-client.js';
 import { startContractProxy } from './contract-proxy.js';
-import { IAM_GATE_PRELOAD, type IamGate, startIamGate } from './iam-gate.js';
+import { type IamGate, startIamGate } from './iam-gate.js';
 import { type ServerProcessOptions, type StartedServerProcess, startServerProcess } from './server.js';
+import { IAM_GATE_PRELOAD, SERVER_BUNDLE_VARIABLE } from './server-bundle.js';
 
 /** Three tenants: the default one, another to prove isolation, one for list ordering. */
 const TEST_API_KEYS = 'local:dev-key,other:other-key,lists:list-key';
@@ -30,10 +31,13 @@ export type GatedServer = StartedServerProcess & Pick<RunningApi, 'itemsRead' | 
  */
 export async function startGatedServer(options: ServerProcessOptions = {}): Promise<GatedServer> {
   const gate = await startIamGate(options.env?.AGENTSTATE_TABLE);
+  // The run's bundle of the preload and bin/start.ts when vitest's global set-up made one
+  // (server-bundle.ts); tsx loading both, as `npm start` does, otherwise.
+  const bundle = process.env[SERVER_BUNDLE_VARIABLE];
   const server = await startServerProcess({
     ...options,
     env: { ...options.env, AGENTSTATE_TEST_IAM_GATE: gate.url },
-    imports: [...(options.imports ?? []), IAM_GATE_PRELOAD],
+    ...(bundle && !options.imports?.length ? { bundle } : { imports: [...(options.imports ?? []), IAM_GATE_PRELOAD] }),
   }).catch(async (error: unknown) => {
     await gate.close();
     throw error;

@@ -1,15 +1,11 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { fileURLToPath } from 'node:url';
 import { routeGroups } from '../../functions/http/contract/routes.js';
 import { defaultTableName } from '../../functions/store/table/table.js';
 import { forward, readBody, requiredCalls } from '../deployed/support/aws-stand-in.js';
 import { Deployment } from '../deployed/support/deployment.js';
 import { type Call, Iam } from '../deployed/support/iam.js';
 import { synthesizedTemplate } from './synth.js';
-
-/** The module the server is started with (`--import`) to send its DynamoDB calls through a gate. */
-export const IAM_GATE_PRELOAD = fileURLToPath(new URL('./iam-gate-preload.ts', import.meta.url));
 
 /** A call of the local server as the gate judged it: which function made it, and IAM's answer. */
 export interface GatedCall extends Call {

@@ -22,6 +22,11 @@ export interface ServerProcessOptions {
   processGroup?: boolean;
   /** Modules loaded before bin/start.ts, after tsx (`--import`), e.g. iam-gate-preload.ts. */
   imports?: readonly string[];
+  /**
+   * A bundle to run in place of tsx, `imports` and bin/start.ts (server-bundle.ts: the same
+   * modules, bundled once per test run).
+   */
+  bundle?: string;
 }
 
 export interface ServerProcess {
@@ -53,7 +58,8 @@ export async function spawnServerProcess(options: ServerProcessOptions = {}): Pr
     else env[name] = value;
   }
   const imports = (options.imports ?? []).flatMap((module) => ['--import', module]);
-  const child = spawn(process.execPath, ['--import', 'tsx', ...imports, 'bin/start.ts'], {
+  const args = options.bundle ? ['--enable-source-maps', options.bundle] : ['--import', 'tsx', ...imports, 'bin/start.ts'];
+  const child = spawn(process.execPath, args, {
     cwd: repoRoot,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
