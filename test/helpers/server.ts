@@ -46,9 +46,9 @@ export interface ServerProcess {
 }
 
 /**
- * Runs `npm start` (bin/start.ts under tsx) as a child process, as a user would, with
- * `AGENTSTATE_DATA=memory` unless `env` says otherwise. Does not wait for it: see
- * `startServerProcess`, or await `exited` for a start that is meant to fail.
+ * Runs `npm start` (bin/start.ts under tsx; or `bundle`, the same server bundled) as a child
+ * process, as a user would, with `AGENTSTATE_DATA=memory` unless `env` says otherwise. Does not
+ * wait for it: see `startServerProcess`, or await `exited` for a start that is meant to fail.
  */
 export async function spawnServerProcess(options: ServerProcessOptions = {}): Promise<ServerProcess> {
   const port = options.port ?? (await freePort());
