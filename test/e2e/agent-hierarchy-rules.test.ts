@@ -88,16 +88,51 @@ function expectRulesKept(agents: readonly Listed[]): void {
   }
 }
 
-/** Registers `ids` in a line, each under the one before (the first at the top). */
-async function chain(ids: readonly string[]): Promise<void> {
+/** Registers `ids` in a line, each under the one before (the first at the top, or under `under`). */
+async function chain(ids: readonly string[], under?: string): Promise<void> {
   for (const [index, id] of ids.entries()) {
-    const answer = await http.put(`/v1/agents/${id}`, index === 0 ? {} : { parentId: ids[index - 1] });
+    const parentId = index === 0 ? under : ids[index - 1];
+    const answer = await http.put(`/v1/agents/${id}`, parentId === undefined ? {} : { parentId });
     expect(answer.status, answer.text).toBe(201);
   }
 }
 
 const put = (id: string, body: unknown) => http.put(`/v1/agents/${id}`, body);
 const statusesOf = (answers: ApiResponse[]) => answers.map((answer) => answer.status);
+
+/**
+ * Registers `ids` at the top, all at once: a new agent without a parent, fields or routes is
+ * one the registry's rules do not concern (agent-service.ts `ruled`), so these wait for nothing
+ * and nothing waits for them. The rounds of a race make their top agents so before the first
+ * round, each round's race unchanged; what goes below a parent is still made in its round.
+ */
+async function tops(ids: readonly string[]): Promise<void> {
+  const answers = await Promise.all(ids.map((id) => put(id, {})));
+  expect(statusesOf(answers), answers.map((answer) => answer.text).join('\n')).toEqual(ids.map(() => 201));
+}
+
+/**
+ * The ids of the depth tests begin with `deep`: each hangs its own agents below one line of 30
+ * (levels 1 to 30), and each checks the rules over all of them, the line included, since an
+ * agent's level counts the line above it.
+ */
+const deep = uniqueId('deep');
+let deepLine: Promise<string[]> | undefined;
+/**
+ * The line of 30, registered once for the three tests that hang their agents below its 29th
+ * and 30th (by whichever runs first) rather than once by each: 30 registrations one after
+ * another, each a round trip. None of the three moves an agent of the line, and what each
+ * hangs below it is its own, so none changes what another's rules are checked against.
+ */
+function lineOf30(): Promise<string[]> {
+  deepLine ??= (async () => {
+    const line = Array.from({ length: MAX_DEPTH - 2 }, (_, n) => `${deep}-line-${n}`);
+    await chain(line);
+    return line;
+  })();
+  return deepLine;
+}
+
 /** Each registration landed or was refused by a rule: none gave up waiting for the others (409). */
 function expectNamedAnswers(answers: ApiResponse[]): void {
   for (const answer of answers) expect([200, 201, 400], answer.text).toContain(answer.status);
@@ -105,10 +140,10 @@ function expectNamedAnswers(answers: ApiResponse[]): void {
 
 describe('at most 32 levels', { timeout }, () => {
   it('takes an agent at level 32 and refuses one at level 33 with 400, writing nothing', async () => {
-    // Prepare: a line of 31 agents.
-    const prefix = uniqueId('deep-new');
-    const line = Array.from({ length: MAX_DEPTH - 1 }, (_, n) => `${prefix}-${n}`);
-    await chain(line);
+    // Prepare: a line of 31 agents (the shared 30, and one of this test's own below them).
+    const prefix = `${deep}-new`;
+    const line = [...(await lineOf30()), `${prefix}-31st`];
+    await chain(line.slice(-1), line.at(-2));
 
     // Act
     const at32 = await put(`${prefix}-32`, { parentId: line.at(-1) });
@@ -123,9 +158,8 @@ describe('at most 32 levels', { timeout }, () => {
 
   it('counts the agents below a moved agent: its deepest one may reach level 32, not 33', async () => {
     // Prepare: a line of 30 agents, and an agent with two levels below it (mover, child, grandchild).
-    const prefix = uniqueId('deep-move');
-    const line = Array.from({ length: MAX_DEPTH - 2 }, (_, n) => `${prefix}-${n}`);
-    await chain(line);
+    const prefix = `${deep}-move`;
+    const line = await lineOf30();
     const mover = `${prefix}-mover`;
     await chain([mover, `${prefix}-child`, `${prefix}-grandchild`]);
 
@@ -139,24 +173,23 @@ describe('at most 32 levels', { timeout }, () => {
     expect(tooDeep.body).toMatchObject({ code: 'invalid_request', field: 'parentId' });
     expect(tooDeep.body.detail).toContain('32');
     expect((await http.get(`/v1/agents/${mover}`)).body.parentId).toBe(line.at(-2));
-    expectRulesKept(await agentsOf(prefix));
+    expectRulesKept(await agentsOf(deep));
   });
 });
 
 describe('registrations at once that each keep the rules alone', { timeout }, () => {
   it(`never make a hierarchy deeper than 32: a move under a deep line beside a move under the mover's leaf (${ROUNDS} rounds)`, async () => {
-    const prefix = uniqueId('deep-race');
-    const line = Array.from({ length: MAX_DEPTH - 2 }, (_, n) => `${prefix}-${n}`);
-    await chain(line);
+    const prefix = `${deep}-race`;
+    const line = await lineOf30();
+    await tops(Array.from({ length: ROUNDS }, (_, round) => [`${prefix}-m${round}`, `${prefix}-x${round}`]).flat());
     const outcomes: number[][] = [];
     for (let round = 0; round < ROUNDS; round++) {
-      // Prepare: a mover with one agent below it, and a loose agent. The mover under the line's
-      // last is at 31 and its child at 32; the loose one under that child alone is at 3.
+      // Prepare: a mover with one agent below it, and a loose agent (both at the top). The mover
+      // under the line's last is at 31 and its child at 32; the loose one under that child alone is at 3.
       const mover = `${prefix}-m${round}`;
       const leaf = `${prefix}-l${round}`;
       const loose = `${prefix}-x${round}`;
-      await chain([mover, leaf]);
-      expect((await put(loose, {})).status).toBe(201);
+      expect((await put(leaf, { parentId: mover })).status).toBe(201);
 
       // Act
       const answers = await Promise.all([put(mover, { parentId: line.at(-1) }), put(loose, { parentId: leaf })]);
@@ -164,7 +197,7 @@ describe('registrations at once that each keep the rules alone', { timeout }, ()
       // Assess
       expectNamedAnswers(answers);
       outcomes.push(statusesOf(answers));
-      expectRulesKept(await agentsOf(prefix));
+      expectRulesKept(await agentsOf(deep));
       // Put the line back free for the next round.
       expect((await put(mover, {})).status).toBeLessThan(300);
     }
@@ -173,10 +206,11 @@ describe('registrations at once that each keep the rules alone', { timeout }, ()
 
   it(`never leave a route leading out of its tree: a route to an agent beside a move of that agent away (${ROUNDS} rounds)`, async () => {
     const prefix = uniqueId('route-race');
+    await tops(Array.from({ length: ROUNDS }, (_, round) => `${prefix}-top${round}`));
     for (let round = 0; round < ROUNDS; round++) {
-      // Prepare: top → middle → target.
+      // Prepare: top → middle → target (the top made before the rounds).
       const [top, middle, target] = ['top', 'middle', 'target'].map((name) => `${prefix}-${name}${round}`) as [string, string, string];
-      await chain([top, middle, target]);
+      await chain([middle, target], top);
 
       // Act: the top routes to the target while the target leaves the tree.
       const answers = await Promise.all([put(top, { routes: [{ when: { note: 'x' }, to: target }] }), put(target, { parentId: null })]);
@@ -190,10 +224,11 @@ describe('registrations at once that each keep the rules alone', { timeout }, ()
 
   it(`never declare one field name twice in a tree: two agents of one tree at once (${ROUNDS} rounds)`, async () => {
     const prefix = uniqueId('field-race');
+    await tops(Array.from({ length: ROUNDS }, (_, round) => `${prefix}-top${round}`));
     for (let round = 0; round < ROUNDS; round++) {
-      // Prepare: a top with two agents below it.
+      // Prepare: a top (made before the rounds) with two agents below it.
       const [top, left, right] = ['top', 'left', 'right'].map((name) => `${prefix}-${name}${round}`) as [string, string, string];
-      await chain([top, left]);
+      await chain([left], top);
       expect((await put(right, { parentId: top })).status).toBe(201);
 
       // Act
@@ -211,16 +246,17 @@ describe('registrations at once that each keep the rules alone', { timeout }, ()
 
   it(`never declare one field name twice in a tree: a move that brings a name in beside its declaration (${ROUNDS} rounds)`, async () => {
     const prefix = uniqueId('field-move-race');
+    await tops(Array.from({ length: ROUNDS }, (_, round) => [`${prefix}-top${round}`, `${prefix}-mover${round}`]).flat());
     for (let round = 0; round < ROUNDS; round++) {
-      // Prepare: a tree (top → member), and a loose agent with one below it that declares topic.
+      // Prepare: a tree (top → member), and a loose agent with one below it that declares topic
+      // (top and mover made before the rounds).
       const [top, member, mover, below] = ['top', 'member', 'mover', 'below'].map((name) => `${prefix}-${name}${round}`) as [
         string,
         string,
         string,
         string,
       ];
-      await chain([top, member]);
-      await chain([mover]);
+      await chain([member], top);
       expect((await put(below, { parentId: mover, stateFields: { topic: field } })).status).toBe(201);
 
       // Act: the member declares topic while the mover brings its own topic into the tree.
