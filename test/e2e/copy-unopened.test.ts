@@ -156,6 +156,31 @@ describe("a copy of a user's session while the user is erased", () => {
   }, 120_000);
 });
 
+describe('a copy closed right after it opened', () => {
+  it('answers 409 conflict, not 404, when a DELETE of the id lands between its opening and its answer', async () => {
+    // Prepare: a short source, and the copy's reads of its own session item held back 2 s, so
+    // that the DELETE lands after the copy opened and before the copy reads what it opened.
+    const from = await longSource(http, 1);
+    const target = uniqueId('copy-deleted');
+    const held = api.slow((call) => call.fn === 'tree' && call.operation === 'GetItem' && call.body.includes(target), 2_000);
+
+    // Act: the DELETE as soon as the copy reads as whole.
+    const copying = http.post(`/v1/sessions/${from}/copy`, { sessionId: target });
+    await waitFor('the copy to open', async () => ((await http.get(`/v1/sessions/${target}`)).status === 200 ? true : null), 30_000, 20);
+    const deleted = await http.delete(`/v1/sessions/${target}`);
+    const copied = await copying;
+    held();
+
+    // Assess: the copy answers as for a session closed while it was made (API.md section 12),
+    // not 404, which would say the source is unknown; the source is untouched, the copy gone.
+    expect(deleted.status).toBe(204);
+    expect(copied.status, copied.text).toBe(409);
+    expect(copied.body.code).toBe('conflict');
+    expect((await http.get(`/v1/sessions/${target}`)).status).toBe(404);
+    expect((await http.get(`/v1/sessions/${from}`)).status).toBe(200);
+  }, 60_000);
+});
+
 describe('a copy whose server is killed midway', () => {
   let dataDir: string;
   let server: StartedServerProcess | undefined;

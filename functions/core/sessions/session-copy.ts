@@ -150,7 +150,12 @@ export class SessionCopier {
       await this.undo(scope);
       throw closedUnder(error);
     }
-    return await tree.getSession({ tenant: scope.tenant, sessionId: scope.sessionId });
+    // Opened, it is an ordinary session: a DELETE of the id or an erasure of its user may close
+    // it before this read. Then the copy answers as for one closed a moment earlier (409), not
+    // 404, which would say that the session copied from is gone.
+    return await tree.getSession({ tenant: scope.tenant, sessionId: scope.sessionId }).catch((error: unknown) => {
+      throw closedUnder(error);
+    });
   }
 
   /**
@@ -309,16 +314,17 @@ class CopyWriter {
 }
 
 /**
- * What a copy answers when a write into its own session found it gone (`node_not_found`,
- * `session_not_found`): its session was closed under it (an erasure of its user or tenant, which
- * finds a copy not opened yet as any session of theirs), and the request named none of those nodes, so
- * `409 conflict`, as for a source changed under it. Every other error is the answer as it is.
+ * What a copy answers when a write into its own session, or its read of it once opened, found it
+ * gone (`node_not_found`, `session_not_found`): its session was closed under it (an erasure of
+ * its user or tenant, which finds a copy not opened yet as any session of theirs; once opened, a
+ * `DELETE` of the id too), and the request named none of those nodes, so `409 conflict`, as for a
+ * source changed under it. Every other error is the answer as it is.
  */
 function closedUnder(error: unknown): unknown {
   if (!(error instanceof AgentStateError) || (error.code !== 'node_not_found' && error.code !== 'session_not_found')) return error;
   return new AgentStateError(
     'conflict',
-    'the session being copied into was closed (deleted, or its user or tenant erased) before the copy was done; copy again',
+    'the session being copied into was closed (deleted, or its user or tenant erased) while the copy was made; copy again',
   );
 }
 
