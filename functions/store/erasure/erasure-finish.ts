@@ -76,9 +76,9 @@ export class ErasureFinisher extends ErasureCloser {
     for (const namespace of namespaces) {
       if (!(await this.eraseMemoryPast(erasure, namespace, deadline))) return false;
     }
-    // The profile's tombstone (erasure-close.ts) goes, unless a profile was written since (by a
-    // session given to the user after the erasure): only an item of a fence alone.
     if (erasure.userId !== null) {
+      // The profile's tombstone (erasure-close.ts) goes, unless a profile was written since (by a
+      // session given to the user after the erasure): only an item of a fence alone.
       await conditionally(
         this.table.send(
           new DeleteCommand({
@@ -89,12 +89,10 @@ export class ErasureFinisher extends ErasureCloser {
           }),
         ),
       );
-    }
-    // The next DELETE of the user starts an erasure of its own. Before `done`, which removes the
-    // user's id from the erasure: a run that died after it would leave this item, which names
-    // the user, with nothing left to say whose it is. (A DELETE between the two starts a new
-    // erasure beside this one, which has nothing of the user left to close.)
-    if (erasure.userId !== null) {
+      // The next DELETE of the user starts an erasure of its own. Before `done`, which removes the
+      // user's id from the erasure: a run that died after it would leave this item, which names
+      // the user, with nothing left to say whose it is. (A DELETE between the two starts a new
+      // erasure beside this one, which has nothing of the user left to close.)
       await conditionally(
         this.table.send(
           new DeleteCommand({
