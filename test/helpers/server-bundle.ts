@@ -1,4 +1,5 @@
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build, type Plugin } from 'esbuild';
@@ -20,7 +21,6 @@ const ownImportMetaUrl: Plugin = {
   name: 'own-import-meta-url',
   setup(onBuild) {
     onBuild.onLoad({ filter: /\.ts$/, namespace: 'file' }, async ({ path }) => {
-      const { readFile } = await import('node:fs/promises');
       const source = await readFile(path, 'utf8');
       return { contents: source.replaceAll('import.meta.url', JSON.stringify(pathToFileURL(path).href)), loader: 'ts' };
     });
