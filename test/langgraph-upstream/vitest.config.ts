@@ -6,7 +6,7 @@
  * repository's saver and store (setup.ts); with `SAVER=peer`, the two savers become the peer
  * saver (setup-peer.ts) and the store stays; with `SAVER=memory` they are left as they are.
  */
-import { join } from 'node:path';
+import { join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defineConfig, type Plugin } from 'vitest/config';
 
@@ -34,9 +34,34 @@ function rewrite(): Plugin {
   };
 }
 
+/**
+ * One copy of `@langchain/langgraph-checkpoint` in the whole run: the store tests of the checkout's
+ * `libs/checkpoint` import its store from their own source (`../store/base.js`, `batch.js`,
+ * `memory.js`), while LangGraph's sources, our saver and our store use the package installed here.
+ * Two copies of a class are two classes: our store threw the installed `InvalidNamespaceError`
+ * and `toThrow(InvalidNamespaceError)` checked the source's. Those imports become the installed
+ * package, in every pass, so `InMemoryStore` there is the installed one too, as in the
+ * langgraph-core files.
+ */
+function oneCheckpointPackage(): Plugin {
+  const tests = join(checkout as string, 'libs', 'checkpoint', 'src', 'tests') + sep;
+  const ourStore = join(repository, 'packages', 'langgraph', 'src', 'store.ts');
+  return {
+    name: 'one-checkpoint-package',
+    enforce: 'pre',
+    async resolveId(source, importer) {
+      if (!importer?.startsWith(tests) || !/^\.\.\/store\/(base|batch|memory)\.js$/.test(source)) return null;
+      // Resolved as our store resolves it, so both name the same file (the checkout's node_modules is a link).
+      const installed = await this.resolve('@langchain/langgraph-checkpoint', ourStore, { skipSelf: true });
+      if (!installed) throw new Error(`@langchain/langgraph-checkpoint does not resolve from ${ourStore}`);
+      return installed;
+    },
+  };
+}
+
 export default defineConfig({
   root: join(checkout, 'libs'),
-  plugins: saver === 'memory' ? [] : [rewrite()],
+  plugins: [oneCheckpointPackage(), ...(saver === 'memory' ? [] : [rewrite()])],
   resolve: {
     alias: {
       '@agentstate/client': join(repository, 'packages', 'client', 'src', 'index.ts'),
