@@ -2,7 +2,7 @@ import { type AgentStateApi, createClient } from '@agentstate/client';
 import { AgentStateStore } from '@agentstate/langgraph';
 import { Embeddings } from '@langchain/core/embeddings';
 import { Annotation, END, type LangGraphRunnableConfig, MemorySaver, START, StateGraph } from '@langchain/langgraph';
-import type { IndexConfig } from '@langchain/langgraph-checkpoint';
+import { type IndexConfig, InvalidNamespaceError } from '@langchain/langgraph-checkpoint';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningApi, startApi } from '../helpers/e2e.js';
 
@@ -191,6 +191,23 @@ describe('AgentStateStore', () => {
     expect(results[0]).toBeUndefined();
     expect(results[1]?.value).toEqual({ v: 0 });
     expect((await store.get(['b'], 'k'))?.value).toEqual({ v: 2 });
+  });
+
+  it('refuses a put to a namespace LangGraph calls invalid with its InvalidNamespaceError, before writing; a batch may put under `langgraph`', async () => {
+    // Prepare
+    const { store, prefix } = newStore();
+    const doc = { foo: 'bar' };
+
+    // Act, Assess: as LangGraph's BaseStore.put (an empty namespace or label, a `.`, a `langgraph` root)
+    for (const namespace of [[], ['the', 'thing.about'], ['some', 'fun', ''], ['langgraph', 'foo']]) {
+      await expect(store.put(namespace, 'foo', doc)).rejects.toThrow(InvalidNamespaceError);
+    }
+    expect((await memoryItem(`${prefix}/langgraph/foo/foo`)).status).toBe(404);
+    await store.put(['foo', 'langgraph', 'foo'], 'bar', doc);
+    expect((await store.get(['foo', 'langgraph', 'foo'], 'bar'))?.value).toEqual(doc);
+    // batch checks nothing, as LangGraph's stores' batch does not
+    await store.batch([{ namespace: ['langgraph', 'foo'], key: 'bar', value: doc }]);
+    expect((await store.search(['langgraph', 'foo']))[0]?.value).toEqual(doc);
   });
 
   it('is the store of a graph: what one thread remembers, another thread reads', async () => {
