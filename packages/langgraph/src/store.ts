@@ -128,8 +128,9 @@ export class AgentStateStore extends BaseStore {
 
   /**
    * Puts an item (replacing any at that key); `options.ttl` in minutes sets when it expires
-   * (`null`: never), by default the store's `ttl.defaultTtl`. `index` is accepted and has no
-   * effect: agentstate indexes every short top-level field of every value for `search`.
+   * (`null`: never), by default the store's `ttl.defaultTtl`. With the store's `index`, `index`
+   * names the fields this put embeds in place of the index's `fields` (`false`: none, the item
+   * is stored without an embedding); without one it has no effect.
    */
   override async put(
     namespace: string[],
