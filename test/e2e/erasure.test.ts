@@ -40,11 +40,10 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Waits until the erasure is done (the change hook finishes it a moment after the 202). */
 async function done(client: ApiClient, erasureId: string): Promise<Record<string, unknown>> {
-  for (let attempt = 0; attempt < 200; attempt++) {
+  for (const deadline = Date.now() + 20_000; Date.now() < deadline; await sleep(25)) {
     const answer = await client.get(`/v1/erasures/${erasureId}`);
     expect(answer.status).toBe(200);
     if (answer.body.status === 'done') return answer.body;
-    await sleep(100);
   }
   throw new Error(`erasure ${erasureId} was not done within 20 s`);
 }
@@ -94,20 +93,26 @@ describe('DELETE /v1/users/{userId}', () => {
     // another user of this tenant; the other tenant's u1.
     const user = uniqueId('u1');
     const near = `${user}0`;
-    const sessions = [await sessionOf(http, user, 'er'), await sessionOf(http, user, 'er'), await sessionOf(http, user, 'er')];
-    const bystander = await sessionOf(http, 'someone-else', 'by');
-    const nearSession = await sessionOf(http, near, 'near');
-    const theirs = await sessionOf(other, user, 'theirs');
-    await profileOf(http, sessions[0] as string, user);
-    await profileOf(http, nearSession, near);
-    await profileOf(other, theirs, user);
-    // With embeddings: their codes are kept in pages beside the items (memory-codes.ts), under keys that name the user.
-    await remember(http, `users/${user}/facts/diet`, { food: 'vegan' }, [0.1, 0.2, 0.3]);
-    await remember(http, `users/${user}/facts/diet`, { food: 'vegetarian' }, [0.3, 0.2, 0.1]);
-    await remember(http, `users/${user}/k1`, { a: 1 }, [1, 0, 0]);
+    // (Side by side: each session, profile and item its own; the two puts of one item in turn.)
+    const [sessions, bystander, nearSession, theirs] = await Promise.all([
+      Promise.all([sessionOf(http, user, 'er'), sessionOf(http, user, 'er'), sessionOf(http, user, 'er')]),
+      sessionOf(http, 'someone-else', 'by'),
+      sessionOf(http, near, 'near'),
+      sessionOf(other, user, 'theirs'),
+    ]);
+    await Promise.all([
+      profileOf(http, sessions[0], user),
+      profileOf(http, nearSession, near),
+      profileOf(other, theirs, user),
+      // With embeddings: their codes are kept in pages beside the items (memory-codes.ts), under keys that name the user.
+      remember(http, `users/${user}/facts/diet`, { food: 'vegan' }, [0.1, 0.2, 0.3]).then(() =>
+        remember(http, `users/${user}/facts/diet`, { food: 'vegetarian' }, [0.3, 0.2, 0.1]),
+      ),
+      remember(http, `users/${user}/k1`, { a: 1 }, [1, 0, 0]),
+      remember(http, `users/${near}/facts/diet`, { food: 'omnivore' }),
+      remember(other, `users/${user}/facts/diet`, { food: 'theirs' }),
+    ]);
     expect((await stored(`M#local#users/${user}/facts`)).some((item) => String(item.sk).startsWith('V#'))).toBe(true);
-    await remember(http, `users/${near}/facts/diet`, { food: 'omnivore' });
-    await remember(other, `users/${user}/facts/diet`, { food: 'theirs' });
     // The change hook keeps the replaced version a moment after the put.
     await waitFor('the replaced version kept', async () => {
       const versions = await http.get(`/v1/memory/versions?namespace=users/${user}/facts&key=diet`);
@@ -175,8 +180,12 @@ describe('DELETE /v1/users/{userId}', () => {
     const user = uniqueId('many');
     const mine = Array.from({ length: 100 }, (_, index) => `${user}-s${index}`);
     const theirs = Array.from({ length: 10 }, (_, index) => `${user}-t${index}`);
-    for (const sid of mine) expect((await http.post('/v1/sessions', { sessionId: sid, userId: user })).status).toBe(201);
-    for (const sid of theirs) expect((await http.post('/v1/sessions', { sessionId: sid, userId: `${user}-other` })).status).toBe(201);
+    // Made all at once: each its own id, so nothing contends.
+    const made = await Promise.all([
+      ...mine.map((sid) => http.post('/v1/sessions', { sessionId: sid, userId: user })),
+      ...theirs.map((sid) => http.post('/v1/sessions', { sessionId: sid, userId: `${user}-other` })),
+    ]);
+    expect(made.map((answer) => answer.status)).toEqual(Array(110).fill(201));
     await Promise.all(mine.slice(0, 20).map((sid) => http.patch(`/v1/sessions/${sid}/state`, { n: 1 })));
 
     const erase = await http.delete(`/v1/users/${user}`);
@@ -188,7 +197,8 @@ describe('DELETE /v1/users/{userId}', () => {
     const kept = await Promise.all(theirs.map(async (sid) => (await http.get(`/v1/sessions/${sid}`)).status));
     expect(kept.every((status) => status === 200)).toBe(true);
     expect((await http.get(`/v1/sessions?userId=${user}-other&limit=100`)).body.sessions).toHaveLength(10);
-    for (const sid of mine.slice(0, 20)) expect((await stored(`S#local#${sid}`)).every((item) => item.kind === 'x')).toBe(true);
+    const left = await Promise.all(mine.slice(0, 20).map((sid) => stored(`S#local#${sid}`)));
+    for (const items of left) expect(items.every((item) => item.kind === 'x')).toBe(true);
   });
 
   it('answers 202 and done with zero counts for a user nobody has; a DELETE after done is an erasure of its own', async () => {
@@ -207,9 +217,11 @@ describe('DELETE /v1/users/{userId}', () => {
   it('makes one erasure of 50 concurrent DELETEs of the user: every answer names it, everything erased, each thing counted once', async () => {
     // Prepare: three sessions with a profile, and five memory items, of the user.
     const user = uniqueId('fifty');
-    const sids = [await sessionOf(http, user, 'fifty'), await sessionOf(http, user, 'fifty'), await sessionOf(http, user, 'fifty')];
-    await profileOf(http, sids[0] as string, user);
-    for (let index = 0; index < 5; index++) await remember(http, `users/${user}/notes/n${index}`, { old: index });
+    const sids = await Promise.all([sessionOf(http, user, 'fifty'), sessionOf(http, user, 'fifty'), sessionOf(http, user, 'fifty')]);
+    await Promise.all([
+      profileOf(http, sids[0], user),
+      ...Array.from({ length: 5 }, (_, index) => remember(http, `users/${user}/notes/n${index}`, { old: index })),
+    ]);
 
     // Act
     const answers = await Promise.all(Array.from({ length: 50 }, () => http.delete(`/v1/users/${user}`)));
@@ -231,8 +243,10 @@ describe('DELETE /v1/users/{userId}', () => {
 
   it('leaves nothing of before readable to writes that race it', async () => {
     const user = uniqueId('race');
-    const sids = [await sessionOf(http, user, 'race'), await sessionOf(http, user, 'race')];
-    for (let index = 0; index < 10; index++) await remember(http, `users/${user}/notes/n${index}`, { old: true });
+    const [sids] = await Promise.all([
+      Promise.all([sessionOf(http, user, 'race'), sessionOf(http, user, 'race')]),
+      ...Array.from({ length: 10 }, (_, index) => remember(http, `users/${user}/notes/n${index}`, { old: true })),
+    ]);
 
     // Act: 50 writers on the user's sessions and memory while the erasure runs.
     const writers = Array.from({ length: 50 }, async (_, index) => {
@@ -442,8 +456,7 @@ describe('DELETE /v1/users/{userId} after a PATCH of a session’s userId', () =
   it('erases a session given to the user before the DELETE, and keeps one given to the user once the erasure began, as one made then', async () => {
     // Prepare: a session given to the user before the erasure; another user's session.
     const [user, other] = [uniqueId('target'), uniqueId('other')];
-    const before = await sessionOf(http, other, 'before');
-    const later = await sessionOf(http, other, 'later');
+    const [before, later] = await Promise.all([sessionOf(http, other, 'before'), sessionOf(http, other, 'later')]);
     expect((await http.patch(`/v1/sessions/${before}`, { userId: user })).status).toBe(200);
 
     // Act: the erasure; while it waits for the list index to catch up with it (a second), the
