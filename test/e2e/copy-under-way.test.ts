@@ -126,8 +126,9 @@ describe("a copy of a user's session that opens after the user's erasure is done
       50,
     );
     const openedBeforeDone = (copied as { status: number } | undefined)?.status === 201;
-    const answer = await copying;
+    // The interleaving is made (the erasure done, the copy not open): the rest of the copy at its pace.
     fast();
+    const answer = await copying;
     const after = await readable(http, target, user);
 
     // Assess: the interleaving wanted (the copy had not opened when the erasure was done); the
@@ -157,8 +158,9 @@ describe("a copy under way while its tenant's data is erased", () => {
     await copyHasWritten('other', target, 2);
     const erased = JSON.parse(await adminCli(endpoint, 'tenants', 'erase', 'other', '--confirm', 'other', '--keep-keys', '--json'));
     const openedBeforeDone = (copied as { status: number } | undefined)?.status === 201;
-    const answer = await copying;
+    // The interleaving is made (the tenant erased, the copy not open): the rest of the copy at its pace.
     fast();
+    const answer = await copying;
     const after = await readable(other, target);
     const raw = rawTableClient(endpoint);
     const left = await scanTable(raw, sessionKey({ tenant: 'other', sessionId: target }));
@@ -188,8 +190,9 @@ describe('a DELETE of the id while a copy writes it', () => {
     const copying = http.post(`/v1/sessions/${from}/copy`, { sessionId: target });
     await copyHasWritten('local', target, 2);
     const deleted = await http.delete(`/v1/sessions/${target}`);
-    const answer = await copying;
+    // The interleaving is made (the DELETE answered while the copy writes): the rest of the copy at its pace.
     fast();
+    const answer = await copying;
     const session = await http.get(`/v1/sessions/${target}`);
 
     // Assess: the DELETE found no session (the copy reads as unknown until it opens), and the copy is whole.
@@ -223,8 +226,9 @@ describe('a WebSocket subscription to the id while a copy writes it', () => {
       live.messages.find((message) => message.type !== 'state.changed'),
     );
     const underWay = !copied;
-    const answer = await copying;
+    // The interleaving is made (the subscription answered while the copy writes): the rest of the copy at its pace.
     fast();
+    const answer = await copying;
     const events = await waitFor('the events of the copy', () => (live.events().length >= 4 ? live.events() : null), 30_000);
 
     // Assess: subscribed while the copy was under way (it answered later), then each version of
