@@ -204,12 +204,14 @@ describe('a DELETE of the id while a copy writes it', () => {
 
 describe('a WebSocket subscription to the id while a copy writes it', () => {
   it('is answered as for an unknown id, and receives the versions of the copy once it opens', async () => {
-    // Prepare: a source of four states (the copy's versions 1 to 4), and a live connection.
+    // Prepare: a source of four states (the copy's versions 1 to 4) and a last turn without one
+    // (so the copy's last append is the change that opens it, session-copy.ts), and a live connection.
     const from = uniqueId('copy-states');
     expect((await http.put(`/v1/sessions/${from}/state`, { turn: 0 })).status).toBe(200);
-    for (let turn = 1; turn <= 3; turn++) {
+    for (let turn = 1; turn <= 4; turn++) {
       const messages = Array.from({ length: 50 }, (_, index) => ({ id: `m${turn}-${index}`, role: 'user', content: `message ${index}` }));
-      expect((await http.post(`/v1/sessions/${from}/messages`, { messages, state: { turn } })).status).toBe(201);
+      const state = turn <= 3 ? { state: { turn } } : {};
+      expect((await http.post(`/v1/sessions/${from}/messages`, { messages, ...state })).status).toBe(201);
     }
     const target = uniqueId('copy-followed');
     const fast = slowCopy('local', target);
@@ -236,6 +238,7 @@ describe('a WebSocket subscription to the id while a copy writes it', () => {
     expect(answered).toEqual({ type: 'subscribed', sessionId: target });
     expect(underWay).toBe(true);
     expect(answer.status, answer.text).toBe(201);
+    expect(answer.body).toMatchObject({ head: 'm4-49', version: 4 });
     expect(events.map((event) => [event.sessionId, event.version, event.next])).toEqual(
       Array.from({ length: 4 }, (_, index) => [target, index + 1, { turn: index }]),
     );

@@ -97,8 +97,11 @@ describe('change hook on the table stream', () => {
         eventName: ['MODIFY'],
         dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.tombstone] }, fence: { S: ['closing'] }, eh: { S: ['hook'] } } },
       },
-      // The change that opens a copy's session releases the copy's versions' events (session-copy.ts).
-      { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.settings] }, opens: { S: ['copy'] } } } },
+      // The change that opens a copy's session (one of its own, or the copy's last append) releases the copy's versions' events (session-copy.ts).
+      {
+        eventName: ['INSERT'],
+        dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.settings, LOG_ITEM_KIND.nodes] }, opens: { S: ['copy'] } } },
+      },
       {
         eventName: ['REMOVE'],
         userIdentity: { type: ['Service'], principalId: ['dynamodb.amazonaws.com'] },

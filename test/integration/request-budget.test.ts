@@ -4,6 +4,7 @@ import { CommitService } from '../../functions/core/commits/commit-service.js';
 import { parseJsonPatch } from '../../functions/core/json/json-patch.js';
 import { invalidateTenant } from '../../functions/core/kernel/tenant-cache.js';
 import { headState } from '../../functions/core/sessions/head-state.js';
+import { SessionCopier } from '../../functions/core/sessions/session-copy.js';
 import { SessionService } from '../../functions/core/sessions/session-service.js';
 import { createStores, type Stores } from '../../functions/store/index.js';
 import { dynamoDbClient } from '../../functions/store/table/client.js';
@@ -359,6 +360,42 @@ describe('requests per operation', () => {
     const requests = await count(() => service.patchState({ tenant: 'budget', sessionId: 'first-write' }, { first: true }));
 
     expect(writes(requests)).toEqual(['TransactWriteItems']);
+  });
+});
+
+describe('a copy (POST …/copy)', () => {
+  it("opens with its last append, whose index it leaves owed to the copy's next write as the source's last append's is", async () => {
+    // Prepare: a source of 100 short messages in two appends, and a copier as the tree function wires it.
+    const source = { tenant: 'budget', sessionId: 'copy-source' };
+    for (let turn = 0; turn < 2; turn++) {
+      const messages = Array.from({ length: 50 }, (_, n) => ({ id: `c${turn}-${n}`, role: 'user', text: `message ${n}` }));
+      await service.appendMessages(source, { messages });
+    }
+    const store = stores.sessions;
+    const copier = new SessionCopier({
+      tree: service,
+      readVersion: (scope, version) => store.getVersion(scope, version),
+      storedStates: (scope, versions) => store.storedStates(scope, versions),
+      agents: async () => [],
+      open: (scope) => store.openCopy(scope),
+    });
+    const copy = { tenant: 'budget', sessionId: 'copy-target' };
+
+    // Act: copy it, read a node of the copy's last append, and append to the copy and to the source.
+    const copying = await cost(() => copier.copy(source, { sessionId: copy.sessionId }));
+    const node = await service.getNode(copy, 'c1-49');
+    const nextOfCopy = await count(() => service.appendMessages(copy, { messages: [{ role: 'user', text: 'after the copy' }] }));
+    const nextOfSource = await count(() => service.appendMessages(source, { messages: [{ role: 'user', text: 'after the source' }] }));
+
+    // Assess: the session made, the first append (the life's first change, in a transaction
+    // that checks the copy's session item), the index the first append owes (two batches of
+    // 25), and the last append in the transaction that opens the copy: no change of its own
+    // after it, which paid the last append's index (50 write units, two batches more) before.
+    expect(writes(copying.requests)).toEqual(['PutItem', 'TransactWriteItems', 'BatchWriteItem', 'BatchWriteItem', 'TransactWriteItems']);
+    // The last append's nodes are read from the tip until a write indexes them, which the next one does, as the source's.
+    expect(node).toMatchObject({ id: 'c1-49', parentId: 'c1-48', depth: 100 });
+    expect(writes(nextOfCopy)).toEqual(writes(nextOfSource));
+    expect(writes(nextOfCopy).filter((name) => name === 'BatchWriteItem')).toHaveLength(2);
   });
 });
 

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import {
   changeRecordFilters,
   matchesStreamFilter,
+  openedCopyOf,
   recordedChangeOf,
   recordedDocumentOf,
   recordedVersionOf,
@@ -131,6 +132,42 @@ describe('recordedVersionOf and the event filter', () => {
     });
 
     expect(recordedVersionOf(r)?.sessionId).toBe('s1');
+  });
+});
+
+describe('openedCopyOf and the event filter', () => {
+  /** A change of life 2 after version 4 (log-items.ts), with the top-level attributes `extra`. */
+  const changeImage = (kind: string, extra: Record<string, unknown> = {}) => ({
+    pk: { S: 'S#acme#copied' },
+    sk: { S: 'V#000002#000000000004#00000003' },
+    kind: { S: kind },
+    createdAt: { S: '2025-06-01T10:00:00.000Z' },
+    t: carried({ v: 4 }),
+    ...extra,
+  });
+
+  it("reads the opening of a copy, a change of its own or the copy's last append (session-copy.ts), and lets both through", () => {
+    const own = record('INSERT', { NewImage: changeImage(LOG_ITEM_KIND.settings, { opens: { S: 'copy' } }) });
+    const append = record('INSERT', { NewImage: changeImage(LOG_ITEM_KIND.nodes, { opens: { S: 'copy' } }) });
+    const opened = { tenant: 'acme', sessionId: 'copied', incarnation: 2, version: 4 };
+
+    expect(passes(own)).toBe(true);
+    expect(openedCopyOf(own)).toEqual(opened);
+    expect(passes(append)).toBe(true);
+    expect(openedCopyOf(append)).toEqual(opened);
+    // The opening is no version of its own: its versions come from the copy's life of the log.
+    expect(recordedChangeOf(append)).toBeNull();
+  });
+
+  it('lets no other append or settings change through, and reads no opening from them', () => {
+    const append = record('INSERT', { NewImage: changeImage(LOG_ITEM_KIND.nodes) });
+    const settings = record('INSERT', { NewImage: changeImage(LOG_ITEM_KIND.settings) });
+    const head = record('INSERT', { NewImage: changeImage(LOG_ITEM_KIND.head, { opens: { S: 'copy' } }) });
+
+    for (const r of [append, settings, head]) {
+      expect(passes(r)).toBe(false);
+      expect(openedCopyOf(r)).toBeNull();
+    }
   });
 });
 

@@ -120,9 +120,11 @@ export interface TipChange {
   /** Run, profile and shared documents written in the same step (commits). */
   readonly documents?: ReadonlyArray<DocumentWrite>;
   /**
-   * Opens the session a copy wrote (SessionScope.copy, session-copy.ts): a change of nothing
-   * else, the first without the copy's mark, with the session item put in its lists in the
-   * same transaction. From it on, everyone reads the whole copy.
+   * Opens the session a copy wrote (SessionScope.copy, session-copy.ts): the first change
+   * without the copy's mark, with the session item put in its lists in the same transaction.
+   * From it on, everyone reads the whole copy. The copy's last append when it can be (its
+   * nodes' index is then owed by the session's next write, as any append's), else a change of
+   * nothing else after the copy's last step (session-store.ts, `openCopy`).
    */
   readonly opensCopy?: true;
   /**

@@ -32,6 +32,13 @@ export interface AppendInput {
    * fifth of its time on DynamoDB Local.
    */
   newIds?: true;
+  /**
+   * Never from a request: the append is a copy's last change, and opens its session
+   * (SessionScope.copy; ports.ts, `TipChange.opensCopy`): the change carries no mark, and its
+   * transaction takes the session item's mark and TTL off. So the index of its nodes is owed by
+   * the session's next write, as any append's, and not paid by an opening after it.
+   */
+  opensCopy?: true;
   /** Under an `Idempotency-Key`: the answer to keep in the change the append makes (ports.ts, TipChange.kept). */
   keep?: AnswerKeeper<AppendResult>;
 }

@@ -99,8 +99,9 @@ export interface CopyPorts {
  * appended to the source while the copy runs is in it only if the tree read saw it.
  *
  * All or nothing to everyone else: the copy writes under a mark of its own (SessionScope.copy)
- * that makes its session read as unknown to every other request, and its last step (`open`)
- * is the one change that opens it, whole. A copy that fails after it made its session (a store
+ * that makes its session read as unknown to every other request, and its last change is the
+ * one that opens it, whole: its last append when nothing is written after it (`fill`), else a
+ * change of its own (`open`). A copy that fails after it made its session (a store
  * fault, a source version gone, a limit) deletes that session before it answers (`undo`), so a
  * retry, with the same `Idempotency-Key` or none, copies whole into it; one whose process stops
  * leaves only what nobody reads, which the id's next writer erases a minute on, or TTL
@@ -144,8 +145,8 @@ export class SessionCopier {
     });
     const scope = { tenant: source.tenant, sessionId: copy.sessionId, copy: mark };
     try {
-      await this.fill(source, scope, { byId, copied, messages, notes, head: request.tree ? head : null });
-      await this.ports.open(scope);
+      const opened = await this.fill(source, scope, { byId, copied, messages, notes, head: request.tree ? head : null });
+      if (!opened) await this.ports.open(scope);
     } catch (error) {
       await this.undo(scope);
       throw closedUnder(error);
@@ -161,6 +162,11 @@ export class SessionCopier {
   /**
    * Writes the copy into `scope`, made a moment ago: the root's state, the chains of `copied`
    * (parents first), their notes, and the head when it is the source's (`head`, a whole tree).
+   * Resolves with whether its last append opened the copy: it does when nothing is written
+   * after it (no note, whose node must be there before it is put; no head to move) and it
+   * records no version (`CopyWriter.chain`). An opening of its own after the last append pays
+   * that append's index (a write unit a node: 50 for a run of 50), which the source's last
+   * append still owes its next write; opened by that append, the copy owes it the same way.
    */
   private async fill(
     source: SessionScope,
@@ -172,28 +178,35 @@ export class SessionCopier {
       notes: Record<string, NodeNotes>;
       head: string | null;
     },
-  ): Promise<void> {
+  ): Promise<boolean> {
     const { tree } = this.ports;
     const { byId, copied, messages, notes, head } = plan;
     const writer = new CopyWriter(this.ports, source, scope);
     const root = byId.get(ROOT_NODE) as TreeNodeView;
-    await writer.write(ROOT_NODE, 0, [], root.stateVersion);
-    // Parents before children: each chain hangs under a node already copied.
-    for (const chain of chainsOf(copied)) {
-      const parent = byId.get(chain[0]?.parentId as string) as TreeNodeView;
-      await writer.chain(parent, chain, messages);
-    }
-    // Each copied node's notes, put beside its copy (a few at a time: each is a write of its own).
+    // Each copied node's notes, put beside its copy once its nodes are all there.
     const copiedNotes = [...new Set([ROOT_NODE, ...copied.map((node) => node.id)])].flatMap((nodeId) =>
       Object.entries(notes[nodeId] ?? {}).map(([key, value]) => ({ nodeId, key, value })),
     );
+    const chains = chainsOf(copied);
+    // The last append may open the copy when it leaves the head where the copy's head is.
+    const lastChain = chains.at(-1);
+    const opensLast = copiedNotes.length === 0 && lastChain !== undefined && (head === null || lastChain.at(-1)?.id === head);
+    await writer.write(ROOT_NODE, 0, [], root.stateVersion);
+    let opened = false;
+    // Parents before children: each chain hangs under a node already copied.
+    for (const [index, chain] of chains.entries()) {
+      const parent = byId.get(chain[0]?.parentId as string) as TreeNodeView;
+      opened = await writer.chain(parent, chain, messages, opensLast && index === chains.length - 1);
+    }
+    // Notes a few at a time: each is a write of its own.
     for (let start = 0; start < copiedNotes.length; start += NOTES_AT_ONCE) {
       // Each settled before a failure is answered: the undo must come after the last of them.
       await allSettledOrThrow(
         copiedNotes.slice(start, start + NOTES_AT_ONCE).map(({ nodeId, key, value }) => tree.putNote(scope, nodeId, key, value)),
       );
     }
-    if (head !== null && head !== ROOT_NODE) await tree.switchHead(scope, head);
+    if (!opened && head !== null && head !== ROOT_NODE) await tree.switchHead(scope, head);
+    return opened;
   }
 
   /**
@@ -264,35 +277,49 @@ class CopyWriter {
     private readonly scope: SessionScope,
   ) {}
 
-  /** Copies `chain` (each node the child of the one before) under `parent`, already copied. */
-  async chain(parent: TreeNodeView, chain: readonly TreeNodeView[], messages: ReadonlyMap<string, JsonObject>): Promise<void> {
+  /**
+   * Copies `chain` (each node the child of the one before) under `parent`, already copied. With
+   * `opens`, its last append opens the copy when that costs less than an opening of its own
+   * (`opensWithRun`); resolves with whether it did.
+   */
+  async chain(
+    parent: TreeNodeView,
+    chain: readonly TreeNodeView[],
+    messages: ReadonlyMap<string, JsonObject>,
+    opens = false,
+  ): Promise<boolean> {
     let under = parent.id;
-    for (const { run, reads, ends } of runsOf(parent, chain, (node) => incomingOf(node, messages))) {
-      under = await this.write(under, reads, run, ends);
+    const runs = [...runsOf(parent, chain, (node) => incomingOf(node, messages))];
+    const last = runs.at(-1);
+    const opening = opens && last !== undefined && opensWithRun(last);
+    for (const [index, { run, reads, ends }] of runs.entries()) {
+      under = await this.write(under, reads, run, ends, opening && index === runs.length - 1);
     }
+    return opening;
   }
 
   /**
    * Appends `run` under `under` (which reads source version `reads`); its last node reads source
-   * version `then`, recorded with the append when it differs. Resolves with the last node's id.
+   * version `then`, recorded with the append when it differs; with `opens`, the append opens the
+   * copy. Resolves with the last node's id.
    */
-  async write(under: string, reads: number, run: IncomingMessage[], then: number): Promise<string> {
+  async write(under: string, reads: number, run: IncomingMessage[], then: number, opens = false): Promise<string> {
     if (run.length === 0 && then === reads) return under;
     try {
-      return await this.append(under, reads, run, then);
+      return await this.append(under, reads, run, then, opens);
     } catch (error) {
       // A run is cut by count and JSON bytes; what one change of the log holds is counted
       // compressed, and two of the source's appends that each fit may not together. Refused
-      // before anything is written: the run goes in two halves (the state with the second).
+      // before anything is written: the run goes in two halves (the state and the opening with the second).
       const messages = error instanceof AgentStateError && error.code === 'payload_too_large' && error.extras.field === 'messages';
       if (!messages || run.length < 2) throw error;
       const half = Math.ceil(run.length / 2);
-      return this.write(await this.write(under, reads, run.slice(0, half), reads), reads, run.slice(half), then);
+      return this.write(await this.write(under, reads, run.slice(0, half), reads), reads, run.slice(half), then, opens);
     }
   }
 
-  /** One append of `write`: the run, and the state it ends with when it is another. */
-  private async append(under: string, reads: number, run: IncomingMessage[], then: number): Promise<string> {
+  /** One append of `write`: the run, the state it ends with when it is another, and the opening with `opens`. */
+  private async append(under: string, reads: number, run: IncomingMessage[], then: number, opens: boolean): Promise<string> {
     const version = then === reads ? null : await this.ports.readVersion(this.source, then);
     if (then !== reads && !version) {
       throw new AgentStateError('conflict', `version ${then} of the source is gone (it was deleted while copied); copy again`);
@@ -302,6 +329,7 @@ class CopyWriter {
       parentId: under,
       // The copy's session is its own until it opens, and a tree's ids are distinct.
       newIds: true,
+      ...(opens ? { opensCopy: true as const } : {}),
       ...(version
         ? {
             state: { replace: true, value: version.state },
@@ -333,6 +361,8 @@ interface CopyRun<M> {
   run: M[];
   reads: number;
   ends: number;
+  /** The run's messages as JSON, each without its `parentId`. */
+  bytes: number;
 }
 
 /**
@@ -353,20 +383,35 @@ function* runsOf<M>(
     const { message, bytes } = messageOf(node);
     // One append carries what `POST …/messages` may: the run is cut where it would not.
     if (run.length === MAX_MESSAGES_PER_APPEND || (run.length > 0 && runBytes + bytes > APPEND_LIMIT_BYTES)) {
-      yield { run, reads, ends: reads };
+      yield { run, reads, ends: reads, bytes: runBytes };
       run = [];
       runBytes = 0;
     }
     run.push(message);
     runBytes += bytes;
     if (node.stateVersion !== reads) {
-      yield { run, reads, ends: node.stateVersion };
+      yield { run, reads, ends: node.stateVersion, bytes: runBytes };
       reads = node.stateVersion;
       run = [];
       runBytes = 0;
     }
   }
-  if (run.length > 0) yield { run, reads, ends: reads };
+  if (run.length > 0) yield { run, reads, ends: reads, bytes: runBytes };
+}
+
+/**
+ * Whether the copy's last append should open it (session-copy.ts `fill`). An opening of its own
+ * after it is a small change (2 write units in its transaction, with 2 for the session item's
+ * update) that pays the index the append owes (a unit a node). Opened by the append, the index
+ * stays owed to the session's next write, as the source's last append's is, but the append's
+ * change is written in the transaction (2 units a KB instead of 1) with the session item's
+ * update (2): it pays when its change is fewer KB than its nodes, which the run's JSON bytes
+ * bound from above (the change keeps the messages compressed when that is smaller). Not for a
+ * run that records a version: the change hook takes an opening for the versions it releases,
+ * and a version's change for its own event (stream-images.ts `openedCopyOf`).
+ */
+function opensWithRun(run: CopyRun<unknown>): boolean {
+  return run.ends === run.reads && Math.ceil(run.bytes / 1024) <= run.run.length;
 }
 
 /** A node's message as a copy appends it (its `parentId` is the append's), and its size. */

@@ -343,7 +343,8 @@ export class SessionTreeService {
             state: visibleState(turn.target.schema, access?.caller ?? null, turn.state),
             changed: turn.version !== undefined,
           };
-      if (created.length > 0 || last.id !== tip.head || turn?.version) {
+      // A copy's last append opens its session even when it has nothing else to write.
+      if (created.length > 0 || last.id !== tip.head || turn?.version || input.opensCopy) {
         const kept = input.keep?.(result);
         await this.store.commit(scope, {
           basedOn: tip,
@@ -360,6 +361,7 @@ export class SessionTreeService {
           ...(session.lifetime ? { lifetime: session.lifetime } : {}),
           ...(session.touchedAt ? { sessionTouchedAt: session.touchedAt } : {}),
           contended: attempt.raced || attempt.queued === true,
+          ...(input.opensCopy ? { opensCopy: true as const } : {}),
         });
       }
       return result;

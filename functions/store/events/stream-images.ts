@@ -69,8 +69,11 @@ export const changeRecordFilters: ReadonlyArray<Record<string, unknown>> = [
       },
     },
   },
-  // The change that opens a copy's session: it releases the copy's versions' events.
-  { eventName: ['INSERT'], dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.settings] }, [OPENS_COPY_ATTRIBUTE]: { S: [OPENS_COPY] } } } },
+  // The change that opens a copy's session (one of its own, or the copy's last append): it releases the copy's versions' events.
+  {
+    eventName: ['INSERT'],
+    dynamodb: { NewImage: { kind: { S: [LOG_ITEM_KIND.settings, LOG_ITEM_KIND.nodes] }, [OPENS_COPY_ATTRIBUTE]: { S: [OPENS_COPY] } } },
+  },
   // TTL removed a session's item: the change hook sweeps what is left of it (API.md section 12).
   {
     eventName: ['REMOVE'],
@@ -304,12 +307,16 @@ export interface OpenedCopy {
   readonly followed?: true;
 }
 
-/** The opening of a copy's session a stream record carries (an INSERT of its opening change), or null. */
+/**
+ * The opening of a copy's session a stream record carries (an INSERT of its opening change: one
+ * of nothing else, or the copy's last append, session-copy.ts), or null. A copy's last append
+ * opens it only when it records no version, so an opening is never also a version's event.
+ */
 export function openedCopyOf(record: DynamoDBRecord): OpenedCopy | null {
   const newImage = record.dynamodb?.NewImage;
-  if (record.eventName !== 'INSERT' || newImage?.kind?.S !== LOG_ITEM_KIND.settings || newImage[OPENS_COPY_ATTRIBUTE]?.S === undefined) {
-    return null;
-  }
+  const kind = newImage?.kind?.S;
+  if (record.eventName !== 'INSERT' || (kind !== LOG_ITEM_KIND.settings && kind !== LOG_ITEM_KIND.nodes)) return null;
+  if (newImage?.[OPENS_COPY_ATTRIBUTE]?.S === undefined) return null;
   const item = unmarshall(toSdkImage(newImage));
   const partition = /^S#([^#]+)#([^#]+)$/.exec(String(item.pk ?? ''));
   const position = logPositionOf(String(item.sk ?? ''));
