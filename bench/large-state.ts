@@ -331,9 +331,13 @@ appends of 50) cost the source in write units, plus creating an empty session (t
 its session first, so that a taken id is a \`409\` before anything is written): a copy writes the
 messages again, as appends, and the state once, as a version whose pieces are new to the copy's
 partition. Since the copy became all or nothing (docs/architecture.md, *Copying a session*) its
-last change opens it, and that change pays what any change after an append pays: the node index
-of the append before it (50 write units here, which the source still owes and the copy's next
-write used to pay), and the opening's transaction (about 3): 53 units over the target.
+last change opens it. Here that is its last append, in a transaction with the session item's
+update: the append's node index stays owed to the copy's next write, as the source's last
+append's does, and the opening costs the session item's update (2 write units) and the append's
+change billed twice in the transaction (4 more): 6 units over the target, which no opening that
+keeps the copy all or nothing avoids (docs/architecture.md says why). An opening of its own after
+the last append (1,787 units and 106 requests) paid that append's index too (50) and its own
+transaction (4).
 
 A 1 KB change is three requests: the tip (\`Query\`), one \`BatchGetItem\` of the checkpoint's
 pieces and the versions whose splices come after it, and the \`PutItem\` of a version item that
