@@ -120,6 +120,22 @@ describe('copying a session', () => {
     for (const [id, node] of Object.entries(path.nodes)) expect(node, id).toEqual(before.nodes[id]);
   });
 
+  it('copies a tree whose head is the root (switched back to it) with the root as its head', async () => {
+    // Prepare: the source's head moved back to the root after its turns.
+    const sid = await source();
+    expect((await http.put(`/v1/sessions/${sid}/head`, { nodeId: 'root' })).status).toBe(200);
+    const before = await everything(sid);
+
+    // Act
+    const whole = await http.post(`/v1/sessions/${sid}/copy`, { tree: true });
+
+    // Assess: the whole tree, and the source's head, not the last node the copy appended.
+    expect(before.head).toBe('root');
+    expect(whole.status, whole.text).toBe(201);
+    expect(whole.body).toMatchObject({ head: 'root' });
+    expect(await everything(whole.body.sessionId)).toEqual(before);
+  });
+
   it('is independent of its source afterwards, both ways, and outlives its deletion', async () => {
     // Prepare
     const sid = await source();

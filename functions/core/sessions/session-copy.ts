@@ -205,7 +205,8 @@ export class SessionCopier {
         copiedNotes.slice(start, start + NOTES_AT_ONCE).map(({ nodeId, key, value }) => tree.putNote(scope, nodeId, key, value)),
       );
     }
-    if (!opened && head !== null && head !== ROOT_NODE) await tree.switchHead(scope, head);
+    // A tree's head where the source has it (the root too: a client may have switched back to it).
+    if (!opened && head !== null && head !== writer.head) await tree.switchHead(scope, head);
     return opened;
   }
 
@@ -271,6 +272,9 @@ async function wholeTree(
 
 /** Writes the copy's appends into `scope`, reading states from `source` as they are needed. */
 class CopyWriter {
+  /** The copy's head: its last append's last node (the root before its first). */
+  head: string = ROOT_NODE;
+
   constructor(
     private readonly ports: CopyPorts,
     private readonly source: SessionScope,
@@ -337,6 +341,7 @@ class CopyWriter {
           }
         : {}),
     });
+    this.head = result.head;
     return result.head;
   }
 }
