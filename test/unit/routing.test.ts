@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkRoutes, handoffHop, handoffOf, routeDecision } from '../../functions/core/agents/routing.js';
+import { checkRoutes, checkRoutesStillHold, handoffHop, handoffOf, routeDecision } from '../../functions/core/agents/routing.js';
 import type { Json } from '../../functions/core/json/json.js';
 import { AgentStateError } from '../../functions/core/kernel/errors.js';
 import { buildSchema } from '../../functions/core/model/fields.js';
@@ -93,6 +93,41 @@ describe('checkRoutes', () => {
     expect(refused([{ when: { open: 'x' }, to: 'top' }])).toEqual({ field: 'routes.0.to' });
     expect(refused([{ when: { open: { $near: 1 } }, to: 'low' }])).toEqual({ field: 'routes.0.when.open' });
     expect(refused([{ when: { open: { $exists: 'yes' } }, to: 'low' }])).toEqual({ field: 'routes.0.when.open' });
+  });
+});
+
+describe('checkRoutesStillHold', () => {
+  const message = (changed: string, agents: AgentRecord[]) => {
+    try {
+      checkRoutesStillHold(changed, agents);
+      return null;
+    } catch (error) {
+      return (error as AgentStateError).message;
+    }
+  };
+
+  it('refuses a move that takes a route target out from under its router, the target itself or an agent above it', () => {
+    // Each registry as it would be after the move: `r` routes to `t`, which was below it.
+    const targetMoved = [agent('r', null, [{ when: { go: true }, to: 't' }]), agent('t', null)];
+    expect(message('t', targetMoved)).toMatch(/take t out from under agent r, whose route 0/);
+    const middleMoved = [agent('r', null, [{ when: { go: true }, to: 't' }]), agent('s', null), agent('t', 's')];
+    expect(message('s', middleMoved)).toMatch(/take t out from under agent r/);
+  });
+
+  it('looks only at routes with an end in the moved subtree: one already broken elsewhere does not refuse the move', () => {
+    // `b`'s route to `c` is broken (c is not below b), which the rules keep from happening; a
+    // move of `m`, which neither end of that route is in, is not that route's business.
+    const agents = [
+      agent('a', null),
+      agent('b', 'a', [{ when: { go: true }, to: 'c' }]),
+      agent('c', 'a'),
+      agent('top', null, [{ when: { go: true }, to: 'leaf' }]),
+      agent('m', 'top'),
+      agent('leaf', 'm'),
+    ];
+    expect(message('m', agents)).toBeNull();
+    // …and one whose end is in it still counts.
+    expect(message('m', [...agents.filter((one) => one.agentId !== 'm'), agent('m', null)])).toMatch(/take leaf out from under agent top/);
   });
 });
 

@@ -61,12 +61,16 @@ export function checkRoutes(agentId: string, routes: readonly AgentRoute[], agen
 /**
  * After a change of the registry (an agent moved, or registered anew), the routes of every other
  * agent must still lead below it: `400` naming the first that would not, so that a move never
- * leaves a route pointing out of its hierarchy.
+ * leaves a route pointing out of its hierarchy. Only a route with an end in the moved subtree
+ * can change (every other agent keeps its ancestors), so only those are looked at: a route
+ * already broken elsewhere (which the rules keep from happening) must not refuse every move of
+ * the tenant with a message about agents the move has nothing to do with.
  */
 export function checkRoutesStillHold(changed: string, agents: readonly AgentRecord[]): void {
+  const moved = (agentId: string) => agentId === changed || isBelow(agents, agentId, changed);
   for (const agent of agents) {
     if (agent.agentId === changed || !agent.routes) continue;
-    const index = agent.routes.findIndex((route) => !isBelow(agents, route.to, agent.agentId));
+    const index = agent.routes.findIndex((route) => (moved(agent.agentId) || moved(route.to)) && !isBelow(agents, route.to, agent.agentId));
     if (index >= 0) {
       throw new AgentStateError(
         'invalid_request',
