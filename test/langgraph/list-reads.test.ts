@@ -65,6 +65,20 @@ async function threadWithWrites(saver: AgentStateSaver, thread: string, count = 
   return ids;
 }
 
+/**
+ * The thread of `CHECKPOINTS` checkpoints with their writes that the tests below list (saver
+ * prefix `list-reads`, thread `forty`): none of them writes to it, so it is put once, by whichever
+ * runs first (a test run alone with -t puts it itself), and each lists it with a saver of its own
+ * that counts only its own requests. Its checkpoints' ids, oldest first.
+ */
+let fortyPut: Promise<string[]> | undefined;
+const FORTY = { prefix: 'list-reads', thread: 'forty' };
+const forty = (saver: AgentStateSaver) => {
+  fortyPut ??= threadWithWrites(saver, FORTY.thread);
+  return fortyPut;
+};
+const fortyConfig = { configurable: { thread_id: FORTY.thread, checkpoint_ns: '' } };
+
 async function listed(saver: AgentStateSaver, ...args: Parameters<AgentStateSaver['list']>): Promise<CheckpointTuple[]> {
   const tuples: CheckpointTuple[] = [];
   for await (const tuple of saver.list(...args)) tuples.push(tuple);
@@ -76,13 +90,13 @@ const stepOf = (tuple: CheckpointTuple) => Number(String(tuple.pendingWrites?.[0
 describe("AgentStateSaver.list reads the listed checkpoints' writes only", () => {
   it('list(limit 3) of a 40-checkpoint thread: 2 requests, the 3 newest with their writes, not the 800 KB of all of them', async () => {
     // Prepare
-    const { traffic, saver } = recordingSaver('list-reads');
-    const ids = await threadWithWrites(saver, 'limit-3');
+    const { traffic, saver } = recordingSaver(FORTY.prefix);
+    const ids = await forty(saver);
     traffic.requests = [];
     traffic.bytes = 0;
 
     // Act
-    const tuples = await listed(saver, { configurable: { thread_id: 'limit-3', checkpoint_ns: '' } }, { limit: 3 });
+    const tuples = await listed(saver, fortyConfig, { limit: 3 });
 
     // Assert
     expect(tuples.map((tuple) => tuple.checkpoint.id)).toEqual(ids.slice(-3).reverse());
@@ -95,12 +109,12 @@ describe("AgentStateSaver.list reads the listed checkpoints' writes only", () =>
 
   it('list without a limit yields every checkpoint with its own write: a page of its nodes and one page of history with the writes', async () => {
     // Prepare
-    const { traffic, saver } = recordingSaver('list-all');
-    const ids = await threadWithWrites(saver, 'all');
+    const { traffic, saver } = recordingSaver(FORTY.prefix);
+    const ids = await forty(saver);
     traffic.requests = [];
 
     // Act
-    const tuples = await listed(saver, { configurable: { thread_id: 'all', checkpoint_ns: '' } });
+    const tuples = await listed(saver, fortyConfig);
 
     // Assert
     expect(tuples.map((tuple) => tuple.checkpoint.id)).toEqual([...ids].reverse());
@@ -110,16 +124,12 @@ describe("AgentStateSaver.list reads the listed checkpoints' writes only", () =>
 
   it('a checkpoint far back (before, limit 1) comes with its write, in 2 requests', async () => {
     // Prepare
-    const { traffic, saver } = recordingSaver('list-before');
-    const ids = await threadWithWrites(saver, 'before');
+    const { traffic, saver } = recordingSaver(FORTY.prefix);
+    const ids = await forty(saver);
     traffic.requests = [];
 
     // Act
-    const tuples = await listed(
-      saver,
-      { configurable: { thread_id: 'before', checkpoint_ns: '' } },
-      { limit: 1, before: { configurable: { checkpoint_id: ids[2] } } },
-    );
+    const tuples = await listed(saver, fortyConfig, { limit: 1, before: { configurable: { checkpoint_id: ids[2] } } });
 
     // Assert
     expect(tuples.map((tuple) => tuple.checkpoint.id)).toEqual([ids[1]]);
@@ -129,12 +139,12 @@ describe("AgentStateSaver.list reads the listed checkpoints' writes only", () =>
 
   it('a filter that matches only far back reads batches that double, not a page and a state per checkpoint passed', async () => {
     // Prepare
-    const { traffic, saver } = recordingSaver('list-filter');
-    const ids = await threadWithWrites(saver, 'filter');
+    const { traffic, saver } = recordingSaver(FORTY.prefix);
+    const ids = await forty(saver);
     traffic.requests = [];
 
     // Act
-    const tuples = await listed(saver, { configurable: { thread_id: 'filter', checkpoint_ns: '' } }, { limit: 1, filter: { step: 1 } });
+    const tuples = await listed(saver, fortyConfig, { limit: 1, filter: { step: 1 } });
 
     // Assert
     expect(tuples.map((tuple) => tuple.checkpoint.id)).toEqual([ids[0]]);
@@ -229,12 +239,12 @@ describe("AgentStateSaver.list reads the listed checkpoints' writes only", () =>
 
   it("never shows a thread another tenant's saver wrote", async () => {
     // Prepare
-    const { saver } = recordingSaver('list-tenant');
-    await threadWithWrites(saver, 'tenant');
-    const other = new AgentStateSaver({ client: createClient({ baseUrl: api.url, apiKey: 'other-key' }), prefix: 'list-tenant' });
+    const { saver } = recordingSaver(FORTY.prefix);
+    await forty(saver);
+    const other = new AgentStateSaver({ client: createClient({ baseUrl: api.url, apiKey: 'other-key' }), prefix: FORTY.prefix });
 
     // Act
-    const theirs = await listed(other, { configurable: { thread_id: 'tenant' } }, { limit: 5 });
+    const theirs = await listed(other, { configurable: { thread_id: FORTY.thread } }, { limit: 5 });
 
     // Assert
     expect(theirs).toEqual([]);
