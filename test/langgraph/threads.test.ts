@@ -88,8 +88,7 @@ describe('copyThread', () => {
   it('refuses a target that has checkpoints, copies nothing from a thread that has none, and names a hashed copy by its metadata', async () => {
     // Prepare
     const saver = saverWith('copy-edges');
-    await threadWithSubgraph(saver, 'a');
-    await threadWithSubgraph(saver, 'b');
+    await Promise.all([threadWithSubgraph(saver, 'a'), threadWithSubgraph(saver, 'b')]);
     const longName = `long-${'x'.repeat(200)}`;
 
     // Act
@@ -117,8 +116,13 @@ describe('copyThread', () => {
 
     // Assess
     expect(answers.filter((answer) => answer.status === 'rejected')).toEqual([]);
-    const origin = (await listed(saver, 'origin')).map(contentOf);
-    for (const target of targets) expect((await listed(saver, target)).map(contentOf)).toEqual(origin);
+    // (The copies read side by side, after the copying: nothing writes meanwhile.)
+    const [origin, ...copies] = await Promise.all(
+      ['origin', ...targets].map(async (thread) => (await listed(saver, thread)).map(contentOf)),
+    );
+    copies.forEach((copy, index) => {
+      expect(copy, targets[index]).toEqual(origin);
+    });
   });
 
   it('lets a real graph go on from a copy while the source stays where it was', async () => {
