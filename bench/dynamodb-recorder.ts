@@ -1,24 +1,30 @@
 /**
  * A recording proxy in front of DynamoDB: every request that passes it is priced per partition
  * key, whoever sent it (the handlers, the change hook, the webhook hook). It asks each request
- * for `ReturnConsumedCapacity: INDEXES`, reads the capacity from the answer, and splits a batch's
- * or a transaction's capacity over the keys it names. Used by the partition-load measurement
- * (bench/partition-load.ts); the index writes a write causes are priced from the table's stream
- * (bench/index-writes.ts), because no answer says which index key a write moved.
+ * for `ReturnConsumedCapacity: INDEXES`, reads the table's capacity from the answer, and splits
+ * a batch's or a transaction's capacity over the keys it names. Used by the partition-load
+ * measurement (bench/partition-load.ts); the index writes a write causes are priced from the
+ * table's stream (bench/index-writes.ts), because no answer says which index key a write moved.
  *
- * Where DynamoDB Local does not say what AWS would bill, the recorder estimates by DynamoDB's
- * published rules: a transaction's write costs 2 units per started KB of each item (DynamoDB
- * Local reports 2 for any transaction), a write that failed its condition or a cancelled
- * transaction is billed as if it had written (AWS bills both), and a read that failed costs
- * nothing.
+ * Where DynamoDB Local does not say what AWS would bill, the recorder prices the request by
+ * DynamoDB's published rules, with the meter's estimator (bench/capacity-rules.ts): a
+ * transaction's items from their sizes before and after it (two units per started KB of each,
+ * the larger of the two, condition checks included; a cancelled one as if it had written), a
+ * write that failed its condition at the size of the item that is there, a read that found
+ * nothing at its minimum, and a read that failed at nothing.
  */
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { buffer } from 'node:stream/consumers';
-
-/** An attribute value as DynamoDB's JSON protocol carries it (`{"S": "x"}`). */
-export type WireValue = Record<string, unknown>;
-export type WireItem = Record<string, WireValue>;
+import {
+  itemSize,
+  kilobytes,
+  type PricedTransactItem,
+  priceFailedWrite,
+  priceTransaction,
+  type WireItem,
+  type WireValue,
+} from './capacity-rules.js';
 
 /** One key's share of one request. */
 export interface KeyCharge {
@@ -54,6 +60,22 @@ const CAPACITY_OPERATIONS = new Set([
   'TransactWriteItems',
 ]);
 const READ_OPERATIONS = new Set(['GetItem', 'Query', 'Scan', 'BatchGetItem', 'TransactGetItems']);
+const SINGLE_WRITES = new Set(['PutItem', 'UpdateItem', 'DeleteItem']);
+
+interface Answer {
+  /** 0: the request did not reach DynamoDB or its answer did not come back. */
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  raw: Buffer;
+}
+
+/** What the recorder learnt about a request besides its answer (capacity-rules.ts). */
+interface Estimates {
+  /** A TransactWriteItems' items, priced from their sizes. */
+  transaction?: PricedTransactItem[];
+  /** A single-item write that failed its condition: the units AWS bills for it. */
+  failedUnits?: number;
+}
 
 export interface DynamoDbRecorder {
   /** The proxy's endpoint, to give the clients in place of DynamoDB's. */
@@ -82,30 +104,49 @@ export async function startDynamoDbRecorder(target: string): Promise<DynamoDbRec
         sent = Buffer.from(JSON.stringify(input));
       }
       const headers = { ...req.headers, host: upstream.host, 'content-length': String(sent.length) };
-      const forwarded = httpRequest(
-        { hostname: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers },
-        (answer) => {
-          const chunks: Buffer[] = [];
-          answer.on('data', (chunk: Buffer) => chunks.push(chunk));
-          answer.on('end', () => {
-            const raw = Buffer.concat(chunks);
-            if (input) {
-              void schema
-                .ready(input)
-                .then(() => {
-                  recorded.push(priceRequest(schema, operation, input as Record<string, unknown>, answer.statusCode ?? 0, raw));
-                })
-                .catch(() => {});
-            }
-            res.writeHead(answer.statusCode ?? 500, answer.headers);
-            res.end(raw);
+      const forward = () =>
+        new Promise<Answer>((resolve) => {
+          const forwarded = httpRequest(
+            { hostname: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers },
+            (answer) => {
+              const chunks: Buffer[] = [];
+              answer.on('data', (chunk: Buffer) => chunks.push(chunk));
+              answer.on('end', () => resolve({ status: answer.statusCode ?? 500, headers: answer.headers, raw: Buffer.concat(chunks) }));
+              answer.on('error', () => resolve({ status: 0, headers: {}, raw: Buffer.alloc(0) }));
+            },
+          );
+          forwarded.on('error', () => resolve({ status: 0, headers: {}, raw: Buffer.alloc(0) }));
+          forwarded.end(sent);
+        });
+      let answer: Answer | undefined;
+      let transaction: PricedTransactItem[] | undefined;
+      if (operation === 'TransactWriteItems' && input) {
+        // Its items are read before and after it (straight from DynamoDB, unrecorded) to price it.
+        try {
+          transaction = await priceTransaction(target, input, async () => {
+            answer = await forward();
+            return answer.status > 0 && answer.status < 400;
           });
-        },
-      );
-      forwarded.on('error', () => {
+        } catch {
+          // Priced as a failure to read its items would leave it: by its Puts alone (below).
+        }
+      }
+      answer ??= await forward();
+      if (answer.status === 0) {
         res.destroy();
-      });
-      forwarded.end(sent);
+        return;
+      }
+      res.writeHead(answer.status, answer.headers);
+      res.end(answer.raw);
+      if (!input) return;
+      const { status, raw } = answer;
+      const priced = input;
+      void (async () => {
+        await schema.ready(priced);
+        const failedCondition = status >= 400 && raw.includes('ConditionalCheckFailedException') && SINGLE_WRITES.has(operation);
+        const failedUnits = failedCondition ? await priceFailedWrite(target, priced) : undefined;
+        recorded.push(priceRequest(schema, operation, priced, status, raw, { transaction, failedUnits }));
+      })().catch(() => {});
     })();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -200,6 +241,7 @@ function priceRequest(
   input: Record<string, unknown>,
   status: number,
   raw: Buffer,
+  estimates: Estimates = {},
 ): RecordedRequest {
   let output: Record<string, unknown> = {};
   try {
@@ -230,14 +272,14 @@ function priceRequest(
     case 'UpdateItem': {
       const table = String(input.TableName);
       const key = pkOf(table, input.Key as WireItem);
-      // A failed conditional write is billed (1 unit for an item under 1 KB); a failed read is not.
-      const units = failed ? (read ? 0 : 1) : tableUnits(consumed[0]);
+      // A failed conditional write is billed at the item that is there (capacity-rules.ts); a failed read is not.
+      const units = failed ? (read ? 0 : (estimates.failedUnits ?? 0)) : tableUnits(consumed[0]);
       return { operation, ...(error ? { error } : {}), charges: [charge(key, units, 'table', input.Key as WireItem)] };
     }
     case 'PutItem': {
       const table = String(input.TableName);
       const item = input.Item as WireItem;
-      const units = failed ? kilobytes(itemSize(item)) : tableUnits(consumed[0]);
+      const units = failed ? (estimates.failedUnits ?? 0) : tableUnits(consumed[0]);
       return { operation, ...(error ? { error } : {}), charges: [charge(pkOf(table, item), units, 'table', item)] };
     }
     case 'Query':
@@ -292,8 +334,16 @@ function priceRequest(
       return { operation, ...(error ? { error } : {}), charges };
     }
     case 'TransactWriteItems': {
-      // DynamoDB Local reports 2 for any transaction: every item is priced by the rules instead,
-      // cancelled or not (AWS bills a cancelled transaction's writes).
+      // DynamoDB Local rounds a transaction's total, not each item: every item is priced by the
+      // rules instead (capacity-rules.ts), cancelled or not. Its index writes come from the stream.
+      if (estimates.transaction) {
+        return {
+          operation,
+          ...(error ? { error } : {}),
+          charges: estimates.transaction.map((part) => charge(pkOf(part.table, part.key), part.writeUnits, 'table', part.key)),
+        };
+      }
+      // Its items could not be read: its Puts by their size, every other item as under 1 KB.
       const charges: KeyCharge[] = [];
       for (const item of input.TransactItems as Array<Record<string, { TableName: string; Item?: WireItem; Key?: WireItem } | undefined>>) {
         const [kind, part] = Object.entries(item)[0] as [string, { TableName: string; Item?: WireItem; Key?: WireItem }];
@@ -333,48 +383,4 @@ function stringOf(value: WireValue | undefined): string {
   if (typeof value.S === 'string') return value.S;
   if (typeof value.N === 'string') return value.N;
   return JSON.stringify(value);
-}
-
-/** Write units of an item of `bytes`: one per started KB. */
-export function kilobytes(bytes: number): number {
-  return Math.max(1, Math.ceil(bytes / 1024));
-}
-
-/** An item's size as DynamoDB counts it: attribute names plus values, in the wire format. */
-export function itemSize(item: WireItem): number {
-  return Object.entries(item).reduce((sum, [name, value]) => sum + Buffer.byteLength(name) + valueSize(value), 0);
-}
-
-function valueSize(value: WireValue): number {
-  const [type, inner] = Object.entries(value)[0] ?? ['NULL', true];
-  switch (type) {
-    case 'S':
-      return Buffer.byteLength(String(inner));
-    case 'N':
-      return (
-        Math.ceil(
-          Math.max(
-            1,
-            String(inner)
-              .replace(/[^0-9]/g, '')
-              .replace(/^0+/, '').length,
-          ) / 2,
-        ) + 1
-      );
-    case 'B':
-      // Base64 on the wire; bytes in the images a stream client hands over.
-      return inner instanceof Uint8Array ? inner.byteLength : Buffer.from(String(inner), 'base64').byteLength;
-    case 'SS':
-      return (inner as string[]).reduce((sum, entry) => sum + Buffer.byteLength(entry), 0);
-    case 'NS':
-      return (inner as string[]).reduce((sum, entry) => sum + valueSize({ N: entry }), 0);
-    case 'BS':
-      return (inner as Array<string | Uint8Array>).reduce((sum, entry) => sum + valueSize({ B: entry }), 0);
-    case 'L':
-      return 3 + (inner as WireValue[]).reduce((sum, entry) => sum + 1 + valueSize(entry), 0);
-    case 'M':
-      return 3 + Object.entries(inner as WireItem).reduce((sum, [name, entry]) => sum + 1 + Buffer.byteLength(name) + valueSize(entry), 0);
-    default:
-      return 1;
-  }
 }

@@ -1,4 +1,5 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { leastReadUnits, priceFailedWrite, priceTransaction } from './capacity-rules.js';
 
 /** What one slice of work cost on the wire. */
 export interface Cost {
@@ -6,24 +7,31 @@ export interface Cost {
   requests: Record<string, number>;
   /** Requests that came back as an error, by error name (a lost race is `ConditionalCheckFailedException`). */
   errors: Record<string, number>;
-  /** Consumed capacity as DynamoDB reports it (`ReturnConsumedCapacity: TOTAL`). */
+  /**
+   * Consumed capacity, table and indexes: as DynamoDB Local reports it (`ReturnConsumedCapacity:
+   * TOTAL`, which counts index writes) where it follows AWS's rules, and estimated by them where
+   * it does not (bench/capacity-rules.ts): transactions, writes that failed their condition,
+   * reads that found nothing.
+   */
   readUnits: number;
   writeUnits: number;
   /**
-   * Write units of the transactions among them, estimated from item sizes by DynamoDB's
-   * published rules (2 units per started KB per item), because DynamoDB Local reports 2 for any
-   * TransactWriteItems whatever it holds. Included in `writeUnits` in place of the reported 2.
+   * The write units among them that were estimated (transactions, with their index writes, and
+   * writes that failed their condition), included in `writeUnits`.
    */
   estimatedTransactUnits: number;
 }
 
 const READS = new Set(['GetItem', 'Query', 'Scan', 'BatchGetItem', 'TransactGetItems']);
+const SINGLE_WRITES = new Set(['PutItem', 'UpdateItem', 'DeleteItem']);
 
 /**
  * Counts every DynamoDB request a client sends and the capacity it consumed. It is SDK
  * middleware on the client itself, so it also sees the requests of a `DynamoDBDocumentClient`
  * built on it (the document client shares its middleware stack), and it asks every command for
- * `ReturnConsumedCapacity: 'TOTAL'`.
+ * `ReturnConsumedCapacity: 'TOTAL'`. What DynamoDB Local does not price as AWS would is priced
+ * from the request on the wire (after serialization, so a document client's too) by the
+ * recorder's rules (bench/capacity-rules.ts): both accountings give one request the same units.
  */
 export class Meter {
   private current: Cost = emptyCost();
@@ -39,13 +47,8 @@ export class Meter {
         try {
           const result = await next(args);
           const consumed = (result.output as { ConsumedCapacity?: unknown }).ConsumedCapacity;
-          if (name === 'TransactWriteItems') {
-            const estimate = transactWriteUnits(input);
-            this.current.writeUnits += estimate;
-            this.current.estimatedTransactUnits += estimate;
-          } else {
-            this.addCapacity(name, consumed);
-          }
+          // A transaction is priced on the wire (below), from its items.
+          if (name !== 'TransactWriteItems') this.addCapacity(name, consumed, input.ConsistentRead === true);
           return result;
         } catch (error) {
           const errorName = error instanceof Error ? error.name : 'Unknown';
@@ -54,6 +57,48 @@ export class Meter {
         }
       },
       { step: 'initialize', name: 'benchMeter', override: true },
+    );
+    client.middlewareStack.add(
+      (next, context) => async (args) => {
+        const name = String(context.commandName ?? 'Unknown').replace(/Command$/, '');
+        if (name !== 'TransactWriteItems' && !SINGLE_WRITES.has(name)) return next(args);
+        const request = args.request as { protocol?: string; hostname?: string; port?: number; body?: unknown };
+        const endpoint = `${request.protocol ?? 'http:'}//${request.hostname}${request.port ? `:${request.port}` : ''}`;
+        const wire = JSON.parse(String(request.body ?? '{}')) as Record<string, unknown>;
+        if (name === 'TransactWriteItems') {
+          let result: Awaited<ReturnType<typeof next>> | undefined;
+          let failure: unknown;
+          const items = await priceTransaction(endpoint, wire, async () => {
+            try {
+              result = await next(args);
+              return true;
+            } catch (error) {
+              failure = error;
+              return false;
+            }
+          });
+          const units = items.reduce(
+            (sum, item) => sum + item.writeUnits + item.indexWrites.reduce((more, write) => more + write.writeUnits, 0),
+            0,
+          );
+          this.current.writeUnits += units;
+          this.current.estimatedTransactUnits += units;
+          if (failure !== undefined || !result) throw failure;
+          return result;
+        }
+        try {
+          return await next(args);
+        } catch (error) {
+          // AWS bills a write whose condition failed; DynamoDB Local's error says nothing of it.
+          if (error instanceof Error && error.name === 'ConditionalCheckFailedException') {
+            const units = await priceFailedWrite(endpoint, wire);
+            this.current.writeUnits += units;
+            this.current.estimatedTransactUnits += units;
+          }
+          throw error;
+        }
+      },
+      { step: 'build', name: 'benchMeterWire', override: true },
     );
     return client;
   }
@@ -72,7 +117,7 @@ export class Meter {
     return { result, cost: this.reset() };
   }
 
-  private addCapacity(operation: string, consumed: unknown): void {
+  private addCapacity(operation: string, consumed: unknown, consistent: boolean): void {
     const entries = Array.isArray(consumed) ? consumed : consumed ? [consumed] : [];
     for (const entry of entries as Array<{ CapacityUnits?: number; ReadCapacityUnits?: number; WriteCapacityUnits?: number }>) {
       const total = entry.CapacityUnits ?? 0;
@@ -80,7 +125,8 @@ export class Meter {
         this.current.readUnits += entry.ReadCapacityUnits ?? 0;
         this.current.writeUnits += entry.WriteCapacityUnits ?? 0;
       } else if (READS.has(operation)) {
-        this.current.readUnits += total;
+        // A Query that finds nothing costs its minimum on AWS; DynamoDB Local reports 0.
+        this.current.readUnits += operation === 'Query' || operation === 'Scan' ? Math.max(leastReadUnits(consistent), total) : total;
       } else {
         this.current.writeUnits += total;
       }
@@ -90,45 +136,6 @@ export class Meter {
 
 function emptyCost(): Cost {
   return { requests: {}, errors: {}, readUnits: 0, writeUnits: 0, estimatedTransactUnits: 0 };
-}
-
-/**
- * Write units of a TransactWriteItems by DynamoDB's rules: every item costs twice its size in
- * started KB. An Update's item is not in the request; it is taken as under 1 KB (the items
- * agentstate updates in transactions are pointers and the session item). Index writes are not
- * counted.
- */
-function transactWriteUnits(input: Record<string, unknown>): number {
-  const items = (input.TransactItems ?? []) as Array<Record<string, { Item?: Record<string, unknown> } | undefined>>;
-  let units = 0;
-  for (const item of items) {
-    if (item.Put?.Item) units += 2 * Math.max(1, Math.ceil(itemSize(item.Put.Item) / 1024));
-    // An Update's item is taken as under 1 KB (above); a condition check is charged like a write of its item.
-    else units += 2;
-  }
-  return units;
-}
-
-/** An item's size as DynamoDB counts it (attribute names plus values), for native JS values. */
-function itemSize(item: Record<string, unknown>): number {
-  return Object.entries(item).reduce((sum, [name, value]) => sum + Buffer.byteLength(name) + valueSize(value), 0);
-}
-
-function valueSize(value: unknown): number {
-  if (value === null || value === undefined || typeof value === 'boolean') return 1;
-  if (typeof value === 'string') return Buffer.byteLength(value);
-  if (typeof value === 'number') {
-    const digits = String(Math.abs(value))
-      .replace(/[^0-9]/g, '')
-      .replace(/^0+/, '');
-    return Math.ceil(Math.max(1, digits.length) / 2) + 1;
-  }
-  if (Array.isArray(value)) return 3 + value.reduce((sum: number, item) => sum + 1 + valueSize(item), 0);
-  if (value instanceof Uint8Array) return value.byteLength;
-  if (typeof value === 'object') {
-    return 3 + Object.entries(value as object).reduce((sum, [name, item]) => sum + 1 + Buffer.byteLength(name) + valueSize(item), 0);
-  }
-  return 1;
 }
 
 export function totalRequests(cost: Cost): number {

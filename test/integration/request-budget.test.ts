@@ -744,7 +744,7 @@ describe("what a chat turn's log takes (issue 33: reads cost what they return)",
     const { keysFromEnv } = await import('../../functions/http/edge/auth.js');
     const { handlers } = await import('../../functions/http/index.js');
     const { invoke } = await import('../../bench/invoke.js');
-    const { itemSize } = await import('../../bench/dynamodb-recorder.js');
+    const { itemSize } = await import('../../bench/capacity-rules.js');
     const { DynamoDBClient, QueryCommand } = await import('@aws-sdk/client-dynamodb');
     useDependencies(
       dependenciesFor(stores, {
