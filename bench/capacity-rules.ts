@@ -129,7 +129,7 @@ export function transactTargets(input: Record<string, unknown>, keyAttributes: (
 }
 
 /** Sends one DynamoDB JSON request straight to `endpoint` (unsigned: DynamoDB Local takes any credentials). */
-export async function dynamoDbCall(endpoint: string, operation: string, body: unknown): Promise<Record<string, unknown>> {
+async function dynamoDbCall(endpoint: string, operation: string, body: unknown): Promise<Record<string, unknown>> {
   const response = await fetch(endpoint, {
     method: 'POST',
     headers: {
@@ -145,7 +145,7 @@ export async function dynamoDbCall(endpoint: string, operation: string, body: un
 }
 
 /** The items at `targets`' keys as they are now (`undefined`: none), read consistently and unmetered. */
-export async function readItems(
+async function readItems(
   endpoint: string,
   targets: ReadonlyArray<{ table: string; key: WireItem }>,
 ): Promise<Array<WireItem | undefined>> {
@@ -265,7 +265,7 @@ function sortedEntries(item: WireItem): Array<[string, unknown]> {
 const shapes = new Map<string, Promise<TableShape>>();
 
 /** `table`'s shape at `endpoint`, described once. */
-export function describeShape(endpoint: string, table: string): Promise<TableShape> {
+function describeShape(endpoint: string, table: string): Promise<TableShape> {
   const id = `${endpoint} ${table}`;
   let shape = shapes.get(id);
   if (!shape) {
@@ -314,7 +314,7 @@ export async function priceTransaction(
 }
 
 /** The key a single-item write names (`Key`, or a Put's item's key attributes). */
-export async function writeTarget(endpoint: string, input: Record<string, unknown>): Promise<{ table: string; key: WireItem }> {
+async function writeTarget(endpoint: string, input: Record<string, unknown>): Promise<{ table: string; key: WireItem }> {
   const table = String(input.TableName);
   if (input.Key) return { table, key: input.Key as WireItem };
   const { keys } = await describeShape(endpoint, table);
