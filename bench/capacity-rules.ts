@@ -145,10 +145,7 @@ async function dynamoDbCall(endpoint: string, operation: string, body: unknown):
 }
 
 /** The items at `targets`' keys as they are now (`undefined`: none), read consistently and unmetered. */
-async function readItems(
-  endpoint: string,
-  targets: ReadonlyArray<{ table: string; key: WireItem }>,
-): Promise<Array<WireItem | undefined>> {
+async function readItems(endpoint: string, targets: ReadonlyArray<{ table: string; key: WireItem }>): Promise<Array<WireItem | undefined>> {
   const found = new Map<string, WireItem>();
   const id = (table: string, key: WireItem) =>
     `${table} ${JSON.stringify(Object.entries(key).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))}`;
@@ -283,15 +280,15 @@ export interface PricedTransactItem extends TransactTarget {
 }
 
 /**
- * Sends a `TransactWriteItems` (`send`, which answers whether it committed) between a read of
- * its items before and, when it committed, after, and prices every item by the rules above:
- * a cancelled transaction's items as if written, at their size before.
+ * Reads the items a `TransactWriteItems` names, before it is sent, and answers the function
+ * that prices it once it has answered (whether it committed): it reads the items again after
+ * a commit and prices every item by the rules above, a cancelled transaction's items as if
+ * written, at their size before.
  */
-export async function priceTransaction(
+export async function beforeTransaction(
   endpoint: string,
   input: Record<string, unknown>,
-  send: () => Promise<boolean>,
-): Promise<PricedTransactItem[]> {
+): Promise<(committed: boolean) => Promise<PricedTransactItem[]>> {
   const tables = [
     ...new Set(
       ((input.TransactItems ?? []) as Array<Record<string, { TableName: string } | undefined>>).flatMap((entry) =>
@@ -302,15 +299,16 @@ export async function priceTransaction(
   const shapeOf = new Map(await Promise.all(tables.map(async (table) => [table, await describeShape(endpoint, table)] as const)));
   const targets = transactTargets(input, (table) => shapeOf.get(table)?.keys ?? []);
   const before = await readItems(endpoint, targets);
-  const committed = await send();
-  const after = committed ? await readItems(endpoint, targets) : before;
-  return targets.map((target, position) => {
-    const old = before[position];
-    const now = after[position];
-    const sizes = { ...(old ? { before: itemSize(old) } : {}), ...(now ? { after: itemSize(now) } : {}) };
-    const shape = shapeOf.get(target.table) ?? { keys: [], indexes: [] };
-    return { ...target, writeUnits: transactItemUnits(target.kind, sizes), indexWrites: committed ? indexWrites(shape, old, now) : [] };
-  });
+  return async (committed) => {
+    const after = committed ? await readItems(endpoint, targets) : before;
+    return targets.map((target, position) => {
+      const old = before[position];
+      const now = after[position];
+      const sizes = { ...(old ? { before: itemSize(old) } : {}), ...(now ? { after: itemSize(now) } : {}) };
+      const shape = shapeOf.get(target.table) ?? { keys: [], indexes: [] };
+      return { ...target, writeUnits: transactItemUnits(target.kind, sizes), indexWrites: committed ? indexWrites(shape, old, now) : [] };
+    });
+  };
 }
 
 /** The key a single-item write names (`Key`, or a Put's item's key attributes). */

@@ -17,11 +17,11 @@ import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { buffer } from 'node:stream/consumers';
 import {
+  beforeTransaction,
   itemSize,
   kilobytes,
   type PricedTransactItem,
   priceFailedWrite,
-  priceTransaction,
   type WireItem,
   type WireValue,
 } from './capacity-rules.js';
@@ -34,7 +34,7 @@ export interface KeyCharge {
   where: string;
   readUnits: number;
   writeUnits: number;
-  /** The request (or its part) that touched this key: the operation's name. */
+  /** The request (or its part) that touched this key: the operation's name (a transaction's with its item's kind, `TransactWriteItems Update`). */
   operation: string;
   /** The item's sort key, for a request (or a transaction's part) that names one item. */
   sortKey?: string;
@@ -118,20 +118,13 @@ export async function startDynamoDbRecorder(target: string): Promise<DynamoDbRec
           forwarded.on('error', () => resolve({ status: 0, headers: {}, raw: Buffer.alloc(0) }));
           forwarded.end(sent);
         });
-      let answer: Answer | undefined;
-      let transaction: PricedTransactItem[] | undefined;
+      let finishTransaction: ((committed: boolean) => Promise<PricedTransactItem[]>) | undefined;
       if (operation === 'TransactWriteItems' && input) {
-        // Its items are read before and after it (straight from DynamoDB, unrecorded) to price it.
-        try {
-          transaction = await priceTransaction(target, input, async () => {
-            answer = await forward();
-            return answer.status > 0 && answer.status < 400;
-          });
-        } catch {
-          // Priced as a failure to read its items would leave it: by its Puts alone (below).
-        }
+        // Its items are read before it (straight from DynamoDB, unrecorded) and again after it has
+        // answered, off the request's path, to price it.
+        finishTransaction = await beforeTransaction(target, input).catch(() => undefined);
       }
-      answer ??= await forward();
+      const answer = await forward();
       if (answer.status === 0) {
         res.destroy();
         return;
@@ -145,6 +138,7 @@ export async function startDynamoDbRecorder(target: string): Promise<DynamoDbRec
         await schema.ready(priced);
         const failedCondition = status >= 400 && raw.includes('ConditionalCheckFailedException') && SINGLE_WRITES.has(operation);
         const failedUnits = failedCondition ? await priceFailedWrite(target, priced) : undefined;
+        const transaction = await finishTransaction?.(status < 400);
         recorded.push(priceRequest(schema, operation, priced, status, raw, { transaction, failedUnits }));
       })().catch(() => {});
     })();
@@ -340,7 +334,10 @@ function priceRequest(
         return {
           operation,
           ...(error ? { error } : {}),
-          charges: estimates.transaction.map((part) => charge(pkOf(part.table, part.key), part.writeUnits, 'table', part.key)),
+          charges: estimates.transaction.map((part) => ({
+            ...charge(pkOf(part.table, part.key), part.writeUnits, 'table', part.key),
+            operation: `${operation} ${part.kind}`,
+          })),
         };
       }
       // Its items could not be read: its Puts by their size, every other item as under 1 KB.

@@ -240,7 +240,8 @@ first, per 500 versions it reaches back, the first one carrying the notes of the
 lists (\`notesOf\`, up to 200): never every node of the thread nor every node's notes (and one
 more to find a thread's namespaces when the list names none). The two last rows list ${LONG_LIST_LIMIT} of a
 thread of ${LONG_THREAD_CHECKPOINTS} checkpoints, each step with its writes (a note each), and 10 of a thread of
-${HUGE_THREAD_CHECKPOINTS.toLocaleString('en-US')} checkpoints.
+${HUGE_THREAD_CHECKPOINTS.toLocaleString('en-US')} checkpoints. RCU and WCU are what AWS would bill, counted
+as the Method says (transactions and writes whose condition failed priced by DynamoDB's rules).
 
 ${table}
 

@@ -321,7 +321,8 @@ A state of about 4 MiB (a log of ~1 KB messages of generated prose with ids, whi
 about as prose does), written once, then changed by about 1 KB at a time through the service (no
 HTTP), every DynamoDB request metered and nothing cached between requests. Targets from issue 19.
 Single changes are the median of ${ROUNDS} in a row on a session of their own (their typical cost);
-runs are the mean, checkpoints included. Capacity units are DynamoDB Local's own report; stored
+runs are the mean, checkpoints included. Capacity units are what AWS would bill, counted as the
+Method says (DynamoDB Local's own report, and a transaction priced by DynamoDB's rules); stored
 bytes are every item of the session's partition, counted as DynamoDB counts item size.
 
 ${largeStateTable(result).join('\n')}

@@ -1,5 +1,5 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { leastReadUnits, priceFailedWrite, priceTransaction } from './capacity-rules.js';
+import { beforeTransaction, leastReadUnits, priceFailedWrite } from './capacity-rules.js';
 
 /** What one slice of work cost on the wire. */
 export interface Cost {
@@ -20,6 +20,8 @@ export interface Cost {
    * writes that failed their condition), included in `writeUnits`.
    */
   estimatedTransactUnits: number;
+  /** Milliseconds the meter spent reading items to price them, which are not the work's: timings take them out. */
+  estimationMs: number;
 }
 
 const READS = new Set(['GetItem', 'Query', 'Scan', 'BatchGetItem', 'TransactGetItems']);
@@ -64,19 +66,24 @@ export class Meter {
         if (name !== 'TransactWriteItems' && !SINGLE_WRITES.has(name)) return next(args);
         const request = args.request as { protocol?: string; hostname?: string; port?: number; body?: unknown };
         const endpoint = `${request.protocol ?? 'http:'}//${request.hostname}${request.port ? `:${request.port}` : ''}`;
-        const wire = JSON.parse(String(request.body ?? '{}')) as Record<string, unknown>;
+        // The serialized body: a string, or bytes in newer SDKs.
+        const body = request.body instanceof Uint8Array ? new TextDecoder().decode(request.body) : String(request.body ?? '{}');
+        const wire = JSON.parse(body) as Record<string, unknown>;
         if (name === 'TransactWriteItems') {
+          // The meter's own reads are not the operation's time (measure.ts takes them out).
+          let started = performance.now();
+          const finish = await beforeTransaction(endpoint, wire);
+          this.current.estimationMs += performance.now() - started;
           let result: Awaited<ReturnType<typeof next>> | undefined;
           let failure: unknown;
-          const items = await priceTransaction(endpoint, wire, async () => {
-            try {
-              result = await next(args);
-              return true;
-            } catch (error) {
-              failure = error;
-              return false;
-            }
-          });
+          try {
+            result = await next(args);
+          } catch (error) {
+            failure = error;
+          }
+          started = performance.now();
+          const items = await finish(result !== undefined);
+          this.current.estimationMs += performance.now() - started;
           const units = items.reduce(
             (sum, item) => sum + item.writeUnits + item.indexWrites.reduce((more, write) => more + write.writeUnits, 0),
             0,
@@ -91,7 +98,9 @@ export class Meter {
         } catch (error) {
           // AWS bills a write whose condition failed; DynamoDB Local's error says nothing of it.
           if (error instanceof Error && error.name === 'ConditionalCheckFailedException') {
+            const started = performance.now();
             const units = await priceFailedWrite(endpoint, wire);
+            this.current.estimationMs += performance.now() - started;
             this.current.writeUnits += units;
             this.current.estimatedTransactUnits += units;
           }
@@ -135,7 +144,7 @@ export class Meter {
 }
 
 function emptyCost(): Cost {
-  return { requests: {}, errors: {}, readUnits: 0, writeUnits: 0, estimatedTransactUnits: 0 };
+  return { requests: {}, errors: {}, readUnits: 0, writeUnits: 0, estimatedTransactUnits: 0, estimationMs: 0 };
 }
 
 export function totalRequests(cost: Cost): number {

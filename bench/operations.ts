@@ -253,7 +253,9 @@ export async function measureOperations(
         `${pad(row.requests, 34)} ${padLeft(row.rcu, 5)} ${padLeft(row.wcu + (row.estimated ? '*' : ''), 6)}`,
     );
   }
-  log('  (ms; × raw: reads over the GetItem median, writes over the PutItem median; * transaction units estimated, see the doc)');
+  log(
+    '  (ms; × raw: reads over the GetItem median, writes over the PutItem median; * units estimated by the rules (transactions, failed conditions), see the doc)',
+  );
 
   const find = (test: (row: Row) => boolean) => rows.find(test) as Row;
   const getRow = find((row) => row.name === 'GET state (head)');

@@ -139,7 +139,17 @@ stores are built on the very client the Lambdas use (\`functions/store/table/cli
 called in-process with the API Gateway v2 event the local server builds for the same HTTP
 request (\`toApiGatewayEvent\`; building it is not timed). The raw rows use the same client
 directly. SDK middleware on that client counts every DynamoDB request and sets
-\`ReturnConsumedCapacity: TOTAL\` on each, summing what DynamoDB reports.
+\`ReturnConsumedCapacity: TOTAL\` on each. Capacity units are what AWS would bill, table and
+indexes together: DynamoDB Local's own report where it follows AWS's published rules (measured:
+a plain \`PutItem\`, \`UpdateItem\`, \`DeleteItem\` or \`BatchWriteItem\` costs a unit per started
+KB of the larger of the item before and after, its index writes included; a read per started
+4 KB), and an estimate by those rules where it does not (bench/capacity-rules.ts, the same one
+the partition-load section uses): a \`TransactWriteItems\`, whose items the meter reads before and
+after it (a consistent \`BatchGetItem\` that is not counted), at twice each item's larger size in
+started KB, a \`ConditionCheck\` included, plus its index writes at a unit per started KB of each
+entry written (a moved index key is a delete and a put); a write whose condition failed, at the
+size of the item that is there (DynamoDB Local reports nothing for it); a \`Query\` that found
+nothing, at its minimum.
 
 Operations run in ${WARMUP} warm-up rounds and then ${ITERATIONS} measured rounds; each round runs
 every operation once, in a fresh random order, so that DynamoDB Local's JIT warm-up and drift
@@ -153,10 +163,11 @@ and a path read at the head read the log's newest changes from a replica: docs/a
 ${operationsTable(rows)}
 
 × raw: the median over the raw GetItem median for reads, over the raw PutItem median for writes.
-\\* DynamoDB Local reports 2 capacity units for any \`TransactWriteItems\`, whatever it holds, so
-for transactions this column is computed from the request by DynamoDB's rules (2 WCU per started
-KB of each item; an updated item counted as under 1 KB; index writes not counted). Every other
-unit is DynamoDB Local's own report (index writes included).
+\\* Estimated by DynamoDB's rules (Method, above): a transaction's items from their sizes before
+and after it, with its index writes, or a write whose condition failed. DynamoDB Local rounds a
+transaction's total instead of each item (a 100 B put, a 1.5 KB update and a 100 B check: 6
+instead of 8), prices its condition checks in 4 KB steps and reports nothing for a failed
+condition. Every other unit is DynamoDB Local's own report (index writes included).
 
 ### agentstate's own code
 

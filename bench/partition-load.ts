@@ -67,6 +67,8 @@ export interface PartitionLoad {
   indexes: { readUnits: number; writeUnits: number };
   /** DynamoDB requests by operation, and the failed ones by error. */
   requests: Record<string, number>;
+  /** Units by what spent them: an operation, a transaction's item by its kind, or `index write`. */
+  byOperation: Record<string, { readUnits: number; writeUnits: number }>;
   errors: Record<string, number>;
   /** A decision's reads beyond the messages it hands its worker, at depth 10 and 10,000 (decision-reads.ts). */
   decisions?: DecisionReads[];
@@ -190,6 +192,7 @@ function summarize(
   const byKey = new Map<string, KeyLoad>();
   const table = { readUnits: 0, writeUnits: 0 };
   const indexes = { readUnits: 0, writeUnits: 0 };
+  const byOperation: PartitionLoad['byOperation'] = {};
   for (const charge of charges) {
     const id = `${charge.where} ${charge.key}`;
     let load = byKey.get(id);
@@ -210,6 +213,9 @@ function summarize(
     load.writeUnits += charge.writeUnits;
     if (charge.writeUnits > 0 || charge.operation === 'index write') load.writes++;
     else load.reads++;
+    const spent = (byOperation[charge.operation] ??= { readUnits: 0, writeUnits: 0 });
+    spent.readUnits += charge.readUnits;
+    spent.writeUnits += charge.writeUnits;
     const total = charge.where === 'table' ? table : indexes;
     total.readUnits += charge.readUnits;
     total.writeUnits += charge.writeUnits;
@@ -220,7 +226,7 @@ function summarize(
     counted[request.operation] = (counted[request.operation] ?? 0) + 1;
     if (request.error) errors[request.error] = (errors[request.error] ?? 0) + 1;
   }
-  return { conversations, turns, seconds, keys: [...byKey.values()], table, indexes, requests: counted, errors };
+  return { conversations, turns, seconds, keys: [...byKey.values()], table, indexes, requests: counted, byOperation, errors };
 }
 
 /** A key's units per turn of the tenant, and the turns a second its partition allows. */
@@ -300,6 +306,10 @@ export function partitionLoadSection(load: PartitionLoad): string {
     return `| \`${row.family}\` | ${row.where} | ${who[row.scope]} | ${row.keys} | ${units(row.readPerTurn)} | ${units(row.writePerTurn)} | ${units(row.hottest.readPerTurn)} / ${units(row.hottest.writePerTurn)} | ${ceiling} |`;
   });
   const ceiling = tenantCeiling(load);
+  const spentText = Object.entries(load.byOperation)
+    .sort(([, a], [, b]) => b.writeUnits + b.readUnits - (a.writeUnits + a.readUnits))
+    .map(([name, spent]) => `\`${name}\` ${perTurn(spent.writeUnits)} / ${perTurn(spent.readUnits)}`)
+    .join(', ');
   const errors = Object.entries(load.errors)
     .map(([name, count]) => `${count} ${name}`)
     .join(', ');
@@ -311,9 +321,16 @@ ${load.conversations} conversations of one tenant, ${load.turns / load.conversat
 (\`POST messages\`), a decision whose worker answers with one reply and a state (\`POST decide\`),
 a small \`PATCH\` of the state, \`GET state\` and \`GET messages\`, each write with its own
 \`Idempotency-Key\`. A recording proxy between the server and DynamoDB Local prices every request
-per partition key (\`ReturnConsumedCapacity: INDEXES\`; a batch's units split over its keys, a
-transaction's and a failed write's by DynamoDB's rules), the change hook's and the webhook hook's
-included; every index write is priced from the stream's two images. ${load.turns} turns took
+per partition key, the change hook's and the webhook hook's included, as AWS would bill it: the
+table's units as DynamoDB Local reports them (\`ReturnConsumedCapacity: INDEXES\`; a batch's split
+over its keys) where it follows AWS's rules, and by those rules where it does not
+(bench/capacity-rules.ts, the same estimator as the other sections' meter): every item of a
+transaction at twice its larger size before or after in started KB (a \`ConditionCheck\` too; DynamoDB
+Local rounds a transaction's total and prices checks in 4 KB steps), a cancelled transaction as if
+it had written, a write whose condition failed at the item that is there, a read that found
+nothing at its minimum. Every index write is priced from the stream's two images (a moved index
+key is a delete and a put of the entry, each one unit per started KB of what the index projects).
+${load.turns} turns took
 ${load.seconds.toFixed(1)} s (${rate(load.turns / load.seconds)} turns/s on this machine).
 
 | key | table or index | shared by | keys | RCU per turn | WCU per turn | hottest key (RCU / WCU per turn) | turns/s its partition allows |
@@ -330,7 +347,8 @@ its units per turn fall as the tenant's rate rises, and the ceiling shown is a l
 
 The whole table, per turn: **${perTurn(load.table.writeUnits + load.indexes.writeUnits)} write units** (${perTurn(load.table.writeUnits)} in the table, ${perTurn(load.indexes.writeUnits)} in
 indexes; target ≤ 12) and **${perTurn(load.table.readUnits + load.indexes.readUnits)} read units** (target ≤ 8), in ${units(requests / load.turns)} DynamoDB
-requests${errors ? ` (of which failed: ${errors})` : ''}. The indexes' share (and the session items' in the table)
+requests${errors ? ` (of which failed: ${errors})` : ''}. By what spent them, per turn (write / read units): ${spentText}.
+The indexes' share (and the session items' in the table)
 depends on how long the run took: a session's activity moves at most once every 20 s from when
 it was made, just before its turns, so a session whose turns took less moves none.
 
