@@ -213,7 +213,8 @@ function summarize(
     load.writeUnits += charge.writeUnits;
     if (charge.writeUnits > 0 || charge.operation === 'index write') load.writes++;
     else load.reads++;
-    const spent = (byOperation[charge.operation] ??= { readUnits: 0, writeUnits: 0 });
+    const spent = byOperation[charge.operation] ?? { readUnits: 0, writeUnits: 0 };
+    byOperation[charge.operation] = spent;
     spent.readUnits += charge.readUnits;
     spent.writeUnits += charge.writeUnits;
     const total = charge.where === 'table' ? table : indexes;
