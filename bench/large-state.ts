@@ -334,9 +334,10 @@ messages again, as appends, and the state once, as a version whose pieces are ne
 partition. Since the copy became all or nothing (docs/architecture.md, *Copying a session*) its
 last change opens it. Here that is its last append, in a transaction with the session item's
 update: the append's node index stays owed to the copy's next write, as the source's last
-append's does, and the opening costs the session item's update (2 write units) and the append's
-change billed twice in the transaction (4 more): 6 units over the target, which no opening that
-keeps the copy all or nothing avoids (docs/architecture.md says why). An opening of its own after
+append's does, and the opening costs the session item's update (billed twice per started KB in
+the transaction: 4 write units for a session item of 1–2 KB, more with more metadata) and the
+append's change billed twice (4 more): the units over the target, which no opening that keeps the
+copy all or nothing avoids (docs/architecture.md says why). An opening of its own after
 the last append (1,787 units and 106 requests) paid that append's index too (50) and its own
 transaction (4).
 
