@@ -205,23 +205,36 @@ describe('search with a vector', () => {
   });
 
   it('reads pages of codes past 1 MB in ranges side by side, every item once', async () => {
-    // Prepare: 700 items with keys of every first character and embeddings of 1,536 numbers,
-    // whose codes (1.5 KB each, in pages beside the items) pass one 1 MB read.
+    // Prepare: 300 items with keys of every first character and embeddings of 4,096 numbers (the
+    // most an embedding may have), whose codes (4.1 KB each, in pages beside the items: about
+    // 1.25 MB) pass one 1 MB read. (700 of 1,536 numbers, 1.1 MB of codes, took twice as long
+    // to put: what is read is bytes of codes, not items.)
+    const dimensions = 4096;
     const ns = ['vectors', uniqueId('large')];
     const alphabet = '-.0123456789:@ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz~';
-    const keys = Array.from({ length: 700 }, (_, n) => `${alphabet[n % alphabet.length]}${n}`);
+    const keys = Array.from({ length: 300 }, (_, n) => `${alphabet[n % alphabet.length]}${n}`);
     for (let start = 0; start < keys.length; start += 50) {
       await Promise.all(
-        keys.slice(start, start + 50).map((key, n) => put(ns, key, { pad: 'z'.repeat(500) }, vectorOf(start + n + 1, 1536))),
+        keys.slice(start, start + 50).map((key, n) => put(ns, key, { pad: 'z'.repeat(500) }, vectorOf(start + n + 1, dimensions))),
       );
     }
+    // The premise: one read of the pages (the search's first, as DynamoDB answers it) stops short of the last.
+    const firstRead = await raw.send(
+      new QueryCommand({
+        TableName: defaultTableName,
+        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :pages)',
+        ExpressionAttributeValues: { ':pk': `M#local#${ns.join('/')}`, ':pages': 'V#' },
+        ConsistentRead: true,
+      }),
+    );
+    expect(firstRead.LastEvaluatedKey).toBeDefined();
 
     // Act
-    const found = await search({ namespacePrefix: ns, vector: vectorOf(5, 1536), limit: 500 });
-    const worst = await search({ namespacePrefix: ns, vector: vectorOf(5, 1536).map((x) => -x), limit: 500 });
+    const found = await search({ namespacePrefix: ns, vector: vectorOf(5, dimensions), limit: 200 });
+    const worst = await search({ namespacePrefix: ns, vector: vectorOf(5, dimensions).map((x) => -x), limit: 200 });
 
-    // Assess: the best 500 and the worst 500 together cover all 700, none twice within one.
-    expect(new Set(found.items.map((item) => item.key)).size).toBe(500);
+    // Assess: the best 200 and the worst 200 together cover all 300, none twice within one.
+    expect(new Set(found.items.map((item) => item.key)).size).toBe(200);
     expect(new Set([...found.items, ...worst.items].map((item) => item.key))).toEqual(new Set(keys));
     const scores = found.items.map((item) => item.score as number);
     expect(scores).toEqual([...scores].sort((a, b) => b - a));
