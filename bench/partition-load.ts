@@ -33,8 +33,13 @@ const PARTITION_LIMITS = { readUnits: 3_000, writeUnits: 1_000 };
 export interface PartitionLoadOptions {
   conversations: number;
   turnsEach: number;
-  /** Bytes of session metadata each conversation is created with. @default 0 */
+  /**
+   * Bytes of session metadata each conversation is created with, beside its one listed string
+   * (`plan`): in a nested object, so that the session is in the same lists whatever the size. @default 0
+   */
   metadataBytes?: number;
+  /** Runs the same load again with this many bytes of session metadata, after the first (`PartitionLoad.withMetadata`). */
+  compareMetadataBytes?: number;
   /** The depths to measure a decision's reads at, after the load (decision-reads.ts); none when absent. */
   decisionDepths?: readonly number[];
 }
@@ -72,6 +77,8 @@ export interface PartitionLoad {
   errors: Record<string, number>;
   /** A decision's reads beyond the messages it hands its worker, at depth 10 and 10,000 (decision-reads.ts). */
   decisions?: DecisionReads[];
+  /** The same load with `compareMetadataBytes` of session metadata: what a turn costs when the sessions carry that much. */
+  withMetadata?: { metadataBytes: number; load: PartitionLoad };
 }
 
 const TENANT = 'load';
@@ -82,6 +89,17 @@ const userId = (index: number) => `user-${index}`;
 
 /** Runs the load on a server of its own (one per process: it configures the handlers through the environment). */
 export async function measurePartitionLoad(options: PartitionLoadOptions): Promise<PartitionLoad> {
+  const { compareMetadataBytes, ...first } = options;
+  const load = await measureOnce(first);
+  if (compareMetadataBytes === undefined) return load;
+  const { decisionDepths: _, ...same } = first;
+  return {
+    ...load,
+    withMetadata: { metadataBytes: compareMetadataBytes, load: await measureOnce({ ...same, metadataBytes: compareMetadataBytes }) },
+  };
+}
+
+async function measureOnce(options: PartitionLoadOptions): Promise<PartitionLoad> {
   const tableName = `partition-load-${Date.now().toString(36)}`;
   const server = await startLocalServer({ port: 0, dataDir: 'memory', apiKeys: `${TENANT}:${API_KEY}`, tableName });
   const recorder = await startDynamoDbRecorder(server.dynamoDb.endpoint);
@@ -97,7 +115,7 @@ export async function measurePartitionLoad(options: PartitionLoadOptions): Promi
     await tap.open();
     const api = apiOf(server.url);
     await api('PUT', `/v1/agents/${AGENT}`, { worker: { url: 'module:examples/worker.ts' }, config: { model: 'fast' } });
-    const metadata = { plan: 'pro', ...(options.metadataBytes ? { notes: 'x'.repeat(options.metadataBytes) } : {}) };
+    const metadata = { plan: 'pro', ...(options.metadataBytes ? { details: { notes: 'x'.repeat(options.metadataBytes) } } : {}) };
     for (let index = 0; index < options.conversations; index++) {
       await api('POST', '/v1/sessions', { sessionId: conversationId(index), agentId: AGENT, userId: userId(index), metadata });
     }
@@ -242,7 +260,7 @@ function keyCeiling(load: KeyLoad, turns: number): { readPerTurn: number; writeP
 }
 
 /** The section's sizes: the issue's "40–100 conversations of one tenant". */
-export const PARTITION_LOAD = { conversations: 40, turnsEach: 10, decisionDepths: [10, 10_000] };
+export const PARTITION_LOAD = { conversations: 40, turnsEach: 10, decisionDepths: [10, 10_000], compareMetadataBytes: 2_048 };
 
 interface FamilyRow {
   where: string;
@@ -359,7 +377,23 @@ stream batch) only when one of the batch's versions carries a subscription's mar
 (docs/architecture.md, "Looking for followers only where someone follows"): a followed
 conversation's turn reads about two units more, one for each version it makes; before the
 mark, every conversation's did (2.00 of 9.43 read units a turn).
-${load.decisions ? decisionsText(load.decisions) : ''}`;
+${load.withMetadata ? withMetadataText(load.withMetadata) : ''}${load.decisions ? decisionsText(load.decisions) : ''}`;
+}
+
+function withMetadataText({ metadataBytes, load }: NonNullable<PartitionLoad['withMetadata']>): string {
+  const perTurn = (value: number) => units(value / load.turns);
+  const spent = Object.entries(load.byOperation)
+    .sort(([, a], [, b]) => b.writeUnits + b.readUnits - (a.writeUnits + a.readUnits))
+    .map(([name, units]) => `\`${name}\` ${perTurn(units.writeUnits)} / ${perTurn(units.readUnits)}`)
+    .join(', ');
+  return `
+**The same load with ${(metadataBytes / 1024).toLocaleString('en-US')} KB of session metadata** (each session made with it, in the
+same lists: the bytes are in a nested object, no string of its own), ${load.turns} turns in ${load.seconds.toFixed(1)} s: **${perTurn(load.table.writeUnits + load.indexes.writeUnits)} write units** a turn (${perTurn(load.table.writeUnits)} in the table, ${perTurn(load.indexes.writeUnits)} in indexes) and
+**${perTurn(load.table.readUnits + load.indexes.readUnits)} read units**. By what spent them (write / read units): ${spent}.
+A session's metadata is an item of its own beside the session item (docs/architecture.md, "The
+session item and its metadata"): the writes that move the session's activity, and the first
+change's transaction, rewrite the small session item only.
+`;
 }
 
 function decisionsText(rows: readonly DecisionReads[]): string {
