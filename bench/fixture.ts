@@ -149,18 +149,26 @@ export async function untilWritten<T>(write: () => Promise<T>, attempts = 12): P
 }
 
 /**
- * `count` filler sessions (`filler-0` …), each the session item `createSession` puts, written
+ * `count` filler sessions (`filler-0` …), each the session and metadata items `createSession` puts, written
  * in batches of 25 with a few batches in flight, unprocessed items and timeouts retried: a
  * table that holds that many sessions for the scale rows, built without 10,000 racing requests.
  */
 export async function writeFillerSessions(wired: Wired, count: number, inFlight = 4): Promise<void> {
   const at = new Date().toISOString();
-  const items = Array.from({ length: count }, (_, index) =>
-    sessionItem.encode(
-      { tenant: TENANT, sessionId: `filler-${index}` },
-      { sessionId: `filler-${index}`, agentId: 'planner', userId: null, metadata: { n: index }, createdAt: at, updatedAt: at },
-    ),
-  );
+  // Each with its metadata's item beside it, as `createSession` puts them (session-item.ts).
+  const items = Array.from({ length: count }, (_, index) => {
+    const scope = { tenant: TENANT, sessionId: `filler-${index}` };
+    const stamp = sessionItem.newMetadataStamp();
+    const metadata = { n: index };
+    return [
+      sessionItem.encode(
+        scope,
+        { sessionId: scope.sessionId, agentId: 'planner', userId: null, metadata, createdAt: at, updatedAt: at },
+        stamp,
+      ),
+      sessionItem.encodeMetadata(scope, metadata, stamp),
+    ];
+  }).flat();
   let next = 0;
   await Promise.all(
     Array.from({ length: inFlight }, async () => {

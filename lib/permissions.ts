@@ -61,9 +61,10 @@ const finishDelete: TableAction = 'dynamodb:BatchWriteItem';
  * | group    | reads                          | writes                                         |
  * |----------|--------------------------------|------------------------------------------------|
  * | health   | —                              | —                                              |
- * | sessions | Get (meta), Query (tip, items, | Put (create), Transact Put (create with its    |
- * |          | index: the lists, the write    | list entries), Transact Put+Update (a PATCH;   |
- * |          | queue's tickets), BatchGet     | of the user: the old user's profile fence too),|
+ * | sessions | Get (item), Query (the session | Put (create), Transact Put (create with its    |
+ * |          | with its metadata, tip, items, | metadata and list entries), Transact Put+Update|
+ * |          | index: the lists, the write    | (+Delete: a PATCH; its metadata's item; of the |
+ * |          | queue's tickets), BatchGet     | user: the old user's profile fence too),       |
  * |          | (the sessions a list shows)    | BatchWrite (delete the session's items),       |
  * |          |                                | Put/Delete (a queue ticket), idempotency       |
  * | tree     | Get, BatchGet (nodes), Query   | Put (the log's next change), BatchWrite (the   |

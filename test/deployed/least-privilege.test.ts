@@ -494,7 +494,7 @@ describe('change events and live sync, within their roles', () => {
     // The sweep of a session whose item TTL removed (API.md section 12): DynamoDB Local runs no
     // TTL, so the test removes the item, and the record names DynamoDB's principal, as TTL's does.
     expectStatus(await call('PATCH', '/v1/sessions/lp-ttl/state', { v: 1 }), 200);
-    expectStatus(await call('PATCH', '/v1/sessions/lp-ttl', { ttlSeconds: 1 }), 200);
+    expectStatus(await call('PATCH', '/v1/sessions/lp-ttl', { ttlSeconds: 1, metadata: { topic: 'lp' } }), 200);
     await new Promise((resolve) => setTimeout(resolve, 1_100));
     await stack.stream.read(0, 200);
     await stack.admin.send(

@@ -162,7 +162,11 @@ describe('a copy closed right after it opened', () => {
     // that the DELETE lands after the copy opened and before the copy reads what it opened.
     const from = await longSource(http, 1);
     const target = uniqueId('copy-deleted');
-    const held = api.slow((call) => call.fn === 'tree' && call.operation === 'GetItem' && call.body.includes(target), 2_000);
+    // (The session item is read with its metadata item, in one Query of `S` to `SM`: session-read.ts.)
+    const held = api.slow(
+      (call) => call.fn === 'tree' && call.operation === 'Query' && call.body.includes(target) && call.body.includes(':metadata'),
+      2_000,
+    );
 
     // Act: the DELETE as soon as the copy reads as whole.
     const copying = http.post(`/v1/sessions/${from}/copy`, { sessionId: target });

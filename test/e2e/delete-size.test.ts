@@ -99,6 +99,7 @@ describe('DELETE of a session larger than the request may erase', () => {
     // Assess: 204 with the erase still to do (the changes not tombstoned yet), everything
     // unknown and unlisted from then on, and nothing of it left once the hook ran.
     expect(before.length).toBeGreaterThan(300);
+    expect(before.filter((item) => item.sk === 'S' || item.sk === 'SM')).toHaveLength(2);
     expect(deleted.status).toBe(204);
     expect(read.status).toBe(404);
     expect(state.body).toMatchObject({ state: null, version: 0 });

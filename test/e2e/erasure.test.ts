@@ -64,7 +64,8 @@ async function stored(pk: string): Promise<Array<Record<string, unknown>>> {
 /** A session of `userId` with messages and versions. */
 async function sessionOf(client: ApiClient, userId: string, prefix: string): Promise<string> {
   const sid = uniqueId(prefix);
-  expect((await client.post('/v1/sessions', { sessionId: sid, userId })).status).toBe(201);
+  // With metadata: an item of its own beside the session item (session-item.ts), erased with it.
+  expect((await client.post('/v1/sessions', { sessionId: sid, userId, metadata: { address: `old ${userId}` } })).status).toBe(201);
   expect(
     (await client.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'm1', role: 'user', content: 'my address' }] })).status,
   ).toBe(201);
@@ -113,6 +114,7 @@ describe('DELETE /v1/users/{userId}', () => {
       remember(other, `users/${user}/facts/diet`, { food: 'theirs' }),
     ]);
     expect((await stored(`M#local#users/${user}/facts`)).some((item) => String(item.sk).startsWith('V#'))).toBe(true);
+    expect((await stored(`S#local#${sessions[0]}`)).some((item) => item.sk === 'SM')).toBe(true);
     // The change hook keeps the replaced version a moment after the put.
     await waitFor('the replaced version kept', async () => {
       const versions = await http.get(`/v1/memory/versions?namespace=users/${user}/facts&key=diet`);

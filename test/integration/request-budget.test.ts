@@ -185,11 +185,11 @@ describe('requests per operation', () => {
       service.appendMessages(named, { parentId: 'root', messages: [{ role: 'user', content: 'hello' }] }),
     );
 
-    // Assess: the tip (and the session item a first write needs), then the first change: the
-    // root is no item of its own, so nothing reads it.
+    // Assess: the tip (and the session item a first write needs, read with its metadata in one
+    // Query: session-read.ts), then the first change: the root is no item of its own, so nothing reads it.
     for (const requests of [atHead, underRoot]) {
-      expect(requests.filter((name) => name === 'GetItem' || name === 'BatchGetItem')).toEqual(['GetItem']);
-      expect(requests.filter((name) => name === 'Query')).toEqual(['Query']);
+      expect(requests.filter((name) => name === 'GetItem' || name === 'BatchGetItem')).toEqual([]);
+      expect(requests.filter((name) => name === 'Query')).toEqual(['Query', 'Query']);
     }
   });
 
@@ -290,8 +290,8 @@ describe('requests per operation', () => {
     );
 
     // Assess: the tip, the session item (its agent, user and lifetime, for the append and for
-    // the state it carries alike), the first change.
-    expect(requests).toEqual(['Query', 'GetItem', 'TransactWriteItems']);
+    // the state it carries alike; with its metadata, one Query), the first change.
+    expect(requests).toEqual(['Query', 'Query', 'TransactWriteItems']);
     expect((await service.readState(made, {})).state).toEqual({ step: 0 });
   });
 
@@ -310,9 +310,10 @@ describe('requests per operation', () => {
     // the profile (none, no fence), and the transaction that puts it with a fence, on the
     // condition that the session item still names the user (an erasure done meanwhile leaves
     // none: commit-service.ts). The next, the same reads, the session item again (still the
-    // user's after the profile and its fence were read), one keyed update (no transaction).
-    expect(first).toEqual(['Query', 'GetItem', 'GetItem', 'TransactWriteItems']);
-    expect(next).toEqual(['Query', 'GetItem', 'GetItem', 'GetItem', 'UpdateItem']);
+    // user's after the profile and its fence were read), one keyed update (no transaction). The
+    // session item is read with its metadata, in one Query (session-read.ts).
+    expect(first).toEqual(['Query', 'Query', 'GetItem', 'TransactWriteItems']);
+    expect(next).toEqual(['Query', 'Query', 'GetItem', 'Query', 'UpdateItem']);
   });
 
   it('answers a write at an unknown node of a session with nothing written from the tip read alone', async () => {

@@ -1,18 +1,22 @@
 import { GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { startDynamoDbRecorder } from '../../bench/dynamodb-recorder.js';
 import { CommitService } from '../../functions/core/commits/commit-service.js';
 import { ChangeFanout } from '../../functions/core/fanout/change-fanout.js';
+import { encodeStoredJson } from '../../functions/core/json/json.js';
 import type { SessionMeta } from '../../functions/core/model/model.js';
 import type { SessionFilter } from '../../functions/core/model/ports.js';
 import { SessionService } from '../../functions/core/sessions/session-service.js';
 import { recordedDocumentOf } from '../../functions/store/events/stream-images.js';
 import { createStores, type Stores } from '../../functions/store/index.js';
 import { ACTIVITY_EVERY_MS } from '../../functions/store/log/session-writes.js';
-import { moveEntries } from '../../functions/store/sessions/list-entries.js';
+import { entryItems, moveEntries } from '../../functions/store/sessions/list-entries.js';
+import * as sessionItem from '../../functions/store/sessions/session-item.js';
 import { dynamoDbClient } from '../../functions/store/table/client.js';
 import * as keys from '../../functions/store/table/keys.js';
 import { tableKeys } from '../../functions/store/table/table.js';
+import { batchPut } from '../../functions/store/table/table-client.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**
@@ -356,5 +360,152 @@ describe('the filtered lists (by user, agent, metadata string)', () => {
     await expect(stores.sessions.listSessions(tenant, { limit: 6, cursor: first.next as string })).rejects.toMatchObject({
       code: 'invalid_request',
     });
+  });
+});
+
+describe("a session's metadata, in an item of its own beside the session item", () => {
+  const listedIds = async (filter?: SessionFilter) =>
+    (await stores.sessions.listSessions(tenant, { limit: 500, ...(filter ? { filter } : {}) })).items.map((session) => session.sessionId);
+  const itemsOf = async (sessionId: string) =>
+    (
+      await stores.table.send(
+        new QueryCommand({
+          TableName: stores.table.tableName,
+          KeyConditionExpression: 'pk = :pk AND sk BETWEEN :s AND :sm',
+          ExpressionAttributeValues: { ':pk': keys.session(scope(sessionId)), ':s': keys.sessionSort, ':sm': keys.sessionMetadataSort },
+        }),
+      )
+    ).Items ?? [];
+
+  it('costs a turn no more write units in the table with 16 KiB of metadata than with none, its activity moving every turn', async () => {
+    // Prepare: two sessions of one user, agent and channel, one with 16 KiB more metadata (in no
+    // string of its own: the same lists); their requests priced as AWS bills them (bench/dynamodb-recorder.ts).
+    const recorder = await startDynamoDbRecorder(dynamoEndpoint());
+    const metered = dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: recorder.url });
+    try {
+      const meteredStores = createStores(metered, stores.table.tableName, { now: () => clock });
+      const turns = new SessionService(meteredStores.sessions, { now: () => new Date(clock) });
+      const sessions = { small: 'cost-small', large: 'cost-large' };
+      clock += 60_000;
+      const metadata = { channel: 'cost' };
+      await service.createSession(tenant, { sessionId: sessions.small, userId: 'cost', agentId: 'helper', metadata });
+      await service.createSession(tenant, {
+        sessionId: sessions.large,
+        userId: 'cost',
+        agentId: 'helper',
+        metadata: { ...metadata, notes: { text: 'x'.repeat(16_300) } },
+      });
+      recorder.take();
+
+      // Act: four turns of each, an interval apart: the first write of each turn moves the
+      // activity (the first turn's in the transaction of the session's first change; then the
+      // log's writer, after an append; or the change hook, after a version that says it is due).
+      const writeUnits = { small: 0, large: 0 };
+      for (let turn = 0; turn < 4; turn++) {
+        clock += ACTIVITY_EVERY_MS + 1_000;
+        for (const size of ['small', 'large'] as const) {
+          const target = scope(sessions[size]);
+          if (turn % 2 === 0) {
+            await turns.appendMessages(target, { messages: [{ role: 'user', content: `question ${turn}` }] });
+            await turns.patchState(target, { turn });
+          } else {
+            await turns.patchState(target, { turn });
+            await meteredStores.sessions.moveActivity(target, new Date(clock).toISOString());
+            await turns.appendMessages(target, { messages: [{ role: 'user', content: `question ${turn}` }] });
+          }
+          const charges = recorder.take().flatMap((request) => request.charges);
+          writeUnits[size] += charges.filter((charge) => charge.where === 'table').reduce((sum, charge) => sum + charge.writeUnits, 0);
+        }
+      }
+
+      // Assess: the same units a turn (the moves happened: the lists follow).
+      expect((writeUnits.large - writeUnits.small) / 4, JSON.stringify(writeUnits)).toBeLessThanOrEqual(0.1);
+      // (Both moved to the same time: the list orders them by id.)
+      const last = new Date(clock).toISOString();
+      const listed = await stores.sessions.listSessions(tenant, { limit: 500, filter: { metadata: { key: 'channel', value: 'cost' } } });
+      expect(listed.items.map((session) => [session.sessionId, session.updatedAt])).toEqual([
+        [sessions.small, last],
+        [sessions.large, last],
+      ]);
+      expect(listed.items[1]?.metadata).toMatchObject({ notes: { text: 'x'.repeat(16_300) } });
+    } finally {
+      metered.destroy();
+      await recorder.close();
+    }
+  });
+
+  it('reads a session item written with its metadata inline as before, and a PATCH of the metadata moves it out', async () => {
+    // Prepare: a session as it was written before the metadata had an item of its own.
+    clock += 60_000;
+    const at = new Date(clock).toISOString();
+    const old = scope('inline-old');
+    const meta = {
+      sessionId: old.sessionId,
+      agentId: 'keeper',
+      userId: 'ida',
+      metadata: { shelf: 'old', n: 1 },
+      createdAt: at,
+      updatedAt: at,
+    };
+    await batchPut(stores.table, [
+      { ...sessionItem.encode(old, meta), metadata: encodeStoredJson(meta.metadata) },
+      ...entryItems(old, meta),
+    ]);
+    const shelf = (value: string) => ({ metadata: { key: 'shelf', value } });
+
+    // Act: read, listed, moved; then a PATCH of its metadata, and a move after it.
+    const read = await stores.sessions.getMeta(old);
+    const listedBefore = await listedIds(shelf('old'));
+    clock += ACTIVITY_EVERY_MS + 1_000;
+    const moved = new Date(clock).toISOString();
+    await stores.sessions.moveActivity(old, moved);
+    const afterMove = (await stores.sessions.listSessions(tenant, { limit: 1, filter: shelf('old') })).items[0];
+    clock += 1_000;
+    const patched = await service.updateSession(old, { metadata: { shelf: 'new', extra: true } });
+    const itemsAfterPatch = await itemsOf(old.sessionId);
+    clock += ACTIVITY_EVERY_MS + 1_000;
+    const movedAgain = new Date(clock).toISOString();
+    await stores.sessions.moveActivity(old, movedAgain);
+
+    // Assess: the same session before the PATCH; after it, its metadata in its own item, merged,
+    // and the lists follow it (under its new string, no longer its old one).
+    expect(read).toMatchObject({ metadata: { shelf: 'old', n: 1 }, userId: 'ida', agentId: 'keeper' });
+    expect(listedBefore).toEqual([old.sessionId]);
+    expect(afterMove).toMatchObject({ sessionId: old.sessionId, updatedAt: moved, metadata: { shelf: 'old', n: 1 } });
+    expect(patched.metadata).toEqual({ shelf: 'new', n: 1, extra: true });
+    const [session, metadataItem] = [itemsAfterPatch.find((item) => item.sk === 'S'), itemsAfterPatch.find((item) => item.sk === 'SM')];
+    expect(session).not.toHaveProperty('metadata');
+    expect(typeof session?.mv).toBe('string');
+    expect(metadataItem?.mv).toBe(session?.mv);
+    expect((await stores.sessions.getMeta(old))?.metadata).toEqual({ shelf: 'new', n: 1, extra: true });
+    expect(await listedIds(shelf('old'))).toEqual([]);
+    expect((await stores.sessions.listSessions(tenant, { limit: 1, filter: shelf('new') })).items).toMatchObject([
+      { sessionId: old.sessionId, updatedAt: movedAgain, metadata: { shelf: 'new', n: 1, extra: true } },
+    ]);
+  });
+
+  it('is written with the session and by a PATCH that changes it; a PATCH to null erases it, and neither item carries the other', async () => {
+    // Prepare
+    clock += 60_000;
+    const made = scope('meta-own');
+    await service.createSession(tenant, { sessionId: made.sessionId, metadata: { topic: 'own', deep: { a: 1 } } });
+    const created = await itemsOf(made.sessionId);
+
+    // Act
+    clock += 1_000;
+    await service.updateSession(made, { userId: 'ola' });
+    const userOnly = await itemsOf(made.sessionId);
+    clock += 1_000;
+    await service.updateSession(made, { metadata: null });
+    const cleared = await itemsOf(made.sessionId);
+
+    // Assess
+    expect(created.map((item) => item.sk)).toEqual(['S', 'SM']);
+    expect(created[0]).not.toHaveProperty('metadata');
+    expect(userOnly).toEqual([expect.objectContaining({ userId: 'ola', mv: created[0]?.mv }), created[1]]);
+    expect(cleared.map((item) => item.sk)).toEqual(['S']);
+    expect(cleared[0]).not.toHaveProperty('mv');
+    expect(await stores.sessions.getMeta(made)).toMatchObject({ userId: 'ola', metadata: null });
+    expect(await listedIds({ metadata: { key: 'topic', value: 'own' } })).toEqual([]);
   });
 });

@@ -167,7 +167,7 @@ function sizeExcess(value: Json, limitBytes: number): SizeExcess | null {
   return { detail: `is ${bytes} bytes of JSON; the limit is ${limitBytes}`, limitBytes, sizeBytes: bytes };
 }
 
-/** A session's metadata, as encoded JSON: it rides on the session item, which the activity index copies on every move. */
+/** A session's metadata, as encoded JSON: an item of its own beside the session item, read with it (store/sessions/session-item.ts). */
 const METADATA_LIMIT_BYTES = 16 * 1024;
 
 /** `400` naming `metadata` when it is over its limit (a `POST`, or what a `PATCH` merges it into). */

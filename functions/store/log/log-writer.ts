@@ -6,6 +6,7 @@ import type { SessionScope, Tip } from '../../core/model/model.js';
 import { LeaseLostError, StaleTipError, type TipChange } from '../../core/model/ports.js';
 import { documentPut, profileFenceMove } from '../documents/document-store.js';
 import { changedEntries } from '../sessions/list-entries.js';
+import { newMetadataStamp } from '../sessions/session-item.js';
 import { putPieces } from '../state/state-pieces.js';
 import type { EncodedVersion } from '../state/version-item.js';
 import * as versionItem from '../state/version-item.js';
@@ -37,6 +38,7 @@ import {
   loneMarkClaim,
   loneMarkJoins,
   loneMarkOf,
+  metadataWrite,
   nextSlot,
   provisionalCheck,
   provisionalTtl,
@@ -244,6 +246,8 @@ export class LogWriter {
         ...before.map((update) => ({ role: 'tip' as const, item: { Update: update } })),
       ];
       if (upsertsSession && at) {
+        const metadata = change.settings?.metadata;
+        const metadataStamp = metadata ? newMetadataStamp() : undefined;
         const upsert = sessionUpsert(this.table.tableName, scope, at, {
           lifetime: lifetime ?? NO_LIFETIME,
           first,
@@ -251,8 +255,14 @@ export class LogWriter {
           nowMs: this.table.now(),
           ...(change.settings ? { settings: change.settings } : {}),
           ...(change.opensCopy && scope.copy !== undefined ? { opens: scope.copy } : {}),
+          ...(metadataStamp === undefined ? {} : { metadataStamp }),
         });
         items.push({ role: 'session', item: { Update: upsert } });
+        // A PATCH of the metadata writes it to its own item, which the session item names (session-item.ts).
+        if (metadata !== undefined) {
+          const written = metadata && metadataStamp !== undefined ? { metadata, stamp: metadataStamp } : null;
+          items.push({ role: 'entry', item: metadataWrite(this.table.tableName, scope, written) });
+        }
         // A PATCH moves the session's list entries with it: listed under its new user, agent and
         // metadata, and under the old ones no longer, once it has answered (list-entries.ts).
         // One of the lifetime alone moves them only when their move is due, as any change.

@@ -6,9 +6,10 @@ import type { PathRead } from '../../core/model/message-path.js';
 import type { NodeRecord, SessionMeta, SessionScope, Tip, VersionRecord } from '../../core/model/model.js';
 import type { FromReplica, RecentChanges, SessionLog, TipChange } from '../../core/model/ports.js';
 import { rootNode } from '../../core/model/tree.js';
-import { moveEntries } from '../sessions/list-entries.js';
+import { moveEntriesOf } from '../sessions/list-entries.js';
 import type { SessionDeleter } from '../sessions/session-delete.js';
 import * as sessionItem from '../sessions/session-item.js';
+import { readSessionItems } from '../sessions/session-read.js';
 import { piecesOf } from '../state/state-pieces.js';
 import * as versionItem from '../state/version-item.js';
 import { FENCE_COPY_LIFE, FENCE_HELD_UNTIL, FENCE_HOLDER, KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
@@ -319,12 +320,11 @@ export class DynamoDbSessionLog implements SessionLog {
     return new Map([...found].map(([id, node]) => [id, { node, incarnation: life }]));
   }
 
+  /** The session's item and its metadata, in one request (session-read.ts). */
   async getMeta(scope: SessionScope): Promise<SessionMeta | null> {
-    const { Item } = await this.table.send(
-      new GetCommand({ TableName: this.table.tableName, Key: sessionItem.key(scope), ConsistentRead: true }),
-    );
+    const read = await readSessionItems(this.table, scope);
     // Another's copy not opened yet is no session (log-items.ts, `closeIfUnopened`).
-    return Item && !sessionItem.isOthersUnopened(Item, scope) ? sessionItem.decode(Item) : null;
+    return read && !sessionItem.isOthersUnopened(read.item, scope) ? sessionItem.decode(read.item, read.metadataItem) : null;
   }
 
   // ---- the session item's activity ------------------------------------------------------------
@@ -335,7 +335,9 @@ export class DynamoDbSessionLog implements SessionLog {
    * are single PutItems, and the log's writer after other changes, at most once an interval
    * per session (`sessionMoved`: a transaction of the writer already moved the session item,
    * so only its list entries follow). Best effort: the activity order may trail (API.md
-   * section 2), and failing here must not fail a write that already happened.
+   * section 2), and failing here must not fail a write that already happened. The session item
+   * holds no metadata (session-item.ts), so the update costs one write unit whatever the
+   * metadata holds; the entries of its strings are read, not the metadata (`moveEntriesOf`).
    */
   async moveActivity(
     scope: SessionScope,
@@ -356,7 +358,9 @@ export class DynamoDbSessionLog implements SessionLog {
               new GetCommand({
                 TableName: this.table.tableName,
                 Key: sessionItem.key(scope),
-                ProjectionExpression: 'userId, agentId, metadata',
+                // What says which lists it is in (list-entries.ts `moveEntriesOf`); its metadata, if any, is not here.
+                ProjectionExpression: 'userId, agentId, metadata, #stamp',
+                ExpressionAttributeNames: { '#stamp': sessionItem.METADATA_STAMP_ATTRIBUTE },
               }),
             )
           ).Item
@@ -390,7 +394,7 @@ export class DynamoDbSessionLog implements SessionLog {
               }),
             )
           ).Attributes;
-      if (session) await moveEntries(this.table, scope, sessionItem.decode({ ...session, sessionId: scope.sessionId }), at);
+      if (session) await moveEntriesOf(this.table, scope, session, at);
     } catch (error) {
       if (!isConditionFailure(error)) console.warn('agentstate: could not move session activity forward', error);
     }

@@ -1,4 +1,4 @@
-import { encodeStoredJson } from '../../core/json/json.js';
+import type { JsonObject } from '../../core/json/json.js';
 import type { Lifetime } from '../../core/model/lifetime.js';
 import type { ClosingTip, SessionScope, Tip } from '../../core/model/model.js';
 import { type SessionSettings, StaleTipError } from '../../core/model/ports.js';
@@ -240,7 +240,9 @@ export function sessionNotExpired(tableName: string, scope: SessionScope, nowMs:
  * session's lifetime as of `at` (a first change of a life, a `PATCH`). `first`: nothing is in
  * the log of this life yet, so the session item alone says whether the session expired, and
  * the update is refused when it did (`SessionItemRefused`: the writer erases it first).
- * `settings` (a `PATCH`) changes the metadata, user and agent too, and only a session item that exists.
+ * `settings` (a `PATCH`) changes the metadata (with `metadataWrite` beside it), user and agent
+ * too, and only a session item that exists. The item holds no metadata, so its size, and what
+ * this update costs, is the same whatever the session's metadata holds.
  * `userIs` (a profile commit) changes it only while it names that user.
  */
 export function sessionUpsert(
@@ -258,6 +260,8 @@ export function sessionUpsert(
     userIs?: string;
     /** Opens the session of this copy (SessionScope.copy): only while the item is still the copy's, whose mark it removes. */
     opens?: string;
+    /** The stamp of the metadata item `settings.metadata` is written to (`metadataWrite`), when not null. */
+    metadataStamp?: string;
   } = {},
 ): NonNullable<TransactItem['Update']> {
   const index = tableKeys.sessionsIndex;
@@ -276,19 +280,26 @@ export function sessionUpsert(
     'createdAt = if_not_exists(createdAt, :at)',
     options.settings?.agentId !== undefined ? 'agentId = :agentId' : 'agentId = if_not_exists(agentId, :null)',
     options.settings?.userId !== undefined ? 'userId = :userId' : 'userId = if_not_exists(userId, :null)',
-    options.settings?.metadata !== undefined ? 'metadata = :metadata' : 'metadata = if_not_exists(metadata, :null)',
   ];
+  const remove: string[] = [];
   if (options.settings?.metadata !== undefined) {
-    values[':metadata'] = options.settings.metadata === null ? null : encodeStoredJson(options.settings.metadata);
+    // The metadata is an item of its own (`metadataWrite`, in the same transaction): the session
+    // item names it by its stamp, and one from before the split loses its inline copy.
+    names['#mv'] = sessionItem.METADATA_STAMP_ATTRIBUTE;
+    remove.push('metadata');
+    if (options.settings.metadata === null || options.metadataStamp === undefined) remove.push('#mv');
+    else {
+      set.push('#mv = :mv');
+      values[':mv'] = options.metadataStamp;
+    }
   }
   if (options.settings?.agentId !== undefined) values[':agentId'] = options.settings.agentId;
   if (options.settings?.userId !== undefined) {
     values[':userId'] = options.settings.userId;
     set.push(`${sessionItem.USER_SINCE_ATTRIBUTE} = :at`);
   }
-  // A PATCH that sets all three leaves `:null` unused, which DynamoDB refuses.
+  // A PATCH that sets both leaves `:null` unused, which DynamoDB refuses.
   if (!set.some((part) => part.includes(':null'))) delete values[':null'];
-  const remove: string[] = [];
   if (options.lifetime) {
     const attributes = sessionItem.lifetimeAttributes(options.lifetime, Date.parse(at));
     for (const [index, name] of ['lt', sessionItem.EXPIRES_ATTRIBUTE, tableKeys.timeToLive].entries()) {
@@ -325,4 +336,20 @@ export function sessionUpsert(
     ExpressionAttributeNames: names,
     ExpressionAttributeValues: values,
   };
+}
+
+/**
+ * The write of a session's metadata item that goes in the transaction of a `PATCH` that
+ * changes the metadata (session-item.ts): the whole metadata under a new stamp, which the
+ * session item's update (`sessionUpsert`, `metadataStamp`) names; or, for no metadata, the
+ * item's delete.
+ */
+export function metadataWrite(
+  tableName: string,
+  scope: SessionScope,
+  written: { metadata: JsonObject; stamp: string } | null,
+): TransactItem {
+  return written === null
+    ? { Delete: { TableName: tableName, Key: sessionItem.metadataKey(scope) } }
+    : { Put: { TableName: tableName, Item: sessionItem.encodeMetadata(scope, written.metadata, written.stamp) } };
 }

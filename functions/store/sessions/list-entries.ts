@@ -3,9 +3,12 @@ import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { SessionMeta, SessionScope } from '../../core/model/model.js';
 import type { ListedAs, SessionFilter } from '../../core/model/ports.js';
 import { listedMetadata } from '../../core/sessions/session-lists.js';
+import { stringOrNull } from '../table/item-codecs.js';
 import * as keys from '../table/keys.js';
+import { forEachInRange } from '../table/paging.js';
 import { tableKeys } from '../table/table.js';
 import { conditionally, type Item, type TableClient } from '../table/table-client.js';
+import * as sessionItem from './session-item.js';
 
 /**
  * A session's entries in the filtered lists (API.md section 2: `?userId=`, `?agentId=`,
@@ -13,9 +16,10 @@ import { conditionally, type Item, type TableClient } from '../table/table-clien
  * `L#m#<digest of the key>`), whose list index keys name the list and the session's activity.
  * The tenant's list needs none: the session item is its entry. An entry holds the index keys,
  * the session id and the time it moved to, nothing else, so moving it costs one write unit in
- * the table and one in the index whatever the session's metadata holds; a list reads the
- * sessions it shows by key (session-list.ts). Erased with every other item of the session
- * (session-delete.ts).
+ * the table and two in the index (a delete and a put of its entry) whatever the session's
+ * metadata holds; a list reads the sessions it shows by key (session-list.ts). Erased with
+ * every other item of the session (session-delete.ts). What a move costs still grows with the
+ * number of strings in the metadata (an entry each, up to 50), never with its size.
  *
  * A list's key carries no metadata text: a key and value of any length become a digest
  * (SHA-256, base64url), and a list checks every session it shows against its filter, so a
@@ -84,11 +88,55 @@ function entryItem(scope: SessionScope, sk: string, list: string, updatedAt: str
  * transaction moved the entry to its new list (or out of every list, `changedEntries`), and a
  * move based on that read must not put it back where it was.
  */
-export async function moveEntries(table: TableClient, scope: SessionScope, meta: SessionMeta, at: string): Promise<void> {
+export async function moveEntries(table: TableClient, scope: SessionScope, meta: ListedAs, at: string): Promise<void> {
+  await moveEach(
+    table,
+    scope,
+    entriesOf(meta).map(({ sk, list }) => ({ sk, partition: listPartition(scope, list) })),
+    at,
+  );
+}
+
+/**
+ * `moveEntries` for the session `session` (its item, as the activity's move wrote or read it):
+ * the entries of its metadata's strings are read, not the metadata, when it is in an item of its
+ * own (session-item.ts): a Query of the session's `L#m#` entries reads a few hundred bytes an
+ * entry, where the metadata may be 16 KiB. Such a session has had every entry of its metadata
+ * since it was made, or since the `PATCH` that moved its metadata out (which wrote them all,
+ * `changedEntries`); an entry taken out of every list (no list keys) stays out. A session item
+ * that carries its metadata inline (from before the split) moves as it always did.
+ */
+export async function moveEntriesOf(table: TableClient, scope: SessionScope, session: Item, at: string): Promise<void> {
+  if (!sessionItem.hasMetadataItem(session)) {
+    await moveEntries(table, scope, sessionItem.decode({ ...session, sessionId: scope.sessionId }), at);
+    return;
+  }
+  const index = tableKeys.sessionsIndex;
+  const owners = entriesOf({ userId: stringOrNull(session.userId), agentId: stringOrNull(session.agentId), metadata: null });
+  const strings: Item[] = [];
+  await forEachInRange(table, { partition: keys.session(scope), prefix: keys.metadataEntryPrefix }, (item) => strings.push(item), {
+    ProjectionExpression: 'sk, #partition',
+    ExpressionAttributeNames: { '#partition': index.partitionKey },
+  });
+  await moveEach(
+    table,
+    scope,
+    [
+      ...owners.map(({ sk, list }) => ({ sk, partition: listPartition(scope, list) })),
+      ...strings.flatMap((entry) => {
+        const partition = entry[index.partitionKey];
+        return typeof partition === 'string' ? [{ sk: String(entry.sk), partition }] : [];
+      }),
+    ],
+    at,
+  );
+}
+
+/** Moves each entry to `at` within the list partition it is in (`moveEntries`). */
+async function moveEach(table: TableClient, scope: SessionScope, entries: ReadonlyArray<{ sk: string; partition: string }>, at: string) {
   const index = tableKeys.sessionsIndex;
   await Promise.all(
-    entriesOf(meta).map(async ({ sk, list }) => {
-      const moved = indexKeys(scope, list, at);
+    entries.map(async ({ sk, partition }) => {
       await conditionally(
         table.send(
           new UpdateCommand({
@@ -100,14 +148,19 @@ export async function moveEntries(table: TableClient, scope: SessionScope, meta:
             ExpressionAttributeValues: {
               ':at': at,
               ':sessionId': scope.sessionId,
-              ':partition': moved[index.partitionKey],
-              ':activity': moved[index.sortKey],
+              ':partition': partition,
+              ':activity': keys.activity(at, scope.sessionId),
             },
           }),
         ),
       );
     }),
   );
+}
+
+/** The partition of `list` that holds this session's entry (keys.ts `listSessions`). */
+function listPartition(scope: SessionScope, list: string): string {
+  return keys.listSessions(scope.tenant, list, keys.activityShard(scope.sessionId));
 }
 
 /** An entry's list index keys: its list's partition for this session, and its activity. */

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { encodeStoredJson, type JsonObject } from '../../core/json/json.js';
 import { expiryOf, type Lifetime, lifetimeOf, type StoredLifetime, storedLifetime } from '../../core/model/lifetime.js';
 import type { SessionMeta, SessionScope } from '../../core/model/model.js';
@@ -6,10 +7,59 @@ import * as keys from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
 import type { Item } from '../table/table-client.js';
 
-// The session: S#<tenant>#<session> / S (also in the activity index). Imported as a namespace
-// (item-codecs.ts): `sessionItem.encode`.
+// The session: S#<tenant>#<session> / S (also in the activity index), and its metadata beside
+// it, S#<tenant>#<session> / SM. Imported as a namespace (item-codecs.ts): `sessionItem.encode`.
+//
+// The session item is what moves with the session's activity (its `updatedAt` and list keys,
+// at most once every 20 s: session-log.ts `moveActivity`), and what a first change's
+// transaction upserts; a write is billed by the whole item, so the item holds only what is
+// small: ids, times, the lifetime. The metadata (up to 16 KiB) is an item of its own, written
+// when the session is made and by a `PATCH` that changes it, so that no move of the activity
+// pays for it. The session item names the metadata item it goes with (`METADATA_STAMP_ATTRIBUTE`),
+// both written in one transaction: a read that sees the two from different transactions (a
+// Query or a BatchGet is not isolated across items) knows it, and reads again
+// (session-read.ts). A session item written before the split carries its `metadata` inline
+// (null or text): it reads as it did, until a `PATCH` of its metadata moves it out.
 
 export const key = (scope: SessionScope): Item => ({ pk: keys.session(scope), sk: keys.sessionSort });
+/** The key of the session's metadata item (`SM`, right after the session item: keys.ts `sessionMetadataSort`). */
+export const metadataKey = (scope: SessionScope): Item => ({ pk: keys.session(scope), sk: keys.sessionMetadataSort });
+
+/**
+ * On the session item and on its metadata item, the same value when they go together: the
+ * session has metadata (absent: none, or an item from before the split, which carries it
+ * inline), and which write of it the session item was written with.
+ */
+export const METADATA_STAMP_ATTRIBUTE = 'mv';
+
+/** A new stamp for a write of the metadata (`METADATA_STAMP_ATTRIBUTE`). */
+export function newMetadataStamp(): string {
+  return randomBytes(9).toString('base64url');
+}
+
+/** The metadata item of a session whose metadata is `metadata`, under `stamp`. */
+export function encodeMetadata(scope: SessionScope, metadata: JsonObject, stamp: string): Item {
+  return { ...metadataKey(scope), metadata: encodeStoredJson(metadata), [METADATA_STAMP_ATTRIBUTE]: stamp };
+}
+
+/** Whether the session item carries its metadata itself (written before the metadata had an item of its own). */
+function hasInlineMetadata(item: Item): boolean {
+  return item.metadata !== undefined;
+}
+
+/** Whether the session item says its session has metadata in an item of its own. */
+export function hasMetadataItem(item: Item): boolean {
+  return !hasInlineMetadata(item) && typeof item[METADATA_STAMP_ATTRIBUTE] === 'string';
+}
+
+/**
+ * Whether `metadataItem` (absent: not found) is not the one the session item was written with:
+ * the two were read from different writes (a Query or a BatchGet reads each item as it is
+ * when it gets to it), and the reader reads again.
+ */
+export function isTorn(item: Item, metadataItem: Item | undefined): boolean {
+  return hasMetadataItem(item) && metadataItem?.[METADATA_STAMP_ATTRIBUTE] !== item[METADATA_STAMP_ATTRIBUTE];
+}
 
 /**
  * The attribute that says when the session item says the session expires (epoch ms): exact
@@ -52,8 +102,8 @@ export function isOthersUnopened(item: Item, scope: SessionScope): boolean {
  * filtered lists, session-store.ts `createSession`): no list shows it, but an erasure, which walks
  * those lists, finds it and closes it like any session (docs/architecture.md, Copying a session).
  */
-export function encodeUnopened(scope: SessionScope & { copy: string }, meta: SessionMeta, nowSeconds: number): Item {
-  return { ...encode(scope, meta), [COPY_ATTRIBUTE]: scope.copy, [tableKeys.timeToLive]: nowSeconds + UNOPENED_TTL_SECONDS };
+export function encodeUnopened(scope: SessionScope & { copy: string }, meta: SessionMeta, nowSeconds: number, stamp?: string): Item {
+  return { ...encode(scope, meta, stamp), [COPY_ATTRIBUTE]: scope.copy, [tableKeys.timeToLive]: nowSeconds + UNOPENED_TTL_SECONDS };
 }
 
 /**
@@ -75,7 +125,11 @@ export function lifetimeAttributes(lifetime: Lifetime | undefined, atMs: number)
   };
 }
 
-export function encode(scope: SessionScope, meta: SessionMeta): Item {
+/**
+ * The session item of a session made now; `stamp`: that of its metadata item, which the caller
+ * writes with it (`encodeMetadata`) when `meta.metadata` is not null.
+ */
+export function encode(scope: SessionScope, meta: SessionMeta, stamp?: string): Item {
   return {
     ...key(scope),
     [tableKeys.sessionsIndex.partitionKey]: keys.tenantSessions(scope.tenant, keys.activityShard(scope.sessionId)),
@@ -83,20 +137,26 @@ export function encode(scope: SessionScope, meta: SessionMeta): Item {
     sessionId: meta.sessionId,
     agentId: meta.agentId,
     userId: meta.userId,
-    metadata: meta.metadata === null ? null : encodeStoredJson(meta.metadata),
+    ...(meta.metadata === null || stamp === undefined ? {} : { [METADATA_STAMP_ATTRIBUTE]: stamp }),
     createdAt: meta.createdAt,
     updatedAt: meta.updatedAt,
     ...lifetimeAttributes(meta.lifetime, Date.parse(meta.updatedAt)),
   };
 }
 
-export function decode(item: Item): SessionMeta {
+/**
+ * The session its item says, with the metadata its metadata item holds (`metadataItem`: as read
+ * beside it; absent when it has none, or was not read), or the item itself when it carries it
+ * inline.
+ */
+export function decode(item: Item, metadataItem?: Item): SessionMeta {
   const stored = parseJsonText(item.lt) as StoredLifetime | null;
+  const metadata = hasInlineMetadata(item) ? item.metadata : hasMetadataItem(item) ? metadataItem?.metadata : null;
   return {
     sessionId: String(item.sessionId),
     agentId: stringOrNull(item.agentId),
     userId: stringOrNull(item.userId),
-    metadata: parseJsonText(item.metadata) as JsonObject | null,
+    metadata: parseJsonText(metadata ?? null) as JsonObject | null,
     createdAt: String(item.createdAt),
     updatedAt: String(item.updatedAt),
     ...(stored ? { lifetime: lifetimeOf(stored) } : {}),

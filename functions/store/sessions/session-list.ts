@@ -6,9 +6,10 @@ import { isListedUnder } from '../../core/sessions/session-lists.js';
 import * as keys from '../table/keys.js';
 import { invalidCursor } from '../table/paging.js';
 import { tableKeys } from '../table/table.js';
-import { batchGet, type Item, type TableClient } from '../table/table-client.js';
+import type { Item, TableClient } from '../table/table-client.js';
 import { entrySortOf, listOf } from './list-entries.js';
 import * as sessionItem from './session-item.js';
+import { readManySessionItems } from './session-read.js';
 
 /**
  * A tenant's sessions, most recently active first, from the list index's partitions: the
@@ -107,16 +108,14 @@ export async function listSessionIds(
  */
 async function sessionsOf(table: TableClient, tenant: string, sessionIds: string[], filter?: SessionFilter): Promise<SessionMeta[]> {
   if (sessionIds.length === 0) return [];
-  const found = await batchGet(
-    table,
-    sessionIds.map((sessionId) => sessionItem.key({ tenant, sessionId })),
-  );
-  // A copy not opened yet is in no list (its item has no place in the index; nor may an entry name it).
-  const listed = found.filter((item) => !sessionItem.isOthersUnopened(item, { tenant, sessionId: String(item.sessionId) }));
-  const byId = new Map(listed.map((item) => [String(item.sessionId), sessionItem.decode(item)]));
+  // Each session's item and its metadata's (session-read.ts), in one round.
+  const found = await readManySessionItems(table, tenant, sessionIds);
   return sessionIds.flatMap((sessionId) => {
-    const meta = byId.get(sessionId);
-    return meta && (filter === undefined || isListedUnder(meta, filter)) ? [meta] : [];
+    const read = found.get(sessionId);
+    // A copy not opened yet is in no list (its item has no place in the index; nor may an entry name it).
+    if (!read || sessionItem.isOthersUnopened(read.item, { tenant, sessionId })) return [];
+    const meta = sessionItem.decode(read.item, read.metadataItem);
+    return filter === undefined || isListedUnder(meta, filter) ? [meta] : [];
   });
 }
 

@@ -124,12 +124,14 @@ export class DynamoDbSessionStore extends DynamoDbSessionHistory implements Sess
     const created: SessionMeta = { ...meta, lifetime, expiresAtMs: expiryOf(lifetime, Date.parse(meta.updatedAt)) };
     const writeId = crypto.randomUUID();
     const { copy } = scope;
+    // Its metadata, if any, in an item of its own beside it, which the session item names (session-item.ts).
+    const stamp = meta.metadata === null ? undefined : sessionItem.newMetadataStamp();
     const put = {
       TableName: this.table.tableName,
       Item: {
         ...(copy === undefined
-          ? sessionItem.encode(scope, created)
-          : sessionItem.encodeUnopened({ ...scope, copy }, created, this.table.nowSeconds())),
+          ? sessionItem.encode(scope, created, stamp)
+          : sessionItem.encodeUnopened({ ...scope, copy }, created, this.table.nowSeconds(), stamp)),
         writeId,
       },
       ConditionExpression: conditions.itemIsNew,
@@ -140,15 +142,18 @@ export class DynamoDbSessionStore extends DynamoDbSessionHistory implements Sess
     // (list-entries.ts) are written with it, all or nothing. A copy's too: no list shows it until
     // it opens (session-list.ts), but an erasure of its user or tenant, which walks those lists,
     // must find it from the moment it exists, however late it would open.
-    const entries = entryItems(scope, meta);
+    const beside = [
+      ...(meta.metadata === null || stamp === undefined ? [] : [sessionItem.encodeMetadata(scope, meta.metadata, stamp)]),
+      ...entryItems(scope, meta),
+    ];
     let existing: Item | undefined;
     try {
-      if (entries.length === 0) {
+      if (beside.length === 0) {
         await this.table.send(new PutCommand(put));
       } else {
         await this.table.send(
           new TransactWriteCommand({
-            TransactItems: [{ Put: put }, ...entries.map((Item) => ({ Put: { TableName: this.table.tableName, Item } }))],
+            TransactItems: [{ Put: put }, ...beside.map((Item) => ({ Put: { TableName: this.table.tableName, Item } }))],
           }),
         );
       }

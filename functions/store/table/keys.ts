@@ -7,6 +7,8 @@ import type { SessionScope } from '../../core/model/model.js';
  *
  *   pk                          sk               item
  *   S#<tenant>#<session>        S                the session (also in the activity index)
+ *   S#<tenant>#<session>        SM               the session's metadata, when it has any (session-item.ts):
+ *                                                beside the session item, which it would make dearer to move
  *   S#<tenant>#<session>        V#<life>#<base>#<seq>   one change of the session's log (log-items.ts):
  *                                                a version, an append, a head switch, a decision's
  *                                                lease or its end, a delete's fence; <base> is the
@@ -66,6 +68,12 @@ export function sessionScopeOf(pk: string): SessionScope | null {
   return kind === 'S' && tenant && sessionId && rest.length === 0 ? { tenant, sessionId } : null;
 }
 export const sessionSort = 'S';
+/**
+ * The session's metadata (session-item.ts): right after `S`, nothing of the session's sorts
+ * between the two (every other sort key starts with another letter, or with `S#`, which no
+ * session partition holds), so one Query `BETWEEN S AND SM` reads the session whole.
+ */
+export const sessionMetadataSort = 'SM';
 /** A change of the log: in life `incarnation`, the `seq`-th after version `base`. */
 export const logEntry = (entry: LogPosition) =>
   `V#${pad(entry.incarnation, INCARNATION_DIGITS)}#${pad(entry.base, BASE_DIGITS)}#${pad(entry.seq, SEQ_DIGITS)}`;
@@ -128,6 +136,8 @@ export const listSessions = (tenant: string, list: string, shard: number) => `T#
 export const userEntry = 'L#u';
 export const agentEntry = 'L#a';
 export const metadataEntry = (keyDigest: string) => `L#m#${keyDigest}`;
+/** Every entry of a session in its metadata strings' lists. */
+export const metadataEntryPrefix = 'L#m#';
 /** The activity partition of a session: FNV-1a of its id, so the same id always lands in the same one. */
 export function activityShard(sessionId: string): number {
   return fnv1a(sessionId) % ACTIVITY_SHARDS;

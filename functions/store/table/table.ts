@@ -24,7 +24,9 @@ export const tableKeys = {
    * tenant's, its user's, its agent's, one per string of its metadata), newest activity first.
    * It projects the session id alone (for `prefix`): a list entry is a few hundred bytes
    * whatever the session's metadata holds, so moving it costs one write unit; a page reads
-   * the sessions it shows by key (a bounded BatchGet).
+   * the sessions it shows by key (a bounded BatchGet). In the table too, what moves is small:
+   * the tenant's list is the session items, which keep their metadata in an item beside them
+   * (store/sessions/session-item.ts), and the other lists are entry items of a few hundred bytes.
    */
   sessionsIndex: { name: 'bySessionList', partitionKey: 'lpk', sortKey: 'lsk', projected: ['sessionId'] },
   /**
