@@ -392,7 +392,8 @@ same lists: the bytes are in a nested object, no string of its own), ${load.turn
 **${perTurn(load.table.readUnits + load.indexes.readUnits)} read units**. By what spent them (write / read units): ${spent}.
 A session's metadata is an item of its own beside the session item (docs/architecture.md, "The
 session item and its metadata"): the writes that move the session's activity, and the first
-change's transaction, rewrite the small session item only.
+change's transaction, rewrite the small session item only. Before, when the session item carried
+the metadata, the same two loads cost 11.40 and 12.00 write units a turn (measured on efc1e90).
 `;
 }
 
