@@ -136,6 +136,47 @@ describe('the sessions list filters', () => {
   });
 });
 
+describe('PATCH /v1/sessions/{sid} of many metadata strings at once', () => {
+  const strings = (prefix: string, from: number, to: number, value: string | null = 'v') =>
+    Object.fromEntries(Array.from({ length: to - from }, (_, n) => [`${prefix}${from + n}`, value]));
+  const listed = async (key: string, value = 'v') => idsOf(await http.get(`/v1/sessions?metadata.${key}=${value}&limit=100`));
+
+  it('swaps up to 90 lists in one PATCH, refuses more with 400 and nothing written, and takes the same change in two', async () => {
+    // Prepare: a session of a user, with 50 metadata strings (a0..a49): 51 lists besides the tenant's.
+    const sid = uniqueId('relist');
+    const [user, otherUser] = [uniqueId('u'), uniqueId('u')];
+    expect((await http.post('/v1/sessions', { sessionId: sid, userId: user, metadata: strings('a', 0, 50) })).status).toBe(201);
+
+    // Act 1: out of 39 strings' lists, into 39 others', and to another user: 90 lists touched, the most one PATCH may.
+    const atLimit = await http.patch(`/v1/sessions/${sid}`, {
+      userId: otherUser,
+      metadata: { ...strings('a', 0, 39, null), ...strings('b', 0, 39) },
+    });
+    // Act 2: every string for another (101 lists touched), then the same in two PATCHes.
+    const tooMany = await http.patch(`/v1/sessions/${sid}`, {
+      metadata: { ...strings('a', 39, 50, null), ...strings('b', 0, 39, null), ...strings('c', 0, 50) },
+    });
+    const afterRefusal = await http.get(`/v1/sessions/${sid}`);
+    const [inA45, inB3, inC7] = [await listed('a45'), await listed('b3'), await listed('c7')];
+    const firstHalf = await http.patch(`/v1/sessions/${sid}`, {
+      metadata: { ...strings('a', 39, 50, null), ...strings('b', 0, 39, null) },
+    });
+    const secondHalf = await http.patch(`/v1/sessions/${sid}`, { metadata: strings('c', 0, 50) });
+
+    // Assess
+    expect(atLimit.status).toBe(200);
+    expect(atLimit.body.metadata).toEqual({ ...strings('a', 39, 50), ...strings('b', 0, 39) });
+    expect(tooMany.status).toBe(400);
+    expect(tooMany.body).toMatchObject({ code: 'invalid_request', field: 'metadata' });
+    expect(afterRefusal.body.metadata).toEqual(atLimit.body.metadata);
+    expect([inA45, inB3, inC7]).toEqual([[sid], [sid], []]);
+    expect([firstHalf.status, secondHalf.status]).toEqual([200, 200]);
+    expect(secondHalf.body.metadata).toEqual(strings('c', 0, 50));
+    expect([await listed('a45'), await listed('b3'), await listed('c7'), await listed('a3')]).toEqual([[], [], [sid], []]);
+    expect(idsOf(await http.get(`/v1/sessions?userId=${otherUser}`))).toEqual([sid]);
+  });
+});
+
 describe('PATCH /v1/sessions/{sid} of userId and agentId', () => {
   /** Every session id of a list, walked page by page with its cursor. */
   async function walk(query: string, limit = 2): Promise<string[]> {

@@ -1,7 +1,7 @@
 import type { JsonObject } from '../json/json.js';
 import { AgentStateError } from '../kernel/errors.js';
 import type { SessionMeta } from '../model/model.js';
-import type { SessionFilter } from '../model/ports.js';
+import type { ListedAs, SessionFilter } from '../model/ports.js';
 
 /**
  * The lists a session is in (API.md section 2, `GET /v1/sessions` and its filters): the
@@ -36,6 +36,40 @@ export function checkListedMetadata(metadata: JsonObject | null): void {
   throw new AgentStateError(
     'invalid_request',
     `metadata may hold at most ${METADATA_STRINGS_LIMIT} top-level string values (each is a list filter); this holds ${count}`,
+    { field: 'metadata' },
+  );
+}
+
+/**
+ * The most lists one change of what a session is listed under (a `PATCH` of its user, agent or
+ * metadata) may touch: the lists it is in after the change, and those it leaves. Each is an
+ * entry the change writes in its one transaction, beside the change itself, the session item,
+ * its metadata item and a profile's fence (store/log/log-writer.ts); a transaction takes at most
+ * 100 items. Only a change that swaps most of 50 metadata strings for others at once comes near
+ * it: the lists are 52 at most on either side, and those on both count once.
+ */
+const RELISTED_LIMIT = 90;
+
+/** The lists a session is in besides the tenant's, by name (what each entry of it stands for). */
+function listsOf(meta: ListedAs): string[] {
+  return [
+    ...(meta.userId === null ? [] : ['user']),
+    ...(meta.agentId === null ? [] : ['agent']),
+    ...listedMetadata(meta.metadata).map(([key]) => `metadata:${key}`),
+  ];
+}
+
+/**
+ * `400 invalid_request` (`field: "metadata"`) for a change that would touch more lists at once
+ * than its one transaction holds (`RELISTED_LIMIT`), before anything is written: the same
+ * change in two `PATCH`es lands.
+ */
+export function checkRelisting(before: ListedAs, after: ListedAs): void {
+  const touched = new Set([...listsOf(before), ...listsOf(after)]).size;
+  if (touched <= RELISTED_LIMIT) return;
+  throw new AgentStateError(
+    'invalid_request',
+    `this change would take the session into or out of ${touched} lists at once (its user's, its agent's and one per top-level metadata string, before and after); at most ${RELISTED_LIMIT}: make it in two PATCHes`,
     { field: 'metadata' },
   );
 }

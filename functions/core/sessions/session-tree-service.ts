@@ -33,7 +33,7 @@ import {
 import type { AppendInput, AppendResult, HeadState, HeadStateInput } from './append-input.js';
 import { lookupsOf, planChain, suppliedIds } from './chain.js';
 import { notesWithin, openNotesCursor, sealNotesCursor } from './note-pages.js';
-import { checkListedMetadata } from './session-lists.js';
+import { checkListedMetadata, checkRelisting } from './session-lists.js';
 import {
   type NodeView,
   nodeView,
@@ -213,6 +213,7 @@ export class SessionTreeService {
         ...(input.userId === undefined ? {} : { userId: input.userId }),
         ...(input.agentId === undefined ? {} : { agentId: input.agentId }),
       };
+      checkRelisting(live, updated);
       const at = this.now().toISOString();
       const written = await this.store.commit(scope, {
         basedOn: tip,
