@@ -33,8 +33,9 @@ import {
  * per session and batch (a state write is then one PutItem), the pieces no version names
  * swept, the history of sessions with retention pruned (at most once a minute each), and
  * memory's namespace list and replaced versions kept. An EventBridge rule also invokes it every
- * minute with a scheduled event: then it runs the retention that is due without a write
- * (prune-sweep.ts; locally a timer of the server).
+ * minute with a scheduled event: then it runs the retention that is due without a write, and
+ * finishes the erase of any delete whose eraser died holding its fence (prune-sweep.ts; locally
+ * a timer of the server).
  *
  * In AWS it is the target of one of the stream's two event source mappings, which let through
  * only version records (store/events/stream-images.ts `changeRecordFilters`); locally
@@ -113,6 +114,7 @@ export function pruneSweeper(): (deadline?: number) => Promise<PruneSweep> {
       {
         duePrunes: (perShard) => sessions.duePrunes(perShard),
         pruneHistory: (scope, options) => sessions.pruneHistory(scope, options),
+        finishClosing: (scope, life, deadline) => sessions.finishClosing(scope, life, deadline),
         log: (message, error) => console.warn(`agentstate: ${message}`, error),
       },
       { everyMs: pruneIntervalFrom(process.env), ...(deadline === undefined ? {} : { deadline }) },
@@ -128,7 +130,7 @@ const scheduled = instrumented(
   (_event, { result }) => ({
     message: 'prune sweep',
     level: 'info',
-    fields: { sessions: result?.sessions ?? 0, pruned: result?.pruned ?? 0, cut: result?.cut ?? false },
+    fields: { sessions: result?.sessions ?? 0, pruned: result?.pruned ?? 0, erased: result?.erased ?? 0, cut: result?.cut ?? false },
   }),
 );
 

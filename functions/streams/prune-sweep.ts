@@ -1,6 +1,7 @@
 import type { ScheduledEvent } from 'aws-lambda';
 import type { SessionScope } from '../core/model/model.js';
 import type { PruneOptions, PruneReport } from '../store/log/history-prune.js';
+import type { Due } from '../store/log/prune-due.js';
 
 /**
  * Retention on a schedule (API.md section 12). The change hook prunes a session's history when
@@ -15,6 +16,13 @@ import type { PruneOptions, PruneReport } from '../store/log/history-prune.js';
  * the next sweep takes it. A run is safe whenever it comes (what nothing pointed at as of its
  * tip is never pointed at again), and a run for a session the change hook is pruning at the
  * same moment loses the claim and does nothing.
+ *
+ * The same index holds the closing fence of every delete while an eraser holds it, due when
+ * that hold ends (store/sessions/session-delete.ts): a `DELETE` whose function died holding it
+ * (killed, past its timeout), or whose hand-off to the change hook was lost, leaves the entry
+ * due, and the sweep finishes that erase as the next request of the id would (`finishClosing`,
+ * an eraser like any other: one at a time holds the fence). An erase that completes closes the
+ * fence, which leaves the index with it.
  */
 
 /** Due sessions read from each index partition per round. */
@@ -23,19 +31,28 @@ const PER_SHARD = 25;
 const PARALLEL_RUNS = 8;
 /** A sweep starts no run this close to its deadline. */
 const DEADLINE_MARGIN_MS = 10_000;
+/** An erase a sweep finishes stops this long before the sweep's deadline: what is left, it hands to the change hook. */
+const HAND_OFF_MARGIN_MS = 5_000;
 
 export interface PruneSweepPorts {
-  duePrunes(perShard: number): Promise<SessionScope[]>;
+  duePrunes(perShard: number): Promise<Due[]>;
   pruneHistory(scope: SessionScope, options: PruneOptions): Promise<PruneReport | null>;
+  /**
+   * Finishes the erase of the delete whose fence closes `life` (while it is closing there),
+   * as far as `deadline` allows: whether the fence is closed.
+   */
+  finishClosing(scope: SessionScope, life: number, deadline?: number): Promise<boolean>;
   log(message: string, error: unknown): void;
 }
 
 /** What one sweep did. */
 export interface PruneSweep {
-  /** Sessions whose run it started. */
+  /** Sessions whose run (or erase) it started. */
   sessions: number;
   /** Runs that pruned or expired something. */
   pruned: number;
+  /** Erases of deletes it finished (their fences closed). */
+  erased: number;
   /** Whether it stopped at its deadline with due sessions left. */
   cut: boolean;
 }
@@ -52,10 +69,10 @@ export function isScheduledEvent(event: unknown): event is ScheduledEvent {
  */
 export async function sweepDuePrunes(ports: PruneSweepPorts, options: { everyMs: number; deadline?: number }): Promise<PruneSweep> {
   const done = new Set<string>();
-  const sweep: PruneSweep = { sessions: 0, pruned: 0, cut: false };
+  const sweep: PruneSweep = { sessions: 0, pruned: 0, erased: 0, cut: false };
   const late = () => options.deadline !== undefined && Date.now() > options.deadline - DEADLINE_MARGIN_MS;
   for (;;) {
-    const due = (await ports.duePrunes(PER_SHARD)).filter((scope) => !done.has(keyOf(scope)));
+    const due = (await ports.duePrunes(PER_SHARD)).filter((entry) => !done.has(keyOf(entry)));
     if (due.length === 0) return sweep;
     let next = 0;
     const worker = async () => {
@@ -64,11 +81,21 @@ export async function sweepDuePrunes(ports: PruneSweepPorts, options: { everyMs:
           sweep.cut = true;
           return;
         }
-        const scope = due[next++] as SessionScope;
-        done.add(keyOf(scope));
+        const entry = due[next++] as Due;
+        done.add(keyOf(entry));
         sweep.sessions += 1;
+        if (entry.closing !== undefined) {
+          try {
+            const until = options.deadline === undefined ? undefined : options.deadline - HAND_OFF_MARGIN_MS;
+            if (await ports.finishClosing(entry.scope, entry.closing, until)) sweep.erased += 1;
+          } catch (error) {
+            // Its entry stays due (a later hold's end, if this run took the fence): the next sweep goes on.
+            ports.log('could not finish the erase of a deleted session', error);
+          }
+          continue;
+        }
         try {
-          const report = await ports.pruneHistory(scope, { everyMs: options.everyMs, graceMs: options.everyMs });
+          const report = await ports.pruneHistory(entry.scope, { everyMs: options.everyMs, graceMs: options.everyMs });
           if (report && report.pruned + report.expiring > 0) sweep.pruned += 1;
         } catch (error) {
           ports.log('could not prune history', error);
@@ -80,4 +107,5 @@ export async function sweepDuePrunes(ports: PruneSweepPorts, options: { everyMs:
   }
 }
 
-const keyOf = (scope: SessionScope) => `${scope.tenant}#${scope.sessionId}`;
+// A session's history run and the erase of a delete of it are two entries, each run once a sweep.
+const keyOf = ({ scope, closing }: Due) => `${scope.tenant}#${scope.sessionId}#${closing ?? 'history'}`;

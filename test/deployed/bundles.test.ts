@@ -783,6 +783,94 @@ describe('retention on the schedule', () => {
     expect((await call('GET', '/v1/sessions/aging/versions/2')).json).toMatchObject({ code: 'version_pruned', version: 2 });
     expect((await call('GET', '/v1/sessions/aging/state')).json).toMatchObject({ version: 3, state: { n: 3 } });
   });
+
+  it('finishes with the change hook’s own role, on its schedule, the erase of a DELETE that died holding its fence, and of one whose hand-off was lost', async () => {
+    // Prepare: two sessions of a message and a state each.
+    for (const sid of ['died', 'lost']) {
+      const written = await call('POST', `/v1/sessions/${sid}/messages`, {
+        messages: [{ role: 'user', content: `secret of ${sid}` }],
+        state: { sid },
+      });
+      expect(written.status).toBe(201);
+    }
+    await stack.stream.read(0, 200);
+    const sessions = stack.deployment.functionNamed(/the sessions routes$/);
+    const hook = stack.deployment.functionNamed(/change hook/);
+    const partition = async (sid: string) =>
+      (
+        await stack.admin.send(
+          new QueryCommand({
+            TableName: stack.deployment.tableName,
+            KeyConditionExpression: 'pk = :pk',
+            ExpressionAttributeValues: { ':pk': { S: `S#acme#${sid}` } },
+          }),
+        )
+      ).Items ?? [];
+    const unerased = async (sid: string) => (await partition(sid)).filter((item) => item.kind?.S !== 'x').length;
+
+    // Act: a DELETE whose function dies right after its fence lands (as at its timeout), and
+    // the same DELETE sent again at once, within the dead one's hold; a DELETE that hands its
+    // erase to the change hook at once, whose run dies a write after its claim, and whose record the
+    // stream gives up on (its retries spent: the on-failure queue). No request of either id
+    // after that: a sweep of the schedule two minutes on, past both holds.
+    let stopped = false;
+    stack.aws.fault = (request) => {
+      if (stopped || request.functionId !== sessions.logicalId || request.operation !== 'PutItem') return 'pass';
+      stopped = true;
+      return 'crash';
+    };
+    const died = await call('DELETE', '/v1/sessions/died');
+    stack.aws.fault = () => 'pass';
+    const retried = await call('DELETE', '/v1/sessions/died');
+    const heldOn = await unerased('died');
+    const handed = await stack.http.request('DELETE', '/v1/sessions/lost', {
+      headers: { authorization: `Bearer ${key}` },
+      variables: { AGENTSTATE_DELETE_ERASE_MS: '0' },
+    });
+    const handOff = stack.stream.eventRecords(await stack.stream.read(1)).filter((record) => record.eventName === 'MODIFY');
+    let writes = 0;
+    stack.aws.fault = (request) =>
+      request.functionId === hook.logicalId && request.operation !== 'Query' && ++writes > 1 ? 'crash' : 'pass';
+    const hookRun = await stack.lambda.invoke(hook, { Records: handOff });
+    stack.aws.fault = () => 'pass';
+    const lostOn = await unerased('lost');
+    const later = 2 * 60_000;
+    const sweep = await stack.lambda.invoke(
+      hook,
+      {
+        version: '0',
+        id: 'sweep-deletes',
+        'detail-type': 'Scheduled Event',
+        source: 'aws.events',
+        time: new Date(Date.now() + later).toISOString(),
+        detail: {},
+      },
+      { clockOffsetMs: later },
+    );
+
+    // Assess: both read as unknown from their DELETEs on; the retry answered 204 and left the
+    // erase (the hold was live); the sweep erased both: tombstones and the closed fence alone,
+    // nothing due any more; the id's next write is version 1.
+    expect(died.status).toBe(500);
+    expect(retried.status).toBe(204);
+    expect(heldOn).toBeGreaterThan(0);
+    expect(handed.status).toBe(204);
+    expect(handOff).toHaveLength(1);
+    expect(hookRun.error).toBeDefined();
+    expect(lostOn).toBeGreaterThan(0);
+    expect(sweep.error, sweep.logs.join('\n')).toBeUndefined();
+    const swept = sweep.logs.map((line) => JSON.parse(line)).find((line) => line.message === 'prune sweep');
+    expect(swept.erased).toBeGreaterThanOrEqual(2);
+    for (const sid of ['died', 'lost']) {
+      const items = await partition(sid);
+      expect(items.filter((item) => item.kind?.S !== 'x')).toEqual([]);
+      expect(items.filter((item) => item.fence !== undefined).map((item) => item.fence?.S)).toEqual(['closed']);
+      expect(items.filter((item) => item.dsk !== undefined)).toEqual([]);
+      expect(JSON.stringify(items)).not.toContain('secret');
+      expect((await call('GET', `/v1/sessions/${sid}`)).status).toBe(404);
+    }
+    expect(await call('PATCH', '/v1/sessions/died/state', { fresh: true })).toMatchObject({ status: 200, json: { version: 1 } });
+  });
 });
 
 describe('memory events from the stream', () => {

@@ -509,15 +509,21 @@ describe('change events and live sync, within their roles', () => {
     }
 
     // Its schedule (an EventBridge rule, every minute): retention due without a write, found on
-    // the index of sessions due (its role: Query on that one index), run as the stream's runs are.
+    // the index of sessions due (its role: Query on that one index), run as the stream's runs are;
+    // and on the same index the fence of a delete that died holding it, whose erase it finishes
+    // as a DELETE would (the session item read, the fence claimed, the items erased).
     expectStatus(await call('PATCH', '/v1/sessions/lp-ev', { retention: { keepVersions: 1 } }), 200);
+    expectStatus(await call('PATCH', '/v1/sessions/lp-swept/state', { v: 1 }), 200);
+    await abandonDelete('lp-swept');
     const sweep = await stack.lambda.invoke(
       fn(/change hook/),
       { version: '0', id: 'lp-sweep', 'detail-type': 'Scheduled Event', source: 'aws.events', time: new Date().toISOString(), detail: {} },
       { clockOffsetMs: LATER_MS },
     );
     expect(sweep.error, sweep.logs.join('\n')).toBeUndefined();
-    expect(sweep.logs.map((line) => JSON.parse(line)).find((line) => line.message === 'prune sweep')?.sessions).toBeGreaterThan(0);
+    const swept = sweep.logs.map((line) => JSON.parse(line)).find((line) => line.message === 'prune sweep');
+    expect(swept?.sessions).toBeGreaterThan(0);
+    expect(swept?.erased).toBeGreaterThan(0);
 
     // A user's erasure: the sessions function starts it and waits (its role) while the change
     // hook closes it, the stream bringing it the erasure's records meanwhile; then the hook

@@ -106,6 +106,9 @@ describe('DELETE of a session larger than the request may erase', () => {
     for (const list of lists) expect(list.body.sessions).toEqual([]);
     expect(leftOf(rightAfter).length).toBeGreaterThan(300);
     expect(left).toEqual([]);
+    // Due for the retention sweep while held (in case its eraser died), and no longer once closed.
+    expect(rightAfter.filter((item) => item.dsk !== undefined).map((item) => item.fence)).toEqual(['closing']);
+    expect((await partition(sid)).filter((item) => item.dsk !== undefined)).toEqual([]);
     expect((await http.get(`/v1/sessions/${sid}`)).status).toBe(404);
     expect((await http.delete(`/v1/sessions/${sid}`)).status).toBe(404);
   }, 60_000);
@@ -154,6 +157,7 @@ describe('DELETE of a session larger than the request may erase', () => {
     expect(writes.every((status) => status === 200)).toBe(true);
     expect([204, 404]).toContain(last.status);
     expect(left).toEqual([]);
+    expect((await partition(sid)).filter((item) => item.dsk !== undefined)).toEqual([]);
     expect((await http.get(`/v1/sessions/${sid}`)).status).toBe(404);
   }, 90_000);
 });

@@ -192,6 +192,28 @@ describe('many writers at once on one thing', () => {
       items.map((item) => [item.sk, item.kind, item.fence ?? null, 'expiresAt' in item]);
     expect(shape(await itemsOfSession(sid))).toEqual(shape(await itemsOfSession(once)));
     expect((await itemsOfSession(sid)).filter((item) => !('expiresAt' in item))).toHaveLength(1);
+    // The fence was due for the retention sweep while held (in case its eraser died), no longer.
+    for (const id of [sid, once]) expect((await itemsOfSession(id)).filter((item) => 'dsk' in item)).toEqual([]);
+  });
+
+  it('deletes 25 sessions at once: every answer 204, each erased whole, none left due for the sweep', async () => {
+    // Prepare: sessions with a state each (their fences fall on most partitions of the sweep's index).
+    const sids = Array.from({ length: 25 }, () => uniqueId('many-deleted'));
+    const written = await Promise.all(sids.map((sid) => http.put(`/v1/sessions/${sid}/state`, { secret: sid })));
+    expect(statuses(written)).toEqual(Array(sids.length).fill(200));
+
+    // Act
+    const answers = await Promise.all(sids.map((sid) => http.delete(`/v1/sessions/${sid}`)));
+    const left = await Promise.all(sids.map((sid) => itemsOfSession(sid)));
+
+    // Assess: each a tombstone and its closed fence, nothing due.
+    expect(statuses(answers)).toEqual(Array(sids.length).fill(204));
+    for (const items of left) {
+      expect(items.map((item) => [item.kind, item.fence ?? null, 'dsk' in item])).toEqual([
+        ['x', null, false],
+        ['x', 'closed', false],
+      ]);
+    }
   });
 
   it('switches the head 50 times at once among 50 branches: all 200, and the head is one of them with its path', async () => {

@@ -1,4 +1,5 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CommitService } from '../../functions/core/commits/commit-service.js';
 import { parseJsonPatch } from '../../functions/core/json/json-patch.js';
@@ -8,6 +9,8 @@ import { SessionCopier } from '../../functions/core/sessions/session-copy.js';
 import { SessionService } from '../../functions/core/sessions/session-service.js';
 import { createStores, type Stores } from '../../functions/store/index.js';
 import { dynamoDbClient } from '../../functions/store/table/client.js';
+import * as keys from '../../functions/store/table/keys.js';
+import { tableKeys } from '../../functions/store/table/table.js';
 import { createTestTable, dynamoEndpoint } from '../helpers/dynamodb.js';
 
 /**
@@ -355,6 +358,40 @@ describe('requests per operation', () => {
     expect(queued).toEqual(['Query', 'Query', 'PutItem']);
     expect(after).toEqual(['Query', 'PutItem']);
     expect((await service.readState(crowded, {})).state).toEqual({ start: true, other: 1, raced: 1, next: 1, after: 1 });
+  });
+
+  it("deletes a session in its own time with the erase's requests alone, and leaves nothing due", async () => {
+    const doomed = { tenant: 'budget', sessionId: 'deleted' };
+    await service.appendMessages(doomed, { messages: [{ id: 'd1', role: 'user', content: 'hi' }] });
+    await service.patchState(doomed, { n: 1 });
+
+    const spent = await cost(() => stores.sessions.deleteSession(doomed));
+    const left = await stores.table.send(
+      new QueryCommand({
+        TableName: tableName,
+        KeyConditionExpression: 'pk = :pk',
+        ExpressionAttributeValues: { ':pk': keys.session(doomed) },
+        ConsistentRead: true,
+      }),
+    );
+
+    // The tip and the item; the fence; the item, the page, its tombstones and its deletes; the
+    // fence closed. The fence carries its entry of the retention sweep's index while it is held
+    // (in case its eraser dies), so it costs an index write when put and one when closed: 2 of
+    // the 9 units, no request. Nothing is left due.
+    expect(spent.requests).toEqual([
+      'Query',
+      'GetItem',
+      'PutItem',
+      'DeleteItem',
+      'Query',
+      'BatchWriteItem',
+      'BatchWriteItem',
+      'UpdateItem',
+    ]);
+    expect(spent.writeUnits).toBe(9);
+    expect((left.Items ?? []).filter((item) => item[tableKeys.pruneDueIndex.sortKey] !== undefined)).toEqual([]);
+    expect((left.Items ?? []).filter((item) => item.fence !== undefined).map((item) => item.fence)).toEqual(['closed']);
   });
 
   it('creates the session with its first write, in one transaction', async () => {

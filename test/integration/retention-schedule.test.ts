@@ -42,6 +42,7 @@ async function sweep(everyMs = MINUTE): Promise<number> {
     {
       duePrunes: (perShard) => store.duePrunes(perShard),
       pruneHistory: (scope, options) => store.pruneHistory(scope, options),
+      finishClosing: (scope, life, deadline) => store.finishClosing(scope, life, deadline),
       log: (message, error) => {
         throw new Error(`${message}: ${String(error)}`);
       },

@@ -1,18 +1,29 @@
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import type { SessionScope } from '../../core/model/model.js';
 import * as keys from '../table/keys.js';
+import { logPositionOf } from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
 import type { TableClient } from '../table/table-client.js';
 import { isMarkerKey } from './prune-marker.js';
 
 /**
- * The sessions whose history is due for a retention run by `nowMs`, oldest due first in each of
- * the index's partitions (`byPruneDue`, prune-marker.ts): at most `perShard` from each, read
- * side by side, one Query per partition. No scan, and nothing per tenant: an idle deployment
- * costs PRUNE_DUE_SHARDS empty Queries a sweep. The index trails the table by a moment; a
- * session found due that is not (any more) costs its run's claim and nothing else.
+ * A session due for the retention sweep: its history's run (its marker's entry), or, with
+ * `closing`, the erase of a delete whose eraser's hold on the fence that closes that life ended
+ * without closing it (the fence's own entry, session-delete.ts `dueWhenHeld`).
  */
-export async function dueSessions(table: TableClient, nowMs: number, perShard: number): Promise<SessionScope[]> {
+export interface Due {
+  scope: SessionScope;
+  closing?: number;
+}
+
+/**
+ * What is due for the retention sweep by `nowMs`, oldest due first in each of the index's
+ * partitions (`byPruneDue`, prune-marker.ts): at most `perShard` from each, read side by side,
+ * one Query per partition. No scan, and nothing per tenant: an idle deployment costs
+ * PRUNE_DUE_SHARDS empty Queries a sweep. The index trails the table by a moment; a session
+ * found due that is not (any more) costs its run's claim, or its erase's tip read, and nothing else.
+ */
+export async function dueSessions(table: TableClient, nowMs: number, perShard: number): Promise<Due[]> {
   const { name, partitionKey, sortKey } = tableKeys.pruneDueIndex;
   const pages = await Promise.all(
     Array.from({ length: keys.PRUNE_DUE_SHARDS }, async (_, shard) => {
@@ -29,10 +40,13 @@ export async function dueSessions(table: TableClient, nowMs: number, perShard: n
       return Items ?? [];
     }),
   );
-  const due: SessionScope[] = [];
+  const due: Due[] = [];
   for (const item of pages.flat()) {
-    const scope = isMarkerKey(item.sk) ? keys.sessionScopeOf(String(item.pk)) : null;
-    if (scope) due.push(scope);
+    const scope = keys.sessionScopeOf(String(item.pk));
+    if (!scope) continue;
+    const fence = logPositionOf(String(item.sk));
+    if (fence) due.push({ scope, closing: fence.incarnation });
+    else if (isMarkerKey(item.sk)) due.push({ scope });
   }
   return due;
 }

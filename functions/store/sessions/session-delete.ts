@@ -104,18 +104,22 @@ export class SessionDeleter {
    * when it had none. With `sweep` (the change hook, when TTL removed the item of a session that
    * expired at `sweep.expiredAt`): carries out that expiry, if the session's log agrees it
    * expired, and nothing else; or erases the copy that never opened its session
-   * (`sweep.unopened`, or a log that says so), with no expiry to record.
+   * (`sweep.unopened`, or a log that says so), with no expiry to record. With `life`: only
+   * finishes a delete whose fence closes that life, and never closes the session itself.
    */
   async deleteSession(
     scope: SessionScope,
     sweep?: { expiredAt: string; unopened?: true },
-    options: { deadline?: number; eraser?: string } = {},
+    options: { deadline?: number; eraser?: string; life?: number } = {},
   ): Promise<Deleted> {
     const none: Deleted = { found: false, erased: true };
     const [tip, meta] = await Promise.all([
       this.readTip(scope),
       this.table.send(new GetCommand({ TableName: this.table.tableName, Key: sessionItem.key(scope), ConsistentRead: true })),
     ]);
+    // Only a delete under way in that life is finished: once it is done, a write may have begun
+    // the next life, which this eraser must not close (`finishClosed`, the retention sweep).
+    if (options.life !== undefined && (tip.kind !== 'closing' || tip.incarnation !== options.life || !fenceOf(tip))) return none;
     // A copy's undo (session-copy.ts) erases only its own session: one erased as abandoned
     // meanwhile may be another's by now.
     if (scope.copy !== undefined && !isCopyOf(tip, meta.Item, scope.copy)) return none;
@@ -150,7 +154,7 @@ export class SessionDeleter {
     // A new fence is put held by this delete; another's (a delete closing it, or one that
     // stopped) is claimed, unless its eraser still holds it: then that one goes on, and this
     // delete is done (the session is unreadable already).
-    const held = { [HOLDER]: hold.eraser, [HELD_UNTIL]: hold.until, ...(copyLife ? { [COPY_LIFE]: 1 } : {}) };
+    const held = { [HOLDER]: hold.eraser, [HELD_UNTIL]: hold.until, ...dueWhenHeld(scope, hold), ...(copyLife ? { [COPY_LIFE]: 1 } : {}) };
     const closed = await this.close(scope, tip, { ...expiry, ...held });
     const found = !othersCopy;
     const holder = closed.joined ? closed.holder : undefined;
@@ -251,7 +255,7 @@ export class SessionDeleter {
   async finishClosed(scope: SessionScope, life: number, options: { deadline?: number; eraser?: string } = {}): Promise<boolean> {
     const tip = await this.readTip(scope);
     if (tip.kind !== 'closing' || tip.incarnation !== life || !fenceOf(tip)) return true;
-    return (await this.deleteSession(scope, undefined, options)).erased;
+    return (await this.deleteSession(scope, undefined, { ...options, life })).erased;
   }
 
   /**
@@ -335,9 +339,17 @@ export class SessionDeleter {
         new UpdateCommand({
           TableName: this.table.tableName,
           Key: { pk: keys.session(scope), sk: keys.logEntry(fence) },
-          UpdateExpression: `SET ${HOLDER} = :eraser, ${HELD_UNTIL} = :until REMOVE ${FENCE_HANDED_OFF_ATTRIBUTE}`,
+          UpdateExpression: `SET ${HOLDER} = :eraser, ${HELD_UNTIL} = :until, #dpk = :dpk, #dsk = :dsk REMOVE ${FENCE_HANDED_OFF_ATTRIBUTE}`,
           ConditionExpression: `fence = :closing AND (attribute_not_exists(${HELD_UNTIL}) OR ${HELD_UNTIL} < :now OR ${HOLDER} = :eraser)`,
-          ExpressionAttributeValues: { ':eraser': hold.eraser, ':until': hold.until, ':closing': 'closing', ':now': Date.now() },
+          ExpressionAttributeNames: DUE_NAMES,
+          ExpressionAttributeValues: {
+            ':eraser': hold.eraser,
+            ':until': hold.until,
+            ':closing': 'closing',
+            ':now': Date.now(),
+            ':dpk': keys.pruneDue(keys.pruneDueShard(scope)),
+            ':dsk': keys.pruneDueAt(hold.until),
+          },
           ReturnValues: 'ALL_NEW',
           ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         }),
@@ -391,7 +403,8 @@ export class SessionDeleter {
       await handOff();
       return false;
     }
-    const done = `REMOVE ${HOLDER}, ${HELD_UNTIL}, ${COPY_LIFE}, ${FENCE_HANDED_OFF_ATTRIBUTE}`;
+    // The fence leaves the retention sweep's index with its hold: nothing of it is due any more.
+    const done = `REMOVE ${HOLDER}, ${HELD_UNTIL}, ${COPY_LIFE}, ${FENCE_HANDED_OFF_ATTRIBUTE}, #dpk, #dsk`;
     return conditionally(
       this.table.send(
         new UpdateCommand({
@@ -406,14 +419,18 @@ export class SessionDeleter {
           ...(closing.copyLife
             ? {
                 UpdateExpression: `SET fence = :closed, #ttl = :ttl ${done}`,
-                ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive },
+                ExpressionAttributeNames: { '#ttl': tableKeys.timeToLive, ...DUE_NAMES },
                 ExpressionAttributeValues: {
                   ...holder,
                   ':closed': 'closed',
                   ':ttl': Math.max(this.table.nowSeconds() + TOMBSTONE_TTL_SECONDS, closing.followersUntil ?? 0),
                 },
               }
-            : { UpdateExpression: `SET fence = :closed ${done}`, ExpressionAttributeValues: { ...holder, ':closed': 'closed' } }),
+            : {
+                UpdateExpression: `SET fence = :closed ${done}`,
+                ExpressionAttributeNames: DUE_NAMES,
+                ExpressionAttributeValues: { ...holder, ':closed': 'closed' },
+              }),
         }),
       ),
     );
@@ -523,6 +540,25 @@ function claimRefusal(error: unknown): 'place' | 'item' | null {
   const codes = ((error as { CancellationReasons?: Array<{ Code?: string }> }).CancellationReasons ?? []).map((reason) => reason.Code);
   if (codes[1] === 'ConditionalCheckFailed') return 'item';
   return codes[0] === 'ConditionalCheckFailed' || codes.includes('TransactionConflict') ? 'place' : null;
+}
+
+/** The attribute names of an entry of the retention index `byPruneDue` (prune-due.ts). */
+const DUE_NAMES = { '#dpk': tableKeys.pruneDueIndex.partitionKey, '#dsk': tableKeys.pruneDueIndex.sortKey };
+
+/**
+ * What a closing fence carries while an eraser holds it: an entry of the retention index, due
+ * when the hold ends. An eraser that dies holding it (its function killed, past its timeout)
+ * leaves nobody to go on but the next request of the id, if one ever comes; the retention
+ * sweep finds the entry within a minute of the hold's end instead, and finishes the erase
+ * (prune-due.ts, streams/prune-sweep.ts). Each claim moves it to its own hold's end; closing
+ * the fence removes it. So it costs no request of its own: an index write with the fence's put
+ * and one with its close.
+ */
+function dueWhenHeld(scope: SessionScope, hold: Hold): Item {
+  return {
+    [tableKeys.pruneDueIndex.partitionKey]: keys.pruneDue(keys.pruneDueShard(scope)),
+    [tableKeys.pruneDueIndex.sortKey]: keys.pruneDueAt(hold.until),
+  };
 }
 
 /** The fence of a closing tip. */

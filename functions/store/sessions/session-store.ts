@@ -20,6 +20,7 @@ import type { PruneOptions, PruneReport } from '../log/history-prune.js';
 import { entryOf, type VersionPlace } from '../log/log-items.js';
 import { nodesOfLife, readNodesBefore } from '../log/node-index.js';
 import { putNote, readNotes, readNotesOf } from '../log/node-notes.js';
+import type { Due } from '../log/prune-due.js';
 import { ERASE_RESERVE_MS, INLINE_ERASE_MS, isAbandonedCopyItem } from '../log/session-writes.js';
 import { decodeLineage, type LineageEntry } from '../state/lineage.js';
 import { piecesOf, sweepPieces } from '../state/state-pieces.js';
@@ -94,6 +95,18 @@ export class DynamoDbSessionStore extends DynamoDbSessionHistory implements Sess
    */
   async finishErasure(scope: SessionScope, life: number, options: { deadline?: number; eraser?: string } = {}): Promise<boolean> {
     return (await this.loadDeleter()).finishClosed(scope, life, options);
+  }
+
+  /**
+   * The retention sweep's run of a delete whose fence closing `life` came due (its eraser's hold
+   * ended without closing it: the eraser died, or its hand-off to the change hook was lost):
+   * finishes the erase as the next `DELETE` of the id would, for `INLINE_ERASE_MS` at most or
+   * until `deadline`, and hands on what is left; never closes a later life. Whether the fence is
+   * closed.
+   */
+  async finishClosing(scope: SessionScope, life: number, deadline?: number): Promise<boolean> {
+    const until = Math.min(deadline ?? Number.POSITIVE_INFINITY, Date.now() + INLINE_ERASE_MS);
+    return (await this.loadDeleter()).finishClosed(scope, life, { deadline: until });
   }
 
   /** The change hook's run of an erase a delete handed to it (session-delete.ts `finishHandedOff`): false when its time ran out first. */
@@ -361,8 +374,11 @@ export class DynamoDbSessionStore extends DynamoDbSessionHistory implements Sess
     await markDue(this.table, scope, this.table.now());
   }
 
-  /** Sessions whose history is due for a retention run by now (log/prune-due.ts), at most `perShard` per index partition. */
-  async duePrunes(perShard: number): Promise<SessionScope[]> {
+  /**
+   * Sessions whose history is due for a retention run by now, and deletes whose erase is
+   * (log/prune-due.ts), at most `perShard` per index partition.
+   */
+  async duePrunes(perShard: number): Promise<Due[]> {
     const { dueSessions } = await import('../log/prune-due.js');
     return dueSessions(this.table, this.table.now(), perShard);
   }
