@@ -159,7 +159,8 @@ export const routeGroupAccess = {
 export const liveHookAccess: TableAccess = {
   // GetItem: the sweep of a session whose item TTL removed reads what is left of it (session-delete.ts),
   // which it erases as a DELETE does (Query, UpdateItem of the fence, DeleteItem, BatchWriteItem), and
-  // so does it the rest of an erase a DELETE handed to it;
+  // so does it the rest of an erase a DELETE handed to it, and, on its schedule, the erase of a
+  // DELETE whose eraser died holding its fence (the session item read too);
   // a memory namespace's entry is read for its count of creations before the hook forgets it (namespace-entries.ts).
   // Query on the sessions index and BatchGetItem: a user's erasure closes the sessions of the
   // user's list, page by page, and reads their items and its records by key (erasure-close.ts);
@@ -177,7 +178,7 @@ export const liveHookAccess: TableAccess = {
   ],
   sessionsIndex: ['dynamodb:Query'],
   // Its scheduled sweep (every minute) finds the sessions whose history is due for a retention
-  // run without a write (store/log/prune-due.ts).
+  // run without a write, and the fences of deletes whose eraser's hold ended (store/log/prune-due.ts).
   pruneDueIndex: ['dynamodb:Query'],
 };
 

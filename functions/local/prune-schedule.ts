@@ -3,7 +3,8 @@ import { runAs } from './running-function.js';
 
 /**
  * What the EventBridge rule does in AWS (every minute, the change hook's retention sweep:
- * functions/streams/prune-sweep.ts), for `npm start`: a timer that runs one sweep each prune
+ * functions/streams/prune-sweep.ts, which also finishes the erase of a delete whose eraser died
+ * holding its fence), for `npm start`: a timer that runs one sweep each prune
  * interval (AGENTSTATE_PRUNE_INTERVAL_SECONDS; at least a second, at most the minute of the
  * rule), as the change hook, never two at once.
  */

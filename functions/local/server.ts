@@ -205,7 +205,8 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
     } else {
       console.warn(`agentstate: table ${tableName} has no stream; change events are off (recreate the table to get them)`);
     }
-    // The change hook's schedule (an EventBridge rule in AWS): retention that is due without a write.
+    // The change hook's schedule (an EventBridge rule in AWS): retention that is due without a
+    // write, and the erase of a delete whose eraser died holding its fence.
     pruneSchedule = startPruneSchedule(pruneSweeper(), pruneIntervalFrom(process.env));
 
     // Each concern its own wrapper: the access log sees every answer, CORS preflights included.

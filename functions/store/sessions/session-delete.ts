@@ -86,7 +86,9 @@ interface Closing {
  * a session too large to erase by then reads as unknown all the same, and its eraser hands the
  * rest to the change hook (`eraseHeld`; the hook's runs `finishHandedOff`, each as long as it
  * may, then hand on). One eraser at a time holds the fence (`claim`), so that none erases after
- * another closed the fence and the next life began; every step can run again.
+ * another closed the fence and the next life began; every step can run again. While held, the
+ * fence is due on the retention sweep's index at the hold's end (`dueWhenHeld`): an eraser that
+ * dies holding it leaves the erase to that sweep, not to whoever next asks for the id, if anyone does.
  *
  * Only a delete needs this module (a `DELETE`, or a write that finds a delete abandoned,
  * session-writes.ts `isAbandonedDelete`): session-store.ts imports it on first use, so it is a
