@@ -7,7 +7,7 @@ import { StaleTipError, type TipChange } from '../../functions/core/model/ports.
 import { SessionService } from '../../functions/core/sessions/session-service.js';
 import { createStores } from '../../functions/store/index.js';
 import { nextPosition } from '../../functions/store/log/log-items.js';
-import { fenceItem } from '../../functions/store/sessions/session-delete.js';
+import { fenceItem, SessionDeleter } from '../../functions/store/sessions/session-delete.js';
 import type { DynamoDbSessionStore } from '../../functions/store/sessions/session-store.js';
 import { dynamoDbClient } from '../../functions/store/table/client.js';
 import { FENCE_HANDED_OFF, FENCE_HANDED_OFF_ATTRIBUTE, FENCE_HOLDER, LOG_ITEM_KIND } from '../../functions/store/table/item-kinds.js';
@@ -269,6 +269,31 @@ describe('a delete that stopped halfway', () => {
     expect(written).toMatchObject({ version: 1, prevVersion: 0, state: { after: true } });
     // The session, its entry in its agent's list (list-entries.ts) and its first version: nothing of the old life.
     expect((await sortKeys(scope)).sort()).toEqual([keys.agentEntry, keys.sessionSort, firstVersionAfterDelete].sort());
+  });
+});
+
+describe('the retention sweep’s erase of a delete that stopped halfway (docs/architecture.md, "An eraser that dies")', () => {
+  it('leaves the next life alone when a write finished that delete and began it between the sweep’s reads of the tip', async () => {
+    // Prepare: a delete that died; a deleter (the sweep's) whose first tip read is the closing
+    // one, and before whose next read a write finishes the delete and lands in the next life.
+    const scope = { tenant: 't', sessionId: 'swept-after-rewrite' };
+    const service = new SessionService(store);
+    await service.patchState(scope, { old: true });
+    await leaveAbandonedTombstone(scope);
+    let reads = 0;
+    const sweeper = new SessionDeleter(createStores(client, tableName).table, async (read) => {
+      const tip = await store.readTip(read, { withState: false });
+      if (++reads === 1) await service.patchState(scope, { after: true });
+      return tip;
+    });
+
+    // Act: the sweep's run for the fence of life 0.
+    const closed = await sweeper.finishClosed(scope, 0);
+
+    // Assess: done (that delete is), and the write of the next life is still there.
+    expect(reads).toBe(2);
+    expect(closed).toBe(true);
+    expect(await service.readState(scope, {})).toMatchObject({ version: 1, state: { after: true } });
   });
 });
 
