@@ -4,7 +4,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ServerProcess, spawnServerProcess, startServerProcess } from '../helpers/server.js';
+import { type ServerProcess, type StartedServerProcess, spawnServerProcess, startServerProcess } from '../helpers/server.js';
 
 // `npm start` as a user runs it: a real child process, real java, real HTTP.
 
@@ -96,79 +96,99 @@ describe('npm start', { timeout: 60_000 }, () => {
     });
   });
 
-  it('exits 0 on SIGTERM (what process managers send) and leaves no java behind', async () => {
-    // Prepare
-    const server = await startServerProcess();
-    const javaPid = server.javaPid();
-    expect(isRunning(javaPid)).toBe(true);
-
-    // Act
-    const code = await server.stop('SIGTERM');
-
-    // Assess
-    expect(code).toBe(0);
-    expect(isRunning(javaPid)).toBe(false);
-    expect(await canListen(server.port)).toBe(true);
-  });
-
-  it("stops cleanly on a terminal's Ctrl-C, which signals java too: no ECONNREFUSED, no stack, exit 0", async () => {
-    // Prepare: a server in its own process group, as a shell runs it in the foreground, with
-    // a write for the stream poller to read.
-    const server = await startServerProcess({ processGroup: true });
-    const javaPid = server.javaPid();
-    const write = await fetch(`${server.url}/v1/sessions/ctrl-c/state`, {
-      method: 'PUT',
-      headers: { ...auth, 'content-type': 'application/json' },
-      body: JSON.stringify({ n: 1 }),
+  // One server for both: the key it prints does not bear on how it stops.
+  describe('with two configured keys', () => {
+    let server: StartedServerProcess;
+    beforeAll(async () => {
+      server = await startServerProcess({ env: { AGENTSTATE_API_KEYS: 'acme:acme-key-1,local:dev-key' } });
     });
-    expect(write.status).toBe(200);
-    const printedBefore = server.output().length;
+    afterAll(async () => {
+      await server?.stop();
+    });
 
-    // Act: SIGINT to every process of the group, as the terminal sends it.
-    process.kill(-(server.child.pid as number), 'SIGINT');
-    const code = await server.exited;
-
-    // Assess
-    const printedAfter = server.output().slice(printedBefore);
-    expect(code).toBe(0);
-    expect(printedAfter).not.toMatch(/ECONNREFUSED|\n\s+at /);
-    expect(isRunning(javaPid)).toBe(false);
-    expect(await canListen(server.port)).toBe(true);
-  });
-
-  it('prints the key of the first configured pair', async () => {
-    const server = await startServerProcess({ env: { AGENTSTATE_API_KEYS: 'acme:acme-key-1,local:dev-key' } });
-    try {
+    it('prints the key of the first configured pair', async () => {
       const response = await fetch(`${server.url}/v1/sessions`, { headers: { authorization: 'Bearer acme-key-1' } });
 
       expect(server.output()).toContain('dev key: acme-key-1');
       expect(response.status).toBe(200);
-    } finally {
-      await server.stop();
-    }
+    });
+
+    it('exits 0 on SIGTERM (what process managers send) and leaves no java behind', async () => {
+      // Prepare
+      const javaPid = server.javaPid();
+      expect(isRunning(javaPid)).toBe(true);
+
+      // Act
+      const code = await server.stop('SIGTERM');
+
+      // Assess
+      expect(code).toBe(0);
+      expect(isRunning(javaPid)).toBe(false);
+      expect(await canListen(server.port)).toBe(true);
+    });
   });
 
   describe('with AGENTSTATE_DATA set to a folder', () => {
-    let dataDir: string;
-    beforeAll(async () => {
-      dataDir = await mkdtemp(join(tmpdir(), 'agentstate-data-'));
-    });
+    const dataDirs: string[] = [];
+    const newDataDir = async () => {
+      const dataDir = await mkdtemp(join(tmpdir(), 'agentstate-data-'));
+      dataDirs.push(dataDir);
+      return dataDir;
+    };
+    /**
+     * The first run of a folder, by the Ctrl-C test: its server made the table and wrote the state
+     * the restart test reads. Unset when that test did not get so far (or did not run: -t), and
+     * the restart test makes a first run of its own, in a folder of its own.
+     */
+    let firstRun: { dataDir: string; output: string } | undefined;
     afterAll(async () => {
-      await rm(dataDir, { recursive: true, force: true });
+      for (const dataDir of dataDirs) await rm(dataDir, { recursive: true, force: true });
     });
 
-    it('keeps the table and its data across a restart', async () => {
-      // Prepare: a first run creates the table and writes state.
-      const first = await startServerProcess({ env: { AGENTSTATE_DATA: dataDir } });
-      const write = await fetch(`${first.url}/v1/sessions/s1/state`, {
+    /** Writes the state the restart test reads back. */
+    const writeState = (url: string) =>
+      fetch(`${url}/v1/sessions/s1/state`, {
         method: 'PUT',
         headers: { ...auth, 'content-type': 'application/json' },
         body: JSON.stringify({ plan: 'kept across restarts' }),
       });
+
+    it("stops cleanly on a terminal's Ctrl-C, which signals java too: no ECONNREFUSED, no stack, exit 0", async () => {
+      // Prepare: a server in its own process group, as a shell runs it in the foreground, with
+      // a write for the stream poller to read. It runs on the folder, as `npm start` does by
+      // default, and its run is the restart test's first: one JVM start fewer.
+      const dataDir = await newDataDir();
+      const server = await startServerProcess({ processGroup: true, env: { AGENTSTATE_DATA: dataDir } });
+      const javaPid = server.javaPid();
+      const write = await writeState(server.url);
       expect(write.status).toBe(200);
-      expect(first.output()).toContain('table agentstate created');
-      expect(first.output()).toContain(`data: ${dataDir}`);
-      expect(await first.stop()).toBe(0);
+      const printedBefore = server.output().length;
+
+      // Act: SIGINT to every process of the group, as the terminal sends it.
+      process.kill(-(server.child.pid as number), 'SIGINT');
+      const code = await server.exited;
+
+      // Assess
+      const printedAfter = server.output().slice(printedBefore);
+      expect(code).toBe(0);
+      expect(printedAfter).not.toMatch(/ECONNREFUSED|\n\s+at /);
+      expect(isRunning(javaPid)).toBe(false);
+      expect(await canListen(server.port)).toBe(true);
+      firstRun = { dataDir, output: server.output() };
+    });
+
+    it('keeps the table and its data across a restart', async () => {
+      // Prepare: a first run creates the table and writes state (the Ctrl-C test's, or one of its own).
+      if (!firstRun) {
+        const folder = await newDataDir();
+        const first = await startServerProcess({ env: { AGENTSTATE_DATA: folder } });
+        expect((await writeState(first.url)).status).toBe(200);
+        expect(await first.stop()).toBe(0);
+        firstRun = { dataDir: folder, output: first.output() };
+      }
+      const { dataDir } = firstRun;
+      expect(firstRun.output).toContain('table agentstate created');
+      expect(firstRun.output).toContain(`data: ${dataDir}`);
       expect(existsSync(join(dataDir, 'shared-local-instance.db'))).toBe(true);
 
       // Act
