@@ -11,7 +11,7 @@ export interface DeployedEntry {
  * authorizer, the WebSocket API, the two consumers of the table's stream, and the webhook
  * queue's delivery hook. The one list that lib/agent-state.ts bundles from, that `npm run
  * bench` section 4 (bench/bundles.ts) measures, that test/unit/bundle-contents.test.ts checks
- * and that knip takes as entry points; test/infra/bench-functions.test.ts holds it to the
+ * and that knip takes as entry points; test/infra/agent-state.test.ts holds it to the
  * synthesized stack.
  */
 export const deployedEntries: readonly DeployedEntry[] = [

@@ -7,6 +7,7 @@ import { type RouteGroup, routeGroups, routeKey, routes } from '../../functions/
 import { corsPolicy } from '../../functions/http/edge/cors.js';
 import { tableKeys } from '../../functions/store/table/table.js';
 import type { AgentStateStack } from '../../lib/agent-state-stack.js';
+import { deployedEntries } from '../../lib/entries.js';
 import {
   authorizerAccess,
   deliveryHookAccess,
@@ -120,6 +121,19 @@ describe('functions', () => {
   it('has one function per route group, the authorizer, the WebSocket function, the two stream consumers and the delivery hook', () => {
     expect(Object.keys(stack.agentState.functions).sort()).toEqual([...routeGroups].sort());
     reader.template.resourceCountIs('AWS::Lambda::Function', routeGroups.length + 5);
+  });
+
+  // lib/entries.ts is the one list of the stack's functions and their entry files: the stack
+  // bundles from it, `npm run bench` section 4 (bench/bundles.ts) measures it, the bundle tests
+  // and knip read it. This holds it to the stack: a function added to lib/agent-state.ts some
+  // other way than from an entry of that list fails here.
+  it('names every function the stack deploys in lib/entries.ts, each with an entry of its own', () => {
+    const functions = reader.ofType('AWS::Lambda::Function');
+
+    // As many rows as functions, and no two rows measure one entry (each function of the stack
+    // has an entry of its own: functions/http/<group>.ts, functions/streams/<hook>.ts).
+    expect(deployedEntries.length, 'every function of lib/agent-state.ts has its row in lib/entries.ts').toBe(functions.length);
+    expect(new Set(deployedEntries.map((fn) => fn.file)).size).toBe(deployedEntries.length);
   });
 
   it('runs every function on nodejs22.x, arm64, logging JSON to its own log group; API functions within API Gateway’s 30 s', () => {
