@@ -42,24 +42,24 @@ function largeState(bytes: number, tag: string): { log: string[]; tag: string } 
   return { log: Array.from({ length: Math.ceil(bytes / (line.length + 8)) }, (_, n) => `${n} ${line}`), tag };
 }
 
-/** A note of about 100 KB, different for each key. */
-const noteOf = (key: string) => ({ task: key, value: `${key} ${'x'.repeat(100_000)}` });
+/** A note of about `bytes` (60 KB unless told), different for each key. */
+const noteOf = (key: string, bytes = 60_000) => ({ task: key, value: `${key} ${'x'.repeat(bytes)}` });
 
-/** A session with the chain root → a1 (head), and `count` notes of ~100 KB on a1, put all at once. */
-async function sessionWithNotes(prefix: string, count: number): Promise<{ sid: string; keys: string[] }> {
+/** A session with the chain root → a1 (head), and `count` notes of ~`bytes` on a1, put all at once. */
+async function sessionWithNotes(prefix: string, count: number, bytes?: number): Promise<{ sid: string; keys: string[] }> {
   const sid = uniqueId(prefix);
   expect((await http.post('/v1/sessions', { sessionId: sid })).status).toBe(201);
   expect(
     (await http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: 'a1', role: 'checkpoint' }], replaceState: { n: 1 } })).status,
   ).toBe(201);
   const keys = Array.from({ length: count }, (_, n) => `task-${String(n).padStart(3, '0')}`);
-  const puts = await Promise.all(keys.map((key) => http.put(`/v1/sessions/${sid}/nodes/a1/notes/${key}`, noteOf(key))));
+  const puts = await Promise.all(keys.map((key) => http.put(`/v1/sessions/${sid}/nodes/a1/notes/${key}`, noteOf(key, bytes))));
   expect(puts.map((put) => put.status)).toEqual(keys.map(() => 200));
   return { sid, keys };
 }
 
 /**
- * The session of 100 notes of ~100 KB on a1 (about 10 MB) that "100 notes … all read back" reads
+ * The session of 100 notes of ~60 KB on a1 (about 6 MB) that "100 notes … all read back" reads
  * and "holds every note of the source" copies: neither writes it, so it is put once for both
  * (and by whichever runs alone).
  */
@@ -145,7 +145,9 @@ describe('pages of versions end by bytes', () => {
 });
 
 describe('notes in parts', () => {
-  it('100 notes of ~100 KB put at once on one node all read back: with the state, the tree and a page of history, then GET …/notes', async () => {
+  // About 6 MB of notes: past one answer (about 4.5 MB of body), so each read comes in parts. (10 MB
+  // of notes of ~100 KB each made this test two to three times as long, and showed nothing more.)
+  it('100 notes of ~60 KB put at once on one node all read back: with the state, the tree and a page of history, then GET …/notes', async () => {
     const { sid, keys } = await sessionWithHundredNotes();
     const expected = Object.fromEntries(keys.map((key) => [key, noteOf(key)]));
 
@@ -204,7 +206,7 @@ describe('notes in parts', () => {
   });
 
   it("a cursor goes on only with its own nodes and session, and not past the session's delete", async () => {
-    const { sid } = await sessionWithNotes('notes-cursor', 60);
+    const { sid } = await sessionWithNotes('notes-cursor', 60, 100_000);
     const tree = await http.get(`/v1/sessions/${sid}/tree?notes=1`);
     const cursor = tree.body.notesNext as string;
     expect(cursor).toEqual(expect.any(String));
@@ -234,7 +236,7 @@ describe('notes in parts', () => {
 
 describe('a copy of a session whose notes pass one answer', () => {
   it('holds every note of the source, read on from notesNext', async () => {
-    // Prepare: 100 notes of ~100 KB on a1 (about 10 MB: one tree read carries a part of them).
+    // Prepare: 100 notes of ~60 KB on a1 (about 6 MB: one tree read carries a part of them).
     const { sid, keys } = await sessionWithHundredNotes();
 
     // Act
