@@ -115,6 +115,7 @@ export function pruneSweeper(): (deadline?: number) => Promise<PruneSweep> {
         duePrunes: (perShard) => sessions.duePrunes(perShard),
         pruneHistory: (scope, options) => sessions.pruneHistory(scope, options),
         finishClosing: (scope, life, deadline) => sessions.finishClosing(scope, life, deadline),
+        putOff: (due, failures, delayMs) => sessions.putOffDue(due, failures, delayMs),
         log: (message, error) => console.warn(`agentstate: ${message}`, error),
       },
       { everyMs: pruneIntervalFrom(process.env), ...(deadline === undefined ? {} : { deadline }) },

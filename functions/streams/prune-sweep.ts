@@ -23,6 +23,11 @@ import type { Due } from '../store/log/prune-due.js';
  * due, and the sweep finishes that erase as the next request of the id would (`finishClosing`,
  * an eraser like any other: one at a time holds the fence). An erase that completes closes the
  * fence, which leaves the index with it.
+ *
+ * A run that fails (it throws) puts its entry off (`retryDelayMs`: a minute, doubling with each
+ * failure in a row, an hour at most), so that an entry that fails every time never stays at the
+ * front of its partition, where 25 of them would hold back every entry behind them for good;
+ * it is still retried. The count rides on the entry (store/table/keys.ts `pruneDueRetry`).
  */
 
 /** Due sessions read from each index partition per round. */
@@ -33,6 +38,12 @@ const PARALLEL_RUNS = 8;
 const DEADLINE_MARGIN_MS = 10_000;
 /** An erase a sweep finishes stops this long before the sweep's deadline: what is left, it hands to the change hook. */
 const HAND_OFF_MARGIN_MS = 5_000;
+/** A failed run's entry is due again this long after its first failure in a row, twice as long after each next, ... */
+const RETRY_FIRST_MS = 60_000;
+/** ... and at most this long. */
+const RETRY_LONGEST_MS = 60 * 60_000;
+/** The count of failures in a row stops growing here (the delay stopped well before). */
+const FAILURES_COUNTED = 99;
 
 export interface PruneSweepPorts {
   duePrunes(perShard: number): Promise<Due[]>;
@@ -42,6 +53,8 @@ export interface PruneSweepPorts {
    * as far as `deadline` allows: whether the fence is closed.
    */
   finishClosing(scope: SessionScope, life: number, deadline?: number): Promise<boolean>;
+  /** Makes an entry whose run failed, `failures` in a row, due `delayMs` from now (never sooner than it is due already). */
+  putOff(due: Due, failures: number, delayMs: number): Promise<void>;
   log(message: string, error: unknown): void;
 }
 
@@ -89,8 +102,9 @@ export async function sweepDuePrunes(ports: PruneSweepPorts, options: { everyMs:
             const until = options.deadline === undefined ? undefined : options.deadline - HAND_OFF_MARGIN_MS;
             if (await ports.finishClosing(entry.scope, entry.closing, until)) sweep.erased += 1;
           } catch (error) {
-            // Its entry stays due (a later hold's end, if this run took the fence): the next sweep goes on.
+            // Its entry stays due, later (a later sweep goes on): the rest of its partition first.
             ports.log('could not finish the erase of a deleted session', error);
+            await putOff(ports, entry);
           }
           continue;
         }
@@ -99,6 +113,7 @@ export async function sweepDuePrunes(ports: PruneSweepPorts, options: { everyMs:
           if (report && report.pruned + report.expiring > 0) sweep.pruned += 1;
         } catch (error) {
           ports.log('could not prune history', error);
+          await putOff(ports, entry);
         }
       }
     };
@@ -109,3 +124,18 @@ export async function sweepDuePrunes(ports: PruneSweepPorts, options: { everyMs:
 
 // A session's history run and the erase of a delete of it are two entries, each run once a sweep.
 const keyOf = ({ scope, closing }: Due) => `${scope.tenant}#${scope.sessionId}#${closing ?? 'history'}`;
+
+/** How long after its `failures`-th failure in a row an entry is due again: a minute, doubling, an hour at most. */
+export function retryDelayMs(failures: number): number {
+  return Math.min(RETRY_LONGEST_MS, RETRY_FIRST_MS * 2 ** Math.max(0, Math.min(failures, FAILURES_COUNTED) - 1));
+}
+
+/** A failed run's entry, put off (a failure to put it off is logged: it stays where it was, as before). */
+async function putOff(ports: PruneSweepPorts, entry: Due): Promise<void> {
+  const failures = Math.min(entry.failures + 1, FAILURES_COUNTED);
+  try {
+    await ports.putOff(entry, failures, retryDelayMs(failures));
+  } catch (error) {
+    ports.log('could not put off a failing entry', error);
+  }
+}

@@ -1,5 +1,6 @@
-import { QueryCommand } from '@aws-sdk/lib-dynamodb';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { ThrottlingException } from '@aws-sdk/client-dynamodb';
+import { QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { SessionScope } from '../../functions/core/model/model.js';
 import { SessionService } from '../../functions/core/sessions/session-service.js';
 import { createStores } from '../../functions/store/index.js';
@@ -36,15 +37,24 @@ beforeAll(async () => {
   service = new SessionService(store, { now });
 });
 
-/** One sweep as the change hook's schedule runs it, at the test's clock; the sessions it ran. */
-async function sweep(everyMs = MINUTE): Promise<number> {
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+/**
+ * One sweep as the change hook's schedule runs it, at the test's clock; the sessions it ran. A
+ * failure it logs fails the test, unless `logged` takes it.
+ */
+async function sweep(everyMs = MINUTE, logged?: (message: string) => void): Promise<number> {
   const done = await sweepDuePrunes(
     {
       duePrunes: (perShard) => store.duePrunes(perShard),
       pruneHistory: (scope, options) => store.pruneHistory(scope, options),
       finishClosing: (scope, life, deadline) => store.finishClosing(scope, life, deadline),
+      putOff: (due, failures, delayMs) => store.putOffDue(due, failures, delayMs),
       log: (message, error) => {
-        throw new Error(`${message}: ${String(error)}`);
+        if (!logged) throw new Error(`${message}: ${String(error)}`);
+        logged(message);
       },
     },
     { everyMs },
@@ -192,6 +202,67 @@ describe('retention that falls due without a write', () => {
     expect(await errorOf(service.getVersion(pruned, 1))).toBe('version_pruned');
     for (let version = 1; version <= 6; version++) expect((await service.getVersion(kept, version)).state).toEqual({ n: version - 1 });
     expect((await dueEntries()).some((due) => due.pk === keys.session(kept))).toBe(false);
+  });
+
+  it('serves a whole partition of the index whose first 30 entries fail every run: each failure puts its entry off, longer each time, and it is retried', async () => {
+    // Prepare: 30 sessions due first and 10 due a second later, all in one partition of the
+    // index (the sweep reads 25 of it a round, oldest first); the 30's runs fail at their claim
+    // (DynamoDB throttling past the SDK's retries), the only call faked.
+    const ids = (prefix: string, count: number) => {
+      const shard = keys.pruneDueShard({ tenant: 'stuck', sessionId: 'x' });
+      const found: SessionScope[] = [];
+      for (let n = 0; found.length < count; n++) {
+        const scope = { tenant: 'stuck', sessionId: `${prefix}${n}` };
+        if (keys.pruneDueShard(scope) === shard) found.push(scope);
+      }
+      return found;
+    };
+    const failing = ids('failing-', 30);
+    const healthy = ids('healthy-', 10);
+    for (const scope of failing) await store.markPruneDue(scope);
+    clock += 1_000;
+    for (const scope of healthy) await store.markPruneDue(scope);
+    clock += 1_000;
+    const failingKeys = new Set(failing.map((scope) => keys.session(scope)));
+    const send = table.send.bind(table);
+    vi.spyOn(table, 'send').mockImplementation((async (command: unknown) => {
+      const input = (command as UpdateCommand).input;
+      const claim = command instanceof UpdateCommand && input.Key?.sk === 'U~prune' && input.UpdateExpression === 'SET #at = :at';
+      if (claim && failingKeys.has(String(input.Key?.pk))) throw new ThrottlingException({ message: 'Rate exceeded', $metadata: {} });
+      return send(command as Parameters<typeof send>[0]);
+    }) as typeof table.send);
+    /** Each session's entry on the index (its due time), or undefined. */
+    const entriesOf = async (scopes: SessionScope[]) => {
+      const entries = new Map((await dueEntries()).map((due) => [due.pk, due.dsk]));
+      return scopes.map((scope) => entries.get(keys.session(scope)));
+    };
+    const logged: string[] = [];
+
+    // Act: one sweep.
+    await sweep(MINUTE, (message) => logged.push(message));
+
+    // Assess: every healthy entry ran (nothing to do: it left the index); each failing one was
+    // tried once, logged, and is due a minute later, its first failure counted.
+    expect(await entriesOf(healthy)).toEqual(healthy.map(() => undefined));
+    expect(logged).toEqual(failing.map(() => 'could not prune history'));
+    expect(await entriesOf(failing)).toEqual(failing.map(() => keys.pruneDueRetry(clock + MINUTE, 1)));
+
+    // Act: a sweep a minute later tries them again, and they fail again: two minutes now.
+    clock += MINUTE + 1;
+    logged.length = 0;
+    await sweep(MINUTE, (message) => logged.push(message));
+    expect(logged).toHaveLength(30);
+    expect(await entriesOf(failing)).toEqual(failing.map(() => keys.pruneDueRetry(clock + 2 * MINUTE, 2)));
+    // Not before then.
+    clock += MINUTE;
+    await sweep(MINUTE, (message) => logged.push(message));
+    expect(logged).toHaveLength(30);
+
+    // Once their runs succeed, the next sweep after the delay runs them all, and they leave the index.
+    vi.restoreAllMocks();
+    clock += MINUTE + 1;
+    await sweep();
+    expect(await entriesOf(failing)).toEqual(failing.map(() => undefined));
   });
 
   it('50 concurrent writers while sweeps run over and over: every write lands, versions stay contiguous, the window is kept', async () => {

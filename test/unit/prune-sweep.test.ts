@@ -1,18 +1,25 @@
 import { describe, expect, it } from 'vitest';
 import type { PruneReport } from '../../functions/store/log/history-prune.js';
 import type { Due } from '../../functions/store/log/prune-due.js';
-import { isScheduledEvent, sweepDuePrunes } from '../../functions/streams/prune-sweep.js';
+import { isScheduledEvent, retryDelayMs, sweepDuePrunes } from '../../functions/streams/prune-sweep.js';
 
 /**
  * The scheduled retention sweep's own rules (functions/streams/prune-sweep.ts), apart from the
  * store (test/integration/retention-schedule.test.ts runs it on DynamoDB Local): each due
  * session runs once a sweep, a failing run does not stop the others, and a sweep starts no run
  * near its invocation's deadline, leaving the rest due for the next; a delete's fence found due
- * is finished as an erase, not run as a history.
+ * is finished as an erase, not run as a history; a run that fails puts its entry off, longer
+ * with each failure in a row.
  */
 
 const report = (pruned: number): PruneReport => ({ pruned, expiring: 0, kept: 0, behind: false, ran: true, waiting: false });
-const scopes = (count: number): Due[] => Array.from({ length: count }, (_, index) => ({ scope: { tenant: 't', sessionId: `s${index}` } }));
+const entry = (sessionId: string, closing?: number, failures = 0): Due => ({
+  scope: { tenant: 't', sessionId },
+  ...(closing === undefined ? {} : { closing }),
+  key: { pk: `S#t#${sessionId}`, sk: closing === undefined ? 'U~prune' : `V#${closing}` },
+  failures,
+});
+const scopes = (count: number): Due[] => Array.from({ length: count }, (_, index) => entry(`s${index}`));
 const unexpected = async (): Promise<never> => {
   throw new Error('not expected');
 };
@@ -29,6 +36,7 @@ describe('the retention sweep', () => {
           return report(scope.sessionId === 's3' ? 2 : 0);
         },
         finishClosing: unexpected,
+        putOff: async () => {},
         log: () => {},
       },
       { everyMs: 60_000 },
@@ -48,6 +56,7 @@ describe('the retention sweep', () => {
           return report(1);
         },
         finishClosing: unexpected,
+        putOff: async () => {},
         log: (message, error) => failures.push(`${message}: ${String(error)}`),
       },
       { everyMs: 60_000 },
@@ -67,6 +76,7 @@ describe('the retention sweep', () => {
           return report(0);
         },
         finishClosing: unexpected,
+        putOff: async () => {},
         log: () => {},
       },
       { everyMs: 60_000, deadline: Date.now() + 5_000 },
@@ -77,12 +87,7 @@ describe('the retention sweep', () => {
   });
 
   it('finishes the erase of a delete whose fence is due, once a sweep, beside the same session’s history run', async () => {
-    const due: Due[] = [
-      { scope: { tenant: 't', sessionId: 'a' }, closing: 0 },
-      { scope: { tenant: 't', sessionId: 'a' } },
-      { scope: { tenant: 't', sessionId: 'b' }, closing: 3 },
-      { scope: { tenant: 't', sessionId: 'c' }, closing: 1 },
-    ];
+    const due: Due[] = [entry('a', 0), entry('a'), entry('b', 3), entry('c', 1)];
     const erases: string[] = [];
     const histories: string[] = [];
     const failures: string[] = [];
@@ -98,6 +103,7 @@ describe('the retention sweep', () => {
           if (scope.sessionId === 'c') throw new Error('throttled');
           return scope.sessionId === 'a';
         },
+        putOff: async () => {},
         log: (message, error) => failures.push(`${message}: ${String(error)}`),
       },
       { everyMs: 60_000 },
@@ -107,6 +113,45 @@ describe('the retention sweep', () => {
     expect(histories).toEqual(['a']);
     expect(failures).toEqual(['could not finish the erase of a deleted session: Error: throttled']);
     expect(sweep).toEqual({ sessions: 4, pruned: 0, erased: 1, cut: false });
+  });
+
+  it('puts off the entry of a run that fails, by a delay that grows with its failures in a row, and only that entry', async () => {
+    const due = [entry('ok'), entry('first'), entry('again', undefined, 3), entry('fence', 2, 1)];
+    const putOff: string[] = [];
+    const failures: string[] = [];
+    const sweep = await sweepDuePrunes(
+      {
+        duePrunes: async () => due,
+        pruneHistory: async (scope) => {
+          if (scope.sessionId !== 'ok') throw new Error('throttled');
+          return report(0);
+        },
+        finishClosing: async () => {
+          throw new Error('unavailable');
+        },
+        putOff: async (failed, count, delayMs) => {
+          putOff.push(`${failed.key.sk} ${failed.scope.sessionId} #${count} +${delayMs / 60_000} min`);
+          if (failed.scope.sessionId === 'again') throw new Error('throttled too');
+        },
+        log: (message, error) => failures.push(`${message}: ${String(error)}`),
+      },
+      { everyMs: 60_000 },
+    );
+
+    expect(putOff.sort()).toEqual(['U~prune again #4 +8 min', 'U~prune first #1 +1 min', 'V#2 fence #2 +2 min']);
+    expect(failures.sort()).toEqual([
+      'could not finish the erase of a deleted session: Error: unavailable',
+      'could not prune history: Error: throttled',
+      'could not prune history: Error: throttled',
+      'could not put off a failing entry: Error: throttled too',
+    ]);
+    expect(sweep).toEqual({ sessions: 4, pruned: 0, erased: 0, cut: false });
+  });
+
+  it('backs a failing entry off a minute, doubling with each failure in a row, an hour at most', () => {
+    expect([1, 2, 3, 4, 5, 6, 7, 8, 99, 1_000].map((failures) => retryDelayMs(failures) / 60_000)).toEqual([
+      1, 2, 4, 8, 16, 32, 60, 60, 60, 60,
+    ]);
   });
 
   it('tells the schedule’s invocation from a stream batch', () => {

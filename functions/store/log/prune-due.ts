@@ -1,9 +1,9 @@
-import { QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { SessionScope } from '../../core/model/model.js';
 import * as keys from '../table/keys.js';
 import { logPositionOf } from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
-import type { TableClient } from '../table/table-client.js';
+import { conditionally, type TableClient } from '../table/table-client.js';
 import { isMarkerKey } from './prune-marker.js';
 
 /**
@@ -14,6 +14,10 @@ import { isMarkerKey } from './prune-marker.js';
 export interface Due {
   scope: SessionScope;
   closing?: number;
+  /** The item that carries the entry. */
+  key: { pk: string; sk: string };
+  /** How many runs of it in a row failed (`putOff`). */
+  failures: number;
 }
 
 /**
@@ -44,9 +48,33 @@ export async function dueSessions(table: TableClient, nowMs: number, perShard: n
   for (const item of pages.flat()) {
     const scope = keys.sessionScopeOf(String(item.pk));
     if (!scope) continue;
-    const fence = logPositionOf(String(item.sk));
-    if (fence) due.push({ scope, closing: fence.incarnation });
-    else if (isMarkerKey(item.sk)) due.push({ scope });
+    const key = { pk: String(item.pk), sk: String(item.sk) };
+    const failures = keys.pruneDueFailures(String(item[sortKey]));
+    const fence = logPositionOf(key.sk);
+    if (fence) due.push({ scope, closing: fence.incarnation, key, failures });
+    else if (isMarkerKey(key.sk)) due.push({ scope, key, failures });
   }
   return due;
+}
+
+/**
+ * Puts off an entry whose run failed (streams/prune-sweep.ts): due at `dueMs` with the count of
+ * `failures` in a row, so that the entries behind it in its partition are served, and it is
+ * retried. Only later than it is due now, and only while it is due at all: a run that completed
+ * meanwhile (its entry removed; a fence closed), or a hold that ends later, keeps its own. One
+ * conditional UpdateItem; nothing when the condition fails.
+ */
+export async function putOff(table: TableClient, due: Due, failures: number, dueMs: number): Promise<void> {
+  await conditionally(
+    table.send(
+      new UpdateCommand({
+        TableName: table.tableName,
+        Key: due.key,
+        UpdateExpression: 'SET #dsk = :next',
+        ConditionExpression: 'attribute_exists(#dsk) AND #dsk < :next',
+        ExpressionAttributeNames: { '#dsk': tableKeys.pruneDueIndex.sortKey },
+        ExpressionAttributeValues: { ':next': keys.pruneDueRetry(dueMs, failures) },
+      }),
+    ),
+  );
 }

@@ -383,6 +383,12 @@ export class DynamoDbSessionStore extends DynamoDbSessionHistory implements Sess
     return dueSessions(this.table, this.table.now(), perShard);
   }
 
+  /** Puts off a due entry whose run failed, `failures` in a row, by `delayMs` from now (log/prune-due.ts `putOff`). */
+  async putOffDue(due: Due, failures: number, delayMs: number): Promise<void> {
+    const { putOff } = await import('../log/prune-due.js');
+    await putOff(this.table, due, failures, this.table.now() + delayMs);
+  }
+
   /** Removes pieces of large states that no version names (see state-pieces.ts); how many. */
   sweepPieces(scope: SessionScope): Promise<number> {
     return sweepPieces(this.table, scope);

@@ -160,6 +160,18 @@ export const PRUNE_DUE_SHARDS = 32;
 export const pruneDue = (shard: number) => `PD#${String(shard).padStart(2, '0')}`;
 /** When the entry is due (epoch ms, so that the index sorts by it). */
 export const pruneDueAt = (dueMs: number) => pad(Math.max(0, Math.round(dueMs)), TICKET_TIME_DIGITS);
+/**
+ * When an entry whose last `failures` runs in a row failed is due again (streams/prune-sweep.ts
+ * backs them off): the count rides after the time in the sort key, which still sorts by the time,
+ * so that the keys-only index hands it to the sweep with no read. Any other write of the entry's
+ * due time (a run's, a claim's, a write's mark) starts the count over.
+ */
+export const pruneDueRetry = (dueMs: number, failures: number) => `${pruneDueAt(dueMs)}#${failures}`;
+/** How many runs in a row failed for an entry of the retention index (`pruneDueRetry`); 0 for a plain due time. */
+export function pruneDueFailures(dsk: string): number {
+  const failures = Number(dsk.split('#')[1]);
+  return Number.isSafeInteger(failures) && failures > 0 ? failures : 0;
+}
 export function pruneDueShard(scope: SessionScope): number {
   return fnv1a(`${scope.tenant}#${scope.sessionId}`) % PRUNE_DUE_SHARDS;
 }
