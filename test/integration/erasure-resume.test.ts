@@ -12,6 +12,7 @@ import { DynamoDbMemoryUpkeep } from '../../functions/store/memory/memory-upkeep
 import { dynamoDbClient } from '../../functions/store/table/client.js';
 import { LOG_ITEM_KIND } from '../../functions/store/table/item-kinds.js';
 import * as keys from '../../functions/store/table/keys.js';
+import { sweepDuePrunes } from '../../functions/streams/prune-sweep.js';
 import { createTestTable, dynamoEndpoint, partitionItems } from '../helpers/dynamodb.js';
 
 /**
@@ -216,6 +217,55 @@ describe('an erasure whose run dies right after it set done', () => {
   });
 });
 
+describe('an erasure whose runs stop once its sessions are closed', () => {
+  it('leaves them to the retention sweep, which erases them and marks the erasure’s records as its run would', async () => {
+    // Prepare: two sessions of the user, written; the erasure's runs close everything (it is
+    // `running`), and then none comes: the run that would erase was killed and the stream gave
+    // its record up (the on-failure queue). Nothing else asks for either id.
+    const sessions = new SessionService(stores.sessions);
+    const sids = ['stalled-1', 'stalled-2'];
+    for (const sessionId of sids) {
+      await sessions.createSession(tenant, { sessionId, userId: 'u-stalled' });
+      await sessions.patchState({ tenant, sessionId }, { secret: 'old' });
+    }
+    const { erasureId } = await new DynamoDbErasureStore(stores.table, stores.sessions, 0).start(tenant, 'u-stalled');
+    const finisher = new ErasureFinisher(stores.table, stores.sessions);
+    const closing = async () => (await stored(`E#${tenant}#${erasureId}`)).find((item) => item.sk?.S === 'E')?.status?.S === 'closing';
+    while (await closing()) await finisher.finish(tenant, erasureId, Date.now() + 20_000, 'closed');
+    const closedOnly = await Promise.all(sids.map(async (sessionId) => (await stored(keys.session({ tenant, sessionId }))).length));
+
+    // Act: one sweep of the schedule, as the change hook runs it.
+    const failures: string[] = [];
+    const sweep = await sweepDuePrunes(
+      {
+        duePrunes: (perShard) => stores.sessions.duePrunes(perShard),
+        pruneHistory: (scope, options) => stores.sessions.pruneHistory(scope, options),
+        finishClosing: (scope, life, deadline) => stores.sessions.finishClosing(scope, life, deadline),
+        putOff: (due, count, delayMs) => stores.sessions.putOffDue(due, count, delayMs),
+        log: (message, error) => failures.push(`${message}: ${String(error)}`),
+      },
+      { everyMs: 60_000 },
+    );
+
+    // Assess: the sweep erased both (tombstones and the closed fence alone, nothing due any
+    // more), and the erasure's records say so; a run of the erasure that comes later after all
+    // finds nothing left to erase and counts both.
+    expect(failures).toEqual([]);
+    expect(closedOnly.every((count) => count > 2)).toBe(true);
+    expect(sweep.erased).toBeGreaterThanOrEqual(2);
+    for (const sessionId of sids) {
+      const items = await stored(keys.session({ tenant, sessionId }));
+      expect(items.filter((item) => item.kind?.S !== LOG_ITEM_KIND.tombstone)).toEqual([]);
+      expect(items.filter((item) => item.fence !== undefined).map((item) => item.fence?.S)).toEqual(['closed']);
+      expect(items.filter((item) => item.dsk !== undefined || item.er !== undefined)).toEqual([]);
+    }
+    const records = (await stored(`E#${tenant}#${erasureId}`)).filter((item) => item.sk?.S?.startsWith(keys.erasedSessionPrefix));
+    expect(records.map((record) => [record.sessionId?.S, record.erased?.BOOL]).sort()).toEqual(sids.map((sessionId) => [sessionId, true]));
+    await finisher.finish(tenant, erasureId);
+    expect(await finisher.get(tenant, erasureId)).toMatchObject({ status: 'done', sessions: 2 });
+  });
+});
+
 describe('an erasure closing a session a PATCH gave to another user', () => {
   it('closes it only while it is the erased user’s, and was since the erasure began: a PATCH that landed first wins', async () => {
     // Prepare: a written session of u-was, given to u-now; the erasure's step had read it as
@@ -229,10 +279,10 @@ describe('an erasure closing a session a PATCH gave to another user', () => {
     await sessions.updateSession(scope, { userId: 'u-now' });
 
     // Act
-    const asWas = await stores.sessions.closeForErasure(scope, { userId: 'u-was', before: erasureBegan });
-    const asNowBeforeThePatch = await stores.sessions.closeForErasure(scope, { userId: 'u-now', before: erasureBegan });
+    const asWas = await stores.sessions.closeForErasure(scope, { userId: 'u-was', before: erasureBegan, erasureId: 'e-1' });
+    const asNowBeforeThePatch = await stores.sessions.closeForErasure(scope, { userId: 'u-now', before: erasureBegan, erasureId: 'e-2' });
     const readable = await sessions.getSession(scope);
-    const asNow = await stores.sessions.closeForErasure(scope, { userId: 'u-now', before: new Date().toISOString() });
+    const asNow = await stores.sessions.closeForErasure(scope, { userId: 'u-now', before: new Date().toISOString(), erasureId: 'e-3' });
 
     // Assess: neither the old user's erasure nor one older than the PATCH closes it; the new user's does.
     expect([asWas, asNowBeforeThePatch]).toEqual([null, null]);

@@ -145,7 +145,7 @@ export class ErasureCloser extends DynamoDbErasureStore {
           if (userId !== null && (item.userId !== userId || (typeof since === 'string' && since > erasure.createdAt))) return;
           if (String(item.createdAt) > erasure.createdAt) return;
           // Null: given to another user since the list was read (a PATCH that won the race).
-          const owner = userId === null ? null : { userId, before: erasure.createdAt };
+          const owner = userId === null ? null : { userId, before: erasure.createdAt, erasureId: erasure.erasureId };
           const closedLife = await this.sessions.closeForErasure(scopeOf(sessionId), owner);
           if (closedLife === null) return;
           life = closedLife;

@@ -9,7 +9,7 @@ import { emptyTip, rootNode } from '../../core/model/tree.js';
 import { decodeLineage, encodeLineage } from '../state/lineage.js';
 import type { EncodedVersion } from '../state/version-item.js';
 import * as versionItem from '../state/version-item.js';
-import { FENCE_COPY_LIFE, FENCE_HELD_UNTIL, FENCE_HOLDER, KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
+import { FENCE_COPY_LIFE, FENCE_ERASURE, FENCE_HELD_UNTIL, FENCE_HOLDER, KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { type LogPosition, logPositionOf } from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
@@ -158,8 +158,9 @@ export interface FenceEntry {
   readonly followersUntil?: number;
   /** A closing fence: the eraser that holds it, until when (epoch ms; session-delete.ts `claim`). */
   readonly holder?: { eraser: string; until: number };
-  /** A closing fence of a copy's life: its closed fence takes a TTL. */
+  /** A closing fence of a copy's life (its closed fence takes a TTL); of a user's erasure (that erasure's id). */
   readonly copyLife?: true;
+  readonly erasure?: string;
 }
 
 // ---- JSON text and compressed JSON text ------------------------------------------------------
@@ -207,6 +208,7 @@ export function readLogItem(item: Item): LogEntry | FenceEntry | null {
         ? { holder: { eraser: item[FENCE_HOLDER], until: item[FENCE_HELD_UNTIL] } }
         : {}),
       ...(item[FENCE_COPY_LIFE] === undefined ? {} : { copyLife: true as const }),
+      ...(typeof item[FENCE_ERASURE] === 'string' ? { erasure: item[FENCE_ERASURE] } : {}),
     };
   }
   const chain = parseJsonText<Chain | null>(item.chain);

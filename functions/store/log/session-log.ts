@@ -12,7 +12,7 @@ import * as sessionItem from '../sessions/session-item.js';
 import { readSessionItems } from '../sessions/session-read.js';
 import { piecesOf } from '../state/state-pieces.js';
 import * as versionItem from '../state/version-item.js';
-import { FENCE_COPY_LIFE, FENCE_HELD_UNTIL, FENCE_HOLDER, KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
+import { FENCE_COPY_LIFE, FENCE_ERASURE, FENCE_HELD_UNTIL, FENCE_HOLDER, KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
 import { tableKeys } from '../table/table.js';
 import { batchGet, conditions, type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
@@ -43,6 +43,7 @@ const WITHOUT_STATE = [
   FENCE_HOLDER,
   FENCE_HELD_UNTIL,
   FENCE_COPY_LIFE,
+  FENCE_ERASURE,
   'version',
   'node',
   // What a version's decision leaves out because the version holds it (log-items.ts, compactDecision).

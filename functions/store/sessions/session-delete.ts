@@ -6,6 +6,7 @@ import { type Deleted, INLINE_ERASE_MS, isAbandonedCopyItem, isAbandonedDelete, 
 import {
   FENCE_CAUSE_EXPIRED,
   FENCE_COPY_LIFE,
+  FENCE_ERASURE,
   FENCE_HANDED_OFF,
   FENCE_HANDED_OFF_ATTRIBUTE,
   FENCE_HELD_UNTIL,
@@ -234,10 +235,15 @@ export class SessionDeleter {
    * user's and left alone (null), never a session of the erased user left readable or another
    * user's erased.
    */
-  async closeOnly(scope: SessionScope, owner: { userId: string; before: string } | null): Promise<number | null> {
+  async closeOnly(scope: SessionScope, owner: Owner | null): Promise<number | null> {
     const tip = await this.readTip(scope);
     if (owner === null) return (await this.close(scope, tip, undefined)).position.incarnation;
-    const closed = await this.close(scope, tip, undefined, owner);
+    // Held by nobody, the fence is due on the retention sweep's index at once, and names the
+    // erasure: should the erasure's runs stop before they erase it (a run killed, its stream
+    // record given up), the sweep finishes the erase, and marks the erasure's record of it, as
+    // it does a dead DELETE's. The erasure's own first claim moves the entry to its hold's end.
+    const due = { ...dueAt(scope, this.table.now()), [FENCE_ERASURE]: owner.erasureId };
+    const closed = await this.close(scope, tip, due, owner);
     if (closed === null) return null;
     // Lists show a session by its item (session-list.ts `sessionsOf`), not by its tip, so no
     // list may show the session's user or metadata after the erasure's 202: joined at another
@@ -254,10 +260,33 @@ export class SessionDeleter {
    * held by another eraser). `eraser`: the erasure's name, the same in each of its runs, so that
    * a run takes back at once what a run of it that died held.
    */
-  async finishClosed(scope: SessionScope, life: number, options: { deadline?: number; eraser?: string } = {}): Promise<boolean> {
+  async finishClosed(
+    scope: SessionScope,
+    life: number,
+    options: { deadline?: number; eraser?: string; markErasure?: true } = {},
+  ): Promise<boolean> {
     const tip = await this.readTip(scope);
-    if (tip.kind !== 'closing' || tip.incarnation !== life || !fenceOf(tip)) return true;
-    return (await this.deleteSession(scope, undefined, { ...options, life })).erased;
+    const fence = fenceOf(tip);
+    if (tip.kind !== 'closing' || tip.incarnation !== life || !fence) return true;
+    const { erased } = await this.deleteSession(scope, undefined, { deadline: options.deadline, eraser: options.eraser, life });
+    // The retention sweep's erase of a session a user's erasure closed: its record says so, as
+    // the erasure's run would have it (erasure-finish.ts `eraseRecorded`), so that a run of that
+    // erasure, if one comes, has nothing left to do for it. Never a record that is gone (the
+    // erasure done, its records deleted) or was never put (its step died first).
+    if (erased && options.markErasure && fence.erasure !== undefined) {
+      await conditionally(
+        this.table.send(
+          new UpdateCommand({
+            TableName: this.table.tableName,
+            Key: { pk: keys.erasure(scope.tenant, fence.erasure), sk: keys.erasedSession(scope.sessionId) },
+            UpdateExpression: 'SET erased = :yes',
+            ConditionExpression: 'attribute_exists(pk) AND life = :life',
+            ExpressionAttributeValues: { ':yes': true, ':life': life },
+          }),
+        ),
+      );
+    }
+    return erased;
   }
 
   /**
@@ -406,7 +435,7 @@ export class SessionDeleter {
       return false;
     }
     // The fence leaves the retention sweep's index with its hold: nothing of it is due any more.
-    const done = `REMOVE ${HOLDER}, ${HELD_UNTIL}, ${COPY_LIFE}, ${FENCE_HANDED_OFF_ATTRIBUTE}, #dpk, #dsk`;
+    const done = `REMOVE ${HOLDER}, ${HELD_UNTIL}, ${COPY_LIFE}, ${FENCE_HANDED_OFF_ATTRIBUTE}, ${FENCE_ERASURE}, #dpk, #dsk`;
     return conditionally(
       this.table.send(
         new UpdateCommand({
@@ -512,10 +541,11 @@ function itemExpiry(item: Item | undefined, nowMs: number): string | undefined {
   return typeof expires === 'number' && expires <= nowMs ? new Date(expires).toISOString() : undefined;
 }
 
-/** The user whose erasure closes a session, and since when the session must have been theirs. */
+/** The user whose erasure closes a session, and since when the session must have been theirs; the erasure. */
 interface Owner {
   userId: string;
   before: string;
+  erasureId: string;
 }
 
 /** Where a delete's fence is, and whether it was another delete's (joined) rather than this one's. */
@@ -557,9 +587,14 @@ const DUE_NAMES = { '#dpk': tableKeys.pruneDueIndex.partitionKey, '#dsk': tableK
  * and one with its close.
  */
 function dueWhenHeld(scope: SessionScope, hold: Hold): Item {
+  return dueAt(scope, hold.until);
+}
+
+/** A closing fence's entry of the retention index, due at `dueMs`. */
+function dueAt(scope: SessionScope, dueMs: number): Item {
   return {
     [tableKeys.pruneDueIndex.partitionKey]: keys.pruneDue(keys.pruneDueShard(scope)),
-    [tableKeys.pruneDueIndex.sortKey]: keys.pruneDueAt(hold.until),
+    [tableKeys.pruneDueIndex.sortKey]: keys.pruneDueAt(dueMs),
   };
 }
 

@@ -84,7 +84,7 @@ export class DynamoDbSessionStore extends DynamoDbSessionHistory implements Sess
    * is that user's since the erasure began (session-delete.ts `closeOnly`): the life it closed;
    * null when it is not.
    */
-  async closeForErasure(scope: SessionScope, owner: { userId: string; before: string } | null): Promise<number | null> {
+  async closeForErasure(scope: SessionScope, owner: { userId: string; before: string; erasureId: string } | null): Promise<number | null> {
     return (await this.loadDeleter()).closeOnly(scope, owner);
   }
 
@@ -106,7 +106,7 @@ export class DynamoDbSessionStore extends DynamoDbSessionHistory implements Sess
    */
   async finishClosing(scope: SessionScope, life: number, deadline?: number): Promise<boolean> {
     const until = Math.min(deadline ?? Number.POSITIVE_INFINITY, Date.now() + INLINE_ERASE_MS);
-    return (await this.loadDeleter()).finishClosed(scope, life, { deadline: until });
+    return (await this.loadDeleter()).finishClosed(scope, life, { deadline: until, markErasure: true });
   }
 
   /** The change hook's run of an erase a delete handed to it (session-delete.ts `finishHandedOff`): false when its time ran out first. */

@@ -51,6 +51,12 @@ export const FENCE_HANDED_OFF = 'hook';
 export const FENCE_HOLDER = 'ew';
 export const FENCE_HELD_UNTIL = 'eu';
 export const FENCE_COPY_LIFE = 'ec';
+/**
+ * The user's erasure that closed the session (session-delete.ts `closeOnly`), while its fence is
+ * closing: whoever else finishes that erase (the retention sweep) marks the erasure's record of
+ * the session erased, as the erasure's own run would.
+ */
+export const FENCE_ERASURE = 'er';
 
 /** The kinds of a memory item (`M#<tenant>#<namespace>` / `K#<key>`, memory-codecs.ts). */
 export const MEMORY_ITEM_KIND = {
