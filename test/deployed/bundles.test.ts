@@ -974,6 +974,68 @@ describe('erasure of a user', () => {
       expect.objectContaining({ id: `erased/${erasureId}`, userId: 'ada-e', sessions: 1, memoryItems: 1, documents: 1 }),
     ]);
   });
+
+  it('leaves the sessions of an erasure whose runs died after closing to the schedule’s sweep, which erases them with the change hook’s role and marks the records', async () => {
+    // Prepare: a session of the user, written.
+    await stack.stream.read(0, 200);
+    expect((await call('POST', '/v1/sessions', { sessionId: 'stalled-e', userId: 'cy-e' })).status).toBe(201);
+    expect((await call('PATCH', '/v1/sessions/stalled-e/state', { secret: 'stalled' })).status).toBe(200);
+    await stack.stream.read(0, 200);
+    const hook = stack.deployment.functionNamed(/change hook/);
+    const partition = async (pk: string) =>
+      (
+        await stack.admin.send(
+          new QueryCommand({
+            TableName: stack.deployment.tableName,
+            KeyConditionExpression: 'pk = :pk',
+            ExpressionAttributeValues: { ':pk': { S: pk } },
+          }),
+        )
+      ).Items ?? [];
+
+    // Act: the DELETE of the user, whose hook run dies right after it set the erasure running
+    // (closing done: the 202), and every run after it dies too, the stream giving their records
+    // up; then one sweep of the schedule a minute on.
+    let died = false;
+    stack.aws.fault = (request) => {
+      if (request.functionId !== hook.logicalId) return 'pass';
+      if (!died && request.operation === 'UpdateItem' && String(request.input.UpdateExpression).includes('#status = :running')) died = true;
+      return died ? 'crash' : 'pass';
+    };
+    const { answer } = await eraseWhileTheHookRuns('cy-e');
+    await stack.stream.read(0, 500);
+    stack.aws.fault = () => 'pass';
+    const { erasureId } = JSON.parse(answer.body) as { erasureId: string };
+    const stalledOn = (await partition('S#acme#stalled-e')).filter((item) => item.kind?.S !== 'x').length;
+    const later = 60_000;
+    const sweep = await stack.lambda.invoke(
+      hook,
+      {
+        version: '0',
+        id: 'sweep-erasure',
+        'detail-type': 'Scheduled Event',
+        source: 'aws.events',
+        time: new Date(Date.now() + later).toISOString(),
+        detail: {},
+      },
+      { clockOffsetMs: later },
+    );
+
+    // Assess: the erasure stayed running (no run of it came); the sweep erased the session
+    // (tombstones and its closed fence alone, nothing due) and marked the erasure's record of it.
+    expect(answer.status).toBe(202);
+    expect(died).toBe(true);
+    expect(stalledOn).toBeGreaterThan(0);
+    expect(JSON.parse((await call('GET', `/v1/erasures/${erasureId}`)).body)).toMatchObject({ status: 'running' });
+    expect(sweep.error, sweep.logs.join('\n')).toBeUndefined();
+    const items = await partition('S#acme#stalled-e');
+    expect(items.filter((item) => item.kind?.S !== 'x')).toEqual([]);
+    expect(items.filter((item) => item.fence !== undefined).map((item) => item.fence?.S)).toEqual(['closed']);
+    expect(items.filter((item) => item.dsk !== undefined)).toEqual([]);
+    expect(JSON.stringify(items)).not.toContain('stalled"');
+    const records = (await partition(`E#acme#${erasureId}`)).filter((item) => item.sessionId?.S === 'stalled-e');
+    expect(records.map((record) => record.erased?.BOOL)).toEqual([true]);
+  });
 });
 
 describe('the WebSocket API', () => {
