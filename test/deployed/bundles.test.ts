@@ -754,19 +754,8 @@ describe('retention on the schedule', () => {
     const targetId = rules[0]?.[1].Properties?.Targets[0].Arn['Fn::GetAtt'][0];
     const target = stack.deployment.functions().find((fn) => fn.logicalId === targetId);
     expect(target?.description).toMatch(/change hook/);
-    const scheduled = (time: number) => ({
-      version: '0',
-      id: `sweep-${time}`,
-      'detail-type': 'Scheduled Event',
-      source: 'aws.events',
-      account: stack.deployment.account,
-      time: new Date(time).toISOString(),
-      region: stack.deployment.region,
-      resources: [`arn:aws:events:${stack.deployment.region}:${stack.deployment.account}:rule/RetentionSweep`],
-      detail: {},
-    });
     const sweep = async (clockOffsetMs: number) => {
-      const invocation = await stack.lambda.invoke(target as never, scheduled(Date.now() + clockOffsetMs), { clockOffsetMs });
+      const invocation = await stack.lambda.invoke(target as never, scheduledSweep(Date.now() + clockOffsetMs), { clockOffsetMs });
       expect(invocation.error).toBeUndefined();
       return invocation.logs.map((line) => JSON.parse(line)).find((line) => line.message === 'prune sweep');
     };
@@ -835,18 +824,7 @@ describe('retention on the schedule', () => {
     stack.aws.fault = () => 'pass';
     const lostOn = await unerased('lost');
     const later = 2 * 60_000;
-    const sweep = await stack.lambda.invoke(
-      hook,
-      {
-        version: '0',
-        id: 'sweep-deletes',
-        'detail-type': 'Scheduled Event',
-        source: 'aws.events',
-        time: new Date(Date.now() + later).toISOString(),
-        detail: {},
-      },
-      { clockOffsetMs: later },
-    );
+    const sweep = await stack.lambda.invoke(hook, scheduledSweep(Date.now() + later), { clockOffsetMs: later });
 
     // Assess: both read as unknown from their DELETEs on; the retry answered 204 and left the
     // erase (the hold was live); the sweep erased both: tombstones and the closed fence alone,
@@ -902,6 +880,22 @@ describe('memory events from the stream', () => {
     expect(live.map((event) => event.id)).toEqual(details.map((detail) => detail.id));
   });
 });
+
+/** The event the retention sweep's schedule (an EventBridge rule, `rate(1 minute)`) delivers at `time`. */
+function scheduledSweep(time: number) {
+  const { account, region } = stack.deployment;
+  return {
+    version: '0',
+    id: `sweep-${time}`,
+    'detail-type': 'Scheduled Event',
+    source: 'aws.events',
+    account,
+    time: new Date(time).toISOString(),
+    region,
+    resources: [`arn:aws:events:${region}:${account}:rule/RetentionSweep`],
+    detail: {},
+  };
+}
 
 /**
  * `DELETE /v1/users/{userId}` while the change hook runs on what the stream brings, as the event
@@ -1008,18 +1002,7 @@ describe('erasure of a user', () => {
     const { erasureId } = JSON.parse(answer.body) as { erasureId: string };
     const stalledOn = (await partition('S#acme#stalled-e')).filter((item) => item.kind?.S !== 'x').length;
     const later = 60_000;
-    const sweep = await stack.lambda.invoke(
-      hook,
-      {
-        version: '0',
-        id: 'sweep-erasure',
-        'detail-type': 'Scheduled Event',
-        source: 'aws.events',
-        time: new Date(Date.now() + later).toISOString(),
-        detail: {},
-      },
-      { clockOffsetMs: later },
-    );
+    const sweep = await stack.lambda.invoke(hook, scheduledSweep(Date.now() + later), { clockOffsetMs: later });
 
     // Assess: the erasure stayed running (no run of it came); the sweep erased the session
     // (tombstones and its closed fence alone, nothing due) and marked the erasure's record of it.
