@@ -785,16 +785,7 @@ describe('retention on the schedule', () => {
     await stack.stream.read(0, 200);
     const sessions = stack.deployment.functionNamed(/the sessions routes$/);
     const hook = stack.deployment.functionNamed(/change hook/);
-    const partition = async (sid: string) =>
-      (
-        await stack.admin.send(
-          new QueryCommand({
-            TableName: stack.deployment.tableName,
-            KeyConditionExpression: 'pk = :pk',
-            ExpressionAttributeValues: { ':pk': { S: `S#acme#${sid}` } },
-          }),
-        )
-      ).Items ?? [];
+    const partition = (sid: string) => itemsOf(`S#acme#${sid}`);
     const unerased = async (sid: string) => (await partition(sid)).filter((item) => item.kind?.S !== 'x').length;
 
     // Act: a DELETE whose function dies right after its fence lands (as at its timeout), and
@@ -880,6 +871,18 @@ describe('memory events from the stream', () => {
     expect(live.map((event) => event.id)).toEqual(details.map((detail) => detail.id));
   });
 });
+
+/** Every item of the table's partition `pk`, as the admin reads it (one page: these partitions are small). */
+async function itemsOf(pk: string) {
+  const { Items = [] } = await stack.admin.send(
+    new QueryCommand({
+      TableName: stack.deployment.tableName,
+      KeyConditionExpression: 'pk = :pk',
+      ExpressionAttributeValues: { ':pk': { S: pk } },
+    }),
+  );
+  return Items;
+}
 
 /** The event the retention sweep's schedule (an EventBridge rule, `rate(1 minute)`) delivers at `time`. */
 function scheduledSweep(time: number) {
@@ -976,16 +979,7 @@ describe('erasure of a user', () => {
     expect((await call('PATCH', '/v1/sessions/stalled-e/state', { secret: 'stalled' })).status).toBe(200);
     await stack.stream.read(0, 200);
     const hook = stack.deployment.functionNamed(/change hook/);
-    const partition = async (pk: string) =>
-      (
-        await stack.admin.send(
-          new QueryCommand({
-            TableName: stack.deployment.tableName,
-            KeyConditionExpression: 'pk = :pk',
-            ExpressionAttributeValues: { ':pk': { S: pk } },
-          }),
-        )
-      ).Items ?? [];
+    const partition = itemsOf;
 
     // Act: the DELETE of the user, whose hook run dies right after it set the erasure running
     // (closing done: the 202), and every run after it dies too, the stream giving their records
