@@ -449,7 +449,7 @@ describe('the OpenAPI document beside the health bundle', () => {
     // Prepare: the health function bundled as lib/agent-state.ts bundles it, written out with
     // the document copied beside it (as the stack does), and imported.
     const dir = mkdtempSync(join(os.tmpdir(), 'agentstate-health-bundle-'));
-    const env = { ...process.env };
+    const before = process.env.AGENTSTATE_OPENAPI_FILE;
     try {
       copyFileSync(`${root}docs/openapi.json`, join(dir, 'openapi.json'));
       process.env.AGENTSTATE_OPENAPI_FILE = join(dir, 'openapi.json');
@@ -476,7 +476,9 @@ describe('the OpenAPI document beside the health bundle', () => {
       expect(answer.statusCode).toBe(200);
       expect(JSON.parse(answer.body)).toEqual(JSON.parse(readFileSync(`${root}docs/openapi.json`, 'utf8')));
     } finally {
-      process.env = env;
+      // Put back as it was: the unit files share their workers (vitest.config.ts).
+      if (before === undefined) delete process.env.AGENTSTATE_OPENAPI_FILE;
+      else process.env.AGENTSTATE_OPENAPI_FILE = before;
       rmSync(dir, { recursive: true, force: true });
     }
   });
