@@ -33,9 +33,9 @@ import {
  * per session and batch (a state write is then one PutItem), the pieces no version names
  * swept, the history of sessions with retention pruned (at most once a minute each), and
  * memory's namespace list and replaced versions kept. An EventBridge rule also invokes it every
- * minute with a scheduled event: then it runs the retention that is due without a write, and
- * finishes the erase of any delete whose eraser died holding its fence (prune-sweep.ts; locally
- * a timer of the server).
+ * minute with a scheduled event: then it runs the retention that is due without a write,
+ * finishes the erase of any delete whose eraser died holding its fence, and goes on with any
+ * user's erasure whose runs stopped (prune-sweep.ts; locally a timer of the server).
  *
  * In AWS it is the target of one of the stream's two event source mappings, which let through
  * only version records (store/events/stream-images.ts `changeRecordFilters`); locally
@@ -89,7 +89,8 @@ function liveConsumer(env: NodeJS.ProcessEnv, stores: StreamStores): StreamConsu
     sweepExpired: (scope, expiredAt, unopened) => stores.sessions.sweepExpired(scope, expiredAt, unopened),
     releasedVersions: (opened) => releasedVersions(stores.table, opened),
     finishDelete: (scope, deadline) => stores.sessions.finishDelete(scope, deadline),
-    finishErasure: (tenant, erasureId, deadline) => new ErasureFinisher(stores.table, stores.sessions).finish(tenant, erasureId, deadline),
+    finishErasure: (tenant, erasureId, deadline) =>
+      new ErasureFinisher(stores.table, stores.sessions).run(tenant, erasureId, 'hook', deadline),
     upkeep: new MemoryUpkeep(new DynamoDbMemoryUpkeep(stores.table), {
       historySeconds: Number.isFinite(days) && days > 0 ? Math.round(days * 86_400) : 0,
     }),
@@ -109,12 +110,13 @@ export function pruneSweeper(): (deadline?: number) => Promise<PruneSweep> {
   let stores: StreamStores | undefined;
   return (deadline) => {
     stores ??= storesFromEnv(process.env);
-    const sessions = stores.sessions;
+    const { sessions, table } = stores;
     return sweepDuePrunes(
       {
         duePrunes: (perShard) => sessions.duePrunes(perShard),
         pruneHistory: (scope, options) => sessions.pruneHistory(scope, options),
         finishClosing: (scope, life, deadline) => sessions.finishClosing(scope, life, deadline),
+        finishErasure: (tenant, erasureId, deadline) => new ErasureFinisher(table, sessions).run(tenant, erasureId, 'sweep', deadline),
         putOff: (due, failures, delayMs) => sessions.putOffDue(due, failures, delayMs),
         log: (message, error) => console.warn(`agentstate: ${message}`, error),
       },
@@ -131,7 +133,13 @@ const scheduled = instrumented(
   (_event, { result }) => ({
     message: 'prune sweep',
     level: 'info',
-    fields: { sessions: result?.sessions ?? 0, pruned: result?.pruned ?? 0, erased: result?.erased ?? 0, cut: result?.cut ?? false },
+    fields: {
+      sessions: result?.sessions ?? 0,
+      pruned: result?.pruned ?? 0,
+      erased: result?.erased ?? 0,
+      erasures: result?.erasures ?? 0,
+      cut: result?.cut ?? false,
+    },
   }),
 );
 

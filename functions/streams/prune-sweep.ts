@@ -1,7 +1,7 @@
 import type { ScheduledEvent } from 'aws-lambda';
 import type { SessionScope } from '../core/model/model.js';
 import type { PruneOptions, PruneReport } from '../store/log/history-prune.js';
-import type { Due } from '../store/log/prune-due.js';
+import type { Due, SessionDue } from '../store/log/prune-due.js';
 
 /**
  * Retention on a schedule (API.md section 12). The change hook prunes a session's history when
@@ -23,6 +23,12 @@ import type { Due } from '../store/log/prune-due.js';
  * due, and the sweep finishes that erase as the next request of the id would (`finishClosing`,
  * an eraser like any other: one at a time holds the fence). An erase that completes closes the
  * fence, which leaves the index with it.
+ *
+ * And it holds each user's erasure that no run has moved for longer than a run takes
+ * (store/erasure/erasure-store.ts): one whose runs stopped (a run killed, its stream record
+ * given up, so nothing brings the next). The sweep runs its next steps as the change hook would
+ * (`finishErasure`: for up to 20 s, under an eraser's name of its own), each step's move of the
+ * cursor bringing the hook back and moving the entry on; `done` removes it.
  *
  * A run that fails (it throws) puts its entry off (`retryDelayMs`: a minute, doubling with each
  * failure in a row, an hour at most), so that an entry that fails every time never stays at the
@@ -53,6 +59,11 @@ export interface PruneSweepPorts {
    * as far as `deadline` allows: whether the fence is closed.
    */
   finishClosing(scope: SessionScope, life: number, deadline?: number): Promise<boolean>;
+  /**
+   * Goes on with a user's erasure whose runs stopped, as a run of the change hook would, until
+   * `deadline` (or the run's own bound) at most.
+   */
+  finishErasure(tenant: string, erasureId: string, deadline?: number): Promise<void>;
   /** Makes an entry whose run failed, `failures` in a row, due `delayMs` from now (never sooner than it is due already). */
   putOff(due: Due, failures: number, delayMs: number): Promise<void>;
   log(message: string, error: unknown): void;
@@ -66,6 +77,8 @@ export interface PruneSweep {
   pruned: number;
   /** Erases of deletes it finished (their fences closed). */
   erased: number;
+  /** Users' erasures whose runs had stopped, that it went on with. */
+  erasures: number;
   /** Whether it stopped at its deadline with due sessions left. */
   cut: boolean;
 }
@@ -82,7 +95,7 @@ export function isScheduledEvent(event: unknown): event is ScheduledEvent {
  */
 export async function sweepDuePrunes(ports: PruneSweepPorts, options: { everyMs: number; deadline?: number }): Promise<PruneSweep> {
   const done = new Set<string>();
-  const sweep: PruneSweep = { sessions: 0, pruned: 0, erased: 0, cut: false };
+  const sweep: PruneSweep = { sessions: 0, pruned: 0, erased: 0, erasures: 0, cut: false };
   const late = () => options.deadline !== undefined && Date.now() > options.deadline - DEADLINE_MARGIN_MS;
   for (;;) {
     const due = (await ports.duePrunes(PER_SHARD)).filter((entry) => !done.has(keyOf(entry)));
@@ -96,10 +109,20 @@ export async function sweepDuePrunes(ports: PruneSweepPorts, options: { everyMs:
         }
         const entry = due[next++] as Due;
         done.add(keyOf(entry));
+        const until = options.deadline === undefined ? undefined : options.deadline - HAND_OFF_MARGIN_MS;
+        if ('erasure' in entry) {
+          try {
+            await ports.finishErasure(entry.erasure.tenant, entry.erasure.erasureId, until);
+            sweep.erasures += 1;
+          } catch (error) {
+            ports.log('could not go on with an erasure', error);
+            await putOff(ports, entry);
+          }
+          continue;
+        }
         sweep.sessions += 1;
         if (entry.closing !== undefined) {
           try {
-            const until = options.deadline === undefined ? undefined : options.deadline - HAND_OFF_MARGIN_MS;
             if (await ports.finishClosing(entry.scope, entry.closing, until)) sweep.erased += 1;
           } catch (error) {
             // Its entry stays due, later (a later sweep goes on): the rest of its partition first.
@@ -122,8 +145,11 @@ export async function sweepDuePrunes(ports: PruneSweepPorts, options: { everyMs:
   }
 }
 
-// A session's history run and the erase of a delete of it are two entries, each run once a sweep.
-const keyOf = ({ scope, closing }: Due) => `${scope.tenant}#${scope.sessionId}#${closing ?? 'history'}`;
+// A session's history run and the erase of a delete of it are two entries, each run once a sweep; an erasure is one.
+const keyOf = (entry: Due) =>
+  'erasure' in entry
+    ? `${entry.key.pk}#erasure`
+    : `${entry.scope.tenant}#${entry.scope.sessionId}#${(entry as SessionDue).closing ?? 'history'}`;
 
 /** How long after its `failures`-th failure in a row an entry is due again: a minute, doubling, an hour at most. */
 export function retryDelayMs(failures: number): number {

@@ -234,18 +234,10 @@ describe('an erasure whose runs stop once its sessions are closed', () => {
     while (await closing()) await finisher.finish(tenant, erasureId, Date.now() + 20_000, 'closed');
     const closedOnly = await Promise.all(sids.map(async (sessionId) => (await stored(keys.session({ tenant, sessionId }))).length));
 
-    // Act: one sweep of the schedule, as the change hook runs it.
+    // Act: one sweep of the schedule, as the change hook runs it (the erasure is not due: its
+    // last run just ended).
     const failures: string[] = [];
-    const sweep = await sweepDuePrunes(
-      {
-        duePrunes: (perShard) => stores.sessions.duePrunes(perShard),
-        pruneHistory: (scope, options) => stores.sessions.pruneHistory(scope, options),
-        finishClosing: (scope, life, deadline) => stores.sessions.finishClosing(scope, life, deadline),
-        putOff: (due, count, delayMs) => stores.sessions.putOffDue(due, count, delayMs),
-        log: (message, error) => failures.push(`${message}: ${String(error)}`),
-      },
-      { everyMs: 60_000 },
-    );
+    const sweep = await sweepAt(stores, failures);
 
     // Assess: the sweep erased both (tombstones and the closed fence alone, nothing due any
     // more), and the erasure's records say so; a run of the erasure that comes later after all
@@ -263,6 +255,316 @@ describe('an erasure whose runs stop once its sessions are closed', () => {
     expect(records.map((record) => [record.sessionId?.S, record.erased?.BOOL]).sort()).toEqual(sids.map((sessionId) => [sessionId, true]));
     await finisher.finish(tenant, erasureId);
     expect(await finisher.get(tenant, erasureId)).toMatchObject({ status: 'done', sessions: 2 });
+  });
+});
+
+/** One sweep of the retention schedule as the change hook runs it, over `at`'s table (its clock); what it logged goes to `failures`. */
+function sweepAt(at: Stores, failures: string[]) {
+  return sweepDuePrunes(
+    {
+      duePrunes: (perShard) => at.sessions.duePrunes(perShard),
+      pruneHistory: (scope, options) => at.sessions.pruneHistory(scope, options),
+      finishClosing: (scope, life, deadline) => at.sessions.finishClosing(scope, life, deadline),
+      finishErasure: (tenant, erasureId, deadline) => new ErasureFinisher(at.table, at.sessions).run(tenant, erasureId, 'sweep', deadline),
+      putOff: (due, count, delayMs) => at.sessions.putOffDue(due, count, delayMs),
+      log: (message, error) => failures.push(`${message}: ${String(error)}`),
+    },
+    { everyMs: 60_000 },
+  );
+}
+
+/** The stores of the same table with a clock `offsetMs` ahead: the sweep of a later minute. */
+const later = (offsetMs: number) => createStores(client, tableName, { now: () => Date.now() + offsetMs });
+
+/**
+ * A user with two written sessions, a profile and five memory items in two namespaces; the
+ * erasure's `DELETE` (which waits for no run: `409`), and no run of the change hook after it.
+ */
+async function stalledErasure(userId: string): Promise<{ erasureId: string; sids: string[] }> {
+  const sessions = new SessionService(stores.sessions);
+  const memory = new MemoryService(new DynamoDbMemoryStore(stores.table));
+  const sids = [`${userId}-1`, `${userId}-2`];
+  for (const sessionId of sids) {
+    await sessions.createSession(tenant, { sessionId, userId });
+    await sessions.patchState({ tenant, sessionId }, { secret: 'old' });
+  }
+  await new CommitService(stores).commit({ tenant, sessionId: `${userId}-1` }, {
+    commands: [{ key: 'lang', scope: 'profile', merge: 'disjoint', set: 'en' }],
+  } as never);
+  for (const [namespace, key] of [
+    [['users', userId], 'a'],
+    [['users', userId], 'b'],
+    [['users', userId], 'c'],
+    [['users', userId, 'facts'], 'd'],
+    [['users', userId, 'facts'], 'e'],
+  ] as const) {
+    await memory.put(
+      tenant,
+      null,
+      { namespace: [...namespace], key },
+      { value: { secret: key } },
+      { condition: { kind: 'none' }, author: null },
+    );
+  }
+  const { erasureId, closed } = await new DynamoDbErasureStore(stores.table, stores.sessions, 0).start(tenant, userId);
+  expect(closed).toBe(false);
+  return { erasureId, sids };
+}
+
+/** Nothing of the user readable or stored but the erasure's own item, done with exact counts. */
+async function expectErased(userId: string, erasureId: string, sids: string[]) {
+  const finisher = new ErasureFinisher(stores.table, stores.sessions);
+  expect(await finisher.get(tenant, erasureId)).toMatchObject({ status: 'done', sessions: 2, memoryItems: 5, documents: 1 });
+  const memory = new MemoryService(new DynamoDbMemoryStore(stores.table));
+  for (const key of ['a', 'b', 'c']) await expect(memory.get(tenant, null, ['users', userId], key)).rejects.toThrow();
+  expect(await stores.documents.getDocument({ kind: 'profile', tenant, id: userId })).toBeNull();
+  for (const pk of [
+    `M#${tenant}#users/${userId}`,
+    `M#${tenant}#users/${userId}/facts`,
+    keys.profile(tenant, userId),
+    keys.userErasure(tenant, userId),
+  ]) {
+    expect(await stored(pk), pk).toEqual([]);
+  }
+  for (const sessionId of sids) {
+    const items = await stored(keys.session({ tenant, sessionId }));
+    expect(items.filter((item) => item.kind?.S !== LOG_ITEM_KIND.tombstone)).toEqual([]);
+    expect(items.filter((item) => item.fence !== undefined).map((item) => item.fence?.S)).toEqual(['closed']);
+  }
+  const left = await stored(`E#${tenant}#${erasureId}`);
+  expect(left.map((item) => item.sk?.S)).toEqual(['E']);
+  // Nothing of it due any more: the sweep leaves it be.
+  expect(left[0]?.dsk).toBeUndefined();
+  expect(left[0]?.dpk).toBeUndefined();
+}
+
+describe('an erasure whose runs stop before anything is closed', () => {
+  // About 3 s.
+  it('is gone on with by the retention sweep once no run moved it for longer than a run takes, to done with exact counts, from sweeps alone', async () => {
+    // Prepare: the erasure's DELETE, and no run after it (the run its put brought was killed,
+    // and the stream gave its record up).
+    const { erasureId, sids } = await stalledErasure('u-swept');
+    const failures: string[] = [];
+
+    // Act: a sweep now (its first run may still come: not due), then sweeps a minute apart
+    // from two minutes on, as the schedule's, until it is done.
+    const early = await sweepAt(stores, failures);
+    const sweeps = [];
+    for (let minute = 2; minute < 8 && (await stored(`E#${tenant}#${erasureId}`)).some((item) => item.dsk !== undefined); minute++) {
+      sweeps.push(await sweepAt(later(minute * 60_000), failures));
+    }
+
+    // Assess: not touched by the early sweep; erased by the later ones, the first of which took it.
+    expect(failures).toEqual([]);
+    expect(early.erasures).toBe(0);
+    // (Another erasure of the file's is due too: the first test's of a user with nothing, never run.)
+    expect(sweeps[0]?.erasures).toBeGreaterThanOrEqual(1);
+    expect(sweeps.length).toBeLessThanOrEqual(3);
+    await expectErased('u-swept', erasureId, sids);
+  });
+
+  // About 3 s.
+  it('counts each thing once when a run of the change hook and a run of the sweep go on with it at once', async () => {
+    // Prepare
+    const { erasureId, sids } = await stalledErasure('u-twice');
+
+    // Act: the change hook's run (its record redelivered after all) and the sweep's, side by side, until done.
+    const failures: string[] = [];
+    const hook = new ErasureFinisher(stores.table, stores.sessions);
+    for (let round = 0; round < 5 && (await hook.get(tenant, erasureId))?.status !== 'done'; round++) {
+      await Promise.all([hook.run(tenant, erasureId, 'hook'), sweepAt(later((round + 2) * 60_000), failures)]);
+    }
+
+    // Assess: the same counts as one run alone.
+    expect(failures).toEqual([]);
+    await expectErased('u-twice', erasureId, sids);
+  });
+});
+
+describe('a run of the retention sweep beside a run of the change hook, of one erasure', () => {
+  // About 3 s.
+  it('holds a session’s fence under a name of its own: it waits while the hook’s run erases it, rather than erasing and closing it too', async () => {
+    // Prepare: a written session of the user, closed (the erasure running); a run of the change
+    // hook that holds its fence and is held back before its first page of tombstones.
+    const sessions = new SessionService(stores.sessions);
+    const scope = { tenant, sessionId: 'shared-hold' };
+    await sessions.createSession(tenant, { sessionId: scope.sessionId, userId: 'u-hold' });
+    await sessions.patchState(scope, { secret: 'old' });
+    const { erasureId } = await new DynamoDbErasureStore(stores.table, stores.sessions, 0).start(tenant, 'u-hold');
+    const finisher = new ErasureFinisher(stores.table, stores.sessions);
+    await finisher.finish(tenant, erasureId, Date.now() + 20_000, 'closed');
+    let holding: () => void = () => {};
+    const held = new Promise<void>((resolve) => {
+      holding = resolve;
+    });
+    let release: () => void = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const slow = dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamoEndpoint() });
+    slow.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (context.commandName === 'BatchWriteItemCommand' && JSON.stringify(args.input).includes(keys.session(scope))) {
+          holding();
+          await released;
+        }
+        return next(args);
+      },
+      { step: 'initialize', name: 'holdBack' },
+    );
+    const hookStores = createStores(slow, tableName);
+    const hookRun = new ErasureFinisher(hookStores.table, hookStores.sessions).run(tenant, erasureId, 'hook');
+    await held;
+
+    // Act: the sweep's run, for a second and a half, while the hook's run holds the fence.
+    await finisher.finish(tenant, erasureId, Date.now() + 1_500, 'done', 'sweep');
+    const fence = (await stored(keys.session(scope))).find((item) => item.fence !== undefined);
+    release();
+    await hookRun;
+
+    // Assess: the fence still closing and the hook's run's when the sweep's ended (the sweep
+    // neither erased under it nor closed it); then the hook's run erased it and finished.
+    expect(fence?.fence?.S).toBe('closing');
+    expect(fence?.ew?.S).toBe(`erasure:${erasureId}`);
+    expect(await finisher.get(tenant, erasureId)).toMatchObject({ status: 'done', sessions: 1 });
+    const items = await stored(keys.session(scope));
+    expect(items.filter((item) => item.kind?.S !== LOG_ITEM_KIND.tombstone)).toEqual([]);
+  });
+});
+
+/**
+ * A client of the table that holds back the first request `matches` picks (before it is sent,
+ * or, with `after`, once it is answered) until `release`; `reached` resolves when it got there.
+ */
+function heldClient(matches: (command: string, input: string) => boolean, after = false) {
+  const held = dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamoEndpoint() });
+  let reach: () => void = () => {};
+  const reached = new Promise<void>((resolve) => {
+    reach = resolve;
+  });
+  let release: () => void = () => {};
+  const released = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let first = true;
+  held.middlewareStack.add(
+    (next, context) => async (args) => {
+      const picked = first && matches(String(context.commandName), JSON.stringify(args.input));
+      if (picked) first = false;
+      if (picked && !after) {
+        reach();
+        await released;
+      }
+      const result = await next(args);
+      if (picked && after) {
+        reach();
+        await released;
+      }
+      return result;
+    },
+    { step: 'initialize', name: 'holdBack' },
+  );
+  return { stores: createStores(held, tableName), reached, release };
+}
+
+/** An erasure's runs one step at a time (a step as the change hook's run takes it). */
+class Stepper extends ErasureFinisher {
+  async step(tenantId: string, erasureId: string, runner: 'hook' | 'sweep'): Promise<void> {
+    const item = await this.itemOf(tenantId, erasureId);
+    if (!item) throw new Error('no erasure');
+    const erasure = {
+      tenant: tenantId,
+      erasureId,
+      userId: String(item.userId),
+      createdAt: String(item.createdAt),
+      cursor: String(item.cursor),
+      deadline: Date.now() + 20_000,
+      eraser: runner,
+    };
+    await this.closeStep(erasure);
+  }
+}
+
+describe('two runs of one erasure closing the same page of memory items', () => {
+  // About 1 s.
+  it('count the page whole whichever moves the cursor: one that finds an item tombstoned by the other counts it as its own', async () => {
+    // Prepare: three memory items of the user; the erasure closed up to that namespace's first page.
+    const memory = new MemoryService(new DynamoDbMemoryStore(stores.table));
+    for (const key of ['a', 'b', 'c']) {
+      await memory.put(
+        tenant,
+        null,
+        { namespace: ['users', 'u-page'], key },
+        { value: { key } },
+        { condition: { kind: 'none' }, author: null },
+      );
+    }
+    const { erasureId } = await new DynamoDbErasureStore(stores.table, stores.sessions, 0).start(tenant, 'u-page');
+    const stepper = new Stepper(stores.table, stores.sessions);
+    const cursor = async () => JSON.parse(String((await stored(`E#${tenant}#${erasureId}`)).find((item) => item.sk?.S === 'E')?.cursor?.S));
+    while ((await cursor()).namespace === undefined) await stepper.step(tenant, erasureId, 'hook');
+
+    // Act: the sweep's run reads the page and is held; the hook's run tombstones all three and
+    // is held before its move of the cursor; the sweep's goes on (its three tombstones taken),
+    // and moves the cursor first; then the hook's.
+    const namespacePage = (command: string, input: string) => command.startsWith('Query') && input.includes(`M#${tenant}#users/u-page`);
+    const sweep = heldClient(namespacePage, true);
+    const hook = heldClient((command, input) => command.startsWith('UpdateItem') && input.includes(`E#${tenant}#${erasureId}`));
+    const sweepStep = new Stepper(sweep.stores.table, sweep.stores.sessions).step(tenant, erasureId, 'sweep');
+    await sweep.reached;
+    const hookStep = new Stepper(hook.stores.table, hook.stores.sessions).step(tenant, erasureId, 'hook');
+    await hook.reached;
+    sweep.release();
+    await sweepStep;
+    hook.release();
+    await hookStep;
+    while ((await stepper.get(tenant, erasureId))?.status !== 'done') await stepper.run(tenant, erasureId, 'hook');
+
+    // Assess: three, counted once.
+    expect(await stepper.get(tenant, erasureId)).toMatchObject({ status: 'done', memoryItems: 3 });
+  });
+});
+
+describe('a DELETE of a user whose erasure stopped', () => {
+  // About 2 s.
+  it('joins it, and brings one run with one write: only when no run moved it for longer than a run takes, once for 50 at once', async () => {
+    // Prepare: the erasure's DELETE, and no run after it; a client that counts the writes of the erasure's item.
+    const { erasureId } = await stalledErasure('u-nudged');
+    const counted = (offsetMs: number) => {
+      const counting = dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamoEndpoint() });
+      const landed: string[] = [];
+      counting.middlewareStack.add(
+        (next, context) => async (args) => {
+          const result = await next(args);
+          const input = JSON.stringify(args.input);
+          if (/UpdateItem|PutItem/.test(String(context.commandName)) && input.includes(`E#${tenant}#${erasureId}`)) landed.push(input);
+          return result;
+        },
+        { step: 'initialize', name: 'countErasureWrites' },
+      );
+      const at = createStores(counting, tableName, { now: () => Date.now() + offsetMs });
+      return { erasures: new DynamoDbErasureStore(at.table, at.sessions, 0), landed };
+    };
+    const before = (await stored(`E#${tenant}#${erasureId}`)).find((item) => item.sk?.S === 'E');
+
+    // Act: a DELETE again at once (its first run may still come), then 50 at once two minutes on.
+    const soon = counted(0);
+    const again = await soon.erasures.start(tenant, 'u-nudged');
+    const stalled = counted(2 * 60_000);
+    const many = await Promise.all(Array.from({ length: 50 }, () => stalled.erasures.start(tenant, 'u-nudged')));
+    const after = (await stored(`E#${tenant}#${erasureId}`)).find((item) => item.sk?.S === 'E');
+
+    // Assess: each joined the erasure; the early one wrote nothing, the 50 one write between them
+    // (its entry moved on, past a run: no longer due), which is the stream record that brings the change hook.
+    expect(again).toEqual({ erasureId, closed: false });
+    expect(many.every((start) => start.erasureId === erasureId && !start.closed)).toBe(true);
+    expect(soon.landed).toEqual([]);
+    expect(stalled.landed).toHaveLength(1);
+    expect(stalled.landed[0]).toContain('"ConditionExpression":"#dsk = :read"');
+    expect(after?.status?.S).toBe('closing');
+    expect(after?.cursor).toEqual(before?.cursor);
+    expect(Number(after?.dsk?.S)).toBeGreaterThan(Date.now() + 2 * 60_000);
+    expect(Number(after?.dsk?.S)).toBeGreaterThan(Number(before?.dsk?.S));
   });
 });
 

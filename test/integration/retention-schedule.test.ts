@@ -51,6 +51,9 @@ async function sweep(everyMs = MINUTE, logged?: (message: string) => void): Prom
       duePrunes: (perShard) => store.duePrunes(perShard),
       pruneHistory: (scope, options) => store.pruneHistory(scope, options),
       finishClosing: (scope, life, deadline) => store.finishClosing(scope, life, deadline),
+      finishErasure: async () => {
+        throw new Error('no erasure here');
+      },
       putOff: (due, failures, delayMs) => store.putOffDue(due, failures, delayMs),
       log: (message, error) => {
         if (!logged) throw new Error(`${message}: ${String(error)}`);

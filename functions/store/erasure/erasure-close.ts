@@ -15,7 +15,7 @@ import * as keys from '../table/keys.js';
 import { queryAll } from '../table/paging.js';
 import { tableKeys } from '../table/table.js';
 import { batchGet, batchPut, conditionally, type Item } from '../table/table-client.js';
-import { DynamoDbErasureStore, erasureKey, RECORD_TTL_SECONDS } from './erasure-store.js';
+import { DUE_NAMES, DynamoDbErasureStore, erasureKey, RECORD_TTL_SECONDS } from './erasure-store.js';
 
 /**
  * The first step of an erasure, the change hook's (erasure-store.ts has the items): closing
@@ -78,6 +78,13 @@ export interface OpenErasure {
   createdAt: string;
   /** The cursor as read (the condition of moving it). */
   cursor: string;
+  /** When the run ends (epoch ms): every write of the erasure's item moves its entry of the retention index past it. */
+  deadline: number;
+  /**
+   * The name the run holds sessions' fences under (erasure-finish.ts): the change hook's runs
+   * share one, any other run has its own.
+   */
+  eraser: string;
 }
 
 export class ErasureCloser extends DynamoDbErasureStore {
@@ -261,10 +268,16 @@ export class ErasureCloser extends DynamoDbErasureStore {
         new UpdateCommand({
           TableName: this.table.tableName,
           Key: erasureKey(tenant, erasure.erasureId),
-          UpdateExpression: 'SET #status = :running, sessions = :sessions REMOVE #cursor',
+          UpdateExpression: 'SET #status = :running, sessions = :sessions, #dpk = :dpk, #dsk = :dsk REMOVE #cursor',
           ConditionExpression: '#status = :closing AND #cursor = :cursor',
-          ExpressionAttributeNames: { '#status': 'status', '#cursor': 'cursor' },
-          ExpressionAttributeValues: { ':running': 'running', ':closing': 'closing', ':sessions': sessions, ':cursor': erasure.cursor },
+          ExpressionAttributeNames: { '#status': 'status', '#cursor': 'cursor', ...DUE_NAMES },
+          ExpressionAttributeValues: {
+            ':running': 'running',
+            ':closing': 'closing',
+            ':sessions': sessions,
+            ':cursor': erasure.cursor,
+            ...this.dueValues(erasure),
+          },
         }),
       ),
     );
@@ -316,16 +329,24 @@ export class ErasureCloser extends DynamoDbErasureStore {
     const names = Object.keys(counts);
     return {
       Key: erasureKey(erasure.tenant, erasure.erasureId),
-      UpdateExpression: `SET #cursor = :next${names.length > 0 ? ` ADD ${names.map((name) => `${name} :${name}`).join(', ')}` : ''}`,
+      // The entry of the retention index moves on with the cursor (erasure-store.ts): due only if no run comes after this one.
+      UpdateExpression: `SET #cursor = :next, #dpk = :dpk, #dsk = :dsk${names.length > 0 ? ` ADD ${names.map((name) => `${name} :${name}`).join(', ')}` : ''}`,
       ConditionExpression: '#status = :closing AND #cursor = :cursor',
-      ExpressionAttributeNames: { '#status': 'status', '#cursor': 'cursor' },
+      ExpressionAttributeNames: { '#status': 'status', '#cursor': 'cursor', ...DUE_NAMES },
       ExpressionAttributeValues: {
         ':next': JSON.stringify(next),
         ':closing': 'closing',
         ':cursor': erasure.cursor,
+        ...this.dueValues(erasure),
         ...Object.fromEntries(names.map((name) => [`:${name}`, counts[name]])),
       },
     };
+  }
+
+  /** The values of `#dpk` and `#dsk` for a write of the erasure's item by the run `erasure` was read by. */
+  protected dueValues(erasure: OpenErasure): Item {
+    const due = this.dueAfterRun(erasure.tenant, erasure.erasureId, erasure.deadline);
+    return { ':dpk': due.dpk, ':dsk': due.dsk };
   }
 
   /** How many sessions the erasure recorded (each once, however often a step ran). */

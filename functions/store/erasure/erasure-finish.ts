@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { DeleteCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { forgetIfEmpty } from '../../core/memory/memory-changes.js';
 import { KIND_ATTRIBUTE, MEMORY_ITEM_KIND } from '../table/item-kinds.js';
@@ -6,7 +7,7 @@ import { queryAll } from '../table/paging.js';
 import { tableKeys } from '../table/table.js';
 import { batchDelete, conditionally, type Item } from '../table/table-client.js';
 import { ErasureCloser, inParallel, type OpenErasure } from './erasure-close.js';
-import { erasureKey, RECORD_TTL_SECONDS } from './erasure-store.js';
+import { DUE_NAMES, ERASURE_RUN_MS, erasureKey, RECORD_TTL_SECONDS } from './erasure-store.js';
 
 /**
  * What the change hook does with an erasure (erasure-store.ts has the items): on every stream
@@ -22,27 +23,56 @@ import { erasureKey, RECORD_TTL_SECONDS } from './erasure-store.js';
  * module of its own, so that the sessions group, which starts erasures, carries none of it.
  */
 
-/** How long one run goes on when the stream gives no deadline (locally): then the next record goes on. */
-const RUN_MS = 20_000;
+/**
+ * Who runs an erasure: the change hook (on the stream's records of its item), the retention
+ * sweep (an erasure whose runs stopped, streams/prune-sweep.ts), or the admin CLI's process (a
+ * tenant's erasure, tenant-erasure.ts).
+ */
+export type ErasureRunner = 'hook' | 'sweep' | 'cli';
 
 export class ErasureFinisher extends ErasureCloser {
+  /**
+   * One run of the change hook or the retention sweep: until `deadline` (its invocation's), for
+   * `ERASURE_RUN_MS` at most, so that an erasure whose item no run has written for longer than
+   * that and a margin has stopped (erasure-store.ts: it comes due on the retention index).
+   */
+  run(tenant: string, erasureId: string, runner: 'hook' | 'sweep', deadline?: number): Promise<void> {
+    return this.finish(tenant, erasureId, Math.min(deadline ?? Number.POSITIVE_INFINITY, Date.now() + ERASURE_RUN_MS), 'done', runner);
+  }
+
   /**
    * Goes on with the erasure until it is done (`closed`: only until closing is) or `deadline`
    * (epoch ms) has passed. Idempotent: run again, or beside another run, it finds what is left
    * by what is stored.
+   *
+   * The sessions it erases it holds under a name (session-delete.ts `claim`): the change hook's
+   * runs all under the erasure's own (`erasure:<id>`), so that the stream's retry of a run that
+   * died takes back at once what that run held (the stream brings one run of an erasure at a
+   * time); any other run under a name of its own, for this run alone, since it may run beside
+   * the hook's (a sweep's run brings the hook back; the CLI's runs beside it): two runs under
+   * one name would both erase a session at once, and one could erase on after the other closed
+   * its fence, in the session's next life.
    */
-  async finish(tenant: string, erasureId: string, deadline = Date.now() + RUN_MS, until: 'closed' | 'done' = 'done'): Promise<void> {
+  async finish(
+    tenant: string,
+    erasureId: string,
+    deadline = Date.now() + ERASURE_RUN_MS,
+    until: 'closed' | 'done' = 'done',
+    runner: ErasureRunner = 'hook',
+  ): Promise<void> {
+    const eraser = runner === 'hook' ? `erasure:${erasureId}` : `erasure:${erasureId}:${runner}:${randomUUID()}`;
     for (;;) {
       const item = await this.itemOf(tenant, erasureId);
       // Done by a run that died before its records went (the stream's retry of that run's record):
       // what is left of them goes now, or they would stay for their 30 days.
-      if (item?.status === 'done') return this.dropRecords(tenant, erasureId, deadline);
+      if (item?.status === 'done') return this.dropRecords(tenant, erasureId, deadline, eraser);
       if (!item || (item.status !== 'closing' && item.status !== 'running')) return;
       if (until === 'closed' && item.status !== 'closing') return;
       // A user's erasure names the user; a tenant's (the admin CLI) says so.
       const userId = typeof item.userId === 'string' ? item.userId : item.subject === 'tenant' ? null : undefined;
       if (userId === undefined) return;
-      const erasure: OpenErasure = { tenant, erasureId, userId, createdAt: String(item.createdAt), cursor: String(item.cursor ?? '') };
+      const cursor = String(item.cursor ?? '');
+      const erasure: OpenErasure = { tenant, erasureId, userId, createdAt: String(item.createdAt), cursor, deadline, eraser };
       if (item.status === 'closing') {
         await this.closeStep(erasure);
       } else if (await this.erase(erasure, deadline)) {
@@ -60,7 +90,7 @@ export class ErasureFinisher extends ErasureCloser {
   private async erase(erasure: OpenErasure, deadline: number): Promise<boolean> {
     const { tenant, erasureId } = erasure;
     const partition = keys.erasure(tenant, erasureId);
-    if ((await this.eraseRecorded(tenant, erasureId, deadline)) === null) return false;
+    if ((await this.eraseRecorded(tenant, erasureId, deadline, erasure.eraser)) === null) return false;
     // A session made just before the DELETE may have been missing from the list index, which
     // trails the table: what the list shows now of sessions made before the erasure goes too
     // (closed and recorded as closing does, erased by the next run).
@@ -111,10 +141,11 @@ export class ErasureFinisher extends ErasureCloser {
         new UpdateCommand({
           TableName: this.table.tableName,
           Key: erasureKey(tenant, erasureId),
-          // The user's id goes with the rest: a finished erasure says what it erased, not whose.
-          UpdateExpression: 'SET #status = :done, finishedAt = :now, #ttl = :ttl, sessions = :sessions REMOVE userId',
+          // The user's id goes with the rest: a finished erasure says what it erased, not whose;
+          // and its entry of the retention index: nothing of it is due any more.
+          UpdateExpression: 'SET #status = :done, finishedAt = :now, #ttl = :ttl, sessions = :sessions REMOVE userId, #dpk, #dsk',
           ConditionExpression: '#status = :running',
-          ExpressionAttributeNames: { '#status': 'status', '#ttl': tableKeys.timeToLive },
+          ExpressionAttributeNames: { '#status': 'status', '#ttl': tableKeys.timeToLive, ...DUE_NAMES },
           ExpressionAttributeValues: {
             ':done': 'done',
             ':running': 'running',
@@ -130,7 +161,7 @@ export class ErasureFinisher extends ErasureCloser {
     // dies before they are gone leaves the erasure done with records, and the stream's retry of
     // its record finds it so (`finish`): that run deletes them. So whichever run set `done`, or
     // this one found it set by a run beside it, they go the same way.
-    await this.dropRecords(tenant, erasureId, deadline);
+    await this.dropRecords(tenant, erasureId, deadline, erasure.eraser);
     return true;
   }
 
@@ -138,7 +169,7 @@ export class ErasureFinisher extends ErasureCloser {
    * Erases the sessions the erasure recorded and has not erased yet; the records it read (all
    * erased now), or null when the deadline (or another eraser's hold) stopped it.
    */
-  private async eraseRecorded(tenant: string, erasureId: string, deadline: number): Promise<Item[] | null> {
+  private async eraseRecorded(tenant: string, erasureId: string, deadline: number, eraser: string): Promise<Item[] | null> {
     const records = await this.workOf(keys.erasure(tenant, erasureId), keys.erasedSessionPrefix);
     let complete = true;
     let held = false;
@@ -151,7 +182,7 @@ export class ErasureFinisher extends ErasureCloser {
         }
         // A session larger than what is left of the run (or erased by another eraser meanwhile,
         // the change hook's run of a DELETE): recorded erased only once it is.
-        const erasing = { deadline, eraser: `erasure:${erasureId}` };
+        const erasing = { deadline, eraser };
         if (!(await this.sessions.finishErasure({ tenant, sessionId: String(record.sessionId) }, Number(record.life), erasing))) {
           complete = false;
           held = true;
@@ -180,8 +211,8 @@ export class ErasureFinisher extends ErasureCloser {
    * run's to erase and delete. When the deadline stops it, the run fails, for the stream to
    * retry (a done erasure makes no record that would bring another run).
    */
-  private async dropRecords(tenant: string, erasureId: string, deadline: number): Promise<void> {
-    const records = await this.eraseRecorded(tenant, erasureId, deadline);
+  private async dropRecords(tenant: string, erasureId: string, deadline: number, eraser: string): Promise<void> {
+    const records = await this.eraseRecorded(tenant, erasureId, deadline, eraser);
     if (records === null) throw new Error(`the erasure ${erasureId} is done, but a session it recorded is not erased yet`);
     await batchDelete(
       this.table,
@@ -189,17 +220,20 @@ export class ErasureFinisher extends ErasureCloser {
     );
   }
 
-  /** A write of a running erasure that nothing reads: its stream record brings the next run. */
+  /**
+   * A write of a running erasure that nothing reads: its stream record brings the next run (and
+   * it moves the erasure's entry of the retention index on, past that run).
+   */
   private async nudge(erasure: OpenErasure): Promise<void> {
     await conditionally(
       this.table.send(
         new UpdateCommand({
           TableName: this.table.tableName,
           Key: erasureKey(erasure.tenant, erasure.erasureId),
-          UpdateExpression: 'ADD runs :one',
+          UpdateExpression: 'SET #dpk = :dpk, #dsk = :dsk ADD runs :one',
           ConditionExpression: '#status = :running',
-          ExpressionAttributeNames: { '#status': 'status' },
-          ExpressionAttributeValues: { ':one': 1, ':running': 'running' },
+          ExpressionAttributeNames: { '#status': 'status', ...DUE_NAMES },
+          ExpressionAttributeValues: { ':one': 1, ':running': 'running', ...this.dueValues(erasure) },
         }),
       ),
     );

@@ -1,9 +1,10 @@
-import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { ErasureRecord, ErasureStart, ErasureStore } from '../../core/erasure/erasure.js';
 import type { DynamoDbSessionStore } from '../sessions/session-store.js';
 import { ERASURE_ITEM_KIND, KIND_ATTRIBUTE } from '../table/item-kinds.js';
 import * as keys from '../table/keys.js';
-import { type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
+import { tableKeys } from '../table/table.js';
+import { conditionally, type Item, isConditionFailure, type TableClient } from '../table/table-client.js';
 
 /**
  * Erasures of users (core/erasure/erasure.ts has the steps):
@@ -26,6 +27,15 @@ import { type Item, isConditionFailure, type TableClient } from '../table/table-
  * regardless, and the `DELETE` sent again joins the same erasure and answers `202` once
  * closing is done. Nothing of the work depends on the request that started it, so a request
  * that dies does not stop it.
+ *
+ * Nor does a run that dies for good (killed, its stream record given up: nothing brings the
+ * next): the erasure's item is an entry of the retention sweep's index (`byPruneDue`,
+ * `dpk`/`dsk`), due `STALL_MARGIN_MS` after the end of the run that last wrote it. Every write a
+ * run makes of the item (each step's move of the cursor, `running`, a run's hand-on) moves it
+ * on; `done` removes it. So it comes due only when no run has moved the erasure for longer than
+ * a run takes, and then the sweep runs the erasure's next steps as the change hook would
+ * (erasure-finish.ts; streams/prune-sweep.ts), its moves of the cursor bringing the hook back. A
+ * `DELETE` that joins an erasure found due so brings a run too (`nudgeIfStalled`).
  */
 
 /** How long a `DELETE` waits for the hook to close what the user has (then `409`, the work goes on); see `erasureWaitFrom`. */
@@ -40,6 +50,19 @@ const MAX_POLL_MS = 500;
  * it before `done`, but one left by a hook that deleted it after may still be there).
  */
 const ORPHAN_MS = 60 * 60_000;
+
+/**
+ * How long one run of an erasure goes on at most (the change hook's and the retention sweep's;
+ * less when its invocation has less time left): then it hands on (erasure-finish.ts).
+ */
+export const ERASURE_RUN_MS = 20_000;
+/**
+ * How long after the end of the run that last wrote it an erasure's item is due on the retention
+ * index (`byPruneDue`): long enough for the run that the write brings to start and end (at most
+ * `ERASURE_RUN_MS`, and a running erasure's run writes the item only at its end), so that an
+ * erasure comes due only when its runs stopped.
+ */
+const STALL_MARGIN_MS = 30_000;
 
 /**
  * The wait of a `DELETE` (env `AGENTSTATE_ERASURE_WAIT_MS`, default 12 s): well within the route
@@ -91,6 +114,7 @@ export class DynamoDbErasureStore implements ErasureStore {
    * Idempotent: an item already there is left as it is.
    */
   protected async open(tenant: string, erasureId: string, userId: string | null, createdAt: string): Promise<void> {
+    const due = this.dueAfterRun(tenant, erasureId, Date.now() + ERASURE_RUN_MS);
     try {
       await this.table.send(
         new PutCommand({
@@ -105,6 +129,9 @@ export class DynamoDbErasureStore implements ErasureStore {
             memoryItems: 0,
             documents: 0,
             createdAt,
+            // Due should the run its put brings never come (erasure-finish.ts goes on from the sweep).
+            [tableKeys.pruneDueIndex.partitionKey]: due.dpk,
+            [tableKeys.pruneDueIndex.sortKey]: due.dsk,
           },
           ConditionExpression: 'attribute_not_exists(pk)',
         }),
@@ -124,7 +151,10 @@ export class DynamoDbErasureStore implements ErasureStore {
       if (held) {
         const running = await this.itemOf(tenant, String(held.erasureId));
         const young = this.table.now() - Date.parse(String(held.createdAt)) < ORPHAN_MS;
-        if (running && running.status !== 'done') return { erasureId: String(held.erasureId) };
+        if (running && running.status !== 'done') {
+          await this.nudgeIfStalled(tenant, String(held.erasureId), running);
+          return { erasureId: String(held.erasureId) };
+        }
         if (!running && young) {
           await this.open(tenant, String(held.erasureId), userId, String(held.createdAt));
           return { erasureId: String(held.erasureId) };
@@ -149,6 +179,42 @@ export class DynamoDbErasureStore implements ErasureStore {
     }
   }
 
+  /**
+   * The entry of the retention index (`dpk`/`dsk`) an erasure's item carries when written by a
+   * run that ends at `deadline` (epoch ms; `ERASURE_RUN_MS` from now at most): due
+   * `STALL_MARGIN_MS` after that, on the table's clock (which the sweep reads the index by).
+   */
+  protected dueAfterRun(tenant: string, erasureId: string, deadline: number): { dpk: string; dsk: string } {
+    const left = Math.max(0, Math.min(deadline - Date.now(), ERASURE_RUN_MS));
+    return erasureDue(tenant, erasureId, this.table.now() + left + STALL_MARGIN_MS);
+  }
+
+  /**
+   * A `DELETE` that joins an erasure no run has moved for longer than a run takes (its entry on
+   * the retention index due: its runs stopped, a run killed and its stream record given up)
+   * brings a run: one conditional UpdateItem that moves the entry on, only while it is where this
+   * read it, whose stream record brings the change hook. Only one of many `DELETE`s at once
+   * lands it (each read the same entry); an erasure that is moving is left alone. The sweep's
+   * count of failed runs stays on the entry.
+   */
+  private async nudgeIfStalled(tenant: string, erasureId: string, item: Item): Promise<void> {
+    const read = item[tableKeys.pruneDueIndex.sortKey];
+    if (typeof read !== 'string' || keys.pruneDueTime(read) > this.table.now()) return;
+    const due = erasureDue(tenant, erasureId, this.table.now() + ERASURE_RUN_MS + STALL_MARGIN_MS, keys.pruneDueFailures(read));
+    await conditionally(
+      this.table.send(
+        new UpdateCommand({
+          TableName: this.table.tableName,
+          Key: erasureKey(tenant, erasureId),
+          UpdateExpression: 'SET #dpk = :dpk, #dsk = :dsk',
+          ConditionExpression: '#dsk = :read',
+          ExpressionAttributeNames: DUE_NAMES,
+          ExpressionAttributeValues: { ':dpk': due.dpk, ':dsk': due.dsk, ':read': read },
+        }),
+      ),
+    );
+  }
+
   /** Whether the erasure left `closing` within the wait. */
   private async waitClosed(tenant: string, erasureId: string): Promise<boolean> {
     const until = Date.now() + this.waitMs;
@@ -163,6 +229,20 @@ export class DynamoDbErasureStore implements ErasureStore {
 
 /** Where closing starts: the user's sessions, first pass. */
 const FIRST_CURSOR = JSON.stringify({ phase: 'sessions', pass: 1 });
+
+/** The attribute names of an entry of the retention index `byPruneDue`. */
+export const DUE_NAMES = { '#dpk': tableKeys.pruneDueIndex.partitionKey, '#dsk': tableKeys.pruneDueIndex.sortKey };
+
+/**
+ * An erasure's entry of the retention index, due at `dueMs` (with the count of the sweep's runs
+ * of it that failed in a row, streams/prune-sweep.ts): the values of `dpk` and `dsk`.
+ */
+function erasureDue(tenant: string, erasureId: string, dueMs: number, failures = 0): { dpk: string; dsk: string } {
+  return {
+    dpk: keys.pruneDue(keys.erasureDueShard(tenant, erasureId)),
+    dsk: failures > 0 ? keys.pruneDueRetry(dueMs, failures) : keys.pruneDueAt(dueMs),
+  };
+}
 
 export function erasureKey(tenant: string, erasureId: string): Item {
   return { pk: keys.erasure(tenant, erasureId), sk: keys.erasureSort };

@@ -39,7 +39,7 @@ export class TenantEraser extends ErasureFinisher {
     const erasureId = crypto.randomUUID();
     await this.open(tenant, erasureId, null, new Date(this.table.now()).toISOString());
     // Both steps here, to the end (a change hook reading the same table may run steps beside these: each counts once).
-    await this.finish(tenant, erasureId, Number.POSITIVE_INFINITY);
+    await this.finish(tenant, erasureId, Number.POSITIVE_INFINITY, 'done', 'cli');
     const { profiles, unlisted } = await this.eraseUnlisted(tenant, keys.erasure(tenant, erasureId));
     const erasure = await this.get(tenant, erasureId);
     if (!erasure) throw new Error(`the erasure ${erasureId} of tenant ${tenant} is missing`);

@@ -6,19 +6,33 @@ import { tableKeys } from '../table/table.js';
 import { conditionally, type TableClient } from '../table/table-client.js';
 import { isMarkerKey } from './prune-marker.js';
 
-/**
- * A session due for the retention sweep: its history's run (its marker's entry), or, with
- * `closing`, the erase of a delete whose eraser's hold on the fence that closes that life ended
- * without closing it (the fence's own entry, session-delete.ts `dueWhenHeld`).
- */
-export interface Due {
-  scope: SessionScope;
-  closing?: number;
+/** An entry of the retention index that the sweep found due. */
+interface DueEntry {
   /** The item that carries the entry. */
   key: { pk: string; sk: string };
   /** How many runs of it in a row failed (`putOff`). */
   failures: number;
 }
+
+/**
+ * A session due for the retention sweep: its history's run (its marker's entry), or, with
+ * `closing`, the erase of a delete whose eraser's hold on the fence that closes that life ended
+ * without closing it (the fence's own entry, session-delete.ts `dueWhenHeld`).
+ */
+export interface SessionDue extends DueEntry {
+  scope: SessionScope;
+  closing?: number;
+}
+
+/**
+ * A user's erasure that no run has moved for longer than a run takes (its item's entry,
+ * erasure/erasure-store.ts): its runs stopped, and the sweep goes on with it.
+ */
+export interface ErasureDue extends DueEntry {
+  erasure: { tenant: string; erasureId: string };
+}
+
+export type Due = SessionDue | ErasureDue;
 
 /**
  * What is due for the retention sweep by `nowMs`, oldest due first in each of the index's
@@ -46,10 +60,12 @@ export async function dueSessions(table: TableClient, nowMs: number, perShard: n
   );
   const due: Due[] = [];
   for (const item of pages.flat()) {
-    const scope = keys.sessionScopeOf(String(item.pk));
-    if (!scope) continue;
     const key = { pk: String(item.pk), sk: String(item.sk) };
     const failures = keys.pruneDueFailures(String(item[sortKey]));
+    const erasure = keys.erasureOf(key.pk, key.sk);
+    if (erasure) due.push({ erasure, key, failures });
+    const scope = keys.sessionScopeOf(key.pk);
+    if (!scope) continue;
     const fence = logPositionOf(key.sk);
     if (fence) due.push({ scope, closing: fence.incarnation, key, failures });
     else if (isMarkerKey(key.sk)) due.push({ scope, key, failures });

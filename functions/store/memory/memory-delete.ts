@@ -56,6 +56,10 @@ export async function deleteMemoryItem(
     return { outcome: 'deleted' };
   } catch (error) {
     if (!isConditionFailure(error)) throw error;
+    // Tombstoned by the same erasure: a run of it beside this one (the change hook's and the
+    // retention sweep's) got there first. Deleted all the same, so that each run's count of the
+    // page is whole, whichever of them moves the cursor (erasure-close.ts).
+    if (erasureId !== undefined && oldItemOf(error)?.erasure === erasureId) return { outcome: 'deleted' };
     if (condition.kind === 'none') return { outcome: 'absent' };
     return { outcome: 'precondition_failed', currentVersion: liveVersion(oldItemOf(error), nowSeconds) };
   }

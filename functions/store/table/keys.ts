@@ -56,7 +56,8 @@ import type { SessionScope } from '../../core/model/model.js';
  *                                                a:<agent> or m:<digest of a metadata key and value>
  *   (index) KEYS                <createdAt>#<keyId>   every API key, for the admin CLI
  *   (index) PD#<shard>          <due ms>         a session whose history is due for a retention run
- *                                                (its marker `U~prune`, in PRUNE_DUE_SHARDS partitions)
+ *                                                (its marker `U~prune`, in PRUNE_DUE_SHARDS partitions),
+ *                                                a delete's closing fence, or an erasure whose runs stopped (`E`)
  */
 // Each key shape is an export of its own, and this module is imported whole as a namespace
 // (`import * as keys from './keys.js'`, then `keys.session(scope)`): esbuild then bundles only
@@ -168,6 +169,10 @@ export const pruneDueAt = (dueMs: number) => pad(Math.max(0, Math.round(dueMs)),
  */
 export const pruneDueRetry = (dueMs: number, failures: number) => `${pruneDueAt(dueMs)}#${failures}`;
 /** How many runs in a row failed for an entry of the retention index (`pruneDueRetry`); 0 for a plain due time. */
+/** When an entry of the retention index is due (epoch ms), with or without its count of failures. */
+export function pruneDueTime(dsk: string): number {
+  return Number(dsk.split('#')[0]);
+}
 export function pruneDueFailures(dsk: string): number {
   const failures = Number(dsk.split('#')[1]);
   return Number.isSafeInteger(failures) && failures > 0 ? failures : 0;
@@ -205,6 +210,15 @@ export const namespaceFollowers = (tenant: string, namespace: readonly string[])
 export const memoryHistory = (tenant: string, namespace: readonly string[], key: string) => `MH#${tenant}#${namespace.join('/')}#${key}`;
 export const erasure = (tenant: string, erasureId: string) => `E#${tenant}#${erasureId}`;
 export const erasureSort = 'E';
+/** The erasure whose item (`E`) an erasure partition's key names; null for any other key (a user's `U` item's has a part more). */
+export function erasureOf(pk: string, sk: string): { tenant: string; erasureId: string } | null {
+  const [kind, tenant, erasureId, ...rest] = pk.split('#');
+  return kind === 'E' && tenant && erasureId && rest.length === 0 && sk === erasureSort ? { tenant, erasureId } : null;
+}
+/** The retention index's partition of an erasure's entry (store/erasure/erasure-store.ts), by its tenant and id. */
+export function erasureDueShard(tenant: string, erasureId: string): number {
+  return fnv1a(`${tenant}#${erasureId}`) % PRUNE_DUE_SHARDS;
+}
 export const erasedSession = (sessionId: string) => `S#${sessionId}`;
 export const erasedSessionPrefix = 'S#';
 export const erasedNamespace = (namespace: readonly string[]) => `N#${namespace.join('/')}`;
