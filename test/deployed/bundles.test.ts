@@ -972,7 +972,7 @@ describe('erasure of a user', () => {
     ]);
   });
 
-  it('leaves the sessions of an erasure whose runs died after closing to the schedule’s sweep, which erases them with the change hook’s role and marks the records', async () => {
+  it('leaves an erasure whose runs died after closing to the schedule’s sweep, which erases its session and finishes it with the change hook’s role', async () => {
     // Prepare: a session of the user, written.
     await stack.stream.read(0, 200);
     expect((await call('POST', '/v1/sessions', { sessionId: 'stalled-e', userId: 'cy-e' })).status).toBe(201);
@@ -995,23 +995,91 @@ describe('erasure of a user', () => {
     stack.aws.fault = () => 'pass';
     const { erasureId } = JSON.parse(answer.body) as { erasureId: string };
     const stalledOn = (await partition('S#acme#stalled-e')).filter((item) => item.kind?.S !== 'x').length;
+    const stalledAs = JSON.parse((await call('GET', `/v1/erasures/${erasureId}`)).body);
     const later = 60_000;
     const sweep = await stack.lambda.invoke(hook, scheduledSweep(Date.now() + later), { clockOffsetMs: later });
 
     // Assess: the erasure stayed running (no run of it came); the sweep erased the session
-    // (tombstones and its closed fence alone, nothing due) and marked the erasure's record of it.
+    // (tombstones and its closed fence alone, nothing due) and finished the erasure: done,
+    // counted, its records gone.
     expect(answer.status).toBe(202);
     expect(died).toBe(true);
     expect(stalledOn).toBeGreaterThan(0);
-    expect(JSON.parse((await call('GET', `/v1/erasures/${erasureId}`)).body)).toMatchObject({ status: 'running' });
+    expect(stalledAs).toMatchObject({ status: 'running' });
     expect(sweep.error, sweep.logs.join('\n')).toBeUndefined();
     const items = await partition('S#acme#stalled-e');
     expect(items.filter((item) => item.kind?.S !== 'x')).toEqual([]);
     expect(items.filter((item) => item.fence !== undefined).map((item) => item.fence?.S)).toEqual(['closed']);
     expect(items.filter((item) => item.dsk !== undefined)).toEqual([]);
     expect(JSON.stringify(items)).not.toContain('stalled"');
-    const records = (await partition(`E#acme#${erasureId}`)).filter((item) => item.sessionId?.S === 'stalled-e');
-    expect(records.map((record) => record.erased?.BOOL)).toEqual([true]);
+    expect(JSON.parse((await call('GET', `/v1/erasures/${erasureId}`)).body)).toMatchObject({ status: 'done', sessions: 1 });
+    expect((await partition(`E#acme#${erasureId}`)).map((item) => [item.sk?.S, item.dsk])).toEqual([['E', undefined]]);
+  });
+
+  it('goes on with an erasure whose runs all died before closing: a DELETE sent again brings a run with one write, and the schedule’s sweep finishes it with the change hook’s role', async () => {
+    // Prepare: a user with a session (a version), a profile and a memory item, the change hook
+    // run on their records (it lists the memory namespace).
+    await stack.stream.read(0, 200);
+    expect((await call('POST', '/v1/sessions', { sessionId: 'stopped-e', userId: 'dee-e' })).status).toBe(201);
+    expect((await call('PATCH', '/v1/sessions/stopped-e/state', { secret: 'stopped' })).status).toBe(200);
+    const commit = await call('POST', '/v1/sessions/stopped-e/commits', {
+      commands: [{ key: 'lang', scope: 'profile', merge: 'disjoint', set: 'en' }],
+    });
+    expect(commit.status).toBe(200);
+    expect((await call('PUT', '/v1/memory/users/dee-e/facts/diet', { value: { food: 'stopped' } })).status).toBe(201);
+    await stack.stream.deliver(stack.stream.eventRecords(await stack.stream.read(1, 1_000)));
+    const hook = stack.deployment.functionNamed(/change hook/);
+    const erase = (clockOffsetMs: number) =>
+      stack.http.request('DELETE', '/v1/users/dee-e', {
+        headers: { authorization: `Bearer ${key}` },
+        variables: { AGENTSTATE_ERASURE_WAIT_MS: '0' },
+        clockOffsetMs,
+      });
+    const erasureRecords = async () =>
+      stack.stream
+        .eventRecords(await stack.stream.read(0, 300))
+        .filter((record) => record.dynamodb?.Keys?.pk?.S?.startsWith('E#acme#') && record.dynamodb?.Keys?.sk?.S === 'E');
+
+    // Act: the DELETE (no wait: 409, closing), whose hook run is killed and its record given up
+    // (never delivered); the same DELETE again at once; again a minute on (no run moved it
+    // since: one write), and once more then; none of their records delivered either. Then one
+    // sweep of the schedule two minutes on.
+    const first = await erase(0);
+    const put = await erasureRecords();
+    const soon = await erase(0);
+    const afterSoon = await erasureRecords();
+    const stalled = await erase(60_000);
+    const nudged = await erasureRecords();
+    const again = await erase(60_000);
+    const afterAgain = await erasureRecords();
+    const later = 2 * 60_000;
+    const sweep = await stack.lambda.invoke(hook, scheduledSweep(Date.now() + later), { clockOffsetMs: later });
+
+    // Assess: each DELETE joined the one erasure (409, still closing); only the first a minute
+    // on wrote it (a MODIFY the hook's filter lets through, which brings a run); the sweep
+    // closed and erased everything with exact counts, and left nothing due.
+    const { erasureId } = JSON.parse(first.body) as { erasureId: string };
+    for (const answer of [first, soon, stalled, again]) expect(JSON.parse(answer.body)).toMatchObject({ code: 'conflict', erasureId });
+    expect(put.map((record) => record.eventName)).toEqual(['INSERT']);
+    expect(afterSoon).toEqual([]);
+    expect(nudged.map((record) => [record.eventName, record.dynamodb.NewImage.status.S])).toEqual([['MODIFY', 'closing']]);
+    expect(afterAgain).toEqual([]);
+    expect(sweep.error, sweep.logs.join('\n')).toBeUndefined();
+    expect(sweep.logs.map((line) => JSON.parse(line)).find((line) => line.message === 'prune sweep').erasures).toBeGreaterThanOrEqual(1);
+    expect(JSON.parse((await call('GET', `/v1/erasures/${erasureId}`)).body)).toMatchObject({
+      status: 'done',
+      sessions: 1,
+      memoryItems: 1,
+      documents: 1,
+    });
+    expect((await call('GET', '/v1/memory/users/dee-e/facts/diet')).status).toBe(404);
+    for (const pk of ['S#acme#stopped-e', 'P#acme#dee-e', 'M#acme#users/dee-e/facts', 'E#acme#user#dee-e']) {
+      expect(
+        (await itemsOf(pk)).filter((item) => item.kind?.S !== 'x'),
+        pk,
+      ).toEqual([]);
+    }
+    expect((await itemsOf(`E#acme#${erasureId}`)).map((item) => [item.sk?.S, item.dsk])).toEqual([['E', undefined]]);
   });
 });
 
