@@ -339,7 +339,7 @@ async function expectErased(userId: string, erasureId: string, sids: string[]) {
 }
 
 describe('an erasure whose runs stop before anything is closed', () => {
-  // About 3 s.
+  // About 1 s.
   it('is gone on with by the retention sweep once no run moved it for longer than a run takes, to done with exact counts, from sweeps alone', async () => {
     // Prepare: the erasure's DELETE, and no run after it (the run its put brought was killed,
     // and the stream gave its record up).
@@ -363,7 +363,7 @@ describe('an erasure whose runs stop before anything is closed', () => {
     await expectErased('u-swept', erasureId, sids);
   });
 
-  // About 3 s.
+  // About 1.5 s.
   it('counts each thing once when a run of the change hook and a run of the sweep go on with it at once', async () => {
     // Prepare
     const { erasureId, sids } = await stalledErasure('u-twice');
@@ -382,7 +382,7 @@ describe('an erasure whose runs stop before anything is closed', () => {
 });
 
 describe('a run of the retention sweep beside a run of the change hook, of one erasure', () => {
-  // About 3 s.
+  // About 1.5 s.
   it('holds a session’s fence under a name of its own: it waits while the hook’s run erases it, rather than erasing and closing it too', async () => {
     // Prepare: a written session of the user, closed (the erasure running); a run of the change
     // hook that holds its fence and is held back before its first page of tombstones.
@@ -392,7 +392,9 @@ describe('a run of the retention sweep beside a run of the change hook, of one e
     await sessions.patchState(scope, { secret: 'old' });
     const { erasureId } = await new DynamoDbErasureStore(stores.table, stores.sessions, 0).start(tenant, 'u-hold');
     const finisher = new ErasureFinisher(stores.table, stores.sessions);
-    await finisher.finish(tenant, erasureId, Date.now() + 20_000, 'closed');
+    // (On a clock a few seconds on: closing's first pass need not wait for the list index.)
+    const ahead = later(5_000);
+    await new ErasureFinisher(ahead.table, ahead.sessions).finish(tenant, erasureId, Date.now() + 20_000, 'closed');
     let holding: () => void = () => {};
     const held = new Promise<void>((resolve) => {
       holding = resolve;
@@ -416,8 +418,8 @@ describe('a run of the retention sweep beside a run of the change hook, of one e
     const hookRun = new ErasureFinisher(hookStores.table, hookStores.sessions).run(tenant, erasureId, 'hook');
     await held;
 
-    // Act: the sweep's run, for a second and a half, while the hook's run holds the fence.
-    await finisher.finish(tenant, erasureId, Date.now() + 1_500, 'done', 'sweep');
+    // Act: the sweep's run, for a second, while the hook's run holds the fence.
+    await finisher.finish(tenant, erasureId, Date.now() + 1_000, 'done', 'sweep');
     const fence = (await stored(keys.session(scope))).find((item) => item.fence !== undefined);
     release();
     await hookRun;
@@ -500,7 +502,9 @@ describe('two runs of one erasure closing the same page of memory items', () => 
       );
     }
     const { erasureId } = await new DynamoDbErasureStore(stores.table, stores.sessions, 0).start(tenant, 'u-page');
-    const stepper = new Stepper(stores.table, stores.sessions);
+    // (On a clock a few seconds on: closing's first pass need not wait for the list index.)
+    const ahead = later(5_000);
+    const stepper = new Stepper(ahead.table, ahead.sessions);
     const cursor = async () => JSON.parse(String((await stored(`E#${tenant}#${erasureId}`)).find((item) => item.sk?.S === 'E')?.cursor?.S));
     while ((await cursor()).namespace === undefined) await stepper.step(tenant, erasureId, 'hook');
 
@@ -526,7 +530,7 @@ describe('two runs of one erasure closing the same page of memory items', () => 
 });
 
 describe('a DELETE of a user whose erasure stopped', () => {
-  // About 2 s.
+  // About 0.5 s.
   it('joins it, and brings one run with one write: only when no run moved it for longer than a run takes, once for 50 at once', async () => {
     // Prepare: the erasure's DELETE, and no run after it; a client that counts the writes of the erasure's item.
     const { erasureId } = await stalledErasure('u-nudged');
