@@ -29,8 +29,9 @@ const unit = 'test/unit/**/*.test.ts';
 // concurrent turns on one session (14.9 s and 16.2 s of the 15 s budget in two full runs beside
 // other files, a few seconds alone); 60 PATCHes of one session's metadata at once (8.6 s alone);
 // a LangGraph fan-out's 100 putWrites of one checkpoint, with a core kept busy. Those three were
-// files of their own (turn.test.ts, whose other tests need no machine alone, metadata-at-once
-// and langgraph/fan-out): one server for all saves their starts in the serial group.
+// files of their own (turn.test.ts, whose other tests need no machine alone and are now in
+// state.test.ts, metadata-at-once and langgraph/fan-out): one server for all saves their starts
+// in the serial group.
 // e2e/lifetime-at-once.test.ts: 50 writers on one session across its expiry and beside its
 // pruning, each write within the same 15 s budget (about 13 writes a second land, alone).
 // integration/expiry-race.test.ts: 50 PATCHes of one session at once, 7.4-9.7 s alone on this
