@@ -320,8 +320,22 @@ describe('fold keys', () => {
   });
 });
 
-function newClient(apiKey = 'dev-key'): AgentStateClient {
-  const client = createClient({ baseUrl: api.url, apiKey, reconnect: { baseDelayMs: 50, maxDelayMs: 200 } });
+/** Every request a counted client (below) sent, as `METHOD path`. */
+const sent: string[] = [];
+
+function newClient(apiKey = 'dev-key', options: { counted?: boolean } = {}): AgentStateClient {
+  /** Records every request the client sends, in `sent`. */
+  const countingFetch: typeof fetch = (input, init) => {
+    const url = new URL(input instanceof Request ? input.url : String(input));
+    sent.push(`${init?.method ?? 'GET'} ${url.pathname}`);
+    return globalThis.fetch(input, init);
+  };
+  const client = createClient({
+    baseUrl: api.url,
+    apiKey,
+    reconnect: { baseDelayMs: 50, maxDelayMs: 200 },
+    ...(options.counted ? { fetch: countingFetch } : {}),
+  });
   clients.push(client);
   return client;
 }
@@ -490,4 +504,68 @@ describe('onStateChanged', () => {
     const subscription = client.session(uniqueId('refused')).onStateChanged(() => undefined, { since: 0, onError: () => undefined });
     await expect(subscription.ready).rejects.toMatchObject({ code: 'unauthorized', status: 401 });
   });
+});
+
+// From large-state.test.ts, a file of its own before, which started a server as this one does: its
+// test on this file's, on a session of its own, its counted client made by newClient above. Last
+// here, so that its 4 MiB state comes after the other tests' writes on this file's DynamoDB Local.
+/**
+ * Following a 4 MiB state with `onStateChanged`: its events arrive truncated (API.md section
+ * 9) with the change as a merge patch and as RFC 6902 operations, which the client applies to
+ * the state it knows, so a follower reads a version only when an event cannot tell it the
+ * change (or it does not know the state before). Against the server as `npm start` runs it.
+ */
+type Log = { log: Array<{ id: string; text: string }>; turns: number };
+
+function largeState(bytes: number): Log {
+  const log: Array<{ id: string; text: string }> = [];
+  for (let n = 0; log.length * 1050 < bytes; n++) log.push({ id: `m${n}`, text: `${n} ${'what the agent noted on the way '.repeat(32)}` });
+  return { log, turns: 0 };
+}
+
+describe('onStateChanged on a 4 MiB state', () => {
+  it('applies each change an event carries, and reads a version only when an event cannot say it', async () => {
+    // Prepare: a 4 MiB state, and a follower whose every request is counted.
+    const sid = uniqueId('big-follow');
+    const writer = newClient();
+    const state = largeState(4 * 1024 * 1024 - 256 * 1024);
+    await writer.state.replace(sid, state);
+    const follower = newClient('dev-key', { counted: true });
+    const seen: Array<{ next: Log | null; prev: Log | null; event: StateChangedEvent }> = [];
+    const subscription = follower.session<Log>(sid).onStateChanged((next, prev, event) => void seen.push({ next, prev, event }));
+    await subscription.ready;
+    const versionReads = () => sent.filter((request) => /^GET .*\/versions\/\d+$/.test(request)).length;
+
+    // Act: a first change (the follower knows no state yet), then an append and a merge patch.
+    await writer.state.patch(sid, { turns: 1 });
+    await eventually('the first event', () => seen.length >= 1);
+    const readsForFirst = versionReads();
+    const entry = { id: 'appended', text: 'a new line of the log' };
+    await writer.state.jsonPatch(sid, [{ op: 'add', path: '/log/-', value: entry }]);
+    await writer.state.patch(sid, { turns: 2 });
+    await eventually('three events', () => seen.length >= 3);
+    const readsForChanges = versionReads() - readsForFirst;
+    // A change of 100 KB: its event is truncated and carries no change, so the follower reads it.
+    const long = 'x'.repeat(100 * 1024);
+    await writer.state.jsonPatch(sid, [{ op: 'replace', path: '/log/0/text', value: long }]);
+    await eventually('four events', () => seen.length >= 4);
+    const readsForLarge = versionReads() - readsForFirst - readsForChanges;
+
+    // Assess: each delivery has the states the server has; the two small changes cost no read.
+    const server = (await writer.state.get(sid)).state as Log;
+    expect(seen.map(({ event }) => event.version)).toEqual([2, 3, 4, 5]);
+    // The appended line came as the operation that added it, not as a 4 MiB state.
+    expect(seen[1]?.event).toMatchObject({ truncated: true, jsonPatch: [{ op: 'add', path: '/log/-', value: entry }] });
+    expect(seen[0]?.next).toEqual({ ...state, turns: 1 });
+    expect(seen[0]?.prev).toEqual(state);
+    expect(seen[1]?.next?.log.at(-1)).toEqual(entry);
+    expect(seen[1]?.prev).toEqual(seen[0]?.next);
+    expect(seen[2]?.next).toEqual({ ...seen[1]?.next, turns: 2 });
+    expect(seen[3]?.next).toEqual(server);
+    expect(seen[3]?.next?.log[0]?.text).toBe(long);
+    expect(readsForFirst).toBeLessThanOrEqual(2);
+    expect(readsForChanges).toBe(0);
+    expect(readsForLarge).toBe(1);
+    subscription();
+  }, 60_000);
 });
