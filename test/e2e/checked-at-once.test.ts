@@ -5,10 +5,11 @@ import { type RunningApi, startApi } from '../helpers/e2e.js';
 /**
  * Rules a write checks by reading first and writing after, each hit by 50 requests at once
  * through real HTTP on DynamoDB Local: one Idempotency-Key on every kind of write the other
- * files do not race (idempotency.test.ts has state PATCHes, appends and decisions), create-only
- * and versioned memory puts, retention's pruner beside writes that branch. Every answer is one
- * the contract names, and what is stored afterwards (read back) keeps the rule, whichever way
- * the race went. The registry's rules at once: agent-hierarchy-rules.test.ts.
+ * files do not race (tree.test.ts's idempotency tests have state PATCHes, appends and
+ * decisions), create-only and versioned memory puts, retention's pruner beside writes that
+ * branch. Every answer is one the contract names, and what is stored afterwards (read back)
+ * keeps the rule, whichever way the race went. The registry's rules at once:
+ * agent-hierarchy-rules.test.ts.
  */
 let api: RunningApi;
 let http: ApiClient;
