@@ -1,7 +1,7 @@
 import type { ScheduledEvent } from 'aws-lambda';
 import type { SessionScope } from '../core/model/model.js';
 import type { PruneOptions, PruneReport } from '../store/log/history-prune.js';
-import type { Due, SessionDue } from '../store/log/prune-due.js';
+import type { Due } from '../store/log/prune-due.js';
 
 /**
  * Retention on a schedule (API.md section 12). The change hook prunes a session's history when
@@ -147,9 +147,7 @@ export async function sweepDuePrunes(ports: PruneSweepPorts, options: { everyMs:
 
 // A session's history run and the erase of a delete of it are two entries, each run once a sweep; an erasure is one.
 const keyOf = (entry: Due) =>
-  'erasure' in entry
-    ? `${entry.key.pk}#erasure`
-    : `${entry.scope.tenant}#${entry.scope.sessionId}#${(entry as SessionDue).closing ?? 'history'}`;
+  'erasure' in entry ? `${entry.key.pk}#erasure` : `${entry.scope.tenant}#${entry.scope.sessionId}#${entry.closing ?? 'history'}`;
 
 /** How long after its `failures`-th failure in a row an entry is due again: a minute, doubling, an hour at most. */
 export function retryDelayMs(failures: number): number {

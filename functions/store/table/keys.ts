@@ -168,11 +168,11 @@ export const pruneDueAt = (dueMs: number) => pad(Math.max(0, Math.round(dueMs)),
  * due time (a run's, a claim's, a write's mark) starts the count over.
  */
 export const pruneDueRetry = (dueMs: number, failures: number) => `${pruneDueAt(dueMs)}#${failures}`;
-/** How many runs in a row failed for an entry of the retention index (`pruneDueRetry`); 0 for a plain due time. */
 /** When an entry of the retention index is due (epoch ms), with or without its count of failures. */
 export function pruneDueTime(dsk: string): number {
   return Number(dsk.split('#')[0]);
 }
+/** How many runs in a row failed for an entry of the retention index (`pruneDueRetry`); 0 for a plain due time. */
 export function pruneDueFailures(dsk: string): number {
   const failures = Number(dsk.split('#')[1]);
   return Number.isSafeInteger(failures) && failures > 0 ? failures : 0;
