@@ -75,23 +75,37 @@ export async function measureContendedWrites(options: {
   let burner: ChildProcess | undefined;
   try {
     const n = options.writers;
-    // The sessions the clients commit from (one each for the documents), made before the burst,
-    // all at once (each its own id, so nothing contends; one after another took 3-4 s).
-    await Promise.all(Array.from({ length: n }, (_, index) => api('POST', '/v1/sessions', { sessionId: `s-${index}`, userId: USER })));
-    await api('POST', '/v1/sessions', { sessionId: 'thread', userId: USER });
-    await api('POST', '/v1/sessions', { sessionId: 'node', userId: USER });
-    await api('POST', '/v1/sessions/node/messages', { messages: [{ id: 'first', role: 'user', content: 'hi' }] });
-    await api('POST', '/v1/sessions/node/messages', { messages: [{ id: 'second', role: 'user', content: 'and then' }] });
-    await api('POST', '/v1/sessions/turns/messages', {
+    // The sessions the clients commit from (one each for the documents), made before the burst.
+    // A set-up request that failed fails the run here: a session missing from it would otherwise
+    // show up later as a burst's write refused (a profile commit needs the session's user).
+    const setUp = async (method: string, path: string, body: unknown) => {
+      const answer = await api(method, path, body);
+      if (answer.status >= 300) throw new Error(`set-up ${method} ${path} answered ${answer.status} ${JSON.stringify(answer.body)}`);
+    };
+    // Ten at a time (each its own id, so nothing contends; one after another took 3-4 s): all 100
+    // at once through this unbounded client waited for its sockets past the SDK's bounds on a
+    // loaded CI machine, and 7 answered 503, so their sessions had no user when the profile burst came.
+    for (let first = 0; first < n; first += 10) {
+      await Promise.all(
+        Array.from({ length: Math.min(10, n - first) }, (_, offset) =>
+          setUp('POST', '/v1/sessions', { sessionId: `s-${first + offset}`, userId: USER }),
+        ),
+      );
+    }
+    await setUp('POST', '/v1/sessions', { sessionId: 'thread', userId: USER });
+    await setUp('POST', '/v1/sessions', { sessionId: 'node', userId: USER });
+    await setUp('POST', '/v1/sessions/node/messages', { messages: [{ id: 'first', role: 'user', content: 'hi' }] });
+    await setUp('POST', '/v1/sessions/node/messages', { messages: [{ id: 'second', role: 'user', content: 'and then' }] });
+    await setUp('POST', '/v1/sessions/turns/messages', {
       messages: [{ id: 'q', role: 'user', content: 'hi' }],
       replaceState: { base: true },
     });
     // One write of each kind first, elsewhere, so that the burst does not pay for loading code.
     const warm = (scope: string) =>
-      api('POST', '/v1/sessions/warm/commits', { commands: [{ key: 'warm', scope, merge: 'commutative', set: { by: 'warm' } }] });
-    await api('POST', '/v1/sessions', { sessionId: 'warm', userId: USER });
+      setUp('POST', '/v1/sessions/warm/commits', { commands: [{ key: 'warm', scope, merge: 'commutative', set: { by: 'warm' } }] });
+    await setUp('POST', '/v1/sessions', { sessionId: 'warm', userId: USER });
     for (const scope of ['shared', 'profile', 'thread']) await warm(scope);
-    await api('PATCH', '/v1/sessions/warm/state', { warm: true });
+    await setUp('PATCH', '/v1/sessions/warm/state', { warm: true });
     if (options.loaded) burner = burnACore();
 
     const measured: ContendedPath[] = [];
