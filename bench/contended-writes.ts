@@ -8,6 +8,12 @@
  * and whether every key is there with its versions contiguous. With `loaded`, a child process
  * burns a core meanwhile, as another tenant's work would.
  *
+ * One difference from `npm start`: the handlers' DynamoDB client has no bound on its requests in
+ * flight (`npm start` sets AGENTSTATE_DYNAMODB_MAX_IN_FLIGHT to 16; AWS has none). With that
+ * bound, and a second core kept busy besides, 32 of the 100 turns used up the write path's 15 s
+ * budget and answered 409 in one run where this client passed (session 20): the bound lines the
+ * burst's requests up behind each other in this one process.
+ *
  * The contention test (test/integration/contended-writes.test.ts) and the bench's
  * `--only=contended` section both run it.
  */
@@ -358,7 +364,7 @@ export function contendedWritesSection(result: ContendedWrites): string {
   return [
     CONTENDED_HEADING,
     '',
-    `${result.writers} clients each send one write without \`If-Match\`/\`expectedVersion\` (and without an \`Idempotency-Key\`, as the LangGraph saver's \`putWrites\`), all at the same moment, through the HTTP API of \`npm start\`${result.loaded ? ', while another process keeps a core busy' : ''} (bench/contended-writes.ts; \`npm run bench -- --only=contended\`; test/integration/contended-writes.test.ts runs the same). Attempts: the writes that claimed, or tried to claim, the target's next version (conditional puts, transactions, a document's keyed updates), per write. Units: every DynamoDB request of the burst (the write queue's tickets and looks, reads, lost races billed as AWS bills them), per write.`,
+    `${result.writers} clients each send one write without \`If-Match\`/\`expectedVersion\` (and without an \`Idempotency-Key\`, as the LangGraph saver's \`putWrites\`), all at the same moment, through the HTTP API of a server as \`npm start\` runs it, with no bound on its DynamoDB requests in flight (as in AWS; \`npm start\` bounds them at 16)${result.loaded ? ', while another process keeps a core busy' : ''} (bench/contended-writes.ts; \`npm run bench -- --only=contended\`; test/integration/contended-writes.test.ts runs the same). Attempts: the writes that claimed, or tried to claim, the target's next version (conditional puts, transactions, a document's keyed updates), per write. Units: every DynamoDB request of the burst (the write queue's tickets and looks, reads, lost races billed as AWS bills them), per write.`,
     '',
     '| path | answered 200/201 | attempts per write | WCU per write | RCU per write | all answered in | outcome |',
     '| --- | --- | --- | --- | --- | --- | --- |',
