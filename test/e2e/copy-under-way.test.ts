@@ -22,7 +22,7 @@ let endpoint: string;
 const watching = new EventFixtures(() => api.serverUrl);
 
 beforeAll(async () => {
-  api = await startApi();
+  api = await startApi({}, { everyCallThroughGate: true });
   http = api.client;
   endpoint = dynamoDbEndpointOf(api);
 }, 60_000);

@@ -22,7 +22,7 @@ let http: ApiClient;
 const watching = new EventFixtures(() => api.serverUrl);
 
 beforeAll(async () => {
-  api = await startApi();
+  api = await startApi({}, { everyCallThroughGate: true });
   http = api.client;
 }, 60_000);
 afterAll(async () => {

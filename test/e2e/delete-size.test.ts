@@ -22,7 +22,7 @@ let http: ApiClient;
 let raw: DynamoDBDocumentClient;
 
 beforeAll(async () => {
-  api = await startApi({ AGENTSTATE_DELETE_ERASE_MS: '0' });
+  api = await startApi({ AGENTSTATE_DELETE_ERASE_MS: '0' }, { everyCallThroughGate: true });
   http = api.client;
   raw = rawTableClient(dynamoDbEndpointOf(api));
 });

@@ -24,7 +24,7 @@ let endpoint: string;
 const fixtures = new EventFixtures(() => api.url);
 
 beforeAll(async () => {
-  api = await startApi();
+  api = await startApi({}, { everyCallThroughGate: true });
   http = api.client;
   other = apiClient(api.url, 'other-key');
   endpoint = dynamoDbEndpointOf(api);

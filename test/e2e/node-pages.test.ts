@@ -11,7 +11,7 @@ let api: RunningApi;
 let http: ApiClient;
 
 beforeAll(async () => {
-  api = await startApi();
+  api = await startApi({}, { everyCallThroughGate: true });
   http = api.client;
 });
 afterAll(async () => {

@@ -24,28 +24,44 @@ export interface RunningApi {
 /** A server whose DynamoDB calls pass the IAM gate; `stop()` also fails over any call it refused. */
 export type GatedServer = StartedServerProcess & Pick<RunningApi, 'itemsRead' | 'slow'>;
 
+export interface GateOptions {
+  /**
+   * Every DynamoDB call through the gate in the test's process, for `itemsRead` and `slow`
+   * (iam-gate.ts); else the server judges each call itself and only a refused one comes there.
+   */
+  everyCallThroughGate?: boolean;
+}
+
 /**
  * Starts the server as `startServerProcess` does, in front of an IAM gate (iam-gate.ts): every
  * DynamoDB call its functions make is held to that function's role in the synthesized
  * template, and `stop()` throws, naming them, if any was refused.
  */
-export async function startGatedServer(options: ServerProcessOptions = {}): Promise<GatedServer> {
+export async function startGatedServer(options: ServerProcessOptions & GateOptions = {}): Promise<GatedServer> {
+  const { everyCallThroughGate = false, ...serverOptions } = options;
   const gate = await startIamGate(options.env?.AGENTSTATE_TABLE);
   // The run's bundle of the preload and bin/start.ts when vitest's global set-up made one
   // (server-bundle.ts); tsx loading both, as `npm start` does, otherwise.
   const bundle = process.env[SERVER_BUNDLE_VARIABLE];
+  const roles = everyCallThroughGate ? undefined : JSON.stringify(gate.roles);
   const server = await startServerProcess({
-    ...options,
-    env: { ...options.env, AGENTSTATE_TEST_IAM_GATE: gate.url },
+    ...serverOptions,
+    env: { ...options.env, AGENTSTATE_TEST_IAM_GATE: gate.url, AGENTSTATE_TEST_IAM_ROLES: roles },
     ...(bundle && !options.imports?.length ? { bundle } : { imports: [...(options.imports ?? []), IAM_GATE_PRELOAD] }),
   }).catch(async (error: unknown) => {
     await gate.close();
     throw error;
   });
+  const throughGate = <T extends (...args: never[]) => unknown>(what: T): T =>
+    everyCallThroughGate
+      ? what
+      : ((() => {
+          throw new Error('the gate sees only refused calls: start the server with everyCallThroughGate');
+        }) as unknown as T);
   return {
     ...server,
-    itemsRead: gate.itemsRead,
-    slow: gate.slow,
+    itemsRead: throughGate(gate.itemsRead),
+    slow: throughGate(gate.slow),
     stop: async (signal) => {
       const code = await server.stop(signal);
       await gate.close();
@@ -62,13 +78,15 @@ export async function startGatedServer(options: ServerProcessOptions = {}): Prom
  * the file if any exchange broke the OpenAPI document, or any function made a DynamoDB call its
  * role in the synthesized template does not allow.
  */
-export async function startApi(env: Record<string, string | undefined> = {}): Promise<RunningApi> {
-  const server = await startGatedServer({ env: { AGENTSTATE_API_KEYS: TEST_API_KEYS, ...env } });
+export async function startApi(env: Record<string, string | undefined> = {}, options: GateOptions = {}): Promise<RunningApi> {
+  const server = await startGatedServer({ ...options, env: { AGENTSTATE_API_KEYS: TEST_API_KEYS, ...env } });
   const proxy = await startContractProxy(server.url);
   return {
     url: proxy.url,
     serverUrl: server.url,
-    client: apiClient(proxy.url),
+    // Straight to the server: the client holds each of its exchanges to the document itself,
+    // with the proxy's check, and the proxy's hop costs the test's process more than the check.
+    client: apiClient(server.url, undefined, proxy.check),
     itemsRead: server.itemsRead,
     slow: server.slow,
     output: server.output,

@@ -2,23 +2,17 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { routeGroups } from '../../functions/http/contract/routes.js';
 import { defaultTableName } from '../../functions/store/table/table.js';
-import { forward, readBody, requiredCalls } from '../deployed/support/aws-stand-in.js';
+import { forward, readBody } from '../deployed/support/aws-stand-in.js';
 import { Deployment } from '../deployed/support/deployment.js';
-import { type Call, Iam } from '../deployed/support/iam.js';
+import { Iam } from '../deployed/support/iam.js';
+import { type GatedCall, type GateRoles, judgeCall } from './iam-judge.js';
 import { synthesizedTemplate } from './synth.js';
-
-/** A call of the local server as the gate judged it: which function made it, and IAM's answer. */
-export interface GatedCall extends Call {
-  /** The function as the local server names it (functions/local/running-function.ts), or `the local server`. */
-  fn: string;
-  allowed: boolean;
-}
 
 export interface IamGate {
   /** Where the server's DynamoDB calls go (`AGENTSTATE_TEST_IAM_GATE`). */
   url: string;
-  /** Every call, in the order made. */
-  calls(): GatedCall[];
+  /** The roles the gate judges by, for the server's preload to judge by the same (`AGENTSTATE_TEST_IAM_ROLES`). */
+  roles: GateRoles;
   /** The calls refused: each one a call the function's role in the synthesized template does not allow. */
   refused(): GatedCall[];
   /**
@@ -46,56 +40,53 @@ const FUNCTIONS: Record<string, RegExp> = {
 };
 
 /**
- * What the local server does with DynamoDB as itself, not as any function: make the table and
- * look whether DynamoDB Local answers (in AWS, CloudFormation and nobody).
- */
-const SERVER_OWN = new Set(['CreateTable', 'DescribeTable', 'UpdateTimeToLive', 'DescribeTimeToLive', 'ListTables']);
-
-/**
  * The synthesized stack's IAM, between a local server (`npm start`) and its DynamoDB Local.
  * The server runs every function of the stack in one process and says which one makes each
- * call (functions/local/running-function.ts; iam-gate-preload.ts puts it on the request and
- * sends the request here). The gate asks IAM, with that function's own role as the synthesized
- * template grants it (test/deployed/support/iam.ts), exactly what AWS would ask for that call,
- * and answers a refusal as AWS does (`AccessDeniedException`, so the request fails as it would
- * deployed); an allowed call goes on to DynamoDB Local. Every end-to-end file started by
- * `startApi` runs through one, so every path the suite drives — large states, finished deletes,
- * dead letters — is held to the roles, and `stop()` fails the file over any refusal.
+ * call (functions/local/running-function.ts). The gate asks IAM, with that function's own role
+ * as the synthesized template grants it (test/deployed/support/iam.ts), exactly what AWS would
+ * ask for that call (iam-judge.ts), and answers a refusal as AWS does (`AccessDeniedException`,
+ * so the request fails as it would deployed); an allowed call goes on to DynamoDB Local. Every
+ * end-to-end file started by `startApi` runs through one, so every path the suite drives —
+ * large states, finished deletes, dead letters — is held to the roles, and `stop()` fails the
+ * file over any refusal.
+ *
+ * The server's preload (iam-gate-preload.ts) makes the same judgement with the same `roles` in
+ * the server's process, and sends a call it finds allowed straight on to DynamoDB Local; every
+ * other call comes here with the function that made it, and is refused here and counted. That
+ * spares each allowed call a round trip through the test's process, which also runs the test's
+ * clients (an API request makes several DynamoDB calls). A server started with
+ * `AGENTSTATE_TEST_IAM_ROLES` unset sends every call here, for `itemsRead` and `slow`, which
+ * see only the calls that come here.
  */
 export async function startIamGate(tableName = defaultTableName): Promise<IamGate> {
   const template = await synthesizedTemplate();
   const deployment = new Deployment(template, tableName);
   const iam = new Iam(deployment);
-  const logicalIds = new Map(
-    Object.entries(FUNCTIONS).map(([name, description]) => [name, deployment.functionNamed(description).logicalId]),
-  );
-  const calls: GatedCall[] = [];
+  const roles: GateRoles = {
+    region: deployment.region,
+    account: deployment.account,
+    grants: Object.fromEntries(
+      Object.entries(FUNCTIONS).map(([name, description]) => [name, iam.grantsOf(deployment.functionNamed(description).logicalId)]),
+    ),
+  };
+  const refused: GatedCall[] = [];
   let itemsRead = 0;
   const slowed = new Set<{ matches: Parameters<IamGate['slow']>[0]; ms: number }>();
-
-  const judge = (fn: string, operation: string, input: Record<string, any>): GatedCall[] => {
-    const asked = requiredCalls(operation, input, (table) =>
-      table.startsWith('arn:') ? table : `arn:aws:dynamodb:${deployment.region}:${deployment.account}:table/${table}`,
-    );
-    if (!fn) return asked.map((call) => ({ ...call, fn: 'the local server', allowed: SERVER_OWN.has(operation) }));
-    const logicalId = logicalIds.get(fn);
-    return asked.map((call) => ({ ...call, fn, allowed: logicalId !== undefined && iam.authorize(logicalId, call) }));
-  };
 
   const serve = async (req: IncomingMessage, res: ServerResponse) => {
     const body = await readBody(req);
     const fn = String(req.headers['x-agentstate-function'] ?? '');
     const upstream = String(req.headers['x-agentstate-upstream'] ?? '');
     const operation = String(req.headers['x-amz-target'] ?? '').split('.')[1] ?? '';
-    const judged = judge(fn, operation, JSON.parse(body.toString('utf8') || '{}') as Record<string, any>);
-    calls.push(...judged);
-    const refused = judged.find((call) => !call.allowed);
-    if (refused) {
+    const judged = judgeCall(roles, fn, operation, JSON.parse(body.toString('utf8') || '{}') as Record<string, any>);
+    const refusal = judged.find((call) => !call.allowed);
+    if (refusal) {
+      refused.push(...judged.filter((call) => !call.allowed));
       res.writeHead(400, { 'content-type': 'application/x-amz-json-1.0' });
       res.end(
         JSON.stringify({
           __type: 'com.amazon.coral.service#AccessDeniedException',
-          Message: `${refused.fn} is not authorized to perform: ${refused.action} on resource: ${refused.resource} (the IAM gate of the e2e tests)`,
+          Message: `${refusal.fn} is not authorized to perform: ${refusal.action} on resource: ${refusal.resource} (the IAM gate of the e2e tests)`,
         }),
       );
       return;
@@ -120,8 +111,8 @@ export async function startIamGate(tableName = defaultTableName): Promise<IamGat
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    calls: () => [...calls],
-    refused: () => calls.filter((call) => !call.allowed),
+    roles,
+    refused: () => [...refused],
     itemsRead: () => itemsRead,
     slow: (matches, ms) => {
       const slow = { matches, ms };

@@ -16,7 +16,7 @@ import { type RunningApi, startApi } from '../helpers/e2e.js';
 let api: RunningApi;
 
 beforeAll(async () => {
-  api = await startApi();
+  api = await startApi({}, { everyCallThroughGate: true });
 });
 afterAll(async () => {
   await api?.stop();
