@@ -406,3 +406,190 @@ describe('AgentStateSaver as MemorySaver', () => {
     expect([ten.requests, hundred.requests, all.requests]).toEqual([2, 2, 2]);
   });
 });
+
+/** A saver counting its reads of subgraph namespaces' sessions (`GET …/state` of a `~~` session id) beside all its requests. */
+function namespaceReadCountingSaver(prefix?: string): { saver: AgentStateSaver; counts: { requests: number; namespaceReads: number } } {
+  const counts = { requests: 0, namespaceReads: 0 };
+  const counting: typeof fetch = (input, init) => {
+    counts.requests += 1;
+    const path = new URL(String(input)).pathname;
+    if ((init?.method ?? 'GET') === 'GET' && /^\/v1\/sessions\/[^/]*~~[^/]*\/state$/.test(path)) counts.namespaceReads += 1;
+    return fetch(input, init);
+  };
+  savers += 1;
+  const saver = new AgentStateSaver({
+    client: createClient({ baseUrl: api.url, apiKey: 'dev-key', fetch: counting }),
+    prefix: prefix ?? `parity-${savers}`,
+  });
+  return { saver, counts };
+}
+
+const Steps = Annotation.Root({ log: Annotation<string[]>({ reducer: (a, b) => [...a, ...b], default: () => [] }) });
+
+describe("a subgraph's first read (docs/langgraph.md)", () => {
+  it('answers the first read of each subgraph of a new run without a request: as a node, called in a node, nested, at a later step, sent five times', async () => {
+    // Prepare: every subgraph's namespace is named after a task of a checkpoint LangGraph made in
+    // this run, so it holds nothing. Before, each made a request that found nothing (one per
+    // subgraph invocation: 1, 1, 2, 1, 5 here, and as many more on the second run).
+    const inner = (saver: BaseCheckpointSaver) =>
+      new StateGraph(Steps)
+        .addNode('a', () => ({ log: ['a'] }))
+        .addNode('b', () => ({ log: ['b'] }))
+        .addEdge(START, 'a')
+        .addEdge('a', 'b')
+        .compile({ checkpointer: saver });
+    const shapes = {
+      asNode: (saver: BaseCheckpointSaver) =>
+        new StateGraph(Steps).addNode('graph', inner(saver)).addEdge(START, 'graph').compile({ checkpointer: saver }),
+      inNode: (saver: BaseCheckpointSaver) => {
+        const child = inner(saver);
+        return new StateGraph(Steps)
+          .addNode('graph', async (_, config) => child.invoke({ log: ['in'] }, config))
+          .addEdge(START, 'graph')
+          .compile({ checkpointer: saver });
+      },
+      nested: (saver: BaseCheckpointSaver) => {
+        const middle = new StateGraph(Steps).addNode('inner', inner(saver)).addEdge(START, 'inner').compile();
+        return new StateGraph(Steps).addNode('middle', middle).addEdge(START, 'middle').compile({ checkpointer: saver });
+      },
+      laterStep: (saver: BaseCheckpointSaver) =>
+        new StateGraph(Steps)
+          .addNode('first', () => ({ log: ['first'] }))
+          .addNode('graph', inner(saver))
+          .addEdge(START, 'first')
+          .addEdge('first', 'graph')
+          .compile({ checkpointer: saver }),
+      sent: (saver: BaseCheckpointSaver) =>
+        new StateGraph(Steps)
+          .addNode('graph', inner(saver))
+          .addConditionalEdges(START, () => [1, 2, 3, 4, 5].map((n) => new Send('graph', { log: [`${n}`] })), ['graph'])
+          .compile({ checkpointer: saver }),
+    };
+    const scenario = async (saver: BaseCheckpointSaver, reads: () => number) => {
+      const result: Record<string, { runs: unknown[]; namespaceReads: number }> = {};
+      for (const [name, shape] of Object.entries(shapes)) {
+        const graph = shape(saver);
+        const config = { configurable: { thread_id: `first-read-${name}` } };
+        const before = reads();
+        // Act: a new thread, then a second run of it (whose checkpoints are new as well).
+        const runs = [await graph.invoke({ log: ['start'] }, config), await graph.invoke({ log: ['again'] }, config)];
+        result[name] = { runs: runs.map((run) => [...run.log].sort()), namespaceReads: reads() - before };
+      }
+      return result;
+    };
+    const memory = await scenario(new MemorySaver(), () => 0);
+    const { saver, counts } = namespaceReadCountingSaver();
+    const ours = await scenario(saver, () => counts.namespaceReads);
+
+    // Assess
+    expect(memory.sent?.runs[0]).toEqual(['1', '2', '3', '4', '5', 'a', 'a', 'a', 'a', 'a', 'b', 'b', 'b', 'b', 'b', 'start']);
+    expect(ours).toEqual(memory);
+  });
+
+  it('reads the namespace of a checkpoint made here once another process has run its subgraph', async () => {
+    // Prepare: the run here stops before its subgraph, at a checkpoint it made; another process
+    // (a saver of its own, the same prefix) resumes it, and its subgraph stops at an interrupt in
+    // the namespace named after that checkpoint. Back here, the run resumes that checkpoint: the
+    // read that returned it says it is one of storage, so its subgraph's namespace is read, and
+    // the subgraph goes on after `a` instead of starting again. (Passes before the change, which
+    // read every namespace; fails on a saver that trusts what it made without that revocation.)
+    const child = new StateGraph(Steps)
+      .addNode('a', () => ({ log: ['a'] }))
+      .addNode('ask', () => ({ log: [`answer:${interrupt('go on?')}`] }))
+      .addEdge(START, 'a')
+      .addEdge('a', 'ask')
+      .compile();
+    const graph = (saver: BaseCheckpointSaver) =>
+      new StateGraph(Steps)
+        .addNode('graph', child)
+        .addEdge(START, 'graph')
+        .compile({ checkpointer: saver, interruptBefore: ['graph'] });
+    const scenario = async (here: BaseCheckpointSaver, there: BaseCheckpointSaver) => {
+      const config = { configurable: { thread_id: 'two-processes' } };
+      await graph(here).invoke({ log: ['start'] }, config);
+      const stopped = await graph(there).invoke(null, config);
+
+      // Act
+      const done = await graph(here).invoke(new Command({ resume: 'yes' }), config);
+      const interrupts = (stopped as { __interrupt__?: Array<{ value: unknown }> }).__interrupt__;
+      return { asked: interrupts?.map((one) => one.value), done: done.log };
+    };
+    const memorySaver = new MemorySaver();
+    const memory = await scenario(memorySaver, memorySaver);
+    const prefix = `parity-two-${savers}`;
+    const ours = await scenario(namespaceReadCountingSaver(prefix).saver, namespaceReadCountingSaver(prefix).saver);
+
+    // Assess
+    expect(memory).toEqual({ asked: ['go on?'], done: ['start', 'start', 'a', 'answer:yes'] });
+    expect(ours).toEqual(memory);
+  });
+
+  it('reads the namespace of a checkpoint made here once a read asked for it by id, once its thread was deleted or copied into here, and once it put there itself', async () => {
+    // Prepare: here puts a thread's checkpoint; another process (a saver of its own, the same
+    // prefix) puts the first checkpoint of a subgraph of it, as a run of it there would. (Each
+    // passes before the change, which read every namespace; each fails on a saver that still
+    // trusts what it made after that read, that delete or that copy, or after its own put in
+    // the namespace: checked by taking each of those out.)
+    const prefix = `parity-stale-${savers}`;
+    const here = namespaceReadCountingSaver(prefix).saver;
+    const there = namespaceReadCountingSaver(prefix).saver;
+    const root = (thread: string) => ({ configurable: { thread_id: thread, checkpoint_ns: '' } });
+    const made: Checkpoint[] = [];
+    const madeHere = async (thread: string) => {
+      const checkpoint: Checkpoint = {
+        ...emptyCheckpoint(),
+        id: uuid6(0),
+        channel_values: { log: ['here'] },
+        channel_versions: { log: 1 },
+      };
+      await here.put(root(thread), checkpoint, { source: 'loop', step: 0, parents: {} }, { log: 1 });
+      made.push(checkpoint);
+      return checkpoint.id;
+    };
+    const putChild = async (saver: AgentStateSaver, thread: string, namespace: string, parent: string) => {
+      const checkpoint: Checkpoint = {
+        ...emptyCheckpoint(),
+        id: uuid6(-1),
+        channel_values: { log: ['child'] },
+        channel_versions: { log: 1 },
+      };
+      const metadata = { source: 'input' as const, step: -1, parents: { '': parent } };
+      await saver.put({ configurable: { thread_id: thread, checkpoint_ns: namespace } }, checkpoint, metadata, { log: 1 });
+      return checkpoint.id;
+    };
+    const putThere = (thread: string, namespace: string, parent: string) => putChild(there, thread, namespace, parent);
+    const subgraphRead = (thread: string, namespace: string, parent: string) =>
+      here.getTuple({ configurable: { thread_id: thread, checkpoint_ns: namespace, checkpoint_map: { '': parent } } });
+
+    // Act: asked for by id (a run resuming it, `getState` of its config).
+    const askedParent = await madeHere('asked');
+    const askedChild = await putThere('asked', 'graph:1', askedParent);
+    await here.getTuple({ configurable: { ...root('asked').configurable, checkpoint_id: askedParent } });
+    const asked = await subgraphRead('asked', 'graph:1', askedParent);
+    // Act: a thread copied elsewhere and run on there; there deletes the thread, and here copies
+    // it back over the thread.
+    const copiedParent = await madeHere('copied');
+    await here.copyThread('copied', 'copied-away');
+    const copiedChild = await putThere('copied-away', 'graph:2', copiedParent);
+    await there.deleteThread('copied');
+    await here.copyThread('copied-away', 'copied');
+    const copied = await subgraphRead('copied', 'graph:2', copiedParent);
+    // Act: a thread deleted here, and written again there with the same checkpoints (a restore).
+    const deletedParent = await madeHere('deleted');
+    await here.deleteThread('deleted');
+    await there.put(root('deleted'), made.at(-1) as Checkpoint, { source: 'loop', step: 0, parents: {} }, { log: 1 });
+    const deletedChild = await putThere('deleted', 'graph:3', deletedParent);
+    const deleted = await subgraphRead('deleted', 'graph:3', deletedParent);
+
+    // Act: a namespace of it that this saver put a checkpoint in (a subgraph run through here).
+    const ownParent = await madeHere('own');
+    const ownChild = await putChild(here, 'own', 'graph:4', ownParent);
+    const own = await subgraphRead('own', 'graph:4', ownParent);
+
+    // Assess
+    expect(asked?.config.configurable?.checkpoint_id).toBe(askedChild);
+    expect(copied?.config.configurable?.checkpoint_id).toBe(copiedChild);
+    expect(deleted?.config.configurable?.checkpoint_id).toBe(deletedChild);
+    expect(own?.config.configurable?.checkpoint_id).toBe(ownChild);
+  });
+});

@@ -12,20 +12,21 @@
  * "should resume from last successful invocation"; docs/langgraph.md).
  */
 export class OwnPuts {
-  private readonly underWay = new Map<string, Set<Promise<void>>>();
+  /** Per thread and namespace, each put under way (settled when it ends) with its checkpoint's id. */
+  private readonly underWay = new Map<string, Map<Promise<void>, string>>();
 
   /**
-   * Notes a put of `thread`'s namespace `checkpointNs` as under way until the function it returns
-   * is called. Called before the put's first `await`.
+   * Notes a put of `checkpointId` in `thread`'s namespace `checkpointNs` as under way until the
+   * function it returns is called. Called before the put's first `await`.
    */
-  begin(thread: string, checkpointNs: string): () => void {
+  begin(thread: string, checkpointNs: string, checkpointId: string): () => void {
     const key = keyOf(thread, checkpointNs);
     let done = () => {};
     const settled = new Promise<void>((resolve) => {
       done = resolve;
     });
-    const puts = this.underWay.get(key) ?? new Set();
-    puts.add(settled);
+    const puts = this.underWay.get(key) ?? new Map<Promise<void>, string>();
+    puts.set(settled, checkpointId);
     this.underWay.set(key, puts);
     return () => {
       done();
@@ -47,13 +48,18 @@ export class OwnPuts {
           const [keyThread, keyNs] = JSON.parse(key) as [string, string];
           return (thread === undefined || keyThread === thread) && (checkpointNs === undefined || keyNs === checkpointNs);
         })
-        .flatMap(([, puts]) => [...puts]);
+        .flatMap(([, puts]) => [...puts.keys()]);
       if (waiting.length === 0) return;
       await Promise.all(waiting);
       // LangGraph's chain sends its next put a few microtasks after this one answered: it must be
       // under way when the loop looks again.
       await chainTicks();
     }
+  }
+
+  /** The checkpoints of `thread`'s namespace `checkpointNs` whose puts are under way. */
+  checkpointsUnderWay(thread: string, checkpointNs: string): string[] {
+    return [...(this.underWay.get(keyOf(thread, checkpointNs))?.values() ?? [])];
   }
 }
 

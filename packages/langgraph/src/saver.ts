@@ -34,6 +34,7 @@ import {
 } from './layout.js';
 import { CHECKPOINT_ROLE, CheckpointOrder, type ListCandidate, SessionCheckpoints } from './list-order.js';
 import { inBatches, NamespaceRegistry } from './namespaces.js';
+import { NewCheckpoints, type Parents } from './new-checkpoints.js';
 import { chainTicks, OwnPuts } from './own-puts.js';
 import { COPY_THREAD_KEY, type PruneStrategy, ThreadLifetime } from './threads.js';
 import { ttlSecondsOf } from './ttl.js';
@@ -139,6 +140,8 @@ export class AgentStateSaver extends BaseCheckpointSaver {
   private readonly putsUnderWay = new Map<string, Promise<unknown>>();
   /** This saver's puts under way, which its reads of the thread wait for (see `OwnPuts`). */
   private readonly ownPuts = new OwnPuts();
+  /** The checkpoints LangGraph made in this process, whose subgraph namespaces need no read (see `NewCheckpoints`). */
+  private readonly newCheckpoints = new NewCheckpoints();
   /** This saver's writes to each session, one at a time (see `WriteTurns`). */
   private readonly turns = new WriteTurns();
   /** Per session and node, the writes that wait for their turn and have not started (see `writeInTurn`). */
@@ -179,15 +182,32 @@ export class AgentStateSaver extends BaseCheckpointSaver {
     const sessionId = await this.ids.of(thread, checkpointNs);
     await this.ownPuts.settled(thread, checkpointNs);
     if (checkpointId) {
+      this.newCheckpoints.read(thread, checkpointNs, checkpointId);
       const state = await this.stateAt(sessionId, nodeIdOf(checkpointId));
       // A node whose `put` did not get to write its state still holds its parent's.
       if (!state || checkpointIdIn(state) !== checkpointId) return undefined;
       return this.tupleOf(sessionId, state, thread);
     }
+    if (checkpointNs !== '' && this.holdsNothing(thread, checkpointNs, config.configurable?.checkpoint_map as Parents)) {
+      return undefined;
+    }
     // The head is the checkpoint put last (the one LangGraph resumes from); a node appended by a
     // `put` that did not finish holds its parent's state, which is then the latest.
     const state = await this.stateAt(sessionId, undefined);
-    return state ? this.tupleOf(sessionId, state, thread) : undefined;
+    if (!state) return undefined;
+    this.newCheckpoints.read(thread, checkpointNs, checkpointIdIn(state));
+    return this.tupleOf(sessionId, state, thread);
+  }
+
+  /**
+   * Whether a subgraph's namespace is known to hold nothing without a request: the checkpoint
+   * its task belongs to (`parents`, the read's checkpoint map) was made in this process and this
+   * saver put nothing in the namespace (see `NewCheckpoints`).
+   */
+  private holdsNothing(thread: string, checkpointNs: string, parents: Parents): boolean {
+    return this.newCheckpoints.holdsNothing(thread, checkpointNs, parents, (parentNs) =>
+      this.ownPuts.checkpointsUnderWay(thread, parentNs),
+    );
   }
 
   override async *list(config: RunnableConfig, options: CheckpointListOptions = {}): AsyncGenerator<CheckpointTuple> {
@@ -246,7 +266,9 @@ export class AgentStateSaver extends BaseCheckpointSaver {
           remaining -= 1;
         }
         yielded += 1;
-        yield await this.tupleOf(candidate.sessionId, state, threads.get(candidate.sessionId) ?? state.thread_id);
+        const thread = threads.get(candidate.sessionId) ?? state.thread_id;
+        this.newCheckpoints.read(thread, state.checkpoint_ns, candidate.checkpointId);
+        yield await this.tupleOf(candidate.sessionId, state, thread);
       }
       if (yielded < slice.length) widen *= 2;
     }
@@ -261,7 +283,16 @@ export class AgentStateSaver extends BaseCheckpointSaver {
   ): Promise<RunnableConfig> {
     // Noted before anything is awaited, so this saver's reads of the thread wait for it (see `OwnPuts`).
     const threadId = config.configurable?.thread_id as unknown;
-    const settle = threadId === undefined ? () => {} : this.ownPuts.begin(threadName(threadId), namespaceOf(config));
+    const settle = threadId === undefined ? () => {} : this.ownPuts.begin(threadName(threadId), namespaceOf(config), checkpoint.id);
+    if (threadId !== undefined) {
+      const thread = threadName(threadId);
+      const checkpointNs = namespaceOf(config);
+      if (checkpointNs !== '') {
+        const parents = (config.configurable?.checkpoint_map ?? (metadata as { parents?: Parents } | undefined)?.parents) as Parents;
+        this.newCheckpoints.childPutBegins(thread, checkpointNs, parents);
+      }
+      this.newCheckpoints.putBegins(thread, checkpointNs, checkpoint.id);
+    }
     try {
       return await this.putCheckpoint(config, checkpoint, metadata, newVersions);
     } finally {
@@ -375,6 +406,7 @@ export class AgentStateSaver extends BaseCheckpointSaver {
 
   override async deleteThread(threadId: string): Promise<void> {
     const thread = threadName(threadId);
+    this.newCheckpoints.forgetThread(thread);
     const root = await this.ids.of(thread, '');
     const children = await this.namespaces.sessionsOf(root);
     await inBatches([...children, root], (sessionId) => this.deleteSession(sessionId));
@@ -385,6 +417,7 @@ export class AgentStateSaver extends BaseCheckpointSaver {
    * none, as LangGraph's `copy_thread`: the copy is independent afterwards (see `ThreadLifetime.copy`).
    */
   async copyThread(sourceThreadId: string, targetThreadId: string): Promise<void> {
+    this.newCheckpoints.forgetThread(threadName(targetThreadId));
     await this.threads.copy(threadName(sourceThreadId), threadName(targetThreadId));
   }
 
@@ -393,6 +426,7 @@ export class AgentStateSaver extends BaseCheckpointSaver {
    * checkpoint of every namespace; `delete` deletes the threads (see `ThreadLifetime.prune`).
    */
   async prune(threadIds: readonly string[], options: { strategy?: PruneStrategy } = {}): Promise<void> {
+    for (const thread of threadIds) this.newCheckpoints.forgetThread(threadName(thread));
     await this.threads.prune(threadIds.map(threadName), options.strategy ?? 'keep_latest', this);
   }
 
