@@ -486,6 +486,35 @@ describe("a subgraph's first read (docs/langgraph.md)", () => {
     expect(ours).toEqual(memory);
   });
 
+  it('reads the namespace of a subgraph compiled with checkpointer: true, which keeps its state from run to run', async () => {
+    // Prepare: such a subgraph's namespace is its node's name alone (LangGraph drops the task
+    // id), so it is the same in every run and holds the state the runs before left; a new run's
+    // checkpoint does not make it empty. (Failed on the first version of this change, which
+    // answered its read with nothing: the second run's subgraph started from an empty state, as
+    // four of LangGraph's time-travel tests and two of pregel.test.ts showed.)
+    const scenario = async (saver: BaseCheckpointSaver) => {
+      const child = new StateGraph(Steps)
+        .addNode('remember', () => ({ log: ['child'] }))
+        .addEdge(START, 'remember')
+        .compile({ checkpointer: true });
+      const graph = new StateGraph(Annotation.Root({ seen: Annotation<number> }))
+        .addNode('child', async () => ({ seen: (await child.invoke({ log: [] })).log.length }))
+        .addEdge(START, 'child')
+        .compile({ checkpointer: saver });
+      const config = { configurable: { thread_id: 'stateful-subgraph' } };
+
+      // Act
+      const runs = [];
+      for (let run = 0; run < 3; run++) runs.push((await graph.invoke({ seen: 0 }, config)).seen);
+      return runs;
+    };
+    const { memory, ours } = await onBoth(scenario);
+
+    // Assess
+    expect(memory).toEqual([1, 2, 3]);
+    expect(ours).toEqual(memory);
+  });
+
   it('reads the namespace of a checkpoint made here once another process has run its subgraph', async () => {
     // Prepare: the run here stops before its subgraph, at a checkpoint it made; another process
     // (a saver of its own, the same prefix) resumes it, and its subgraph stops at an interrupt in

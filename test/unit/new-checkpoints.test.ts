@@ -104,6 +104,9 @@ describe('NewCheckpoints', () => {
       nested: known.holdsNothing('t', 'outer:1|graph:2', { '': 'step-0', 'outer:1': 'next' }, (ns) =>
         ns === 'outer:1' ? ['inner-made'] : [],
       ),
+      // `checkpointer: true`: one namespace for every task, its node's name alone.
+      stateful: known.holdsNothing('t', 'graph', { '': 'step-0' }, () => []),
+      statefulNested: known.holdsNothing('t', 'outer:1|graph', { '': 'step-0', 'outer:1': 'next' }, () => []),
     };
 
     // Assess
@@ -114,6 +117,8 @@ describe('NewCheckpoints', () => {
       whileReadOneUnderWay: false,
       otherNamespaceUnderWay: false,
       nested: true,
+      stateful: false,
+      statefulNested: false,
     });
   });
 });

@@ -39,7 +39,9 @@ interface Known {
  * - a checkpoint not heard of while no `put` of one made here is under way in its namespace, one
  *   whose `put` began after a read of it or a put in its subgraph, or one forgotten (more than
  *   `REMEMBERED` since);
- * - a namespace this saver put a checkpoint in (a retried task, which resumes its subgraph);
+ * - a namespace this saver put a checkpoint in;
+ * - a namespace not named after a task (a subgraph compiled with `checkpointer: true` keeps one
+ *   namespace, and its state, from run to run);
  * - a thread deleted, copied into or pruned here: everything of it.
  *
  * Two processes running one thread at once (which LangGraph does not order either) may write a
@@ -75,13 +77,13 @@ export class NewCheckpoints {
 
   /**
    * Whether the subgraph namespace `checkpointNs` of `thread` is known to hold no checkpoint: the
-   * checkpoint its task belongs to (named by `parents`, the read's checkpoint map) was made here
-   * and this saver put nothing in the namespace. `underWay` says which checkpoints of a namespace
+   * checkpoint its task belongs to (named by `parents`, the read's checkpoint map) was made here,
+   * the namespace is named after that task, and this saver put nothing in it. `underWay` says which checkpoints of a namespace
    * this saver is putting.
    */
   holdsNothing(thread: string, checkpointNs: string, parents: Parents, underWay: (checkpointNs: string) => readonly string[]): boolean {
     const parent = parentOf(checkpointNs, parents);
-    if (!parent) return false;
+    if (!parent || !namedAfterTask(checkpointNs, parent.checkpointNs)) return false;
     let known = this.known.get(keyOf(thread, parent.checkpointNs, parent.checkpointId));
     if (!known) {
       const making = underWay(parent.checkpointNs).some(
@@ -130,6 +132,17 @@ export function parentOf(checkpointNs: string, parents: Parents): { checkpointNs
     if (!found || namespace.length > found.checkpointNs.length) found = { checkpointNs: namespace, checkpointId };
   }
   return found;
+}
+
+/**
+ * Whether a subgraph namespace is named after a task of its parent's checkpoint: its part after
+ * the parent's namespace is `<node>:<task id>` (then maybe `|<counter>`, a second subgraph of
+ * the same task). A subgraph compiled with `checkpointer: true` keeps one namespace whatever the
+ * task (`<node>`: LangGraph drops the task ids), which holds its state from run to run.
+ */
+function namedAfterTask(checkpointNs: string, parentNs: string): boolean {
+  const own = parentNs === '' ? checkpointNs : checkpointNs.slice(parentNs.length + 1);
+  return /^[^|:]+:[^|:]+(\||$)/.test(own);
 }
 
 const keyOf = (thread: string, checkpointNs: string, checkpointId: string) => JSON.stringify([thread, checkpointNs, checkpointId]);

@@ -116,7 +116,8 @@ interface WritesBatch {
  * - Pending writes are notes beside the node, one per `putWrites` call: blind writes outside the
  *   session's log, so a step's writes go beside the next `put` and never race it.
  *
- * `getTuple` is one request, `put` one, `putWrites` one (neither write with an `Idempotency-Key`, see `resent`).
+ * `getTuple` is one request (none for a subgraph's first read in a new run, see `NewCheckpoints`), `put` one,
+ * `putWrites` one (neither write with an `Idempotency-Key`, see `resent`).
  */
 export class AgentStateSaver extends BaseCheckpointSaver {
   private readonly client: AgentStateApi;
