@@ -30,6 +30,12 @@ export interface GateOptions {
    * (iam-gate.ts); else the server judges each call itself and only a refused one comes there.
    */
   everyCallThroughGate?: boolean;
+  /**
+   * For the gate's own test (test/e2e/iam-gate.test.ts): the role of the function `fn` (a name of
+   * functions/local/running-function.ts) loses every grant of `action`, in the gate and in the
+   * server's own judgement alike.
+   */
+  withhold?: { fn: string; action: string };
 }
 
 /**
@@ -38,8 +44,11 @@ export interface GateOptions {
  * template, and `stop()` throws, naming them, if any was refused.
  */
 export async function startGatedServer(options: ServerProcessOptions & GateOptions = {}): Promise<GatedServer> {
-  const { everyCallThroughGate = false, ...serverOptions } = options;
+  const { everyCallThroughGate = false, withhold, ...serverOptions } = options;
   const gate = await startIamGate(options.env?.AGENTSTATE_TABLE);
+  if (withhold) {
+    gate.roles.grants[withhold.fn] = (gate.roles.grants[withhold.fn] ?? []).filter((grant) => grant.action !== withhold.action);
+  }
   // The run's bundle of the preload and bin/start.ts when vitest's global set-up made one
   // (server-bundle.ts); tsx loading both, as `npm start` does, otherwise.
   const bundle = process.env[SERVER_BUNDLE_VARIABLE];
