@@ -1,5 +1,8 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { stateChangedExample } from '../../functions/http/contract/examples.js';
+import { apiClient } from '../helpers/api-client.js';
 import { contractViolations, type Exchange, eventViolations } from '../helpers/contract.js';
 
 /**
@@ -138,5 +141,30 @@ describe('the event check', () => {
     ],
   ])('fails %s', (_name, event, message) => {
     expect(eventViolations(event, 'webhook')).toEqual([expect.stringMatching(message)]);
+  });
+});
+
+describe("the e2e tests' client, checking its own exchanges", () => {
+  // Since session 20 the e2e files' client talks to the server directly and runs this check on
+  // each exchange itself (e2e.ts `startApi`), where the proxy did before: a server answering
+  // off the document must make it throw, as the proxy's header did.
+  it('throws on an answer that breaks the document, and passes one that fits', async () => {
+    // Prepare: a server that answers GET /v1/sessions/s1 with a session, or with one missing a member.
+    const server = createServer((req, res) => {
+      const { head: _, ...broken } = session;
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(req.url?.endsWith('/s1') ? session : { ...broken, sessionId: 's2' }));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const client = apiClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, 'dev-key', contractViolations);
+
+      // Act and assess
+      expect((await client.get('/v1/sessions/s1')).status).toBe(200);
+      await expect(client.get('/v1/sessions/s2')).rejects.toThrow(/broke its OpenAPI document[\s\S]*head/);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });
