@@ -143,6 +143,34 @@ describe('notes beside a node', () => {
     expect(own.body.notes).toEqual({ mine: 'secret' });
   });
 
+  it("answers LangGraph's first read of a new thread (the head's state with notes) as before: a session never made reads as never written, a note at the root of one made is read", async () => {
+    // Prepare: a session made and never written, with a note at its root.
+    const made = uniqueId('notes-made');
+    expect((await http.post('/v1/sessions', { sessionId: made })).status).toBe(201);
+    expect((await http.put(`/v1/sessions/${made}/nodes/root/notes/k`, 'kept')).status).toBe(200);
+    const never = uniqueId('notes-never');
+
+    // Act
+    const unknown = await http.get(`/v1/sessions/${never}/state?notes=1`);
+    const noted = await http.get(`/v1/sessions/${made}/state?notes=1`);
+
+    // Assert: what these answered before the tip read told a session that does not exist (its
+    // answer then needs no read of notes); the one made still reads its root's notes.
+    expect(unknown.status).toBe(200);
+    expect(unknown.body).toEqual({ sessionId: never, node: 'root', version: 0, state: null, agent: null, updatedAt: null, notes: {} });
+    expect(unknown.headers.get('etag')).toBe(noted.headers.get('etag'));
+    expect(noted.status).toBe(200);
+    expect(noted.body).toEqual({
+      sessionId: made,
+      node: 'root',
+      version: 0,
+      state: null,
+      agent: null,
+      updatedAt: null,
+      notes: { k: 'kept' },
+    });
+  });
+
   it("a key limited to planner writes notes in planner's sessions, not in billing's (403, nothing written)", async () => {
     // Prepare
     const mine = await sessionWithNodes('notes-planner', { agentId: 'planner' });

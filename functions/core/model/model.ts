@@ -210,6 +210,11 @@ interface TipHead {
 export interface EmptyTip extends TipHead {
   kind: 'empty';
   latest: null;
+  /**
+   * Read with `sessionItem` (ports.ts): the log holds nothing and the session item is not there
+   * either, so the session does not exist and nothing of it (a note, say) can be read.
+   */
+  absent?: true;
 }
 
 /** The newest change recorded a version: the latest one. */

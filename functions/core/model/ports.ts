@@ -240,9 +240,15 @@ export interface SessionStore {
    * The tip of a session; with `withState`, the latest version's state and agent too. With
    * `recent`, the store also keeps the newest changes of the log it read with the tip, so that
    * a path read at the head (`readPath`) needs no further read when the path is short.
-   * `fromReplica` reads the tip (and those changes) from a replica (`FromReplica`).
+   * `fromReplica` reads the tip (and those changes) from a replica (`FromReplica`). With
+   * `sessionItem` (a consistent read of the tip alone), the same read also tells a session that
+   * does not exist from one made and never written: an empty tip is then `absent` when neither
+   * the log nor the session item is there (a read of the same item, the same units).
    */
-  readTip(scope: SessionScope, options: { withState: boolean; recent?: RecentChanges; fromReplica?: FromReplica }): Promise<Tip>;
+  readTip(
+    scope: SessionScope,
+    options: { withState: boolean; recent?: RecentChanges; fromReplica?: FromReplica; sessionItem?: boolean },
+  ): Promise<Tip>;
   /**
    * The tip and those of `nodeIds` that exist in the session's current life, each as of the tip
    * or later. With `expectNew` (the ids of messages about to be appended), the nodes are read
@@ -251,7 +257,7 @@ export interface SessionStore {
    * and is read after the tip when it is not. With `ownClaim` (a note, which needs no state),
    * a claim of the log's next place that this process sends after the call, and that lands,
    * may stand for the read when its change knows the nodes (an append under way: its parent
-   * and its new nodes).
+   * and its new nodes). `sessionItem` as for `readTip`.
    */
   readTipWithNodes(
     scope: SessionScope,
@@ -263,6 +269,7 @@ export interface SessionStore {
       expectNew?: boolean;
       expectHead?: string;
       ownClaim?: boolean;
+      sessionItem?: boolean;
     },
   ): Promise<{ tip: Tip; nodes: Map<string, NodeRecord> }>;
   getMeta(scope: SessionScope): Promise<SessionMeta | null>;

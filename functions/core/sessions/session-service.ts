@@ -71,14 +71,20 @@ export class SessionService extends SessionTreeService {
     // A node's notes are read beside it when it is named (the head's once the tip said which it is).
     const window = { bytes: ANSWER_ITEMS_BYTES };
     const [target, named] = await Promise.all([
-      this.targets.resolve(scope, at.node, { forRead: true }),
+      // The tip read tells, at no cost, whether a session with nothing written exists: whether a
+      // note may be there (LangGraph's first read of a new thread), or whether a named node unknown
+      // to the tip is a session's that does not exist, without reading the session item.
+      this.targets.resolve(scope, at.node, { forRead: true, ...(at.notes || at.node !== undefined ? { sessionItem: true } : {}) }),
       at.notes && at.node !== undefined ? this.store.readNotes(scope, at.node, window) : undefined,
     ]);
     if (!target) return { ...emptyState(scope, at.node ?? ROOT_NODE), ...(at.notes ? { notes: {} } : {}) };
     const schema = await this.schemas(scope.tenant, target.tip.agentId);
     const view = stateView(scope, target.nodeId, target.current, schema, caller);
     if (!at.notes) return view;
-    const read = named ?? (await this.store.readNotes(scope, target.nodeId, window));
+    // A session that does not exist, or reads as unknown (being deleted, or expired), shows no
+    // notes, as it shows no state: none are read.
+    const unknown = target.tip.kind === 'closing' || (target.tip.kind === 'empty' && target.tip.absent === true);
+    const read = unknown ? { records: [], cut: false } : (named ?? (await this.store.readNotes(scope, target.nodeId, window)));
     // The notes that fit beside the state in one answer; `notesNext` goes on with the rest.
     const part = notesWithin(read, target.tip.incarnation, ANSWER_ITEMS_BYTES - encodedSize(view), false);
     return {

@@ -163,11 +163,13 @@ export class WriteTargets extends NodeTargets {
    * points at: at most three rounds of reads (the tip; the node when one is named that the tip
    * does not hold; that version if the tip is not it). Returns null for a session that does
    * not exist, when a read may answer "empty"; a write gets `404 node_not_found` instead.
+   * With `sessionItem`, the tip read also says whether a session with an empty log exists
+   * (`EmptyTip.absent`), for a read whose answer depends on it.
    */
   async resolve(
     scope: SessionScope,
     nodeId: string | undefined,
-    options: { forRead: boolean; withState?: boolean; fromReplica?: boolean },
+    options: { forRead: boolean; withState?: boolean; fromReplica?: boolean; sessionItem?: boolean },
   ): Promise<ResolvedNode | null> {
     // A version pruned under a read (its node moved on after the tip was read) reads again.
     for (let attempt = 1; ; attempt++) {
@@ -182,12 +184,13 @@ export class WriteTargets extends NodeTargets {
   private async resolveOnce(
     scope: SessionScope,
     nodeId: string | undefined,
-    options: { forRead: boolean; withState?: boolean; fromReplica?: boolean },
+    options: { forRead: boolean; withState?: boolean; fromReplica?: boolean; sessionItem?: boolean },
   ): Promise<ResolvedNode | null> {
     const withState = options.withState ?? true;
     const { tip, nodes } = await this.store.readTipWithNodes(scope, nodeId === undefined ? [] : [nodeId], {
       withState,
       ...(options.fromReplica ? { fromReplica: true } : {}),
+      ...(options.sessionItem ? { sessionItem: true } : {}),
     });
     const node = nodeId === undefined ? undefined : nodes.get(nodeId);
     let resolved: { id: string; depth: number; pointer: number };
@@ -228,6 +231,8 @@ export class WriteTargets extends NodeTargets {
    */
   async sessionMissing(scope: SessionScope, tip: Tip): Promise<boolean> {
     if (tip.kind === 'closing') return true;
+    // A tip read with the session item that found neither has told already.
+    if (tip.kind === 'empty' && tip.absent) return true;
     return tip.kind === 'empty' && !liveMeta(await this.store.getMeta(scope), tip, this.now());
   }
 

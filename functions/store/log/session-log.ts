@@ -122,14 +122,29 @@ export class DynamoDbSessionLog implements SessionLog {
 
   // ---- the tip and the session item -------------------------------------------------------
 
-  async readTip(scope: SessionScope, options: { withState: boolean; recent?: RecentChanges; fromReplica?: FromReplica }): Promise<Tip> {
+  async readTip(
+    scope: SessionScope,
+    options: { withState: boolean; recent?: RecentChanges; fromReplica?: FromReplica; sessionItem?: boolean },
+  ): Promise<Tip> {
+    // With `sessionItem`, the one item read is the newest of the range from the session item to
+    // the log's end: the tip when the log holds any change, else the item below it (of the
+    // session's keys, only `SM` and the retention marker sort between `S` and the log). Nothing
+    // there, and the session does not exist. The units are those of the one item read either way.
+    const withSession = options.sessionItem === true && !options.recent && !options.fromReplica;
     const read = async (consistent: boolean) =>
       (
         await this.table.send(
           new QueryCommand({
             TableName: this.table.tableName,
-            KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
-            ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.logPrefix },
+            ...(withSession
+              ? {
+                  KeyConditionExpression: 'pk = :pk AND sk BETWEEN :low AND :high',
+                  ExpressionAttributeValues: { ':pk': keys.session(scope), ':low': keys.sessionSort, ':high': keys.logRangeEnd },
+                }
+              : {
+                  KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+                  ExpressionAttributeValues: { ':pk': keys.session(scope), ':prefix': keys.logPrefix },
+                }),
             ...(options.withState ? {} : WITHOUT_STATE_PROJECTION),
             ScanIndexForward: false,
             // A page: no Limit, so DynamoDB stops at 1 MB of the log (and reads no further).
@@ -153,6 +168,9 @@ export class DynamoDbSessionLog implements SessionLog {
       replica = fromReplica === true && isUnbrokenRun(items);
       if (fromReplica && !replica) items = await read(true);
     }
+    // Read with the session's items below the log: an item found there is not a change.
+    const absent = withSession && items.length === 0;
+    if (withSession && items.length > 0 && !String(items[0]?.sk).startsWith(keys.logPrefix)) items = [];
     const [top, ...older] = items;
     const entry = top ? readLogItem(top) : null;
     // A large state is in pieces: one more round, of every piece at once.
@@ -160,7 +178,7 @@ export class DynamoDbSessionLog implements SessionLog {
     // A session whose expiry has come reads as closed from that moment (API.md section 12), and
     // a copy not opened yet as unknown to all but itself.
     const found = tipAsSeen(tipOf(entry, { withState: options.withState, ...(pieces ? { pieces } : {}) }), scope, this.table.now());
-    const tip: Tip = replica ? { ...found, replica: true } : found;
+    const tip: Tip = replica ? { ...found, replica: true } : absent && found.kind === 'empty' ? { ...found, absent: true } : found;
     // What this process put ahead of a claim under a life this read shows closed, it takes back (log-writer.ts).
     if (!replica) await this.writer.unclaimed.lifeSeen(scope, tip);
     if (!options.recent || !entry || isFence(entry) || tip.kind === 'closing') return tip;
@@ -238,7 +256,8 @@ export class DynamoDbSessionLog implements SessionLog {
     const [tip, beside] = byKey
       ? [byKey, new Map<string, { node: NodeRecord; incarnation: number }>()]
       : await Promise.all([this.readTip(scope, options), besideIds.length > 0 ? this.readNodesOf(scope, besideIds, undefined) : undefined]);
-    if (tip.kind === 'closing') return { tip, nodes: new Map() };
+    // A session being deleted, or one that does not exist, has no node to read.
+    if (tip.kind === 'closing' || (tip.kind === 'empty' && tip.absent)) return { tip, nodes: new Map() };
     const nodes = new Map<string, NodeRecord>();
     const recent = new Set<string>();
     for (const node of tip.recentNodes) {

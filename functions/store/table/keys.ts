@@ -79,6 +79,8 @@ export const sessionMetadataSort = 'SM';
 export const logEntry = (entry: LogPosition) =>
   `V#${pad(entry.incarnation, INCARNATION_DIGITS)}#${pad(entry.base, BASE_DIGITS)}#${pad(entry.seq, SEQ_DIGITS)}`;
 export const logPrefix = 'V#';
+/** Every change of the log sorts below this key (`$` follows `#`), and no key is it. */
+export const logRangeEnd = 'V$';
 /** The changes after version `base` and before the next version (the last of them is version base + 1). */
 export const basePrefix = (incarnation: number, base: number) => `V#${pad(incarnation, INCARNATION_DIGITS)}#${pad(base, BASE_DIGITS)}#`;
 /** The changes of one life of the log. */
