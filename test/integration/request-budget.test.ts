@@ -32,6 +32,8 @@ let tableName = '';
 let counted: DynamoDBClient;
 /** Run once before the next PutItem is sent (to land another writer's change in between). */
 let beforeNextPut: (() => Promise<unknown>) | undefined;
+/** Run once before the next TransactWriteItems is sent (to make a session item in between). */
+let beforeNextTransact: (() => Promise<unknown>) | undefined;
 
 beforeAll(async () => {
   tableName = await createTestTable('budget');
@@ -43,6 +45,11 @@ beforeAll(async () => {
       if (hook) {
         beforeNextPut = undefined;
         await hook();
+      }
+      const transactHook = context.commandName === 'TransactWriteItemsCommand' ? beforeNextTransact : undefined;
+      if (transactHook) {
+        beforeNextTransact = undefined;
+        await transactHook();
       }
       sent.push(String(context.commandName).replace(/Command$/, ''));
       const input = args.input as { ReturnConsumedCapacity?: string };
@@ -188,11 +195,11 @@ describe('requests per operation', () => {
       service.appendMessages(named, { parentId: 'root', messages: [{ role: 'user', content: 'hello' }] }),
     );
 
-    // Assess: the tip (and the session item a first write needs, read with its metadata in one
-    // Query: session-read.ts), then the first change: the root is no item of its own, so nothing reads it.
+    // Assess: the tip, then the first change, whose transaction proves the session item absent
+    // (append-change.ts): the root is no item of its own, so nothing reads it.
     for (const requests of [atHead, underRoot]) {
       expect(requests.filter((name) => name === 'GetItem' || name === 'BatchGetItem')).toEqual([]);
-      expect(requests.filter((name) => name === 'Query')).toEqual(['Query', 'Query']);
+      expect(requests.filter((name) => name === 'Query')).toEqual(['Query']);
     }
   });
 
@@ -282,20 +289,57 @@ describe('requests per operation', () => {
     expect((await service.readState(thread, { node: 'f1' })).state).toEqual({ at: 1, fork: true });
   });
 
-  it('appends with a state as the first write of a session reading the session item once', async () => {
-    // Prepare: a session made, never written (a thread's first checkpoint goes under the root).
+  it('appends with a state as the first write of a session made by POST /v1/sessions in three rounds, without reading its item', async () => {
+    // Prepare: a session made with an agent, never written (a thread's first checkpoint goes under the root).
     const made = { tenant: 'budget', sessionId: 'first-checkpoint' };
-    await service.createSession('budget', { sessionId: made.sessionId });
+    await service.createSession('budget', { sessionId: made.sessionId, agentId: 'made-with' });
 
     // Act
-    const requests = await count(() =>
+    const measured = await cost(() =>
       service.appendMessages(made, { parentId: 'root', messages: [{ role: 'checkpoint' }], state: { replace: true, value: { step: 0 } } }),
     );
 
-    // Assess: the tip, the session item (its agent, user and lifetime, for the append and for
-    // the state it carries alike; with its metadata, one Query), the first change.
-    expect(requests).toEqual(['Query', 'Query', 'TransactWriteItems']);
+    // Assess: the tip; the first change made as for no session item, which the item refuses and
+    // brings back (append-change.ts); the first change made from it (its agent, user and
+    // lifetime, for the append and the state it carries alike). Three rounds, as when the item
+    // was read between the tip and the change.
+    expect(measured.requests).toEqual(['Query', 'TransactWriteItems', 'TransactWriteItems']);
+    expect(measured.rounds).toBe(3);
     expect((await service.readState(made, {})).state).toEqual({ step: 0 });
+    expect((await stores.sessions.readTip(made, { withState: false })).agentId).toBe('made-with');
+  });
+
+  it("creates a session with its first append (LangGraph's first put) in two rounds: the tip beside the new id, then the change", async () => {
+    // Prepare: a thread never written; and one whose item another request makes between the
+    // append's tip read and its change (a POST /v1/sessions racing it).
+    const thread = { tenant: 'budget', sessionId: 'first-put' };
+    const raced = { tenant: 'budget', sessionId: 'first-put-raced' };
+    const put = (scope: typeof thread) =>
+      service.appendMessages(scope, {
+        parentId: 'root',
+        messages: [{ id: `${scope.sessionId}-c1`, role: 'checkpoint' }],
+        state: { replace: true, value: { step: 1 } },
+      });
+
+    // Act
+    const measured = await cost(() => put(thread));
+    beforeNextTransact = () => service.createSession('budget', { sessionId: raced.sessionId, agentId: 'racer', userId: 'u-racer' });
+    const racedAnswer = await put(raced);
+
+    // Assess: the tip and the new id's index beside it, then the transaction that creates the
+    // session. Before append-change.ts the session item was read between them: three rounds.
+    expect(measured.requests).toEqual(['Query', 'Query', 'TransactWriteItems']);
+    expect(measured.rounds).toBe(2);
+    const session = await service.getSession(thread);
+    expect(session).toMatchObject({ sessionId: thread.sessionId, agentId: null, userId: null, metadata: null, head: 'first-put-c1' });
+    expect((await service.readState(thread, {})).state).toEqual({ step: 1 });
+    expect((await service.listSessions('budget', { limit: 100 })).items.map((item) => item.sessionId)).toContain(thread.sessionId);
+    // The item made in between is the session's: its transaction, made as for none, is refused,
+    // and the append is made again from that item (the tip carries its agent and user).
+    expect(racedAnswer).toMatchObject({ head: 'first-put-raced-c1', version: 1, changed: true });
+    const racedTip = await stores.sessions.readTip(raced, { withState: false });
+    expect([racedTip.agentId, racedTip.userId]).toEqual(['racer', 'u-racer']);
+    expect((await service.readState(raced, {})).state).toEqual({ step: 1 });
   });
 
   it("commits a user's first profile in a transaction that checks the session item names the user, and the next in one keyed update", async () => {

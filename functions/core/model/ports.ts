@@ -73,6 +73,13 @@ export interface TipChange {
   /** Whether the session may not exist yet: then the session item is written with the change. */
   readonly mayCreateSession: boolean;
   /**
+   * The change was computed without reading the session item, as for a session that has none
+   * (an append's first change of a life, session-tree-service.ts `appendMessages`): the
+   * transaction then holds only while there is no session item, and the store throws
+   * `SessionItemFound`, writing nothing, when there is one. Only with `mayCreateSession`.
+   */
+  readonly sessionAbsent?: boolean;
+  /**
    * When the session item's activity last moved, as read before a first change (its
    * `updatedAt`): a first change within the activity interval of it (a session made a moment
    * ago by `POST /v1/sessions`) moves nothing, and carries that time on.
@@ -469,6 +476,21 @@ export class StaleTipError extends Error {
   ) {
     super(message);
     this.name = 'StaleTipError';
+  }
+}
+
+/**
+ * A change made as for a session without its item (`TipChange.sessionAbsent`) found the item
+ * there: nothing was written, and the change is computed again from the item. Not a lost race
+ * (the log did not move), so it is no StaleTipError.
+ */
+export class SessionItemFound extends Error {
+  constructor(
+    /** The session as its item refused the change, when the refusal told all of it (else it is read). */
+    readonly meta?: SessionMeta | null,
+  ) {
+    super('the session item exists: the change is computed again from it');
+    this.name = 'SessionItemFound';
   }
 }
 

@@ -1,3 +1,4 @@
+import type { AllowedAgents } from '../agents/acting-agent.js';
 import type { Json } from '../json/json.js';
 import type { Caller } from '../model/fields.js';
 import type { NodeRecord, SessionMeta, SessionScope, Tip, VersionRecord } from '../model/model.js';
@@ -79,4 +80,13 @@ export interface HeadState {
   target: WriteTarget;
   state: Json;
   version: VersionRecord | undefined;
+}
+
+/**
+ * Who makes a write, for what a key limited to agents may do (API.md section 7): the key's
+ * agents (`allowed`, null when not limited) and the agent it acts as (`caller`).
+ */
+export interface KeyAccess {
+  allowed: AllowedAgents;
+  caller: Caller;
 }

@@ -21,16 +21,9 @@ import type { QueueTicket, SessionListOptions, SessionStore, WriteQueue } from '
 import { emptyTip, pointerOf, rootNode } from '../model/tree.js';
 import { type HeadMove, requireMayMoveHeadTo } from '../write/head-move.js';
 import { type AttemptContext, othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from '../write/write-retry.js';
-import {
-  checkIfMatch,
-  liveMeta,
-  nodeNotFound,
-  type SchemaSource,
-  sessionNotFound,
-  visibleState,
-  WriteTargets,
-} from '../write/write-target.js';
-import type { AppendInput, AppendResult, HeadState, HeadStateInput } from './append-input.js';
+import { checkIfMatch, liveMeta, nodeNotFound, type SchemaSource, sessionNotFound, WriteTargets } from '../write/write-target.js';
+import { type AppendParts, appendChange } from './append-change.js';
+import type { AppendInput, AppendResult, HeadState, HeadStateInput, KeyAccess } from './append-input.js';
 import { lookupsOf, planChain, suppliedIds } from './chain.js';
 import { notesWithin, openNotesCursor, sealNotesCursor } from './note-pages.js';
 import { checkListedMetadata, checkRelisting } from './session-lists.js';
@@ -53,15 +46,6 @@ export interface SessionUpdate extends LifetimeSettings {
   metadata?: JsonObject | null;
   userId?: string | null;
   agentId?: string | null;
-}
-
-/**
- * Who makes a write, for what a key limited to agents may do (API.md section 7): the key's
- * agents (`allowed`, null when not limited) and the agent it acts as (`caller`).
- */
-export interface KeyAccess {
-  allowed: AllowedAgents;
-  caller: Caller;
 }
 
 export interface ServiceOptions {
@@ -319,55 +303,20 @@ export class SessionTreeService {
       checkIfMatch({ nodeId: parent.id, pointer: pointerOf(parent, tip) }, input.ifMatch);
 
       const at = this.now().toISOString();
-      const { chain, created, last, anchor } = planChain({ parent, messages: input.messages, known, tip, at });
-      // A first write of a life reads the session item (its agent, user, lifetime), once for
-      // both the append and the state it carries.
-      const meta = tip.kind === 'empty' ? await this.store.getMeta(scope) : undefined;
-      const session = await this.targets.sessionOf(scope, tip, meta);
-      // Under a parent other than the head, the head moves to a node that reads the parent's state.
-      const move = parent.id === tip.head ? undefined : { scope, tip, from: tip.headVersion, to: pointerOf(parent, tip) };
-      await this.checkKeyAccess(scope.tenant, session.agentId, access, 'append to', move);
-      const turn =
-        input.state === undefined
-          ? undefined
-          : await this.headStateOf({ scope, tip, head: last, input, caller: access?.caller ?? null, at, meta });
-
-      // Pointers as of the tip read: a reused node that was the head has its pointer there.
-      const views = chain.map((node) => nodeView(node, tip));
-      const version = turn ? (turn.version?.version ?? turn.target.pointer) : undefined;
-      const result: AppendResult = !turn
-        ? { nodes: views, head: last.id }
-        : {
-            nodes: views.map((view) => (view.id === last.id ? { ...view, stateVersion: version as number } : view)),
-            head: last.id,
-            version,
-            state: visibleState(turn.target.schema, access?.caller ?? null, turn.state),
-            changed: turn.version !== undefined,
-          };
-      // A copy's last append opens its session even when it has nothing else to write.
-      if (created.length > 0 || last.id !== tip.head || turn?.version || input.opensCopy) {
-        const kept = input.keep?.(result);
-        await this.store.commit(scope, {
-          basedOn: tip,
-          ...(kept ? { kept } : {}),
-          ...(turn?.version ? { version: turn.version, prior: turn.target.current } : {}),
-          head: { id: last.id, version: turn?.version?.version ?? pointerOf(last, tip), depth: last.depth, place: last.place },
-          newNodes: created,
-          parent: anchor,
-          touchSessionAt: at,
-          mayCreateSession: tip.kind === 'empty',
-          sessionAgentId: session.agentId,
-          sessionUserId: session.userId,
-          ...(session.listed === undefined ? {} : { sessionListed: session.listed }),
-          ...(session.lifetime ? { lifetime: session.lifetime } : {}),
-          ...(session.touchedAt ? { sessionTouchedAt: session.touchedAt } : {}),
-          contended: attempt.raced || attempt.queued === true,
-          ...(input.opensCopy ? { opensCopy: true as const } : {}),
-        });
-      }
-      return result;
+      const plan = planChain({ parent, messages: input.messages, known, tip, at });
+      return appendChange(this.appendParts, { scope, input, access, planned: { tip, parent, at, attempt, plan } });
     };
     return retryOnStaleTip(this.retry, append, undefined, this.turnsOf(scope, input.ifMatch !== undefined));
+  }
+
+  /** What an append's change asks of this service once its tip is read (append-change.ts). */
+  private get appendParts(): AppendParts {
+    return {
+      store: this.store,
+      targets: this.targets,
+      checkKeyAccess: (tenant, agentId, access, move) => this.checkKeyAccess(tenant, agentId, access, 'append to', move),
+      headStateOf: (at) => this.headStateOf(at),
+    };
   }
 
   /** The new head's state of an append that carries one, by the writer this service was given. */

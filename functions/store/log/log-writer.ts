@@ -3,10 +3,11 @@ import { AgentStateError } from '../../core/kernel/errors.js';
 import { allSettledOrThrow } from '../../core/kernel/settled.js';
 import { hasExpired, type Lifetime, NO_LIFETIME, storedLifetime } from '../../core/model/lifetime.js';
 import type { SessionScope, Tip } from '../../core/model/model.js';
-import { LeaseLostError, StaleTipError, type TipChange } from '../../core/model/ports.js';
+import { LeaseLostError, SessionItemFound, StaleTipError, type TipChange } from '../../core/model/ports.js';
 import { documentPut, profileFenceMove } from '../documents/document-store.js';
 import { changedEntries } from '../sessions/list-entries.js';
 import { newMetadataStamp } from '../sessions/session-item.js';
+import { refusedSessionMeta } from '../sessions/session-read.js';
 import { putPieces } from '../state/state-pieces.js';
 import type { EncodedVersion } from '../state/version-item.js';
 import * as versionItem from '../state/version-item.js';
@@ -43,6 +44,7 @@ import {
   provisionalCheck,
   provisionalTtl,
   type SlotClaim,
+  sessionItemAbsent,
   sessionNotExpired,
   sessionUpsert,
 } from './session-writes.js';
@@ -256,6 +258,7 @@ export class LogWriter {
           ...(change.settings ? { settings: change.settings } : {}),
           ...(change.opensCopy && scope.copy !== undefined ? { opens: scope.copy } : {}),
           ...(metadataStamp === undefined ? {} : { metadataStamp }),
+          ...(change.sessionAbsent ? { absent: true } : {}),
         });
         items.push({ role: 'session', item: { Update: upsert } });
         // A PATCH of the metadata writes it to its own item, which the session item names (session-item.ts).
@@ -285,11 +288,16 @@ export class LogWriter {
           item: { Update: copyItemCheck(this.table.tableName, { ...scope, copy: scope.copy }, this.table.now()) },
         });
       } else if (first) {
-        items.push({ role: 'session', item: { ConditionCheck: sessionNotExpired(this.table.tableName, scope, this.table.now()) } });
+        const check = change.sessionAbsent
+          ? sessionItemAbsent(this.table.tableName, scope)
+          : sessionNotExpired(this.table.tableName, scope, this.table.now());
+        items.push({ role: 'session', item: { ConditionCheck: check } });
       }
       try {
         await transact(this.table, items);
       } catch (error) {
+        // Its session item is there after all: nothing was written, the caller computes the change again from it.
+        if (error instanceof SessionItemRefused && change.sessionAbsent) throw new SessionItemFound(refusedSessionMeta(scope, error.item));
         // The session item of a session with nothing in its log says it expired: erase it (its
         // next life starts empty, API.md section 12), then the write retries on a new session.
         // (Not a copy's: its item refused because the copy was erased as abandoned, and the id is another's now.)

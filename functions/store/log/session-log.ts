@@ -9,7 +9,7 @@ import { rootNode } from '../../core/model/tree.js';
 import { moveEntriesOf } from '../sessions/list-entries.js';
 import type { SessionDeleter } from '../sessions/session-delete.js';
 import * as sessionItem from '../sessions/session-item.js';
-import { readSessionItems } from '../sessions/session-read.js';
+import { readSessionItems, sessionMetaOf } from '../sessions/session-read.js';
 import { piecesOf } from '../state/state-pieces.js';
 import * as versionItem from '../state/version-item.js';
 import { FENCE_COPY_LIFE, FENCE_ERASURE, FENCE_HELD_UNTIL, FENCE_HOLDER, KIND_ATTRIBUTE, LOG_ITEM_KIND } from '../table/item-kinds.js';
@@ -343,8 +343,7 @@ export class DynamoDbSessionLog implements SessionLog {
   /** The session's item and its metadata, in one request (session-read.ts). */
   async getMeta(scope: SessionScope): Promise<SessionMeta | null> {
     const read = await readSessionItems(this.table, scope);
-    // Another's copy not opened yet is no session (log-items.ts, `closeIfUnopened`).
-    return read && !sessionItem.isOthersUnopened(read.item, scope) ? sessionItem.decode(read.item, read.metadataItem) : null;
+    return read ? sessionMetaOf(scope, read.item, read.metadataItem) : null;
   }
 
   // ---- the session item's activity ------------------------------------------------------------

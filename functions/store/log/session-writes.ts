@@ -235,6 +235,17 @@ export function sessionNotExpired(tableName: string, scope: SessionScope, nowMs:
   };
 }
 
+/** The condition of a change computed as for a session without its item (TipChange `sessionAbsent`): there is none. */
+export function sessionItemAbsent(tableName: string, scope: SessionScope): NonNullable<TransactItem['ConditionCheck']> {
+  // The item that is there comes back with the refusal: the writer need not read it (SessionItemRefused).
+  return {
+    TableName: tableName,
+    Key: sessionItem.key(scope),
+    ConditionExpression: conditions.itemIsNew,
+    ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+  };
+}
+
 /**
  * Creates the session item when missing and moves its activity time; with `lifetime`, sets the
  * session's lifetime as of `at` (a first change of a life, a `PATCH`). `first`: nothing is in
@@ -262,6 +273,8 @@ export function sessionUpsert(
     opens?: string;
     /** The stamp of the metadata item `settings.metadata` is written to (`metadataWrite`), when not null. */
     metadataStamp?: string;
+    /** Only while there is no session item: the change was computed as for none (TipChange `sessionAbsent`). */
+    absent?: boolean;
   } = {},
 ): NonNullable<TransactItem['Update']> {
   const index = tableKeys.sessionsIndex;
@@ -323,6 +336,7 @@ export function sessionUpsert(
     values[':owner'] = options.userIs;
     conditionParts.push('userId = :owner');
   }
+  if (options.absent) conditionParts.push(conditions.itemIsNew);
   if (options.first) {
     names['#xa'] = sessionItem.EXPIRES_ATTRIBUTE;
     values[':now'] = options.nowMs ?? Date.now();
@@ -333,6 +347,8 @@ export function sessionUpsert(
     Key: sessionItem.key(scope),
     UpdateExpression: `SET ${set.join(', ')}${remove.length > 0 ? ` REMOVE ${remove.join(', ')}` : ''}`,
     ...(conditionParts.length > 0 ? { ConditionExpression: conditionParts.join(' AND ') } : {}),
+    // Refused for being there, the item comes back with the refusal: the writer need not read it.
+    ...(options.absent ? { ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const } : {}),
     ExpressionAttributeNames: names,
     ExpressionAttributeValues: values,
   };

@@ -1,5 +1,5 @@
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
-import type { SessionScope } from '../../core/model/model.js';
+import type { SessionMeta, SessionScope } from '../../core/model/model.js';
 import * as keys from '../table/keys.js';
 import { batchGet, type Item, type TableClient } from '../table/table-client.js';
 import * as sessionItem from './session-item.js';
@@ -38,6 +38,22 @@ export async function readSessionItems(table: TableClient, scope: SessionScope):
     if (!found) return null;
     if (!sessionItem.isTorn(found.item, found.metadataItem) || attempt >= READ_ATTEMPTS) return found;
   }
+}
+
+/**
+ * The session an item of its says, to `scope` (null: another's copy not opened yet, no session
+ * to it: log-items.ts `closeIfUnopened`); `metadataItem` as read beside it.
+ */
+export function sessionMetaOf(scope: SessionScope, item: Item, metadataItem?: Item): SessionMeta | null {
+  return sessionItem.isOthersUnopened(item, scope) ? null : sessionItem.decode(item, metadataItem);
+}
+
+/**
+ * The session a write's refusal returned its item of (SessionItemRefused), when that item tells
+ * all of it: not when the metadata is in an item of its own, which the refusal did not return.
+ */
+export function refusedSessionMeta(scope: SessionScope, item: Item | undefined): SessionMeta | null | undefined {
+  return item && !sessionItem.hasMetadataItem(item) ? sessionMetaOf(scope, item) : undefined;
 }
 
 /**

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { AttributeValue, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import {
   BatchGetCommand,
   BatchWriteCommand,
@@ -7,6 +7,7 @@ import {
   TransactWriteCommand,
   type TransactWriteCommandInput,
 } from '@aws-sdk/lib-dynamodb';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { AgentStateError } from '../../core/kernel/errors.js';
 import { StaleTipError } from '../../core/model/ports.js';
 
@@ -89,9 +90,15 @@ export async function transact(table: TableClient, items: TaggedItem[]): Promise
 
 /**
  * A transaction's session item refused it: gone, or expired while nothing is in its log
- * (session-writes.ts, `sessionUpsert`). A moved tip to its caller, who may carry out the expiry.
+ * (session-writes.ts, `sessionUpsert`), or there where the writer took it to be absent. A moved
+ * tip to its caller, who may carry out the expiry. `item`: the session item as it refused, when
+ * its update or check asked for it (`ReturnValuesOnConditionCheckFailure`) and it was there.
  */
-export class SessionItemRefused extends StaleTipError {}
+export class SessionItemRefused extends StaleTipError {
+  constructor(readonly item?: Item) {
+    super();
+  }
+}
 
 /** The items that exist among `itemKeys`, read consistently (with `projection`, those attributes of them), 100 a request, all in parallel. */
 export async function batchGet(
@@ -230,15 +237,21 @@ function translateCancellation(error: unknown, items: readonly TaggedItem[]): un
   if (!(error instanceof Error)) return error;
   if (error.name === 'TransactionConflictException') return new StaleTipError();
   if (error.name !== 'TransactionCanceledException') return error;
-  const reasons = (error as { CancellationReasons?: Array<{ Code?: string }> }).CancellationReasons ?? [];
+  const reasons = (error as { CancellationReasons?: Array<{ Code?: string; Item?: Item }> }).CancellationReasons ?? [];
   const codes = reasons.map((reason) => reason.Code ?? 'None');
   if (codes.includes('TransactionConflict')) return new StaleTipError();
   const failed = codes.indexOf('ConditionalCheckFailed');
-  if (failed >= 0 && items[failed]?.role === 'session') return new SessionItemRefused();
+  if (failed >= 0 && items[failed]?.role === 'session') return new SessionItemRefused(documentItem(reasons[failed]?.Item));
   if (failed >= 0 && items[failed]) return new StaleTipError();
   if (codes.some((code) => throttlingErrors.has(code) || code === 'ThrottlingError')) return throttled(error);
   if (codes.includes('ItemCollectionSizeLimitExceeded')) return collectionFull(error);
   return error;
+}
+
+/** An item a transaction's refusal returned, as the document client reads items: a cancellation carries it in wire format ({S: …}). */
+function documentItem(item: Item | undefined): Item | undefined {
+  const wire = typeof item?.pk === 'object' && item.pk !== null && 'S' in item.pk;
+  return item && wire ? unmarshall(item as Record<string, AttributeValue>) : item;
 }
 
 function chunks<T>(list: readonly T[], size: number): T[][] {
