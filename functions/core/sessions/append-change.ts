@@ -20,7 +20,9 @@ import { nodeView } from './session-views.js';
  * gave), and its transaction holds only while there is none (TipChange `sessionAbsent`: the
  * session item's update in it is conditional on its absence, as the log's place is on its
  * own). So a thread's first append, LangGraph's first `put`, costs the tip's round and the
- * transaction's, where a read of the item between them made it three. When the item is there
+ * transaction's, where a read of the item between them made it three. (The item is not read
+ * beside the tip instead: that read could see the item of a life a delete was closing, the tip
+ * the next life's empty log. The transaction's check comes after both, and any item refuses it.) When the item is there
  * (`POST /v1/sessions` made it, or it is an expired session's), or the append as for none
  * would answer anything but its own change (a refusal may be the missing item's doing: a
  * limited key, typed fields; an append that writes nothing proves nothing), the item is read
