@@ -44,9 +44,12 @@ function heldTipRead(): { store: DynamoDbSessionStore; held: Promise<void>; rele
   const slowClient = dynamoDbClient({ AGENTSTATE_DYNAMODB_ENDPOINT: dynamoEndpoint() });
   slowClient.middlewareStack.add(
     (next, context) => async (args) => {
-      // The document client's input, before it is marshalled: the tip read is the Query of the log's prefix.
+      // The document client's input, before it is marshalled: the tip read is the Query of the log's
+      // prefix, or, for an append (70854a3), of the range from the session item to the log's end.
       const input = args.input as { ExpressionAttributeValues?: Record<string, unknown> };
-      if (holding && context.commandName === 'QueryCommand' && input.ExpressionAttributeValues?.[':prefix'] === keys.logPrefix) {
+      const values = input.ExpressionAttributeValues;
+      const tipRead = values?.[':prefix'] === keys.logPrefix || values?.[':high'] === keys.logRangeEnd;
+      if (holding && context.commandName === 'QueryCommand' && tipRead) {
         holding = false;
         reached();
         await released;

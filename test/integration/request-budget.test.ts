@@ -289,24 +289,34 @@ describe('requests per operation', () => {
     expect((await service.readState(thread, { node: 'f1' })).state).toEqual({ at: 1, fork: true });
   });
 
-  it('appends with a state as the first write of a session made by POST /v1/sessions in three rounds, without reading its item', async () => {
-    // Prepare: a session made with an agent, never written (a thread's first checkpoint goes under the root).
+  it('appends with a state as the first write of a session made by POST /v1/sessions in three rounds, and no transaction refused', async () => {
+    // Prepare: sessions made and never written (a thread's first checkpoint goes under the
+    // root): one with an agent, one with metadata too (its own item, SM: session-item.ts).
     const made = { tenant: 'budget', sessionId: 'first-checkpoint' };
+    const withMetadata = { tenant: 'budget', sessionId: 'first-checkpoint-metadata' };
     await service.createSession('budget', { sessionId: made.sessionId, agentId: 'made-with' });
+    await service.createSession('budget', { sessionId: withMetadata.sessionId, agentId: 'made-with', metadata: { topic: 'billing' } });
+    const put = (scope: typeof made) =>
+      service.appendMessages(scope, { parentId: 'root', messages: [{ role: 'checkpoint' }], state: { replace: true, value: { step: 0 } } });
 
     // Act
-    const measured = await cost(() =>
-      service.appendMessages(made, { parentId: 'root', messages: [{ role: 'checkpoint' }], state: { replace: true, value: { step: 0 } } }),
-    );
+    const measured = await cost(() => put(made));
+    const measuredWithMetadata = await cost(() => put(withMetadata));
 
-    // Assess: the tip; the first change made as for no session item, which the item refuses and
-    // brings back (append-change.ts); the first change made from it (its agent, user and
-    // lifetime, for the append and the state it carries alike). Three rounds, as when the item
-    // was read between the tip and the change.
-    expect(measured.requests).toEqual(['Query', 'TransactWriteItems', 'TransactWriteItems']);
-    expect(measured.rounds).toBe(3);
-    expect((await service.readState(made, {})).state).toEqual({ step: 0 });
-    expect((await stores.sessions.readTip(made, { withState: false })).agentId).toBe('made-with');
+    // Assess: the tip, whose read finds the session item below the empty log (append-change.ts);
+    // the session item (its agent, user and lifetime, for the append and for the state it carries
+    // alike; with its metadata, one Query); the first change. A transaction sent as for no item
+    // would be refused by it and billed as written: between f01cfe3 and this test, it was sent
+    // ('Query', 'TransactWriteItems', 'TransactWriteItems'; one more Query with the metadata).
+    for (const { requests, rounds } of [measured, measuredWithMetadata]) {
+      expect(requests).toEqual(['Query', 'Query', 'TransactWriteItems']);
+      expect(rounds).toBe(3);
+    }
+    for (const scope of [made, withMetadata]) {
+      expect((await service.readState(scope, {})).state).toEqual({ step: 0 });
+      expect((await stores.sessions.readTip(scope, { withState: false })).agentId).toBe('made-with');
+    }
+    expect((await service.getSession(withMetadata)).metadata).toEqual({ topic: 'billing' });
   });
 
   it("creates a session with its first append (LangGraph's first put) in two rounds: the tip beside the new id, then the change", async () => {

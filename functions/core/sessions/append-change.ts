@@ -15,28 +15,31 @@ import { nodeView } from './session-views.js';
  * change.
  *
  * A first write of a life needs the session item (its agent, user, lifetime), once for both
- * the append and the state it carries. It is not read first: the append is made as for a
- * session without one (no agent, no user, the deployment's lifetime, as a read finding none
- * gave), and its transaction holds only while there is none (TipChange `sessionAbsent`: the
- * session item's update in it is conditional on its absence, as the log's place is on its
- * own). So a thread's first append, LangGraph's first `put`, costs the tip's round and the
- * transaction's, where a read of the item between them made it three. (The item is not read
- * beside the tip instead: that read could see the item of a life a delete was closing, the tip
- * the next life's empty log. The transaction's check comes after both, and any item refuses it.) When the item is there
- * (`POST /v1/sessions` made it, or it is an expired session's), or the append as for none
- * would answer anything but its own change (a refusal may be the missing item's doing: a
- * limited key, typed fields; an append that writes nothing proves nothing), the item is read
- * and the append made again from it on the same tip, which is what it always did: its answer
- * and its writes are then those of an append that read the item first. A transaction refused
- * by the item brings it back (`ReturnValuesOnConditionCheckFailure`), so an append to a session
- * made by `POST /v1/sessions` costs the rounds it did: the tip, that refusal where the item's
- * read was, the transaction (one more read when its metadata is an item of its own). A copy's own append
- * reads the item its copy made.
+ * the append and the state it carries. The tip's read tells whether there is one (ports.ts
+ * `sessionItem`: the newest item from the session item to the log's end, the tip itself when
+ * the log holds a change). When it found none (`EmptyTip.absent`), the item is not read: the
+ * append is made as for a session without one (no agent, no user, the deployment's lifetime, as
+ * a read finding none gave), and its transaction holds only while there is none (TipChange
+ * `sessionAbsent`: the session item's update in it is conditional on its absence, as the log's
+ * place is on its own). So a thread's first append, LangGraph's first `put`, costs the tip's
+ * round and the transaction's, where a read of the item between them made it three. What the
+ * tip's read saw is not what proves it: the transaction's check comes after it, and any item
+ * there then refuses it (one made in between, or an item of a life a delete was closing). When
+ * the tip's read found an item (`POST /v1/sessions` made the session, or it is an expired
+ * session's), the item is read and the append made from it, as it always was: the tip, the
+ * item, the transaction, and no transaction refused (a refused one is billed as written). The
+ * same when a transaction made as for none is refused by an item made since, or the append as
+ * for none would answer anything but its own change (a refusal may be the missing item's doing:
+ * a limited key, typed fields; an append that writes nothing proves nothing): it is made again
+ * on the same tip, from the item its refusal brought back (`ReturnValuesOnConditionCheckFailure`)
+ * or from a read of it. A copy's own append reads the item its copy made.
  */
 export async function appendChange(parts: AppendParts, call: AppendCall): Promise<AppendResult> {
   const { scope, input, planned } = call;
   if (planned.tip.kind !== 'empty') return appendOn(parts, call, undefined);
-  if (scope.copy === undefined && !input.opensCopy) {
+  // Only when the tip read found no session item either (`EmptyTip.absent`): a session that has
+  // one (POST /v1/sessions made it) would refuse the transaction, which is billed as written.
+  if (planned.tip.absent && scope.copy === undefined && !input.opensCopy) {
     try {
       return await appendOn(parts, call, null, true);
     } catch (error) {

@@ -296,6 +296,8 @@ export class SessionTreeService {
         // message's id is read as the messages' are).
         expectNew: true,
         ...(input.parentId === undefined || suppliedIds(input.messages).includes(input.parentId) ? {} : { expectHead: input.parentId }),
+        // With an empty log, whether the session item is there, in the same read (append-change.ts).
+        ...(scope.copy === undefined && !input.opensCopy ? { sessionItem: true } : {}),
       });
       // An append is a blind write: it joins the writers already waiting for this session.
       if (input.ifMatch === undefined && othersWaiting(tip, attempt, this.now())) throw new QueueBehindOthers();
