@@ -45,7 +45,8 @@ function heldTipRead(): { store: DynamoDbSessionStore; held: Promise<void>; rele
   slowClient.middlewareStack.add(
     (next, context) => async (args) => {
       // The document client's input, before it is marshalled: the tip read is the Query of the log's
-      // prefix, or, for an append (70854a3), of the range from the session item to the log's end.
+      // prefix, or, for an append, of the range from the session item to the log's end (which also
+      // tells whether the session item is there when the log is empty).
       const input = args.input as { ExpressionAttributeValues?: Record<string, unknown> };
       const values = input.ExpressionAttributeValues;
       const tipRead = values?.[':prefix'] === keys.logPrefix || values?.[':high'] === keys.logRangeEnd;
