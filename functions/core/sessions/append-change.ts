@@ -58,15 +58,18 @@ export interface AppendParts {
   /** The key's access to the session (its agent), for an append that moves the head by `move`. */
   checkKeyAccess(tenant: string, sessionAgentId: string | null, access: KeyAccess | undefined, move?: HeadMove): Promise<void>;
   /** The new head's state of an append that carries one. */
-  headStateOf(at: {
-    scope: SessionScope;
-    tip: Tip;
-    head: NodeRecord;
-    input: AppendInput;
-    caller: Caller;
-    at: string;
-    meta: SessionMeta | null | undefined;
-  }): Promise<HeadState>;
+  headStateOf(at: HeadStateAt): Promise<HeadState>;
+}
+
+/** Where an append's new head's state is made: the tip, the head it follows, the session item read (if any). */
+export interface HeadStateAt {
+  scope: SessionScope;
+  tip: Tip;
+  head: NodeRecord;
+  input: AppendInput;
+  caller: Caller;
+  at: string;
+  meta: SessionMeta | null | undefined;
 }
 
 /** An append whose tip is read and whose chain is planned. */

@@ -4,7 +4,6 @@ import type { Json, JsonObject } from '../json/json.js';
 import { mergePatch } from '../json/merge-patch.js';
 import { AgentStateError } from '../kernel/errors.js';
 import { newId, ROOT_NODE } from '../kernel/ids.js';
-import type { Caller } from '../model/fields.js';
 import {
   checkLifetimeSettings,
   expiryOf,
@@ -16,13 +15,13 @@ import {
 } from '../model/lifetime.js';
 import { ANSWER_ITEMS_BYTES, checkMetadata, checkNoteSize } from '../model/limits.js';
 import type { MessagePath } from '../model/message-path.js';
-import type { NodeNotes, NodeRecord, NoteResult, Page, SessionMeta, SessionScope, Tip } from '../model/model.js';
+import type { NodeNotes, NoteResult, Page, SessionMeta, SessionScope } from '../model/model.js';
 import type { QueueTicket, SessionListOptions, SessionStore, WriteQueue } from '../model/ports.js';
 import { emptyTip, pointerOf, rootNode } from '../model/tree.js';
 import { type HeadMove, requireMayMoveHeadTo } from '../write/head-move.js';
 import { type AttemptContext, othersWaiting, QueueBehindOthers, type RetryPolicy, retryOnStaleTip } from '../write/write-retry.js';
 import { checkIfMatch, liveMeta, nodeNotFound, type SchemaSource, sessionNotFound, WriteTargets } from '../write/write-target.js';
-import { type AppendParts, appendChange } from './append-change.js';
+import { type AppendParts, appendChange, type HeadStateAt } from './append-change.js';
 import type { AppendInput, AppendResult, HeadState, HeadStateInput, KeyAccess } from './append-input.js';
 import { lookupsOf, planChain, suppliedIds } from './chain.js';
 import { notesWithin, openNotesCursor, sealNotesCursor } from './note-pages.js';
@@ -322,15 +321,7 @@ export class SessionTreeService {
   }
 
   /** The new head's state of an append that carries one, by the writer this service was given. */
-  private headStateOf(at: {
-    scope: SessionScope;
-    tip: Tip;
-    head: NodeRecord;
-    input: AppendInput;
-    caller: Caller;
-    at: string;
-    meta: SessionMeta | null | undefined;
-  }): Promise<HeadState> {
+  private headStateOf(at: HeadStateAt): Promise<HeadState> {
     const { scope, tip, head, input, caller, meta } = at;
     if (!this.headState || !input.state) throw new AgentStateError('internal', 'this service writes no state with an append');
     return this.headState({
