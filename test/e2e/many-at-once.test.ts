@@ -276,6 +276,36 @@ describe('many writers at once on one thing', () => {
 });
 
 describe('POST messages with state, many at once', () => {
+  it('makes a session with 50 first appends at once and a create racing them: every append 201, every node and key there', async () => {
+    // Prepare: nothing of the session exists. Each append reads an empty log and no session
+    // item, so each sends its first change as for a session without one; all but one lose the
+    // log's place, and the create may make the item between an append's read and its
+    // transaction (which then refuses it and the append is made again from the item).
+    const sid = uniqueId('first-appends');
+
+    // Act
+    const [appends, created] = await Promise.all([
+      Promise.all(
+        Array.from({ length: WRITERS }, (_, n) =>
+          http.post(`/v1/sessions/${sid}/messages`, { messages: [{ id: `m${n}`, role: 'user' }], state: { [`k${n}`]: n } }),
+        ),
+      ),
+      http.post('/v1/sessions', { sessionId: sid, metadata: { made: 'by create' } }),
+    ]);
+
+    // Assess
+    expect(statuses(appends)).toEqual(Array(WRITERS).fill(201));
+    expect([201, 409]).toContain(created.status);
+    expect(appends.map((answer) => answer.body.version).sort((a, b) => a - b)).toEqual(Array.from({ length: WRITERS }, (_, n) => n + 1));
+    const session = await http.get(`/v1/sessions/${sid}`);
+    expect(session.body.version).toBe(WRITERS);
+    expect(session.body.metadata).toEqual(created.status === 201 ? { made: 'by create' } : null);
+    const state = await http.get(`/v1/sessions/${sid}/state`);
+    expect(state.body.state).toEqual(Object.fromEntries(Array.from({ length: WRITERS }, (_, n) => [`k${n}`, n])));
+    const nodes = await Promise.all(Array.from({ length: WRITERS }, (_, n) => http.get(`/v1/sessions/${sid}/nodes/m${n}`)));
+    expect(statuses(nodes)).toEqual(Array(WRITERS).fill(200));
+  });
+
   it('lands 50 concurrent turns on one session, each a node with its own state version', async () => {
     // Prepare
     const sid = uniqueId('turn-concurrent');
